@@ -1,0 +1,26 @@
+"""pytest-gpuperf: GPU performance of PyTorch code as a pytest suite that gates pull requests.
+
+Importing this package (or its pytest plugin) never imports torch, scipy or
+pynvml: they load when a benchmark runs.
+"""
+
+from __future__ import annotations
+
+from pytest_gpuperf.errors import (
+    BenchOutOfMemory,
+    DeviceUnavailable,
+    GpuPerfError,
+    GpuPerfWarning,
+    GraphCaptureError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BenchOutOfMemory",
+    "DeviceUnavailable",
+    "GpuPerfError",
+    "GpuPerfWarning",
+    "GraphCaptureError",
+    "__version__",
+]

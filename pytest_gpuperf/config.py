@@ -1,0 +1,107 @@
+"""The plugin's configuration, resolved once, with where each value came from.
+
+Precedence, in one place (:func:`resolve`): a ``gpu_bench(...)`` keyword >
+the ``gpuperf`` marker > the command line > the ini file > the default.
+Every value is validated by its option's parser; an error names the source
+(``--gpuperf-round-ms``, ``gpuperf_round_ms in pytest.ini``, ``the gpuperf
+marker of test_x``) and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.options import OPTIONS, OPTIONS_BY_NAME, OptionValueError
+
+if TYPE_CHECKING:
+    import pytest
+
+
+class ConfigError(ValueError):
+    """A bad option value; the message names where it came from and what is expected."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    source: str  # "call", "marker", "cli", "ini", "default"
+
+
+@dataclass(frozen=True)
+class GpuPerfConfig:
+    """Session-wide settings: every option resolved from command line > ini > default."""
+
+    settings: Mapping[str, Setting] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.settings[name].value
+
+    def source(self, name: str) -> str:
+        return self.settings[name].source
+
+    @classmethod
+    def from_values(cls, cli: Mapping[str, Any], ini: Mapping[str, Any]) -> GpuPerfConfig:
+        """Resolve from raw command-line and ini values (``None`` or ``""`` = not given)."""
+        out: dict[str, Setting] = {}
+        for opt in OPTIONS:
+            raw_cli = cli.get(opt.name)
+            raw_ini = ini.get(opt.name)
+            if opt.cli and raw_cli is not None:
+                out[opt.name] = Setting(_parse(opt.name, raw_cli, opt.flag_name), "cli")
+            elif opt.cli and raw_ini not in (None, ""):
+                where = f"{opt.ini_name} in the ini file"
+                out[opt.name] = Setting(_parse(opt.name, raw_ini, where), "ini")
+            else:
+                out[opt.name] = Setting(opt.default, "default")
+        return cls(settings=out)
+
+    @classmethod
+    def from_pytest_config(cls, config: pytest.Config) -> GpuPerfConfig:
+        cli = {o.name: config.getoption("gpuperf_" + o.name, None) for o in OPTIONS if o.cli}
+        ini = {o.name: config.getini(o.ini_name) for o in OPTIONS if o.cli}
+        return cls.from_values(cli, ini)
+
+    def resolve(
+        self,
+        marker: Mapping[str, Any] | None = None,
+        call: Mapping[str, Any] | None = None,
+        *,
+        marker_where: str = "the gpuperf marker",
+        call_where: str = "the gpu_bench(...) call",
+    ) -> dict[str, Setting]:
+        """Per-benchmark settings: call > marker > this session's settings."""
+        return resolve(self.settings, marker or {}, call or {}, marker_where, call_where)
+
+
+def _parse(name: str, raw: Any, where: str) -> Any:
+    opt = OPTIONS_BY_NAME[name]
+    try:
+        return opt.parse(raw)
+    except OptionValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def resolve(
+    session: Mapping[str, Setting],
+    marker: Mapping[str, Any],
+    call: Mapping[str, Any],
+    marker_where: str,
+    call_where: str,
+) -> dict[str, Setting]:
+    out: dict[str, Setting] = {}
+    for opt in OPTIONS:
+        if not opt.per_test:
+            continue
+        if opt.name in call:
+            out[opt.name] = Setting(
+                _parse(opt.name, call[opt.name], f"{call_where}, {opt.name}="), "call"
+            )
+        elif opt.name in marker:
+            out[opt.name] = Setting(
+                _parse(opt.name, marker[opt.name], f"{marker_where}, {opt.name}="), "marker"
+            )
+        else:
+            out[opt.name] = session[opt.name]
+    return out

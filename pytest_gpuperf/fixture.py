@@ -1,0 +1,381 @@
+"""The ``gpu_bench`` fixture's object: measure a callable, return its result.
+
+It knows nothing about pytest, baselines or statistics: it gets its settings
+and a ``record`` callback from the plugin, and hands each
+:class:`~pytest_gpuperf.model.Result` to ``record``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import inspect
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_gpuperf.config import GpuPerfConfig, Setting
+from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
+from pytest_gpuperf.measure import engine
+from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, BenchId, Result
+from pytest_gpuperf.options import CALL_ONLY, PER_TEST_OPTIONS
+
+#: probe(bench_id, clock) -> context manager yielding finish(raw) -> telemetry dict | None
+Probe = Callable[[BenchId, Callable[[], float]], AbstractContextManager[Any]]
+#: phase(bench_id, phase_name) -> context manager (NVTX ranges)
+PhaseRange = Callable[[BenchId, str], AbstractContextManager[object]]
+
+
+def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
+@dataclass
+class BenchContext:
+    """What the plugin tells the fixture about the running test."""
+
+    nodeid: str
+    config: GpuPerfConfig
+    device: str  # "cuda" or "cpu"
+    record: Callable[[Result], None]
+    marker: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    display_params: tuple[tuple[str, str], ...] = ()
+    disabled: bool = False
+    environment: Callable[[], dict[str, Any]] | None = None
+    probes: list[Probe] = field(default_factory=list)
+    phase_range: PhaseRange = _no_range
+    test_name: str = ""
+
+
+def _describe(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> float | None:
+    """A number, or a callable of the test's parameters (``flops=lambda shape: ...``)."""
+    if value is None or not callable(value):
+        return value
+    try:
+        sig = inspect.signature(value)
+    except (TypeError, ValueError):
+        return float(value(**params))
+    accepts_all = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    names = [
+        n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    missing = [n for n in names if n not in params and sig.parameters[n].default is p_empty]
+    if missing:
+        raise GpuPerfError(
+            f"{what}= of {test} is a callable of the test's parameters, but {test} has no "
+            f"parameter {', '.join(repr(m) for m in missing)} (it has: "
+            f"{', '.join(sorted(params)) or 'none'}). Name the callable's arguments after the "
+            "test's parameters, e.g. flops=lambda shape: 2 * shape[0] * shape[1] * shape[2]."
+        )
+    kwargs = dict(params) if accepts_all else {n: params[n] for n in names if n in params}
+    return float(value(**kwargs))
+
+
+p_empty = inspect.Parameter.empty
+
+
+class GpuBench:
+    """Measure the steady state of a callable: ``result = gpu_bench(fn, *args, **kwargs)``.
+
+    Keywords named like a measurement option (``name``, ``cuda_graph``,
+    ``l2_flush``, ``warmup_ms``, ``round_ms``, ``rounds``, ``flops``,
+    ``bytes``, ...) configure the measurement; all others are passed to
+    ``fn``. Use :meth:`measure` to pass such a keyword to ``fn`` itself.
+    """
+
+    def __init__(self, ctx: BenchContext):
+        self._ctx = ctx
+        self._names: set[str | None] = set()
+        self.results: list[Result] = []
+        self._oom = False
+
+    @property
+    def device(self) -> str:
+        """``"cuda"`` or ``"cpu"``: where the benchmark runs; allocate its inputs there."""
+        return self._ctx.device
+
+    @property
+    def disabled(self) -> bool:
+        return self._ctx.disabled
+
+    def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        options = {
+            k: kwargs.pop(k) for k in list(kwargs) if k in PER_TEST_OPTIONS or k in CALL_ONLY
+        }
+        return self.measure(fn, args=args, kwargs=kwargs, **options)
+
+    def measure(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        **options: Any,
+    ) -> Any:
+        """Like calling the fixture, with ``fn``'s arguments given explicitly."""
+        __tracebackhide__ = True
+        ctx = self._ctx
+        if not callable(fn):
+            raise TypeError(
+                f"gpu_bench() needs a callable as its first argument, got {type(fn).__name__} "
+                f"{fn!r:.80}; pass the function itself, e.g. gpu_bench(torch.mm, a, b)"
+            )
+        unknown = sorted(set(options) - PER_TEST_OPTIONS)
+        if unknown:
+            raise TypeError(f"gpu_bench.measure() got unknown option(s): {', '.join(unknown)}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise TypeError(f"gpu_bench(name=...) must be a non-empty string, got {name!r}")
+        if name in self._names:
+            label = "without a name" if name is None else f"with name={name!r}"
+            raise GpuPerfError(
+                f"gpu_bench was called twice in {ctx.test_name or ctx.nodeid} {label}. Give each "
+                "measurement of one test its own name: gpu_bench(fn, name='fwd'), "
+                "gpu_bench(bwd, name='bwd')."
+            )
+        self._names.add(name)
+        fn_kwargs = dict(kwargs or {})
+        if ctx.disabled:
+            return fn(*args, **fn_kwargs)
+
+        settings = ctx.config.resolve(
+            ctx.marker,
+            options,
+            marker_where=f"the gpuperf marker of {ctx.test_name or ctx.nodeid}",
+            call_where=f"gpu_bench(...) in {ctx.test_name or ctx.nodeid}",
+        )
+        return self._run(fn, tuple(args), fn_kwargs, name, settings)
+
+    # --- internals -------------------------------------------------------
+
+    def _modes(self, cuda_graph: bool | str) -> list[str]:
+        if self._ctx.device != "cuda":
+            return [MODE_CPU]
+        if cuda_graph == "both":
+            return [MODE_EVENTS, MODE_GRAPH]
+        return [MODE_GRAPH] if cuda_graph else [MODE_EVENTS]
+
+    def _run(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        name: str | None,
+        settings: Mapping[str, Setting],
+    ) -> Any:
+        __tracebackhide__ = True
+        ctx = self._ctx
+        values = {k: s.value for k, s in settings.items()}
+        policy = MeasurePolicy.from_settings(values)
+        test = ctx.test_name or ctx.nodeid
+        flops = _evaluate(values.get("flops"), ctx.params, "flops", test)
+        nbytes = _evaluate(values.get("bytes"), ctx.params, "bytes", test)
+        modes = self._modes(policy.cuda_graph)
+        env = ctx.environment() if ctx.environment else None
+
+        oom: str | None = None
+        out: Any = None
+        try:
+            out = self._measure_modes(fn, args, kwargs, name, modes, policy, flops, nbytes, env)
+        except Exception as e:
+            if not _is_oom(e):
+                raise
+            oom = _first_line(e)
+            traceback.clear_frames(e.__traceback__)
+        if oom is not None:
+            # Raised outside the except block, so no reference to the failed frames survives.
+            self._oom = True
+            release_memory()
+            raise BenchOutOfMemory(
+                f"CUDA out of memory while benchmarking {test}"
+                + (f" ({name})" if name else "")
+                + f": {oom}\nThe memory this benchmark held has been released and the session "
+                "goes on. Reduce the problem size of this test, free tensors the test keeps "
+                "alive, or run it alone with fewer other processes on the GPU."
+            )
+        return out
+
+    def _measure_modes(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        name: str | None,
+        modes: list[str],
+        policy: MeasurePolicy,
+        flops: float | None,
+        nbytes: float | None,
+        env: dict[str, Any] | None,
+    ) -> Any:
+        __tracebackhide__ = True
+        ctx = self._ctx
+        first_out: Any = None
+        first_s: float | None = None
+        for mode in modes:
+            bid = BenchId(ctx.nodeid, name, mode, ctx.display_params)
+            timer = make_timer(mode, fn, args, kwargs, policy)
+            try:
+                t_start = time.perf_counter()
+                with ctx.phase_range(bid, "benchmark"):
+                    if first_s is None:
+                        with ctx.phase_range(bid, "first-call"):
+                            first_s, first_out = timer.first_call()
+                    with ctx.phase_range(bid, "prepare"):
+                        timer.prepare()
+                    if hasattr(timer, "reset_peak_memory"):
+                        timer.reset_peak_memory()
+                    raw, telemetry = self._with_probes(bid, timer, policy)
+                wall = time.perf_counter() - t_start
+                peak = timer.peak_memory()
+            finally:
+                timer.close()
+            result = Result(
+                id=bid,
+                device=ctx.device,
+                rounds=raw.rounds,
+                calls_per_round=raw.calls_per_round,
+                first_call_s=first_s,
+                warmup=raw.warmup,
+                trimmed=raw.trimmed,
+                stability=raw.stability,
+                warmup_s=raw.warmup_s,
+                wall_s=wall,
+                l2_flush=bool(policy.l2_flush and mode == MODE_EVENTS),
+                peak_memory_bytes=peak,
+                flops=flops,
+                bytes=nbytes,
+                device_name=(env or {}).get("gpu_name") or (env or {}).get("cpu_model"),
+                telemetry=telemetry,
+                environment=env,
+                policy=_policy_record(policy, mode),
+            )
+            result.notes.extend(flag_notes(result, policy))
+            self.results.append(result)
+            ctx.record(result)
+        return first_out
+
+    def _with_probes(
+        self, bid: BenchId, timer: Any, policy: MeasurePolicy
+    ) -> tuple[engine.RawMeasurement, dict[str, Any] | None]:
+        ctx = self._ctx
+        clock = time.perf_counter
+        with contextlib.ExitStack() as stack:
+            finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
+            raw = engine.run(timer, policy, clock=clock, phase=lambda n: ctx.phase_range(bid, n))
+            telemetry: dict[str, Any] | None = None
+            for finish in finishers:
+                if callable(finish):
+                    extra = finish(raw)
+                    if extra:
+                        telemetry = {**(telemetry or {}), **extra}
+        return raw, telemetry
+
+    def teardown(self) -> None:
+        """After the test: release what an out-of-memory failure kept alive."""
+        if self._oom:
+            import sys
+
+            for attr in ("last_traceback", "last_exc"):
+                obj = getattr(sys, attr, None)
+                tb = getattr(obj, "__traceback__", obj)
+                if tb is not None:
+                    with contextlib.suppress(Exception):
+                        traceback.clear_frames(tb)
+            release_memory()
+
+
+def _policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:
+    """The parts of the policy that make two results comparable (stored with each result)."""
+    rec: dict[str, Any] = {
+        "round_ms": policy.round_ms,
+        "rounds": policy.rounds,
+        "warmup_ms": policy.warmup_ms,
+    }
+    if mode == MODE_EVENTS:
+        rec["l2_flush"] = policy.l2_flush
+    return rec
+
+
+def make_timer(
+    mode: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    policy: MeasurePolicy,
+) -> Any:
+    if mode == MODE_CPU:
+        from pytest_gpuperf.measure.cpu import CpuTimer
+
+        return CpuTimer(fn, args, kwargs)
+    from pytest_gpuperf.measure.cuda import CudaEventsTimer, CudaGraphTimer
+
+    if mode == MODE_GRAPH:
+        return CudaGraphTimer(
+            fn, args, kwargs, round_ms=policy.round_ms, graph_calls=policy.graph_calls
+        )
+    return CudaEventsTimer(fn, args, kwargs, l2_flush=policy.l2_flush)
+
+
+def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
+    """What is wrong with a result, each with what to do about it."""
+    notes = []
+    s = result.summary
+    if result.stability == "no-steady-state":
+        notes.append(
+            "unstable: the timings never settled (still drifting after the warm-up and a second "
+            "measurement); raise warmup_ms, check GPU clocks and other processes"
+        )
+    elif result.stability == "shift":
+        notes.append(
+            "unstable: the level shifted during the measurement; check for other work on the "
+            "device, throttling, or a function whose cost changes from call to call"
+        )
+    elif result.stability == "warmup-capped":
+        notes.append(
+            f"warm-up hit its {policy.warmup_ms:g} ms budget before settling; raise warmup_ms "
+            "if the first rounds keep drifting"
+        )
+    if s.n and s.rel_iqr > policy.noise_threshold:
+        remedy = (
+            "use cuda_graph=True for launch-bound work, " if result.id.mode == MODE_EVENTS else ""
+        )
+        notes.append(
+            f"noisy: rounds scatter {100 * s.rel_iqr:.1f} % (IQR/median); {remedy}raise "
+            "round_ms, or stop other work on the machine"
+        )
+    return notes
+
+
+def _is_oom(e: BaseException) -> bool:
+    cls = type(e)
+    if any(c.__name__ == "OutOfMemoryError" for c in cls.__mro__):
+        return True
+    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower() and "CUDA" in str(e)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def release_memory() -> None:
+    """Collect garbage and return cached CUDA memory to the driver."""
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except Exception:
+        pass

@@ -1,0 +1,120 @@
+"""The ``gpuperf`` marker: validation and shape/dtype parametrisation.
+
+A bad marker is a collection error that names the test and the offending
+word, with the closest valid keyword where one is near.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.config import ConfigError, GpuPerfConfig
+from pytest_gpuperf.options import MARKER_ONLY, PER_TEST_OPTIONS
+
+if TYPE_CHECKING:
+    import pytest
+
+MARKER = "gpuperf"
+FIXTURE = "gpu_bench"
+MARKER_HELP = (
+    "gpuperf(shapes=None, dtypes=None, **options): a GPU performance benchmark. shapes= "
+    "parametrizes the test's `shape` argument, dtypes= its `dtype` argument; other keywords "
+    "override measurement options for this test (cuda_graph, l2_flush, warmup_ms, round_ms, "
+    "rounds, flops, bytes, ...)."
+)
+
+VALID_KEYWORDS = frozenset(PER_TEST_OPTIONS | MARKER_ONLY)
+
+
+class MarkerError(ValueError):
+    """A bad ``gpuperf`` marker; raised during collection."""
+
+
+def format_param(value: Any) -> str:
+    """Readable id of a parameter: ``(4096, 4096)`` -> ``4096x4096``, ``torch.bfloat16`` -> ``bfloat16``."""
+    if isinstance(value, (tuple, list)) and value and all(isinstance(v, int) for v in value):
+        return "x".join(str(v) for v in value)
+    if isinstance(value, (tuple, list)):
+        return "x".join(format_param(v) for v in value) or "empty"
+    text = str(value)
+    if text.startswith("torch."):
+        text = text[len("torch.") :]
+    return text
+
+
+def marker_kwargs(item_or_def: Any) -> dict[str, Any]:
+    """The keywords of the closest ``gpuperf`` marker (class and module markers are merged)."""
+    merged: dict[str, Any] = {}
+    # iter_markers yields closest first; farther markers only fill gaps.
+    for m in item_or_def.iter_markers(MARKER):
+        for k, v in m.kwargs.items():
+            merged.setdefault(k, v)
+    return merged
+
+
+def validate(test: str, marks: Sequence[Any], config: GpuPerfConfig | None) -> dict[str, Any]:
+    """Check every ``gpuperf`` marker on a test; return the merged keywords."""
+    merged: dict[str, Any] = {}
+    for m in marks:
+        if m.args:
+            raise MarkerError(
+                f"{test}: @pytest.mark.gpuperf takes keywords only, got positional "
+                f"argument(s) {', '.join(repr(a) for a in m.args)}; write e.g. "
+                "@pytest.mark.gpuperf(shapes=[(1024, 1024)])"
+            )
+        for k, v in m.kwargs.items():
+            if k not in VALID_KEYWORDS:
+                close = difflib.get_close_matches(k, sorted(VALID_KEYWORDS), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise MarkerError(
+                    f"{test}: unknown keyword {k!r} in @pytest.mark.gpuperf{hint} "
+                    f"Valid keywords: {', '.join(sorted(VALID_KEYWORDS))}."
+                )
+            merged.setdefault(k, v)
+    for key in ("shapes", "dtypes"):
+        if key in merged:
+            vals = merged[key]
+            if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence) or not vals:
+                raise MarkerError(
+                    f"{test}: {key}= of @pytest.mark.gpuperf must be a non-empty list, got {vals!r}"
+                )
+    if config is not None:
+        options = {k: v for k, v in merged.items() if k in PER_TEST_OPTIONS}
+        try:
+            config.resolve(options, marker_where=f"{test}: @pytest.mark.gpuperf")
+        except ConfigError as e:
+            raise MarkerError(str(e)) from None
+    return merged
+
+
+def parametrize(metafunc: pytest.Metafunc, kwargs: Mapping[str, Any], test: str) -> None:
+    """Apply ``shapes=`` and ``dtypes=`` to the test's ``shape`` / ``dtype`` arguments."""
+    for key, arg in (("shapes", "shape"), ("dtypes", "dtype")):
+        if key not in kwargs:
+            continue
+        if arg not in metafunc.fixturenames:
+            raise MarkerError(
+                f"{test}: @pytest.mark.gpuperf({key}=...) parametrizes an argument named "
+                f"{arg!r}, but {test} has no {arg!r} argument; add it to the test's signature "
+                f"(def {metafunc.function.__name__}(gpu_bench, {arg}, ...))"
+            )
+        if _already_parametrized(metafunc, arg):
+            raise MarkerError(
+                f"{test}: {arg!r} is parametrized twice, by @pytest.mark.parametrize and by "
+                f"@pytest.mark.gpuperf({key}=...); keep one of them"
+            )
+        values = list(kwargs[key])
+        ids = [format_param(v) for v in values]
+        metafunc.parametrize(arg, values, ids=ids)
+
+
+def _already_parametrized(metafunc: pytest.Metafunc, arg: str) -> bool:
+    for m in metafunc.definition.iter_markers("parametrize"):
+        names = m.args[0] if m.args else m.kwargs.get("argnames", "")
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",")]
+        if arg in names:
+            return True
+    return False

@@ -1,0 +1,145 @@
+"""The measurement loop: calibrate, warm up until settled, measure, trim, classify.
+
+"How to time" is a :class:`RoundTimer` (a backend); "when to stop" is a
+:class:`~pytest_gpuperf.measure.policy.MeasurePolicy`. The loop itself is
+pure Python and is unit-tested with a synthetic timer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.measure.steady_state import classify, mser_cut, settled
+
+
+class RoundTimer(Protocol):
+    """One timing backend, prepared for one function."""
+
+    def time_round(self, calls: int) -> tuple[float, float, int]:
+        """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
+        ...
+
+
+PhaseHook = Callable[[str], AbstractContextManager[object]]
+
+
+@dataclass
+class RawMeasurement:
+    rounds: list[float]
+    calls_per_round: int
+    warmup: list[float]
+    trimmed: int
+    stability: str
+    settled: bool
+    warmup_s: float
+    wall_s: float
+    #: (start, end) of each kept round, seconds since the loop began
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    #: the loop's start on ``clock`` (to align telemetry samples with rounds)
+    t0: float = 0.0
+    changepoints: list[int] = field(default_factory=list)
+
+
+def _no_phase(name: str) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def calibrate(timer: RoundTimer, policy: MeasurePolicy) -> int:
+    """Calls per round so that one round lasts about ``round_ms`` of wall time."""
+    target = policy.round_ms / 1000.0
+    n = 1
+    while True:
+        _, wall, done = timer.time_round(n)
+        per_call_wall = wall / max(done, 1)
+        if wall >= target / 4 or done >= policy.max_calls_per_round:
+            break
+        grow = math.ceil(done * (target / 4) / max(wall, 1e-9))
+        n = min(policy.max_calls_per_round, max(2 * done, grow))
+    return max(1, min(policy.max_calls_per_round, round(target / max(per_call_wall, 1e-12))))
+
+
+def run(
+    timer: RoundTimer,
+    policy: MeasurePolicy,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    phase: PhaseHook = _no_phase,
+) -> RawMeasurement:
+    """Measure the steady state of whatever ``timer`` times (after its first call)."""
+    t0 = clock()
+    with phase("calibrate"):
+        calls = calibrate(timer, policy)
+
+    warm: list[float] = []
+    is_settled = False
+    with phase("warmup"), _gc_paused():
+        w0 = clock()
+        while True:
+            per_call, _, calls_done = timer.time_round(calls)
+            warm.append(per_call)
+            elapsed_ms = (clock() - w0) * 1000.0
+            if elapsed_ms >= policy.min_warmup_ms and settled(
+                warm, policy.settle_window, policy.settle_tol
+            ):
+                is_settled = True
+                break
+            if elapsed_ms >= policy.warmup_ms:
+                break
+    warmup_s = clock() - w0
+    calls = calls_done
+
+    measured: list[float] = []
+    spans: list[tuple[float, float]] = []
+
+    def measure(n_rounds: int) -> None:
+        for _ in range(n_rounds):
+            a = clock()
+            per_call, _, _ = timer.time_round(calls)
+            b = clock()
+            measured.append(per_call)
+            spans.append((a - t0, b - t0))
+
+    with phase("measure"), _gc_paused():
+        measure(policy.rounds)
+        cut = mser_cut(measured)
+        if cut > 0 and cut >= len(measured) // 2:
+            # The transient did not visibly end: measure once more and look again.
+            measure(policy.rounds)
+            cut = mser_cut(measured)
+    at_bound = cut > 0 and cut >= len(measured) // 2
+    kept = measured[cut:]
+    stability, cps = classify(
+        kept, warmup_settled=is_settled, cut_at_bound=at_bound, tol=policy.settle_tol
+    )
+    return RawMeasurement(
+        rounds=kept,
+        calls_per_round=calls,
+        warmup=warm,
+        trimmed=cut,
+        stability=stability,
+        settled=is_settled,
+        warmup_s=warmup_s,
+        wall_s=clock() - t0,
+        spans=spans[cut:],
+        t0=t0,
+        changepoints=cps,
+    )

@@ -1,0 +1,36 @@
+"""How one benchmark is measured: budgets in milliseconds, round sizes, tolerances."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MeasurePolicy:
+    #: False (CUDA events), True (CUDA-graph replay) or "both"
+    cuda_graph: bool | str = False
+    #: flush L2 before each timed call (CUDA events only)
+    l2_flush: bool = True
+    #: longest warm-up; it ends earlier once round times settle
+    warmup_ms: float = 500.0
+    #: shortest warm-up before settling is checked
+    min_warmup_ms: float = 100.0
+    #: wall time of one round of calls
+    round_ms: float = 5.0
+    #: rounds measured after warm-up
+    rounds: int = 30
+    #: relative IQR above which a result is flagged noisy
+    noise_threshold: float = 0.05
+    #: calls in one round are capped here (and CUDA graphs hold at most graph_calls calls)
+    max_calls_per_round: int = 10_000
+    graph_calls: int = 1_000
+    #: warm-up settles when two windows of this many rounds agree within settle_tol
+    settle_window: int = 6
+    settle_tol: float = 0.01
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> MeasurePolicy:
+        fields = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in values.items() if k in fields})

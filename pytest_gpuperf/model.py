@@ -1,0 +1,160 @@
+"""Value objects: what one benchmark measured, in one process.
+
+Pure Python (no torch, no pytest). A :class:`Result` travels from a worker to
+the controller as ``Result.to_dict()`` and is written to JSON files, so every
+field is a JSON-safe builtin. Statistics are derived from the raw rounds by
+:mod:`pytest_gpuperf.summary`; nothing derived is stored as truth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_gpuperf.summary import Summary, summarize
+
+#: Timing backends, as they appear in results and baseline keys.
+MODE_EVENTS = "cuda-events"
+MODE_GRAPH = "cuda-graph"
+MODE_CPU = "cpu"
+MODES = (MODE_EVENTS, MODE_GRAPH, MODE_CPU)
+
+#: Stability classes of one measurement (see measure/steady_state.py).
+STEADY = "steady"  # the warm-up settled and the measured rounds hold one level
+WARMUP_CAPPED = "warmup-capped"  # warm-up budget ran out, but the measured rounds are flat
+SHIFT = "shift"  # the level changed during the measurement
+NO_STEADY_STATE = "no-steady-state"  # the transient never ended
+UNSTABLE_CLASSES = (SHIFT, NO_STEADY_STATE)
+
+
+@dataclass(frozen=True)
+class BenchId:
+    """Identity of one benchmark: which test, which named measurement, which timing mode.
+
+    ``key`` is what baselines are keyed by; ``params`` are the test's
+    parameters, rendered readably (``{"shape": "4096x4096", "dtype": "bfloat16"}``).
+    """
+
+    nodeid: str
+    name: str | None = None
+    mode: str = MODE_CPU
+    params: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key(self) -> str:
+        base = self.nodeid if self.name is None else f"{self.nodeid}::{self.name}"
+        return f"{base}@{self.mode}"
+
+    @property
+    def display(self) -> str:
+        """The test id as a user reads it: the nodeid's last part plus the measurement name."""
+        short = self.nodeid.rsplit("::", 1)[-1]
+        return short if self.name is None else f"{short}::{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "name": self.name,
+            "mode": self.mode,
+            "params": dict(self.params),
+            "key": self.key,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchId:
+        return cls(
+            nodeid=d["nodeid"],
+            name=d.get("name"),
+            mode=d.get("mode", MODE_CPU),
+            params=tuple((str(k), str(v)) for k, v in d.get("params", {}).items()),
+        )
+
+
+@dataclass
+class Result:
+    """Everything one measurement of one benchmark produced in one process.
+
+    Times are seconds per call. ``rounds`` are the retained steady-state
+    rounds: each is the time of one call, as the median (events with L2
+    flush) or mean (back-to-back calls, graph replay, CPU) of the calls in
+    that round. ``warmup`` holds the warm-up rounds, ``trimmed`` how many
+    leading measured rounds were dropped as leftover transient.
+    """
+
+    id: BenchId
+    device: str  # "cuda" or "cpu"
+    rounds: list[float]
+    calls_per_round: int
+    first_call_s: float
+    warmup: list[float] = field(default_factory=list)
+    trimmed: int = 0
+    stability: str = STEADY
+    warmup_s: float = 0.0
+    wall_s: float = 0.0
+    l2_flush: bool = False
+    peak_memory_bytes: int | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    device_name: str | None = None
+    #: NVML telemetry summary (issue 4), verdict (issue 3), artifacts (issue 5):
+    #: filled by later stages, JSON-safe dicts.
+    telemetry: dict[str, Any] | None = None
+    comparison: dict[str, Any] | None = None
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: the measurement settings that make two results comparable
+    policy: dict[str, Any] = field(default_factory=dict)
+    #: where it ran (environment.collect_environment); shared by a session's results
+    environment: dict[str, Any] | None = None
+    run_id: str | None = None
+
+    @property
+    def summary(self) -> Summary:
+        return summarize(self.rounds)
+
+    @property
+    def median(self) -> float:
+        return self.summary.median
+
+    @property
+    def unstable(self) -> bool:
+        return self.stability in UNSTABLE_CLASSES
+
+    @property
+    def tflops(self) -> float | None:
+        if self.flops is None or not self.rounds:
+            return None
+        return self.flops / self.median / 1e12
+
+    @property
+    def gbps(self) -> float | None:
+        if self.bytes is None or not self.rounds:
+            return None
+        return self.bytes / self.median / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["id"] = self.id.to_dict()
+        s = self.summary
+        d["summary"] = s.to_dict()
+        d["tflops"] = self.tflops
+        d["gbps"] = self.gbps
+        return _json_safe(d)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Result:
+        known = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in d.items() if k in known and k != "id"}
+        return cls(id=BenchId.from_dict(d["id"]), **kwargs)
+
+
+def _json_safe(obj: Any) -> Any:
+    """Replace NaN/inf (not valid JSON) by None, recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj

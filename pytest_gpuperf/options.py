@@ -1,0 +1,285 @@
+"""Every option of the plugin, declared once.
+
+Each :class:`Option` is a command-line flag ``--gpuperf-<name>``, an ini key
+``gpuperf_<name>`` and, where ``per_test`` is set, a keyword of the
+``gpuperf`` marker and of a ``gpu_bench(...)`` call. One parser per option
+validates every source, so a bad value is reported the same way wherever it
+came from (see :mod:`pytest_gpuperf.config` for precedence).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
+
+
+class OptionValueError(ValueError):
+    """A value that an option's parser refused; the message says what is expected."""
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def parse_bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if _is_str(v) and v.strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    if _is_str(v) and v.strip().lower() in {"0", "false", "no", "off"}:
+        return False
+    raise OptionValueError(f"expected true or false, got {v!r}")
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, bool):
+        raise OptionValueError(f"expected a number, got {v!r}")
+    if isinstance(v, (int, float)):
+        x = float(v)
+    elif _is_str(v):
+        try:
+            x = float(v)
+        except ValueError:
+            raise OptionValueError(f"expected a number, got {v!r}") from None
+    else:
+        raise OptionValueError(f"expected a number, got {type(v).__name__} {v!r}")
+    if not math.isfinite(x):
+        raise OptionValueError(f"expected a finite number, got {v!r}")
+    return x
+
+
+def positive_float(v: Any) -> float:
+    x = _number(v)
+    if x <= 0:
+        raise OptionValueError(f"expected a number > 0, got {v!r}")
+    return x
+
+
+def non_negative_float(v: Any) -> float:
+    x = _number(v)
+    if x < 0:
+        raise OptionValueError(f"expected a number >= 0, got {v!r}")
+    return x
+
+
+def fraction(v: Any) -> float:
+    x = _number(v)
+    if not 0 <= x < 1:
+        raise OptionValueError(f"expected a fraction in [0, 1) such as 0.03 for 3 %, got {v!r}")
+    return x
+
+
+def probability(v: Any) -> float:
+    x = _number(v)
+    if not 0 < x < 0.5:
+        raise OptionValueError(f"expected a probability in (0, 0.5) such as 0.01, got {v!r}")
+    return x
+
+
+def int_at_least(lo: int) -> Callable[[Any], int]:
+    def parse(v: Any) -> int:
+        x = _number(v)
+        if x != int(x) or x < lo:
+            raise OptionValueError(f"expected a whole number >= {lo}, got {v!r}")
+        return int(x)
+
+    parse.__name__ = f"int_at_least_{lo}"
+    return parse
+
+
+def choice(*choices: str) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        if _is_str(v) and v.strip().lower() in choices:
+            return v.strip().lower()
+        raise OptionValueError(f"expected one of {', '.join(choices)}; got {v!r}")
+
+    return parse
+
+
+def cuda_graph_mode(v: Any) -> bool | str:
+    """``False``, ``True`` or ``"both"`` (also ``"off"``/``"on"`` from the command line)."""
+    if _is_str(v) and v.strip().lower() == "both":
+        return "both"
+    try:
+        return parse_bool(v)
+    except OptionValueError:
+        raise OptionValueError(f"expected False, True or 'both', got {v!r}") from None
+
+
+def number_or_callable(v: Any) -> Any:
+    """``flops=`` / ``bytes=``: a number, or a callable of the test's parameters."""
+    if callable(v):
+        return v
+    return non_negative_float(v)
+
+
+def text(v: Any) -> str:
+    if not _is_str(v) or not v.strip():
+        raise OptionValueError(f"expected a non-empty string, got {v!r}")
+    return v.strip()
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    #: a keyword of the marker and of gpu_bench(...)
+    per_test: bool = False
+    #: a command-line flag and ini key (marker-only options have neither)
+    cli: bool = True
+    #: store_true flag on the command line
+    flag: bool = False
+    metavar: str | None = None
+
+    @property
+    def flag_name(self) -> str:
+        return "--gpuperf-" + self.name.replace("_", "-")
+
+    @property
+    def ini_name(self) -> str:
+        return "gpuperf_" + self.name
+
+
+OPTIONS: tuple[Option, ...] = (
+    # --- session ---------------------------------------------------------
+    Option(
+        "device",
+        choice("auto", "cuda", "cpu"),
+        "auto",
+        "where benchmarks run: cuda, cpu, or auto (cuda when available)",
+        metavar="auto|cuda|cpu",
+    ),
+    Option(
+        "json",
+        text,
+        None,
+        "write every result of the run, with the environment, to this JSON file",
+        metavar="PATH",
+    ),
+    Option(
+        "disable",
+        parse_bool,
+        False,
+        "run each benchmarked function once, untimed: benchmarks become correctness tests",
+        flag=True,
+    ),
+    Option("only", parse_bool, False, "run only benchmarks (deselect every other test)", flag=True),
+    Option("skip", parse_bool, False, "deselect every benchmark", flag=True),
+    # --- per benchmark -----------------------------------------------------
+    Option(
+        "cuda_graph",
+        cuda_graph_mode,
+        False,
+        "time CUDA-graph replays (kernel time without launch overhead): false, true or both",
+        per_test=True,
+        metavar="false|true|both",
+    ),
+    Option(
+        "l2_flush",
+        parse_bool,
+        True,
+        "flush the GPU's L2 cache before each timed call (CUDA events backend)",
+        per_test=True,
+        metavar="true|false",
+    ),
+    Option(
+        "warmup_ms",
+        positive_float,
+        500.0,
+        "longest warm-up, in ms; warm-up ends earlier once round times settle",
+        per_test=True,
+        metavar="MS",
+    ),
+    Option(
+        "min_warmup_ms",
+        non_negative_float,
+        100.0,
+        "shortest warm-up, in ms, before settling is checked",
+        per_test=True,
+        metavar="MS",
+    ),
+    Option(
+        "round_ms",
+        positive_float,
+        5.0,
+        "wall time of one round of calls, in ms; its per-call time is one sample",
+        per_test=True,
+        metavar="MS",
+    ),
+    Option(
+        "rounds", int_at_least(5), 30, "rounds measured after warm-up", per_test=True, metavar="N"
+    ),
+    Option(
+        "noise_threshold",
+        fraction,
+        0.05,
+        "flag a result as noisy when its rounds' IQR exceeds this fraction of the median",
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    Option(
+        "flops",
+        number_or_callable,
+        None,
+        "floating-point operations per call (number, or callable of the test's parameters)",
+        per_test=True,
+        cli=False,
+    ),
+    Option(
+        "bytes",
+        number_or_callable,
+        None,
+        "bytes moved per call (number, or callable of the test's parameters)",
+        per_test=True,
+        cli=False,
+    ),
+)
+
+OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
+#: Marker keywords that are not measurement options.
+MARKER_ONLY = frozenset({"shapes", "dtypes"})
+#: Keywords of a gpu_bench(...) call that are not measurement options.
+CALL_ONLY = frozenset({"name"})
+
+
+def register(parser: pytest.Parser) -> None:
+    """Add every option to pytest's parser (command line and ini)."""
+    group = parser.getgroup("gpuperf", "GPU performance benchmarks (pytest-gpuperf)")
+    for opt in OPTIONS:
+        if not opt.cli:
+            continue
+        help_text = f"{opt.help} (default: {_show_default(opt.default)})"
+        if opt.flag:
+            group.addoption(
+                opt.flag_name, action="store_true", default=None, dest=_dest(opt), help=help_text
+            )
+        else:
+            group.addoption(
+                opt.flag_name,
+                action="store",
+                default=None,
+                dest=_dest(opt),
+                metavar=opt.metavar,
+                help=help_text,
+            )
+        parser.addini(opt.ini_name, help_text, type="string", default=None)
+
+
+def _dest(opt: Option) -> str:
+    return "gpuperf_" + opt.name
+
+
+def _show_default(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)

@@ -1,0 +1,55 @@
+"""pytest entry point (``pytest11: gpuperf``): hook implementations that delegate.
+
+Nothing heavy is imported here; see tests/plugin/test_no_heavy_imports.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import pytest
+
+from pytest_gpuperf import markers, options
+from pytest_gpuperf.config import ConfigError, GpuPerfConfig
+from pytest_gpuperf.fixture import GpuBench
+from pytest_gpuperf.session import SESSION_KEY, GpuPerfSession
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.register(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", markers.MARKER_HELP)
+    try:
+        cfg = GpuPerfConfig.from_pytest_config(config)
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+    session = GpuPerfSession(config, cfg)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(session, "gpuperf-session")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marks = list(metafunc.definition.iter_markers(markers.MARKER))
+    if not marks:
+        return
+    session = metafunc.config.stash.get(SESSION_KEY, None)
+    test = metafunc.definition.nodeid
+    try:
+        kwargs = markers.validate(test, marks, session.cfg if session else None)
+        markers.parametrize(metafunc, kwargs, test)
+    except markers.MarkerError as e:
+        raise pytest.Collector.CollectError(str(e)) from None
+
+
+@pytest.fixture
+def gpu_bench(request: pytest.FixtureRequest) -> Generator[GpuBench, None, None]:
+    """Measure the steady state of a callable: ``out = gpu_bench(fn, *args, **kwargs)``.
+
+    Returns ``fn``'s result. See the docs (docs/reference.md) for options.
+    """
+    bench = request.config.stash[SESSION_KEY].make_bench(request)
+    yield bench
+    bench.teardown()

@@ -1,0 +1,1 @@
+"""Renderers: pure functions from results to text (terminal, JSON, Markdown, HTML)."""

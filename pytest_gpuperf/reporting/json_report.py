@@ -1,0 +1,71 @@
+"""The ``--gpuperf-json`` document: every result of a run, with the environments it ran in."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_gpuperf.model import Result
+
+SCHEMA = "pytest-gpuperf/results"
+SCHEMA_VERSION = 1
+
+
+def environment_id(env: Mapping[str, Any] | None) -> str | None:
+    if not env:
+        return None
+    blob = json.dumps(env, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def build(
+    results: Sequence[Result],
+    *,
+    plugin_version: str,
+    session: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    environments: dict[str, Any] = {}
+    out_results = []
+    for r in results:
+        d = r.to_dict()
+        env = d.pop("environment", None)
+        eid = environment_id(env)
+        if eid is not None:
+            environments[eid] = env
+        d["environment_id"] = eid
+        out_results.append(d)
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "plugin_version": plugin_version,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "session": dict(session or {}),
+        "environments": environments,
+        "results": out_results,
+    }
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """Stable formatting: sorted keys, two-space indent, trailing newline (diffs well)."""
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def load_results(doc: Mapping[str, Any]) -> list[Result]:
+    """Results back from a document written by :func:`build` (environments re-attached)."""
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"not a pytest-gpuperf results file (schema {doc.get('schema')!r})")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(
+            f"results schema version {doc.get('schema_version')!r} is not supported "
+            f"(this pytest-gpuperf reads version {SCHEMA_VERSION})"
+        )
+    envs = doc.get("environments", {})
+    out = []
+    for d in doc.get("results", []):
+        d = dict(d)
+        d["environment"] = envs.get(d.pop("environment_id", None) or "")
+        out.append(Result.from_dict(d))
+    return out

@@ -1,0 +1,46 @@
+"""Numbers for people: times, bytes, rates and percentages with units."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_time(seconds: float | None) -> str:
+    """``1.234e-05`` -> ``12.34 µs``: four significant figures, unit chosen to fit."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if abs(seconds) >= scale or unit == "ns":
+            return f"{_sig(seconds / scale)} {unit}"
+    return f"{seconds} s"
+
+
+def _sig(x: float, digits: int = 4) -> str:
+    if x == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{decimals}f}"
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def fmt_pct(fraction: float | None, digits: int = 1, sign: bool = False) -> str:
+    if fraction is None or not math.isfinite(fraction):
+        return "-"
+    return f"{100 * fraction:+.{digits}f} %" if sign else f"{100 * fraction:.{digits}f} %"
+
+
+def fmt_rate(tflops: float | None, gbps: float | None) -> str:
+    parts = []
+    if tflops is not None and math.isfinite(tflops):
+        parts.append(f"{tflops:.3g} TFLOP/s" if tflops >= 0.1 else f"{tflops * 1e3:.3g} GFLOP/s")
+    if gbps is not None and math.isfinite(gbps):
+        parts.append(f"{gbps / 1e3:.3g} TB/s" if gbps >= 1000 else f"{gbps:.3g} GB/s")
+    return ", ".join(parts) if parts else "-"

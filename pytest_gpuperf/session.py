@@ -1,0 +1,180 @@
+"""The plugin object of one pytest session: selection, the fixture's context, results, output.
+
+Registered by :mod:`pytest_gpuperf.plugin` in ``pytest_configure``. Results
+travel from the process that measured them to the controller on the test
+report (``report.gpuperf``), which pytest-xdist serialises as it is; only
+the controller (a process without ``workerinput``) writes files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf.config import GpuPerfConfig
+from pytest_gpuperf.errors import DeviceUnavailable
+from pytest_gpuperf.fixture import BenchContext, GpuBench
+from pytest_gpuperf.markers import FIXTURE, MARKER, format_param, marker_kwargs
+from pytest_gpuperf.model import Result
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
+RESULTS_KEY = pytest.StashKey[list[Result]]()
+REPORT_ATTR = "gpuperf"
+
+
+def is_benchmark(item: pytest.Item) -> bool:
+    return item.get_closest_marker(MARKER) is not None or FIXTURE in getattr(
+        item, "fixturenames", ()
+    )
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+class GpuPerfSession:
+    def __init__(self, config: pytest.Config, cfg: GpuPerfConfig):
+        self.config = config
+        self.cfg = cfg
+        self.device: str | None = None
+        self.results: list[Result] = []
+        self.run_id = _new_run_id()
+        self.started = time.time()
+        self.deselected = 0
+
+    # --- collection --------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        only, skip = self.cfg["only"], self.cfg["skip"]
+        if only or skip:
+            keep, drop = [], []
+            for item in items:
+                (drop if is_benchmark(item) == skip else keep).append(item)
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+                items[:] = keep
+                self.deselected = len(drop)
+        if any(is_benchmark(i) for i in items):
+            self.ensure_device()
+
+    def ensure_device(self) -> str:
+        if self.device is None:
+            from pytest_gpuperf.device import resolve_device
+
+            try:
+                self.device = resolve_device(self.cfg["device"])
+            except DeviceUnavailable as e:
+                raise pytest.UsageError(str(e)) from None
+        return self.device
+
+    # --- the fixture -------------------------------------------------------
+
+    def make_bench(self, request: pytest.FixtureRequest) -> GpuBench:
+        item = request.node
+        params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+        results = item.stash.setdefault(RESULTS_KEY, [])
+
+        def record(result: Result) -> None:
+            result.run_id = self.run_id
+            results.append(result)
+
+        ctx = BenchContext(
+            nodeid=item.nodeid,
+            test_name=item.name,
+            config=self.cfg,
+            device=self.ensure_device(),
+            record=record,
+            marker=marker_kwargs(item),
+            params=params,
+            display_params=tuple((k, format_param(v)) for k, v in params.items()),
+            disabled=bool(self.cfg["disable"]),
+            environment=self._environment,
+        )
+        return GpuBench(ctx)
+
+    def _environment(self) -> dict[str, Any]:
+        from pytest_gpuperf.environment import collect_environment
+
+        return collect_environment(self.ensure_device())
+
+    # --- results -------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "call":
+            results = item.stash.get(RESULTS_KEY, None)
+            if results:
+                setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, REPORT_ATTR, None)
+        if report.when == "call" and data:
+            self.results.extend(Result.from_dict(d) for d in data)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        cfg = self.cfg
+        parts = [f"device={cfg['device']}"]
+        if cfg["disable"]:
+            parts.append("disabled (each benchmark runs once, untimed)")
+        graph = cfg["cuda_graph"]
+        parts.append(f"cuda_graph={graph}")
+        parts.append(
+            f"warm-up<={cfg['warmup_ms']:g} ms, {cfg['rounds']} rounds of {cfg['round_ms']:g} ms"
+        )
+        return ["gpuperf: " + ", ".join(parts)]
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if is_worker(self.config):
+            return
+        path = self.cfg["json"]
+        if path:
+            from pytest_gpuperf.fileio import atomic_write_text
+            from pytest_gpuperf.reporting import json_report
+
+            doc = json_report.build(
+                self.results,
+                plugin_version=__version__,
+                session={
+                    "run_id": self.run_id,
+                    "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(
+                        timespec="seconds"
+                    ),
+                    "duration_s": round(time.time() - self.started, 3),
+                    "args": list(self.config.invocation_params.args),
+                    "device": self.cfg["device"],
+                },
+            )
+            atomic_write_text(Path(path), json_report.dumps(doc))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if is_worker(self.config) or not self.results:
+            return
+        from pytest_gpuperf.reporting.terminal import render
+
+        tr = terminalreporter
+        tr.section("gpuperf")
+        tr.write_line(render(self.results))
+        path = self.cfg["json"]
+        if path:
+            tr.write_line(f"results written to {path}")
+
+
+def _new_run_id() -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"
