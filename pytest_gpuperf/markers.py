@@ -33,7 +33,10 @@ class MarkerError(ValueError):
 
 
 def format_param(value: Any) -> str:
-    """Readable id of a parameter: ``(4096, 4096)`` -> ``4096x4096``, ``torch.bfloat16`` -> ``bfloat16``."""
+    """Readable id of a parameter value.
+
+    ``(4096, 4096)`` -> ``4096x4096``, ``torch.bfloat16`` -> ``bfloat16``.
+    """
     if isinstance(value, (tuple, list)) and value and all(isinstance(v, int) for v in value):
         return "x".join(str(v) for v in value)
     if isinstance(value, (tuple, list)):
