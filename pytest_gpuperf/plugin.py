@@ -19,6 +19,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.register(parser)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_gpuperf import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", markers.MARKER_HELP)

@@ -142,6 +142,7 @@ class GpuPerfSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if is_worker(self.config):
             return
+        self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
         path = self.cfg["json"]
         if path:
             from pytest_gpuperf.fileio import atomic_write_text

@@ -18,12 +18,18 @@ def _cuda() -> bool:
 
 
 requires_cuda = pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU (runs on the GPU machine)")
-requires_nsys = pytest.mark.skipif(shutil.which("nsys") is None, reason="needs Nsight Systems (nsys)")
+requires_nsys = pytest.mark.skipif(
+    shutil.which("nsys") is None, reason="needs Nsight Systems (nsys)"
+)
 requires_ncu = pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Nsight Compute (ncu)")
 
 #: Small budgets so that end-to-end runs stay fast on a 2-core CPU machine.
-FAST = ["--gpuperf-warmup-ms=30", "--gpuperf-min-warmup-ms=5", "--gpuperf-round-ms=1",
-        "--gpuperf-rounds=10"]
+FAST = [
+    "--gpuperf-warmup-ms=30",
+    "--gpuperf-min-warmup-ms=5",
+    "--gpuperf-round-ms=1",
+    "--gpuperf-rounds=10",
+]
 
 
 @pytest.fixture
