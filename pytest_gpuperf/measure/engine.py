@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.measure.steady_state import classify, mser_cut, settled
+from pytest_gpuperf.measure.steady_state import classify, drifting, settled, steady_tail
 
 
 class RoundTimer(Protocol):
@@ -45,7 +45,8 @@ class RawMeasurement:
     spans: list[tuple[float, float]] = field(default_factory=list)
     #: the loop's start on ``clock`` (to align telemetry samples with rounds)
     t0: float = 0.0
-    changepoints: list[int] = field(default_factory=list)
+    #: material level changes found before the steady tail (2+ = unstable)
+    level_changes: int = 0
 
 
 def _no_phase(name: str) -> AbstractContextManager[object]:
@@ -109,9 +110,14 @@ def run(
 
     measured: list[float] = []
     spans: list[tuple[float, float]] = []
+    # A hard stop for the whole loop (rounds grow if the function slows down): the
+    # warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass.
+    deadline = t0 + (policy.warmup_ms + 2.5 * policy.rounds * policy.round_ms) / 1000.0
 
     def measure(n_rounds: int) -> None:
-        for _ in range(n_rounds):
+        for i in range(n_rounds):
+            if i >= 5 and clock() > deadline:
+                break
             a = clock()
             per_call, _, _ = timer.time_round(calls)
             b = clock()
@@ -120,26 +126,25 @@ def run(
 
     with phase("measure"), _gc_paused():
         measure(policy.rounds)
-        cut = mser_cut(measured)
-        if cut > 0 and cut >= len(measured) // 2:
-            # The transient did not visibly end: measure once more and look again.
+        start, changes = steady_tail(measured, policy.settle_tol)
+        drift = drifting(measured[start:], policy.settle_tol)
+        if len(measured) - start < policy.rounds // 2 or changes >= 2 or drift:
+            # Too little steady data, or a moving level: measure once more and look again.
             measure(policy.rounds)
-            cut = mser_cut(measured)
-    at_bound = cut > 0 and cut >= len(measured) // 2
-    kept = measured[cut:]
-    stability, cps = classify(
-        kept, warmup_settled=is_settled, cut_at_bound=at_bound, tol=policy.settle_tol
-    )
+            start, changes = steady_tail(measured, policy.settle_tol)
+            drift = drifting(measured[start:], policy.settle_tol)
+    kept = measured[start:]
+    stability = classify(len(kept), policy.rounds, changes, warmup_settled=is_settled, drift=drift)
     return RawMeasurement(
         rounds=kept,
         calls_per_round=calls,
         warmup=warm,
-        trimmed=cut,
+        trimmed=start,
         stability=stability,
         settled=is_settled,
         warmup_s=warmup_s,
         wall_s=clock() - t0,
-        spans=spans[cut:],
+        spans=spans[start:],
         t0=t0,
-        changepoints=cps,
+        level_changes=changes,
     )

@@ -110,22 +110,36 @@ def mser_cut(values: Sequence[float], max_fraction: float = 0.5) -> int:
     return best_d
 
 
+def robust_sd(z: Sequence[float]) -> float:
+    """Noise SD of a series from its successive differences (immune to level shifts)."""
+    if len(z) < 3:
+        return 0.0
+    diffs = [abs(b - a) for a, b in itertools.pairwise(z)]
+    return median(diffs) / (0.6745 * math.sqrt(2.0))
+
+
 def changepoints(
     values: Sequence[float], penalty: float | None = None, min_size: int = 5
 ) -> list[int]:
-    """PELT with a Gaussian mean-and-variance cost; returns segment start indices (>0).
+    """Level changes by PELT with a mean-shift cost; returns segment start indices (>0).
 
-    The penalty defaults to ``15 * ln(n)`` (warmup_stats' default), so only a
-    clear change of level or variance splits the series. Variances are
-    floored at a 0.05 % relative SD so that near-identical rounds (timer
-    resolution) do not create segments.
+    The noise SD comes from successive differences (robust to the shifts
+    themselves), values are winsorised at 4 SD around the median so one slow
+    round cannot open a segment, and the penalty is ``3 ln n`` noise
+    variances per change. Variance changes alone are not level changes.
     """
     z = _logs(values)
     n = len(z)
     if n < 2 * min_size:
         return []
-    pen = 15.0 * math.log(n) if penalty is None else penalty
-    floor = (5e-4) ** 2
+    sd = max(robust_sd(z), 5e-4)
+    mid = median(z)
+    z = [min(max(v, mid - 40 * sd), mid + 40 * sd) for v in z]  # clamp gross outliers
+    # Winsorise at 4 SD around a running median of 5: keeps shifts, trims spikes.
+    local = [median(z[max(0, i - 2) : i + 3]) for i in range(n)]
+    z = [min(max(v, m - 4 * sd), m + 4 * sd) for v, m in zip(z, local, strict=True)]
+    pen = 3.0 * math.log(n) if penalty is None else penalty
+    inv_var = 1.0 / (sd * sd)
     c1 = [0.0] * (n + 1)
     c2 = [0.0] * (n + 1)
     for i, v in enumerate(z):
@@ -134,9 +148,8 @@ def changepoints(
 
     def cost(a: int, b: int) -> float:
         m = b - a
-        mean = (c1[b] - c1[a]) / m
-        var = max((c2[b] - c2[a]) / m - mean * mean, floor)
-        return m * (math.log(2 * math.pi * var) + 1)
+        s1 = c1[b] - c1[a]
+        return (c2[b] - c2[a] - s1 * s1 / m) * inv_var
 
     f = [math.inf] * (n + 1)
     f[0] = -pen
@@ -160,29 +173,54 @@ def changepoints(
     return sorted(cps)
 
 
-def classify(
-    measured: Sequence[float],
-    *,
-    warmup_settled: bool,
-    cut_at_bound: bool,
-    tol: float = 0.01,
-) -> tuple[str, list[int]]:
-    """Stability class of the retained rounds, with the change points found.
+def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
+    """Where the final steady level starts, and how many material level changes came before.
 
-    ``measured`` are the rounds kept after MSER truncation. A change point
-    whose segments' medians all lie within ``tol`` (or the rounds' own
-    scatter) of the last segment's is harmless; otherwise the level shifted.
+    MSER removes a decaying start; PELT then finds level changes in the rest.
+    A change is material when the medians on either side differ by more than
+    ``tol`` or three times the rounds' own scatter (robust SD within
+    segments), whichever is larger. The steady tail starts after the last material change, so a
+    one-off step (a clock settling under a power cap, a cache warming late) is
+    trimmed as leftover transient; two or more changes mean the level moves.
     """
-    if cut_at_bound:
-        return NO_STEADY_STATE, []
-    cps = changepoints(measured)
-    if cps:
-        bounds = [0, *cps, len(measured)]
-        segs = [measured[a:b] for a, b in itertools.pairwise(bounds)]
-        last = median(segs[-1])
-        z = _logs(measured)
-        scatter = MAD_TO_SD * mad(z)
-        limit = max(math.log1p(tol), scatter)
-        if any(abs(math.log(median(s) / last)) > limit for s in segs[:-1]):
-            return SHIFT, cps
-    return (STEADY if warmup_settled else WARMUP_CAPPED), cps
+    cut = mser_cut(values)
+    tail = list(values[cut:])
+    cps = changepoints(tail)
+    if not cps:
+        return cut, 0
+    bounds = [0, *cps, len(tail)]
+    segs = [tail[a:b] for a, b in itertools.pairwise(bounds)]
+    levels = [median(_logs(seg)) for seg in segs]
+    within = median([MAD_TO_SD * mad(_logs(seg)) for seg in segs])
+    limit = max(math.log1p(tol), 3.0 * within)
+    changes = [i for i in range(1, len(segs)) if abs(levels[i] - levels[i - 1]) > limit]
+    if not changes:
+        return cut, 0
+    return cut + bounds[changes[-1]], len(changes)
+
+
+def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
+    """A gradual drift that no single change point captures: the first and last
+    thirds differ materially and the series trends monotonically."""
+    z = _logs(values)
+    n = len(z)
+    if n < 9:
+        return False
+    k = n // 3
+    diff = abs(median(z[-k:]) - median(z[:k]))
+    se = 1.2533 * robust_sd(z) * math.sqrt(2.0 / k)
+    return diff > max(math.log1p(tol), 3.0 * se) and abs(spearman_trend(z)) > 0.5
+
+
+def classify(
+    kept: int, wanted: int, changes: int, *, warmup_settled: bool, drift: bool = False
+) -> str:
+    """Stability class from what :func:`steady_tail` and :func:`drifting` found.
+
+    ``kept`` rounds remain of a measurement that asked for ``wanted``.
+    """
+    if changes >= 2:
+        return SHIFT
+    if drift or kept < max(5, wanted // 2):
+        return NO_STEADY_STATE
+    return STEADY if warmup_settled else WARMUP_CAPPED
