@@ -345,13 +345,14 @@ def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
             f"warm-up hit its {policy.warmup_ms:g} ms budget before settling; raise warmup_ms "
             "if the first rounds keep drifting"
         )
-    if s.n and s.rel_iqr > policy.noise_threshold:
+    if s.n and max(s.rel_iqr, s.rel_ci) > policy.noise_threshold:
         remedy = (
             "use cuda_graph=True for launch-bound work, " if result.id.mode == MODE_EVENTS else ""
         )
         notes.append(
-            f"noisy: rounds scatter {100 * s.rel_iqr:.1f} % (IQR/median); {remedy}raise "
-            "round_ms, or stop other work on the machine"
+            f"noisy: rounds scatter {100 * s.rel_iqr:.1f} % (IQR/median) and the median is known "
+            f"to ±{100 * s.rel_ci:.1f} %; {remedy}raise round_ms or rounds, or stop other work "
+            "on the machine"
         )
     return notes
 

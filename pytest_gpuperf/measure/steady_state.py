@@ -204,7 +204,7 @@ def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
     thirds differ materially and the series trends monotonically."""
     z = _logs(values)
     n = len(z)
-    if n < 9:
+    if n < 6:
         return False
     k = n // 3
     diff = abs(median(z[-k:]) - median(z[:k]))

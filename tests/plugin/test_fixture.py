@@ -1,0 +1,246 @@
+"""gpu_bench end to end on the CPU backend, as users run it (pytester)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import FAST
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", *FAST, *args)
+
+
+def test_returns_the_result_and_reports_a_table(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_mm(gpu_bench):
+            a = torch.randn(64, 64, device=gpu_bench.device)
+            out = gpu_bench(torch.mm, a, a)
+            torch.testing.assert_close(out, a @ a)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*gpuperf*",
+            "benchmark*params*mode*median*spread*95% CI*rounds*first call*memory*throughput*flag",
+            "test_mm*-*cpu*s*%*",
+        ]
+    )
+
+
+def test_fn_exception_fails_the_test_with_that_exception(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def boom():
+            raise ZeroDivisionError("from the benchmarked function")
+
+        def test_boom(gpu_bench):
+            gpu_bench(boom)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ZeroDivisionError: from the benchmarked function*"])
+
+
+def test_non_callable_is_a_type_error_naming_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_bad(gpu_bench):
+            gpu_bench(42)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TypeError: gpu_bench() needs a callable*got int 42*"])
+
+
+def test_first_call_is_reported_apart_from_the_steady_state(pytester: pytest.Pytester) -> None:
+    """A 100 ms first call (think: compile) must not leak into a 0.2 ms median."""
+    pytester.makepyfile(
+        """
+        import time, json
+        calls = []
+
+        def work():
+            time.sleep(0.1 if not calls else 0.0002)
+            calls.append(1)
+
+        def test_lazy(gpu_bench):
+            gpu_bench(work)
+        """
+    )
+    result = run(pytester, "--gpuperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    (r,) = doc["results"]
+    assert r["first_call_s"] >= 0.09
+    assert r["summary"]["median"] < 0.01
+    assert max(r["rounds"]) < 0.01
+
+
+def test_named_measurements_and_duplicate_names(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_two(gpu_bench):
+            x = torch.randn(100)
+            gpu_bench(torch.sin, x, name="fwd")
+            gpu_bench(torch.cos, x, name="bwd")
+
+        def test_twice_unnamed(gpu_bench):
+            x = torch.randn(100)
+            gpu_bench(torch.sin, x)
+            gpu_bench(torch.cos, x)
+        """
+    )
+    result = run(pytester, "--gpuperf-json=out.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*gpu_bench was called twice in test_twice_unnamed without a name*"]
+    )
+    keys = {r["id"]["key"] for r in json.loads((pytester.path / "out.json").read_text())["results"]}
+    assert "test_named_measurements_and_duplicate_names.py::test_two::fwd@cpu" in keys
+    assert "test_named_measurements_and_duplicate_names.py::test_two::bwd@cpu" in keys
+
+
+def test_disable_runs_each_function_once_untimed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        calls = []
+
+        def test_count(gpu_bench):
+            assert gpu_bench(lambda: calls.append(1) or 7) == 7
+            assert len(calls) == 1
+        """
+    )
+    result = run(pytester, "--gpuperf-disable", "--gpuperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "out.json").read_text())["results"] == []
+    assert "gpuperf: device=auto, disabled" in result.stdout.str()
+
+
+def test_only_and_skip_select_benchmarks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_plain():
+            pass
+
+        def test_bench(gpu_bench):
+            gpu_bench(lambda: None)
+
+        @pytest.mark.gpuperf(rounds=5)
+        def test_marked():
+            pass
+        """
+    )
+    result = run(pytester, "--gpuperf-only")
+    result.assert_outcomes(passed=2, deselected=1)
+    result = run(pytester, "--gpuperf-skip")
+    result.assert_outcomes(passed=1, deselected=2)
+
+
+def test_cuda_device_without_cuda_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    pytester.makepyfile("def test_b(gpu_bench):\n    gpu_bench(lambda: None)\n")
+    result = run(pytester, "--gpuperf-device=cuda")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--gpuperf-device=cuda was asked for, but*--gpuperf-device=auto*--gpuperf-device=cpu*"]
+    )
+
+
+def test_json_has_schema_environment_and_raw_rounds(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.gpuperf(shapes=[(32, 32)], flops=lambda shape: 2 * shape[0] ** 3)
+        def test_mm(gpu_bench, shape):
+            a = torch.randn(*shape)
+            gpu_bench(torch.mm, a, a)
+        """
+    )
+    result = run(pytester, "--gpuperf-json=sub/out.json")
+    result.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "sub" / "out.json").read_text())
+    assert doc["schema"] == "pytest-gpuperf/results" and doc["schema_version"] == 1
+    (r,) = doc["results"]
+    env = doc["environments"][r["environment_id"]]
+    for key in ("python", "torch", "cpu_model", "platform"):
+        assert env[key]
+    assert r["id"]["params"] == {"shape": "32x32"}
+    assert len(r["rounds"]) == r["summary"]["n"] >= 5
+    assert r["calls_per_round"] >= 1 and r["tflops"] > 0
+    assert r["policy"]["rounds"] == 10
+
+
+def test_noisy_results_are_flagged_with_a_remedy(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import random, time
+
+        def jitter():
+            time.sleep(random.choice([0.0003, 0.0003, 0.0012]))
+
+        def test_noisy(gpu_bench):
+            gpu_bench(jitter, round_ms=0.5)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*NOISY*", "flags:", "*noisy: rounds scatter*raise round_ms*"])
+
+
+def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
+    """A function that keeps getting slower never reaches a steady state."""
+    pytester.makepyfile(
+        """
+        import time
+        n = [0]
+
+        def slower():
+            n[0] += 1
+            time.sleep(0.0002 * (1 + n[0] / 50))
+
+        def test_drift(gpu_bench):
+            gpu_bench(slower, rounds=20)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*UNSTABLE*", "*unstable: *"])
+
+
+def test_throughput_from_callables_of_parameters(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.gpuperf(shapes=[(1 << 16,)], bytes=lambda shape: 8 * shape[0])
+        def test_scale(gpu_bench, shape):
+            x = torch.randn(*shape)
+            gpu_bench(x.mul_, 1.0)
+
+        @pytest.mark.gpuperf(flops=lambda size: size)
+        def test_bad_callable(gpu_bench):
+            gpu_bench(lambda: None)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*flops= of test_bad_callable is a callable of the test's parameters*'size'*", "*GB/s*"]
+    )
