@@ -1,0 +1,216 @@
+"""The CUDA backends on a real GPU (skipped without CUDA; run on the H200 machine)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from pytest_gpuperf.measure import engine
+from pytest_gpuperf.measure.cuda import CudaEventsTimer, CudaGraphTimer
+from pytest_gpuperf.measure.policy import MeasurePolicy
+from tests.conftest import requires_cuda
+
+pytestmark = requires_cuda
+
+
+def _median(timer, **policy) -> float:
+    timer.first_call()
+    timer.prepare()
+    raw = engine.run(timer, MeasurePolicy(**policy))
+    timer.close()
+    return statistics.median(raw.rounds)
+
+
+def test_events_agree_with_hand_written_event_timing() -> None:
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    ours = _median(CudaEventsTimer(torch.mm, (a, a), {}, l2_flush=True))
+    flush = torch.empty(128 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    times = []
+    for _ in range(200):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.mm(a, a)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    ref = statistics.median(times[50:])
+    assert ours == pytest.approx(ref, rel=0.05)
+
+
+def test_graph_replay_approaches_kernel_time_for_a_tiny_op() -> None:
+    """x.add_(1) on 1M fp32: events pay the launch, graph replay nearly does not."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.zeros(2**20, device="cuda")
+    graph = _median(CudaGraphTimer(x.add_, (1,), {}))
+    events = _median(CudaEventsTimer(x.add_, (1,), {}, l2_flush=False))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(200):
+            x.add_(1)
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernel = statistics.median(e.device_time for e in kernels) / 1e6  # us -> s
+    print(f"graph {graph * 1e6:.2f} us, events {events * 1e6:.2f} us, kernel {kernel * 1e6:.2f} us")
+    assert graph < events
+    assert graph == pytest.approx(kernel, rel=0.25)
+
+
+def test_l2_flush_only_slows_work_that_fits_in_l2() -> None:
+    import torch
+
+    x = torch.randn(2**20, device="cuda")  # 4 MiB, fits in the 60 MB L2
+    hot = _median(CudaEventsTimer(torch.sum, (x,), {}, l2_flush=False))
+    cold = _median(CudaEventsTimer(torch.sum, (x,), {}, l2_flush=True))
+    assert cold >= hot * 0.95
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuperf-device=cuda", *args)
+
+
+def test_both_modes_report_launch_overhead_and_environment(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.gpuperf(cuda_graph="both", shapes=[(2**20,)])
+        def test_tiny(gpu_bench, shape):
+            x = torch.zeros(*shape, device=gpu_bench.device)
+            assert gpu_bench.device == "cuda"
+            gpu_bench(x.add_, 1)
+        """
+    )
+    result = _run(pytester, "--gpuperf-json=o.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*cuda-events*", "*cuda-graph*", "launch overhead*", "*of the eager time*"]
+    )
+    doc = json.loads((pytester.path / "o.json").read_text())
+    modes = {r["id"]["mode"] for r in doc["results"]}
+    assert modes == {"cuda-events", "cuda-graph"}
+    env = next(iter(doc["environments"].values()))
+    assert env["gpu_name"] and env["sm_count"] > 0 and env["cuda_runtime"] and env["driver"]
+
+
+def test_graph_hazards_are_explained_and_the_session_goes_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.gpuperf(cuda_graph=True)
+        def test_item(gpu_bench):
+            x = torch.ones(1024, device="cuda")
+            gpu_bench(lambda: x.sum().item())
+
+        @pytest.mark.gpuperf(cuda_graph=True)
+        def test_host_work(gpu_bench):
+            x = torch.ones(1024, device="cuda")
+            gpu_bench(lambda: x.add_(torch.randn(1024).sum().item() * 0))
+
+        @pytest.mark.gpuperf(cuda_graph=True)
+        def test_host_copy(gpu_bench):
+            x = torch.ones(1024, device="cuda")
+            gpu_bench(lambda: x.add_(torch.arange(1024.0).cuda(non_blocking=True)))
+
+        @pytest.mark.gpuperf(cuda_graph=True)
+        def test_fine_after(gpu_bench):
+            x = torch.ones(1 << 20, device="cuda")
+            gpu_bench(x.mul_, 1.0)
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(failed=3, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cannot be measured by CUDA-graph replay*",
+            "*aten._local_scalar_dense synchronizes the host with the GPU*",
+            "*runs on the CPU: a CUDA graph does not replay host work*",
+            "*copies host data to the GPU*",
+        ]
+    )
+
+
+def test_capture_failure_without_a_visible_op_is_explained(pytester: pytest.Pytester) -> None:
+    """torch.cuda.synchronize() is not an aten op: the capture itself fails."""
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.gpuperf(cuda_graph=True)
+        def test_sync(gpu_bench):
+            x = torch.ones(1024, device="cuda")
+            def f():
+                x.add_(1)
+                torch.cuda.synchronize()
+            gpu_bench(f)
+
+        def test_next(gpu_bench):
+            x = torch.ones(1024, device="cuda")
+            gpu_bench(x.add_, 1)
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*could not be captured in a CUDA graph*cuda_graph=False*"])
+
+
+def test_out_of_memory_fails_that_test_and_releases_memory(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_oom(gpu_bench):
+            keep = torch.empty(8 * 2**30, dtype=torch.uint8, device="cuda")  # held by the test
+            gpu_bench(lambda: torch.empty(400 * 2**30, dtype=torch.uint8, device="cuda"))
+
+        def test_after(gpu_bench):
+            assert torch.cuda.memory_allocated() < 2**30, torch.cuda.memory_allocated()
+            x = torch.ones(1024, device="cuda")
+            gpu_bench(x.add_, 1)
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*CUDA out of memory while benchmarking test_oom*released*"])
+
+
+def test_peak_memory_of_the_steady_state_calls(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_tmp(gpu_bench):
+            x = torch.ones(1 << 20, device="cuda")
+            gpu_bench(lambda: (x.repeat(64) * 2).sum())  # a 256 MiB temporary per call
+        """
+    )
+    result = _run(pytester, "--gpuperf-json=o.json")
+    result.assert_outcomes(passed=1)
+    (r,) = json.loads((pytester.path / "o.json").read_text())["results"]
+    assert r["peak_memory_bytes"] >= 256 * 2**20
+
+
+def test_compiled_function_in_a_graph(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.gpuperf(cuda_graph="both")
+        def test_compiled(gpu_bench):
+            f = torch.compile(lambda x: torch.nn.functional.gelu(x) * 2 + 1)
+            x = torch.randn(1 << 20, device="cuda")
+            out = gpu_bench(f, x)
+            torch.testing.assert_close(out, torch.nn.functional.gelu(x) * 2 + 1)
+        """
+    )
+    result = _run(pytester, "--gpuperf-json=o.json")
+    result.assert_outcomes(passed=1)
+    res = json.loads((pytester.path / "o.json").read_text())["results"]
+    assert {r["id"]["mode"] for r in res} == {"cuda-events", "cuda-graph"}
+    assert all(r["first_call_s"] > 10 * r["summary"]["median"] for r in res)
