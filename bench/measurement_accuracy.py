@@ -142,7 +142,8 @@ def main() -> None:
             check=True,
             env=env,
             cwd=HERE,
-            stdout=subprocess.DEVNULL,
+            stdout=(out / f"gb-{i}.log").open("w"),
+            stderr=subprocess.STDOUT,
         )
         subprocess.run(
             [*me, "--worker", "others", "--file", str(out / f"other-{i}.json")], check=True, env=env

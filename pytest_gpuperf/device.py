@@ -9,7 +9,10 @@ from pytest_gpuperf.errors import DeviceUnavailable
 
 def cuda_unavailable_reason() -> str | None:
     """Why torch cannot use CUDA here, or ``None`` when it can."""
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        return f"torch cannot be imported ({e}); install it with `pip install torch`"
 
     if torch.version.cuda is None:
         return f"this torch ({torch.__version__}) is built without CUDA support"

@@ -52,7 +52,10 @@ def _version(module: str) -> str | None:
 
 @functools.lru_cache(maxsize=4)
 def _collect(device: str, index: int) -> tuple[tuple[str, Any], ...]:
-    import torch
+    try:
+        import torch
+    except ImportError:  # the CPU backend times plain Python callables too
+        torch = None
 
     env: dict[str, Any] = {
         "python": platform.python_version(),
@@ -62,15 +65,15 @@ def _collect(device: str, index: int) -> tuple[tuple[str, Any], ...]:
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_git": getattr(torch.version, "git_version", None),
-        "cuda_runtime": torch.version.cuda,
+        "torch": torch.__version__ if torch else None,
+        "torch_git": getattr(torch.version, "git_version", None) if torch else None,
+        "cuda_runtime": torch.version.cuda if torch else None,
         "triton": _version("triton"),
         "device": device,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads() if torch else None,
     }
-    if device == "cuda":
+    if device == "cuda" and torch is not None:
         props = torch.cuda.get_device_properties(index)
         env.update(
             {

@@ -96,7 +96,7 @@ class GpuBench:
         self._ctx = ctx
         self._names: set[str | None] = set()
         self.results: list[Result] = []
-        self._oom = False
+        self._oom: BenchOutOfMemory | None = None
 
     @property
     def device(self) -> str:
@@ -194,15 +194,15 @@ class GpuBench:
             traceback.clear_frames(e.__traceback__)
         if oom is not None:
             # Raised outside the except block, so no reference to the failed frames survives.
-            self._oom = True
             release_memory()
-            raise BenchOutOfMemory(
+            self._oom = BenchOutOfMemory(
                 f"CUDA out of memory while benchmarking {test}"
                 + (f" ({name})" if name else "")
                 + f": {oom}\nThe memory this benchmark held has been released and the session "
                 "goes on. Reduce the problem size of this test, free tensors the test keeps "
                 "alive, or run it alone with fewer other processes on the GPU."
             )
+            raise self._oom
         return out
 
     def _measure_modes(
@@ -281,17 +281,24 @@ class GpuBench:
         return raw, telemetry
 
     def teardown(self) -> None:
-        """After the test: release what an out-of-memory failure kept alive."""
-        if self._oom:
-            import sys
+        """After the test: release what an out-of-memory failure kept alive.
 
-            for attr in ("last_traceback", "last_exc"):
-                obj = getattr(sys, attr, None)
-                tb = getattr(obj, "__traceback__", obj)
-                if tb is not None:
-                    with contextlib.suppress(Exception):
-                        traceback.clear_frames(tb)
-            release_memory()
+        The failure's traceback holds the test's frame, and with it the test's
+        tensors, for as long as pytest (sys.last_traceback) or another plugin
+        keeps the exception; clearing the finished frames lets them go.
+        """
+        if self._oom is None:
+            return
+        import sys
+
+        tracebacks = [self._oom.__traceback__, getattr(sys, "last_traceback", None)]
+        last_exc = getattr(sys, "last_exc", None)
+        tracebacks.append(getattr(last_exc, "__traceback__", None))
+        for tb in tracebacks:
+            if tb is not None:
+                traceback.clear_frames(tb)
+        self._oom = None
+        release_memory()
 
 
 def _policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:

@@ -112,8 +112,8 @@ def cuda_graph_mode(v: Any) -> bool | str:
 
 
 def number_or_callable(v: Any) -> Any:
-    """``flops=`` / ``bytes=``: a number, or a callable of the test's parameters."""
-    if callable(v):
+    """``flops=`` / ``bytes=``: a number, a callable of the test's parameters, or None."""
+    if v is None or callable(v):
         return v
     return non_negative_float(v)
 

@@ -184,6 +184,22 @@ def _fn_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+def _root_cause(e: BaseException) -> str:
+    """The first line of the earliest error in the chain (capture_end masks the real one)."""
+    seen = []
+    cur: BaseException | None = e
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    lines = []
+    for err in reversed(seen):
+        text = str(err).strip()
+        first = text.splitlines()[0] if text else type(err).__name__
+        if first not in lines:
+            lines.append(first)
+    return "; then ".join(lines[:2])
+
+
 GRAPH_RULES = (
     "A function measured with cuda_graph=True must issue only GPU work on its stream: "
     "no host synchronisation (.item(), .cpu(), printing a CUDA tensor, torch.cuda.synchronize()), "
@@ -257,11 +273,10 @@ class CudaGraphTimer(_CudaTimerBase):
                 raise
             with contextlib.suppress(RuntimeError):
                 _sync()
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise GraphCaptureError(
                 f"cuda_graph=True: {_fn_name(self._fn)} could not be captured in a CUDA graph: "
-                f"{first}\n{GRAPH_RULES} Remove it from the timed function, or measure it with "
-                "cuda_graph=False."
+                f"{_root_cause(e)}\n{GRAPH_RULES} Remove it from the timed function, or measure "
+                "it with cuda_graph=False."
             ) from None
         finally:
             if was_gc:
