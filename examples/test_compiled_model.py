@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import ON_GPU
+
+ON_GPU = torch.cuda.is_available()
 
 BATCH, WIDTH = (256, 1024) if ON_GPU else (64, 256)
 

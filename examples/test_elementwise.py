@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import ON_GPU
+
+ON_GPU = torch.cuda.is_available()
 
 # Elements of fp32: 256M (1 GiB, far beyond the L2) on a GPU, 16M on the CPU.
 SIZES = [(256 * 2**20,)] if ON_GPU else [(16 * 2**20,)]
