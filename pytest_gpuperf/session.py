@@ -59,7 +59,8 @@ class GpuPerfSession:
     ) -> None:
         only, skip = self.cfg["only"], self.cfg["skip"]
         if only or skip:
-            keep, drop = [], []
+            keep: list[pytest.Item] = []
+            drop: list[pytest.Item] = []
             for item in items:
                 (drop if is_benchmark(item) == skip else keep).append(item)
             if drop:
