@@ -65,7 +65,7 @@ def _collect(device: str, index: int) -> tuple[tuple[str, Any], ...]:
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "torch": torch.__version__ if torch else None,
+        "torch": str(torch.__version__) if torch else None,
         "torch_git": getattr(torch.version, "git_version", None) if torch else None,
         "cuda_runtime": torch.version.cuda if torch else None,
         "triton": _version("triton"),

@@ -50,6 +50,8 @@ class BenchContext:
     probes: list[Probe] = field(default_factory=list)
     phase_range: PhaseRange = _no_range
     test_name: str = ""
+    #: held while one benchmark is measured (one measurement per device at a time)
+    lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
 
 
 def _describe(fn: Any) -> str:
@@ -224,8 +226,10 @@ class GpuBench:
         for mode in modes:
             bid = BenchId(ctx.nodeid, name, mode, ctx.display_params)
             timer = make_timer(mode, fn, args, kwargs, policy)
-            try:
+            with contextlib.ExitStack() as stack:
+                stack.callback(timer.close)
                 t_start = time.perf_counter()
+                stack.enter_context(ctx.lock())
                 with ctx.phase_range(bid, "benchmark"):
                     if first_s is None:
                         with ctx.phase_range(bid, "first-call"):
@@ -237,8 +241,6 @@ class GpuBench:
                     raw, telemetry = self._with_probes(bid, timer, policy)
                 wall = time.perf_counter() - t_start
                 peak = timer.peak_memory()
-            finally:
-                timer.close()
             result = Result(
                 id=bid,
                 device=ctx.device,

@@ -150,11 +150,23 @@ class Result:
 
 
 def _json_safe(obj: Any) -> Any:
-    """Replace NaN/inf (not valid JSON) by None, recursively."""
+    """Plain JSON builtins, recursively: NaN/inf become None, subclasses (torch's
+    ``TorchVersion`` is a str, numpy scalars) their base type, so that the dict
+    survives xdist's channel and ``json.dumps``."""
+    if obj is None or type(obj) in (bool, int, str):
+        return obj
+    if isinstance(obj, bool):
+        return bool(obj)
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, str):
+        return str(obj)
     if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
+        return {str(k): _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_json_safe(v) for v in obj]
-    return obj
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
+        return _json_safe(obj.item())
+    return str(obj)

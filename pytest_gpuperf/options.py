@@ -172,6 +172,13 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("only", parse_bool, False, "run only benchmarks (deselect every other test)", flag=True),
     Option("skip", parse_bool, False, "deselect every benchmark", flag=True),
+    Option(
+        "lock_timeout",
+        positive_float,
+        1800.0,
+        "seconds to wait for a GPU that another process is measuring on (one at a time per GPU)",
+        metavar="SECONDS",
+    ),
     # --- per benchmark -----------------------------------------------------
     Option(
         "cuda_graph",

@@ -26,6 +26,14 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # In an xdist worker: pin the GPU before any conftest can start CUDA.
+    from pytest_gpuperf.xdist import pin_this_worker
+
+    pin_this_worker()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", markers.MARKER_HELP)
     try:
@@ -35,6 +43,10 @@ def pytest_configure(config: pytest.Config) -> None:
     session = GpuPerfSession(config, cfg)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "gpuperf-session")
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        from pytest_gpuperf.xdist import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(session.run_id), "gpuperf-xdist")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -8,6 +8,7 @@ the controller (a process without ``workerinput``) writes files.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 import uuid
@@ -47,7 +48,9 @@ class GpuPerfSession:
         self.cfg = cfg
         self.device: str | None = None
         self.results: list[Result] = []
-        self.run_id = _new_run_id()
+        workerinput = getattr(config, "workerinput", {})
+        self.run_id = workerinput.get("gpuperf_run_id") or _new_run_id()
+        self._device_key: str | None = None
         self.started = time.time()
         self.deselected = 0
 
@@ -102,8 +105,16 @@ class GpuPerfSession:
             display_params=tuple((k, format_param(v)) for k, v in params.items()),
             disabled=bool(self.cfg["disable"]),
             environment=self._environment,
+            lock=self._lock,
         )
         return GpuBench(ctx)
+
+    def _lock(self) -> contextlib.AbstractContextManager[object]:
+        from pytest_gpuperf.locks import device_key, device_lock
+
+        if self._device_key is None:
+            self._device_key = device_key(self.ensure_device())
+        return device_lock(self._device_key, timeout_s=float(self.cfg["lock_timeout"]))
 
     def _environment(self) -> dict[str, Any]:
         from pytest_gpuperf.environment import collect_environment

@@ -1,0 +1,114 @@
+"""One measurement at a time per device, across processes: a file lock per GPU.
+
+Two xdist workers, or two pytest sessions on one machine, must never measure
+on the same GPU at the same time. The lock is an ``fcntl.flock`` on a file
+named after the device (the GPU's UUID, or ``cpu``) in a directory shared by
+every process of the machine, and it is held only while a benchmark is being
+measured, so the rest of a test (set-up, correctness checks) runs in
+parallel. The kernel releases a lock when its process dies, so a crash never
+leaves a device locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from pytest_gpuperf.errors import GpuPerfError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
+
+
+class LockTimeout(GpuPerfError):
+    """Another process kept the device longer than the lock timeout."""
+
+
+def lock_dir() -> Path:
+    """Shared by all users of the machine (two users on one GPU is the case to prevent)."""
+    env = os.environ.get("GPUPERF_LOCK_DIR")
+    path = Path(env) if env else Path(tempfile.gettempdir()) / "pytest-gpuperf-locks"
+    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o1777)
+    return path
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:120] or "device"
+
+
+@contextlib.contextmanager
+def device_lock(
+    device_key: str,
+    *,
+    timeout_s: float = 1800.0,
+    on_wait: Callable[[str], None] | None = None,
+    poll_s: float = 0.05,
+) -> Iterator[None]:
+    """Hold the lock of ``device_key`` for the duration of the block.
+
+    ``on_wait`` is called once, with a message naming the holder, when the
+    lock is busy; the wait ends with :class:`LockTimeout` after ``timeout_s``.
+    """
+    if fcntl is None or os.environ.get("GPUPERF_NO_LOCK") == "1":
+        yield
+        return
+    path = lock_dir() / f"{_safe(device_key)}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        start = time.monotonic()
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                if not told and on_wait is not None:
+                    on_wait(f"waiting for {device_key}: it is being measured by {holder}")
+                    told = True
+                if time.monotonic() - start > timeout_s:
+                    raise LockTimeout(
+                        f"{device_key} stayed busy for {timeout_s:.0f} s: it is being measured by "
+                        f"{holder} (lock file {path}). Wait for that run to end, or stop it."
+                    ) from None
+                time.sleep(poll_s)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        text = ""
+    return text or "another process"
+
+
+def device_key(device: str) -> str:
+    """The lock name of the device this process measures on (GPU UUID where known)."""
+    if device != "cuda":
+        return "cpu"
+    import torch
+
+    idx = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(idx)
+    uuid = str(getattr(props, "uuid", "") or "")
+    if uuid:
+        return f"gpu-{uuid if uuid.startswith('GPU-') else 'GPU-' + uuid}"
+    return f"gpu-index-{idx}"

@@ -1,0 +1,84 @@
+"""pytest-xdist support: one GPU per worker, pinned before CUDA starts.
+
+A worker learns its GPU from ``PYTEST_XDIST_WORKER`` (``gw3`` -> 3), which
+xdist sets before pytest parses the worker's configuration; the plugin pins
+it in ``pytest_load_initial_conftests``, the earliest hook a plugin gets,
+before any conftest could start CUDA. GPUs are taken from
+``CUDA_VISIBLE_DEVICES`` where set, else from NVML (by UUID, so the pin does
+not depend on CUDA's device order). With more workers than GPUs, workers
+share GPUs round-robin and the per-GPU lock (locks.py) serialises their
+measurements. The controller hands each worker the session's run id through
+``workerinput``; results come back on the test reports (session.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+WORKER_ENV = "PYTEST_XDIST_WORKER"
+PINNED_ENV = "GPUPERF_PINNED_GPU"
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (no torch import)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            out = []
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+                out.append(uuid.decode() if isinstance(uuid, bytes) else str(uuid))
+            return out
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML, no driver: nothing to pin
+        return []
+
+
+def worker_index(worker_id: str | None) -> int | None:
+    if not worker_id or not worker_id.startswith("gw"):
+        return None
+    try:
+        return int(worker_id[2:])
+    except ValueError:
+        return None
+
+
+def plan(n_workers: int, gpus: list[str]) -> dict[int, str]:
+    """Worker index -> GPU, round-robin."""
+    if not gpus:
+        return {}
+    return {i: gpus[i % len(gpus)] for i in range(n_workers)}
+
+
+def pin_this_worker() -> str | None:
+    """In an xdist worker, restrict CUDA to the worker's GPU; return it (or None)."""
+    idx = worker_index(os.environ.get(WORKER_ENV))
+    if idx is None or os.environ.get(PINNED_ENV):
+        return os.environ.get(PINNED_ENV)
+    gpus = visible_gpus()
+    if not gpus:
+        return None
+    gpu = gpus[idx % len(gpus)]
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    os.environ[PINNED_ENV] = gpu
+    return gpu
+
+
+class XdistHooks:
+    """Registered on the controller only when pytest-xdist is active."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["gpuperf_run_id"] = self.run_id
