@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS, NAME_PATTERN
+
 if TYPE_CHECKING:
     import pytest
 
@@ -122,6 +124,17 @@ def text(v: Any) -> str:
     if not _is_str(v) or not v.strip():
         raise OptionValueError(f"expected a non-empty string, got {v!r}")
     return v.strip()
+
+
+def baseline_name(v: Any) -> str:
+    """A baseline name: it becomes a file name, so letters, digits, '.', '_' and '-'."""
+    name = text(v)
+    if not NAME_PATTERN.fullmatch(name):
+        raise OptionValueError(
+            f"expected a baseline name of letters, digits, '.', '_' and '-' (at most 100, "
+            f"not starting with '.'), such as main or nightly-h200; got {v!r}"
+        )
+    return name
 
 
 @dataclass(frozen=True)
@@ -239,6 +252,36 @@ OPTIONS: tuple[Option, ...] = (
         "bytes moved per call (number, or callable of the test's parameters)",
         per_test=True,
         cli=False,
+    ),
+    # --- baselines (issue 3) ---
+    Option(
+        "save",
+        baseline_name,
+        None,
+        "add this run to baseline NAME (one run per benchmark, in the baseline directory)",
+        metavar="NAME",
+    ),
+    Option(
+        "baseline",
+        baseline_name,
+        None,
+        "compare every benchmark with baseline NAME",
+        metavar="NAME",
+    ),
+    Option(
+        "baseline_dir",
+        text,
+        DEFAULT_DIR,
+        "directory of the baselines, one NAME.json file each",
+        metavar="DIR",
+    ),
+    Option(
+        "keep_runs",
+        int_at_least(1),
+        DEFAULT_KEEP_RUNS,
+        "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
+        "is learnt from them",
+        metavar="N",
     ),
 )
 

@@ -730,3 +730,18 @@ def test_stable_dumps_is_valid_json_and_refuses_nan() -> None:
     assert json.loads(schema.dumps(doc)) == doc
     with pytest.raises(ValueError):
         schema.dumps({"x": float("nan")})
+
+
+# --- options ---------------------------------------------------------------------------
+
+
+def test_baseline_options_parse_and_default() -> None:
+    from pytest_gpuperf.config import ConfigError, GpuPerfConfig
+
+    cfg = GpuPerfConfig.from_values({"save": "main", "keep_runs": "30"}, {"baseline": "nightly"})
+    assert (cfg["save"], cfg["baseline"], cfg["keep_runs"]) == ("main", "nightly", 30)
+    assert cfg["baseline_dir"] == ".gpuperf/baselines" and cfg.source("baseline_dir") == "default"
+    with pytest.raises(ConfigError, match=r"--gpuperf-save: expected a baseline name .* '\.\./x'"):
+        GpuPerfConfig.from_values({"save": "../x"}, {})
+    with pytest.raises(ConfigError, match=r"gpuperf_keep_runs in the ini file: .* >= 1"):
+        GpuPerfConfig.from_values({}, {"keep_runs": "0"})
