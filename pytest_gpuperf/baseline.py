@@ -199,6 +199,7 @@ class BaselineStore:
         keep_runs: int = DEFAULT_KEEP_RUNS,
         meta: Mapping[str, Any] | None = None,
         fingerprint_extra: Mapping[str, Any] | None = None,
+        extras: Mapping[str, Mapping[str, Any]] | None = None,
         now: _dt.datetime | None = None,
     ) -> SaveSummary:
         """Append one run per result to baseline ``name`` (created if missing).
@@ -206,8 +207,10 @@ class BaselineStore:
         Keeps the newest ``keep_runs`` runs of each benchmark per fingerprint;
         other benchmarks and fingerprints are never dropped. ``meta`` (git sha,
         CI job, ...) is stored with every run of this save; ``fingerprint_extra``
-        holds the hook-provided fingerprint keys. An existing file that cannot
-        be read is left as it is (:class:`CorruptBaseline`).
+        holds the hook-provided fingerprint keys; ``extras[key]`` is opaque
+        data stored with the run of benchmark ``key`` (the kernel inventory).
+        An existing file that cannot be read is left as it is
+        (:class:`CorruptBaseline`).
         """
         if keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
@@ -226,7 +229,13 @@ class BaselineStore:
             fp = fingerprint(env, fingerprint_extra)
             fid = fingerprint_id(fp)
             try:
-                rec = record_from_result(d, fingerprint_id=fid, timestamp=stamp, meta=meta)
+                rec = record_from_result(
+                    d,
+                    fingerprint_id=fid,
+                    timestamp=stamp,
+                    meta=meta,
+                    extra=(extras or {}).get(key),
+                )
             except ValueError as e:
                 skipped.append((key, str(e)))
                 continue
@@ -244,8 +253,9 @@ class BaselineStore:
                 else:
                     doc, version = self._read(name, path)
                 doc["fingerprints"].update(new_fps)
+                policies = doc["policies"]
                 benches = doc["benchmarks"]
-                touched: dict[str, str] = {}
+                touched: set[tuple[str, str]] = set()
                 for rd, rec in new_runs:
                     bid = rd["id"]
                     entry = benches.setdefault(bid["key"], {"runs": []})
@@ -255,11 +265,12 @@ class BaselineStore:
                         mode=bid["mode"],
                         params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
                     )
-                    entry["runs"].append(rec)
-                    touched[bid["key"]] = rec["fingerprint"]
-                dropped = sum(
-                    _trim(benches[key]["runs"], fid, keep_runs) for key, fid in touched.items()
-                )
+                    pid = schema.content_id(rec["policy"])
+                    policies[pid] = rec["policy"]
+                    entry["runs"].append({**rec, "policy": pid})
+                    touched.add((bid["key"], rec["fingerprint"]))
+                dropped = sum(_trim(benches[key]["runs"], fid, keep_runs) for key, fid in touched)
+                _drop_empty(doc)  # policies whose last run was trimmed
                 doc.update(name=name, updated=stamp, plugin_version=__version__)
                 self._write(path, doc)
         except LockTimeout as e:
@@ -270,7 +281,7 @@ class BaselineStore:
             created=created,
             added=len(new_runs),
             dropped=dropped,
-            benchmarks=len(touched),
+            benchmarks=len({key for key, _ in touched}),
             fingerprints=tuple(sorted(new_fps)),
             keep_runs=keep_runs,
             migrated_from=None if version == schema.SCHEMA_VERSION else version,
@@ -387,6 +398,8 @@ def _drop_empty(doc: dict[str, Any]) -> tuple[int, int]:
     unused = [f for f in doc["fingerprints"] if f not in used]
     for f in unused:
         del doc["fingerprints"][f]
+    used = {r["policy"] for b in benches.values() for r in b["runs"]}
+    doc["policies"] = {p: v for p, v in doc["policies"].items() if p in used}
     return len(empty), len(unused)
 
 
@@ -399,5 +412,6 @@ def _empty_doc(name: str, stamp: str) -> dict[str, Any]:
         "created": stamp,
         "updated": stamp,
         "fingerprints": {},
+        "policies": {},
         "benchmarks": {},
     }

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf import __version__
 from pytest_gpuperf import baseline_schema as schema
 from pytest_gpuperf.fingerprint import differences, fingerprint_id
 from pytest_gpuperf.model import Result
@@ -36,7 +37,10 @@ def _sig(x: float, digits: int) -> float:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One stored run of one benchmark: what the verdict compares a new run with."""
+    """One stored run of one benchmark: what the verdict compares a new run with.
+
+    Fields a run did not record (older files, or nothing measured) are ``None``.
+    """
 
     run_id: str
     timestamp: str
@@ -44,15 +48,21 @@ class RunRecord:
     median: float
     rounds: tuple[float, ...]
     calls_per_round: int
-    rel_iqr: float | None
     stability: str
-    first_call_s: float | None
-    peak_memory_bytes: int | None
-    flops: float | None
-    bytes: float | None
     policy: Mapping[str, Any]
+    policy_id: str
+    rel_iqr: float | None = None
+    first_call_s: float | None = None
+    peak_memory_bytes: int | None = None
+    flops: float | None = None
+    bytes: float | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     telemetry: Mapping[str, Any] | None = None
+    #: opaque per-run data saved beside the timings (the kernel inventory, later)
+    extra: Mapping[str, Any] | None = None
+    plugin_version: str | None = None
+    warmup_rounds: int | None = None
+    trimmed: int | None = None
 
     @property
     def log_median(self) -> float:
@@ -64,7 +74,8 @@ class RunRecord:
         return _dt.datetime.fromisoformat(self.timestamp)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunRecord:
+    def from_dict(cls, d: Mapping[str, Any], policies: Mapping[str, Any]) -> RunRecord:
+        """From a current-version run of a file whose policies table is ``policies``."""
         return cls(
             run_id=d["run_id"],
             timestamp=d["timestamp"],
@@ -72,15 +83,20 @@ class RunRecord:
             median=float(d["median"]),
             rounds=tuple(float(x) for x in d["rounds"]),
             calls_per_round=int(d["calls_per_round"]),
-            rel_iqr=d["rel_iqr"],
             stability=d["stability"],
-            first_call_s=d["first_call_s"],
-            peak_memory_bytes=d["peak_memory_bytes"],
-            flops=d["flops"],
-            bytes=d["bytes"],
-            policy=dict(d["policy"]),
-            meta=dict(d["meta"]),
-            telemetry=d["telemetry"],
+            policy=dict(policies[d["policy"]]),
+            policy_id=d["policy"],
+            rel_iqr=d.get("rel_iqr"),
+            first_call_s=d.get("first_call_s"),
+            peak_memory_bytes=d.get("peak_memory_bytes"),
+            flops=d.get("flops"),
+            bytes=d.get("bytes"),
+            meta=dict(d.get("meta") or {}),
+            telemetry=d.get("telemetry"),
+            extra=d.get("extra"),
+            plugin_version=d.get("plugin_version"),
+            warmup_rounds=d.get("warmup_rounds"),
+            trimmed=d.get("trimmed"),
         )
 
 
@@ -91,12 +107,16 @@ def record_from_result(
     timestamp: str,
     meta: Mapping[str, Any] | None = None,
     run_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The stored form of one result (a :class:`Result` or its ``to_dict()``).
 
     Rounds, rel IQR and first-call time keep 4 significant figures (more is
     timer noise and bloats the file); the median keeps 6 so that rounding
-    adds nothing to the between-run spread. Raises ``ValueError`` for a
+    adds nothing to the between-run spread. Fields without a value are left
+    out. ``policy`` is the policy record itself here; the store replaces it
+    by its id in the file's policies table. ``extra`` (or the result's own
+    ``extra``, if it has one) is stored as it is. Raises ``ValueError`` for a
     result that cannot be a baseline run (no rounds, non-finite or zero times).
     """
     d = result.to_dict() if isinstance(result, Result) else dict(result)
@@ -106,29 +126,37 @@ def record_from_result(
         raise ValueError(f"{key}: no measured rounds")
     if not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in rounds):
         raise ValueError(f"{key}: rounds contain a missing, negative or non-finite time")
-    median = (d.get("summary") or {}).get("median")
+    summary = d.get("summary") or {}
+    median = summary.get("median")
     if not (isinstance(median, (int, float)) and math.isfinite(median) and median > 0):
         raise ValueError(f"{key}: median time {median!r} is not a positive number")
-    rel_iqr = (d.get("summary") or {}).get("rel_iqr")
-    first = d.get("first_call_s")
-    rid = run_id or d.get("run_id") or uuid.uuid4().hex[:12]
-    return {
-        "run_id": str(rid),
+    rec: dict[str, Any] = {
+        "run_id": str(run_id or d.get("run_id") or uuid.uuid4().hex[:12]),
         "timestamp": timestamp,
         "fingerprint": fingerprint_id,
-        "meta": schema.plain(meta or {}),
+        "policy": schema.plain(d.get("policy") or {}),
         "median": _sig(median, 6),
         "rounds": [_sig(x, 4) for x in rounds],
         "calls_per_round": int(d["calls_per_round"]),
-        "rel_iqr": _sig(rel_iqr, 4) if isinstance(rel_iqr, (int, float)) else None,
         "stability": str(d.get("stability") or "steady"),
-        "first_call_s": _sig(first, 4) if isinstance(first, (int, float)) else None,
+        "plugin_version": __version__,
+        "warmup_rounds": len(d.get("warmup") or []),
+        "trimmed": d.get("trimmed"),
         "peak_memory_bytes": d.get("peak_memory_bytes"),
         "flops": d.get("flops"),
         "bytes": d.get("bytes"),
-        "policy": schema.plain(d.get("policy") or {}),
-        "telemetry": schema.plain(d["telemetry"]) if d.get("telemetry") else None,
     }
+    for name in ("rel_iqr", "first_call_s"):
+        value = summary.get(name) if name == "rel_iqr" else d.get(name)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            rec[name] = _sig(value, 4)
+    for name, value in (("meta", meta), ("telemetry", d.get("telemetry"))):
+        if value:
+            rec[name] = schema.plain(value)
+    extra = {**(d.get("extra") or {}), **(extra or {})}
+    if extra:
+        rec["extra"] = schema.plain(extra)
+    return {k: v for k, v in rec.items() if v is not None}
 
 
 @dataclass
@@ -174,7 +202,11 @@ class Match:
 
 
 class Baseline:
-    """A loaded baseline: fingerprints by id and benchmarks by key (read-only view)."""
+    """A loaded baseline: fingerprints and policies by id, benchmarks by key (read-only view).
+
+    Whatever schema version the file has, this is the current version's
+    content (migrated in memory); ``read_version`` says what the file holds.
+    """
 
     def __init__(self, name: str, path: Path, doc: Mapping[str, Any], read_version: int):
         self.name = name
@@ -187,6 +219,8 @@ class Baseline:
         self.fingerprints: dict[str, dict[str, Any]] = {
             k: dict(v) for k, v in doc["fingerprints"].items()
         }
+        #: measurement policy records by id (runs carry theirs resolved, as ``RunRecord.policy``)
+        self.policies: dict[str, dict[str, Any]] = {k: dict(v) for k, v in doc["policies"].items()}
         self.benchmarks: dict[str, BenchmarkEntry] = {
             key: BenchmarkEntry(
                 key=key,
@@ -194,7 +228,7 @@ class Baseline:
                 name=b["name"],
                 mode=b["mode"],
                 params=dict(b["params"]),
-                runs=[RunRecord.from_dict(r) for r in b["runs"]],
+                runs=[RunRecord.from_dict(r, doc["policies"]) for r in b["runs"]],
             )
             for key, b in doc["benchmarks"].items()
         }

@@ -3,6 +3,11 @@
 One JSON document per baseline name. Version history:
 
 1. ``benchmarks[key].runs[]`` with every field of a run, ``fingerprints[id]``.
+2. Measurement policies move to a ``policies[id]`` table like fingerprints
+   (runs hold the id); fields without a value are left out instead of
+   ``null``; new optional run fields ``extra`` (opaque, e.g. the kernel
+   inventory), ``plugin_version`` (runs of several releases share a
+   window), ``warmup_rounds`` and ``trimmed`` (to audit the steady state).
 
 Each version is validated in its own terms before it is migrated (so an
 error names fields as they are in the file), then migrated one step at a
@@ -15,6 +20,7 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import re
@@ -25,9 +31,7 @@ from pytest_gpuperf.fingerprint import fingerprint_id
 
 SCHEMA = "pytest-gpuperf/baseline"
 #: The version this pytest-gpuperf writes, and the newest it reads.
-SCHEMA_VERSION = 1
-#: ``MIGRATIONS[n]`` turns a valid version-``n`` document into a version ``n + 1`` one.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+SCHEMA_VERSION = 2
 
 
 class SchemaProblem(ValueError):
@@ -47,7 +51,7 @@ class FutureSchema(SchemaProblem):
 
 # --- validation --------------------------------------------------------------
 
-_TOP_FIELDS = {
+_TOP_FIELDS_V1 = {
     "schema",
     "schema_version",
     "name",
@@ -116,6 +120,33 @@ RUN_FIELDS_V1: dict[str, Check] = {
     "policy": OBJECT,
     "telemetry": _nullable(OBJECT),
 }
+#: Version 2: required fields of a run (``policy`` is now an id in ``policies``) ...
+RUN_REQUIRED_V2: dict[str, Check] = {
+    "run_id": STR,
+    "timestamp": TIMESTAMP,
+    "fingerprint": STR,
+    "policy": STR,
+    "median": POSITIVE,
+    "rounds": ROUNDS,
+    "calls_per_round": INT_POS,
+    "stability": STR,
+}
+#: ... and the optional ones, left out when there is no value.
+RUN_OPTIONAL_V2: dict[str, Check] = {
+    "meta": OBJECT,
+    "rel_iqr": NONNEG,
+    "first_call_s": NONNEG,
+    "peak_memory_bytes": INT_NONNEG,
+    "flops": NONNEG,
+    "bytes": NONNEG,
+    "telemetry": OBJECT,
+    "extra": OBJECT,
+    "plugin_version": STR,
+    "warmup_rounds": INT_NONNEG,
+    "trimmed": INT_NONNEG,
+}
+#: Run fields whose content is free-form JSON.
+_OPAQUE = ("meta", "policy", "telemetry", "extra")
 
 
 def _describe(v: Any) -> str:
@@ -167,7 +198,8 @@ def validate(doc: Any, version: int) -> None:
     """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-``version`` document."""
     if not isinstance(doc, dict):
         raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
-    _fields(doc, _TOP_FIELDS, set(), "top level")
+    top = _TOP_FIELDS_V1 | ({"policies"} if version >= 2 else set())
+    _fields(doc, top, set(), "top level")
     _check(doc["name"], STR, "name")
     _check(doc["plugin_version"], STR, "plugin_version")
     _check(doc["created"], TIMESTAMP, "created")
@@ -183,9 +215,18 @@ def validate(doc: Any, version: int) -> None:
                     f"{where}[{k!r}]: expected a string, number, boolean or null, "
                     f"got {_describe(v)}"
                 )
+    policies: dict[str, Any] = {}
+    if version >= 2:
+        policies = doc["policies"]
+        _check(policies, OBJECT, "policies")
+        for pid, pol in policies.items():
+            _check(pol, OBJECT, f"policies[{pid!r}]")
+            _json_value(pol, f"policies[{pid!r}]")
+        required, optional = RUN_REQUIRED_V2, RUN_OPTIONAL_V2
+    else:
+        required, optional = RUN_FIELDS_V1, {}
     benches = doc["benchmarks"]
     _check(benches, OBJECT, "benchmarks")
-    run_fields = RUN_FIELDS_V1
     for key, bench in benches.items():
         where = f"benchmarks[{key!r}]"
         _check(bench, OBJECT, where)
@@ -202,14 +243,19 @@ def validate(doc: Any, version: int) -> None:
         for i, run in enumerate(runs):
             rwhere = f"{where}.runs[{i}]"
             _check(run, OBJECT, rwhere)
-            _fields(run, set(run_fields), set(), rwhere)
-            for name, check in run_fields.items():
-                _check(run[name], check, f"{rwhere}.{name}")
-            for opaque in ("meta", "policy", "telemetry"):
-                _json_value(run[opaque], f"{rwhere}.{opaque}")
+            _fields(run, set(required), set(optional), rwhere)
+            for name, check in (*required.items(), *optional.items()):
+                if name in run:
+                    _check(run[name], check, f"{rwhere}.{name}")
+            for opaque in _OPAQUE:
+                _json_value(run.get(opaque), f"{rwhere}.{opaque}")
             if run["fingerprint"] not in fps:
                 raise SchemaProblem(
                     f"{rwhere}.fingerprint: {run['fingerprint']!r} is not in the fingerprints table"
+                )
+            if version >= 2 and run["policy"] not in policies:
+                raise SchemaProblem(
+                    f"{rwhere}.policy: {run['policy']!r} is not in the policies table"
                 )
 
 
@@ -238,6 +284,35 @@ def read_version(doc: Any) -> int:
             "Upgrade pytest-gpuperf (pip install -U pytest-gpuperf) to read it.",
         )
     return int(version)
+
+
+def content_id(obj: Any) -> str:
+    """12 hex digits of the SHA-256 of canonical JSON (the same rule as fingerprint ids)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:12]
+
+
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Policies into a table; null and empty optional fields left out.
+
+    What version 1 did not record (``plugin_version``, ``warmup_rounds``,
+    ``trimmed``, ``extra`` of each run) stays absent, i.e. unknown.
+    """
+    policies: dict[str, Any] = {}
+    for bench in doc["benchmarks"].values():
+        for run in bench["runs"]:
+            pid = content_id(run["policy"])
+            policies[pid] = run["policy"]
+            run["policy"] = pid
+            for name in RUN_OPTIONAL_V2:
+                if name in run and run[name] in (None, {}):
+                    del run[name]
+    doc["policies"] = policies
+    return doc
+
+
+#: ``MIGRATIONS[n]`` turns a valid version-``n`` document into a version ``n + 1`` one.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def upgrade(doc: Any) -> tuple[dict[str, Any], int]:
@@ -321,19 +396,23 @@ def _ends_early(text: str) -> bool:
 
 
 def canonical_ids(doc: dict[str, Any]) -> dict[str, Any]:
-    """Re-derive fingerprint ids from their contents (in place; returns ``doc``).
+    """Re-derive fingerprint and policy ids from their contents (in place; returns ``doc``).
 
-    An id is only a hash of its fingerprint; recomputing it on load means a
+    An id is only a hash of its content; recomputing it on load means a
     hand-edited fingerprint (say, declaring a new driver equivalent) is found
-    under its new content, and two fingerprints that became equal merge.
+    under its new content, and two entries that became equal merge.
     """
-    rename = {old: fingerprint_id(fp) for old, fp in doc["fingerprints"].items()}
-    if all(old == new for old, new in rename.items()):
-        return doc
-    doc["fingerprints"] = {rename[old]: fp for old, fp in doc["fingerprints"].items()}
-    for bench in doc["benchmarks"].values():
-        for run in bench["runs"]:
-            run["fingerprint"] = rename[run["fingerprint"]]
+    for table, field, ident in (
+        ("fingerprints", "fingerprint", fingerprint_id),
+        ("policies", "policy", content_id),
+    ):
+        rename = {old: ident(content) for old, content in doc[table].items()}
+        if all(old == new for old, new in rename.items()):
+            continue
+        doc[table] = {rename[old]: content for old, content in doc[table].items()}
+        for bench in doc["benchmarks"].values():
+            for run in bench["runs"]:
+                run[field] = rename[run[field]]
     return doc
 
 

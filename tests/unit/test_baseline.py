@@ -111,8 +111,15 @@ def fp_id(env: dict[str, Any]) -> str:
 
 
 def test_save_then_load_keeps_every_field(store: BaselineStore) -> None:
-    r = make_result(telemetry={"sm_clock_mhz": {"median": 1980}})
-    summary = store.save("main", [r], meta={"git_sha": "deadbeef", "ci_job": 42}, now=T0)
+    r = make_result(telemetry={"sm_clock_mhz": {"median": 1980}}, warmup=[6e-4] * 7, trimmed=2)
+    inventory = {"kernels": [{"name": "sm90_xmma_gemm", "launches": 1, "gpu_s": 5.9e-4}]}
+    summary = store.save(
+        "main",
+        [r],
+        meta={"git_sha": "deadbeef", "ci_job": 42},
+        extras={KEY: inventory},
+        now=T0,
+    )
     assert summary.created and summary.added == 1 and summary.dropped == 0
     assert summary.path == store.path("main") == store.root / "main.json"
 
@@ -137,6 +144,30 @@ def test_save_then_load_keeps_every_field(store: BaselineStore) -> None:
     assert (run.flops, run.bytes) == (r.flops, r.bytes)
     assert run.policy == POLICY
     assert run.telemetry == {"sm_clock_mhz": {"median": 1980}}
+    assert run.extra == inventory
+    assert (run.warmup_rounds, run.trimmed) == (7, 2)
+    assert run.plugin_version == __version__
+    assert b.policies == {run.policy_id: POLICY}
+
+
+def test_runs_share_one_policy_entry_and_stale_policies_go(store: BaselineStore) -> None:
+    for i in range(3):
+        store.save("main", [make_result(run_id=f"a{i}")], keep_runs=2, now=T0)
+    assert len(store.load("main").policies) == 1
+    other = dict(POLICY, round_ms=2.0)
+    for i in range(2):
+        store.save("main", [make_result(run_id=f"b{i}", policy=other)], keep_runs=2, now=T0)
+    b = store.load("main")  # the newest two runs both use the new policy
+    assert list(b.policies.values()) == [other]
+    assert [r.run_id for r in b.runs(KEY, fp_id(GPU_ENV), other)] == ["b0", "b1"]
+
+
+def test_runs_without_a_value_leave_the_field_out(store: BaselineStore) -> None:
+    store.save("main", [make_result(flops=None, bytes=None, peak_memory_bytes=None)], now=T0)
+    [run] = json.loads(store.path("main").read_text())["benchmarks"][KEY]["runs"]
+    assert not {"flops", "bytes", "peak_memory_bytes", "telemetry", "extra", "meta"} & set(run)
+    [rec] = store.load("main").benchmarks[KEY].runs
+    assert (rec.flops, rec.bytes, rec.extra, rec.meta) == (None, None, None, {})
 
 
 def test_record_from_result_accepts_the_dict_that_travels_from_workers() -> None:
@@ -279,7 +310,7 @@ CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
     ),
     "nan": (
         lambda t: re.sub(r'"rel_iqr": [^,]+', '"rel_iqr": NaN', t, count=1),
-        r"rel_iqr: expected a number >= 0 or null, got float nan",
+        r"rel_iqr: expected a number >= 0, got float nan",
     ),
     "bad-timestamp": (
         _edit(lambda d: _runs(d)[0].update(timestamp="yesterday")),
@@ -292,6 +323,14 @@ CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
     "dangling-fingerprint": (
         _edit(lambda d: _runs(d)[0].update(fingerprint="0123456789ab")),
         r"fingerprint: '0123456789ab' is not in the fingerprints table",
+    ),
+    "dangling-policy": (
+        _edit(lambda d: _runs(d)[1].update(policy="0123456789ab")),
+        r"runs\[1\]\.policy: '0123456789ab' is not in the policies table",
+    ),
+    "null-optional-field": (
+        _edit(lambda d: _runs(d)[0].update(flops=None)),
+        r"runs\[0\]\.flops: expected a number >= 0, got null",
     ),
     "bad-fingerprint-value": (
         _edit(lambda d: next(iter(d["fingerprints"].values())).update(driver=[580])),
@@ -462,11 +501,15 @@ def test_a_new_run_only_adds_lines(store: BaselineStore) -> None:
 
 
 def test_file_size_is_reasonable(store: BaselineStore) -> None:
-    """statistics.md §5.2 budgets about 0.5 KB per benchmark per run (20 rounds)."""
+    """statistics.md §5.2 budgets about 0.5 KB per benchmark per run (20 rounds) compact.
+
+    Indented, a run of 20 rounds with meta takes about 0.87 KB: 300 benchmarks
+    with 20 runs each make a 5 MB file. This keeps it from creeping up.
+    """
     for i in range(10):
-        store.save("main", [make_result(run_id=f"r{i}", telemetry=None)], now=T0)
+        store.save("main", [make_result(run_id=f"r{i}")], meta={"git_sha": "a" * 40}, now=T0)
     per_run = store.path("main").stat().st_size / 10
-    assert per_run < 1100, per_run
+    assert per_run < 1000, per_run
 
 
 # --- concurrency and interrupted saves ----------------------------------------------------
@@ -643,7 +686,9 @@ def test_prune_refuses_unknown_fingerprints_and_empty_requests(store: BaselineSt
 # --- versions ------------------------------------------------------------------------------
 
 
-def golden_results() -> list[tuple[list[Result], dict[str, Any], dt.datetime]]:
+def golden_results() -> list[
+    tuple[list[Result], dict[str, Any], dt.datetime, dict[str, dict[str, Any]]]
+]:
     """The saves that produce the golden file of the current schema version."""
     h100 = dict(GPU_ENV, gpu_name="NVIDIA H100 80GB HBM3", gpu_memory_bytes=85_520_809_984)
     saves = []
@@ -663,17 +708,29 @@ def golden_results() -> list[tuple[list[Result], dict[str, Any], dt.datetime]]:
                 policy={"round_ms": 5.0, "rounds": 10, "warmup_ms": 500.0},
             ),
         ]
-        saves.append((results, {"git_sha": f"{i}" * 40}, T0 + dt.timedelta(days=i)))
+        saves.append((results, {"git_sha": f"{i}" * 40}, T0 + dt.timedelta(days=i), {}))
     cpu = make_result(
         "tests/test_ops.py::test_add", mode="cpu", env=CPU_ENV, run_id="cpu-0", n=5, bytes=None
     )
-    saves.append(([cpu, make_result(env=h100, run_id="h100-0")], {}, T0 + dt.timedelta(days=3)))
+    inventory = {
+        "kernels": [
+            {"name": "vectorized_elementwise_kernel", "launches": 1, "gpu_s": 1.1e-6},
+        ]
+    }
+    saves.append(
+        (
+            [cpu, make_result(env=h100, run_id="h100-0")],
+            {},
+            T0 + dt.timedelta(days=3),
+            {"tests/test_ops.py::test_add@cpu": inventory},
+        )
+    )
     return saves
 
 
 def write_golden(store: BaselineStore) -> Path:
-    for results, meta, when in golden_results():
-        store.save("golden", results, keep_runs=20, meta=meta, now=when)
+    for results, meta, when, extras in golden_results():
+        store.save("golden", results, keep_runs=20, meta=meta, extras=extras, now=when)
     return store.path("golden")
 
 
@@ -694,12 +751,15 @@ def test_the_current_golden_file_is_what_save_writes(store: BaselineStore) -> No
     assert text == expected
 
 
-def test_golden_v1_loads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_golden_files_of_every_version_load(tmp_path: Path, version: int) -> None:
     store = BaselineStore(tmp_path)
-    (tmp_path / "old.json").write_bytes(_golden(1).read_bytes())
+    path = tmp_path / "old.json"
+    path.write_bytes(_golden(version).read_bytes())
     b = store.load("old")
-    assert b.read_version == 1
-    assert len(b.fingerprints) == 3
+    assert b.read_version == version
+    assert path.read_bytes() == _golden(version).read_bytes()  # loading never rewrites
+    assert len(b.fingerprints) == 3 and len(b.policies) == 2
     runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
     assert [r.run_id for r in runs] == ["run-0", "run-1", "run-2"]
     assert [r.meta.get("git_sha") for r in runs] == ["0" * 40, "1" * 40, "2" * 40]
@@ -708,10 +768,72 @@ def test_golden_v1_loads(tmp_path: Path) -> None:
     assert graph.name == "fwd" and len(graph.runs) == 3
     assert graph.runs[0].telemetry == {"sm_clock_mhz": {"median": 1980, "min": 1965}}
     assert graph.runs[0].flops is None and graph.runs[0].peak_memory_bytes is None
+    assert graph.runs[0].policy == {"round_ms": 5.0, "rounds": 10, "warmup_ms": 500.0}
     cpu = b.runs("tests/test_ops.py::test_add@cpu", fp_id(CPU_ENV))
     assert len(cpu) == 1 and len(cpu[0].rounds) == 5
     m = b.match(KEY, fingerprint(dict(GPU_ENV, torch="2.14.0")), POLICY)
     assert m.status == OTHER_ENVIRONMENT and m.differences == ["torch 2.13.0+cu130 -> 2.14.0"]
+    if version == 1:  # what version 1 did not record is unknown, not invented
+        assert {(r.plugin_version, r.warmup_rounds, r.trimmed, r.extra) for r in runs} == {
+            (None, None, None, None)
+        }
+    else:
+        assert cpu[0].extra == {
+            "kernels": [{"name": "vectorized_elementwise_kernel", "launches": 1, "gpu_s": 1.1e-6}]
+        }
+        assert (runs[0].plugin_version, runs[0].warmup_rounds, runs[0].trimmed) == ("0.1.0", 0, 0)
+
+
+def test_v1_migrates_to_the_same_runs_as_v2_holds(tmp_path: Path) -> None:
+    """Both goldens come from the same saves: migration must not change a value."""
+    for v in (1, 2):
+        (tmp_path / f"v{v}.json").write_bytes(_golden(v).read_bytes())
+    old, new = BaselineStore(tmp_path).load("v1"), BaselineStore(tmp_path).load("v2")
+    assert old.fingerprints == new.fingerprints and old.policies == new.policies
+    assert old.benchmarks.keys() == new.benchmarks.keys()
+    v2_only = {"extra", "plugin_version", "warmup_rounds", "trimmed"}
+    for key, entry in old.benchmarks.items():
+        for a, b in zip(entry.runs, new.benchmarks[key].runs, strict=True):
+            da, db = vars(a), vars(b)
+            assert {k: v for k, v in da.items() if k not in v2_only} == {
+                k: v for k, v in db.items() if k not in v2_only
+            }
+
+
+def test_saving_into_a_v1_file_upgrades_it_and_keeps_every_run(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.path("main").write_bytes(_golden(1).read_bytes())
+    summary = store.save("main", [make_result(run_id="new")], now=T0 + dt.timedelta(days=9))
+    assert summary.migrated_from == 1
+    assert "upgraded from schema version 1" in summary.describe()
+    doc = json.loads(store.path("main").read_text())
+    assert doc["schema_version"] == schema.SCHEMA_VERSION
+    b = store.load("main")
+    assert b.read_version == schema.SCHEMA_VERSION
+    runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
+    assert [r.run_id for r in runs] == ["run-0", "run-1", "run-2", "new"]
+    assert sum(len(e.runs) for e in b.benchmarks.values()) == 9
+    assert b.created == "2025-11-29T19:38:00+00:00"
+
+
+def test_an_invalid_v1_file_is_reported_in_v1_terms(tmp_path: Path) -> None:
+    doc = json.loads(_golden(1).read_text())
+    doc["benchmarks"][KEY]["runs"][0]["policy"] = "fast"
+    (tmp_path / "main.json").write_text(json.dumps(doc))
+    with pytest.raises(CorruptBaseline, match=r"runs\[0\]\.policy: expected an object"):
+        BaselineStore(tmp_path).load("main")
+
+
+def test_a_broken_migration_is_reported_as_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(doc: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError("policy")
+
+    monkeypatch.setitem(schema.MIGRATIONS, 1, broken)
+    (tmp_path / "main.json").write_bytes(_golden(1).read_bytes())
+    with pytest.raises(CorruptBaseline, match=r"cannot migrate it from schema version 1 .*a bug"):
+        BaselineStore(tmp_path).load("main")
 
 
 def test_a_future_schema_version_is_refused(tmp_path: Path) -> None:
