@@ -256,9 +256,15 @@ class BaselineStore:
                 policies = doc["policies"]
                 benches = doc["benchmarks"]
                 touched: set[tuple[str, str]] = set()
+                added = 0
                 for rd, rec in new_runs:
                     bid = rd["id"]
                     entry = benches.setdefault(bid["key"], {"runs": []})
+                    if any(_same_run(rec, old) for old in entry["runs"]):
+                        # The same run saved again (a retried job): once is enough. Distinct
+                        # runs that share a run id (subprocesses of one session) are kept.
+                        skipped.append((bid["key"], f"run {rec['run_id']} is already saved"))
+                        continue
                     entry.update(
                         nodeid=bid["nodeid"],
                         name=bid.get("name"),
@@ -269,17 +275,19 @@ class BaselineStore:
                     policies[pid] = rec["policy"]
                     entry["runs"].append({**rec, "policy": pid})
                     touched.add((bid["key"], rec["fingerprint"]))
+                    added += 1
                 dropped = sum(_trim(benches[key]["runs"], fid, keep_runs) for key, fid in touched)
                 _drop_empty(doc)  # policies whose last run was trimmed
-                doc.update(name=name, updated=stamp, plugin_version=__version__)
-                self._write(path, doc)
+                if added:
+                    doc.update(name=name, updated=stamp, plugin_version=__version__)
+                    self._write(path, doc)
         except LockTimeout as e:
             raise BaselineLocked(str(e)) from None
         return SaveSummary(
             name=name,
             path=path,
-            created=created,
-            added=len(new_runs),
+            created=created and bool(added),
+            added=added,
             dropped=dropped,
             benchmarks=len({key for key, _ in touched}),
             fingerprints=tuple(sorted(new_fps)),
@@ -378,6 +386,10 @@ def _selected(
     if keys is not None and key not in keys:
         return False
     return before is None or _dt.datetime.fromisoformat(run["timestamp"]) < before
+
+
+def _same_run(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    return all(new[k] == old[k] for k in ("run_id", "fingerprint", "rounds", "median"))
 
 
 def _trim(runs: list[dict[str, Any]], fid: str, keep: int) -> int:

@@ -192,6 +192,17 @@ def test_results_that_cannot_be_runs_are_skipped_with_a_reason(store: BaselineSt
     assert "skipped 2 result(s)" in summary.describe()
 
 
+def test_saving_the_same_run_again_adds_nothing(store: BaselineStore) -> None:
+    store.save("main", [make_result()], now=T0)
+    before = store.path("main").read_bytes()
+    again = store.save("main", [make_result()], now=T0 + dt.timedelta(hours=1))
+    assert again.added == 0 and again.skipped == ((KEY, "run run-1 is already saved"),)
+    assert store.path("main").read_bytes() == before
+    # Another run that happens to share the run id (a subprocess of one session) is kept.
+    store.save("main", [make_result(level=6e-4)], now=T0)
+    assert len(store.load("main").benchmarks[KEY].runs) == 2
+
+
 def test_nothing_to_save_writes_nothing(store: BaselineStore) -> None:
     summary = store.save("main", [], now=T0)
     assert summary.added == 0 and not store.exists("main")
