@@ -18,9 +18,10 @@ Pure Python: no torch, no pytest.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,16 @@ class PruneSummary:
     removed_benchmarks: int
     removed_fingerprints: int
 
+    def describe(self) -> str:
+        """One line for the CLI."""
+        if not self.removed_runs:
+            return f"baseline {self.name!r}: nothing to remove ({self.path})"
+        return (
+            f"removed {self.removed_runs} run(s) from baseline {self.name!r} ({self.path}); "
+            f"{self.removed_benchmarks} benchmark(s) and {self.removed_fingerprints} "
+            "environment(s) left without runs were removed too"
+        )
+
 
 class BaselineStore:
     """The baselines of one directory, one ``<name>.json`` file each."""
@@ -171,6 +182,13 @@ class BaselineStore:
 
     def exists(self, name: str) -> bool:
         return self.path(name).is_file()
+
+    def _existing(self, name: str) -> Path:
+        """The path of ``name``, or :class:`UnknownBaseline` (before any lock file is made)."""
+        path = self.path(name)
+        if not path.exists():
+            raise UnknownBaseline(name, str(self.root), self.names())
+        return path
 
     def load(self, name: str) -> Baseline:
         """Read, validate and migrate baseline ``name``; the file is never changed."""
@@ -244,57 +262,43 @@ class BaselineStore:
         if not new_runs:
             return SaveSummary(name, path, False, 0, 0, 0, (), keep_runs, None, tuple(skipped))
 
-        try:
-            with locked(self._lock_path(name), timeout=self.lock_timeout):
-                created = not path.exists()
-                if created:
-                    doc = _empty_doc(name, stamp)
-                    version = schema.SCHEMA_VERSION
-                else:
-                    doc, version = self._read(name, path)
-                doc["fingerprints"].update(new_fps)
-                policies = doc["policies"]
-                benches = doc["benchmarks"]
-                touched: set[tuple[str, str]] = set()
-                added = 0
-                for rd, rec in new_runs:
-                    bid = rd["id"]
-                    entry = benches.setdefault(bid["key"], {"runs": []})
-                    if any(_same_run(rec, old) for old in entry["runs"]):
-                        # The same run saved again (a retried job): once is enough. Distinct
-                        # runs that share a run id (subprocesses of one session) are kept.
-                        skipped.append((bid["key"], f"run {rec['run_id']} is already saved"))
-                        continue
-                    entry.update(
-                        nodeid=bid["nodeid"],
-                        name=bid.get("name"),
-                        mode=bid["mode"],
-                        params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
-                    )
-                    pid = schema.content_id(rec["policy"])
-                    policies[pid] = rec["policy"]
-                    entry["runs"].append({**rec, "policy": pid})
-                    touched.add((bid["key"], rec["fingerprint"]))
-                    added += 1
-                dropped = sum(_trim(benches[key]["runs"], fid, keep_runs) for key, fid in touched)
-                _drop_empty(doc)  # policies whose last run was trimmed
-                if added:
-                    doc.update(name=name, updated=stamp, plugin_version=__version__)
-                    self._write(path, doc)
-        except LockTimeout as e:
-            raise BaselineLocked(str(e)) from None
+        with self._locked(name, path, "save into"):
+            created = not path.exists()
+            if created:
+                doc = _empty_doc(name, stamp)
+                version = schema.SCHEMA_VERSION
+            else:
+                doc, version = self._read(name, path)
+            added, dropped, n_bench = _merge(doc, new_fps, new_runs, keep_runs, skipped)
+            if added:
+                doc.update(name=name, updated=stamp, plugin_version=__version__)
+                self._write(path, doc)
         return SaveSummary(
             name=name,
             path=path,
             created=created and bool(added),
             added=added,
             dropped=dropped,
-            benchmarks=len({key for key, _ in touched}),
+            benchmarks=n_bench,
             fingerprints=tuple(sorted(new_fps)),
             keep_runs=keep_runs,
             migrated_from=None if version == schema.SCHEMA_VERSION else version,
             skipped=tuple(skipped),
         )
+
+    @contextlib.contextmanager
+    def _locked(self, name: str, path: Path, action: str) -> Iterator[None]:
+        """Hold the baseline's lock; turn lock and file-system failures into clear errors."""
+        try:
+            with locked(self._lock_path(name), timeout=self.lock_timeout):
+                yield
+        except LockTimeout as e:
+            raise BaselineLocked(str(e)) from None
+        except OSError as e:  # disk full, read-only, no locks on this file system, ...
+            raise BaselineError(
+                f"cannot {action} baseline file {path}: {e.strerror or e}. "
+                "The file is as it was before."
+            ) from e
 
     def _write(self, path: Path, doc: dict[str, Any]) -> None:
         doc["schema"] = schema.SCHEMA
@@ -307,15 +311,11 @@ class BaselineStore:
 
     def delete(self, name: str) -> Path:
         """Remove baseline ``name``; :class:`UnknownBaseline` if there is none."""
-        path = self.path(name)
-        try:
-            with locked(self._lock_path(name), timeout=self.lock_timeout):
-                try:
-                    path.unlink()
-                except FileNotFoundError:
-                    raise UnknownBaseline(name, str(self.root), self.names()) from None
-        except LockTimeout as e:
-            raise BaselineLocked(str(e)) from None
+        path = self._existing(name)
+        with self._locked(name, path, "delete"):
+            if not path.exists():  # deleted by another process meanwhile
+                raise UnknownBaseline(name, str(self.root), self.names())
+            path.unlink()
         return path
 
     def prune(
@@ -340,38 +340,71 @@ class BaselineStore:
             raise ValueError("prune needs keep_runs, fingerprint_id, keys or before")
         if keep_runs is not None and keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
-        path = self.path(name)
+        if before is not None and before.tzinfo is None:
+            raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
+        path = self._existing(name)
         key_set = set(keys) if keys is not None else None
-        try:
-            with locked(self._lock_path(name), timeout=self.lock_timeout):
-                doc, _ = self._read(name, path)
-                if fingerprint_id is not None and fingerprint_id not in doc["fingerprints"]:
-                    have = ", ".join(sorted(doc["fingerprints"])) or "none"
-                    raise BaselineError(
-                        f"baseline {name!r} has no fingerprint {fingerprint_id!r}; it has: {have}"
-                    )
-                selective = fingerprint_id is not None or key_set is not None or before is not None
-                removed = 0
-                for key, bench in doc["benchmarks"].items():
-                    runs = bench["runs"]
-                    if selective:
-                        keep = [
-                            r
-                            for r in runs
-                            if not _selected(r, key, fingerprint_id, key_set, before)
-                        ]
-                        removed += len(runs) - len(keep)
-                        runs[:] = keep
-                    if keep_runs is not None:
-                        for fid in {r["fingerprint"] for r in runs}:
-                            removed += _trim(runs, fid, keep_runs)
-                n_bench, n_fp = _drop_empty(doc)
-                if removed or n_bench or n_fp:
-                    doc.update(updated=_stamp(now or _now()), plugin_version=__version__)
-                    self._write(path, doc)
-        except LockTimeout as e:
-            raise BaselineLocked(str(e)) from None
+        with self._locked(name, path, "prune"):
+            doc, _ = self._read(name, path)
+            if fingerprint_id is not None and fingerprint_id not in doc["fingerprints"]:
+                have = ", ".join(sorted(doc["fingerprints"])) or "none"
+                raise BaselineError(
+                    f"baseline {name!r} has no fingerprint {fingerprint_id!r}; it has: {have}"
+                )
+            selective = fingerprint_id is not None or key_set is not None or before is not None
+            removed = 0
+            for key, bench in doc["benchmarks"].items():
+                runs = bench["runs"]
+                if selective:
+                    keep = [
+                        r for r in runs if not _selected(r, key, fingerprint_id, key_set, before)
+                    ]
+                    removed += len(runs) - len(keep)
+                    runs[:] = keep
+                if keep_runs is not None:
+                    for fid in {r["fingerprint"] for r in runs}:
+                        removed += _trim(runs, fid, keep_runs)
+            n_bench, n_fp = _drop_empty(doc)
+            if removed or n_bench or n_fp:
+                doc.update(updated=_stamp(now or _now()), plugin_version=__version__)
+                self._write(path, doc)
         return PruneSummary(name, path, removed, n_bench, n_fp)
+
+
+def _merge(
+    doc: dict[str, Any],
+    fps: Mapping[str, dict[str, Any]],
+    runs: Sequence[tuple[Mapping[str, Any], dict[str, Any]]],
+    keep_runs: int,
+    skipped: list[tuple[str, str]],
+) -> tuple[int, int, int]:
+    """Add ``runs`` (result dict, record) to ``doc``; returns (added, dropped, benchmarks)."""
+    doc["fingerprints"].update(fps)
+    policies, benches = doc["policies"], doc["benchmarks"]
+    touched: set[tuple[str, str]] = set()
+    added = 0
+    for result, rec in runs:
+        bid = result["id"]
+        entry = benches.setdefault(bid["key"], {"runs": []})
+        if any(_same_run(rec, old) for old in entry["runs"]):
+            # The same run saved again (a retried job): once is enough. Distinct runs
+            # that share a run id (subprocesses of one session) are kept.
+            skipped.append((bid["key"], f"run {rec['run_id']} is already saved"))
+            continue
+        entry.update(
+            nodeid=bid["nodeid"],
+            name=bid.get("name"),
+            mode=bid["mode"],
+            params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
+        )
+        pid = schema.content_id(rec["policy"])
+        policies[pid] = rec["policy"]
+        entry["runs"].append({**rec, "policy": pid})
+        touched.add((bid["key"], rec["fingerprint"]))
+        added += 1
+    dropped = sum(_trim(benches[key]["runs"], fid, keep_runs) for key, fid in touched)
+    _drop_empty(doc)  # fingerprints and policies whose last run was trimmed
+    return added, dropped, len({key for key, _ in touched})
 
 
 def _selected(

@@ -250,10 +250,11 @@ class Baseline:
         entry = self.benchmarks.get(key)
         if entry is None:
             return []
+        want = None if policy is None else schema.plain(policy)  # as stored: tuples are lists
         return [
             r
             for r in entry.runs
-            if r.fingerprint_id == fingerprint_id and (policy is None or r.policy == policy)
+            if r.fingerprint_id == fingerprint_id and (want is None or r.policy == want)
         ]
 
     def fingerprints_of(self, key: str) -> dict[str, dict[str, Any]]:
@@ -286,7 +287,8 @@ class Baseline:
             return Match(OTHER_ENVIRONMENT, [], other, diffs[other])
         if policy is None:
             return Match(MATCH, same_env, fid)
-        same = [r for r in same_env if r.policy == policy]
+        same = self.runs(key, fid, policy)
         if same:
             return Match(MATCH, same, fid)
-        return Match(OTHER_POLICY, [], fid, differences(same_env[-1].policy, dict(policy)))
+        want = schema.plain(policy)
+        return Match(OTHER_POLICY, [], fid, differences(same_env[-1].policy, want))

@@ -462,10 +462,12 @@ def test_match_finds_runs_or_says_why_not(store: BaselineStore) -> None:
     assert b.runs("tests/x.py::nope@cpu", fp_id(GPU_ENV)) == []
 
 
-def test_policy_match_treats_equal_numbers_alike(store: BaselineStore) -> None:
-    store.save("main", [make_result(policy={"round_ms": 5.0, "rounds": 20})], now=T0)
+def test_policy_match_treats_equal_numbers_and_sequences_alike(store: BaselineStore) -> None:
+    policy = {"round_ms": 5.0, "rounds": 20, "shape": (4096, 4096)}
+    store.save("main", [make_result(policy=policy)], now=T0)
     b = store.load("main")
-    assert b.runs(KEY, fp_id(GPU_ENV), {"round_ms": 5, "rounds": 20.0})
+    assert b.runs(KEY, fp_id(GPU_ENV), {"round_ms": 5, "rounds": 20.0, "shape": (4096, 4096)})
+    assert b.match(KEY, fingerprint(GPU_ENV), policy).status == MATCH
 
 
 def test_a_hand_edited_fingerprint_is_found_under_its_new_content(store: BaselineStore) -> None:
@@ -612,8 +614,12 @@ def test_a_failed_rename_leaves_the_old_file_and_no_litter(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(BaselineError) as exc:
         store.save("main", [make_result(run_id="new")], now=T0)
+    assert str(exc.value) == (
+        f"cannot save into baseline file {store.path('main')}: No space left on device. "
+        "The file is as it was before."
+    )
     monkeypatch.undo()
     assert store.path("main").read_bytes() == before
     assert sorted(p.name for p in store.root.iterdir()) == [".main.json.lock", "main.json"]
@@ -658,6 +664,7 @@ def test_prune_runs_of_a_fingerprint(store: BaselineStore) -> None:
     new, old, cpu = _three_fingerprints(store)
     s = store.prune("main", fingerprint_id=old)
     assert (s.removed_runs, s.removed_benchmarks, s.removed_fingerprints) == (4, 0, 1)
+    assert s.describe().startswith("removed 4 run(s) from baseline 'main'")
     b = store.load("main")
     assert set(b.fingerprints) == {new, cpu}
     assert len(b.runs(KEY, new)) == 4
@@ -692,6 +699,18 @@ def test_prune_refuses_unknown_fingerprints_and_empty_requests(store: BaselineSt
         store.prune("main")
     with pytest.raises(UnknownBaseline):
         store.prune("other", keep_runs=3)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        store.prune("main", before=dt.datetime(2025, 1, 1))
+    assert sorted(p.name for p in store.root.iterdir()) == [".main.json.lock", "main.json"]
+
+
+def test_prune_and_delete_of_a_missing_baseline_leave_no_trace(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path / "nowhere")
+    with pytest.raises(UnknownBaseline):
+        store.prune("main", keep_runs=1)
+    with pytest.raises(UnknownBaseline):
+        store.delete("main")
+    assert not store.root.exists()
 
 
 # --- versions ------------------------------------------------------------------------------
