@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS, NAME_PATTERN
-
 if TYPE_CHECKING:
     import pytest
 
@@ -128,6 +126,8 @@ def text(v: Any) -> str:
 
 def baseline_name(v: Any) -> str:
     """A baseline name: it becomes a file name, so letters, digits, '.', '_' and '-'."""
+    from pytest_gpuperf.baseline import NAME_PATTERN  # only when a name is given
+
     name = text(v)
     if not NAME_PATTERN.fullmatch(name):
         raise OptionValueError(
@@ -271,14 +271,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "baseline_dir",
         text,
-        DEFAULT_DIR,
+        ".gpuperf/baselines",  # baseline.DEFAULT_DIR (kept literal: no import at start-up)
         "directory of the baselines, one NAME.json file each",
         metavar="DIR",
     ),
     Option(
         "keep_runs",
         int_at_least(1),
-        DEFAULT_KEEP_RUNS,
+        20,  # baseline.DEFAULT_KEEP_RUNS, where the reason for 20 is
         "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
         "is learnt from them",
         metavar="N",

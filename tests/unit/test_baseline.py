@@ -888,7 +888,12 @@ def test_stable_dumps_is_valid_json_and_refuses_nan() -> None:
 
 
 def test_baseline_options_parse_and_default() -> None:
+    from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
     from pytest_gpuperf.config import ConfigError, GpuPerfConfig
+    from pytest_gpuperf.options import OPTIONS_BY_NAME
+
+    assert OPTIONS_BY_NAME["baseline_dir"].default == DEFAULT_DIR
+    assert OPTIONS_BY_NAME["keep_runs"].default == DEFAULT_KEEP_RUNS
 
     cfg = GpuPerfConfig.from_values({"save": "main", "keep_runs": "30"}, {"baseline": "nightly"})
     assert (cfg["save"], cfg["baseline"], cfg["keep_runs"]) == ("main", "nightly", 30)
