@@ -48,7 +48,7 @@ from pytest_gpuperf.errors import (
 )
 from pytest_gpuperf.fileio import atomic_write_text
 from pytest_gpuperf.filelock import LockTimeout, locked
-from pytest_gpuperf.fingerprint import fingerprint, fingerprint_id
+from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import Result
 
 __all__ = [
@@ -397,7 +397,7 @@ def _merge(
             mode=bid["mode"],
             params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
         )
-        pid = schema.content_id(rec["policy"])
+        pid = content_id(rec["policy"])
         policies[pid] = rec["policy"]
         entry["runs"].append({**rec, "policy": pid})
         touched.add((bid["key"], rec["fingerprint"]))

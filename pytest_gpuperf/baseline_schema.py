@@ -20,14 +20,13 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_gpuperf.fingerprint import fingerprint_id
+from pytest_gpuperf.fingerprint import content_id, fingerprint_id
 
 SCHEMA = "pytest-gpuperf/baseline"
 #: The version this pytest-gpuperf writes, and the newest it reads.
@@ -284,12 +283,6 @@ def read_version(doc: Any) -> int:
             "Upgrade pytest-gpuperf (pip install -U pytest-gpuperf) to read it.",
         )
     return int(version)
-
-
-def content_id(obj: Any) -> str:
-    """12 hex digits of the SHA-256 of canonical JSON (the same rule as fingerprint ids)."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:12]
 
 
 def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
