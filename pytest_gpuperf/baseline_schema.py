@@ -23,6 +23,7 @@ import datetime as _dt
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -70,17 +71,20 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+    """A JSON number that is also a finite float (json reads any integer, even 10**400)."""
+    if _is_int(v):
+        return bool(abs(v) <= sys.float_info.max)
+    return isinstance(v, float) and math.isfinite(v)
 
 
 def _is_timestamp(v: Any) -> bool:
+    """ISO 8601 with a time zone, so that timestamps from any machine compare."""
     if not isinstance(v, str):
         return False
     try:
-        _dt.datetime.fromisoformat(v)
+        return _dt.datetime.fromisoformat(v).tzinfo is not None
     except ValueError:
         return False
-    return True
 
 
 def _nullable(check: Check) -> Check:
@@ -91,10 +95,9 @@ def _nullable(check: Check) -> Check:
 STR: Check = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 INT_POS: Check = (lambda v: _is_int(v) and v >= 1, "a whole number >= 1")
 INT_NONNEG: Check = (lambda v: _is_int(v) and v >= 0, "a whole number >= 0")
-NUMBER: Check = (_is_number, "a finite number")
 POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
 NONNEG: Check = (lambda v: _is_number(v) and v >= 0, "a number >= 0")
-TIMESTAMP: Check = (_is_timestamp, "an ISO 8601 timestamp string")
+TIMESTAMP: Check = (_is_timestamp, "an ISO 8601 timestamp with a time zone")
 OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
 ROUNDS: Check = (
     lambda v: isinstance(v, list) and len(v) > 0 and all(_is_number(x) and x >= 0 for x in v),
@@ -157,10 +160,9 @@ def _describe(v: Any) -> str:
         return "an object"
     if isinstance(v, list):
         return f"a list of {len(v)}" if v else "an empty list"
-    if isinstance(v, str):
-        r = repr(v)
-        return f"the string {r if len(r) <= 40 else r[:37] + '...'}"
-    return f"{type(v).__name__} {v!r}"
+    r = repr(v)
+    r = r if len(r) <= 40 else r[:37] + "..."
+    return f"the string {r}" if isinstance(v, str) else f"{type(v).__name__} {r}"
 
 
 def _check(value: Any, check: Check, where: str) -> None:
@@ -182,7 +184,7 @@ def _fields(obj: Mapping[str, Any], required: set[str], optional: set[str], wher
 
 
 def _json_value(v: Any, where: str) -> None:
-    """An opaque field (meta, policy, telemetry) must still be plain JSON."""
+    """An opaque field (meta, policy, telemetry, extra) must still be plain JSON."""
     if isinstance(v, dict):
         for k, x in v.items():
             _json_value(x, f"{where}[{k!r}]")
@@ -355,7 +357,7 @@ def parse(data: bytes) -> tuple[dict[str, Any], int]:
             "this file; runs from both sides cannot be merged by hand), or restore it.",
         )
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
         if e.pos >= len(text.rstrip()) or _ends_early(text):
@@ -366,6 +368,16 @@ def parse(data: bytes) -> tuple[dict[str, Any], int]:
         raise SchemaProblem(f"invalid JSON at {where}: {e.msg}") from None
     doc, version = upgrade(doc)
     return canonical_ids(doc), version
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's hook: a key given twice (a block pasted twice) would silently lose one."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise SchemaProblem(f"the key {k!r} appears twice in one object")
+        out[k] = v
+    return out
 
 
 def _ends_early(text: str) -> bool:

@@ -325,7 +325,19 @@ CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
     ),
     "bad-timestamp": (
         _edit(lambda d: _runs(d)[0].update(timestamp="yesterday")),
-        r"timestamp: expected an ISO 8601 timestamp string",
+        r"timestamp: expected an ISO 8601 timestamp with a time zone",
+    ),
+    "naive-timestamp": (
+        _edit(lambda d: d.update(updated="2025-11-29T19:38:00")),
+        r"updated: expected an ISO 8601 timestamp with a time zone, got the string",
+    ),
+    "huge-number": (
+        lambda t: re.sub(r'"median": [^,]+', '"median": 1' + "0" * 400, t, count=1),
+        r"runs\[0\]\.median: expected a number > 0, got int 1" + "0" * 36 + r"\.\.\.",
+    ),
+    "duplicate-key": (
+        lambda t: t.replace('"median": ', '"median": 1.0,\n          "median": ', 1),
+        r"the key 'median' appears twice in one object",
     ),
     "unknown-field": (
         _edit(lambda d: _runs(d)[0].update(medain=1.0)),
