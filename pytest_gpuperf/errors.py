@@ -31,3 +31,70 @@ class GpuPerfWarning(UserWarning):
     """Base of the plugin's warnings (noisy or unstable results, missing tools)."""
 
     __module__ = "pytest_gpuperf"
+
+
+# --- baselines (issue 3) -------------------------------------------------------
+
+
+class BaselineError(GpuPerfError):
+    """A baseline cannot be read, written or found. Nothing on disk was changed."""
+
+    __module__ = "pytest_gpuperf"
+
+
+class InvalidBaselineName(BaselineError, ValueError):
+    """A baseline name that is not a safe file name."""
+
+    __module__ = "pytest_gpuperf"
+
+
+class UnknownBaseline(BaselineError, LookupError):
+    """No baseline of that name; the message lists those that exist."""
+
+    __module__ = "pytest_gpuperf"
+
+    def __init__(self, name: str, directory: str, existing: list[str]):
+        import difflib
+
+        self.name = name
+        self.directory = directory
+        self.existing = list(existing)
+        if self.existing:
+            close = difflib.get_close_matches(name, self.existing, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            msg = (
+                f"no baseline named {name!r} in {directory}; it has: "
+                f"{', '.join(self.existing)}.{hint} Pick one of them, or create {name!r} "
+                f"with --gpuperf-save={name}."
+            )
+        else:
+            msg = (
+                f"no baseline named {name!r}: {directory} holds no baselines yet. "
+                f"Create one with --gpuperf-save={name} (or point --gpuperf-baseline-dir "
+                "at the directory that holds them)."
+            )
+        super().__init__(msg)
+
+
+class CorruptBaseline(BaselineError):
+    """A baseline file that cannot be used as it is; it was left untouched."""
+
+    __module__ = "pytest_gpuperf"
+
+    def __init__(self, path: str, problem: str, remedy: str | None = None):
+        self.path = path
+        self.problem = problem
+        self.remedy = remedy or (
+            "Restore it from version control (git checkout -- FILE), or delete it and "
+            "save the baseline again."
+        ).replace("FILE", path)
+        super().__init__(
+            f"baseline file {path} cannot be used: {problem}. "
+            f"The file was left untouched. {self.remedy}"
+        )
+
+
+class BaselineLocked(BaselineError):
+    """Another process kept the baseline locked for longer than the timeout."""
+
+    __module__ = "pytest_gpuperf"

@@ -124,6 +124,19 @@ def text(v: Any) -> str:
     return v.strip()
 
 
+def baseline_name(v: Any) -> str:
+    """A baseline name: it becomes a file name, so letters, digits, '.', '_' and '-'."""
+    from pytest_gpuperf.baseline import NAME_PATTERN  # only when a name is given
+
+    name = text(v)
+    if not NAME_PATTERN.fullmatch(name):
+        raise OptionValueError(
+            f"expected a baseline name of letters, digits, '.', '_' and '-' (at most 100, "
+            f"not starting with '.'), such as main or nightly-h200; got {v!r}"
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -246,6 +259,36 @@ OPTIONS: tuple[Option, ...] = (
         "bytes moved per call (number, or callable of the test's parameters)",
         per_test=True,
         cli=False,
+    ),
+    # --- baselines (issue 3) ---
+    Option(
+        "save",
+        baseline_name,
+        None,
+        "add this run to baseline NAME (one run per benchmark, in the baseline directory)",
+        metavar="NAME",
+    ),
+    Option(
+        "baseline",
+        baseline_name,
+        None,
+        "compare every benchmark with baseline NAME",
+        metavar="NAME",
+    ),
+    Option(
+        "baseline_dir",
+        text,
+        ".gpuperf/baselines",  # baseline.DEFAULT_DIR (kept literal: no import at start-up)
+        "directory of the baselines, one NAME.json file each",
+        metavar="DIR",
+    ),
+    Option(
+        "keep_runs",
+        int_at_least(1),
+        20,  # baseline.DEFAULT_KEEP_RUNS, where the reason for 20 is
+        "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
+        "is learnt from them",
+        metavar="N",
     ),
 )
 

@@ -1,0 +1,294 @@
+"""What a baseline holds, and how a current result finds its comparable runs.
+
+:class:`Baseline` is the read-only view of one loaded baseline file;
+:class:`RunRecord` one stored run; :func:`record_from_result` turns a
+:class:`~pytest_gpuperf.model.Result` into what is stored. Storage itself
+(files, locking, versions) is in :mod:`pytest_gpuperf.baseline` and
+:mod:`pytest_gpuperf.baseline_schema`.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf import baseline_schema as schema
+from pytest_gpuperf.fingerprint import differences, fingerprint_id
+from pytest_gpuperf.model import Result
+
+#: :attr:`Match.status` values.
+MATCH = "match"
+NO_BENCHMARK = "no-benchmark"
+OTHER_ENVIRONMENT = "other-environment"
+OTHER_POLICY = "other-policy"
+
+
+def _sig(x: float, digits: int) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One stored run of one benchmark: what the verdict compares a new run with.
+
+    Fields a run did not record (older files, or nothing measured) are ``None``.
+    """
+
+    run_id: str
+    timestamp: str
+    fingerprint_id: str
+    median: float
+    rounds: tuple[float, ...]
+    calls_per_round: int
+    stability: str
+    policy: Mapping[str, Any]
+    policy_id: str
+    rel_iqr: float | None = None
+    first_call_s: float | None = None
+    peak_memory_bytes: int | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    telemetry: Mapping[str, Any] | None = None
+    #: opaque per-run data saved beside the timings (the kernel inventory, later)
+    extra: Mapping[str, Any] | None = None
+    plugin_version: str | None = None
+    warmup_rounds: int | None = None
+    trimmed: int | None = None
+
+    @property
+    def log_median(self) -> float:
+        """The run statistic of statistics.md §4.1: the log of the run's median (seconds)."""
+        return math.log(self.median)
+
+    @property
+    def time(self) -> _dt.datetime:
+        return _dt.datetime.fromisoformat(self.timestamp)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], policies: Mapping[str, Any]) -> RunRecord:
+        """From a current-version run of a file whose policies table is ``policies``."""
+        return cls(
+            run_id=d["run_id"],
+            timestamp=d["timestamp"],
+            fingerprint_id=d["fingerprint"],
+            median=float(d["median"]),
+            rounds=tuple(float(x) for x in d["rounds"]),
+            calls_per_round=int(d["calls_per_round"]),
+            stability=d["stability"],
+            policy=dict(policies[d["policy"]]),
+            policy_id=d["policy"],
+            rel_iqr=d.get("rel_iqr"),
+            first_call_s=d.get("first_call_s"),
+            peak_memory_bytes=d.get("peak_memory_bytes"),
+            flops=d.get("flops"),
+            bytes=d.get("bytes"),
+            meta=dict(d.get("meta") or {}),
+            telemetry=d.get("telemetry"),
+            extra=d.get("extra"),
+            plugin_version=d.get("plugin_version"),
+            warmup_rounds=d.get("warmup_rounds"),
+            trimmed=d.get("trimmed"),
+        )
+
+
+def record_from_result(
+    result: Result | Mapping[str, Any],
+    *,
+    fingerprint_id: str,
+    timestamp: str,
+    meta: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The stored form of one result (a :class:`Result` or its ``to_dict()``).
+
+    Rounds, rel IQR and first-call time keep 4 significant figures (more is
+    timer noise and bloats the file); the median keeps 6 so that rounding
+    adds nothing to the between-run spread. Fields without a value are left
+    out. ``policy`` is the policy record itself here; the store replaces it
+    by its id in the file's policies table. ``extra`` (or the result's own
+    ``extra``, if it has one) is stored as it is. Raises ``ValueError`` for a
+    result that cannot be a baseline run (no rounds, non-finite or zero times).
+    """
+    d = result.to_dict() if isinstance(result, Result) else dict(result)
+    key = d.get("id", {}).get("key", "?")
+    rounds = d.get("rounds") or []
+    if not rounds:
+        raise ValueError(f"{key}: no measured rounds")
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in rounds):
+        raise ValueError(f"{key}: rounds contain a missing, negative or non-finite time")
+    summary = d.get("summary") or {}
+    median = summary.get("median")
+    if not (isinstance(median, (int, float)) and math.isfinite(median) and median > 0):
+        raise ValueError(f"{key}: median time {median!r} is not a positive number")
+    rec: dict[str, Any] = {
+        "run_id": str(run_id or d.get("run_id") or uuid.uuid4().hex[:12]),
+        "timestamp": timestamp,
+        "fingerprint": fingerprint_id,
+        "policy": schema.plain(d.get("policy") or {}),
+        "median": _sig(median, 6),
+        "rounds": [_sig(x, 4) for x in rounds],
+        "calls_per_round": int(d["calls_per_round"]),
+        "stability": str(d.get("stability") or "steady"),
+        "plugin_version": __version__,
+        "warmup_rounds": len(d.get("warmup") or []),
+        "trimmed": d.get("trimmed"),
+        "peak_memory_bytes": d.get("peak_memory_bytes"),
+        "flops": d.get("flops"),
+        "bytes": d.get("bytes"),
+    }
+    for name in ("rel_iqr", "first_call_s"):
+        value = summary.get(name) if name == "rel_iqr" else d.get(name)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            rec[name] = _sig(value, 4)
+    for name, value in (("meta", meta), ("telemetry", d.get("telemetry"))):
+        if value:
+            rec[name] = schema.plain(value)
+    extra = {**(d.get("extra") or {}), **(extra or {})}
+    if extra:
+        rec["extra"] = schema.plain(extra)
+    return {k: v for k, v in rec.items() if v is not None}
+
+
+@dataclass
+class BenchmarkEntry:
+    """A benchmark's identity (as last saved) and its runs, oldest first."""
+
+    key: str
+    nodeid: str
+    name: str | None
+    mode: str
+    params: dict[str, str]
+    runs: list[RunRecord]
+
+    def fingerprint_ids(self) -> list[str]:
+        """The fingerprints this benchmark has runs under, most recently saved first."""
+        return list(dict.fromkeys(r.fingerprint_id for r in reversed(self.runs)))
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a baseline holds for one current result; see :meth:`Baseline.match`.
+
+    ``status`` is :data:`MATCH` (``runs`` are comparable), :data:`NO_BENCHMARK`,
+    :data:`OTHER_ENVIRONMENT` (the benchmark exists, under ``fingerprint_id``;
+    ``differences`` say what changed) or :data:`OTHER_POLICY` (same environment,
+    other measurement settings; ``differences`` say which).
+    """
+
+    status: str
+    runs: list[RunRecord]
+    fingerprint_id: str | None = None
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        """One sentence for a report, e.g. ``"different environment: driver 580 -> 575"``."""
+        if self.status == MATCH:
+            return f"{len(self.runs)} comparable baseline run(s)"
+        if self.status == NO_BENCHMARK:
+            return "not in the baseline"
+        what = "environment" if self.status == OTHER_ENVIRONMENT else "measurement settings"
+        return f"different {what}: {'; '.join(self.differences)}"
+
+
+class Baseline:
+    """A loaded baseline: fingerprints and policies by id, benchmarks by key (read-only view).
+
+    Whatever schema version the file has, this is the current version's
+    content (migrated in memory); ``read_version`` says what the file holds.
+    """
+
+    def __init__(self, name: str, path: Path, doc: Mapping[str, Any], read_version: int):
+        self.name = name
+        self.path = path
+        #: the schema version the file was written in (migrated to the current one in memory)
+        self.read_version = read_version
+        self.plugin_version: str = doc["plugin_version"]
+        self.created: str = doc["created"]
+        self.updated: str = doc["updated"]
+        self.fingerprints: dict[str, dict[str, Any]] = {
+            k: dict(v) for k, v in doc["fingerprints"].items()
+        }
+        #: measurement policy records by id (runs carry theirs resolved, as ``RunRecord.policy``)
+        self.policies: dict[str, dict[str, Any]] = {k: dict(v) for k, v in doc["policies"].items()}
+        self.benchmarks: dict[str, BenchmarkEntry] = {
+            key: BenchmarkEntry(
+                key=key,
+                nodeid=b["nodeid"],
+                name=b["name"],
+                mode=b["mode"],
+                params=dict(b["params"]),
+                runs=[RunRecord.from_dict(r, doc["policies"]) for r in b["runs"]],
+            )
+            for key, b in doc["benchmarks"].items()
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"<Baseline {self.name!r}: {len(self.benchmarks)} benchmarks, "
+            f"{len(self.fingerprints)} fingerprints>"
+        )
+
+    def runs(
+        self, key: str, fingerprint_id: str, policy: Mapping[str, Any] | None = None
+    ) -> list[RunRecord]:
+        """Runs comparable to a current result: same benchmark, fingerprint and policy.
+
+        ``policy`` is the result's policy record (``Result.policy``); ``None``
+        skips that filter. Oldest first.
+        """
+        entry = self.benchmarks.get(key)
+        if entry is None:
+            return []
+        want = None if policy is None else schema.plain(policy)  # as stored: tuples are lists
+        return [
+            r
+            for r in entry.runs
+            if r.fingerprint_id == fingerprint_id and (want is None or r.policy == want)
+        ]
+
+    def fingerprints_of(self, key: str) -> dict[str, dict[str, Any]]:
+        """Fingerprints the benchmark has runs under, most recently saved first."""
+        entry = self.benchmarks.get(key)
+        ids = entry.fingerprint_ids() if entry else []
+        return {i: self.fingerprints[i] for i in ids}
+
+    def match(
+        self, key: str, fp: Mapping[str, Any], policy: Mapping[str, Any] | None = None
+    ) -> Match:
+        """Everything the verdict needs about one current result, in one call.
+
+        ``fp`` is the current fingerprint (:func:`fingerprint`). When the
+        benchmark exists only under other fingerprints, the differences are
+        taken against the closest of them (fewest differing keys; the most
+        recently saved on a tie).
+        """
+        entry = self.benchmarks.get(key)
+        if entry is None or not entry.runs:
+            return Match(NO_BENCHMARK, [])
+        fid = fingerprint_id(fp)
+        same_env = [r for r in entry.runs if r.fingerprint_id == fid]
+        if not same_env:
+            # The closest environment explains best what changed; ties go to the newest.
+            diffs = {
+                i: differences(self.fingerprints[i], dict(fp)) for i in entry.fingerprint_ids()
+            }
+            other = min(diffs, key=lambda i: len(diffs[i]))
+            return Match(OTHER_ENVIRONMENT, [], other, diffs[other])
+        if policy is None:
+            return Match(MATCH, same_env, fid)
+        same = self.runs(key, fid, policy)
+        if same:
+            return Match(MATCH, same, fid)
+        want = schema.plain(policy)
+        return Match(OTHER_POLICY, [], fid, differences(same_env[-1].policy, want))

@@ -1,0 +1,483 @@
+"""The baseline file format: its versions, their validation, migrations, stable text.
+
+One JSON document per baseline name. Version history:
+
+1. ``benchmarks[key].runs[]`` with every field of a run, ``fingerprints[id]``.
+2. Measurement policies move to a ``policies[id]`` table like fingerprints
+   (runs hold the id); fields without a value are left out instead of
+   ``null``; new optional run fields ``extra`` (opaque, e.g. the kernel
+   inventory), ``plugin_version`` (runs of several releases share a
+   window), ``warmup_rounds`` and ``trimmed`` (to audit the steady state).
+
+Each version is validated in its own terms before it is migrated (so an
+error names fields as they are in the file), then migrated one step at a
+time ``N -> N+1`` up to :data:`SCHEMA_VERSION`. Migrations work on plain
+dicts and never touch the file; the next save writes the current version.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_gpuperf.fingerprint import content_id, fingerprint_id
+
+SCHEMA = "pytest-gpuperf/baseline"
+#: The version this pytest-gpuperf writes, and the newest it reads.
+SCHEMA_VERSION = 2
+
+
+class SchemaProblem(ValueError):
+    """What is wrong with a document, and where (a JSON path such as ``runs[3].rounds``).
+
+    ``remedy`` is set where the usual one (restore the file, or save again) is wrong.
+    """
+
+    def __init__(self, problem: str, remedy: str | None = None):
+        super().__init__(problem)
+        self.remedy = remedy
+
+
+class FutureSchema(SchemaProblem):
+    """The document is of a schema version newer than this pytest-gpuperf reads."""
+
+
+# --- validation --------------------------------------------------------------
+
+_TOP_FIELDS_V1 = {
+    "schema",
+    "schema_version",
+    "name",
+    "plugin_version",
+    "created",
+    "updated",
+    "fingerprints",
+    "benchmarks",
+}
+_BENCH_FIELDS = {"nodeid", "name", "mode", "params", "runs"}
+
+Check = tuple[Callable[[Any], bool], str]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    """A JSON number that is also a finite float (json reads any integer, even 10**400)."""
+    if _is_int(v):
+        return bool(abs(v) <= sys.float_info.max)
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def _is_timestamp(v: Any) -> bool:
+    """ISO 8601 with a time zone, so that timestamps from any machine compare."""
+    if not isinstance(v, str):
+        return False
+    try:
+        return _dt.datetime.fromisoformat(v).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def _nullable(check: Check) -> Check:
+    pred, desc = check
+    return (lambda v: v is None or pred(v)), f"{desc} or null"
+
+
+STR: Check = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
+INT_POS: Check = (lambda v: _is_int(v) and v >= 1, "a whole number >= 1")
+INT_NONNEG: Check = (lambda v: _is_int(v) and v >= 0, "a whole number >= 0")
+POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
+NONNEG: Check = (lambda v: _is_number(v) and v >= 0, "a number >= 0")
+TIMESTAMP: Check = (_is_timestamp, "an ISO 8601 timestamp with a time zone")
+OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
+ROUNDS: Check = (
+    lambda v: isinstance(v, list) and len(v) > 0 and all(_is_number(x) and x >= 0 for x in v),
+    "a non-empty list of numbers >= 0",
+)
+
+#: Fields of one run in version 1, all required: name -> check.
+RUN_FIELDS_V1: dict[str, Check] = {
+    "run_id": STR,
+    "timestamp": TIMESTAMP,
+    "fingerprint": STR,
+    "meta": OBJECT,
+    "median": POSITIVE,
+    "rounds": ROUNDS,
+    "calls_per_round": INT_POS,
+    "rel_iqr": _nullable(NONNEG),
+    "stability": STR,
+    "first_call_s": _nullable(NONNEG),
+    "peak_memory_bytes": _nullable(INT_NONNEG),
+    "flops": _nullable(NONNEG),
+    "bytes": _nullable(NONNEG),
+    "policy": OBJECT,
+    "telemetry": _nullable(OBJECT),
+}
+#: Version 2: required fields of a run (``policy`` is now an id in ``policies``) ...
+RUN_REQUIRED_V2: dict[str, Check] = {
+    "run_id": STR,
+    "timestamp": TIMESTAMP,
+    "fingerprint": STR,
+    "policy": STR,
+    "median": POSITIVE,
+    "rounds": ROUNDS,
+    "calls_per_round": INT_POS,
+    "stability": STR,
+}
+#: ... and the optional ones, left out when there is no value.
+RUN_OPTIONAL_V2: dict[str, Check] = {
+    "meta": OBJECT,
+    "rel_iqr": NONNEG,
+    "first_call_s": NONNEG,
+    "peak_memory_bytes": INT_NONNEG,
+    "flops": NONNEG,
+    "bytes": NONNEG,
+    "telemetry": OBJECT,
+    "extra": OBJECT,
+    "plugin_version": STR,
+    "warmup_rounds": INT_NONNEG,
+    "trimmed": INT_NONNEG,
+}
+#: Run fields whose content is free-form JSON.
+_OPAQUE = ("meta", "policy", "telemetry", "extra")
+
+
+def _describe(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return f"the boolean {str(v).lower()}"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return f"a list of {len(v)}" if v else "an empty list"
+    r = repr(v)
+    r = r if len(r) <= 40 else r[:37] + "..."
+    return f"the string {r}" if isinstance(v, str) else f"{type(v).__name__} {r}"
+
+
+def _check(value: Any, check: Check, where: str) -> None:
+    pred, desc = check
+    if not pred(value):
+        raise SchemaProblem(f"{where}: expected {desc}, got {_describe(value)}")
+
+
+def _fields(obj: Mapping[str, Any], required: set[str], optional: set[str], where: str) -> None:
+    missing = sorted(required - set(obj))
+    if missing:
+        raise SchemaProblem(f"{where}: missing field {', '.join(repr(m) for m in missing)}")
+    unknown = sorted(set(obj) - required - optional)
+    if unknown:
+        raise SchemaProblem(
+            f"{where}: unknown field {', '.join(repr(u) for u in unknown)} "
+            "(each field a version allows is fixed; a new field comes with a new schema version)"
+        )
+
+
+def _json_value(v: Any, where: str) -> None:
+    """An opaque field (meta, policy, telemetry, extra) must still be plain JSON."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _json_value(x, f"{where}[{k!r}]")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _json_value(x, f"{where}[{i}]")
+    elif isinstance(v, float) and not math.isfinite(v):
+        raise SchemaProblem(f"{where}: expected a finite number, got {v!r}")
+
+
+def validate(doc: Any, version: int) -> None:
+    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-``version`` document."""
+    if not isinstance(doc, dict):
+        raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
+    top = _TOP_FIELDS_V1 | ({"policies"} if version >= 2 else set())
+    _fields(doc, top, set(), "top level")
+    _check(doc["name"], STR, "name")
+    _check(doc["plugin_version"], STR, "plugin_version")
+    _check(doc["created"], TIMESTAMP, "created")
+    _check(doc["updated"], TIMESTAMP, "updated")
+    fps = doc["fingerprints"]
+    _check(fps, OBJECT, "fingerprints")
+    for fid, fp in fps.items():
+        where = f"fingerprints[{fid!r}]"
+        _check(fp, OBJECT, where)
+        for k, v in fp.items():
+            if not (v is None or isinstance(v, (str, bool)) or _is_number(v)):
+                raise SchemaProblem(
+                    f"{where}[{k!r}]: expected a string, number, boolean or null, "
+                    f"got {_describe(v)}"
+                )
+    policies: dict[str, Any] = {}
+    if version >= 2:
+        policies = doc["policies"]
+        _check(policies, OBJECT, "policies")
+        for pid, pol in policies.items():
+            _check(pol, OBJECT, f"policies[{pid!r}]")
+            _json_value(pol, f"policies[{pid!r}]")
+        required, optional = RUN_REQUIRED_V2, RUN_OPTIONAL_V2
+    else:
+        required, optional = RUN_FIELDS_V1, {}
+    benches = doc["benchmarks"]
+    _check(benches, OBJECT, "benchmarks")
+    for key, bench in benches.items():
+        where = f"benchmarks[{key!r}]"
+        _check(bench, OBJECT, where)
+        _fields(bench, _BENCH_FIELDS, set(), where)
+        _check(bench["nodeid"], STR, f"{where}.nodeid")
+        _check(bench["name"], _nullable(STR), f"{where}.name")
+        _check(bench["mode"], STR, f"{where}.mode")
+        params = bench["params"]
+        _check(params, OBJECT, f"{where}.params")
+        for pk, pv in params.items():
+            _check(pv, (lambda v: isinstance(v, str), "a string"), f"{where}.params[{pk!r}]")
+        runs = bench["runs"]
+        _check(runs, (lambda v: isinstance(v, list), "a list"), f"{where}.runs")
+        for i, run in enumerate(runs):
+            rwhere = f"{where}.runs[{i}]"
+            _check(run, OBJECT, rwhere)
+            _fields(run, set(required), set(optional), rwhere)
+            for name, check in (*required.items(), *optional.items()):
+                if name in run:
+                    _check(run[name], check, f"{rwhere}.{name}")
+            for opaque in _OPAQUE:
+                _json_value(run.get(opaque), f"{rwhere}.{opaque}")
+            if run["fingerprint"] not in fps:
+                raise SchemaProblem(
+                    f"{rwhere}.fingerprint: {run['fingerprint']!r} is not in the fingerprints table"
+                )
+            if version >= 2 and run["policy"] not in policies:
+                raise SchemaProblem(
+                    f"{rwhere}.policy: {run['policy']!r} is not in the policies table"
+                )
+
+
+# --- versions and migration --------------------------------------------------
+
+
+def read_version(doc: Any) -> int:
+    """The document's schema version, checked to be one this code can read."""
+    if not isinstance(doc, dict):
+        raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
+    if "schema" not in doc:
+        raise SchemaProblem("top level: missing field 'schema' (not a pytest-gpuperf baseline?)")
+    if doc["schema"] != SCHEMA:
+        raise SchemaProblem(
+            f"schema: expected {SCHEMA!r}, got {_describe(doc['schema'])} "
+            "(not a pytest-gpuperf baseline file)"
+        )
+    if "schema_version" not in doc:
+        raise SchemaProblem("top level: missing field 'schema_version'")
+    version = doc["schema_version"]
+    _check(version, INT_POS, "schema_version")
+    if version > SCHEMA_VERSION:
+        raise FutureSchema(
+            f"schema_version {version} was written by a newer pytest-gpuperf; this one reads "
+            f"versions up to {SCHEMA_VERSION}",
+            "Upgrade pytest-gpuperf (pip install -U pytest-gpuperf) to read it.",
+        )
+    return int(version)
+
+
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Policies into a table; null and empty optional fields left out.
+
+    What version 1 did not record (``plugin_version``, ``warmup_rounds``,
+    ``trimmed``, ``extra`` of each run) stays absent, i.e. unknown.
+    """
+    policies: dict[str, Any] = {}
+    for bench in doc["benchmarks"].values():
+        for run in bench["runs"]:
+            pid = content_id(run["policy"])
+            policies[pid] = run["policy"]
+            run["policy"] = pid
+            for name in RUN_OPTIONAL_V2:
+                if name in run and run[name] in (None, {}):
+                    del run[name]
+    doc["policies"] = policies
+    return doc
+
+
+#: ``MIGRATIONS[n]`` turns a valid version-``n`` document into a version ``n + 1`` one.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+def upgrade(doc: Any) -> tuple[dict[str, Any], int]:
+    """Validate ``doc`` in its own version, migrate it to :data:`SCHEMA_VERSION`.
+
+    Returns the migrated document (a new object; ``doc`` is not changed) and
+    the version it was read as.
+    """
+    version = read_version(doc)
+    validate(doc, version)
+    out: dict[str, Any] = json.loads(json.dumps(doc))  # a private deep copy
+    if version == SCHEMA_VERSION:
+        return out, version
+    try:
+        for v in range(version, SCHEMA_VERSION):
+            out = MIGRATIONS[v](out)
+            out["schema_version"] = v + 1
+        validate(out, SCHEMA_VERSION)
+    except Exception as e:  # a valid old file must migrate: anything else is our bug
+        raise SchemaProblem(
+            f"cannot migrate it from schema version {version} to {SCHEMA_VERSION} ({e})",
+            "This is a bug in pytest-gpuperf; please report it with the file attached.",
+        ) from e
+    return out, version
+
+
+# --- reading --------------------------------------------------------------------
+
+
+def parse(data: bytes) -> tuple[dict[str, Any], int]:
+    """Bytes of a baseline file -> (current-version document, version it was written in).
+
+    Every problem is a :class:`SchemaProblem` that says what is wrong: empty,
+    not UTF-8, merge-conflict markers, truncated or invalid JSON (with line
+    and column), wrong shape (with the JSON path), a newer schema version.
+    """
+    if not data.strip():
+        raise SchemaProblem("the file is empty (truncated, or an interrupted copy)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SchemaProblem(f"not UTF-8 text (invalid byte at offset {e.start})") from None
+    if re.search(r"^(<<<<<<<|>>>>>>>) ", text, re.MULTILINE):
+        raise SchemaProblem(
+            "it contains git merge-conflict markers (<<<<<<< / >>>>>>>)",
+            "Resolve the conflict by keeping one side (git checkout --ours or --theirs on "
+            "this file; runs from both sides cannot be merged by hand), or restore it.",
+        )
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as e:
+        where = f"line {e.lineno}, column {e.colno}"
+        if e.pos >= len(text.rstrip()) or _ends_early(text):
+            raise SchemaProblem(
+                f"truncated: the JSON ends before it is complete (the parser stopped at "
+                f"{where}: {e.msg})"
+            ) from None
+        raise SchemaProblem(f"invalid JSON at {where}: {e.msg}") from None
+    doc, version = upgrade(doc)
+    return canonical_ids(doc), version
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's hook: a key given twice (a block pasted twice) would silently lose one."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise SchemaProblem(f"the key {k!r} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _ends_early(text: str) -> bool:
+    """True if ``text`` stops inside a string or with brackets left open (a cut-off file)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return in_string or depth > 0
+
+
+def canonical_ids(doc: dict[str, Any]) -> dict[str, Any]:
+    """Re-derive fingerprint and policy ids from their contents (in place; returns ``doc``).
+
+    An id is only a hash of its content; recomputing it on load means a
+    hand-edited fingerprint (say, declaring a new driver equivalent) is found
+    under its new content, and two entries that became equal merge.
+    """
+    for table, field, ident in (
+        ("fingerprints", "fingerprint", fingerprint_id),
+        ("policies", "policy", content_id),
+    ):
+        rename = {old: ident(content) for old, content in doc[table].items()}
+        if all(old == new for old, new in rename.items()):
+            continue
+        doc[table] = {rename[old]: content for old, content in doc[table].items()}
+        for bench in doc["benchmarks"].values():
+            for run in bench["runs"]:
+                run[field] = rename[run[field]]
+    return doc
+
+
+# --- stable text ---------------------------------------------------------------
+
+_INDENT = "  "
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """Stable text that diffs well in git.
+
+    Objects have sorted keys, one per line, two-space indent; lists of plain
+    values (the rounds of a run) stay on one line, so a new run adds one
+    block and changes no other line. Ends with a newline. NaN is refused.
+    """
+    out: list[str] = []
+    _emit(doc, 0, out)
+    out.append("\n")
+    return "".join(out)
+
+
+def _emit(v: Any, level: int, out: list[str]) -> None:
+    pad = _INDENT * (level + 1)
+    if isinstance(v, Mapping):
+        if not v:
+            out.append("{}")
+            return
+        out.append("{\n")
+        items = sorted(v.items())
+        for i, (k, x) in enumerate(items):
+            out.append(pad + json.dumps(str(k), ensure_ascii=False) + ": ")
+            _emit(x, level + 1, out)
+            out.append(",\n" if i < len(items) - 1 else "\n")
+        out.append(_INDENT * level + "}")
+    elif isinstance(v, (list, tuple)):
+        if all(not isinstance(x, (Mapping, list, tuple)) for x in v):
+            out.append("[" + ", ".join(_scalar(x) for x in v) + "]")
+            return
+        out.append("[\n")
+        for i, x in enumerate(v):
+            out.append(pad)
+            _emit(x, level + 1, out)
+            out.append(",\n" if i < len(v) - 1 else "\n")
+        out.append(_INDENT * level + "]")
+    else:
+        out.append(_scalar(v))
+
+
+def _scalar(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, allow_nan=False)
+
+
+def plain(obj: Any) -> Any:
+    """A JSON-safe copy of an opaque value: string keys, lists, finite floats, else str()."""
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return str(obj)

@@ -1,0 +1,179 @@
+"""The environment fingerprint: which runs may be compared with each other.
+
+A baseline run is compared with a new run only when both ran on the same
+*hard* environment: the keys whose change moves timings by more than the
+gate's threshold on its own, so that a comparison across them would report
+the environment, not the code. Everything else that
+:func:`pytest_gpuperf.environment.collect_environment` records is *soft*: it
+is kept for the record but never refuses a comparison.
+
+Hard keys, and why:
+
+GPU runs (``device == "cuda"``)
+    ``gpu_name``, ``compute_capability``: another GPU model is another
+    machine. ``sm_count``, ``gpu_memory_bytes``: the same name also covers
+    MIG slices and cut-down or power-capped SKUs, which these expose.
+    ``driver`` (full version): drivers ship scheduler and JIT changes, and
+    runner fleets upgrade them silently. ``cuda_runtime``, ``torch``,
+    ``triton``: they choose and generate the kernels being timed.
+CPU runs (``device == "cpu"``)
+    ``cpu_model``, ``machine``: the processor. ``torch_threads``: intra-op
+    parallelism scales CPU timings directly. ``python`` (major.minor only):
+    interpreter overhead is part of every CPU timing of small ops, while
+    patch releases do not change it. ``torch``: the kernels.
+Both
+    ``device``, so that a CPU run never matches a GPU run.
+
+Deliberately soft: ``gpu_uuid``, ``gpu_index``, ``hostname`` (a pool of
+identical runners, or several identical GPUs under pytest-xdist, must share
+one baseline); ``cudnn``, ``torch_git`` (follow from ``torch``);
+``l2_cache_bytes`` (follows from the GPU model); the host's ``cpu_model`` and
+``python`` for GPU runs (GPU time dominates, and runner fleets mix hosts).
+A project that needs more (a pinned clock, a model revision) adds keys
+through ``extra``, which a hook feeds.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: Hard keys of GPU runs, in the order differences are listed.
+GPU_KEYS: tuple[str, ...] = (
+    "device",
+    "gpu_name",
+    "compute_capability",
+    "sm_count",
+    "gpu_memory_bytes",
+    "driver",
+    "cuda_runtime",
+    "torch",
+    "triton",
+)
+#: Hard keys of CPU runs, in the order differences are listed.
+CPU_KEYS: tuple[str, ...] = ("device", "cpu_model", "machine", "torch_threads", "python", "torch")
+#: Every built-in key; ``extra`` may not reuse one.
+BUILTIN_KEYS: frozenset[str] = frozenset(GPU_KEYS) | frozenset(CPU_KEYS)
+
+#: How a key is named in :func:`differences`.
+LABELS: dict[str, str] = {
+    "device": "device",
+    "gpu_name": "GPU",
+    "compute_capability": "compute capability",
+    "sm_count": "SM count",
+    "gpu_memory_bytes": "GPU memory",
+    "driver": "driver",
+    "cuda_runtime": "CUDA",
+    "torch": "torch",
+    "triton": "triton",
+    "cpu_model": "CPU",
+    "machine": "architecture",
+    "torch_threads": "torch threads",
+    "python": "Python",
+}
+
+_ORDER = {k: i for i, k in enumerate(dict.fromkeys(GPU_KEYS + CPU_KEYS))}
+
+Scalar = str | int | float | bool | None
+
+
+def fingerprint(env: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The hard keys of ``env`` (a :func:`collect_environment` dict), plus ``extra``.
+
+    Missing values are kept as ``None`` so that "not recorded" differs from
+    any real value. ``extra`` values must be JSON scalars and must not reuse a
+    built-in key (a hook cannot silently loosen the built-in keys).
+    """
+    device = env.get("device") or ("cuda" if env.get("gpu_name") else "cpu")
+    keys = GPU_KEYS if device == "cuda" else CPU_KEYS
+    fp: dict[str, Any] = {}
+    for key in keys:
+        value = device if key == "device" else env.get(key)
+        if key == "python" and isinstance(value, str):
+            value = ".".join(value.split(".")[:2])
+        fp[key] = _scalar(key, value)
+    for key, value in (extra or {}).items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"fingerprint extra keys must be non-empty strings, got {key!r}")
+        if key in BUILTIN_KEYS:
+            raise ValueError(
+                f"fingerprint extra key {key!r} is a built-in fingerprint key; "
+                "use another name (built-in keys cannot be overridden)"
+            )
+        fp[key] = _scalar(key, value)
+    return fp
+
+
+def _scalar(key: str, value: Any) -> Scalar:
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        # JSON has no NaN; an integral float stays a float so that the hash is stable.
+        return value if value == value and abs(value) != float("inf") else None
+    raise TypeError(
+        f"fingerprint value of {key!r} must be a string, number, boolean or None, "
+        f"got {type(value).__name__} {value!r}"
+    )
+
+
+def content_id(obj: Any) -> str:
+    """A short stable id of JSON content: 12 hex digits of the SHA-256 of its canonical JSON.
+
+    Independent of key order, process and Python version, so that ids written
+    by one machine are found by another. Baseline files key fingerprints and
+    measurement policies by it.
+    """
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:12]
+
+
+def fingerprint_id(fp: Mapping[str, Any]) -> str:
+    """The id of fingerprint ``fp`` (:func:`content_id`)."""
+    return content_id(dict(fp))
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """What differs from fingerprint ``a`` (the baseline's) to ``b`` (this run's).
+
+    One line per key, built-in keys first in a fixed order, then extra keys
+    sorted: ``"driver 580.159.04 -> 575.57.08"``. Equal fingerprints give ``[]``.
+    """
+    keys = sorted(set(a) | set(b), key=lambda k: (_ORDER.get(k, len(_ORDER)), k))
+    out = []
+    for key in keys:
+        va, vb = a.get(key, _ABSENT), b.get(key, _ABSENT)
+        if va == vb and type(va) is type(vb):
+            continue
+        fa, fb = _show(key, va), _show(key, vb)
+        if fa == fb:  # rounding made them look alike: show them exactly
+            fa, fb = _show_exact(va), _show_exact(vb)
+        out.append(f"{LABELS.get(key, key)} {fa} -> {fb}")
+    return out
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "not recorded"
+
+
+_ABSENT: Any = _Absent()
+
+
+def _show(key: str, value: Any) -> str:
+    if key == "gpu_memory_bytes" and isinstance(value, int) and not isinstance(value, bool):
+        return f"{value / 2**30:.1f} GiB"
+    return _show_exact(value)
+
+
+def _show_exact(value: Any) -> str:
+    if value is _ABSENT:
+        return "(not recorded)"
+    if value is None:
+        return "(unknown)"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)

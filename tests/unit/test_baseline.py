@@ -1,0 +1,916 @@
+"""Baseline storage: round trip, bad input, trimming, concurrency, killed saves, versions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf import baseline_schema as schema
+from pytest_gpuperf.baseline import (
+    MATCH,
+    NO_BENCHMARK,
+    OTHER_ENVIRONMENT,
+    OTHER_POLICY,
+    BaselineStore,
+    record_from_result,
+)
+from pytest_gpuperf.errors import (
+    BaselineError,
+    BaselineLocked,
+    CorruptBaseline,
+    GpuPerfError,
+    InvalidBaselineName,
+    UnknownBaseline,
+)
+from pytest_gpuperf.filelock import locked
+from pytest_gpuperf.fingerprint import fingerprint, fingerprint_id
+from pytest_gpuperf.model import BenchId, Result
+
+DATA = Path(__file__).parent.parent / "data"
+T0 = dt.datetime(2025, 11, 29, 19, 38, tzinfo=dt.timezone.utc)
+
+GPU_ENV: dict[str, Any] = {
+    "device": "cuda",
+    "gpu_name": "NVIDIA H200",
+    "sm_count": 132,
+    "gpu_memory_bytes": 150_121_086_976,
+    "compute_capability": "9.0",
+    "driver": "580.159.04",
+    "cuda_runtime": "13.0",
+    "torch": "2.13.0+cu130",
+    "triton": "3.6.0",
+    "python": "3.12.3",
+    "hostname": "runner-1",
+}
+CPU_ENV: dict[str, Any] = {
+    "device": "cpu",
+    "cpu_model": "AMD EPYC 9654 96-Core Processor",
+    "machine": "x86_64",
+    "torch_threads": 8,
+    "python": "3.11.7",
+    "torch": "2.13.0+cpu",
+}
+POLICY = {"round_ms": 5.0, "rounds": 20, "warmup_ms": 500.0, "l2_flush": True}
+KEY = "tests/test_ops.py::test_mm[4096-bf16]@cuda-events"
+
+
+def make_result(
+    nodeid: str = "tests/test_ops.py::test_mm[4096-bf16]",
+    *,
+    name: str | None = None,
+    mode: str = "cuda-events",
+    level: float = 5.9312345e-4,
+    n: int = 20,
+    env: dict[str, Any] | None = None,
+    run_id: str | None = "run-1",
+    policy: dict[str, Any] | None = None,
+    **kw: Any,
+) -> Result:
+    """A Result as the fixture makes it, with deterministic rounds around ``level`` seconds."""
+    params = (("shape", "4096"), ("dtype", "bf16")) if "[" in nodeid else ()
+    rounds = [level * (1 + 0.002 * ((i * 7) % 5 - 2)) for i in range(n)]
+    fields: dict[str, Any] = {
+        "device": "cuda" if mode != "cpu" else "cpu",
+        "calls_per_round": 8,
+        "first_call_s": 0.84123456,
+        "peak_memory_bytes": 1 << 30,
+        "flops": 2.0 * 4096**3,
+        "bytes": 3.0 * 2 * 4096**2,
+        "environment": GPU_ENV if env is None else env,
+        "policy": POLICY if policy is None else policy,
+        "run_id": run_id,
+    }
+    fields.update(kw)
+    return Result(id=BenchId(nodeid, name, mode, params), rounds=rounds, **fields)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BaselineStore:
+    return BaselineStore(tmp_path / "baselines")
+
+
+def fp_id(env: dict[str, Any]) -> str:
+    return fingerprint_id(fingerprint(env))
+
+
+# --- round trip ----------------------------------------------------------------
+
+
+def test_save_then_load_keeps_every_field(store: BaselineStore) -> None:
+    r = make_result(telemetry={"sm_clock_mhz": {"median": 1980}}, warmup=[6e-4] * 7, trimmed=2)
+    inventory = {"kernels": [{"name": "sm90_xmma_gemm", "launches": 1, "gpu_s": 5.9e-4}]}
+    summary = store.save(
+        "main",
+        [r],
+        meta={"git_sha": "deadbeef", "ci_job": 42},
+        extras={KEY: inventory},
+        now=T0,
+    )
+    assert summary.created and summary.added == 1 and summary.dropped == 0
+    assert summary.path == store.path("main") == store.root / "main.json"
+
+    b = store.load("main")
+    assert b.name == "main" and b.read_version == schema.SCHEMA_VERSION
+    assert b.created == b.updated == "2025-11-29T19:38:00+00:00"
+    assert list(b.fingerprints) == [fp_id(GPU_ENV)]
+    entry = b.benchmarks[KEY]
+    assert (entry.nodeid, entry.name, entry.mode) == (r.id.nodeid, None, "cuda-events")
+    assert entry.params == {"shape": "4096", "dtype": "bf16"}
+    [run] = b.runs(KEY, fp_id(GPU_ENV), POLICY)
+    assert run.run_id == "run-1"
+    assert run.timestamp == "2025-11-29T19:38:00+00:00"
+    assert run.meta == {"git_sha": "deadbeef", "ci_job": 42}
+    assert run.rounds == tuple(float(f"{x:.4g}") for x in r.rounds)  # 4 significant figures
+    assert run.median == pytest.approx(r.median, rel=1e-6)
+    assert run.log_median == pytest.approx(math.log(r.median), abs=1e-5)
+    assert run.rel_iqr == pytest.approx(r.summary.rel_iqr, rel=1e-3)
+    assert run.calls_per_round == 8 and run.stability == "steady"
+    assert run.first_call_s == 0.8412
+    assert run.peak_memory_bytes == 1 << 30
+    assert (run.flops, run.bytes) == (r.flops, r.bytes)
+    assert run.policy == POLICY
+    assert run.telemetry == {"sm_clock_mhz": {"median": 1980}}
+    assert run.extra == inventory
+    assert (run.warmup_rounds, run.trimmed) == (7, 2)
+    assert run.plugin_version == __version__
+    assert b.policies == {run.policy_id: POLICY}
+
+
+def test_runs_share_one_policy_entry_and_stale_policies_go(store: BaselineStore) -> None:
+    for i in range(3):
+        store.save("main", [make_result(run_id=f"a{i}")], keep_runs=2, now=T0)
+    assert len(store.load("main").policies) == 1
+    other = dict(POLICY, round_ms=2.0)
+    for i in range(2):
+        store.save("main", [make_result(run_id=f"b{i}", policy=other)], keep_runs=2, now=T0)
+    b = store.load("main")  # the newest two runs both use the new policy
+    assert list(b.policies.values()) == [other]
+    assert [r.run_id for r in b.runs(KEY, fp_id(GPU_ENV), other)] == ["b0", "b1"]
+
+
+def test_runs_without_a_value_leave_the_field_out(store: BaselineStore) -> None:
+    store.save("main", [make_result(flops=None, bytes=None, peak_memory_bytes=None)], now=T0)
+    [run] = json.loads(store.path("main").read_text())["benchmarks"][KEY]["runs"]
+    assert not {"flops", "bytes", "peak_memory_bytes", "telemetry", "extra", "meta"} & set(run)
+    [rec] = store.load("main").benchmarks[KEY].runs
+    assert (rec.flops, rec.bytes, rec.extra, rec.meta) == (None, None, None, {})
+
+
+def test_record_from_result_accepts_the_dict_that_travels_from_workers() -> None:
+    r = make_result()
+    a = record_from_result(r, fingerprint_id="f", timestamp="2025-01-01T00:00:00+00:00")
+    b = record_from_result(r.to_dict(), fingerprint_id="f", timestamp="2025-01-01T00:00:00+00:00")
+    assert a == b
+
+
+def test_results_that_cannot_be_runs_are_skipped_with_a_reason(store: BaselineStore) -> None:
+    good = make_result()
+    empty = make_result("tests/t.py::test_empty", n=0)
+    no_env = make_result("tests/t.py::test_noenv")
+    no_env.environment = None
+    summary = store.save("main", [good, empty, no_env], now=T0)
+    assert summary.added == 1
+    assert dict(summary.skipped) == {
+        "tests/t.py::test_empty@cuda-events": "tests/t.py::test_empty@cuda-events: "
+        "no measured rounds",
+        "tests/t.py::test_noenv@cuda-events": "no environment recorded, so no fingerprint",
+    }
+    assert "skipped 2 result(s)" in summary.describe()
+
+
+def test_saving_the_same_run_again_adds_nothing(store: BaselineStore) -> None:
+    store.save("main", [make_result()], now=T0)
+    before = store.path("main").read_bytes()
+    again = store.save("main", [make_result()], now=T0 + dt.timedelta(hours=1))
+    assert again.added == 0 and again.skipped == ((KEY, "run run-1 is already saved"),)
+    assert store.path("main").read_bytes() == before
+    # Another run that happens to share the run id (a subprocess of one session) is kept.
+    store.save("main", [make_result(level=6e-4)], now=T0)
+    assert len(store.load("main").benchmarks[KEY].runs) == 2
+
+
+def test_nothing_to_save_writes_nothing(store: BaselineStore) -> None:
+    summary = store.save("main", [], now=T0)
+    assert summary.added == 0 and not store.exists("main")
+
+
+# --- names ---------------------------------------------------------------------
+
+
+def test_names_lists_baselines_and_ignores_everything_else(store: BaselineStore) -> None:
+    assert store.names() == []  # the directory does not exist yet
+    store.save("main", [make_result()], now=T0)
+    store.save("nightly-h200", [make_result()], now=T0)
+    (store.root / ".main.json.abc.tmp").write_text("{")  # left by a killed save
+    (store.root / "notes.txt").write_text("hi")
+    (store.root / "bad name.json").write_text("{}")
+    assert store.names() == ["main", "nightly-h200"]
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden", "..", "a b", "x" * 101, "é"])
+def test_invalid_names_are_refused(store: BaselineStore, name: str) -> None:
+    with pytest.raises(InvalidBaselineName, match="invalid baseline name"):
+        store.path(name)
+    with pytest.raises(InvalidBaselineName):
+        store.save(name, [make_result()], now=T0)
+    assert not store.root.exists()
+
+
+def test_unknown_name_lists_the_existing_ones(store: BaselineStore) -> None:
+    store.save("main", [make_result()], now=T0)
+    store.save("nightly", [make_result()], now=T0)
+    with pytest.raises(UnknownBaseline) as exc:
+        store.load("mian")
+    msg = str(exc.value)
+    assert "no baseline named 'mian'" in msg
+    assert str(store.root) in msg
+    assert "it has: main, nightly" in msg
+    assert "Did you mean 'main'?" in msg
+    assert exc.value.existing == ["main", "nightly"]
+    assert isinstance(exc.value, GpuPerfError)
+
+
+def test_unknown_name_in_an_empty_directory_says_how_to_create_one(store: BaselineStore) -> None:
+    with pytest.raises(UnknownBaseline, match=r"holds no baselines yet.*--gpuperf-save=main"):
+        store.load("main")
+
+
+# --- bad files -----------------------------------------------------------------
+
+
+def _valid_text(tmp_path: Path) -> str:
+    s = BaselineStore(tmp_path / "src")
+    s.save("main", [make_result()], meta={"git_sha": "abc"}, now=T0)
+    s.save("main", [make_result(run_id="run-2")], now=T0)
+    return s.path("main").read_text()
+
+
+def _edit(fn: Callable[[dict[str, Any]], Any]) -> Callable[[str], str]:
+    def apply(text: str) -> str:
+        doc = json.loads(text)
+        fn(doc)
+        return schema.dumps(doc)
+
+    return apply
+
+
+def _runs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = doc["benchmarks"][KEY]["runs"]
+    return runs
+
+
+CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
+    "empty": (lambda t: "", "the file is empty"),
+    "truncated": (lambda t: t[: len(t) // 2], r"truncated: the JSON ends before it is complete"),
+    "truncated-at-a-line": (
+        lambda t: "\n".join(t.splitlines()[:30]) + "\n",
+        r"truncated: .*the parser stopped at line 31, column 1",
+    ),
+    "hand-broken": (
+        lambda t: t.replace('"mode": "cuda-events",', '"mode": "cuda-events"', 1),
+        r"invalid JSON at line 5, column 7: Expecting ',' delimiter",
+    ),
+    "not-utf8": (lambda t: t.replace('"abc"', '"\udcff"', 1), r"not UTF-8 text \(invalid byte at"),
+    "merge-conflict": (
+        lambda t: "<<<<<<< HEAD\n" + t + "=======\n" + t + ">>>>>>> main\n",
+        "git merge-conflict markers",
+    ),
+    "top-level-list": (lambda t: "[" + t + "]", "top level: expected an object, got a list of 1"),
+    "not-a-baseline": (
+        _edit(lambda d: d.update(schema="pytest-gpuperf/results")),
+        "not a pytest-gpuperf baseline file",
+    ),
+    "no-schema": (_edit(lambda d: d.pop("schema")), "missing field 'schema'"),
+    "version-not-int": (
+        _edit(lambda d: d.update(schema_version="1")),
+        "schema_version: expected a whole number >= 1, got the string '1'",
+    ),
+    "missing-field": (
+        _edit(lambda d: d["benchmarks"][KEY].pop("runs")),
+        re.escape(f"benchmarks['{KEY}']: missing field 'runs'"),
+    ),
+    "missing-run-field": (
+        _edit(lambda d: _runs(d)[1].pop("median")),
+        re.escape(f"benchmarks['{KEY}'].runs[1]: missing field 'median'"),
+    ),
+    "wrong-type": (
+        _edit(lambda d: _runs(d)[0].update(rounds="fast")),
+        re.escape(f"benchmarks['{KEY}'].runs[0].rounds: expected a non-empty list of numbers"),
+    ),
+    "negative-median": (
+        _edit(lambda d: _runs(d)[0].update(median=-1)),
+        r"runs\[0\]\.median: expected a number > 0, got int -1",
+    ),
+    "bool-count": (
+        _edit(lambda d: _runs(d)[0].update(calls_per_round=True)),
+        r"calls_per_round: expected a whole number >= 1, got the boolean true",
+    ),
+    "nan": (
+        lambda t: re.sub(r'"rel_iqr": [^,]+', '"rel_iqr": NaN', t, count=1),
+        r"rel_iqr: expected a number >= 0, got float nan",
+    ),
+    "bad-timestamp": (
+        _edit(lambda d: _runs(d)[0].update(timestamp="yesterday")),
+        r"timestamp: expected an ISO 8601 timestamp with a time zone",
+    ),
+    "naive-timestamp": (
+        _edit(lambda d: d.update(updated="2025-11-29T19:38:00")),
+        r"updated: expected an ISO 8601 timestamp with a time zone, got the string",
+    ),
+    "huge-number": (
+        lambda t: re.sub(r'"median": [^,]+', '"median": 1' + "0" * 400, t, count=1),
+        r"runs\[0\]\.median: expected a number > 0, got int 1" + "0" * 36 + r"\.\.\.",
+    ),
+    "duplicate-key": (
+        lambda t: t.replace('"median": ', '"median": 1.0,\n          "median": ', 1),
+        r"the key 'median' appears twice in one object",
+    ),
+    "unknown-field": (
+        _edit(lambda d: _runs(d)[0].update(medain=1.0)),
+        r"unknown field 'medain'",
+    ),
+    "dangling-fingerprint": (
+        _edit(lambda d: _runs(d)[0].update(fingerprint="0123456789ab")),
+        r"fingerprint: '0123456789ab' is not in the fingerprints table",
+    ),
+    "dangling-policy": (
+        _edit(lambda d: _runs(d)[1].update(policy="0123456789ab")),
+        r"runs\[1\]\.policy: '0123456789ab' is not in the policies table",
+    ),
+    "null-optional-field": (
+        _edit(lambda d: _runs(d)[0].update(flops=None)),
+        r"runs\[0\]\.flops: expected a number >= 0, got null",
+    ),
+    "bad-fingerprint-value": (
+        _edit(lambda d: next(iter(d["fingerprints"].values())).update(driver=[580])),
+        r"\['driver'\]: expected a string, number, boolean or null, got a list of 1",
+    ),
+    "future-version": (
+        _edit(lambda d: d.update(schema_version=schema.SCHEMA_VERSION + 1)),
+        rf"schema_version {schema.SCHEMA_VERSION + 1} was written by a newer pytest-gpuperf",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+def test_a_bad_file_is_a_clear_error_and_is_left_untouched(
+    store: BaselineStore, tmp_path: Path, kind: str
+) -> None:
+    corrupt, problem = CORRUPTIONS[kind]
+    text = corrupt(_valid_text(tmp_path))
+    path = store.path("main")
+    path.parent.mkdir(parents=True)
+    if kind == "not-utf8":
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    else:
+        path.write_text(text, encoding="utf-8")
+    before = path.read_bytes()
+
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert msg.startswith(f"baseline file {path} cannot be used: ")
+    assert re.search(problem, msg), msg
+    assert "The file was left untouched." in msg
+    assert exc.value.path == str(path)
+    if kind == "future-version":
+        assert "Upgrade pytest-gpuperf" in msg
+    elif kind == "merge-conflict":
+        assert "keeping one side" in msg
+    else:
+        assert f"Restore it from version control (git checkout -- {path})" in msg
+
+    # A save into the broken file refuses too, and changes nothing.
+    with pytest.raises(CorruptBaseline):
+        store.save("main", [make_result(run_id="run-3")], now=T0)
+    with pytest.raises(CorruptBaseline):
+        store.prune("main", keep_runs=1)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == [".main.json.lock", "main.json"]
+
+
+def test_an_unreadable_path_is_an_error_not_a_crash(store: BaselineStore) -> None:
+    store.path("main").mkdir(parents=True)  # a directory where the file should be
+    with pytest.raises(BaselineError, match=r"cannot read baseline file .*main\.json"):
+        store.load("main")
+
+
+# --- keeping the last K runs ---------------------------------------------------------
+
+
+def test_keep_runs_trims_per_benchmark_and_fingerprint(store: BaselineStore) -> None:
+    other_key = "tests/test_ops.py::test_add@cuda-events"
+    for i in range(5):
+        results = [make_result(run_id=f"gpu-{i}")]
+        if i == 0:  # a benchmark saved only once must survive later saves
+            results.append(make_result("tests/test_ops.py::test_add", run_id="gpu-0"))
+        summary = store.save("main", results, keep_runs=3, now=T0 + dt.timedelta(hours=i))
+        assert summary.dropped == (1 if i >= 3 else 0)
+    for i in range(2):
+        store.save("main", [make_result(env=dict(GPU_ENV, driver="575.57.08"), run_id=f"old-{i}")])
+
+    b = store.load("main")
+    assert [r.run_id for r in b.runs(KEY, fp_id(GPU_ENV))] == ["gpu-2", "gpu-3", "gpu-4"]
+    old_fp = fp_id(dict(GPU_ENV, driver="575.57.08"))
+    assert [r.run_id for r in b.runs(KEY, old_fp)] == ["old-0", "old-1"]
+    assert [r.run_id for r in b.runs(other_key, fp_id(GPU_ENV))] == ["gpu-0"]
+    assert b.created == "2025-11-29T19:38:00+00:00"
+
+
+def test_keep_runs_must_be_positive(store: BaselineStore) -> None:
+    with pytest.raises(ValueError, match="keep_runs must be >= 1"):
+        store.save("main", [make_result()], keep_runs=0)
+
+
+# --- finding comparable runs ------------------------------------------------------------
+
+
+def test_match_finds_runs_or_says_why_not(store: BaselineStore) -> None:
+    store.save("main", [make_result(run_id="a")], now=T0)
+    store.save("main", [make_result(run_id="b", env=dict(GPU_ENV, driver="575.57.08"))])
+    store.save("main", [make_result(run_id="c")], now=T0)
+    b = store.load("main")
+    here = fingerprint(GPU_ENV)
+
+    m = b.match(KEY, here, POLICY)
+    assert m.status == MATCH and [r.run_id for r in m.runs] == ["a", "c"]
+    assert m.reason == "2 comparable baseline run(s)"
+
+    assert b.match("tests/x.py::test_new@cpu", here, POLICY).status == NO_BENCHMARK
+
+    h100 = fingerprint(dict(GPU_ENV, gpu_name="NVIDIA H100 80GB HBM3", driver="570.1"))
+    m = b.match(KEY, h100, POLICY)
+    assert m.status == OTHER_ENVIRONMENT and m.runs == []
+    assert m.fingerprint_id == fp_id(GPU_ENV)  # the most recently saved one
+    assert m.differences == [
+        "GPU NVIDIA H200 -> NVIDIA H100 80GB HBM3",
+        "driver 580.159.04 -> 570.1",
+    ]
+    assert m.reason.startswith("different environment: GPU NVIDIA H200 -> NVIDIA H100")
+
+    m = b.match(KEY, here, dict(POLICY, round_ms=2.0))
+    assert m.status == OTHER_POLICY
+    assert m.differences == ["round_ms 5.0 -> 2.0"]
+    assert b.match(KEY, here).status == MATCH  # no policy: not filtered
+
+    assert list(b.fingerprints_of(KEY)) == [
+        fp_id(GPU_ENV),
+        fp_id(dict(GPU_ENV, driver="575.57.08")),
+    ]
+    assert b.runs("tests/x.py::nope@cpu", fp_id(GPU_ENV)) == []
+
+
+def test_policy_match_treats_equal_numbers_and_sequences_alike(store: BaselineStore) -> None:
+    policy = {"round_ms": 5.0, "rounds": 20, "shape": (4096, 4096)}
+    store.save("main", [make_result(policy=policy)], now=T0)
+    b = store.load("main")
+    assert b.runs(KEY, fp_id(GPU_ENV), {"round_ms": 5, "rounds": 20.0, "shape": (4096, 4096)})
+    assert b.match(KEY, fingerprint(GPU_ENV), policy).status == MATCH
+
+
+def test_a_hand_edited_fingerprint_is_found_under_its_new_content(store: BaselineStore) -> None:
+    """Editing a fingerprint (declaring a new driver equivalent) re-keys its runs on load."""
+    store.save("main", [make_result()], now=T0)
+    path = store.path("main")
+    path.write_text(path.read_text().replace("580.159.04", "580.200.01"))
+    b = store.load("main")
+    new_env = dict(GPU_ENV, driver="580.200.01")
+    assert list(b.fingerprints) == [fp_id(new_env)]
+    assert len(b.runs(KEY, fp_id(new_env))) == 1
+
+
+# --- stable text ------------------------------------------------------------------
+
+
+def test_saving_the_same_data_twice_gives_identical_files(tmp_path: Path) -> None:
+    results = [
+        make_result(),
+        make_result("tests/test_ops.py::test_add", mode="cpu", env=CPU_ENV, flops=None),
+    ]
+    texts = []
+    for where, order in (("a", results), ("b", results[::-1])):
+        s = BaselineStore(tmp_path / where)
+        s.save("main", order, meta={"git_sha": "abc"}, now=T0)
+        texts.append(s.path("main").read_bytes())
+    assert texts[0] == texts[1]
+    text = texts[0].decode()
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+    doc = json.loads(text)
+    assert list(doc) == sorted(doc)
+
+
+def test_a_new_run_only_adds_lines(store: BaselineStore) -> None:
+    """git diffs stay small: a save adds a block and changes only ``updated``."""
+    import difflib
+
+    store.save("main", [make_result(run_id="a")], now=T0)
+    before = store.path("main").read_text().splitlines()
+    store.save("main", [make_result(run_id="b")], now=T0 + dt.timedelta(days=1))
+    after = store.path("main").read_text().splitlines()
+    removed = [line for line in difflib.ndiff(before, after) if line.startswith("- ")]
+    assert removed == ['-   "updated": "2025-11-29T19:38:00+00:00"']
+
+
+def test_file_size_is_reasonable(store: BaselineStore) -> None:
+    """statistics.md §5.2 budgets about 0.5 KB per benchmark per run (20 rounds) compact.
+
+    Indented, a run of 20 rounds with meta takes about 0.87 KB: 300 benchmarks
+    with 20 runs each make a 5 MB file. This keeps it from creeping up.
+    """
+    for i in range(10):
+        store.save("main", [make_result(run_id=f"r{i}")], meta={"git_sha": "a" * 40}, now=T0)
+    per_run = store.path("main").stat().st_size / 10
+    assert per_run < 1000, per_run
+
+
+# --- concurrency and interrupted saves ----------------------------------------------------
+
+_HELPERS = f"""
+import datetime as dt, sys, time
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_baseline import make_result, T0
+from pytest_gpuperf.baseline import BaselineStore
+"""
+
+
+def _python(code: str, *args: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _HELPERS + textwrap.dedent(code), *args], text=True, **kw
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
+def test_concurrent_saves_from_many_processes_lose_nothing(tmp_path: Path) -> None:
+    root, go = tmp_path / "baselines", tmp_path / "go"
+    workers, saves = 4, 6
+    code = """
+        root, worker, saves, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+        while not go.exists():
+            time.sleep(0.001)
+        store = BaselineStore(root)
+        for i in range(saves):
+            store.save("main", [
+                make_result("tests/t.py::test_shared", run_id=f"w{worker}-{i}"),
+                make_result(f"tests/t.py::test_only_{worker}", run_id=f"w{worker}-{i}"),
+            ], keep_runs=1000)
+    """
+    procs = [_python(code, str(root), str(w), str(saves), str(go)) for w in range(workers)]
+    time.sleep(0.5)  # let every process start and wait at the barrier
+    go.touch()
+    assert [p.wait(timeout=120) for p in procs] == [0] * workers
+
+    b = BaselineStore(root).load("main")
+    fid = fp_id(GPU_ENV)
+    shared = [r.run_id for r in b.runs("tests/t.py::test_shared@cuda-events", fid)]
+    expected = {f"w{w}-{i}" for w in range(workers) for i in range(saves)}
+    assert sorted(shared) == sorted(expected)
+    for w in range(workers):
+        own = b.runs(f"tests/t.py::test_only_{w}@cuda-events", fid)
+        assert [r.run_id for r in own] == [f"w{w}-{i}" for i in range(saves)]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineStore) -> None:
+    store.save("main", [make_result(run_id="old")], now=T0)
+    before = store.path("main").read_bytes()
+    code = """
+        import os
+        def hang(fd):
+            print("writing", flush=True)
+            time.sleep(120)
+        os.fsync = hang  # atomic_write_text has written the temporary file, not renamed it
+        BaselineStore(sys.argv[1]).save("main", [make_result(run_id="killed")], keep_runs=1)
+    """
+    proc = _python(code, str(store.root), stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+        # While it hangs inside the save, it holds the lock: another save waits, then says so.
+        with pytest.raises(BaselineLocked, match="stayed locked by another process"):
+            BaselineStore(store.root, lock_timeout=0.2).save("main", [make_result()], now=T0)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()
+    assert store.path("main").read_bytes() == before
+    assert store.names() == ["main"]  # the orphaned temporary file is not a baseline
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old"]
+    # The kernel released the dead process's lock: the next save goes through at once.
+    BaselineStore(store.root, lock_timeout=5).save("main", [make_result(run_id="next")], now=T0)
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old", "next"]
+
+
+def test_a_failed_rename_leaves_the_old_file_and_no_litter(
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.save("main", [make_result(run_id="old")], now=T0)
+    before = store.path("main").read_bytes()
+
+    def fail(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(BaselineError) as exc:
+        store.save("main", [make_result(run_id="new")], now=T0)
+    assert str(exc.value) == (
+        f"cannot save into baseline file {store.path('main')}: No space left on device. "
+        "The file is as it was before."
+    )
+    monkeypatch.undo()
+    assert store.path("main").read_bytes() == before
+    assert sorted(p.name for p in store.root.iterdir()) == [".main.json.lock", "main.json"]
+
+
+def test_a_held_lock_times_out_with_a_clear_error(store: BaselineStore) -> None:
+    store.save("main", [make_result()], now=T0)
+    slow = BaselineStore(store.root, lock_timeout=0.1)
+    with locked(store.root / ".main.json.lock"):
+        with pytest.raises(BaselineLocked, match=r"\.main\.json\.lock stayed locked"):
+            slow.save("main", [make_result(run_id="x")], now=T0)
+        with pytest.raises(BaselineLocked):
+            slow.delete("main")
+
+
+# --- delete and prune ------------------------------------------------------------------
+
+
+def test_delete(store: BaselineStore) -> None:
+    store.save("main", [make_result()], now=T0)
+    assert store.delete("main") == store.path("main")
+    assert store.names() == []
+    with pytest.raises(UnknownBaseline):
+        store.delete("main")
+
+
+def _three_fingerprints(store: BaselineStore) -> tuple[str, str, str]:
+    envs = [GPU_ENV, dict(GPU_ENV, driver="575.57.08"), CPU_ENV]
+    for day in range(4):
+        for j, env in enumerate(envs):
+            mode = "cpu" if env is CPU_ENV else "cuda-events"
+            store.save(
+                "main",
+                [make_result(mode=mode, env=env, run_id=f"d{day}-e{j}")],
+                now=T0 + dt.timedelta(days=day),
+            )
+    a, b, c = (fp_id(e) for e in envs)
+    return a, b, c
+
+
+def test_prune_runs_of_a_fingerprint(store: BaselineStore) -> None:
+    new, old, cpu = _three_fingerprints(store)
+    s = store.prune("main", fingerprint_id=old)
+    assert (s.removed_runs, s.removed_benchmarks, s.removed_fingerprints) == (4, 0, 1)
+    assert s.describe().startswith("removed 4 run(s) from baseline 'main'")
+    b = store.load("main")
+    assert set(b.fingerprints) == {new, cpu}
+    assert len(b.runs(KEY, new)) == 4
+
+
+def test_prune_keeps_the_newest_runs(store: BaselineStore) -> None:
+    new, old, _ = _three_fingerprints(store)
+    s = store.prune("main", keep_runs=1)
+    assert s.removed_runs == 9
+    b = store.load("main")
+    assert [r.run_id for r in b.runs(KEY, new)] == ["d3-e0"]
+    assert [r.run_id for r in b.runs(KEY, old)] == ["d3-e1"]
+
+
+def test_prune_before_a_date_and_of_a_benchmark(store: BaselineStore) -> None:
+    *_, cpu = _three_fingerprints(store)
+    cpu_key = "tests/test_ops.py::test_mm[4096-bf16]@cpu"
+    s = store.prune("main", before=T0 + dt.timedelta(days=2), keys=[cpu_key])
+    assert s.removed_runs == 2
+    b = store.load("main")
+    assert [r.run_id for r in b.runs(cpu_key, cpu)] == ["d2-e2", "d3-e2"]
+    s = store.prune("main", keys=[cpu_key])
+    assert (s.removed_runs, s.removed_benchmarks, s.removed_fingerprints) == (2, 1, 1)
+    assert cpu_key not in store.load("main").benchmarks
+
+
+def test_prune_refuses_unknown_fingerprints_and_empty_requests(store: BaselineStore) -> None:
+    _three_fingerprints(store)
+    with pytest.raises(BaselineError, match=r"no fingerprint 'nope'; it has: "):
+        store.prune("main", fingerprint_id="nope")
+    with pytest.raises(ValueError, match="prune needs"):
+        store.prune("main")
+    with pytest.raises(UnknownBaseline):
+        store.prune("other", keep_runs=3)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        store.prune("main", before=dt.datetime(2025, 1, 1))
+    assert sorted(p.name for p in store.root.iterdir()) == [".main.json.lock", "main.json"]
+
+
+def test_prune_and_delete_of_a_missing_baseline_leave_no_trace(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path / "nowhere")
+    with pytest.raises(UnknownBaseline):
+        store.prune("main", keep_runs=1)
+    with pytest.raises(UnknownBaseline):
+        store.delete("main")
+    assert not store.root.exists()
+
+
+# --- versions ------------------------------------------------------------------------------
+
+
+def golden_results() -> list[
+    tuple[list[Result], dict[str, Any], dt.datetime, dict[str, dict[str, Any]]]
+]:
+    """The saves that produce the golden file of the current schema version."""
+    h100 = dict(GPU_ENV, gpu_name="NVIDIA H100 80GB HBM3", gpu_memory_bytes=85_520_809_984)
+    saves = []
+    for i in range(3):
+        results = [
+            make_result(run_id=f"run-{i}", level=5.9312345e-4 * (1 + 0.003 * i)),
+            make_result(
+                "tests/test_ops.py::test_softmax",
+                name="fwd",
+                mode="cuda-graph",
+                level=1.2345e-5,
+                n=10,
+                run_id=f"run-{i}",
+                peak_memory_bytes=None,
+                flops=None,
+                telemetry={"sm_clock_mhz": {"median": 1980, "min": 1965}} if i == 0 else None,
+                policy={"round_ms": 5.0, "rounds": 10, "warmup_ms": 500.0},
+            ),
+        ]
+        saves.append((results, {"git_sha": f"{i}" * 40}, T0 + dt.timedelta(days=i), {}))
+    cpu = make_result(
+        "tests/test_ops.py::test_add", mode="cpu", env=CPU_ENV, run_id="cpu-0", n=5, bytes=None
+    )
+    inventory = {
+        "kernels": [
+            {"name": "vectorized_elementwise_kernel", "launches": 1, "gpu_s": 1.1e-6},
+        ]
+    }
+    saves.append(
+        (
+            [cpu, make_result(env=h100, run_id="h100-0")],
+            {},
+            T0 + dt.timedelta(days=3),
+            {"tests/test_ops.py::test_add@cpu": inventory},
+        )
+    )
+    return saves
+
+
+def write_golden(store: BaselineStore) -> Path:
+    for results, meta, when, extras in golden_results():
+        store.save("golden", results, keep_runs=20, meta=meta, extras=extras, now=when)
+    return store.path("golden")
+
+
+def _golden(version: int) -> Path:
+    return DATA / f"baseline-v{version}.json"
+
+
+def test_the_current_golden_file_is_what_save_writes(store: BaselineStore) -> None:
+    """Catches any unintended format change; set GPUPERF_REGEN_GOLDEN=1 to rewrite it."""
+    text = write_golden(store).read_text()
+    golden = _golden(schema.SCHEMA_VERSION)
+    if os.environ.get("GPUPERF_REGEN_GOLDEN"):
+        golden.write_text(
+            text.replace(f'"plugin_version": "{__version__}"', '"plugin_version": "0.1.0"')
+        )
+    expected = golden.read_text()
+    expected = expected.replace('"plugin_version": "0.1.0"', f'"plugin_version": "{__version__}"')
+    assert text == expected
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_golden_files_of_every_version_load(tmp_path: Path, version: int) -> None:
+    store = BaselineStore(tmp_path)
+    path = tmp_path / "old.json"
+    path.write_bytes(_golden(version).read_bytes())
+    b = store.load("old")
+    assert b.read_version == version
+    assert path.read_bytes() == _golden(version).read_bytes()  # loading never rewrites
+    assert len(b.fingerprints) == 3 and len(b.policies) == 2
+    runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
+    assert [r.run_id for r in runs] == ["run-0", "run-1", "run-2"]
+    assert [r.meta.get("git_sha") for r in runs] == ["0" * 40, "1" * 40, "2" * 40]
+    assert runs[0].median == pytest.approx(5.9312345e-4, rel=1e-5)
+    graph = b.benchmarks["tests/test_ops.py::test_softmax::fwd@cuda-graph"]
+    assert graph.name == "fwd" and len(graph.runs) == 3
+    assert graph.runs[0].telemetry == {"sm_clock_mhz": {"median": 1980, "min": 1965}}
+    assert graph.runs[0].flops is None and graph.runs[0].peak_memory_bytes is None
+    assert graph.runs[0].policy == {"round_ms": 5.0, "rounds": 10, "warmup_ms": 500.0}
+    cpu = b.runs("tests/test_ops.py::test_add@cpu", fp_id(CPU_ENV))
+    assert len(cpu) == 1 and len(cpu[0].rounds) == 5
+    m = b.match(KEY, fingerprint(dict(GPU_ENV, torch="2.14.0")), POLICY)
+    assert m.status == OTHER_ENVIRONMENT and m.differences == ["torch 2.13.0+cu130 -> 2.14.0"]
+    if version == 1:  # what version 1 did not record is unknown, not invented
+        assert {(r.plugin_version, r.warmup_rounds, r.trimmed, r.extra) for r in runs} == {
+            (None, None, None, None)
+        }
+    else:
+        assert cpu[0].extra == {
+            "kernels": [{"name": "vectorized_elementwise_kernel", "launches": 1, "gpu_s": 1.1e-6}]
+        }
+        assert (runs[0].plugin_version, runs[0].warmup_rounds, runs[0].trimmed) == ("0.1.0", 0, 0)
+
+
+def test_v1_migrates_to_the_same_runs_as_v2_holds(tmp_path: Path) -> None:
+    """Both goldens come from the same saves: migration must not change a value."""
+    for v in (1, 2):
+        (tmp_path / f"v{v}.json").write_bytes(_golden(v).read_bytes())
+    old, new = BaselineStore(tmp_path).load("v1"), BaselineStore(tmp_path).load("v2")
+    assert old.fingerprints == new.fingerprints and old.policies == new.policies
+    assert old.benchmarks.keys() == new.benchmarks.keys()
+    v2_only = {"extra", "plugin_version", "warmup_rounds", "trimmed"}
+    for key, entry in old.benchmarks.items():
+        for a, b in zip(entry.runs, new.benchmarks[key].runs, strict=True):
+            da, db = vars(a), vars(b)
+            assert {k: v for k, v in da.items() if k not in v2_only} == {
+                k: v for k, v in db.items() if k not in v2_only
+            }
+
+
+def test_saving_into_a_v1_file_upgrades_it_and_keeps_every_run(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.path("main").write_bytes(_golden(1).read_bytes())
+    summary = store.save("main", [make_result(run_id="new")], now=T0 + dt.timedelta(days=9))
+    assert summary.migrated_from == 1
+    assert "upgraded from schema version 1" in summary.describe()
+    doc = json.loads(store.path("main").read_text())
+    assert doc["schema_version"] == schema.SCHEMA_VERSION
+    b = store.load("main")
+    assert b.read_version == schema.SCHEMA_VERSION
+    runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
+    assert [r.run_id for r in runs] == ["run-0", "run-1", "run-2", "new"]
+    assert sum(len(e.runs) for e in b.benchmarks.values()) == 9
+    assert b.created == "2025-11-29T19:38:00+00:00"
+
+
+def test_an_invalid_v1_file_is_reported_in_v1_terms(tmp_path: Path) -> None:
+    doc = json.loads(_golden(1).read_text())
+    doc["benchmarks"][KEY]["runs"][0]["policy"] = "fast"
+    (tmp_path / "main.json").write_text(json.dumps(doc))
+    with pytest.raises(CorruptBaseline, match=r"runs\[0\]\.policy: expected an object"):
+        BaselineStore(tmp_path).load("main")
+
+
+def test_a_broken_migration_is_reported_as_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(doc: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError("policy")
+
+    monkeypatch.setitem(schema.MIGRATIONS, 1, broken)
+    (tmp_path / "main.json").write_bytes(_golden(1).read_bytes())
+    with pytest.raises(CorruptBaseline, match=r"cannot migrate it from schema version 1 .*a bug"):
+        BaselineStore(tmp_path).load("main")
+
+
+def test_a_future_schema_version_is_refused(tmp_path: Path) -> None:
+    doc = json.loads(_golden(schema.SCHEMA_VERSION).read_text())
+    doc["schema_version"] = 99
+    (tmp_path / "main.json").write_text(json.dumps(doc))
+    with pytest.raises(CorruptBaseline) as exc:
+        BaselineStore(tmp_path).load("main")
+    assert "schema_version 99 was written by a newer pytest-gpuperf" in str(exc.value)
+    assert f"reads versions up to {schema.SCHEMA_VERSION}" in str(exc.value)
+    assert "Upgrade pytest-gpuperf" in str(exc.value)
+
+
+def test_stable_dumps_is_valid_json_and_refuses_nan() -> None:
+    doc = {"b": [1, 2.5, None, "x"], "a": {"z": [], "y": {}, "x": [{"k": True}]}}
+    assert json.loads(schema.dumps(doc)) == doc
+    with pytest.raises(ValueError):
+        schema.dumps({"x": float("nan")})
+
+
+# --- options ---------------------------------------------------------------------------
+
+
+def test_baseline_options_parse_and_default() -> None:
+    from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
+    from pytest_gpuperf.config import ConfigError, GpuPerfConfig
+    from pytest_gpuperf.options import OPTIONS_BY_NAME
+
+    assert OPTIONS_BY_NAME["baseline_dir"].default == DEFAULT_DIR
+    assert OPTIONS_BY_NAME["keep_runs"].default == DEFAULT_KEEP_RUNS
+
+    cfg = GpuPerfConfig.from_values({"save": "main", "keep_runs": "30"}, {"baseline": "nightly"})
+    assert (cfg["save"], cfg["baseline"], cfg["keep_runs"]) == ("main", "nightly", 30)
+    assert cfg["baseline_dir"] == ".gpuperf/baselines" and cfg.source("baseline_dir") == "default"
+    with pytest.raises(ConfigError, match=r"--gpuperf-save: expected a baseline name .* '\.\./x'"):
+        GpuPerfConfig.from_values({"save": "../x"}, {})
+    with pytest.raises(ConfigError, match=r"gpuperf_keep_runs in the ini file: .* >= 1"):
+        GpuPerfConfig.from_values({}, {"keep_runs": "0"})
