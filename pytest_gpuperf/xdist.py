@@ -60,17 +60,23 @@ def plan(n_workers: int, gpus: list[str]) -> dict[int, str]:
 
 
 def pin_this_worker() -> str | None:
-    """In an xdist worker, restrict CUDA to the worker's GPU; return it (or None)."""
+    """In an xdist worker, restrict CUDA to the worker's GPU; return it (or None).
+
+    The decision is recorded in ``GPUPERF_PINNED_GPU`` (empty when there is
+    no GPU to pin), so processes the worker starts (re-measurements, a
+    nested pytest) inherit it instead of deciding again.
+    """
+    if PINNED_ENV in os.environ:
+        return os.environ[PINNED_ENV] or None
     idx = worker_index(os.environ.get(WORKER_ENV))
-    if idx is None or os.environ.get(PINNED_ENV):
-        return os.environ.get(PINNED_ENV)
-    gpus = visible_gpus()
-    if not gpus:
+    if idx is None:
         return None
-    gpu = gpus[idx % len(gpus)]
-    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    gpus = visible_gpus()
+    gpu = gpus[idx % len(gpus)] if gpus else ""
+    if gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     os.environ[PINNED_ENV] = gpu
-    return gpu
+    return gpu or None
 
 
 class XdistHooks:

@@ -214,10 +214,12 @@ def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
 
         def slower():
             n[0] += 1
-            time.sleep(0.0002 * (1 + n[0] / 50))
+            end = time.perf_counter() + 0.0001 * (1 + n[0] / 20)
+            while time.perf_counter() < end:
+                pass
 
         def test_drift(gpu_bench):
-            gpu_bench(slower, rounds=20)
+            gpu_bench(slower, rounds=20, warmup_ms=40)
         """
     )
     result = run(pytester)

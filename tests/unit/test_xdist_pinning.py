@@ -35,3 +35,13 @@ def test_no_pin_outside_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(xdist.PINNED_ENV, raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert xdist.pin_this_worker() is None
+
+
+def test_a_worker_without_gpus_records_that_it_decided(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv(xdist.PINNED_ENV, raising=False)
+    assert xdist.pin_this_worker() is None
+    import os
+
+    assert os.environ[xdist.PINNED_ENV] == ""
