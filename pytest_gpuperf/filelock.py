@@ -22,8 +22,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 try:
@@ -39,11 +40,12 @@ except ImportError:
 class LockTimeout(TimeoutError):
     """The lock stayed held by another process for longer than the timeout."""
 
-    def __init__(self, path: Path, timeout: float):
+    def __init__(self, path: Path, timeout: float, holder: str = "another process"):
         self.path = path
         self.timeout = timeout
+        self.holder = holder
         super().__init__(
-            f"{path} stayed locked by another process for {timeout:g} s; another "
+            f"{path} stayed locked by {holder} for {timeout:g} s; another "
             "pytest-gpuperf process is writing beside it. Wait for it to finish and retry."
         )
 
@@ -53,22 +55,44 @@ SUPPORTED = fcntl is not None or msvcrt is not None
 
 
 @contextlib.contextmanager
-def locked(path: Path, *, timeout: float = 60.0, poll: float = 0.05) -> Iterator[None]:
+def locked(
+    path: Path,
+    *,
+    timeout: float = 60.0,
+    poll: float = 0.05,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` block.
 
     Waits up to ``timeout`` seconds, then raises :class:`LockTimeout`, so a
-    hung writer cannot hang every later session forever.
+    hung writer cannot hang every later session forever. While it holds the
+    lock, the file names the holder (``pid N on HOST``); ``on_wait`` is
+    called once with that text when the lock is busy.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        _acquire(fd, path, timeout, poll)
+        _acquire(fd, path, timeout, poll, on_wait)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         try:
             yield
         finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
             _release(fd)
     finally:
         os.close(fd)
+
+
+def holder(fd: int) -> str:
+    """Who holds the lock, as its holder wrote it."""
+    try:
+        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        text = ""
+    return text or "another process"
 
 
 #: errno values that mean "another process holds it".
@@ -77,8 +101,11 @@ _HELD = frozenset(
 )
 
 
-def _acquire(fd: int, path: Path, timeout: float, poll: float) -> None:
+def _acquire(
+    fd: int, path: Path, timeout: float, poll: float, on_wait: Callable[[str], None] | None
+) -> None:
     deadline = time.monotonic() + timeout
+    told = False
     while True:
         try:
             if fcntl is not None:
@@ -90,8 +117,11 @@ def _acquire(fd: int, path: Path, timeout: float, poll: float) -> None:
         except OSError as e:
             if e.errno not in _HELD:  # e.g. ENOLCK: locks unsupported on this file system
                 raise
+            if on_wait is not None and not told:
+                on_wait(holder(fd))
+                told = True
             if time.monotonic() >= deadline:
-                raise LockTimeout(path, timeout) from None
+                raise LockTimeout(path, timeout, holder(fd)) from None
             time.sleep(poll)
 
 

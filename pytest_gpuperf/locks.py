@@ -15,16 +15,11 @@ import contextlib
 import os
 import re
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from pytest_gpuperf import filelock
 from pytest_gpuperf.errors import GpuPerfError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process lock
-    fcntl = None  # type: ignore[assignment]
 
 
 class LockTimeout(GpuPerfError):
@@ -51,53 +46,33 @@ def device_lock(
     *,
     timeout_s: float = 1800.0,
     on_wait: Callable[[str], None] | None = None,
-    poll_s: float = 0.05,
 ) -> Iterator[None]:
     """Hold the lock of ``device_key`` for the duration of the block.
 
     ``on_wait`` is called once, with a message naming the holder, when the
     lock is busy; the wait ends with :class:`LockTimeout` after ``timeout_s``.
     """
-    if fcntl is None or os.environ.get("GPUPERF_NO_LOCK") == "1":
+    if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
         yield
         return
     path = lock_dir() / f"{_safe(device_key)}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+
+    def told(holder: str) -> None:
+        if on_wait is not None:
+            on_wait(f"waiting for {device_key}: it is being measured by {holder}")
+
     try:
-        start = time.monotonic()
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _read_holder(fd)
-                if not told and on_wait is not None:
-                    on_wait(f"waiting for {device_key}: it is being measured by {holder}")
-                    told = True
-                if time.monotonic() - start > timeout_s:
-                    raise LockTimeout(
-                        f"{device_key} stayed busy for {timeout_s:.0f} s: it is being measured by "
-                        f"{holder} (lock file {path}). Wait for that run to end, or stop it."
-                    ) from None
-                time.sleep(poll_s)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}\n".encode(), 0)
-        try:
-            yield
-        finally:
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        ctx = filelock.locked(path, timeout=timeout_s, on_wait=told)
+        ctx.__enter__()
+    except filelock.LockTimeout as e:
+        raise LockTimeout(
+            f"{device_key} stayed busy for {timeout_s:.0f} s: it is being measured by "
+            f"{e.holder} (lock file {path}). Wait for that run to end, or stop it."
+        ) from None
+    try:
+        yield
     finally:
-        os.close(fd)
-
-
-def _read_holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
-    except OSError:
-        text = ""
-    return text or "another process"
+        ctx.__exit__(None, None, None)
 
 
 def device_key(device: str) -> str:

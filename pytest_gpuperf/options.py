@@ -9,6 +9,7 @@ came from (see :mod:`pytest_gpuperf.config` for precedence).
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -321,6 +322,14 @@ def register(parser: pytest.Parser) -> None:
                 help=help_text,
             )
         parser.addini(opt.ini_name, help_text, type="string", default=None)
+    # Internal: set on the fresh processes that confirm a verdict or capture evidence.
+    group.addoption(
+        "--gpuperf-child",
+        action="store_true",
+        default=False,
+        dest="gpuperf_child",
+        help=argparse.SUPPRESS,
+    )
 
 
 def _dest(opt: Option) -> str:

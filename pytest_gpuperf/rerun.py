@@ -1,0 +1,171 @@
+"""Run one test again in a fresh pytest process and read back what it measured.
+
+Used to confirm a suspect verdict (the unit of evidence is the process, so a
+second opinion must come from a new process) and by the artifact collectors
+(a test re-run under nsys, ncu or TORCH_TRACE). The child gets the parent's
+rootdir, ini file, ``-p`` plugins and gpuperf settings, and the hidden flag
+``--gpuperf-child``, which turns off everything a child must not do: save or
+compare baselines, capture artifacts, re-run tests itself, write reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.model import Result
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_gpuperf.config import GpuPerfConfig
+
+CHILD_FLAG = "--gpuperf-child"
+CHILD_ENV = "GPUPERF_CHILD"
+
+#: gpuperf options a child never inherits (it has its own say, or must not do them).
+_NOT_FORWARDED = frozenset(
+    {
+        "json",
+        "save",
+        "baseline",
+        "only",
+        "skip",
+        "disable",
+        "device",
+        "capture",
+        "html",
+        "markdown",
+        "junit_properties",
+    }
+)
+
+
+@dataclass
+class ChildRun:
+    results: list[Result]
+    returncode: int
+    wall_s: float
+    log_tail: str = ""
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results)
+
+
+def forwarded_args(config: pytest.Config, cfg: GpuPerfConfig) -> list[str]:
+    """The parent's settings, as arguments for a child pytest."""
+    args = ["--rootdir", str(config.rootpath), "-p", "no:cacheprovider", "-p", "no:randomly"]
+    if config.inipath is not None:
+        args += ["-c", str(config.inipath)]
+    inv = list(config.invocation_params.args)
+    for i, a in enumerate(inv):
+        if a == "-p" and i + 1 < len(inv) and not inv[i + 1].startswith(("no:xdist", "xdist")):
+            args += ["-p", inv[i + 1]]
+        elif a.startswith("-p") and len(a) > 2 and "xdist" not in a:
+            args.append(a)
+    for name, setting in cfg.settings.items():
+        if setting.source != "cli" or name in _NOT_FORWARDED:
+            continue
+        value = setting.value
+        flag = "--gpuperf-" + name.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                args.append(flag)
+        elif value is not None and not callable(value):
+            args.append(f"{flag}={value}")
+    return args
+
+
+def run_child(
+    config: pytest.Config,
+    cfg: GpuPerfConfig,
+    nodeid: str,
+    *,
+    device: str,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    prefix: Sequence[str] = (),
+    timeout_s: float = 600.0,
+    cwd: Path | None = None,
+) -> ChildRun:
+    """Run ``nodeid`` in a new process (optionally under ``prefix``, e.g. ``nsys profile``)."""
+    with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
+        out = Path(tmp) / "results.json"
+        path, _, rest = nodeid.partition("::")
+        target = str(config.rootpath / path) + (f"::{rest}" if rest else "")
+        cmd = [
+            *prefix,
+            sys.executable,
+            "-m",
+            "pytest",
+            target,
+            "-q",
+            CHILD_FLAG,
+            f"--gpuperf-device={device}",
+            f"--gpuperf-json={out}",
+            *forwarded_args(config, cfg),
+            *extra_args,
+        ]
+        child_env = dict(os.environ)
+        child_env[CHILD_ENV] = "1"
+        child_env.pop("PYTEST_ADDOPTS", None)
+        if env:
+            child_env.update(env)
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=cwd or config.invocation_params.dir,
+                env=child_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=timeout_s,
+            )
+            code, text = proc.returncode, proc.stdout
+        except subprocess.TimeoutExpired as e:
+            raw = e.stdout or b""
+            code = -9
+            text = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw) + (
+                f"\n[killed after {timeout_s:.0f} s]"
+            )
+        wall = time.perf_counter() - start
+        results: list[Result] = []
+        if out.exists():
+            from pytest_gpuperf.reporting.json_report import load_results
+
+            try:
+                results = load_results(json.loads(out.read_text()))
+            except (ValueError, KeyError):
+                results = []
+        tail = "\n".join(text.strip().splitlines()[-15:])
+        return ChildRun(results, code, wall, tail, cmd)
+
+
+def is_child(config: pytest.Config) -> bool:
+    return bool(config.getoption("gpuperf_child", False)) or os.environ.get(CHILD_ENV) == "1"
+
+
+def matching(results: Sequence[Result], key: str) -> Result | None:
+    for r in results:
+        if r.id.key == key:
+            return r
+    return None
+
+
+def summarize_child(run: ChildRun) -> dict[str, Any]:
+    return {
+        "returncode": run.returncode,
+        "wall_s": round(run.wall_s, 3),
+        "results": len(run.results),
+    }
