@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +43,14 @@ _NOT_FORWARDED = frozenset(
         "html",
         "markdown",
         "junit_properties",
+        # capture settings: a child never captures (only the parent's collectors do)
+        "artifacts_dir",
+        "capture_timeout",
+        "capture_budget",
+        "capture_skip",
+        "capture_calls",
+        "ncu_kernels",
+        "inventory",
     }
 )
 
@@ -97,8 +103,12 @@ def run_child(
     prefix: Sequence[str] = (),
     timeout_s: float = 600.0,
     cwd: Path | None = None,
+    log_path: Path | None = None,
 ) -> ChildRun:
-    """Run ``nodeid`` in a new process (optionally under ``prefix``, e.g. ``nsys profile``)."""
+    """Run ``nodeid`` in a new process (optionally under ``prefix``, e.g. ``nsys profile``).
+
+    The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
+    """
     with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
         out = Path(tmp) / "results.json"
         path, _, rest = nodeid.partition("::")
@@ -121,25 +131,20 @@ def run_child(
         child_env.pop("PYTEST_ADDOPTS", None)
         if env:
             child_env.update(env)
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                cmd,
-                cwd=cwd or config.invocation_params.dir,
-                env=child_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=timeout_s,
-            )
-            code, text = proc.returncode, proc.stdout
-        except subprocess.TimeoutExpired as e:
-            raw = e.stdout or b""
-            code = -9
-            text = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw) + (
-                f"\n[killed after {timeout_s:.0f} s]"
-            )
-        wall = time.perf_counter() - start
+        from pytest_gpuperf.artifacts.process import run_process
+
+        # Its own process group, killed whole at the timeout: a child under a
+        # profiler (nsys, ncu) is a grandchild that must not outlive us.
+        run = run_process(
+            cmd,
+            timeout_s=timeout_s,
+            env=child_env,
+            cwd=cwd or config.invocation_params.dir,
+            log_path=log_path,
+        )
+        code, text, wall = (-9 if run.timed_out else run.returncode), run.output, run.wall_s
+        if run.error:
+            text = f"cannot start {cmd[0]}: {run.error}"
         results: list[Result] = []
         if out.exists():
             from pytest_gpuperf.reporting.json_report import load_results
