@@ -28,6 +28,9 @@ from pytest_gpuperf.options import CALL_ONLY, PER_TEST_OPTIONS
 Probe = Callable[[BenchId, Callable[[], float]], AbstractContextManager[Any]]
 #: phase(bench_id, phase_name) -> context manager (NVTX ranges)
 PhaseRange = Callable[[BenchId, str], AbstractContextManager[object]]
+#: after_measure(bench_id, call, per_call_s) -> data for Result.extra, or None. Runs once per
+#: benchmark after its measurement, under the device lock; ``call()`` calls fn(*args, **kwargs).
+AfterMeasure = Callable[[BenchId, Callable[[], Any], float], "Mapping[str, Any] | None"]
 
 
 def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
@@ -52,6 +55,9 @@ class BenchContext:
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+    #: None: from the options and environment (artifacts.child.measure_hooks): a kernel
+    #: inventory when saving a baseline, the profiled calls of a capture child
+    after_measure: list[AfterMeasure] | None = None
 
 
 def _describe(fn: Any) -> str:
@@ -99,6 +105,7 @@ class GpuBench:
         self._names: set[str | None] = set()
         self.results: list[Result] = []
         self._oom: BenchOutOfMemory | None = None
+        self._after: list[AfterMeasure] | None = ctx.after_measure
 
     @property
     def device(self) -> str:
@@ -241,6 +248,7 @@ class GpuBench:
                     raw, telemetry = self._with_probes(bid, timer, policy)
                 wall = time.perf_counter() - t_start
                 peak = timer.peak_memory()
+                extra = self._after_measure(bid, fn, args, kwargs, raw.rounds)
             result = Result(
                 id=bid,
                 device=ctx.device,
@@ -260,6 +268,7 @@ class GpuBench:
                 telemetry=telemetry,
                 environment=env,
                 policy=_policy_record(policy, mode),
+                extra=extra,
             )
             result.notes.extend(flag_notes(result, policy))
             self.results.append(result)
@@ -281,6 +290,32 @@ class GpuBench:
                     if extra:
                         telemetry = {**(telemetry or {}), **extra}
         return raw, telemetry
+
+    def _after_measure(
+        self,
+        bid: BenchId,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        rounds: list[float],
+    ) -> dict[str, Any]:
+        """Run the after-measure hooks (kernel inventory, capture child); never raise."""
+        if self._after is None:
+            from pytest_gpuperf.artifacts.child import measure_hooks
+
+            self._after = measure_hooks(self._ctx.config, self._ctx.device)
+        if not self._after:
+            return {}
+        per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
+        out: dict[str, Any] = {}
+        for hook in self._after:
+            try:
+                extra = hook(bid, lambda: fn(*args, **kwargs), per_call)
+            except Exception as e:
+                extra = {"after_measure_error": f"{type(e).__name__}: {_first_line(e)}"}
+            if extra:
+                out.update(extra)
+        return out
 
     def teardown(self) -> None:
         """After the test: release what an out-of-memory failure kept alive.

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.base import Collector
+    from pytest_gpuperf.artifacts.diagnose import Evidence
     from pytest_gpuperf.model import Result
 
 
@@ -24,3 +26,58 @@ def pytest_gpuperf_session_finish(config: pytest.Config, results: list[Result]) 
             for r in results:
                 print(r.id.key, r.median)
     """
+
+
+@pytest.hookspec
+def pytest_gpuperf_collectors(config: pytest.Config) -> list[Collector]:
+    """Return collectors to run, after the built-in ones, when a benchmark's evidence is captured.
+
+    A collector has a ``name``, ``available()`` (``None``, or why it cannot
+    run here) and ``collect(ctx) -> CollectorResult``
+    (:mod:`pytest_gpuperf.artifacts.base`). It writes into
+    ``ctx.folder(name)``, may re-run the test with ``ctx.run_child(env=...,
+    prefix=[...], timeout_s=ctx.budget(), log_path=...)`` and reads what
+    earlier collectors found in ``ctx.state`` (``"profiles"``, ``"hotspots"``).
+    An exception it raises becomes its failure reason, never a test error::
+
+        # conftest.py
+        import shutil
+        from pytest_gpuperf.artifacts import CollectorResult
+
+        class NvidiaSmi:
+            name = "nvidia_smi"
+
+            def available(self):
+                return None if shutil.which("nvidia-smi") else "nvidia-smi not found on PATH"
+
+            def collect(self, ctx):
+                import subprocess
+                out = ctx.folder(self.name) / "nvidia-smi.txt"
+                out.write_text(subprocess.run(["nvidia-smi", "-q"], capture_output=True,
+                                              text=True, timeout=ctx.budget()).stdout)
+                return CollectorResult(self.name, files=[out])
+
+        def pytest_gpuperf_collectors(config):
+            return [NvidiaSmi()]
+    """
+    return []
+
+
+@pytest.hookspec
+def pytest_gpuperf_diagnose(
+    config: pytest.Config, result: Result | None, analysis: Evidence
+) -> list[str]:
+    """Return sentences to add to the diagnosis of a regressed benchmark.
+
+    ``analysis`` is the :class:`~pytest_gpuperf.artifacts.diagnose.Evidence`:
+    ``slowdown_s``, ``analysis`` (the profile: ``busy_fraction``, ``gaps``,
+    ``syncs``, ``copies``), ``kernel_diff``, ``ncu``, ``compile``::
+
+        # conftest.py
+        def pytest_gpuperf_diagnose(config, result, analysis):
+            prof = analysis.analysis
+            if prof is not None and prof.copies_per_call("DtoH")[0] > 0:
+                return ["our kernels never copy to the host: look for a debug print"]
+            return []
+    """
+    return []

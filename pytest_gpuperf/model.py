@@ -108,6 +108,9 @@ class Result:
     #: where it ran (environment.collect_environment); shared by a session's results
     environment: dict[str, Any] | None = None
     run_id: str | None = None
+    #: opaque per-run data stored with a baseline run (``"kernels"``: the kernel
+    #: inventory of artifacts.inventory); empty for most results
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def summary(self) -> Summary:

@@ -138,6 +138,24 @@ def baseline_name(v: Any) -> str:
     return name
 
 
+def name_list(v: Any) -> tuple[str, ...]:
+    """Names separated by commas or spaces (``"nsys,ncu"``); empty for none."""
+    if v is None:
+        return ()
+    items = list(v) if isinstance(v, (list, tuple)) else None
+    if items is None:
+        if not _is_str(v):
+            raise OptionValueError(f"expected names separated by commas, got {v!r}")
+        items = [x for x in v.replace(",", " ").split() if x]
+    out = []
+    for x in items:
+        name = str(x).strip().lower()
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise OptionValueError(f"expected names such as nsys,ncu; {x!r} is not a name")
+        out.append(name)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -291,6 +309,65 @@ OPTIONS: tuple[Option, ...] = (
         "is learnt from them",
         metavar="N",
     ),
+    # --- capture (issue 5) ---
+    Option(
+        "capture",
+        choice("never", "on-failure", "always"),
+        "on-failure",
+        "capture profiles of a benchmark (torch.profiler, nsys, ncu, TORCH_TRACE) and diagnose "
+        "it: never, on-failure (a regression) or always",
+        metavar="never|on-failure|always",
+    ),
+    Option(
+        "artifacts_dir",
+        text,
+        ".gpuperf/artifacts",
+        "directory of captured profiles: <dir>/<run id>/<test>/<tool>/, with a manifest.json",
+        metavar="DIR",
+    ),
+    Option(
+        "capture_timeout",
+        positive_float,
+        60.0,
+        "seconds one capture tool may run before it is killed",
+        metavar="SECONDS",
+    ),
+    Option(
+        "capture_budget",
+        positive_float,
+        120.0,
+        "seconds the whole capture of one test may take; tools not reached are skipped",
+        metavar="SECONDS",
+    ),
+    Option(
+        "capture_skip",
+        name_list,
+        (),
+        "capture tools to leave out, e.g. nsys,ncu (tools: torch_profiler, torch_trace, nsys, ncu)",
+        metavar="NAMES",
+    ),
+    Option(
+        "capture_calls",
+        int_at_least(2),
+        10,
+        "steady-state calls profiled per benchmark (fewer when they would take over 2 s)",
+        metavar="N",
+    ),
+    Option(
+        "ncu_kernels",
+        int_at_least(0),
+        3,
+        "hotspot kernels (by GPU time) that Nsight Compute profiles; 0 turns ncu off",
+        metavar="N",
+    ),
+    Option(
+        "inventory",
+        choice("auto", "always", "never"),
+        "auto",
+        "profile a few calls after measuring and keep the kernel inventory with the result: "
+        "auto (when saving a baseline), always, never",
+        metavar="auto|always|never",
+    ),
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
@@ -337,7 +414,7 @@ def _dest(opt: Option) -> str:
 
 
 def _show_default(v: Any) -> str:
-    if v is None:
+    if v is None or v == ():
         return "none"
     if isinstance(v, bool):
         return str(v).lower()

@@ -1,0 +1,273 @@
+"""The measuring process's side of a capture: calls of the benchmarked function, profiled.
+
+The fixture calls each hook of :func:`measure_hooks` once per measured
+benchmark, after its measurement, while it still holds the GPU lock::
+
+    extra = hook(bench_id, call, per_call_s)   # call() runs fn(*args, **kwargs) once
+
+Two hooks exist:
+
+* :class:`ChildCapture`, in a child process that :func:`~.capture` started
+  (``--gpuperf-child`` and the ``GPUPERF_CAPTURE`` spec in its environment):
+  a few steady-state calls under torch.profiler (the trace is written for
+  the parent to read), or bracketed by ``cudaProfilerStart/Stop`` for
+  ``nsys --capture-range=cudaProfilerApi``, or one call inside the NVTX range
+  ``gpuperf_capture`` for ``ncu --nvtx-include gpuperf_capture/``.
+* :class:`InventoryHook`, when a baseline is saved (``--gpuperf-inventory``):
+  a short torch.profiler pass in the same process, whose kernel inventory
+  goes into ``Result.extra["kernels"]`` and so into the baseline.
+
+Neither may fail a benchmark: an error becomes a note in the status file or
+the result's ``extra``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.artifacts.layout import safe_name
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.config import GpuPerfConfig
+    from pytest_gpuperf.model import BenchId
+
+CAPTURE_ENV = "GPUPERF_CAPTURE"
+STATUS_FILE = "child-status.json"
+#: The NVTX range (default domain) around the one call that ncu profiles.
+NCU_RANGE = "gpuperf_capture"
+#: The NVTX range around the calls that nsys captures.
+NSYS_RANGE = "gpuperf_capture"
+DEFAULT_CALLS = 10
+WARM_CALLS = 2
+#: Longest profiled window, seconds: calls are fewer for slow functions.
+MAX_WINDOW_S = 2.0
+
+AfterMeasure = Callable[["BenchId", Callable[[], Any], float], "Mapping[str, Any] | None"]
+
+
+def measure_hooks(cfg: GpuPerfConfig | None, device: str) -> list[AfterMeasure]:
+    """The hooks the fixture runs after each measurement in this process."""
+    spec = os.environ.get(CAPTURE_ENV)
+    if spec and os.environ.get("GPUPERF_CHILD") == "1":
+        try:
+            return [ChildCapture(json.loads(spec), device)]
+        except (ValueError, TypeError, KeyError) as e:
+            print(f"gpuperf: ignoring a bad {CAPTURE_ENV} spec: {e}", file=sys.stderr)
+            return []
+    if cfg is None or os.environ.get("GPUPERF_CHILD") == "1":
+        return []
+    mode = _setting(cfg, "inventory", "auto")
+    if mode == "always" or (mode == "auto" and _setting(cfg, "save", None)):
+        return [InventoryHook(device, calls=int(_setting(cfg, "capture_calls", DEFAULT_CALLS)))]
+    return []
+
+
+def _setting(cfg: GpuPerfConfig, name: str, default: Any) -> Any:
+    try:
+        return cfg[name]
+    except KeyError:
+        return default
+
+
+def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> int:
+    """How many calls to profile: ``calls``, fewer when they would take over ``max_s``."""
+    if per_call_s > 0 and math.isfinite(per_call_s):
+        calls = min(calls, int(max_s / per_call_s))
+    return max(2, calls)
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def profile_calls(
+    call: Callable[[], Any],
+    *,
+    device: str,
+    calls: int,
+    trace_path: Path,
+    warm_calls: int = WARM_CALLS,
+) -> dict[str, Any]:
+    """Profile ``calls`` calls with torch.profiler; write the Chrome trace; return facts.
+
+    Each call is the range ``gpuperf/call#<i>`` (:mod:`.timeline` reads the
+    trace relative to them). The profiler is started after ``warm_calls``
+    calls and a synchronize, so the trace holds steady-state work only.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from pytest_gpuperf.artifacts.timeline import CALL_PREFIX
+
+    for _ in range(warm_calls):
+        call()
+    _sync(device)
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    t0 = time.perf_counter()
+    with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
+        for i in range(calls):
+            with record_function(f"{CALL_PREFIX}{i}"):
+                call()
+        _sync(device)
+    wall = time.perf_counter() - t0
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(trace_path))
+    return {
+        "calls": calls,
+        "warm_calls": warm_calls,
+        "window_s": wall,
+        "torch": str(torch.__version__),
+        "device_name": torch.cuda.get_device_name() if device == "cuda" else None,
+        "trace": trace_path.name,
+    }
+
+
+def dynamo_counters() -> dict[str, dict[str, int]] | None:
+    """torch._dynamo's counters (graph breaks, unique graphs, ...), if dynamo ran here."""
+    if "torch._dynamo" not in sys.modules:
+        return None
+    try:
+        from torch._dynamo.utils import counters
+    except Exception:
+        return None
+    return {str(k): {str(kk): int(vv) for kk, vv in v.items()} for k, v in counters.items() if v}
+
+
+class ChildCapture:
+    """The hook of a capture child: what ``spec["tool"]`` needs from each regressed benchmark."""
+
+    def __init__(self, spec: Mapping[str, Any], device: str):
+        self.tool = str(spec["tool"])
+        self.dir = Path(spec["dir"])
+        keys = spec.get("keys")
+        self.keys = set(keys) if keys else None
+        self.calls = int(spec.get("calls") or DEFAULT_CALLS)
+        self.warm_calls = int(spec.get("warm_calls") or WARM_CALLS)
+        self.device = device
+        self.done: set[str] = set()
+
+    def __call__(
+        self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
+    ) -> Mapping[str, Any] | None:
+        key = bench_id.key
+        if (self.keys is not None and key not in self.keys) or key in self.done:
+            return None
+        self.done.add(key)
+        entry: dict[str, Any] = {"key": key}
+        try:
+            if self.tool == "torch_profiler":
+                n = window_calls(self.calls, per_call_s)
+                trace = self.dir / f"{safe_name(key)}.trace.json"
+                entry.update(
+                    profile_calls(
+                        call, device=self.device, calls=n, trace_path=trace,
+                        warm_calls=self.warm_calls,
+                    )
+                )  # fmt: skip
+                entry["per_call_s"] = per_call_s
+                entry["mode"] = bench_id.mode
+            elif self.tool == "nsys":
+                entry.update(self._nsys_window(call, window_calls(self.calls, per_call_s)))
+            elif self.tool == "ncu":
+                entry.update(self._ncu_window(call))
+            entry["dynamo"] = dynamo_counters()
+        except Exception as e:
+            entry["error"] = f"{type(e).__name__}: {e}"
+            entry["traceback"] = traceback.format_exc(limit=8)
+        self._record(entry)
+        return None
+
+    def _nsys_window(self, call: Callable[[], Any], calls: int) -> dict[str, Any]:
+        import torch
+
+        for _ in range(self.warm_calls):
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        torch.cuda.nvtx.range_push(NSYS_RANGE)
+        try:
+            for i in range(calls):
+                torch.cuda.nvtx.range_push(f"call#{i}")
+                call()
+                torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
+        finally:
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.profiler.stop()
+        return {"calls": calls, "range": NSYS_RANGE}
+
+    def _ncu_window(self, call: Callable[[], Any]) -> dict[str, Any]:
+        import torch
+
+        for _ in range(self.warm_calls):
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(NCU_RANGE)
+        try:
+            call()
+            torch.cuda.synchronize()
+        finally:
+            torch.cuda.nvtx.range_pop()
+        return {"calls": 1, "range": NCU_RANGE}
+
+    def _record(self, entry: Mapping[str, Any]) -> None:
+        path = self.dir / STATUS_FILE
+        doc: dict[str, Any] = {"tool": self.tool, "benchmarks": []}
+        try:
+            if path.exists():
+                doc = json.loads(path.read_text())
+        except ValueError:
+            pass
+        doc.setdefault("benchmarks", []).append(dict(entry))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1, default=str))
+
+
+def read_status(directory: Path) -> dict[str, Any]:
+    """What a capture child recorded (empty if it never reached a benchmark)."""
+    path = directory / STATUS_FILE
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+        return doc
+    except (OSError, ValueError):
+        return {}
+
+
+class InventoryHook:
+    """A short profiler pass after measuring, for the baseline's kernel inventory."""
+
+    def __init__(self, device: str, calls: int = DEFAULT_CALLS):
+        self.device = device
+        self.calls = calls
+
+    def __call__(
+        self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
+    ) -> Mapping[str, Any] | None:
+        from pytest_gpuperf.artifacts.inventory import inventory_from_trace
+        from pytest_gpuperf.artifacts.timeline import load_trace, parse_trace
+
+        with tempfile.TemporaryDirectory(prefix="gpuperf-inventory-") as tmp:
+            path = Path(tmp) / "trace.json"
+            try:
+                profile_calls(
+                    call, device=self.device, calls=window_calls(self.calls, per_call_s, 1.0),
+                    trace_path=path,
+                )  # fmt: skip
+                inv = inventory_from_trace(parse_trace(load_trace(path)))
+            except Exception as e:
+                return {"kernels_error": f"{type(e).__name__}: {e}"}
+        return {"kernels": inv}
