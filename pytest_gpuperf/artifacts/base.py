@@ -1,0 +1,135 @@
+"""What a collector is, what it gets, and what it gives back.
+
+A collector captures one kind of evidence for one regressed test (a
+torch.profiler trace, an Nsight Systems report, ...). It gets a
+:class:`CaptureContext` and returns a :class:`CollectorResult`; it never
+raises for a problem of its own (a missing tool, a hung child, a parse
+error): that becomes the result's ``reason``. The capture runner catches
+anything that escapes anyway.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_gpuperf.config import GpuPerfConfig
+    from pytest_gpuperf.model import Result
+    from pytest_gpuperf.rerun import ChildRun
+
+OK = "ok"
+SKIPPED = "skipped"
+FAILED = "failed"
+TIMEOUT = "timeout"
+STATUSES = (OK, SKIPPED, FAILED, TIMEOUT)
+
+
+@dataclass
+class CollectorResult:
+    """What one collector produced: files (in its folder), a JSON-safe summary, or why not."""
+
+    name: str
+    status: str = OK
+    files: list[Path] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @classmethod
+    def skipped(cls, name: str, reason: str) -> CollectorResult:
+        return cls(name, SKIPPED, reason=reason)
+
+    @classmethod
+    def failed(cls, name: str, reason: str, **kw: Any) -> CollectorResult:
+        return cls(name, FAILED, reason=reason, **kw)
+
+    def to_dict(self, relative_to: Path | None = None) -> dict[str, Any]:
+        def rel(p: Path) -> str:
+            if relative_to is not None:
+                try:
+                    return str(p.relative_to(relative_to))
+                except ValueError:
+                    pass
+            return str(p)
+
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reason": self.reason,
+            "wall_s": round(self.wall_s, 3),
+            "files": [rel(p) for p in self.files],
+            "summary": self.summary,
+        }
+
+    def line(self) -> str:
+        """One line for the failure message."""
+        if self.status == OK:
+            return f"{self.name}: ok ({self.wall_s:.1f} s)"
+        return f"{self.name}: {self.status}: {self.reason}"
+
+
+#: run_child(nodeid, tool, extra_args, env, prefix, timeout_s, log_path) -> ChildRun
+ChildRunner = Callable[..., "ChildRun"]
+
+
+@dataclass
+class CaptureContext:
+    """Everything a collector needs about the regressed test, and what earlier collectors found.
+
+    ``directory`` is the test's folder; a collector writes into
+    ``directory / <its name>``. ``keys`` are the regressed benchmarks' keys
+    (``BenchId.key``). ``state`` carries findings between collectors (the
+    profiler pass puts its analysis and hotspot kernels there for ncu and
+    TORCH_TRACE). ``deadline`` is the ``time.monotonic()`` by which the whole
+    capture must end; :meth:`budget` gives a collector its share.
+    """
+
+    nodeid: str
+    directory: Path
+    device: str
+    keys: Sequence[str]
+    results: Sequence[Result] = ()
+    comparisons: Mapping[str, Any] = field(default_factory=dict)
+    config: pytest.Config | None = None
+    cfg: GpuPerfConfig | None = None
+    timeout_s: float = 60.0
+    deadline: float = float("inf")
+    calls: int = 10
+    ncu_kernels: int = 3
+    run_child: ChildRunner | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def budget(self, cap: float | None = None) -> float:
+        """Seconds this collector may use: the per-tool timeout, the cap, and what is left."""
+        left = self.deadline - time.monotonic()
+        return max(0.0, min(self.timeout_s, cap if cap is not None else self.timeout_s, left))
+
+    def folder(self, name: str) -> Path:
+        path = self.directory / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """One kind of evidence. Add your own with the ``pytest_gpuperf_collectors`` hook."""
+
+    name: str
+
+    def available(self) -> str | None:
+        """``None`` if this collector can run here, else why not (``"nsys not found on PATH"``)."""
+        ...
+
+    def collect(self, ctx: CaptureContext) -> CollectorResult:
+        """Capture into ``ctx.folder(self.name)``; report problems in the result, never raise."""
+        ...

@@ -1,0 +1,457 @@
+"""Capture the evidence of one regressed test and say where the time went.
+
+:func:`capture` is what the verdict step calls. It lays out the test's
+folder, runs the collectors in order (each within its time budget; a missing
+tool is skipped with the reason, any failure becomes that collector's
+reason), diffs the kernel inventories, diagnoses each regressed benchmark,
+writes ``manifest.json`` and returns a :class:`CaptureReport`. It never
+raises for a problem of a collector, and it does nothing in a child process
+(``--gpuperf-child``), so re-runs cannot recurse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.artifacts.base import (
+    FAILED,
+    SKIPPED,
+    CaptureContext,
+    ChildRunner,
+    Collector,
+    CollectorResult,
+)
+from pytest_gpuperf.artifacts.diagnose import Diagnosis, Evidence, diagnose
+from pytest_gpuperf.artifacts.inventory import combine, diff_inventories
+from pytest_gpuperf.artifacts.layout import Layout, write_manifest
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_gpuperf.config import GpuPerfConfig
+    from pytest_gpuperf.model import Result
+
+NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
+POLICIES = (NEVER, ON_FAILURE, ALWAYS)
+
+
+def should_capture(policy: str, failed: bool) -> bool:
+    """Whether a test with this outcome is captured under ``policy``."""
+    return policy == ALWAYS or (policy == ON_FAILURE and failed)
+
+
+def default_collectors() -> list[Collector]:
+    """The built-in collectors, in the order they run (later ones use earlier findings)."""
+    from pytest_gpuperf.artifacts.ncu import NcuCollector
+    from pytest_gpuperf.artifacts.nsys import NsysCollector
+    from pytest_gpuperf.artifacts.torch_profiler import TorchProfilerCollector
+    from pytest_gpuperf.artifacts.torch_trace import TorchTraceCollector
+
+    return [TorchProfilerCollector(), TorchTraceCollector(), NsysCollector(), NcuCollector()]
+
+
+def collectors_for(config: pytest.Config | None) -> list[Collector]:
+    """The built-in collectors plus those of ``pytest_gpuperf_collectors`` hooks."""
+    out = default_collectors()
+    if config is not None:
+        hook = getattr(config.hook, "pytest_gpuperf_collectors", None)
+        if hook is not None:
+            for extra in hook(config=config):
+                out.extend(extra or [])
+    return out
+
+
+@dataclass
+class CaptureReport:
+    """What :func:`capture` did: per-collector results, diagnoses, the folder and manifest."""
+
+    nodeid: str
+    directory: Path
+    collectors: list[CollectorResult]
+    diagnoses: dict[str, Diagnosis]
+    wall_s: float
+    manifest: Path | None = None
+    kernel_diffs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def diagnosis(self) -> str:
+        """The paragraph(s) that open the failure message."""
+        return "\n\n".join(d.paragraph for d in self.diagnoses.values())
+
+    def message(self) -> str:
+        """Diagnosis first, then details, then what was captured and where."""
+        out = []
+        for d in self.diagnoses.values():
+            out.append(d.text())
+            out.append("")
+        out.append(f"evidence ({self.wall_s:.0f} s) in {self.directory}:")
+        for c in self.collectors:
+            out.append(f"  {c.line()}")
+            for f in c.files[:6]:
+                out.append(f"    {_rel(f, self.directory)}")
+            if len(c.files) > 6:
+                out.append(f"    ... {len(c.files) - 6} more file(s)")
+        if self.manifest is not None:
+            out.append(f"  manifest: {self.manifest}")
+        return "\n".join(out).rstrip() + "\n"
+
+    def artifacts(self) -> list[dict[str, Any]]:
+        """JSON-safe entries for ``Result.artifacts`` and the results JSON."""
+        out: list[dict[str, Any]] = []
+        for c in self.collectors:
+            out.append(
+                {
+                    "collector": c.name,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "files": [str(f) for f in c.files],
+                }
+            )
+        if self.manifest is not None:
+            out.append({"collector": "manifest", "status": "ok", "files": [str(self.manifest)]})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "directory": str(self.directory),
+            "manifest": str(self.manifest) if self.manifest else None,
+            "wall_s": round(self.wall_s, 3),
+            "collectors": [c.to_dict(self.directory) for c in self.collectors],
+            "diagnoses": {k: d.to_dict() for k, d in self.diagnoses.items()},
+        }
+
+
+def _rel(p: Path, base: Path) -> str:
+    try:
+        return str(p.relative_to(base))
+    except ValueError:
+        return str(p)
+
+
+def _get(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def baseline_inventory(runs: Any) -> dict[str, Any] | None:
+    """The combined inventory of a benchmark's baseline runs.
+
+    ``runs`` is a sequence of baseline runs (``RunRecord``), of their
+    ``extra`` dicts, or of inventories, or one inventory.
+    """
+    if runs is None:
+        return None
+    if isinstance(runs, Mapping):
+        runs = [runs]
+    invs = []
+    for r in runs:
+        extra = _get(r, "extra") if not isinstance(r, Mapping) or "schema" not in r else None
+        if extra is not None:
+            inv = _get(extra, "kernels")
+        elif isinstance(r, Mapping) and "kernels" in r and isinstance(r["kernels"], Mapping):
+            inv = r["kernels"]
+        else:
+            inv = r
+        if isinstance(inv, Mapping) and inv.get("schema"):
+            invs.append(inv)
+    return combine(invs)
+
+
+def capture(
+    config: pytest.Config | None,
+    cfg: GpuPerfConfig | None,
+    nodeid: str,
+    results: Sequence[Result],
+    comparisons: Mapping[str, Any] | None = None,
+    *,
+    device: str,
+    run_id: str,
+    baselines: Mapping[str, Any] | None = None,
+    keys: Sequence[str] | None = None,
+    collectors: Sequence[Collector] | None = None,
+    run_child: ChildRunner | None = None,
+    artifacts_dir: Path | str | None = None,
+) -> CaptureReport | None:
+    """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
+
+    ``results`` are the test's results; ``comparisons`` maps a benchmark key
+    to its verdict (a ``verdict.Comparison`` or its dict; ``Result.comparison``
+    is used when absent); ``baselines`` maps a key to its baseline runs
+    (``RunRecord`` objects or their ``extra`` dicts) for the kernel diff.
+    ``keys`` are the benchmarks to capture (default: those whose verdict is
+    ``regression``, else all of the test's). Returns ``None`` in a child
+    process. Never raises for a collector's problem.
+    """
+    if config is not None:
+        from pytest_gpuperf.rerun import is_child
+
+        if is_child(config):
+            return None
+    t0 = time.monotonic()
+    settings = _settings(cfg)
+    comparisons = dict(comparisons or {})
+    for r in results:
+        if r.id.key not in comparisons and r.comparison:
+            comparisons[r.id.key] = r.comparison
+    if keys is None:
+        keys = [k for k, c in comparisons.items() if _get(c, "kind") == "regression"]
+        keys = keys or [r.id.key for r in results]
+    root = Path(artifacts_dir or settings["artifacts_dir"])
+    if config is not None and not root.is_absolute():
+        root = Path(config.rootpath) / root
+    layout = Layout(root, run_id)
+    directory = layout.prepare(nodeid)
+    if run_child is None and config is not None and cfg is not None:
+        run_child = _child_runner(config, cfg, nodeid, device)
+    ctx = CaptureContext(
+        nodeid=nodeid,
+        directory=directory,
+        device=device,
+        keys=list(keys),
+        results=list(results),
+        comparisons=comparisons,
+        config=config,
+        cfg=cfg,
+        timeout_s=float(settings["capture_timeout"]),
+        deadline=t0 + float(settings["capture_budget"]),
+        calls=int(settings["capture_calls"]),
+        ncu_kernels=int(settings["ncu_kernels"]),
+        run_child=run_child,
+    )
+    skip = set(settings["capture_skip"])
+    if ctx.ncu_kernels <= 0:
+        skip.add("ncu")
+    done: list[CollectorResult] = []
+    for col in collectors if collectors is not None else collectors_for(config):
+        done.append(_run_collector(col, ctx, skip, float(settings["capture_budget"])))
+
+    diagnoses: dict[str, Diagnosis] = {}
+    diffs: dict[str, Any] = {}
+    by_key = {r.id.key: r for r in results}
+    for key in ctx.keys:
+        try:
+            ev = _evidence(
+                ctx, key, by_key.get(key), comparisons.get(key), (baselines or {}).get(key)
+            )
+            if ev.kernel_diff is not None:
+                diffs[key] = ev.kernel_diff.to_dict()
+            extra = _hook_lines(config, by_key.get(key), ev)
+            diagnoses[key] = diagnose(ev, extra)
+        except Exception as e:  # the diagnosis must never turn a verdict into an error
+            diagnoses[key] = Diagnosis(
+                key, f"{key}: the diagnosis failed ({type(e).__name__}: {e}).", [],
+                [traceback.format_exc(limit=5)],
+            )  # fmt: skip
+    if diffs:
+        (directory / "kernel_diff.json").write_text(json.dumps(diffs, indent=1, default=str))
+    wall = time.monotonic() - t0
+    report = CaptureReport(nodeid, directory, done, diagnoses, wall, kernel_diffs=diffs)
+    try:
+        report.manifest = write_manifest(
+            directory,
+            nodeid=nodeid,
+            run_id=run_id,
+            device=device,
+            benchmarks=ctx.keys,
+            collectors=[c.to_dict(directory) for c in done],
+            diagnosis={k: d.to_dict() for k, d in diagnoses.items()},
+            wall_s=wall,
+        )
+    except OSError:
+        report.manifest = None
+    return report
+
+
+def _settings(cfg: GpuPerfConfig | None) -> dict[str, Any]:
+    from pytest_gpuperf.options import OPTIONS_BY_NAME
+
+    names = ("artifacts_dir", "capture_timeout", "capture_budget", "capture_skip",
+             "capture_calls", "ncu_kernels")  # fmt: skip
+    out = {}
+    for n in names:
+        try:
+            out[n] = cfg[n] if cfg is not None else OPTIONS_BY_NAME[n].default
+        except KeyError:
+            out[n] = OPTIONS_BY_NAME[n].default
+    return out
+
+
+def _run_collector(
+    col: Collector, ctx: CaptureContext, skip: set[str], budget: float
+) -> CollectorResult:
+    name = str(getattr(col, "name", type(col).__name__))
+    if name.lower() in skip:
+        return CollectorResult.skipped(name, "turned off (--gpuperf-capture-skip)")
+    start = time.monotonic()
+    try:
+        why = col.available()
+        if why:
+            return CollectorResult.skipped(name, why)
+        if ctx.budget() < 1.0:
+            return CollectorResult.skipped(
+                name,
+                f"no time left in the capture budget ({budget:.0f} s, --gpuperf-capture-budget)",
+            )
+        res = col.collect(ctx)
+        if not isinstance(res, CollectorResult):
+            raise TypeError(f"collect() returned {type(res).__name__}, not a CollectorResult")
+    except Exception as e:
+        res = CollectorResult(name, FAILED, reason=f"{type(e).__name__}: {e}")
+    if not res.wall_s:
+        res.wall_s = time.monotonic() - start
+    if res.status == SKIPPED and not res.reason:
+        res.reason = "skipped"
+    return res
+
+
+def _evidence(
+    ctx: CaptureContext, key: str, result: Result | None, comparison: Any, baseline_runs: Any
+) -> Evidence:
+    prof = (ctx.state.get("profiles") or {}).get(key) or {}
+    base_inv = baseline_inventory(baseline_runs)
+    if base_inv is None and result is not None:
+        base_inv = None
+    b_s = _get(comparison, "baseline_s")
+    c_s = _get(comparison, "current_s")
+    if c_s is None and result is not None and result.rounds:
+        c_s = result.median
+    ev = Evidence(
+        key=key,
+        display=result.id.display if result is not None else key,
+        baseline_s=b_s,
+        current_s=c_s,
+        analysis=prof.get("analysis"),
+        baseline_inventory=base_inv,
+        child_median_s=prof.get("child_median_s"),
+    )
+    cur_inv = prof.get("inventory")
+    if base_inv and cur_inv:
+        ev.kernel_diff = diff_inventories(base_inv, cur_inv, ev.slowdown_s)
+    ev.ncu = list((ctx.state.get("ncu") or {}).values())
+    ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
+    ev.nsys = list(ctx.state.get("nsys_findings") or [])
+    return ev
+
+
+def _compile_from_counters(counters: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Compile findings from torch._dynamo's counters in the profiler child."""
+    if not counters:
+        return None
+    breaks = counters.get("graph_break") or {}
+    stats = counters.get("stats") or {}
+    if not breaks and not stats.get("unique_graphs"):
+        return None
+    return {
+        "graphs": stats.get("unique_graphs"),
+        "graph_break_count": sum(int(v) for v in breaks.values()),
+        "graph_breaks": [
+            {"reason": str(r).strip().splitlines()[0], "count": int(n)} for r, n in breaks.items()
+        ],
+        "recompiles": [],
+        "fallbacks": [],
+        "source": "torch._dynamo counters",
+    }
+
+
+def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidence) -> list[str]:
+    if config is None:
+        return []
+    hook = getattr(config.hook, "pytest_gpuperf_diagnose", None)
+    if hook is None:
+        return []
+    lines: list[str] = []
+    try:
+        for got in hook(config=config, result=result, analysis=ev):
+            lines.extend(str(x) for x in got or [])
+    except Exception as e:
+        lines.append(f"a pytest_gpuperf_diagnose hook failed: {type(e).__name__}: {e}")
+    return lines
+
+
+def _child_runner(
+    config: pytest.Config, cfg: GpuPerfConfig, nodeid: str, device: str
+) -> ChildRunner:
+    from pytest_gpuperf.rerun import run_child
+
+    def run(
+        *,
+        env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        timeout_s: float,
+        log_path: Path | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> Any:
+        return run_child(
+            config, cfg, nodeid, device=device, extra_args=extra_args, env=env, prefix=prefix,
+            timeout_s=timeout_s, log_path=log_path,
+        )  # fmt: skip
+
+    return run
+
+
+def standalone_runner(
+    nodeid: str,
+    *,
+    rootdir: Path | str,
+    device: str,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> ChildRunner:
+    """A child runner without a pytest session (for scripts and tests of the collectors).
+
+    It runs ``python -m pytest <nodeid> --gpuperf-child ...`` in ``rootdir``
+    as :func:`pytest_gpuperf.rerun.run_child` does, with ``args`` added.
+    """
+    from pytest_gpuperf.artifacts.process import run_process
+    from pytest_gpuperf.reporting.json_report import load_results
+    from pytest_gpuperf.rerun import CHILD_ENV, CHILD_FLAG, ChildRun
+
+    base_env = dict(env or {})
+
+    def run(
+        *,
+        env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        timeout_s: float,
+        log_path: Path | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> ChildRun:
+        with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
+            out = Path(tmp) / "results.json"
+            cmd = [
+                *prefix, sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
+                CHILD_FLAG, f"--gpuperf-device={device}", f"--gpuperf-json={out}",
+                *args, *extra_args,
+            ]  # fmt: skip
+            child_env = dict(os.environ)
+            child_env.pop("PYTEST_ADDOPTS", None)
+            child_env.pop("PYTEST_XDIST_WORKER", None)
+            child_env[CHILD_ENV] = "1"
+            child_env.update(base_env)
+            child_env.update(env or {})
+            proc = run_process(
+                cmd, timeout_s=timeout_s, env=child_env, cwd=rootdir, log_path=log_path
+            )
+            results = []
+            if out.exists():
+                try:
+                    results = load_results(json.loads(out.read_text()))
+                except (ValueError, KeyError):
+                    results = []
+            code = -9 if proc.timed_out else proc.returncode
+            return ChildRun(results, code, proc.wall_s, proc.tail, cmd)
+
+    return run

@@ -1,0 +1,429 @@
+"""Where the time went: evidence of one regressed benchmark to a short paragraph. Pure Python.
+
+The paragraph follows the usual analysis flow. First: was the GPU idle
+(busy fraction over the profiled calls, largest gaps and what the host did
+in them, launch-bound signs, host syncs, host-device copies) or busy but
+slow (which kernels got slower, appeared or vanished, and what Nsight
+Compute says limits them)? For compiled code: graph breaks, recompiles and
+fallbacks. The most likely cause comes first, named so that a reader (and a
+test) can tell: :data:`CAUSES`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_gpuperf.artifacts.inventory import KernelDiff, short_name
+from pytest_gpuperf.artifacts.timeline import ProfileAnalysis
+
+HOST_SYNC = "host-sync"
+H2D_COPY = "h2d-copy"
+LAUNCH_BOUND = "launch-bound"
+GPU_IDLE = "gpu-idle"
+KERNEL_VARIANT = "kernel-variant"
+EXTRA_COPY = "extra-copy"
+KERNEL_SLOWER = "kernel-slower"
+MORE_KERNELS = "more-kernels"
+GRAPH_BREAK = "graph-break"
+RECOMPILE = "recompile"
+FALLBACK = "fallback"
+CAUSES = (
+    HOST_SYNC,
+    H2D_COPY,
+    LAUNCH_BOUND,
+    GPU_IDLE,
+    KERNEL_VARIANT,
+    EXTRA_COPY,
+    KERNEL_SLOWER,
+    MORE_KERNELS,
+    GRAPH_BREAK,
+    RECOMPILE,
+    FALLBACK,
+)
+#: Operators whose host sync belongs to a copy, not to user code.
+_COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone")
+_COPY_KERNEL = ("copy", "contiguous", "Memcpy", "Memset")
+
+
+def fmt_time(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "?"
+    a = abs(s)
+    if a >= 1:
+        return f"{s:.3g} s"
+    if a >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def fmt_bytes(b: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+@dataclass
+class Evidence:
+    """Everything known about one regressed benchmark (all parts optional)."""
+
+    key: str
+    display: str = ""
+    baseline_s: float | None = None
+    current_s: float | None = None
+    analysis: ProfileAnalysis | None = None
+    baseline_inventory: Mapping[str, Any] | None = None
+    kernel_diff: KernelDiff | None = None
+    ncu: Sequence[Mapping[str, Any]] = ()
+    compile: Mapping[str, Any] | None = None
+    nsys: Sequence[str] = ()
+    child_median_s: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline_s and self.current_s:
+            return self.current_s / self.baseline_s
+        return None
+
+    @property
+    def slowdown_s(self) -> float | None:
+        if self.baseline_s is None or self.current_s is None:
+            return None
+        return self.current_s - self.baseline_s
+
+
+@dataclass
+class Diagnosis:
+    key: str
+    paragraph: str
+    causes: list[str]
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def cause(self) -> str | None:
+        """The most likely cause (first of :attr:`causes`)."""
+        return self.causes[0] if self.causes else None
+
+    def text(self) -> str:
+        out = [self.paragraph]
+        if self.details:
+            out.append("")
+            out.extend(f"  {d}" for d in self.details)
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "cause": self.cause,
+            "causes": list(self.causes),
+            "paragraph": self.paragraph,
+            "details": list(self.details),
+        }
+
+
+@dataclass
+class _Finding:
+    cause: str
+    weight: float  # how well it explains the slowdown (0..1+)
+    sentence: str
+
+
+def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
+    """The paragraph that opens the failure message, with the details under it."""
+    a = ev.analysis
+    kd = ev.kernel_diff
+    base = ev.baseline_inventory or {}
+    slow_s = ev.slowdown_s
+    slow_us = slow_s * 1e6 if slow_s is not None and slow_s > 0 else None
+    name = ev.display or ev.key
+    head = f"{name}"
+    if ev.ratio is not None:
+        head += (
+            f" is {100 * (ev.ratio - 1):+.1f} % slower than its baseline "
+            f"({fmt_time(ev.baseline_s)} -> {fmt_time(ev.current_s)} per call)."
+        )
+    else:
+        head += " regressed."
+    findings: list[_Finding] = []
+    details: list[str] = []
+
+    # --- was the GPU idle? ---------------------------------------------------
+    idle_sentence = ""
+    if a is not None and a.device == "cuda":
+        busy = a.busy_fraction or 0.0
+        b_busy = base.get("busy_fraction")
+        explained = kd.explained if kd is not None else None
+        idle_grew = isinstance(b_busy, (int, float)) and busy < b_busy - 0.1
+        if busy < 0.8 and (explained is None or explained < 0.5 or idle_grew):
+            was = f", {100 * b_busy:.0f} % in the baseline" if isinstance(b_busy, float) else ""
+            idle_sentence = (
+                f"The GPU was idle: busy only {100 * busy:.0f} % of the profiled calls{was}"
+                + (
+                    f"; kernels explain {100 * max(explained, 0):.0f} % of the slowdown"
+                    if explained is not None
+                    else ""
+                )
+                + "."
+            )
+        findings += _idle_findings(a, base, slow_us)
+        details.append(
+            f"profile: {a.calls} steady-state calls, {fmt_time(a.per_call_us * 1e-6)} per call, "
+            f"GPU busy {100 * busy:.0f} %, {a.kernels / max(a.calls, 1):.0f} kernel(s) per call"
+            + (f" (median {a.median_kernel_us:.1f} µs)" if a.median_kernel_us else "")
+        )
+        for g in a.gaps[:3]:
+            details.append(
+                f"gap {g.dur_us:.1f} µs at +{g.start_us:.0f} µs, after {short_name(g.after, 40)}: "
+                f"{g.cause}"
+            )
+    elif a is not None:
+        details.append(
+            f"profile: {a.calls} calls on the CPU, {fmt_time(a.cpu_per_call_us * 1e-6)} per call"
+        )
+
+    # --- or busy but slow? -----------------------------------------------------
+    if kd is not None:
+        findings += _kernel_findings(kd, slow_us)
+        details += [f"kernels: {line}" for line in kd.lines()]
+    elif a is not None:
+        details.append("kernels: no baseline inventory to compare with (save a baseline again)")
+    ncu_by_name = {n.get("name"): n for n in ev.ncu}
+    for n in ev.ncu:
+        details.append("ncu: " + ncu_line(n))
+
+    # --- compiled code ---------------------------------------------------------
+    comp = ev.compile or {}
+    breaks = comp.get("graph_breaks") or []
+    n_breaks = int(comp.get("graph_break_count") or len(breaks))
+    kernels_moved = bool(kd and any(c.status in ("appeared", "vanished") for c in kd.changes))
+    if n_breaks:
+        reason = breaks[0].get("reason", "") if breaks and isinstance(breaks[0], Mapping) else ""
+        where = breaks[0].get("where", "") if breaks and isinstance(breaks[0], Mapping) else ""
+        findings.append(
+            _Finding(
+                GRAPH_BREAK,
+                0.9 if kernels_moved or idle_sentence else 0.5,
+                f"torch.compile broke the graph {n_breaks} time(s)"
+                + (f": {reason}" if reason else "")
+                + (f" ({where})" if where else "")
+                + "; the pieces compile apart, so fusions across the break are lost and each "
+                "piece adds its own launch overhead",
+            )
+        )
+    recompiles = comp.get("recompiles") or []
+    if recompiles:
+        findings.append(
+            _Finding(
+                RECOMPILE,
+                0.4,
+                f"{len(recompiles)} recompile(s): {recompiles[0]}",
+            )
+        )
+    fallbacks = comp.get("fallbacks") or []
+    if fallbacks:
+        findings.append(
+            _Finding(
+                FALLBACK, 0.3, f"ops left to eager ATen (fallbacks): {', '.join(fallbacks[:4])}"
+            )
+        )
+    if comp.get("graphs") is not None:
+        details.append(
+            f"compile: {comp.get('graphs')} graph(s), {n_breaks} graph break(s), "
+            f"{len(recompiles)} recompile(s)" + (f", fallbacks {fallbacks}" if fallbacks else "")
+        )
+    details += [f"nsys: {s}" for s in ev.nsys]
+
+    findings.sort(key=lambda f: -f.weight)
+    causes = [f.cause for f in findings if f.weight > 0]
+    if idle_sentence and not any(c in causes for c in (HOST_SYNC, H2D_COPY, LAUNCH_BOUND)):
+        causes.append(GPU_IDLE)
+    parts = [head]
+    if findings:
+        top = findings[0]
+        parts.append(f"Likely cause: {top.sentence}.")
+    if idle_sentence:
+        parts.append(idle_sentence)
+    parts += [f"Also: {f.sentence}." for f in findings[1:4]]
+    if (
+        kd is not None
+        and findings
+        and findings[0].cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY)
+    ):
+        hot = next((c for c in kd.notable if c.delta_us > 0), None)
+        hot_ncu = ncu_by_name.get(hot.name) if hot else None
+        if hot_ncu:
+            parts.append(
+                f"Nsight Compute on {short_name(str(hot_ncu.get('name')), 48)}: "
+                f"{ncu_line(hot_ncu)}."
+            )
+    if not findings and not idle_sentence:
+        if a is None:
+            parts.append("No profile could be taken (see the collectors below).")
+        else:
+            parts.append(
+                "The profile shows no host sync, copy or kernel change that explains it; "
+                "compare the traces below (clocks, other processes on the GPU)."
+            )
+    parts += [s.rstrip(".") + "." for s in extra_lines]
+    return Diagnosis(ev.key, " ".join(parts), causes, details)
+
+
+def _idle_findings(
+    a: ProfileAnalysis, base: Mapping[str, Any], slow_us: float | None
+) -> list[_Finding]:
+    out: list[_Finding] = []
+    has_base = bool(base)
+    syncs = a.syncs_per_call
+    b_syncs = float(base.get("syncs_per_call") or 0.0)
+    h2d, h2d_bytes = a.copies_per_call("HtoD")
+    b_h2d = float(base.get("h2d_per_call") or 0.0)
+    h2d_stat = next((c for c in a.copies if c.direction == "HtoD"), None)
+    sync_ops = sorted({op for s in a.syncs for op in s.ops})
+    copy_syncs = bool(sync_ops) and all(op.startswith(_COPY_OPS) for op in sync_ops)
+    if h2d > 0 and (not has_base or h2d > b_h2d + 0.25):
+        us = h2d_stat.dur_us / a.calls if h2d_stat else 0.0
+        pageable = h2d_stat.pageable / a.calls if h2d_stat else 0.0
+        new = " (none in the baseline)" if has_base and b_h2d == 0 else ""
+        share = us / slow_us if slow_us else None
+        out.append(
+            _Finding(
+                H2D_COPY,
+                0.95 if has_base else 0.6,
+                f"a host-to-device copy inside the benchmarked function: {h2d:g} per call{new}, "
+                f"{fmt_bytes(h2d_bytes)} per call"
+                + (" from pageable memory" if pageable else "")
+                + f", {us:.0f} µs of copy time"
+                + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else "")
+                + (" plus the host sync it forces" if syncs and copy_syncs else "")
+                + "; keep the tensor on the GPU, or copy once from pinned memory with "
+                "non_blocking=True",
+            )
+        )
+    if syncs > 0 and (not has_base or syncs > b_syncs + 0.25) and not (copy_syncs and out):
+        names = ", ".join(f"{s.name} x{s.count / a.calls:g}" for s in a.syncs)
+        where = f" from {', '.join(sync_ops[:3])}" if sync_ops else ""
+        new = " (none in the baseline)" if has_base and b_syncs == 0 else ""
+        out.append(
+            _Finding(
+                HOST_SYNC,
+                0.95 if has_base else 0.7,
+                f"the benchmarked function synchronises with the host {syncs:g} time(s) per "
+                f"call{new}: {names}{where}; the GPU drains and idles while the host waits "
+                "(.item(), .cpu(), printing or branching on a GPU value, "
+                "torch.cuda.synchronize())",
+            )
+        )
+    if a.launch_bound:
+        out.append(
+            _Finding(
+                LAUNCH_BOUND,
+                0.6,
+                "launch-bound: " + "; ".join(a.launch_notes) + " (CUDA graphs or "
+                "torch.compile(mode='reduce-overhead') remove the launch cost)",
+            )
+        )
+    return out
+
+
+def _kernel_findings(kd: KernelDiff, slow_us: float | None) -> list[_Finding]:
+    out: list[_Finding] = []
+    exp = kd.explained
+    for old, new in kd.variants:
+        ch_new = next((c for c in kd.changes if c.name == new), None)
+        ch_old = next((c for c in kd.changes if c.name == old), None)
+        net = (ch_new.delta_us if ch_new else 0.0) + (ch_old.delta_us if ch_old else 0.0)
+        share = net / slow_us if slow_us else None
+        out.append(
+            _Finding(
+                KERNEL_VARIANT,
+                0.3 + min(max(share or 0.5, 0.0), 1.0) * 0.65,
+                f"a different kernel variant runs: {short_name(new)} replaced {short_name(old)}"
+                + (
+                    f" ({ch_old.base_us:.1f} -> {ch_new.cur_us:.1f} µs per call"
+                    + (f", {100 * share:.0f} % of the slowdown" if share is not None else "")
+                    + ")"
+                    if ch_new and ch_old
+                    else ""
+                )
+                + "; an input's dtype, layout (contiguity, strides) or shape changed the "
+                "library's choice",
+            )
+        )
+    variant_names = {n for v in kd.variants for n in v}
+    for c in kd.notable:
+        if c.name in variant_names or c.delta_us <= 0:
+            continue
+        if c.kind == "memcpy" and ("HtoD" in c.name or "DtoH" in c.name):
+            continue  # a host-device copy: judged with the idle time
+        share = c.share if c.share is not None else None
+        w = min(max(share if share is not None else 0.3, 0.0), 1.0)
+        if c.status == "appeared" and any(t in c.name for t in _COPY_KERNEL):
+            out.append(
+                _Finding(
+                    EXTRA_COPY,
+                    0.3 + 0.65 * w,
+                    f"an extra copy appeared: {short_name(c.name)} {c.cur_launches:g}x per call, "
+                    f"{c.cur_us:.1f} µs"
+                    + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else "")
+                    + "; a non-contiguous or wrongly typed input is copied on every call",
+                )
+            )
+        elif c.status == "slower":
+            out.append(
+                _Finding(
+                    KERNEL_SLOWER,
+                    0.2 + 0.7 * w,
+                    f"{short_name(c.name)} got slower: "
+                    f"{c.base_us:.1f} -> {c.cur_us:.1f} µs per call"
+                    + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else "")
+                    + c.note,
+                )
+            )
+        elif c.status in ("appeared", "count"):
+            out.append(
+                _Finding(
+                    MORE_KERNELS,
+                    0.2 + 0.6 * w,
+                    (
+                        f"new kernel {short_name(c.name)}: {c.cur_launches:g}x per call, "
+                        f"{c.cur_us:.1f} µs"
+                        if c.status == "appeared"
+                        else f"{short_name(c.name)} launches {c.base_launches:g} -> "
+                        f"{c.cur_launches:g} per call"
+                    )
+                    + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else ""),
+                )
+            )
+        if len(out) >= 4:
+            break
+    if exp is not None and exp < 0.5:
+        for f in out:
+            f.weight *= 0.7
+    return out
+
+
+def ncu_line(n: Mapping[str, Any]) -> str:
+    """``compute-bound: SM 85 %, memory 40 %, occupancy 24 % (168 registers), stalls ...``."""
+    parts = [str(n.get("bottleneck") or "?")]
+    nums = []
+    for key, label in (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM")):
+        v = n.get(key)
+        if isinstance(v, (int, float)):
+            nums.append(f"{label} {v:.0f} %")
+    occ = n.get("occupancy_pct")
+    if isinstance(occ, (int, float)):
+        regs = n.get("registers")
+        nums.append(f"occupancy {occ:.0f} %" + (f" ({regs} registers/thread)" if regs else ""))
+    if nums:
+        parts.append(", ".join(nums))
+    stalls = n.get("stalls") or []
+    if stalls:
+        parts.append("main stalls " + ", ".join(f"{s[0]} {float(s[1]):.1f}" for s in stalls[:2]))
+    text = "; ".join(parts)
+    dur = n.get("duration_us")
+    if isinstance(dur, (int, float)):
+        text += f"; {dur:.1f} µs per launch"
+    return text

@@ -1,0 +1,307 @@
+"""Nsight Compute: the hotspot kernels of the profiler pass, one steady-state launch each.
+
+The filters come from the kernels' real names in the profiler pass (cuBLAS
+GEMMs on Hopper are ``nvjet_sm90_...``, Inductor's are ``triton_...``:
+never a guessed pattern). The child warms up, then runs one call of the
+benchmarked function inside the NVTX range ``gpuperf_capture``; ncu profiles
+only launches of those kernels inside that range, i.e. in a steady-state
+call (after the measurement and warm-up calls: no first-call, compile or
+autotuning launches), so no ``--launch-skip`` count has to be guessed::
+
+    ncu --clock-control none --target-processes all
+        --nvtx --nvtx-include gpuperf_capture/
+        --kernel-name-base function -k "regex:^(nvjet_sm90_tst_...|triton_poi_fused_0)$"
+        --launch-count <launches of those kernels in one call, at most 3 per kernel>
+        --section SpeedOfLight --section Occupancy --section LaunchStats
+        --section MemoryWorkloadAnalysis --section WarpStateStats
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio"
+        -o <dir>/ncu/report -f  python -m pytest <test> --gpuperf-child ...
+    ncu -i <dir>/ncu/report.ncu-rep --csv --page raw       (one row per kernel)
+    ncu -i <dir>/ncu/report.ncu-rep --csv --page details   (sections and rule advice)
+
+``--clock-control none``: the GPU runs at the clocks the benchmark saw.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_gpuperf.artifacts.base import FAILED, OK, TIMEOUT, CaptureContext, CollectorResult
+from pytest_gpuperf.artifacts.child import CAPTURE_ENV, NCU_RANGE
+from pytest_gpuperf.artifacts.inventory import base_function, short_name
+from pytest_gpuperf.artifacts.process import run_process
+
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats")
+STALL_METRICS = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+_STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio")
+#: Raw metric -> summary field.
+METRICS = {
+    "gpu__time_duration.sum": "duration",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_pct",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "mem_pct",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy_pct",
+    "sm__maximum_warps_per_active_cycle_pct": "theoretical_occupancy_pct",
+    "launch__registers_per_thread": "registers",
+    "launch__waves_per_multiprocessor": "waves",
+    "launch__shared_mem_per_block": "shared_mem_per_block",
+}
+#: A throughput this high (% of peak) makes a kernel bound by that unit.
+BOUND_PCT = 60.0
+_TIME_UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+               "s": 1e6, "second": 1e6}  # fmt: skip
+
+
+def kernel_filter(names: Sequence[str]) -> str:
+    """``regex:^(a|b)$`` over the kernels' function names (``--kernel-name-base function``)."""
+    bases = sorted({base_function(n) for n in names})
+    return "regex:^(" + "|".join(re.escape(b) for b in bases) + ")$"
+
+
+def profile_command(output: str, names: Sequence[str], launch_count: int) -> list[str]:
+    cmd = [
+        "ncu",
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        f"{NCU_RANGE}/",
+        "--kernel-name-base",
+        "function",
+        "-k",
+        kernel_filter(names),
+        "--launch-count",
+        str(launch_count),
+    ]
+    for s in SECTIONS:
+        cmd += ["--section", s]
+    return [*cmd, "--metrics", STALL_METRICS, "-o", output, "-f"]
+
+
+def _num(v: str | None) -> float | None:
+    if v is None:
+        return None
+    s = str(v).strip().replace(",", "")
+    if s in ("", "n/a", "N/A"):
+        return None
+    try:
+        x = float(s)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def parse_raw(text: str) -> list[dict[str, Any]]:
+    """Kernels of ``ncu --csv --page raw``: a header row, a units row, one row per launch."""
+    rows = list(csv.reader(io.StringIO(text)))
+    start = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
+    if start is None or len(rows) < start + 2:
+        return []
+    header, units = rows[start], rows[start + 1]
+    out = []
+    for r in rows[start + 2 :]:
+        if len(r) != len(header):
+            continue
+        d = dict(zip(header, r, strict=True))
+        u = dict(zip(header, units, strict=False))
+        k: dict[str, Any] = {
+            "id": d.get("ID"),
+            "name": d.get("Kernel Name", ""),
+            "grid": d.get("Grid Size"),
+            "block": d.get("Block Size"),
+        }
+        stalls = []
+        for col, val in d.items():
+            field = METRICS.get(col)
+            if field == "duration":
+                x = _num(val)
+                if x is not None:
+                    k["duration_us"] = x * _TIME_UNITS.get(u.get(col, "ns").strip(), 1e-3)
+            elif field is not None and field not in k:
+                x = _num(val)
+                if x is not None:
+                    k[field] = int(x) if field == "registers" else x
+            else:
+                m = _STALL.fullmatch(col)
+                if m and m.group(1) not in ("selected",):
+                    x = _num(val)
+                    if x:
+                        stalls.append((m.group(1).replace("_", " "), x))
+        k["stalls"] = sorted(stalls, key=lambda s: -s[1])[:3]
+        k["bottleneck"] = bottleneck(k)
+        out.append(k)
+    return out
+
+
+def parse_rules(text: str) -> dict[str, list[str]]:
+    """Rule advice of ``ncu --csv --page details`` by kernel ID (optimisation hints first)."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for r in csv.DictReader(io.StringIO(text)):
+        desc = (r.get("Rule Description") or "").strip()
+        kind = (r.get("Rule Type") or "").strip()
+        if not desc or kind not in ("OPT", "WRN"):
+            continue
+        if "could not be found" in desc:
+            continue
+        rank = 0 if kind == "OPT" else 1
+        items = out.setdefault(r.get("ID", ""), [])
+        if desc not in [d for _, d in items]:
+            items.append((rank, desc))
+    return {k: [d for _, d in sorted(v, key=lambda t: t[0])] for k, v in out.items()}
+
+
+def bottleneck(k: Mapping[str, Any]) -> str:
+    """compute-bound / memory-bound / under-filled grid / latency-bound, from SOL and occupancy."""
+    sm = k.get("sm_pct")
+    mem = k.get("mem_pct")
+    if sm is None and mem is None:
+        return "unknown"
+    sm = sm or 0.0
+    mem = mem or 0.0
+    if max(sm, mem) >= BOUND_PCT:
+        return "compute-bound" if sm >= mem else "memory-bound"
+    waves = k.get("waves")
+    if isinstance(waves, (int, float)) and waves < 1:
+        return f"under-filled grid ({waves:.2f} waves)"
+    occ = k.get("occupancy_pct")
+    if isinstance(occ, (int, float)) and occ < 25:
+        return f"latency-bound (achieved occupancy {occ:.0f} %)"
+    return "latency-bound"
+
+
+def _dims(v: Any) -> tuple[int, ...] | None:
+    if isinstance(v, (list, tuple)):
+        return tuple(int(x) for x in v)
+    if isinstance(v, str):
+        nums = re.findall(r"\d+", v)
+        return tuple(int(x) for x in nums) if nums else None
+    return None
+
+
+def match_hotspots(
+    hotspots: Sequence[Mapping[str, Any]], kernels: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """ncu rows back to the profiler's kernel names: same function, then same grid and block."""
+    out: dict[str, dict[str, Any]] = {}
+    used: set[int] = set()
+    for h in hotspots:
+        base = base_function(h["name"])
+        cands = [
+            (i, k)
+            for i, k in enumerate(kernels)
+            if i not in used and base_function(k["name"]) == base
+        ]
+        if not cands:
+            continue
+        exact = [
+            (i, k)
+            for i, k in cands
+            if _dims(k.get("grid")) == _dims(h.get("grid"))
+            and _dims(k.get("block")) == _dims(h.get("block"))
+        ]
+        i, k = (exact or cands)[0]
+        used.add(i)
+        out[h["name"]] = {**k, "name": h["name"], "ncu_name": k["name"]}
+    return out
+
+
+class NcuCollector:
+    name = "ncu"
+
+    def available(self) -> str | None:
+        return None if shutil.which("ncu") else "ncu not found on PATH"
+
+    def collect(self, ctx: CaptureContext) -> CollectorResult:
+        if ctx.device != "cuda":
+            return CollectorResult.skipped(self.name, "the benchmark does not run on a CUDA GPU")
+        hotspots = list(ctx.state.get("hotspots") or [])[: ctx.ncu_kernels]
+        if not hotspots:
+            why = "no hotspot kernels: the profiler pass found none"
+            if "profiles" not in ctx.state:
+                why += " (it did not run or failed)"
+            return CollectorResult.skipped(self.name, why)
+        if ctx.run_child is None:
+            return CollectorResult.skipped(self.name, "no way to re-run the test here")
+        folder = ctx.folder(self.name)
+        end = time.monotonic() + ctx.budget()
+        bases = {base_function(h["name"]) for h in hotspots}
+        launches = 0.0
+        for p in (ctx.state.get("profiles") or {}).values():
+            for k in p["inventory"].get("kernels", []):
+                if k.get("kind") == "kernel" and base_function(k["name"]) in bases:
+                    launches += float(k["launches"])
+        count = max(len(hotspots), min(math.ceil(launches), 3 * len(hotspots)))
+        names = [h["name"] for h in hotspots]
+        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys)}
+        run = ctx.run_child(
+            env={CAPTURE_ENV: json.dumps(spec)},
+            prefix=profile_command(str(folder / "report"), names, count),
+            timeout_s=max((end - time.monotonic()) * 0.85, 1.0),
+            log_path=folder / "profile.log",
+        )
+        rep = folder / "report.ncu-rep"
+        files = [folder / "profile.log"]
+        summary: dict[str, Any] = {
+            "filter": kernel_filter(names),
+            "launch_count": count,
+            "hotspots": [short_name(n) for n in names],
+        }
+        if not rep.exists():
+            status = TIMEOUT if run.returncode == -9 else FAILED
+            why = (
+                f"killed after {run.wall_s:.0f} s (its time budget)"
+                if run.returncode == -9
+                else "no kernel was profiled (exit status "
+                f"{run.returncode}): " + " | ".join(run.log_tail.splitlines()[-2:])
+            )
+            return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
+        files.insert(0, rep)
+        left = max(end - time.monotonic(), 5.0)
+        raw = run_process(["ncu", "-i", str(rep), "--csv", "--page", "raw"], timeout_s=left / 2)
+        details = run_process(
+            ["ncu", "-i", str(rep), "--csv", "--page", "details"], timeout_s=left / 2
+        )
+        kernels = parse_raw(raw.output) if raw.ok else []
+        rules = parse_rules(details.output) if details.ok else {}
+        for path, proc in ((folder / "raw.csv", raw), (folder / "details.csv", details)):
+            if proc.ok:
+                path.write_text(proc.output)
+                files.append(path)
+        for k in kernels:
+            k["advice"] = rules.get(str(k.get("id")), [])[:2]
+        matched = match_hotspots(hotspots, kernels)
+        ctx.state["ncu"] = matched
+        summary["kernels"] = list(matched.values())
+        summary["lines"] = [f"{short_name(n)}: {_line(k)}" for n, k in matched.items()]
+        status = OK
+        reason = None
+        if not kernels:
+            status, reason = (
+                FAILED,
+                (
+                    raw.describe_failure("ncu --import")
+                    if not raw.ok
+                    else "the report has no kernels"
+                ),
+            )
+        elif not matched:
+            reason = "none of the profiled kernels matched a hotspot name"
+        wall = run.wall_s + raw.wall_s + details.wall_s
+        return CollectorResult(self.name, status, files, summary, reason, wall)
+
+
+def _line(k: Mapping[str, Any]) -> str:
+    from pytest_gpuperf.artifacts.diagnose import ncu_line
+
+    return ncu_line(k)

@@ -1,0 +1,252 @@
+"""Nsight Systems: the regressed test re-run under ``nsys profile``, with summaries.
+
+The child runs the test; after measuring, it calls the benchmarked function
+a few times between ``cudaProfilerStart`` and ``cudaProfilerStop`` (inside
+the NVTX range ``gpuperf_capture``), and nsys records only that window::
+
+    nsys profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none
+        --capture-range=cudaProfilerApi --capture-range-end=stop
+        -o <dir>/nsys/report -f true  python -m pytest <test> --gpuperf-child ...
+
+(no CPU sampling: with it a short program wrote 2 GB). If no capture range
+was ever opened (the child failed before its window), the whole child is
+recorded instead, time permitting. Then::
+
+    nsys stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum,nvtx_sum
+        -f csv -o <dir>/nsys/stats --force-export=true <dir>/nsys/report.nsys-rep
+    nsys analyze -f csv -o <dir>/nsys/analyze <dir>/nsys/report.nsys-rep
+
+``stats`` writes ``stats_<report>.csv``; ``analyze`` runs its expert rules
+(``cuda_api_sync``, ``cuda_memcpy_async``, ``cuda_memcpy_sync``,
+``cuda_memset_sync``, ``gpu_gaps``, ``gpu_time_util``) into
+``analyze_<rule>.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.artifacts.base import FAILED, OK, TIMEOUT, CaptureContext, CollectorResult
+from pytest_gpuperf.artifacts.child import CAPTURE_ENV, read_status
+from pytest_gpuperf.artifacts.inventory import short_name
+from pytest_gpuperf.artifacts.process import run_process
+
+PROFILE_ARGS = (
+    "profile",
+    "-t",
+    "cuda,nvtx,osrt",
+    "--sample=none",
+    "--cpuctxsw=none",
+)
+RANGE_ARGS = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
+STATS_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_api_sum", "nvtx_sum")
+#: What each ``nsys analyze`` rule's rows mean, for the summary.
+RULES = {
+    "cuda_api_sync": "synchronising CUDA API call(s)",
+    "cuda_memcpy_async": "async memcpy(s) with pageable host memory (they run synchronously)",
+    "cuda_memcpy_sync": "synchronous memcpy(s)",
+    "cuda_memset_sync": "synchronous memset(s)",
+    "gpu_gaps": "GPU gap(s) with no work",
+    "gpu_time_util": "stretch(es) of low GPU utilisation",
+}
+SYNC_NAMES = ("Synchronize", "cudaMemcpy_", "cudaMemcpy ")
+
+
+def profile_command(output: Path, *, ranged: bool = True) -> list[str]:
+    """The ``nsys profile ...`` prefix put before the child's ``python -m pytest``."""
+    return ["nsys", *PROFILE_ARGS, *(RANGE_ARGS if ranged else ()), "-o", str(output), "-f", "true"]
+
+
+def read_csv(text: str) -> list[dict[str, str]]:
+    """Rows of an nsys CSV report (its header line first; blank or notice lines skipped)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    start = next((i for i, ln in enumerate(lines) if "," in ln), None)
+    if start is None:
+        return []
+    return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+
+
+def _num(v: str | None) -> float:
+    try:
+        return float(str(v).replace(",", "")) if v not in (None, "") else 0.0
+    except ValueError:
+        return 0.0
+
+
+def summarize_stats(reports: Mapping[str, Sequence[Mapping[str, str]]]) -> dict[str, Any]:
+    """The top kernels, memory operations and CUDA API calls of ``nsys stats`` CSVs."""
+    out: dict[str, Any] = {}
+    kern = reports.get("cuda_gpu_kern_sum") or []
+    out["kernels"] = [
+        {
+            "name": r.get("Name", ""),
+            "share_pct": _num(r.get("Time (%)")),
+            "total_ns": _num(r.get("Total Time (ns)")),
+            "instances": int(_num(r.get("Instances"))),
+            "avg_ns": _num(r.get("Avg (ns)")),
+        }
+        for r in kern[:10]
+    ]
+    mem = reports.get("cuda_gpu_mem_time_sum") or []
+    out["memory"] = [
+        {
+            "operation": r.get("Operation", ""),
+            "count": int(_num(r.get("Count"))),
+            "total_ns": _num(r.get("Total Time (ns)")),
+        }
+        for r in mem
+    ]
+    api = reports.get("cuda_api_sum") or []
+    out["api"] = [
+        {
+            "name": r.get("Name", ""),
+            "calls": int(_num(r.get("Num Calls"))),
+            "total_ns": _num(r.get("Total Time (ns)")),
+        }
+        for r in api[:10]
+    ]
+    out["syncs"] = [a for a in out["api"] if any(s in a["name"] + " " for s in SYNC_NAMES)]
+    nvtx = reports.get("nvtx_sum") or []
+    out["ranges"] = [
+        {"range": r.get("Range", ""), "instances": int(_num(r.get("Instances"))),
+         "total_ns": _num(r.get("Total Time (ns)"))}
+        for r in nvtx[:10]
+    ]  # fmt: skip
+    return out
+
+
+def summarize_analyze(rules: Mapping[str, Sequence[Mapping[str, str]]]) -> list[str]:
+    """One line per ``nsys analyze`` rule that found something."""
+    lines = []
+    for rule, rows in rules.items():
+        if not rows:
+            continue
+        what = RULES.get(rule, "finding(s)")
+        line = f"{rule}: {len(rows)} {what}"
+        if rule == "cuda_api_sync":
+            names = sorted({r.get("API Name", "").split("_v")[0] for r in rows} - {""})
+            if names:
+                line += f" ({', '.join(names)})"
+        elif rule == "cuda_memcpy_async":
+            mb = sum(_num(r.get("Bytes (MB)")) for r in rows)
+            line += f" ({mb:.3g} MB)"
+        elif rule == "gpu_time_util":
+            low = [_num(r.get("In-Use (%)")) for r in rows]
+            if low:
+                line += f" (lowest {min(low):.0f} % in use)"
+        lines.append(line)
+    return lines
+
+
+def stats_lines(s: Mapping[str, Any], calls: int | None) -> list[str]:
+    per = f" per {calls} calls" if calls else ""
+    out = []
+    if s.get("kernels"):
+        top = s["kernels"][:3]
+        out.append(
+            "top kernels: "
+            + "; ".join(
+                f"{short_name(k['name'], 48)} {k['share_pct']:.0f} % ({k['instances']}x)"
+                for k in top
+            )
+        )
+    for m in s.get("memory", []):
+        out.append(f"{m['operation']}: {m['count']}x{per}, {m['total_ns'] / 1e3:.1f} µs")
+    if s.get("syncs"):
+        out.append(
+            "host syncs: " + ", ".join(f"{a['name']} x{a['calls']}" for a in s["syncs"]) + per
+        )
+    return out
+
+
+class NsysCollector:
+    name = "nsys"
+
+    def available(self) -> str | None:
+        return None if shutil.which("nsys") else "nsys not found on PATH"
+
+    def collect(self, ctx: CaptureContext) -> CollectorResult:
+        if ctx.device != "cuda":
+            return CollectorResult.skipped(self.name, "the benchmark does not run on a CUDA GPU")
+        if ctx.run_child is None:
+            return CollectorResult.skipped(self.name, "no way to re-run the test here")
+        folder = ctx.folder(self.name)
+        report = folder / "report"
+        rep = folder / "report.nsys-rep"
+        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls}
+        env = {CAPTURE_ENV: json.dumps(spec)}
+        end = time.monotonic() + ctx.budget()
+
+        def left(share: float = 1.0) -> float:
+            return max((end - time.monotonic()) * share, 1.0)
+
+        run = ctx.run_child(
+            env=env, prefix=profile_command(report), timeout_s=left(0.65),
+            log_path=folder / "profile.log",
+        )  # fmt: skip
+        summary: dict[str, Any] = {"capture": "cudaProfilerApi window of steady-state calls"}
+        if not rep.exists() and run.returncode != -9 and not read_status(folder):
+            # The window was never reached: record the whole child instead.
+            run = ctx.run_child(
+                env=env, prefix=profile_command(report, ranged=False),
+                timeout_s=left(0.65), log_path=folder / "profile-whole.log",
+            )  # fmt: skip
+            summary["capture"] = "whole child process (no capture range was opened)"
+        files = [p for p in (folder / "profile.log", folder / "profile-whole.log") if p.exists()]
+        if not rep.exists():
+            status = TIMEOUT if run.returncode == -9 else FAILED
+            why = (
+                f"killed after {run.wall_s:.0f} s (its time budget)"
+                if run.returncode == -9
+                else f"no report written (exit status {run.returncode}): "
+                + " | ".join(run.log_tail.splitlines()[-2:])
+            )
+            return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
+        files.insert(0, rep)
+        calls = next(
+            (int(b.get("calls") or 0) for b in read_status(folder).get("benchmarks", [])), None
+        )
+        stats = run_process(
+            ["nsys", "stats", "-r", ",".join(STATS_REPORTS), "-f", "csv",
+             "-o", str(folder / "stats"), "--force-export=true", str(rep)],
+            timeout_s=left(0.6), log_path=folder / "stats.log",
+        )  # fmt: skip
+        reports = {}
+        for r in STATS_REPORTS:
+            p = folder / f"stats_{r}.csv"
+            if p.exists():
+                files.append(p)
+                reports[r] = read_csv(p.read_text(errors="replace"))
+        if reports:
+            s = summarize_stats(reports)
+            summary["stats"] = s
+            summary["lines"] = stats_lines(s, calls)
+        else:
+            summary["stats_error"] = stats.describe_failure("nsys stats")
+        analyze = run_process(
+            ["nsys", "analyze", "-f", "csv", "-o", str(folder / "analyze"), str(rep)],
+            timeout_s=left(), log_path=folder / "analyze.log",
+        )  # fmt: skip
+        rules = {}
+        for rule in RULES:
+            p = folder / f"analyze_{rule}.csv"
+            if p.exists():
+                files.append(p)
+                rules[rule] = read_csv(p.read_text(errors="replace"))
+        if rules:
+            summary["findings"] = summarize_analyze(rules)
+        elif not analyze.ok:
+            summary["analyze_error"] = analyze.describe_failure("nsys analyze")
+        (folder / "report.sqlite").unlink(missing_ok=True)  # rebuilt from the .nsys-rep on demand
+        ctx.state["nsys_findings"] = list(summary.get("lines", [])) + list(
+            summary.get("findings", [])
+        )
+        wall = run.wall_s + stats.wall_s + analyze.wall_s
+        return CollectorResult(self.name, OK, files=files, summary=summary, wall_s=wall)

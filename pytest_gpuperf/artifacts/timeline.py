@@ -1,0 +1,444 @@
+"""What a torch.profiler (Kineto) trace says about a few steady-state calls. Pure Python.
+
+The profiler pass (:mod:`.torch_profiler`) wraps each call in a
+``record_function`` range named ``gpuperf/call#<i>``; everything is read
+relative to those ranges, so set-up work and the final synchronize are left
+out. From the trace's events:
+
+* ``kernel`` / ``gpu_memcpy`` / ``gpu_memset``: GPU activities, tied to the
+  call that launched them through the ``correlation`` id of their launch
+  (a ``cuda_runtime`` / ``cuda_driver`` event);
+* ``cuda_runtime`` / ``cuda_driver``: host-side API calls; the
+  synchronising ones are host syncs;
+* ``cpu_op``: operators, to say who launched or synchronised.
+
+The analysis follows the usual flow: how busy was the GPU over the calls
+(union of activity time over the window), where are the largest idle gaps
+and what the host did meanwhile, is the work launch-bound, does the call
+synchronise with the host or copy between host and device.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import json
+import math
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CALL_PREFIX = "gpuperf/call#"
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+API_CATS = ("cuda_runtime", "cuda_driver")
+#: Host-side calls that wait for the device.
+SYNC_APIS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemset",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH",
+        "cuMemcpyDtoH_v2",
+        "cuMemcpyHtoD",
+        "cuMemcpyHtoD_v2",
+    }
+)
+COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
+#: A kernel this short is dominated by its launch (µs).
+TINY_KERNEL_US = 10.0
+
+
+@dataclass
+class Activity:
+    kind: str  # kernel, memcpy, memset
+    name: str
+    ts: float  # µs
+    dur: float  # µs
+    correlation: int | None = None
+    call: int | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+@dataclass
+class ApiCall:
+    name: str
+    ts: float
+    dur: float
+    tid: Any
+    correlation: int | None
+    call: int | None = None
+    op: str | None = None  # the innermost cpu_op around it
+
+
+@dataclass
+class Gap:
+    """GPU idle time between two activities inside the profiled calls (µs)."""
+
+    start_us: float  # from the window's start
+    dur_us: float
+    after: str
+    before: str
+    cause: str
+
+
+@dataclass
+class CopyStat:
+    direction: str  # HtoD, DtoH, DtoD, ...
+    count: int
+    bytes: int
+    dur_us: float
+    pageable: int  # how many were from/to pageable host memory
+
+
+@dataclass
+class SyncStat:
+    name: str
+    count: int
+    dur_us: float
+    ops: list[str]
+
+
+@dataclass
+class ProfileAnalysis:
+    """The profiled calls, summarised (times in µs; ``*_per_call`` divide by ``calls``)."""
+
+    calls: int
+    device: str  # "cuda" when GPU activities were seen, else "cpu"
+    window_us: float
+    cpu_per_call_us: float
+    gpu_time_us: float  # sum of activity durations
+    busy_us: float  # union of activity intervals within the window
+    busy_fraction: float | None
+    kernels: int
+    median_kernel_us: float | None
+    gaps: list[Gap]
+    idle_us: float
+    syncs: list[SyncStat]
+    copies: list[CopyStat]
+    launch_bound: bool
+    launch_notes: list[str]
+    compiled: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def per_call_us(self) -> float:
+        return self.window_us / self.calls if self.calls else math.nan
+
+    @property
+    def syncs_per_call(self) -> float:
+        return sum(s.count for s in self.syncs) / self.calls if self.calls else 0.0
+
+    def copies_per_call(self, direction: str) -> tuple[float, float]:
+        """(copies, bytes) per call in one direction (``"HtoD"``, ``"DtoH"``)."""
+        n = b = 0
+        for c in self.copies:
+            if c.direction == direction:
+                n += c.count
+                b += c.bytes
+        return (n / self.calls, b / self.calls) if self.calls else (0.0, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["per_call_us"] = self.per_call_us
+        d["syncs_per_call"] = self.syncs_per_call
+        return d
+
+
+@dataclass
+class Trace:
+    """The parts of a Kineto trace the analysis reads."""
+
+    calls: list[tuple[float, float]]  # CPU-side (start, end) of each profiled call
+    activities: list[Activity]
+    apis: list[ApiCall]
+    ops: list[tuple[float, float, str, Any]]  # cpu_op: (start, end, name, tid)
+    annotations: list[str]
+    device_name: str | None = None
+
+
+def load_trace(path: Path | str) -> dict[str, Any]:
+    """A Chrome/Perfetto trace file as written by ``prof.export_chrome_trace`` (``.gz`` too)."""
+    p = Path(path)
+    if p.suffix == ".gz":
+        import gzip
+
+        with gzip.open(p, "rt", encoding="utf-8") as f:
+            doc: dict[str, Any] = json.load(f)
+            return doc
+    with p.open(encoding="utf-8") as f:
+        doc = json.load(f)
+    return doc
+
+
+def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
+    events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
+    calls: dict[int, tuple[float, float]] = {}
+    acts: list[Activity] = []
+    apis: list[ApiCall] = []
+    ops: list[tuple[float, float, str, Any]] = []
+    notes: list[str] = []
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        name = str(e.get("name", ""))
+        try:
+            ts = float(e.get("ts", 0.0))
+            dur = float(e.get("dur", 0.0))
+        except (TypeError, ValueError):
+            continue
+        args = e.get("args") or {}
+        if cat == "user_annotation" and name.startswith(CALL_PREFIX):
+            with contextlib.suppress(ValueError):
+                calls[int(name[len(CALL_PREFIX) :])] = (ts, ts + dur)
+        elif cat in GPU_CATS:
+            acts.append(
+                Activity(GPU_CATS[cat], name, ts, dur, _int(args.get("correlation")), None, args)
+            )
+        elif cat in API_CATS:
+            apis.append(ApiCall(name, ts, dur, e.get("tid"), _int(args.get("correlation"))))
+        elif cat == "cpu_op":
+            ops.append((ts, ts + dur, name, e.get("tid")))
+        elif cat == "user_annotation":
+            notes.append(name)
+    device_name = None
+    if isinstance(doc, Mapping):
+        props = doc.get("deviceProperties") or []
+        if props and isinstance(props[0], Mapping):
+            device_name = props[0].get("name")
+    return Trace(
+        calls=[calls[i] for i in sorted(calls)],
+        activities=sorted(acts, key=lambda a: a.ts),
+        apis=sorted(apis, key=lambda a: a.ts),
+        ops=sorted(ops, key=lambda o: (o[0], -o[1])),
+        annotations=notes,
+        device_name=device_name,
+    )
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return None if v is None else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _call_of(ts: float, starts: list[float], calls: list[tuple[float, float]]) -> int | None:
+    i = bisect.bisect_right(starts, ts) - 1
+    if i >= 0 and calls[i][0] <= ts <= calls[i][1]:
+        return i
+    return None
+
+
+def _innermost_op(ts: float, tid: Any, ops: Sequence[tuple[float, float, str, Any]]) -> str | None:
+    best: tuple[float, str] | None = None
+    for start, end, name, otid in ops:
+        if start > ts:
+            break
+        if end >= ts and otid == tid and (best is None or start >= best[0]):
+            best = (start, name)
+    return best[1] if best else None
+
+
+def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for s, e in sorted(intervals):
+        if merged and s <= merged[-1][1]:
+            if e > merged[-1][1]:
+                merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def copy_direction(name: str) -> str:
+    """``"Memcpy HtoD (Pageable -> Device)"`` -> ``"HtoD"``."""
+    m = re.search(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)\b", name)
+    return m.group(1) if m else "other"
+
+
+def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
+    """Summarise the profiled calls of ``trace`` (see the module docstring)."""
+    calls = trace.calls
+    n = len(calls)
+    notes: list[str] = []
+    if not n:
+        notes.append(f"no '{CALL_PREFIX}N' ranges in the trace: the whole trace is analysed")
+        all_ts = [a.ts for a in trace.apis] + [o[0] for o in trace.ops]
+        all_end = [a.ts + a.dur for a in trace.apis] + [o[1] for o in trace.ops]
+        if all_ts:
+            calls = [(min(all_ts), max(all_end))]
+            n = 1
+    starts = [c[0] for c in calls]
+    by_corr: dict[int, ApiCall] = {}
+    for api in trace.apis:
+        api.call = _call_of(api.ts, starts, calls)
+        if api.correlation is not None:
+            by_corr[api.correlation] = api
+    acts: list[Activity] = []
+    for a in trace.activities:
+        launch = by_corr.get(a.correlation) if a.correlation is not None else None
+        a.call = launch.call if launch is not None else None
+        if a.call is not None:
+            acts.append(a)
+    compiled = (
+        any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
+        or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
+        or any(x.startswith(COMPILED_MARKS) for x in trace.annotations)
+    )
+
+    cpu_per_call = statistics.fmean(e - s for s, e in calls) if calls else 0.0
+    if not acts:
+        window = (calls[-1][1] - calls[0][0]) if calls else 0.0
+        return ProfileAnalysis(
+            calls=n, device="cpu", window_us=window, cpu_per_call_us=cpu_per_call,
+            gpu_time_us=0.0, busy_us=0.0, busy_fraction=None, kernels=0,
+            median_kernel_us=None, gaps=[], idle_us=0.0,
+            syncs=_syncs(trace, [a for a in trace.apis if a.call is not None]),
+            copies=[], launch_bound=False, launch_notes=[], compiled=compiled, notes=notes,
+        )  # fmt: skip
+
+    w0 = calls[0][0]
+    w1 = max(calls[-1][1], max(a.end for a in acts))
+    window = w1 - w0
+    busy = _union((max(a.ts, w0), min(a.end, w1)) for a in acts)
+    busy_us = sum(e - s for s, e in busy)
+    kernels = [a for a in acts if a.kind == "kernel"]
+    kdur = [a.dur for a in kernels]
+    med_k = statistics.median(kdur) if kdur else None
+
+    # Gaps between busy stretches, with what the host was doing.
+    sync_apis = [a for a in trace.apis if a.call is not None and a.name in SYNC_APIS]
+    raw_gaps: list[tuple[float, float, float]] = []  # (dur, start, end)
+    for (_, e0), (s1, _) in itertools.pairwise(busy):
+        raw_gaps.append((s1 - e0, e0, s1))
+    idle_us = sum(g[0] for g in raw_gaps)
+    by_start = {a.ts: a for a in acts}
+    ends = sorted(acts, key=lambda a: a.end)
+    gaps: list[Gap] = []
+    for dur, g0, g1 in sorted(raw_gaps, reverse=True)[:top_gaps]:
+        nxt = by_start.get(g1)
+        prev = max((a for a in ends if a.end <= g0 + 1e-6), key=lambda a: a.end, default=None)
+        cause = _gap_cause(g0, g1, nxt, by_corr, sync_apis, trace.ops)
+        gaps.append(
+            Gap(
+                start_us=g0 - w0,
+                dur_us=dur,
+                after=prev.name if prev else "?",
+                before=nxt.name if nxt else "?",
+                cause=cause,
+            )
+        )
+
+    copies: dict[str, CopyStat] = {}
+    for a in acts:
+        if a.kind != "memcpy":
+            continue
+        d = copy_direction(a.name)
+        c = copies.setdefault(d, CopyStat(d, 0, 0, 0.0, 0))
+        c.count += 1
+        c.bytes += int(_int(a.args.get("bytes")) or 0)
+        c.dur_us += a.dur
+        if "Pageable" in a.name:
+            c.pageable += 1
+
+    launch_notes: list[str] = []
+    per_call_k = len(kernels) / n
+    launch_bound = False
+    if kernels and med_k is not None and busy_us < 0.7 * window:
+        tiny = sum(1 for d in kdur if d < TINY_KERNEL_US) / len(kdur)
+        mean_gap = idle_us / max(len(raw_gaps), 1)
+        if tiny >= 0.5 and mean_gap >= med_k and not sync_apis:
+            launch_bound = True
+            launch_notes.append(
+                f"{per_call_k:.0f} kernel(s) per call, {100 * tiny:.0f} % shorter than "
+                f"{TINY_KERNEL_US:.0f} µs (median {med_k:.1f} µs), and the GPU waits "
+                f"{mean_gap:.1f} µs on average between them: the host cannot launch fast enough"
+            )
+    return ProfileAnalysis(
+        calls=n,
+        device="cuda",
+        window_us=window,
+        cpu_per_call_us=cpu_per_call,
+        gpu_time_us=sum(a.dur for a in acts),
+        busy_us=busy_us,
+        busy_fraction=busy_us / window if window > 0 else None,
+        kernels=len(kernels),
+        median_kernel_us=med_k,
+        gaps=gaps,
+        idle_us=idle_us,
+        syncs=_syncs(trace, sync_apis),
+        copies=sorted(copies.values(), key=lambda c: -c.dur_us),
+        launch_bound=launch_bound,
+        launch_notes=launch_notes,
+        compiled=compiled,
+        notes=notes,
+    )
+
+
+def _gap_cause(
+    g0: float,
+    g1: float,
+    nxt: Activity | None,
+    by_corr: Mapping[int, ApiCall],
+    sync_apis: Sequence[ApiCall],
+    ops: Sequence[tuple[float, float, str, Any]],
+) -> str:
+    for s in sync_apis:
+        if s.ts < g1 and s.ts + s.dur > g0 - 1.0:
+            where = s.op or _innermost_op(s.ts, s.tid, ops)
+            return f"host sync ({s.name}" + (f" in {where})" if where else ")")
+    launch = by_corr.get(nxt.correlation) if nxt is not None and nxt.correlation else None
+    if launch is not None:
+        op = _innermost_op(launch.ts, launch.tid, ops)
+        late = launch.ts - g0
+        if late > 0:
+            return f"host late: the next launch ({op or launch.name}) came {late:.1f} µs later"
+        return f"launch latency of {op or launch.name}"
+    return "unknown"
+
+
+def _syncs(trace: Trace, apis: Sequence[ApiCall]) -> list[SyncStat]:
+    out: dict[str, SyncStat] = {}
+    for a in apis:
+        if a.name not in SYNC_APIS:
+            continue
+        a.op = a.op or _innermost_op(a.ts, a.tid, trace.ops)
+        s = out.setdefault(a.name, SyncStat(a.name, 0, 0.0, []))
+        s.count += 1
+        s.dur_us += a.dur
+        if a.op and a.op not in s.ops:
+            s.ops.append(a.op)
+    return sorted(out.values(), key=lambda s: -s.count)
+
+
+def top_level_ops(trace: Trace) -> list[tuple[str, float, int]]:
+    """CPU operators directly inside the profiled calls: (name, total µs, count).
+
+    The stand-in for kernels when the benchmark runs on the CPU.
+    """
+    starts = [c[0] for c in trace.calls]
+    totals: dict[str, list[float]] = {}
+    covered_until: dict[Any, float] = {}
+    for start, end, name, tid in trace.ops:
+        if _call_of(start, starts, trace.calls) is None:
+            continue
+        if start < covered_until.get(tid, -math.inf):
+            continue  # nested inside an op already counted
+        covered_until[tid] = end
+        totals.setdefault(name, []).append(end - start)
+    return sorted(((k, sum(v), len(v)) for k, v in totals.items()), key=lambda t: -t[1])

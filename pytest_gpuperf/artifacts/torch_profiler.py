@@ -1,0 +1,178 @@
+"""torch.profiler pass: the regressed test re-run in a child, a few steady-state calls profiled.
+
+Why a child and not the test's own process: the verdict may be decided
+where the callable no longer exists (the controller under pytest-xdist, or
+after the test's tensors are gone), a fresh process is the unit in which
+the regression was seen, and the child takes the GPU lock while it
+measures, so other benchmarks are not disturbed. Its cost is one process
+start (a few seconds; a compile for compiled code).
+
+Outputs, per regressed benchmark, in ``torch_profiler/``: the Chrome/Perfetto
+trace (``<key>.trace.json``, open in https://ui.perfetto.dev), the kernel table
+ranked by GPU time (``<key>.kernels.txt``), and the analysis
+(``<key>.analysis.json``: GPU busy fraction, idle gaps, host syncs,
+host-device copies, launch-bound signs, kernel inventory).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.artifacts.base import (
+    FAILED,
+    OK,
+    TIMEOUT,
+    CaptureContext,
+    CollectorResult,
+)
+from pytest_gpuperf.artifacts.child import CAPTURE_ENV, read_status
+from pytest_gpuperf.artifacts.inventory import inventory_from_trace, short_name
+from pytest_gpuperf.artifacts.layout import safe_name
+from pytest_gpuperf.artifacts.timeline import analyze, load_trace, parse_trace
+
+
+def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
+    """The hotspots: kernels (and copies) ranked by GPU time per call."""
+    kernels = list(inventory.get("kernels", []))
+    total = sum(float(k["us_per_call"]) for k in kernels) + float(
+        inventory.get("other_us_per_call") or 0.0
+    )
+    head = (
+        f"{'#':>3} {'µs/call':>10} {'share':>6} {'launches':>8} {'µs/launch':>10} "
+        f"{'grid':>14} {'block':>12}  name"
+    )
+    lines = [head]
+    for i, k in enumerate(kernels[:limit], 1):
+        us = float(k["us_per_call"])
+        grid = "x".join(str(x) for x in k.get("grid", [])) or "-"
+        block = "x".join(str(x) for x in k.get("block", [])) or "-"
+        lines.append(
+            f"{i:>3} {us:>10.2f} {100 * us / total if total else 0:>5.1f}% "
+            f"{float(k['launches']):>8g} {float(k['us_per_launch']):>10.2f} "
+            f"{grid:>14} {block:>12}  {k['name']}"
+        )
+    other = float(inventory.get("other_us_per_call") or 0.0)
+    if other:
+        lines.append(f"    {other:>10.2f}  (other kernels)")
+    return "\n".join(lines) + "\n"
+
+
+def hotspot_kernels(inventories: Sequence[Mapping[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The ``n`` GPU kernels with the most time per call over the given inventories."""
+    best: dict[str, dict[str, Any]] = {}
+    for inv in inventories:
+        for k in inv.get("kernels", []):
+            if k.get("kind") != "kernel":
+                continue
+            cur = best.get(k["name"])
+            if cur is None or float(k["us_per_call"]) > float(cur["us_per_call"]):
+                best[k["name"]] = dict(k)
+    return sorted(best.values(), key=lambda k: -float(k["us_per_call"]))[:n]
+
+
+class TorchProfilerCollector:
+    name = "torch_profiler"
+
+    def available(self) -> str | None:
+        if importlib.util.find_spec("torch") is None:
+            return "torch is not installed"
+        return None
+
+    def collect(self, ctx: CaptureContext) -> CollectorResult:
+        folder = ctx.folder(self.name)
+        if ctx.run_child is None:
+            return CollectorResult.skipped(self.name, "no way to re-run the test here")
+        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls}
+        run = ctx.run_child(
+            env={CAPTURE_ENV: json.dumps(spec)},
+            timeout_s=ctx.budget(),
+            log_path=folder / "child.log",
+        )
+        status = read_status(folder)
+        files: list[Path] = [folder / "child.log"]
+        summary: dict[str, Any] = {"child_wall_s": round(run.wall_s, 2)}
+        profiles: dict[str, dict[str, Any]] = ctx.state.setdefault("profiles", {})
+        errors = []
+        for entry in status.get("benchmarks", []):
+            key = entry["key"]
+            if entry.get("error"):
+                errors.append(f"{key}: {entry['error']}")
+                continue
+            trace_path = folder / str(entry.get("trace"))
+            try:
+                doc = load_trace(trace_path)
+                inv = inventory_from_trace(parse_trace(doc))
+                analysis = analyze(parse_trace(doc))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                errors.append(f"{key}: cannot read the trace {trace_path.name}: {e}")
+                continue
+            base = safe_name(key)
+            table = folder / f"{base}.kernels.txt"
+            table.write_text(kernel_table(inv))
+            info = {
+                "calls": entry.get("calls"),
+                "mode": entry.get("mode"),
+                "per_call_s_measured": entry.get("per_call_s"),
+                "analysis": analysis.to_dict(),
+                "inventory": inv,
+                "dynamo": entry.get("dynamo"),
+            }
+            remeasured = [r for r in run.results if r.id.key == key]
+            if remeasured:
+                info["child_median_s"] = remeasured[0].median
+            out = folder / f"{base}.analysis.json"
+            out.write_text(json.dumps(info, indent=1, default=str))
+            files += [trace_path, table, out]
+            profiles[key] = {
+                "analysis": analysis,
+                "inventory": inv,
+                "dynamo": entry.get("dynamo"),
+                "child_median_s": info.get("child_median_s"),
+            }
+            summary[key] = {
+                "busy_fraction": analysis.busy_fraction,
+                "per_call_us": round(analysis.per_call_us, 2),
+                "syncs_per_call": analysis.syncs_per_call,
+                "h2d_per_call": analysis.copies_per_call("HtoD")[0],
+                "kernels_per_call": analysis.kernels / max(analysis.calls, 1),
+                "top": [
+                    f"{short_name(k['name'])}: {float(k['us_per_call']):.1f} µs/call"
+                    for k in inv["kernels"][:5]
+                ],
+            }
+        ctx.state["hotspots"] = hotspot_kernels(
+            [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
+        )
+        ctx.state["compiled"] = any(
+            p["analysis"].compiled or _dynamo_compiled(p.get("dynamo")) for p in profiles.values()
+        )
+        result = CollectorResult(self.name, OK, files=[f for f in files if f.exists()])
+        result.summary = summary
+        result.wall_s = run.wall_s
+        if not profiles:
+            result.status = TIMEOUT if run.returncode == -9 else FAILED
+            why = "; ".join(errors) if errors else _child_problem(run)
+            result.reason = f"no profile of {', '.join(ctx.keys)}: {why}"
+        elif errors:
+            summary["errors"] = errors
+        return result
+
+
+def _dynamo_compiled(counters: Mapping[str, Any] | None) -> bool:
+    if not counters:
+        return False
+    return bool((counters.get("stats") or {}).get("unique_graphs"))
+
+
+def _child_problem(run: Any) -> str:
+    if run.returncode == -9:
+        return f"the re-run was killed after {run.wall_s:.0f} s (its time budget)"
+    tail = [ln for ln in (run.log_tail or "").splitlines() if ln.strip()][-3:]
+    where = " | ".join(s.strip()[:160] for s in tail)
+    return f"the re-run exited with status {run.returncode} before profiling" + (
+        f": {where}" if where else ""
+    )

@@ -1,0 +1,300 @@
+"""TORCH_TRACE: how torch.compile treated the benchmark (graph breaks, recompiles, generated code).
+
+For a benchmark whose profile shows compiled code, the test is re-run with
+``TORCH_TRACE=<dir>/torch_trace/log`` and every compile cache off, so the
+log holds a full compile (``TORCHINDUCTOR_FORCE_DISABLE_CACHES=1``, read by
+torch 2.4 and later including 2.11 and 2.13, plus an empty
+``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR`` and the FX-graph and
+AOT-autograd caches off for older releases). Then:
+
+* ``tlparse <log> -o <dir>/torch_trace/tlparse --overwrite --no-browser``
+  when tlparse is on PATH (an HTML report: open ``index.html``);
+* the log itself is read (:func:`parse_log`): graph breaks with their reason
+  and user frame, recompiles with their guard failures, compile failures,
+  ops Inductor left to ATen (fallbacks), and the generated Triton source of
+  the hotspot kernels, written to ``triton/<kernel>.py``.
+
+Log format: a glog-style prefix, one JSON object naming the event, and an
+optional payload on the following lines, each indented by a tab.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.artifacts.base import FAILED, OK, TIMEOUT, CaptureContext, CollectorResult
+from pytest_gpuperf.artifacts.inventory import base_function
+from pytest_gpuperf.artifacts.process import run_process
+
+_HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*\})\s*$")
+_TRITON_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''", re.M)
+_FALLBACK = re.compile(r"torch\.ops\.aten\.(\w+)\.(?:default|\w+)\(")
+_EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
+
+
+#: Environment of the child: trace on, every compile cache off.
+def trace_env(log_dir: Path, cache_dir: Path) -> dict[str, str]:
+    return {
+        "TORCH_TRACE": str(log_dir),
+        "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
+        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
+        "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
+        "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "0",
+    }
+
+
+@dataclass
+class Event:
+    kind: str
+    meta: dict[str, Any]
+    payload: str
+
+    @property
+    def compile_id(self) -> str:
+        m = self.meta
+        cid = f"{m.get('frame_id', '?')}/{m.get('frame_compile_id', '?')}"
+        return cid + (f"_{m['attempt']}" if m.get("attempt") else "")
+
+
+def iter_events(text: str) -> Iterator[Event]:
+    """The events of a TORCH_TRACE log, with their payloads."""
+    current: Event | None = None
+    payload: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("\t"):
+            if current is not None:
+                payload.append(line[1:])
+            continue
+        m = _HEADER.match(line)
+        if current is not None:
+            current.payload = "\n".join(payload)
+            yield current
+            current, payload = None, []
+        if not m:
+            continue
+        try:
+            meta = json.loads(m.group(1))
+        except ValueError:
+            continue
+        kind = next(iter(meta), "")
+        if kind == "artifact" and isinstance(meta.get("artifact"), dict):
+            kind = "artifact:" + str(meta["artifact"].get("name"))
+        current = Event(kind, meta, "")
+    if current is not None:
+        current.payload = "\n".join(payload)
+        yield current
+
+
+@dataclass
+class CompileReport:
+    graph_breaks: list[dict[str, Any]] = field(default_factory=list)
+    recompiles: list[str] = field(default_factory=list)
+    compiles: int = 0
+    failures: list[str] = field(default_factory=list)
+    fallbacks: dict[str, int] = field(default_factory=dict)
+    library_calls: dict[str, int] = field(default_factory=dict)
+    triton: dict[str, str] = field(default_factory=dict)
+    compile_time_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "graphs": self.compiles,
+            "graph_break_count": len(self.graph_breaks),
+            "graph_breaks": self.graph_breaks,
+            "recompiles": self.recompiles,
+            "failures": self.failures,
+            "fallbacks": [f"aten.{k} x{v}" for k, v in sorted(self.fallbacks.items())],
+            "library_calls": dict(self.library_calls),
+            "triton_kernels": sorted(self.triton),
+            "compile_time_s": round(self.compile_time_s, 2),
+            "source": "TORCH_TRACE",
+        }
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{self.compiles} compiled graph(s) in {self.compile_time_s:.1f} s, "
+            f"{len(self.graph_breaks)} graph break(s), {len(self.recompiles)} recompile(s)"
+        ]
+        out += [f"graph break: {g['reason']} at {g['where']}" for g in self.graph_breaks[:3]]
+        out += [f"recompile: {r}" for r in self.recompiles[:3]]
+        out += [f"compile failure: {f}" for f in self.failures[:2]]
+        if self.fallbacks:
+            out.append("fallbacks to ATen: " + ", ".join(self.to_dict()["fallbacks"][:6]))
+        return out
+
+
+def _graph_break(payload: str) -> dict[str, Any]:
+    lines = [ln.rstrip() for ln in payload.splitlines()]
+    where = ""
+    reason = ""
+    for ln in lines:
+        s = ln.strip()
+        if s.startswith("Graph break in user code at "):
+            where = s[len("Graph break in user code at ") :]
+        elif not reason and s and not s.startswith(("Graph Break Reason:", "Graph break")):
+            reason = s
+        if where and reason:
+            break
+    if not reason:
+        reason = next((ln.strip() for ln in lines if ln.strip()), "unknown")
+        reason = reason.replace("Graph Break Reason: ", "")
+    if not where:
+        frames = re.findall(r'File "([^"]+)", line (\d+)', payload)
+        user = [f for f in frames if "/torch/" not in f[0] and "site-packages" not in f[0]]
+        if user:
+            where = f"{user[-1][0]}:{user[-1][1]}"
+    return {"reason": reason, "where": where}
+
+
+def parse_log(text: str) -> CompileReport:
+    """Graph breaks, recompiles, failures, fallbacks and Triton sources of one TORCH_TRACE log."""
+    rep = CompileReport()
+    seen_breaks: set[tuple[str, str]] = set()
+    for ev in iter_events(text):
+        if ev.kind == "artifact:dynamo_graph_break_reason":
+            gb = _graph_break(ev.payload)
+            key = (gb["reason"], gb["where"])
+            if key not in seen_breaks:
+                seen_breaks.add(key)
+                gb["compile_id"] = ev.compile_id
+                rep.graph_breaks.append(gb)
+        elif ev.kind == "artifact:recompile_reasons":
+            reasons = [ln.strip() for ln in ev.payload.splitlines() if re.match(r"\s*\d+/\d+:", ln)]
+            if not reasons:
+                try:
+                    reasons = [str(x) for x in json.loads(ev.payload)]
+                except ValueError:
+                    reasons = [ev.payload.strip().splitlines()[0]] if ev.payload.strip() else []
+            rep.recompiles += [re.sub(r"\s{2,}#.*$", "", r) for r in reasons]
+        elif ev.kind == "compilation_metrics":
+            cm = ev.meta.get("compilation_metrics") or {}
+            rep.compiles += 1
+            t = cm.get("entire_frame_compile_time_s")
+            if isinstance(t, (int, float)):
+                rep.compile_time_s += t
+            if cm.get("fail_type"):
+                rep.failures.append(f"{cm.get('fail_type')}: {cm.get('fail_reason')}")
+        elif ev.kind == "inductor_output_code":
+            for var, name in _TRITON_DEF.findall(ev.payload):
+                start = ev.payload.find(f"{var} = async_compile.triton('{name}', '''")
+                end = ev.payload.find("''', device_str=", start)
+                if start >= 0 and end > start:
+                    src = ev.payload[start:end]
+                    body = src.split("'''", 1)[1] if "'''" in src else src
+                    rep.triton[name] = body.strip("\n") + "\n"
+            call = ev.payload[ev.payload.find("def call(") :] if "def call(" in ev.payload else ""
+            for op in _FALLBACK.findall(call):
+                rep.fallbacks[op] = rep.fallbacks.get(op, 0) + 1
+            for op in _EXTERN.findall(call):
+                rep.library_calls[op] = rep.library_calls.get(op, 0) + 1
+    return rep
+
+
+class TorchTraceCollector:
+    name = "torch_trace"
+
+    def available(self) -> str | None:
+        return None
+
+    def collect(self, ctx: CaptureContext) -> CollectorResult:
+        if "compiled" not in ctx.state:
+            return CollectorResult.skipped(
+                self.name, "no profiler pass to tell whether the benchmark runs compiled code"
+            )
+        if not ctx.state["compiled"]:
+            return CollectorResult.skipped(
+                self.name,
+                "not compiled code (no torch.compile region or Triton kernel in the profile)",
+            )
+        if ctx.run_child is None:
+            return CollectorResult.skipped(self.name, "no way to re-run the test here")
+        folder = ctx.folder(self.name)
+        log_dir = folder / "log"
+        end = time.monotonic() + ctx.budget()
+        with tempfile.TemporaryDirectory(prefix="gpuperf-trace-cache-") as tmp:
+            run = ctx.run_child(
+                env=trace_env(log_dir, Path(tmp)),
+                timeout_s=max((end - time.monotonic()) * 0.75, 1.0),
+                log_path=folder / "child.log",
+            )
+        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+        files = [folder / "child.log", *logs]
+        if not logs:
+            status = TIMEOUT if run.returncode == -9 else FAILED
+            why = (
+                f"killed after {run.wall_s:.0f} s (its time budget)"
+                if run.returncode == -9
+                else f"no TORCH_TRACE log written (exit status {run.returncode})"
+            )
+            return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
+        rep = CompileReport()
+        for log in logs:
+            part = parse_log(log.read_text(errors="replace"))
+            rep.graph_breaks += part.graph_breaks
+            rep.recompiles += part.recompiles
+            rep.compiles += part.compiles
+            rep.failures += part.failures
+            rep.compile_time_s += part.compile_time_s
+            rep.triton.update(part.triton)
+            for d_out, d_in in (
+                (rep.fallbacks, part.fallbacks),
+                (rep.library_calls, part.library_calls),
+            ):
+                for k, v in d_in.items():
+                    d_out[k] = d_out.get(k, 0) + v
+        wanted = self._kernel_names(ctx)
+        tdir = folder / "triton"
+        for name in wanted:
+            src = rep.triton.get(name)
+            if src:
+                tdir.mkdir(exist_ok=True)
+                path = tdir / f"{name}.py"
+                path.write_text(src)
+                files.append(path)
+        summary: dict[str, Any] = rep.to_dict()
+        summary["lines"] = rep.lines()
+        wall = run.wall_s
+        if shutil.which("tlparse"):
+            out = folder / "tlparse"
+            cmd = ["tlparse", str(logs[-1]), "-o", str(out), "--overwrite", "--no-browser"]
+            tl = run_process(
+                cmd, timeout_s=max(end - time.monotonic(), 1.0), log_path=folder / "tlparse.log"
+            )
+            if not tl.ok and "--no-browser" in tl.output:
+                tl = run_process(cmd[:-1], timeout_s=max(end - time.monotonic(), 1.0))
+            wall += tl.wall_s
+            if (out / "index.html").exists():
+                files.append(out / "index.html")
+            else:
+                summary["tlparse_error"] = tl.describe_failure("tlparse")
+        else:
+            summary["tlparse"] = "skipped: tlparse not found on PATH"
+        ctx.state["compile"] = rep.to_dict()
+        return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
+
+    @staticmethod
+    def _kernel_names(ctx: CaptureContext) -> list[str]:
+        names: list[str] = []
+        for h in ctx.state.get("hotspots") or []:
+            names.append(base_function(h["name"]))
+        for p in (ctx.state.get("profiles") or {}).values():
+            for k in p["inventory"].get("kernels", [])[:8]:
+                if k.get("kind") == "kernel" and base_function(k["name"]).startswith("triton_"):
+                    names.append(base_function(k["name"]))
+        return list(dict.fromkeys(names))
+
+
+def kernels_in(names: Sequence[str]) -> list[str]:
+    """Triton kernel names among ``names`` (profiler kernel names)."""
+    return [base_function(n) for n in names if base_function(n).startswith("triton_")]

@@ -1,0 +1,264 @@
+"""The capture runner: layout, manifest, budgets, missing and hung tools, failing collectors."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.artifacts import (
+    FAILED,
+    OK,
+    SKIPPED,
+    TIMEOUT,
+    CaptureContext,
+    CollectorResult,
+    baseline_inventory,
+    capture,
+    inventory_for,
+    safe_name,
+    should_capture,
+)
+from pytest_gpuperf.artifacts.layout import MAX_NAME, Layout, read_manifest
+from pytest_gpuperf.artifacts.ncu import NcuCollector
+from pytest_gpuperf.artifacts.nsys import NsysCollector
+from pytest_gpuperf.artifacts.process import run_process
+from pytest_gpuperf.artifacts.torch_trace import TorchTraceCollector
+from pytest_gpuperf.model import BenchId, Result
+
+NODEIDS = [
+    "tests/test_mm.py::test_mm[4096x4096x4096-bfloat16]",
+    "tests/test_mm.py::test_mm[4096x4096x4096-float32]",
+    "tests/test mm.py::test_mm[a/b]",
+    "tests/test mm.py::test_mm[a-b]",
+    "tests/test_mm.py::test_mm[a_b]",
+    "t.py::test[" + "x" * 300 + "]",
+    "t.py::test[" + "x" * 300 + "y]",
+    "con",
+    "../../etc/passwd",
+    "t.py::test[\u00e9\u00e8]",
+]
+
+
+def test_safe_names_are_portable_short_and_distinct() -> None:
+    names = [safe_name(n) for n in NODEIDS]
+    assert len(set(names)) == len(names)
+    for n in names:
+        assert len(n) <= MAX_NAME
+        assert all(c.isalnum() or c in "._=+-" for c in n), n
+        assert not n.startswith(".") and n.lower() != "con"
+    readable, digest = safe_name(NODEIDS[0]).rsplit("-", 1)
+    assert readable == "tests-test_mm.py--test_mm_4096x4096x4096-bfloat16" and len(digest) == 8
+    assert safe_name("abc-1.0") == "abc-1.0"  # nothing lost: no hash
+    assert safe_name(NODEIDS[0]) == safe_name(NODEIDS[0])
+
+
+def test_layout_and_gitignore(tmp_path: Path) -> None:
+    lay = Layout(tmp_path / "art", "20261129T200000Z-abc123")
+    d = lay.prepare(NODEIDS[0])
+    assert d.is_dir() and d.parent == tmp_path / "art" / "20261129T200000Z-abc123"
+    assert (tmp_path / "art" / ".gitignore").read_text().strip().endswith("*")
+
+
+def _result(key_name: str = "t.py::test_a", median: float = 1e-3) -> Result:
+    return Result(BenchId(key_name, None, "cpu"), "cpu", [median] * 5, 1, median)
+
+
+class Fake:
+    def __init__(self, name: str, outcome: Any = None, why: str | None = None) -> None:
+        self.name = name
+        self.outcome = outcome
+        self.why = why
+        self.seen: CaptureContext | None = None
+
+    def available(self) -> str | None:
+        return self.why
+
+    def collect(self, ctx: CaptureContext) -> CollectorResult:
+        self.seen = ctx
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        if self.outcome == "slow":
+            time.sleep(1.2)
+        f = ctx.folder(self.name) / "out.txt"
+        f.write_text("x")
+        ctx.state.setdefault("order", []).append(self.name)
+        return CollectorResult(self.name, files=[f], summary={"n": 1})
+
+
+def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) -> None:
+    r = _result()
+    cols = [
+        Fake("first"),
+        Fake("missing", why="tool-x not found on PATH"),
+        Fake("broken", ValueError("bad")),
+        Fake("last"),
+    ]
+    rep = capture(
+        None, None, "t.py::test_a", [r],
+        {r.id.key: {"kind": "regression", "baseline_s": 0.8e-3, "current_s": 1e-3}},
+        device="cpu", run_id="run1", collectors=cols, artifacts_dir=tmp_path,
+    )  # fmt: skip
+    assert rep is not None
+    st = {c.name: c for c in rep.collectors}
+    assert st["first"].status == OK and st["last"].status == OK
+    assert st["missing"].status == SKIPPED and st["missing"].reason == "tool-x not found on PATH"
+    assert st["broken"].status == FAILED and st["broken"].reason == "ValueError: bad"
+    assert cols[0].seen is not None and cols[0].seen.state["order"] == ["first", "last"]
+    doc = read_manifest(rep.directory)
+    assert doc["schema_version"] == 1 and doc["nodeid"] == "t.py::test_a"
+    assert doc["benchmarks"] == [r.id.key]
+    assert {c["name"]: c["status"] for c in doc["collectors"]} == {
+        "first": "ok", "missing": "skipped", "broken": "failed", "last": "ok"
+    }  # fmt: skip
+    assert doc["collectors"][0]["files"] == ["first/out.txt"]
+    assert doc["diagnosis"][r.id.key]["paragraph"].startswith("test_a is +25.0 % slower")
+    msg = rep.message()
+    assert msg.startswith("test_a is +25.0 % slower")
+    assert "missing: skipped: tool-x not found on PATH" in msg and "first/out.txt" in msg
+    arts = rep.artifacts()
+    assert arts[-1]["collector"] == "manifest" and json.dumps(arts)
+
+
+def test_the_budget_skips_collectors_not_reached(tmp_path: Path) -> None:
+    class Cfg(dict):  # GpuPerfConfig's item access
+        pass
+
+    from pytest_gpuperf.options import OPTIONS
+
+    cfg = Cfg({o.name: o.default for o in OPTIONS})
+    cfg["capture_budget"] = 1.5
+    cfg["capture_skip"] = ("off",)
+    cols = [Fake("slow", "slow"), Fake("late"), Fake("off")]
+    rep = capture(
+        None, cfg, "t.py::test_a", [_result()], device="cpu", run_id="r",  # type: ignore[arg-type]
+        collectors=cols, artifacts_dir=tmp_path,
+    )  # fmt: skip
+    assert rep is not None
+    st = {c.name: c for c in rep.collectors}
+    assert st["slow"].status == OK
+    assert st["late"].status == SKIPPED and "no time left in the capture budget" in str(
+        st["late"].reason
+    )
+    assert st["off"].status == SKIPPED and "--gpuperf-capture-skip" in str(st["off"].reason)
+
+
+def test_policy() -> None:
+    assert should_capture("on-failure", True) and not should_capture("on-failure", False)
+    assert should_capture("always", False) and not should_capture("never", True)
+
+
+def test_missing_tools_are_skipped_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert NsysCollector().available() == "nsys not found on PATH"
+    assert NcuCollector().available() == "ncu not found on PATH"
+    ctx = CaptureContext("t.py::t", tmp_path, "cuda", ["k"], state={"compiled": False})
+    assert "not compiled code" in str(TorchTraceCollector().collect(ctx).reason)
+    assert "no hotspot kernels" in str(NcuCollector().collect(ctx).reason)
+    cpu = CaptureContext("t.py::t", tmp_path, "cpu", ["k"])
+    assert NsysCollector().collect(cpu).status == SKIPPED
+
+
+def _fake_tool(folder: Path, name: str, body: str) -> None:
+    p = folder / name
+    p.write_text("#!/bin/sh\n" + body + "\n")
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+
+
+def test_a_hung_tool_is_killed_at_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # a fake nsys that starts the program and then hangs, like a profiler stuck on exit
+    _fake_tool(bin_dir, "nsys", 'sleep 60 &\necho started $$ > "$NSYS_PIDFILE"\nsleep 60')
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("NSYS_PIDFILE", str(tmp_path / "pid"))
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    from pytest_gpuperf.artifacts.capture import standalone_runner
+
+    runner = standalone_runner("test_x.py::test_x", rootdir=tmp_path, device="cpu")
+    ctx = CaptureContext(
+        "test_x.py::test_x", tmp_path / "out", "cuda", ["k"], timeout_s=2.0,
+        deadline=time.monotonic() + 60, run_child=runner,
+    )  # fmt: skip
+    start = time.monotonic()
+    res = NsysCollector().collect(ctx)
+    assert time.monotonic() - start < 15
+    assert res.status == TIMEOUT and "killed after" in str(res.reason)
+    assert (tmp_path / "out" / "nsys" / "profile.log").exists()
+
+
+def test_run_process_kills_the_whole_process_group(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time;"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+        f"open({str(marker)!r}, 'w').write(str(p.pid));"
+        "time.sleep(60)"
+    )
+    run = run_process([sys.executable, "-c", code], timeout_s=1.5)
+    assert run.timed_out and run.returncode != 0 and "killed after" in run.output
+    pid = int(marker.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        # a zombie until reaped by init: check its state
+        if (
+            Path(f"/proc/{pid}/stat").exists()
+            and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+        ):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the grandchild survived")
+
+
+def test_run_process_reports_a_missing_program() -> None:
+    run = run_process(["/nonexistent/tool", "x"], timeout_s=5)
+    assert not run.ok and run.error and "could not start" in run.describe_failure("tool")
+
+
+def test_capture_does_nothing_in_a_child(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        from pytest_gpuperf.artifacts import capture
+
+        def pytest_sessionfinish(session):
+            out = capture(session.config, None, "x", [], device="cpu", run_id="r", collectors=[])
+            (session.config.rootpath / "out.txt").write_text(repr(out))
+        """
+    )
+    pytester.makepyfile("def test_a():\n    pass\n")
+    pytester.runpytest("--gpuperf-child")
+    assert (pytester.path / "out.txt").read_text() == "None"
+
+
+def test_baseline_inventory_from_runs_extras_and_inventories() -> None:
+    inv = {
+        "schema": 1,
+        "kernels": [{"name": "k", "kind": "kernel", "launches": 1.0, "us_per_call": 10.0}],
+    }
+
+    class Run:
+        def __init__(self) -> None:
+            self.extra = {"kernels": inv}
+
+    assert baseline_inventory(None) is None
+    assert baseline_inventory([Run()]) == inv
+    assert baseline_inventory([{"extra": {"kernels": inv}}]) == inv
+    assert baseline_inventory(inv) == inv
+    assert baseline_inventory([{"extra": None}]) is None
+    r = _result()
+    r.extra["kernels"] = inv
+    assert inventory_for(r) == inv and inventory_for(_result()) is None

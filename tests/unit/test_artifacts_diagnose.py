@@ -1,0 +1,161 @@
+"""The diagnosis names the cause that the evidence shows, and says it first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_gpuperf.artifacts import diagnose as dg
+from pytest_gpuperf.artifacts.inventory import diff_inventories, inventory_from_trace
+from pytest_gpuperf.artifacts.timeline import analyze, load_trace, parse_trace
+from tests.unit.kineto import FakeTrace, gpu_bound, with_syncs
+
+DATA = Path(__file__).parent.parent / "data" / "artifacts"
+
+
+def _evidence(
+    base_doc: dict, cur_doc: dict, base_s: float, cur_s: float, **kw: object
+) -> dg.Evidence:
+    base_inv = inventory_from_trace(parse_trace(base_doc))
+    cur_inv = inventory_from_trace(parse_trace(cur_doc))
+    return dg.Evidence(
+        key="t.py::test_x@cuda-events",
+        display="test_x",
+        baseline_s=base_s,
+        current_s=cur_s,
+        analysis=analyze(parse_trace(cur_doc)),
+        baseline_inventory=base_inv,
+        kernel_diff=diff_inventories(base_inv, cur_inv, cur_s - base_s),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _plain_chain(calls: int = 4, kernels: int = 8, kdur: float = 10.0) -> FakeTrace:
+    t = FakeTrace()
+    host = gpu = 1000.0
+    for i in range(calls):
+        start = host
+        for _ in range(kernels):
+            t.op("aten::mul", host, 4.0)
+            t.kernel(
+                "vectorized_elementwise_kernel<MulFunctor>", host + 1, max(gpu, host + 5), kdur
+            )
+            gpu = max(gpu, host + 5) + kdur
+            host += 4.0
+        t.call(i, start, host - start)
+    return t
+
+
+def test_a_host_sync_in_the_loop() -> None:
+    ev = _evidence(_plain_chain().doc(), with_syncs().doc(), 80e-6, 300e-6)
+    d = dg.diagnose(ev)
+    assert d.cause == dg.HOST_SYNC
+    assert "synchronises with the host 8 time(s) per call (none in the baseline)" in d.paragraph
+    assert "aten::_local_scalar_dense" in d.paragraph
+    assert "The GPU was idle" in d.paragraph
+    assert d.paragraph.startswith("test_x is +275.0 % slower than its baseline (80 µs -> 300 µs")
+
+
+def test_a_pageable_host_to_device_copy_on_the_real_trace() -> None:
+    cur = load_trace(DATA / "kineto_h200_sync_h2d.json")
+    # the same work without the copy and its sync: kernels only
+    base = dict(cur)
+    base["traceEvents"] = [
+        e
+        for e in cur["traceEvents"]
+        if e.get("cat") != "gpu_memcpy" and e.get("name") != "cudaStreamSynchronize"
+    ]
+    ev = _evidence(base, cur, 60e-6, 2.3e-3)
+    d = dg.diagnose(ev)
+    assert dg.H2D_COPY in d.causes[:2] and dg.HOST_SYNC in d.causes
+    assert "host-to-device copy inside the benchmarked function" in d.paragraph
+    assert "pageable" in d.paragraph and "4.19 MB per call" in d.paragraph
+
+
+def test_the_copy_own_sync_does_not_count_as_a_separate_cause() -> None:
+    t = FakeTrace()
+    for i in range(2):
+        ts = 1000.0 + 200 * i
+        t.call(i, ts, 150.0)
+        t.op("aten::copy_", ts, 60.0)
+        t.memcpy("Memcpy HtoD (Pageable -> Device)", ts + 1, ts + 5, 40.0, 2**20)
+        t.api("cudaStreamSynchronize", ts + 10, 40.0)
+        t.kernel("gemm_a", ts + 70, ts + 75, 50.0)
+    d = dg.diagnose(
+        _evidence(gpu_bound(calls=2, kernels=(("gemm_a", 50.0),)).doc(), t.doc(), 60e-6, 150e-6)
+    )
+    assert d.cause == dg.H2D_COPY and dg.HOST_SYNC not in d.causes
+    assert "plus the host sync it forces" in d.paragraph
+
+
+def test_a_different_gemm_variant() -> None:
+    base = gpu_bound(kernels=(("nvjet_sm90_tst_256x128_64x4_2x1_v_bz_TNT", 25.0),)).doc()
+    cur = gpu_bound(
+        kernels=(("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", 280.0),)
+    ).doc()
+    ncu = [
+        {"name": "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32",
+         "bottleneck": "compute-bound", "sm_pct": 91.0, "mem_pct": 30.0, "occupancy_pct": 12.0,
+         "registers": 210, "stalls": [("math pipe throttle", 4.2)], "duration_us": 280.0}
+    ]  # fmt: skip
+    d = dg.diagnose(_evidence(base, cur, 40e-6, 295e-6, ncu=ncu))
+    assert d.cause == dg.KERNEL_VARIANT
+    assert "replaced nvjet_sm90_tst_256x128_64x4_2x1_v_bz_TNT" in d.paragraph
+    assert "Nsight Compute on sm90_xmma_gemm" in d.paragraph and "compute-bound" in d.paragraph
+    assert "The GPU was idle" not in d.paragraph
+
+
+def test_an_extra_copy_kernel() -> None:
+    base = gpu_bound(kernels=(("gemm_a", 100.0),)).doc()
+    copy = "void at::native::elementwise_kernel<128, 2, direct_copy_kernel_cuda>(int, Func)"
+    cur = gpu_bound(kernels=((copy, 40.0), ("gemm_a", 100.0))).doc()
+    d = dg.diagnose(_evidence(base, cur, 110e-6, 155e-6))
+    assert d.cause == dg.EXTRA_COPY and "an extra copy appeared" in d.paragraph
+
+
+def test_a_graph_break_in_compiled_code() -> None:
+    base = gpu_bound(kernels=(("triton_per_fused_add_native_layer_norm_0", 20.0),)).doc()
+    cur = gpu_bound(
+        kernels=(("triton_per_fused_native_layer_norm_0", 18.0), ("triton_poi_fused_add_0", 8.0))
+    ).doc()
+    comp = {"graphs": 2, "graph_break_count": 1,
+            "graph_breaks": [{"reason": "Call to `torch._dynamo.graph_break()`", "where": "m.py:30"}],
+            "recompiles": [], "fallbacks": []}  # fmt: skip
+    d = dg.diagnose(_evidence(base, cur, 60e-6, 90e-6, compile=comp))
+    assert d.cause == dg.GRAPH_BREAK
+    assert (
+        "torch.compile broke the graph 1 time(s): Call to `torch._dynamo.graph_break()` (m.py:30)"
+        in d.paragraph
+    )
+    assert any(line.startswith("compile: 2 graph(s), 1 graph break(s)") for line in d.details)
+
+
+def test_launch_bound_work() -> None:
+    t = FakeTrace()
+    host = 1000.0
+    for i in range(3):
+        start = host
+        for _ in range(40):
+            t.kernel("vectorized_elementwise_kernel<AddFunctor>", host + 2, host + 7, 2.0)
+            host += 8.0
+        t.call(i, start, host - start)
+    ev = dg.Evidence(
+        key="k", baseline_s=200e-6, current_s=320e-6, analysis=analyze(parse_trace(t.doc()))
+    )
+    d = dg.diagnose(ev)
+    assert d.cause == dg.LAUNCH_BOUND and "CUDA graphs" in d.paragraph
+
+
+def test_without_a_profile_the_message_says_so() -> None:
+    d = dg.diagnose(dg.Evidence(key="k", display="test_k", baseline_s=1e-3, current_s=1.2e-3))
+    assert d.causes == [] and "No profile could be taken" in d.paragraph
+    assert d.paragraph.startswith("test_k is +20.0 % slower")
+
+
+def test_extra_lines_from_hooks_are_appended() -> None:
+    d = dg.diagnose(dg.Evidence(key="k"), ["Check the input pipeline"])
+    assert d.paragraph.endswith("Check the input pipeline.")
+
+
+def test_formatting() -> None:
+    assert dg.fmt_time(182e-6) == "182 µs" and dg.fmt_time(1.5e-3) == "1.5 ms"
+    assert dg.fmt_time(None) == "?" and dg.fmt_bytes(4 * 2**20) == "4.19 MB"
