@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 ON_GPU = torch.cuda.is_available()
 
 BATCH, WIDTH = (256, 1024) if ON_GPU else (64, 256)
+#: GPUPERF_PLANT=graph_break plants a graph break (see test_planted.py)
+GRAPH_BREAK = "graph_break" in os.environ.get("GPUPERF_PLANT", "")
 
 
 class MLP(torch.nn.Module):
@@ -21,7 +25,10 @@ class MLP(torch.nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x) + x
+        y = self.net(x)
+        if GRAPH_BREAK:
+            torch._dynamo.graph_break()
+        return y + x
 
 
 @pytest.mark.gpuperf(flops=2 * 2 * BATCH * WIDTH * 4 * WIDTH)
