@@ -235,6 +235,17 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
             f"{len(recompiles)} recompile(s)" + (f", fallbacks {fallbacks}" if fallbacks else "")
         )
     details += [f"nsys: {s}" for s in ev.nsys]
+    if ev.child_median_s is not None and ev.baseline_s:
+        again = ev.child_median_s / ev.baseline_s - 1
+        details.append(
+            f"re-measured in the profiler's process: {fmt_time(ev.child_median_s)} "
+            f"({100 * again:+.1f} % against the baseline)"
+            + (
+                ""
+                if ev.ratio is None or again > (ev.ratio - 1) / 3
+                else "; the slowdown did not reproduce there, so the profiles may not show it"
+            )
+        )
 
     findings.sort(key=lambda f: -f.weight)
     causes = [f.cause for f in findings if f.weight > 0]

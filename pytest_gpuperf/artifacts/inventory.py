@@ -382,6 +382,15 @@ def diff_inventories(
     c_other = float(current_inv.get("other_us_per_call") or 0.0)
     gpu_delta += c_other - b_other
     notes = []
+    if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
+        # The profiles disagree with the measurement: list the changes, attribute nothing.
+        for c in changes:
+            c.share = None
+        notes.append(
+            f"the profiled time per call changed by {gpu_delta:+.1f} µs while the measured "
+            f"slowdown is {slowdown_us:+.1f} µs: changes are listed, not attributed"
+        )
+        slowdown_us = None
     if (
         baseline_inv.get("device_name")
         and current_inv.get("device_name")

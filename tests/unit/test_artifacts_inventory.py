@@ -113,3 +113,12 @@ def test_combine_ignores_runs_without_an_inventory() -> None:
     assert combine([]) is None
     inv = _inv({"k": 1.0})
     assert combine([{}, inv]) == inv
+
+
+def test_profiles_that_disagree_with_the_measurement_are_not_attributed() -> None:
+    base = _inv({"gemm_a": 100.0})
+    cur = _inv({"gemm_a": 900.0})
+    d = diff_inventories(base, cur, slowdown_s=5e-6)
+    assert d.explained is None and d.changes[0].share is None
+    assert "listed, not attributed" in d.lines()[-1]
+    assert diff_inventories(base, cur, slowdown_s=-1e-6).explained is None

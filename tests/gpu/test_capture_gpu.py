@@ -1,0 +1,83 @@
+"""Capture and diagnosis of the planted regressions in examples/ (needs CUDA; the H200 machine).
+
+For each plant: measure the example without it, with a kernel inventory
+(what ``--gpuperf-save`` keeps), measure it planted, then run the whole
+capture (profiler child, TORCH_TRACE for compiled code, nsys and ncu where on
+PATH) and check that the diagnosis names the planted cause. Each report is
+printed (``-s``) and, with ``GPUPERF_REPORTS=<dir>``, written there as
+``<plant>.txt`` with the capture's folder beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.artifacts import capture
+from pytest_gpuperf.artifacts import diagnose as dg
+from pytest_gpuperf.artifacts.capture import standalone_runner
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.json_report import load_results
+from tests.conftest import requires_cuda
+
+pytestmark = requires_cuda
+ROOT = Path(__file__).resolve().parents[2]
+
+PLANTS = [
+    ("sync", "examples/test_planted.py::test_elementwise_chain", dg.HOST_SYNC),
+    ("h2d", "examples/test_planted.py::test_scale_by_table", dg.H2D_COPY),
+    ("variant", "examples/test_planted.py::test_matmul_bf16", dg.KERNEL_VARIANT),
+    ("graph_break", "examples/test_compiled_model.py::test_compiled_mlp", dg.GRAPH_BREAK),
+]
+
+
+def _measure(nodeid: str, plant: str, inventory: str, out: Path) -> Result:
+    env = dict(os.environ, GPUPERF_PLANT=plant)
+    env.pop("PYTEST_ADDOPTS", None)
+    cmd = [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
+           "--gpuperf-device=cuda", f"--gpuperf-json={out}", f"--gpuperf-inventory={inventory}"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (r,) = load_results(json.loads(out.read_text()))
+    return r
+
+
+@pytest.mark.parametrize(("plant", "nodeid", "cause"), PLANTS, ids=[p[0] for p in PLANTS])
+def test_a_planted_regression_is_diagnosed(
+    plant: str, nodeid: str, cause: str, tmp_path: Path
+) -> None:
+    reports = Path(os.environ.get("GPUPERF_REPORTS") or tmp_path)
+    base = _measure(nodeid, "", "always", tmp_path / "base.json")
+    assert "kernels" in base.extra, base.extra
+    cur = _measure(nodeid, plant, "never", tmp_path / "cur.json")
+    key = cur.id.key
+    assert cur.median > 1.03 * base.median, (base.median, cur.median)
+    comparison = {"kind": "regression", "baseline_s": base.median, "current_s": cur.median}
+    runner = standalone_runner(nodeid, rootdir=ROOT, device="cuda", env={"GPUPERF_PLANT": plant})
+    rep = capture(
+        None, None, nodeid, [cur], {key: comparison}, device="cuda", run_id=f"planted-{plant}",
+        baselines={key: [{"extra": base.extra}]}, run_child=runner,
+        artifacts_dir=reports / "artifacts",
+    )  # fmt: skip
+    assert rep is not None
+    text = rep.message()
+    print(f"\n===== {plant} =====\n{text}")
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / f"{plant}.txt").write_text(text)
+    (reports / f"{plant}.json").write_text(json.dumps(rep.to_dict(), indent=1, default=str))
+    status = {c.name: c for c in rep.collectors}
+    assert status["torch_profiler"].ok, status["torch_profiler"].reason
+    if shutil.which("nsys"):
+        assert status["nsys"].ok, status["nsys"].reason
+    if shutil.which("ncu"):
+        assert status["ncu"].ok, status["ncu"].reason
+    if plant == "graph_break":
+        assert status["torch_trace"].ok, status["torch_trace"].reason
+    assert rep.wall_s < 150, f"capture took {rep.wall_s:.0f} s"
+    assert rep.diagnoses[key].cause == cause, text
