@@ -36,6 +36,22 @@ Design (``research/statistics.md``, with the changes argued below):
   slowdown with probability at most ``clear_error`` over all looks. With the
   usual 95 % bound a 5 % slowdown would be waved through 5 % of the time
   per look, which alone breaks "≥95 % detected at 5 %".
+* Noise that GPU-MACHINE.md shows to be uneven is respected: the prior's
+  shape falls with the time per call, its level and weight are fitted to
+  the runner's baseline, a benchmark noisier than the prior gets less of it
+  (:func:`pytest_gpuperf.stats.benchmark_nu0`), the current runs are
+  summarised by their median from three on (one process at 2x was seen),
+  and current runs that scatter more than the noise allows make the verdict
+  inconclusive.
+* The MDE reported is that of the whole procedure (all looks), and is
+  detected with at least ``power`` probability given the baseline (checked
+  by simulation, ``bench/simulate_verdicts.py``).
+
+Known limit: the error control assumes run-to-run noise near normal on the
+log scale. A benchmark whose processes sometimes land in a slow mode the
+baseline never showed (launch-bound calls) can fail falsely more often than
+``alpha / m``; confirmation runs cut this ~10x (bench table 1), more
+baseline runs further.
 """
 
 from __future__ import annotations
@@ -328,12 +344,16 @@ class Comparison:
     ``threshold_reason`` is ``"threshold"`` when the configured minimum set
     it and ``"noise"`` when the noise widened it. ``noise`` is the run-to-run
     SD used, from ``k`` runs with SD ``noise_runs`` moderated towards
-    ``prior_noise`` (weight ``prior_df``; ``prior_source`` pooled over
-    ``prior_benchmarks`` benchmarks, or the default curve), then raised to
-    ``noise_floor`` if lower (``noise_reason``: runs, floor or within-run).
-    ``mde`` is the slowdown this benchmark detects with ``power`` (95 %)
-    probability with these runs; ``runs_needed`` how many current runs would
-    bring it to ``detect`` (None: more baseline runs are needed instead).
+    ``prior_noise`` (``prior_source`` pooled over ``prior_benchmarks``
+    benchmarks, or the default curve) with weight ``prior_df`` (the prior's
+    ``prior_df_runner``, lowered when this benchmark is noisier than the
+    prior), then raised to ``noise_floor`` if lower (``noise_reason``: runs,
+    floor or within-run); ``df`` is the t reference's. ``mde`` is the
+    slowdown the whole procedure (up to ``looks`` current runs) detects with
+    ``power`` (95 %) probability given this baseline; ``runs_needed`` how
+    many current runs would bring it to ``detect`` (None: more baseline runs
+    are needed instead). ``current_runs`` lists every current run's median,
+    unstable ones included; ``r`` counts the stable ones used.
     """
 
     kind: str
@@ -364,6 +384,7 @@ class Comparison:
     noise_floor: float | None = None
     prior_noise: float | None = None
     prior_df: float | None = None
+    prior_df_runner: float | None = None
     prior_source: str | None = None
     prior_benchmarks: int = 0
     df: float | None = None
@@ -607,7 +628,8 @@ def _numbers(
         "noise_reason": noise_reason,
         "noise_floor": floor,
         "prior_noise": s0,
-        "prior_df": pri.nu0,
+        "prior_df": float(stats.benchmark_nu0(sd_b, k, s0, pri.nu0)),
+        "prior_df_runner": pri.nu0,
         "prior_source": pri.source,
         "prior_benchmarks": pri.benchmarks,
         "df": nu,

@@ -171,15 +171,21 @@ def _threshold(c: Comparison) -> str:
 
 
 def _noise(c: Comparison) -> str:
+    weight = f"weight {c.prior_df or 0:.3g} df"
+    if c.prior_df_runner and (c.prior_df or 0) < 0.9 * c.prior_df_runner:
+        weight += (
+            f", lowered from {c.prior_df_runner:.3g} because this benchmark is noisier than "
+            "the prior"
+        )
     if c.prior_source == "pooled":
         prior = (
             f"the runner's level {_pct(c.prior_noise)} for a {fmt_time(c.baseline_s)} call, "
-            f"pooled from {c.prior_benchmarks} benchmarks (weight {c.prior_df or 0:.3g} df)"
+            f"pooled from {c.prior_benchmarks} benchmarks ({weight})"
         )
     else:
         prior = (
             f"the default prior {_pct(c.prior_noise)} for a {fmt_time(c.baseline_s)} call "
-            f"(weight {c.prior_df or 0:.3g} df; GPU-MACHINE.md: ≤1 % for ≥200 µs kernels, "
+            f"({weight}; GPU-MACHINE.md: ≤1 % for ≥200 µs kernels, "
             "up to 25 % for launch-bound calls; nothing could be pooled from the runner)"
         )
     if c.k >= 2:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf.model import SHIFT, BenchId, Result
+from pytest_gpuperf.reporting.explain import explain
 from pytest_gpuperf.verdict import (
     DEFAULT_POLICY,
     DIFFERENT_ENVIRONMENT,
@@ -151,6 +152,14 @@ def test_one_baseline_run_with_a_pooled_prior() -> None:
     c = decide([T], [T * 1.10], m=8, look=3, prior=QUIET_PRIOR)
     assert c.prior_source == "pooled" and c.prior_benchmarks == 12
     assert c.kind == REGRESSION
+
+
+def test_a_benchmark_noisier_than_the_prior_leans_on_its_own_runs() -> None:
+    noisy = runs(T, [0.04, -0.05, 0.03, -0.02, 0.05])  # ~4 % against a 0.3 % prior
+    c = decide(noisy, [T], m=8, prior=QUIET_PRIOR)
+    assert c.prior_df_runner == 10.0 and c.prior_df < 1.0
+    assert c.noise == pytest.approx(c.noise_runs, rel=0.1)
+    assert "lowered from 10" in explain(c)
 
 
 def test_noise_floors() -> None:
