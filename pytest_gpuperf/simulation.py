@@ -126,7 +126,7 @@ def simulate(
     yc = runs(looks, shared_job=True) + np.log1p(theta)[None, :, None]
     mean_b = yb.mean(axis=-1)
     sd_b = yb.std(axis=-1, ddof=1) if k >= 2 else np.full((s_n, m), np.nan)
-    ref = stats.default_noise(
+    curve = stats.default_noise(
         med[None, :] * np.exp(mean_b),
         small=policy.default_noise_small,
         large=policy.default_noise_large,
@@ -139,18 +139,18 @@ def simulate(
         fit = stats.fit_prior(
             sd_b,
             np.full((s_n, m), k - 1.0),
-            ref,
+            curve,
             nu0_max=policy.nu0_max,
             confidence=policy.pool_confidence,
             min_benchmarks=policy.min_pool,
         )
         scale, nu0 = np.asarray(fit.scale), np.asarray(fit.nu0)
-    s0 = scale[:, None] * ref
+    s0 = scale[:, None] * curve
     levels = policy.test_levels(m)
     ref = stats.reference(
         mean_b, sd_b, k, s0, nu0[:, None], policy.noise_floor, with_mde=with_mde or at_mde, **levels
     )
-    mde = np.broadcast_to(np.asarray(ref.mde, dtype=float), (s_n, m))
+    mde = np.zeros((s_n, m)) + np.asarray(ref.mde, dtype=np.float64)
     if at_mde:
         yc = yc - np.log1p(theta)[None, :, None] + np.log1p(mde)[..., None]
         theta = np.full(m, np.nan)

@@ -508,7 +508,7 @@ def detectable(
     t_wide = -special.stdtrit(plan.nu, (1.0 - power) / (2 * looks))
     hi = np.maximum(lo, plan.cutoff) + t_wide * plan.se[0] * 2.0
     reach = plan.probability(hi, consistency_alpha) >= power
-    for _ in range(20):
+    for _step in range(20):
         mid = (lo + hi) / 2
         ok = plan.probability(mid, consistency_alpha) >= power
         hi = np.where(ok, mid, hi)
@@ -535,7 +535,8 @@ def runs_needed(
     """
 
     def ok(looks: int) -> bool:
-        mde = detectable(s, nu, k, **{**levels, "looks": looks, "power": power, "detect": detect})
+        rest = {key: v for key, v in levels.items() if key != "looks"}
+        mde = detectable(s, nu, k, looks, power=power, detect=detect, **rest)
         return bool(mde <= detect)
 
     if not ok(max_runs):

@@ -189,7 +189,7 @@ class DecisionPolicy:
             )
         )
 
-    def test_levels(self, m: int) -> dict[str, float]:
+    def test_levels(self, m: int) -> dict[str, Any]:
         """Keyword arguments of :func:`pytest_gpuperf.stats.evaluate` for a session of m."""
         if m < 1:
             raise ValueError(f"m (gated comparisons in the session) must be >= 1, got {m}")
