@@ -48,10 +48,13 @@ Design (``research/statistics.md``, with the changes argued below):
   by simulation, ``bench/simulate_verdicts.py``).
 
 Known limit: the error control assumes run-to-run noise near normal on the
-log scale. A benchmark whose processes sometimes land in a slow mode the
-baseline never showed (launch-bound calls) can fail falsely more often than
-``alpha / m``; confirmation runs cut this ~10x (bench table 1), more
-baseline runs further.
+log scale. A benchmark whose processes sometimes land in a slow mode
+(launch-bound calls; one process in 8 at 2x) can fail falsely more often
+than ``alpha / m``: 0.2 % of comparisons instead of 0.125 % at m = 8 with
+two confirmation runs, 4.5 % without any (bench table 1). More baseline
+runs do not cure it (the mode inflates the noise estimate but not enough);
+measuring such calls without the slow mode (CUDA-graph replay) or a
+distribution-free check once K >= 20 would.
 """
 
 from __future__ import annotations
