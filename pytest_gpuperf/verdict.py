@@ -600,6 +600,8 @@ def _numbers(
     mean_b = sum(yb) / k
     sd_b = math.sqrt(sum((y - mean_b) ** 2 for y in yb) / (k - 1)) if k >= 2 else math.nan
     pri = prior if prior is not None else NoisePrior.default(policy)
+    if k == 1 and pri.nu0 <= 0:  # no spread of its own and a prior without weight
+        pri = NoisePrior.default(policy)
     s0 = pri.s0(math.exp(mean_b), policy)
     within = [x.within_se for x in (*base, *cur) if x.within_se is not None]
     within_rms = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0

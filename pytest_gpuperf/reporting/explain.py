@@ -155,8 +155,17 @@ def _current_from(c: Comparison) -> str:
     return f"{how} of {c.r} runs ({runs})"
 
 
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
 def _threshold(c: Comparison) -> str:
     configured = _pct(c.threshold)
+    if not _finite(c.threshold_in_force):
+        return (
+            "none can be reached: with this little information about the noise no "
+            "slowdown is significant"
+        )
     if c.threshold_reason == "noise":
         t = math.log1p(c.threshold_in_force or 0.0) / c.se if c.se else math.nan
         return (
@@ -205,7 +214,7 @@ def _noise(c: Comparison) -> str:
 
 
 def _power(c: Comparison) -> str:
-    if c.mde is None:
+    if c.mde is None or not math.isfinite(c.mde):
         return "this baseline cannot detect any slowdown: add baseline runs"
     text = (
         f"slowdowns of {_pct(c.mde)} or more are caught 95 % of the time "

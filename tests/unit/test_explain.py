@@ -65,3 +65,12 @@ def test_summary_lines() -> None:
     assert "detectable >=" in summary_line(noisy)
     assert "\n" not in summary_line(noisy)
     assert summary_line(decide([], [T], name="n")) == "n: no baseline, current 200.0 µs"
+
+
+def test_a_baseline_that_says_nothing_is_explained_without_warnings() -> None:
+    """One baseline run and a prior of almost no weight: infinite bounds, plain words."""
+    c = decide([T], [T * 1.2], m=8, look=3, prior=NoisePrior(scale=1.0, nu0=0.05))
+    text = explain(c)
+    assert c.kind == "inconclusive"
+    assert "none can be reached" in text and "cannot detect any slowdown" in text
+    assert not re.search(r"\binf\b", text)
