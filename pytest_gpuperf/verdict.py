@@ -65,7 +65,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from pytest_gpuperf import stats
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.measure.steady_state import MAD_TO_SD
+from pytest_gpuperf.model import Result, _json_safe
 from pytest_gpuperf.summary import mad
 
 REGRESSION = "regression"
@@ -256,7 +257,7 @@ def within_run_se(rounds: Sequence[float]) -> float | None:
     logs = [math.log(x) for x in rounds if x > 0]
     if len(logs) < 3:
         return None
-    return 1.2533 * 1.4826 * mad(logs) / math.sqrt(len(logs))
+    return 1.2533 * MAD_TO_SD * mad(logs) / math.sqrt(len(logs))
 
 
 @dataclass(frozen=True)
@@ -409,10 +410,8 @@ class Comparison:
         return None if self.ratio is None else self.ratio - 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for key in ("reasons", "notes", "environment", "current_runs"):
-            d[key] = list(d[key])
-        return {k: _finite(v) for k, v in d.items()}
+        out: dict[str, Any] = _json_safe(asdict(self))
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Comparison:
@@ -421,14 +420,6 @@ class Comparison:
             if key in kw:
                 kw[key] = tuple(kw[key])
         return cls(**kw)
-
-
-def _finite(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, list):
-        return [_finite(x) for x in v]
-    return v
 
 
 def _as_run(x: float | RunStat) -> RunStat:
