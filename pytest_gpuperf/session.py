@@ -23,9 +23,12 @@ from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.fixture import BenchContext, GpuBench
 from pytest_gpuperf.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.rerun import is_child
 
 if TYPE_CHECKING:
     from collections.abc import Generator
+
+    from pytest_gpuperf.gate import Gate
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
 RESULTS_KEY = pytest.StashKey[list[Result]]()
@@ -53,6 +56,29 @@ class GpuPerfSession:
         self._device_key: str | None = None
         self.started = time.time()
         self.deselected = 0
+        self.child = is_child(config)
+        self.gate: Gate | None = None
+        self.saved: str | None = None
+        self.save_error: str | None = None
+        self._open_baselines()
+
+    def _open_baselines(self) -> None:
+        """Fail fast, before measuring anything, on a baseline that cannot be used."""
+        if self.child:
+            return
+        from pytest_gpuperf.errors import BaselineError
+
+        try:
+            if self.cfg["baseline"]:
+                from pytest_gpuperf.gate import Gate
+
+                self.gate = Gate.load(self.config, self.cfg)
+            if self.cfg["save"] and not is_worker(self.config):
+                from pytest_gpuperf.gate import check_save_target
+
+                check_save_target(self.config, self.cfg)
+        except BaselineError as e:
+            raise pytest.UsageError(str(e)) from None
 
     # --- collection --------------------------------------------------------
 
@@ -70,8 +96,11 @@ class GpuPerfSession:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
                 self.deselected = len(drop)
-        if any(is_benchmark(i) for i in items):
+        benchmarks = [i for i in items if is_benchmark(i)]
+        if benchmarks:
             self.ensure_device()
+        if self.gate is not None:
+            self.gate.set_collected([i.nodeid for i in benchmarks])
 
     def ensure_device(self) -> str:
         if self.device is None:
@@ -121,6 +150,24 @@ class GpuPerfSession:
 
         return collect_environment(self.ensure_device())
 
+    # --- verdicts --------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        """After the test function returned: judge its results against the baseline."""
+        yield
+        results = item.stash.get(RESULTS_KEY, None)
+        if self.gate is None or not results:
+            return
+        from pytest_gpuperf.gate import warn_inconclusive
+
+        judgement = self.gate.judge(
+            item, results, device=self.ensure_device(), marker=marker_kwargs(item)
+        )
+        warn_inconclusive(item, judgement.warnings)
+        if judgement.failures:
+            pytest.fail("\n\n".join(judgement.failures), pytrace=False)
+
     # --- results -------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
@@ -154,7 +201,10 @@ class GpuPerfSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if is_worker(self.config):
             return
-        self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
+        if not self.child:
+            self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
+            if self.cfg["save"] and self.results:
+                self._save(session)
         path = self.cfg["json"]
         if path:
             from pytest_gpuperf.fileio import atomic_write_text
@@ -171,20 +221,43 @@ class GpuPerfSession:
                     "duration_s": round(time.time() - self.started, 3),
                     "args": list(self.config.invocation_params.args),
                     "device": self.cfg["device"],
+                    "baseline": self.cfg["baseline"],
+                    "saved_to": self.cfg["save"],
                 },
             )
             atomic_write_text(Path(path), json_report.dumps(doc))
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if is_worker(self.config) or not self.results:
-            return
-        from pytest_gpuperf.reporting.terminal import render
+    def _save(self, session: pytest.Session) -> None:
+        from pytest_gpuperf.errors import BaselineError
+        from pytest_gpuperf.gate import run_meta, save
 
+        try:
+            self.saved = save(self.config, self.cfg, self.results, meta=run_meta(self.config))
+        except BaselineError as e:
+            self.save_error = str(e)
+            if session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if is_worker(self.config) or self.child:
+            return
         tr = terminalreporter
-        tr.section("gpuperf")
-        tr.write_line(render(self.results))
+        if self.results:
+            from pytest_gpuperf.reporting.terminal import render
+
+            tr.section("gpuperf")
+            tr.write_line(render(self.results))
+        if self.gate is not None and self.gate.rerun_count:
+            tr.write_line(
+                f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
+                f"{self.gate.rerun_s:.1f} s"
+            )
+        if self.saved:
+            tr.write_line(self.saved)
+        if self.save_error:
+            tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
         path = self.cfg["json"]
-        if path:
+        if path and self.results:
             tr.write_line(f"results written to {path}")
 
 

@@ -36,14 +36,22 @@ def _p(x: float | None) -> str:
     return "-" if x is None else f"{x:.2g}"
 
 
+#: Beyond ±1000 % a percentage says nothing more than "huge".
+_HUGE = 10.0
+
+
 def _pct(x: float | None) -> str:
     """Percent with one decimal, two below 1 % (noise levels of 0.25 % matter)."""
+    if x is not None and (not math.isfinite(x) or abs(x) >= _HUGE):
+        return "> 1000 %" if x > 0 else "< -1000 %"
     if x is not None and abs(x) < 0.01:
         return fmt_pct(x, digits=2)
     return fmt_pct(x, digits=1)
 
 
 def _signed(x: float | None) -> str:
+    if x is not None and (not math.isfinite(x) or abs(x) >= _HUGE):
+        return "> +1000 %" if x > 0 else "< -1000 %"
     return fmt_pct(x, digits=1, sign=True)
 
 
@@ -79,7 +87,10 @@ def summary_line(c: Comparison) -> str:
     if c.kind == REGRESSION:
         line += f", p = {_p(c.p_slow)} <= {_p(c.alpha)}, threshold {_pct(c.threshold_in_force)}"
     elif c.kind == INCONCLUSIVE:
-        line += f", detectable >= {_pct(c.mde)}"
+        if _finite(c.mde) and abs(c.mde or 0.0) < _HUGE:
+            line += f", detectable >= {_pct(c.mde)}"
+        else:
+            line += ", no slowdown is detectable with this noise"
         if c.reasons:
             line += f": {c.reasons[0]}"
     return line
@@ -194,8 +205,8 @@ def _noise(c: Comparison) -> str:
     else:
         prior = (
             f"the default prior {_pct(c.prior_noise)} for a {fmt_time(c.baseline_s)} call "
-            f"({weight}; GPU-MACHINE.md: ≤1 % for ≥200 µs kernels, "
-            "up to 25 % for launch-bound calls; nothing could be pooled from the runner)"
+            f"({weight}; measured on an H200: ≤1 % for ≥200 µs kernels, up to 25 % for "
+            "launch-bound calls; nothing could be pooled from the runner)"
         )
     if c.k >= 2:
         text = (
