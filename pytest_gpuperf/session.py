@@ -27,6 +27,10 @@ from pytest_gpuperf.model import Result
 if TYPE_CHECKING:
     from collections.abc import Generator
 
+    from pytest_gpuperf.fixture import PhaseRange, Probe
+    from pytest_gpuperf.nvtx_ranges import NvtxRanges
+    from pytest_gpuperf.telemetry import NvmlTelemetry
+
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
 RESULTS_KEY = pytest.StashKey[list[Result]]()
 REPORT_ATTR = "gpuperf"
@@ -53,6 +57,10 @@ class GpuPerfSession:
         self._device_key: str | None = None
         self.started = time.time()
         self.deselected = 0
+        # telemetry and NVTX (issue 4): made on first use, see _probes / _phase_range
+        self._telemetry: NvmlTelemetry | None = None
+        self._nvtx: NvtxRanges | None = None
+        self.gpu_state: dict[str, Any] | None = None
 
     # --- collection --------------------------------------------------------
 
@@ -92,13 +100,15 @@ class GpuPerfSession:
 
         def record(result: Result) -> None:
             result.run_id = self.run_id
+            self._after_measurement(result)
             results.append(result)
 
+        device = self.ensure_device()
         ctx = BenchContext(
             nodeid=item.nodeid,
             test_name=item.name,
             config=self.cfg,
-            device=self.ensure_device(),
+            device=device,
             record=record,
             marker=marker_kwargs(item),
             params=params,
@@ -106,6 +116,8 @@ class GpuPerfSession:
             disabled=bool(self.cfg["disable"]),
             environment=self._environment,
             lock=self._lock,
+            probes=self._probes(device),
+            phase_range=self._phase_range(device),
         )
         return GpuBench(ctx)
 
@@ -120,6 +132,53 @@ class GpuPerfSession:
         from pytest_gpuperf.environment import collect_environment
 
         return collect_environment(self.ensure_device())
+
+    # --- telemetry and NVTX (issue 4) -----------------------------------------
+
+    def _probes(self, device: str) -> list[Probe]:
+        if self._telemetry is None:
+            from pytest_gpuperf.telemetry import NvmlTelemetry
+
+            off = None
+            if not self.cfg["telemetry"]:
+                off = "turned off (--gpuperf-telemetry=false)"
+            elif device != "cuda":
+                off = "the benchmark ran on the CPU: NVML telemetry covers CUDA benchmarks"
+            self._telemetry = NvmlTelemetry(
+                interval_ms=self.cfg["telemetry_interval_ms"],
+                raw=bool(self.cfg["telemetry_raw"]),
+                off_reason=off,
+            )
+        return [self._telemetry.probe]
+
+    def _phase_range(self, device: str) -> PhaseRange:
+        if self._nvtx is None:
+            from pytest_gpuperf.nvtx_ranges import NvtxRanges
+
+            self._nvtx = NvtxRanges(enabled=bool(self.cfg["nvtx"]) and device == "cuda")
+        return self._nvtx
+
+    def _after_measurement(self, result: Result) -> None:
+        """Let plugins add telemetry fields, then turn what the telemetry shows into notes."""
+        from pytest_gpuperf.telemetry import telemetry_notes
+
+        telemetry = result.telemetry if result.telemetry is not None else {}
+        self.config.hook.pytest_gpuperf_telemetry(
+            config=self.config, bench_id=result.id, telemetry=telemetry
+        )
+        result.telemetry = telemetry or None
+        result.notes.extend(telemetry_notes(result.telemetry))
+
+    def _gpu_header(self) -> list[str]:
+        cfg = self.cfg
+        if cfg["device"] == "cpu" or cfg["disable"] or cfg["skip"] or not cfg["telemetry"]:
+            return []
+        if self.config.getoption("collectonly", False):
+            return []  # keep --collect-only free of NVML
+        from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
+
+        self.gpu_state = collect_gpu_state()
+        return render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"])
 
     # --- results -------------------------------------------------------------
 
@@ -149,9 +208,11 @@ class GpuPerfSession:
         parts.append(
             f"warm-up<={cfg['warmup_ms']:g} ms, {cfg['rounds']} rounds of {cfg['round_ms']:g} ms"
         )
-        return ["gpuperf: " + ", ".join(parts)]
+        return ["gpuperf: " + ", ".join(parts)] + ["gpuperf: " + x for x in self._gpu_header()]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._telemetry is not None:
+            self._telemetry.close()
         if is_worker(self.config):
             return
         self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
@@ -171,6 +232,7 @@ class GpuPerfSession:
                     "duration_s": round(time.time() - self.started, 3),
                     "args": list(self.config.invocation_params.args),
                     "device": self.cfg["device"],
+                    "gpu_state": self.gpu_state,
                 },
             )
             atomic_write_text(Path(path), json_report.dumps(doc))
