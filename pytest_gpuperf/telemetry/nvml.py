@@ -240,8 +240,17 @@ def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], lis
     return out, missing
 
 
-def sample_reader(dev: Device, clock: Callable[[], float]) -> Callable[[], Sample]:
-    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises)."""
+def sample_reader(
+    dev: Device, clock: Callable[[], float], *, slow_every: int = 1
+) -> Callable[[], Sample]:
+    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises).
+
+    The SM clock and the clock-event reasons are read every time; the memory
+    clock, power, temperature and utilisation only every ``slow_every``-th
+    time (``None`` in between): NVML averages power and utilisation over
+    100 ms to 1 s anyway, and each call is one more wait for the GIL when the
+    measuring thread is busy in Python.
+    """
     r = dev.readers
     sm = r.get("sm_clock_mhz")
     mem = r.get("mem_clock_mhz")
@@ -249,15 +258,22 @@ def sample_reader(dev: Device, clock: Callable[[], float]) -> Callable[[], Sampl
     temp = r.get("temperature_c")
     util = r.get("utilization")
     reasons = r.get("clock_events")
+    tick = 0
 
     def read() -> Sample:
+        nonlocal tick
+        slow = tick % slow_every == 0
+        tick += 1
         a = clock()
         s = sm() if sm else None
+        c = reasons() if reasons else None
+        if not slow:
+            b = clock()
+            return Sample((a + b) / 2, s, clock_events=c)
         m = mem() if mem else None
         p = power() if power else None
         t = temp() if temp else None
         u = util() if util else None
-        c = reasons() if reasons else None
         b = clock()
         return Sample(
             (a + b) / 2,

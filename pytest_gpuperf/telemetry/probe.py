@@ -20,6 +20,9 @@ from pytest_gpuperf.telemetry import nvml as _nvml
 from pytest_gpuperf.telemetry.reasons import KNOWN, reason_names
 from pytest_gpuperf.telemetry.stream import mark_rounds, raw_table, reason_shares, stats, summarize
 
+#: How often the slowly changing metrics are read, in seconds.
+SLOW_METRICS_S = 0.05
+
 #: What the fixture's probe yields: called with the RawMeasurement, returns the telemetry dict.
 Finish = Callable[[Any], dict[str, Any]]
 
@@ -64,6 +67,8 @@ class NvmlTelemetry:
         pid: int | None = None,
     ):
         self.interval_s = interval_ms / 1000.0
+        #: memory clock, power, temperature, utilisation: about every 50 ms (see sample_reader)
+        self.slow_every = max(1, round(SLOW_METRICS_S / self.interval_s))
         self.raw = raw
         self.off_reason = off_reason
         self._identity = identity
@@ -128,7 +133,7 @@ class NvmlTelemetry:
             nv = self._nvml
             assert nv is not None
             sampler = _nvml.Sampler(
-                _nvml.sample_reader(dev, clock),
+                _nvml.sample_reader(dev, clock, slow_every=self.slow_every),
                 interval_s=self.interval_s,
                 read_processes=lambda: _nvml.processes(nv, dev.handle),
             )

@@ -401,6 +401,16 @@ def test_unsupported_metrics_are_left_out(fake: Any) -> None:
     assert sample.power_w is None and sample.sm_clock_mhz == 1980
 
 
+def test_slow_metrics_are_read_every_nth_sample(fake: Any) -> None:
+    m = fake([FakeGpu(UUIDS[0])])
+    dev = nvml_mod.select_device(m, uuid=UUIDS[0], cuda_index=0, visible=None)
+    read = nvml_mod.sample_reader(dev, time.perf_counter, slow_every=3)
+    samples = [read() for _ in range(7)]
+    assert [s.power_w for s in samples] == [250, None, None, 250, None, None, 250]
+    assert all(s.sm_clock_mhz == 1980 and s.clock_events == 0 for s in samples)
+    assert samples[0].mem_clock_mhz == 3201 and samples[0].gpu_util_pct == 0
+
+
 def test_foreign_processes() -> None:
     seen = {100: 2**30, 200: None}
     others, note = nvml_mod.foreign_processes(seen, own_pid=100, own_context=True)
