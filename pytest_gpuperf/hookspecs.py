@@ -28,21 +28,25 @@ def pytest_gpuperf_session_finish(config: pytest.Config, results: list[Result]) 
 
 @pytest.hookspec
 def pytest_gpuperf_update_fingerprint(config: pytest.Config, fingerprint: dict[str, Any]) -> None:
-    """Add fields to the fingerprint of the machine and software the benchmarks run on.
+    """Add keys to the environment fingerprint: only runs with equal fingerprints are compared.
 
-    The plugin builds the fingerprint (:mod:`pytest_gpuperf.fingerprint`), then
-    calls every implementation with it; change the dict in place. Only
-    results whose fingerprints match are compared, so add what makes two
-    runs incomparable in your setup, and nothing that changes from run to run::
+    The plugin calls every implementation with ``fingerprint``, the dict of
+    extra keys (empty at first), and passes it as ``extra`` to
+    :func:`pytest_gpuperf.fingerprint.fingerprint`, which adds it to the
+    built-in keys (GPU model, driver, CUDA, torch, ...). Change it in place.
+    Add what makes two runs incomparable in your setup, nothing that changes
+    from run to run::
 
         # conftest.py
         import os
 
         def pytest_gpuperf_update_fingerprint(config, fingerprint):
             fingerprint["cluster"] = os.environ.get("SLURM_CLUSTER_NAME", "local")
-            fingerprint["cudnn_benchmark"] = "on"
+            fingerprint["clocks_locked"] = os.environ.get("GPU_CLOCKS_LOCKED") == "1"
 
-    Values must be JSON-safe (str, int, float, bool, None, lists and dicts of them).
+    Values must be JSON scalars (str, int, float, bool, None); a built-in key
+    (:data:`pytest_gpuperf.fingerprint.BUILTIN_KEYS`) cannot be set, so a
+    hook never loosens the built-in comparison rules.
     """
 
 

@@ -169,16 +169,33 @@ class GpuPerfSession:
         result.telemetry = telemetry or None
         result.notes.extend(telemetry_notes(result.telemetry))
 
-    def _gpu_header(self) -> list[str]:
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The GPU part of the header, once benchmarks are selected (after "collected N items").
+
+        Not in ``pytest_report_header``: that runs before collection, and a
+        session without benchmarks (or ``--collect-only``) must not touch NVML.
+        The xdist controller collects nothing, so it prints no GPU state; each
+        worker's results carry their own telemetry.
+        """
         cfg = self.cfg
-        if cfg["device"] == "cpu" or cfg["disable"] or cfg["skip"] or not cfg["telemetry"]:
-            return []
-        if self.config.getoption("collectonly", False):
-            return []  # keep --collect-only free of NVML
+        if (
+            is_worker(self.config)
+            or cfg["device"] == "cpu"
+            or cfg["disable"]
+            or not cfg["telemetry"]
+            or self.config.getoption("collectonly", False)
+            or not any(is_benchmark(i) for i in session.items)
+        ):
+            return
         from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
 
         self.gpu_state = collect_gpu_state()
-        return render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"])
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None or self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
+            return
+        for line in render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"]):
+            tr.write_line("gpuperf: " + line)
 
     # --- results -------------------------------------------------------------
 
@@ -208,7 +225,7 @@ class GpuPerfSession:
         parts.append(
             f"warm-up<={cfg['warmup_ms']:g} ms, {cfg['rounds']} rounds of {cfg['round_ms']:g} ms"
         )
-        return ["gpuperf: " + ", ".join(parts)] + ["gpuperf: " + x for x in self._gpu_header()]
+        return ["gpuperf: " + ", ".join(parts)]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._telemetry is not None:

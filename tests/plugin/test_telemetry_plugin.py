@@ -48,7 +48,9 @@ def test_header_and_json_say_why_telemetry_is_unavailable(
 ) -> None:
     pytester.makepyfile(BENCH)
     result, doc = run_json(pytester, fast_args)
-    result.stdout.fnmatch_lines(["gpuperf: device=auto*", "gpuperf: telemetry unavailable: *"])
+    result.stdout.fnmatch_lines(
+        ["gpuperf: device=auto*", "collected 1 item", "gpuperf: telemetry unavailable: *"]
+    )
     header = next(line for line in result.outlines if "telemetry unavailable" in line)
     assert "NVML" in header or "nvidia-ml-py" in header  # the reason, not just the fact
     state = doc["session"]["gpu_state"]
@@ -92,6 +94,22 @@ def test_no_gpu_header_with_device_cpu_or_collect_only(
     assert not any("telemetry" in line for line in result.outlines)
     result = pytester.runpytest_subprocess("--collect-only")
     assert not any("telemetry" in line for line in result.outlines)
+
+
+def test_no_gpu_header_without_benchmarks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert not any("telemetry" in line for line in result.outlines)
+
+
+def test_quiet_runs_keep_the_gpu_state_in_the_json(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    pytester.makepyfile(BENCH)
+    result, doc = run_json(pytester, fast_args, "-q")
+    assert not any("telemetry" in line for line in result.outlines)
+    assert doc["session"]["gpu_state"]["available"] in (True, False)
 
 
 def test_a_bad_interval_names_the_option(pytester: pytest.Pytester) -> None:
