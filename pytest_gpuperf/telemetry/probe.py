@@ -190,10 +190,11 @@ class NvmlTelemetry:
         if sm_all:
             whole["sm_clock_mhz"] = sm_all
         out["whole_run"] = whole
-        marked, low = mark_rounds(samples, spans, sm_clock_max_mhz=dev.sm_clock_max_mhz)
+        marks = mark_rounds(samples, spans, sm_clock_max_mhz=dev.sm_clock_max_mhz)
         out["rounds_checked"] = len(spans)
-        out["throttled_rounds"] = marked
-        out["low_clock_rounds"] = low
+        out["throttled_rounds"] = marks.throttled
+        out["machine_throttled_rounds"] = marks.machine
+        out["low_clock_rounds"] = marks.low_clock
         others, note = _nvml.foreign_processes(sampler.processes, self._pid, own_context=True)
         out["other_processes"] = others
         if note:

@@ -32,6 +32,12 @@ KNOWN: Mapping[int, str] = {
 #: clock check catches a low idle clock), and clocks chosen by the user.
 BENIGN = 0x1 | 0x2 | 0x100
 BENIGN_NAMES = frozenset(KNOWN[b] for b in (0x1, 0x2, 0x100))
+#: Bits that point at the machine (cooling, power delivery) rather than at the
+#: workload: HW slowdown, SW and HW thermal slowdown, HW power brake. The SW
+#: power cap, by contrast, is how a GPU normally runs sustained heavy work:
+#: on the H200 a 4096^3 bf16 matmul runs power-capped at 700 W from 0.25 s on.
+MACHINE = 0x8 | 0x20 | 0x40 | 0x80
+MACHINE_NAMES = frozenset(KNOWN[b] for b in (0x8, 0x20, 0x40, 0x80))
 
 _PREFIXES = ("nvmlClocksEventReason", "nvmlClocksThrottleReason")
 _SKIP = {"None", "All", "UserDefinedClocks"}

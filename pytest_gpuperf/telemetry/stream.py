@@ -12,7 +12,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pytest_gpuperf.telemetry.reasons import BENIGN_NAMES, KNOWN, decode, slowdown
+from pytest_gpuperf.telemetry.reasons import (
+    BENIGN_NAMES,
+    KNOWN,
+    MACHINE,
+    MACHINE_NAMES,
+    decode,
+    slowdown,
+)
 
 #: The numeric metrics of a sample, as they are named in summaries and in the JSON.
 METRICS = (
@@ -122,11 +129,16 @@ def summarize(
     end: float,
     names: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
-    """Per-metric min/median/max and reason time shares of the samples covering ``[start, end]``."""
+    """Per-metric min/median/max and reason time shares of the samples covering ``[start, end]``.
+
+    Each metric is judged by the samples that report it (the slow metrics are
+    read every few samples), so a short window still gets a power reading.
+    """
     window = covering(samples, start, end)
     out: dict[str, Any] = {"samples": len(window)}
     for metric in METRICS:
-        st = stats([getattr(s, metric) for s in window])
+        have = [s for s in samples if getattr(s, metric) is not None]
+        st = stats([getattr(s, metric) for s in covering(have, start, end)])
         if st is not None:
             out[metric] = st
     shares, throttled, seen = reason_shares(window, start, end, names)
@@ -136,32 +148,44 @@ def summarize(
     return out
 
 
+class RoundMarks(NamedTuple):
+    """Indices of the kept rounds that telemetry marks (see :func:`mark_rounds`)."""
+
+    #: overlapped a sample with any slowdown reason (power cap included)
+    throttled: list[int]
+    #: overlapped a thermal or hardware slowdown (the machine, not the workload)
+    machine: list[int]
+    #: ran below ``low_fraction`` of the maximum SM clock
+    low_clock: list[int]
+
+
 def mark_rounds(
     samples: Sequence[Sample],
     spans: Sequence[tuple[float, float]],
     *,
     sm_clock_max_mhz: float | None,
     low_fraction: float = LOW_CLOCK_FRACTION,
-) -> tuple[list[int], list[int]]:
-    """Indices of rounds that ran throttled, and of rounds that ran at a low SM clock.
+) -> RoundMarks:
+    """Mark the rounds that ran throttled, throttled by the machine, or at a low SM clock.
 
-    A round is throttled when a sample covering it (see :func:`covering`)
-    has a slowdown reason set; it ran at a low clock when such a sample's SM
-    clock is below ``low_fraction`` of ``sm_clock_max_mhz``. Rounds are marked,
-    never dropped: the verdict decides what a marked round means.
+    A round is judged by the samples covering it (see :func:`covering`).
+    Rounds are marked, never dropped: the verdict decides what a marked
+    round means.
     """
-    throttled: list[int] = []
-    low: list[int] = []
+    marks = RoundMarks([], [], [])
     limit = low_fraction * sm_clock_max_mhz if sm_clock_max_mhz else None
     for i, (a, b) in enumerate(spans):
         cover = covering(samples, a, b)
-        if any(s.clock_events and slowdown(int(s.clock_events)) for s in cover):
-            throttled.append(i)
+        masks = [int(s.clock_events) for s in cover if s.clock_events]
+        if any(slowdown(m) for m in masks):
+            marks.throttled.append(i)
+        if any(m & MACHINE for m in masks):
+            marks.machine.append(i)
         if limit is not None and any(
             s.sm_clock_mhz is not None and s.sm_clock_mhz < limit for s in cover
         ):
-            low.append(i)
-    return throttled, low
+            marks.low_clock.append(i)
+    return marks
 
 
 def raw_table(samples: Sequence[Sample], t0: float) -> dict[str, Any]:
@@ -197,18 +221,26 @@ def notes(telemetry: Mapping[str, Any] | None) -> list[str]:
         clock += f", max {smax:.0f})" if smax else ")"
     share = float(telemetry.get("throttled_share") or 0.0)
     if share > 0:
+        shares = telemetry.get("clock_events") or {}
         reasons = [
             f"{name} {100 * v:.0f} %"
-            for name, v in (telemetry.get("clock_events") or {}).items()
+            for name, v in shares.items()
             if v > 0 and name not in BENIGN_NAMES
         ]
-        marked = telemetry.get("throttled_rounds") or []
-        out.append(
-            f"throttled during {100 * share:.0f} % of the measurement ({', '.join(reasons)}); "
-            f"{clock}; {_span_text(marked, rounds)} marked. Compare only with baselines measured "
-            "in the same clock regime; on a dedicated machine, lock clocks (nvidia-smi -lgc) or "
-            "keep the GPU cool and within its power limit"
-        )
+        marked = _span_text(telemetry.get("throttled_rounds") or [], rounds)
+        head = f"{', '.join(reasons)} of the measurement; {clock}; {marked} marked"
+        if any(shares.get(name, 0) > 0 for name in MACHINE_NAMES):
+            out.append(
+                f"throttled by the machine: {head}. Thermal and hardware slowdowns come from "
+                "cooling or power delivery, not from the code: let the GPU cool, check its "
+                "fans and power supply, and re-run"
+            )
+        else:
+            out.append(
+                f"clock limited: {head}. This is how the GPU runs this work under sustained "
+                "load (power cap); results compare only with baselines measured in the same "
+                "clock regime"
+            )
     low = telemetry.get("low_clock_rounds") or []
     if low and share == 0:
         out.append(

@@ -310,27 +310,42 @@ def test_a_window_shorter_than_the_interval_uses_its_neighbours() -> None:
     assert summarize(s, 0.012, 0.015)["sm_clock_mhz"]["min"] == 1500
 
 
+def test_a_metric_read_every_few_samples_is_summarised_from_its_own_samples() -> None:
+    # power every 5th sample only; a window between two power readings still gets them
+    s = stream(20, 0.01, sm_clock_mhz=1980, power_w=lambda i: float(i) if i % 5 == 0 else None)
+    out = summarize(s, 0.061, 0.089)
+    assert out["samples"] == 2  # at 0.07 and 0.08 s
+    assert out["power_w"] == {"min": 5.0, "median": 7.5, "max": 10.0}
+
+
 def test_rounds_overlapping_throttled_samples_are_marked() -> None:
     # throttled between 0.30 s and 0.50 s; rounds of 0.1 s
     s = stream(100, 0.01, sm_clock_mhz=1980, clock_events=lambda i: 0x4 if 30 <= i <= 50 else 0)
     spans = [(k / 10, (k + 1) / 10 - 0.001) for k in range(10)]
-    throttled, low = mark_rounds(s, spans, sm_clock_max_mhz=1980)
-    assert throttled == [3, 4, 5]
-    assert low == []
+    marks = mark_rounds(s, spans, sm_clock_max_mhz=1980)
+    assert marks.throttled == [3, 4, 5]
+    assert marks.machine == [] and marks.low_clock == []
 
 
 def test_rounds_at_a_clock_far_below_the_max_are_marked() -> None:
     s = stream(100, 0.01, sm_clock_mhz=lambda i: 1000 if i >= 90 else 1980, clock_events=0)
     spans = [(k / 10, (k + 1) / 10 - 0.001) for k in range(10)]
-    throttled, low = mark_rounds(s, spans, sm_clock_max_mhz=1980)
-    assert (throttled, low) == ([], [9])
-    assert mark_rounds(s, spans, sm_clock_max_mhz=None) == ([], [])
+    marks = mark_rounds(s, spans, sm_clock_max_mhz=1980)
+    assert (marks.throttled, marks.low_clock) == ([], [9])
+    assert mark_rounds(s, spans, sm_clock_max_mhz=None) == ([], [], [])
 
 
 def test_short_rounds_between_samples_are_judged_by_both_neighbours() -> None:
     s = [Sample(0.0, 1980, clock_events=0), Sample(0.01, 1980, clock_events=0x4)]
-    throttled, _ = mark_rounds(s, [(0.002, 0.003)], sm_clock_max_mhz=1980)
-    assert throttled == [0]
+    assert mark_rounds(s, [(0.002, 0.003)], sm_clock_max_mhz=1980).throttled == [0]
+
+
+def test_thermal_and_hardware_slowdowns_are_marked_as_the_machines() -> None:
+    s = stream(100, 0.01, clock_events=lambda i: 0x4 if i < 50 else 0x4 | 0x20)
+    spans = [(k / 10, (k + 1) / 10 - 0.001) for k in range(10)]
+    marks = mark_rounds(s, spans, sm_clock_max_mhz=1980)
+    assert marks.throttled == list(range(10))
+    assert marks.machine == [5, 6, 7, 8, 9]
 
 
 # --- notes -------------------------------------------------------------------------------
@@ -350,10 +365,16 @@ def test_notes_name_the_throttle_reason_and_the_remedy() -> None:
     }
     out = notes(t)
     assert len(out) == 2
-    assert "SW power cap 62 %" in out[0] and "GPU idle" not in out[0]
+    assert out[0].startswith("clock limited: SW power cap 62 % of the measurement")
+    assert "GPU idle" not in out[0]
     assert "SM clock 1590-1980 MHz" in out[0] and "20 of 30 rounds marked" in out[0]
-    assert "lock clocks" in out[0]
+    assert "same clock regime" in out[0]
     assert "pid 42 python, 2.0 GiB" in out[1] and "stop them" in out[1]
+    t["clock_events"] = {"SW power cap": 0.62, "HW thermal slowdown": 0.3}
+    out = notes(t)
+    assert out[0].startswith("throttled by the machine: ")
+    assert "HW thermal slowdown 30 %" in out[0]
+    assert "cooling" in out[0]
 
 
 def test_notes_are_quiet_when_telemetry_is_merely_unavailable() -> None:
@@ -477,6 +498,7 @@ def test_probe_summarises_a_measurement(fake: Any) -> None:
     assert out["throttled_rounds"][-1] == 7 and 0 not in out["throttled_rounds"]
     assert set(range(4, 8)) <= set(out["throttled_rounds"]) and len(out["throttled_rounds"]) <= 5
     assert out["low_clock_rounds"] == []  # 1590 is 80 % of the max
+    assert out["machine_throttled_rounds"] == []
     assert out["rounds_checked"] == 8
     assert out["samples_total"] >= 20  # 160 ms every 2 ms (loosely: CI machines are slow)
     assert [p["pid"] for p in out["other_processes"]] == [4242]
