@@ -346,6 +346,31 @@ def foreign_processes(
     return out, note
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` where this process can see it (``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            data = f.read()
+        return int(data.rsplit(")", 1)[1].split()[1])  # the name may hold spaces and ")"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def split_siblings(
+    others: list[dict[str, Any]], is_sibling: Callable[[int], bool]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """(processes that are not siblings, pids of the siblings).
+
+    Under pytest-xdist the other workers on this GPU are siblings (children
+    of the same controller): the per-GPU lock keeps them from measuring
+    while this process does, so they are listed apart, not as interference.
+    """
+    keep, siblings = [], []
+    for p in others:
+        (siblings if is_sibling(int(p["pid"])) else keep).append(p)
+    return keep, [int(p["pid"]) for p in siblings]
+
+
 # --- the sampler ----------------------------------------------------------------------
 
 

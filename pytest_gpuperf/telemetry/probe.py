@@ -196,6 +196,13 @@ class NvmlTelemetry:
         out["machine_throttled_rounds"] = marks.machine
         out["low_clock_rounds"] = marks.low_clock
         others, note = _nvml.foreign_processes(sampler.processes, self._pid, own_context=True)
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            ppid = os.getppid()
+            others, siblings = _nvml.split_siblings(
+                others, lambda pid: _nvml.parent_pid(pid) == ppid
+            )
+            if siblings:
+                out["xdist_siblings"] = siblings
         out["other_processes"] = others
         if note:
             out["processes_note"] = note

@@ -432,6 +432,34 @@ def test_slow_metrics_are_read_every_nth_sample(fake: Any) -> None:
     assert samples[0].mem_clock_mhz == 3201 and samples[0].gpu_util_pct == 0
 
 
+def test_xdist_siblings_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    assert nvml_mod.parent_pid(os.getpid()) == os.getppid()
+    assert nvml_mod.parent_pid(2**22 + 12345) is None
+    others = [{"pid": 1}, {"pid": 2}, {"pid": 3}]
+    keep, siblings = nvml_mod.split_siblings(others, lambda pid: pid != 2)
+    assert keep == [{"pid": 2}] and siblings == [1, 3]
+
+
+def test_probe_lists_xdist_siblings_apart(fake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import subprocess
+
+    # a child of our parent: a sibling, as another xdist worker would be
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+        monkeypatch.setattr(os, "getppid", lambda: os.getpid())  # we play the controller
+        fake([FakeGpu(UUIDS[0], procs=[Proc(1), Proc(child.pid), Proc(2**22 + 7)])])
+        out = run_probe(NvmlTelemetry(interval_ms=5, identity=lambda: (0, UUIDS[0]), pid=1))
+    finally:
+        child.kill()
+        child.wait()
+    assert out["xdist_siblings"] == [child.pid]
+    assert [p["pid"] for p in out["other_processes"]] == [2**22 + 7]
+
+
 def test_foreign_processes() -> None:
     seen = {100: 2**30, 200: None}
     others, note = nvml_mod.foreign_processes(seen, own_pid=100, own_context=True)
