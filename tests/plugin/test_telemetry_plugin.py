@@ -148,3 +148,29 @@ def test_loading_the_plugin_imports_neither_pynvml_nor_nvtx(pytester: pytest.Pyt
     )
     # -q: no header, so nothing asks NVML about the GPUs
     pytester.runpytest_subprocess("-q").assert_outcomes(passed=1)
+
+
+def test_what_telemetry_shows_reaches_the_flags(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    """Notes are made from the telemetry after the hook: a hook can stand in for NVML here."""
+    pytester.makepyfile(BENCH)
+    pytester.makeconftest(
+        """
+        def pytest_gpuperf_telemetry(config, bench_id, telemetry):
+            telemetry.update(
+                available=True,
+                sm_clock_mhz={"min": 1350, "median": 1545, "max": 1980},
+                sm_clock_max_mhz=1980,
+                clock_events={"SW power cap": 0.97},
+                throttled_share=0.97,
+                rounds_checked=10,
+                throttled_rounds=list(range(10)),
+            )
+        """
+    )
+    result, doc = run_json(pytester, fast_args)
+    result.stdout.fnmatch_lines(
+        ["*test_add [[]cpu[]]: clock limited: SW power cap 97 % of the measurement; SM clock*"]
+    )
+    assert any(n.startswith("clock limited") for n in doc["results"][0]["notes"])
