@@ -365,7 +365,8 @@ def split_siblings(
     of the same controller): the per-GPU lock keeps them from measuring
     while this process does, so they are listed apart, not as interference.
     """
-    keep, siblings = [], []
+    keep: list[dict[str, Any]] = []
+    siblings: list[dict[str, Any]] = []
     for p in others:
         (siblings if is_sibling(int(p["pid"])) else keep).append(p)
     return keep, [int(p["pid"]) for p in siblings]
