@@ -9,12 +9,13 @@ states.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.telemetry import nvml as _nvml
 from pytest_gpuperf.telemetry.reasons import decode, reason_names, slowdown
+from pytest_gpuperf.telemetry.stream import process_list
 
 #: Utilisation above this at the start means some other work is running.
 BUSY_UTIL_PCT = 10
@@ -49,19 +50,12 @@ def _visible(nvml: Any, count: int, visible: str | None) -> list[int]:
     return out
 
 
-def _try(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception:
-        return None
-
-
 def _gpu_state(nvml: Any, i: int, own_pid: int) -> dict[str, Any]:
     h = nvml.nvmlDeviceGetHandleByIndex(i)
 
     def get(fn: str, *args: Any) -> Any:
         f = getattr(nvml, fn, None)
-        return None if f is None else _try(lambda: f(h, *args))
+        return None if f is None else _nvml.maybe(lambda: f(h, *args))
 
     sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
     power = get("nvmlDeviceGetPowerUsage")
@@ -119,8 +113,8 @@ def collect_gpu_state(
     except Exception as e:
         return {**state, "available": False, "reason": f"NVML could not start: {_nvml.explain(e)}"}
     try:
-        driver = _try(nvml.nvmlSystemGetDriverVersion)
-        cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
+        driver = _nvml.maybe(nvml.nvmlSystemGetDriverVersion)
+        cuda = _nvml.maybe(nvml.nvmlSystemGetCudaDriverVersion)
         count = int(nvml.nvmlDeviceGetCount())
         names = reason_names(nvml)
         gpus = [_gpu_state(nvml, i, own) for i in _visible(nvml, count, visible)]
@@ -159,20 +153,6 @@ class Condition:
         return f"{where}{self.what}; remedy: {self.remedy}"
 
 
-def _proc_list(procs: Sequence[Mapping[str, Any]]) -> str:
-    parts = []
-    for p in procs[:3]:
-        s = f"pid {p.get('pid')}"
-        if p.get("name"):
-            s += f" {p['name']}"
-        if p.get("used_memory_bytes"):
-            s += f" {p['used_memory_bytes'] / 2**30:.1f} GiB"
-        parts.append(s)
-    if len(procs) > 3:
-        parts.append(f"{len(procs) - 3} more")
-    return ", ".join(parts)
-
-
 def conditions(state: Mapping[str, Any]) -> list[Condition]:
     """Every condition of the GPUs in ``state`` that makes measurements unreliable."""
     out: list[Condition] = []
@@ -193,8 +173,8 @@ def conditions(state: Mapping[str, Any]) -> list[Condition]:
             out.append(
                 Condition(
                     i,
-                    f"{len(procs)} other process(es) on the GPU ({_proc_list(procs)}): they share "
-                    "its SMs, memory bandwidth and power budget",
+                    f"{len(procs)} other process(es) on the GPU ({process_list(procs)}): they "
+                    "share its SMs, memory bandwidth and power budget",
                     "stop them, or benchmark on an idle GPU (CUDA_VISIBLE_DEVICES)",
                 )
             )

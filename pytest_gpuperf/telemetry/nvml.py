@@ -136,7 +136,8 @@ class Device:
         }
 
 
-def _try(fn: Callable[[], Any]) -> Any:
+def maybe(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or ``None`` when it raises (a value this GPU or driver does not report)."""
     try:
         return fn()
     except Exception:
@@ -172,10 +173,10 @@ def select_device(
             f"(torch UUID {uuid or 'unknown'}, CUDA_VISIBLE_DEVICES={visible!r})"
         )
     h = handles[chosen]
-    name = _try(lambda: nvml.nvmlDeviceGetName(h))
-    sm_max = _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))
-    mem_max = _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM))
-    limit_mw = _try(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h))
+    name = maybe(lambda: nvml.nvmlDeviceGetName(h))
+    sm_max = maybe(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))
+    mem_max = maybe(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM))
+    limit_mw = maybe(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h))
     dev = Device(
         handle=h,
         index=chosen,

@@ -251,20 +251,24 @@ def notes(telemetry: Mapping[str, Any] | None) -> list[str]:
         )
     others = telemetry.get("other_processes") or []
     if others:
-        who = ", ".join(_process_text(p) for p in others[:3])
-        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
         out.append(
-            f"other processes used the GPU during the measurement ({who}{more}); they share "
+            f"other processes used the GPU during the measurement ({process_list(others)}); "
+            "they share "
             "its SMs, memory bandwidth and power budget: stop them, or run on an idle GPU"
         )
     return out
 
 
-def _process_text(p: Mapping[str, Any]) -> str:
-    text = f"pid {p.get('pid')}"
-    if p.get("name"):
-        text += f" {p['name']}"
-    mem = p.get("used_memory_bytes")
-    if mem:
-        text += f", {mem / 2**30:.1f} GiB"
-    return text
+def process_list(procs: Sequence[Mapping[str, Any]], most: int = 3) -> str:
+    """``pid 42 python, 2.0 GiB, pid 77 ...`` for the first ``most`` processes, then a count."""
+    parts = []
+    for p in procs[:most]:
+        text = f"pid {p.get('pid')}"
+        if p.get("name"):
+            text += f" {p['name']}"
+        if p.get("used_memory_bytes"):
+            text += f", {p['used_memory_bytes'] / 2**30:.1f} GiB"
+        parts.append(text)
+    if len(procs) > most:
+        parts.append(f"and {len(procs) - most} more")
+    return ", ".join(parts)
