@@ -24,6 +24,7 @@ from pytest_gpuperf.telemetry.regime import (
     cycles_per_call,
     regime_difference,
     regime_summary,
+    rounds_below_baseline,
 )
 from pytest_gpuperf.telemetry.stream import notes as telemetry_notes
 
@@ -36,5 +37,6 @@ __all__ = [
     "decode_reasons",
     "regime_difference",
     "regime_summary",
+    "rounds_below_baseline",
     "telemetry_notes",
 ]

@@ -18,7 +18,14 @@ from typing import Any
 
 from pytest_gpuperf.telemetry import nvml as _nvml
 from pytest_gpuperf.telemetry.reasons import KNOWN, reason_names
-from pytest_gpuperf.telemetry.stream import mark_rounds, raw_table, reason_shares, stats, summarize
+from pytest_gpuperf.telemetry.stream import (
+    mark_rounds,
+    raw_table,
+    reason_shares,
+    round_clocks,
+    stats,
+    summarize,
+)
 
 #: How often the slowly changing metrics are read, in seconds.
 SLOW_METRICS_S = 0.05
@@ -195,6 +202,7 @@ class NvmlTelemetry:
         out["throttled_rounds"] = marks.throttled
         out["machine_throttled_rounds"] = marks.machine
         out["low_clock_rounds"] = marks.low_clock
+        out["round_sm_clock_mhz"] = round_clocks(samples, spans)
         others, note = _nvml.foreign_processes(sampler.processes, self._pid, own_context=True)
         if os.environ.get("PYTEST_XDIST_WORKER"):
             ppid = os.getppid()

@@ -25,6 +25,9 @@ CLOCK_TOLERANCE = 0.03
 #: A slowdown reason active this much longer (share of the measurement) is a different regime.
 SHARE_TOLERANCE = 0.2
 
+#: A round "far below" the baseline's clock ran under this fraction of it.
+FAR_BELOW = 0.9
+
 #: The telemetry keys the functions below read (what a baseline keeps).
 REGIME_KEYS = (
     "available",
@@ -120,6 +123,26 @@ def regime_difference(
     if not found:
         return None
     return "clock regime differs from the baseline's: " + "; ".join(found)
+
+
+def rounds_below_baseline(
+    current: Mapping[str, Any] | None,
+    baseline_summaries: Sequence[Mapping[str, Any] | None],
+    *,
+    fraction: float = FAR_BELOW,
+) -> list[int]:
+    """Indices of the current rounds measured at an SM clock far below the baseline's.
+
+    Far below: under ``fraction`` of the lowest median SM clock of the
+    baseline runs. Reads ``round_sm_clock_mhz`` (one clock per kept round,
+    aligned with ``Result.rounds``); ``[]`` without telemetry on either side.
+    """
+    base = [v for v in (_median(b, "sm_clock_mhz") for b in baseline_summaries if b) if v]
+    clocks = (current or {}).get("round_sm_clock_mhz") or []
+    if not base or not clocks:
+        return []
+    limit = fraction * min(base)
+    return [i for i, c in enumerate(clocks) if c is not None and c < limit]
 
 
 def cycles_per_call(time_s: float, telemetry: Mapping[str, Any] | None) -> float | None:

@@ -188,6 +188,18 @@ def mark_rounds(
     return marks
 
 
+def round_clocks(
+    samples: Sequence[Sample], spans: Sequence[tuple[float, float]]
+) -> list[float | None]:
+    """The median SM clock of the samples covering each round (aligned with the rounds)."""
+    have = [s for s in samples if s.sm_clock_mhz is not None]
+    out: list[float | None] = []
+    for a, b in spans:
+        vals = [float(s.sm_clock_mhz) for s in covering(have, a, b) if s.sm_clock_mhz is not None]
+        out.append(round(statistics.median(vals), 1) if vals else None)
+    return out
+
+
 def raw_table(samples: Sequence[Sample], t0: float) -> dict[str, Any]:
     """The raw stream, compactly: field names and one row per sample (``t`` relative to ``t0``)."""
     rows = []

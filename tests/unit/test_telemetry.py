@@ -17,13 +17,19 @@ from pytest_gpuperf.telemetry import nvml as nvml_mod
 from pytest_gpuperf.telemetry.header import Condition, collect_gpu_state, conditions, render_header
 from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 from pytest_gpuperf.telemetry.reasons import KNOWN, decode, reason_names, slowdown
-from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference, regime_summary
+from pytest_gpuperf.telemetry.regime import (
+    confirm_in_cycles,
+    regime_difference,
+    regime_summary,
+    rounds_below_baseline,
+)
 from pytest_gpuperf.telemetry.stream import (
     Sample,
     covering,
     mark_rounds,
     notes,
     reason_shares,
+    round_clocks,
     stats,
     summarize,
     weights,
@@ -340,6 +346,13 @@ def test_short_rounds_between_samples_are_judged_by_both_neighbours() -> None:
     assert mark_rounds(s, [(0.002, 0.003)], sm_clock_max_mhz=1980).throttled == [0]
 
 
+def test_each_round_gets_the_clock_it_ran_at() -> None:
+    s = stream(100, 0.01, sm_clock_mhz=lambda i: 1980 if i < 50 else 1590)
+    spans = [(k / 10, (k + 1) / 10 - 0.001) for k in range(10)]
+    assert round_clocks(s, spans) == [1980.0] * 5 + [1590.0] * 5
+    assert round_clocks([], spans[:1]) == [None]
+
+
 def test_thermal_and_hardware_slowdowns_are_marked_as_the_machines() -> None:
     s = stream(100, 0.01, clock_events=lambda i: 0x4 if i < 50 else 0x4 | 0x20)
     spans = [(k / 10, (k + 1) / 10 - 0.001) for k in range(10)]
@@ -527,6 +540,8 @@ def test_probe_summarises_a_measurement(fake: Any) -> None:
     assert set(range(4, 8)) <= set(out["throttled_rounds"]) and len(out["throttled_rounds"]) <= 5
     assert out["low_clock_rounds"] == []  # 1590 is 80 % of the max
     assert out["machine_throttled_rounds"] == []
+    clocks = out["round_sm_clock_mhz"]
+    assert len(clocks) == 8 and clocks[0] == 1980 and clocks[-1] == 1590
     assert out["rounds_checked"] == 8
     assert out["samples_total"] >= 20  # 160 ms every 2 ms (loosely: CI machines are slow)
     assert [p["pid"] for p in out["other_processes"]] == [4242]
@@ -693,6 +708,15 @@ def test_regime_summary_keeps_what_regime_difference_reads() -> None:
     assert small is not None and "raw" not in small
     assert regime_difference([small], tel(1980)) == regime_difference([full], tel(1980))
     assert regime_summary({"available": False}) is None
+
+
+def test_rounds_far_below_the_baselines_clock() -> None:
+    current = {**tel(1700), "round_sm_clock_mhz": [1980, 1790, 1700, None, 1350]}
+    base = [tel(1980), tel(1965)]
+    assert rounds_below_baseline(current, base) == [2, 4]  # below 90 % of 1965 MHz
+    assert rounds_below_baseline(current, base, fraction=0.7) == [4]
+    assert rounds_below_baseline(current, [None]) == []
+    assert rounds_below_baseline(tel(1700), base) == []  # no per-round clocks
 
 
 def test_a_slowdown_the_clock_explains_is_not_confirmed_in_cycles() -> None:
