@@ -11,7 +11,7 @@ BENCH = """
 import torch
 
 def test_add(gpu_bench):
-    x = torch.ones(4096)
+    x = torch.ones(4096, device=gpu_bench.device)
     gpu_bench(x.add_, 1)
 """
 
@@ -68,7 +68,7 @@ def test_a_conftest_hook_adds_telemetry_fields(
 ) -> None:
     pytester.makepyfile(BENCH)
     pytester.makeconftest(HOOK)
-    _, doc = run_json(pytester, fast_args)
+    _, doc = run_json(pytester, fast_args, "--gpuperf-device=cpu")
     tel = doc["results"][0]["telemetry"]
     assert tel["lab"] == "rack-7"
     assert tel["bench"] == "test_a_conftest_hook_adds_telemetry_fields.py::test_add@cpu"
@@ -169,7 +169,7 @@ def test_what_telemetry_shows_reaches_the_flags(
             )
         """
     )
-    result, doc = run_json(pytester, fast_args)
+    result, doc = run_json(pytester, fast_args, "--gpuperf-device=cpu")
     result.stdout.fnmatch_lines(
         ["*test_add [[]cpu[]]: clock limited: SW power cap 97 % of the measurement; SM clock*"]
     )
