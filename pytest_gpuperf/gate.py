@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from pytest_gpuperf.errors import GpuPerfWarning
 from pytest_gpuperf.model import UNSTABLE_CLASSES, Result
 
 if TYPE_CHECKING:
-    import pytest
-
     from pytest_gpuperf.baseline import Baseline, BaselineStore, RunRecord
     from pytest_gpuperf.config import GpuPerfConfig
     from pytest_gpuperf.verdict import Comparison, DecisionPolicy, NoisePrior
@@ -33,6 +33,18 @@ def baseline_dir(config: pytest.Config, cfg: GpuPerfConfig) -> Path:
     """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
     path = Path(str(cfg["baseline_dir"])).expanduser()
     return path if path.is_absolute() else config.rootpath / path
+
+
+_EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
+
+
+def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
+    """Fields users' plugins add to the fingerprint (pytest_gpuperf_update_fingerprint), once."""
+    if _EXTRA_KEY not in config.stash:
+        extra: dict[str, Any] = {}
+        config.hook.pytest_gpuperf_update_fingerprint(config=config, fingerprint=extra)
+        config.stash[_EXTRA_KEY] = extra
+    return config.stash[_EXTRA_KEY]
 
 
 def run_stat(rec: RunRecord) -> Any:
@@ -65,8 +77,6 @@ class Gate:
         config: pytest.Config,
         cfg: GpuPerfConfig,
         baseline: Baseline,
-        *,
-        fingerprint_extra: Callable[[], dict[str, Any]] | None = None,
     ):
         from pytest_gpuperf.verdict import DecisionPolicy
 
@@ -78,24 +88,16 @@ class Gate:
         )
         self.m = 1
         self._priors: dict[tuple[str, str], NoisePrior | None] = {}
-        self._fingerprint_extra = fingerprint_extra
         self.rerun_count = 0
         self.rerun_s = 0.0
 
     @classmethod
-    def load(
-        cls,
-        config: pytest.Config,
-        cfg: GpuPerfConfig,
-        fingerprint_extra: Callable[[], dict[str, Any]] | None = None,
-    ) -> Gate:
+    def load(cls, config: pytest.Config, cfg: GpuPerfConfig) -> Gate:
         """Load ``--gpuperf-baseline``; a missing or broken file raises a BaselineError."""
         from pytest_gpuperf.baseline import BaselineStore
 
         store = BaselineStore(baseline_dir(config, cfg))
-        return cls(
-            config, cfg, store.load(str(cfg["baseline"])), fingerprint_extra=fingerprint_extra
-        )
+        return cls(config, cfg, store.load(str(cfg["baseline"])))
 
     def set_collected(self, nodeids: Sequence[str]) -> None:
         """m = benchmarks of the baseline whose test was collected (one family per session)."""
@@ -107,8 +109,7 @@ class Gate:
     def fingerprint(self, result: Result) -> dict[str, Any]:
         from pytest_gpuperf.fingerprint import fingerprint
 
-        extra = self._fingerprint_extra() if self._fingerprint_extra else None
-        return fingerprint(result.environment or {}, extra)
+        return fingerprint(result.environment or {}, fingerprint_extra(self.config) or None)
 
     def prior(self, fingerprint_id: str, mode: str) -> NoisePrior | None:
         """The runner's noise prior for one environment and timing mode (pooled once)."""
@@ -159,27 +160,46 @@ class Gate:
                 environment_diff=[label + d for d in match.differences] or ["environment"],
             )
         base = [run_stat(r) for r in match.runs]
-        return decide(
+        reason, note = self.environment_reason(result, match.runs, policy.threshold)
+        c = decide(
             base,
             current,
             policy=policy,
             m=self.m,
             look=look,
             prior=self.prior(match.fingerprint_id or "", result.id.mode),
-            environment_reason=self.environment_reason(result, match.runs),
+            environment_reason=reason,
             name=name,
         )
+        return _with_note(c, note) if note else c
 
-    def environment_reason(self, result: Result, runs: Sequence[RunRecord]) -> str | None:
-        """Why this run's conditions are not comparable with the baseline's (telemetry)."""
-        try:
-            from pytest_gpuperf.telemetry import regime_difference
-        except ImportError:
-            return None
+    def environment_reason(
+        self, result: Result, runs: Sequence[RunRecord], threshold: float
+    ) -> tuple[str | None, str | None]:
+        """(reason the conditions are not comparable, or a note) from the telemetry.
+
+        A clock regime that differs materially from the baseline's makes a
+        would-be regression inconclusive, unless the slowdown persists in
+        cycles (time x SM clock, as nvbench's robust comparison confirms):
+        then the regression stands, with the clock difference as a note.
+        """
+        from pytest_gpuperf.telemetry import confirm_in_cycles, regime_difference
+
         baseline_telemetry = [r.telemetry for r in runs if r.telemetry]
         if not baseline_telemetry or not result.telemetry:
-            return None
-        return regime_difference(baseline_telemetry, result.telemetry)
+            return None, None
+        reason = regime_difference(baseline_telemetry, result.telemetry)
+        if reason is None:
+            return None, None
+        check = confirm_in_cycles(
+            [(r.median, r.telemetry) for r in runs],
+            result.median,
+            result.telemetry,
+            min_change=threshold,
+        )
+        if check.confirmed:
+            return None, f"{reason}; the slowdown persists in cycles: {check.explanation}"
+        return f"{reason} ({check.explanation})", None
 
     def secondary(self, result: Result, runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
         from pytest_gpuperf.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
@@ -299,19 +319,23 @@ def save(
     results: Sequence[Result],
     *,
     meta: dict[str, Any],
-    fingerprint_extra: dict[str, Any] | None = None,
     extras: dict[str, dict[str, Any]] | None = None,
 ) -> str:
     """Append this session's results to ``--gpuperf-save``; returns the line for the summary."""
+    from dataclasses import replace
+
     from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.telemetry import regime_summary
 
     store: BaselineStore = BaselineStore(baseline_dir(config, cfg))
+    # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
+    compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
     summary = store.save(
         str(cfg["save"]),
-        list(results),
+        compact,
         keep_runs=int(cfg["keep_runs"]),
         meta=meta,
-        fingerprint_extra=fingerprint_extra,
+        fingerprint_extra=fingerprint_extra(config) or None,
         extras=extras,
     )
     return summary.describe()

@@ -119,6 +119,13 @@ def number_or_callable(v: Any) -> Any:
     return non_negative_float(v)
 
 
+def telemetry_interval(v: Any) -> float:
+    x = _number(v)
+    if not 1 <= x <= 1000:
+        raise OptionValueError(f"expected a sampling interval from 1 to 1000 ms, got {v!r}")
+    return x
+
+
 def text(v: Any) -> str:
     if not _is_str(v) or not v.strip():
         raise OptionValueError(f"expected a non-empty string, got {v!r}")
@@ -345,6 +352,36 @@ OPTIONS: tuple[Option, ...] = (
         "first-call time growth over the baseline's largest value that counts as higher",
         per_test=True,
         metavar="FRACTION",
+    ),
+    # --- telemetry (issue 4) -------------------------------------------------
+    Option(
+        "telemetry",
+        parse_bool,
+        True,
+        "sample GPU clocks, power, temperature, utilisation, throttle reasons and other "
+        "processes with NVML during each CUDA measurement",
+        metavar="true|false",
+    ),
+    Option(
+        "telemetry_interval_ms",
+        telemetry_interval,
+        10.0,
+        "time between two NVML samples, in ms (1 to 1000)",
+        metavar="MS",
+    ),
+    Option(
+        "telemetry_raw",
+        parse_bool,
+        False,
+        "keep every telemetry sample in the results (JSON), not only the summaries",
+        flag=True,
+    ),
+    Option(
+        "nvtx",
+        parse_bool,
+        True,
+        "NVTX ranges gpuperf/<test id> around each CUDA benchmark and its phases (Nsight Systems)",
+        metavar="true|false",
     ),
 )
 

@@ -28,7 +28,10 @@ from pytest_gpuperf.rerun import is_child
 if TYPE_CHECKING:
     from collections.abc import Generator
 
+    from pytest_gpuperf.fixture import PhaseRange, Probe
     from pytest_gpuperf.gate import Gate
+    from pytest_gpuperf.nvtx_ranges import NvtxRanges
+    from pytest_gpuperf.telemetry import NvmlTelemetry
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
 RESULTS_KEY = pytest.StashKey[list[Result]]()
@@ -60,6 +63,10 @@ class GpuPerfSession:
         self.gate: Gate | None = None
         self.saved: str | None = None
         self.save_error: str | None = None
+        # telemetry and NVTX (issue 4): made on first use, see _probes / _phase_range
+        self._telemetry: NvmlTelemetry | None = None
+        self._nvtx: NvtxRanges | None = None
+        self.gpu_state: dict[str, Any] | None = None
         self._open_baselines()
 
     def _open_baselines(self) -> None:
@@ -121,13 +128,15 @@ class GpuPerfSession:
 
         def record(result: Result) -> None:
             result.run_id = self.run_id
+            self._after_measurement(result)
             results.append(result)
 
+        device = self.ensure_device()
         ctx = BenchContext(
             nodeid=item.nodeid,
             test_name=item.name,
             config=self.cfg,
-            device=self.ensure_device(),
+            device=device,
             record=record,
             marker=marker_kwargs(item),
             params=params,
@@ -135,6 +144,8 @@ class GpuPerfSession:
             disabled=bool(self.cfg["disable"]),
             environment=self._environment,
             lock=self._lock,
+            probes=self._probes(device),
+            phase_range=self._phase_range(device),
         )
         return GpuBench(ctx)
 
@@ -168,6 +179,70 @@ class GpuPerfSession:
         if judgement.failures:
             pytest.fail("\n\n".join(judgement.failures), pytrace=False)
 
+    # --- telemetry and NVTX (issue 4) -----------------------------------------
+
+    def _probes(self, device: str) -> list[Probe]:
+        if self._telemetry is None:
+            from pytest_gpuperf.telemetry import NvmlTelemetry
+
+            off = None
+            if not self.cfg["telemetry"]:
+                off = "turned off (--gpuperf-telemetry=false)"
+            elif device != "cuda":
+                off = "the benchmark ran on the CPU: NVML telemetry covers CUDA benchmarks"
+            self._telemetry = NvmlTelemetry(
+                interval_ms=self.cfg["telemetry_interval_ms"],
+                raw=bool(self.cfg["telemetry_raw"]),
+                off_reason=off,
+            )
+        return [self._telemetry.probe]
+
+    def _phase_range(self, device: str) -> PhaseRange:
+        if self._nvtx is None:
+            from pytest_gpuperf.nvtx_ranges import NvtxRanges
+
+            self._nvtx = NvtxRanges(enabled=bool(self.cfg["nvtx"]) and device == "cuda")
+        return self._nvtx
+
+    def _after_measurement(self, result: Result) -> None:
+        """Let plugins add telemetry fields, then turn what the telemetry shows into notes."""
+        from pytest_gpuperf.telemetry import telemetry_notes
+
+        telemetry = result.telemetry if result.telemetry is not None else {}
+        self.config.hook.pytest_gpuperf_telemetry(
+            config=self.config, bench_id=result.id, telemetry=telemetry
+        )
+        result.telemetry = telemetry or None
+        result.notes.extend(telemetry_notes(result.telemetry))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The GPU part of the header, once benchmarks are selected (after "collected N items").
+
+        Not in ``pytest_report_header``: that runs before collection, and a
+        session without benchmarks (or ``--collect-only``) must not touch NVML.
+        The xdist controller collects nothing, so it prints no GPU state; each
+        worker's results carry their own telemetry.
+        """
+        cfg = self.cfg
+        if (
+            is_worker(self.config)
+            or cfg["device"] == "cpu"
+            or cfg["disable"]
+            or not cfg["telemetry"]
+            or self.config.getoption("collectonly", False)
+            or not any(is_benchmark(i) for i in session.items)
+        ):
+            return
+        from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
+
+        self.gpu_state = collect_gpu_state()
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None or self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
+            return
+        for line in render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"]):
+            tr.write_line("gpuperf: " + line)
+
     # --- results -------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
@@ -199,6 +274,8 @@ class GpuPerfSession:
         return ["gpuperf: " + ", ".join(parts)]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._telemetry is not None:
+            self._telemetry.close()
         if is_worker(self.config):
             return
         if not self.child:
@@ -223,6 +300,7 @@ class GpuPerfSession:
                     "device": self.cfg["device"],
                     "baseline": self.cfg["baseline"],
                     "saved_to": self.cfg["save"],
+                    "gpu_state": self.gpu_state,
                 },
             )
             atomic_write_text(Path(path), json_report.dumps(doc))
