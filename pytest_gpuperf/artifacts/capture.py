@@ -11,13 +11,15 @@ raises for a problem of a collector, and it does nothing in a child process
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,10 +91,16 @@ class CaptureReport:
 
     def message(self) -> str:
         """Diagnosis first, then details, then what was captured and where."""
+        return self.diagnosis + "\n\n" + self.details()
+
+    def details(self) -> str:
+        """Everything after the diagnosis: the evidence per benchmark, collectors and paths."""
         out = []
         for d in self.diagnoses.values():
-            out.append(d.text())
-            out.append("")
+            if d.details:
+                out.append(f"{d.key}:")
+                out.extend(f"  {line}" for line in d.details)
+                out.append("")
         out.append(f"evidence ({self.wall_s:.0f} s) in {self.directory}:")
         for c in self.collectors:
             out.append(f"  {c.line()}")
@@ -184,6 +192,7 @@ def capture(
     collectors: Sequence[Collector] | None = None,
     run_child: ChildRunner | None = None,
     artifacts_dir: Path | str | None = None,
+    lock: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> CaptureReport | None:
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
@@ -192,8 +201,11 @@ def capture(
     is used when absent); ``baselines`` maps a key to its baseline runs
     (``RunRecord`` objects or their ``extra`` dicts) for the kernel diff.
     ``keys`` are the benchmarks to capture (default: those whose verdict is
-    ``regression``, else all of the test's). Returns ``None`` in a child
-    process. Never raises for a collector's problem.
+    ``regression``, else all of the test's). ``lock`` is the device lock,
+    held for the whole capture so that no other benchmark is measured on the
+    GPU meanwhile (the children are told the lock is theirs); by default the
+    session's per-GPU lock when ``config`` is given. Returns ``None`` in a
+    child process. Never raises for a collector's problem.
     """
     if config is not None:
         from pytest_gpuperf.rerun import is_child
@@ -234,9 +246,21 @@ def capture(
     skip = set(settings["capture_skip"])
     if ctx.ncu_kernels <= 0:
         skip.add("ncu")
+    if lock is None and config is not None and cfg is not None:
+        lock = _session_lock(device, float(settings["capture_budget"]))
+    todo = list(collectors if collectors is not None else collectors_for(config))
     done: list[CollectorResult] = []
-    for col in collectors if collectors is not None else collectors_for(config):
-        done.append(_run_collector(col, ctx, skip, float(settings["capture_budget"])))
+    try:
+        with lock() if lock is not None else contextlib.nullcontext():
+            if lock is not None and ctx.run_child is not None:
+                ctx.run_child = _children_hold_the_lock(ctx.run_child)
+            for col in todo:
+                done.append(_run_collector(col, ctx, skip, float(settings["capture_budget"])))
+    except Exception as e:  # the lock could not be had: capture nothing, fail nothing
+        why = f"the GPU stayed busy: {type(e).__name__}: {e}"
+        done += [
+            CollectorResult.skipped(str(getattr(c, "name", c)), why) for c in todo[len(done) :]
+        ]
 
     diagnoses: dict[str, Diagnosis] = {}
     diffs: dict[str, Any] = {}
@@ -273,6 +297,24 @@ def capture(
     except OSError:
         report.manifest = None
     return report
+
+
+def _session_lock(device: str, timeout_s: float) -> Callable[[], AbstractContextManager[object]]:
+    def lock() -> AbstractContextManager[object]:
+        from pytest_gpuperf.locks import device_key, device_lock
+
+        return device_lock(device_key(device), timeout_s=timeout_s)
+
+    return lock
+
+
+def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
+    """Children of a capture measure under the parent's lock: they must not wait for it."""
+
+    def run(*, env: Mapping[str, str] | None = None, **kw: Any) -> Any:
+        return run_child(env={**(env or {}), "GPUPERF_NO_LOCK": "1"}, **kw)
+
+    return run
 
 
 def _settings(cfg: GpuPerfConfig | None) -> dict[str, Any]:

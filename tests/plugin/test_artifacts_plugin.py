@@ -139,3 +139,52 @@ def test_capture_from_a_session_reruns_the_test_and_diagnoses(
     assert any(f.endswith(".trace.json") for f in files)
     assert any(f.endswith(".kernels.txt") for f in files)
     assert json.loads((d / "env" / "env.json").read_text()) == {"plant": "sort"}
+
+
+XDIST_CONFTEST = """
+import json
+
+import pytest
+
+from pytest_gpuperf.artifacts import capture
+from pytest_gpuperf.session import RESULTS_KEY, SESSION_KEY
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    # where the plugin's verdict step runs: in the process that ran the test
+    yield
+    sess = item.config.stash[SESSION_KEY]
+    results = item.stash.get(RESULTS_KEY, [])
+    report = capture(item.config, sess.cfg, item.nodeid, results, device="cpu", run_id=sess.run_id)
+    if report is not None:
+        name = item.name + ".json"
+        (item.config.rootpath / name).write_text(json.dumps(report.to_dict()))
+"""
+
+
+def test_captures_under_xdist_share_the_run_folder(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    pytester.makepyfile(
+        test_two="""
+        import torch
+
+        def test_a(gpu_bench):
+            gpu_bench(torch.mul, torch.randn(5000), 2.0)
+
+        def test_b(gpu_bench):
+            gpu_bench(torch.add, torch.randn(5000), 2.0)
+        """
+    )
+    pytester.makeconftest(XDIST_CONFTEST)
+    result = pytester.runpytest_subprocess(*fast_args, "-n", "2", "--gpuperf-capture-skip=nsys,ncu")
+    result.assert_outcomes(passed=2)
+    docs = [json.loads((pytester.path / f"{n}.json").read_text()) for n in ("test_a", "test_b")]
+    dirs = {Path(d["directory"]).parent for d in docs}
+    assert len(dirs) == 1  # one run id for the controller and both workers
+    for d in docs:
+        status = {c["name"]: c["status"] for c in d["collectors"]}
+        assert status["torch_profiler"] == "ok", d["collectors"]
+        assert status["nsys"] == "skipped"
+        assert (Path(d["directory"]) / "manifest.json").exists()

@@ -262,3 +262,47 @@ def test_baseline_inventory_from_runs_extras_and_inventories() -> None:
     r = _result()
     r.extra["kernels"] = inv
     assert inventory_for(r) == inv and inventory_for(_result()) is None
+
+
+def test_the_gpu_lock_is_held_for_the_whole_capture(tmp_path: Path) -> None:
+    import contextlib
+
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def lock():  # type: ignore[no-untyped-def]
+        events.append("locked")
+        yield
+        events.append("unlocked")
+
+    envs: list[dict[str, str]] = []
+
+    def runner(*, env=None, **kw):  # type: ignore[no-untyped-def]
+        envs.append(dict(env or {}))
+        events.append("child")
+        raise RuntimeError("no child here")
+
+    class UsesChild(Fake):
+        def collect(self, ctx: CaptureContext) -> CollectorResult:
+            assert ctx.run_child is not None
+            ctx.run_child(env={"A": "1"}, timeout_s=1)
+            return CollectorResult(self.name)
+
+    rep = capture(
+        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        collectors=[UsesChild("c")], run_child=runner, artifacts_dir=tmp_path, lock=lock,
+    )  # fmt: skip
+    assert rep is not None and events == ["locked", "child", "unlocked"]
+    assert envs == [{"A": "1", "GPUPERF_NO_LOCK": "1"}]
+    assert rep.collectors[0].status == FAILED and "no child here" in str(rep.collectors[0].reason)
+
+    def busy():  # type: ignore[no-untyped-def]
+        raise TimeoutError("gpu-GPU-1 stayed busy for 120 s")
+
+    rep = capture(
+        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        collectors=[Fake("a"), Fake("b")], artifacts_dir=tmp_path, lock=busy,
+    )  # fmt: skip
+    assert rep is not None
+    assert [c.status for c in rep.collectors] == [SKIPPED, SKIPPED]
+    assert "the GPU stayed busy" in str(rep.collectors[0].reason)
