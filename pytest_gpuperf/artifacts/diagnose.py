@@ -199,16 +199,31 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     breaks = comp.get("graph_breaks") or []
     n_breaks = int(comp.get("graph_break_count") or len(breaks))
     kernels_moved = bool(kd and any(c.status in ("appeared", "vanished") for c in kd.changes))
-    if n_breaks:
+    regions = a.compiled_regions if a is not None else 0.0
+    b_regions = base.get("compiled_regions_per_call")
+    more_regions = isinstance(b_regions, (int, float)) and regions > b_regions + 0.5
+    if n_breaks or more_regions:
         reason = breaks[0].get("reason", "") if breaks and isinstance(breaks[0], Mapping) else ""
         where = breaks[0].get("where", "") if breaks and isinstance(breaks[0], Mapping) else ""
+        if more_regions:
+            weight = 1.0  # the profile shows it: more compiled regions per call than before
+        elif isinstance(b_regions, (int, float)) and b_regions >= regions > 0:
+            weight = 0.3  # the baseline had as many compiled regions: the break is not new
+        else:
+            weight = 0.9 if kernels_moved or idle_sentence else 0.5
         findings.append(
             _Finding(
                 GRAPH_BREAK,
-                0.9 if kernels_moved or idle_sentence else 0.5,
-                f"torch.compile broke the graph {n_breaks} time(s)"
+                weight,
+                "torch.compile broke the graph"
+                + (f" {n_breaks} time(s)" if n_breaks else "")
                 + (f": {reason}" if reason else "")
                 + (f" ({where})" if where else "")
+                + (
+                    f"; {b_regions:g} -> {regions:g} compiled regions per call"
+                    if more_regions
+                    else ""
+                )
                 + "; the pieces compile apart, so fusions across the break are lost and each "
                 "piece adds its own launch overhead",
             )

@@ -44,6 +44,7 @@ SUMMARY_FIELDS = (
     "h2d_per_call",
     "h2d_bytes_per_call",
     "d2h_per_call",
+    "compiled_regions_per_call",
     "other_us_per_call",
 )
 _GEMM = re.compile(r"gemm|nvjet|cutlass|xmma|cublas|matmul|wgmma|_mma|hgemm|sgemm", re.I)
@@ -176,6 +177,7 @@ def inventory_from_trace(trace: Trace, *, max_kernels: int = MAX_KERNELS) -> dic
         "h2d_per_call": _sig(h2d),
         "h2d_bytes_per_call": _sig(h2d_bytes),
         "d2h_per_call": _sig(d2h),
+        "compiled_regions_per_call": _sig(a.compiled_regions),
         "kernels": kernels,
         "other_us_per_call": _sig(other),
     }

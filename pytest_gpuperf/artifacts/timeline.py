@@ -53,6 +53,7 @@ SYNC_APIS = frozenset(
         "cuMemcpyHtoD_v2",
     }
 )
+REGION_MARK = "Torch-Compiled Region"
 COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 #: A kernel this short is dominated by its launch (µs).
 TINY_KERNEL_US = 10.0
@@ -133,6 +134,8 @@ class ProfileAnalysis:
     launch_notes: list[str]
     compiled: bool
     notes: list[str] = field(default_factory=list)
+    #: torch.compile'd regions entered per call (a new graph break adds one)
+    compiled_regions: float = 0.0
 
     @property
     def per_call_us(self) -> float:
@@ -168,6 +171,8 @@ class Trace:
     ops: list[tuple[float, float, str, Any]]  # cpu_op: (start, end, name, tid)
     annotations: list[str]
     device_name: str | None = None
+    #: (start, name) of each ``Torch-Compiled Region: <frame>/<compile>`` entered
+    regions: list[tuple[float, str]] = field(default_factory=list)
 
 
 def load_trace(path: Path | str) -> dict[str, Any]:
@@ -191,6 +196,7 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
     apis: list[ApiCall] = []
     ops: list[tuple[float, float, str, Any]] = []
     notes: list[str] = []
+    regions: list[tuple[float, str]] = []
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -202,6 +208,8 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
         except (TypeError, ValueError):
             continue
         args = e.get("args") or {}
+        if name.startswith(REGION_MARK) and cat in ("cpu_op", "user_annotation"):
+            regions.append((ts, name))
         if cat == "user_annotation" and name.startswith(CALL_PREFIX):
             with contextlib.suppress(ValueError):
                 calls[int(name[len(CALL_PREFIX) :])] = (ts, ts + dur)
@@ -227,6 +235,7 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
         ops=sorted(ops, key=lambda o: (o[0], -o[1])),
         annotations=notes,
         device_name=device_name,
+        regions=sorted(set(regions)),
     )
 
 
@@ -302,6 +311,8 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     )
 
     cpu_per_call = statistics.fmean(e - s for s, e in calls) if calls else 0.0
+    in_calls = [r for r in trace.regions if _call_of(r[0], starts, calls) is not None]
+    regions = len(in_calls) / n if n else 0.0
     if not acts:
         window = (calls[-1][1] - calls[0][0]) if calls else 0.0
         return ProfileAnalysis(
@@ -310,6 +321,7 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
             median_kernel_us=None, gaps=[], idle_us=0.0,
             syncs=_syncs(trace, [a for a in trace.apis if a.call is not None]),
             copies=[], launch_bound=False, launch_notes=[], compiled=compiled, notes=notes,
+            compiled_regions=regions,
         )  # fmt: skip
 
     w0 = calls[0][0]
@@ -387,6 +399,7 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
         launch_notes=launch_notes,
         compiled=compiled,
         notes=notes,
+        compiled_regions=regions,
     )
 
 

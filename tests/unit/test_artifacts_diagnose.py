@@ -129,6 +129,29 @@ def test_a_graph_break_in_compiled_code() -> None:
     assert any(line.startswith("compile: 2 graph(s), 1 graph break(s)") for line in d.details)
 
 
+def test_more_compiled_regions_per_call_is_a_graph_break() -> None:
+    def compiled(regions: int, kernels: tuple[tuple[str, float], ...]) -> dict:
+        t = gpu_bound(calls=2, kernels=kernels)
+        for start, _ in parse_trace(t.doc()).calls:
+            for r in range(regions):
+                t.op(f"Torch-Compiled Region: {r}/0", start + 0.1 + r, 1.0)
+        return t.doc()
+
+    base = compiled(1, (("triton_per_fused_add_native_layer_norm_0", 20.0),))
+    cur = compiled(
+        2, (("triton_per_fused_native_layer_norm_0", 30.0), ("triton_poi_fused_add_0", 8.0))
+    )
+    ev = _evidence(base, cur, 60e-6, 90e-6)  # no TORCH_TRACE: the profiles alone
+    assert ev.baseline_inventory is not None
+    assert ev.baseline_inventory["compiled_regions_per_call"] == 1.0
+    d = dg.diagnose(ev)
+    assert d.cause == dg.GRAPH_BREAK and "1 -> 2 compiled regions per call" in d.paragraph
+    # a graph break the baseline had too is not the news
+    same = _evidence(compiled(2, (("k", 20.0),)), compiled(2, (("k", 40.0),)), 60e-6, 80e-6,
+                     compile={"graph_break_count": 1, "graph_breaks": [{"reason": "r", "where": "w"}]})  # fmt: skip
+    assert dg.diagnose(same).cause == dg.KERNEL_SLOWER
+
+
 def test_launch_bound_work() -> None:
     t = FakeTrace()
     host = 1000.0
