@@ -385,6 +385,8 @@ def _kernel_findings(kd: KernelDiff, slow_us: float | None) -> list[_Finding]:
         if c.kind == "memcpy" and ("HtoD" in c.name or "DtoH" in c.name):
             continue  # a host-device copy: judged with the idle time
         share = c.share if c.share is not None else None
+        if share is not None and share < 0.05:
+            continue  # too small to be news (it stays in the details)
         w = min(max(share if share is not None else 0.3, 0.0), 1.0)
         if c.status == "appeared" and any(t in c.name for t in _COPY_KERNEL):
             out.append(

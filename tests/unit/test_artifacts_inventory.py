@@ -122,3 +122,12 @@ def test_profiles_that_disagree_with_the_measurement_are_not_attributed() -> Non
     assert d.explained is None and d.changes[0].share is None
     assert "listed, not attributed" in d.lines()[-1]
     assert diff_inventories(base, cur, slowdown_s=-1e-6).explained is None
+
+
+def test_kernels_that_grew_more_than_the_measurement_share_their_growth() -> None:
+    base = _inv({"gemm_a": 100.0, "b": 10.0})
+    cur = _inv({"gemm_a": 250.0, "b": 60.0})  # +200 µs profiled, +150 µs measured
+    d = diff_inventories(base, cur, slowdown_s=150e-6)
+    by = {c.name: c for c in d.changes}
+    assert by["gemm_a"].share == pytest.approx(0.75) and by["b"].share == pytest.approx(0.25)
+    assert "shares are of the kernels' growth" in d.lines()[-1]
