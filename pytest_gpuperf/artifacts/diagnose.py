@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_gpuperf.artifacts.inventory import KernelDiff, short_name
+from pytest_gpuperf.artifacts.inventory import KernelDiff, is_gemm, short_name
 from pytest_gpuperf.artifacts.timeline import ProfileAnalysis
 
 HOST_SYNC = "host-sync"
@@ -362,6 +362,13 @@ def _kernel_findings(kd: KernelDiff, slow_us: float | None) -> list[_Finding]:
         ch_old = next((c for c in kd.changes if c.name == old), None)
         net = (ch_new.delta_us if ch_new else 0.0) + (ch_old.delta_us if ch_old else 0.0)
         share = net / slow_us if slow_us else None
+        if share is not None and share < 0.05:
+            continue  # a swap that costs nothing is not the news (it stays in the details)
+        why = (
+            "an input's dtype, layout (contiguity, strides) or shape changed the library's choice"
+            if is_gemm(new)
+            else "the generated or chosen kernel changed (for Triton kernels: the fusion changed)"
+        )
         out.append(
             _Finding(
                 KERNEL_VARIANT,
@@ -374,8 +381,7 @@ def _kernel_findings(kd: KernelDiff, slow_us: float | None) -> list[_Finding]:
                     if ch_new and ch_old
                     else ""
                 )
-                + "; an input's dtype, layout (contiguity, strides) or shape changed the "
-                "library's choice",
+                + f"; {why}",
             )
         )
     variant_names = {n for v in kd.variants for n in v}

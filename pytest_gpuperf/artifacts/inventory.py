@@ -115,6 +115,10 @@ def short_name(name: str, width: int = 72) -> str:
         functors = [f for f in functors if f != base]
         if functors:
             base = f"{base}<{functors[-1]}>"
+        else:  # cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>: the argument says it
+            first = re.match(r"\s*<\s*(?:\w+::)*(\w+)", n[n.find(base) + len(base) :])
+            if first:
+                base = f"{base}<{first.group(1)}>"
     return base if len(base) <= width else base[: width - 1] + "…"
 
 

@@ -182,3 +182,30 @@ def test_extra_lines_from_hooks_are_appended() -> None:
 def test_formatting() -> None:
     assert dg.fmt_time(182e-6) == "182 µs" and dg.fmt_time(1.5e-3) == "1.5 ms"
     assert dg.fmt_time(None) == "?" and dg.fmt_bytes(4 * 2**20) == "4.19 MB"
+
+
+def test_real_compiled_traces_with_and_without_a_graph_break() -> None:
+    # torch 2.11 on the H200: Linear -> GELU -> LayerNorm (+ residual) compiled, with and
+    # without torch._dynamo.graph_break() before the residual add; 2 profiled calls each
+    ok = load_trace(DATA / "kineto_h200_compiled.json")
+    gb = load_trace(DATA / "kineto_h200_compiled_graph_break.json")
+    base_inv = inventory_from_trace(parse_trace(ok))
+    cur_inv = inventory_from_trace(parse_trace(gb))
+    assert (base_inv["compiled_regions_per_call"], cur_inv["compiled_regions_per_call"]) == (1, 2)
+    ev = _evidence(ok, gb, base_inv["per_call_us"] * 1e-6, cur_inv["per_call_us"] * 1e-6)
+    d = dg.diagnose(ev)
+    assert d.cause == dg.GRAPH_BREAK and "1 -> 2 compiled regions per call" in d.paragraph
+    assert "library's choice" not in d.paragraph
+    kernels = "\n".join(d.details)
+    assert "appeared: triton_poi_fused_add_0" in kernels
+    assert "vanished: triton_per_fused_add_gelu_native_layer_norm_0" in kernels
+
+
+def test_a_float32_gemm_replacing_bfloat16_is_a_variant() -> None:
+    cutlass = "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(Params)"
+    base = gpu_bound(kernels=(("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 25.0),)).doc()
+    cur = gpu_bound(kernels=((cutlass, 290.0),)).doc()
+    d = dg.diagnose(_evidence(base, cur, 30e-6, 295e-6))
+    assert d.cause == dg.KERNEL_VARIANT
+    assert "Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1> replaced nvjet_sm90" in d.paragraph
+    assert "library's choice" in d.paragraph

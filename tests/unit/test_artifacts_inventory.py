@@ -12,6 +12,7 @@ from pytest_gpuperf.artifacts.inventory import (
     combine,
     diff_inventories,
     inventory_from_trace,
+    is_gemm,
     normalize,
     short_name,
 )
@@ -40,6 +41,15 @@ def test_names_normalise_to_one_key_per_kernel() -> None:
     assert normalize(gemm) == base_function(gemm) == short_name(gemm) == gemm
     assert base_function("triton_poi_fused_add_mul_0") == "triton_poi_fused_add_mul_0"
     assert short_name("aten::add") == "aten::add"
+    # float32 GEMMs on the H200 (torch 2.11): cutlass names its kernel by a template argument
+    cutlass = (
+        "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>"
+        "(cutlass_80_simt_sgemm_256x128_8x4_nn_align1::Params)"
+    )
+    assert base_function(cutlass) == "Kernel2"  # what ncu's --kernel-name-base function matches
+    assert short_name(cutlass) == "Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>"
+    assert is_gemm(cutlass) and is_gemm("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
+    assert is_gemm("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1")
 
 
 def test_inventory_of_a_real_trace() -> None:

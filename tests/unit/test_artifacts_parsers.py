@@ -187,3 +187,18 @@ def test_torch_trace_fallbacks_and_library_calls() -> None:
     )
     rep = torch_trace.parse_log(log)
     assert rep.fallbacks == {"nonzero": 1} and rep.library_calls == {"mm": 1}
+
+
+def test_ncu_raw_page_with_every_section_and_compiled_code() -> None:
+    # ncu 2025.3.1 on the H200: bf16 and fp32 GEMMs and an Inductor kernel, one steady-state
+    # call inside the NVTX range, --kernel-name-base function, all five sections
+    kernels = {
+        k["name"][:30]: k for k in ncu.parse_raw((DATA / "ncu_raw_all_sections.csv").read_text())
+    }
+    gemm = kernels["nvjet_sm90_tst_256x128_64x4_1x"]
+    assert gemm["bottleneck"] == "compute-bound" and gemm["sm_pct"] > 60
+    assert gemm["occupancy_pct"] == pytest.approx(14.128993) and gemm["registers"] == 168
+    assert gemm["waves"] == pytest.approx(0.97) and gemm["duration_us"] == pytest.approx(25.632)
+    assert gemm["stalls"][0][0] == "barrier"
+    triton = kernels["triton_per_fused_add_gelu_nati"]
+    assert triton["bottleneck"] == "under-filled grid (0.24 waves)"
