@@ -247,12 +247,39 @@ def read_status(directory: Path) -> dict[str, Any]:
         return {}
 
 
+def release_cupti_after_profiling() -> None:
+    """Ask Kineto to detach CUPTI when a profile ends (``TEARDOWN_CUPTI=1``).
+
+    Left attached, CUPTI's callbacks slow every later kernel launch of the
+    process by 10-20 % (pytorch/pytorch#144455), i.e. the benchmarks measured
+    after an inventory pass. Teardown is safe with CUDA graphs from CUDA 12.6
+    on (and Kineto's default there since early 2026); before 12.6 it could
+    crash a process that captured graphs, so it is left alone. A value the
+    user set wins.
+    """
+    try:
+        import torch
+
+        major, minor = (int(x) for x in str(torch.version.cuda or "0.0").split(".")[:2])
+    except (ImportError, ValueError):
+        return
+    if (major, minor) >= (12, 6):
+        os.environ.setdefault("TEARDOWN_CUPTI", "1")
+
+
 class InventoryHook:
-    """A short profiler pass after measuring, for the baseline's kernel inventory."""
+    """A short profiler pass after measuring, for the baseline's kernel inventory.
+
+    It runs in the measuring process, after the benchmark's own measurement
+    and under the GPU lock; the profiler is detached again afterwards
+    (:func:`release_cupti_after_profiling`) so later benchmarks run as before.
+    """
 
     def __init__(self, device: str, calls: int = DEFAULT_CALLS):
         self.device = device
         self.calls = calls
+        if device == "cuda":
+            release_cupti_after_profiling()
 
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float

@@ -81,3 +81,36 @@ def test_a_planted_regression_is_diagnosed(
         assert status["torch_trace"].ok, status["torch_trace"].reason
     assert rep.wall_s < 150, f"capture took {rep.wall_s:.0f} s"
     assert rep.diagnoses[key].cause == cause, text
+
+
+def test_an_inventory_pass_leaves_later_measurements_alone() -> None:
+    """Kernel launches after a profiler pass cost what they cost before (CUPTI detached)."""
+    import statistics
+
+    import torch
+
+    from pytest_gpuperf.artifacts.child import InventoryHook
+    from pytest_gpuperf.measure import engine
+    from pytest_gpuperf.measure.cuda import CudaEventsTimer
+    from pytest_gpuperf.measure.policy import MeasurePolicy
+    from pytest_gpuperf.model import BenchId
+
+    x = torch.zeros(2**16, device="cuda")
+
+    def launch_bound() -> None:
+        for _ in range(20):
+            x.add_(1)
+
+    def median() -> float:
+        timer = CudaEventsTimer(launch_bound, (), {}, l2_flush=False)
+        timer.first_call()
+        timer.prepare()
+        raw = engine.run(timer, MeasurePolicy())
+        timer.close()
+        return statistics.median(raw.rounds)
+
+    before = min(median() for _ in range(3))
+    extra = InventoryHook("cuda")(BenchId("t.py::t", None, "cuda-events"), launch_bound, before)
+    assert extra and "kernels" in extra, extra
+    after = min(median() for _ in range(3))
+    assert after < 1.08 * before, (before, after)
