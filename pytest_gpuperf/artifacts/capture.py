@@ -364,8 +364,6 @@ def _evidence(
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     base_inv = baseline_inventory(baseline_runs)
-    if base_inv is None and result is not None:
-        base_inv = None
     b_s = _get(comparison, "baseline_s")
     c_s = _get(comparison, "current_s")
     if c_s is None and result is not None and result.rounds:

@@ -192,7 +192,7 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
         details.append("kernels: no baseline inventory to compare with (save a baseline again)")
     ncu_by_name = {n.get("name"): n for n in ev.ncu}
     for n in ev.ncu:
-        details.append("ncu: " + ncu_line(n))
+        details.append(f"ncu {short_name(str(n.get('name', '?')), 48)}: {ncu_line(n)}")
 
     # --- compiled code ---------------------------------------------------------
     comp = ev.compile or {}
