@@ -1,0 +1,235 @@
+"""What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
+
+The Markdown summary, the GitHub annotations, the JUnit properties, the
+HTML report and the CLI tables all read ``Result.comparison`` (a
+``verdict.Comparison.to_dict()``) through :func:`rows`, so they order
+benchmarks alike (regressions first) and write the same numbers.
+
+Artifacts are the dicts of ``Result.artifacts``; the keys read here are
+``path`` (a file or folder, relative to the rootdir or absolute), ``name``
+(shown instead of the path's last part), ``kind`` (``"nsys"``, ``"ncu"``,
+``"torch-profiler"``, ...) and ``summary`` (a line or a list of lines saying
+what the artifact found: where the time went). Anything else is ignored.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+
+# The verdict kinds of ``Comparison.kind`` (pytest_gpuperf.verdict), as they appear in JSON.
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no-change"
+INCONCLUSIVE = "inconclusive"
+NO_BASELINE = "no-baseline"
+DIFFERENT_ENVIRONMENT = "different-environment"
+#: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
+NOT_COMPARED = "not-compared"
+
+#: Report order: what needs a person's attention first.
+ORDER: tuple[str, ...] = (
+    REGRESSION,
+    INCONCLUSIVE,
+    IMPROVEMENT,
+    DIFFERENT_ENVIRONMENT,
+    NO_CHANGE,
+    NO_BASELINE,
+    NOT_COMPARED,
+)
+LABELS: dict[str, str] = {
+    REGRESSION: "regression",
+    INCONCLUSIVE: "inconclusive",
+    IMPROVEMENT: "improvement",
+    DIFFERENT_ENVIRONMENT: "different environment",
+    NO_CHANGE: "no change",
+    NO_BASELINE: "no baseline",
+    NOT_COMPARED: "not compared",
+}
+#: Plural forms for headlines ("2 regressions, 1 no change").
+PLURALS: dict[str, str] = {
+    REGRESSION: "regressions",
+    INCONCLUSIVE: "inconclusive",
+    IMPROVEMENT: "improvements",
+    DIFFERENT_ENVIRONMENT: "in a different environment",
+    NO_CHANGE: "no change",
+    NO_BASELINE: "without baseline",
+    NOT_COMPARED: "not compared",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One result as the reports show it; strings are ready to print (``-`` when unknown)."""
+
+    result: Result
+    kind: str
+    #: False while the verdict waits for a confirmation run (a suspect, not yet a verdict)
+    final: bool
+    ratio: float | None
+    change: str
+    interval: str
+    baseline: str
+    current: str
+    #: baseline runs / current runs that the verdict used ("20 / 3"), "-" without a verdict
+    runs: str
+
+    @property
+    def label(self) -> str:
+        text = LABELS.get(self.kind, self.kind)
+        return text if self.final else f"{text} (suspect)"
+
+    @property
+    def name(self) -> str:
+        """The benchmark as a user reads it: the test id's last part plus measurement name."""
+        return self.result.id.display
+
+    @property
+    def params(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.result.id.params) or "-"
+
+
+def kind_of(result: Result) -> str:
+    c = result.comparison
+    if not c or not isinstance(c.get("kind"), str):
+        return NOT_COMPARED
+    return str(c["kind"])
+
+
+def _num(c: Mapping[str, Any], key: str) -> float | None:
+    v = c.get(key)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def _signed(x: float | None) -> str:
+    return fmt_pct(x, digits=1, sign=True)
+
+
+def row(result: Result) -> Row:
+    c = result.comparison or {}
+    kind = kind_of(result)
+    ratio, lo, hi = _num(c, "ratio"), _num(c, "ratio_low"), _num(c, "ratio_high")
+    change = _signed(ratio - 1) if ratio is not None else "-"
+    if lo is not None and hi is not None:
+        level = _num(c, "ci_level") or 0.9
+        interval = f"{_signed(lo - 1)} to {_signed(hi - 1)} ({100 * level:.0f} % CI)"
+    else:
+        interval = "-"
+    current = _num(c, "current_s")
+    if current is None and result.rounds:
+        current = result.median
+    k, r = c.get("k"), c.get("r")
+    counted = isinstance(k, int) and isinstance(r, int) and kind != NOT_COMPARED
+    runs = f"{k} / {r}" if counted else "-"
+    return Row(
+        result=result,
+        kind=kind,
+        final=bool(c.get("final", True)),
+        ratio=ratio,
+        change=change,
+        interval=interval,
+        baseline=fmt_time(_num(c, "baseline_s")),
+        current=fmt_time(current),
+        runs=runs,
+    )
+
+
+def _rank(r: Row) -> tuple[int, float]:
+    kind_rank = ORDER.index(r.kind) if r.kind in ORDER else len(ORDER)
+    # Largest slowdown first among regressions and inconclusive; others keep their order.
+    worst = -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0
+    return (kind_rank, worst)
+
+
+def rows(results: Iterable[Result]) -> list[Row]:
+    """Every result as a :class:`Row`, regressions first (largest slowdown first), then
+    inconclusive, improvements, different environment, no change, no baseline, not compared;
+    the collection order otherwise."""
+    return sorted((row(r) for r in results), key=_rank)
+
+
+def counts(rs: Sequence[Row]) -> dict[str, int]:
+    """How many rows of each kind, in report order (kinds with none left out)."""
+    out: dict[str, int] = {}
+    for kind in ORDER:
+        n = sum(1 for r in rs if r.kind == kind)
+        if n:
+            out[kind] = n
+    for r in rs:  # a kind this version does not know
+        if r.kind not in ORDER:
+            out[r.kind] = out.get(r.kind, 0) + 1
+    return out
+
+
+def headline(rs: Sequence[Row]) -> str:
+    """``"2 regressions, 1 inconclusive, 9 no change"`` (or ``"no benchmarks"``)."""
+    if not rs:
+        return "no benchmarks"
+    parts = []
+    for kind, n in counts(rs).items():
+        word = LABELS.get(kind, kind) if n == 1 else PLURALS.get(kind, kind)
+        parts.append(f"{n} {word}")
+    return ", ".join(parts)
+
+
+def summary_line(result: Result) -> str:
+    """One line on the verdict (``verdict`` module's wording), or the median without one."""
+    c = result.comparison
+    if not c:
+        return f"{result.id.display}: {fmt_time(result.median if result.rounds else None)}"
+    from pytest_gpuperf.reporting.explain import summary_line as _summary_line
+    from pytest_gpuperf.verdict import Comparison
+
+    return _summary_line(_with_name(Comparison.from_dict(c), result))
+
+
+def explanation(result: Result) -> str:
+    """The verdict's multi-line explanation (the failure text of a regression), or ``""``."""
+    c = result.comparison
+    if not c:
+        return ""
+    from pytest_gpuperf.reporting.explain import explain
+    from pytest_gpuperf.verdict import Comparison
+
+    return explain(_with_name(Comparison.from_dict(c), result))
+
+
+def _with_name(c: Any, result: Result) -> Any:
+    from dataclasses import replace
+
+    return c if c.name else replace(c, name=result.id.display)
+
+
+def diagnosis(result: Result) -> list[str]:
+    """What the captured artifacts found (their ``summary`` lines), in capture order."""
+    lines: list[str] = []
+    for a in result.artifacts:
+        s = a.get("summary")
+        if isinstance(s, str) and s.strip():
+            lines.extend(x for x in s.splitlines() if x.strip())
+        elif isinstance(s, (list, tuple)):
+            lines.extend(str(x) for x in s if str(x).strip())
+    return lines
+
+
+def artifact_name(a: Mapping[str, Any]) -> str:
+    name = a.get("name")
+    if isinstance(name, str) and name:
+        return name
+    path = str(a.get("path") or "")
+    return posixpath.basename(path.replace("\\", "/").rstrip("/")) or path or "artifact"
+
+
+def artifact_path(a: Mapping[str, Any]) -> str | None:
+    path = a.get("path")
+    return str(path) if path else None
