@@ -6,12 +6,12 @@ these signatures. Each spec says when it is called and what it may return.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.model import Result
+    from pytest_gpuperf.model import BenchId, Result
 
 
 @pytest.hookspec
@@ -23,4 +23,54 @@ def pytest_gpuperf_session_finish(config: pytest.Config, results: list[Result]) 
         def pytest_gpuperf_session_finish(config, results):
             for r in results:
                 print(r.id.key, r.median)
+    """
+
+
+@pytest.hookspec
+def pytest_gpuperf_update_fingerprint(config: pytest.Config, fingerprint: dict[str, Any]) -> None:
+    """Add keys to the environment fingerprint: only runs with equal fingerprints are compared.
+
+    The plugin calls every implementation with ``fingerprint``, the dict of
+    extra keys (empty at first), and passes it as ``extra`` to
+    :func:`pytest_gpuperf.fingerprint.fingerprint`, which adds it to the
+    built-in keys (GPU model, driver, CUDA, torch, ...). Change it in place.
+    Add what makes two runs incomparable in your setup, nothing that changes
+    from run to run::
+
+        # conftest.py
+        import os
+
+        def pytest_gpuperf_update_fingerprint(config, fingerprint):
+            fingerprint["cluster"] = os.environ.get("SLURM_CLUSTER_NAME", "local")
+            fingerprint["clocks_locked"] = os.environ.get("GPU_CLOCKS_LOCKED") == "1"
+
+    Values must be JSON scalars (str, int, float, bool, None); a built-in key
+    (:data:`pytest_gpuperf.fingerprint.BUILTIN_KEYS`) cannot be set, so a
+    hook never loosens the built-in comparison rules.
+    """
+
+
+@pytest.hookspec
+def pytest_gpuperf_telemetry(
+    config: pytest.Config, bench_id: BenchId, telemetry: dict[str, Any]
+) -> None:
+    """Add fields to the telemetry of one measurement, right after it, where it ran.
+
+    ``telemetry`` is the result's ``Result.telemetry`` dict (NVML summaries,
+    or ``{"available": False, "reason": ...}`` without NVML); change it in
+    place: the fields are kept with the result and written to the
+    ``--gpuperf-json`` file. ``telemetry["window"]`` (when NVML ran) holds
+    the measurement's start and end as Unix times, to match with samples
+    from your own monitoring::
+
+        # conftest.py
+        import platform
+
+        def pytest_gpuperf_telemetry(config, bench_id, telemetry):
+            telemetry["host"] = platform.node()
+            with open("/sys/class/thermal/thermal_zone0/temp") as f:
+                telemetry["cpu_temp_c"] = int(f.read()) / 1000
+
+    Called in the process that measured (an xdist worker, say), for every
+    result, also when telemetry is off or unavailable. Values must be JSON-safe.
     """

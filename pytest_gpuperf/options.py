@@ -119,6 +119,13 @@ def number_or_callable(v: Any) -> Any:
     return non_negative_float(v)
 
 
+def telemetry_interval(v: Any) -> float:
+    x = _number(v)
+    if not 1 <= x <= 1000:
+        raise OptionValueError(f"expected a sampling interval from 1 to 1000 ms, got {v!r}")
+    return x
+
+
 def text(v: Any) -> str:
     if not _is_str(v) or not v.strip():
         raise OptionValueError(f"expected a non-empty string, got {v!r}")
@@ -291,6 +298,91 @@ OPTIONS: tuple[Option, ...] = (
         "is learnt from them",
         metavar="N",
     ),
+    # --- verdict (issue 3) ---
+    Option(
+        "threshold",
+        fraction,
+        0.03,
+        "smallest slowdown that can fail a benchmark, as a fraction (0.03 = 3 %); "
+        "a noisy benchmark's threshold is widened, never narrowed",
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    Option(
+        "alpha",
+        probability,
+        0.01,
+        "chance of any false failure in a session, over all benchmarks compared with a baseline",
+        metavar="P",
+    ),
+    Option(
+        "fail_on",
+        choice("regression", "inconclusive"),
+        "regression",
+        "fail on confirmed regressions only, or also on benchmarks too noisy to decide",
+        metavar="regression|inconclusive",
+    ),
+    Option(
+        "reruns",
+        int_at_least(0),
+        2,
+        "fresh processes that re-measure a suspect benchmark before its verdict is final",
+        metavar="N",
+    ),
+    Option(
+        "gate_secondary",
+        choice("none", "memory", "first-call", "all"),
+        "none",
+        "also fail when peak memory and/or first-call (compile) time grow beyond their tolerance",
+        per_test=True,
+        metavar="none|memory|first-call|all",
+    ),
+    Option(
+        "memory_tolerance",
+        fraction,
+        0.05,
+        "peak-memory growth over the baseline's largest value that counts as higher (+1 MiB)",
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    Option(
+        "first_call_tolerance",
+        non_negative_float,
+        0.5,
+        "first-call time growth over the baseline's largest value that counts as higher",
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    # --- telemetry (issue 4) -------------------------------------------------
+    Option(
+        "telemetry",
+        parse_bool,
+        True,
+        "sample GPU clocks, power, temperature, utilisation, throttle reasons and other "
+        "processes with NVML during each CUDA measurement",
+        metavar="true|false",
+    ),
+    Option(
+        "telemetry_interval_ms",
+        telemetry_interval,
+        10.0,
+        "time between two NVML samples, in ms (1 to 1000)",
+        metavar="MS",
+    ),
+    Option(
+        "telemetry_raw",
+        parse_bool,
+        False,
+        "keep every telemetry sample in the results (JSON), not only the summaries",
+        flag=True,
+    ),
+    Option(
+        "nvtx",
+        parse_bool,
+        True,
+        "NVTX ranges gpuperf/<test id> around each CUDA benchmark and its phases (Nsight Systems)",
+        metavar="true|false",
+    ),
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
@@ -308,9 +400,10 @@ def register(parser: pytest.Parser) -> None:
         if not opt.cli:
             continue
         help_text = f"{opt.help} (default: {_show_default(opt.default)})"
+        cli_help = help_text.replace("%", "%%")  # argparse expands %-formats in help
         if opt.flag:
             group.addoption(
-                opt.flag_name, action="store_true", default=None, dest=_dest(opt), help=help_text
+                opt.flag_name, action="store_true", default=None, dest=_dest(opt), help=cli_help
             )
         else:
             group.addoption(
@@ -319,7 +412,7 @@ def register(parser: pytest.Parser) -> None:
                 default=None,
                 dest=_dest(opt),
                 metavar=opt.metavar,
-                help=help_text,
+                help=cli_help,
             )
         parser.addini(opt.ini_name, help_text, type="string", default=None)
     # Internal: set on the fresh processes that confirm a verdict or capture evidence.

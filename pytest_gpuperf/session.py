@@ -23,9 +23,15 @@ from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.fixture import BenchContext, GpuBench
 from pytest_gpuperf.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.rerun import is_child
 
 if TYPE_CHECKING:
     from collections.abc import Generator
+
+    from pytest_gpuperf.fixture import PhaseRange, Probe
+    from pytest_gpuperf.gate import Gate
+    from pytest_gpuperf.nvtx_ranges import NvtxRanges
+    from pytest_gpuperf.telemetry import NvmlTelemetry
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
 RESULTS_KEY = pytest.StashKey[list[Result]]()
@@ -53,6 +59,33 @@ class GpuPerfSession:
         self._device_key: str | None = None
         self.started = time.time()
         self.deselected = 0
+        self.child = is_child(config)
+        self.gate: Gate | None = None
+        self.saved: str | None = None
+        self.save_error: str | None = None
+        # telemetry and NVTX (issue 4): made on first use, see _probes / _phase_range
+        self._telemetry: NvmlTelemetry | None = None
+        self._nvtx: NvtxRanges | None = None
+        self.gpu_state: dict[str, Any] | None = None
+        self._open_baselines()
+
+    def _open_baselines(self) -> None:
+        """Fail fast, before measuring anything, on a baseline that cannot be used."""
+        if self.child:
+            return
+        from pytest_gpuperf.errors import BaselineError
+
+        try:
+            if self.cfg["baseline"]:
+                from pytest_gpuperf.gate import Gate
+
+                self.gate = Gate.load(self.config, self.cfg)
+            if self.cfg["save"] and not is_worker(self.config):
+                from pytest_gpuperf.gate import check_save_target
+
+                check_save_target(self.config, self.cfg)
+        except BaselineError as e:
+            raise pytest.UsageError(str(e)) from None
 
     # --- collection --------------------------------------------------------
 
@@ -70,8 +103,11 @@ class GpuPerfSession:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
                 self.deselected = len(drop)
-        if any(is_benchmark(i) for i in items):
+        benchmarks = [i for i in items if is_benchmark(i)]
+        if benchmarks:
             self.ensure_device()
+        if self.gate is not None:
+            self.gate.set_collected([i.nodeid for i in benchmarks])
 
     def ensure_device(self) -> str:
         if self.device is None:
@@ -92,13 +128,15 @@ class GpuPerfSession:
 
         def record(result: Result) -> None:
             result.run_id = self.run_id
+            self._after_measurement(result)
             results.append(result)
 
+        device = self.ensure_device()
         ctx = BenchContext(
             nodeid=item.nodeid,
             test_name=item.name,
             config=self.cfg,
-            device=self.ensure_device(),
+            device=device,
             record=record,
             marker=marker_kwargs(item),
             params=params,
@@ -106,6 +144,8 @@ class GpuPerfSession:
             disabled=bool(self.cfg["disable"]),
             environment=self._environment,
             lock=self._lock,
+            probes=self._probes(device),
+            phase_range=self._phase_range(device),
         )
         return GpuBench(ctx)
 
@@ -120,6 +160,88 @@ class GpuPerfSession:
         from pytest_gpuperf.environment import collect_environment
 
         return collect_environment(self.ensure_device())
+
+    # --- verdicts --------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        """After the test function returned: judge its results against the baseline."""
+        yield
+        results = item.stash.get(RESULTS_KEY, None)
+        if self.gate is None or not results:
+            return
+        from pytest_gpuperf.gate import warn_inconclusive
+
+        judgement = self.gate.judge(
+            item, results, device=self.ensure_device(), marker=marker_kwargs(item)
+        )
+        warn_inconclusive(item, judgement.warnings)
+        if judgement.failures:
+            pytest.fail("\n\n".join(judgement.failures), pytrace=False)
+
+    # --- telemetry and NVTX (issue 4) -----------------------------------------
+
+    def _probes(self, device: str) -> list[Probe]:
+        if self._telemetry is None:
+            from pytest_gpuperf.telemetry import NvmlTelemetry
+
+            off = None
+            if not self.cfg["telemetry"]:
+                off = "turned off (--gpuperf-telemetry=false)"
+            elif device != "cuda":
+                off = "the benchmark ran on the CPU: NVML telemetry covers CUDA benchmarks"
+            self._telemetry = NvmlTelemetry(
+                interval_ms=self.cfg["telemetry_interval_ms"],
+                raw=bool(self.cfg["telemetry_raw"]),
+                off_reason=off,
+            )
+        return [self._telemetry.probe]
+
+    def _phase_range(self, device: str) -> PhaseRange:
+        if self._nvtx is None:
+            from pytest_gpuperf.nvtx_ranges import NvtxRanges
+
+            self._nvtx = NvtxRanges(enabled=bool(self.cfg["nvtx"]) and device == "cuda")
+        return self._nvtx
+
+    def _after_measurement(self, result: Result) -> None:
+        """Let plugins add telemetry fields, then turn what the telemetry shows into notes."""
+        from pytest_gpuperf.telemetry import telemetry_notes
+
+        telemetry = result.telemetry if result.telemetry is not None else {}
+        self.config.hook.pytest_gpuperf_telemetry(
+            config=self.config, bench_id=result.id, telemetry=telemetry
+        )
+        result.telemetry = telemetry or None
+        result.notes.extend(telemetry_notes(result.telemetry))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The GPU part of the header, once benchmarks are selected (after "collected N items").
+
+        Not in ``pytest_report_header``: that runs before collection, and a
+        session without benchmarks (or ``--collect-only``) must not touch NVML.
+        The xdist controller collects nothing, so it prints no GPU state; each
+        worker's results carry their own telemetry.
+        """
+        cfg = self.cfg
+        if (
+            is_worker(self.config)
+            or cfg["device"] == "cpu"
+            or cfg["disable"]
+            or not cfg["telemetry"]
+            or self.config.getoption("collectonly", False)
+            or not any(is_benchmark(i) for i in session.items)
+        ):
+            return
+        from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
+
+        self.gpu_state = collect_gpu_state()
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None or self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
+            return
+        for line in render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"]):
+            tr.write_line("gpuperf: " + line)
 
     # --- results -------------------------------------------------------------
 
@@ -152,9 +274,14 @@ class GpuPerfSession:
         return ["gpuperf: " + ", ".join(parts)]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._telemetry is not None:
+            self._telemetry.close()
         if is_worker(self.config):
             return
-        self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
+        if not self.child:
+            self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
+            if self.cfg["save"] and self.results:
+                self._save(session)
         path = self.cfg["json"]
         if path:
             from pytest_gpuperf.fileio import atomic_write_text
@@ -171,20 +298,44 @@ class GpuPerfSession:
                     "duration_s": round(time.time() - self.started, 3),
                     "args": list(self.config.invocation_params.args),
                     "device": self.cfg["device"],
+                    "baseline": self.cfg["baseline"],
+                    "saved_to": self.cfg["save"],
+                    "gpu_state": self.gpu_state,
                 },
             )
             atomic_write_text(Path(path), json_report.dumps(doc))
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if is_worker(self.config) or not self.results:
-            return
-        from pytest_gpuperf.reporting.terminal import render
+    def _save(self, session: pytest.Session) -> None:
+        from pytest_gpuperf.errors import BaselineError
+        from pytest_gpuperf.gate import run_meta, save
 
+        try:
+            self.saved = save(self.config, self.cfg, self.results, meta=run_meta(self.config))
+        except BaselineError as e:
+            self.save_error = str(e)
+            if session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if is_worker(self.config) or self.child:
+            return
         tr = terminalreporter
-        tr.section("gpuperf")
-        tr.write_line(render(self.results))
+        if self.results:
+            from pytest_gpuperf.reporting.terminal import render
+
+            tr.section("gpuperf")
+            tr.write_line(render(self.results))
+        if self.gate is not None and self.gate.rerun_count:
+            tr.write_line(
+                f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
+                f"{self.gate.rerun_s:.1f} s"
+            )
+        if self.saved:
+            tr.write_line(self.saved)
+        if self.save_error:
+            tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
         path = self.cfg["json"]
-        if path:
+        if path and self.results:
             tr.write_line(f"results written to {path}")
 
 

@@ -50,9 +50,24 @@ def launch_overhead(results: Sequence[Result]) -> list[tuple[Result, Result, flo
     return out
 
 
+def verdict_cell(r: Result) -> str:
+    """``+4.1 % REGRESSION``: the change against the baseline and the verdict, in one cell."""
+    c = r.comparison
+    if not c:
+        return "-"
+    kind = str(c.get("kind", "?"))
+    label = kind.upper() if kind in ("regression", "inconclusive") else kind.replace("-", " ")
+    ratio = c.get("ratio")
+    if ratio is None or kind in ("no-baseline",):
+        return label
+    return f"{fmt_pct(ratio - 1, sign=True)} {label}"
+
+
 def render_table(results: Sequence[Result]) -> str:
     from tabulate import tabulate
 
+    with_verdict = any(r.comparison for r in results)
+    headers = [*HEADERS, "vs baseline"] if with_verdict else HEADERS
     rows = []
     for r in results:
         s = r.summary
@@ -70,8 +85,9 @@ def render_table(results: Sequence[Result]) -> str:
                 fmt_rate(r.tflops, r.gbps),
                 _flag(r),
             ]
+            + ([verdict_cell(r)] if with_verdict else [])
         )
-    return tabulate(rows, headers=HEADERS, tablefmt="simple", disable_numparse=True)
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
 def render(results: Sequence[Result], verbose: bool = False) -> str:
@@ -90,6 +106,25 @@ def render(results: Sequence[Result], verbose: bool = False) -> str:
                 f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
                 f"(events {fmt_time(ev.median)}, graph {fmt_time(gr.median)})"
             )
+    judged = [r for r in results if r.comparison]
+    if judged:
+        from pytest_gpuperf.reporting.explain import summary_line
+        from pytest_gpuperf.verdict import Comparison
+
+        order = {"regression": 0, "inconclusive": 1, "different-environment": 2, "improvement": 3}
+        notable = sorted(
+            (r for r in judged if r.comparison and r.comparison.get("kind") in order),
+            key=lambda r: order[str((r.comparison or {}).get("kind"))],
+        )
+        if notable:
+            lines.append("")
+            lines.append("verdicts:")
+            for r in notable:
+                c = Comparison.from_dict(r.comparison or {})
+                lines.append(f"  [{r.id.mode}] {summary_line(c)}")
+        quiet = len(judged) - len(notable)
+        if quiet:
+            lines.append(f"  ({quiet} other benchmark(s): no change or no baseline)")
     flagged = [r for r in results if r.notes]
     if flagged:
         lines.append("")

@@ -1,0 +1,381 @@
+"""The gate: compare a test's results with the baseline, confirm suspects, fail regressions.
+
+Runs in the process that ran the test (xdist workers included), right after
+the test function returns, so that a regression fails *its own* test item
+with its own explanation. The statistics are :mod:`pytest_gpuperf.verdict`'s;
+this module feeds them: the baseline's comparable runs, the session's number
+of gated benchmarks (``m``, fixed at collection), the runner's noise prior,
+and fresh-process re-measurements (:mod:`pytest_gpuperf.rerun`) while a
+verdict is not final.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.errors import GpuPerfWarning
+from pytest_gpuperf.model import UNSTABLE_CLASSES, Result
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.baseline import Baseline, BaselineStore, RunRecord
+    from pytest_gpuperf.config import GpuPerfConfig
+    from pytest_gpuperf.verdict import Comparison, DecisionPolicy, NoisePrior
+
+
+def baseline_dir(config: pytest.Config, cfg: GpuPerfConfig) -> Path:
+    """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
+    path = Path(str(cfg["baseline_dir"])).expanduser()
+    return path if path.is_absolute() else config.rootpath / path
+
+
+_EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
+
+
+def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
+    """Fields users' plugins add to the fingerprint (pytest_gpuperf_update_fingerprint), once."""
+    if _EXTRA_KEY not in config.stash:
+        extra: dict[str, Any] = {}
+        config.hook.pytest_gpuperf_update_fingerprint(config=config, fingerprint=extra)
+        config.stash[_EXTRA_KEY] = extra
+    return config.stash[_EXTRA_KEY]
+
+
+def run_stat(rec: RunRecord) -> Any:
+    from pytest_gpuperf.verdict import RunStat, within_run_se
+
+    return RunStat(
+        median_s=rec.median,
+        unstable=rec.stability in UNSTABLE_CLASSES,
+        stability=rec.stability,
+        within_se=within_run_se(rec.rounds) if rec.rounds else None,
+    )
+
+
+@dataclass
+class Judgement:
+    """The verdicts of one test's results, after confirmation."""
+
+    comparisons: dict[str, Comparison] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    reruns: int = 0
+    rerun_s: float = 0.0
+
+
+class Gate:
+    """Everything the session needs to judge results against one baseline."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        cfg: GpuPerfConfig,
+        baseline: Baseline,
+    ):
+        from pytest_gpuperf.verdict import DecisionPolicy
+
+        self.config = config
+        self.cfg = cfg
+        self.baseline = baseline
+        self.policy: DecisionPolicy = DecisionPolicy.from_settings(
+            {k: cfg[k] for k in ("threshold", "alpha", "fail_on", "reruns")}
+        )
+        self.m = 1
+        self._priors: dict[tuple[str, str], NoisePrior | None] = {}
+        self.rerun_count = 0
+        self.rerun_s = 0.0
+
+    @classmethod
+    def load(cls, config: pytest.Config, cfg: GpuPerfConfig) -> Gate:
+        """Load ``--gpuperf-baseline``; a missing or broken file raises a BaselineError."""
+        from pytest_gpuperf.baseline import BaselineStore
+
+        store = BaselineStore(baseline_dir(config, cfg))
+        return cls(config, cfg, store.load(str(cfg["baseline"])))
+
+    def set_collected(self, nodeids: Sequence[str]) -> None:
+        """m = benchmarks of the baseline whose test was collected (one family per session)."""
+        wanted = set(nodeids)
+        self.m = max(1, sum(1 for e in self.baseline.benchmarks.values() if e.nodeid in wanted))
+
+    # --- per result ---------------------------------------------------------
+
+    def fingerprint(self, result: Result) -> dict[str, Any]:
+        from pytest_gpuperf.fingerprint import fingerprint
+
+        return fingerprint(result.environment or {}, fingerprint_extra(self.config) or None)
+
+    def prior(self, fingerprint_id: str, mode: str) -> NoisePrior | None:
+        """The runner's noise prior for one environment and timing mode (pooled once)."""
+        key = (fingerprint_id, mode)
+        if key not in self._priors:
+            from pytest_gpuperf.verdict import pool_noise
+
+            groups = []
+            for entry in self.baseline.benchmarks.values():
+                if entry.mode != mode:
+                    continue
+                runs = [r for r in entry.runs if r.fingerprint_id == fingerprint_id]
+                if runs:
+                    groups.append([run_stat(r) for r in runs])
+            self._priors[key] = pool_noise(groups, self.policy)
+        return self._priors[key]
+
+    def policy_for(self, result: Result, marker_threshold: float | None) -> DecisionPolicy:
+        if marker_threshold is None or math.isclose(marker_threshold, self.policy.threshold):
+            return self.policy
+        return self.policy.with_threshold(marker_threshold)
+
+    def decide(
+        self,
+        result: Result,
+        current: list[Any],
+        look: int,
+        policy: DecisionPolicy,
+    ) -> Comparison:
+        from pytest_gpuperf import baseline_records as br
+        from pytest_gpuperf.verdict import decide
+
+        fp = self.fingerprint(result)
+        match = self.baseline.match(result.id.key, fp, result.policy)
+        name = result.id.display
+        if match.status == br.NO_BENCHMARK:
+            return decide([], current, policy=policy, m=self.m, look=look, name=name)
+        if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
+            other = self.baseline.runs(result.id.key, match.fingerprint_id or "")
+            label = "" if match.status == br.OTHER_ENVIRONMENT else "measurement settings: "
+            return decide(
+                [run_stat(r) for r in other] or [current[0]],
+                current,
+                policy=policy,
+                m=self.m,
+                look=look,
+                name=name,
+                environment_diff=[label + d for d in match.differences] or ["environment"],
+            )
+        base = [run_stat(r) for r in match.runs]
+        reason, note = self.environment_reason(result, match.runs, policy.threshold)
+        c = decide(
+            base,
+            current,
+            policy=policy,
+            m=self.m,
+            look=look,
+            prior=self.prior(match.fingerprint_id or "", result.id.mode),
+            environment_reason=reason,
+            name=name,
+        )
+        return _with_note(c, note) if note else c
+
+    def environment_reason(
+        self, result: Result, runs: Sequence[RunRecord], threshold: float
+    ) -> tuple[str | None, str | None]:
+        """(reason the conditions are not comparable, or a note) from the telemetry.
+
+        A clock regime that differs materially from the baseline's makes a
+        would-be regression inconclusive, unless the slowdown persists in
+        cycles (time x SM clock, as nvbench's robust comparison confirms):
+        then the regression stands, with the clock difference as a note.
+        """
+        from pytest_gpuperf.telemetry import confirm_in_cycles, regime_difference
+
+        baseline_telemetry = [r.telemetry for r in runs if r.telemetry]
+        if not baseline_telemetry or not result.telemetry:
+            return None, None
+        reason = regime_difference(baseline_telemetry, result.telemetry)
+        if reason is None:
+            return None, None
+        check = confirm_in_cycles(
+            [(r.median, r.telemetry) for r in runs],
+            result.median,
+            result.telemetry,
+            min_change=threshold,
+        )
+        if check.confirmed:
+            return None, f"{reason}; the slowdown persists in cycles: {check.explanation}"
+        return f"{reason} ({check.explanation})", None
+
+    def secondary(self, result: Result, runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
+        from pytest_gpuperf.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
+
+        out = []
+        for metric, current, values, tol in (
+            (PEAK_MEMORY, result.peak_memory_bytes, [r.peak_memory_bytes for r in runs],
+             float(self.cfg["memory_tolerance"])),
+            (FIRST_CALL, result.first_call_s, [r.first_call_s for r in runs],
+             float(self.cfg["first_call_tolerance"])),
+        ):  # fmt: skip
+            out.append(compare_secondary(values, current, tol, metric=metric).to_dict())
+        return out
+
+    # --- per test -------------------------------------------------------------
+
+    def judge(
+        self,
+        item: pytest.Item,
+        results: list[Result],
+        *,
+        device: str,
+        marker: dict[str, Any],
+    ) -> Judgement:
+        """Verdicts for one test's results, re-measuring suspects in fresh processes."""
+        from pytest_gpuperf import baseline_records as br
+        from pytest_gpuperf.reporting.explain import explain, summary_line
+        from pytest_gpuperf.rerun import is_child, matching, run_child
+        from pytest_gpuperf.secondary import HIGHER, explain_secondary
+        from pytest_gpuperf.verdict import RunStat, outcome
+
+        out = Judgement()
+        threshold = marker.get("threshold")
+        policies = {r.id.key: self.policy_for(r, threshold) for r in results}
+        current: dict[str, list[Any]] = {r.id.key: [RunStat.from_result(r)] for r in results}
+        comps = {
+            r.id.key: self.decide(r, current[r.id.key], 1, policies[r.id.key]) for r in results
+        }
+        look = 1
+        while look < self.policy.looks and not is_child(self.config):
+            pending = [r for r in results if not comps[r.id.key].final]
+            if not pending:
+                break
+            look += 1
+            child = run_child(self.config, self.cfg, item.nodeid, device=device)
+            out.reruns += 1
+            out.rerun_s += child.wall_s
+            self.rerun_count += 1
+            self.rerun_s += child.wall_s
+            for r in pending:
+                again = matching(child.results, r.id.key)
+                if again is not None:
+                    current[r.id.key].append(RunStat.from_result(again))
+                    comps[r.id.key] = self.decide(r, current[r.id.key], look, policies[r.id.key])
+                else:
+                    # No second opinion could be had: decide on what there is, as final.
+                    c = self.decide(r, current[r.id.key], self.policy.looks, policies[r.id.key])
+                    why = (
+                        f"the confirmation run failed (exit {child.returncode}): "
+                        f"{child.log_tail[-300:]}"
+                    )
+                    comps[r.id.key] = _with_note(c, why)
+        gate_secondary = str(self.cfg["gate_secondary"])
+        for r in results:
+            c = comps[r.id.key]
+            r.comparison = c.to_dict()
+            match = self.baseline.match(r.id.key, self.fingerprint(r), r.policy)
+            if match.status == br.MATCH:
+                secondary = self.secondary(r, match.runs)
+                r.comparison["secondary"] = secondary
+                for s in secondary:
+                    if s["kind"] == HIGHER and _gated(gate_secondary, s["metric"]):
+                        from pytest_gpuperf.secondary import SecondaryComparison
+
+                        out.failures.append(
+                            f"{r.id.display} [{r.id.mode}]: "
+                            + explain_secondary(SecondaryComparison.from_dict(s))
+                        )
+            out.comparisons[r.id.key] = c
+            verdict = outcome(c, self.policy.fail_on) if c.final else "pass"
+            if verdict == "fail":
+                out.failures.append(f"{r.id.display} [{r.id.mode}]\n{explain(c)}")
+            elif verdict == "warn":
+                out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
+        return out
+
+
+def _gated(option: str, metric: str) -> bool:
+    if option == "all":
+        return True
+    return (option == "memory" and metric == "peak_memory") or (
+        option == "first-call" and metric == "first_call"
+    )
+
+
+def _with_note(c: Comparison, note: str) -> Comparison:
+    from dataclasses import replace
+
+    return replace(c, notes=(*c.notes, note))
+
+
+def warn_inconclusive(item: pytest.Item, messages: Sequence[str]) -> None:
+    """A warning per inconclusive verdict, pointing at the test (not at the plugin)."""
+    path, lineno, _ = item.location
+    for msg in messages:
+        warnings.warn_explicit(
+            GpuPerfWarning(msg),
+            GpuPerfWarning,
+            filename=str(item.config.rootpath / path),
+            lineno=(lineno or 0) + 1,
+        )
+
+
+def save(
+    config: pytest.Config,
+    cfg: GpuPerfConfig,
+    results: Sequence[Result],
+    *,
+    meta: dict[str, Any],
+    extras: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """Append this session's results to ``--gpuperf-save``; returns the line for the summary."""
+    from dataclasses import replace
+
+    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.telemetry import regime_summary
+
+    store: BaselineStore = BaselineStore(baseline_dir(config, cfg))
+    # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
+    compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
+    summary = store.save(
+        str(cfg["save"]),
+        compact,
+        keep_runs=int(cfg["keep_runs"]),
+        meta=meta,
+        fingerprint_extra=fingerprint_extra(config) or None,
+        extras=extras,
+    )
+    return summary.describe()
+
+
+def check_save_target(config: pytest.Config, cfg: GpuPerfConfig) -> None:
+    """Before measuring anything: an existing baseline to save into must be readable."""
+    from pytest_gpuperf.baseline import BaselineStore, check_name
+
+    store = BaselineStore(baseline_dir(config, cfg))
+    name = str(cfg["save"])
+    check_name(name)
+    if store.exists(name):
+        store.load(name)
+
+
+def run_meta(config: pytest.Config) -> dict[str, Any]:
+    """Where this run comes from: git commit and CI identifiers, best effort."""
+    import os
+    import subprocess
+
+    meta: dict[str, Any] = {}
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=config.rootpath,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        if sha.returncode == 0:
+            meta["git_sha"] = sha.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for env, key in (
+        ("GITHUB_SHA", "ci_sha"),
+        ("GITHUB_REF", "ci_ref"),
+        ("GITHUB_RUN_ID", "ci_run_id"),
+        ("GITHUB_WORKFLOW", "ci_workflow"),
+    ):
+        if os.environ.get(env):
+            meta[key] = os.environ[env]
+    return meta

@@ -1,0 +1,103 @@
+"""Secondary metrics against the baseline: peak memory and first-call (compile) time.
+
+Not tested for significance like time: neither has a usable noise model.
+
+* Peak memory (``torch.cuda.max_memory_allocated`` of the benchmark) is
+  nearly deterministic for deterministic code; it moves with allocator
+  rounding, a library's workspace or an autotuner's choice. A relative
+  tolerance (default 5 %) plus an absolute slack (default 1 MiB) against the
+  largest baseline value.
+* First-call time (compilation, autotuning, lazy initialisation) is very
+  noisy: disk caches make it vary by 10x, and a PR that changes compiled code
+  always misses the cache. It is compared with the *largest* baseline value
+  and a wide tolerance (default 50 %), so a noisy history only ever widens
+  the band. Gate it only where caches are controlled (always cold or always
+  warm).
+
+The band is ``[min(baseline) / (1 + tol) - slack, max(baseline) * (1 + tol) + slack]``;
+``ratio`` is current over the baseline median, for the report. Gating is the
+caller's choice (``--gpuperf-gate-secondary``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_time
+from pytest_gpuperf.summary import median
+
+PEAK_MEMORY = "peak_memory"
+FIRST_CALL = "first_call"
+#: Default absolute slack per metric (bytes, seconds).
+SLACK = {PEAK_MEMORY: float(2**20), FIRST_CALL: 0.05}
+
+HIGHER, LOWER, SAME, NO_BASELINE = "higher", "lower", "same", "no-baseline"
+
+
+@dataclass(frozen=True)
+class SecondaryComparison:
+    metric: str
+    kind: str  # higher / lower / same / no-baseline
+    current: float | None
+    baseline: float | None  # median of the baseline values
+    baseline_min: float | None
+    baseline_max: float | None
+    n: int
+    tolerance: float
+    slack: float
+    ratio: float | None  # current / baseline median
+    upper: float | None  # above this: "higher"
+    lower: float | None  # below this: "lower"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SecondaryComparison:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
+def compare_secondary(
+    baseline_values: Sequence[float | None],
+    current_value: float | None,
+    tolerance: float,
+    *,
+    metric: str = PEAK_MEMORY,
+    slack: float | None = None,
+) -> SecondaryComparison:
+    """Compare one secondary metric with its baseline values (None entries are ignored)."""
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    sl = SLACK.get(metric, 0.0) if slack is None else slack
+    vals = [float(v) for v in baseline_values if v is not None and math.isfinite(v)]
+    if current_value is None or not vals:
+        return SecondaryComparison(
+            metric, NO_BASELINE, current_value, None, None, None, len(vals), tolerance, sl,
+            None, None, None,
+        )  # fmt: skip
+    ref = median(vals)
+    lo, hi = min(vals), max(vals)
+    upper = hi * (1 + tolerance) + sl
+    lower = lo / (1 + tolerance) - sl
+    cur = float(current_value)
+    kind = HIGHER if cur > upper else LOWER if cur < lower else SAME
+    ratio = cur / ref if ref > 0 else None
+    return SecondaryComparison(
+        metric, kind, cur, ref, lo, hi, len(vals), tolerance, sl, ratio, upper, lower
+    )
+
+
+def explain_secondary(s: SecondaryComparison) -> str:
+    """``peak memory 1.2 GiB vs 1.0 GiB baseline (+18.6 %; band up to 1.1 GiB): higher``."""
+    label = "peak memory" if s.metric == PEAK_MEMORY else s.metric.replace("_", " ")
+    show = fmt_bytes if s.metric == PEAK_MEMORY else fmt_time
+    if s.kind == NO_BASELINE:
+        return f"{label} {show(s.current)}: no baseline value"
+    change = fmt_pct(None if s.ratio is None else s.ratio - 1, sign=True)
+    return (
+        f"{label} {show(s.current)} vs {show(s.baseline)} baseline ({change}; within "
+        f"{show(s.lower)} to {show(s.upper)} is the same): {s.kind}"
+    )

@@ -1,0 +1,452 @@
+"""NVML access: open the library, find the GPU torch uses, read samples in a background thread.
+
+pynvml (nvidia-ml-py) is imported inside functions. NVML calls release the
+GIL while the driver answers (ctypes), so the measuring thread loses only the
+Python between them: a few microseconds per call (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from pytest_gpuperf.telemetry.stream import Sample
+
+
+class NvmlUnavailable(Exception):
+    """NVML cannot be used here; the message says why, for the header and the results."""
+
+
+#: Error classes of pynvml (``NVMLError_<Name>``) with what they mean for a user.
+_HINTS = {
+    "NVMLError_LibraryNotFound": (
+        "no NVIDIA driver library (libnvidia-ml.so.1): no NVIDIA GPU here, or a container "
+        "started without the NVIDIA runtime"
+    ),
+    "NVMLError_DriverNotLoaded": "the NVIDIA kernel driver is not loaded",
+    "NVMLError_NoPermission": "no permission to query the GPU through NVML",
+    "NVMLError_LibRmVersionMismatch": (
+        "the NVML library and the kernel driver differ in version (driver updated without a "
+        "reboot?)"
+    ),
+    "NVMLError_GpuIsLost": "the GPU has fallen off the bus",
+    "NVMLError_FunctionNotFound": "this driver's NVML lacks a function that pynvml calls",
+}
+
+
+def explain(e: BaseException) -> str:
+    """An exception from NVML as a sentence a user can act on."""
+    text = str(e).strip() or type(e).__name__
+    hint = _HINTS.get(type(e).__name__)
+    return f"{hint} [{text}]" if hint else text
+
+
+def load() -> ModuleType:
+    """The pynvml module, or :class:`NvmlUnavailable` saying how to get it."""
+    try:
+        import pynvml
+    except ImportError as e:
+        raise NvmlUnavailable(
+            f"pynvml cannot be imported ({e}); install nvidia-ml-py: pip install nvidia-ml-py"
+        ) from None
+    module: ModuleType = pynvml
+    return module
+
+
+def open_nvml() -> ModuleType:
+    """pynvml, initialised (pair with :func:`close_nvml`); :class:`NvmlUnavailable` otherwise."""
+    nvml = load()
+    try:
+        nvml.nvmlInit()
+    except Exception as e:
+        raise NvmlUnavailable(f"NVML could not start: {explain(e)}") from None
+    return nvml
+
+
+def close_nvml(nvml: ModuleType) -> None:
+    with contextlib.suppress(Exception):
+        nvml.nvmlShutdown()
+
+
+def text(value: Any) -> str:
+    """NVML strings are bytes in old pynvml releases and str in new ones."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+# --- which GPU ------------------------------------------------------------------------
+
+
+def normalize_uuid(uuid: str) -> str:
+    """``GPU-8e1c...`` (NVML) and ``8e1c...`` (torch) compare equal."""
+    s = str(uuid).strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
+    return s
+
+
+def visible_nvml_index(visible: str | None, cuda_index: int, uuids: Sequence[str]) -> int | None:
+    """The NVML index of CUDA device ``cuda_index`` according to ``CUDA_VISIBLE_DEVICES``.
+
+    NVML ignores ``CUDA_VISIBLE_DEVICES`` and numbers GPUs in PCI order, while
+    CUDA renumbers the visible ones (by default fastest first). A UUID entry
+    is exact; a number is right when ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` or all
+    GPUs are alike, which is why selection by UUID comes first.
+    """
+    if visible is None or not visible.strip():
+        return cuda_index if cuda_index < len(uuids) else None
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if cuda_index >= len(entries):
+        return None
+    entry = entries[cuda_index]
+    if entry.isdigit():
+        return int(entry)
+    want = normalize_uuid(entry)
+    hits = [i for i, u in enumerate(uuids) if normalize_uuid(u).startswith(want)]
+    return hits[0] if len(hits) == 1 else None
+
+
+@dataclass
+class Device:
+    """The NVML device a measurement runs on, with what does not change during a session."""
+
+    handle: Any
+    index: int
+    uuid: str | None
+    name: str | None
+    selected_by: str  # "uuid" or "index"
+    sm_clock_max_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
+    power_limit_w: float | None = None
+    #: metric -> zero-argument reader, for the metrics this GPU reports
+    readers: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    unsupported: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "uuid": self.uuid,
+            "name": self.name,
+            "selected_by": self.selected_by,
+        }
+
+
+def maybe(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or ``None`` when it raises (a value this GPU or driver does not report)."""
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def uuid_of(nvml: ModuleType, handle: Any) -> str:
+    """The NVML UUID of a device (``GPU-...``), ``""`` when it cannot be read."""
+    try:
+        return text(nvml.nvmlDeviceGetUUID(handle))
+    except Exception:
+        return ""
+
+
+def select_device(
+    nvml: ModuleType, *, uuid: str | None, cuda_index: int, visible: str | None
+) -> Device:
+    """The NVML device of CUDA device ``cuda_index``: by UUID, else through CUDA_VISIBLE_DEVICES."""
+    count = int(nvml.nvmlDeviceGetCount())
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    uuids = [uuid_of(nvml, h) for h in handles]
+    chosen: int | None = None
+    how = "uuid"
+    if uuid:
+        want = normalize_uuid(uuid)
+        chosen = next((i for i, u in enumerate(uuids) if u and normalize_uuid(u) == want), None)
+    if chosen is None:
+        how = "index"
+        chosen = visible_nvml_index(visible, cuda_index, uuids)
+    if chosen is None or not 0 <= chosen < count:
+        raise NvmlUnavailable(
+            f"cannot tell which of the {count} GPU(s) NVML sees is CUDA device {cuda_index} "
+            f"(torch UUID {uuid or 'unknown'}, CUDA_VISIBLE_DEVICES={visible!r})"
+        )
+    h = handles[chosen]
+    name = maybe(lambda: nvml.nvmlDeviceGetName(h))
+    sm_max = maybe(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))
+    mem_max = maybe(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM))
+    limit_mw = maybe(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h))
+    dev = Device(
+        handle=h,
+        index=chosen,
+        uuid=uuids[chosen] or None,
+        name=text(name) if name is not None else None,
+        selected_by=how,
+        sm_clock_max_mhz=float(sm_max) if sm_max else None,
+        mem_clock_max_mhz=float(mem_max) if mem_max else None,
+        power_limit_w=limit_mw / 1000.0 if limit_mw else None,
+    )
+    dev.readers, dev.unsupported = readers(nvml, h)
+    if "sm_clock_mhz" not in dev.readers:
+        raise NvmlUnavailable(f"GPU {chosen} ({dev.name}) does not report its SM clock via NVML")
+    return dev
+
+
+def _reasons_reader(nvml: ModuleType, h: Any) -> Callable[[], int] | None:
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
+        fn = getattr(nvml, name, None)
+        if fn is None:
+            continue
+        try:
+            fn(h)
+        except Exception:
+            continue  # an older driver lacks the newer name
+
+        def read(fn: Callable[[Any], Any] = fn) -> int:
+            return int(fn(h))
+
+        return read
+    return None
+
+
+def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], list[str]]:
+    """One reader per metric this GPU reports (each tried once), and the metrics it does not."""
+    clock = nvml.nvmlDeviceGetClockInfo
+    sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
+    candidates: dict[str, Callable[[], Any]] = {
+        "sm_clock_mhz": lambda: clock(h, sm),
+        "mem_clock_mhz": lambda: clock(h, mem),
+        "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        "temperature_c": lambda: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
+        "utilization": lambda: nvml.nvmlDeviceGetUtilizationRates(h),
+    }
+    out: dict[str, Callable[[], Any]] = {}
+    missing: list[str] = []
+    for name, fn in candidates.items():
+        try:
+            fn()
+        except Exception:
+            missing.append(name)
+            continue
+        out[name] = fn
+    reasons = _reasons_reader(nvml, h)
+    if reasons is None:
+        missing.append("clock_events")
+    else:
+        out["clock_events"] = reasons
+    return out, missing
+
+
+def sample_reader(
+    dev: Device, clock: Callable[[], float], *, slow_every: int = 1
+) -> Callable[[], Sample]:
+    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises).
+
+    The SM clock and the clock-event reasons are read every time; the memory
+    clock, power, temperature and utilisation only every ``slow_every``-th
+    time (``None`` in between): NVML averages power and utilisation over
+    100 ms to 1 s anyway, and each call is one more wait for the GIL when the
+    measuring thread is busy in Python.
+    """
+    r = dev.readers
+    sm = r.get("sm_clock_mhz")
+    mem = r.get("mem_clock_mhz")
+    power = r.get("power_w")
+    temp = r.get("temperature_c")
+    util = r.get("utilization")
+    reasons = r.get("clock_events")
+    tick = 0
+
+    def read() -> Sample:
+        nonlocal tick
+        slow = tick % slow_every == 0
+        tick += 1
+        a = clock()
+        s = sm() if sm else None
+        c = reasons() if reasons else None
+        if not slow:
+            b = clock()
+            return Sample((a + b) / 2, s, clock_events=c)
+        m = mem() if mem else None
+        p = power() if power else None
+        t = temp() if temp else None
+        u = util() if util else None
+        b = clock()
+        return Sample(
+            (a + b) / 2,
+            s,
+            m,
+            p,
+            t,
+            u.gpu if u is not None else None,
+            u.memory if u is not None else None,
+            c,
+        )
+
+    return read
+
+
+# --- processes ------------------------------------------------------------------------
+
+
+def processes(nvml: ModuleType, h: Any) -> dict[int, int | None]:
+    """pid -> GPU memory used (bytes, ``None`` when unknown) of every process on the GPU."""
+    out: dict[int, int | None] = {}
+    for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        fn = getattr(nvml, name, None)
+        if fn is None:
+            continue
+        try:
+            items = fn(h)
+        except Exception:
+            continue
+        for p in items:
+            pid = int(p.pid)
+            mem = getattr(p, "usedGpuMemory", None)
+            mem = int(mem) if isinstance(mem, int) and mem >= 0 else None
+            out[pid] = max(filter(None, (out.get(pid), mem)), default=None)
+    return out
+
+
+def process_name(pid: int) -> str | None:
+    """The command name of ``pid`` where this process can see it (``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def foreign_processes(
+    seen: Mapping[int, int | None], own_pid: int, own_context: bool
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The processes on the GPU other than this one, and a note where that is uncertain.
+
+    Inside a container NVML may report pids of the host's PID namespace, so
+    this process does not appear under its own pid. When it holds a CUDA
+    context (``own_context``) and a single unknown pid is listed, that one is
+    taken to be this process.
+    """
+    pids = sorted(seen)
+    if own_pid in seen or not own_context:
+        others = [p for p in pids if p != own_pid]
+        note = None
+    elif len(pids) <= 1:
+        others, note = [], None
+    else:
+        others = pids
+        note = (
+            "this process is not among the pids NVML reports (a container's PID namespace); "
+            "one of those listed is this process"
+        )
+    out = [{"pid": p, "name": process_name(p), "used_memory_bytes": seen.get(p)} for p in others]
+    return out, note
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` where this process can see it (``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            data = f.read()
+        return int(data.rsplit(")", 1)[1].split()[1])  # the name may hold spaces and ")"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def split_siblings(
+    others: list[dict[str, Any]], is_sibling: Callable[[int], bool]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """(processes that are not siblings, pids of the siblings).
+
+    Under pytest-xdist the other workers on this GPU are siblings (children
+    of the same controller): the per-GPU lock keeps them from measuring
+    while this process does, so they are listed apart, not as interference.
+    """
+    keep: list[dict[str, Any]] = []
+    siblings: list[dict[str, Any]] = []
+    for p in others:
+        (siblings if is_sibling(int(p["pid"])) else keep).append(p)
+    return keep, [int(p["pid"]) for p in siblings]
+
+
+# --- the sampler ----------------------------------------------------------------------
+
+
+class Sampler:
+    """Reads samples every ``interval_s`` in a daemon thread until :meth:`stop`.
+
+    One sample is read in :meth:`start` and one in :meth:`stop`, so even a
+    measurement shorter than the interval is covered. Any error ends the
+    sampling and is kept in :attr:`error`; nothing is raised.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], Sample],
+        *,
+        interval_s: float,
+        read_processes: Callable[[], Mapping[int, int | None]] | None = None,
+        processes_every_s: float = 0.25,
+        max_samples: int = 200_000,
+    ):
+        self._read = read
+        self._read_processes = read_processes
+        self.interval_s = interval_s
+        self._procs_every = max(1, round(processes_every_s / interval_s))
+        self.max_samples = max_samples
+        self.samples: list[Sample] = []
+        self.processes: dict[int, int | None] = {}
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ticks = 0
+        self._stopped = False
+
+    def _tick(self) -> bool:
+        try:
+            self.samples.append(self._read())
+            if self._read_processes is not None and self._ticks % self._procs_every == 0:
+                for pid, mem in self._read_processes().items():
+                    self.processes[pid] = max(
+                        filter(None, (self.processes.get(pid), mem)), default=None
+                    )
+        except Exception as e:
+            self.error = explain(e)
+            return False
+        self._ticks += 1
+        return len(self.samples) < self.max_samples
+
+    def _loop(self) -> None:
+        interval = self.interval_s
+        next_t = time.monotonic() + interval
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
+            if not self._tick():
+                return
+            next_t += interval
+            now = time.monotonic()
+            if next_t < now:  # fell behind (GIL, slow driver): skip, do not burst
+                next_t = now + interval
+
+    def start(self) -> None:
+        if not self._tick():
+            return
+        self._thread = threading.Thread(target=self._loop, name="gpuperf-telemetry", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and read a last sample; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            if self._thread.is_alive() and self.error is None:
+                self.error = "the NVML sampler did not stop within 2 s (a driver call hung)"
+        if self.error is None:
+            self._ticks = 0  # a last look at the processes too
+            self._tick()

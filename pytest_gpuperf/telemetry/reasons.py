@@ -1,0 +1,85 @@
+"""NVML clock-event (throttle) reasons: readable names for the bits of the reason mask.
+
+``nvmlDeviceGetCurrentClocksEventReasons`` returns a bit mask; each bit says
+why the SM clock is below its maximum. The names below cover the bits NVML
+documents today; :func:`reason_names` adds any further
+``nvmlClocksEventReason*`` / ``nvmlClocksThrottleReason*`` bit that the
+installed pynvml defines, so a newer driver's reasons are named too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import ModuleType
+
+#: Readable names of the documented bits (NVML ``nvmlClocksEventReason*``).
+KNOWN: Mapping[int, str] = {
+    0x1: "GPU idle",
+    0x2: "applications clocks setting",
+    0x4: "SW power cap",
+    0x8: "HW slowdown",
+    0x10: "sync boost",
+    0x20: "SW thermal slowdown",
+    0x40: "HW thermal slowdown",
+    0x80: "HW power brake slowdown",
+    0x100: "display clock setting",
+    0x200: "board limit",
+    0x400: "reliability",
+}
+
+#: Bits that do not slow a benchmark down on their own: an idle GPU (the
+#: clock check catches a low idle clock), and clocks chosen by the user.
+BENIGN = 0x1 | 0x2 | 0x100
+BENIGN_NAMES = frozenset(KNOWN[b] for b in (0x1, 0x2, 0x100))
+#: Bits that point at the machine (cooling, power delivery) rather than at the
+#: workload: HW slowdown, SW and HW thermal slowdown, HW power brake. The SW
+#: power cap, by contrast, is how a GPU normally runs sustained heavy work:
+#: on the H200 a 4096^3 bf16 matmul runs power-capped at 700 W from 0.25 s on.
+MACHINE = 0x8 | 0x20 | 0x40 | 0x80
+MACHINE_NAMES = frozenset(KNOWN[b] for b in (0x8, 0x20, 0x40, 0x80))
+
+_PREFIXES = ("nvmlClocksEventReason", "nvmlClocksThrottleReason")
+_SKIP = {"None", "All", "UserDefinedClocks"}
+_WORDS = {"Hw": "HW", "Sw": "SW", "Gpu": "GPU"}
+
+
+def _readable(suffix: str) -> str:
+    words = re.findall(r"[A-Z][a-z0-9]*", suffix) or [suffix]
+    out = [_WORDS.get(w, w.lower()) for w in words]
+    return " ".join(out)
+
+
+def reason_names(pynvml: ModuleType | None = None) -> dict[int, str]:
+    """Bit value -> readable name, for every single-bit reason known here or in ``pynvml``."""
+    names = dict(KNOWN)
+    if pynvml is None:
+        return names
+    for attr in dir(pynvml):
+        prefix = next((p for p in _PREFIXES if attr.startswith(p)), None)
+        if prefix is None:
+            continue
+        suffix = attr[len(prefix) :]
+        value = getattr(pynvml, attr, None)
+        if suffix in _SKIP or not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if value > 0 and value & (value - 1) == 0:  # one bit
+            names.setdefault(value, _readable(suffix))
+    return names
+
+
+def decode(mask: int, names: Mapping[int, str] | None = None) -> list[str]:
+    """Readable names of the bits set in ``mask``, lowest first: ``0x4`` -> ``["SW power cap"]``."""
+    names = KNOWN if names is None else names
+    out = []
+    bit = 1
+    while bit <= mask:
+        if mask & bit:
+            out.append(names.get(bit, f"unknown reason 0x{bit:x}"))
+        bit <<= 1
+    return out
+
+
+def slowdown(mask: int) -> int:
+    """The bits of ``mask`` that hold the clock down (everything but idle and user clocks)."""
+    return mask & ~BENIGN

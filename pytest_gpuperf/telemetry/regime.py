@@ -1,0 +1,209 @@
+"""Clock regimes: is a comparison with the baseline fair, and does a slowdown persist in cycles?
+
+Pure functions for the verdict. Their inputs are ``Result.telemetry`` dicts
+(as written to the JSON); the keys they read are :data:`REGIME_KEYS`, which
+is what a baseline must keep of each run's telemetry.
+
+How the verdict uses them: a would-be regression whose clock regime differs
+from the baseline's (:func:`regime_difference` returns a reason) becomes
+*inconclusive (environment)* with that reason, unless the slowdown persists
+in cycles (:func:`confirm_in_cycles`, nvbench's robust comparison): then the
+clock does not explain it and the regression stands.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gpuperf.telemetry.reasons import BENIGN_NAMES
+
+#: Median clocks further apart than this (relative) are different regimes.
+CLOCK_TOLERANCE = 0.03
+#: A slowdown reason active this much longer (share of the measurement) is a different regime.
+SHARE_TOLERANCE = 0.2
+
+#: A round "far below" the baseline's clock ran under this fraction of it.
+FAR_BELOW = 0.9
+
+#: The telemetry keys the functions below read (what a baseline keeps).
+REGIME_KEYS = (
+    "available",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "clock_events",
+    "throttled_share",
+    "other_processes",
+)
+
+
+def regime_summary(telemetry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The part of a result's telemetry that regime comparisons need (for baseline storage)."""
+    if not telemetry or not telemetry.get("available"):
+        return None
+    return {k: telemetry[k] for k in REGIME_KEYS if k in telemetry}
+
+
+def _usable(t: Mapping[str, Any] | None) -> bool:
+    return bool(t) and bool(t.get("available")) and _median(t, "sm_clock_mhz") is not None  # type: ignore[union-attr]
+
+
+def _median(t: Mapping[str, Any] | None, metric: str) -> float | None:
+    st = (t or {}).get(metric)
+    if isinstance(st, Mapping) and st.get("median") is not None:
+        return float(st["median"])
+    return None
+
+
+def _mhz_range(lo: float, hi: float) -> str:
+    return f"{lo:.0f}" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f}"
+
+
+def regime_difference(
+    baseline_summaries: Sequence[Mapping[str, Any] | None],
+    current: Mapping[str, Any] | None,
+    *,
+    clock_tolerance: float = CLOCK_TOLERANCE,
+    share_tolerance: float = SHARE_TOLERANCE,
+) -> str | None:
+    """Why the current run's clock regime differs materially from the baseline's, or ``None``.
+
+    ``baseline_summaries`` are the telemetry of the baseline's runs; runs
+    without telemetry are ignored, and without telemetry on either side the
+    answer is ``None`` (nothing shows a difference). Material: a median SM
+    or memory clock outside the baseline runs' range widened by
+    ``clock_tolerance``; a slowdown reason (power cap, thermal, ...) active
+    for a share of the measurement that differs by more than
+    ``share_tolerance`` from every baseline run's; other processes on the GPU
+    where the baseline had none.
+    """
+    base = [b for b in baseline_summaries if b is not None and _usable(b)]
+    if not base or current is None or not _usable(current):
+        return None
+    found: list[str] = []
+    for metric, label in (("sm_clock_mhz", "SM clock"), ("mem_clock_mhz", "memory clock")):
+        cur = _median(current, metric)
+        vals = [v for v in (_median(b, metric) for b in base) if v is not None]
+        if cur is None or not vals:
+            continue
+        lo, hi = min(vals), max(vals)
+        if cur < lo * (1 - clock_tolerance):
+            found.append(
+                f"median {label} {cur:.0f} MHz, {100 * (1 - cur / lo):.0f} % below the "
+                f"baseline's {_mhz_range(lo, hi)} MHz"
+            )
+        elif cur > hi * (1 + clock_tolerance):
+            found.append(
+                f"median {label} {cur:.0f} MHz, {100 * (cur / hi - 1):.0f} % above the "
+                f"baseline's {_mhz_range(lo, hi)} MHz"
+            )
+    cur_shares: Mapping[str, float] = current.get("clock_events") or {}
+    names = set(cur_shares)
+    for b in base:
+        names |= set(b.get("clock_events") or {})
+    for name in sorted(names - BENIGN_NAMES):
+        c = float(cur_shares.get(name, 0.0))
+        bs = [float((b.get("clock_events") or {}).get(name, 0.0)) for b in base]
+        if c - max(bs) > share_tolerance:
+            found.append(
+                f"{name} active {100 * c:.0f} % of the measurement, at most "
+                f"{100 * max(bs):.0f} % in the baseline"
+            )
+        elif min(bs) - c > share_tolerance:
+            found.append(
+                f"{name} active {100 * c:.0f} % of the measurement, at least "
+                f"{100 * min(bs):.0f} % in the baseline"
+            )
+    others = current.get("other_processes") or []
+    if others and not any(b.get("other_processes") for b in base):
+        pids = ", ".join(str(p.get("pid")) for p in others[:5])
+        found.append(f"other processes on the GPU (pid {pids}), none during the baseline")
+    if not found:
+        return None
+    return "clock regime differs from the baseline's: " + "; ".join(found)
+
+
+def rounds_below_baseline(
+    current: Mapping[str, Any] | None,
+    baseline_summaries: Sequence[Mapping[str, Any] | None],
+    *,
+    fraction: float = FAR_BELOW,
+) -> list[int]:
+    """Indices of the current rounds measured at an SM clock far below the baseline's.
+
+    Far below: under ``fraction`` of the lowest median SM clock of the
+    baseline runs. Reads ``round_sm_clock_mhz`` (one clock per kept round,
+    aligned with ``Result.rounds``); ``[]`` without telemetry on either side.
+    """
+    base = [v for v in (_median(b, "sm_clock_mhz") for b in baseline_summaries if b) if v]
+    clocks = (current or {}).get("round_sm_clock_mhz") or []
+    if not base or not clocks:
+        return []
+    limit = fraction * min(base)
+    return [i for i, c in enumerate(clocks) if c is not None and c < limit]
+
+
+def cycles_per_call(time_s: float, telemetry: Mapping[str, Any] | None) -> float | None:
+    """SM cycles per call: time × median SM clock (``None`` without a clock)."""
+    clock = _median(telemetry, "sm_clock_mhz") if telemetry and telemetry.get("available") else None
+    if clock is None or clock <= 0:
+        return None
+    return time_s * clock * 1e6
+
+
+@dataclass(frozen=True)
+class CyclesCheck:
+    """Whether a slowdown persists once the clock is accounted for."""
+
+    #: current time / baseline time - 1
+    time_change: float
+    #: current cycles / baseline cycles - 1, ``None`` without clocks on both sides
+    cycles_change: float | None
+    #: the slowdown is at least ``min_change`` in cycles; ``None`` when it cannot be told
+    confirmed: bool | None
+    explanation: str
+
+
+def confirm_in_cycles(
+    baseline: Sequence[tuple[float, Mapping[str, Any] | None]],
+    current_time_s: float,
+    current_telemetry: Mapping[str, Any] | None,
+    *,
+    min_change: float,
+) -> CyclesCheck:
+    """Is a slowdown of at least ``min_change`` still there in cycles (time × SM clock)?
+
+    ``baseline`` holds (time per call, telemetry) of each baseline run. As in
+    nvbench's robust comparison, a regression is confirmed when it persists at
+    equal clocks. Cycles are what compute-bound kernels spend; a memory-bound
+    kernel's time follows the memory clock rather than the SM clock, so there
+    an unconfirmed slowdown means "cannot tell", not "no slowdown".
+    """
+    times = [t for t, _ in baseline if t and t > 0]
+    if not times or current_time_s <= 0:
+        return CyclesCheck(0.0, None, None, "no baseline time to compare with")
+    time_change = current_time_s / statistics.median(times) - 1
+    base = [c for c in (cycles_per_call(t, tel) for t, tel in baseline) if c is not None]
+    cur = cycles_per_call(current_time_s, current_telemetry)
+    if not base or cur is None:
+        side = "the baseline" if not base else "this run"
+        return CyclesCheck(
+            time_change, None, None, f"no SM clock for {side}: cannot confirm in cycles"
+        )
+    change = cur / statistics.median(base) - 1
+    confirmed = change >= min_change
+    if confirmed:
+        verdict = "the slowdown persists at equal clocks"
+    elif time_change >= min_change:
+        verdict = "the clock difference explains the slowdown"
+    else:
+        verdict = f"no slowdown of {100 * min_change:.1f} % or more"
+    return CyclesCheck(
+        time_change,
+        change,
+        confirmed,
+        f"time {100 * time_change:+.1f} %, cycles (time × median SM clock) "
+        f"{100 * change:+.1f} %: {verdict}",
+    )

@@ -1,0 +1,148 @@
+"""Named baselines end to end on the CPU backend: save, compare, fail exactly the slower test."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import FAST
+
+BENCH = """
+import os, time
+import pytest
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+@pytest.mark.parametrize("which", ["steady", "changed"])
+def test_spin(gpu_bench, which):
+    factor = float(os.environ.get("SLOWDOWN", "1")) if which == "changed" else 1.0
+    gpu_bench(spin, 0.0004 * factor)
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.RunResult:
+    """A fresh pytest process (one run of the benchmarks), with SLOWDOWN in its environment."""
+    old = os.environ.get("SLOWDOWN")
+    os.environ["SLOWDOWN"] = str(slowdown)
+    try:
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *FAST, *args)
+    finally:
+        if old is None:
+            del os.environ["SLOWDOWN"]
+        else:
+            os.environ["SLOWDOWN"] = old
+
+
+def test_save_then_compare_fails_only_the_slower_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_spin=BENCH)
+    for _ in range(3):
+        result = run(pytester, "--gpuperf-save=main")
+        result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["saved 2 run(s) of 2 benchmark(s) into baseline 'main'*"])
+    doc = json.loads((pytester.path / ".gpuperf" / "baselines" / "main.json").read_text())
+    assert doc["schema"] == "pytest-gpuperf/baseline"
+    assert all(len(b["runs"]) == 3 for b in doc["benchmarks"].values())
+
+    result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=o.json", slowdown=3.0)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_spin?changed? [[]cpu[]]*",
+            "*REGRESSION*",
+            "*current*",
+            "*baseline*geometric mean of 3 runs*",
+            "*ratio*CI*",
+            "*p-value*alpha*",
+            "*threshold*in force*",
+            "*noise*",
+            "*FAILED test_spin.py::test_spin?changed?*",
+        ]
+    )
+    results = json.loads((pytester.path / "o.json").read_text())["results"]
+    kinds = {r["id"]["params"]["which"]: r["comparison"]["kind"] for r in results}
+    assert kinds["changed"] == "regression"
+    assert kinds["steady"] != "regression"
+    # Comparing does not write the baseline.
+    doc2 = json.loads((pytester.path / ".gpuperf" / "baselines" / "main.json").read_text())
+    assert doc2 == doc
+
+
+def test_a_benchmark_without_baseline_passes_and_is_reported(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_spin=BENCH)
+    run(pytester, "--gpuperf-save=main", "-k", "steady").assert_outcomes(passed=1, deselected=1)
+    result = run(pytester, "--gpuperf-baseline=main")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*no baseline*"])
+
+
+def test_unknown_baseline_lists_those_that_exist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_spin=BENCH)
+    run(pytester, "--gpuperf-save=nightly", "-k", "steady")
+    result = run(pytester, "--gpuperf-baseline=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*main*nightly*"])
+
+
+def test_corrupt_baseline_is_a_clear_error_and_is_left_untouched(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_spin=BENCH)
+    path = pytester.path / ".gpuperf" / "baselines" / "main.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema": "pytest-gpuperf/baseline", "schema_version": 2, "bench')
+    before = path.read_bytes()
+    for args in (["--gpuperf-baseline=main"], ["--gpuperf-save=main"]):
+        result = run(pytester, *args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"*{path}*"])
+        assert path.read_bytes() == before
+
+
+def test_fail_on_inconclusive(pytester: pytest.Pytester) -> None:
+    """A run that never settles cannot be judged: a warning by default, a failure on request."""
+    pytester.makepyfile(
+        test_drift="""
+        import os, time
+        n = [0]
+
+        def slower():
+            n[0] += 1
+            grow = n[0] / 20 if os.environ.get("SLOWDOWN") != "1.0" else 0
+            end = time.perf_counter() + 0.0001 * (1 + grow)
+            while time.perf_counter() < end:
+                pass
+
+        def test_drift(gpu_bench):
+            gpu_bench(slower, rounds=20, warmup_ms=40)
+        """
+    )
+    run(pytester, "--gpuperf-save=main").assert_outcomes(passed=1)
+    result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-reruns=0", slowdown=2.0)
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*GpuPerfWarning*INCONCLUSIVE*"])
+    result = run(
+        pytester,
+        "--gpuperf-baseline=main",
+        "--gpuperf-reruns=0",
+        "--gpuperf-fail-on=inconclusive",
+        slowdown=2.0,
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*INCONCLUSIVE*did not hold a steady level*"])
+
+
+def test_under_xdist_workers_judge_and_the_controller_saves(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_spin=BENCH)
+    for _ in range(2):
+        run(pytester, "-n", "2", "--gpuperf-save=main").assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / ".gpuperf" / "baselines" / "main.json").read_text())
+    assert sorted(len(b["runs"]) for b in doc["benchmarks"].values()) == [2, 2]
+    result = run(pytester, "-n", "2", "--gpuperf-baseline=main", slowdown=3.0)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*REGRESSION*"])

@@ -1,0 +1,176 @@
+"""Telemetry end to end on the CPU backend: the header, the JSON and the user's hook."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+BENCH = """
+import torch
+
+def test_add(gpu_bench):
+    x = torch.ones(4096, device=gpu_bench.device)
+    gpu_bench(x.add_, 1)
+"""
+
+HOOK = """
+def pytest_gpuperf_telemetry(config, bench_id, telemetry):
+    telemetry["lab"] = "rack-7"
+    telemetry["bench"] = bench_id.key
+"""
+
+
+def run_json(pytester: pytest.Pytester, fast_args: list[str], *args: str) -> tuple[Any, Any]:
+    result = pytester.runpytest_subprocess(*fast_args, "--gpuperf-json=out.json", *args)
+    result.assert_outcomes(passed=1)
+    return result, json.loads((pytester.path / "out.json").read_text())
+
+
+def no_nvml() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return True
+    pynvml.nvmlShutdown()
+    return False
+
+
+needs_no_nvml = pytest.mark.skipif(not no_nvml(), reason="NVML works here")
+
+
+@needs_no_nvml
+def test_header_and_json_say_why_telemetry_is_unavailable(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    pytester.makepyfile(BENCH)
+    result, doc = run_json(pytester, fast_args)
+    result.stdout.fnmatch_lines(
+        ["gpuperf: device=auto*", "collected 1 item", "gpuperf: telemetry unavailable: *"]
+    )
+    header = next(line for line in result.outlines if "telemetry unavailable" in line)
+    assert "NVML" in header or "nvidia-ml-py" in header  # the reason, not just the fact
+    state = doc["session"]["gpu_state"]
+    assert state["available"] is False and state["reason"] in header
+    tel = doc["results"][0]["telemetry"]
+    assert tel == {
+        "available": False,
+        "reason": "the benchmark ran on the CPU: NVML telemetry covers CUDA benchmarks",
+    }
+    assert not any("telemetry" in n for n in doc["results"][0]["notes"])
+
+
+def test_a_conftest_hook_adds_telemetry_fields(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    pytester.makepyfile(BENCH)
+    pytester.makeconftest(HOOK)
+    _, doc = run_json(pytester, fast_args, "--gpuperf-device=cpu")
+    tel = doc["results"][0]["telemetry"]
+    assert tel["lab"] == "rack-7"
+    assert tel["bench"] == "test_a_conftest_hook_adds_telemetry_fields.py::test_add@cpu"
+    assert tel["available"] is False
+
+
+def test_telemetry_off(pytester: pytest.Pytester, fast_args: list[str]) -> None:
+    pytester.makepyfile(BENCH)
+    result, doc = run_json(pytester, fast_args, "--gpuperf-telemetry=false", "--gpuperf-nvtx=off")
+    assert not any("telemetry unavailable" in line for line in result.outlines)
+    assert doc["session"]["gpu_state"] is None
+    assert doc["results"][0]["telemetry"] == {
+        "available": False,
+        "reason": "turned off (--gpuperf-telemetry=false)",
+    }
+
+
+def test_no_gpu_header_with_device_cpu_or_collect_only(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    pytester.makepyfile(BENCH)
+    result = pytester.runpytest_subprocess(*fast_args, "--gpuperf-device=cpu")
+    assert not any("telemetry" in line for line in result.outlines)
+    result = pytester.runpytest_subprocess("--collect-only")
+    assert not any("telemetry" in line for line in result.outlines)
+
+
+def test_no_gpu_header_without_benchmarks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert not any("telemetry" in line for line in result.outlines)
+
+
+def test_quiet_runs_keep_the_gpu_state_in_the_json(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    pytester.makepyfile(BENCH)
+    result, doc = run_json(pytester, fast_args, "-q")
+    assert not any("telemetry" in line for line in result.outlines)
+    assert doc["session"]["gpu_state"]["available"] in (True, False)
+
+
+def test_a_bad_interval_names_the_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(BENCH)
+    result = pytester.runpytest_subprocess("--gpuperf-telemetry-interval-ms=0.1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--gpuperf-telemetry-interval-ms: expected a sampling interval from 1 to 1000 ms*"]
+    )
+
+
+def test_telemetry_options_from_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ngpuperf_telemetry_interval_ms = 25\ngpuperf_telemetry_raw = true\n")
+    pytester.makepyfile(
+        """
+        def test_cfg(request):
+            from pytest_gpuperf.session import SESSION_KEY
+            cfg = request.config.stash[SESSION_KEY].cfg
+            assert cfg["telemetry_interval_ms"] == 25.0
+            assert cfg["telemetry_raw"] is True
+            assert cfg["telemetry"] is True and cfg["nvtx"] is True
+        """
+    )
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_loading_the_plugin_imports_neither_pynvml_nor_nvtx(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_modules():
+            assert "pynvml" not in sys.modules
+            assert "nvtx" not in sys.modules
+        """
+    )
+    # -q: no header, so nothing asks NVML about the GPUs
+    pytester.runpytest_subprocess("-q").assert_outcomes(passed=1)
+
+
+def test_what_telemetry_shows_reaches_the_flags(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    """Notes are made from the telemetry after the hook: a hook can stand in for NVML here."""
+    pytester.makepyfile(BENCH)
+    pytester.makeconftest(
+        """
+        def pytest_gpuperf_telemetry(config, bench_id, telemetry):
+            telemetry.update(
+                available=True,
+                sm_clock_mhz={"min": 1350, "median": 1545, "max": 1980},
+                sm_clock_max_mhz=1980,
+                clock_events={"SW power cap": 0.97},
+                throttled_share=0.97,
+                rounds_checked=10,
+                throttled_rounds=list(range(10)),
+            )
+        """
+    )
+    result, doc = run_json(pytester, fast_args, "--gpuperf-device=cpu")
+    result.stdout.fnmatch_lines(
+        ["*test_add [[]cpu[]]: clock limited: SW power cap 97 % of the measurement; SM clock*"]
+    )
+    assert any(n.startswith("clock limited") for n in doc["results"][0]["notes"])
