@@ -21,7 +21,6 @@ from urllib.parse import quote
 
 from pytest_gpuperf.baseline_records import Baseline
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting import verdicts as v
 
 
 class Settings(Protocol):
@@ -49,8 +48,7 @@ def artifact_href(html_path: Path, rootdir: Path) -> Any:
     """
     base = html_path.resolve().parent
 
-    def href(a: Mapping[str, Any]) -> str | None:
-        path = v.artifact_path(a)
+    def href(path: str) -> str | None:
         if not path:
             return None
         target = Path(path) if Path(path).is_absolute() else rootdir / path

@@ -102,8 +102,9 @@ def message(result: Result) -> str:
     diag = v.diagnosis(result)
     if diag:
         parts.append("where the time went:\n" + "\n".join(f"  {d}" for d in diag))
-    if result.artifacts:
-        names = ", ".join(v.artifact_name(a) for a in result.artifacts)
+    arts = [a for a in v.artifacts(result) if a.path]
+    if arts:
+        names = ", ".join(a.name for a in arts)
         parts.append(f"artifacts: {names}")
     return "\n".join(parts)
 

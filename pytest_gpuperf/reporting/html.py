@@ -67,12 +67,12 @@ a { color: #1558b0; }
 #: Nothing is fetched and nothing runs: styles inline, images only as data: URLs.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
-ArtifactHref = Callable[[Mapping[str, Any]], "str | None"]
+#: An artifact's path -> the link to it from the page (None: shown, not linked).
+ArtifactHref = Callable[[str], "str | None"]
 
 
-def default_href(artifact: Mapping[str, Any]) -> str | None:
-    """A relative link to the artifact's ``path`` as given (relative paths only)."""
-    path = v.artifact_path(artifact)
+def default_href(path: str) -> str | None:
+    """A relative link to the artifact's path as given (relative paths only)."""
     if not path or posixpath.isabs(path.replace("\\", "/")):
         return None
     return quote(path.replace("\\", "/"))
@@ -276,19 +276,20 @@ def _measurement(res: Result) -> str:
 
 
 def _artifacts(res: Result, href: ArtifactHref) -> str:
-    if not res.artifacts:
+    arts = v.artifacts(res)
+    if not arts:
         return ""
     items = []
-    for a in res.artifacts:
-        name = escape(v.artifact_name(a))
-        link = href(a)
+    for a in arts:
+        link = href(a.path) if a.path else None
+        name = escape(a.name)
         text = f'<a href="{escape(link, quote=True)}">{name}</a>' if link else name
-        kind = a.get("kind")
-        if kind:
-            text += f" <span class='muted'>({escape(str(kind))})</span>"
-        path = v.artifact_path(a)
-        if path and not link:
-            text += f" <span class='muted'>{escape(path)}</span>"
+        if a.kind:
+            text += f" <span class='muted'>({escape(a.kind)})</span>"
+        if a.path and not link:
+            text += f" <span class='muted'>{escape(a.path)}</span>"
+        if a.note:
+            text += f" <span class='muted'>— {escape(a.note)}</span>"
         items.append(f"<li>{text}</li>")
     return "<h3>Artifacts</h3><ul>" + "".join(items) + "</ul>"
 

@@ -79,15 +79,14 @@ def table(rows: Sequence[v.Row]) -> str:
 
 def _artifacts(result: Result) -> list[str]:
     out = []
-    for a in result.artifacts:
-        name = v.artifact_name(a)
-        kind = a.get("kind")
-        path = v.artifact_path(a)
-        text = f"`{_code(name)}`"
-        if kind:
-            text += f" ({escape(kind)})"
-        if path and path != name:
-            text += f": `{_code(path)}`"
+    for a in v.artifacts(result):
+        text = f"`{_code(a.name)}`"
+        if a.kind:
+            text += f" ({escape(a.kind)})"
+        if a.path and a.path != a.name:
+            text += f": `{_code(a.path)}`"
+        if a.note:
+            text += f" — {escape(a.note)}"
         out.append(f"- {text}")
     return out
 

@@ -211,25 +211,74 @@ def _with_name(c: Any, result: Result) -> Any:
 
 
 def diagnosis(result: Result) -> list[str]:
-    """What the captured artifacts found (their ``summary`` lines), in capture order."""
+    """What the captured artifacts found (where the time went), as lines.
+
+    From the verdict's ``diagnosis`` (a dict with ``paragraph`` and
+    ``details``, or text) and from each artifact's ``summary`` or
+    ``diagnosis`` when it is text or a list of lines.
+    """
     lines: list[str] = []
-    for a in result.artifacts:
-        s = a.get("summary")
-        if isinstance(s, str) and s.strip():
-            lines.extend(x for x in s.splitlines() if x.strip())
-        elif isinstance(s, (list, tuple)):
-            lines.extend(str(x) for x in s if str(x).strip())
+    for source in [(result.comparison or {}).get("diagnosis"), *result.artifacts]:
+        if isinstance(source, Mapping) and ("paragraph" in source or "details" in source):
+            lines += _lines(source.get("paragraph"))
+            lines += _lines(source.get("details"))
+        elif isinstance(source, Mapping):
+            lines += _lines(source.get("summary")) + _lines(source.get("diagnosis"))
+        else:
+            lines += _lines(source)
     return lines
 
 
-def artifact_name(a: Mapping[str, Any]) -> str:
-    name = a.get("name")
-    if isinstance(name, str) and name:
-        return name
-    path = str(a.get("path") or "")
-    return posixpath.basename(path.replace("\\", "/").rstrip("/")) or path or "artifact"
+def _lines(x: Any) -> list[str]:
+    if isinstance(x, str):
+        return [ln.strip() for ln in x.splitlines() if ln.strip()]
+    if isinstance(x, (list, tuple)):
+        return [str(ln).strip() for ln in x if isinstance(ln, str) and ln.strip()]
+    if isinstance(x, Mapping) and ("paragraph" in x or "details" in x):
+        return _lines(x.get("paragraph")) + _lines(x.get("details"))
+    return []
 
 
-def artifact_path(a: Mapping[str, Any]) -> str | None:
-    path = a.get("path")
-    return str(path) if path else None
+@dataclass(frozen=True)
+class Artifact:
+    """One file (or folder) a report links to, or a capture that produced none (``note``)."""
+
+    name: str
+    kind: str | None
+    path: str | None
+    note: str | None = None
+
+
+def artifacts(result: Result) -> list[Artifact]:
+    """The result's artifacts, one per file.
+
+    An entry is ``{"path", "name"?, "kind"?}`` or a capture's
+    ``{"collector", "status", "reason", "files": [...]}``; a capture that
+    failed or was skipped appears once, with its reason as ``note``.
+    """
+    out: list[Artifact] = []
+    for a in result.artifacts:
+        if not isinstance(a, Mapping):
+            continue
+        kind = a.get("kind") or a.get("collector")
+        kind = str(kind) if kind else None
+        files = a.get("files")
+        paths = [str(f) for f in files if f] if isinstance(files, list) else []
+        if a.get("path"):
+            paths.insert(0, str(a["path"]))
+        status = a.get("status")
+        note = None
+        if status and status != "ok":
+            note = f"{status}: {a.get('reason')}" if a.get("reason") else str(status)
+        if not paths:
+            if note:
+                out.append(Artifact(kind or "capture", kind, None, note))
+            continue
+        name = a.get("name") if len(paths) == 1 and isinstance(a.get("name"), str) else None
+        for p in paths:
+            out.append(Artifact(name or _basename(p), kind, p, note))
+    return out
+
+
+def _basename(path: str) -> str:
+    return posixpath.basename(path.replace("\\", "/").rstrip("/")) or path

@@ -81,8 +81,8 @@ def test_no_results_no_outputs(tmp_path: Path) -> None:
 
 def test_artifact_links_relative_to_the_report(tmp_path: Path) -> None:
     href = artifact_href(tmp_path / "reports" / "r.html", tmp_path)
-    assert href({"path": "gpuperf-artifacts/t 1/trace.nsys-rep"}) == (
+    assert href("gpuperf-artifacts/t 1/trace.nsys-rep") == (
         "../gpuperf-artifacts/t%201/trace.nsys-rep"
     )
-    assert href({"path": str(tmp_path / "reports" / "a.ncu-rep")}) == "a.ncu-rep"
-    assert href({}) is None
+    assert href(str(tmp_path / "reports" / "a.ncu-rep")) == "a.ncu-rep"
+    assert href("") is None

@@ -77,7 +77,7 @@ def test_artifact_links_are_relative_and_quoted(tmp_path: Path) -> None:
     assert 'href="gpuperf-artifacts/test%20mm/trace%231.nsys-rep"' in page
     # an absolute path is shown, not linked
     assert "/abs/path/gemm.ncu-rep" in page and 'href="/abs' not in page
-    assert html.default_href({"path": "javascript:alert(1)"}) == "javascript%3Aalert%281%29"
+    assert html.default_href("javascript:alert(1)") == "javascript%3Aalert%281%29"
 
 
 def test_nice_ticks() -> None:

@@ -98,3 +98,32 @@ def test_results_without_verdict_and_empty_session() -> None:
     text = markdown.render([result(kind=None)])
     assert "not compared" in table_rows(text)[0]
     assert "No benchmark ran." in markdown.render([])
+
+
+def test_capture_entries_and_the_verdict_s_diagnosis() -> None:
+    r = result("test_mm[4096-bf16]", kind="regression", ratio=1.08)
+    assert r.comparison is not None
+    r.comparison["diagnosis"] = {
+        "paragraph": "The slowdown is in one kernel: sm90_gemm takes 7 % longer.",
+        "details": ["sm90_gemm  512.0 µs -> 548.2 µs"],
+        "causes": ["kernel"],
+    }
+    r.artifacts = [
+        {"collector": "nsys", "status": "ok", "reason": None, "files": ["a/nsys/t.nsys-rep"]},
+        {"collector": "ncu", "status": "skipped", "reason": "ncu not installed", "files": []},
+        {"collector": "torch-profiler", "status": "ok", "files": ["a/tp/t.json", "a/tp/t.txt"]},
+    ]
+    arts = v.artifacts(r)
+    assert [(a.name, a.kind, a.note) for a in arts] == [
+        ("t.nsys-rep", "nsys", None),
+        ("ncu", "ncu", "skipped: ncu not installed"),
+        ("t.json", "torch-profiler", None),
+        ("t.txt", "torch-profiler", None),
+    ]
+    assert v.diagnosis(r) == [
+        "The slowdown is in one kernel: sm90_gemm takes 7 % longer.",
+        "sm90_gemm  512.0 µs -> 548.2 µs",
+    ]
+    text = markdown.render([r])
+    assert "- The slowdown is in one kernel" in text
+    assert "`ncu` (ncu) — skipped: ncu not installed" in text
