@@ -99,7 +99,7 @@ def _code(s: str) -> str:
 def details(r: v.Row) -> str:
     """One benchmark's section: summary line, diagnosis, explanation, artifacts."""
     res = r.result
-    text = f"{r.name} ({res.id.mode}): {r.label}"
+    heading = f"{r.name} ({res.id.mode}): {r.label}"
     icon = ICONS.get(r.kind, "")
     body: list[str] = []
     diag = v.diagnosis(res)
@@ -108,9 +108,9 @@ def details(r: v.Row) -> str:
         body.append("")
         body.extend(f"- {escape(line)}" for line in diag)
         body.append("")
-    text = v.explanation(res)
-    if text:
-        body.append(code_block(text))
+    explanation = v.explanation(res)
+    if explanation:
+        body.append(code_block(explanation))
         body.append("")
     arts = _artifacts(res)
     if arts:
@@ -122,9 +122,9 @@ def details(r: v.Row) -> str:
         body.extend(f"- {escape(n)}" for n in res.notes)
         body.append("")
     if r.kind in OPEN_KINDS:
-        return "\n".join([f"#### {icon} {escape(text)}", "", *body]).rstrip()
+        return "\n".join([f"#### {icon} {escape(heading)}", "", *body]).rstrip()
     # Inside an HTML block Markdown escapes are not processed: escape for HTML only.
-    summary = f"{icon} {html.escape(' '.join(text.split()))}"
+    summary = f"{icon} {html.escape(' '.join(heading.split()))}"
     return "\n".join(["<details>", f"<summary>{summary}</summary>", "", *body, "</details>"])
 
 

@@ -70,6 +70,8 @@ def test_explanation_sits_in_a_fence_longer_than_any_backticks_inside() -> None:
 
 def test_regressions_are_open_and_others_folded() -> None:
     text = markdown.render(session())
+    assert "#### 🔴 test\\_mm\\[8192-bf16\\] (cuda-events): regression\n" in text
+    assert "<summary>🟡 test_ln[4k] (cuda-events): inconclusive</summary>" in text
     assert text.count("#### 🔴") == 2
     assert text.count("<details>") == 3  # inconclusive, improvement, different environment
     first_regression = text.index("#### 🔴")
