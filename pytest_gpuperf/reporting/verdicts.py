@@ -24,14 +24,37 @@ from typing import Any
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+from pytest_gpuperf.verdict import (
+    DIFFERENT_ENVIRONMENT,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_BASELINE,
+    NO_CHANGE,
+    REGRESSION,
+)
 
-# The verdict kinds of ``Comparison.kind`` (pytest_gpuperf.verdict), as they appear in JSON.
-REGRESSION = "regression"
-IMPROVEMENT = "improvement"
-NO_CHANGE = "no-change"
-INCONCLUSIVE = "inconclusive"
-NO_BASELINE = "no-baseline"
-DIFFERENT_ENVIRONMENT = "different-environment"
+__all__ = [
+    "DIFFERENT_ENVIRONMENT",
+    "IMPROVEMENT",
+    "INCONCLUSIVE",
+    "NOT_COMPARED",
+    "NO_BASELINE",
+    "NO_CHANGE",
+    "ORDER",
+    "REGRESSION",
+    "Artifact",
+    "Row",
+    "artifacts",
+    "counts",
+    "diagnosis",
+    "explanation",
+    "headline",
+    "kind_of",
+    "row",
+    "rows",
+    "summary_line",
+]
+
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
 NOT_COMPARED = "not-compared"
 

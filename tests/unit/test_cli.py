@@ -19,8 +19,6 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import json_report
 from tests.unit.reporting_data import GPU_ENV, T0, result, rounds
 
-pytest.importorskip("pytest_gpuperf.verdict")
-
 TESTS = ["test_mm[4096]", "test_add[1M]", "test_softmax[8k]", "test_ln[4k]"]
 
 

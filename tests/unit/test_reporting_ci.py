@@ -5,12 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_gpuperf.reporting.ci import artifact_href, write_ci_outputs
 from tests.unit.reporting_data import save_history, session
-
-pytest.importorskip("pytest_gpuperf.verdict")
 
 
 def settings(**kw: Any) -> dict[str, Any]:

@@ -9,8 +9,6 @@ import pytest
 from pytest_gpuperf.reporting import github
 from tests.unit.reporting_data import HOSTILE, result, session
 
-verdict_module = pytest.importorskip("pytest_gpuperf.verdict")
-
 COMMAND = re.compile(r"^::(error|warning) ((?:[a-zA-Z]+=[^,:]*)(?:,[a-zA-Z]+=[^,:]*)*)::(.*)$")
 
 

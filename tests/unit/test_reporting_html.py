@@ -15,8 +15,6 @@ from pytest_gpuperf.reporting import html, svg
 from pytest_gpuperf.reporting.history import histories
 from tests.unit.reporting_data import HOSTILE, result, save_history, session
 
-verdict_module = pytest.importorskip("pytest_gpuperf.verdict")
-
 
 def report(tmp_path: Path) -> str:
     results = [*session(), result(HOSTILE, kind="regression", ratio=1.1, line=80)]

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from pytest_gpuperf.reporting import markdown
 from pytest_gpuperf.reporting import verdicts as v
 from tests.unit.reporting_data import HOSTILE, result, session
-
-verdict_module = pytest.importorskip("pytest_gpuperf.verdict")
 
 
 def table_rows(text: str) -> list[str]:
