@@ -87,7 +87,7 @@ class Gate:
             {k: cfg[k] for k in ("threshold", "alpha", "fail_on", "reruns")}
         )
         self.m = 1
-        self._priors: dict[tuple[str, str], NoisePrior | None] = {}
+        self._priors: dict[str, NoisePrior | None] = {}
         self.rerun_count = 0
         self.rerun_s = 0.0
 
@@ -111,21 +111,24 @@ class Gate:
 
         return fingerprint(result.environment or {}, fingerprint_extra(self.config) or None)
 
-    def prior(self, fingerprint_id: str, mode: str) -> NoisePrior | None:
-        """The runner's noise prior for one environment and timing mode (pooled once)."""
-        key = (fingerprint_id, mode)
-        if key not in self._priors:
+    def prior(self, fingerprint_id: str) -> NoisePrior | None:
+        """The runner's noise prior for one environment, pooled once over its benchmarks.
+
+        Every timing mode contributes, each measured against its own curve
+        (:meth:`DecisionPolicy.default_noise`), so the fitted level is the
+        runner's, whatever mix of graph and eager benchmarks it has.
+        """
+        if fingerprint_id not in self._priors:
             from pytest_gpuperf.verdict import pool_noise
 
-            groups = []
+            groups, modes = [], []
             for entry in self.baseline.benchmarks.values():
-                if entry.mode != mode:
-                    continue
                 runs = [r for r in entry.runs if r.fingerprint_id == fingerprint_id]
                 if runs:
                     groups.append([run_stat(r) for r in runs])
-            self._priors[key] = pool_noise(groups, self.policy)
-        return self._priors[key]
+                    modes.append(entry.mode)
+            self._priors[fingerprint_id] = pool_noise(groups, self.policy, modes=modes)
+        return self._priors[fingerprint_id]
 
     def policy_for(self, result: Result, marker_threshold: float | None) -> DecisionPolicy:
         if marker_threshold is None or math.isclose(marker_threshold, self.policy.threshold):
@@ -167,9 +170,10 @@ class Gate:
             policy=policy,
             m=self.m,
             look=look,
-            prior=self.prior(match.fingerprint_id or "", result.id.mode),
+            prior=self.prior(match.fingerprint_id or ""),
             environment_reason=reason,
             name=name,
+            mode=result.id.mode,
         )
         return _with_note(c, note) if note else c
 

@@ -228,8 +228,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "min_warmup_ms",
         non_negative_float,
-        100.0,
-        "shortest warm-up, in ms, before settling is checked",
+        300.0,
+        "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages "
+        "~0.25 s into heavy work)",
         per_test=True,
         metavar="MS",
     ),
