@@ -7,8 +7,8 @@ judged against the reference's comparable runs exactly as the plugin's gate
 judges a test's result (:mod:`pytest_gpuperf.gate`, whose per-result steps
 are :func:`decide_against`, :func:`pool_prior`, :func:`environment_reason`
 and :func:`run_stat` here): the same match of fingerprint and measurement
-settings, the same runner noise prior pooled per environment and timing
-mode, the same ``m`` (reference benchmarks whose test is in the candidate),
+settings, the same runner noise prior pooled per environment (every timing
+mode against its own curve), the same ``m`` (reference benchmarks whose test is in the candidate),
 the same telemetry check. The one difference: nothing can be re-measured,
 so every verdict is final (decided as at the last look).
 
@@ -61,19 +61,19 @@ def run_stat(rec: RunRecord) -> RunStat:
 
 
 def pool_prior(
-    baseline: Baseline, fingerprint_id: str, mode: str, policy: DecisionPolicy
+    baseline: Baseline, fingerprint_id: str, policy: DecisionPolicy
 ) -> NoisePrior | None:
-    """The runner's noise prior: every benchmark of ``baseline`` in one environment and mode."""
+    """The runner's noise prior: every benchmark of ``baseline`` in one environment, each
+    timing mode against its own curve."""
     from pytest_gpuperf.verdict import pool_noise
 
-    groups = []
+    groups, modes = [], []
     for entry in baseline.benchmarks.values():
-        if entry.mode != mode:
-            continue
         runs = [r for r in entry.runs if r.fingerprint_id == fingerprint_id]
         if runs:
             groups.append([run_stat(r) for r in runs])
-    return pool_noise(groups, policy)
+            modes.append(entry.mode)
+    return pool_noise(groups, policy, modes=modes)
 
 
 def environment_reason(
@@ -117,8 +117,8 @@ def decide_against(
     name: str,
     median_s: float,
     telemetry: Mapping[str, Any] | None = None,
-    priors: dict[tuple[str, str], NoisePrior | None] | None = None,
-    mode: str = "",
+    priors: dict[str, NoisePrior | None] | None = None,
+    mode: str | None = None,
 ) -> Comparison:
     """The verdict on one benchmark's ``current`` runs against ``baseline`` (the gate's rule)."""
     from pytest_gpuperf.verdict import decide
@@ -140,8 +140,8 @@ def decide_against(
         )
     fid = match.fingerprint_id or ""
     cache = priors if priors is not None else {}
-    if (fid, mode) not in cache:
-        cache[(fid, mode)] = pool_prior(baseline, fid, mode, policy)
+    if fid not in cache:
+        cache[fid] = pool_prior(baseline, fid, policy)
     reason, note = environment_reason(match.runs, median_s, telemetry, policy.threshold)
     c = decide(
         [run_stat(r) for r in match.runs],
@@ -149,9 +149,10 @@ def decide_against(
         policy=policy,
         m=m,
         look=look,
-        prior=cache[(fid, mode)],
+        prior=cache[fid],
         environment_reason=reason,
         name=name,
+        mode=mode,
     )
     return replace(c, notes=(*c.notes, note)) if note else c
 
@@ -353,7 +354,7 @@ def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None 
     ref, cand = reference.baseline, candidate.baseline
     nodeids = {e.nodeid for e in cand.benchmarks.values()}
     m = max(1, sum(1 for e in ref.benchmarks.values() if e.nodeid in nodeids))
-    priors: dict[tuple[str, str], NoisePrior | None] = {}
+    priors: dict[str, NoisePrior | None] = {}
     results: list[Result] = []
     hist: dict[str, BenchHistory] = {}
     for key, entry in cand.benchmarks.items():
