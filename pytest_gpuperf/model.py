@@ -111,6 +111,9 @@ class Result:
     #: where it ran (environment.collect_environment); shared by a session's results
     environment: dict[str, Any] | None = None
     run_id: str | None = None
+    #: where the test is defined: ``[path relative to the rootdir, 1-based line]`` (from
+    #: pytest's ``item.location``); CI annotations point there. None when unknown.
+    location: list[Any] | None = None
 
     @property
     def summary(self) -> Summary:

@@ -384,6 +384,38 @@ OPTIONS: tuple[Option, ...] = (
         "NVTX ranges gpuperf/<test id> around each CUDA benchmark and its phases (Nsight Systems)",
         metavar="true|false",
     ),
+    # --- CI reports (issue 6) ---
+    Option(
+        "markdown",
+        text,
+        None,
+        "write the verdict report as GitHub-flavoured Markdown to this file (regressions first; "
+        "for CI systems other than GitHub Actions)",
+        metavar="PATH",
+    ),
+    Option(
+        "html",
+        text,
+        None,
+        "write a self-contained HTML report with plots (no network needed) to this file",
+        metavar="PATH",
+    ),
+    Option(
+        "github",
+        choice("auto", "on", "off"),
+        "auto",
+        "GitHub Actions step summary and ::error annotations on regressed tests; auto: when "
+        "GITHUB_ACTIONS=true",
+        metavar="auto|on|off",
+    ),
+    Option(
+        "progress",
+        choice("auto", "on", "off"),
+        "auto",
+        "progress lines for long work (measuring, confirmation runs, artifact capture); auto: "
+        "on unless -q",
+        metavar="auto|on|off",
+    ),
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
