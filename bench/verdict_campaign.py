@@ -80,10 +80,10 @@ def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict
     base = BaselineStore(out / "baselines").load("aa")
     policy = DecisionPolicy()
     m = len(base.benchmarks)
-    groups: dict[str, list] = defaultdict(list)
-    for entry in base.benchmarks.values():
-        groups[entry.mode].append([run_stat(r) for r in entry.runs])
-    priors = {mode: pool_noise(g, policy) for mode, g in groups.items()}
+    entries = list(base.benchmarks.values())
+    prior = pool_noise(
+        [[run_stat(r) for r in e.runs] for e in entries], policy, modes=[e.mode for e in entries]
+    )
     table: dict = defaultdict(lambda: defaultdict(int))
     for run in aa_runs:
         for key, r in verdicts(run).items():
@@ -97,7 +97,13 @@ def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict
                     stability=r["stability"],
                 )
                 c = decide(
-                    b, [cur], policy=policy, m=m, look=policy.looks, prior=priors[entry.mode]
+                    b,
+                    [cur],
+                    policy=policy,
+                    m=m,
+                    look=policy.looks,
+                    prior=prior,
+                    mode=entry.mode,
                 )
                 table[(cls, theta)][c.kind] += 1
                 table[(cls, theta)]["n"] += 1

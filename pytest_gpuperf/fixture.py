@@ -195,7 +195,10 @@ class GpuBench:
         oom: str | None = None
         out: Any = None
         try:
-            out = self._measure_modes(fn, args, kwargs, name, modes, policy, flops, nbytes, env)
+            gate = {k: values[k] for k in GATE_SETTINGS if k in values}
+            out = self._measure_modes(
+                fn, args, kwargs, name, modes, policy, flops, nbytes, env, gate
+            )
         except Exception as e:
             if not _is_oom(e):
                 raise
@@ -225,6 +228,7 @@ class GpuBench:
         flops: float | None,
         nbytes: float | None,
         env: dict[str, Any] | None,
+        gate: dict[str, Any],
     ) -> Any:
         __tracebackhide__ = True
         ctx = self._ctx
@@ -268,6 +272,7 @@ class GpuBench:
                 telemetry=telemetry,
                 environment=env,
                 policy=_policy_record(policy, mode),
+                gate=dict(gate),
                 extra=extra,
             )
             result.notes.extend(flag_notes(result, policy))
@@ -336,6 +341,10 @@ class GpuBench:
                 traceback.clear_frames(tb)
         self._oom = None
         release_memory()
+
+
+#: Per-benchmark settings of the verdict, carried on each result to the gate.
+GATE_SETTINGS = ("threshold", "gate_secondary", "memory_tolerance", "first_call_tolerance")
 
 
 def _policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:

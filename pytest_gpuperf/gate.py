@@ -87,7 +87,7 @@ class Gate:
             {k: cfg[k] for k in ("threshold", "alpha", "fail_on", "reruns")}
         )
         self.m = 1
-        self._priors: dict[tuple[str, str], NoisePrior | None] = {}
+        self._priors: dict[str, NoisePrior | None] = {}
         self.rerun_count = 0
         self.rerun_s = 0.0
 
@@ -111,26 +111,31 @@ class Gate:
 
         return fingerprint(result.environment or {}, fingerprint_extra(self.config) or None)
 
-    def prior(self, fingerprint_id: str, mode: str) -> NoisePrior | None:
-        """The runner's noise prior for one environment and timing mode (pooled once)."""
-        key = (fingerprint_id, mode)
-        if key not in self._priors:
+    def prior(self, fingerprint_id: str) -> NoisePrior | None:
+        """The runner's noise prior for one environment, pooled once over its benchmarks.
+
+        Every timing mode contributes, each measured against its own curve
+        (:meth:`DecisionPolicy.default_noise`), so the fitted level is the
+        runner's, whatever mix of graph and eager benchmarks it has.
+        """
+        if fingerprint_id not in self._priors:
             from pytest_gpuperf.verdict import pool_noise
 
-            groups = []
+            groups, modes = [], []
             for entry in self.baseline.benchmarks.values():
-                if entry.mode != mode:
-                    continue
                 runs = [r for r in entry.runs if r.fingerprint_id == fingerprint_id]
                 if runs:
                     groups.append([run_stat(r) for r in runs])
-            self._priors[key] = pool_noise(groups, self.policy)
-        return self._priors[key]
+                    modes.append(entry.mode)
+            self._priors[fingerprint_id] = pool_noise(groups, self.policy, modes=modes)
+        return self._priors[fingerprint_id]
 
-    def policy_for(self, result: Result, marker_threshold: float | None) -> DecisionPolicy:
-        if marker_threshold is None or math.isclose(marker_threshold, self.policy.threshold):
+    def policy_for(self, result: Result) -> DecisionPolicy:
+        """The session's policy, with this benchmark's own threshold where it has one."""
+        threshold = result.gate.get("threshold")
+        if threshold is None or math.isclose(float(threshold), self.policy.threshold):
             return self.policy
-        return self.policy.with_threshold(marker_threshold)
+        return self.policy.with_threshold(float(threshold))
 
     def decide(
         self,
@@ -167,9 +172,10 @@ class Gate:
             policy=policy,
             m=self.m,
             look=look,
-            prior=self.prior(match.fingerprint_id or "", result.id.mode),
+            prior=self.prior(match.fingerprint_id or ""),
             environment_reason=reason,
             name=name,
+            mode=result.id.mode,
         )
         return _with_note(c, note) if note else c
 
@@ -201,15 +207,19 @@ class Gate:
             return None, f"{reason}; the slowdown persists in cycles: {check.explanation}"
         return f"{reason} ({check.explanation})", None
 
+    def _setting(self, result: Result, name: str) -> Any:
+        """A verdict setting as resolved for this benchmark, else the session's."""
+        return result.gate.get(name, self.cfg[name])
+
     def secondary(self, result: Result, runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
         from pytest_gpuperf.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
 
         out = []
         for metric, current, values, tol in (
             (PEAK_MEMORY, result.peak_memory_bytes, [r.peak_memory_bytes for r in runs],
-             float(self.cfg["memory_tolerance"])),
+             float(self._setting(result, "memory_tolerance"))),
             (FIRST_CALL, result.first_call_s, [r.first_call_s for r in runs],
-             float(self.cfg["first_call_tolerance"])),
+             float(self._setting(result, "first_call_tolerance"))),
         ):  # fmt: skip
             out.append(compare_secondary(values, current, tol, metric=metric).to_dict())
         return out
@@ -222,7 +232,6 @@ class Gate:
         results: list[Result],
         *,
         device: str,
-        marker: dict[str, Any],
     ) -> Judgement:
         """Verdicts for one test's results, re-measuring suspects in fresh processes."""
         from pytest_gpuperf import baseline_records as br
@@ -232,8 +241,7 @@ class Gate:
         from pytest_gpuperf.verdict import RunStat, outcome
 
         out = Judgement()
-        threshold = marker.get("threshold")
-        policies = {r.id.key: self.policy_for(r, threshold) for r in results}
+        policies = {r.id.key: self.policy_for(r) for r in results}
         current: dict[str, list[Any]] = {r.id.key: [RunStat.from_result(r)] for r in results}
         comps = {
             r.id.key: self.decide(r, current[r.id.key], 1, policies[r.id.key]) for r in results
@@ -262,8 +270,8 @@ class Gate:
                         f"{child.log_tail[-300:]}"
                     )
                     comps[r.id.key] = _with_note(c, why)
-        gate_secondary = str(self.cfg["gate_secondary"])
         for r in results:
+            gate_secondary = str(self._setting(r, "gate_secondary"))
             c = comps[r.id.key]
             r.comparison = c.to_dict()
             match = self.baseline.match(r.id.key, self.fingerprint(r), r.policy)

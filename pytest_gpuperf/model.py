@@ -105,9 +105,15 @@ class Result:
     notes: list[str] = field(default_factory=list)
     #: the measurement settings that make two results comparable
     policy: dict[str, Any] = field(default_factory=dict)
+    #: the verdict settings in force for this benchmark (threshold, secondary gates),
+    #: resolved like every option: gpu_bench(...) > marker > command line > ini > default
+    gate: dict[str, Any] = field(default_factory=dict)
     #: where it ran (environment.collect_environment); shared by a session's results
     environment: dict[str, Any] | None = None
     run_id: str | None = None
+    #: where the test is defined: ``[path relative to the rootdir, 1-based line]`` (from
+    #: pytest's ``item.location``); CI annotations point there. None when unknown.
+    location: list[Any] | None = None
     #: opaque per-run data stored with a baseline run (``"kernels"``: the kernel
     #: inventory of artifacts.inventory); empty for most results
     extra: dict[str, Any] = field(default_factory=dict)

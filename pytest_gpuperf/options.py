@@ -246,8 +246,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "min_warmup_ms",
         non_negative_float,
-        100.0,
-        "shortest warm-up, in ms, before settling is checked",
+        300.0,
+        "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages "
+        "~0.25 s into heavy work)",
         per_test=True,
         metavar="MS",
     ),
@@ -400,6 +401,38 @@ OPTIONS: tuple[Option, ...] = (
         True,
         "NVTX ranges gpuperf/<test id> around each CUDA benchmark and its phases (Nsight Systems)",
         metavar="true|false",
+    ),
+    # --- CI reports (issue 6) ---
+    Option(
+        "markdown",
+        text,
+        None,
+        "write the verdict report as GitHub-flavoured Markdown to this file (regressions first; "
+        "for CI systems other than GitHub Actions)",
+        metavar="PATH",
+    ),
+    Option(
+        "html",
+        text,
+        None,
+        "write a self-contained HTML report with plots (no network needed) to this file",
+        metavar="PATH",
+    ),
+    Option(
+        "github",
+        choice("auto", "on", "off"),
+        "auto",
+        "GitHub Actions step summary and ::error annotations on regressed tests; auto: when "
+        "GITHUB_ACTIONS=true",
+        metavar="auto|on|off",
+    ),
+    Option(
+        "progress",
+        choice("auto", "on", "off"),
+        "auto",
+        "progress lines for long work (measuring, confirmation runs, artifact capture); auto: "
+        "on unless -q",
+        metavar="auto|on|off",
     ),
     # --- capture (issue 5) ---
     Option(

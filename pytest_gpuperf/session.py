@@ -172,9 +172,7 @@ class GpuPerfSession:
             return
         from pytest_gpuperf.gate import warn_inconclusive
 
-        judgement = self.gate.judge(
-            item, results, device=self.ensure_device(), marker=marker_kwargs(item)
-        )
+        judgement = self.gate.judge(item, results, device=self.ensure_device())
         warn_inconclusive(item, judgement.warnings)
         if judgement.failures:
             pytest.fail("\n\n".join(judgement.failures), pytrace=False)

@@ -125,6 +125,14 @@ class DecisionPolicy:
       The measured SDs at one duration spread ~10x, so the prior is vague
       and set at the upper end of GPU-MACHINE.md's range. It is also the
       *shape* of the pooled prior, whose level is fitted.
+    * ``graph_noise_small`` 3 %: the small-call end of that curve for
+      CUDA-graph replay, which removes the launch overhead that makes eager
+      small calls noisy. Measured on the H200 (bench/measurement_accuracy.py,
+      bench/verdict_campaign.py): graph replays of 2-3 µs kernels moved
+      0.2-0.7 % between fresh processes, with one kernel showing two
+      placement modes 6 % apart (SD ~3 %). With the eager curve's 25 %, a
+      5-run baseline of a 0.2 %-quiet graph benchmark was judged at 17.7 %
+      noise and could detect nothing.
     """
 
     threshold: float = 0.03
@@ -143,6 +151,7 @@ class DecisionPolicy:
     default_nu0: float = 4.0
     default_noise_small: float = 0.25
     default_noise_large: float = 0.01
+    graph_noise_small: float = 0.03
     default_small_s: float = 20e-6
     default_large_s: float = 200e-6
     fail_on: str = "regression"
@@ -182,11 +191,13 @@ class DecisionPolicy:
         """
         return replace(self, threshold=threshold, detect=threshold + (self.detect - self.threshold))
 
-    def default_noise(self, median_s: float) -> float:
+    def default_noise(self, median_s: float, mode: str | None = None) -> float:
+        """The prior SD at ``median_s`` per call; ``mode`` ``"cuda-graph"`` uses the graph curve."""
+        small = self.graph_noise_small if mode == "cuda-graph" else self.default_noise_small
         return float(
             stats.default_noise(
                 median_s,
-                small=self.default_noise_small,
+                small=small,
                 large=self.default_noise_large,
                 small_s=self.default_small_s,
                 large_s=self.default_large_s,
@@ -276,8 +287,11 @@ class NoisePrior:
     runs: int = 0
     source: str = "pooled"
 
-    def s0(self, median_s: float, policy: DecisionPolicy = DEFAULT_POLICY) -> float:
-        return self.scale * policy.default_noise(median_s)
+    def s0(
+        self, median_s: float, policy: DecisionPolicy = DEFAULT_POLICY, mode: str | None = None
+    ) -> float:
+        """The prior SD for a call of ``median_s`` timed in ``mode`` (the curve's shape)."""
+        return self.scale * policy.default_noise(median_s, mode)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,7 +306,9 @@ class NoisePrior:
 
 
 def pool_noise(
-    benchmarks: Iterable[Sequence[float | RunStat]], policy: DecisionPolicy = DEFAULT_POLICY
+    benchmarks: Iterable[Sequence[float | RunStat]],
+    policy: DecisionPolicy = DEFAULT_POLICY,
+    modes: Sequence[str | None] | None = None,
 ) -> NoisePrior | None:
     """The runner's noise prior from the baseline runs of many benchmarks.
 
@@ -311,14 +327,14 @@ def pool_noise(
     dfs: list[float] = []
     refs: list[float] = []
     runs = 0
-    for runs_of_one in benchmarks:
+    for i, runs_of_one in enumerate(benchmarks):
         logs = [math.log(x.median_s) for x in map(_as_run, runs_of_one) if _usable(x)]
         if len(logs) < 2:
             continue
         mean = sum(logs) / len(logs)
         sds.append(math.sqrt(sum((y - mean) ** 2 for y in logs) / (len(logs) - 1)))
         dfs.append(len(logs) - 1)
-        refs.append(policy.default_noise(math.exp(mean)))
+        refs.append(policy.default_noise(math.exp(mean), modes[i] if modes else None))
         runs += len(logs)
     if len(sds) < policy.min_pool:
         return None
@@ -449,6 +465,7 @@ def decide(
     environment_reason: str | None = None,
     environment_diff: Sequence[str] = (),
     name: str | None = None,
+    mode: str | None = None,
 ) -> Comparison:
     """The verdict on one benchmark at one look.
 
@@ -498,7 +515,7 @@ def decide(
     use_base = base_ok or [x for x in base if x.median_s > 0]
     use_cur = cur_ok or [x for x in cur if x.median_s > 0]
     kind, numbers = (
-        _numbers(use_base, use_cur, prior, policy, m) if use_base and use_cur else (None, {})
+        _numbers(use_base, use_cur, prior, policy, m, mode) if use_base and use_cur else (None, {})
     )
 
     if environment_diff:
@@ -583,6 +600,7 @@ def _numbers(
     prior: NoisePrior | None,
     policy: DecisionPolicy,
     m: int,
+    mode: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The statistical kind and the numbers of :class:`Comparison`, via :func:`stats.evaluate`."""
     yb = [math.log(x.median_s) for x in base]
@@ -593,7 +611,7 @@ def _numbers(
     pri = prior if prior is not None else NoisePrior.default(policy)
     if k == 1 and pri.nu0 <= 0:  # no spread of its own and a prior without weight
         pri = NoisePrior.default(policy)
-    s0 = pri.s0(math.exp(mean_b), policy)
+    s0 = pri.s0(math.exp(mean_b), policy, mode)
     within = [x.within_se for x in (*base, *cur) if x.within_se is not None]
     within_rms = math.sqrt(sum(w * w for w in within) / len(within)) if within else 0.0
     floor = max(policy.noise_floor, within_rms)

@@ -128,6 +128,20 @@ class CaptureReport:
             out.append({"collector": "manifest", "status": "ok", "files": [str(self.manifest)]})
         return out
 
+    def apply(self, results: Sequence[Result]) -> None:
+        """Put the evidence on the test's results for the JSON and the CI reports.
+
+        Each result gets the capture's entries in ``Result.artifacts``; a
+        diagnosed one also gets ``Result.comparison["diagnosis"]`` (``paragraph``,
+        ``details``, ``cause``), which :mod:`pytest_gpuperf.reporting` renders.
+        """
+        entries = self.artifacts()
+        for r in results:
+            r.artifacts = [*r.artifacts, *entries]
+            d = self.diagnoses.get(r.id.key)
+            if d is not None:
+                r.comparison = {**(r.comparison or {}), "diagnosis": d.to_dict()}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodeid": self.nodeid,

@@ -135,13 +135,13 @@ def run(
 
     with phase("measure"), _gc_paused():
         measure(policy.rounds)
-        start, changes = steady_tail(measured, policy.settle_tol)
-        drift = drifting(measured[start:], policy.settle_tol)
+        start, changes = steady_tail(measured, policy.shift_tol)
+        drift = drifting(measured[start:], policy.shift_tol)
         if len(measured) - start < policy.rounds // 2 or changes >= 2 or drift:
             # Too little steady data, or a moving level: measure once more and look again.
             measure(policy.rounds)
-            start, changes = steady_tail(measured, policy.settle_tol)
-            drift = drifting(measured[start:], policy.settle_tol)
+            start, changes = steady_tail(measured, policy.shift_tol)
+            drift = drifting(measured[start:], policy.shift_tol)
     kept = measured[start:]
     stability = classify(len(kept), policy.rounds, changes, warmup_settled=is_settled, drift=drift)
     return RawMeasurement(

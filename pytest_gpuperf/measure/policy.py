@@ -15,8 +15,9 @@ class MeasurePolicy:
     l2_flush: bool = True
     #: longest warm-up; it ends earlier once round times settle
     warmup_ms: float = 500.0
-    #: shortest warm-up before settling is checked
-    min_warmup_ms: float = 100.0
+    #: shortest warm-up before settling is checked: on an H200 the power cap engages
+    #: ~0.25 s into sustained heavy work, so a shorter warm-up can "settle" before it
+    min_warmup_ms: float = 300.0
     #: wall time of one round of calls
     round_ms: float = 5.0
     #: rounds measured after warm-up
@@ -29,6 +30,10 @@ class MeasurePolicy:
     #: warm-up settles when two windows of this many rounds agree within settle_tol
     settle_window: int = 6
     settle_tol: float = 0.01
+    #: a level change inside the measurement larger than this (relative) is material:
+    #: one is trimmed as leftover transient, two make the run unstable. Clock steps of
+    #: ~1 % under a GPU's power management are noise between runs, not a shift.
+    shift_tol: float = 0.02
 
     @classmethod
     def from_settings(cls, values: Mapping[str, Any]) -> MeasurePolicy:

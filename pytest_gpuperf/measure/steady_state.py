@@ -200,16 +200,24 @@ def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
 
 
 def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
-    """A gradual drift that no single change point captures: the first and last
-    thirds differ materially and the series trends monotonically."""
+    """A gradual drift that no single change point captures.
+
+    The Theil-Sen slope (median of pairwise slopes, robust to outliers) over
+    the series must move the level by more than ``tol`` end to end, and by
+    more than three standard errors of that change given the scatter around
+    the trend; the series must also trend monotonically (|Spearman| > 0.5).
+    """
     z = _logs(values)
     n = len(z)
     if n < 6:
         return False
-    k = n // 3
-    diff = abs(median(z[-k:]) - median(z[:k]))
-    se = 1.2533 * robust_sd(z) * math.sqrt(2.0 / k)
-    return diff > max(math.log1p(tol), 3.0 * se) and abs(spearman_trend(z)) > 0.5
+    slopes = [(z[j] - z[i]) / (j - i) for i in range(n) for j in range(i + 1, n)]
+    slope = median(slopes)
+    change = slope * (n - 1)
+    resid = [v - slope * i for i, v in enumerate(z)]
+    sd = MAD_TO_SD * mad(resid)
+    se_change = sd * math.sqrt(12.0 / n)
+    return abs(change) > max(math.log1p(tol), 3.0 * se_change) and abs(spearman_trend(z)) > 0.5
 
 
 def classify(

@@ -110,15 +110,19 @@ def test_fail_on_inconclusive(pytester: pytest.Pytester) -> None:
         import os, time
         n = [0]
 
+        t0 = [None]
+
         def slower():
-            n[0] += 1
-            grow = n[0] / 20 if os.environ.get("SLOWDOWN") != "1.0" else 0
-            end = time.perf_counter() + 0.0001 * (1 + grow)
+            # Flips between 0.1 ms and 0.4 ms every 25 ms (when SLOWDOWN is not 1.0).
+            now = time.perf_counter()
+            t0[0] = t0[0] or now
+            flip = int((now - t0[0]) / 0.025) % 2 and os.environ.get("SLOWDOWN") != "1.0"
+            end = now + (0.0004 if flip else 0.0001)
             while time.perf_counter() < end:
                 pass
 
         def test_drift(gpu_bench):
-            gpu_bench(slower, rounds=20, warmup_ms=40)
+            gpu_bench(slower, rounds=30, round_ms=2, warmup_ms=40)
         """
     )
     run(pytester, "--gpuperf-save=main").assert_outcomes(passed=1)
@@ -146,3 +150,33 @@ def test_under_xdist_workers_judge_and_the_controller_saves(pytester: pytest.Pyt
     result = run(pytester, "-n", "2", "--gpuperf-baseline=main", slowdown=3.0)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*REGRESSION*"])
+
+
+def test_a_per_test_threshold_sets_how_large_a_slowdown_may_fail(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_thr="""
+        import os, time
+        import pytest
+
+        def spin(seconds):
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+
+        def test_default(gpu_bench):
+            gpu_bench(spin, 0.0004 * float(os.environ.get("SLOWDOWN", "1")))
+
+        @pytest.mark.gpuperf(threshold=0.9)
+        def test_lenient(gpu_bench):
+            gpu_bench(spin, 0.0004 * float(os.environ.get("SLOWDOWN", "1")))
+        """
+    )
+    for _ in range(3):
+        run(pytester, "--gpuperf-save=main").assert_outcomes(passed=2)
+    result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=o.json", slowdown=1.5)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED test_thr.py::test_default*"])
+    results = json.loads((pytester.path / "o.json").read_text())["results"]
+    lenient = next(r for r in results if r["id"]["nodeid"].endswith("test_lenient"))
+    assert lenient["gate"]["threshold"] == 0.9
+    assert lenient["comparison"]["kind"] != "regression"

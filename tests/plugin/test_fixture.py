@@ -212,14 +212,19 @@ def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
         import time
         n = [0]
 
+        t0 = [None]
+
         def slower():
-            n[0] += 1
-            end = time.perf_counter() + 0.0001 * (1 + n[0] / 20)
+            # Flips between 0.1 ms and 0.4 ms every 25 ms: the level never holds.
+            now = time.perf_counter()
+            t0[0] = t0[0] or now
+            flip = int((now - t0[0]) / 0.025) % 2
+            end = now + (0.0004 if flip else 0.0001)
             while time.perf_counter() < end:
                 pass
 
         def test_drift(gpu_bench):
-            gpu_bench(slower, rounds=20, warmup_ms=40)
+            gpu_bench(slower, rounds=30, round_ms=2, warmup_ms=40)
         """
     )
     result = run(pytester)

@@ -124,6 +124,13 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
     assert "missing: skipped: tool-x not found on PATH" in msg and "first/out.txt" in msg
     arts = rep.artifacts()
     assert arts[-1]["collector"] == "manifest" and json.dumps(arts)
+    rep.apply([r])
+    assert r.artifacts == arts
+    assert r.comparison is not None and r.comparison["diagnosis"]["paragraph"].startswith("test_a")
+    from pytest_gpuperf.reporting.verdicts import artifacts, diagnosis
+
+    assert diagnosis(r)[0].startswith("test_a is +25.0 % slower")  # what the CI reports show
+    assert any(a.note == "skipped: tool-x not found on PATH" for a in artifacts(r))
 
 
 def test_the_budget_skips_collectors_not_reached(tmp_path: Path) -> None:

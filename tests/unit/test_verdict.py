@@ -253,3 +253,31 @@ def test_pool_noise() -> None:
     # Too few benchmarks with two or more stable runs: no prior.
     unstable = [[RunStat(T, unstable=True)] * 5]
     assert pool_noise([benches[0], benches[1], [T], *unstable]) is None
+
+
+def test_graph_mode_prior_is_not_the_eager_launch_bound_one() -> None:
+    """A quiet 2 µs CUDA-graph benchmark (0.2 % between runs, measured on the H200) can be
+    judged; under the eager curve's 25 % prior the same data could detect nothing."""
+    from pytest_gpuperf.verdict import DecisionPolicy, NoisePrior, decide
+
+    base = [2.07e-6 * (1 + d) for d in (0.0, 0.002, -0.002, 0.001, -0.001)]
+    policy = DecisionPolicy()
+    eager = decide(base, [2.07e-6 * 1.20], policy=policy, m=8, look=3, mode="cuda-events")
+    graph = decide(base, [2.07e-6 * 1.20], policy=policy, m=8, look=3, mode="cuda-graph")
+    assert eager.kind == "inconclusive"
+    assert graph.kind == "regression"
+    assert NoisePrior.default(policy).s0(2e-6, policy, "cuda-graph") == pytest.approx(0.03)
+    assert NoisePrior.default(policy).s0(2e-6, policy, None) == pytest.approx(0.25)
+
+
+def test_pooled_prior_measures_each_benchmark_against_its_own_mode_curve() -> None:
+    from pytest_gpuperf.verdict import DecisionPolicy, pool_noise
+
+    policy = DecisionPolicy()
+    quiet = [[t * (1 + d) for d in (0.0, 0.003, -0.003, 0.001)] for t in (2e-6, 3e-6, 300e-6)]
+    as_graph = pool_noise(quiet, policy, modes=["cuda-graph", "cuda-graph", "cuda-events"])
+    as_eager = pool_noise(quiet, policy, modes=["cuda-events"] * 3)
+    assert as_graph is not None and as_eager is not None
+    # The same spreads are a smaller fraction of the eager curve (25 % at 2 µs) than of the
+    # graph curve (3 %), so the fitted scale of the runner is lower.
+    assert as_eager.scale < as_graph.scale

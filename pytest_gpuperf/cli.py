@@ -1,0 +1,394 @@
+"""``pytest-gpuperf``: baselines and run files from the shell (list, show, compare, prune, export).
+
+Uses the core only: no pytest. Every error is one line on stderr naming the
+file or baseline and the fix, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf.errors import GpuPerfError
+
+DEFAULT_DIR = ".gpuperf/baselines"  # baseline.DEFAULT_DIR, without importing it for --help
+
+#: Exit codes, as documented in --help and docs/ci.md.
+OK = 0
+GATE_FAILED = 1
+INPUT_ERROR = 2
+NOTHING_COMPARED = 3
+INTERRUPTED = 130
+
+EPILOG = """\
+exit codes:
+  0  success (compare: no regression)
+  1  compare: a regression was found (with --fail-on inconclusive, also an inconclusive
+     verdict)
+  2  usage or input error: bad arguments, unknown baseline, unreadable or corrupt file,
+     a baseline locked by another process
+  3  compare: no benchmark of B has comparable runs in A (other environment, other
+     settings, or not in A), so nothing was gated
+  130  interrupted
+
+A and B of compare, and the source of export, are baseline names (files NAME.json in
+--dir) or paths of files: a baseline file, or a results file written by --gpuperf-json.
+"""
+
+
+class UsageProblem(GpuPerfError):
+    """A bad command line the parser could not see (a date, an empty selection)."""
+
+
+# --- sources ----------------------------------------------------------------------------
+
+
+def _is_path(arg: str) -> bool:
+    return arg.endswith(".json") or "/" in arg or "\\" in arg or Path(arg).is_file()
+
+
+def load_source(arg: str, directory: str) -> Any:
+    """A :class:`~pytest_gpuperf.compare.RunSet` from a baseline name or a file path."""
+    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.compare import from_baseline, read_file
+
+    if _is_path(arg):
+        return read_file(Path(arg))
+    return from_baseline(BaselineStore(directory).load(arg))
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_gpuperf.baseline import BaselineStore
+
+    store = BaselineStore(args.dir)
+    names = store.names()
+    if not names:
+        print(f"no baselines in {args.dir} (create one with pytest --gpuperf-save=NAME)", file=out)
+        return OK
+    status = OK
+    for name in names:
+        try:
+            b = store.load(name)
+        except GpuPerfError as e:
+            print(f"{name}: {e}", file=sys.stderr)
+            status = INPUT_ERROR
+            continue
+        runs = [r for e in b.benchmarks.values() for r in e.runs]
+        print(
+            f"{name}  ({b.path}): {len(b.benchmarks)} benchmark(s), {len(runs)} run(s), "
+            f"{len(b.fingerprints)} environment(s), updated {b.updated}",
+            file=out,
+        )
+        sessions: dict[tuple[str, str], list[Any]] = {}
+        for r in runs:
+            sessions.setdefault((r.timestamp, r.run_id), []).append(r)
+        for (stamp, run_id), rs in sorted(sessions.items()):
+            meta = rs[0].meta
+            sha = meta.get("git_sha") or meta.get("ci_sha")
+            extra = f"  commit {str(sha)[:12]}" if sha else ""
+            print(
+                f"  {stamp}  run {run_id}  environment {rs[0].fingerprint_id}  "
+                f"{len(rs)} benchmark(s){extra}",
+                file=out,
+            )
+    return status
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    import math
+
+    from tabulate import tabulate
+
+    from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+
+    side = load_source(args.name, args.dir)
+    b = side.baseline
+    print(
+        f"baseline {b.name} ({b.path}): schema version {b.read_version}, written by "
+        f"pytest-gpuperf {b.plugin_version}, created {b.created}, updated {b.updated}",
+        file=out,
+    )
+    rows = []
+    for entry in b.benchmarks.values():
+        for fid in entry.fingerprint_ids():
+            runs = [r for r in entry.runs if r.fingerprint_id == fid]
+            logs = [math.log(r.median) for r in runs if r.median > 0]
+            sd = None
+            if len(logs) >= 2:
+                mean = sum(logs) / len(logs)
+                sd = math.sqrt(sum((y - mean) ** 2 for y in logs) / (len(logs) - 1))
+            params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
+            short = entry.nodeid.rsplit("::", 1)[-1]
+            name = short if entry.name is None else f"{short}::{entry.name}"
+            rows.append(
+                [
+                    name,
+                    params,
+                    entry.mode,
+                    fid,
+                    len(runs),
+                    fmt_time(runs[-1].median),
+                    fmt_pct(sd, digits=2),
+                    runs[-1].timestamp,
+                ]
+            )
+    headers = ["benchmark", "params", "mode", "environment", "runs", "newest median"]
+    headers += ["run-to-run SD", "newest run"]
+    print(tabulate(rows, headers=headers, disable_numparse=True), file=out)
+    print("", file=out)
+    for fid, fp in b.fingerprints.items():
+        keys = ", ".join(f"{k}={v}" for k, v in fp.items())
+        print(f"environment {fid}: {keys}", file=out)
+    return OK
+
+
+def _policy(args: argparse.Namespace) -> Any:
+    from pytest_gpuperf.verdict import DecisionPolicy
+
+    values: dict[str, Any] = {"fail_on": args.fail_on}
+    if args.threshold is not None:
+        values["threshold"] = args.threshold
+    if args.alpha is not None:
+        values["alpha"] = args.alpha
+    try:
+        return DecisionPolicy.from_settings(values)
+    except ValueError as e:
+        raise UsageProblem(str(e)) from None
+
+
+def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_gpuperf.compare import compare
+    from pytest_gpuperf.reporting import verdicts as v
+    from pytest_gpuperf.reporting.terminal import render
+
+    policy = _policy(args)
+    reference = load_source(args.a, args.dir)
+    candidate = load_source(args.b, args.dir)
+    outcome = compare(reference, candidate, policy)
+    rows = v.rows(outcome.results)
+    print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
+    print(render([r.result for r in rows]), file=out)  # the plugin's summary, regressions first
+    _write_reports(args, outcome.results, outcome.histories, reference.label)
+    gated = [
+        r for r in rows if r.kind in (v.REGRESSION, v.INCONCLUSIVE, v.IMPROVEMENT, v.NO_CHANGE)
+    ]
+    failing = {v.REGRESSION} | ({v.INCONCLUSIVE} if args.fail_on == "inconclusive" else set())
+    if any(r.kind in failing for r in rows):
+        return GATE_FAILED
+    if not gated:
+        print(
+            f"nothing was gated: no benchmark of {candidate.label} has comparable runs in "
+            f"{reference.label}",
+            file=sys.stderr,
+        )
+        return NOTHING_COMPARED
+    return OK
+
+
+def _write_reports(
+    args: argparse.Namespace, results: list[Any], histories: dict[str, Any], baseline: str
+) -> None:
+    from pytest_gpuperf.fileio import atomic_write_text
+    from pytest_gpuperf.reporting import html, markdown
+
+    if args.markdown:
+        _write(args.markdown, markdown.render(results, baseline=baseline), atomic_write_text)
+    if args.html:
+        text = html.render(results, histories=histories, baseline=baseline)
+        _write(args.html, text, atomic_write_text)
+
+
+def _write(path: str, text: str, writer: Any) -> None:
+    try:
+        writer(Path(path), text)
+    except OSError as e:
+        raise UsageProblem(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_gpuperf.baseline import BaselineStore
+
+    if args.keep_runs is None and args.fingerprint is None and args.before is None:
+        raise UsageProblem(
+            "prune needs what to remove: --keep-runs N, --fingerprint ID and/or --before DATE"
+        )
+    before = _parse_date(args.before) if args.before else None
+    summary = BaselineStore(args.dir).prune(
+        args.name, keep_runs=args.keep_runs, fingerprint_id=args.fingerprint, before=before
+    )
+    print(summary.describe(), file=out)
+    return OK
+
+
+def _parse_date(text: str) -> _dt.datetime:
+    try:
+        t = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageProblem(
+            f"--before {text!r} is not a date: use ISO format, e.g. 2025-11-01 or "
+            "2025-11-01T12:00:00+00:00 (UTC when no zone is given)"
+        ) from None
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_gpuperf.compare import latest
+    from pytest_gpuperf.fileio import atomic_write_text
+    from pytest_gpuperf.reporting import export, html, markdown
+
+    side = load_source(args.source, args.dir)
+    results, histories = latest(side)
+    if args.format == "markdown":
+        text = markdown.render(results, title=f"gpuperf: {side.label}")
+    elif args.format == "html":
+        text = html.render(results, histories=histories, title=f"gpuperf: {side.label}")
+    else:
+        when = _dt.datetime.fromisoformat(side.baseline.updated)
+        text = export.pytest_benchmark(results, created=when)
+    if args.output in (None, "-"):
+        out.write(text)
+    else:
+        _write(args.output, text, atomic_write_text)
+        print(f"{args.format} written to {args.output}", file=sys.stderr)
+    return OK
+
+
+# --- the parser -------------------------------------------------------------------------
+
+
+def _fraction(text: str) -> float:
+    from pytest_gpuperf.options import OptionValueError, fraction
+
+    try:
+        return fraction(text)
+    except OptionValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _probability(text: str) -> float:
+    from pytest_gpuperf.options import OptionValueError, probability
+
+    try:
+        return probability(text)
+    except OptionValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--dir",
+        default=DEFAULT_DIR,
+        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="pytest-gpuperf",
+        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, export.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
+    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser(
+        "compare",
+        parents=[common],
+        help="judge B against A with the plugin's verdict (exit 1 on a regression)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("a", metavar="A", help="the reference: baseline name or file")
+    p.add_argument("b", metavar="B", help="the candidate: baseline name or file")
+    p.add_argument(
+        "--fail-on",
+        choices=("regression", "inconclusive"),
+        default="regression",
+        help="exit 1 on regressions only (default), or also on inconclusive verdicts",
+    )
+    p.add_argument(
+        "--threshold", type=_fraction, help="smallest slowdown that fails (default 0.03)"
+    )
+    p.add_argument(
+        "--alpha", type=_probability, help="false-failure rate of the comparison (default 0.01)"
+    )
+    p.add_argument("--markdown", metavar="PATH", help="also write the Markdown report here")
+    p.add_argument("--html", metavar="PATH", help="also write the HTML report here")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("prune", parents=[common], help="remove runs from a baseline")
+    p.add_argument("name", metavar="NAME", help="baseline name")
+    p.add_argument(
+        "--keep-runs",
+        type=_positive_int,
+        metavar="N",
+        help="keep the newest N runs of each benchmark per environment",
+    )
+    p.add_argument("--fingerprint", metavar="ID", help="remove the runs of this environment")
+    p.add_argument(
+        "--before", metavar="DATE", help="remove runs saved before DATE (ISO, UTC by default)"
+    )
+    p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser(
+        "export", parents=[common], help="a baseline or run file as Markdown, HTML or JSON"
+    )
+    p.add_argument("source", metavar="NAME|RUNFILE", help="baseline name, or path of a file")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=("markdown", "html", "pytest-benchmark"),
+        help="pytest-benchmark: the --benchmark-json format that github-action-benchmark "
+        "(tool: pytest) and Bencher (python_pytest) read",
+    )
+    p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
+    p.set_defaults(func=cmd_export)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit code (see ``--help``)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on a usage error, 0 on --help
+    stream = out or sys.stdout
+    try:
+        code: int = args.func(args, stream)
+    except GpuPerfError as e:
+        print(f"pytest-gpuperf {args.command}: error: {e}", file=sys.stderr)
+        return INPUT_ERROR
+    except ValueError as e:  # a bad value the store refused (keep_runs, fingerprint, ...)
+        print(f"pytest-gpuperf {args.command}: error: {e}", file=sys.stderr)
+        return INPUT_ERROR
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    except BrokenPipeError:  # `pytest-gpuperf list | head`
+        return OK
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

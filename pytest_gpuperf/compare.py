@@ -1,0 +1,394 @@
+"""Comparing two sets of stored runs with the verdict, outside pytest (``pytest-gpuperf compare``).
+
+Each side is a :class:`RunSet`: a stored baseline, or a ``--gpuperf-json``
+run file seen as a baseline of one run per benchmark. For every benchmark of
+the candidate, its runs under its newest environment and settings are
+judged against the reference's comparable runs exactly as the plugin's gate
+judges a test's result (:mod:`pytest_gpuperf.gate`, whose per-result steps
+are :func:`decide_against`, :func:`pool_prior`, :func:`environment_reason`
+and :func:`run_stat` here): the same match of fingerprint and measurement
+settings, the same runner noise prior pooled per environment (every timing
+mode against its own curve), the same ``m`` (reference benchmarks whose test is in the candidate),
+the same telemetry check. The one difference: nothing can be re-measured,
+so every verdict is final (decided as at the last look).
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf import baseline_records as br
+from pytest_gpuperf import baseline_schema as schema
+from pytest_gpuperf.baseline_records import Baseline, RunRecord, record_from_result
+from pytest_gpuperf.errors import CorruptBaseline, GpuPerfError
+from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
+from pytest_gpuperf.model import UNSTABLE_CLASSES, BenchId, Result
+from pytest_gpuperf.reporting import json_report
+from pytest_gpuperf.reporting.history import BenchHistory
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.verdict import Comparison, DecisionPolicy, NoisePrior, RunStat
+
+
+class RunFileError(GpuPerfError):
+    """A file given as a run file or baseline that cannot be read; the message says why."""
+
+    __module__ = "pytest_gpuperf"
+
+
+# --- the gate's per-result steps, without pytest ------------------------------------
+
+
+def run_stat(rec: RunRecord) -> RunStat:
+    """A stored run as the verdict sees it."""
+    from pytest_gpuperf.verdict import RunStat, within_run_se
+
+    return RunStat(
+        median_s=rec.median,
+        unstable=rec.stability in UNSTABLE_CLASSES,
+        stability=rec.stability,
+        within_se=within_run_se(rec.rounds) if rec.rounds else None,
+    )
+
+
+def pool_prior(
+    baseline: Baseline, fingerprint_id: str, policy: DecisionPolicy
+) -> NoisePrior | None:
+    """The runner's noise prior: every benchmark of ``baseline`` in one environment, each
+    timing mode against its own curve."""
+    from pytest_gpuperf.verdict import pool_noise
+
+    groups, modes = [], []
+    for entry in baseline.benchmarks.values():
+        runs = [r for r in entry.runs if r.fingerprint_id == fingerprint_id]
+        if runs:
+            groups.append([run_stat(r) for r in runs])
+            modes.append(entry.mode)
+    return pool_noise(groups, policy, modes=modes)
+
+
+def environment_reason(
+    runs: Sequence[RunRecord],
+    median_s: float,
+    telemetry: Mapping[str, Any] | None,
+    threshold: float,
+) -> tuple[str | None, str | None]:
+    """(why the conditions are not comparable, or a note) from the telemetry of both sides.
+
+    A clock regime that differs materially makes a would-be regression
+    inconclusive, unless the slowdown persists in cycles: then it stands,
+    with the clock difference as a note.
+    """
+    from pytest_gpuperf.telemetry import confirm_in_cycles, regime_difference
+
+    baseline_telemetry = [r.telemetry for r in runs if r.telemetry]
+    if not baseline_telemetry or not telemetry:
+        return None, None
+    reason = regime_difference(baseline_telemetry, telemetry)
+    if reason is None:
+        return None, None
+    check = confirm_in_cycles(
+        [(r.median, r.telemetry) for r in runs], median_s, telemetry, min_change=threshold
+    )
+    if check.confirmed:
+        return None, f"{reason}; the slowdown persists in cycles: {check.explanation}"
+    return f"{reason} ({check.explanation})", None
+
+
+def decide_against(
+    baseline: Baseline,
+    key: str,
+    fp: Mapping[str, Any],
+    measurement_policy: Mapping[str, Any] | None,
+    current: list[RunStat],
+    *,
+    policy: DecisionPolicy,
+    m: int,
+    look: int,
+    name: str,
+    median_s: float,
+    telemetry: Mapping[str, Any] | None = None,
+    priors: dict[str, NoisePrior | None] | None = None,
+    mode: str | None = None,
+) -> Comparison:
+    """The verdict on one benchmark's ``current`` runs against ``baseline`` (the gate's rule)."""
+    from pytest_gpuperf.verdict import decide
+
+    match = baseline.match(key, fp, measurement_policy)
+    if match.status == br.NO_BENCHMARK:
+        return decide([], current, policy=policy, m=m, look=look, name=name)
+    if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
+        other = baseline.runs(key, match.fingerprint_id or "")
+        label = "" if match.status == br.OTHER_ENVIRONMENT else "measurement settings: "
+        return decide(
+            [run_stat(r) for r in other] or [current[0]],
+            current,
+            policy=policy,
+            m=m,
+            look=look,
+            name=name,
+            environment_diff=[label + d for d in match.differences] or ["environment"],
+        )
+    fid = match.fingerprint_id or ""
+    cache = priors if priors is not None else {}
+    if fid not in cache:
+        cache[fid] = pool_prior(baseline, fid, policy)
+    reason, note = environment_reason(match.runs, median_s, telemetry, policy.threshold)
+    c = decide(
+        [run_stat(r) for r in match.runs],
+        current,
+        policy=policy,
+        m=m,
+        look=look,
+        prior=cache[fid],
+        environment_reason=reason,
+        name=name,
+        mode=mode,
+    )
+    return replace(c, notes=(*c.notes, note)) if note else c
+
+
+# --- the two sides --------------------------------------------------------------------
+
+
+@dataclass
+class RunSet:
+    """One side of a comparison.
+
+    ``baseline`` holds its runs (a run file becomes a baseline of one run per
+    benchmark); ``results`` the run file's own results by benchmark key, with
+    everything a baseline does not store (telemetry streams, artifacts, test
+    locations); empty for a stored baseline.
+    """
+
+    label: str
+    baseline: Baseline
+    results: dict[str, Result] = field(default_factory=dict)
+
+    @property
+    def is_run_file(self) -> bool:
+        return bool(self.results)
+
+
+def from_baseline(baseline: Baseline) -> RunSet:
+    return RunSet(baseline.name, baseline)
+
+
+def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) -> RunSet:
+    """A baseline file or a ``--gpuperf-json`` run file, told apart by its ``schema``."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RunFileError(
+            f"{path}: no such file. Give a baseline name (see pytest-gpuperf list) or the "
+            "path of a file written by --gpuperf-json or --gpuperf-save."
+        ) from None
+    except OSError as e:
+        raise RunFileError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(
+            f"{path} is not a JSON file ({e}); give a file written by --gpuperf-json or a "
+            "baseline file"
+        ) from None
+    kind = doc.get("schema") if isinstance(doc, dict) else None
+    if kind == schema.SCHEMA:
+        try:
+            parsed, version = schema.parse(data)
+        except schema.SchemaProblem as e:
+            raise CorruptBaseline(str(path), str(e), e.remedy) from None
+        return from_baseline(Baseline(path.stem, path, parsed, version))
+    if kind == json_report.SCHEMA:
+        try:
+            results = json_report.load_results(doc)
+        except (ValueError, KeyError, TypeError) as e:
+            raise RunFileError(
+                f"{path} cannot be used as a run file: {e}. Write it again with --gpuperf-json."
+            ) from None
+        extra = fingerprint_extra
+        if extra is None:
+            extra = (doc.get("session") or {}).get("fingerprint_extra") or None
+        return run_file(path.name, path, results, created=doc.get("created"), extra=extra)
+    raise RunFileError(
+        f"{path} is neither a pytest-gpuperf baseline nor a results file written by "
+        f"--gpuperf-json (its schema is {kind!r})"
+    )
+
+
+def run_file(
+    label: str,
+    path: Path,
+    results: Sequence[Result],
+    *,
+    created: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> RunSet:
+    """``results`` as a one-run-per-benchmark baseline (results without environment are skipped)."""
+    stamp = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    doc: dict[str, Any] = {
+        "schema": schema.SCHEMA,
+        "schema_version": schema.SCHEMA_VERSION,
+        "name": label,
+        "plugin_version": __version__,
+        "created": stamp,
+        "updated": stamp,
+        "fingerprints": {},
+        "policies": {},
+        "benchmarks": {},
+    }
+    kept: dict[str, Result] = {}
+    for r in results:
+        if not r.environment or not r.rounds:
+            continue
+        fp = fingerprint(r.environment, extra)
+        fid = fingerprint_id(fp)
+        try:
+            rec = record_from_result(r, fingerprint_id=fid, timestamp=stamp)
+        except ValueError:
+            continue
+        pid = content_id(rec["policy"])
+        doc["policies"][pid] = rec["policy"]
+        doc["fingerprints"][fid] = fp
+        entry = doc["benchmarks"].setdefault(
+            r.id.key,
+            {"nodeid": r.id.nodeid, "name": r.id.name, "mode": r.id.mode, "runs": []},
+        )
+        entry["params"] = dict(r.id.params)
+        entry["runs"].append({**rec, "policy": pid})
+        kept[r.id.key] = r
+    return RunSet(label, Baseline(label, path, doc, schema.SCHEMA_VERSION), kept)
+
+
+# --- results from stored runs -----------------------------------------------------------
+
+
+def result_from_record(
+    entry: br.BenchmarkEntry, rec: RunRecord, fp: Mapping[str, Any] | None
+) -> Result:
+    """A stored run as a :class:`Result` (what a baseline keeps of it) for the reports."""
+    return Result(
+        id=BenchId(entry.nodeid, entry.name, entry.mode, tuple(entry.params.items())),
+        device=str((fp or {}).get("device") or "cpu"),
+        rounds=list(rec.rounds),
+        calls_per_round=rec.calls_per_round,
+        first_call_s=rec.first_call_s if rec.first_call_s is not None else float("nan"),
+        trimmed=rec.trimmed or 0,
+        stability=rec.stability,
+        peak_memory_bytes=rec.peak_memory_bytes,
+        flops=rec.flops,
+        bytes=rec.bytes,
+        device_name=(fp or {}).get("gpu_name"),
+        telemetry=dict(rec.telemetry) if rec.telemetry else None,
+        policy=dict(rec.policy),
+        environment=dict(fp) if fp else None,
+        run_id=rec.run_id,
+    )
+
+
+def _newest(entry: br.BenchmarkEntry) -> tuple[RunRecord, list[RunRecord]]:
+    """The newest run, and every run of its environment and settings (oldest first)."""
+    last = entry.runs[-1]
+    same = [
+        r
+        for r in entry.runs
+        if r.fingerprint_id == last.fingerprint_id and r.policy_id == last.policy_id
+    ]
+    return last, same
+
+
+def latest(side: RunSet) -> tuple[list[Result], dict[str, BenchHistory]]:
+    """Each benchmark's newest run as a result, with its history (for show and export)."""
+    b = side.baseline
+    results: list[Result] = []
+    hist: dict[str, BenchHistory] = {}
+    for key, entry in b.benchmarks.items():
+        if not entry.runs:
+            continue
+        last, same = _newest(entry)
+        own = side.results.get(key)
+        res = (
+            copy.deepcopy(own)
+            if own
+            else result_from_record(entry, last, b.fingerprints.get(last.fingerprint_id))
+        )
+        results.append(res)
+        hist[key] = BenchHistory(
+            baseline=b.name,
+            comparable=same,
+            runs=list(entry.runs),
+            fingerprint_id=last.fingerprint_id,
+            reason=f"{len(same)} run(s) in this environment",
+        )
+    return results, hist
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What :func:`compare` found: the candidate's results with ``comparison`` set, and the
+    reference's runs of each benchmark for the plots."""
+
+    results: list[Result]
+    histories: dict[str, BenchHistory]
+    #: benchmarks judged against comparable reference runs (the gated family)
+    m: int
+
+    def kinds(self) -> list[str]:
+        return [str((r.comparison or {}).get("kind")) for r in self.results]
+
+
+def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None = None) -> Outcome:
+    """Judge every benchmark of ``candidate`` against ``reference``; every verdict is final."""
+    from pytest_gpuperf.verdict import DEFAULT_POLICY
+
+    pol = policy or DEFAULT_POLICY
+    ref, cand = reference.baseline, candidate.baseline
+    nodeids = {e.nodeid for e in cand.benchmarks.values()}
+    m = max(1, sum(1 for e in ref.benchmarks.values() if e.nodeid in nodeids))
+    priors: dict[str, NoisePrior | None] = {}
+    results: list[Result] = []
+    hist: dict[str, BenchHistory] = {}
+    for key, entry in cand.benchmarks.items():
+        if not entry.runs:
+            continue
+        last, same = _newest(entry)
+        fp = cand.fingerprints.get(last.fingerprint_id, {})
+        own = candidate.results.get(key)
+        res = copy.deepcopy(own) if own else result_from_record(entry, last, fp)
+        current = [run_stat(r) for r in same]
+        c = decide_against(
+            ref,
+            key,
+            fp,
+            last.policy,
+            current,
+            policy=pol,
+            m=m,
+            look=pol.looks,
+            name=res.id.display,
+            median_s=res.median if res.rounds else last.median,
+            telemetry=res.telemetry,
+            priors=priors,
+            mode=entry.mode,
+        )
+        res.comparison = c.to_dict()
+        results.append(res)
+        match = ref.match(key, fp, last.policy)
+        ref_entry = ref.benchmarks.get(key)
+        hist[key] = BenchHistory(
+            baseline=ref.name,
+            comparable=match.runs if match.status == br.MATCH else (),
+            runs=list(ref_entry.runs) if ref_entry else [],
+            fingerprint_id=last.fingerprint_id,
+            reason=match.reason,
+        )
+    return Outcome(results, hist, m)

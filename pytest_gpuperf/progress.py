@@ -1,0 +1,153 @@
+"""Progress of long work (confirmation runs, artifact capture), on the terminal; quiet under -q.
+
+Work that takes seconds to minutes inside one test (a fresh-process
+re-measurement, an Nsight capture) would otherwise look like a hang. A
+:class:`Progress` shows it only when it lasts: nothing for the first
+``delay_s``; then, on a terminal, one line rewritten in place with the time
+so far; in a CI log (not a terminal), a line when it starts to last and one
+every ``every_s``, then one when it ends. A small thread keeps the clock
+ticking while the caller waits for a subprocess; it never runs during a
+measurement of the process's own (callers wrap waits, not measurements).
+
+Silent under ``-q`` (``--gpuperf-progress=auto``), in xdist workers (their
+output is not shown), and with ``--gpuperf-progress=off``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
+
+
+class Task:
+    """One piece of long work; :meth:`update` changes what the line says about it."""
+
+    def __init__(self, progress: Progress, label: str):
+        self.progress = progress
+        self.label = label
+        self.detail = ""
+        self.started = progress.clock()
+        self.shown = False
+        self.last_line = self.started
+
+    def update(self, detail: str) -> None:
+        """E.g. ``"kernel 3 of 12"``; shown with the next tick."""
+        self.detail = detail
+
+    def text(self, now: float) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"gpuperf: {self.label}{detail} ... {now - self.started:.0f} s"
+
+
+class Progress:
+    def __init__(
+        self,
+        write: Callable[[str], None] | None,
+        *,
+        tty: bool = False,
+        delay_s: float = 2.0,
+        every_s: float = 15.0,
+        clock: Callable[[], float] = time.monotonic,
+        ticker: bool = True,
+    ):
+        self.write = write
+        self.tty = tty
+        self.delay_s = delay_s
+        self.every_s = every_s
+        self.clock = clock
+        self.ticker = ticker
+        self._task: Task | None = None
+        self._lock = threading.Lock()
+        self._width = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.write is not None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config, mode: str = "auto") -> Progress:
+        """Writing to pytest's terminal reporter, around output capturing."""
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        on = mode == "on" or (mode == "auto" and config.get_verbosity() >= 0)
+        if tr is None or not on or hasattr(config, "workerinput"):
+            return cls(None)
+        capture = config.pluginmanager.get_plugin("capturemanager")
+
+        def write(text: str) -> None:
+            ctx = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+            with ctx:
+                tr.write(text, flush=True)
+
+        return cls(write, tty=bool(getattr(tr, "isatty", False)))
+
+    @contextlib.contextmanager
+    def task(self, label: str) -> Iterator[Task]:
+        """``with progress.task("re-measuring test_mm in a fresh process (look 2 of 3)"):``"""
+        task = Task(self, label)
+        if not self.enabled:
+            yield task
+            return
+        with self._lock:
+            self._task = task
+        stop = threading.Event()
+        thread = None
+        if self.ticker:
+            thread = threading.Thread(target=self._run, args=(stop,), daemon=True)
+            thread.start()
+        try:
+            yield task
+        finally:
+            stop.set()
+            if thread is not None:
+                thread.join(timeout=2)
+            with self._lock:
+                self._finish(task)
+                self._task = None
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(1.0):
+            self.tick()
+
+    def tick(self) -> None:
+        """Show the current task if it has lasted (the ticker thread calls this every second)."""
+        with self._lock:
+            task = self._task
+            if task is None or self.write is None:
+                return
+            now = self.clock()
+            if now - task.started < self.delay_s:
+                return
+            if self.tty:
+                line = task.text(now)
+                pad = max(0, self._width - len(line))
+                prefix = "" if task.shown else "\n"
+                self.write(f"{prefix}\r{line}{' ' * pad}")
+                self._width = len(line)
+                task.shown = True
+            elif not task.shown or now - task.last_line >= self.every_s:
+                self.write(task.text(now) + "\n")
+                task.shown = True
+                task.last_line = now
+
+    def _finish(self, task: Task) -> None:
+        if not task.shown or self.write is None:
+            return
+        took = self.clock() - task.started
+        done = f"gpuperf: {task.label}: done in {took:.1f} s"
+        if self.tty:
+            pad = max(0, self._width - len(done))
+            self.write(f"\r{done}{' ' * pad}\n")
+            self._width = 0
+        else:
+            self.write(done + "\n")
+
+
+def silent() -> Progress:
+    """A progress that shows nothing (tests, the CLI, workers)."""
+    return Progress(None)

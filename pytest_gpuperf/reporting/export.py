@@ -1,0 +1,143 @@
+"""Our results in pytest-benchmark's ``--benchmark-json`` format, for the tools that read it.
+
+github-action-benchmark (``tool: pytest``) reads each benchmark's
+``fullname`` and ``stats.ops``, ``stats.stddev``, ``stats.mean`` and
+``stats.rounds``; Bencher's ``python_pytest`` adapter reads ``fullname``,
+``stats.median`` and ``stats.iqr`` (seconds). The document carries every
+field pytest-benchmark writes so that other readers find them too.
+
+Mapping: one benchmark per result; ``fullname`` is the result's baseline
+key (``tests/test_ops.py::test_mm[4096]@cuda-events``: unique, stable across
+runs); ``stats.data`` are the measured rounds (seconds per call, each the
+per-call time of one round of ``iterations`` calls); ``ops`` is calls per
+second. What pytest-benchmark has no field for (mode, stability, verdict,
+throughput) goes into ``extra_info``.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf.model import Result, _json_safe
+from pytest_gpuperf.reporting import verdicts as v
+from pytest_gpuperf.summary import quantile
+
+#: The pytest-benchmark JSON version whose shape this follows.
+FORMAT_VERSION = "5.1.0"
+
+
+def _stats(rounds: Sequence[float], iterations: int) -> dict[str, Any]:
+    xs = sorted(float(x) for x in rounds)
+    n = len(xs)
+    mean = sum(xs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+    q1, q3 = quantile(xs, 0.25), quantile(xs, 0.75)
+    iqr = q3 - q1
+    lo_fence, hi_fence = q1 - 1.5 * iqr, q3 + 1.5 * iqr
+    inside = [x for x in xs if lo_fence <= x <= hi_fence] or xs
+    iqr_out = n - len(inside)
+    sd_out = sum(1 for x in xs if abs(x - mean) > sd) if sd > 0 else 0
+    return {
+        "min": xs[0],
+        "max": xs[-1],
+        "mean": mean,
+        "stddev": sd,
+        "rounds": n,
+        "median": quantile(xs, 0.5),
+        "iqr": iqr,
+        "q1": q1,
+        "q3": q3,
+        "iqr_outliers": iqr_out,
+        "stddev_outliers": sd_out,
+        "outliers": f"{sd_out};{iqr_out}",
+        "ld15iqr": inside[0],
+        "hd15iqr": inside[-1],
+        "ops": 1.0 / mean if mean > 0 else 0.0,
+        "total": sum(xs) * iterations,
+        "data": list(rounds),
+        "iterations": iterations,
+    }
+
+
+def _benchmark(r: Result) -> dict[str, Any]:
+    c = r.comparison or {}
+    params = dict(r.id.params)
+    policy = r.policy or {}
+    extra: dict[str, Any] = {
+        "gpuperf_key": r.id.key,
+        "mode": r.id.mode,
+        "device": r.device,
+        "device_name": r.device_name,
+        "stability": r.stability,
+        "first_call_s": r.first_call_s,
+        "peak_memory_bytes": r.peak_memory_bytes,
+        "tflops": r.tflops,
+        "gbps": r.gbps,
+        "verdict": v.kind_of(r),
+    }
+    if c:
+        extra.update(ratio=c.get("ratio"), baseline_s=c.get("baseline_s"))
+    name = r.id.display if r.id.mode == "cpu" else f"{r.id.display}@{r.id.mode}"
+    return {
+        "group": None,
+        "name": name,
+        "fullname": r.id.key,
+        "params": params or None,
+        "param": "-".join(params.values()) or None,
+        "extra_info": {k: x for k, x in extra.items() if x is not None},
+        "options": {
+            "disable_gc": False,
+            "timer": r.id.mode,
+            "min_rounds": policy.get("rounds"),
+            "max_time": (policy.get("round_ms") or 0) / 1e3 or None,
+            "min_time": None,
+            "warmup": bool(r.warmup),
+        },
+        "stats": _stats(r.rounds, r.calls_per_round),
+    }
+
+
+def machine_info(environment: Mapping[str, Any] | None) -> dict[str, Any]:
+    """pytest-benchmark's ``machine_info`` from our environment record (GPU fields added)."""
+    env = dict(environment or {})
+    info: dict[str, Any] = {
+        "node": env.get("hostname"),
+        "processor": env.get("cpu_model"),
+        "machine": env.get("machine"),
+        "python_implementation": "CPython",
+        "python_version": env.get("python"),
+        "system": env.get("system", "Linux"),
+        "cpu": {"brand_raw": env.get("cpu_model")},
+    }
+    for key in ("gpu_name", "driver", "cuda_runtime", "torch", "triton"):
+        if env.get(key) is not None:
+            info[key] = env[key]
+    return info
+
+
+def pytest_benchmark(
+    results: Sequence[Result],
+    *,
+    created: _dt.datetime | None = None,
+    commit_info: Mapping[str, Any] | None = None,
+) -> str:
+    """The ``--benchmark-json`` document of ``results`` (results without rounds are left out)."""
+    measured = [r for r in results if r.rounds]
+    env = next((r.environment for r in measured if r.environment), None)
+    when = created or _dt.datetime.now(_dt.timezone.utc)
+    doc = {
+        "machine_info": machine_info(env),
+        "commit_info": dict(commit_info or {}),
+        "benchmarks": [_benchmark(r) for r in measured],
+        "datetime": when.isoformat(),
+        "version": FORMAT_VERSION,
+        "generator": f"pytest-gpuperf {__version__}",
+    }
+    return json.dumps(_json_safe(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -1,0 +1,64 @@
+"""What a baseline holds about each benchmark of a report: the runs the plots draw.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gpuperf.baseline_records import MATCH, Baseline, RunRecord
+from pytest_gpuperf.fingerprint import fingerprint, fingerprint_id
+from pytest_gpuperf.model import Result
+
+
+@dataclass(frozen=True)
+class BenchHistory:
+    """One benchmark in a baseline.
+
+    ``comparable`` are the runs the verdict compares with (same environment
+    fingerprint and measurement settings as the current result); ``runs``
+    every stored run of the benchmark, oldest first; ``fingerprint_id`` the
+    current result's fingerprint, so that runs of other environments can be
+    told apart; ``reason`` says what the baseline holds in words.
+    """
+
+    baseline: str
+    comparable: Sequence[RunRecord] = ()
+    runs: Sequence[RunRecord] = ()
+    fingerprint_id: str | None = None
+    reason: str = ""
+
+
+def histories(
+    results: Sequence[Result],
+    baseline: Baseline | None,
+    fingerprint_extra: Mapping[str, Any] | None = None,
+) -> dict[str, BenchHistory]:
+    """The history of each result's benchmark in ``baseline``, by benchmark key.
+
+    ``fingerprint_extra`` must be what the session's fingerprint hook gave,
+    or the comparable runs will not be found.
+    """
+    if baseline is None:
+        return {}
+    out: dict[str, BenchHistory] = {}
+    for r in results:
+        key = r.id.key
+        entry = baseline.benchmarks.get(key)
+        runs = list(entry.runs) if entry else []
+        if not r.environment:
+            out[key] = BenchHistory(baseline.name, (), runs, None, "no environment recorded")
+            continue
+        fp = fingerprint(r.environment, fingerprint_extra)
+        match = baseline.match(key, fp, r.policy or None)
+        out[key] = BenchHistory(
+            baseline=baseline.name,
+            comparable=match.runs if match.status == MATCH else (),
+            runs=runs,
+            fingerprint_id=fingerprint_id(fp),
+            reason=match.reason,
+        )
+    return out

@@ -1,0 +1,386 @@
+"""The HTML report: one self-contained file that opens without a network.
+
+Inline CSS and inline SVG plots (:mod:`pytest_gpuperf.reporting.svg`), no
+script. Per benchmark, regressions first: the verdict and its explanation,
+what the artifacts found, the baseline's and this run's per-run medians and
+rounds, the history of stored runs, telemetry, and relative links to the
+artifacts. Everything from a test or a file is escaped.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting import svg
+from pytest_gpuperf.reporting import verdicts as v
+from pytest_gpuperf.reporting.history import BenchHistory
+from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
+
+#: Badge colours by verdict kind.
+COLORS: dict[str, str] = {
+    v.REGRESSION: "#c62828",
+    v.INCONCLUSIVE: "#b7791f",
+    v.IMPROVEMENT: "#2e7d32",
+    v.DIFFERENT_ENVIRONMENT: "#6b6b6b",
+    v.NO_CHANGE: "#2e7d32",
+    v.NO_BASELINE: "#6b6b6b",
+    v.NOT_COMPARED: "#6b6b6b",
+}
+
+CSS = """
+:root { color-scheme: light; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
+       margin: 0 auto; max-width: 1240px; padding: 20px 28px 60px; background: #fff; }
+h1 { font-size: 24px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 0 0 6px; word-break: break-all; }
+h3 { font-size: 14px; margin: 14px 0 4px; color: #444; }
+.sub { color: #555; margin: 0 0 16px; }
+table { border-collapse: collapse; margin: 6px 0 10px; }
+th, td { text-align: left; padding: 4px 10px; border-bottom: 1px solid #e5e5e5;
+         vertical-align: top; }
+th { background: #f6f6f6; font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.badge { display: inline-block; color: #fff; border-radius: 4px; padding: 1px 8px;
+         font-size: 12px; font-weight: 600; white-space: nowrap; }
+section.bench { border: 1px solid #ddd; border-left-width: 6px; border-radius: 6px;
+                padding: 12px 16px; margin: 18px 0; }
+.plots { display: flex; flex-wrap: wrap; gap: 16px; }
+figure { margin: 0; }
+figcaption { font-size: 12px; color: #555; max-width: 360px; }
+pre { background: #f7f7f7; padding: 10px; border-radius: 4px; overflow-x: auto;
+      font-size: 12.5px; white-space: pre-wrap; }
+.muted { color: #777; }
+.legend span { display: inline-block; width: 10px; height: 10px; border-radius: 5px;
+               margin: 0 4px 0 12px; vertical-align: middle; }
+a { color: #1558b0; }
+"""
+
+#: Nothing is fetched and nothing runs: styles inline, images only as data: URLs.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+#: An artifact's path -> the link to it from the page (None: shown, not linked).
+ArtifactHref = Callable[[str], "str | None"]
+
+
+def default_href(path: str) -> str | None:
+    """A relative link to the artifact's path as given (relative paths only)."""
+    if not path or posixpath.isabs(path.replace("\\", "/")):
+        return None
+    return quote(path.replace("\\", "/"))
+
+
+def _badge(kind: str, label: str) -> str:
+    color = COLORS.get(kind, "#6b6b6b")
+    return f'<span class="badge" style="background:{color}">{escape(label)}</span>'
+
+
+def _anchor(i: int) -> str:
+    return f"bench-{i}"
+
+
+def _summary_table(rows: Sequence[v.Row]) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "verdict",
+            "benchmark",
+            "params",
+            "mode",
+            "change",
+            "interval",
+            "baseline",
+            "current",
+            "runs",
+        )
+    )
+    body = []
+    for i, r in enumerate(rows):
+        body.append(
+            "<tr>"
+            f"<td>{_badge(r.kind, r.label)}</td>"
+            f'<td><a href="#{_anchor(i)}">{escape(r.name)}</a></td>'
+            f"<td>{escape(r.params)}</td>"
+            f"<td>{escape(r.result.id.mode)}</td>"
+            f'<td class="num">{escape(r.change)}</td>'
+            f'<td class="num">{escape(r.interval)}</td>'
+            f'<td class="num">{escape(r.baseline)}</td>'
+            f'<td class="num">{escape(r.current)}</td>'
+            f'<td class="num">{escape(r.runs)}</td>'
+            "</tr>"
+        )
+    return f'<table class="verdicts"><tr>{head}</tr>{"".join(body)}</table>'
+
+
+def _plots(r: v.Row, hist: BenchHistory | None) -> str:
+    res = r.result
+    c = res.comparison or {}
+    comparable = list(hist.comparable) if hist else []
+    current_runs = [
+        float(x) for x in (c.get("current_runs") or []) if isinstance(x, (int, float)) and x > 0
+    ]
+    if not current_runs and res.rounds:
+        current_runs = [res.median]
+    figs = []
+    medians = [
+        svg.Group(f"baseline ({len(comparable)})", [x.median for x in comparable], svg.BASELINE),
+        svg.Group(f"current ({len(current_runs)})", current_runs, svg.CURRENT),
+    ]
+    base_s = c.get("baseline_s")
+    reference = float(base_s) if isinstance(base_s, (int, float)) and not comparable else None
+    caption = "Per-run medians: each dot is one process (run); the verdict compares these."
+    if reference is not None:
+        caption += " Dashed: the baseline's level."
+    figs.append(
+        _figure(
+            svg.strip_box(
+                medians, title=f"per-run medians of {res.id.display}", reference=reference
+            ),
+            caption,
+        )
+    )
+    base_rounds = [x for run in comparable[-1:] for x in run.rounds]
+    rounds = [
+        svg.Group("baseline", base_rounds, svg.BASELINE),
+        svg.Group("current", list(res.rounds), svg.CURRENT),
+    ]
+    figs.append(
+        _figure(
+            svg.strip_box(rounds, title=f"rounds of {res.id.display}"),
+            "Rounds of the newest comparable baseline run and of this run "
+            "(per-call time of each round).",
+        )
+    )
+    if hist is not None and (hist.runs or current_runs):
+        points = [
+            svg.Point(
+                run.median,
+                f"{run.timestamp} run {run.run_id}: {fmt_time(run.median)}"
+                + ("" if run.fingerprint_id == hist.fingerprint_id else " (other environment)"),
+                svg.BASELINE if run.fingerprint_id == hist.fingerprint_id else svg.OTHER,
+            )
+            for run in hist.runs
+        ]
+        if res.rounds:
+            points.append(
+                svg.Point(res.median, f"this run: {fmt_time(res.median)}", svg.CURRENT, True)
+            )
+        figs.append(
+            _figure(
+                svg.history(points, title=f"history of {res.id.display}"),
+                f"History: the median of each run stored in baseline {hist.baseline!r} "
+                "(grey: another environment), then this run.",
+            )
+        )
+    return f'<div class="plots">{"".join(figs)}</div>'
+
+
+def _figure(body: str, caption: str) -> str:
+    return f"<figure>{body}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+_METRICS = (
+    ("sm_clock_mhz", "SM clock", "MHz"),
+    ("mem_clock_mhz", "memory clock", "MHz"),
+    ("power_w", "power", "W"),
+    ("temperature_c", "temperature", "°C"),
+    ("gpu_util_pct", "GPU utilisation", "%"),
+    ("mem_util_pct", "memory utilisation", "%"),
+)
+_SCALARS = (
+    ("sm_clock_max_mhz", "SM clock max", "MHz"),
+    ("power_limit_w", "power limit", "W"),
+    ("samples", "samples in the measurement", ""),
+    ("interval_ms", "sampling interval", "ms"),
+)
+
+
+def _fmt_num(x: Any, unit: str) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "-"
+    return f"{x:.4g} {unit}".rstrip()
+
+
+def _telemetry(t: Mapping[str, Any] | None) -> str:
+    if not t:
+        return ""
+    if t.get("available") is False:
+        return f'<p class="muted">Telemetry unavailable: {escape(str(t.get("reason", "")))}</p>'
+    rows = []
+    for key, label, unit in _METRICS:
+        m = t.get(key)
+        if isinstance(m, Mapping) and "median" in m:
+            rows.append(
+                f"<tr><td>{label}</td><td class='num'>{escape(_fmt_num(m.get('median'), unit))}"
+                f"</td><td class='num'>{escape(_fmt_num(m.get('min'), unit))}</td>"
+                f"<td class='num'>{escape(_fmt_num(m.get('max'), unit))}</td></tr>"
+            )
+    table = (
+        "<table><tr><th>metric</th><th>median</th><th>min</th><th>max</th></tr>"
+        + "".join(rows)
+        + "</table>"
+        if rows
+        else ""
+    )
+    facts = []
+    for key, label, unit in _SCALARS:
+        if t.get(key) is not None:
+            facts.append(f"{label}: {_fmt_num(t.get(key), unit)}")
+    share = t.get("throttled_share")
+    if isinstance(share, (int, float)):
+        facts.append(f"time with a clock slowdown: {fmt_pct(float(share))}")
+    events = t.get("clock_events")
+    if isinstance(events, Mapping) and events:
+        facts.append(
+            "clock events: "
+            + ", ".join(
+                f"{k} {fmt_pct(float(x))}" for k, x in events.items() if isinstance(x, (int, float))
+            )
+        )
+    for key, label in (
+        ("throttled_rounds", "rounds throttled"),
+        ("low_clock_rounds", "rounds at a low clock"),
+    ):
+        marks = t.get(key)
+        if isinstance(marks, list) and t.get("rounds_checked"):
+            facts.append(f"{label}: {len(marks)} of {t['rounds_checked']}")
+    others = t.get("other_processes")
+    if isinstance(others, list) and others:
+        facts.append(f"other processes on the GPU: {len(others)}")
+    items = "".join(f"<li>{escape(f)}</li>" for f in facts)
+    return table + (f"<ul>{items}</ul>" if items else "")
+
+
+def _measurement(res: Result) -> str:
+    s = res.summary
+    facts = [
+        ("median", fmt_time(s.median if res.rounds else None)),
+        ("spread (IQR / median)", fmt_pct(s.rel_iqr)),
+        ("95 % CI of the median", "±" + fmt_pct(s.rel_ci)),
+        ("rounds", f"{s.n} x {res.calls_per_round} calls"),
+        ("first call", fmt_time(res.first_call_s)),
+        ("stability", res.stability),
+        ("peak memory", fmt_bytes(res.peak_memory_bytes)),
+        ("throughput", fmt_rate(res.tflops, res.gbps)),
+    ]
+    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(x)}</td></tr>" for k, x in facts)
+    return f"<table>{cells}</table>"
+
+
+def _artifacts(res: Result, href: ArtifactHref) -> str:
+    arts = v.artifacts(res)
+    if not arts:
+        return ""
+    items = []
+    for a in arts:
+        link = href(a.path) if a.path else None
+        name = escape(a.name)
+        text = f'<a href="{escape(link, quote=True)}">{name}</a>' if link else name
+        if a.kind:
+            text += f" <span class='muted'>({escape(a.kind)})</span>"
+        if a.path and not link:
+            text += f" <span class='muted'>{escape(a.path)}</span>"
+        if a.note:
+            text += f" <span class='muted'>— {escape(a.note)}</span>"
+        items.append(f"<li>{text}</li>")
+    return "<h3>Artifacts</h3><ul>" + "".join(items) + "</ul>"
+
+
+def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) -> str:
+    res = r.result
+    color = COLORS.get(r.kind, "#6b6b6b")
+    params = "" if r.params == "-" else f" · {r.params}"
+    parts = [
+        f'<section class="bench kind-{escape(r.kind)}" id="{_anchor(i)}" '
+        f'style="border-left-color:{color}">',
+        f"<h2>{_badge(r.kind, r.label)} {escape(r.name)}</h2>",
+        f'<p class="muted">{escape(res.id.nodeid)} · {escape(res.id.mode)}{escape(params)}</p>',
+    ]
+    if res.comparison:
+        parts.append(f"<p><strong>{escape(v.summary_line(res))}</strong></p>")
+    diag = v.diagnosis(res)
+    if diag:
+        parts.append(
+            "<h3>Where the time went</h3><ul>"
+            + "".join(f"<li>{escape(d)}</li>" for d in diag)
+            + "</ul>"
+        )
+    parts.append(_plots(r, hist))
+    if hist is not None and not hist.comparable and hist.reason:
+        why = f"Baseline {hist.baseline}: {hist.reason}"
+        parts.append(f'<p class="muted">{escape(why)}</p>')
+    text = v.explanation(res)
+    if text:
+        parts.append(f"<h3>Verdict</h3><pre>{escape(text)}</pre>")
+    parts.append(f"<h3>Measurement</h3>{_measurement(res)}")
+    tele = _telemetry(res.telemetry)
+    if tele:
+        parts.append(f"<h3>Telemetry</h3>{tele}")
+    parts.append(_artifacts(res, href))
+    if res.notes:
+        parts.append(
+            "<h3>Notes</h3><ul>" + "".join(f"<li>{escape(n)}</li>" for n in res.notes) + "</ul>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _environment(results: Sequence[Result]) -> str:
+    env = next((r.environment for r in results if r.environment), None)
+    if not env:
+        return ""
+    cells = "".join(
+        f"<tr><th>{escape(str(k))}</th><td>{escape(str(x))}</td></tr>"
+        for k, x in sorted(env.items())
+        if isinstance(x, (str, int, float, bool)) or x is None
+    )
+    return f"<h3>Environment</h3><table>{cells}</table>"
+
+
+def render(
+    results: Sequence[Result],
+    *,
+    histories: Mapping[str, BenchHistory] | None = None,
+    title: str = "gpuperf report",
+    baseline: str | None = None,
+    artifact_href: ArtifactHref = default_href,
+    generated: _dt.datetime | None = None,
+) -> str:
+    """The whole page. ``histories`` (by benchmark key) feed the baseline plots;
+    ``artifact_href`` turns an artifact into a link relative to where the page is written."""
+    rows = v.rows(results)
+    hist = histories or {}
+    when = (generated or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
+    sub = [v.headline(rows)]
+    if baseline:
+        sub.append(f"baseline {baseline}")
+    sub.append(f"generated {when}")
+    legend = (
+        f'<p class="legend muted">plots:<span style="background:{svg.BASELINE}"></span>baseline'
+        f'<span style="background:{svg.CURRENT}"></span>current'
+        f'<span style="background:{svg.OTHER}"></span>other environment</p>'
+    )
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        f'<p class="sub">{escape(" · ".join(sub))}</p>',
+        _summary_table(rows) if rows else "<p>No benchmark ran.</p>",
+        legend if rows else "",
+        *(_section(i, r, hist.get(r.result.id.key), artifact_href) for i, r in enumerate(rows)),
+        _environment(results),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(b for b in body if b)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,154 @@
+"""The Markdown report: a GitHub-flavoured verdict table, regressions first, then their details.
+
+The same text goes to ``$GITHUB_STEP_SUMMARY`` under GitHub Actions and to
+``--gpuperf-markdown=PATH`` for other CI systems (GitLab, Buildkite and
+Jenkins render it too). Everything that comes from a test (ids, parameters,
+notes) is escaped, so a hostile test id cannot break the table or inject
+HTML.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting import verdicts as v
+
+#: Marks in the table's first column.
+ICONS: dict[str, str] = {
+    v.REGRESSION: "🔴",
+    v.INCONCLUSIVE: "🟡",
+    v.IMPROVEMENT: "🟢",
+    v.DIFFERENT_ENVIRONMENT: "⚪",
+    v.NO_CHANGE: "✅",
+    v.NO_BASELINE: "⚪",
+    v.NOT_COMPARED: "⚪",
+}
+#: Kinds whose explanation is shown open; the others are folded.
+OPEN_KINDS = (v.REGRESSION,)
+#: Kinds that get a details section at all.
+DETAIL_KINDS = (v.REGRESSION, v.INCONCLUSIVE, v.IMPROVEMENT, v.DIFFERENT_ENVIRONMENT)
+
+_INLINE = re.compile(r"([\\`*_{}\[\]|~!])")
+_LEADING = re.compile(r"^([#+=-])")
+
+
+def escape(text: object) -> str:
+    """Text that GitHub Markdown shows as it is, also inside a table cell (one line).
+
+    HTML's ``& < >`` become entities, inline Markdown punctuation and ``|`` get a
+    backslash, a leading ``# + = -`` too, and newlines become spaces.
+    """
+    s = " ".join(str(text).split())  # a newline would end the table row
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _LEADING.sub(r"\\\1", _INLINE.sub(r"\\\1", s))
+
+
+def code_block(text: str, info: str = "text") -> str:
+    """``text`` in a fenced block whose fence is longer than any backtick run inside it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text.rstrip()}\n{fence}"
+
+
+def table(rows: Sequence[v.Row]) -> str:
+    head = ["", "benchmark", "params", "mode", "verdict", "change", "interval", "baseline"]
+    head += ["current", "runs (base / current)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        verdict = f"**{escape(r.label)}**" if r.kind == v.REGRESSION else escape(r.label)
+        cells = [
+            ICONS.get(r.kind, ""),
+            escape(r.name),
+            escape(r.params),
+            escape(r.result.id.mode),
+            verdict,
+            escape(r.change),
+            escape(r.interval),
+            escape(r.baseline),
+            escape(r.current),
+            escape(r.runs),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _artifacts(result: Result) -> list[str]:
+    out = []
+    for a in v.artifacts(result):
+        text = f"`{_code(a.name)}`"
+        if a.kind:
+            text += f" ({escape(a.kind)})"
+        if a.path and a.path != a.name:
+            text += f": `{_code(a.path)}`"
+        if a.note:
+            text += f" — {escape(a.note)}"
+        out.append(f"- {text}")
+    return out
+
+
+def _code(s: str) -> str:
+    """Inline code cannot hold a backtick or a newline; replace them."""
+    return " ".join(s.replace("`", "'").split())
+
+
+def details(r: v.Row) -> str:
+    """One benchmark's section: summary line, diagnosis, explanation, artifacts."""
+    res = r.result
+    heading = f"{r.name} ({res.id.mode}): {r.label}"
+    icon = ICONS.get(r.kind, "")
+    body: list[str] = []
+    diag = v.diagnosis(res)
+    if diag:
+        body.append("**Where the time went**")
+        body.append("")
+        body.extend(f"- {escape(line)}" for line in diag)
+        body.append("")
+    explanation = v.explanation(res)
+    if explanation:
+        body.append(code_block(explanation))
+        body.append("")
+    arts = _artifacts(res)
+    if arts:
+        body.append("**Artifacts** (uploaded with the job's artifacts)")
+        body.append("")
+        body.extend(arts)
+        body.append("")
+    if res.notes:
+        body.extend(f"- {escape(n)}" for n in res.notes)
+        body.append("")
+    if r.kind in OPEN_KINDS:
+        return "\n".join([f"#### {icon} {escape(heading)}", "", *body]).rstrip()
+    # Inside an HTML block Markdown escapes are not processed: escape for HTML only.
+    summary = f"{icon} {html.escape(' '.join(heading.split()))}"
+    return "\n".join(["<details>", f"<summary>{summary}</summary>", "", *body, "</details>"])
+
+
+def render(
+    results: Sequence[Result],
+    *,
+    title: str = "gpuperf",
+    baseline: str | None = None,
+    footer: Sequence[str] = (),
+    with_details: bool = True,
+) -> str:
+    """The whole report: a headline, the table, then a section per benchmark that needs one."""
+    rs = v.rows(results)
+    lines = [f"## {escape(title)}: {escape(v.headline(rs))}", ""]
+    if baseline:
+        lines += [f"Compared with baseline `{_code(baseline)}`.", ""]
+    if not rs:
+        lines.append("No benchmark ran.")
+    else:
+        lines += [table(rs), ""]
+        if with_details:
+            for r in rs:
+                if r.kind in DETAIL_KINDS:
+                    lines += [details(r), ""]
+    for f in footer:
+        lines += [escape(f), ""]
+    return "\n".join(lines).rstrip() + "\n"

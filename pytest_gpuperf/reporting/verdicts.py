@@ -1,0 +1,307 @@
+"""What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
+
+The Markdown summary, the GitHub annotations, the JUnit properties, the
+HTML report and the CLI tables all read ``Result.comparison`` (a
+``verdict.Comparison.to_dict()``) through :func:`rows`, so they order
+benchmarks alike (regressions first) and write the same numbers.
+
+Artifacts are the dicts of ``Result.artifacts``; the keys read here are
+``path`` (a file or folder, relative to the rootdir or absolute), ``name``
+(shown instead of the path's last part), ``kind`` (``"nsys"``, ``"ncu"``,
+``"torch-profiler"``, ...) and ``summary`` (a line or a list of lines saying
+what the artifact found: where the time went). Anything else is ignored.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+from pytest_gpuperf.verdict import (
+    DIFFERENT_ENVIRONMENT,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_BASELINE,
+    NO_CHANGE,
+    REGRESSION,
+)
+
+__all__ = [
+    "DIFFERENT_ENVIRONMENT",
+    "IMPROVEMENT",
+    "INCONCLUSIVE",
+    "NOT_COMPARED",
+    "NO_BASELINE",
+    "NO_CHANGE",
+    "ORDER",
+    "REGRESSION",
+    "Artifact",
+    "Row",
+    "artifacts",
+    "counts",
+    "diagnosis",
+    "explanation",
+    "headline",
+    "kind_of",
+    "row",
+    "rows",
+    "summary_line",
+]
+
+#: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
+NOT_COMPARED = "not-compared"
+
+#: Report order: what needs a person's attention first.
+ORDER: tuple[str, ...] = (
+    REGRESSION,
+    INCONCLUSIVE,
+    IMPROVEMENT,
+    DIFFERENT_ENVIRONMENT,
+    NO_CHANGE,
+    NO_BASELINE,
+    NOT_COMPARED,
+)
+LABELS: dict[str, str] = {
+    REGRESSION: "regression",
+    INCONCLUSIVE: "inconclusive",
+    IMPROVEMENT: "improvement",
+    DIFFERENT_ENVIRONMENT: "different environment",
+    NO_CHANGE: "no change",
+    NO_BASELINE: "no baseline",
+    NOT_COMPARED: "not compared",
+}
+#: Plural forms for headlines ("2 regressions, 1 no change").
+PLURALS: dict[str, str] = {
+    REGRESSION: "regressions",
+    INCONCLUSIVE: "inconclusive",
+    IMPROVEMENT: "improvements",
+    DIFFERENT_ENVIRONMENT: "in a different environment",
+    NO_CHANGE: "no change",
+    NO_BASELINE: "without baseline",
+    NOT_COMPARED: "not compared",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One result as the reports show it; strings are ready to print (``-`` when unknown)."""
+
+    result: Result
+    kind: str
+    #: False while the verdict waits for a confirmation run (a suspect, not yet a verdict)
+    final: bool
+    ratio: float | None
+    change: str
+    interval: str
+    baseline: str
+    current: str
+    #: baseline runs / current runs that the verdict used ("20 / 3"), "-" without a verdict
+    runs: str
+
+    @property
+    def label(self) -> str:
+        text = LABELS.get(self.kind, self.kind)
+        return text if self.final else f"{text} (suspect)"
+
+    @property
+    def name(self) -> str:
+        """The benchmark as a user reads it: the test id's last part plus measurement name."""
+        return self.result.id.display
+
+    @property
+    def params(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.result.id.params) or "-"
+
+
+def kind_of(result: Result) -> str:
+    c = result.comparison
+    if not c or not isinstance(c.get("kind"), str):
+        return NOT_COMPARED
+    return str(c["kind"])
+
+
+def _num(c: Mapping[str, Any], key: str) -> float | None:
+    v = c.get(key)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def _signed(x: float | None) -> str:
+    return fmt_pct(x, digits=1, sign=True)
+
+
+def row(result: Result) -> Row:
+    c = result.comparison or {}
+    kind = kind_of(result)
+    ratio, lo, hi = _num(c, "ratio"), _num(c, "ratio_low"), _num(c, "ratio_high")
+    change = _signed(ratio - 1) if ratio is not None else "-"
+    if lo is not None and hi is not None:
+        level = _num(c, "ci_level") or 0.9
+        interval = f"{_signed(lo - 1)} to {_signed(hi - 1)} ({100 * level:.0f} % CI)"
+    else:
+        interval = "-"
+    current = _num(c, "current_s")
+    if current is None and result.rounds:
+        current = result.median
+    k, r = c.get("k"), c.get("r")
+    counted = isinstance(k, int) and isinstance(r, int) and kind != NOT_COMPARED
+    runs = f"{k} / {r}" if counted else "-"
+    return Row(
+        result=result,
+        kind=kind,
+        final=bool(c.get("final", True)),
+        ratio=ratio,
+        change=change,
+        interval=interval,
+        baseline=fmt_time(_num(c, "baseline_s")),
+        current=fmt_time(current),
+        runs=runs,
+    )
+
+
+def _rank(r: Row) -> tuple[int, float]:
+    kind_rank = ORDER.index(r.kind) if r.kind in ORDER else len(ORDER)
+    # Largest slowdown first among regressions and inconclusive; others keep their order.
+    worst = -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0
+    return (kind_rank, worst)
+
+
+def rows(results: Iterable[Result]) -> list[Row]:
+    """Every result as a :class:`Row`, regressions first (largest slowdown first), then
+    inconclusive, improvements, different environment, no change, no baseline, not compared;
+    the collection order otherwise."""
+    return sorted((row(r) for r in results), key=_rank)
+
+
+def counts(rs: Sequence[Row]) -> dict[str, int]:
+    """How many rows of each kind, in report order (kinds with none left out)."""
+    out: dict[str, int] = {}
+    for kind in ORDER:
+        n = sum(1 for r in rs if r.kind == kind)
+        if n:
+            out[kind] = n
+    for r in rs:  # a kind this version does not know
+        if r.kind not in ORDER:
+            out[r.kind] = out.get(r.kind, 0) + 1
+    return out
+
+
+def headline(rs: Sequence[Row]) -> str:
+    """``"2 regressions, 1 inconclusive, 9 no change"`` (or ``"no benchmarks"``)."""
+    if not rs:
+        return "no benchmarks"
+    parts = []
+    for kind, n in counts(rs).items():
+        word = LABELS.get(kind, kind) if n == 1 else PLURALS.get(kind, kind)
+        parts.append(f"{n} {word}")
+    return ", ".join(parts)
+
+
+def summary_line(result: Result) -> str:
+    """One line on the verdict (``verdict`` module's wording), or the median without one."""
+    c = result.comparison
+    if not c:
+        return f"{result.id.display}: {fmt_time(result.median if result.rounds else None)}"
+    from pytest_gpuperf.reporting.explain import summary_line as _summary_line
+    from pytest_gpuperf.verdict import Comparison
+
+    return _summary_line(_with_name(Comparison.from_dict(c), result))
+
+
+def explanation(result: Result) -> str:
+    """The verdict's multi-line explanation (the failure text of a regression), or ``""``."""
+    c = result.comparison
+    if not c:
+        return ""
+    from pytest_gpuperf.reporting.explain import explain
+    from pytest_gpuperf.verdict import Comparison
+
+    return explain(_with_name(Comparison.from_dict(c), result))
+
+
+def _with_name(c: Any, result: Result) -> Any:
+    from dataclasses import replace
+
+    return c if c.name else replace(c, name=result.id.display)
+
+
+def diagnosis(result: Result) -> list[str]:
+    """What the captured artifacts found (where the time went), as lines.
+
+    From the verdict's ``diagnosis`` (a dict with ``paragraph`` and
+    ``details``, or text) and from each artifact's ``summary`` or
+    ``diagnosis`` when it is text or a list of lines.
+    """
+    lines: list[str] = []
+    for source in [(result.comparison or {}).get("diagnosis"), *result.artifacts]:
+        if isinstance(source, Mapping) and ("paragraph" in source or "details" in source):
+            lines += _lines(source.get("paragraph"))
+            lines += _lines(source.get("details"))
+        elif isinstance(source, Mapping):
+            lines += _lines(source.get("summary")) + _lines(source.get("diagnosis"))
+        else:
+            lines += _lines(source)
+    return lines
+
+
+def _lines(x: Any) -> list[str]:
+    if isinstance(x, str):
+        return [ln.strip() for ln in x.splitlines() if ln.strip()]
+    if isinstance(x, (list, tuple)):
+        return [str(ln).strip() for ln in x if isinstance(ln, str) and ln.strip()]
+    if isinstance(x, Mapping) and ("paragraph" in x or "details" in x):
+        return _lines(x.get("paragraph")) + _lines(x.get("details"))
+    return []
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file (or folder) a report links to, or a capture that produced none (``note``)."""
+
+    name: str
+    kind: str | None
+    path: str | None
+    note: str | None = None
+
+
+def artifacts(result: Result) -> list[Artifact]:
+    """The result's artifacts, one per file.
+
+    An entry is ``{"path", "name"?, "kind"?}`` or a capture's
+    ``{"collector", "status", "reason", "files": [...]}``; a capture that
+    failed or was skipped appears once, with its reason as ``note``.
+    """
+    out: list[Artifact] = []
+    for a in result.artifacts:
+        if not isinstance(a, Mapping):
+            continue
+        kind = a.get("kind") or a.get("collector")
+        kind = str(kind) if kind else None
+        files = a.get("files")
+        paths = [str(f) for f in files if f] if isinstance(files, list) else []
+        if a.get("path"):
+            paths.insert(0, str(a["path"]))
+        status = a.get("status")
+        note = None
+        if status and status != "ok":
+            note = f"{status}: {a.get('reason')}" if a.get("reason") else str(status)
+        if not paths:
+            if note:
+                out.append(Artifact(kind or "capture", kind, None, note))
+            continue
+        name = a.get("name") if len(paths) == 1 and isinstance(a.get("name"), str) else None
+        for p in paths:
+            out.append(Artifact(name or _basename(p), kind, p, note))
+    return out
+
+
+def _basename(path: str) -> str:
+    return posixpath.basename(path.replace("\\", "/").rstrip("/")) or path

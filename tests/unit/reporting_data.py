@@ -1,0 +1,174 @@
+"""Results with synthetic verdicts for the renderer tests (no measurement, no verdict maths)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from typing import Any
+
+from pytest_gpuperf.model import BenchId, Result
+
+GPU_ENV: dict[str, Any] = {
+    "device": "cuda",
+    "gpu_name": "NVIDIA H200",
+    "sm_count": 132,
+    "gpu_memory_bytes": 150_121_086_976,
+    "compute_capability": "9.0",
+    "driver": "580.159.04",
+    "cuda_runtime": "13.0",
+    "torch": "2.13.0+cu130",
+    "triton": "3.6.0",
+    "python": "3.12.3",
+    "hostname": "runner-1",
+}
+POLICY: dict[str, Any] = {"round_ms": 5.0, "rounds": 30, "warmup_ms": 500.0, "l2_flush": True}
+#: A test id built to break Markdown tables, HTML and workflow commands.
+HOSTILE = "test_x[<script>alert(1)</script>|a,b:c%0A\n*bold* `code` [link](http://evil)]"
+T0 = dt.datetime(2025, 11, 29, 19, 38, tzinfo=dt.timezone.utc)
+
+
+def rounds(level: float, n: int = 30, noise: float = 0.01, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [level * math.exp(rng.gauss(0, noise)) for _ in range(n)]
+
+
+def comparison(
+    kind: str,
+    ratio: float | None = 1.0,
+    *,
+    baseline_s: float = 5.0e-4,
+    k: int = 20,
+    r: int = 3,
+    final: bool = True,
+    reasons: tuple[str, ...] = (),
+    environment: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A ``Comparison.to_dict()`` with plausible numbers (not from the verdict maths)."""
+    no_numbers = kind == "no-baseline" or ratio is None
+    current_s = baseline_s * (ratio or 1.0)
+    d: dict[str, Any] = {
+        "kind": kind,
+        "final": final,
+        "look": 3 if final else 1,
+        "looks": 3,
+        "m": 8,
+        "name": None,
+        "k": 0 if kind == "no-baseline" else k,
+        "r": r,
+        "baseline_s": None if kind == "no-baseline" else baseline_s,
+        "current_s": current_s,
+        "ratio": None if no_numbers else ratio,
+        "ratio_low": None if no_numbers else ratio * 0.985,
+        "ratio_high": None if no_numbers else ratio * 1.015,
+        "ci_level": 0.9,
+        "p_slow": None if no_numbers else (1e-6 if kind == "regression" else 0.4),
+        "p_fast": None if no_numbers else 0.6,
+        "alpha": 0.00125,
+        "alpha_family": 0.01,
+        "threshold": 0.03,
+        "threshold_in_force": None if no_numbers else 0.03,
+        "threshold_reason": None if no_numbers else "threshold",
+        "detect": 0.05,
+        "noise": None if no_numbers else 0.008,
+        "noise_runs": None if no_numbers else 0.007,
+        "noise_reason": None if no_numbers else "runs",
+        "noise_floor": None if no_numbers else 0.0025,
+        "prior_noise": None if no_numbers else 0.01,
+        "prior_df": None if no_numbers else 10.0,
+        "prior_df_runner": None if no_numbers else 10.0,
+        "prior_source": None if no_numbers else "pooled",
+        "prior_benchmarks": 0 if no_numbers else 8,
+        "df": None if no_numbers else 25.0,
+        "se": None if no_numbers else 0.006,
+        "mde": None if no_numbers else 0.041,
+        "runs_needed": None,
+        "p_disagree": None,
+        "reasons": list(reasons),
+        "notes": [],
+        "environment": list(environment),
+        "current_runs": [current_s * f for f in (0.998, 1.0, 1.003)][:r],
+    }
+    return d
+
+
+def result(
+    test: str = "test_mm[4096-bf16]",
+    *,
+    kind: str | None = "no-change",
+    ratio: float | None = 1.0,
+    name: str | None = None,
+    mode: str = "cuda-events",
+    level: float = 5.0e-4,
+    line: int | None = 12,
+    seed: int = 0,
+    **kw: Any,
+) -> Result:
+    nodeid = f"tests/test_ops.py::{test}"
+    cur = level * (ratio or 1.0)
+    res = Result(
+        id=BenchId(nodeid, name, mode, (("shape", "4096x4096"), ("dtype", "bfloat16"))),
+        device="cuda",
+        rounds=rounds(cur, seed=seed),
+        calls_per_round=16,
+        first_call_s=0.012,
+        device_name="NVIDIA H200",
+        flops=2 * 4096**3,
+        peak_memory_bytes=3 * 2**25,
+        policy=dict(POLICY),
+        environment=dict(GPU_ENV),
+        run_id="20251129T193800Z-abc123",
+        location=["tests/test_ops.py", line] if line else None,
+    )
+    if kind is not None:
+        res.comparison = comparison(kind, ratio, baseline_s=level, **kw)
+    return res
+
+
+def session() -> list[Result]:
+    """A session of every verdict kind, in an order that is not the report's."""
+    return [
+        result("test_add[1M]", kind="no-change", ratio=1.004, line=30, seed=1),
+        result("test_mm[4096-bf16]", kind="regression", ratio=1.062, line=12, seed=2),
+        result("test_softmax[8k]", kind="improvement", ratio=0.91, line=44, seed=3),
+        result(
+            "test_ln[4k]",
+            kind="inconclusive",
+            ratio=1.03,
+            line=51,
+            seed=4,
+            reasons=(
+                "too noisy: it neither shows a slowdown above the threshold nor rules out one of 5 %",
+            ),
+        ),
+        result("test_mm[8192-bf16]", kind="regression", ratio=1.21, line=12, seed=5),
+        result("test_new[1]", kind="no-baseline", ratio=None, line=60, seed=6),
+        result(
+            "test_conv[64]",
+            kind="different-environment",
+            ratio=1.5,
+            line=70,
+            seed=7,
+            environment=("driver 575.57.08 -> 580.159.04",),
+        ),
+    ]
+
+
+def save_history(root: Any, results: list[Result], runs: int = 6, name: str = "main") -> Any:
+    """Save ``runs`` earlier runs of each result's benchmark into baseline ``name`` under ``root``."""
+    import copy
+
+    from pytest_gpuperf.baseline import BaselineStore
+
+    store = BaselineStore(root)
+    for i in range(runs):
+        batch = []
+        for res in results:
+            old = copy.deepcopy(res)
+            old.comparison = None
+            level = res.median / ((res.comparison or {}).get("ratio") or 1.0)
+            old.rounds = rounds(level * (1 + 0.004 * (i % 3 - 1)), seed=100 + i)
+            old.run_id = f"run-{i}"
+            batch.append(old)
+        store.save(name, batch, now=T0 + dt.timedelta(hours=i))
+    return store.load(name)

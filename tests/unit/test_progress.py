@@ -1,0 +1,115 @@
+"""Progress lines: only for work that lasts, rewritten on a terminal, throttled in a log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_gpuperf.progress import Progress, silent
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make(tty: bool) -> tuple[Progress, Clock, list[str]]:
+    clock, out = Clock(), []
+    return Progress(out.append, tty=tty, clock=clock, ticker=False), clock, out
+
+
+def test_quick_work_shows_nothing() -> None:
+    p, clock, out = make(tty=False)
+    with p.task("capturing nsys for test_mm"):
+        clock.t += 1.5
+        p.tick()
+    assert out == []
+
+
+def test_log_lines_when_work_lasts() -> None:
+    p, clock, out = make(tty=False)
+    with p.task("re-measuring test_mm in a fresh process (look 2 of 3)") as task:
+        for _ in range(40):
+            clock.t += 1
+            if clock.t - 100 == 10:
+                task.update("starting CUDA")
+            p.tick()
+    assert out[0] == "gpuperf: re-measuring test_mm in a fresh process (look 2 of 3) ... 2 s\n"
+    assert out[1].endswith("(starting CUDA) ... 17 s\n")  # every 15 s
+    assert len(out) == 4  # 2 s, 17 s, 32 s, done
+    assert (
+        out[-1]
+        == "gpuperf: re-measuring test_mm in a fresh process (look 2 of 3): done in 40.0 s\n"
+    )
+
+
+def test_terminal_line_rewritten_in_place() -> None:
+    p, clock, out = make(tty=True)
+    with p.task("capturing ncu"):
+        for _ in range(5):
+            clock.t += 1
+            p.tick()
+    assert out[0].startswith("\n\rgpuperf: capturing ncu ... 2 s")
+    assert all(o.startswith("\r") for o in out[1:])
+    assert len(out) == 5 and out[-1].startswith("\rgpuperf: capturing ncu: done in 5.0 s")
+    assert out[-1].endswith("\n")
+
+
+def test_silent_progress_runs_the_work() -> None:
+    p = silent()
+    ran = []
+    with p.task("x") as task:
+        task.update("y")
+        p.tick()
+        ran.append(1)
+    assert ran == [1] and not p.enabled
+
+
+def test_the_ticker_thread_shows_a_lasting_task() -> None:
+    import time
+
+    out: list[str] = []
+    p = Progress(out.append, delay_s=0.0)
+    with p.task("waiting"):
+        time.sleep(1.3)
+    assert out and out[-1].startswith("gpuperf: waiting: done in")
+
+
+class FakeTerminal:
+    isatty = False
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+
+    def write(self, text: str, flush: bool = False) -> None:
+        self.text.append(text)
+
+
+class FakeConfig:
+    def __init__(self, verbosity: int, worker: bool = False) -> None:
+        self.tr = FakeTerminal()
+        self.verbosity = verbosity
+        self.pluginmanager = self
+        if worker:
+            self.workerinput: dict[str, Any] = {}
+
+    def get_plugin(self, name: str) -> Any:
+        return self.tr if name == "terminalreporter" else None
+
+    def get_verbosity(self) -> int:
+        return self.verbosity
+
+
+def test_from_config_quiet_under_q_and_in_workers() -> None:
+    assert Progress.from_config(FakeConfig(0), "auto").enabled  # type: ignore[arg-type]
+    assert not Progress.from_config(FakeConfig(-1), "auto").enabled  # type: ignore[arg-type]
+    assert Progress.from_config(FakeConfig(-1), "on").enabled  # type: ignore[arg-type]
+    assert not Progress.from_config(FakeConfig(0), "off").enabled  # type: ignore[arg-type]
+    assert not Progress.from_config(FakeConfig(0, worker=True), "on").enabled  # type: ignore[arg-type]
+    cfg = FakeConfig(0)
+    p = Progress.from_config(cfg, "auto")  # type: ignore[arg-type]
+    assert p.write is not None
+    p.write("hello\n")
+    assert cfg.tr.text == ["hello\n"]

@@ -1,0 +1,84 @@
+"""write_ci_outputs: the files, the step summary and the annotations of a session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.reporting.ci import artifact_href, write_ci_outputs
+from tests.unit.reporting_data import save_history, session
+
+
+def settings(**kw: Any) -> dict[str, Any]:
+    return {"markdown": None, "html": None, "github": "auto", **kw}
+
+
+def test_markdown_and_html_files(tmp_path: Path) -> None:
+    results = session()
+    base = save_history(tmp_path / "b", results)
+    out = write_ci_outputs(
+        settings(markdown="out/report.md", html="out/report.html"),
+        results,
+        baseline=base,
+        env={},
+        rootdir=tmp_path,
+        cwd=tmp_path,
+    )
+    assert out.errors == [] and out.annotations == []
+    assert out.messages == [
+        f"Markdown report written to {tmp_path / 'out/report.md'}",
+        f"HTML report written to {tmp_path / 'out/report.html'}",
+    ]
+    assert "Compared with baseline `main`" in (tmp_path / "out/report.md").read_text()
+    page = (tmp_path / "out/report.html").read_text()
+    assert "history of test_mm[4096-bf16]" in page and "baseline (6)" in page
+
+
+def test_github_actions_step_summary_and_annotations(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_WORKSPACE": str(tmp_path),
+    }
+    out = write_ci_outputs(settings(), session(), env=env, rootdir=tmp_path / "pkg")
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## gpuperf: 2 regressions")  # appended, not replaced
+    assert [a.split(" ", 1)[0] for a in out.annotations] == ["::error"] * 2 + ["::warning"]
+    assert "file=pkg/tests/test_ops.py,line=12" in out.annotations[0]
+    assert "step summary added to $GITHUB_STEP_SUMMARY" in out.messages
+
+
+def test_github_outputs_off_and_outside_actions(tmp_path: Path) -> None:
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md")}
+    assert write_ci_outputs(settings(github="off"), session(), env=env).annotations == []
+    assert not (tmp_path / "s.md").exists()
+    assert write_ci_outputs(settings(), session(), env={}).annotations == []
+    forced = write_ci_outputs(settings(github="on"), session(), env={})
+    assert len(forced.annotations) == 3  # no summary file to write, annotations still printed
+
+
+def test_unwritable_reports_are_errors_not_exceptions(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "file" / "s.md")}
+    out = write_ci_outputs(
+        settings(markdown=str(tmp_path / "file" / "r.md")), session(), env=env, cwd=tmp_path
+    )
+    assert len(out.errors) == 2
+    assert "cannot write the Markdown report to" in out.errors[0]
+    assert "cannot append to $GITHUB_STEP_SUMMARY" in out.errors[1]
+
+
+def test_no_results_no_outputs(tmp_path: Path) -> None:
+    out = write_ci_outputs(settings(markdown="r.md"), [], env={}, cwd=tmp_path)
+    assert out.messages == [] and not (tmp_path / "r.md").exists()
+
+
+def test_artifact_links_relative_to_the_report(tmp_path: Path) -> None:
+    href = artifact_href(tmp_path / "reports" / "r.html", tmp_path)
+    assert href("gpuperf-artifacts/t 1/trace.nsys-rep") == (
+        "../gpuperf-artifacts/t%201/trace.nsys-rep"
+    )
+    assert href(str(tmp_path / "reports" / "a.ncu-rep")) == "a.ncu-rep"
+    assert href("") is None

@@ -1,0 +1,194 @@
+"""The HTML report: content, escaping, self-containment; rendered in a real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.reporting import html, svg
+from pytest_gpuperf.reporting.history import histories
+from tests.unit.reporting_data import HOSTILE, result, save_history, session
+
+
+def report(tmp_path: Path) -> str:
+    results = [*session(), result(HOSTILE, kind="regression", ratio=1.1, line=80)]
+    results[1].artifacts = [
+        {
+            "kind": "nsys",
+            "path": "gpuperf-artifacts/test mm/trace#1.nsys-rep",
+            "summary": ["sm90_gemm: 92 % of GPU time (+6 %)"],
+        },
+        {"kind": "ncu", "path": "/abs/path/gemm.ncu-rep"},
+    ]
+    results[1].telemetry = {
+        "available": True,
+        "sm_clock_mhz": {"min": 1755.0, "median": 1980.0, "max": 1980.0},
+        "power_w": {"min": 310.0, "median": 452.5, "max": 690.0},
+        "throttled_share": 0.02,
+        "clock_events": {"sw_power_cap": 0.02},
+        "sm_clock_max_mhz": 1980,
+        "samples": 120,
+        "rounds_checked": 30,
+        "throttled_rounds": [3, 4],
+    }
+    results[2].telemetry = {"available": False, "reason": "NVML not installed"}
+    base = save_history(tmp_path / "baselines", results)
+    return html.render(results, histories=histories(results, base), baseline="main")
+
+
+def test_sections_in_report_order_with_plots_and_numbers(tmp_path: Path) -> None:
+    page = report(tmp_path)
+    order = [m.group(1) for m in re.finditer(r'<section class="bench kind-([a-z-]+)"', page)]
+    assert order[:4] == ["regression"] * 3 + ["inconclusive"]
+    assert order[-1] == "no-baseline"
+    assert page.count("<svg") >= 3 * len(order) - 1  # medians, rounds, history (no-baseline: 2)
+    assert "REGRESSION, confirmed" in page  # the verdict's explanation
+    assert "sm90_gemm: 92 % of GPU time (+6 %)" in page
+    assert "1980 MHz" in page and "452.5 W" in page and "rounds throttled: 2 of 30" in page
+    assert "Telemetry unavailable: NVML not installed" in page
+    assert "history of test_mm[4096-bf16]" in page
+
+
+def test_self_contained(tmp_path: Path) -> None:
+    page = report(tmp_path)
+    assert "<script" not in page  # no script at all (the hostile id is escaped)
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<link" not in page and "@import" not in page
+    assert "default-src 'none'" in page
+
+
+def test_hostile_test_id_is_escaped(tmp_path: Path) -> None:
+    page = report(tmp_path)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "[link](http://evil)" in page  # shown as text, not a link
+    assert 'href="http://evil"' not in page
+
+
+def test_artifact_links_are_relative_and_quoted(tmp_path: Path) -> None:
+    page = report(tmp_path)
+    assert 'href="gpuperf-artifacts/test%20mm/trace%231.nsys-rep"' in page
+    # an absolute path is shown, not linked
+    assert "/abs/path/gemm.ncu-rep" in page and 'href="/abs' not in page
+    assert html.default_href("javascript:alert(1)") == "javascript%3Aalert%281%29"
+
+
+def test_nice_ticks() -> None:
+    assert svg.nice_ticks(0.0, 1.0) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert svg.nice_ticks(4.93e-4, 5.12e-4)[0] >= 4.93e-4
+    assert svg.nice_ticks(1.0, 1.0) == [1.0]
+
+
+# --- in a real browser ---------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs chromium (apt-get install chromium)"
+)
+
+
+def chromium(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1280,2000",
+        *args,
+        page.as_uri(),
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def read_png(path: Path) -> tuple[int, int, list[bytes]]:
+    """Width, height and rows of RGB(A) pixels of an 8-bit, non-interlaced PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, chunk = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = chunk
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8 and color in (2, 6) and interlace == 0
+    bpp = 3 if color == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line if bpp == 3 else bytes(x for j, x in enumerate(line) if j % 4 != 3)))
+        prev = line
+    return width, height, rows
+
+
+def colour_count(rows: list[bytes], rgb: tuple[int, int, int], tol: int = 12) -> int:
+    n = 0
+    for row in rows:
+        for i in range(0, len(row), 3):
+            if all(abs(row[i + k] - rgb[k]) <= tol for k in range(3)):
+                n += 1
+    return n
+
+
+def hex_rgb(colour: str) -> tuple[int, int, int]:
+    return (int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16))
+
+
+@needs_chromium
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(report(tmp_path), encoding="utf-8")
+
+    dom = chromium(tmp_path, page, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    text = re.sub(r"<[^>]+>", " ", dom.stdout)
+    assert "3 regressions, 1 inconclusive" in text
+    assert "test_mm[8192-bf16]" in text and "Where the time went" in text
+    assert "<script>alert(1)</script>" not in dom.stdout  # still text, never an element
+    assert dom.stdout.count("<svg") >= 20
+
+    shot = tmp_path / "shot.png"
+    run = chromium(tmp_path, page, f"--screenshot={shot}")
+    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    width, height, rows = read_png(shot)
+    assert (width, height) == (1280, 2000)
+    # Not blank: many pixels differ from the page's white, in more than a few colours.
+    non_white = sum(
+        1 for row in rows for i in range(0, len(row), 3) if row[i : i + 3] != b"\xff\xff\xff"
+    )
+    assert non_white > 0.03 * width * height
+    # The content drawn: regression badges, and both plot series.
+    assert colour_count(rows, hex_rgb(html.COLORS["regression"])) > 500
+    assert colour_count(rows, hex_rgb(svg.CURRENT)) > 200
+    assert colour_count(rows, hex_rgb(svg.BASELINE)) > 200
