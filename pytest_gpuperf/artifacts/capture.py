@@ -207,6 +207,7 @@ def capture(
     run_child: ChildRunner | None = None,
     artifacts_dir: Path | str | None = None,
     lock: Callable[[], AbstractContextManager[object]] | None = None,
+    progress: Any = None,
 ) -> CaptureReport | None:
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
@@ -219,7 +220,9 @@ def capture(
     held for the whole capture so that no other benchmark is measured on the
     GPU meanwhile (the children are told the lock is theirs); by default the
     session's per-GPU lock when ``config`` is given. Returns ``None`` in a
-    child process. Never raises for a collector's problem.
+    child process. ``progress`` (a :class:`pytest_gpuperf.progress.Progress`)
+    shows which tool runs while the capture lasts. Never raises for a
+    collector's problem.
     """
     if config is not None:
         from pytest_gpuperf.rerun import is_child
@@ -264,11 +267,15 @@ def capture(
         lock = _session_lock(device, float(settings["capture_budget"]))
     todo = list(collectors if collectors is not None else collectors_for(config))
     done: list[CollectorResult] = []
+    label = f"capturing evidence for {nodeid.rsplit('::', 1)[-1]}"
+    task_cm = progress.task(label) if progress is not None else contextlib.nullcontext()
     try:
-        with lock() if lock is not None else contextlib.nullcontext():
+        with task_cm as task, lock() if lock is not None else contextlib.nullcontext():
             if lock is not None and ctx.run_child is not None:
                 ctx.run_child = _children_hold_the_lock(ctx.run_child)
-            for col in todo:
+            for i, col in enumerate(todo, 1):
+                if task is not None:
+                    task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(todo)}")
                 done.append(_run_collector(col, ctx, skip, float(settings["capture_budget"])))
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"

@@ -313,3 +313,26 @@ def test_the_gpu_lock_is_held_for_the_whole_capture(tmp_path: Path) -> None:
     assert rep is not None
     assert [c.status for c in rep.collectors] == [SKIPPED, SKIPPED]
     assert "the GPU stayed busy" in str(rep.collectors[0].reason)
+
+
+def test_progress_names_the_tool_that_runs(tmp_path: Path) -> None:
+    from pytest_gpuperf.progress import Progress
+
+    lines: list[str] = []
+    clock = iter(range(0, 1000, 5))
+    progress = Progress(
+        lines.append, delay_s=0.0, every_s=1.0, clock=lambda: float(next(clock)), ticker=False
+    )
+
+    class Ticking(Fake):
+        def collect(self, ctx: CaptureContext) -> CollectorResult:
+            progress.tick()
+            return super().collect(ctx)
+
+    capture(
+        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        collectors=[Ticking("one"), Ticking("two")], artifacts_dir=tmp_path, progress=progress,
+    )  # fmt: skip
+    text = "\n".join(lines)
+    assert "capturing evidence for test_a (one, tool 1 of 2)" in text
+    assert "(two, tool 2 of 2)" in text
