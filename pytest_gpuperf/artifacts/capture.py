@@ -230,6 +230,38 @@ def capture(
         if is_child(config):
             return None
     t0 = time.monotonic()
+    try:
+        return _capture(
+            config, cfg, nodeid, results, comparisons, device=device, run_id=run_id,
+            baselines=baselines, keys=keys, collectors=collectors, run_child=run_child,
+            artifacts_dir=artifacts_dir, lock=lock, progress=progress, t0=t0,
+        )  # fmt: skip
+    except Exception as e:  # never turn a verdict into an error
+        why = f"the capture failed: {type(e).__name__}: {e}"
+        failed = CollectorResult("capture", FAILED, reason=why)
+        return CaptureReport(
+            nodeid, Path(artifacts_dir or "."), [failed], {}, time.monotonic() - t0
+        )
+
+
+def _capture(
+    config: pytest.Config | None,
+    cfg: GpuPerfConfig | None,
+    nodeid: str,
+    results: Sequence[Result],
+    comparisons: Mapping[str, Any] | None,
+    *,
+    device: str,
+    run_id: str,
+    baselines: Mapping[str, Any] | None,
+    keys: Sequence[str] | None,
+    collectors: Sequence[Collector] | None,
+    run_child: ChildRunner | None,
+    artifacts_dir: Path | str | None,
+    lock: Callable[[], AbstractContextManager[object]] | None,
+    progress: Any,
+    t0: float,
+) -> CaptureReport:
     settings = _settings(cfg)
     comparisons = dict(comparisons or {})
     for r in results:

@@ -336,3 +336,16 @@ def test_progress_names_the_tool_that_runs(tmp_path: Path) -> None:
     text = "\n".join(lines)
     assert "capturing evidence for test_a (one, tool 1 of 2)" in text
     assert "(two, tool 2 of 2)" in text
+
+
+def test_a_folder_that_cannot_be_made_is_a_reason_not_an_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    rep = capture(
+        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        collectors=[Fake("a")], artifacts_dir=blocker / "art",
+    )  # fmt: skip
+    assert rep is not None
+    (c,) = rep.collectors
+    assert c.status == FAILED and "the capture failed" in str(c.reason)
+    assert rep.diagnoses == {} and "capture: failed" in rep.message()
