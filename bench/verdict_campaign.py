@@ -74,7 +74,7 @@ def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict
     """Multiply each A/A run's medians by 1 + theta and judge them like the plugin does."""
     sys.path.insert(0, str(HERE.parent))
     from pytest_gpuperf.baseline import BaselineStore
-    from pytest_gpuperf.gate import run_stat
+    from pytest_gpuperf.compare import run_stat
     from pytest_gpuperf.verdict import DecisionPolicy, RunStat, decide, pool_noise
 
     base = BaselineStore(out / "baselines").load("aa")
