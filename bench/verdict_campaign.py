@@ -74,7 +74,7 @@ def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict
     """Multiply each A/A run's medians by 1 + theta and judge them like the plugin does."""
     sys.path.insert(0, str(HERE.parent))
     from pytest_gpuperf.baseline import BaselineStore
-    from pytest_gpuperf.gate import run_stat
+    from pytest_gpuperf.compare import run_stat
     from pytest_gpuperf.verdict import DecisionPolicy, RunStat, decide, pool_noise
 
     base = BaselineStore(out / "baselines").load("aa")
@@ -119,6 +119,7 @@ def main() -> None:
     ap.add_argument("--thetas", default="0.02,0.05,0.10")
     ap.add_argument("--ab-reruns", type=int, default=0, help="confirmation re-runs in the A/B runs")
     ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--aa-share", type=float, default=0.6, help="share of the budget for A/A")
     args = ap.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -131,7 +132,7 @@ def main() -> None:
 
     aa = []
     for i in range(args.aa_runs):
-        if time.perf_counter() - start > args.budget_s * 0.6:
+        if time.perf_counter() - start > args.budget_s * args.aa_share:
             break
         aa.append(pytest_run(out, f"aa-{i}", ["--gpuperf-baseline=aa"]))
     ab: dict[float, list[dict]] = {t: [] for t in thetas}

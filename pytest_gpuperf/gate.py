@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfWarning
-from pytest_gpuperf.model import UNSTABLE_CLASSES, Result
+from pytest_gpuperf.model import Result
 
 if TYPE_CHECKING:
     from pytest_gpuperf.baseline import Baseline, BaselineStore, RunRecord
     from pytest_gpuperf.config import GpuPerfConfig
+    from pytest_gpuperf.progress import Progress
     from pytest_gpuperf.verdict import Comparison, DecisionPolicy, NoisePrior
 
 
@@ -45,17 +46,6 @@ def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
         config.hook.pytest_gpuperf_update_fingerprint(config=config, fingerprint=extra)
         config.stash[_EXTRA_KEY] = extra
     return config.stash[_EXTRA_KEY]
-
-
-def run_stat(rec: RunRecord) -> Any:
-    from pytest_gpuperf.verdict import RunStat, within_run_se
-
-    return RunStat(
-        median_s=rec.median,
-        unstable=rec.stability in UNSTABLE_CLASSES,
-        stability=rec.stability,
-        within_se=within_run_se(rec.rounds) if rec.rounds else None,
-    )
 
 
 @dataclass
@@ -111,25 +101,6 @@ class Gate:
 
         return fingerprint(result.environment or {}, fingerprint_extra(self.config) or None)
 
-    def prior(self, fingerprint_id: str) -> NoisePrior | None:
-        """The runner's noise prior for one environment, pooled once over its benchmarks.
-
-        Every timing mode contributes, each measured against its own curve
-        (:meth:`DecisionPolicy.default_noise`), so the fitted level is the
-        runner's, whatever mix of graph and eager benchmarks it has.
-        """
-        if fingerprint_id not in self._priors:
-            from pytest_gpuperf.verdict import pool_noise
-
-            groups, modes = [], []
-            for entry in self.baseline.benchmarks.values():
-                runs = [r for r in entry.runs if r.fingerprint_id == fingerprint_id]
-                if runs:
-                    groups.append([run_stat(r) for r in runs])
-                    modes.append(entry.mode)
-            self._priors[fingerprint_id] = pool_noise(groups, self.policy, modes=modes)
-        return self._priors[fingerprint_id]
-
     def policy_for(self, result: Result) -> DecisionPolicy:
         """The session's policy, with this benchmark's own threshold where it has one."""
         threshold = result.gate.get("threshold")
@@ -144,68 +115,24 @@ class Gate:
         look: int,
         policy: DecisionPolicy,
     ) -> Comparison:
-        from pytest_gpuperf import baseline_records as br
-        from pytest_gpuperf.verdict import decide
+        """The verdict on one result's current runs (the rule shared with the CLI's compare)."""
+        from pytest_gpuperf.compare import decide_against
 
-        fp = self.fingerprint(result)
-        match = self.baseline.match(result.id.key, fp, result.policy)
-        name = result.id.display
-        if match.status == br.NO_BENCHMARK:
-            return decide([], current, policy=policy, m=self.m, look=look, name=name)
-        if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
-            other = self.baseline.runs(result.id.key, match.fingerprint_id or "")
-            label = "" if match.status == br.OTHER_ENVIRONMENT else "measurement settings: "
-            return decide(
-                [run_stat(r) for r in other] or [current[0]],
-                current,
-                policy=policy,
-                m=self.m,
-                look=look,
-                name=name,
-                environment_diff=[label + d for d in match.differences] or ["environment"],
-            )
-        base = [run_stat(r) for r in match.runs]
-        reason, note = self.environment_reason(result, match.runs, policy.threshold)
-        c = decide(
-            base,
+        return decide_against(
+            self.baseline,
+            result.id.key,
+            self.fingerprint(result),
+            result.policy,
             current,
             policy=policy,
             m=self.m,
             look=look,
-            prior=self.prior(match.fingerprint_id or ""),
-            environment_reason=reason,
-            name=name,
+            name=result.id.display,
+            median_s=result.median,
+            telemetry=result.telemetry,
+            priors=self._priors,
             mode=result.id.mode,
         )
-        return _with_note(c, note) if note else c
-
-    def environment_reason(
-        self, result: Result, runs: Sequence[RunRecord], threshold: float
-    ) -> tuple[str | None, str | None]:
-        """(reason the conditions are not comparable, or a note) from the telemetry.
-
-        A clock regime that differs materially from the baseline's makes a
-        would-be regression inconclusive, unless the slowdown persists in
-        cycles (time x SM clock, as nvbench's robust comparison confirms):
-        then the regression stands, with the clock difference as a note.
-        """
-        from pytest_gpuperf.telemetry import confirm_in_cycles, regime_difference
-
-        baseline_telemetry = [r.telemetry for r in runs if r.telemetry]
-        if not baseline_telemetry or not result.telemetry:
-            return None, None
-        reason = regime_difference(baseline_telemetry, result.telemetry)
-        if reason is None:
-            return None, None
-        check = confirm_in_cycles(
-            [(r.median, r.telemetry) for r in runs],
-            result.median,
-            result.telemetry,
-            min_change=threshold,
-        )
-        if check.confirmed:
-            return None, f"{reason}; the slowdown persists in cycles: {check.explanation}"
-        return f"{reason} ({check.explanation})", None
 
     def _setting(self, result: Result, name: str) -> Any:
         """A verdict setting as resolved for this benchmark, else the session's."""
@@ -232,9 +159,11 @@ class Gate:
         results: list[Result],
         *,
         device: str,
+        progress: Progress | None = None,
     ) -> Judgement:
         """Verdicts for one test's results, re-measuring suspects in fresh processes."""
         from pytest_gpuperf import baseline_records as br
+        from pytest_gpuperf.progress import silent
         from pytest_gpuperf.reporting.explain import explain, summary_line
         from pytest_gpuperf.rerun import is_child, matching, run_child
         from pytest_gpuperf.secondary import HIGHER, explain_secondary
@@ -252,7 +181,12 @@ class Gate:
             if not pending:
                 break
             look += 1
-            child = run_child(self.config, self.cfg, item.nodeid, device=device)
+            label = (
+                f"re-measuring {item.nodeid} in a fresh process "
+                f"(look {look} of {self.policy.looks})"
+            )
+            with (progress or silent()).task(label):
+                child = run_child(self.config, self.cfg, item.nodeid, device=device)
             out.reruns += 1
             out.rerun_s += child.wall_s
             self.rerun_count += 1

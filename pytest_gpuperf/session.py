@@ -21,6 +21,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.config import GpuPerfConfig
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.fixture import BenchContext, GpuBench
+from pytest_gpuperf.gate import fingerprint_extra
 from pytest_gpuperf.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.rerun import is_child
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from pytest_gpuperf.fixture import PhaseRange, Probe
     from pytest_gpuperf.gate import Gate
     from pytest_gpuperf.nvtx_ranges import NvtxRanges
+    from pytest_gpuperf.progress import Progress
+    from pytest_gpuperf.reporting.ci import CiOutputs
     from pytest_gpuperf.telemetry import NvmlTelemetry
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
@@ -63,6 +66,8 @@ class GpuPerfSession:
         self.gate: Gate | None = None
         self.saved: str | None = None
         self.save_error: str | None = None
+        self.ci: CiOutputs | None = None
+        self.progress: Progress | None = None
         # telemetry and NVTX (issue 4): made on first use, see _probes / _phase_range
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
@@ -126,8 +131,11 @@ class GpuPerfSession:
         params = dict(getattr(getattr(item, "callspec", None), "params", {}))
         results = item.stash.setdefault(RESULTS_KEY, [])
 
+        path, lineno, _ = item.location
+
         def record(result: Result) -> None:
             result.run_id = self.run_id
+            result.location = [path, lineno + 1 if lineno is not None else None]
             self._after_measurement(result)
             results.append(result)
 
@@ -172,7 +180,13 @@ class GpuPerfSession:
             return
         from pytest_gpuperf.gate import warn_inconclusive
 
-        judgement = self.gate.judge(item, results, device=self.ensure_device())
+        if self.progress is None:
+            from pytest_gpuperf.progress import Progress
+
+            self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
+        judgement = self.gate.judge(
+            item, results, device=self.ensure_device(), progress=self.progress
+        )
         warn_inconclusive(item, judgement.warnings)
         if judgement.failures:
             pytest.fail("\n\n".join(judgement.failures), pytrace=False)
@@ -247,11 +261,16 @@ class GpuPerfSession:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        results = item.stash.get(RESULTS_KEY, None) if call.when == "call" else None
+        if results:
+            # On the item, not the report: junitxml writes the properties the teardown
+            # report copies from the item.
+            from pytest_gpuperf.reporting.junit import junit_properties
+
+            item.user_properties.extend(junit_properties(results))
         report = yield
-        if call.when == "call":
-            results = item.stash.get(RESULTS_KEY, None)
-            if results:
-                setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
+        if results:
+            setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -280,6 +299,7 @@ class GpuPerfSession:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
             if self.cfg["save"] and self.results:
                 self._save(session)
+            self._write_ci_outputs()
         path = self.cfg["json"]
         if path:
             from pytest_gpuperf.fileio import atomic_write_text
@@ -298,10 +318,26 @@ class GpuPerfSession:
                     "device": self.cfg["device"],
                     "baseline": self.cfg["baseline"],
                     "saved_to": self.cfg["save"],
+                    "fingerprint_extra": fingerprint_extra(self.config),
                     "gpu_state": self.gpu_state,
                 },
             )
             atomic_write_text(Path(path), json_report.dumps(doc))
+
+    def _write_ci_outputs(self) -> None:
+        """Markdown, HTML, GitHub step summary and annotations (reporting/ci.py)."""
+        import os
+
+        from pytest_gpuperf.reporting.ci import write_ci_outputs
+
+        self.ci = write_ci_outputs(
+            self.cfg,
+            self.results,
+            baseline=self.gate.baseline if self.gate else None,
+            env=os.environ,
+            rootdir=self.config.rootpath,
+            fingerprint_extra=fingerprint_extra(self.config) or None,
+        )
 
     def _save(self, session: pytest.Session) -> None:
         from pytest_gpuperf.errors import BaselineError
@@ -332,6 +368,13 @@ class GpuPerfSession:
             tr.write_line(self.saved)
         if self.save_error:
             tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
+        if self.ci is not None:
+            for line in self.ci.messages:
+                tr.write_line(line)
+            for line in self.ci.errors:
+                tr.write_line(line, red=True)
+            for line in self.ci.annotations:  # GitHub reads these at the start of a line
+                tr.write_line(line)
         path = self.cfg["json"]
         if path and self.results:
             tr.write_line(f"results written to {path}")
