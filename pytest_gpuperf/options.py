@@ -467,7 +467,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "capture_skip",
         name_list,
-        (),
+        None,
         "capture tools to leave out, e.g. nsys,ncu (tools: torch_profiler, torch_trace, nsys, ncu)",
         metavar="NAMES",
     ),
@@ -540,7 +540,7 @@ def _dest(opt: Option) -> str:
 
 
 def _show_default(v: Any) -> str:
-    if v is None or v == ():
+    if v is None:
         return "none"
     if isinstance(v, bool):
         return str(v).lower()

@@ -292,7 +292,7 @@ def _capture(
         ncu_kernels=int(settings["ncu_kernels"]),
         run_child=run_child,
     )
-    skip = set(settings["capture_skip"])
+    skip = set(settings["capture_skip"] or ())
     if ctx.ncu_kernels <= 0:
         skip.add("ncu")
     if lock is None and config is not None and cfg is not None:
