@@ -173,23 +173,61 @@ class GpuPerfSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        """After the test function returned: judge its results against the baseline."""
+        """After the test function returned: judge its results, capture evidence, fail.
+
+        A regression fails this test with the diagnosis first, then the verdict's
+        explanation, then the captured artifacts (``--gpuperf-capture``).
+        """
         yield
         results = item.stash.get(RESULTS_KEY, None)
-        if self.gate is None or not results:
+        if not results or self.child:
             return
-        from pytest_gpuperf.gate import warn_inconclusive
+        from pytest_gpuperf.artifacts.capture import should_capture
+        from pytest_gpuperf.gate import Judgement, warn_inconclusive
 
         if self.progress is None:
             from pytest_gpuperf.progress import Progress
 
             self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
-        judgement = self.gate.judge(
-            item, results, device=self.ensure_device(), progress=self.progress
-        )
-        warn_inconclusive(item, judgement.warnings)
+        judgement = Judgement()
+        if self.gate is not None:
+            judgement = self.gate.judge(
+                item, results, device=self.ensure_device(), progress=self.progress
+            )
+            warn_inconclusive(item, judgement.warnings)
+        failed = bool(judgement.failures)
+        if should_capture(str(self.cfg["capture"]), failed):
+            report = self._capture(item, results, judgement)
+            if report is not None and failed:
+                judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
         if judgement.failures:
             pytest.fail("\n\n".join(judgement.failures), pytrace=False)
+
+    def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
+        """Profiles of the test's regressed benchmarks (the capture takes the GPU lock itself)."""
+        from pytest_gpuperf import baseline_records as br
+        from pytest_gpuperf.artifacts import capture
+
+        baselines: dict[str, Any] = {}
+        if self.gate is not None:
+            for r in results:
+                match = self.gate.baseline.match(r.id.key, self.gate.fingerprint(r), r.policy)
+                if match.status == br.MATCH:
+                    baselines[r.id.key] = match.runs
+        report = capture(
+            self.config,
+            self.cfg,
+            item.nodeid,
+            results,
+            judgement.comparisons,
+            device=self.ensure_device(),
+            run_id=self.run_id,
+            baselines=baselines,
+            progress=self.progress,
+        )
+        if report is not None:
+            report.apply(results)  # Result.artifacts and comparison["diagnosis"]
+        return report
 
     # --- telemetry and NVTX (issue 4) -----------------------------------------
 
