@@ -265,7 +265,7 @@ class BaselineStore:
         with self._locked(name, path, "save into"):
             created = not path.exists()
             if created:
-                doc = _empty_doc(name, stamp)
+                doc = empty_document(name, stamp)
                 version = schema.SCHEMA_VERSION
             else:
                 doc, version = self._read(name, path)
@@ -448,7 +448,8 @@ def _drop_empty(doc: dict[str, Any]) -> tuple[int, int]:
     return len(empty), len(unused)
 
 
-def _empty_doc(name: str, stamp: str) -> dict[str, Any]:
+def empty_document(name: str, stamp: str) -> dict[str, Any]:
+    """A baseline document with no benchmarks (the current schema)."""
     return {
         "schema": schema.SCHEMA,
         "schema_version": schema.SCHEMA_VERSION,

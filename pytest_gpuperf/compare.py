@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf import __version__
 from pytest_gpuperf import baseline_records as br
 from pytest_gpuperf import baseline_schema as schema
 from pytest_gpuperf.baseline_records import Baseline, RunRecord, record_from_result
@@ -235,17 +234,9 @@ def run_file(
 ) -> RunSet:
     """``results`` as a one-run-per-benchmark baseline (results without environment are skipped)."""
     stamp = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    doc: dict[str, Any] = {
-        "schema": schema.SCHEMA,
-        "schema_version": schema.SCHEMA_VERSION,
-        "name": label,
-        "plugin_version": __version__,
-        "created": stamp,
-        "updated": stamp,
-        "fingerprints": {},
-        "policies": {},
-        "benchmarks": {},
-    }
+    from pytest_gpuperf.baseline import empty_document
+
+    doc = empty_document(label, stamp)
     kept: dict[str, Result] = {}
     for r in results:
         if not r.environment or not r.rounds:
