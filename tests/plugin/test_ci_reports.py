@@ -6,32 +6,11 @@ junit_properties (docs/ci.md); until then they are skipped.
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf import session
-from tests.conftest import FAST
-from tests.plugin.test_baselines import BENCH
-
-WIRED = "write_ci_outputs" in Path(session.__file__).read_text()
-pytestmark = pytest.mark.skipif(
-    not WIRED, reason="the session does not call reporting.ci.write_ci_outputs yet"
-)
-
-
-def run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.RunResult:
-    old = os.environ.get("SLOWDOWN")
-    os.environ["SLOWDOWN"] = str(slowdown)
-    try:
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *FAST, *args)
-    finally:
-        if old is None:
-            del os.environ["SLOWDOWN"]
-        else:
-            os.environ["SLOWDOWN"] = old
+from tests.plugin.test_baselines import BENCH, run
 
 
 def test_regression_under_github_actions(

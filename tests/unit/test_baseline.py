@@ -39,23 +39,11 @@ from pytest_gpuperf.errors import (
 from pytest_gpuperf.filelock import locked
 from pytest_gpuperf.fingerprint import fingerprint, fingerprint_id
 from pytest_gpuperf.model import BenchId, Result
+from tests.unit.reporting_data import GPU_ENV
 
 DATA = Path(__file__).parent.parent / "data"
 T0 = dt.datetime(2025, 11, 29, 19, 38, tzinfo=dt.timezone.utc)
 
-GPU_ENV: dict[str, Any] = {
-    "device": "cuda",
-    "gpu_name": "NVIDIA H200",
-    "sm_count": 132,
-    "gpu_memory_bytes": 150_121_086_976,
-    "compute_capability": "9.0",
-    "driver": "580.159.04",
-    "cuda_runtime": "13.0",
-    "torch": "2.13.0+cu130",
-    "triton": "3.6.0",
-    "python": "3.12.3",
-    "hostname": "runner-1",
-}
 CPU_ENV: dict[str, Any] = {
     "device": "cpu",
     "cpu_model": "AMD EPYC 9654 96-Core Processor",
