@@ -29,7 +29,7 @@ import io
 import json
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,19 @@ def read_csv(text: str) -> list[dict[str, str]]:
     if start is None:
         return []
     return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+
+
+def _read_outputs(
+    folder: Path, prefix: str, names: Iterable[str], files: list[Path]
+) -> dict[str, list[dict[str, str]]]:
+    """The ``<prefix>_<name>.csv`` files nsys wrote, parsed; each found file joins ``files``."""
+    out = {}
+    for name in names:
+        p = folder / f"{prefix}_{name}.csv"
+        if p.exists():
+            files.append(p)
+            out[name] = read_csv(p.read_text(errors="replace"))
+    return out
 
 
 def _num(v: str | None) -> float:
@@ -218,12 +231,7 @@ class NsysCollector:
              "-o", str(folder / "stats"), "--force-export=true", str(rep)],
             timeout_s=left(0.6), log_path=folder / "stats.log",
         )  # fmt: skip
-        reports = {}
-        for r in STATS_REPORTS:
-            p = folder / f"stats_{r}.csv"
-            if p.exists():
-                files.append(p)
-                reports[r] = read_csv(p.read_text(errors="replace"))
+        reports = _read_outputs(folder, "stats", STATS_REPORTS, files)
         if reports:
             s = summarize_stats(reports)
             summary["stats"] = s
@@ -234,12 +242,7 @@ class NsysCollector:
             ["nsys", "analyze", "-f", "csv", "-o", str(folder / "analyze"), str(rep)],
             timeout_s=left(), log_path=folder / "analyze.log",
         )  # fmt: skip
-        rules = {}
-        for rule in RULES:
-            p = folder / f"analyze_{rule}.csv"
-            if p.exists():
-                files.append(p)
-                rules[rule] = read_csv(p.read_text(errors="replace"))
+        rules = _read_outputs(folder, "analyze", RULES, files)
         if rules:
             summary["findings"] = summarize_analyze(rules)
         elif not analyze.ok:
