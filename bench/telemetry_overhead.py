@@ -153,37 +153,58 @@ def measure_pair(
     policy: Any,
     arm_on: Callable[[Callable[[], Any]], Any],
     reps: int,
+    sm_clock: Callable[[], float | None] | None = None,
 ) -> dict[str, Any]:
+    """ABBA repetitions of the off and on arms; ``sm_clock`` (read before and after each
+    arm, in both arms alike) also gives the overhead in cycles: time x mean SM clock, which
+    takes out the clock moving between repetitions under the power cap."""
     from pytest_gpuperf.measure import engine
 
-    def off() -> float:
-        return statistics.median(engine.run(timer, policy).rounds)
+    def clocked(arm: Callable[[], float]) -> tuple[float, float | None]:
+        c0 = sm_clock() if sm_clock else None
+        t = arm()
+        c1 = sm_clock() if sm_clock else None
+        return t, (c0 + c1) / 2 if c0 and c1 else None
 
-    def on() -> float:
-        return statistics.median(arm_on(lambda: engine.run(timer, policy)))
+    def off() -> tuple[float, float | None]:
+        return clocked(lambda: statistics.median(engine.run(timer, policy).rounds))
 
-    offs, ons, ratios = [], [], []
+    def on() -> tuple[float, float | None]:
+        return clocked(lambda: statistics.median(arm_on(lambda: engine.run(timer, policy))))
+
+    offs, ons, ratios, cycle_ratios = [], [], [], []
     for i in range(reps):
         if i % 2 == 0:
             a, b = off(), on()
         else:
             b, a = on(), off()
-        offs.append(a)
-        ons.append(b)
-        ratios.append(b / a)
+        offs.append(a[0])
+        ons.append(b[0])
+        ratios.append(b[0] / a[0])
+        if a[1] and b[1]:
+            cycle_ratios.append(b[0] * b[1] / (a[0] * a[1]))
     lo, hi = bootstrap_ci(ratios)
-    return {
+    row = {
         "name": name,
         "off_us": 1e6 * statistics.median(offs),
         "on_us": 1e6 * statistics.median(ons),
         "overhead": statistics.median(ratios) - 1,
         "ci": (lo, hi),
         "rep_spread": (max(offs) - min(offs)) / statistics.median(offs),
+        "reps": reps,
     }
+    if len(cycle_ratios) == reps:
+        row["overhead_cycles"] = statistics.median(cycle_ratios) - 1
+        row["ci_cycles"] = bootstrap_ci(cycle_ratios)
+    return row
 
 
 def gpu_sections(
-    interval_ms: float, reps: int, results: dict[str, Any], smoke: bool = False
+    interval_ms: float,
+    reps: int,
+    results: dict[str, Any],
+    smoke: bool = False,
+    sm_clock: Callable[[], float | None] | None = None,
 ) -> None:
     """The GPU measurements; ``smoke``: the same flow on the CPU with tiny work (no figures)."""
     import torch
@@ -197,10 +218,15 @@ def gpu_sections(
     x = torch.zeros(1 << 20, device=dev)
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    # an fp32 matmul of about the same time (no TF32): draws less power than the bf16 one
+    n32 = 128 if smoke else 2048
+    a32 = torch.randn(n32, n32, device=dev)
+    b32 = torch.randn(n32, n32, device=dev)
     hot = MeasurePolicy(warmup_ms=200, min_warmup_ms=50, round_ms=5, rounds=30, l2_flush=False)
     work = {
         "add_ 1M fp32, CUDA graph": (MODE_GRAPH, x.add_, (1,), policy),
         "matmul 4096^3 bf16, CUDA events": (MODE_EVENTS, torch.matmul, (a, b), policy),
+        "matmul 2048^3 fp32, CUDA events": (MODE_EVENTS, torch.matmul, (a32, b32), policy),
         # host-bound: the measuring thread is busy in Python, the worst case for the GIL
         "add_ 1M fp32, events, launch-bound": (MODE_EVENTS, x.add_, (1,), hot),
     }
@@ -238,7 +264,7 @@ def gpu_sections(
 
     rows = []
     for name, (pol, t) in timers.items():
-        row = measure_pair(name, t, pol, with_probe(name), reps)
+        row = measure_pair(name, t, pol, with_probe(name), reps, sm_clock)
         row["what"] = f"telemetry every {interval_ms:g} ms"
         rows.append(row)
         tele = last.get(name, {})
@@ -270,7 +296,7 @@ def gpu_sections(
             raw = engine.run(timers[add_name][1], policy, phase=lambda n: ranges(bid, n))
         return list(raw.rounds)
 
-    row = measure_pair(add_name, timers[add_name][1], policy, nvtx_arm, reps)
+    row = measure_pair(add_name, timers[add_name][1], policy, nvtx_arm, reps, sm_clock)
     row["what"] = f"NVTX ranges ({ranges.backend})"
     rows.append(row)
     for _, t in timers.values():
@@ -313,6 +339,10 @@ def main() -> int:
         results["sample_cost"][what] = cost
         print(f"one sample, {what}: {cost['wall_us']:.1f} us wall, {cost['cpu_us']:.1f} us CPU")
     read = next(iter(readers.values()))
+
+    def sm_clock() -> float | None:
+        return read().sm_clock_mhz
+
     results["gil"] = {}
     aa = gil_slowdown(None, 10)
     results["gil"]["A/A"] = aa
@@ -344,7 +374,7 @@ def main() -> int:
     else:
         for iv in intervals:
             try:
-                gpu_sections(iv, args.reps, results, smoke=args.cpu_smoke)
+                gpu_sections(iv, args.reps, results, smoke=args.cpu_smoke, sm_clock=sm_clock)
             except Exception:
                 traceback.print_exc()
                 results.setdefault("errors", []).append(traceback.format_exc())
@@ -360,6 +390,13 @@ def main() -> int:
                     f"{r['name']:34} {r['what']:28} {r['off_us']:10.3f} {r['on_us']:10.3f} "
                     f"{pct(r['overhead']):>10} {ci:>22} {100 * r['rep_spread']:9.2f}%"
                 )
+            for r in results["gpu"]:
+                if "overhead_cycles" in r:
+                    lo, hi = r["ci_cycles"]
+                    print(
+                        f"  in cycles (time x SM clock read around each arm), {r['name']}, "
+                        f"{r['what']}: {pct(r['overhead_cycles'])} [{pct(lo)}, {pct(hi)}]"
+                    )
             for r in results["gpu"]:
                 if r.get("telemetry"):
                     print(f"  telemetry of {r['name']}: {json.dumps(r['telemetry'])}")

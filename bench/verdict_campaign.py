@@ -9,6 +9,10 @@
    by the same verdict code against the same baseline (many more trials for free).
 
     python3 bench/verdict_campaign.py --out /tmp/campaign
+
+Every run is kept under ``--out`` (its JSON report, log and wall time), and a run already
+there is not made again: when ``--budget-s`` ends a call, the same command with the same
+``--out`` goes on where it stopped, and ``--report-only`` prints the figures of what is there.
 """
 
 from __future__ import annotations
@@ -56,8 +60,20 @@ def pytest_run(out: Path, tag: str, args: list[str], theta: float = 0.0) -> dict
     )
     (out / f"{tag}.log").write_text(proc.stdout + proc.stderr)
     wall = time.perf_counter() - t
+    (out / f"{tag}.meta").write_text(json.dumps({"wall": wall, "rc": proc.returncode}))
+    return load_run(out, tag)
+
+
+def load_run(out: Path, tag: str) -> dict:
+    """A run made earlier (this call or an earlier one with the same --out)."""
+    meta = json.loads((out / f"{tag}.meta").read_text())
+    js = out / f"{tag}.json"
     doc = json.loads(js.read_text()) if js.exists() else {"results": []}
-    return {"wall": wall, "rc": proc.returncode, "results": doc["results"]}
+    return {**meta, "results": doc["results"]}
+
+
+def done(out: Path, tag: str) -> bool:
+    return (out / f"{tag}.meta").exists()
 
 
 def verdicts(run: dict) -> dict[str, dict]:
@@ -78,6 +94,7 @@ def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict
     from pytest_gpuperf.verdict import DecisionPolicy, RunStat, decide, pool_noise
 
     base = BaselineStore(out / "baselines").load("aa")
+    raw = json.loads((out / "baselines" / "aa.json").read_text())
     policy = DecisionPolicy()
     m = len(base.benchmarks)
     entries = list(base.benchmarks.values())
@@ -89,7 +106,7 @@ def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict
         for key, r in verdicts(run).items():
             entry = base.benchmarks[key]
             b = [run_stat(x) for x in entry.runs]
-            cls = "large" if r["summary"]["median"] * 1e6 >= LARGE_US else "tiny"
+            cls = size(key, raw)
             for theta in thetas:
                 cur = RunStat(
                     median_s=r["summary"]["median"] * (1 + theta),
@@ -120,34 +137,57 @@ def main() -> None:
     ap.add_argument("--ab-reruns", type=int, default=0, help="confirmation re-runs in the A/B runs")
     ap.add_argument("--budget-s", type=float, default=540)
     ap.add_argument("--aa-share", type=float, default=0.6, help="share of the budget for A/A")
+    ap.add_argument(
+        "--report-only", action="store_true", help="run nothing: report the runs under --out"
+    )
     args = ap.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     thetas = [float(t) for t in args.thetas.split(",")]
 
-    saves = [pytest_run(out, f"save-{i}", ["--gpuperf-save=aa"]) for i in range(args.save_runs)]
-    print(f"baseline: {args.save_runs} runs, {sum(s['wall'] for s in saves):.0f} s", flush=True)
+    def over(share: float) -> bool:
+        return args.report_only or time.perf_counter() - start > args.budget_s * share
+
+    saves = []
+    for i in range(args.save_runs):
+        tag = f"save-{i}"
+        if not done(out, tag) and over(1.0):
+            break
+        saves.append(
+            load_run(out, tag) if done(out, tag) else pytest_run(out, tag, ["--gpuperf-save=aa"])
+        )
+    print(f"baseline: {len(saves)} runs, {sum(s['wall'] for s in saves):.0f} s", flush=True)
+    if len(saves) < args.save_runs:
+        print("the budget ran out while saving the baseline: run again with the same --out")
+        return
     base = json.loads((out / "baselines" / "aa.json").read_text())
 
     aa = []
     for i in range(args.aa_runs):
-        if time.perf_counter() - start > args.budget_s * args.aa_share:
-            break
-        aa.append(pytest_run(out, f"aa-{i}", ["--gpuperf-baseline=aa"]))
+        tag = f"aa-{i}"
+        if done(out, tag):
+            aa.append(load_run(out, tag))
+        elif not over(args.aa_share):
+            aa.append(pytest_run(out, tag, ["--gpuperf-baseline=aa"]))
+            print(f"A/A run {i}: {aa[-1]['wall']:.0f} s", flush=True)
     ab: dict[float, list[dict]] = {t: [] for t in thetas}
+    ab_tag = f"ab{args.ab_reruns}" if args.ab_reruns else "ab"
     for i in range(args.ab_runs):
         for t in thetas:
-            if time.perf_counter() - start > args.budget_s:
-                break
-            ab[t].append(
-                pytest_run(
-                    out,
-                    f"ab-{t}-{i}",
-                    ["--gpuperf-baseline=aa", f"--gpuperf-reruns={args.ab_reruns}"],
-                    t,
+            tag = f"{ab_tag}-{t}-{i}"
+            if done(out, tag):
+                ab[t].append(load_run(out, tag))
+            elif not over(1.0):
+                ab[t].append(
+                    pytest_run(
+                        out,
+                        tag,
+                        ["--gpuperf-baseline=aa", f"--gpuperf-reruns={args.ab_reruns}"],
+                        t,
+                    )
                 )
-            )
+                print(f"A/B run {tag}: {ab[t][-1]['wall']:.0f} s", flush=True)
 
     # --- report ---
     print(
@@ -184,10 +224,13 @@ def main() -> None:
         print(f"  benchmarks re-measured in fresh processes: {len(reruns)} of {total}")
 
     print(f"\nA/B, workload level (--gpuperf-reruns={args.ab_reruns}):")
+    walls: dict[float, list[float]] = defaultdict(list)
     for t, runs in ab.items():
         d: dict = defaultdict(lambda: defaultdict(int))
         achieved = defaultdict(list)
         for run in runs:
+            if run["wall"]:
+                walls[t].append(run["wall"])
             for key, r in verdicts(run).items():
                 c = r.get("comparison") or {}
                 cls = size(key, base)
@@ -202,6 +245,17 @@ def main() -> None:
             print(
                 f"  +{100 * t:.0f} % {cls}: {n} comparisons (measured slowdown, median {100 * med:+.1f} %): "
                 + ", ".join(f"{k} {v} ({100 * v / n:.0f} %)" for k, v in sorted(d[cls].items()))
+            )
+        if walls[t]:
+            confirmed = sum(
+                1
+                for run in runs
+                for r in run["results"]
+                if (r.get("comparison") or {}).get("look", 1) > 1
+            )
+            print(
+                f"    {len(runs)} runs, wall median {sorted(walls[t])[len(walls[t]) // 2]:.0f} s; "
+                f"benchmarks re-measured in fresh processes: {confirmed}"
             )
 
     if aa:
