@@ -51,6 +51,7 @@ def pytest_run(out: Path, tag: str, args: list[str], theta: float = 0.0) -> dict
             f"--gpuperf-device={DEVICE}",
             f"--gpuperf-baseline-dir={out / 'baselines'}",
             f"--gpuperf-json={js}",
+            "--gpuperf-capture=never",  # the verdict is measured here, not the evidence capture
             *args,
         ],
         env=env,
