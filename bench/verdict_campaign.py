@@ -259,8 +259,37 @@ def main() -> None:
                 f"benchmarks re-measured in fresh processes: {confirmed}"
             )
 
+    print("\nA/B per benchmark (detected / runs; measured slowdown; reported MDE):")
+    for t, runs in ab.items():
+        per: dict = defaultdict(list)
+        for run in runs:
+            for key, r in verdicts(run).items():
+                per[key].append(r.get("comparison") or {})
+        for key, cs in per.items():
+            name = key.split("[", 1)[-1].split("]", 1)[0]
+            det = sum(c.get("kind") == "regression" for c in cs)
+            other = defaultdict(int)
+            for c in cs:
+                if c.get("kind") != "regression":
+                    other[c.get("kind", "?")] += 1
+            slow = sorted(100 * (c.get("ratio", 1) - 1) for c in cs if c.get("ratio"))
+            mde = sorted(100 * c["mde"] for c in cs if c.get("mde"))
+            print(
+                f"  +{100 * t:.0f} % {name:20} {size(key, base):5} {det}/{len(cs)}"
+                + (
+                    " (" + ", ".join(f"{k} {v}" for k, v in sorted(other.items())) + ")"
+                    if other
+                    else ""
+                )
+                + (f"; slowdown {slow[0]:+.1f}..{slow[-1]:+.1f} %" if slow else "")
+                + (f"; MDE {mde[len(mde) // 2]:.1f} %" if mde else "")
+            )
+
     if aa:
-        print("\nA/B, statistic level (A/A medians x (1 + theta), final look):")
+        print(
+            "\nA/B, statistic level (A/A medians x (1 + theta); one run each, judged as final: "
+            "no confirmation re-runs, so stricter than the plugin):"
+        )
         table = statistic_level(out, aa, [0.0, *thetas])
         for (cls, t), d in sorted(table.items()):
             n = d.pop("n")
