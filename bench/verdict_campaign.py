@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -77,6 +77,13 @@ def done(out: Path, tag: str) -> bool:
     return (out / f"{tag}.meta").exists()
 
 
+def remeasured(runs: list[dict]) -> int:
+    """Benchmarks of these runs re-measured in fresh processes (confirmation looks)."""
+    return sum(
+        1 for run in runs for r in run["results"] if (r.get("comparison") or {}).get("look", 1) > 1
+    )
+
+
 def verdicts(run: dict) -> dict[str, dict]:
     return {r["id"]["key"]: r for r in run["results"]}
 
@@ -87,7 +94,7 @@ def size(key: str, baseline: dict) -> str:
     return "large" if med * 1e6 >= LARGE_US else "tiny"
 
 
-def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict:
+def statistic_level(out: Path, raw: dict, aa_runs: list[dict], thetas: list[float]) -> dict:
     """Multiply each A/A run's medians by 1 + theta and judge them like the plugin does."""
     sys.path.insert(0, str(HERE.parent))
     from pytest_gpuperf.baseline import BaselineStore
@@ -95,7 +102,6 @@ def statistic_level(out: Path, aa_runs: list[dict], thetas: list[float]) -> dict
     from pytest_gpuperf.verdict import DecisionPolicy, RunStat, decide, pool_noise
 
     base = BaselineStore(out / "baselines").load("aa")
-    raw = json.loads((out / "baselines" / "aa.json").read_text())
     policy = DecisionPolicy()
     m = len(base.benchmarks)
     entries = list(base.benchmarks.values())
@@ -147,48 +153,42 @@ def main() -> None:
     start = time.perf_counter()
     thetas = [float(t) for t in args.thetas.split(",")]
 
-    def over(share: float) -> bool:
-        return args.report_only or time.perf_counter() - start > args.budget_s * share
+    def run(
+        tag: str, pytest_args: list[str], share: float = 1.0, theta: float = 0.0
+    ) -> dict | None:
+        """The run ``tag``: made earlier, made now, or None when the budget is spent."""
+        if done(out, tag):
+            return load_run(out, tag)
+        if args.report_only or time.perf_counter() - start > args.budget_s * share:
+            return None
+        made = pytest_run(out, tag, pytest_args, theta)
+        print(f"run {tag}: {made['wall']:.0f} s", flush=True)
+        return made
 
     saves = []
     for i in range(args.save_runs):
-        tag = f"save-{i}"
-        if not done(out, tag) and over(1.0):
+        save = run(f"save-{i}", ["--gpuperf-save=aa"])
+        if save is None:
             break
-        saves.append(
-            load_run(out, tag) if done(out, tag) else pytest_run(out, tag, ["--gpuperf-save=aa"])
-        )
+        saves.append(save)
     print(f"baseline: {len(saves)} runs, {sum(s['wall'] for s in saves):.0f} s", flush=True)
     if len(saves) < args.save_runs:
         print("the budget ran out while saving the baseline: run again with the same --out")
         return
     base = json.loads((out / "baselines" / "aa.json").read_text())
 
-    aa = []
-    for i in range(args.aa_runs):
-        tag = f"aa-{i}"
-        if done(out, tag):
-            aa.append(load_run(out, tag))
-        elif not over(args.aa_share):
-            aa.append(pytest_run(out, tag, ["--gpuperf-baseline=aa"]))
-            print(f"A/A run {i}: {aa[-1]['wall']:.0f} s", flush=True)
+    aa = [
+        r
+        for i in range(args.aa_runs)
+        if (r := run(f"aa-{i}", ["--gpuperf-baseline=aa"], args.aa_share)) is not None
+    ]
     ab: dict[float, list[dict]] = {t: [] for t in thetas}
     ab_tag = f"ab{args.ab_reruns}" if args.ab_reruns else "ab"
+    ab_args = ["--gpuperf-baseline=aa", f"--gpuperf-reruns={args.ab_reruns}"]
     for i in range(args.ab_runs):
         for t in thetas:
-            tag = f"{ab_tag}-{t}-{i}"
-            if done(out, tag):
-                ab[t].append(load_run(out, tag))
-            elif not over(1.0):
-                ab[t].append(
-                    pytest_run(
-                        out,
-                        tag,
-                        ["--gpuperf-baseline=aa", f"--gpuperf-reruns={args.ab_reruns}"],
-                        t,
-                    )
-                )
-                print(f"A/B run {tag}: {ab[t][-1]['wall']:.0f} s", flush=True)
+            if (r := run(f"{ab_tag}-{t}-{i}", ab_args, theta=t)) is not None:
+                ab[t].append(r)
 
     # --- report ---
     print(
@@ -216,22 +216,13 @@ def main() -> None:
             f"  wall per A/A run (confirmations included): median {sorted(rerun_wall)[len(rerun_wall) // 2]:.1f} s; "
             f"save runs (no confirmations) median {sorted(s['wall'] for s in saves)[len(saves) // 2]:.1f} s"
         )
-        reruns = [
-            r
-            for run in aa
-            for r in run["results"]
-            if (r.get("comparison") or {}).get("look", 1) > 1
-        ]
-        print(f"  benchmarks re-measured in fresh processes: {len(reruns)} of {total}")
+        print(f"  benchmarks re-measured in fresh processes: {remeasured(aa)} of {total}")
 
     print(f"\nA/B, workload level (--gpuperf-reruns={args.ab_reruns}):")
-    walls: dict[float, list[float]] = defaultdict(list)
     for t, runs in ab.items():
         d: dict = defaultdict(lambda: defaultdict(int))
         achieved = defaultdict(list)
         for run in runs:
-            if run["wall"]:
-                walls[t].append(run["wall"])
             for key, r in verdicts(run).items():
                 c = r.get("comparison") or {}
                 cls = size(key, base)
@@ -247,16 +238,11 @@ def main() -> None:
                 f"  +{100 * t:.0f} % {cls}: {n} comparisons (measured slowdown, median {100 * med:+.1f} %): "
                 + ", ".join(f"{k} {v} ({100 * v / n:.0f} %)" for k, v in sorted(d[cls].items()))
             )
-        if walls[t]:
-            confirmed = sum(
-                1
-                for run in runs
-                for r in run["results"]
-                if (r.get("comparison") or {}).get("look", 1) > 1
-            )
+        if runs:
+            walls = sorted(r["wall"] for r in runs)
             print(
-                f"    {len(runs)} runs, wall median {sorted(walls[t])[len(walls[t]) // 2]:.0f} s; "
-                f"benchmarks re-measured in fresh processes: {confirmed}"
+                f"    {len(runs)} runs, wall median {walls[len(walls) // 2]:.0f} s; "
+                f"benchmarks re-measured in fresh processes: {remeasured(runs)}"
             )
 
     print("\nA/B per benchmark (detected / runs; measured slowdown; reported MDE):")
@@ -267,11 +253,8 @@ def main() -> None:
                 per[key].append(r.get("comparison") or {})
         for key, cs in per.items():
             name = key.split("[", 1)[-1].split("]", 1)[0]
-            det = sum(c.get("kind") == "regression" for c in cs)
-            other = defaultdict(int)
-            for c in cs:
-                if c.get("kind") != "regression":
-                    other[c.get("kind", "?")] += 1
+            other = Counter(c.get("kind", "?") for c in cs)
+            det = other.pop("regression", 0)
             slow = sorted(100 * (c.get("ratio", 1) - 1) for c in cs if c.get("ratio"))
             mde = sorted(100 * c["mde"] for c in cs if c.get("mde"))
             print(
@@ -290,7 +273,7 @@ def main() -> None:
             "\nA/B, statistic level (A/A medians x (1 + theta); one run each, judged as final: "
             "no confirmation re-runs, so stricter than the plugin):"
         )
-        table = statistic_level(out, aa, [0.0, *thetas])
+        table = statistic_level(out, base, aa, [0.0, *thetas])
         for (cls, t), d in sorted(table.items()):
             n = d.pop("n")
             print(
