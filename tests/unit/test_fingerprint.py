@@ -11,22 +11,14 @@ from pytest_gpuperf.fingerprint import (
     fingerprint,
     fingerprint_id,
 )
+from tests.unit.reporting_data import GPU_ENV as SAMPLE_GPU_ENV
 
 GPU_ENV = {
-    "device": "cuda",
-    "gpu_name": "NVIDIA H200",
-    "sm_count": 132,
-    "gpu_memory_bytes": 150_121_086_976,
-    "compute_capability": "9.0",
-    "driver": "580.159.04",
-    "cuda_runtime": "13.0",
-    "torch": "2.13.0+cu130",
-    "triton": "3.6.0",
+    **SAMPLE_GPU_ENV,
     # soft: recorded by collect_environment, never part of the fingerprint
     "gpu_uuid": "GPU-1234",
     "gpu_index": 3,
     "hostname": "runner-7",
-    "python": "3.12.3",
     "cpu_model": "AMD EPYC 9654",
     "cudnn": 91002,
     "cuda_visible_devices": "3",
