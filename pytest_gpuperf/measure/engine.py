@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.measure.steady_state import classify, drifting, settled, steady_tail
+from pytest_gpuperf.measure.steady_state import (
+    classify,
+    drifting,
+    mser_cut,
+    settled,
+    steady_tail,
+)
+from pytest_gpuperf.model import UNSTABLE_CLASSES
 
 
 class Round(NamedTuple):
@@ -177,9 +184,15 @@ def run(
             measure(policy.rounds)
             start, changes = steady_tail(measured, policy.shift_tol)
             drift = drifting(measured[start:], policy.shift_tol)
+    stability = classify(
+        len(measured) - start, policy.rounds, changes, warmup_settled=is_settled, drift=drift
+    )
+    if stability in UNSTABLE_CLASSES:
+        # No steady level: every round after the initial transient is evidence of where its
+        # level lies (the verdict bounds it by their range), not only the last segment.
+        start = mser_cut(measured)
     kept = measured[start:]
     e2e = [x for x in second[start:] if x is not None]
-    stability = classify(len(kept), policy.rounds, changes, warmup_settled=is_settled, drift=drift)
     return RawMeasurement(
         rounds=kept,
         calls_per_round=calls,
