@@ -344,22 +344,28 @@ def _graph_break_in_loop(device: str, bad: bool) -> Fn:
 
 
 def _recompile_on_float(device: str, bad: bool) -> Fn:
-    # A compiled scaled softmax whose temperature comes from a schedule that changes every
-    # call. The good variant passes the temperature as a float computed outside; the bad one
-    # computes math.exp(log_temp) inside the compiled function, which specializes the float:
-    # one recompile per value until torch._dynamo's recompile_limit (8), then eager for good
-    # (pytorch docs, "Recompilation": guards on Python floats).
+    # A compiled activation block (a chain of elementwise ops that Inductor fuses into one
+    # kernel) whose temperature comes from a schedule that changes every call. The good
+    # variant passes the temperature as a float computed outside; the bad one computes
+    # math.exp(log_temp) inside the compiled function, which specializes the float: one
+    # recompile per value until torch._dynamo's recompile_limit (8), then the frame runs
+    # eagerly, one kernel per op (pytorch docs, "Recompilation": guards on Python floats).
     import torch
+    import torch.nn.functional as F
 
-    rows, cols = (256, 4096) if _on_gpu(device) else (16, 256)
-    w = torch.randn(cols, cols, device=device) / math.sqrt(cols)
+    rows, cols = (256, 1024) if _on_gpu(device) else (16, 256)
     x = torch.randn(rows, cols, device=device)
 
+    def block(x: Any, temp: float) -> Any:
+        y = x * temp
+        y = F.gelu(y) * torch.sigmoid(y) + y.tanh() * 0.5
+        return torch.softmax(y, dim=-1) + x
+
     def good_fn(x: Any, temp: float) -> Any:
-        return torch.softmax((x @ w) * temp, dim=-1)
+        return block(x, temp)
 
     def bad_fn(x: Any, log_temp: float) -> Any:
-        return torch.softmax((x @ w) * math.exp(log_temp), dim=-1)
+        return block(x, math.exp(log_temp))
 
     compiled = torch.compile(bad_fn if bad else good_fn)
     step = [0]

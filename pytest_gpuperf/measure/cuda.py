@@ -136,6 +136,29 @@ class CudaEventsTimer(_CudaTimerBase):
             b.record()
             b.synchronize()
             self.hiding.observe_rate(cycles, a.elapsed_time(b) / 1000.0)
+            self._probe_hiding()
+
+    def _probe_hiding(self) -> None:
+        """Ask once whether the function waits for the GPU (:meth:`HostHiding.probe`)."""
+        torch = self._torch
+        call = self._call
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        one = time.perf_counter() - t  # the call's host time, at most
+        assert self.hiding.rate is not None
+        host = math.inf
+        for _ in range(2):  # the faster of two, so that one slow moment of the host is not it
+            spin_s = min(2.0, max(0.02, 20 * one))
+            torch.cuda._sleep(int(spin_s * self.hiding.rate))
+            t = time.perf_counter()
+            call()
+            host = min(host, time.perf_counter() - t)
+            torch.cuda.synchronize()
+            if host < 0.5 * spin_s:
+                break
+        self.hiding.probe(host, spin_s)
 
     def host_hidden(self, last: int) -> bool | None:
         """Whether the device figure of the ``last`` rounds is device time alone.

@@ -14,15 +14,16 @@ This module decides how long to spin and whether a round's host was hidden;
 * The spin is sized from the host's cost of enqueuing one call, measured on
   the rounds that enqueue without a spin (the end-to-end figure's), plus the
   device round's own flush and events.
-* A round whose host finished after the spin had ended was blocked by the GPU:
-  either the launch queue was full (fewer calls per round fix that) or the
-  function waits for the GPU itself (``.item()``, ``.cpu()``,
-  ``torch.cuda.synchronize()``), which no spin can hide. Calls per round are
-  halved down to one; blocked again at one call, the function is marked
-  unhideable, no spin is used any more, and its device figure includes those
-  waits (the result says so).
-* A round whose host finished within the spin but too close to its end gets a
-  longer spin next time.
+* Whether the host can be hidden at all is asked once, directly: one call
+  enqueued behind a spin far longer than the call's own host time returns
+  long before the spin ends, unless the function waits for the GPU itself
+  (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``, a copy from pageable
+  memory). Such a function is marked unhideable (:meth:`probe`): no spin is
+  used, and its device figure includes those waits (the result says so).
+* A round whose host finished after the spin ended (a slow moment of the
+  host, or a launch queue too full to take the round) is retried with a longer
+  spin and, if the host was blocked outright, fewer calls; a round whose host
+  finished within the spin but close to its end gets a longer spin next time.
 """
 
 from __future__ import annotations
@@ -82,6 +83,15 @@ class HostHiding:
         seconds = min(self.max_spin_s, max(self.min_spin_s, self.margin * expected))
         return max(1, int(seconds * self.rate))
 
+    def probe(self, host_s: float, spin_s: float) -> None:
+        """One call enqueued behind a spin of ``spin_s`` returned after ``host_s`` on the host.
+
+        The spin is sized far beyond the call's own host time: a call that
+        returned before half of it had passed does not wait for the GPU.
+        """
+        if host_s >= 0.5 * spin_s:
+            self.hideable = False
+
     def observe(self, calls: int, cycles: int, spin_s: float, enqueue_s: float) -> bool:
         """Record a device round; True if its host was hidden (its figure is device time).
 
@@ -97,15 +107,12 @@ class HostHiding:
             self.hidden_rounds += 1
             return True
         expected = calls * (self.enqueue_per_call + self.overhead_per_call)
-        if enqueue_s >= spin_s and spin_s >= 1.2 * expected:
-            # The host was still enqueuing when a spin well beyond its expected enqueue
-            # time had ended: the GPU blocked it.
-            if calls > 1:
-                self.calls = max(1, calls // 2)
-            else:
-                self.hideable = False
+        if enqueue_s >= spin_s and spin_s >= 1.2 * expected and calls > 1:
+            # The host was still enqueuing when a spin well beyond its expected enqueue time
+            # had ended: the launch queue held it back; enqueue fewer calls.
+            self.calls = max(1, calls // 2)
         elif enqueue_s >= spin_s:
-            # The spin was too short for this host: learn its real enqueue cost.
+            # The spin was too short for this host (a slow moment): learn its enqueue cost.
             self.enqueue_per_call = max(
                 self.enqueue_per_call, enqueue_s / calls - self.overhead_per_call
             )

@@ -39,6 +39,10 @@ class SimGpu:
 def drive(gpu: SimGpu, wanted: int = 64, rounds: int = 40) -> tuple[HostHiding, list[bool]]:
     h = HostHiding()
     h.observe_rate(200_000, gpu.spin(200_000))
+    # the probe: one call behind a spin 20x its host time
+    one = gpu.host + (gpu.device if gpu.sync else 0.0)
+    spin = max(0.02, 20 * one)
+    h.probe(spin + one if gpu.sync else gpu.host, spin)
     flags = []
     for _ in range(rounds):
         gpu.e2e_round(h, wanted)
@@ -65,11 +69,23 @@ def test_a_full_launch_queue_lowers_the_calls_per_round() -> None:
     assert all(flags[-10:])
 
 
-def test_a_function_that_waits_for_the_gpu_is_marked_unhideable_quickly() -> None:
+def test_a_function_that_waits_for_the_gpu_is_marked_unhideable_by_the_probe() -> None:
     h, flags = drive(SimGpu(host=20e-6, device=50e-6, sync=True))
     assert not h.hideable and not any(flags)
-    assert h.spin_cycles(1) == 0  # no more spinning once known
-    assert h.rounds <= 45  # 40 rounds and a few retries, not 3 tries every round
+    assert h.spin_cycles(1) == 0  # no spinning at all
+    assert h.rounds == 40  # one try per round: nothing to retry
+
+
+def test_a_slow_moment_of_the_host_is_retried_not_taken_for_a_sync() -> None:
+    gpu = SimGpu(host=50e-6, device=3e-6)
+    h, _ = drive(gpu, rounds=5)
+    gpu.host = 400e-6  # the host slows down 8x for a while
+    more = [gpu.device_round(h, h.round_calls(64, 64)) for _ in range(4)]
+    gpu.host = 50e-6
+    gpu.e2e_round(h, 64)
+    after = [gpu.device_round(h, h.round_calls(64, 64)) for _ in range(3)]
+    assert h.hideable and all(after)
+    assert not all(more)
 
 
 def test_a_slower_clock_only_lengthens_the_spin() -> None:
