@@ -294,9 +294,9 @@ def decide_figure(
     prior = klass.prior(median_s)
     own, df = fast_spread(ys)
     # The baseline's own spread may raise the prior, up to own_cap times: with few runs its
-    # faster half can hold a slow process, and the minimum already ignores those.
-    capped = min(own, policy.own_cap * prior)
-    s = max(moderate(prior, policy.prior_weight, capped, df), policy.noise_floor, floor)
+    # faster half can hold a slow process, which the minimum already ignores.
+    own = min(own, policy.own_cap * prior)
+    s = max(moderate(prior, policy.prior_weight, own, df), policy.noise_floor, floor)
     mb, mc = min_mean(k), min_mean(r)
     se = s * math.sqrt(min_var(k) + min_var(r))
     center_b = min(ys) - s * mb

@@ -117,7 +117,7 @@ def test_a_clear_regression_of_a_quiet_kernel_needs_its_class_s_confirmation() -
 
 def test_a_slowdown_beyond_the_class_s_process_modes_is_decisive_at_once() -> None:
     base = [run(T * x) for x in (1.0, 1.05, 0.97)]
-    for mode, factor in ((MODE_GRAPH, 3.0), (MODE_CPU, 6.0)):
+    for mode, factor in ((MODE_GRAPH, 3.0), (MODE_CPU, 10.0)):
         c = decide(base, [run(T * factor)], mode=mode)
         assert (c.kind, c.final) == (REGRESSION, True), (mode, c)
         assert "one run settles it" in c.reasons[0]
@@ -236,43 +236,65 @@ def test_one_slow_process_on_either_side_neither_fails_nor_blinds() -> None:
     assert mixed.kind in (NO_CHANGE, IMPROVEMENT)
 
 
-@pytest.mark.parametrize(
-    ("mode", "sd", "p_slow", "slow"),
-    [
-        (MODE_CPU, 0.05, 0.25, (1.3, 2.1)),  # host-like slow periods, 25 % of processes
-        (MODE_GRAPH, 0.005, 0.3, (1.03, 1.08)),  # placement modes of a 2 us graph kernel
-    ],
-)
-def test_a_and_a_with_process_modes_fails_almost_never(
-    mode: str, sd: float, p_slow: float, slow: tuple[float, float]
-) -> None:
+class HostBound:
+    """A host-bound benchmark of the CUDA events backend: a quiet device figure, an
+    end-to-end figure 3x longer whose processes land in a slow period (1.3-2.1x) a
+    quarter of the time, as the H200 zoo's host-bound cases did."""
+
+    def __init__(self, rng: random.Random, p_slow: float = 0.25):
+        self.rng, self.p_slow = rng, p_slow
+
+    def __call__(self, factor: float = 1.0) -> RunStat:
+        e2e = 3 * T * factor * math.exp(self.rng.gauss(0.0, 0.05))
+        if self.rng.random() < self.p_slow:
+            e2e *= self.rng.uniform(1.3, 2.1)
+        return run(T * math.exp(self.rng.gauss(0.0, 0.01)), e2e=e2e)
+
+
+def _aa(draw, mode: str, n: int) -> tuple[float, float]:
+    cs = [session([draw() for _ in range(3)], draw, mode=mode) for _ in range(n)]
+    return (
+        sum(c.kind == REGRESSION for c in cs) / n,
+        sum(c.kind == INCONCLUSIVE for c in cs) / n,
+    )
+
+
+def test_a_and_a_with_process_modes_fails_almost_never() -> None:
     rng = random.Random(11)
-    draw = Process(T if mode == MODE_CPU else 2e-6, sd, p_slow, rng, slow)
-    fails = incon = 0
-    n = 2000
-    for _ in range(n):
-        base = [draw() for _ in range(3)]
-        c = session(base, draw, mode=mode)
-        fails += c.kind == REGRESSION
-        incon += c.kind == INCONCLUSIVE
-    # p^runs by chance: 0.25^4 = 0.4 % for the cpu class's 4 runs; far less for graph
-    assert fails / n <= 0.008, fails
-    assert incon / n <= 0.05, incon
+    host = _aa(HostBound(rng), MODE_EVENTS, 2000)
+    # placement modes of a 2 us graph-replayed kernel: 30 % of processes 3-8 % slower
+    graph = _aa(Process(2e-6, 0.005, 0.3, rng, (1.03, 1.08)), MODE_GRAPH, 2000)
+    # a CPU benchmark whose level moves +-30 % between processes
+    cpu = _aa(lambda: run(T * rng.uniform(0.7, 1.3)), MODE_CPU, 2000)
+    for fails, incon in (host, graph, cpu):
+        assert fails <= 0.003, (host, graph, cpu)
+        assert incon <= 0.05, (host, graph, cpu)
 
 
-@pytest.mark.parametrize(("factor", "at_least"), [(1.5, 0.97), (2.0, 0.97), (5.0, 1.0)])
-def test_a_and_b_of_host_like_noise_catches_large_slowdowns(factor: float, at_least: float) -> None:
-    """25 % of processes slow by 1.3-2.1x: a baseline of 3 is all slow 1.6 % of the time, and
-    then a slowdown of less than its slow mode hides behind it (more baseline runs: p^K)."""
+@pytest.mark.parametrize(("factor", "at_least"), [(1.5, 0.8), (2.0, 0.95), (3.0, 0.99)])
+def test_a_and_b_of_host_bound_work_with_slow_periods(factor: float, at_least: float) -> None:
+    """A quarter of processes slow by 1.3-2.1x: a baseline of 3 holds two or more slow ones
+    16 % of the time, which widens its noise (more baseline runs shrink that share)."""
     rng = random.Random(12)
-    draw = Process(T, 0.05, 0.25, rng)
-    caught = 0
+    draw = HostBound(rng)
     n = 400
-    for _ in range(n):
-        base = [draw() for _ in range(3)]
-        c = session(base, lambda: draw(factor))
-        caught += c.kind == REGRESSION
+    caught = sum(
+        session([draw() for _ in range(3)], lambda: draw(factor), mode=MODE_EVENTS).kind
+        == REGRESSION
+        for _ in range(n)
+    )
     assert caught >= at_least * n
+
+
+def test_the_cpu_checks() -> None:
+    """The CPU backend's promises: quiet 2x fails; +-30 % noise passes unchanged, fails at 10x."""
+    rng = random.Random(6)
+    quiet = lambda f=1.0: run(T * f * math.exp(rng.gauss(0, 0.01)))  # noqa: E731
+    noisy = lambda f=1.0: run(T * f * rng.uniform(0.7, 1.3))  # noqa: E731
+    for _ in range(200):
+        assert session([quiet() for _ in range(3)], lambda: quiet(2.0)).kind == REGRESSION
+        assert session([noisy() for _ in range(3)], lambda: noisy(10.0)).kind == REGRESSION
+        assert session([quiet() for _ in range(3)], quiet).kind != REGRESSION
 
 
 def test_a_10x_slowdown_of_a_level_moving_30_percent_between_processes_fails() -> None:
