@@ -12,6 +12,9 @@ Two phases, each resumable (a run already under ``--out`` is not made again):
 
     python3 bench/zoo_campaign.py pool --out /tmp/zoo --good 8 --bad 4
     python3 bench/zoo_campaign.py sessions --out /tmp/zoo --saves 3 --order ab,aa,aa,ab,aa
+    # a second GPU comparing with the first one's baseline (the GPU's UUID is a soft key):
+    python3 bench/zoo_campaign.py sessions --out /tmp/zoo1 --saves 0 \
+        --baseline-dir /tmp/zoo/baselines --wait-for /tmp/zoo/sessions/save-3.meta
 
 ``zoo_report.py`` prints the figures of what is there.
 """
@@ -61,6 +64,8 @@ def main() -> None:
     ap.add_argument("--saves", type=int, default=3)
     ap.add_argument("--order", default="ab,aa,aa,aa,ab,aa,aa", help="sessions after the saves")
     ap.add_argument("--budget-s", type=float, default=1e9, help="start no run after this long")
+    ap.add_argument("--baseline-dir", type=Path, help="default: <out>/baselines")
+    ap.add_argument("--wait-for", type=Path, help="sessions: wait until this file exists")
     ap.add_argument("--device", default=os.environ.get("GPUPERF_CAMPAIGN_DEVICE", "cuda"))
     args, extra = ap.parse_known_args()  # the rest goes to pytest
     end = time.time() + args.budget_s
@@ -84,10 +89,14 @@ def main() -> None:
         return
     out = args.out / "sessions"
     out.mkdir(parents=True, exist_ok=True)
-    bdir = f"--gpuperf-baseline-dir={args.out / 'baselines'}"
+    bdir = f"--gpuperf-baseline-dir={args.baseline_dir or args.out / 'baselines'}"
     for i in range(1, args.saves + 1):
         if not run_pytest(out, f"save-{i}", "", [*base, bdir, "--gpuperf-save=zoo"], end):
             return
+    while args.wait_for and not args.wait_for.exists():
+        if time.time() > end:
+            return
+        time.sleep(2)  # another GPU is saving the baseline these sessions compare with
     counts = {"ab": 0, "aa": 0}
     for kind in [k.strip() for k in args.order.split(",") if k.strip()]:
         counts[kind] += 1

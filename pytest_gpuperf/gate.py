@@ -76,20 +76,31 @@ class ConfirmBudget:
     expected: int = 1
     done: int = 0
     spent_s: float = 0.0
-    last_child_s: float = 0.0
+    #: seconds a child process took per benchmark it ran (the last one's)
+    per_test_s: float = 0.0
 
     def allowed_s(self) -> float:
         plain = max(0.0, time.perf_counter() - self.started - self.spent_s)
         total = plain * max(self.expected, self.done) / max(self.done, 1)
         return max(self.min_s, self.factor * total)
 
-    def can_spend(self) -> bool:
-        """Whether one more re-run fits (judged by the last one's cost)."""
-        return self.spent_s + self.last_child_s <= self.allowed_s()
+    def left_s(self) -> float:
+        return self.allowed_s() - self.spent_s
 
-    def spend(self, seconds: float) -> None:
+    def tests_that_fit(self, wanted: int) -> int:
+        """How many benchmarks the next child may run (0: none; the first one decides)."""
+        per = self.per_test_s
+        if per <= 0:  # no child yet: one test's share of the session so far
+            plain = max(0.0, time.perf_counter() - self.started - self.spent_s)
+            per = plain / max(self.done, 1)
+        left = self.left_s()
+        if left < per:
+            return 0
+        return max(1, min(wanted, int(left / max(per, 1e-3))))
+
+    def spend(self, seconds: float, tests: int) -> None:
         self.spent_s += seconds
-        self.last_child_s = seconds
+        self.per_test_s = seconds / max(tests, 1)
 
 
 class Gate:
@@ -119,6 +130,12 @@ class Gate:
         self.budget = ConfirmBudget(factor=float(cfg["confirm_budget"]))
         self.rerun_count = 0
         self.rerun_s = 0.0
+        #: the session's benchmarks in order; a confirmation child also runs those after its
+        #: test, and keeps their results as the next run of each (one more fresh process)
+        self.order: list[str] = []
+        self.ahead: dict[str, list[Result]] = {}
+        # an xdist worker does not know which tests it will run next
+        self.look_ahead = not hasattr(config, "workerinput")
 
     @classmethod
     def load(cls, config: pytest.Config, cfg: GpuPerfConfig) -> Gate:
@@ -129,8 +146,17 @@ class Gate:
         return cls(config, cfg, store.load(str(cfg["baseline"])))
 
     def set_collected(self, nodeids: Sequence[str]) -> None:
-        """The benchmarks of the session, for the confirmation budget's estimate of its time."""
+        """The benchmarks of the session, in order (the budget's estimate, the look-ahead)."""
         self.budget.expected = max(1, len(nodeids))
+        self.order = list(nodeids)
+
+    def _child_targets(self, nodeid: str) -> list[str]:
+        """This test, and as many of the session's later benchmarks as the budget allows."""
+        later: list[str] = []
+        if self.look_ahead and nodeid in self.order:
+            later = self.order[self.order.index(nodeid) + 1 :]
+        n = self.budget.tests_that_fit(1 + len(later))
+        return [nodeid, *later][: max(n, 0)]
 
     def _setting(self, result: Result, name: str) -> Any:
         """A verdict setting as resolved for this benchmark, else the session's."""
@@ -163,7 +189,18 @@ class Gate:
             pending = [r for r in results if not comps[r.id.key].final]
             if not pending:
                 break
-            if not self.budget.can_spend():
+            # Runs an earlier confirmation child measured ahead, each from its own process.
+            took = False
+            for r in pending:
+                if self.ahead.get(r.id.key):
+                    current[r.id.key].append(RunStat.from_result(self.ahead[r.id.key].pop(0)))
+                    full = len(current[r.id.key]) >= self.policy.max_runs
+                    comps[r.id.key] = self._decide(r, current, full)
+                    took = True
+            if took:
+                continue
+            targets = self._child_targets(item.nodeid)
+            if not targets:
                 note = (
                     f"confirmation budget spent ({self.budget.spent_s:.0f} s of re-runs in this "
                     f"session, at most {self.budget.allowed_s():.0f} s); raise "
@@ -171,17 +208,22 @@ class Gate:
                 )
                 break
             look = len(current[pending[0].id.key]) + 1
+            also = f" and {len(targets) - 1} later benchmark(s) ahead" if len(targets) > 1 else ""
             label = (
-                f"re-measuring {item.nodeid} in a fresh process "
+                f"re-measuring {item.nodeid}{also} in a fresh process "
                 f"(run {look} of at most {self.policy.max_runs})"
             )
             with (progress or silent()).task(label):
-                child = run_child(self.config, self.cfg, item.nodeid, device=device)
+                child = run_child(self.config, self.cfg, targets, device=device)
             out.reruns += 1
             out.rerun_s += child.wall_s
             self.rerun_count += 1
             self.rerun_s += child.wall_s
-            self.budget.spend(child.wall_s)
+            self.budget.spend(child.wall_s, len(targets))
+            mine = {r.id.key for r in results}
+            for res in child.results:
+                if res.id.key not in mine:
+                    self.ahead.setdefault(res.id.key, []).append(res)
             for r in pending:
                 again = matching(child.results, r.id.key)
                 if again is None:

@@ -95,7 +95,7 @@ def forwarded_args(config: pytest.Config, cfg: GpuPerfConfig) -> list[str]:
 def run_child(
     config: pytest.Config,
     cfg: GpuPerfConfig,
-    nodeid: str,
+    nodeid: str | Sequence[str],
     *,
     device: str,
     extra_args: Sequence[str] = (),
@@ -105,20 +105,24 @@ def run_child(
     cwd: Path | None = None,
     log_path: Path | None = None,
 ) -> ChildRun:
-    """Run ``nodeid`` in a new process (optionally under ``prefix``, e.g. ``nsys profile``).
+    """Run ``nodeid`` (or several, in order) in one new process, optionally under ``prefix``
+    (e.g. ``nsys profile``).
 
     The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
     """
+    nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
     with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
         out = Path(tmp) / "results.json"
-        path, _, rest = nodeid.partition("::")
-        target = str(config.rootpath / path) + (f"::{rest}" if rest else "")
+        targets = []
+        for n in nodeids:
+            path, _, rest = n.partition("::")
+            targets.append(str(config.rootpath / path) + (f"::{rest}" if rest else ""))
         cmd = [
             *prefix,
             sys.executable,
             "-m",
             "pytest",
-            target,
+            *targets,
             "-q",
             CHILD_FLAG,
             f"--gpuperf-device={device}",

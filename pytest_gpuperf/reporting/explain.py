@@ -119,7 +119,7 @@ def explain(c: Comparison) -> str:
     lines.append(f"  figure     {_figure(c.figure)} (noise class {c.klass})")
     lines.append(f"  current    {fmt_time(c.current_s)}  {_side(c.current_runs)}")
     lines.append(f"  baseline   {fmt_time(c.baseline_s)}  {_side(c.baseline_runs)}")
-    lines.append(f"  change     {_change(c)}")
+    lines.append(f"  change     {_change(c)}{_corrected(c)}")
     lines.append(f"  threshold  {_threshold(c)}")
     lines.append(f"  confirm    {_confirm(c)}")
     lines.append(f"  noise      {_noise(c)}")
@@ -159,7 +159,16 @@ def _side(runs: tuple[float, ...]) -> str:
     if len(runs) <= 1:
         return "one run" if runs else ""
     shown = ", ".join(fmt_time(x) for x in runs[:8]) + (", ..." if len(runs) > 8 else "")
-    return f"fast mode of {len(runs)} runs ({shown})"
+    return f"fastest of {len(runs)} runs ({shown})"
+
+
+def _corrected(c: Comparison) -> str:
+    if len(c.current_runs) == len(c.baseline_runs):
+        return ""
+    return (
+        f", the fast modes compared (the fastest of {len(c.current_runs)} against the fastest "
+        f"of {len(c.baseline_runs)}, each corrected for its number of runs)"
+    )
 
 
 def _threshold(c: Comparison) -> str:

@@ -195,14 +195,15 @@ class FigureVerdict:
     """The verdict on one figure of a benchmark, with every number that explains it.
 
     Times are seconds per call, fractions plain (0.03 = 3 %), noise on the
-    log scale. ``baseline_s`` / ``current_s`` are the fast modes of the two
-    sides (the fastest run, corrected for the number of runs); ``ratio`` is
-    their ratio with its ``ci_level`` interval. ``slower`` is the slowdown
-    the rule tested, from the runs' conservative bounds; it had to exceed
-    ``cutoff`` (the ``threshold``, or ``z`` standard errors ``se`` when the
-    noise is wider: ``cutoff_reason``), and either exceed ``decisive`` or be
-    seen in ``runs_needed`` runs. ``resolution`` is the slowdown caught with
-    95 % probability once ``runs_needed`` runs are in.
+    log scale. ``baseline_s`` / ``current_s`` are the fastest run of each
+    side; ``ratio`` is the ratio of the two fast modes (those fastest runs,
+    corrected for how many runs each side has), with its ``ci_level``
+    interval. ``slower`` is the slowdown the rule tested, from the runs'
+    conservative bounds; it had to exceed ``cutoff`` (the ``threshold``, or
+    ``z`` standard errors ``se`` when the noise is wider: ``cutoff_reason``),
+    and either exceed ``decisive`` (two runs) or ``one_run``, or be seen in
+    ``runs_needed`` runs. ``resolution`` is the slowdown caught with 95 %
+    probability once ``runs_needed`` runs are in.
     """
 
     figure: str
@@ -359,8 +360,8 @@ def decide_figure(
         final=final,
         k=k,
         r=r,
-        baseline_s=_exp(center_b),
-        current_s=_exp(center_c),
+        baseline_s=_exp(min(ys)),
+        current_s=_exp(min(x.y for x in cur)),
         ratio=_exp(d),
         ratio_low=_exp(d - half),
         ratio_high=_exp(d + half),

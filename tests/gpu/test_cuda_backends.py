@@ -24,25 +24,30 @@ def _median(timer, **policy) -> float:
 
 
 def test_events_agree_with_hand_written_event_timing() -> None:
-    """The same loop written by hand (flush, event pair per call, one sync), run right after."""
+    """The same method written by hand (a spin holding the GPU while the host enqueues a flush
+    and an event pair per call, one sync), run right after."""
     import torch
 
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     ours = _median(CudaEventsTimer(torch.mm, (a, a), {}, l2_flush=True))
     flush = torch.empty(128 * 2**20 // 4, dtype=torch.int32, device="cuda")
-    pairs = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(300)
-    ]
-    for s, e in pairs:
-        flush.zero_()
-        s.record()
-        torch.mm(a, a)
-        e.record()
-    torch.cuda.synchronize()
-    ref = statistics.median(s.elapsed_time(e) / 1e3 for s, e in pairs[100:])
+    refs = []
+    for _ in range(10):
+        pairs = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(30)
+        ]
+        torch.cuda._sleep(20_000_000)  # ~10 ms at the top clock: longer than the enqueue
+        for s, e in pairs:
+            flush.zero_()
+            s.record()
+            torch.mm(a, a)
+            e.record()
+        torch.cuda.synchronize()
+        refs.append(statistics.median(s.elapsed_time(e) / 1e3 for s, e in pairs))
+    ref = statistics.median(refs)
     print(f"gpu_bench {ours * 1e6:.2f} us, by hand {ref * 1e6:.2f} us")
-    assert ours == pytest.approx(ref, rel=0.03)
+    assert ours == pytest.approx(ref, rel=0.04)
 
 
 def _raw(timer, **policy):
@@ -105,8 +110,10 @@ def test_device_figure_hides_the_host_of_launch_bound_work() -> None:
         )
         assert hidden is True
         assert len(raw.e2e_rounds) == len(raw.rounds)
-        assert device < 0.7 * e2e
-        assert 0.8 * kernel <= device <= 1.8 * kernel
+        assert device < 0.5 * e2e
+        # the kernels, plus the GPU's own gap between queued launches (~1.2 us each on an
+        # H200: 43.7 us for 20 kernels of 0.93 us)
+        assert 0.9 * kernel <= device <= kernel + 20 * 2.0e-6
 
 
 def test_a_function_that_waits_for_the_gpu_is_measured_and_flagged() -> None:
@@ -137,10 +144,13 @@ def test_a_long_call_with_many_kernels_is_hidden_despite_the_launch_queue() -> N
 
     raw, hidden = _raw(CudaEventsTimer(many, (), {}, l2_flush=False))
     device = statistics.median(raw.rounds)
+    e2e = statistics.median(raw.e2e_rounds)
     kernel = _kernel_time(many, calls=5)
-    print(f"device {device * 1e6:.1f} us, kernels {kernel * 1e6:.1f} us, hidden {hidden}")
+    print(f"device {device * 1e6:.1f} us, e2e {e2e * 1e6:.1f} us, kernels {kernel * 1e6:.1f} us, "
+          f"hidden {hidden}")  # fmt: skip
     assert hidden is True
-    assert device <= 1.8 * kernel
+    assert device < 0.7 * e2e
+    assert device <= kernel + 300 * 2.0e-6  # kernels plus the queue's gaps
 
 
 def test_l2_flush_slows_work_whose_data_fits_in_l2() -> None:

@@ -54,8 +54,8 @@ def test_save_then_compare_fails_only_the_slower_test(pytester: pytest.Pytester)
         [
             "*test_spin?changed? [[]cpu[]]*",
             "*REGRESSION*",
-            "*current*fast mode of 2 runs*",
-            "*baseline*fast mode of 3 runs*",
+            "*current*fastest of * runs*",
+            "*baseline*fastest of 3 runs*",
             "*change*CI*",
             "*threshold*in force*",
             "*confirm*",
@@ -151,7 +151,8 @@ def test_a_per_test_threshold_sets_how_large_a_slowdown_may_fail(pytester: pytes
     )
     for _ in range(3):
         run(pytester, "--gpuperf-save=main").assert_outcomes(passed=2)
-    result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=o.json", slowdown=1.5)
+    # 1.8x: beyond the default's threshold on the CPU, within the lenient one's 90 %
+    result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=o.json", slowdown=1.8)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*FAILED test_thr.py::test_default*"])
     results = json.loads((pytester.path / "o.json").read_text())["results"]

@@ -24,8 +24,8 @@ def test_regression_message_says_which_figure_and_why_it_is_sure() -> None:
     assert text.startswith("gpuperf: test_mm is slower than its baseline: +10.")
     assert "(REGRESSION, confirmed)" in text
     assert "why        time 10.0 % slower" in text and "in every one of 2 runs" in text
-    assert re.search(r"current    221\.\d µs  fast mode of 2 runs \(220\.0 µs, 220\.4 µs\)", text)
-    assert "baseline   201.0 µs  fast mode of 3 runs" in text
+    assert re.search(r"current    220\.0 µs  fastest of 2 runs \(220\.0 µs, 220\.4 µs\)", text)
+    assert "baseline   199.4 µs  fastest of 3 runs" in text
     assert re.search(r"change     \+10\.\d % \(90 % CI \+\d+\.\d % to \+\d+\.\d %\)", text)
     assert "threshold  3.7 % in force, widened by the noise above the configured 3.0 %" in text
     assert "confirm    beyond " in text and "one run settles a regression" in text

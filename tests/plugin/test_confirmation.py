@@ -1,0 +1,41 @@
+"""Confirmation re-runs: a child process re-measures a suspect and the benchmarks after it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.plugin.test_baselines import run
+
+BENCH = """
+import os, time
+import pytest
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+@pytest.mark.parametrize("which", ["a", "b", "c"])
+def test_spin(gpu_bench, which):
+    gpu_bench(spin, 0.0004 * float(os.environ.get("SLOWDOWN", "1")))
+"""
+
+
+def test_one_child_confirms_a_suspect_and_measures_the_later_benchmarks_ahead(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_spin=BENCH)
+    for _ in range(3):
+        run(pytester, "--gpuperf-save=main").assert_outcomes(passed=3)
+    # 2.5x on the CPU: above the threshold, below what one or two runs settle: 4 runs each
+    result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=o.json", slowdown=2.5)
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*re-measuring*test_spin?a? and 2 later benchmark(s) ahead*"])
+    # the later benchmarks took their runs from test a's children: no child of their own
+    assert "re-measuring test_spin.py::test_spin[b]" not in result.stdout.str()
+    assert "re-measuring test_spin.py::test_spin[c]" not in result.stdout.str()
+    results = json.loads((pytester.path / "o.json").read_text())["results"]
+    assert [r["comparison"]["r"] for r in results] == [4, 4, 4]
+    result.stdout.fnmatch_lines(["confirmation: 3 fresh-process re-measurement(s)*"])
