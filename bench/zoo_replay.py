@@ -61,6 +61,26 @@ def session(base, pool, rng, policy: DecisionPolicy, mode: str):
     return c
 
 
+def spread(pools: list[Path]) -> None:
+    from pytest_gpuperf.verdict import classes_for
+
+    for folder in pools:
+        print(f"== {folder}")
+        for case, variants in sorted(load(folder).items()):
+            good = [x for x, _ in variants["good"]]
+            mode = variants["good"][0][1]
+            classes = classes_for(good, mode)
+            for fig, get in (("device", lambda x: x.median_s), ("end-to-end", lambda x: x.e2e_s)):
+                xs = [get(x) for x in good if get(x)]
+                if not xs:
+                    continue
+                lo = min(xs)
+                ratios = " ".join(f"{x / lo:5.3f}" for x in sorted(xs))
+                klass = classes.get(fig) or classes.get("time")
+                name = klass.name if klass else "-"
+                print(f"{case:26} {fig:10} {name:8} {lo * 1e6:9.1f} us  {ratios}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("pools", nargs="+", type=Path)
@@ -68,8 +88,19 @@ def main() -> None:
     ap.add_argument("--max-runs", type=int, default=5)
     ap.add_argument("--trials", type=int, default=3, help="orders drawn per baseline")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--location", default="fast", choices=("fast", "median", "mean"),
+        help="how a side's runs are summarised (fast: the plugin's rule)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--spread", action="store_true",
+        help="instead: each case's good runs per figure, as ratios to the fastest (the data "
+        "behind the noise classes)",
+    )  # fmt: skip
     args = ap.parse_args()
-    policy = DecisionPolicy(max_runs=args.max_runs)
+    if args.spread:
+        return spread(args.pools)
+    policy = DecisionPolicy(max_runs=args.max_runs, location=args.location)
     rng = random.Random(args.seed)
     rows = defaultdict(lambda: {"aa": Counter(), "ab": Counter(), "ab_runs": [], "aa_runs": []})
     for folder in args.pools:

@@ -153,6 +153,9 @@ class DecisionPolicy:
     host_bound: float = 1.1
     power_share: float = 0.5
     fail_on: str = "regression"
+    #: how a side's runs are summarised: "fast" (the rule); "median" or "mean" only to
+    #: compare on measured data (bench/zoo_replay.py --location)
+    location: str = "fast"
 
     def __post_init__(self) -> None:
         if not 0 <= self.threshold < 1:
@@ -163,6 +166,8 @@ class DecisionPolicy:
             raise ValueError(f"need max_runs >= 1, got {self.max_runs}")
         if self.fail_on not in FAIL_ON:
             raise ValueError(f"fail_on must be one of {FAIL_ON}, got {self.fail_on!r}")
+        if self.location not in ("fast", "median", "mean"):
+            raise ValueError(f"location must be fast, median or mean, got {self.location!r}")
 
     @property
     def z(self) -> float:
