@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_gpuperf.errors import GraphCaptureError
+from pytest_gpuperf.measure.invocation import Invocation
 
 #: Fallback when the device does not report its L2 size.
 _DEFAULT_L2_BYTES = 64 * 1024 * 1024
@@ -37,16 +38,25 @@ def l2_flush_bytes(device: Any = None) -> int:
 
 
 class _CudaTimerBase:
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]):
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        setup: Callable[[], Any] | None = None,
+    ):
         import torch
 
         self._torch = torch
         self._fn = fn
-        self._call = lambda: fn(*args, **kwargs)
+        #: with setup=: fresh arguments before each call (prepare() outside the timed region)
+        self._inv = Invocation(fn, args, kwargs, setup)
+        self._call = (lambda: fn(*args, **kwargs)) if setup is None else self._inv
         self._events: tuple[list[Any], list[Any]] = ([], [])
         self._reserved = 0  # bytes we allocated ourselves, left out of peak memory
 
     def first_call(self) -> tuple[float, Any]:
+        self._inv.prepare()
         _sync()
         t = time.perf_counter()
         out = self._call()
@@ -76,6 +86,8 @@ class CudaEventsTimer(_CudaTimerBase):
     With ``l2_flush`` each call gets its own event pair, preceded by a write
     of twice the L2 size outside the pair, and a round's value is the median
     call; without it one pair brackets the back-to-back calls of a round.
+    With ``setup=`` each call gets its own pair too, with its setup (and the
+    flush) enqueued before the pair: the setup's GPU work is not timed.
     One host synchronisation per round.
     """
 
@@ -88,8 +100,9 @@ class CudaEventsTimer(_CudaTimerBase):
         kwargs: dict[str, Any],
         *,
         l2_flush: bool = True,
+        setup: Callable[[], Any] | None = None,
     ):
-        super().__init__(fn, args, kwargs)
+        super().__init__(fn, args, kwargs, setup)
         self.l2_flush = l2_flush
         self._flush_buf: Any = None
 
@@ -102,11 +115,14 @@ class CudaEventsTimer(_CudaTimerBase):
     def time_round(self, calls: int) -> tuple[float, float, int]:
         call = self._call
         t = time.perf_counter()
-        if self.l2_flush:
-            buf = self._flush_buf
+        if self.l2_flush or self._inv.has_setup:
+            buf = self._flush_buf if self.l2_flush else None
+            prepare = self._inv.prepare
             starts, ends = self._event_pairs(calls)
             for i in range(calls):
-                buf.zero_()
+                prepare()
+                if buf is not None:
+                    buf.zero_()
                 starts[i].record()
                 call()
                 ends[i].record()

@@ -28,10 +28,20 @@ def test_returns_the_result_and_reports_a_table(pytester: pytest.Pytester) -> No
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*gpuperf*",
-            "benchmark*params*mode*median*spread*95% CI*rounds*first call*memory*throughput*flag",
-            "test_mm*-*cpu*s*%*",
+            "gpuperf: measuring on the CPU (*torch*; no GPU: *): 10 rounds of 1 ms after a "
+            "warm-up of up to 30 ms",
+            "*= gpuperf =*",
+            "benchmark*median*95% CI*spread*first call*",
+            "test_mm *s*%*",
         ]
+    )
+    assert "NVML" not in result.stdout.str() and "telemetry" not in result.stdout.str()
+    table = result.stdout.str().split("= gpuperf =")[1]
+    assert max(len(line) for line in table.splitlines()) <= 120
+    # -v: every column
+    verbose = run(pytester, "-v")
+    verbose.stdout.fnmatch_lines(
+        ["benchmark*params*mode*median*spread*95% CI*rounds*first call*memory*throughput*"]
     )
 
 
@@ -125,7 +135,7 @@ def test_disable_runs_each_function_once_untimed(pytester: pytest.Pytester) -> N
     result = run(pytester, "--gpuperf-disable", "--gpuperf-json=out.json")
     result.assert_outcomes(passed=1)
     assert json.loads((pytester.path / "out.json").read_text())["results"] == []
-    assert "gpuperf: device=auto, disabled" in result.stdout.str()
+    assert "gpuperf: benchmarks disabled (--gpuperf-disable)" in result.stdout.str()
 
 
 def test_only_and_skip_select_benchmarks(pytester: pytest.Pytester) -> None:
