@@ -43,6 +43,10 @@ def test_returns_the_result_and_reports_a_table(pytester: pytest.Pytester) -> No
     verbose.stdout.fnmatch_lines(
         ["benchmark*params*mode*median*spread*95% CI*rounds*first call*memory*throughput*"]
     )
+    chosen = run(pytester, "--gpuperf-columns=min,median", "--gpuperf-group-by=func")
+    chosen.stdout.fnmatch_lines(["func=test_mm", "benchmark    min * median", "test_mm *"])
+    bad = run(pytester, "--gpuperf-sort=fastest")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_fn_exception_fails_the_test_with_that_exception(pytester: pytest.Pytester) -> None:

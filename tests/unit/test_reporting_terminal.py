@@ -141,3 +141,17 @@ def test_no_verdict_column_without_a_baseline() -> None:
 def test_every_sort_key_keeps_every_row(key: str) -> None:
     results = session()
     assert sorted(r.id.key for r in sort_results(results, key)) == sorted(r.id.key for r in results)
+
+
+def test_table_options_parse_and_name_the_fix() -> None:
+    from pytest_gpuperf.options import OptionValueError, group_keys, sort_key, table_columns
+
+    assert table_columns("median, ci,first-call") == ("median", "ci", "first_call")
+    assert sort_key("Change") == "change"
+    assert group_keys("func,param:dtype") == ("func", "param:dtype")
+    with pytest.raises(OptionValueError, match="unknown column 'medain' \\(did you mean median"):
+        table_columns("medain")
+    with pytest.raises(OptionValueError, match="unknown sort key 'fastest'.*keys: verdict"):
+        sort_key("fastest")
+    with pytest.raises(OptionValueError, match="unknown group key 'params'.*param:NAME"):
+        group_keys("params")
