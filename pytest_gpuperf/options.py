@@ -487,6 +487,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "csv",
+        text,
+        None,
+        "write every result as a CSV row (times in seconds, a column per test parameter) to "
+        "this file",
+        metavar="PATH",
+    ),
+    Option(
         "github",
         choice("auto", "on", "off"),
         "auto",

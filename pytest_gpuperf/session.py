@@ -12,12 +12,10 @@ import contextlib
 import datetime as _dt
 import time
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf import __version__
 from pytest_gpuperf.config import GpuPerfConfig
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.fixture import BenchContext, GpuBench
@@ -382,44 +380,37 @@ class GpuPerfSession:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
             if self.cfg["save"] and self.results:
                 self._save(session)
-            self._write_ci_outputs()
-        path = self.cfg["json"]
-        if path:
-            from pytest_gpuperf.fileio import atomic_write_text
-            from pytest_gpuperf.reporting import json_report
+        self._write_outputs()
 
-            doc = json_report.build(
-                self.results,
-                plugin_version=__version__,
-                session={
-                    "run_id": self.run_id,
-                    "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(
-                        timespec="seconds"
-                    ),
-                    "duration_s": round(time.time() - self.started, 3),
-                    "args": list(self.config.invocation_params.args),
-                    "device": self.cfg["device"],
-                    "baseline": self.cfg["baseline"],
-                    "saved_to": self.cfg["save"],
-                    "fingerprint_extra": fingerprint_extra(self.config),
-                    "gpu_state": self.gpu_state,
-                },
-            )
-            atomic_write_text(Path(path), json_report.dumps(doc))
-
-    def _write_ci_outputs(self) -> None:
-        """Markdown, HTML, GitHub step summary and annotations (reporting/ci.py)."""
+    def _write_outputs(self) -> None:
+        """The report files (reporting/outputs.py), the GitHub step summary and annotations;
+        a confirmation or capture child writes its JSON only (its parent reads it)."""
         import os
 
         from pytest_gpuperf.reporting.ci import write_ci_outputs
 
+        extra = fingerprint_extra(self.config)
         self.ci = write_ci_outputs(
             self.cfg,
             self.results,
             baseline=self.gate.baseline if self.gate else None,
             env=os.environ,
             rootdir=self.config.rootpath,
-            fingerprint_extra=fingerprint_extra(self.config) or None,
+            fingerprint_extra=extra or None,
+            session={
+                "run_id": self.run_id,
+                "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(
+                    timespec="seconds"
+                ),
+                "duration_s": round(time.time() - self.started, 3),
+                "args": list(self.config.invocation_params.args),
+                "device": self.cfg["device"],
+                "baseline": self.cfg["baseline"],
+                "saved_to": self.cfg["save"],
+                "fingerprint_extra": extra,
+                "gpu_state": self.gpu_state,
+            },
+            only=("json",) if self.child else None,
         )
 
     def _save(self, session: pytest.Session) -> None:
@@ -467,9 +458,6 @@ class GpuPerfSession:
                 tr.write_line(line, red=True)
             for line in self.ci.annotations:  # GitHub reads these at the start of a line
                 tr.write_line(line)
-        path = self.cfg["json"]
-        if path and self.results:
-            tr.write_line(f"results written to {path}")
 
 
 def _new_run_id() -> str:

@@ -149,9 +149,9 @@ def test_table_options_parse_and_name_the_fix() -> None:
     assert table_columns("median, ci,first-call") == ("median", "ci", "first_call")
     assert sort_key("Change") == "change"
     assert group_keys("func,param:dtype") == ("func", "param:dtype")
-    with pytest.raises(OptionValueError, match="unknown column 'medain' \\(did you mean median"):
+    with pytest.raises(OptionValueError, match=r"unknown column .medain. \(did you mean median"):
         table_columns("medain")
-    with pytest.raises(OptionValueError, match="unknown sort key 'fastest'.*keys: verdict"):
+    with pytest.raises(OptionValueError, match=r"unknown sort key 'fastest'.*keys: verdict"):
         sort_key("fastest")
-    with pytest.raises(OptionValueError, match="unknown group key 'params'.*param:NAME"):
+    with pytest.raises(OptionValueError, match=r"unknown group key 'params'.*param:NAME"):
         group_keys("params")
