@@ -27,9 +27,9 @@ INTERRUPTED = 130
 
 EPILOG = """\
 exit codes:
-  0  success (compare: no regression)
+  0  success (compare: no regression; demo: every step went as designed)
   1  compare: a regression was found (with --fail-on inconclusive, also an inconclusive
-     verdict)
+     verdict); demo: a step did not go as designed
   2  usage or input error: bad arguments, unknown baseline, unreadable or corrupt file,
      a baseline locked by another process
   3  compare: no benchmark of B has comparable runs in A (other environment, other
@@ -271,6 +271,12 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_gpuperf import demo
+
+    return demo.main(args.path, args.runs, out)
+
+
 # --- the parser -------------------------------------------------------------------------
 
 
@@ -307,6 +313,15 @@ def _sort(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _at_least_two(text: str) -> int:
+    n = _positive_int(text)
+    if n < 2:
+        raise argparse.ArgumentTypeError(
+            f"expected 2 or more runs (the noise between runs is learnt from several), got {text!r}"
+        )
+    return n
+
+
 def _positive_int(text: str) -> int:
     try:
         n = int(text)
@@ -326,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="pytest-gpuperf",
-        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, export.",
+        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
+        "export; and a demo of the main job.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -399,6 +415,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: collection)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "demo",
+        help="the main job in a minute: save a baseline, compare unchanged code (passes), "
+        "plant a slowdown (fails, with its diagnosis); exit 0 when it went as designed",
+        description="Runs pytest on three small benchmarks in a fresh folder: saves a baseline "
+        "from several runs, each in a fresh process; compares the unchanged code (it must "
+        "pass); plants a slowdown and compares again (it must fail, with a diagnosis). Exit "
+        "0 when every step went as designed, 1 otherwise. On the GPU where there is one, "
+        "else on the CPU.",
+    )
+    p.add_argument(
+        "--path",
+        metavar="DIR",
+        help="the demo's folder (new or empty; default: a new temporary folder, kept)",
+    )
+    p.add_argument(
+        "--runs",
+        type=_at_least_two,
+        default=3,
+        metavar="N",
+        help="runs saved into the baseline (default 3; at least 2)",
+    )
+    p.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -12,7 +12,6 @@ verdict is not final.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.errors import GpuPerfWarning
 from pytest_gpuperf.model import Result
 
 if TYPE_CHECKING:
@@ -241,18 +239,6 @@ def _with_note(c: Comparison, note: str) -> Comparison:
     from dataclasses import replace
 
     return replace(c, notes=(*c.notes, note))
-
-
-def warn_inconclusive(item: pytest.Item, messages: Sequence[str]) -> None:
-    """A warning per inconclusive verdict, pointing at the test (not at the plugin)."""
-    path, lineno, _ = item.location
-    for msg in messages:
-        warnings.warn_explicit(
-            GpuPerfWarning(msg),
-            GpuPerfWarning,
-            filename=str(item.config.rootpath / path),
-            lineno=(lineno or 0) + 1,
-        )
 
 
 def save(

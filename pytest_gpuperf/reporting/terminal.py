@@ -405,6 +405,10 @@ def _kind(r: Result) -> str:
     return str((r.comparison or {}).get("kind"))
 
 
+def _count(n: int) -> str:
+    return f"{n} benchmark" if n == 1 else f"{n} benchmarks"
+
+
 def _who(r: Result, mixed_modes: bool) -> str:
     return f"{r.id.display} [{r.id.mode}]" if mixed_modes else r.id.display
 
@@ -440,7 +444,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     others = [r for r in judged if _kind(r) not in NOTABLE]
     if others:
         kinds = sorted({_kind(r).replace("-", " ") for r in others})
-        lines.append(f"  {len(others)} benchmark(s): {' or '.join(kinds)}")
+        lines.append(f"  {_count(len(others))}: {' or '.join(kinds)}")
     if passed_inconclusive:
         lines.append(
             f"  {len(passed_inconclusive)} inconclusive, passed (below; "
