@@ -24,8 +24,13 @@ def pytest_gpuperf_telemetry(config, bench_id, telemetry):
 """
 
 
-def run_json(pytester: pytest.Pytester, fast_args: list[str], *args: str) -> tuple[Any, Any]:
-    result = pytester.runpytest_subprocess(*fast_args, "--gpuperf-json=out.json", *args)
+def run_json(
+    pytester: pytest.Pytester, fast_args: list[str], *args: str, fresh: bool = False
+) -> tuple[Any, Any]:
+    """A run in this process (torch already imported: fast), or in a ``fresh`` one where a
+    test looks at what the run imported."""
+    runner = pytester.runpytest_subprocess if fresh else pytester.runpytest
+    result = runner(*fast_args, "--gpuperf-json=out.json", *args)
     result.assert_outcomes(passed=1)
     return result, json.loads((pytester.path / "out.json").read_text())
 
@@ -45,7 +50,7 @@ def test_a_cpu_run_says_where_it_measures_and_never_touches_nvml(
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: auto measures on the GPU")
-    result, doc = run_json(pytester, fast_args)
+    result, doc = run_json(pytester, fast_args, fresh=True)
     result.stdout.fnmatch_lines(["collected 1 item", "gpuperf: measuring on the CPU (*"])
     header = [line for line in result.outlines if line.startswith("gpuperf:")]
     assert len(header) == 1, header  # one line, no NVML message, no GPU advice
@@ -85,15 +90,15 @@ def test_no_gpu_header_with_device_cpu_or_collect_only(
     pytester: pytest.Pytester, fast_args: list[str]
 ) -> None:
     pytester.makepyfile(BENCH)
-    result = pytester.runpytest_subprocess(*fast_args, "--gpuperf-device=cpu")
+    result = pytester.runpytest(*fast_args, "--gpuperf-device=cpu")
     assert not any("telemetry" in line for line in result.outlines)
-    result = pytester.runpytest_subprocess("--collect-only")
-    assert not any("telemetry" in line for line in result.outlines)
+    result = pytester.runpytest("--collect-only")
+    assert not any("telemetry" in line or "gpuperf:" in line for line in result.outlines)
 
 
 def test_no_gpu_header_without_benchmarks(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain():\n    pass\n")
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     assert not any("telemetry" in line for line in result.outlines)
 
