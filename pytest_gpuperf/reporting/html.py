@@ -23,6 +23,7 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import svg
 from pytest_gpuperf.reporting import verdicts as v
 from pytest_gpuperf.reporting.history import BenchHistory
+from pytest_gpuperf.reporting.terminal import MIN_CI_ROUNDS
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
 #: Badge colours by verdict kind.
@@ -291,7 +292,12 @@ def _measurement(res: Result) -> str:
     facts = [
         ("median", fmt_time(s.median if res.rounds else None)),
         ("spread (IQR / median)", fmt_pct(s.rel_iqr)),
-        ("95 % CI of the median", "±" + fmt_pct(s.rel_ci)),
+        (
+            "95 % CI of the median",
+            "±" + fmt_pct(s.rel_ci)
+            if s.n >= MIN_CI_ROUNDS
+            else f"- (fewer than {MIN_CI_ROUNDS} rounds: no such interval exists)",
+        ),
         ("rounds", f"{s.n} x {res.calls_per_round} calls"),
         ("first call", fmt_time(res.first_call_s)),
         ("stability", res.stability),

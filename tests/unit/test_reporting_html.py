@@ -273,3 +273,9 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert colour_count(rows, hex_rgb(html.COLORS["regression"])) > 500
     assert colour_count(rows, hex_rgb(svg.CURRENT)) > 200
     assert colour_count(rows, hex_rgb(svg.BASELINE)) > 200
+
+
+def test_few_rounds_have_no_interval_in_the_html_either() -> None:
+    r = result("test_few", kind=None)
+    r.rounds = r.rounds[:5]
+    assert "- (fewer than 6 rounds: no such interval exists)" in html.render([r])
