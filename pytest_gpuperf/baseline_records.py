@@ -63,6 +63,9 @@ class RunRecord:
     plugin_version: str | None = None
     warmup_rounds: int | None = None
     trimmed: int | None = None
+    #: the CUDA events backend's end-to-end figure (``rounds`` are then device time)
+    e2e_rounds: tuple[float, ...] = ()
+    host_hidden: bool | None = None
 
     @property
     def log_median(self) -> float:
@@ -97,6 +100,8 @@ class RunRecord:
             plugin_version=d.get("plugin_version"),
             warmup_rounds=d.get("warmup_rounds"),
             trimmed=d.get("trimmed"),
+            e2e_rounds=tuple(float(x) for x in d.get("e2e_rounds") or ()),
+            host_hidden=d.get("host_hidden"),
         )
 
 
@@ -146,6 +151,11 @@ def record_from_result(
         "flops": d.get("flops"),
         "bytes": d.get("bytes"),
     }
+    e2e = d.get("e2e_rounds") or []
+    if e2e and all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in e2e):
+        rec["e2e_rounds"] = [_sig(x, 4) for x in e2e]
+    if isinstance(d.get("host_hidden"), bool):
+        rec["host_hidden"] = d["host_hidden"]
     for name in ("rel_iqr", "first_call_s"):
         value = summary.get(name) if name == "rel_iqr" else d.get(name)
         if isinstance(value, (int, float)) and math.isfinite(value):

@@ -8,6 +8,11 @@ One JSON document per baseline name. Version history:
    ``null``; new optional run fields ``extra`` (opaque, e.g. the kernel
    inventory), ``plugin_version`` (runs of several releases share a
    window), ``warmup_rounds`` and ``trimmed`` (to audit the steady state).
+3. New optional run fields of the CUDA events backend's two figures:
+   ``e2e_rounds`` (end-to-end time per call, one value per kept round; the
+   ``rounds`` are then device time) and ``host_hidden`` (whether that device
+   time had the host hidden). Older runs have neither; they are measured
+   under another policy and are not compared with new ones.
 
 Each version is validated in its own terms before it is migrated (so an
 error names fields as they are in the file), then migrated one step at a
@@ -31,7 +36,7 @@ from pytest_gpuperf.fingerprint import content_id, fingerprint_id
 
 SCHEMA = "pytest-gpuperf/baseline"
 #: The version this pytest-gpuperf writes, and the newest it reads.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class SchemaProblem(ValueError):
@@ -147,6 +152,12 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
     "warmup_rounds": INT_NONNEG,
     "trimmed": INT_NONNEG,
 }
+#: Version 3 adds these optional run fields.
+RUN_OPTIONAL_V3: dict[str, Check] = {
+    **RUN_OPTIONAL_V2,
+    "e2e_rounds": ROUNDS,
+    "host_hidden": (lambda v: isinstance(v, bool), "true or false"),
+}
 #: Run fields whose content is free-form JSON.
 _OPAQUE = ("meta", "policy", "telemetry", "extra")
 
@@ -223,7 +234,8 @@ def validate(doc: Any, version: int) -> None:
         for pid, pol in policies.items():
             _check(pol, OBJECT, f"policies[{pid!r}]")
             _json_value(pol, f"policies[{pid!r}]")
-        required, optional = RUN_REQUIRED_V2, RUN_OPTIONAL_V2
+        required = RUN_REQUIRED_V2
+        optional = RUN_OPTIONAL_V3 if version >= 3 else RUN_OPTIONAL_V2
     else:
         required, optional = RUN_FIELDS_V1, {}
     benches = doc["benchmarks"]
@@ -306,8 +318,13 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
+    """Nothing to change: version 3 only adds optional fields."""
+    return doc
+
+
 #: ``MIGRATIONS[n]`` turns a valid version-``n`` document into a version ``n + 1`` one.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade(doc: Any) -> tuple[dict[str, Any], int]:

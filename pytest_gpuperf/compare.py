@@ -3,14 +3,11 @@
 Each side is a :class:`RunSet`: a stored baseline, or a ``--gpuperf-json``
 run file seen as a baseline of one run per benchmark. For every benchmark of
 the candidate, its runs under its newest environment and settings are
-judged against the reference's comparable runs exactly as the plugin's gate
-judges a test's result (:mod:`pytest_gpuperf.gate`, whose per-result steps
-are :func:`decide_against`, :func:`pool_prior`, :func:`environment_reason`
-and :func:`run_stat` here): the same match of fingerprint and measurement
-settings, the same runner noise prior pooled per environment (every timing
-mode against its own curve), the same ``m`` (reference benchmarks whose test is in the candidate),
-the same telemetry check. The one difference: nothing can be re-measured,
-so every verdict is final (decided as at the last look).
+judged against the reference's comparable runs by the plugin's own rule
+(:class:`pytest_gpuperf.verdict.judge.Judge`, which the gate calls too): the
+same match of fingerprint and measurement settings, the same noise classes,
+the same telemetry check. The one difference: nothing can be re-measured, so
+every verdict is final (a suspect that needed more runs is inconclusive).
 
 Pure Python: no torch, no pytest.
 """
@@ -21,7 +18,7 @@ import copy
 import datetime as _dt
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,130 +27,18 @@ from pytest_gpuperf import baseline_schema as schema
 from pytest_gpuperf.baseline_records import Baseline, RunRecord, record_from_result
 from pytest_gpuperf.errors import CorruptBaseline, GpuPerfError
 from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
-from pytest_gpuperf.model import UNSTABLE_CLASSES, BenchId, Result
+from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.reporting import json_report
 from pytest_gpuperf.reporting.history import BenchHistory
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.verdict import Comparison, DecisionPolicy, NoisePrior, RunStat
+    from pytest_gpuperf.verdict import DecisionPolicy
 
 
 class RunFileError(GpuPerfError):
     """A file given as a run file or baseline that cannot be read; the message says why."""
 
     __module__ = "pytest_gpuperf"
-
-
-# --- the gate's per-result steps, without pytest ------------------------------------
-
-
-def run_stat(rec: RunRecord) -> RunStat:
-    """A stored run as the verdict sees it."""
-    from pytest_gpuperf.verdict import RunStat, within_run_se
-
-    return RunStat(
-        median_s=rec.median,
-        unstable=rec.stability in UNSTABLE_CLASSES,
-        stability=rec.stability,
-        within_se=within_run_se(rec.rounds) if rec.rounds else None,
-    )
-
-
-def pool_prior(
-    baseline: Baseline, fingerprint_id: str, policy: DecisionPolicy
-) -> NoisePrior | None:
-    """The runner's noise prior: every benchmark of ``baseline`` in one environment, each
-    timing mode against its own curve."""
-    from pytest_gpuperf.verdict import pool_noise
-
-    groups, modes = [], []
-    for entry in baseline.benchmarks.values():
-        runs = [r for r in entry.runs if r.fingerprint_id == fingerprint_id]
-        if runs:
-            groups.append([run_stat(r) for r in runs])
-            modes.append(entry.mode)
-    return pool_noise(groups, policy, modes=modes)
-
-
-def environment_reason(
-    runs: Sequence[RunRecord],
-    median_s: float,
-    telemetry: Mapping[str, Any] | None,
-    threshold: float,
-) -> tuple[str | None, str | None]:
-    """(why the conditions are not comparable, or a note) from the telemetry of both sides.
-
-    A clock regime that differs materially makes a would-be regression
-    inconclusive, unless the slowdown persists in cycles: then it stands,
-    with the clock difference as a note.
-    """
-    from pytest_gpuperf.telemetry import confirm_in_cycles, regime_difference
-
-    baseline_telemetry = [r.telemetry for r in runs if r.telemetry]
-    if not baseline_telemetry or not telemetry:
-        return None, None
-    reason = regime_difference(baseline_telemetry, telemetry)
-    if reason is None:
-        return None, None
-    check = confirm_in_cycles(
-        [(r.median, r.telemetry) for r in runs], median_s, telemetry, min_change=threshold
-    )
-    if check.confirmed:
-        return None, f"{reason}; the slowdown persists in cycles: {check.explanation}"
-    return f"{reason} ({check.explanation})", None
-
-
-def decide_against(
-    baseline: Baseline,
-    key: str,
-    fp: Mapping[str, Any],
-    measurement_policy: Mapping[str, Any] | None,
-    current: list[RunStat],
-    *,
-    policy: DecisionPolicy,
-    m: int,
-    look: int,
-    name: str,
-    median_s: float,
-    telemetry: Mapping[str, Any] | None = None,
-    priors: dict[str, NoisePrior | None] | None = None,
-    mode: str | None = None,
-) -> Comparison:
-    """The verdict on one benchmark's ``current`` runs against ``baseline`` (the gate's rule)."""
-    from pytest_gpuperf.verdict import decide
-
-    match = baseline.match(key, fp, measurement_policy)
-    if match.status == br.NO_BENCHMARK:
-        return decide([], current, policy=policy, m=m, look=look, name=name)
-    if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
-        other = baseline.runs(key, match.fingerprint_id or "")
-        label = "" if match.status == br.OTHER_ENVIRONMENT else "measurement settings: "
-        return decide(
-            [run_stat(r) for r in other] or [current[0]],
-            current,
-            policy=policy,
-            m=m,
-            look=look,
-            name=name,
-            environment_diff=[label + d for d in match.differences] or ["environment"],
-        )
-    fid = match.fingerprint_id or ""
-    cache = priors if priors is not None else {}
-    if fid not in cache:
-        cache[fid] = pool_prior(baseline, fid, policy)
-    reason, note = environment_reason(match.runs, median_s, telemetry, policy.threshold)
-    c = decide(
-        [run_stat(r) for r in match.runs],
-        current,
-        policy=policy,
-        m=m,
-        look=look,
-        prior=cache[fid],
-        environment_reason=reason,
-        name=name,
-        mode=mode,
-    )
-    return replace(c, notes=(*c.notes, note)) if note else c
 
 
 # --- the two sides --------------------------------------------------------------------
@@ -340,14 +225,13 @@ class Outcome:
 def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None = None) -> Outcome:
     """Judge every benchmark of ``candidate`` against ``reference``; every verdict is final."""
     from pytest_gpuperf.verdict import DEFAULT_POLICY
+    from pytest_gpuperf.verdict.judge import Judge, run_stat
 
-    pol = policy or DEFAULT_POLICY
     ref, cand = reference.baseline, candidate.baseline
-    nodeids = {e.nodeid for e in cand.benchmarks.values()}
-    m = max(1, sum(1 for e in ref.benchmarks.values() if e.nodeid in nodeids))
-    priors: dict[str, NoisePrior | None] = {}
+    judge = Judge(ref, policy or DEFAULT_POLICY)
     results: list[Result] = []
     hist: dict[str, BenchHistory] = {}
+    gated = 0
     for key, entry in cand.benchmarks.items():
         if not entry.runs:
             continue
@@ -355,25 +239,12 @@ def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None 
         fp = cand.fingerprints.get(last.fingerprint_id, {})
         own = candidate.results.get(key)
         res = copy.deepcopy(own) if own else result_from_record(entry, last, fp)
-        current = [run_stat(r) for r in same]
-        c = decide_against(
-            ref,
-            key,
-            fp,
-            last.policy,
-            current,
-            policy=pol,
-            m=m,
-            look=pol.looks,
-            name=res.id.display,
-            median_s=res.median if res.rounds else last.median,
-            telemetry=res.telemetry,
-            priors=priors,
-            mode=entry.mode,
-        )
+        res.policy = dict(last.policy)
+        c = judge.decide(res, [run_stat(r) for r in same], last=True, fp=fp)
         res.comparison = c.to_dict()
         results.append(res)
-        match = ref.match(key, fp, last.policy)
+        match = judge.match(res)
+        gated += c.gated
         ref_entry = ref.benchmarks.get(key)
         hist[key] = BenchHistory(
             baseline=ref.name,
@@ -382,4 +253,4 @@ def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None 
             fingerprint_id=last.fingerprint_id,
             reason=match.reason,
         )
-    return Outcome(results, hist, m)
+    return Outcome(results, hist, gated)

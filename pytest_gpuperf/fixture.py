@@ -322,6 +322,8 @@ class GpuBench:
                     label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                     with ctx.progress(label, ticker=False) as task:
                         raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
+                    hidden = getattr(timer, "host_hidden", None)
+                    hidden = hidden(len(raw.rounds)) if hidden else None
                 wall = time.perf_counter() - t_start
                 peak = timer.peak_memory()
                 call = Invocation(fn, args, kwargs, setup)
@@ -347,6 +349,8 @@ class GpuBench:
                 policy=_policy_record(policy, mode),
                 gate=dict(gate),
                 extra=extra,
+                e2e_rounds=list(raw.e2e_rounds),
+                host_hidden=hidden,
             )
             result.notes.extend(flag_notes(result, policy))
             self.results.append(result)
@@ -430,6 +434,9 @@ def _policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:
     }
     if mode == MODE_EVENTS:
         rec["l2_flush"] = policy.l2_flush
+        # device time with the host hidden, plus end-to-end time per call (older runs
+        # timed one figure that mixed the two: not comparable)
+        rec["figures"] = "device+e2e"
     return rec
 
 
@@ -478,6 +485,12 @@ def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
         notes.append(
             f"warm-up hit its {policy.warmup_ms:g} ms budget before settling; raise warmup_ms "
             "if the first rounds keep drifting"
+        )
+    if result.host_hidden is False:
+        notes.append(
+            "the device figure includes host waits: the function waits for the GPU inside the "
+            "timed call (.item(), .cpu(), printing a tensor, torch.cuda.synchronize()), so the "
+            "host could not run ahead of it; its end-to-end time is the figure to read"
         )
     if s.n and max(s.rel_iqr, s.rel_ci) > policy.noise_threshold:
         remedy = (

@@ -11,7 +11,7 @@ verdict is not final.
 
 from __future__ import annotations
 
-import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.verdict.decide import with_note
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.baseline import Baseline, BaselineStore, RunRecord
+    from pytest_gpuperf.baseline import Baseline
     from pytest_gpuperf.config import GpuPerfConfig
     from pytest_gpuperf.progress import Progress
-    from pytest_gpuperf.verdict import Comparison, DecisionPolicy, NoisePrior
+    from pytest_gpuperf.verdict import Comparison, DecisionPolicy
 
 
 def baseline_dir(config: pytest.Config, cfg: GpuPerfConfig) -> Path:
@@ -57,8 +58,45 @@ class Judgement:
     rerun_s: float = 0.0
 
 
+@dataclass
+class ConfirmBudget:
+    """How much fresh-process re-measurement a session may spend on suspects.
+
+    Re-runs may add up to ``factor`` times the session's plain time (its own
+    time without re-runs, extrapolated from the benchmarks done to those
+    collected), and never less than ``min_s``: a session stays within about
+    ``1 + factor`` times its plain time.
+    """
+
+    factor: float = 1.0
+    min_s: float = 60.0
+    started: float = field(default_factory=time.perf_counter)
+    expected: int = 1
+    done: int = 0
+    spent_s: float = 0.0
+    last_child_s: float = 0.0
+
+    def allowed_s(self) -> float:
+        plain = max(0.0, time.perf_counter() - self.started - self.spent_s)
+        total = plain * max(self.expected, self.done) / max(self.done, 1)
+        return max(self.min_s, self.factor * total)
+
+    def can_spend(self) -> bool:
+        """Whether one more re-run fits (judged by the last one's cost)."""
+        return self.spent_s + self.last_child_s <= self.allowed_s()
+
+    def spend(self, seconds: float) -> None:
+        self.spent_s += seconds
+        self.last_child_s = seconds
+
+
 class Gate:
-    """Everything the session needs to judge results against one baseline."""
+    """Everything the session needs to judge results against one baseline.
+
+    The rule is :mod:`pytest_gpuperf.verdict`'s (:class:`~pytest_gpuperf.verdict.judge.Judge`);
+    the gate adds what needs pytest: fresh-process re-runs of suspects, within
+    the session's :class:`ConfirmBudget`, and failing the test item.
+    """
 
     def __init__(
         self,
@@ -67,6 +105,7 @@ class Gate:
         baseline: Baseline,
     ):
         from pytest_gpuperf.verdict import DecisionPolicy
+        from pytest_gpuperf.verdict.judge import Judge
 
         self.config = config
         self.cfg = cfg
@@ -74,8 +113,8 @@ class Gate:
         self.policy: DecisionPolicy = DecisionPolicy.from_settings(
             {k: cfg[k] for k in ("threshold", "alpha", "fail_on", "reruns")}
         )
-        self.m = 1
-        self._priors: dict[str, NoisePrior | None] = {}
+        self.rule = Judge(baseline, self.policy, fingerprint_extra(config) or None)
+        self.budget = ConfirmBudget(factor=float(cfg["confirm_budget"]))
         self.rerun_count = 0
         self.rerun_s = 0.0
 
@@ -88,66 +127,12 @@ class Gate:
         return cls(config, cfg, store.load(str(cfg["baseline"])))
 
     def set_collected(self, nodeids: Sequence[str]) -> None:
-        """m = benchmarks of the baseline whose test was collected (one family per session)."""
-        wanted = set(nodeids)
-        self.m = max(1, sum(1 for e in self.baseline.benchmarks.values() if e.nodeid in wanted))
-
-    # --- per result ---------------------------------------------------------
-
-    def fingerprint(self, result: Result) -> dict[str, Any]:
-        from pytest_gpuperf.fingerprint import fingerprint
-
-        return fingerprint(result.environment or {}, fingerprint_extra(self.config) or None)
-
-    def policy_for(self, result: Result) -> DecisionPolicy:
-        """The session's policy, with this benchmark's own threshold where it has one."""
-        threshold = result.gate.get("threshold")
-        if threshold is None or math.isclose(float(threshold), self.policy.threshold):
-            return self.policy
-        return self.policy.with_threshold(float(threshold))
-
-    def decide(
-        self,
-        result: Result,
-        current: list[Any],
-        look: int,
-        policy: DecisionPolicy,
-    ) -> Comparison:
-        """The verdict on one result's current runs (the rule shared with the CLI's compare)."""
-        from pytest_gpuperf.compare import decide_against
-
-        return decide_against(
-            self.baseline,
-            result.id.key,
-            self.fingerprint(result),
-            result.policy,
-            current,
-            policy=policy,
-            m=self.m,
-            look=look,
-            name=result.id.display,
-            median_s=result.median,
-            telemetry=result.telemetry,
-            priors=self._priors,
-            mode=result.id.mode,
-        )
+        """The benchmarks of the session, for the confirmation budget's estimate of its time."""
+        self.budget.expected = max(1, len(nodeids))
 
     def _setting(self, result: Result, name: str) -> Any:
         """A verdict setting as resolved for this benchmark, else the session's."""
         return result.gate.get(name, self.cfg[name])
-
-    def secondary(self, result: Result, runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
-        from pytest_gpuperf.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
-
-        out = []
-        for metric, current, values, tol in (
-            (PEAK_MEMORY, result.peak_memory_bytes, [r.peak_memory_bytes for r in runs],
-             float(self._setting(result, "memory_tolerance"))),
-            (FIRST_CALL, result.first_call_s, [r.first_call_s for r in runs],
-             float(self._setting(result, "first_call_tolerance"))),
-        ):  # fmt: skip
-            out.append(compare_secondary(values, current, tol, metric=metric).to_dict())
-        return out
 
     # --- per test -------------------------------------------------------------
 
@@ -160,28 +145,33 @@ class Gate:
         progress: Progress | None = None,
     ) -> Judgement:
         """Verdicts for one test's results, re-measuring suspects in fresh processes."""
-        from pytest_gpuperf import baseline_records as br
         from pytest_gpuperf.progress import silent
         from pytest_gpuperf.reporting.explain import explain, summary_line
         from pytest_gpuperf.rerun import is_child, matching, run_child
-        from pytest_gpuperf.secondary import HIGHER, explain_secondary
         from pytest_gpuperf.verdict import RunStat, outcome
 
         out = Judgement()
-        policies = {r.id.key: self.policy_for(r) for r in results}
+        self.budget.done += 1
+        child_mode = is_child(self.config)
         current: dict[str, list[Any]] = {r.id.key: [RunStat.from_result(r)] for r in results}
-        comps = {
-            r.id.key: self.decide(r, current[r.id.key], 1, policies[r.id.key]) for r in results
-        }
-        look = 1
-        while look < self.policy.looks and not is_child(self.config):
+        last = child_mode or self.policy.max_runs <= 1
+        comps = {r.id.key: self._decide(r, current, last) for r in results}
+        note = ""
+        while not child_mode:
             pending = [r for r in results if not comps[r.id.key].final]
             if not pending:
                 break
-            look += 1
+            if not self.budget.can_spend():
+                note = (
+                    f"confirmation budget spent ({self.budget.spent_s:.0f} s of re-runs in this "
+                    f"session, at most {self.budget.allowed_s():.0f} s); raise "
+                    "--gpuperf-confirm-budget to confirm more"
+                )
+                break
+            look = len(current[pending[0].id.key]) + 1
             label = (
                 f"re-measuring {item.nodeid} in a fresh process "
-                f"(look {look} of {self.policy.looks})"
+                f"(run {look} of at most {self.policy.max_runs})"
             )
             with (progress or silent()).task(label):
                 child = run_child(self.config, self.cfg, item.nodeid, device=device)
@@ -189,42 +179,58 @@ class Gate:
             out.rerun_s += child.wall_s
             self.rerun_count += 1
             self.rerun_s += child.wall_s
+            self.budget.spend(child.wall_s)
             for r in pending:
                 again = matching(child.results, r.id.key)
-                if again is not None:
-                    current[r.id.key].append(RunStat.from_result(again))
-                    comps[r.id.key] = self.decide(r, current[r.id.key], look, policies[r.id.key])
-                else:
-                    # No second opinion could be had: decide on what there is, as final.
-                    c = self.decide(r, current[r.id.key], self.policy.looks, policies[r.id.key])
+                if again is None:
                     why = (
                         f"the confirmation run failed (exit {child.returncode}): "
                         f"{child.log_tail[-300:]}"
                     )
-                    comps[r.id.key] = _with_note(c, why)
+                    comps[r.id.key] = with_note(self._decide(r, current, True), why)
+                    continue
+                current[r.id.key].append(RunStat.from_result(again))
+                full = len(current[r.id.key]) >= self.policy.max_runs
+                comps[r.id.key] = self._decide(r, current, full)
         for r in results:
-            gate_secondary = str(self._setting(r, "gate_secondary"))
             c = comps[r.id.key]
+            if not c.final:  # no more runs: a suspect is settled on what there is
+                c = self._decide(r, current, True)
+                if note:
+                    c = with_note(c, note)
+            c, secondary_failures = self._secondary(r, c)
             r.comparison = c.to_dict()
-            match = self.baseline.match(r.id.key, self.fingerprint(r), r.policy)
-            if match.status == br.MATCH:
-                secondary = self.secondary(r, match.runs)
-                r.comparison["secondary"] = secondary
-                for s in secondary:
-                    if s["kind"] == HIGHER and _gated(gate_secondary, s["metric"]):
-                        from pytest_gpuperf.secondary import SecondaryComparison
-
-                        out.failures.append(
-                            f"{r.id.display} [{r.id.mode}]: "
-                            + explain_secondary(SecondaryComparison.from_dict(s))
-                        )
             out.comparisons[r.id.key] = c
-            verdict = outcome(c, self.policy.fail_on) if c.final else "pass"
+            out.failures += secondary_failures
+            verdict = outcome(c, self.policy.fail_on)
             if verdict == "fail":
                 out.failures.append(f"{r.id.display} [{r.id.mode}]\n{explain(c)}")
             elif verdict == "warn":
                 out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
         return out
+
+    def _decide(self, r: Result, current: dict[str, list[Any]], last: bool) -> Comparison:
+        return self.rule.decide(r, current[r.id.key], last=last)
+
+    def _secondary(self, r: Result, c: Comparison) -> tuple[Comparison, list[str]]:
+        """Peak memory and first-call time: on the comparison, and failures where gated."""
+        from dataclasses import replace
+
+        from pytest_gpuperf.verdict.secondary import FIRST_CALL, HIGHER, PEAK_MEMORY
+        from pytest_gpuperf.verdict.secondary import explain_secondary as text
+
+        tolerances = {
+            PEAK_MEMORY: float(self._setting(r, "memory_tolerance")),
+            FIRST_CALL: float(self._setting(r, "first_call_tolerance")),
+        }
+        found = self.rule.secondary(r, tolerances)
+        gate = str(self._setting(r, "gate_secondary"))
+        failures = [
+            f"{r.id.display} [{r.id.mode}]: {text(s)}"
+            for s in found
+            if s.kind == HIGHER and _gated(gate, s.metric)
+        ]
+        return replace(c, secondary=tuple(found)), failures
 
 
 def _gated(option: str, metric: str) -> bool:
@@ -233,12 +239,6 @@ def _gated(option: str, metric: str) -> bool:
     return (option == "memory" and metric == "peak_memory") or (
         option == "first-call" and metric == "first_call"
     )
-
-
-def _with_note(c: Comparison, note: str) -> Comparison:
-    from dataclasses import replace
-
-    return replace(c, notes=(*c.notes, note))
 
 
 def save(

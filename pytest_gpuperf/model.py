@@ -117,6 +117,14 @@ class Result:
     #: opaque per-run data stored with a baseline run (``"kernels"``: the kernel
     #: inventory of artifacts.inventory); empty for most results
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the second figure of the CUDA events backend, one value per kept round: the
+    #: end-to-end time per call of back-to-back calls, host included (``rounds`` then
+    #: hold device time with the host hidden). Empty for other backends.
+    e2e_rounds: list[float] = field(default_factory=list)
+    #: whether ``rounds`` are device time alone (the host was hidden behind a spin
+    #: kernel); False when the function waits for the GPU itself; None where the
+    #: backend does not hide the host (CUDA graphs have no host work, the CPU is the host)
+    host_hidden: bool | None = None
 
     @property
     def summary(self) -> Summary:
@@ -125,6 +133,11 @@ class Result:
     @property
     def median(self) -> float:
         return self.summary.median
+
+    @property
+    def e2e_median(self) -> float | None:
+        """Median end-to-end time per call (CUDA events backend), else None."""
+        return summarize(self.e2e_rounds).median if self.e2e_rounds else None
 
     @property
     def unstable(self) -> bool:

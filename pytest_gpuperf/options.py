@@ -398,8 +398,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "alpha",
         probability,
-        0.01,
-        "chance of any false failure in a session, over all benchmarks compared with a baseline",
+        0.0002,
+        "chance that noise alone fails one figure of one unchanged benchmark; fixed per "
+        "benchmark, never split across the session (a session of m benchmarks: at most "
+        "2 m alpha)",
         metavar="P",
     ),
     Option(
@@ -412,9 +414,17 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "reruns",
         int_at_least(0),
-        2,
-        "fresh processes that re-measure a suspect benchmark before its verdict is final",
+        4,
+        "fresh processes that may re-measure a suspect benchmark until its verdict is decisive",
         metavar="N",
+    ),
+    Option(
+        "confirm_budget",
+        non_negative_float,
+        1.0,
+        "re-measurements of suspects may add up to this multiple of the session's own time "
+        "(at least 60 s)",
+        metavar="FACTOR",
     ),
     Option(
         "gate_secondary",

@@ -215,7 +215,7 @@ class GpuPerfSession:
         baselines: dict[str, Any] = {}
         if self.gate is not None:
             for r in results:
-                match = self.gate.baseline.match(r.id.key, self.gate.fingerprint(r), r.policy)
+                match = self.gate.rule.match(r)
                 if match.status == br.MATCH:
                     baselines[r.id.key] = match.runs
         report = capture(

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 from pytest_gpuperf.errors import GraphCaptureError
+from pytest_gpuperf.measure.engine import Round
 from pytest_gpuperf.measure.invocation import Invocation
 
 #: Fallback when the device does not report its L2 size.
@@ -81,17 +83,36 @@ class _CudaTimerBase:
 
 
 class CudaEventsTimer(_CudaTimerBase):
-    """Rounds of calls between CUDA events.
+    """Two figures per round, from one warm-up: device time, and end-to-end time per call.
 
-    With ``l2_flush`` each call gets its own event pair, preceded by a write
-    of twice the L2 size outside the pair, and a round's value is the median
-    call; without it one pair brackets the back-to-back calls of a round.
-    With ``setup=`` each call gets its own pair too, with its setup (and the
-    flush) enqueued before the pair: the setup's GPU work is not timed.
-    One host synchronisation per round.
+    * **Device time** (the round's main value): a spin kernel holds the GPU
+      while the host enqueues the round's calls, so the GPU runs them back to
+      back from its queue and their events time the GPU alone, whatever the
+      host's cost (nvbench's blocking kernel; :mod:`.host_hiding` sizes the
+      spin). With ``l2_flush`` each call gets its own event pair, preceded by
+      a write of twice the L2 size outside the pair, and the round's value is
+      the median call; without it one pair brackets the round.
+    * **End-to-end time per call** (``Round.e2e``): the same calls back to back
+      between one event pair, no flush and no spin, as a loop in user code pays
+      them: for host-bound code, the host's time per call.
+
+    A function that waits for the GPU itself (``.item()``...) cannot have its
+    host hidden; :attr:`host_hidden` then says False and the device figure
+    includes those waits. One host synchronisation per figure and round.
+
+    With ``setup=``, each call of both figures gets its own event pair, with its
+    setup (and, for the device figure, the flush) enqueued before the pair, so
+    the setup's GPU work is never timed: the device figure is the median call,
+    the end-to-end figure the mean call. The spin is sized for the host's setup
+    and call together.
     """
 
     mode = "cuda-events"
+    #: calls per device round at most, with a flush per call (each a median sample) or without
+    DEVICE_CALLS_FLUSH = 64
+    DEVICE_CALLS = 256
+    #: tries of one device round whose host was not hidden
+    TRIES = 3
 
     def __init__(
         self,
@@ -100,22 +121,135 @@ class CudaEventsTimer(_CudaTimerBase):
         kwargs: dict[str, Any],
         *,
         l2_flush: bool = True,
+        hide_host: bool = True,
         setup: Callable[[], Any] | None = None,
     ):
+        from pytest_gpuperf.measure.host_hiding import HostHiding
+
         super().__init__(fn, args, kwargs, setup)
         self.l2_flush = l2_flush
+        self.hide_host = hide_host
+        self.hiding = HostHiding(hideable=hide_host)
+        #: per device round (calibration and warm-up included): was its host hidden?
+        self.hidden: list[bool] = []
         self._flush_buf: Any = None
+        self._pair: tuple[Any, Any] | None = None
+        self._spin_pair: tuple[Any, Any] | None = None
 
     def prepare(self) -> None:
+        torch = self._torch
         if self.l2_flush and self._flush_buf is None:
             n = l2_flush_bytes()
-            self._flush_buf = self._torch.empty(n // 4, dtype=self._torch.int32, device="cuda")
+            self._flush_buf = torch.empty(n // 4, dtype=torch.int32, device="cuda")
             self._reserved = n
+        new = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+        self._pair = (new(), new())
+        self._spin_pair = (new(), new())
+        if self.hide_host:
+            a, b = self._spin_pair
+            cycles = 200_000
+            a.record()
+            torch.cuda._sleep(cycles)
+            b.record()
+            b.synchronize()
+            self.hiding.observe_rate(cycles, a.elapsed_time(b) / 1000.0)
+            self._probe_hiding()
 
-    def time_round(self, calls: int) -> tuple[float, float, int]:
+    def _probe_hiding(self) -> None:
+        """Ask once whether the function waits for the GPU (:meth:`HostHiding.probe`)."""
+        torch = self._torch
         call = self._call
+        prepare = self._inv.prepare  # setup=, outside the host time asked about
+        prepare()
+        torch.cuda.synchronize()
         t = time.perf_counter()
-        if self.l2_flush or self._inv.has_setup:
+        call()
+        torch.cuda.synchronize()
+        one = time.perf_counter() - t  # the call's host time, at most
+        assert self.hiding.rate is not None
+        host = math.inf
+        for _ in range(2):  # the faster of two, so that one slow moment of the host is not it
+            spin_s = min(2.0, max(0.02, 20 * one))
+            prepare()
+            torch.cuda._sleep(int(spin_s * self.hiding.rate))
+            t = time.perf_counter()
+            call()
+            host = min(host, time.perf_counter() - t)
+            torch.cuda.synchronize()
+            if host < 0.5 * spin_s:
+                break
+        self.hiding.probe(host, spin_s)
+
+    def host_hidden(self, last: int) -> bool | None:
+        """Whether the device figure of the ``last`` rounds is device time alone.
+
+        None without host hiding; False when the function waits for the GPU
+        itself, or when fewer than 80 % of those rounds had their host hidden.
+        """
+        if not self.hide_host:
+            return None
+        flags = self.hidden[-last:] if last > 0 else []
+        return bool(self.hiding.hideable and flags and sum(flags) >= 0.8 * len(flags))
+
+    def time_round(self, calls: int) -> Round:
+        e2e, wall = self._e2e_round(calls)
+        cap = self.DEVICE_CALLS_FLUSH if self.l2_flush else self.DEVICE_CALLS
+        hidden = False
+        per_call = math.nan
+        for _ in range(self.TRIES):
+            per_call, hidden = self._device_round(self.hiding.round_calls(calls, cap))
+            if hidden or not self.hiding.hideable:
+                break
+        self.hidden.append(hidden)
+        return Round(per_call, wall, calls, e2e)
+
+    def _e2e_round(self, calls: int) -> tuple[float, float]:
+        assert self._pair is not None, "prepare() first"
+        if self._inv.has_setup:
+            return self._e2e_round_with_setup(calls)
+        call = self._call
+        start, end = self._pair
+        t = time.perf_counter()
+        start.record()
+        for _ in range(calls):
+            call()
+        end.record()
+        enqueue = time.perf_counter() - t
+        end.synchronize()
+        wall = time.perf_counter() - t
+        self.hiding.observe_enqueue(calls, enqueue)
+        return start.elapsed_time(end) / 1000.0 / calls, wall
+
+    def _e2e_round_with_setup(self, calls: int) -> tuple[float, float]:
+        """Calls with a setup between them: an event pair per call, the setup outside it."""
+        inv = self._inv
+        starts, ends = self._event_pairs(calls)
+        t = time.perf_counter()
+        for i in range(calls):
+            inv.prepare()
+            starts[i].record()
+            inv()
+            ends[i].record()
+        enqueue = time.perf_counter() - t
+        ends[calls - 1].synchronize()
+        wall = time.perf_counter() - t
+        self.hiding.observe_enqueue(calls, enqueue)  # setup included: the spin must cover it
+        ms = sum(starts[i].elapsed_time(ends[i]) for i in range(calls)) / calls
+        return ms / 1000.0, wall
+
+    def _device_round(self, calls: int) -> tuple[float, bool]:
+        call = self._call
+        torch = self._torch
+        assert self._spin_pair is not None, "prepare() first"
+        cycles = self.hiding.spin_cycles(calls) if self.hide_host else 0
+        spin_a, spin_b = self._spin_pair
+        if cycles:
+            spin_a.record()
+            torch.cuda._sleep(cycles)
+            spin_b.record()
+        t = time.perf_counter()
+        per_call_pairs = self.l2_flush or self._inv.has_setup
+        if per_call_pairs:
             buf = self._flush_buf if self.l2_flush else None
             prepare = self._inv.prepare
             starts, ends = self._event_pairs(calls)
@@ -126,21 +260,29 @@ class CudaEventsTimer(_CudaTimerBase):
                 starts[i].record()
                 call()
                 ends[i].record()
-            ends[calls - 1].synchronize()
-            per_call_ms = statistics.median(starts[i].elapsed_time(ends[i]) for i in range(calls))
+            last = ends[calls - 1]
         else:
             starts, ends = self._event_pairs(1)
             starts[0].record()
             for _ in range(calls):
                 call()
             ends[0].record()
-            ends[0].synchronize()
-            per_call_ms = starts[0].elapsed_time(ends[0]) / calls
-        return per_call_ms / 1000.0, time.perf_counter() - t, calls
+            last = ends[0]
+        enqueue = time.perf_counter() - t
+        last.synchronize()
+        spin_s = spin_a.elapsed_time(spin_b) / 1000.0 if cycles else 0.0
+        hidden = self.hiding.observe(calls, cycles, spin_s, enqueue)
+        if per_call_pairs:
+            ms = statistics.median(starts[i].elapsed_time(ends[i]) for i in range(calls))
+        else:
+            ms = starts[0].elapsed_time(ends[0]) / calls
+        return ms / 1000.0, hidden
 
     def close(self) -> None:
         super().close()
         self._flush_buf = None
+        self._pair = None
+        self._spin_pair = None
 
 
 _SYNC_OPS = {

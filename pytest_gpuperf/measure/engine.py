@@ -14,18 +14,44 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.measure.steady_state import classify, drifting, settled, steady_tail
+from pytest_gpuperf.measure.steady_state import (
+    classify,
+    drifting,
+    mser_cut,
+    settled,
+    steady_tail,
+)
+from pytest_gpuperf.model import UNSTABLE_CLASSES
+
+
+class Round(NamedTuple):
+    """What one round of a timer measured.
+
+    ``per_call`` is the round's value of the benchmark's main figure (seconds per
+    call), ``wall`` the host time the round took, ``calls`` the calls it made.
+    ``e2e`` is a second figure some timers take in the same round: the
+    end-to-end time per call of back-to-back calls (None where there is none).
+    """
+
+    per_call: float
+    wall: float
+    calls: int
+    e2e: float | None = None
 
 
 class RoundTimer(Protocol):
     """One timing backend, prepared for one function."""
 
-    def time_round(self, calls: int) -> tuple[float, float, int]:
+    def time_round(self, calls: int) -> tuple[float, float, int] | Round:
         """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
         ...
+
+
+def _e2e(r: tuple[float, float, int] | Round) -> float | None:
+    return r[3] if len(r) > 3 else None  # type: ignore[misc]
 
 
 PhaseHook = Callable[[str], AbstractContextManager[object]]
@@ -47,6 +73,9 @@ class RawMeasurement:
     t0: float = 0.0
     #: material level changes found before the steady tail (2+ = unstable)
     level_changes: int = 0
+    #: the timer's second figure for each kept round (end-to-end time per call of
+    #: back-to-back calls), aligned with ``rounds``; empty when the timer has none
+    e2e_rounds: list[float] = field(default_factory=list)
 
 
 def _no_phase(name: str) -> AbstractContextManager[object]:
@@ -76,7 +105,7 @@ def calibrate(timer: RoundTimer, policy: MeasurePolicy) -> int:
     best = math.inf
     trials = 0
     while True:
-        _, wall, done = timer.time_round(n)
+        _, wall, done = timer.time_round(n)[:3]
         trials += 1
         best = min(best, wall / max(done, 1))
         if trials >= 3 and (wall >= target / 4 or done >= policy.max_calls_per_round):
@@ -100,11 +129,16 @@ def run(
         calls = calibrate(timer, policy)
 
     warm: list[float] = []
+    walls: list[float] = []
     is_settled = False
     with phase("warmup"), _gc_paused():
         w0 = clock()
         while True:
-            per_call, _, calls_done = timer.time_round(calls)
+            a = clock()
+            r = timer.time_round(calls)
+            per_call, calls_done = r[0], r[2]
+            if _e2e(r) is not None:
+                walls.append(clock() - a)
             warm.append(per_call)
             elapsed_ms = (clock() - w0) * 1000.0
             if elapsed_ms >= policy.min_warmup_ms and settled(
@@ -118,19 +152,27 @@ def run(
     calls = calls_done
 
     measured: list[float] = []
+    second: list[float | None] = []
     spans: list[tuple[float, float]] = []
     # A hard stop for the whole loop (rounds grow if the function slows down): the
-    # warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass.
-    deadline = t0 + (policy.warmup_ms + 2.5 * policy.rounds * policy.round_ms) / 1000.0
+    # warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass. A
+    # round of a timer that takes two figures (or holds the GPU while the host enqueues)
+    # lasts longer than round_ms: its passes are sized by its warm-up rounds, up to 4x.
+    round_s = policy.round_ms / 1000.0
+    if walls:
+        recent = sorted(walls[-policy.settle_window :])
+        round_s = min(4 * round_s, max(round_s, recent[len(recent) // 2]))
+    deadline = t0 + policy.warmup_ms / 1000.0 + 2.5 * policy.rounds * round_s
 
     def measure(n_rounds: int) -> None:
         for i in range(n_rounds):
             if i >= 5 and clock() > deadline:
                 break
             a = clock()
-            per_call, _, _ = timer.time_round(calls)
+            r = timer.time_round(calls)
             b = clock()
-            measured.append(per_call)
+            measured.append(r[0])
+            second.append(_e2e(r))
             spans.append((a - t0, b - t0))
 
     with phase("measure"), _gc_paused():
@@ -142,8 +184,15 @@ def run(
             measure(policy.rounds)
             start, changes = steady_tail(measured, policy.shift_tol)
             drift = drifting(measured[start:], policy.shift_tol)
+    stability = classify(
+        len(measured) - start, policy.rounds, changes, warmup_settled=is_settled, drift=drift
+    )
+    if stability in UNSTABLE_CLASSES:
+        # No steady level: every round after the initial transient is evidence of where its
+        # level lies (the verdict bounds it by their range), not only the last segment.
+        start = mser_cut(measured)
     kept = measured[start:]
-    stability = classify(len(kept), policy.rounds, changes, warmup_settled=is_settled, drift=drift)
+    e2e = [x for x in second[start:] if x is not None]
     return RawMeasurement(
         rounds=kept,
         calls_per_round=calls,
@@ -156,4 +205,5 @@ def run(
         spans=spans[start:],
         t0=t0,
         level_changes=changes,
+        e2e_rounds=e2e if len(e2e) == len(kept) else [],
     )

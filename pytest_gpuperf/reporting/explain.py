@@ -1,10 +1,12 @@
 """The text of a verdict: what a user reads in a failed test and in the summary.
 
 :func:`explain` gives the multi-line explanation (the failure message of a
-regression: both medians, the ratio with its interval, the p-value against
-the level it had to reach, the threshold in force and why it is that wide,
-the noise and where it came from, and what the benchmark can detect);
-:func:`summary_line` one line for the terminal summary.
+regression): which figure decided, the two fast modes and their runs, the
+slowdown with its interval, the threshold in force and why it is that wide,
+what would have been decisive, the noise and where it came from, the
+smallest slowdown the benchmark could have caught, and every figure's
+verdict. :func:`summary_line` gives one line that says the same in short:
+an inconclusive line names its threshold and that smallest slowdown.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pytest_gpuperf.verdict import (
     NO_CHANGE,
     REGRESSION,
     Comparison,
+    FigureVerdict,
 )
 
 _TITLE = {
@@ -31,27 +34,22 @@ _TITLE = {
     DIFFERENT_ENVIRONMENT: "different environment",
 }
 
-
-def _p(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2g}"
-
-
-#: Beyond ±1000 % a percentage says nothing more than "huge".
-_HUGE = 10.0
+#: From twice as slow on, a ratio reads better than a percentage ("9.4x", not "+840 %").
+_RATIO_FROM = 1.0
 
 
 def _pct(x: float | None) -> str:
-    """Percent with one decimal, two below 1 % (noise levels of 0.25 % matter)."""
-    if x is not None and (not math.isfinite(x) or abs(x) >= _HUGE):
-        return "> 1000 %" if x > 0 else "< -1000 %"
+    """Percent with one decimal, two below 1 % (noise levels of 0.25 % matter); a ratio from 2x."""
+    if x is not None and (not math.isfinite(x) or x >= _RATIO_FROM):
+        return f"{x + 1:.3g}x" if math.isfinite(x) else "inf"
     if x is not None and abs(x) < 0.01:
         return fmt_pct(x, digits=2)
     return fmt_pct(x, digits=1)
 
 
 def _signed(x: float | None) -> str:
-    if x is not None and (not math.isfinite(x) or abs(x) >= _HUGE):
-        return "> +1000 %" if x > 0 else "< -1000 %"
+    if x is not None and (not math.isfinite(x) or x >= _RATIO_FROM):
+        return f"{x + 1:.3g}x" if math.isfinite(x) else "inf"
     return fmt_pct(x, digits=1, sign=True)
 
 
@@ -59,40 +57,43 @@ def _runs(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
 
 
-def _change(c: Comparison) -> str:
+def _figure(name: str | None) -> str:
+    return f"{name} time" if name and name != "time" else "time"
+
+
+def _change(c: Comparison | FigureVerdict) -> str:
     """``+6.1 % (90 % CI +4.8 % to +7.5 %)``."""
     if c.ratio is None:
         return "-"
+    level = getattr(c, "ci_level", 0.90)
     ci = ""
     if c.ratio_low is not None and c.ratio_high is not None:
-        ci = (
-            f" ({100 * c.ci_level:.0f} % CI {_signed(c.ratio_low - 1)} to "
-            f"{_signed(c.ratio_high - 1)})"
-        )
+        ci = f" ({100 * level:.0f} % CI {_signed(c.ratio_low - 1)} to {_signed(c.ratio_high - 1)})"
     return f"{_signed(c.ratio - 1)}{ci}"
 
 
 def summary_line(c: Comparison) -> str:
-    """One line: kind, change with interval, and the number that decided it."""
+    """One line: kind, change with interval, the figure, and the number that decided it."""
     who = f"{c.name}: " if c.name else ""
     title = _TITLE.get(c.kind, c.kind)
     if not c.final:
-        title += f" (suspect, look {c.look} of {c.looks})"
+        title += f" (suspect after {_runs(c.r)})"
     if c.kind == NO_BASELINE:
         return f"{who}{title}, current {fmt_time(c.current_s)}"
     if c.kind == DIFFERENT_ENVIRONMENT:
         differs = "; ".join(c.environment)
         return f"{who}{title} ({differs}), not gated: {_change(c)}"
-    line = f"{who}{title} {_change(c)}"
+    line = f"{who}{title} {_change(c)}, {_figure(c.figure)}"
     if c.kind == REGRESSION:
-        line += f", p = {_p(c.p_slow)} <= {_p(c.alpha)}, threshold {_pct(c.threshold_in_force)}"
+        line += f", {_runs(c.r)}, threshold {_pct(c.threshold_in_force)}"
     elif c.kind == INCONCLUSIVE:
-        if _finite(c.mde) and abs(c.mde or 0.0) < _HUGE:
-            line += f", detectable >= {_pct(c.mde)}"
-        else:
-            line += ", no slowdown is detectable with this noise"
+        line += (
+            f": threshold {_pct(c.threshold_in_force)}, could have caught >= {_pct(c.resolution)}"
+        )
         if c.reasons:
-            line += f": {c.reasons[0]}"
+            line += f"; {c.reasons[0]}"
+    elif c.kind == NO_CHANGE and c.resolution is not None:
+        line += f"; would have caught >= {_pct(c.resolution)}"
     return line
 
 
@@ -115,22 +116,19 @@ def explain(c: Comparison) -> str:
         lines.append(f"  why        {reason}")
     if c.ratio is None:
         return "\n".join(lines + _notes(c))
-    lines.append(f"  current    {fmt_time(c.current_s)}  {_current_from(c)}")
-    lines.append(f"  baseline   {fmt_time(c.baseline_s)}  geometric mean of {_runs(c.k)}")
-    lines.append(f"  ratio      {c.ratio:.3f}  {_change(c)}")
-    side, p = ("faster", c.p_fast) if c.kind == IMPROVEMENT else ("slower", c.p_slow)
-    lines.append(
-        f"  p-value    {_p(p)} (one-sided, {side}); a regression needs p <= {c.alpha or 0:.3g} "
-        f"= alpha {_pct(c.alpha_family)} / {c.m} gated benchmark{'s' if c.m != 1 else ''}"
-    )
+    lines.append(f"  figure     {_figure(c.figure)} (noise class {c.klass})")
+    lines.append(f"  current    {fmt_time(c.current_s)}  {_side(c.current_runs)}")
+    lines.append(f"  baseline   {fmt_time(c.baseline_s)}  {_side(c.baseline_runs)}")
+    lines.append(f"  change     {_change(c)}")
     lines.append(f"  threshold  {_threshold(c)}")
+    lines.append(f"  confirm    {_confirm(c)}")
     lines.append(f"  noise      {_noise(c)}")
-    lines.append(f"  power      {_power(c)}")
+    lines.append(f"  resolution {_resolution(c)}")
+    others = [f for f in c.figures if f.figure != c.figure]
+    for f in others:
+        lines.append(f"  also       {_figure_line(f)}")
     if not c.final:
-        lines.append(
-            f"  next       re-measure in a fresh process (look {c.look + 1} of {c.looks}) "
-            "before the verdict stands"
-        )
+        lines.append("  next       re-measure in a fresh process (a suspect, not yet a verdict)")
     return "\n".join(lines + _notes(c))
 
 
@@ -138,7 +136,7 @@ def _headline(c: Comparison) -> str:
     who = c.name or "benchmark"
     change = "" if c.ratio is None else f" {_signed(c.ratio - 1)}"
     if c.kind == REGRESSION:
-        state = "confirmed" if c.final else f"suspect at look {c.look} of {c.looks}"
+        state = "confirmed" if c.final else f"suspect after {_runs(c.r)}"
         return f"gpuperf: {who} is slower than its baseline:{change} (REGRESSION, {state})"
     if c.kind == IMPROVEMENT:
         return (
@@ -147,96 +145,84 @@ def _headline(c: Comparison) -> str:
         )
     if c.kind == NO_CHANGE:
         return (
-            f"gpuperf: {who}: no change{change}; a slowdown of {_pct(c.detect)} or more is "
-            "ruled out"
+            f"gpuperf: {who}: no change{change}; a slowdown of {_pct(c.resolution)} or more "
+            "would have been caught"
         )
     if c.kind == INCONCLUSIVE:
-        state = "" if c.final else f", look {c.look} of {c.looks}"
-        return f"gpuperf: {who}: INCONCLUSIVE{change}{state}"
+        return f"gpuperf: {who}: INCONCLUSIVE{change}"
     if c.kind == NO_BASELINE:
         return f"gpuperf: {who}: no baseline"
     return f"gpuperf: {who}: different environment, not gated{change}"
 
 
-def _current_from(c: Comparison) -> str:
-    if c.r <= 1:
-        return "this run"
-    runs = ", ".join(fmt_time(x) for x in c.current_runs)
-    how = "geometric mean" if c.r == 2 else "median"
-    return f"{how} of {c.r} runs ({runs})"
-
-
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
+def _side(runs: tuple[float, ...]) -> str:
+    if len(runs) <= 1:
+        return "one run" if runs else ""
+    shown = ", ".join(fmt_time(x) for x in runs[:8]) + (", ..." if len(runs) > 8 else "")
+    return f"fast mode of {len(runs)} runs ({shown})"
 
 
 def _threshold(c: Comparison) -> str:
     configured = _pct(c.threshold)
-    if not _finite(c.threshold_in_force):
-        return (
-            "none can be reached: with this little information about the noise no "
-            "slowdown is significant"
-        )
+    if c.threshold_in_force is None or not math.isfinite(c.threshold_in_force):
+        return "none can be reached with this little information about the noise"
     if c.threshold_reason == "noise":
-        t = math.log1p(c.threshold_in_force or 0.0) / c.se if c.se else math.nan
         return (
             f"{_pct(c.threshold_in_force)} in force, widened by the noise above the configured "
-            f"{configured}: {t:.3g} standard errors of {_pct(c.se)}, the distance at which a "
-            "slowdown becomes significant at this alpha"
+            f"{configured}: {_z(c)} standard errors of {_pct(c.se)}"
         )
-    return (
-        f"{_pct(c.threshold_in_force)} in force: the configured minimum (threshold=); the "
-        "noise alone would allow less"
-    )
+    return f"{_pct(c.threshold_in_force)} in force: the configured minimum (threshold=)"
+
+
+def _confirm(c: Comparison) -> str:
+    """How many fresh-process runs a regression of this size needs."""
+    lead = c.figure_verdict(c.figure or "")
+    one = lead.one_run if lead else math.inf
+    two = c.decisive if c.decisive is not None else math.inf
+    parts = []
+    if math.isfinite(one):
+        parts.append(f"beyond {_pct(one)} one run settles a regression")
+    if math.isfinite(two):
+        parts.append(f"beyond {_pct(two)} two runs")
+    parts.append(f"below, every one of {_runs(c.runs_needed or 1)} (process modes of its class)")
+    return "; ".join(parts)
+
+
+def _z(c: Comparison) -> str:
+    from pytest_gpuperf.verdict.robust import z_of
+
+    return f"{z_of(c.alpha):.2g}"
 
 
 def _noise(c: Comparison) -> str:
-    weight = f"weight {c.prior_df or 0:.3g} df"
-    if c.prior_df_runner and (c.prior_df or 0) < 0.9 * c.prior_df_runner:
-        weight += (
-            f", lowered from {c.prior_df_runner:.3g} because this benchmark is noisier than "
-            "the prior"
-        )
-    if c.prior_source == "pooled":
-        prior = (
-            f"the runner's level {_pct(c.prior_noise)} for a {fmt_time(c.baseline_s)} call, "
-            f"pooled from {c.prior_benchmarks} benchmarks ({weight})"
-        )
-    else:
-        prior = (
-            f"the default prior {_pct(c.prior_noise)} for a {fmt_time(c.baseline_s)} call "
-            f"({weight}; measured on an H200: ≤1 % for ≥200 µs kernels, up to 25 % for "
-            "launch-bound calls; nothing could be pooled from the runner)"
-        )
-    if c.k >= 2:
-        text = (
-            f"{_pct(c.noise)} between runs: {c.k} baseline runs (SD {_pct(c.noise_runs)}) "
-            f"combined with {prior}"
-        )
-    else:
-        text = f"{_pct(c.noise)} between runs: only 1 baseline run, so {prior} alone"
-    if c.noise_reason == "floor":
-        text += f"; raised to the {_pct(c.noise_floor)} floor"
-    elif c.noise_reason == "within-run":
-        text += f"; raised to the runs' own within-run spread {_pct(c.noise_floor)}"
-    if c.df is not None:
-        text += f"; t with {c.df:.3g} df"
-    return text
-
-
-def _power(c: Comparison) -> str:
-    if c.mde is None or not math.isfinite(c.mde):
-        return "this baseline cannot detect any slowdown: add baseline runs"
     text = (
-        f"slowdowns of {_pct(c.mde)} or more are caught 95 % of the time "
-        f"(with up to {_runs(c.looks)} of the current code)"
+        f"{_pct(c.noise)} between processes, for the fast mode: class {c.klass} prior "
+        f"{_pct(c.noise_prior)}"
     )
-    if c.mde > c.detect:
-        if c.runs_needed is not None:
-            text += f"; {_runs(c.runs_needed)} would be needed to catch {_pct(c.detect)}"
-        else:
-            text += f"; catching {_pct(c.detect)} needs more baseline runs than the {c.k} there are"
+    if c.noise_own is not None:
+        text += f", the baseline's faster half {_pct(c.noise_own)}"
+    else:
+        text += " (one baseline run: the prior alone)"
     return text
+
+
+def _resolution(c: Comparison) -> str:
+    if c.resolution is None or not math.isfinite(c.resolution):
+        return "this baseline cannot catch any slowdown: add baseline runs"
+    return (
+        f"slowdowns of {_pct(c.resolution)} or more are caught 95 % of the time "
+        f"(with {_runs(max(c.runs_needed or 1, c.r))} of the current code)"
+    )
+
+
+def _figure_line(f: FigureVerdict) -> str:
+    title = _TITLE.get(f.kind, f.kind)
+    if not f.final:
+        title += " (suspect)"
+    return (
+        f"{_figure(f.figure)}: {title} {_change(f)}; threshold {_pct(f.cutoff)}, would have "
+        f"caught >= {_pct(f.resolution)} (class {f.klass})"
+    )
 
 
 def _notes(c: Comparison) -> list[str]:

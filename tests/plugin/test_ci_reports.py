@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.plugin.test_baselines import BENCH, NO_RERUNS, run
+from tests.plugin.test_baselines import BENCH, run
 
 
 def test_regression_under_github_actions(
@@ -29,7 +29,6 @@ def test_regression_under_github_actions(
         "--gpuperf-markdown=out/report.md",
         "--gpuperf-html=out/report.html",
         "--junitxml=out/junit.xml",
-        NO_RERUNS,
         slowdown=3.0,
     )
     result.assert_outcomes(passed=1, failed=1)

@@ -4,73 +4,70 @@ from __future__ import annotations
 
 import re
 
+from pytest_gpuperf.model import MODE_EVENTS, MODE_GRAPH
 from pytest_gpuperf.reporting.explain import explain, summary_line
-from pytest_gpuperf.verdict import NoisePrior, decide
+from pytest_gpuperf.verdict import RunStat, decide
 
 T = 200e-6
-BASE = [T * (1 + x) for x in (0.002, -0.003, 0.001, -0.001, 0.0015)]
-PRIOR = NoisePrior(scale=0.3, nu0=10.0, benchmarks=12, runs=60)
 
 
-def test_regression_message_has_every_number_the_issue_asks_for() -> None:
-    c = decide(BASE, [T * 1.1, T * 1.102, T * 1.099], m=8, look=3, prior=PRIOR, name="test_mm")
+def run(t: float, e2e: float | None = None) -> RunStat:
+    return RunStat.of(t, [t] * 30, "steady", e2e_rounds=[e2e] * 30 if e2e else ())
+
+
+BASE = [run(T * x) for x in (1.002, 0.997, 1.001)]
+
+
+def test_regression_message_says_which_figure_and_why_it_is_sure() -> None:
+    c = decide(BASE, [run(T * 1.1), run(T * 1.102)], mode=MODE_GRAPH, name="test_mm")
     text = explain(c)
-    assert text.startswith("gpuperf: test_mm is slower than its baseline: +10.0 % (REGRESSION")
-    assert "confirmed" in text
-    assert "current    220.0 µs  median of 3 runs" in text  # current median
-    assert "baseline   200.0 µs  geometric mean of 5 runs" in text  # baseline median
-    assert re.search(r"ratio      1\.100  \+10\.0 % \(90 % CI \+9\.\d % to \+10\.\d %\)", text)
-    assert "p <= 0.00125 = alpha 1.0 % / 8 gated benchmarks" in text  # p and its level
-    assert "threshold  3.0 % in force: the configured minimum" in text  # threshold and why
-    assert "pooled from 12 benchmarks" in text and "5 baseline runs" in text  # the noise
-    assert "95 % of the time" in text  # what it could detect
+    assert text.startswith("gpuperf: test_mm is slower than its baseline: +10.")
+    assert "(REGRESSION, confirmed)" in text
+    assert "why        time 10.0 % slower" in text and "in every one of 2 runs" in text
+    assert re.search(r"current    221\.\d µs  fast mode of 2 runs \(220\.0 µs, 220\.4 µs\)", text)
+    assert "baseline   201.0 µs  fast mode of 3 runs" in text
+    assert re.search(r"change     \+10\.\d % \(90 % CI \+\d+\.\d % to \+\d+\.\d %\)", text)
+    assert "threshold  3.7 % in force, widened by the noise above the configured 3.0 %" in text
+    assert "confirm    beyond " in text and "one run settles a regression" in text
+    assert "noise class graph" in text
+    assert "resolution slowdowns of" in text and "95 % of the time" in text
 
 
-def test_noise_widened_threshold_says_so() -> None:
-    base = [20e-6 * (1 + x) for x in (0.08, -0.1, 0.05, -0.02, 0.12)]
-    c = decide(base, [20e-6 * 1.06] * 3, m=8, look=3, name="test_add")
+def test_an_end_to_end_regression_names_both_figures() -> None:
+    base = [run(T, T * 2.0 * x) for x in (1.0, 1.05, 1.3)]
+    c = decide(base, [run(T, T * 20)], mode=MODE_EVENTS, name="step")
     text = explain(c)
-    assert "INCONCLUSIVE" in text and "widened by the noise" in text
-    assert "standard errors of" in text
-    assert "default prior" in text and "nothing could be pooled" in text
-    assert "needs more baseline runs" in text or "would be needed" in text
+    assert "figure     end-to-end time (noise class host)" in text
+    assert "also       device time: no change" in text
+    assert summary_line(c).startswith("step: REGRESSION")
+    assert "end-to-end time" in summary_line(c)
 
 
-def test_one_baseline_run_is_explained() -> None:
-    text = explain(decide([T], [T * 1.02], m=8, name="k1"))
-    assert "only 1 baseline run" in text and "default prior" in text
-    assert "re-measure in a fresh process (look 2 of 3)" in text
+def test_a_suspect_and_an_inconclusive_verdict_say_what_they_would_take() -> None:
+    pending = decide(BASE, [run(T * 1.1)], mode=MODE_GRAPH, name="mm")
+    assert "(suspect after 1 run)" in summary_line(pending)
+    assert "next       re-measure in a fresh process" in explain(pending)
+    stuck = decide(BASE, [run(T * 1.1)], mode=MODE_GRAPH, name="mm", last=True)
+    line = summary_line(stuck)
+    assert line.startswith("mm: INCONCLUSIVE +9.")
+    assert "threshold " in line and "could have caught >= " in line and "not confirmed" in line
+    assert "\n" not in line
 
 
 def test_other_kinds_read_well() -> None:
-    assert "no change" in explain(decide(BASE, [T], m=8, prior=PRIOR))
-    assert "ruled out" in explain(decide(BASE, [T], m=8, prior=PRIOR))
-    fast = explain(decide(BASE, [T * 0.8], m=8, prior=PRIOR))
-    assert "faster than its baseline" in fast and "(one-sided, faster)" in fast
-    new = explain(decide([], [T], name="new"))
+    same = explain(decide(BASE, [run(T)], mode=MODE_GRAPH))
+    assert "no change" in same and "would have been caught" in same
+    fast = explain(decide(BASE, [run(T * 0.7)], mode=MODE_GRAPH))
+    assert "faster than its baseline" in fast
+    new = explain(decide([], [run(T)], name="new"))
     assert "no baseline" in new and "save a baseline" in new
-    env = explain(decide(BASE, [T * 1.3], environment_diff=["torch 2.11.0 -> 2.12.0"]))
+    env = explain(decide(BASE, [run(T * 1.3)], environment_diff=["torch 2.11.0 -> 2.12.0"]))
     assert "differs    torch 2.11.0 -> 2.12.0" in env and "not gated" in env
-    clk = decide(BASE, [T * 1.1] * 3, m=8, look=3, prior=PRIOR, environment_reason="clock 1590")
-    assert "why        environment: clock 1590" in explain(clk)
+    assert summary_line(decide([], [run(T)], name="n")) == "n: no baseline, current 200.0 µs"
 
 
-def test_summary_lines() -> None:
-    reg = decide(BASE, [T * 1.1] * 3, m=8, look=3, prior=PRIOR, name="mm")
-    assert summary_line(reg).startswith("mm: REGRESSION +10.0 % (90 % CI")
-    assert "threshold 3.0 %" in summary_line(reg)
-    pending = decide(BASE, [T * 1.1], m=8, look=1, prior=PRIOR, name="mm")
-    assert "(suspect, look 1 of 3)" in summary_line(pending)
-    noisy = decide([T], [T * 1.02], m=8, look=3, name="k1")
-    assert "detectable >=" in summary_line(noisy)
-    assert "\n" not in summary_line(noisy)
-    assert summary_line(decide([], [T], name="n")) == "n: no baseline, current 200.0 µs"
-
-
-def test_a_baseline_that_says_nothing_is_explained_without_warnings() -> None:
-    """One baseline run and a prior of almost no weight: infinite bounds, plain words."""
-    c = decide([T], [T * 1.2], m=8, look=3, prior=NoisePrior(scale=1.0, nu0=0.05))
+def test_a_single_baseline_run_is_explained_without_inf() -> None:
+    c = decide([run(T)], [run(T * 1.02)], mode=MODE_GRAPH)
     text = explain(c)
-    assert c.kind == "inconclusive"
-    assert "none can be reached" in text and "cannot detect any slowdown" in text
+    assert "one baseline run: the prior alone" in text
     assert not re.search(r"\binf\b", text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.secondary import (
+from pytest_gpuperf.verdict.secondary import (
     FIRST_CALL,
     HIGHER,
     LOWER,

@@ -13,6 +13,7 @@ VERDICT_OPTIONS = (
     "alpha",
     "fail_on",
     "reruns",
+    "confirm_budget",
     "gate_secondary",
     "memory_tolerance",
     "first_call_tolerance",
@@ -29,7 +30,7 @@ def test_per_test_and_session_options() -> None:
     assert {"threshold", "gate_secondary", "memory_tolerance", "first_call_tolerance"} <= (
         PER_TEST_OPTIONS
     )
-    assert not {"alpha", "fail_on", "reruns"} & PER_TEST_OPTIONS
+    assert not {"alpha", "fail_on", "reruns", "confirm_budget"} & PER_TEST_OPTIONS
     assert OPTIONS_BY_NAME["fail_on"].flag_name == "--gpuperf-fail-on"
 
 
@@ -49,6 +50,7 @@ def test_values_from_every_source() -> None:
         ("alpha", 0.5, "--gpuperf-alpha"),
         ("fail_on", "always", "--gpuperf-fail-on"),
         ("reruns", -1, "--gpuperf-reruns"),
+        ("confirm_budget", -0.5, "--gpuperf-confirm-budget"),
         ("gate_secondary", "time", "--gpuperf-gate-secondary"),
     ],
 )

@@ -1,0 +1,658 @@
+"""The regression zoo: realistic slowdowns from public PyTorch/Triton code, each a good and a bad variant.
+
+Every case is written here from the pattern in the public code it cites (no code is
+copied). ``make(device, bad)`` returns the callable that ``gpu_bench`` measures, with its
+inputs already on ``device``. Cases marked ``synthetic`` scale the work by a known
+amount; they measure the gate's power at small slowdowns and are reported apart from
+the realistic cases. ``benign`` cases change the code but keep the same kernels: they
+must never fail.
+
+Sizes span about 5 µs to 50 ms per call on an H200. On the CPU every case that can run
+there runs at a small size (for a smoke test of the scripts); GPU-only cases say so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Fn = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    #: what goes wrong in the bad variant, in a user's words
+    story: str
+    #: where the pattern comes from
+    source: str
+    make: Callable[[str, bool], Fn]
+    #: "realistic", "benign" or "synthetic"
+    kind: str = "realistic"
+    gpu_only: bool = False
+    #: options passed to gpu_bench (e.g. cuda_graph)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _on_gpu(device: str) -> bool:
+    return device == "cuda"
+
+
+# --- 1. Triton matmul: autotune configs cut -------------------------------------------------
+
+
+def _triton_matmul(device: str, bad: bool) -> Fn:
+    # triton-lang/triton python/tutorials/03-matrix-multiplication.py: a blocked matmul with
+    # grouped program ordering, autotuned over tile sizes. The bad variant is the same kernel
+    # after a refactor that kept only one small "safe" config.
+    import torch
+    import triton
+    import triton.language as tl
+
+    good_configs = [
+        triton.Config({"BM": 128, "BN": 256, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
+        triton.Config({"BM": 128, "BN": 128, "BK": 64, "G": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BM": 256, "BN": 128, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
+        triton.Config({"BM": 64, "BN": 256, "BK": 32, "G": 8}, num_stages=4, num_warps=4),
+    ]
+    bad_configs = [triton.Config({"BM": 32, "BN": 32, "BK": 32, "G": 8}, num_stages=2, num_warps=2)]
+
+    @triton.autotune(configs=bad_configs if bad else good_configs, key=["M", "N", "K"])
+    @triton.jit
+    def kernel(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):  # fmt: skip
+        pid = tl.program_id(0)
+        n_m = tl.cdiv(M, BM)
+        n_n = tl.cdiv(N, BN)
+        per_group = G * n_n
+        group = pid // per_group
+        first_m = group * G
+        size_m = min(n_m - first_m, G)
+        pm = first_m + ((pid % per_group) % size_m)
+        pn = (pid % per_group) // size_m
+        rm = (pm * BM + tl.arange(0, BM)) % M
+        rn = (pn * BN + tl.arange(0, BN)) % N
+        rk = tl.arange(0, BK)
+        pa = a + rm[:, None] * sam + rk[None, :] * sak
+        pb = b + rk[:, None] * sbk + rn[None, :] * sbn
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            x = tl.load(pa, mask=rk[None, :] < K - k * BK, other=0.0)
+            y = tl.load(pb, mask=rk[:, None] < K - k * BK, other=0.0)
+            acc = tl.dot(x, y, acc)
+            pa += BK * sak
+            pb += BK * sbk
+        cm = pm * BM + tl.arange(0, BM)
+        cn = pn * BN + tl.arange(0, BN)
+        out = c + cm[:, None] * scm + cn[None, :] * scn
+        tl.store(out, acc.to(tl.float16), mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+    n = 4096
+    a = torch.randn(n, n, device=device, dtype=torch.float16)
+    b = torch.randn(n, n, device=device, dtype=torch.float16)
+    c = torch.empty(n, n, device=device, dtype=torch.float16)
+
+    def run() -> Any:
+        grid = lambda meta: (triton.cdiv(n, meta["BM"]) * triton.cdiv(n, meta["BN"]),)  # noqa: E731
+        kernel[grid](a, b, c, n, n, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                     c.stride(0), c.stride(1))  # fmt: skip
+        return c
+
+    return run
+
+
+# --- 2. dtype: autocast dropped from an MLP block ---------------------------------------------
+
+
+def _autocast_dropped(device: str, bad: bool) -> Fn:
+    # PyTorch AMP recipe (pytorch/tutorials recipes_source/recipes/amp_recipe.py): the forward
+    # runs under torch.autocast(dtype=bfloat16). The bad variant lost the autocast context in
+    # a refactor, so the fp32 weights run fp32 GEMMs (TF32 is off by default for matmul).
+    import torch
+
+    tokens, width = (2048, 4096) if _on_gpu(device) else (64, 256)
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+    ).to(device)
+    x = torch.randn(tokens, width, device=device)
+    dtype = torch.bfloat16
+
+    def run() -> Any:
+        with torch.no_grad():
+            if bad:
+                return mlp(x)
+            with torch.autocast(device_type=device, dtype=dtype):
+                return mlp(x)
+
+    return run
+
+
+def _tf32_off(device: str, bad: bool) -> Fn:
+    # PyTorch docs, "TensorFloat-32 (TF32) on Ampere (and later) devices" (notes/cuda.rst):
+    # torch.backends.cuda.matmul.allow_tf32 speeds up fp32 matmuls; a config change that
+    # turns it off (or a library resetting precision to "highest") slows every fp32 GEMM.
+    import torch
+
+    n = 4096 if _on_gpu(device) else 256
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    precision = "highest" if bad else "high"
+
+    def run() -> Any:
+        old = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(precision)
+        try:
+            return a @ b
+        finally:
+            torch.set_float32_matmul_precision(old)
+
+    return run
+
+
+# --- 3. layout: channels_last lost; .contiguous() copies ----------------------------------------
+
+
+def _channels_last_lost(device: str, bad: bool) -> Fn:
+    # torchvision/models/resnet.py BasicBlock (conv3x3-bn-relu-conv3x3-bn + identity) run in
+    # channels_last, as in the PyTorch "channels last memory format" tutorial
+    # (intermediate_source/memory_format_tutorial.py). The bad variant lost the input's
+    # .to(memory_format=torch.channels_last): cuDNN converts layouts around every conv.
+    import torch
+
+    ch, hw, batch = (64, 56, 32) if _on_gpu(device) else (16, 16, 2)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+
+    class BasicBlock(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(ch, ch, 3, padding=1, bias=False)
+            self.bn1 = torch.nn.BatchNorm2d(ch)
+            self.conv2 = torch.nn.Conv2d(ch, ch, 3, padding=1, bias=False)
+            self.bn2 = torch.nn.BatchNorm2d(ch)
+
+        def forward(self, x: Any) -> Any:
+            out = torch.relu(self.bn1(self.conv1(x)))
+            return torch.relu(self.bn2(self.conv2(out)) + x)
+
+    block = BasicBlock().to(device, dtype).eval().to(memory_format=torch.channels_last)
+    x = torch.randn(batch, ch, hw, hw, device=device, dtype=dtype)
+    if not bad:
+        x = x.to(memory_format=torch.channels_last)
+
+    def run() -> Any:
+        with torch.no_grad():
+            return block(x)
+
+    return run
+
+
+def _contiguous_heads(device: str, bad: bool) -> Fn:
+    # karpathy/nanoGPT model.py CausalSelfAttention: q, k, v are split into heads with
+    # .view(B, T, nh, hs).transpose(1, 2) and handed to scaled_dot_product_attention as views.
+    # The bad variant adds .contiguous() after each transpose (a common "fix" for a view
+    # error elsewhere), copying q, k and v on every call.
+    import torch
+    import torch.nn.functional as F
+
+    b, t, nh, hs = (8, 1024, 16, 64) if _on_gpu(device) else (1, 64, 2, 16)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    qkv = torch.randn(b, t, 3 * nh * hs, device=device, dtype=dtype)
+
+    def heads(x: Any) -> Any:
+        h = x.view(b, t, nh, hs).transpose(1, 2)
+        return h.contiguous() if bad else h
+
+    def run() -> Any:
+        q, k, v = qkv.split(nh * hs, dim=2)
+        return F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+
+    return run
+
+
+# --- 4. SDPA backend fallback -------------------------------------------------------------------
+
+
+def _sdpa_mask_fallback(device: str, bad: bool) -> Fn:
+    # huggingface/transformers modeling code builds an explicit 4D causal mask and passes it
+    # as attn_mask; with a mask the flash backend cannot be used and SDPA falls back to the
+    # memory-efficient (or math) kernel. The good variant passes is_causal=True (flash).
+    import torch
+    import torch.nn.functional as F
+
+    b, nh, t, hs = 8, 16, 2048, 64
+    q, k, v = (torch.randn(b, nh, t, hs, device=device, dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.full((t, t), float("-inf"), device=device, dtype=torch.bfloat16).triu(1)
+    mask = mask.expand(b, 1, t, t)
+
+    def run() -> Any:
+        if bad:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return run
+
+
+# --- 5. host syncs in a loop --------------------------------------------------------------------
+
+
+def _decode_item_sync(device: str, bad: bool) -> Fn:
+    # karpathy/nanoGPT model.py generate(): a token-by-token decode loop that keeps the
+    # sampled ids on the GPU. The bad variant checks for an end-of-sequence token with
+    # .item() after every step (as many hand-written generate loops do), a host sync per token.
+    import torch
+
+    vocab, width, steps = (8192, 1024, 32) if _on_gpu(device) else (512, 64, 8)
+    emb = torch.nn.Embedding(vocab, width).to(device)
+    body = torch.nn.Sequential(
+        torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+    ).to(device)
+    head = torch.nn.Linear(width, vocab).to(device)
+    start = torch.zeros(1, dtype=torch.long, device=device)
+    eos = vocab - 1
+
+    def run() -> Any:
+        with torch.no_grad():
+            tok = start
+            out = []
+            for _ in range(steps):
+                h = body(emb(tok))
+                tok = head(h).argmax(dim=-1)
+                out.append(tok)
+                if bad and tok.item() == eos:
+                    break
+            return torch.cat(out)
+
+    return run
+
+
+def _item_per_layer(device: str, bad: bool) -> Fn:
+    # A 4-layer bf16 MLP (pytorch/examples-style forward) where the bad variant logs a scalar
+    # after each layer with float(h[0, 0]) - a debugging line left in: a sync per layer.
+    import torch
+
+    rows, width = (256, 2048) if _on_gpu(device) else (16, 128)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    ws = [
+        torch.randn(width, width, device=device, dtype=dtype) / math.sqrt(width) for _ in range(4)
+    ]
+    x = torch.randn(rows, width, device=device, dtype=dtype)
+    seen: list[float] = []
+
+    def run() -> Any:
+        h = x
+        for w in ws:
+            h = torch.relu(h @ w)
+            if bad:
+                seen.append(float(h[0, 0]))
+                del seen[:-4]
+        return h
+
+    return run
+
+
+# --- 6. graph break inside a loop; 7. recompiles up to the cache limit ------------------------
+
+
+_log = logging.getLogger("zoo.model")
+
+
+def _blocks(device: str, width: int, n: int) -> Any:
+    import torch
+
+    return torch.nn.ModuleList(
+        torch.nn.Sequential(
+            torch.nn.LayerNorm(width), torch.nn.Linear(width, width), torch.nn.GELU()
+        )
+        for _ in range(n)
+    ).to(device)
+
+
+def _graph_break_in_loop(device: str, bad: bool) -> Fn:
+    # A compiled stack of residual blocks (the loop over self.layers in nanoGPT's GPT.forward).
+    # The bad variant logs each layer's output shape with logging.Logger.debug inside the loop:
+    # Dynamo cannot trace the call, and a graph break inside a loop makes it skip the whole
+    # frame, so the function runs eagerly (pytorch docs: torch.compile "graph breaks" guide).
+    import torch
+
+    width, rows = (512, 64) if _on_gpu(device) else (64, 8)
+    layers = _blocks(device, width, 6)
+
+    # Two functions, not one with a flag: Dynamo keeps its cache (and its decision to skip
+    # a frame) per code object, and both variants may run in one process (zoo_truth.py).
+    def forward(x: Any) -> Any:
+        for layer in layers:
+            x = x + layer(x)
+        return x
+
+    def forward_logged(x: Any) -> Any:
+        for i, layer in enumerate(layers):
+            x = x + layer(x)
+            _log.debug("layer %d: %s", i, tuple(x.shape))
+        return x
+
+    compiled = torch.compile(forward_logged if bad else forward)
+    x = torch.randn(rows, width, device=device)
+
+    def run() -> Any:
+        with torch.no_grad():
+            return compiled(x)
+
+    return run
+
+
+def _recompile_on_float(device: str, bad: bool) -> Fn:
+    # A compiled activation block (a chain of elementwise ops that Inductor fuses into one
+    # kernel) whose temperature comes from a schedule that changes every call. The good
+    # variant passes the temperature as a float computed outside; the bad one computes
+    # math.exp(log_temp) inside the compiled function, which specializes the float: one
+    # recompile per value until torch._dynamo's recompile_limit (8), then the frame runs
+    # eagerly, one kernel per op (pytorch docs, "Recompilation": guards on Python floats).
+    import torch
+    import torch.nn.functional as F
+
+    rows, cols = (256, 1024) if _on_gpu(device) else (16, 256)
+    x = torch.randn(rows, cols, device=device)
+
+    def block(x: Any, temp: float) -> Any:
+        y = x * temp
+        y = F.gelu(y) * torch.sigmoid(y) + y.tanh() * 0.5
+        return torch.softmax(y, dim=-1) + x
+
+    def good_fn(x: Any, temp: float) -> Any:
+        return block(x, temp)
+
+    def bad_fn(x: Any, log_temp: float) -> Any:
+        return block(x, math.exp(log_temp))
+
+    compiled = torch.compile(bad_fn if bad else good_fn)
+    step = [0]
+
+    def run() -> Any:
+        step[0] += 1
+        log_temp = 0.01 * (step[0] % 97)
+        with torch.no_grad():
+            return compiled(x, log_temp if bad else math.exp(log_temp))
+
+    return run
+
+
+# --- 8. an H2D copy per call; 11. host-side table rebuild -------------------------------------
+
+
+def _h2d_pageable(device: str, bad: bool) -> Fn:
+    # A lookup table built on the host and moved with .to(device) inside the step instead of
+    # once at start-up (the pattern pytorch/tutorials "pinned memory" recipe warns about):
+    # 8 MB of pageable memory copied on every call.
+    import torch
+
+    n = 2 * 2**20 if _on_gpu(device) else 2**14
+    table_cpu = torch.rand(n)
+    table = table_cpu.to(device)
+    x = torch.randn(n, device=device)
+
+    def run() -> Any:
+        t = table_cpu.to(device) if bad else table
+        return x * t
+
+    return run
+
+
+def _rotary_host_rebuild(device: str, bad: bool) -> Fn:
+    # meta-llama/llama model.py precompute_freqs_cis / HF LlamaRotaryEmbedding: the cos/sin
+    # tables are computed once and cached on the device. The bad variant rebuilds them on the
+    # host for every forward (arange, outer product, cos, sin on the CPU) and copies them over.
+    import torch
+
+    seq, dim, heads, batch = (4096, 128, 32, 4) if _on_gpu(device) else (128, 32, 2, 1)
+    inv = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+
+    def tables(dev: str) -> tuple[Any, Any]:
+        freqs = torch.outer(torch.arange(seq).float(), inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dev), emb.sin().to(dev)
+
+    cos, sin = tables(device)
+    q = torch.randn(batch, heads, seq, dim, device=device, dtype=torch.bfloat16)
+
+    def rotate_half(x: Any) -> Any:
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+
+    def run() -> Any:
+        c, s = tables(device) if bad else (cos, sin)
+        return q * c.to(q.dtype) + rotate_half(q) * s.to(q.dtype)
+
+    return run
+
+
+# --- 9. a Python loop of small kernels ----------------------------------------------------------
+
+
+def _python_loop_adds(device: str, bad: bool) -> Fn:
+    # Per-parameter updates written as a Python loop (the "for p in params: p.add_(...)"
+    # pattern that torch._foreach_* and fused kernels replace): 32 small adds instead of one
+    # add over the stacked buffer.
+    import torch
+
+    n = 64 * 1024 if _on_gpu(device) else 1024
+    flat = torch.zeros(32 * n, device=device)
+    chunks = flat.view(32, n).unbind(0)
+
+    def run() -> Any:
+        if bad:
+            for c in chunks:
+                c.add_(1.0)
+        else:
+            flat.add_(1.0)
+        return flat
+
+    return run
+
+
+# --- 10. a fused optimizer switched off ----------------------------------------------------------
+
+
+def _optimizer_foreach_off(device: str, bad: bool) -> Fn:
+    # torch.optim.AdamW with fused=True (one multi-tensor kernel per step) versus
+    # foreach=False, the per-parameter loop (pytorch docs, torch.optim "Algorithms" notes on
+    # foreach and fused implementations): ~150 small kernels per step for 48 tensors.
+    import torch
+
+    width, depth = (512, 24) if _on_gpu(device) else (32, 4)
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)]).to(device)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p) * 1e-3
+    if bad:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    elif _on_gpu(device):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+
+    def run() -> Any:
+        opt.step()
+
+    return run
+
+
+# --- benign refactors: the same kernels -----------------------------------------------------------
+
+
+def _benign_matmul_operator(device: str, bad: bool) -> Fn:
+    # torch.matmul(a, b) rewritten as a @ b (both dispatch to aten::matmul -> one GEMM).
+    import torch
+
+    n = 4096 if _on_gpu(device) else 256
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    return (lambda: a @ b) if bad else (lambda: torch.matmul(a, b))
+
+
+def _benign_softmax_method(device: str, bad: bool) -> Fn:
+    # torch.softmax(x, dim=-1) rewritten as the method x.softmax(dim=-1): the same kernel.
+    import torch
+
+    rows, cols = (4096, 4096) if _on_gpu(device) else (64, 256)
+    x = torch.randn(rows, cols, device=device)
+    return (lambda: x.softmax(dim=-1)) if bad else (lambda: torch.softmax(x, dim=-1))
+
+
+def _benign_compiled_refactor(device: str, bad: bool) -> Fn:
+    # A compiled block refactored into helper functions: Dynamo inlines them, so the traced
+    # graph, its Triton kernels and the guards are the same (host-bound at this size).
+    import torch
+    import torch.nn.functional as F
+
+    width, rows = (512, 64) if _on_gpu(device) else (64, 8)
+    w1 = torch.randn(width, 4 * width, device=device) / math.sqrt(width)
+    w2 = torch.randn(4 * width, width, device=device) / math.sqrt(4 * width)
+
+    def up(x: Any) -> Any:
+        return F.gelu(x @ w1)
+
+    def down(h: Any) -> Any:
+        return h @ w2
+
+    def inline(x: Any) -> Any:
+        return F.layer_norm(x + F.gelu(x @ w1) @ w2, (width,))
+
+    def split(x: Any) -> Any:
+        return F.layer_norm(x + down(up(x)), (width,))
+
+    compiled = torch.compile(split if bad else inline)
+    x = torch.randn(rows, width, device=device)
+
+    def run() -> Any:
+        with torch.no_grad():
+            return compiled(x)
+
+    return run
+
+
+# --- synthetic: known small slowdowns of large kernels and of a launch-bound loop --------------
+
+
+def _scaled(fraction: float, build: Callable[[str, float], Fn]) -> Callable[[str, bool], Fn]:
+    return lambda device, bad: build(device, 1.0 + fraction if bad else 1.0)
+
+
+def _mul_256m(device: str, scale: float) -> Fn:
+    import torch
+
+    n = round((256 * 2**20 if _on_gpu(device) else 2**20) * scale / 256) * 256
+    x = torch.randn(n, device=device)
+    return lambda: x.mul_(1.0)
+
+
+def _gemm_4096(device: str, scale: float) -> Fn:
+    import torch
+
+    n = 4096 if _on_gpu(device) else 256
+    k = round(n * scale / 64) * 64
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    a = torch.randn(n, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype)
+    return lambda: a @ b
+
+
+def _layernorm(device: str, scale: float) -> Fn:
+    import torch
+
+    rows, cols = (16384, 8192) if _on_gpu(device) else (256, 256)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    x = torch.randn(round(rows * scale), cols, device=device, dtype=dtype)
+    ln = torch.nn.LayerNorm(cols, device=device, dtype=dtype)
+
+    def run() -> Any:
+        with torch.no_grad():
+            return ln(x)
+
+    return run
+
+
+def _launches(device: str, scale: float) -> Fn:
+    import torch
+
+    x = torch.zeros(4096, device=device)
+    count = round(20 * scale)
+
+    def run() -> Any:
+        for _ in range(count):
+            x.add_(1.0)
+        return x
+
+    return run
+
+
+CASES: tuple[Case, ...] = (
+    Case("triton_autotune_cut", "Triton matmul autotune configs cut to one small tile",
+         "triton-lang/triton python/tutorials/03-matrix-multiplication.py", _triton_matmul,
+         gpu_only=True),
+    Case("autocast_dropped", "bf16 autocast lost around an MLP block: fp32 GEMMs",
+         "pytorch/tutorials recipes_source/recipes/amp_recipe.py", _autocast_dropped),
+    Case("tf32_off", "fp32 matmul precision reset to 'highest' (TF32 off)",
+         "pytorch docs notes/cuda.rst, TensorFloat-32", _tf32_off),
+    Case("channels_last_lost", "ResNet block input no longer channels_last",
+         "pytorch/vision torchvision/models/resnet.py BasicBlock; memory_format_tutorial",
+         _channels_last_lost),
+    Case("contiguous_heads", ".contiguous() copies of q, k, v before SDPA",
+         "karpathy/nanoGPT model.py CausalSelfAttention", _contiguous_heads),
+    Case("sdpa_mask_fallback", "explicit causal mask: SDPA leaves the flash backend",
+         "huggingface/transformers causal-mask + sdpa attention", _sdpa_mask_fallback,
+         gpu_only=True),
+    Case("decode_item_sync", ".item() per token in a decode loop (host sync per step)",
+         "karpathy/nanoGPT model.py generate()", _decode_item_sync),
+    Case("item_per_layer", "float(h[0, 0]) logged after each layer of a 4-layer bf16 MLP",
+         "debug logging in a forward", _item_per_layer),
+    Case("graph_break_in_loop", "logger.debug inside the layer loop: the whole frame runs eager",
+         "karpathy/nanoGPT GPT.forward layer loop; torch.compile graph-break docs",
+         _graph_break_in_loop),
+    Case("recompile_on_float", "math.exp(float) inside torch.compile: recompiles to the limit",
+         "pytorch docs, torch.compile recompilation and guards", _recompile_on_float),
+    Case("h2d_pageable", "8 MB pageable host-to-device copy of a table on every call",
+         "pytorch/tutorials pinned-memory recipe", _h2d_pageable, gpu_only=True),
+    Case("rotary_host_rebuild", "rotary cos/sin tables rebuilt on the host every forward",
+         "meta-llama/llama model.py precompute_freqs_cis; HF LlamaRotaryEmbedding",
+         _rotary_host_rebuild),
+    Case("python_loop_adds", "32 small adds in a Python loop instead of one",
+         "torch._foreach_* rationale (pytorch/pytorch torch/optim)", _python_loop_adds),
+    Case("optimizer_foreach_off", "AdamW fused=True -> foreach=False (per-parameter kernels)",
+         "pytorch docs torch.optim, foreach and fused implementations",
+         _optimizer_foreach_off),
+    Case("benign_matmul_operator", "torch.matmul(a, b) -> a @ b", "-",
+         _benign_matmul_operator, kind="benign"),
+    Case("benign_softmax_method", "torch.softmax(x, -1) -> x.softmax(-1)", "-",
+         _benign_softmax_method, kind="benign"),
+    Case("benign_compiled_refactor", "compiled block split into helper functions", "-",
+         _benign_compiled_refactor, kind="benign"),
+    Case("mul_256M_plus5", "memory-bound mul on 5 % more elements", "synthetic",
+         _scaled(0.05, _mul_256m), kind="synthetic"),
+    Case("gemm_4096_plus5", "bf16 GEMM with K 5 % larger", "synthetic",
+         _scaled(0.05, _gemm_4096), kind="synthetic"),
+    Case("layernorm_plus5", "bf16 LayerNorm on 5 % more rows", "synthetic",
+         _scaled(0.05, _layernorm), kind="synthetic"),
+    Case("launches_plus10", "20 -> 22 small launches (host-bound, +10 %)", "synthetic",
+         _scaled(0.10, _launches), kind="synthetic"),
+)  # fmt: skip
+
+BY_NAME = {c.name: c for c in CASES}
+
+
+def bad_cases(spec: str) -> set[str]:
+    """``GPUPERF_ZOO``: empty (all good), ``bad`` (all bad) or ``bad:a,b`` (those bad)."""
+    spec = spec.strip()
+    if not spec:
+        return set()
+    if spec == "bad":
+        return set(BY_NAME)
+    if spec.startswith("bad:"):
+        names = {n for n in spec[4:].replace(",", " ").split() if n}
+        unknown = names - set(BY_NAME)
+        if unknown:
+            raise ValueError(f"GPUPERF_ZOO names unknown cases: {', '.join(sorted(unknown))}")
+        return names
+    raise ValueError(f"GPUPERF_ZOO must be empty, 'bad' or 'bad:name,...', got {spec!r}")

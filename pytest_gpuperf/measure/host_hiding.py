@@ -1,0 +1,121 @@
+"""Sizing the spin kernel that holds the GPU while the host enqueues a round (pure Python).
+
+The device-time figure of the CUDA events backend times calls that the GPU
+runs back to back from its queue, with the host's work hidden: a spin kernel
+(``torch.cuda._sleep``) keeps the stream busy while the host enqueues the
+round's calls, so each call's events measure the GPU alone (nvbench's
+blocking-kernel method). That holds only if the spin outlasts the enqueue.
+This module decides how long to spin and whether a round's host was hidden;
+:mod:`pytest_gpuperf.measure.cuda` does the GPU side.
+
+* A spin is asked for in cycles of the SM clock, and the clock moves (idle,
+  boost, power cap): the rate used is the fastest seen, so a slower clock can
+  only lengthen a spin.
+* The spin is sized from the host's cost of enqueuing one call, measured on
+  the rounds that enqueue without a spin (the end-to-end figure's), plus the
+  device round's own flush and events.
+* Whether the host can be hidden at all is asked once, directly: one call
+  enqueued behind a spin far longer than the call's own host time returns
+  long before the spin ends, unless the function waits for the GPU itself
+  (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``, a copy from pageable
+  memory). Such a function is marked unhideable (:meth:`probe`): no spin is
+  used, and its device figure includes those waits (the result says so).
+* A round whose host finished after the spin ended (a slow moment of the
+  host, or a launch queue too full to take the round) is retried with a longer
+  spin and, if the host was blocked outright, fewer calls; a round whose host
+  finished within the spin but close to its end gets a longer spin next time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class HostHiding:
+    #: the spin must last this many times the expected enqueue time
+    margin: float = 2.0
+    #: shortest spin (s): the host's own latency from the spin's launch to the first call
+    min_spin_s: float = 100e-6
+    #: longest spin (s)
+    max_spin_s: float = 0.25
+    #: a round counts as hidden when the host finished enqueuing within this share of the spin
+    hidden_share: float = 0.9
+    #: host seconds per call that the device round adds to the call itself (flush, events)
+    overhead_per_call: float = 15e-6
+    #: spin cycles per second, fastest seen (None until calibrated)
+    rate: float | None = None
+    #: host seconds to enqueue one call without a spin (from the end-to-end rounds)
+    enqueue_per_call: float = 0.0
+    #: calls per device round, once lowered because the host was blocked
+    calls: int | None = None
+    #: False once the function showed that it waits for the GPU itself
+    hideable: bool = True
+    #: rounds measured, and rounds whose host was hidden
+    rounds: int = 0
+    hidden_rounds: int = 0
+
+    def observe_rate(self, cycles: int, seconds: float) -> None:
+        """A spin of ``cycles`` took ``seconds`` on the GPU."""
+        if cycles > 0 and seconds > 0:
+            r = cycles / seconds
+            self.rate = r if self.rate is None else max(self.rate, r)
+
+    def observe_enqueue(self, calls: int, seconds: float) -> None:
+        """The host enqueued ``calls`` calls without a spin in ``seconds`` (an end-to-end round)."""
+        if calls > 0 and seconds > 0:
+            per = seconds / calls
+            # Lean to the slower of old and new: a short spin costs a failed round.
+            self.enqueue_per_call = max(per, 0.5 * (self.enqueue_per_call + per))
+
+    def round_calls(self, wanted: int, cap: int) -> int:
+        """Calls for the next device round: the engine's ``wanted``, at most ``cap`` or fewer."""
+        n = max(1, min(wanted, cap))
+        return n if self.calls is None else max(1, min(n, self.calls))
+
+    def spin_cycles(self, calls: int) -> int:
+        """Cycles to spin before enqueuing ``calls`` calls (0: do not spin)."""
+        if not self.hideable:
+            return 0
+        if self.rate is None:
+            raise RuntimeError("HostHiding.spin_cycles() before the spin rate was calibrated")
+        expected = calls * (self.enqueue_per_call + self.overhead_per_call)
+        seconds = min(self.max_spin_s, max(self.min_spin_s, self.margin * expected))
+        return max(1, int(seconds * self.rate))
+
+    def probe(self, host_s: float, spin_s: float) -> None:
+        """One call enqueued behind a spin of ``spin_s`` returned after ``host_s`` on the host.
+
+        The spin is sized far beyond the call's own host time: a call that
+        returned before half of it had passed does not wait for the GPU.
+        """
+        if host_s >= 0.5 * spin_s:
+            self.hideable = False
+
+    def observe(self, calls: int, cycles: int, spin_s: float, enqueue_s: float) -> bool:
+        """Record a device round; True if its host was hidden (its figure is device time).
+
+        ``spin_s`` is the spin's duration on the GPU (events around it),
+        ``enqueue_s`` the host time from the spin's launch to the last call's
+        end event.
+        """
+        self.rounds += 1
+        if not self.hideable or cycles <= 0:
+            return False
+        self.observe_rate(cycles, spin_s)
+        if enqueue_s <= self.hidden_share * spin_s:
+            self.hidden_rounds += 1
+            return True
+        expected = calls * (self.enqueue_per_call + self.overhead_per_call)
+        if enqueue_s >= spin_s and spin_s >= 1.2 * expected and calls > 1:
+            # The host was still enqueuing when a spin well beyond its expected enqueue time
+            # had ended: the launch queue held it back; enqueue fewer calls.
+            self.calls = max(1, calls // 2)
+        elif enqueue_s >= spin_s:
+            # The spin was too short for this host (a slow moment): learn its enqueue cost.
+            self.enqueue_per_call = max(
+                self.enqueue_per_call, enqueue_s / calls - self.overhead_per_call
+            )
+        else:
+            self.margin = min(8.0, self.margin * 1.5)
+        return False

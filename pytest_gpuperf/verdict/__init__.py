@@ -1,0 +1,75 @@
+"""The judgement: is a benchmark slower than its baseline, and how sure are we?
+
+Pure (no pytest, no torch). :mod:`.robust` holds the statistics, :mod:`.policy`
+the settings and noise classes, :mod:`.decide` the rule for one benchmark.
+The gate (pytest) and ``pytest-gpuperf compare`` (the CLI) both call
+:func:`decide` and :func:`outcome`.
+"""
+
+from __future__ import annotations
+
+from pytest_gpuperf.verdict.decide import (
+    DEVICE,
+    DIFFERENT_ENVIRONMENT,
+    E2E,
+    FAIL,
+    GATED_KINDS,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    KINDS,
+    NO_BASELINE,
+    NO_CHANGE,
+    PASS,
+    PENDING,
+    REGRESSION,
+    TIME,
+    WARN,
+    Comparison,
+    FigureVerdict,
+    RunStat,
+    classes_for,
+    decide,
+    needs_confirmation,
+    outcome,
+    with_note,
+    within_run_se,
+)
+from pytest_gpuperf.verdict.policy import (
+    CLASSES,
+    DEFAULT_POLICY,
+    FAIL_ON,
+    DecisionPolicy,
+    NoiseClass,
+)
+
+__all__ = [
+    "CLASSES",
+    "DEFAULT_POLICY",
+    "DEVICE",
+    "DIFFERENT_ENVIRONMENT",
+    "E2E",
+    "FAIL",
+    "FAIL_ON",
+    "GATED_KINDS",
+    "IMPROVEMENT",
+    "INCONCLUSIVE",
+    "KINDS",
+    "NO_BASELINE",
+    "NO_CHANGE",
+    "PASS",
+    "PENDING",
+    "REGRESSION",
+    "TIME",
+    "WARN",
+    "Comparison",
+    "DecisionPolicy",
+    "FigureVerdict",
+    "NoiseClass",
+    "RunStat",
+    "classes_for",
+    "decide",
+    "needs_confirmation",
+    "outcome",
+    "with_note",
+    "within_run_se",
+]

@@ -1,0 +1,681 @@
+"""The verdict on one benchmark: each of its figures against its baseline, then one answer.
+
+Pure functions and frozen value objects (no pytest, no torch). The rule, per
+figure (device time, end-to-end time, or the one time of a CUDA-graph or CPU
+benchmark), with K baseline runs and r current runs, each a fresh process:
+
+1. Every run gives a level, the log of its median round. A run that did not
+   hold a steady level still counts: its rounds bound its level, and the
+   bound that favours "no change" is used (the current run's 10th percentile,
+   the baseline run's 90th). Instability widens the uncertainty; it never
+   throws the run away.
+2. Each side's fast mode is its fastest run, corrected by the expected minimum
+   of that many draws (:mod:`.robust`). The slowdown is the difference of the
+   two fast modes; one slow process on either side does not move it.
+3. The noise is the figure's :class:`~.policy.NoiseClass` prior, moderated by
+   the spread of the baseline's faster half; its standard error follows from
+   the variance of a minimum of K and of r draws.
+4. REGRESSION when the slowdown exceeds ``max(threshold, z * se)`` and either
+   it is decisive (beyond the largest process mode of the class, plus
+   ``z * se``) or every one of the class's ``runs`` fresh processes showed it.
+   Until then it is a suspect, and the gate measures it again in a fresh
+   process; if no run can be added (budget, reruns), INCONCLUSIVE, saying what
+   was seen and what it would have taken.
+5. IMPROVEMENT by the mirror rule (final at once); otherwise NO CHANGE, with
+   the smallest slowdown the figure would have caught (its resolution).
+
+The benchmark's verdict: a regression if any figure is one, else inconclusive
+if any is, else an improvement if any is, else no change. Every step is
+monotone in the current times: slower current rounds can only move a verdict
+towards REGRESSION, never away from it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from pytest_gpuperf.model import MODE_CPU, MODE_GRAPH, Result, _json_safe
+from pytest_gpuperf.verdict.policy import CLASSES, DEFAULT_POLICY, DecisionPolicy, NoiseClass
+from pytest_gpuperf.verdict.robust import fast_spread, min_mean, min_var, moderate, z_of
+from pytest_gpuperf.verdict.secondary import SecondaryComparison
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no-change"
+INCONCLUSIVE = "inconclusive"
+NO_BASELINE = "no-baseline"
+DIFFERENT_ENVIRONMENT = "different-environment"
+KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE, NO_BASELINE, DIFFERENT_ENVIRONMENT)
+#: Kinds that were gated (compared with comparable baseline runs).
+GATED_KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)
+
+#: Outcomes of :func:`outcome`.
+FAIL, WARN, PASS, PENDING = "fail", "warn", "pass", "pending"
+
+#: Figures of a benchmark.
+DEVICE, E2E, TIME = "device", "end-to-end", "time"
+#: Calls faster than this end to end are launch-bound whatever their device time.
+LAUNCH_BOUND_S = 30e-6
+#: The quantiles of a run's rounds that bound the level of a run without a steady level.
+LOW_Q, HIGH_Q = 0.1, 0.9
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    i = math.floor(pos)
+    j = min(i + 1, len(s) - 1)
+    return s[i] + (s[j] - s[i]) * (pos - i)
+
+
+def _bounds(rounds: Sequence[float]) -> tuple[float, float] | None:
+    xs = [x for x in rounds if x > 0 and math.isfinite(x)]
+    return (_quantile(xs, LOW_Q), _quantile(xs, HIGH_Q)) if len(xs) >= 2 else None
+
+
+def within_run_se(rounds: Sequence[float]) -> float | None:
+    """Standard error of the log median of ``rounds`` (1.2533 * 1.4826 * MAD / sqrt(n)).
+
+    Rounds are autocorrelated, so this understates a run's own noise: a floor
+    on the between-process noise, never an estimate of it. None with fewer
+    than 3 positive rounds.
+    """
+    logs = sorted(math.log(x) for x in rounds if x > 0)
+    n = len(logs)
+    if n < 3:
+        return None
+    med = logs[n // 2] if n % 2 else 0.5 * (logs[n // 2 - 1] + logs[n // 2])
+    dev = sorted(abs(y - med) for y in logs)
+    mad = dev[n // 2] if n % 2 else 0.5 * (dev[n // 2 - 1] + dev[n // 2])
+    return 1.2533 * 1.4826 * mad / math.sqrt(n)
+
+
+def _power_capped(telemetry: Mapping[str, Any] | None, share: float = 0.5) -> bool:
+    events = (telemetry or {}).get("clock_events") or {}
+    return any("power" in str(k).lower() and float(v) >= share for k, v in events.items())
+
+
+@dataclass(frozen=True)
+class RunStat:
+    """One run (process) of one benchmark, as the verdict sees it.
+
+    ``median_s`` is the main figure (seconds per call: device time for the
+    CUDA events backend, else the backend's one time), ``e2e_s`` the
+    end-to-end figure where there is one. ``bounds`` / ``e2e_bounds`` are the
+    10th and 90th percentiles of the rounds of a run that did not hold a
+    steady level (None for a steady run). ``host_hidden`` says whether the
+    device figure is device time alone; ``power_capped`` whether the GPU ran
+    under its power cap most of the measurement.
+    """
+
+    median_s: float
+    e2e_s: float | None = None
+    stability: str = "steady"
+    bounds: tuple[float, float] | None = None
+    e2e_bounds: tuple[float, float] | None = None
+    host_hidden: bool | None = None
+    within_se: float | None = None
+    power_capped: bool = False
+
+    @property
+    def unstable(self) -> bool:
+        from pytest_gpuperf.model import UNSTABLE_CLASSES
+
+        return self.stability in UNSTABLE_CLASSES
+
+    @classmethod
+    def of(
+        cls,
+        median_s: float,
+        rounds: Sequence[float],
+        stability: str,
+        *,
+        e2e_rounds: Sequence[float] = (),
+        host_hidden: bool | None = None,
+        telemetry: Mapping[str, Any] | None = None,
+    ) -> RunStat:
+        """From a run's rounds (a result's or a stored run's)."""
+        from pytest_gpuperf.model import UNSTABLE_CLASSES
+        from pytest_gpuperf.summary import median
+
+        unstable = stability in UNSTABLE_CLASSES
+        e2e = [x for x in e2e_rounds if x > 0 and math.isfinite(x)]
+        return cls(
+            median_s=median_s,
+            e2e_s=median(e2e) if e2e else None,
+            stability=stability,
+            bounds=_bounds(rounds) if unstable else None,
+            e2e_bounds=_bounds(e2e) if unstable and e2e else None,
+            host_hidden=host_hidden,
+            within_se=within_run_se(rounds),
+            power_capped=_power_capped(telemetry),
+        )
+
+    @classmethod
+    def from_result(cls, result: Result) -> RunStat:
+        return cls.of(
+            result.median,
+            result.rounds,
+            result.stability,
+            e2e_rounds=result.e2e_rounds,
+            host_hidden=result.host_hidden,
+            telemetry=result.telemetry,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One run's level on one figure: log seconds, with the bounds of an unsteady run."""
+
+    y: float
+    lo: float
+    hi: float
+
+
+def _levels(runs: Sequence[RunStat], figure: str) -> list[Level] | None:
+    out = []
+    for x in runs:
+        value, bounds = (x.e2e_s, x.e2e_bounds) if figure == E2E else (x.median_s, x.bounds)
+        if value is None or not (value > 0 and math.isfinite(value)):
+            return None
+        y = math.log(value)
+        lo, hi = (math.log(bounds[0]), math.log(bounds[1])) if bounds else (y, y)
+        out.append(Level(y, min(lo, y), max(hi, y)))
+    return out
+
+
+@dataclass(frozen=True)
+class FigureVerdict:
+    """The verdict on one figure of a benchmark, with every number that explains it.
+
+    Times are seconds per call, fractions plain (0.03 = 3 %), noise on the
+    log scale. ``baseline_s`` / ``current_s`` are the fast modes of the two
+    sides (the fastest run, corrected for the number of runs); ``ratio`` is
+    their ratio with its ``ci_level`` interval. ``slower`` is the slowdown
+    the rule tested, from the runs' conservative bounds; it had to exceed
+    ``cutoff`` (the ``threshold``, or ``z`` standard errors ``se`` when the
+    noise is wider: ``cutoff_reason``), and either exceed ``decisive`` or be
+    seen in ``runs_needed`` runs. ``resolution`` is the slowdown caught with
+    95 % probability once ``runs_needed`` runs are in.
+    """
+
+    figure: str
+    klass: str
+    kind: str
+    final: bool
+    k: int
+    r: int
+    baseline_s: float
+    current_s: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    slower: float
+    cutoff: float
+    cutoff_reason: str
+    decisive: float
+    one_run: float
+    noise: float
+    noise_prior: float
+    noise_own: float | None
+    se: float
+    z: float
+    resolution: float
+    runs_needed: int
+    reasons: tuple[str, ...] = ()
+    baseline_runs: tuple[float, ...] = ()
+    current_runs: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _json_safe(asdict(self))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FigureVerdict:
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        for key in ("reasons", "baseline_runs", "current_runs"):
+            if key in kw:
+                kw[key] = tuple(kw[key] or ())
+        for key in ("decisive", "one_run", "resolution", "ratio_high", "ratio"):
+            if key in kw and kw[key] is None:
+                kw[key] = math.inf
+        return cls(**kw)
+
+
+def _exp(x: float) -> float:
+    return math.inf if x > 700 else math.exp(x)
+
+
+def classes_for(
+    baseline: Sequence[RunStat], mode: str | None, policy: DecisionPolicy = DEFAULT_POLICY
+) -> dict[str, NoiseClass]:
+    """The noise class of each figure of a benchmark, from what its baseline runs show."""
+    if mode == MODE_GRAPH:
+        return {TIME: CLASSES["graph"]}
+    if mode == MODE_CPU:
+        return {TIME: CLASSES["cpu"]}
+    fast_dev = min(x.median_s for x in baseline)
+    e2es = [x.e2e_s for x in baseline if x.e2e_s is not None]
+    host = bool(e2es) and (min(e2es) >= policy.host_bound * fast_dev or min(e2es) < LAUNCH_BOUND_S)
+    power = sum(x.power_capped for x in baseline) >= policy.power_share * len(baseline)
+    device = CLASSES["launches" if host else "power" if power else "device"]
+    e2e = CLASSES["host" if host else "power" if power else "device"]
+    return {DEVICE: device, E2E: e2e}
+
+
+def decide_figure(
+    figure: str,
+    base: Sequence[Level],
+    cur: Sequence[Level],
+    klass: NoiseClass,
+    *,
+    policy: DecisionPolicy = DEFAULT_POLICY,
+    last: bool = False,
+    floor: float = 0.0,
+    like_for_like: bool = True,
+) -> FigureVerdict:
+    """One figure's verdict (module docstring, steps 1-5); ``floor`` raises the noise.
+
+    ``like_for_like`` False: the current runs were measured another way than
+    the baseline's (the device figure with and without the host hidden); then
+    no single run is decisive.
+    """
+    k, r = len(base), len(cur)
+    if not k or not r:
+        raise ValueError("decide_figure() needs baseline and current runs")
+    ys = [x.y for x in base]
+    median_s = math.exp(min(ys))
+    prior = klass.prior(median_s)
+    own, df = fast_spread(ys)
+    # The baseline's own spread may raise the prior, up to own_cap times: with few runs its
+    # faster half can hold a slow process, which the minimum already ignores.
+    own = min(own, policy.own_cap * prior)
+    s = max(moderate(prior, policy.prior_weight, own, df), policy.noise_floor, floor)
+    mb, mc = min_mean(k), min_mean(r)
+    se = s * math.sqrt(min_var(k) + min_var(r))
+    center_b = min(ys) - s * mb
+    center_c = min(x.y for x in cur) - s * mc
+    d = center_c - center_b
+    slower = (min(x.lo for x in cur) - s * mc) - (min(x.hi for x in base) - s * mb)
+    faster = (min(x.lo for x in base) - s * mb) - (min(x.hi for x in cur) - s * mc)
+    upper = -faster  # the largest slowdown the runs' ranges allow
+    z = policy.z
+    floor_log = math.log1p(policy.threshold)
+    cutoff = max(floor_log, z * se)
+    # Beyond the class's process modes, two runs settle a regression; beyond their square
+    # (at least 2.25x), one does: a mode larger than measured is then still no failure.
+    decisive = max(cutoff, math.log(klass.mode) + z * se)
+    one_run = max(decisive, 2 * math.log(max(klass.mode, 1.5)) + z * se)
+    # The resolution once the class's runs are in: caught with `power` probability.
+    se_full = s * math.sqrt(min_var(k) + min_var(max(klass.runs, r)))
+    cut_full = max(floor_log, z * se_full)
+    resolution = _exp(cut_full + z_of(1 - policy.power) * se_full) - 1.0
+    half = z_of((1 - policy.ci_level) / 2) * se
+    if not like_for_like:
+        one_run = math.inf  # a run measured another way (host not hidden) needs a second
+    reasons: list[str] = []
+    suspect = slower > max(floor_log, cutoff / 2)
+    if slower > cutoff or (suspect and not last):
+        # Above the cutoff: a regression, final once decisive or confirmed. Between half the
+        # cutoff and the cutoff: a suspect that another fresh process may confirm or clear.
+        kind = REGRESSION
+        final = slower > cutoff and (
+            slower > one_run or (r >= 2 and slower > decisive) or r >= klass.runs
+        )
+        if not final and last and slower <= cutoff:
+            kind, final = NO_CHANGE, True
+        elif not final and last:
+            kind, final = INCONCLUSIVE, True
+            reasons.append(
+                f"{_pct(_exp(slower) - 1)} slower in all {r} run{'s' if r != 1 else ''}, above "
+                f"its {_pct(_exp(cutoff) - 1)} threshold, but not confirmed: its class "
+                f"({klass.name}) needs {klass.runs} fresh-process runs below "
+                f"{_pct(_exp(decisive) - 1)} (process modes alone reach "
+                f"{_pct(klass.mode - 1)}), and no more could be run"
+            )
+    elif faster > cutoff:
+        kind, final = IMPROVEMENT, True
+    elif upper > cutoff:
+        # Runs without a steady level leave room for a slowdown above the cutoff (their rounds
+        # span it): undecidable on these runs; a fresh process may hold a steady level.
+        kind, final = INCONCLUSIVE, last
+        reasons.append(
+            f"runs without a steady level: their rounds allow anything from "
+            f"{_pct(_exp(slower) - 1)} to {_pct(_exp(upper) - 1)} slower, across the "
+            f"{_pct(_exp(cutoff) - 1)} threshold"
+        )
+    else:
+        kind, final = NO_CHANGE, True
+    return FigureVerdict(
+        figure=figure,
+        klass=klass.name,
+        kind=kind,
+        final=final,
+        k=k,
+        r=r,
+        baseline_s=_exp(center_b),
+        current_s=_exp(center_c),
+        ratio=_exp(d),
+        ratio_low=_exp(d - half),
+        ratio_high=_exp(d + half),
+        slower=_exp(slower) - 1.0,
+        cutoff=_exp(cutoff) - 1.0,
+        cutoff_reason="noise" if z * se > floor_log else "threshold",
+        decisive=_exp(decisive) - 1.0,
+        one_run=_exp(one_run) - 1.0,
+        noise=s,
+        noise_prior=prior,
+        noise_own=own if df else None,
+        se=se,
+        z=slower / se if se > 0 else math.inf,
+        resolution=resolution,
+        runs_needed=klass.runs,
+        reasons=tuple(reasons),
+        baseline_runs=tuple(math.exp(y) for y in ys),
+        current_runs=tuple(math.exp(x.y) for x in cur),
+    )
+
+
+def _pct(x: float) -> str:
+    if not math.isfinite(x):
+        return "inf %"
+    return f"{100 * x:.1f} %" if x < 1 else f"{x + 1:.3g}x"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on one benchmark at one look, with the figure that decided it.
+
+    The top-level numbers are those of the deciding figure (``figure``):
+    the one that failed, or the main figure when none did. ``figures`` holds
+    every figure's verdict. ``look`` counts the runs so far (the session's,
+    then each fresh process); ``final`` is False while a suspect waits for
+    another run. ``environment`` lists hard differences of the environment
+    (then nothing is gated); ``notes`` say what else the reader should know.
+    """
+
+    kind: str
+    final: bool
+    look: int
+    looks: int
+    name: str | None = None
+    figure: str | None = None
+    klass: str | None = None
+    k: int = 0
+    r: int = 0
+    baseline_s: float | None = None
+    current_s: float | None = None
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    ci_level: float = 0.90
+    slower: float | None = None
+    threshold: float = 0.03
+    threshold_in_force: float | None = None
+    threshold_reason: str | None = None
+    decisive: float | None = None
+    alpha: float = 0.0002
+    noise: float | None = None
+    noise_prior: float | None = None
+    noise_own: float | None = None
+    se: float | None = None
+    z: float | None = None
+    resolution: float | None = None
+    runs_needed: int | None = None
+    reasons: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    environment: tuple[str, ...] = ()
+    current_runs: tuple[float, ...] = ()
+    baseline_runs: tuple[float, ...] = ()
+    figures: tuple[FigureVerdict, ...] = field(default=())
+    #: peak memory and first-call time against the same baseline runs (the gate adds them)
+    secondary: tuple[SecondaryComparison, ...] = ()
+    #: what the evidence capture found (``paragraph``, ``details``; the capture adds it)
+    diagnosis: Mapping[str, Any] | None = None
+
+    @property
+    def gated(self) -> bool:
+        return self.kind in GATED_KINDS
+
+    @property
+    def slowdown(self) -> float | None:
+        return None if self.ratio is None else self.ratio - 1.0
+
+    @property
+    def mde(self) -> float | None:
+        """The smallest slowdown the deciding figure would have caught (its resolution)."""
+        return self.resolution
+
+    def figure_verdict(self, figure: str) -> FigureVerdict | None:
+        return next((f for f in self.figures if f.figure == figure), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _json_safe(asdict(self))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Comparison:
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        for key in ("reasons", "notes", "environment", "current_runs", "baseline_runs"):
+            if key in kw:
+                kw[key] = tuple(kw[key] or ())
+        if "figures" in kw:
+            kw["figures"] = tuple(FigureVerdict.from_dict(f) for f in kw["figures"] or ())
+        if "secondary" in kw:
+            kw["secondary"] = tuple(SecondaryComparison.from_dict(x) for x in kw["secondary"] or ())
+        return cls(**kw)
+
+
+_ORDER = {REGRESSION: 0, INCONCLUSIVE: 1, IMPROVEMENT: 2, NO_CHANGE: 3}
+
+
+def _combine(figures: Sequence[FigureVerdict]) -> FigureVerdict:
+    """The figure that decides: the worst kind, and within it the clearest case."""
+
+    def key(f: FigureVerdict) -> tuple[int, int, float]:
+        margin = f.slower - f.cutoff if f.kind in (REGRESSION, INCONCLUSIVE) else 0.0
+        return (_ORDER[f.kind], 0 if f.final else 1, -margin)
+
+    worst = min(figures, key=key)
+    if worst.kind == NO_CHANGE:
+        return figures[0]  # the main figure speaks for a benchmark that did not change
+    return worst
+
+
+def decide(
+    baseline: Sequence[RunStat],
+    current: Sequence[RunStat],
+    *,
+    policy: DecisionPolicy = DEFAULT_POLICY,
+    mode: str | None = None,
+    look: int | None = None,
+    last: bool = False,
+    name: str | None = None,
+    environment_reason: str | None = None,
+    environment_diff: Sequence[str] = (),
+) -> Comparison:
+    """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs.
+
+    ``mode`` is the timing backend (it picks the figures' noise classes).
+    ``last``: no further run can be added, so a suspect becomes inconclusive.
+    ``environment_reason``: why the current run's conditions differ from the
+    baseline's (telemetry); it holds back a regression that is not decisive.
+    ``environment_diff``: hard differences of the environment; non-empty means
+    "different environment", not gated.
+    """
+    cur = list(current)
+    if not cur:
+        raise ValueError("decide() needs at least one current run")
+    base = [x for x in baseline if x.median_s > 0 and math.isfinite(x.median_s)]
+    look = len(cur) if look is None else look
+    last = last or len(cur) >= policy.max_runs
+    common: dict[str, Any] = {
+        "look": look,
+        "looks": policy.max_runs,
+        "name": name,
+        "threshold": policy.threshold,
+        "alpha": policy.alpha,
+        "ci_level": policy.ci_level,
+        "current_runs": tuple(x.median_s for x in cur),
+    }
+    notes = [n for n in (_unsteady(base, "baseline"), _unsteady(cur, "current")) if n]
+    notes += _hidden_notes(base, cur, mode)
+    if not base:
+        fast = min(x.median_s for x in cur)
+        return Comparison(
+            kind=NO_BASELINE, final=True, current_s=fast, r=len(cur), notes=tuple(notes), **common
+        )
+    classes = classes_for(base, mode, policy)
+    floor = max([x.within_se for x in (*base, *cur) if x.within_se is not None] or [0.0])
+    verdicts = []
+    for figure, klass in classes.items():
+        b, c = _levels(base, figure), _levels(cur, figure)
+        if b is None or c is None:
+            if figure != E2E:
+                raise ValueError(f"figure {figure!r} missing from a run")
+            notes.append("end-to-end time missing from some runs (older baseline): not compared")
+            continue
+        same = figure != DEVICE or _same_hiding(base, cur)
+        verdicts.append(
+            decide_figure(
+                figure, b, c, klass, policy=policy, last=last, floor=min(floor, 0.05),
+                like_for_like=same,
+            )
+        )  # fmt: skip
+    if environment_diff:
+        lead = verdicts[0]
+        diff = tuple(environment_diff)
+        return _compare(lead, verdicts, DIFFERENT_ENVIRONMENT, True, common, notes, diff)
+    lead = _combine(verdicts)
+    # A confirmed regression of one figure settles the benchmark; otherwise every figure must.
+    final = lead.final if lead.kind == REGRESSION else all(v.final for v in verdicts)
+    kind = lead.kind
+    reasons = list(lead.reasons)
+    if kind == REGRESSION and environment_reason and lead.slower <= lead.decisive:
+        # A clock regime the baseline never saw can explain a non-decisive slowdown.
+        reasons.append(f"environment: {environment_reason}")
+        kind, final = (INCONCLUSIVE, True) if last else (REGRESSION, False)
+    elif environment_reason:
+        notes.append(f"environment: {environment_reason}")
+    if kind == REGRESSION and final:
+        reasons.insert(0, _why_regression(lead))
+    return _compare(lead, verdicts, kind, final, common, notes, (), reasons)
+
+
+def _compare(
+    lead: FigureVerdict,
+    verdicts: Sequence[FigureVerdict],
+    kind: str,
+    final: bool,
+    common: Mapping[str, Any],
+    notes: Sequence[str],
+    environment: Sequence[str],
+    reasons: Sequence[str] = (),
+) -> Comparison:
+    return Comparison(
+        kind=kind,
+        final=final,
+        figure=lead.figure,
+        klass=lead.klass,
+        k=lead.k,
+        r=lead.r,
+        baseline_s=lead.baseline_s,
+        current_s=lead.current_s,
+        ratio=lead.ratio,
+        ratio_low=lead.ratio_low,
+        ratio_high=lead.ratio_high,
+        slower=lead.slower,
+        threshold_in_force=lead.cutoff,
+        threshold_reason=lead.cutoff_reason,
+        decisive=lead.decisive,
+        noise=lead.noise,
+        noise_prior=lead.noise_prior,
+        noise_own=lead.noise_own,
+        se=lead.se,
+        z=lead.z,
+        resolution=lead.resolution,
+        runs_needed=lead.runs_needed,
+        reasons=tuple(reasons),
+        notes=tuple(notes),
+        environment=tuple(environment),
+        baseline_runs=lead.baseline_runs,
+        figures=tuple(verdicts),
+        **{**common, "current_runs": lead.current_runs},
+    )
+
+
+def _why_regression(f: FigureVerdict) -> str:
+    runs = f"{f.r} run{'s' if f.r != 1 else ''}"
+    if f.slower > f.one_run:
+        how = f"far beyond what process modes of its class ({f.klass}) produce: one run settles it"
+    elif f.slower > f.decisive:
+        how = (
+            f"beyond what process modes of its class ({f.klass}) produce "
+            f"({_pct(f.decisive)}), in both of {runs}"
+        )
+    else:
+        how = f"in every one of {runs}, as its class ({f.klass}) requires"
+    what = "time" if f.figure == TIME else f"{f.figure} time"
+    return f"{what} {_pct(f.slower)} slower, above its {_pct(f.cutoff)} threshold, {how}"
+
+
+def _unsteady(runs: Sequence[RunStat], side: str) -> str | None:
+    bad = [x for x in runs if x.unstable]
+    if not bad:
+        return None
+    classes = ", ".join(sorted({x.stability for x in bad}))
+    return (
+        f"{len(bad)} of {len(runs)} {side} run{'s' if len(runs) != 1 else ''} without a steady "
+        f"level ({classes}): counted by the range of their rounds"
+    )
+
+
+def _same_hiding(base: Sequence[RunStat], cur: Sequence[RunStat]) -> bool:
+    """Whether every current run's device figure was measured as the baseline's were."""
+    b = {x.host_hidden for x in base if x.host_hidden is not None}
+    return all(x.host_hidden is None or x.host_hidden in b for x in cur) if b else True
+
+
+def _hidden_notes(base: Sequence[RunStat], cur: Sequence[RunStat], mode: str | None) -> list[str]:
+    if mode in (MODE_GRAPH, MODE_CPU):
+        return []
+    b = [x.host_hidden for x in base if x.host_hidden is not None]
+    c = [x.host_hidden for x in cur if x.host_hidden is not None]
+    if b and c and all(b) and not any(c):
+        return [
+            "the current code waits for the GPU inside the call (.item(), .cpu(), a sync), so "
+            "its device time includes those waits; the baseline's did not wait"
+        ]
+    if b and c and not any(b) and all(c):
+        return ["the baseline waited for the GPU inside the call; the current code no longer does"]
+    return []
+
+
+def needs_confirmation(comparison: Comparison) -> bool:
+    """Whether the benchmark should be measured again in a fresh process before it stands."""
+    return not comparison.final
+
+
+def outcome(comparison: Comparison, fail_on: str = "regression") -> str:
+    """What the test item does: ``"fail"``, ``"warn"``, ``"pass"`` or ``"pending"`` (look again)."""
+    from pytest_gpuperf.verdict.policy import FAIL_ON
+
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+    if not comparison.final:
+        return PENDING
+    if comparison.kind == REGRESSION:
+        return FAIL
+    if comparison.kind == INCONCLUSIVE:
+        return FAIL if fail_on == "inconclusive" else WARN
+    return PASS
+
+
+def with_note(c: Comparison, note: str) -> Comparison:
+    return replace(c, notes=(*c.notes, note))

@@ -1,0 +1,162 @@
+"""One benchmark against a loaded baseline: its comparable runs, found once, and its verdicts.
+
+The gate (each test, with fresh-process re-runs) and ``pytest-gpuperf compare``
+(stored runs, nothing re-measured) both go through :class:`Judge`, so the
+two apply one rule: the same match of environment fingerprint and
+measurement settings, the same telemetry check, the same secondary metrics.
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_gpuperf import baseline_records as br
+from pytest_gpuperf.baseline_records import Baseline, Match, RunRecord
+from pytest_gpuperf.fingerprint import fingerprint
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
+from pytest_gpuperf.verdict.decide import Comparison, RunStat, decide, with_note
+from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy
+from pytest_gpuperf.verdict.secondary import (
+    FIRST_CALL,
+    PEAK_MEMORY,
+    SecondaryComparison,
+    compare_secondary,
+)
+
+
+def run_stat(rec: RunRecord) -> RunStat:
+    """A stored run as the verdict sees it."""
+    return RunStat.of(
+        rec.median,
+        rec.rounds,
+        rec.stability,
+        e2e_rounds=rec.e2e_rounds,
+        host_hidden=rec.host_hidden,
+        telemetry=rec.telemetry,
+    )
+
+
+def environment_reason(
+    runs: Sequence[RunRecord],
+    median_s: float,
+    telemetry: Mapping[str, Any] | None,
+    threshold: float,
+) -> tuple[str | None, str | None]:
+    """(why the conditions are not comparable, or a note) from the telemetry of both sides.
+
+    A clock regime that differs materially holds back a would-be regression,
+    unless the slowdown persists in cycles: then it stands, with the clock
+    difference as a note.
+    """
+    baseline_telemetry = [r.telemetry for r in runs if r.telemetry]
+    if not baseline_telemetry or not telemetry:
+        return None, None
+    reason = regime_difference(baseline_telemetry, telemetry)
+    if reason is None:
+        return None, None
+    check = confirm_in_cycles(
+        [(r.median, r.telemetry) for r in runs], median_s, telemetry, min_change=threshold
+    )
+    if check.confirmed:
+        return None, f"{reason}; the slowdown persists in cycles: {check.explanation}"
+    return f"{reason} ({check.explanation})", None
+
+
+class Judge:
+    """Verdicts of current results against one baseline.
+
+    ``fingerprint_extra`` is what users' plugins add to the environment
+    fingerprint. Each result's match with the baseline is computed once and
+    kept (:meth:`match`) for the verdict, the secondary metrics, the
+    capture and the reports.
+    """
+
+    def __init__(
+        self,
+        baseline: Baseline,
+        policy: DecisionPolicy = DEFAULT_POLICY,
+        fingerprint_extra: Mapping[str, Any] | None = None,
+    ):
+        self.baseline = baseline
+        self.policy = policy
+        self.fingerprint_extra = dict(fingerprint_extra) if fingerprint_extra else None
+        self._matches: dict[tuple[str, str | None], Match] = {}
+
+    def match(self, result: Result, fp: Mapping[str, Any] | None = None) -> Match:
+        """The baseline's runs comparable with ``result`` (``fp``: its fingerprint, if known)."""
+        key = (result.id.key, result.run_id)
+        if key not in self._matches:
+            if fp is None:
+                fp = fingerprint(result.environment or {}, self.fingerprint_extra)
+            self._matches[key] = self.baseline.match(result.id.key, fp, result.policy)
+        return self._matches[key]
+
+    def policy_for(self, result: Result) -> DecisionPolicy:
+        """The session's policy, with this benchmark's own threshold where it has one."""
+        threshold = result.gate.get("threshold")
+        if threshold is None or float(threshold) == self.policy.threshold:
+            return self.policy
+        return self.policy.with_threshold(float(threshold))
+
+    def decide(
+        self,
+        result: Result,
+        current: Sequence[RunStat],
+        *,
+        last: bool = False,
+        policy: DecisionPolicy | None = None,
+        fp: Mapping[str, Any] | None = None,
+    ) -> Comparison:
+        """The verdict on ``current`` runs of ``result``'s benchmark (``result`` is the first)."""
+        pol = policy or self.policy_for(result)
+        match = self.match(result, fp)
+        common: dict[str, Any] = {"policy": pol, "name": result.id.display, "last": last}
+        if match.status == br.NO_BENCHMARK:
+            return decide([], current, **common)
+        if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
+            other = self.baseline.runs(result.id.key, match.fingerprint_id or "")
+            label = "" if match.status == br.OTHER_ENVIRONMENT else "measurement settings: "
+            return decide(
+                [run_stat(r) for r in other] or [current[0]],
+                current,
+                mode=result.id.mode,
+                environment_diff=[label + d for d in match.differences] or ["environment"],
+                **common,
+            )
+        reason, note = environment_reason(
+            match.runs, result.median, result.telemetry, pol.threshold
+        )
+        c = decide(
+            [run_stat(r) for r in match.runs],
+            current,
+            mode=result.id.mode,
+            environment_reason=reason,
+            **common,
+        )
+        return with_note(c, note) if note else c
+
+    def secondary(
+        self, result: Result, tolerances: Mapping[str, float]
+    ) -> list[SecondaryComparison]:
+        """Peak memory and first-call time against the comparable runs (none without a match)."""
+        match = self.match(result)
+        if match.status != br.MATCH:
+            return []
+        runs = match.runs
+        return [
+            compare_secondary(
+                [r.peak_memory_bytes for r in runs],
+                result.peak_memory_bytes,
+                tolerances[PEAK_MEMORY],
+                metric=PEAK_MEMORY,
+            ),
+            compare_secondary(
+                [r.first_call_s for r in runs],
+                result.first_call_s,
+                tolerances[FIRST_CALL],
+                metric=FIRST_CALL,
+            ),
+        ]
