@@ -451,7 +451,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
             "--gpuperf-fail-on=inconclusive fails them)"
         )
         lines.append("")
-        lines.append("inconclusive: too little evidence either way")
+        lines.append("inconclusive (passed: not enough evidence for a verdict):")
         for r in passed_inconclusive:
             prefix = f"[{r.id.mode}] " if mixed else ""
             text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
