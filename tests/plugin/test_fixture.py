@@ -220,20 +220,20 @@ def test_noisy_results_are_flagged_with_a_remedy(pytester: pytest.Pytester) -> N
 
 
 def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
-    """A function that keeps getting slower never reaches a steady state."""
+    """A function that keeps getting slower never reaches a steady state.
+
+    Its cost grows with every call it makes (50 µs, plus 2.5 µs a call), not with the clock:
+    the drift is the same whatever else the machine does, and a busy machine only adds to
+    it (a level that flipped with the clock could look settled when the machine was slow).
+    """
     pytester.makepyfile(
         """
         import time
-        n = [0]
-
-        t0 = [None]
+        calls = [0]
 
         def slower():
-            # Flips between 0.1 ms and 0.4 ms every 25 ms: the level never holds.
-            now = time.perf_counter()
-            t0[0] = t0[0] or now
-            flip = int((now - t0[0]) / 0.025) % 2
-            end = now + (0.0004 if flip else 0.0001)
+            calls[0] += 1
+            end = time.perf_counter() + 0.00005 * (1 + calls[0] / 20)
             while time.perf_counter() < end:
                 pass
 
@@ -241,9 +241,11 @@ def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
             gpu_bench(slower, rounds=30, round_ms=2, warmup_ms=40)
         """
     )
-    result = run(pytester)
+    result = run(pytester, "--gpuperf-json=o.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*UNSTABLE*", "*unstable: *"])
+    (r,) = json.loads((pytester.path / "o.json").read_text())["results"]
+    assert r["stability"] == "no-steady-state"
+    result.stdout.fnmatch_lines(["*UNSTABLE*", "*unstable: the timings never settled*"])
 
 
 def test_throughput_from_callables_of_parameters(pytester: pytest.Pytester) -> None:
