@@ -27,9 +27,9 @@ INTERRUPTED = 130
 
 EPILOG = """\
 exit codes:
-  0  success (compare: no regression)
+  0  success (compare: no regression; demo: every step went as designed)
   1  compare: a regression was found (with --fail-on inconclusive, also an inconclusive
-     verdict)
+     verdict); demo: a step did not go as designed
   2  usage or input error: bad arguments, unknown baseline, unreadable or corrupt file,
      a baseline locked by another process
   3  compare: no benchmark of B has comparable runs in A (other environment, other
@@ -167,7 +167,7 @@ def _policy(args: argparse.Namespace) -> Any:
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.compare import compare
     from pytest_gpuperf.reporting import verdicts as v
-    from pytest_gpuperf.reporting.terminal import render
+    from pytest_gpuperf.reporting.terminal import TableSpec, render
 
     policy = _policy(args)
     reference = load_source(args.a, args.dir)
@@ -175,7 +175,8 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     outcome = compare(reference, candidate, policy)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
-    print(render([r.result for r in rows]), file=out)  # the plugin's summary, regressions first
+    spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on)
+    print(render([r.result for r in rows], spec), file=out)  # the plugin's summary
     _write_reports(args, outcome.results, outcome.histories, reference.label)
     gated = [
         r for r in rows if r.kind in (v.REGRESSION, v.INCONCLUSIVE, v.IMPROVEMENT, v.NO_CHANGE)
@@ -197,13 +198,16 @@ def _write_reports(
     args: argparse.Namespace, results: list[Any], histories: dict[str, Any], baseline: str
 ) -> None:
     from pytest_gpuperf.fileio import atomic_write_text
-    from pytest_gpuperf.reporting import html, markdown
+    from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
-    if args.markdown:
-        _write(args.markdown, markdown.render(results, baseline=baseline), atomic_write_text)
-    if args.html:
-        text = html.render(results, histories=histories, baseline=baseline)
-        _write(args.html, text, atomic_write_text)
+    ctx = ReportContext(
+        results, baseline_label=baseline, histories=histories, sort=args.sort or "verdict"
+    )
+    for option in ("markdown", "html", "csv"):
+        path = getattr(args, option)
+        if path:
+            text = OUTPUTS_BY_OPTION[option].render(ctx, Path(path))
+            _write(path, text, atomic_write_text)
 
 
 def _write(path: str, text: str, writer: Any) -> None:
@@ -242,23 +246,35 @@ def _parse_date(text: str) -> _dt.datetime:
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.compare import latest
     from pytest_gpuperf.fileio import atomic_write_text
-    from pytest_gpuperf.reporting import export, html, markdown
+    from pytest_gpuperf.reporting import export
+    from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
-    if args.format == "markdown":
-        text = markdown.render(results, title=f"gpuperf: {side.label}")
-    elif args.format == "html":
-        text = html.render(results, histories=histories, title=f"gpuperf: {side.label}")
-    else:
+    if args.format == "pytest-benchmark":
         when = _dt.datetime.fromisoformat(side.baseline.updated)
         text = export.pytest_benchmark(results, created=when)
+    else:
+        ctx = ReportContext(
+            results,
+            histories=histories,
+            title=f"gpuperf: {side.label}",
+            sort=args.sort or "collection",
+        )
+        target = Path(args.output) if args.output not in (None, "-") else Path.cwd() / "-"
+        text = OUTPUTS_BY_OPTION[args.format].render(ctx, target)
     if args.output in (None, "-"):
         out.write(text)
     else:
         _write(args.output, text, atomic_write_text)
         print(f"{args.format} written to {args.output}", file=sys.stderr)
     return OK
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_gpuperf import demo
+
+    return demo.main(args.path, args.runs, out)
 
 
 # --- the parser -------------------------------------------------------------------------
@@ -282,6 +298,30 @@ def _probability(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+SORT_HELP = (
+    "row order, as --gpuperf-sort: verdict, collection, name, median, mean, min, max, change, "
+    "first_call, memory, throughput"
+)
+
+
+def _sort(text: str) -> str:
+    from pytest_gpuperf.options import OptionValueError, sort_key
+
+    try:
+        return sort_key(text)
+    except OptionValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _at_least_two(text: str) -> int:
+    n = _positive_int(text)
+    if n < 2:
+        raise argparse.ArgumentTypeError(
+            f"expected 2 or more runs (the noise between runs is learnt from several), got {text!r}"
+        )
+    return n
+
+
 def _positive_int(text: str) -> int:
     try:
         n = int(text)
@@ -301,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="pytest-gpuperf",
-        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, export.",
+        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
+        "export; and a demo of the main job.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -338,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--markdown", metavar="PATH", help="also write the Markdown report here")
     p.add_argument("--html", metavar="PATH", help="also write the HTML report here")
+    p.add_argument("--csv", metavar="PATH", help="also write every result as CSV here")
+    p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: verdict)")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("prune", parents=[common], help="remove runs from a baseline")
@@ -355,18 +398,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser(
-        "export", parents=[common], help="a baseline or run file as Markdown, HTML or JSON"
+        "export",
+        parents=[common],
+        help="the newest run of a baseline or run file as Markdown, HTML, CSV or "
+        "pytest-benchmark JSON",
     )
     p.add_argument("source", metavar="NAME|RUNFILE", help="baseline name, or path of a file")
     p.add_argument(
         "--format",
         required=True,
-        choices=("markdown", "html", "pytest-benchmark"),
-        help="pytest-benchmark: the --benchmark-json format that github-action-benchmark "
+        choices=("markdown", "html", "csv", "pytest-benchmark"),
+        help="csv: one row per benchmark (times in seconds, a column per test parameter); "
+        "pytest-benchmark: the --benchmark-json format that github-action-benchmark "
         "(tool: pytest) and Bencher (python_pytest) read",
     )
+    p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: collection)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "demo",
+        help="the main job in a minute: save a baseline, compare unchanged code (passes), "
+        "plant a slowdown (fails, with its diagnosis); exit 0 when it went as designed",
+        description="Runs pytest on three small benchmarks in a fresh folder: saves a baseline "
+        "from several runs, each in a fresh process; compares the unchanged code (it must "
+        "pass); plants a slowdown and compares again (it must fail, with a diagnosis). Exit "
+        "0 when every step went as designed, 1 otherwise. On the GPU where there is one, "
+        "else on the CPU.",
+    )
+    p.add_argument(
+        "--path",
+        metavar="DIR",
+        help="the demo's folder (new or empty; default: a new temporary folder, kept)",
+    )
+    p.add_argument(
+        "--runs",
+        type=_at_least_two,
+        default=3,
+        metavar="N",
+        help="runs saved into the baseline (default 3; at least 2)",
+    )
+    p.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -37,6 +37,36 @@ def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
     return contextlib.nullcontext()
 
 
+class _Silent:
+    def tick(self) -> None:
+        pass
+
+
+def _no_task() -> AbstractContextManager[Any]:
+    return contextlib.nullcontext(_Silent())
+
+
+#: progress(label, ticker=True) -> context manager yielding an object with tick()
+ProgressTask = Callable[..., AbstractContextManager[Any]]
+
+
+class _Ticking:
+    """The timer as the measurement loop sees it, ticking the progress line after each round.
+
+    The tick runs between rounds, never inside one; it reads a clock and, at
+    most once a second once the step has lasted, writes a line.
+    """
+
+    def __init__(self, timer: Any, tick: Callable[[], None]):
+        self._timer = timer
+        self._tick = tick
+
+    def time_round(self, calls: int) -> Any:
+        out = self._timer.time_round(calls)
+        self._tick()
+        return out
+
+
 @dataclass
 class BenchContext:
     """What the plugin tells the fixture about the running test."""
@@ -58,6 +88,9 @@ class BenchContext:
     #: None: from the options and environment (artifacts.child.measure_hooks): a kernel
     #: inventory when saving a baseline, the profiled calls of a capture child
     after_measure: list[AfterMeasure] | None = None
+    #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
+    #: the terminal for a step that lasts (progress.Progress.task); nothing by default
+    progress: ProgressTask = field(default=lambda label, ticker=True: _no_task())
 
 
 def _describe(fn: Any) -> str:
@@ -94,10 +127,17 @@ p_empty = inspect.Parameter.empty
 class GpuBench:
     """Measure the steady state of a callable: ``result = gpu_bench(fn, *args, **kwargs)``.
 
-    Keywords named like a measurement option (``name``, ``cuda_graph``,
-    ``l2_flush``, ``warmup_ms``, ``round_ms``, ``rounds``, ``flops``,
-    ``bytes``, ...) configure the measurement; all others are passed to
-    ``fn``. Use :meth:`measure` to pass such a keyword to ``fn`` itself.
+    Keywords named like a measurement option (``name``, ``setup``,
+    ``cuda_graph``, ``l2_flush``, ``warmup_ms``, ``round_ms``, ``rounds``,
+    ``flops``, ``bytes``, ...) configure the measurement; all others are
+    passed to ``fn``. Use :meth:`measure` to pass such a keyword to ``fn``
+    itself.
+
+    ``setup=make`` calls ``make()`` before every call of ``fn``, untimed: for
+    functions that change or consume their inputs (in-place ops, optimizer
+    steps). ``make()`` either resets the arguments given to gpu_bench in place,
+    or returns ``(args, kwargs)``, fresh arguments for the call
+    (:mod:`pytest_gpuperf.measure.invocation`).
     """
 
     def __init__(self, ctx: BenchContext):
@@ -130,6 +170,7 @@ class GpuBench:
         kwargs: Mapping[str, Any] | None = None,
         *,
         name: str | None = None,
+        setup: Callable[[], Any] | None = None,
         **options: Any,
     ) -> Any:
         """Like calling the fixture, with ``fn``'s arguments given explicitly."""
@@ -152,10 +193,19 @@ class GpuBench:
                 "measurement of one test its own name: gpu_bench(fn, name='fwd'), "
                 "gpu_bench(bwd, name='bwd')."
             )
+        if setup is not None and not callable(setup):
+            raise TypeError(
+                f"gpu_bench(setup=...) needs a callable that makes fn's inputs, got "
+                f"{type(setup).__name__} {setup!r:.80}; e.g. setup=lambda: ((x0.clone(),), {{}})"
+            )
         self._names.add(name)
         fn_kwargs = dict(kwargs or {})
         if ctx.disabled:
-            return fn(*args, **fn_kwargs)
+            from pytest_gpuperf.measure.invocation import Invocation
+
+            once = Invocation(fn, tuple(args), fn_kwargs, setup)
+            once.prepare()
+            return once()
 
         settings = ctx.config.resolve(
             ctx.marker,
@@ -163,7 +213,19 @@ class GpuBench:
             marker_where=f"the gpuperf marker of {ctx.test_name or ctx.nodeid}",
             call_where=f"gpu_bench(...) in {ctx.test_name or ctx.nodeid}",
         )
-        return self._run(fn, tuple(args), fn_kwargs, name, settings)
+        if setup is not None and settings["cuda_graph"].value:
+            where = {"call": "this gpu_bench(...) call", "marker": "the gpuperf marker"}.get(
+                settings["cuda_graph"].source, "--gpuperf-cuda-graph"
+            )
+            raise GpuPerfError(
+                f"gpu_bench(setup=...) in {ctx.test_name or ctx.nodeid} cannot be measured with "
+                f"cuda_graph={settings['cuda_graph'].value!r} (from {where}): a CUDA graph replays "
+                "the same input buffers on every call, so it cannot give each call fresh inputs "
+                "without timing their copy too. Pass cuda_graph=False to this gpu_bench call "
+                "(CUDA events: setup runs untimed before each call), or drop setup= if fn does not "
+                "change its inputs."
+            )
+        return self._run(fn, tuple(args), fn_kwargs, name, settings, setup)
 
     # --- internals -------------------------------------------------------
 
@@ -181,6 +243,7 @@ class GpuBench:
         kwargs: dict[str, Any],
         name: str | None,
         settings: Mapping[str, Setting],
+        setup: Callable[[], Any] | None = None,
     ) -> Any:
         __tracebackhide__ = True
         ctx = self._ctx
@@ -197,7 +260,7 @@ class GpuBench:
         try:
             gate = {k: values[k] for k in GATE_SETTINGS if k in values}
             out = self._measure_modes(
-                fn, args, kwargs, name, modes, policy, flops, nbytes, env, gate
+                fn, args, kwargs, name, modes, policy, flops, nbytes, env, gate, setup
             )
         except Exception as e:
             if not _is_oom(e):
@@ -229,32 +292,42 @@ class GpuBench:
         nbytes: float | None,
         env: dict[str, Any] | None,
         gate: dict[str, Any],
+        setup: Callable[[], Any] | None = None,
     ) -> Any:
         __tracebackhide__ = True
+        from pytest_gpuperf.measure.invocation import Invocation
+
         ctx = self._ctx
         first_out: Any = None
         first_s: float | None = None
         for mode in modes:
             bid = BenchId(ctx.nodeid, name, mode, ctx.display_params)
-            timer = make_timer(mode, fn, args, kwargs, policy)
+            timer = make_timer(mode, fn, args, kwargs, policy, setup=setup)
+            who = bid.display if len(modes) == 1 else f"{bid.display} [{mode}]"
             with contextlib.ExitStack() as stack:
                 stack.callback(timer.close)
                 t_start = time.perf_counter()
                 stack.enter_context(ctx.lock())
                 with ctx.phase_range(bid, "benchmark"):
                     if first_s is None:
-                        with ctx.phase_range(bid, "first-call"):
+                        with (
+                            ctx.phase_range(bid, "first-call"),
+                            ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
+                        ):
                             first_s, first_out = timer.first_call()
                     with ctx.phase_range(bid, "prepare"):
                         timer.prepare()
                     if hasattr(timer, "reset_peak_memory"):
                         timer.reset_peak_memory()
-                    raw, telemetry = self._with_probes(bid, timer, policy)
+                    label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
+                    with ctx.progress(label, ticker=False) as task:
+                        raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
                     hidden = getattr(timer, "host_hidden", None)
                     hidden = hidden(len(raw.rounds)) if hidden else None
                 wall = time.perf_counter() - t_start
                 peak = timer.peak_memory()
-                extra = self._after_measure(bid, fn, args, kwargs, raw.rounds)
+                call = Invocation(fn, args, kwargs, setup)
+                extra = self._after_measure(bid, who, call, raw.rounds)
             result = Result(
                 id=bid,
                 device=ctx.device,
@@ -301,14 +374,14 @@ class GpuBench:
         return raw, telemetry
 
     def _after_measure(
-        self,
-        bid: BenchId,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        rounds: list[float],
+        self, bid: BenchId, who: str, call: Callable[[], Any], rounds: list[float]
     ) -> dict[str, Any]:
-        """Run the after-measure hooks (kernel inventory, capture child); never raise."""
+        """Run the after-measure hooks (kernel inventory, capture child); never raise.
+
+        ``call()`` calls fn once; with ``setup=`` it is an
+        :class:`~pytest_gpuperf.measure.invocation.Invocation` whose ``prepare()``
+        the hooks run outside their profiled ranges.
+        """
         if self._after is None:
             from pytest_gpuperf.artifacts.child import measure_hooks
 
@@ -317,13 +390,14 @@ class GpuBench:
             return {}
         per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
         out: dict[str, Any] = {}
-        for hook in self._after:
-            try:
-                extra = hook(bid, lambda: fn(*args, **kwargs), per_call)
-            except Exception as e:
-                extra = {"after_measure_error": f"{type(e).__name__}: {_first_line(e)}"}
-            if extra:
-                out.update(extra)
+        with self._ctx.progress(f"{who}: profiling a few calls (kernel inventory)"):
+            for hook in self._after:
+                try:
+                    extra = hook(bid, call, per_call)
+                except Exception as e:
+                    extra = {"after_measure_error": f"{type(e).__name__}: {_first_line(e)}"}
+                if extra:
+                    out.update(extra)
         return out
 
     def teardown(self) -> None:
@@ -372,33 +446,40 @@ def make_timer(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     policy: MeasurePolicy,
+    *,
+    setup: Callable[[], Any] | None = None,
 ) -> Any:
     if mode == MODE_CPU:
         from pytest_gpuperf.measure.cpu import CpuTimer
 
-        return CpuTimer(fn, args, kwargs)
+        return CpuTimer(fn, args, kwargs, setup=setup)
     from pytest_gpuperf.measure.cuda import CudaEventsTimer, CudaGraphTimer
 
     if mode == MODE_GRAPH:
+        if setup is not None:  # GpuBench.measure refuses this first, with the remedy
+            raise GpuPerfError("setup= cannot be measured with CUDA-graph replay")
         return CudaGraphTimer(
             fn, args, kwargs, round_ms=policy.round_ms, graph_calls=policy.graph_calls
         )
-    return CudaEventsTimer(fn, args, kwargs, l2_flush=policy.l2_flush)
+    return CudaEventsTimer(fn, args, kwargs, l2_flush=policy.l2_flush, setup=setup)
 
 
 def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
     """What is wrong with a result, each with what to do about it."""
     notes = []
     s = result.summary
+    on_gpu = result.device == "cuda"
     if result.stability == "no-steady-state":
+        check = "GPU clocks and other processes" if on_gpu else "for other work on the machine"
         notes.append(
             "unstable: the timings never settled (still drifting after the warm-up and a second "
-            "measurement); raise warmup_ms, check GPU clocks and other processes"
+            f"measurement); raise warmup_ms, check {check}"
         )
     elif result.stability == "shift":
+        where = "the device, throttling" if on_gpu else "the machine's cores"
         notes.append(
-            "unstable: the level shifted during the measurement; check for other work on the "
-            "device, throttling, or a function whose cost changes from call to call"
+            f"unstable: the level shifted during the measurement; check for other work on {where}"
+            ", or a function whose cost changes from call to call"
         )
     elif result.stability == "warmup-capped":
         notes.append(

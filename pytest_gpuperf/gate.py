@@ -12,7 +12,6 @@ verdict is not final.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.errors import GpuPerfWarning
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.verdict.decide import with_note
 
@@ -283,18 +281,6 @@ def _gated(option: str, metric: str) -> bool:
     return (option == "memory" and metric == "peak_memory") or (
         option == "first-call" and metric == "first_call"
     )
-
-
-def warn_inconclusive(item: pytest.Item, messages: Sequence[str]) -> None:
-    """A warning per inconclusive verdict, pointing at the test (not at the plugin)."""
-    path, lineno, _ = item.location
-    for msg in messages:
-        warnings.warn_explicit(
-            GpuPerfWarning(msg),
-            GpuPerfWarning,
-            filename=str(item.config.rootpath / path),
-            lineno=(lineno or 0) + 1,
-        )
 
 
 def save(

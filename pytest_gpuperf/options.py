@@ -163,6 +163,74 @@ def name_list(v: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _words(v: Any, what: str) -> list[str]:
+    if isinstance(v, (list, tuple)):
+        return [str(x).strip() for x in v if str(x).strip()]
+    if not _is_str(v):
+        raise OptionValueError(f"expected {what} separated by commas, got {v!r}")
+    return [x for x in v.replace(",", " ").split() if x]
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def table_columns(v: Any) -> tuple[str, ...] | None:
+    """``--gpuperf-columns``: the terminal table's columns, e.g. ``median,ci,verdict``."""
+    from pytest_gpuperf.reporting.terminal import COLUMNS  # only when the option is given
+
+    if v is None:
+        return None
+    out = []
+    for word in _words(v, "column names"):
+        key = word.lower().replace("-", "_")
+        if key not in COLUMNS:
+            raise OptionValueError(
+                f"unknown column {word!r}{_did_you_mean(key, COLUMNS)}; columns: "
+                + ", ".join(COLUMNS)
+            )
+        out.append(key)
+    if not out:
+        raise OptionValueError("expected at least one column, e.g. median,ci,verdict")
+    return tuple(dict.fromkeys(out))
+
+
+def sort_key(v: Any) -> str:
+    """``--gpuperf-sort``: the order of the terminal table's rows."""
+    from pytest_gpuperf.reporting.terminal import SORT_KEYS
+
+    key = text(v).lower().replace("-", "_")
+    if key not in SORT_KEYS:
+        raise OptionValueError(
+            f"unknown sort key {v!r}{_did_you_mean(key, SORT_KEYS)}; keys: " + ", ".join(SORT_KEYS)
+        )
+    return key
+
+
+def group_keys(v: Any) -> tuple[str, ...]:
+    """``--gpuperf-group-by``: ``func``, ``param:dtype``, ... (several separated by commas)."""
+    from pytest_gpuperf.reporting.terminal import GROUP_KEYS
+
+    if v is None:
+        return ()
+    out = []
+    for word in _words(v, "group keys"):
+        key = word.lower()
+        if key.startswith("param:") and len(key) > len("param:"):
+            out.append("param:" + word.split(":", 1)[1])
+        elif key in GROUP_KEYS and key != "param:name":
+            out.append(key)
+        else:
+            raise OptionValueError(
+                f"unknown group key {word!r}{_did_you_mean(key, GROUP_KEYS)}; keys: "
+                + ", ".join(GROUP_KEYS)
+            )
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -429,6 +497,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "csv",
+        text,
+        None,
+        "write every result as a CSV row (times in seconds, a column per test parameter) to "
+        "this file",
+        metavar="PATH",
+    ),
+    Option(
         "github",
         choice("auto", "on", "off"),
         "auto",
@@ -437,11 +513,36 @@ OPTIONS: tuple[Option, ...] = (
         metavar="auto|on|off",
     ),
     Option(
+        "sort",
+        sort_key,
+        "verdict",
+        "order of the terminal table: verdict (regressions first), collection, name, median, "
+        "mean, min, max, change (largest slowdown first), first_call, memory, throughput",
+        metavar="KEY",
+    ),
+    Option(
+        "columns",
+        table_columns,
+        None,
+        "columns of the terminal table, e.g. median,ci,verdict (the benchmark name comes "
+        "first): params, mode, median, mean, min, max, spread, ci, rounds, first_call, memory, "
+        "throughput, flag, verdict; default: those that fit 120 characters, all under -v",
+        metavar="COLUMNS",
+    ),
+    Option(
+        "group_by",
+        group_keys,
+        None,
+        "one terminal table per group: func, fullfunc, file, mode, name, param or param:NAME "
+        "(several separated by commas)",
+        metavar="KEYS",
+    ),
+    Option(
         "progress",
         choice("auto", "on", "off"),
         "auto",
-        "progress lines for long work (measuring, confirmation runs, artifact capture); auto: "
-        "on unless -q",
+        "a progress line for any step over 2 s (first call or compile, measuring, kernel "
+        "inventory, confirmation runs, artifact capture); auto: on unless -q",
         metavar="auto|on|off",
     ),
     # --- capture (issue 5) ---
@@ -510,7 +611,7 @@ PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_te
 #: Marker keywords that are not measurement options.
 MARKER_ONLY = frozenset({"shapes", "dtypes"})
 #: Keywords of a gpu_bench(...) call that are not measurement options.
-CALL_ONLY = frozenset({"name"})
+CALL_ONLY = frozenset({"name", "setup"})
 
 
 def register(parser: pytest.Parser) -> None:

@@ -1,13 +1,17 @@
-"""Progress of long work (confirmation runs, artifact capture), on the terminal; quiet under -q.
+"""Progress of long steps (first call, measuring, confirmation runs, capture) on the terminal.
 
-Work that takes seconds to minutes inside one test (a fresh-process
-re-measurement, an Nsight capture) would otherwise look like a hang. A
-:class:`Progress` shows it only when it lasts: nothing for the first
-``delay_s``; then, on a terminal, one line rewritten in place with the time
-so far; in a CI log (not a terminal), a line when it starts to last and one
-every ``every_s``, then one when it ends. A small thread keeps the clock
-ticking while the caller waits for a subprocess; it never runs during a
-measurement of the process's own (callers wrap waits, not measurements).
+A step that takes seconds to minutes inside one test (a torch.compile first
+call, a long measurement, a fresh-process re-measurement, an Nsight capture)
+would otherwise look like a hang. A :class:`Progress` shows it only when it
+lasts: nothing for the first ``delay_s``; then, on a terminal, one line
+rewritten in place (at most once a second) with the time so far; in a CI log
+(not a terminal), a line when it starts to last and one every ``every_s``,
+then one when it ends.
+
+Who keeps the clock ticking: a small thread, for a step that is a wait (a
+subprocess, a first call); for a measurement, no thread runs: the
+measurement loop calls :meth:`Task.tick` between its rounds
+(``task(label, ticker=False)``).
 
 Silent under ``-q`` (``--gpuperf-progress=auto``), in xdist workers (their
 output is not shown), and with ``--gpuperf-progress=off``.
@@ -39,6 +43,10 @@ class Task:
     def update(self, detail: str) -> None:
         """E.g. ``"kernel 3 of 12"``; shown with the next tick."""
         self.detail = detail
+
+    def tick(self) -> None:
+        """Show the line if the step has lasted (for callers that tick themselves)."""
+        self.progress.tick()
 
     def text(self, now: float) -> str:
         detail = f" ({self.detail})" if self.detail else ""
@@ -87,8 +95,11 @@ class Progress:
         return cls(write, tty=bool(getattr(tr, "isatty", False)))
 
     @contextlib.contextmanager
-    def task(self, label: str) -> Iterator[Task]:
-        """``with progress.task("re-measuring test_mm in a fresh process (look 2 of 3)"):``"""
+    def task(self, label: str, *, ticker: bool = True) -> Iterator[Task]:
+        """``with progress.task("re-measuring test_mm in a fresh process (look 2 of 3)"):``
+
+        ``ticker=False``: no thread; the caller calls ``task.tick()`` now and then.
+        """
         task = Task(self, label)
         if not self.enabled:
             yield task
@@ -97,7 +108,7 @@ class Progress:
             self._task = task
         stop = threading.Event()
         thread = None
-        if self.ticker:
+        if self.ticker and ticker:
             thread = threading.Thread(target=self._run, args=(stop,), daemon=True)
             thread.start()
         try:
@@ -124,6 +135,9 @@ class Progress:
             if now - task.started < self.delay_s:
                 return
             if self.tty:
+                if task.shown and now - task.last_line < 1.0:
+                    return
+                task.last_line = now
                 line = task.text(now)
                 pad = max(0, self._width - len(line))
                 prefix = "" if task.shown else "\n"

@@ -12,12 +12,10 @@ import contextlib
 import datetime as _dt
 import time
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf import __version__
 from pytest_gpuperf.config import GpuPerfConfig
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.fixture import BenchContext, GpuBench
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.telemetry import NvmlTelemetry
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
+DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
 RESULTS_KEY = pytest.StashKey[list[Result]]()
 REPORT_ATTR = "gpuperf"
 
@@ -154,8 +153,16 @@ class GpuPerfSession:
             lock=self._lock,
             probes=self._probes(device),
             phase_range=self._phase_range(device),
+            progress=self._progress().task,
         )
         return GpuBench(ctx)
+
+    def _progress(self) -> Progress:
+        if self.progress is None:
+            from pytest_gpuperf.progress import Progress
+
+            self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
+        return self.progress
 
     def _lock(self) -> contextlib.AbstractContextManager[object]:
         from pytest_gpuperf.locks import device_key, device_lock
@@ -183,18 +190,15 @@ class GpuPerfSession:
         if not results or self.child:
             return
         from pytest_gpuperf.artifacts.capture import should_capture
-        from pytest_gpuperf.gate import Judgement, warn_inconclusive
+        from pytest_gpuperf.gate import Judgement
 
-        if self.progress is None:
-            from pytest_gpuperf.progress import Progress
-
-            self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
         judgement = Judgement()
         if self.gate is not None:
+            # Inconclusive verdicts pass; their detail is printed once, in the terminal
+            # summary's inconclusive block (reporting/terminal.py), not as warnings.
             judgement = self.gate.judge(
-                item, results, device=self.ensure_device(), progress=self.progress
+                item, results, device=self.ensure_device(), progress=self._progress()
             )
-            warn_inconclusive(item, judgement.warnings)
         failed = bool(judgement.failures)
         if should_capture(str(self.cfg["capture"]), failed):
             report = self._capture(item, results, judgement)
@@ -267,31 +271,69 @@ class GpuPerfSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The GPU part of the header, once benchmarks are selected (after "collected N items").
+        """The header, once benchmarks are selected (after "collected N items"): one line
+        saying where and how benchmarks are measured; on a GPU, the GPUs' state from NVML.
 
         Not in ``pytest_report_header``: that runs before collection, and a
-        session without benchmarks (or ``--collect-only``) must not touch NVML.
-        The xdist controller collects nothing, so it prints no GPU state; each
-        worker's results carry their own telemetry.
+        session without benchmarks (or ``--collect-only``) must not import
+        torch or touch NVML. A CPU run never touches NVML. The xdist controller
+        collects nothing, so it prints the settings only (pytest_report_header);
+        each worker's results carry their own environment and telemetry.
         """
         cfg = self.cfg
         if (
             is_worker(self.config)
-            or cfg["device"] == "cpu"
-            or cfg["disable"]
-            or not cfg["telemetry"]
             or self.config.getoption("collectonly", False)
             or not any(is_benchmark(i) for i in session.items)
         ):
             return
-        from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
-
-        self.gpu_state = collect_gpu_state()
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if tr is None or self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
+        if self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
+            tr = None
+        if cfg["disable"]:
+            if tr is not None:
+                tr.write_line(f"gpuperf: {DISABLED}")
             return
-        for line in render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"]):
-            tr.write_line("gpuperf: " + line)
+        device = self.ensure_device()
+        if device == "cuda" and cfg["telemetry"]:
+            from pytest_gpuperf.telemetry.header import collect_gpu_state
+
+            self.gpu_state = collect_gpu_state()
+        if tr is None:
+            return
+        tr.write_line("gpuperf: " + self._where_line(device))
+        if self.gpu_state is not None:
+            from pytest_gpuperf.telemetry.header import render_header
+
+            for line in render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"]):
+                tr.write_line("gpuperf: " + line)
+
+    def _where_line(self, device: str) -> str:
+        """``measuring on the CPU (AMD EPYC 7B13, 2 torch threads, torch 2.13.0+cpu) ...``"""
+        cfg = self.cfg
+        env = self._environment()
+        how = (
+            f"{cfg['rounds']} rounds of {cfg['round_ms']:g} ms after a warm-up of up to "
+            f"{cfg['warmup_ms']:g} ms"
+        )
+        if device == "cuda":
+            graph = cfg["cuda_graph"]
+            timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
+                graph, "CUDA events" + (" with an L2 flush" if cfg["l2_flush"] else "")
+            )
+            return (
+                f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
+                f", torch {env.get('torch')}): {timing}, {how}"
+            )
+        from pytest_gpuperf.device import cuda_unavailable_reason
+
+        why = "--gpuperf-device=cpu" if cfg["device"] == "cpu" else cuda_unavailable_reason()
+        threads = env.get("torch_threads")
+        return (
+            f"measuring on the CPU ({env.get('cpu_model') or 'unknown CPU'}, "
+            f"{threads} torch thread{'s' if threads != 1 else ''}, torch {env.get('torch')}; "
+            f"no GPU: {why}): {how}"
+        )
 
     # --- results -------------------------------------------------------------
 
@@ -317,16 +359,17 @@ class GpuPerfSession:
             self.results.extend(Result.from_dict(d) for d in data)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """The settings, for the xdist controller only: a process that collects says more
+        after collection (:meth:`pytest_collection_finish`), and only when it has benchmarks."""
+        if not config.getoption("numprocesses", None) or is_worker(config):
+            return []
         cfg = self.cfg
-        parts = [f"device={cfg['device']}"]
         if cfg["disable"]:
-            parts.append("disabled (each benchmark runs once, untimed)")
-        graph = cfg["cuda_graph"]
-        parts.append(f"cuda_graph={graph}")
-        parts.append(
-            f"warm-up<={cfg['warmup_ms']:g} ms, {cfg['rounds']} rounds of {cfg['round_ms']:g} ms"
-        )
-        return ["gpuperf: " + ", ".join(parts)]
+            return [f"gpuperf: {DISABLED}"]
+        return [
+            f"gpuperf: device={cfg['device']}, {cfg['rounds']} rounds of {cfg['round_ms']:g} ms "
+            f"after a warm-up of up to {cfg['warmup_ms']:g} ms"
+        ]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._telemetry is not None:
@@ -337,44 +380,37 @@ class GpuPerfSession:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
             if self.cfg["save"] and self.results:
                 self._save(session)
-            self._write_ci_outputs()
-        path = self.cfg["json"]
-        if path:
-            from pytest_gpuperf.fileio import atomic_write_text
-            from pytest_gpuperf.reporting import json_report
+        self._write_outputs()
 
-            doc = json_report.build(
-                self.results,
-                plugin_version=__version__,
-                session={
-                    "run_id": self.run_id,
-                    "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(
-                        timespec="seconds"
-                    ),
-                    "duration_s": round(time.time() - self.started, 3),
-                    "args": list(self.config.invocation_params.args),
-                    "device": self.cfg["device"],
-                    "baseline": self.cfg["baseline"],
-                    "saved_to": self.cfg["save"],
-                    "fingerprint_extra": fingerprint_extra(self.config),
-                    "gpu_state": self.gpu_state,
-                },
-            )
-            atomic_write_text(Path(path), json_report.dumps(doc))
-
-    def _write_ci_outputs(self) -> None:
-        """Markdown, HTML, GitHub step summary and annotations (reporting/ci.py)."""
+    def _write_outputs(self) -> None:
+        """The report files (reporting/outputs.py), the GitHub step summary and annotations;
+        a confirmation or capture child writes its JSON only (its parent reads it)."""
         import os
 
         from pytest_gpuperf.reporting.ci import write_ci_outputs
 
+        extra = fingerprint_extra(self.config)
         self.ci = write_ci_outputs(
             self.cfg,
             self.results,
             baseline=self.gate.baseline if self.gate else None,
             env=os.environ,
             rootdir=self.config.rootpath,
-            fingerprint_extra=fingerprint_extra(self.config) or None,
+            fingerprint_extra=extra or None,
+            session={
+                "run_id": self.run_id,
+                "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(
+                    timespec="seconds"
+                ),
+                "duration_s": round(time.time() - self.started, 3),
+                "args": list(self.config.invocation_params.args),
+                "device": self.cfg["device"],
+                "baseline": self.cfg["baseline"],
+                "saved_to": self.cfg["save"],
+                "fingerprint_extra": extra,
+                "gpu_state": self.gpu_state,
+            },
+            only=("json",) if self.child else None,
         )
 
     def _save(self, session: pytest.Session) -> None:
@@ -393,10 +429,19 @@ class GpuPerfSession:
             return
         tr = terminalreporter
         if self.results:
-            from pytest_gpuperf.reporting.terminal import render
+            from pytest_gpuperf.reporting.terminal import TableSpec, render
 
+            verbosity = self.config.get_verbosity()
+            spec = TableSpec(
+                columns=self.cfg["columns"],
+                sort=str(self.cfg["sort"]),
+                group_by=tuple(self.cfg["group_by"] or ()),
+                verbose=verbosity > 0,
+                quiet=verbosity < 0,
+                fail_on=str(self.cfg["fail_on"]),
+            )
             tr.section("gpuperf")
-            tr.write_line(render(self.results))
+            tr.write_line(render(self.results, spec))
         if self.gate is not None and self.gate.rerun_count:
             tr.write_line(
                 f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
@@ -413,9 +458,6 @@ class GpuPerfSession:
                 tr.write_line(line, red=True)
             for line in self.ci.annotations:  # GitHub reads these at the start of a line
                 tr.write_line(line)
-        path = self.cfg["json"]
-        if path and self.results:
-            tr.write_line(f"results written to {path}")
 
 
 def _new_run_id() -> str:

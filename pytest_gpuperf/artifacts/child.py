@@ -85,6 +85,12 @@ def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> 
     return max(2, calls)
 
 
+def _preparer(call: Callable[[], Any]) -> Callable[[], None]:
+    """``call.prepare`` (the benchmark's ``setup=``, run outside the profiled range), or a no-op."""
+    prepare = getattr(call, "prepare", None)
+    return prepare if callable(prepare) else (lambda: None)
+
+
 def _sync(device: str) -> None:
     if device == "cuda":
         import torch
@@ -111,7 +117,9 @@ def profile_calls(
 
     from pytest_gpuperf.artifacts.timeline import CALL_PREFIX
 
+    prepare = _preparer(call)
     for _ in range(warm_calls):
+        prepare()
         call()
     _sync(device)
     activities = [ProfilerActivity.CPU]
@@ -120,6 +128,7 @@ def profile_calls(
     t0 = time.perf_counter()
     with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
         for i in range(calls):
+            prepare()  # setup= of the benchmark, outside the call's range
             with record_function(f"{CALL_PREFIX}{i}"):
                 call()
         _sync(device)
@@ -194,13 +203,16 @@ class ChildCapture:
     def _nsys_window(self, call: Callable[[], Any], calls: int) -> dict[str, Any]:
         import torch
 
+        prepare = _preparer(call)
         for _ in range(self.warm_calls):
+            prepare()
             call()
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         torch.cuda.nvtx.range_push(NSYS_RANGE)
         try:
             for i in range(calls):
+                prepare()
                 torch.cuda.nvtx.range_push(f"call#{i}")
                 call()
                 torch.cuda.nvtx.range_pop()
@@ -213,8 +225,11 @@ class ChildCapture:
     def _ncu_window(self, call: Callable[[], Any]) -> dict[str, Any]:
         import torch
 
+        prepare = _preparer(call)
         for _ in range(self.warm_calls):
+            prepare()
             call()
+        prepare()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_push(NCU_RANGE)
         try:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_gpuperf.errors import GraphCaptureError
 from pytest_gpuperf.measure.engine import Round
+from pytest_gpuperf.measure.invocation import Invocation
 
 #: Fallback when the device does not report its L2 size.
 _DEFAULT_L2_BYTES = 64 * 1024 * 1024
@@ -39,16 +40,25 @@ def l2_flush_bytes(device: Any = None) -> int:
 
 
 class _CudaTimerBase:
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]):
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        setup: Callable[[], Any] | None = None,
+    ):
         import torch
 
         self._torch = torch
         self._fn = fn
-        self._call = lambda: fn(*args, **kwargs)
+        #: with setup=: fresh arguments before each call (prepare() outside the timed region)
+        self._inv = Invocation(fn, args, kwargs, setup)
+        self._call = (lambda: fn(*args, **kwargs)) if setup is None else self._inv
         self._events: tuple[list[Any], list[Any]] = ([], [])
         self._reserved = 0  # bytes we allocated ourselves, left out of peak memory
 
     def first_call(self) -> tuple[float, Any]:
+        self._inv.prepare()
         _sync()
         t = time.perf_counter()
         out = self._call()
@@ -89,6 +99,12 @@ class CudaEventsTimer(_CudaTimerBase):
     A function that waits for the GPU itself (``.item()``...) cannot have its
     host hidden; :attr:`host_hidden` then says False and the device figure
     includes those waits. One host synchronisation per figure and round.
+
+    With ``setup=``, each call of both figures gets its own event pair, with its
+    setup (and, for the device figure, the flush) enqueued before the pair, so
+    the setup's GPU work is never timed: the device figure is the median call,
+    the end-to-end figure the mean call. The spin is sized for the host's setup
+    and call together.
     """
 
     mode = "cuda-events"
@@ -106,10 +122,11 @@ class CudaEventsTimer(_CudaTimerBase):
         *,
         l2_flush: bool = True,
         hide_host: bool = True,
+        setup: Callable[[], Any] | None = None,
     ):
         from pytest_gpuperf.measure.host_hiding import HostHiding
 
-        super().__init__(fn, args, kwargs)
+        super().__init__(fn, args, kwargs, setup)
         self.l2_flush = l2_flush
         self.hide_host = hide_host
         self.hiding = HostHiding(hideable=hide_host)
@@ -142,6 +159,8 @@ class CudaEventsTimer(_CudaTimerBase):
         """Ask once whether the function waits for the GPU (:meth:`HostHiding.probe`)."""
         torch = self._torch
         call = self._call
+        prepare = self._inv.prepare  # setup=, outside the host time asked about
+        prepare()
         torch.cuda.synchronize()
         t = time.perf_counter()
         call()
@@ -151,6 +170,7 @@ class CudaEventsTimer(_CudaTimerBase):
         host = math.inf
         for _ in range(2):  # the faster of two, so that one slow moment of the host is not it
             spin_s = min(2.0, max(0.02, 20 * one))
+            prepare()
             torch.cuda._sleep(int(spin_s * self.hiding.rate))
             t = time.perf_counter()
             call()
@@ -184,8 +204,10 @@ class CudaEventsTimer(_CudaTimerBase):
         return Round(per_call, wall, calls, e2e)
 
     def _e2e_round(self, calls: int) -> tuple[float, float]:
-        call = self._call
         assert self._pair is not None, "prepare() first"
+        if self._inv.has_setup:
+            return self._e2e_round_with_setup(calls)
+        call = self._call
         start, end = self._pair
         t = time.perf_counter()
         start.record()
@@ -198,6 +220,23 @@ class CudaEventsTimer(_CudaTimerBase):
         self.hiding.observe_enqueue(calls, enqueue)
         return start.elapsed_time(end) / 1000.0 / calls, wall
 
+    def _e2e_round_with_setup(self, calls: int) -> tuple[float, float]:
+        """Calls with a setup between them: an event pair per call, the setup outside it."""
+        inv = self._inv
+        starts, ends = self._event_pairs(calls)
+        t = time.perf_counter()
+        for i in range(calls):
+            inv.prepare()
+            starts[i].record()
+            inv()
+            ends[i].record()
+        enqueue = time.perf_counter() - t
+        ends[calls - 1].synchronize()
+        wall = time.perf_counter() - t
+        self.hiding.observe_enqueue(calls, enqueue)  # setup included: the spin must cover it
+        ms = sum(starts[i].elapsed_time(ends[i]) for i in range(calls)) / calls
+        return ms / 1000.0, wall
+
     def _device_round(self, calls: int) -> tuple[float, bool]:
         call = self._call
         torch = self._torch
@@ -209,11 +248,15 @@ class CudaEventsTimer(_CudaTimerBase):
             torch.cuda._sleep(cycles)
             spin_b.record()
         t = time.perf_counter()
-        if self.l2_flush:
-            buf = self._flush_buf
+        per_call_pairs = self.l2_flush or self._inv.has_setup
+        if per_call_pairs:
+            buf = self._flush_buf if self.l2_flush else None
+            prepare = self._inv.prepare
             starts, ends = self._event_pairs(calls)
             for i in range(calls):
-                buf.zero_()
+                prepare()
+                if buf is not None:
+                    buf.zero_()
                 starts[i].record()
                 call()
                 ends[i].record()
@@ -229,7 +272,7 @@ class CudaEventsTimer(_CudaTimerBase):
         last.synchronize()
         spin_s = spin_a.elapsed_time(spin_b) / 1000.0 if cycles else 0.0
         hidden = self.hiding.observe(calls, cycles, spin_s, enqueue)
-        if self.l2_flush:
+        if per_call_pairs:
             ms = statistics.median(starts[i].elapsed_time(ends[i]) for i in range(calls))
         else:
             ms = starts[0].elapsed_time(ends[0]) / calls

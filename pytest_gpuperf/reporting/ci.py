@@ -1,5 +1,5 @@
-"""The session's CI outputs in one call: Markdown and HTML files, the GitHub step summary and
-annotations.
+"""The session's outputs in one call: the report files (:mod:`.outputs`), the GitHub step
+summary and annotations.
 
 The plugin calls :func:`write_ci_outputs` once, on the controller, when the
 session finishes (after the baseline is saved), then prints what it returns
@@ -57,17 +57,6 @@ def artifact_href(html_path: Path, rootdir: Path) -> Any:
     return href
 
 
-def _write(path: Path, text: str, what: str, out: CiOutputs) -> None:
-    from pytest_gpuperf.fileio import atomic_write_text
-
-    try:
-        atomic_write_text(path, text)
-    except OSError as e:
-        out.errors.append(f"cannot write the {what} to {path}: {e.strerror or e}")
-        return
-    out.messages.append(f"{what} written to {path}")
-
-
 def write_ci_outputs(
     settings: Settings,
     results: Sequence[Result],
@@ -77,38 +66,42 @@ def write_ci_outputs(
     rootdir: Path | None = None,
     fingerprint_extra: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    session: Mapping[str, Any] | None = None,
+    only: Sequence[str] | None = None,
 ) -> CiOutputs:
-    """Write ``--gpuperf-markdown``, ``--gpuperf-html`` and, under GitHub Actions (per
+    """Write the report files whose option is set (``--gpuperf-json``, ``-markdown``,
+    ``-html``, ``-csv``: :data:`.outputs.OUTPUTS`) and, under GitHub Actions (per
     ``--gpuperf-github``), append to ``$GITHUB_STEP_SUMMARY`` and return the annotations.
 
     ``baseline`` is the one the session compared with (its stored runs feed
     the HTML plots); ``env`` the process environment; ``rootdir`` pytest's
     rootdir (test and artifact paths are relative to it); relative report
-    paths are taken from ``cwd`` (the current directory, as ``--junitxml``).
+    paths are taken from ``cwd`` (the current directory, as ``--junitxml``);
+    ``session`` the JSON's session block; ``only``: just these files, no GitHub
+    outputs (a confirmation child writes its JSON and nothing else).
     """
-    from pytest_gpuperf.reporting import github, html, markdown
-    from pytest_gpuperf.reporting.history import histories
+    from pytest_gpuperf.reporting import github
+    from pytest_gpuperf.reporting.outputs import ReportContext, write_outputs
 
     environ = os.environ if env is None else env
     root = rootdir or Path.cwd()
-    here = cwd or Path.cwd()
-    out = CiOutputs()
-    name = baseline.name if baseline is not None else None
-    if not results:
+    try:
+        sort = str(settings["sort"])
+    except KeyError:
+        sort = "collection"
+    ctx = ReportContext(
+        results,
+        baseline=baseline,
+        rootdir=root,
+        fingerprint_extra=fingerprint_extra,
+        session=session or {},
+        sort=sort,
+    )
+    written = write_outputs(settings, ctx, only=only, cwd=cwd)
+    out = CiOutputs(messages=written.messages, errors=written.errors)
+    if not results or only is not None:
         return out
-    md_path = settings["markdown"]
-    if md_path:
-        _write(here / md_path, markdown.render(results, baseline=name), "Markdown report", out)
-    html_path = settings["html"]
-    if html_path:
-        target = here / html_path
-        page = html.render(
-            results,
-            histories=histories(results, baseline, fingerprint_extra),
-            baseline=name,
-            artifact_href=artifact_href(target, root),
-        )
-        _write(target, page, "HTML report", out)
+    name = baseline.name if baseline is not None else None
     if github.enabled(str(settings["github"]), environ):
         summary_file = environ.get("GITHUB_STEP_SUMMARY")
         if summary_file:

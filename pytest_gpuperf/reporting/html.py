@@ -23,6 +23,7 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import svg
 from pytest_gpuperf.reporting import verdicts as v
 from pytest_gpuperf.reporting.history import BenchHistory
+from pytest_gpuperf.reporting.terminal import MIN_CI_ROUNDS
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
 #: Badge colours by verdict kind.
@@ -55,7 +56,7 @@ section.bench { border: 1px solid #ddd; border-left-width: 6px; border-radius: 6
                 padding: 12px 16px; margin: 18px 0; }
 .plots { display: flex; flex-wrap: wrap; gap: 16px; }
 figure { margin: 0; }
-figcaption { font-size: 12px; color: #555; max-width: 360px; }
+figcaption { font-size: 12px; color: #555; max-width: 480px; }
 pre { background: #f7f7f7; padding: 10px; border-radius: 4px; overflow-x: auto;
       font-size: 12.5px; white-space: pre-wrap; }
 .muted { color: #777; }
@@ -160,27 +161,54 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
         )
     )
     if hist is not None and (hist.runs or current_runs):
-        points = [
-            svg.Point(
-                run.median,
-                f"{run.timestamp} run {run.run_id}: {fmt_time(run.median)}"
-                + ("" if run.fingerprint_id == hist.fingerprint_id else " (other environment)"),
-                svg.BASELINE if run.fingerprint_id == hist.fingerprint_id else svg.OTHER,
+        points = []
+        for run in hist.runs:
+            same = run.fingerprint_id == hist.fingerprint_id
+            commit = _commit(run.meta)
+            points.append(
+                svg.Point(
+                    run.median,
+                    f"{run.timestamp} run {run.run_id}"
+                    + (f" commit {commit}" if commit else "")
+                    + f": {fmt_time(run.median)}"
+                    + ("" if same else " (other environment)"),
+                    svg.BASELINE if same else svg.OTHER,
+                    when=run.timestamp or None,
+                    commit=commit[:7] if commit else None,
+                )
             )
-            for run in hist.runs
-        ]
         if res.rounds:
             points.append(
-                svg.Point(res.median, f"this run: {fmt_time(res.median)}", svg.CURRENT, True)
+                svg.Point(
+                    res.median,
+                    f"this run: {fmt_time(res.median)}",
+                    svg.CURRENT,
+                    True,
+                    when=_run_date(res.run_id),
+                    commit="this run",
+                )
             )
         figs.append(
             _figure(
                 svg.history(points, title=f"history of {res.id.display}"),
-                f"History: the median of each run stored in baseline {hist.baseline!r} "
-                "(grey: another environment), then this run.",
+                f"History: the median of each run stored in baseline {hist.baseline!r}, by date "
+                "and commit (grey: another environment), then this run.",
             )
         )
     return f'<div class="plots">{"".join(figs)}</div>'
+
+
+def _commit(meta: Mapping[str, Any]) -> str | None:
+    """The commit a stored run measured (``git rev-parse HEAD``, or the CI's sha)."""
+    sha = meta.get("git_sha") or meta.get("ci_sha")
+    return str(sha) if sha else None
+
+
+def _run_date(run_id: str | None) -> str | None:
+    """``2025-11-29T19:38`` from a run id ``20251129T193800Z-abc123``."""
+    if not run_id or len(run_id) < 13 or not run_id[:8].isdigit():
+        return None
+    return f"{run_id[:4]}-{run_id[4:6]}-{run_id[6:8]}T{run_id[9:11]}:{run_id[11:13]}"
 
 
 def _figure(body: str, caption: str) -> str:
@@ -264,7 +292,12 @@ def _measurement(res: Result) -> str:
     facts = [
         ("median", fmt_time(s.median if res.rounds else None)),
         ("spread (IQR / median)", fmt_pct(s.rel_iqr)),
-        ("95 % CI of the median", "±" + fmt_pct(s.rel_ci)),
+        (
+            "95 % CI of the median",
+            "±" + fmt_pct(s.rel_ci)
+            if s.n >= MIN_CI_ROUNDS
+            else f"- (fewer than {MIN_CI_ROUNDS} rounds: no such interval exists)",
+        ),
         ("rounds", f"{s.n} x {res.calls_per_round} calls"),
         ("first call", fmt_time(res.first_call_s)),
         ("stability", res.stability),
@@ -340,9 +373,44 @@ def _environment(results: Sequence[Result]) -> str:
     cells = "".join(
         f"<tr><th>{escape(str(k))}</th><td>{escape(str(x))}</td></tr>"
         for k, x in sorted(env.items())
-        if isinstance(x, (str, int, float, bool)) or x is None
+        if isinstance(x, (str, int, float, bool))  # what was not recorded is left out
     )
     return f"<h3>Environment</h3><table>{cells}</table>"
+
+
+def _sweeps(results: Sequence[Result]) -> str:
+    """One throughput-by-shape plot per ``shapes=`` sweep (a series per other parameter,
+    dashed: the baseline), as triton's ``perf_report`` draws one per benchmark."""
+    from pytest_gpuperf.reporting.sweeps import sweeps
+
+    found = sweeps(results)
+    if not found:
+        return ""
+    figs = []
+    for sw in found:
+        lines = []
+        for i, series in enumerate(sw.series):
+            color = svg.PALETTE[i % len(svg.PALETTE)]
+            lines.append(svg.Line(series.label, series.values, color))
+            if any(b is not None for b in series.baseline):
+                lines.append(svg.Line(f"{series.label} (baseline)", series.baseline, color, True))
+        unit = "time per call" if sw.unit == "s" else sw.unit
+        chart = svg.line_chart(
+            lines,
+            sw.shapes,
+            title=f"{unit} by shape: {sw.title}",
+            y_label=unit,
+            y_format="time" if sw.unit == "s" else "number",
+        )
+        better = "higher is better" if sw.higher_is_better else "lower is better"
+        figs.append(
+            _figure(
+                chart,
+                f"{sw.title}: {unit} at each shape of the marker's shapes= ({better}); dashed: "
+                "the baseline at the same shape.",
+            )
+        )
+    return '<h2>By shape</h2><div class="plots">' + "".join(figs) + "</div>"
 
 
 def render(
@@ -373,6 +441,7 @@ def render(
         f'<p class="sub">{escape(" · ".join(sub))}</p>',
         _summary_table(rows) if rows else "<p>No benchmark ran.</p>",
         legend if rows else "",
+        _sweeps(results),
         *(_section(i, r, hist.get(r.result.id.key), artifact_href) for i, r in enumerate(rows)),
         _environment(results),
     ]

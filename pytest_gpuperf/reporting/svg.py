@@ -2,9 +2,12 @@
 
 :func:`strip_box` draws groups of values (baseline vs current run medians,
 or rounds) as a box plot with every point over it; :func:`history` draws a
-benchmark's stored runs in order, with the current run at the end. Values
-are seconds; axes are labelled with :func:`~pytest_gpuperf.reporting.units.fmt_time`.
-Every text is escaped.
+benchmark's stored runs in order, with the current run at the end, and the
+dates and commits of a few runs on its x axis; :func:`line_chart` draws
+series over categories (the throughput of a ``shapes=`` sweep). Times are
+seconds, labelled in one unit per axis with the fewest decimals
+(:func:`time_tick_labels`); labels near an edge are anchored inside the
+plot. Every text is escaped.
 
 Pure Python: no torch, no pytest.
 """
@@ -50,6 +53,51 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
         out.append(round(t, 12))
         t += step
     return out
+
+
+_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def time_tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Tick values in seconds as short labels in one unit: ``2 ms``, ``2.5 ms``, ``0.25 ms``.
+
+    The unit fits the largest tick; the decimals are the fewest that keep every
+    tick exact (ticks are round numbers, so ``2.000 ms`` says nothing ``2 ms``
+    does not).
+    """
+    if not ticks:
+        return []
+    top = max(abs(t) for t in ticks)
+    unit, scale = next(((u, sc) for u, sc in _UNITS if top >= sc), _UNITS[-1])
+    return [f"{_short(t / scale, ticks, scale)} {unit}" for t in ticks]
+
+
+def number_tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Plain numbers with the fewest decimals that keep every tick exact."""
+    return [_short(t, ticks, 1.0) for t in ticks]
+
+
+def _short(x: float, ticks: Sequence[float], scale: float) -> str:
+    for decimals in range(7):
+        if all(abs(round(t / scale, decimals) - t / scale) <= 1e-9 * max(1.0, abs(t / scale))
+               for t in ticks):  # fmt: skip
+            return f"{x:.{decimals}f}"
+    return f"{x:.6g}"
+
+
+def _text_width(text: str, font_size: float) -> float:
+    """About how wide ``text`` is drawn, in px (a sans-serif glyph is ~0.6 em)."""
+    return 0.6 * font_size * len(text)
+
+
+def _anchored(x: float, label: str, lo: float, hi: float, font_size: float = 10) -> str:
+    """The ``x`` and ``text-anchor`` that keep a centred label inside [lo, hi]."""
+    half = _text_width(label, font_size) / 2
+    if x + half > hi:
+        return f'x="{hi:.1f}" text-anchor="end"'
+    if x - half < lo:
+        return f'x="{lo:.1f}" text-anchor="start"'
+    return f'x="{x:.1f}" text-anchor="middle"'
 
 
 def _domain(values: Sequence[float], pad: float = 0.08) -> tuple[float, float]:
@@ -106,12 +154,13 @@ def strip_box(
         return left + (x - lo) / (hi - lo) * plot_w
 
     axis_y = top + row_height * len(shown)
-    for t in nice_ticks(lo, hi):
+    ticks = nice_ticks(lo, hi)
+    for t, label in zip(ticks, time_tick_labels(ticks), strict=True):
         x = sx(t)
         body.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{axis_y}" stroke="{GRID}"/>'
-            f'<text x="{x:.1f}" y="{axis_y + 16}" text-anchor="middle" font-size="10" '
-            f'fill="{INK}">{escape(fmt_time(t))}</text>'
+            f'<text {_anchored(x, label, 2, width - 2)} y="{axis_y + 16}" font-size="10" '
+            f'fill="{INK}">{escape(label)}</text>'
         )
     body.append(
         f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
@@ -155,11 +204,35 @@ class Point:
     label: str  # tooltip: when, which run
     color: str = BASELINE
     current: bool = False
+    #: when the run was made (ISO ``2025-11-29T19:38:00+00:00``, or a date), for the x axis
+    when: str | None = None
+    #: the commit it measured (a short sha), for the x axis
+    commit: str | None = None
 
 
-def history(points: Sequence[Point], *, title: str, width: int = 360, height: int = 170) -> str:
-    """Stored runs in order (oldest left) joined by a line; the current run as a larger dot."""
-    left, right, top, bottom = 64, 16, 10, 28
+def _axis_labels(n: int, most: int = 4) -> list[int]:
+    """Indices of up to ``most`` points to label: the first, the last, evenly between."""
+    if n <= most:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (most - 1)) for i in range(most)})
+
+
+def _when(iso: str | None, with_time: bool) -> str:
+    """``2025-11-29``, or ``11-29 19:38`` when runs of one day must be told apart."""
+    if not iso:
+        return ""
+    if not with_time or len(iso) < 16:
+        return iso[:10]
+    return f"{iso[5:10]} {iso[11:16]}"
+
+
+def history(points: Sequence[Point], *, title: str, width: int = 360, height: int = 190) -> str:
+    """Stored runs in order (oldest left) joined by a line; the current run as a larger dot.
+
+    The x axis names the date and commit of a few runs (the first, the last and
+    evenly between); every dot's tooltip names its own.
+    """
+    left, right, top, bottom = 64, 16, 10, 44
     body: list[str] = []
     if not points:
         body.append(
@@ -177,20 +250,35 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
     def sy(y: float) -> float:
         return top + plot_h - (y - lo) / (hi - lo) * plot_h
 
-    for t in nice_ticks(lo, hi, 4):
+    ticks = nice_ticks(lo, hi, 4)
+    for t, label in zip(ticks, time_tick_labels(ticks), strict=True):
         y = sy(t)
         body.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>'
             f'<text x="{left - 6}" y="{y + 3:.1f}" text-anchor="end" font-size="10" '
-            f'fill="{INK}">{escape(fmt_time(t))}</text>'
+            f'fill="{INK}">{escape(label)}</text>'
         )
+    axis_y = top + plot_h
     body.append(
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" '
-        f'stroke="{INK}"/>'
-        f'<text x="{left}" y="{height - 8}" font-size="10" fill="{INK}">oldest</text>'
-        f'<text x="{width - right}" y="{height - 8}" text-anchor="end" font-size="10" '
-        f'fill="{INK}">newest</text>'
+        f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
     )
+    shown = _axis_labels(n)
+    dates = [(points[i].when or "")[:10] for i in shown]
+    if len(set(dates)) < len(dates):  # runs of one day: the time tells them apart
+        shown = _axis_labels(n, most=3)
+    for i in shown:
+        p = points[i]
+        x = sx(i)
+        lines = [_when(p.when, len(set(dates)) < len(dates)) or ("?" if not p.current else ""),
+                 p.commit or ""]  # fmt: skip
+        body.append(f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" '
+                    f'stroke="{INK}"/>')  # fmt: skip
+        for k, text in enumerate(lines):
+            if text:
+                body.append(
+                    f'<text {_anchored(x, text, 2, width - 2)} y="{axis_y + 15 + 11 * k}" '
+                    f'font-size="10" fill="{INK}">{escape(text)}</text>'
+                )
     line = [(sx(i), sy(p.value)) for i, p in enumerate(points) if p.color == BASELINE]
     if len(line) > 1:
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
@@ -202,5 +290,123 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
         body.append(
             f'<circle cx="{sx(i):.1f}" cy="{sy(p.value):.1f}" r="{r}" fill="{p.color}">'
             f"<title>{escape(p.label)}</title></circle>"
+        )
+    return _svg(width, height, title, body)
+
+
+#: Colours of the series of a line chart (Tableau 10, colour-blind friendly in order).
+PALETTE = (
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#72b7b2",
+    "#b279a2",
+    "#eeca3b",
+    "#9d755d",
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    label: str
+    values: Sequence[float | None]  # one per x label, None for a gap
+    color: str
+    dashed: bool = False
+
+
+def line_chart(
+    lines: Sequence[Line],
+    x_labels: Sequence[str],
+    *,
+    title: str,
+    y_label: str,
+    y_format: str = "number",
+    width: int = 480,
+    height: int = 240,
+) -> str:
+    """Lines over categories (shapes), y from 0, with a legend: the throughput of a sweep.
+
+    ``y_format``: ``"number"`` (plain ticks, ``y_label`` names the unit) or ``"time"``
+    (seconds, labelled in ms, µs, ...).
+    """
+    left, right, top = 60, 16, 10
+    legend_rows = len(lines)
+    bottom = 40 + 14 * legend_rows
+    values = [v for ln in lines for v in ln.values if v is not None and math.isfinite(v)]
+    body: list[str] = []
+    if not values or not x_labels:
+        body.append(
+            f'<text x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle" '
+            f'font-size="12" fill="{INK}">no data</text>'
+        )
+        return _svg(width, height, title, body)
+    height = max(height, top + 120 + bottom)
+    plot_w, plot_h = width - left - right, height - top - bottom
+    hi = max(values) * 1.08 or 1.0
+    n = len(x_labels)
+
+    def sx(i: int) -> float:
+        return left + (plot_w / 2 if n == 1 else 12 + i * (plot_w - 24) / (n - 1))
+
+    def sy(y: float) -> float:
+        return top + plot_h - y / hi * plot_h
+
+    ticks = nice_ticks(0.0, hi, 5)
+    labels = time_tick_labels(ticks) if y_format == "time" else number_tick_labels(ticks)
+    for t, label in zip(ticks, labels, strict=True):
+        y = sy(t)
+        body.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>'
+            f'<text x="{left - 6}" y="{y + 3:.1f}" text-anchor="end" font-size="10" '
+            f'fill="{INK}">{escape(label)}</text>'
+        )
+    axis_y = top + plot_h
+    body.append(
+        f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
+        f'<text x="12" y="{top + plot_h / 2:.1f}" font-size="10" fill="{INK}" '
+        f'text-anchor="middle" transform="rotate(-90 12 {top + plot_h / 2:.1f})">'
+        f"{escape(y_label)}</text>"
+    )
+    for i, label in enumerate(x_labels):
+        x = sx(i)
+        body.append(
+            f'<text {_anchored(x, label, 2, width - 2)} y="{axis_y + 15}" font-size="10" '
+            f'fill="{INK}">{escape(label)}</text>'
+        )
+    for ln in lines:
+        dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
+        run: list[tuple[float, float]] = []
+        segments: list[list[tuple[float, float]]] = [run]
+        for i, v in enumerate(ln.values):
+            if v is None or not math.isfinite(v):
+                run = []
+                segments.append(run)
+                continue
+            run.append((sx(i), sy(v)))
+        for seg in segments:
+            if len(seg) > 1:
+                path = " ".join(f"{x:.1f},{y:.1f}" for x, y in seg)
+                body.append(
+                    f'<polyline points="{path}" fill="none" stroke="{ln.color}" '
+                    f'stroke-width="2"{dash}/>'
+                )
+        for i, v in enumerate(ln.values):
+            if v is None or not math.isfinite(v):
+                continue
+            shown = fmt_time(v) if y_format == "time" else f"{v:.4g} {y_label}"
+            tip = f"{ln.label} at {x_labels[i]}: {shown}"
+            fill = "#fff" if ln.dashed else ln.color
+            body.append(
+                f'<circle cx="{sx(i):.1f}" cy="{sy(v):.1f}" r="3" fill="{fill}" '
+                f'stroke="{ln.color}"><title>{escape(tip)}</title></circle>'
+            )
+    for k, ln in enumerate(lines):
+        y = axis_y + 32 + 14 * k
+        dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
+        body.append(
+            f'<line x1="{left}" y1="{y - 4}" x2="{left + 22}" y2="{y - 4}" stroke="{ln.color}" '
+            f'stroke-width="2"{dash}/><text x="{left + 28}" y="{y}" font-size="10" '
+            f'fill="{INK}">{escape(ln.label)}</text>'
         )
     return _svg(width, height, title, body)

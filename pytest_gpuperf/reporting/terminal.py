@@ -1,25 +1,61 @@
-"""The terminal summary: one table of every benchmark, then the flags with their remedies."""
+"""The terminal summary: the table of every benchmark, the verdicts, then the flags.
+
+What is printed where, once:
+
+* the table, one row per measurement. At the default verbosity it fits
+  :data:`WIDTH` columns (long names are shortened in the middle, then the
+  least needed columns dropped); ``-v`` shows every column, unshortened, as
+  the HTML and JSON reports do. ``--gpuperf-columns``, ``--gpuperf-sort``
+  and ``--gpuperf-group-by`` choose columns, order and groups;
+* ``verdicts:``, one line per benchmark that needs a look (regressions,
+  inconclusive, improvements, other environments); a failure's detail is in
+  the failure text of its test, never repeated here;
+* ``inconclusive``: the detail of each benchmark that passed without a
+  verdict, in this one block;
+* ``flags:``, what is wrong with a measurement and the remedy, each distinct
+  note once with the benchmarks it applies to (every note of every benchmark
+  under ``-v``).
+
+Pure Python: tabulate is imported when a table is drawn.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pytest_gpuperf.model import MODE_EVENTS, MODE_GRAPH, Result
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
-HEADERS = [
-    "benchmark",
-    "params",
-    "mode",
-    "median",
-    "spread",
-    "95% CI",
-    "rounds",
-    "first call",
-    "memory",
-    "throughput",
-    "flag",
-]
+#: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
+WIDTH = 120
+#: A benchmark name is never shortened below this.
+MIN_NAME = 28
+#: Fewer kept rounds than this have no distribution-free 95 % interval of their median.
+MIN_CI_ROUNDS = 6
+
+_HUGE = 10.0  # beyond +-1000 % a change says nothing more than "huge"
+
+
+def _median_cell(r: Result) -> str:
+    return fmt_time(r.summary.median if r.rounds else None)
+
+
+def _ci_cell(r: Result) -> str:
+    s = r.summary
+    if s.n < MIN_CI_ROUNDS:
+        return "-"
+    return "±" + fmt_pct(s.rel_ci)
+
+
+def _stat(name: str) -> Callable[[Result], str]:
+    def cell(r: Result) -> str:
+        return fmt_time(getattr(r.summary, name) if r.rounds else None)
+
+    return cell
 
 
 def _params(r: Result) -> str:
@@ -37,6 +73,316 @@ def _flag(r: Result) -> str:
     return ", ".join(flags)
 
 
+def _signed(x: float) -> str:
+    if not math.isfinite(x) or abs(x) >= _HUGE:
+        return "> +1000 %" if x > 0 else "< -1000 %"
+    return fmt_pct(x, sign=True)
+
+
+_LABELS = {"different-environment": "other environment", "no-change": "no change"}
+_LABELS["no-baseline"] = "no baseline"
+
+
+def verdict_cell(r: Result) -> str:
+    """``+4.1 % REGRESSION``: the change against the baseline and the verdict, in one cell."""
+    c = r.comparison
+    if not c:
+        return "-"
+    kind = str(c.get("kind", "?"))
+    label = kind.upper() if kind in ("regression", "inconclusive") else _LABELS.get(kind, kind)
+    ratio = c.get("ratio")
+    if not isinstance(ratio, (int, float)) or kind == "no-baseline":
+        return label
+    return f"{_signed(ratio - 1)} {label}"
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    cell: Callable[[Result], str]
+    #: what the column means, for the legend under the table ("" for none)
+    legend: str = ""
+
+
+COLUMNS: dict[str, Column] = {
+    c.key: c
+    for c in (
+        Column("name", "benchmark", lambda r: r.id.display),
+        Column("params", "params", _params),
+        Column("mode", "mode", lambda r: r.id.mode),
+        Column("median", "median", _median_cell, "median: per-call time of the steady state"),
+        Column("mean", "mean", _stat("mean"), "mean: of the rounds"),
+        Column("min", "min", _stat("min"), "min: the fastest round"),
+        Column("max", "max", _stat("max"), "max: the slowest round"),
+        Column(
+            "spread",
+            "spread",
+            lambda r: fmt_pct(r.summary.rel_iqr),
+            "spread: IQR of the rounds over the median",
+        ),
+        Column(
+            "ci",
+            "95% CI",
+            _ci_cell,
+            "95% CI: of the median, from the rounds kept ('-' with fewer than "
+            f"{MIN_CI_ROUNDS} rounds, where no such interval exists)",
+        ),
+        Column(
+            "rounds",
+            "rounds",
+            lambda r: f"{r.summary.n}x{r.calls_per_round}",
+            "rounds: rounds kept x calls per round (leading rounds that were still settling are "
+            "dropped)",
+        ),
+        Column(
+            "first_call",
+            "first call",
+            lambda r: fmt_time(r.first_call_s),
+            "first call: compile, autotune and lazy init land there, never in the median",
+        ),
+        Column("memory", "memory", lambda r: fmt_bytes(r.peak_memory_bytes), "memory: peak"),
+        Column("throughput", "throughput", lambda r: fmt_rate(r.tflops, r.gbps)),
+        Column("flag", "flag", _flag, "flag: see flags below"),
+        Column("verdict", "vs baseline", verdict_cell),
+    )
+}
+#: Every column, in the order ``-v`` shows them.
+FULL_COLUMNS: tuple[str, ...] = (
+    "name",
+    "params",
+    "mode",
+    "median",
+    "spread",
+    "ci",
+    "rounds",
+    "first_call",
+    "memory",
+    "throughput",
+    "flag",
+    "verdict",
+)
+#: The default verbosity's columns (``mode`` too when a session mixes timing modes).
+DEFAULT_COLUMNS: tuple[str, ...] = (
+    "name",
+    "median",
+    "ci",
+    "spread",
+    "first_call",
+    "throughput",
+    "flag",
+    "verdict",
+)
+#: Dropped in this order while a default table is wider than :data:`WIDTH`.
+DROP_ORDER: tuple[str, ...] = ("first_call", "spread", "throughput", "mode")
+
+#: ``--gpuperf-sort`` keys: (key function, what it means).
+_VERDICT_RANK = {
+    "regression": 0,
+    "inconclusive": 1,
+    "improvement": 2,
+    "different-environment": 3,
+    "no-change": 4,
+    "no-baseline": 5,
+}
+
+
+def _ratio(r: Result) -> float:
+    ratio = (r.comparison or {}).get("ratio")
+    return float(ratio) if isinstance(ratio, (int, float)) else -math.inf
+
+
+def _throughput(r: Result) -> float:
+    return r.tflops or (r.gbps or 0.0) / 1e3 or 0.0
+
+
+def _num(x: float | None) -> float:
+    return x if x is not None and math.isfinite(x) else math.inf
+
+
+SORT_KEYS: dict[str, tuple[Callable[[Result], Any], str]] = {
+    "verdict": (
+        lambda r: _VERDICT_RANK.get(str((r.comparison or {}).get("kind")), 6),
+        "regressions first, then inconclusive, improvements, ...; collection order within",
+    ),
+    "collection": (lambda r: 0, "the order the tests ran in"),
+    "name": (lambda r: r.id.display, "benchmark name"),
+    "median": (lambda r: _num(r.summary.median if r.rounds else None), "fastest first"),
+    "mean": (lambda r: _num(r.summary.mean if r.rounds else None), "fastest first"),
+    "min": (lambda r: _num(r.summary.min if r.rounds else None), "fastest first"),
+    "max": (lambda r: _num(r.summary.max if r.rounds else None), "fastest first"),
+    "change": (lambda r: -_ratio(r), "largest slowdown against the baseline first"),
+    "first_call": (lambda r: -(r.first_call_s or 0.0), "slowest first call first"),
+    "memory": (lambda r: -(r.peak_memory_bytes or 0), "most memory first"),
+    "throughput": (lambda r: -_throughput(r), "highest first"),
+}
+
+
+def _base_test(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def _group_value(r: Result, key: str) -> str:
+    if key == "func":
+        return _base_test(r.id.nodeid).rsplit("::", 1)[-1]
+    if key == "fullfunc":
+        return _base_test(r.id.nodeid)
+    if key == "file":
+        return r.id.nodeid.split("::", 1)[0]
+    if key == "mode":
+        return r.id.mode
+    if key == "name":
+        return r.id.name or "-"
+    if key == "param":
+        return _params(r)
+    if key.startswith("param:"):
+        want = key.split(":", 1)[1]
+        return next((v for k, v in r.id.params if k == want), "-")
+    raise ValueError(f"unknown group key {key!r}")
+
+
+#: ``--gpuperf-group-by`` keys (``param:NAME`` too), as in pytest-benchmark.
+GROUP_KEYS: dict[str, str] = {
+    "func": "the test function",
+    "fullfunc": "the test function with its file",
+    "file": "the test file",
+    "mode": "the timing mode (cpu, cuda-events, cuda-graph)",
+    "name": "the measurement name (gpu_bench(..., name=...))",
+    "param": "all parameters of the test",
+    "param:NAME": "one parameter, e.g. param:dtype",
+}
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """How to draw the summary: which columns, in which order, in which groups."""
+
+    #: None: by verbosity (:data:`DEFAULT_COLUMNS`, or every column under ``-v``)
+    columns: tuple[str, ...] | None = None
+    sort: str = "verdict"
+    group_by: tuple[str, ...] = ()
+    #: -v: every column, names unshortened, every note of every benchmark
+    verbose: bool = False
+    #: -q: no inconclusive block (the verdict lines stay)
+    quiet: bool = False
+    width: int = WIDTH
+    #: the session's --gpuperf-fail-on: whose detail went into a failure text
+    fail_on: str = "regression"
+
+
+def _shorten(text: str, width: int) -> str:
+    """``test_a_very_long_na…shape=4096]``: the middle goes, the start and the ids stay."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    head = keep - keep // 2
+    return text[:head] + "…" + text[len(text) - keep // 2 :]
+
+
+def _table_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """The width tabulate's "simple" format draws (it pads a header by 2 at least)."""
+    widths = [max([len(h) + 2, *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    from tabulate import tabulate
+
+    return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+
+
+def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    with_verdict = any(r.comparison for r in results)
+    if spec.columns is not None:
+        cols = ["name", *(c for c in spec.columns if c != "name")]
+    elif spec.verbose:
+        cols = list(FULL_COLUMNS)
+    else:
+        cols = list(DEFAULT_COLUMNS)
+        if len({r.id.mode for r in results}) > 1:
+            cols.insert(1, "mode")
+    if not with_verdict and spec.columns is None:
+        cols.remove("verdict")
+    return cols
+
+
+def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[str], int | None]:
+    """The columns and the name width that make a default table fit ``width``.
+
+    Names get what the other columns leave, down to :data:`MIN_NAME`; below
+    that, columns are dropped in :data:`DROP_ORDER`, and names get the room
+    they free. Empty columns (no flags) are left out first.
+    """
+    rows = {c: [COLUMNS[c].cell(r) for r in results] for c in cols}
+    cols = [c for c in cols if c in ("name", "verdict") or any(rows[c])]
+    longest = max((len(x) for x in rows["name"]), default=0)
+
+    def col_width(c: str) -> int:
+        return max([len(COLUMNS[c].header) + 2, *(len(x) for x in rows[c])])
+
+    candidates = [list(cols)]
+    for drop in DROP_ORDER:
+        if drop in candidates[-1]:
+            candidates.append([c for c in candidates[-1] if c != drop])
+    for cs in candidates:
+        others = sum(col_width(c) + 2 for c in cs if c != "name")
+        room = width - others
+        if room >= min(longest, MIN_NAME):
+            return cs, (None if room >= longest else max(room, len(COLUMNS["name"].header) + 2))
+    cs = candidates[-1]
+    return cs, MIN_NAME
+
+
+def sort_results(results: Sequence[Result], key: str) -> list[Result]:
+    """``results`` in the order of ``--gpuperf-sort`` (stable: ties keep collection order)."""
+    fn = SORT_KEYS[key][0]
+    return sorted(results, key=fn)
+
+
+def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[str, list[Result]]]:
+    """Groups in order of first appearance; the title names each key's value."""
+    if not keys:
+        return [("", list(results))]
+    groups: dict[str, list[Result]] = {}
+    for r in results:
+        title = ", ".join(f"{k}={_group_value(r, k)}" for k in keys)
+        groups.setdefault(title, []).append(r)
+    return list(groups.items())
+
+
+def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> str:
+    """The table (one per group), sorted, with the columns of ``spec``."""
+    spec = spec or TableSpec()
+    ordered = sort_results(results, spec.sort)
+    cols = _columns_for(ordered, spec)
+    name_w: int | None = None
+    if spec.columns is None and not spec.verbose:
+        cols, name_w = _fit(ordered, cols, spec.width)
+    blocks = []
+    for title, members in group_results(ordered, spec.group_by):
+        rows = []
+        for r in members:
+            row = [COLUMNS[c].cell(r) for c in cols]
+            if name_w is not None:
+                row[0] = _shorten(row[0], name_w)
+            rows.append(row)
+        table = _tabulate([COLUMNS[c].header for c in cols], rows)
+        blocks.append(f"{title}\n{table}" if title else table)
+    return "\n\n".join(blocks)
+
+
+def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+    """What the shown columns mean, wrapped to the table's width."""
+    spec = spec or TableSpec()
+    cols = _columns_for(results, spec)
+    if spec.columns is None and not spec.verbose:
+        cols, _ = _fit(results, cols, spec.width)
+    parts = [COLUMNS[c].legend for c in cols if COLUMNS[c].legend]
+    if "flag" in cols and not any(r.notes for r in results):
+        parts = [p for p in parts if not p.startswith("flag:")]
+    return textwrap.wrap("; ".join(parts), spec.width) if parts else []
+
+
 def launch_overhead(results: Sequence[Result]) -> list[tuple[Result, Result, float]]:
     """Pairs of (events, graph) results of one measurement, with the launch-overhead share."""
     by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
@@ -50,53 +396,101 @@ def launch_overhead(results: Sequence[Result]) -> list[tuple[Result, Result, flo
     return out
 
 
-def verdict_cell(r: Result) -> str:
-    """``+4.1 % REGRESSION``: the change against the baseline and the verdict, in one cell."""
-    c = r.comparison
-    if not c:
-        return "-"
-    kind = str(c.get("kind", "?"))
-    label = kind.upper() if kind in ("regression", "inconclusive") else kind.replace("-", " ")
-    ratio = c.get("ratio")
-    if ratio is None or kind in ("no-baseline",):
-        return label
-    return f"{fmt_pct(ratio - 1, sign=True)} {label}"
+#: Verdict kinds listed one line each under ``verdicts:``, in this order (inconclusive ones
+#: that passed have their own block instead).
+NOTABLE = ("regression", "inconclusive", "different-environment", "improvement")
 
 
-def render_table(results: Sequence[Result]) -> str:
-    from tabulate import tabulate
-
-    with_verdict = any(r.comparison for r in results)
-    headers = [*HEADERS, "vs baseline"] if with_verdict else HEADERS
-    rows = []
-    for r in results:
-        s = r.summary
-        rows.append(
-            [
-                r.id.display,
-                _params(r),
-                r.id.mode,
-                fmt_time(s.median),
-                fmt_pct(s.rel_iqr),
-                "±" + fmt_pct(s.rel_ci),
-                f"{s.n}x{r.calls_per_round}",
-                fmt_time(r.first_call_s),
-                fmt_bytes(r.peak_memory_bytes),
-                fmt_rate(r.tflops, r.gbps),
-                _flag(r),
-            ]
-            + ([verdict_cell(r)] if with_verdict else [])
-        )
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+def _kind(r: Result) -> str:
+    return str((r.comparison or {}).get("kind"))
 
 
-def render(results: Sequence[Result], verbose: bool = False) -> str:
-    """The whole summary section: table, launch overhead, then flags and remedies."""
-    lines = [render_table(results), ""]
-    lines.append(
-        "median: per-call time of the steady state; spread: IQR of the rounds over the median; "
-        "95% CI: of the median; rounds: rounds x calls per round"
+def _count(n: int) -> str:
+    return f"{n} benchmark" if n == 1 else f"{n} benchmarks"
+
+
+def _who(r: Result, mixed_modes: bool) -> str:
+    return f"{r.id.display} [{r.id.mode}]" if mixed_modes else r.id.display
+
+
+def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+    """``verdicts:`` (one line per regression, improvement, other environment, and failed
+    inconclusive verdict, whose detail is in its failure text; then how many others), and
+    ``inconclusive``: each inconclusive verdict that passed, once, with its detail (only its
+    first line under ``-q``)."""
+    from pytest_gpuperf.reporting.verdicts import explanation, summary_line
+
+    spec = spec or TableSpec()
+    judged = [r for r in results if r.comparison]
+    if not judged:
+        return []
+    mixed = len({r.id.mode for r in results}) > 1
+    fails_inconclusive = spec.fail_on == "inconclusive"
+    listed = sorted(
+        (
+            r
+            for r in judged
+            if _kind(r) in NOTABLE and (_kind(r) != "inconclusive" or fails_inconclusive)
+        ),
+        key=lambda r: NOTABLE.index(_kind(r)),
     )
+    passed_inconclusive = [
+        r for r in judged if _kind(r) == "inconclusive" and not fails_inconclusive
+    ]
+    lines = ["verdicts:"]
+    for r in listed:
+        prefix = f"[{r.id.mode}] " if mixed else ""
+        lines.append(f"  {prefix}{summary_line(r)}")
+    others = [r for r in judged if _kind(r) not in NOTABLE]
+    if others:
+        kinds = sorted({_kind(r).replace("-", " ") for r in others})
+        lines.append(f"  {_count(len(others))}: {' or '.join(kinds)}")
+    if passed_inconclusive:
+        lines.append(
+            f"  {len(passed_inconclusive)} inconclusive, passed (below; "
+            "--gpuperf-fail-on=inconclusive fails them)"
+        )
+        lines.append("")
+        lines.append("inconclusive (passed: not enough evidence for a verdict):")
+        for r in passed_inconclusive:
+            prefix = f"[{r.id.mode}] " if mixed else ""
+            text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
+            for i, ln in enumerate(text):
+                lines.append(f"  {prefix}{ln}" if i == 0 else f"  {ln}")
+    return lines
+
+
+def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+    """``flags:``: each distinct note once, after the benchmarks it applies to (every note of
+    every benchmark under ``-v``)."""
+    spec = spec or TableSpec()
+    flagged = [r for r in results if r.notes]
+    if not flagged:
+        return []
+    mixed = len({r.id.mode for r in results}) > 1
+    lines = ["flags:"]
+    wrap = textwrap.TextWrapper(
+        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+    )
+    if spec.verbose:
+        for r in flagged:
+            for note in r.notes:
+                lines.extend(wrap.wrap(f"{_who(r, mixed)}: {note}"))
+        return lines
+    by_note: dict[str, list[str]] = {}
+    for r in flagged:
+        for note in r.notes:
+            by_note.setdefault(note, []).append(_who(r, mixed))
+    for note, who in by_note.items():
+        names = ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
+        lines.extend(wrap.wrap(f"{names}: {note}"))
+    return lines
+
+
+def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
+    """The whole summary section: table, legend, launch overhead, verdicts, flags."""
+    spec = spec or TableSpec()
+    lines = [render_table(results, spec), *legend(results, spec)]
     overhead = launch_overhead(results)
     if overhead:
         lines.append("")
@@ -106,30 +500,8 @@ def render(results: Sequence[Result], verbose: bool = False) -> str:
                 f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
                 f"(events {fmt_time(ev.median)}, graph {fmt_time(gr.median)})"
             )
-    judged = [r for r in results if r.comparison]
-    if judged:
-        from pytest_gpuperf.reporting.explain import summary_line
-        from pytest_gpuperf.verdict import Comparison
-
-        order = {"regression": 0, "inconclusive": 1, "different-environment": 2, "improvement": 3}
-        notable = sorted(
-            (r for r in judged if r.comparison and r.comparison.get("kind") in order),
-            key=lambda r: order[str((r.comparison or {}).get("kind"))],
-        )
-        if notable:
+    for block in (verdict_lines(results, spec), flag_lines(results, spec)):
+        if block:
             lines.append("")
-            lines.append("verdicts:")
-            for r in notable:
-                c = Comparison.from_dict(r.comparison or {})
-                lines.append(f"  [{r.id.mode}] {summary_line(c)}")
-        quiet = len(judged) - len(notable)
-        if quiet:
-            lines.append(f"  ({quiet} other benchmark(s): no change or no baseline)")
-    flagged = [r for r in results if r.notes]
-    if flagged:
-        lines.append("")
-        lines.append("flags:")
-        for r in flagged:
-            for note in r.notes:
-                lines.append(f"  {r.id.display} [{r.id.mode}]: {note}")
+            lines.extend(block)
     return "\n".join(lines)

@@ -58,7 +58,7 @@ def test_inventory_goes_with_the_result_into_a_baseline(
 
 def test_no_inventory_unless_asked(pytester: pytest.Pytester, fast_args: list[str]) -> None:
     pytester.makepyfile(test_bench=BENCH)
-    pytester.runpytest_subprocess(*fast_args, "--gpuperf-json=o.json").assert_outcomes(passed=1)
+    pytester.runpytest(*fast_args, "--gpuperf-json=o.json").assert_outcomes(passed=1)
     (r,) = _results(pytester.path / "o.json")
     assert r.extra == {}
 

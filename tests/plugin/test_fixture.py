@@ -28,11 +28,25 @@ def test_returns_the_result_and_reports_a_table(pytester: pytest.Pytester) -> No
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*gpuperf*",
-            "benchmark*params*mode*median*spread*95% CI*rounds*first call*memory*throughput*flag",
-            "test_mm*-*cpu*s*%*",
+            "gpuperf: measuring on the CPU (*torch*; no GPU: *): 10 rounds of 1 ms after a "
+            "warm-up of up to 30 ms",
+            "*= gpuperf =*",
+            "benchmark*median*95% CI*spread*first call*",
+            "test_mm *s*%*",
         ]
     )
+    assert "NVML" not in result.stdout.str() and "telemetry" not in result.stdout.str()
+    table = result.stdout.str().split("= gpuperf =")[1]
+    assert max(len(line) for line in table.splitlines()) <= 120
+    # -v: every column
+    verbose = run(pytester, "-v")
+    verbose.stdout.fnmatch_lines(
+        ["benchmark*params*mode*median*spread*95% CI*rounds*first call*memory*throughput*"]
+    )
+    chosen = run(pytester, "--gpuperf-columns=min,median", "--gpuperf-group-by=func")
+    chosen.stdout.fnmatch_lines(["func=test_mm", "benchmark    min * median", "test_mm *"])
+    bad = run(pytester, "--gpuperf-sort=fastest")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_fn_exception_fails_the_test_with_that_exception(pytester: pytest.Pytester) -> None:
@@ -125,7 +139,7 @@ def test_disable_runs_each_function_once_untimed(pytester: pytest.Pytester) -> N
     result = run(pytester, "--gpuperf-disable", "--gpuperf-json=out.json")
     result.assert_outcomes(passed=1)
     assert json.loads((pytester.path / "out.json").read_text())["results"] == []
-    assert "gpuperf: device=auto, disabled" in result.stdout.str()
+    assert "gpuperf: benchmarks disabled (--gpuperf-disable)" in result.stdout.str()
 
 
 def test_only_and_skip_select_benchmarks(pytester: pytest.Pytester) -> None:
@@ -206,20 +220,20 @@ def test_noisy_results_are_flagged_with_a_remedy(pytester: pytest.Pytester) -> N
 
 
 def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
-    """A function that keeps getting slower never reaches a steady state."""
+    """A function that keeps getting slower never reaches a steady state.
+
+    Its cost grows with every call it makes (50 µs, plus 2.5 µs a call), not with the clock:
+    the drift is the same whatever else the machine does, and a busy machine only adds to
+    it (a level that flipped with the clock could look settled when the machine was slow).
+    """
     pytester.makepyfile(
         """
         import time
-        n = [0]
-
-        t0 = [None]
+        calls = [0]
 
         def slower():
-            # Flips between 0.1 ms and 0.4 ms every 25 ms: the level never holds.
-            now = time.perf_counter()
-            t0[0] = t0[0] or now
-            flip = int((now - t0[0]) / 0.025) % 2
-            end = now + (0.0004 if flip else 0.0001)
+            calls[0] += 1
+            end = time.perf_counter() + 0.00005 * (1 + calls[0] / 20)
             while time.perf_counter() < end:
                 pass
 
@@ -227,9 +241,11 @@ def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
             gpu_bench(slower, rounds=30, round_ms=2, warmup_ms=40)
         """
     )
-    result = run(pytester)
+    result = run(pytester, "--gpuperf-json=o.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*UNSTABLE*", "*unstable: *"])
+    (r,) = json.loads((pytester.path / "o.json").read_text())["results"]
+    assert r["stability"] == "no-steady-state"
+    result.stdout.fnmatch_lines(["*UNSTABLE*", "*unstable: the timings never settled*"])
 
 
 def test_throughput_from_callables_of_parameters(pytester: pytest.Pytester) -> None:

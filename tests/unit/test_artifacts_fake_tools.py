@@ -136,6 +136,8 @@ def test_torch_trace_collector_without_a_log_says_why(project: Path) -> None:
 
 
 def test_torch_trace_collector_on_compiled_code(project: Path) -> None:
+    # backend="eager": the graphs and graph breaks the collector reads are dynamo's; inductor's
+    # code generation (seconds of C++ compiles on a CPU) would add nothing this test checks
     (project / "test_b.py").write_text(
         "import torch\n\n"
         "def f(x):\n"
@@ -143,7 +145,7 @@ def test_torch_trace_collector_on_compiled_code(project: Path) -> None:
         "    torch._dynamo.graph_break()\n"
         "    return (y + 1).relu()\n\n"
         "def test_b(gpu_bench):\n"
-        "    gpu_bench(torch.compile(f), torch.ones(1000))\n"
+        '    gpu_bench(torch.compile(f, backend="eager"), torch.ones(1000))\n'
     )
     ctx = _ctx(project, compiled=True, hotspots=[])
     res = TorchTraceCollector().collect(ctx)

@@ -107,15 +107,18 @@ def test_show(bdir: Path) -> None:
 
 
 def test_compare_finds_the_regression_and_exits_1(bdir: Path, tmp_path: Path) -> None:
-    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    md, page, table_csv = tmp_path / "r.md", tmp_path / "r.html", tmp_path / "r.csv"
     code, out = run(
-        "compare", "main", "pr", "--dir", str(bdir), "--markdown", str(md), "--html", str(page)
-    )
+        "compare", "main", "pr", "--dir", str(bdir), "--markdown", str(md), "--html", str(page),
+        "--csv", str(table_csv),
+    )  # fmt: skip
     assert code == cli.GATE_FAILED, out
     assert out.splitlines()[0] == "pr compared with main: 1 regression, 3 no change"
     table = out.splitlines()[3]  # the first row of the plugin's table: the regression
     assert table.startswith("test_mm[4096]") and "REGRESSION" in table
     assert "REGRESSION" in md.read_text() and "<svg" in page.read_text()
+    first = table_csv.read_text().splitlines()[1]  # regressions first, as the table
+    assert first.startswith("test_mm[4096],") and ",regression," in first
 
 
 def test_compare_without_change_exits_0(bdir: Path) -> None:
@@ -227,6 +230,13 @@ def test_argparse_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> Non
     assert "fraction" in capsys.readouterr().err
 
 
+def test_export_help_names_every_format(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "Markdown, HTML, CSV or pytest-benchmark JSON" in " ".join(out.split())
+
+
 def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         cli.main(["--help"])
@@ -254,20 +264,29 @@ def test_prune_by_fingerprint(bdir: Path) -> None:
     assert code == cli.OK and "removed 12 run(s)" in out
 
 
-@pytest.mark.parametrize("fmt", ["markdown", "html", "pytest-benchmark"])
+@pytest.mark.parametrize("fmt", ["markdown", "html", "csv", "pytest-benchmark"])
 def test_export_a_baseline(bdir: Path, tmp_path: Path, fmt: str) -> None:
     code, out = run("export", "main", "--format", fmt, "--dir", str(bdir))
     assert code == cli.OK
     if fmt == "pytest-benchmark":
         doc = json.loads(out)
         assert len(doc["benchmarks"]) == 4 and all("ops" in b["stats"] for b in doc["benchmarks"])
+    elif fmt == "csv":
+        import csv
+
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert sorted(r["benchmark"] for r in rows) == sorted(TESTS)
+        assert all(float(r["median_s"]) > 0 for r in rows)
+        assert {r["param:shape"] for r in rows} == {"4096x4096"}
     elif fmt == "html":
         assert out.startswith("<!DOCTYPE html>") and "history of test_mm[4096]" in out
     else:
         assert "test\\_mm\\[4096\\]" in out
     target = tmp_path / "out" / f"export.{fmt}"
     code, _ = run("export", "main", "--format", fmt, "-o", str(target), "--dir", str(bdir))
-    assert code == cli.OK and target.read_text() == out
+    # the same text (an HTML page says when it was generated: the second may have turned)
+    stamp = re.compile(r"generated \d{4}-\d\d-\d\dT[\d:]+\+00:00")
+    assert code == cli.OK and stamp.sub("", target.read_text()) == stamp.sub("", out)
 
 
 def test_export_a_run_file(tmp_path: Path) -> None:

@@ -82,3 +82,44 @@ def test_artifact_links_relative_to_the_report(tmp_path: Path) -> None:
     )
     assert href(str(tmp_path / "reports" / "a.ncu-rep")) == "a.ncu-rep"
     assert href("") is None
+
+
+def test_every_report_file_comes_from_one_registry(tmp_path: Path) -> None:
+    import csv
+    import io
+    import json
+
+    from pytest_gpuperf.options import OPTIONS_BY_NAME
+    from pytest_gpuperf.reporting.outputs import OUTPUTS
+
+    for o in OUTPUTS:  # each is an option of its own
+        assert OPTIONS_BY_NAME[o.option].metavar == "PATH"
+    results = session()
+    out = write_ci_outputs(
+        settings(json="o/r.json", csv="o/r.csv", sort="verdict"),
+        results,
+        env={},
+        cwd=tmp_path,
+        session={"run_id": "r1"},
+    )
+    assert out.errors == []
+    assert [m.split(" written")[0] for m in out.messages] == ["results", "CSV"]
+    doc = json.loads((tmp_path / "o/r.json").read_text())
+    assert doc["session"] == {"run_id": "r1"} and len(doc["results"]) == len(results)
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "o/r.csv").read_text())))
+    assert [r["verdict"] for r in rows][:2] == ["regression", "regression"]  # --gpuperf-sort
+    new = next(r for r in rows if r["verdict"] == "no-baseline")
+    assert new["ratio"] == "" and float(new["median_s"]) > 0  # unknown is empty, not "None"
+    assert rows[0]["param:shape"] == "4096x4096" and rows[0]["param:dtype"] == "bfloat16"
+
+
+def test_a_child_writes_its_json_only(tmp_path: Path) -> None:
+    out = write_ci_outputs(
+        settings(json="r.json", markdown="r.md", github="on"),
+        [],
+        env={},
+        cwd=tmp_path,
+        only=("json",),
+    )
+    assert (tmp_path / "r.json").exists() and not (tmp_path / "r.md").exists()
+    assert out.messages == [] and out.annotations == []  # nothing measured: nothing to say

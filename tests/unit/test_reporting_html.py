@@ -84,6 +84,87 @@ def test_nice_ticks() -> None:
     assert svg.nice_ticks(1.0, 1.0) == [1.0]
 
 
+def test_tick_labels_are_short_and_exact() -> None:
+    assert svg.time_tick_labels([2e-3, 4e-3, 6e-3, 8e-3]) == ["2 ms", "4 ms", "6 ms", "8 ms"]
+    assert svg.time_tick_labels([2.5e-4, 5e-4, 7.5e-4, 1e-3]) == [
+        "0.25 ms", "0.50 ms", "0.75 ms", "1.00 ms",
+    ]  # fmt: skip
+    assert svg.time_tick_labels([4.95e-4, 5.0e-4, 5.05e-4]) == ["495 µs", "500 µs", "505 µs"]
+    assert svg.number_tick_labels([0.0, 50.0, 100.0]) == ["0", "50", "100"]
+
+
+def test_no_tick_label_is_clipped_at_the_right_edge() -> None:
+    """The rightmost tick of a box plot used to be cut to '8.000 m'."""
+    picture = svg.strip_box(
+        [svg.Group("current", [2e-3, 5e-3, 8e-3], svg.CURRENT)], title="t", width=360
+    )
+    labels = re.findall(r'<text x="([\d.]+)" text-anchor="(\w+)" y="[\d.]+" font-size="10"[^>]*>'
+                        r"([^<]+)</text>", picture)  # fmt: skip
+    assert labels, picture
+    for x, anchor, text in labels:
+        half = 0.6 * 10 * len(text) / 2
+        right = float(x) + {"end": 0, "middle": half, "start": 2 * half}[anchor]
+        assert right <= 360, (x, anchor, text)
+        assert "000" not in text
+
+
+def test_history_axis_names_dates_and_commits(tmp_path: Path) -> None:
+    results = session()[:1]
+    base = save_history(tmp_path / "b", results, runs=6)
+    page = html.render(results, histories=histories(results, base), baseline="main")
+    history = page[page.index("history of test_add[1M]") :]
+    history = history[: history.index("</svg>")]
+    assert "oldest" not in history and "newest" not in history
+    # Six runs of one day, an hour apart: the axis tells them apart by the time of day ...
+    assert ">11-29 19:38<" in history and ">11-30 00:38<" not in history
+    assert ">this run<" in history  # ... and names the current run at the end
+
+
+def test_history_axis_shows_commits_when_runs_recorded_them() -> None:
+    points = [
+        svg.Point(1e-3 * (1 + i / 100), f"run {i}", when=f"2025-12-0{i + 1}", commit=f"abc{i}def")
+        for i in range(6)
+    ]
+    picture = svg.history(points, title="h")
+    assert ">abc0def<" in picture and ">abc5def<" in picture  # first and last labelled
+    assert ">2025-12-01<" in picture and ">2025-12-06<" in picture
+    assert picture.count(">abc") <= 4  # a few labels, not one per run
+
+
+def test_environment_table_leaves_out_what_was_not_recorded() -> None:
+    r = result("test_a", kind=None)
+    r.environment = {"gpu_name": "NVIDIA H200", "triton": None, "cudnn": None}
+    page = html.render([r])
+    env = page[page.index("<h3>Environment</h3>") :]
+    assert "NVIDIA H200" in env and "None" not in env and "triton" not in env
+
+
+def test_a_shapes_sweep_gets_a_throughput_by_shape_plot() -> None:
+    from pytest_gpuperf.model import BenchId
+
+    results = []
+    for dtype, speed in (("bfloat16", 2.0), ("float32", 1.0)):
+        for i, n in enumerate((256, 1024, 4096)):
+            r = result("x", kind="no-change", ratio=1.0, level=1e-5 * 4**i / speed)
+            r.id = BenchId(
+                f"tests/test_mm.py::test_mm[{n}-{dtype}]",
+                None,
+                "cuda-events",
+                (("shape", f"{n}x{n}x{n}"), ("dtype", dtype)),
+            )
+            r.flops = 2.0 * n**3
+            results.append(r)
+    results.append(result("test_other", kind=None))  # no shapes: no plot
+    page = html.render(results)
+    assert "<h2>By shape</h2>" in page
+    sweep = page[page.index("<h2>By shape</h2>") :]
+    assert "TFLOP/s by shape: test_mm [cuda-events]" in sweep
+    for label in ("256x256x256", "1024x1024x1024", "4096x4096x4096"):
+        assert f">{label}<" in sweep
+    assert ">dtype=bfloat16<" in sweep and ">dtype=bfloat16 (baseline)<" in sweep
+    assert sweep.count("<polyline") == 4  # two dtypes, each current and baseline
+
+
 # --- in a real browser ---------------------------------------------------------
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -192,3 +273,9 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert colour_count(rows, hex_rgb(html.COLORS["regression"])) > 500
     assert colour_count(rows, hex_rgb(svg.CURRENT)) > 200
     assert colour_count(rows, hex_rgb(svg.BASELINE)) > 200
+
+
+def test_few_rounds_have_no_interval_in_the_html_either() -> None:
+    r = result("test_few", kind=None)
+    r.rounds = r.rounds[:5]
+    assert "- (fewer than 6 rounds: no such interval exists)" in html.render([r])

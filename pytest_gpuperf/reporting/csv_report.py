@@ -1,0 +1,122 @@
+"""Every result as a CSV row, for spreadsheets and pandas (``--gpuperf-csv``, ``export``).
+
+One row per measurement, in the order of ``--gpuperf-sort``. Times are seconds,
+memory bytes, rates TFLOP/s and GB/s, the change a ratio (current over
+baseline); an empty cell is an unknown value. The test's parameters get a
+column each (``param:shape``, ``param:dtype``), so that a sweep can be
+pivoted directly.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting import verdicts as v
+
+#: The fixed columns, in order; the ``param:NAME`` columns follow ``params``.
+COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "key",
+    "nodeid",
+    "name",
+    "mode",
+    "device",
+    "device_name",
+    "params",
+    "median_s",
+    "mean_s",
+    "min_s",
+    "max_s",
+    "q1_s",
+    "q3_s",
+    "spread",
+    "ci_low_s",
+    "ci_high_s",
+    "rounds",
+    "calls_per_round",
+    "first_call_s",
+    "peak_memory_bytes",
+    "tflops",
+    "gbps",
+    "stability",
+    "flags",
+    "verdict",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "baseline_s",
+    "run_id",
+)
+
+
+def _num(x: Any) -> Any:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return ""
+    if isinstance(x, float) and not math.isfinite(x):
+        return ""
+    return repr(x) if isinstance(x, float) else x
+
+
+def row(r: Result) -> dict[str, Any]:
+    s = r.summary
+    measured = bool(r.rounds)
+    c = r.comparison or {}
+    out: dict[str, Any] = {
+        "benchmark": r.id.display,
+        "key": r.id.key,
+        "nodeid": r.id.nodeid,
+        "name": r.id.name or "",
+        "mode": r.id.mode,
+        "device": r.device,
+        "device_name": r.device_name or "",
+        "params": ", ".join(f"{k}={x}" for k, x in r.id.params),
+        "median_s": _num(s.median) if measured else "",
+        "mean_s": _num(s.mean) if measured else "",
+        "min_s": _num(s.min) if measured else "",
+        "max_s": _num(s.max) if measured else "",
+        "q1_s": _num(s.q1) if measured else "",
+        "q3_s": _num(s.q3) if measured else "",
+        "spread": _num(s.rel_iqr) if measured else "",
+        "ci_low_s": _num(s.ci_low) if measured else "",
+        "ci_high_s": _num(s.ci_high) if measured else "",
+        "rounds": s.n,
+        "calls_per_round": r.calls_per_round,
+        "first_call_s": _num(r.first_call_s),
+        "peak_memory_bytes": _num(r.peak_memory_bytes),
+        "tflops": _num(r.tflops),
+        "gbps": _num(r.gbps),
+        "stability": r.stability,
+        "flags": " | ".join(r.notes),
+        "verdict": v.kind_of(r),
+        "ratio": _num(c.get("ratio")),
+        "ratio_low": _num(c.get("ratio_low")),
+        "ratio_high": _num(c.get("ratio_high")),
+        "baseline_s": _num(c.get("baseline_s")),
+        "run_id": r.run_id or "",
+    }
+    for k, x in r.id.params:
+        out[f"param:{k}"] = x
+    return out
+
+
+def render(results: Sequence[Result], *, sort: str = "collection") -> str:
+    """The CSV text (a header row, then one row per result; ``sort`` as ``--gpuperf-sort``)."""
+    from pytest_gpuperf.reporting.terminal import sort_results
+
+    rows = [row(r) for r in sort_results(results, sort)]
+    params = list(dict.fromkeys(k for r in results for k, _ in r.id.params))
+    fields = list(COLUMNS)
+    at = fields.index("params") + 1
+    fields[at:at] = [f"param:{k}" for k in params]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()

@@ -1,0 +1,99 @@
+"""Shape sweeps: a marker's ``shapes=`` as one series per other parameter, for a plot.
+
+A sweep is the results of one test function (and measurement name and
+timing mode) whose ``shape`` parameter takes two or more values; each
+combination of its other parameters (``dtype=bfloat16``, ...) is a series
+over the shapes, in the marker's order. The plotted metric is what every
+result of the sweep has: TFLOP/s (``flops=``), else GB/s (``bytes=``), else
+the time per call. Where the result was compared with a baseline, the
+baseline's value at the same shape is given too, so the plot can show both,
+as triton's ``perf_report`` shows one line per provider.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_gpuperf.model import Result
+
+#: The parameter that ``@pytest.mark.gpuperf(shapes=...)`` fills.
+SHAPE = "shape"
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    #: one value per x label; None where this series has no result at that shape
+    values: tuple[float | None, ...]
+    #: the baseline's value at each shape (None where there is none)
+    baseline: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    title: str
+    #: the shapes, as the test ids show them (``4096x4096x4096``), in the marker's order
+    shapes: tuple[str, ...]
+    series: tuple[Series, ...]
+    #: ``TFLOP/s``, ``GB/s`` or ``s`` (time per call)
+    unit: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.unit != "s"
+
+
+def _metric(r: Result, unit: str, seconds: float | None) -> float | None:
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    if unit == "TFLOP/s":
+        return (r.flops or 0.0) / seconds / 1e12
+    if unit == "GB/s":
+        return (r.bytes or 0.0) / seconds / 1e9
+    return seconds
+
+
+def _baseline_s(r: Result) -> float | None:
+    b = (r.comparison or {}).get("baseline_s")
+    return float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else None
+
+
+def sweeps(results: Sequence[Result]) -> list[Sweep]:
+    """Every sweep among ``results``, in the order their first result appears."""
+    groups: dict[tuple[str, str | None, str], list[Result]] = {}
+    for r in results:
+        params = dict(r.id.params)
+        if SHAPE not in params or not r.rounds:
+            continue
+        base = r.id.nodeid.split("[", 1)[0]
+        groups.setdefault((base, r.id.name, r.id.mode), []).append(r)
+    out = []
+    for (base, name, mode), members in groups.items():
+        shapes = tuple(dict.fromkeys(dict(r.id.params)[SHAPE] for r in members))
+        if len(shapes) < 2:
+            continue
+        if all(r.flops for r in members):
+            unit = "TFLOP/s"
+        elif all(r.bytes for r in members):
+            unit = "GB/s"
+        else:
+            unit = "s"
+        by_series: dict[str, dict[str, Result]] = {}
+        for r in members:
+            rest = ", ".join(f"{k}={v}" for k, v in r.id.params if k != SHAPE)
+            by_series.setdefault(rest, {})[dict(r.id.params)[SHAPE]] = r
+        series = []
+        for label, at in by_series.items():
+            values = tuple(_metric(at[s], unit, at[s].median) if s in at else None for s in shapes)
+            base_values = tuple(
+                _metric(at[s], unit, _baseline_s(at[s])) if s in at else None for s in shapes
+            )
+            series.append(Series(label or "all", values, base_values))
+        func = base.rsplit("::", 1)[-1]
+        title = func + (f"::{name}" if name else "") + f" [{mode}]"
+        out.append(Sweep(title, shapes, tuple(series), unit))
+    return out
