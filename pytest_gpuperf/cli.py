@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_gpuperf import __version__
+from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.errors import GpuPerfError
-
-DEFAULT_DIR = ".gpuperf/baselines"  # baseline.DEFAULT_DIR, without importing it for --help
 
 #: Exit codes, as documented in --help and docs/ci.md.
 OK = 0

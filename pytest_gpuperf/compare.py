@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf import baseline_records as br
-from pytest_gpuperf import baseline_schema as schema
-from pytest_gpuperf.baseline_records import Baseline, RunRecord, record_from_result
+from pytest_gpuperf.baseline import records as br
+from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
 from pytest_gpuperf.errors import CorruptBaseline, GpuPerfError
 from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import UNSTABLE_CLASSES, BenchId, Result

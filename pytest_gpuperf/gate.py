@@ -162,7 +162,7 @@ class Gate:
         progress: Progress | None = None,
     ) -> Judgement:
         """Verdicts for one test's results, re-measuring suspects in fresh processes."""
-        from pytest_gpuperf import baseline_records as br
+        from pytest_gpuperf.baseline import records as br
         from pytest_gpuperf.progress import silent
         from pytest_gpuperf.reporting.explain import explain, summary_line
         from pytest_gpuperf.rerun import is_child, matching, run_child

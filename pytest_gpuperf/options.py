@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf import baseline
+
 if TYPE_CHECKING:
     import pytest
 
@@ -134,15 +136,14 @@ def text(v: Any) -> str:
 
 def baseline_name(v: Any) -> str:
     """A baseline name: it becomes a file name, so letters, digits, '.', '_' and '-'."""
-    from pytest_gpuperf.baseline import NAME_PATTERN  # only when a name is given
+    from pytest_gpuperf.baseline import check_name
+    from pytest_gpuperf.errors import InvalidBaselineName
 
     name = text(v)
-    if not NAME_PATTERN.fullmatch(name):
-        raise OptionValueError(
-            f"expected a baseline name of letters, digits, '.', '_' and '-' (at most 100, "
-            f"not starting with '.'), such as main or nightly-h200; got {v!r}"
-        )
-    return name
+    try:
+        return check_name(name)
+    except InvalidBaselineName as e:
+        raise OptionValueError(str(e)) from None
 
 
 def name_list(v: Any) -> tuple[str, ...]:
@@ -305,14 +306,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "baseline_dir",
         text,
-        ".gpuperf/baselines",  # baseline.DEFAULT_DIR (kept literal: no import at start-up)
+        baseline.DEFAULT_DIR,
         "directory of the baselines, one NAME.json file each",
         metavar="DIR",
     ),
     Option(
         "keep_runs",
         int_at_least(1),
-        20,  # baseline.DEFAULT_KEEP_RUNS, where the reason for 20 is
+        baseline.DEFAULT_KEEP_RUNS,
         "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
         "is learnt from them",
         metavar="N",

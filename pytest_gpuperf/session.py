@@ -205,8 +205,8 @@ class GpuPerfSession:
 
     def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
         """Profiles of the test's regressed benchmarks (the capture takes the GPU lock itself)."""
-        from pytest_gpuperf import baseline_records as br
         from pytest_gpuperf.artifacts import capture
+        from pytest_gpuperf.baseline import records as br
 
         baselines: dict[str, Any] = {}
         if self.gate is not None:

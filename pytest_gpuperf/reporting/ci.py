@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from pytest_gpuperf.baseline_records import Baseline
+from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
 
 

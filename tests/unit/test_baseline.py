@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf import baseline_schema as schema
 from pytest_gpuperf.baseline import (
     MATCH,
     NO_BENCHMARK,
@@ -27,6 +26,7 @@ from pytest_gpuperf.baseline import (
     OTHER_POLICY,
     BaselineStore,
     record_from_result,
+    schema,
 )
 from pytest_gpuperf.errors import (
     BaselineError,
@@ -898,7 +898,9 @@ def test_baseline_options_parse_and_default() -> None:
     cfg = GpuPerfConfig.from_values({"save": "main", "keep_runs": "30"}, {"baseline": "nightly"})
     assert (cfg["save"], cfg["baseline"], cfg["keep_runs"]) == ("main", "nightly", 30)
     assert cfg["baseline_dir"] == ".gpuperf/baselines" and cfg.source("baseline_dir") == "default"
-    with pytest.raises(ConfigError, match=r"--gpuperf-save: expected a baseline name .* '\.\./x'"):
+    with pytest.raises(
+        ConfigError, match=r"--gpuperf-save: invalid baseline name '\.\./x': use letters"
+    ):
         GpuPerfConfig.from_values({"save": "../x"}, {})
     with pytest.raises(ConfigError, match=r"gpuperf_keep_runs in the ini file: .* >= 1"):
         GpuPerfConfig.from_values({}, {"keep_runs": "0"})

@@ -3,8 +3,8 @@
 :class:`Baseline` is the read-only view of one loaded baseline file;
 :class:`RunRecord` one stored run; :func:`record_from_result` turns a
 :class:`~pytest_gpuperf.model.Result` into what is stored. Storage itself
-(files, locking, versions) is in :mod:`pytest_gpuperf.baseline` and
-:mod:`pytest_gpuperf.baseline_schema`.
+(files, locking, versions) is in :mod:`pytest_gpuperf.baseline.store` and
+:mod:`pytest_gpuperf.baseline.schema`.
 
 Pure Python: no torch, no pytest.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf import baseline_schema as schema
+from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.fingerprint import differences, fingerprint_id
 from pytest_gpuperf.model import Result
 

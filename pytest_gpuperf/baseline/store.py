@@ -1,4 +1,4 @@
-"""Named baselines: storing runs of benchmarks, and finding the comparable ones.
+"""The baseline store: storing runs of benchmarks, and finding the comparable ones.
 
 ``--gpuperf-save=NAME`` appends one run per benchmark to ``<dir>/NAME.json``;
 ``--gpuperf-baseline=NAME`` reads it back. A benchmark's runs are kept per
@@ -11,7 +11,7 @@ file, what is wrong, what to do) and never rewritten; a save holds a
 cross-process lock around read-merge-write (:mod:`pytest_gpuperf.filelock`)
 and replaces the file atomically, so concurrent saves keep every run and a
 save killed half-way leaves the old file whole. The format and its versions
-are in :mod:`pytest_gpuperf.baseline_schema`.
+are in :mod:`pytest_gpuperf.baseline.schema`.
 
 Pure Python: no torch, no pytest.
 """
@@ -20,74 +20,27 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf import baseline_schema as schema
-from pytest_gpuperf.baseline_records import (
-    MATCH,
-    NO_BENCHMARK,
-    OTHER_ENVIRONMENT,
-    OTHER_POLICY,
+from pytest_gpuperf.baseline import DEFAULT_KEEP_RUNS, NAME_PATTERN, check_name, schema
+from pytest_gpuperf.baseline.records import (
     Baseline,
-    BenchmarkEntry,
-    Match,
-    RunRecord,
     record_from_result,
 )
 from pytest_gpuperf.errors import (
     BaselineError,
     BaselineLocked,
     CorruptBaseline,
-    InvalidBaselineName,
     UnknownBaseline,
 )
 from pytest_gpuperf.fileio import atomic_write_text
 from pytest_gpuperf.filelock import LockTimeout, locked
 from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import Result
-
-__all__ = [
-    "DEFAULT_DIR",
-    "DEFAULT_KEEP_RUNS",
-    "MATCH",
-    "NAME_PATTERN",
-    "NO_BENCHMARK",
-    "OTHER_ENVIRONMENT",
-    "OTHER_POLICY",
-    "Baseline",
-    "BaselineStore",
-    "BenchmarkEntry",
-    "Match",
-    "PruneSummary",
-    "RunRecord",
-    "SaveSummary",
-    "check_name",
-    "record_from_result",
-]
-
-#: Where baselines live unless ``--gpuperf-baseline-dir`` says otherwise.
-DEFAULT_DIR = ".gpuperf/baselines"
-#: Runs kept per benchmark and fingerprint. 20: the power table of statistics.md §4.7
-#: assumes a 20-run history; more runs barely narrow the t quantile (29 vs 39 degrees of
-#: freedom with the prior's 10), while they keep staler runs and grow the file by half.
-DEFAULT_KEEP_RUNS = 20
-#: A baseline name is a plain file name: no separators, not hidden, not "." or "..".
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
-
-
-def check_name(name: str) -> str:
-    """``name`` if it is a valid baseline name, else :class:`InvalidBaselineName`."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise InvalidBaselineName(
-            f"invalid baseline name {name!r}: use letters, digits, '.', '_' and '-' "
-            "(at most 100, not starting with '.'), e.g. main or nightly-h200"
-        )
-    return name
 
 
 def _now() -> _dt.datetime:
