@@ -65,6 +65,7 @@ def load_source(arg: str, directory: str) -> Any:
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    """Every baseline and its saved sessions, from the indexes alone (runs are not read)."""
     from pytest_gpuperf.baseline import BaselineStore
 
     store = BaselineStore(args.dir)
@@ -75,27 +76,21 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     status = OK
     for name in names:
         try:
-            b = store.load(name)
+            o = store.overview(name)
         except GpuPerfError as e:
             print(f"{name}: {e}", file=sys.stderr)
             status = INPUT_ERROR
             continue
-        runs = [r for e in b.benchmarks.values() for r in e.runs]
         print(
-            f"{name}  ({b.path}): {len(b.benchmarks)} benchmark(s), {len(runs)} run(s), "
-            f"{len(b.fingerprints)} environment(s), updated {b.updated}",
+            f"{name}  ({o.path}): {o.benchmarks} benchmark(s), {o.runs} run(s), "
+            f"{o.environments} environment(s), updated {o.updated}",
             file=out,
         )
-        sessions: dict[tuple[str, str], list[Any]] = {}
-        for r in runs:
-            sessions.setdefault((r.timestamp, r.run_id), []).append(r)
-        for (stamp, run_id), rs in sorted(sessions.items()):
-            meta = rs[0].meta
-            sha = meta.get("git_sha") or meta.get("ci_sha")
-            extra = f"  commit {str(sha)[:12]}" if sha else ""
+        for s in o.sessions:
+            extra = f"  commit {s.commit[:12]}" if s.commit else ""
             print(
-                f"  {stamp}  run {run_id}  environment {rs[0].fingerprint_id}  "
-                f"{len(rs)} benchmark(s){extra}",
+                f"  {s.timestamp}  run {', '.join(s.run_ids)}  environment {s.fingerprint_id}  "
+                f"{s.benchmarks} benchmark(s){extra}",
                 file=out,
             )
     return status

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.baseline import records as br
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
-from pytest_gpuperf.errors import CorruptBaseline, GpuPerfError
+from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import UNSTABLE_CLASSES, BenchId, Result
 from pytest_gpuperf.reporting import json_report
@@ -202,11 +202,9 @@ def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) ->
         ) from None
     kind = doc.get("schema") if isinstance(doc, dict) else None
     if kind == schema.SCHEMA:
-        try:
-            parsed, version = schema.parse(data)
-        except schema.SchemaProblem as e:
-            raise CorruptBaseline(str(path), str(e), e.remedy) from None
-        return from_baseline(Baseline(path.stem, path, parsed, version))
+        from pytest_gpuperf.baseline.store import load_file
+
+        return from_baseline(load_file(path))
     if kind == json_report.SCHEMA:
         try:
             results = json_report.load_results(doc)

@@ -288,10 +288,7 @@ def check_save_target(config: pytest.Config, cfg: GpuPerfConfig) -> None:
     from pytest_gpuperf.baseline import BaselineStore, check_name
 
     store = BaselineStore(baseline_dir(config, cfg))
-    name = str(cfg["save"])
-    check_name(name)
-    if store.exists(name):
-        store.load(name)
+    store.check(check_name(str(cfg["save"])))
 
 
 def run_meta(config: pytest.Config) -> dict[str, Any]:

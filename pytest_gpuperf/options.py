@@ -307,7 +307,7 @@ OPTIONS: tuple[Option, ...] = (
         "baseline_dir",
         text,
         baseline.DEFAULT_DIR,
-        "directory of the baselines, one NAME.json file each",
+        "directory of the baselines: NAME.json and its runs folder NAME.runs/ each",
         metavar="DIR",
     ),
     Option(

@@ -1,6 +1,7 @@
 """The baseline store: storing runs of benchmarks, and finding the comparable ones.
 
-``--gpuperf-save=NAME`` appends one run per benchmark to ``<dir>/NAME.json``;
+``--gpuperf-save=NAME`` appends one run per benchmark to baseline NAME
+(``<dir>/NAME.json`` and its runs folder, :mod:`.layout`);
 ``--gpuperf-baseline=NAME`` reads it back. A benchmark's runs are kept per
 environment fingerprint (:mod:`pytest_gpuperf.fingerprint`), the newest
 ``keep_runs`` of each, because the run-to-run noise that the verdict needs is
@@ -9,8 +10,10 @@ learnt from that history, never from the rounds of one run.
 Nothing is lost on bad input: a file that cannot be read is reported (which
 file, what is wrong, what to do) and never rewritten; a save holds a
 cross-process lock around read-merge-write (:mod:`pytest_gpuperf.filelock`)
-and replaces the file atomically, so concurrent saves keep every run and a
-save killed half-way leaves the old file whole. The format and its versions
+and commits by replacing the index atomically, so concurrent saves keep every
+run and a save killed half-way leaves the old baseline whole. A save reads
+and writes the index and writes its own runs; the runs already stored are
+not read, so its cost does not grow with the history. The format and its versions
 are in :mod:`pytest_gpuperf.baseline.schema`.
 
 Pure Python: no torch, no pytest.
@@ -26,18 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.baseline import DEFAULT_KEEP_RUNS, NAME_PATTERN, check_name, schema
+from pytest_gpuperf.baseline import DEFAULT_KEEP_RUNS, NAME_PATTERN, check_name, layout, schema
 from pytest_gpuperf.baseline.records import (
     Baseline,
     record_from_result,
+    result_fields,
 )
 from pytest_gpuperf.errors import (
     BaselineError,
     BaselineLocked,
-    CorruptBaseline,
     UnknownBaseline,
 )
-from pytest_gpuperf.fileio import atomic_write_text
 from pytest_gpuperf.filelock import LockTimeout, locked
 from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import Result
@@ -107,8 +109,32 @@ class PruneSummary:
         )
 
 
+@dataclass(frozen=True)
+class Session:
+    """The runs one save added, as ``pytest-gpuperf list`` shows them."""
+
+    timestamp: str
+    run_ids: tuple[str, ...]
+    fingerprint_id: str
+    benchmarks: int
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class Overview:
+    """What a baseline holds, read from its index alone (``pytest-gpuperf list``)."""
+
+    name: str
+    path: Path
+    benchmarks: int
+    runs: int
+    environments: int
+    updated: str
+    sessions: tuple[Session, ...]
+
+
 class BaselineStore:
-    """The baselines of one directory, one ``<name>.json`` file each."""
+    """The baselines of one directory: ``NAME.json`` each (see :mod:`.layout`)."""
 
     def __init__(self, root: str | Path, *, lock_timeout: float = 60.0):
         self.root = Path(root)
@@ -127,40 +153,87 @@ class BaselineStore:
             if p.is_file() and NAME_PATTERN.fullmatch(p.stem)
         )
 
-    def path(self, name: str) -> Path:
-        return self.root / f"{check_name(name)}.json"
+    def files(self, name: str) -> layout.Files:
+        return layout.Files(self.root, check_name(name))
 
-    def _lock_path(self, name: str) -> Path:
-        return self.root / f".{check_name(name)}.json.lock"
+    def path(self, name: str) -> Path:
+        """The baseline's index file, ``<dir>/NAME.json``."""
+        return self.files(name).index
 
     def exists(self, name: str) -> bool:
         return self.path(name).is_file()
 
-    def _existing(self, name: str) -> Path:
-        """The path of ``name``, or :class:`UnknownBaseline` (before any lock file is made)."""
-        path = self.path(name)
-        if not path.exists():
+    def _existing(self, name: str) -> layout.Files:
+        """The files of ``name``, or :class:`UnknownBaseline` (before any lock file is made)."""
+        files = self.files(name)
+        if not files.index.exists():
             raise UnknownBaseline(name, str(self.root), self.names())
-        return path
+        return files
 
     def load(self, name: str) -> Baseline:
-        """Read, validate and migrate baseline ``name``; the file is never changed."""
-        path = self.path(name)
-        doc, version = self._read(name, path)
-        return Baseline(name, path, doc, version)
+        """Read, validate and migrate baseline ``name``; its files are never changed."""
+        files = self.files(name)
+        doc, version = self._load(name, files)
+        return Baseline(name, files.index, doc, version)
 
-    def _read(self, name: str, path: Path) -> tuple[dict[str, Any], int]:
+    def _load(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
         try:
-            data = path.read_bytes()
+            return layout.load(files)
         except FileNotFoundError:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
-        except OSError as e:
-            raise BaselineError(f"cannot read baseline file {path}: {e.strerror or e}") from None
+
+    def _read_index(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
+        """The index (a version-1/2 file is read whole and returned as a document)."""
         try:
-            doc, version = schema.parse(data)
-        except schema.SchemaProblem as e:
-            raise CorruptBaseline(str(path), str(e), e.remedy) from None
-        return doc, version
+            data = layout.read_bytes(files.index)
+        except FileNotFoundError:
+            raise UnknownBaseline(name, str(self.root), self.names()) from None
+        return layout.parse_index(files, data)
+
+    def check(self, name: str) -> None:
+        """That an existing baseline ``name`` can be saved into: its index reads and validates.
+
+        Cheap (the runs are not read): the check a session makes before measuring.
+        """
+        files = self.files(name)
+        if files.index.exists():
+            self._read_index(name, files)
+
+    def overview(self, name: str) -> Overview:
+        """What ``name`` holds, from its index alone (a version-1/2 file is read whole)."""
+        files = self.files(name)
+        index, version = self._read_index(name, files)
+        if version <= schema.DOCUMENT_VERSION:
+            index = _index_of_document(index)
+        counts: dict[tuple[str, str], int] = {}
+        n_runs = 0
+        for bench in index["benchmarks"].values():
+            for sid, _, fid, _ in bench["runs"]:
+                counts[sid, fid] = counts.get((sid, fid), 0) + 1
+                n_runs += 1
+        segs = index["segments"]
+        sessions = sorted(
+            (
+                Session(
+                    segs[sid]["timestamp"],
+                    tuple(segs[sid]["run_ids"]),
+                    fid,
+                    n,
+                    segs[sid].get("commit"),
+                )
+                for (sid, fid), n in counts.items()
+            ),
+            key=lambda s: (s.timestamp, s.run_ids, s.fingerprint_id),
+        )
+        return Overview(
+            name=name,
+            path=files.index,
+            benchmarks=len(index["benchmarks"]),
+            runs=n_runs,
+            environments=len(index["fingerprints"]),
+            updated=index["updated"],
+            sessions=tuple(sessions),
+        )
 
     def save(
         self,
@@ -180,18 +253,20 @@ class BaselineStore:
         CI job, ...) is stored with every run of this save; ``fingerprint_extra``
         holds the hook-provided fingerprint keys; ``extras[key]`` is opaque
         data stored with the run of benchmark ``key`` (the kernel inventory).
-        An existing file that cannot be read is left as it is
-        (:class:`CorruptBaseline`).
+        The runs go into one new segment, and the index is rewritten; the
+        runs already stored are not read. An existing file that cannot be read
+        is left as it is (:class:`CorruptBaseline`).
         """
         if keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
-        path = self.path(name)
+        files = self.files(name)
+        path = files.index
         stamp = _stamp(now or _now())
         new_fps: dict[str, dict[str, Any]] = {}
         new_runs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
         skipped: list[tuple[str, str]] = []
         for r in results:
-            d = r.to_dict() if isinstance(r, Result) else r
+            d = result_fields(r) if isinstance(r, Result) else r
             key = d.get("id", {}).get("key", "?")
             env = d.get("environment")
             if not env:
@@ -215,24 +290,49 @@ class BaselineStore:
         if not new_runs:
             return SaveSummary(name, path, False, 0, 0, 0, (), keep_runs, None, tuple(skipped))
 
-        with self._locked(name, path, "save into"):
+        with self._locked(files, "save into"):
             created = not path.exists()
             if created:
-                doc = empty_document(name, stamp)
+                index: dict[str, Any] = empty_index(name, stamp)
                 version = schema.SCHEMA_VERSION
+                before: set[str] = set()
             else:
-                doc, version = self._read(name, path)
-            added, dropped, n_bench = _merge(doc, new_fps, new_runs, keep_runs, skipped)
+                index, version = self._read_index(name, files)
+                if version <= schema.DOCUMENT_VERSION:
+                    index = layout.index_from_document(files, index)
+                    before = set()
+                else:
+                    before = set(index["segments"])
+            segment, added, touched = _merge(index, new_fps, new_runs, skipped)
+            # Segments this save writes: gone again if its commit fails (a migration's too).
+            migrated = version != schema.SCHEMA_VERSION
+            written: list[str] = list(index["segments"]) if migrated else []
             if added:
-                doc.update(name=name, updated=stamp, plugin_version=__version__)
-                self._write(path, doc)
+                sid, entry = layout.write_segment(files, stamp, segment)
+                written.append(sid)
+                for key, dig, fid, pid in touched:
+                    index["benchmarks"][key]["runs"].append([sid, dig, fid, pid])
+                index["segments"][sid] = entry
+            dropped = sum(
+                _trim(index["benchmarks"][key]["runs"], fid, keep_runs)
+                for key, fid in {(key, fid) for key, _, fid, _ in touched}
+            )
+            _drop_empty(index)
+            if added or version != schema.SCHEMA_VERSION:
+                index.update(name=name, updated=stamp)
+                try:
+                    layout.write_index(files, index)
+                except BaseException:
+                    layout.discard(files, [s for s in written if s not in before])
+                    raise
+                layout.collect_garbage(files, before | set(index["segments"]))
         return SaveSummary(
             name=name,
             path=path,
             created=created and bool(added),
             added=added,
             dropped=dropped,
-            benchmarks=n_bench,
+            benchmarks=len({key for key, _, _, _ in touched}),
             fingerprints=tuple(sorted(new_fps)),
             keep_runs=keep_runs,
             migrated_from=None if version == schema.SCHEMA_VERSION else version,
@@ -240,36 +340,28 @@ class BaselineStore:
         )
 
     @contextlib.contextmanager
-    def _locked(self, name: str, path: Path, action: str) -> Iterator[None]:
+    def _locked(self, files: layout.Files, action: str) -> Iterator[None]:
         """Hold the baseline's lock; turn lock and file-system failures into clear errors."""
         try:
-            with locked(self._lock_path(name), timeout=self.lock_timeout):
+            with locked(files.lock, timeout=self.lock_timeout):
                 yield
         except LockTimeout as e:
             raise BaselineLocked(str(e)) from None
         except OSError as e:  # disk full, read-only, no locks on this file system, ...
             raise BaselineError(
-                f"cannot {action} baseline file {path}: {e.strerror or e}. "
+                f"cannot {action} baseline file {files.index}: {e.strerror or e}. "
                 "The file is as it was before."
             ) from e
 
-    def _write(self, path: Path, doc: dict[str, Any]) -> None:
-        doc["schema"] = schema.SCHEMA
-        doc["schema_version"] = schema.SCHEMA_VERSION
-        try:
-            schema.validate(doc, schema.SCHEMA_VERSION)
-        except schema.SchemaProblem as e:  # a bug: never write what we would refuse to read
-            raise BaselineError(f"refusing to write an invalid baseline to {path}: {e}") from None
-        atomic_write_text(path, schema.dumps(doc))
-
     def delete(self, name: str) -> Path:
-        """Remove baseline ``name``; :class:`UnknownBaseline` if there is none."""
-        path = self._existing(name)
-        with self._locked(name, path, "delete"):
-            if not path.exists():  # deleted by another process meanwhile
+        """Remove baseline ``name`` (its index and its runs); :class:`UnknownBaseline` if none."""
+        files = self._existing(name)
+        with self._locked(files, "delete"):
+            if not files.index.exists():  # deleted by another process meanwhile
                 raise UnknownBaseline(name, str(self.root), self.names())
-            path.unlink()
-        return path
+            files.index.unlink()
+            layout.collect_garbage(files, set())
+        return files.index
 
     def prune(
         self,
@@ -295,55 +387,89 @@ class BaselineStore:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
         if before is not None and before.tzinfo is None:
             raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
-        path = self._existing(name)
+        files = self._existing(name)
         key_set = set(keys) if keys is not None else None
-        with self._locked(name, path, "prune"):
-            doc, _ = self._read(name, path)
-            if fingerprint_id is not None and fingerprint_id not in doc["fingerprints"]:
-                have = ", ".join(sorted(doc["fingerprints"])) or "none"
+        with self._locked(files, "prune"):
+            index, version = self._read_index(name, files)
+            if version <= schema.DOCUMENT_VERSION:
+                index = layout.index_from_document(files, index)
+                previous: set[str] = set()
+            else:
+                previous = set(index["segments"])
+            if fingerprint_id is not None and fingerprint_id not in index["fingerprints"]:
+                have = ", ".join(sorted(index["fingerprints"])) or "none"
                 raise BaselineError(
                     f"baseline {name!r} has no fingerprint {fingerprint_id!r}; it has: {have}"
                 )
             selective = fingerprint_id is not None or key_set is not None or before is not None
+            stamps = {
+                sid: _dt.datetime.fromisoformat(e["timestamp"])
+                for sid, e in index["segments"].items()
+            }
             removed = 0
-            for key, bench in doc["benchmarks"].items():
+            for key, bench in index["benchmarks"].items():
                 runs = bench["runs"]
                 if selective:
                     keep = [
-                        r for r in runs if not _selected(r, key, fingerprint_id, key_set, before)
+                        r
+                        for r in runs
+                        if not _selected(r, key, stamps, fingerprint_id, key_set, before)
                     ]
                     removed += len(runs) - len(keep)
                     runs[:] = keep
                 if keep_runs is not None:
-                    for fid in {r["fingerprint"] for r in runs}:
+                    for fid in {r[2] for r in runs}:
                         removed += _trim(runs, fid, keep_runs)
-            n_bench, n_fp = _drop_empty(doc)
-            if removed or n_bench or n_fp:
-                doc.update(updated=_stamp(now or _now()), plugin_version=__version__)
-                self._write(path, doc)
-        return PruneSummary(name, path, removed, n_bench, n_fp)
+            n_bench, n_fp = _drop_empty(index)
+            if removed or n_bench or n_fp or version != schema.SCHEMA_VERSION:
+                index.update(updated=_stamp(now or _now()))
+                layout.write_index(files, index)
+                layout.collect_garbage(files, previous | set(index["segments"]))
+        return PruneSummary(name, files.index, removed, n_bench, n_fp)
+
+
+def load_file(path: Path) -> Baseline:
+    """The baseline whose file is ``path`` (``NAME.json``, its runs beside it), named by its stem.
+
+    For files given by path (the CLI's ``show PATH``), whatever their name.
+    """
+    files = layout.Files(path.parent, path.stem)
+    try:
+        doc, version = layout.load(files)
+    except FileNotFoundError:
+        raise BaselineError(f"no such baseline file: {path}") from None
+    return Baseline(path.stem, path, doc, version)
 
 
 def _merge(
-    doc: dict[str, Any],
+    index: dict[str, Any],
     fps: Mapping[str, dict[str, Any]],
     runs: Sequence[tuple[Mapping[str, Any], dict[str, Any]]],
-    keep_runs: int,
     skipped: list[tuple[str, str]],
-) -> tuple[int, int, int]:
-    """Add ``runs`` (result dict, record) to ``doc``; returns (added, dropped, benchmarks)."""
-    doc["fingerprints"].update(fps)
-    policies, benches = doc["policies"], doc["benchmarks"]
-    touched: set[tuple[str, str]] = set()
-    added = 0
+) -> tuple[dict[str, dict[str, dict[str, Any]]], int, list[tuple[str, str, str, str]]]:
+    """Add ``runs`` (result dict, record) to ``index``'s tables and benchmark identities.
+
+    Returns the new segment's runs (``{key: {digest: run}}``), how many were
+    added, and their references ``(key, digest, fingerprint, policy)``, for
+    the caller to append once the segment has its id.
+    """
+    index["fingerprints"].update(fps)
+    policies, benches = index["policies"], index["benchmarks"]
+    segment: dict[str, dict[str, dict[str, Any]]] = {}
+    touched: list[tuple[str, str, str, str]] = []
     for result, rec in runs:
         bid = result["id"]
-        entry = benches.setdefault(bid["key"], {"runs": []})
-        if any(_same_run(rec, old) for old in entry["runs"]):
+        key, fid = bid["key"], rec["fingerprint"]
+        dig = layout.digest(rec)
+        entry = benches.get(key)
+        if (entry and any(r[1] == dig and r[2] == fid for r in entry["runs"])) or dig in (
+            segment.get(key) or {}
+        ):
             # The same run saved again (a retried job): once is enough. Distinct runs
             # that share a run id (subprocesses of one session) are kept.
-            skipped.append((bid["key"], f"run {rec['run_id']} is already saved"))
+            skipped.append((key, f"run {rec['run_id']} is already saved"))
             continue
+        entry = benches.setdefault(key, {"runs": []})
         entry.update(
             nodeid=bid["nodeid"],
             name=bid.get("name"),
@@ -352,60 +478,94 @@ def _merge(
         )
         pid = content_id(rec["policy"])
         policies[pid] = rec["policy"]
-        entry["runs"].append({**rec, "policy": pid})
-        touched.add((bid["key"], rec["fingerprint"]))
-        added += 1
-    dropped = sum(_trim(benches[key]["runs"], fid, keep_runs) for key, fid in touched)
-    _drop_empty(doc)  # fingerprints and policies whose last run was trimmed
-    return added, dropped, len({key for key, _ in touched})
+        segment.setdefault(key, {})[dig] = {**rec, "policy": pid}
+        touched.append((key, dig, fid, pid))
+    return segment, len(touched), touched
 
 
 def _selected(
-    run: Mapping[str, Any],
+    ref: Sequence[str],
     key: str,
+    stamps: Mapping[str, _dt.datetime],
     fid: str | None,
     keys: set[str] | None,
     before: _dt.datetime | None,
 ) -> bool:
-    if fid is not None and run["fingerprint"] != fid:
+    if fid is not None and ref[2] != fid:
         return False
     if keys is not None and key not in keys:
         return False
-    return before is None or _dt.datetime.fromisoformat(run["timestamp"]) < before
+    return before is None or stamps[ref[0]] < before
 
 
-def _same_run(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
-    return all(new[k] == old[k] for k in ("run_id", "fingerprint", "rounds", "median"))
-
-
-def _trim(runs: list[dict[str, Any]], fid: str, keep: int) -> int:
+def _trim(runs: list[list[str]], fid: str, keep: int) -> int:
     """Drop the oldest runs of fingerprint ``fid`` beyond ``keep``; returns how many."""
-    idx = [i for i, r in enumerate(runs) if r["fingerprint"] == fid]
+    idx = [i for i, r in enumerate(runs) if r[2] == fid]
     drop = set(idx[: max(0, len(idx) - keep)])
     if drop:
         runs[:] = [r for i, r in enumerate(runs) if i not in drop]
     return len(drop)
 
 
-def _drop_empty(doc: dict[str, Any]) -> tuple[int, int]:
-    benches = doc["benchmarks"]
+def _drop_empty(index: dict[str, Any]) -> tuple[int, int]:
+    """Remove benchmarks without runs, and table entries and segments no run refers to."""
+    benches = index["benchmarks"]
     empty = [k for k, b in benches.items() if not b["runs"]]
     for k in empty:
         del benches[k]
-    used = {r["fingerprint"] for b in benches.values() for r in b["runs"]}
-    unused = [f for f in doc["fingerprints"] if f not in used]
+    refs = [r for b in benches.values() for r in b["runs"]]
+    used_fps = {r[2] for r in refs}
+    unused = [f for f in index["fingerprints"] if f not in used_fps]
     for f in unused:
-        del doc["fingerprints"][f]
-    used = {r["policy"] for b in benches.values() for r in b["runs"]}
-    doc["policies"] = {p: v for p, v in doc["policies"].items() if p in used}
+        del index["fingerprints"][f]
+    used = {r[3] for r in refs}
+    index["policies"] = {p: v for p, v in index["policies"].items() if p in used}
+    used = {r[0] for r in refs}
+    index["segments"] = {s: v for s, v in index["segments"].items() if s in used}
     return len(empty), len(unused)
 
 
-def empty_document(name: str, stamp: str) -> dict[str, Any]:
-    """A baseline document with no benchmarks (the current schema)."""
+def _index_of_document(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-1/2 document seen as an index (one pseudo-segment per save), for overviews."""
+    segments: dict[str, Any] = {}
+    benchmarks: dict[str, Any] = {}
+    for key, bench in doc["benchmarks"].items():
+        refs = []
+        for run in bench["runs"]:
+            sid = f"{run['timestamp']}|{run['run_id']}"
+            seg = segments.setdefault(
+                sid, {"timestamp": run["timestamp"], "run_ids": [run["run_id"]]}
+            )
+            meta = run.get("meta") or {}
+            sha = meta.get("git_sha") or meta.get("ci_sha")
+            if sha and "commit" not in seg:
+                seg["commit"] = str(sha)
+            refs.append([sid, "", run["fingerprint"], run["policy"]])
+        benchmarks[key] = {"runs": refs}
+    return {**doc, "segments": segments, "benchmarks": benchmarks}
+
+
+def empty_index(name: str, stamp: str) -> dict[str, Any]:
+    """A version-3 index with no benchmarks."""
     return {
         "schema": schema.SCHEMA,
         "schema_version": schema.SCHEMA_VERSION,
+        "name": name,
+        "plugin_version": __version__,
+        "created": stamp,
+        "updated": stamp,
+        "fingerprints": {},
+        "policies": {},
+        "segments": {},
+        "benchmarks": {},
+    }
+
+
+def empty_document(name: str, stamp: str) -> dict[str, Any]:
+    """A document (the in-memory form of any version) with no benchmarks."""
+    return {
+        "schema": schema.SCHEMA,
+        "schema_version": schema.DOCUMENT_VERSION,
         "name": name,
         "plugin_version": __version__,
         "created": stamp,
