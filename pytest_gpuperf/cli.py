@@ -216,7 +216,11 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
         )
     before = _parse_date(args.before) if args.before else None
     summary = BaselineStore(args.dir).prune(
-        args.name, keep_runs=args.keep_runs, fingerprint_id=args.fingerprint, before=before
+        args.name,
+        keep_runs=args.keep_runs,
+        fingerprint_id=args.fingerprint,
+        before=before,
+        dry_run=args.dry_run,
     )
     print(summary.describe(), file=out)
     return OK
@@ -334,7 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="PATH", help="also write the HTML report here")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("prune", parents=[common], help="remove runs from a baseline")
+    p = sub.add_parser(
+        "prune",
+        parents=[common],
+        help="remove runs from a baseline",
+        description="Remove the runs that match every selector given (--fingerprint, --before); "
+        "with --keep-runs N, never the newest N runs of a benchmark in its environment "
+        "(alone, --keep-runs trims every environment to N). Says per environment what it "
+        "removes; try it with --dry-run first.",
+    )
     p.add_argument("name", metavar="NAME", help="baseline name")
     p.add_argument(
         "--keep-runs",
@@ -342,9 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="keep the newest N runs of each benchmark per environment",
     )
-    p.add_argument("--fingerprint", metavar="ID", help="remove the runs of this environment")
+    p.add_argument("--fingerprint", metavar="ID", help="only runs of this environment")
+    p.add_argument("--before", metavar="DATE", help="only runs saved before DATE (ISO, UTC)")
     p.add_argument(
-        "--before", metavar="DATE", help="remove runs saved before DATE (ISO, UTC by default)"
+        "--dry-run",
+        action="store_true",
+        help="say per environment what would be removed, and change nothing",
     )
     p.set_defaults(func=cmd_prune)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from pytest_gpuperf.errors import (
     UnknownBaseline,
 )
 from pytest_gpuperf.filelock import LockTimeout, locked
-from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
+from pytest_gpuperf.fingerprint import BUILTIN_KEYS, content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import Result
 
 
@@ -91,22 +91,53 @@ class SaveSummary:
 
 
 @dataclass(frozen=True)
+class EnvironmentPrune:
+    """What a prune removes from one environment (fingerprint) of a baseline."""
+
+    fingerprint_id: str
+    label: str
+    removed: int
+    total: int
+    benchmarks: int
+    first: str | None = None
+    last: str | None = None
+
+    def describe(self, verb: str) -> str:
+        head = f"  environment {self.fingerprint_id} ({self.label}): "
+        if not self.removed:
+            return head + f"nothing ({self.total} run(s) kept)"
+        text = (
+            f"{verb} {self.removed} of {self.total} run(s) of {self.benchmarks} benchmark(s), "
+            f"saved {(self.first or '?')[:10]} to {(self.last or '?')[:10]}"
+        )
+        if self.removed == self.total:
+            text += "; the environment goes with its last run"
+        return head + text
+
+
+@dataclass(frozen=True)
 class PruneSummary:
     name: str
     path: Path
     removed_runs: int
     removed_benchmarks: int
     removed_fingerprints: int
+    environments: tuple[EnvironmentPrune, ...] = ()
+    dry_run: bool = False
 
     def describe(self) -> str:
-        """One line for the CLI."""
+        """A line for the baseline, then one per environment."""
+        head = f"baseline {self.name!r} ({self.path}): "
         if not self.removed_runs:
-            return f"baseline {self.name!r}: nothing to remove ({self.path})"
-        return (
-            f"removed {self.removed_runs} run(s) from baseline {self.name!r} ({self.path}); "
-            f"{self.removed_benchmarks} benchmark(s) and {self.removed_fingerprints} "
-            "environment(s) left without runs were removed too"
-        )
+            head += "nothing to remove"
+        elif self.dry_run:
+            head += f"would remove {self.removed_runs} run(s); nothing was changed (--dry-run)"
+        else:
+            head += f"removed {self.removed_runs} run(s)"
+            if self.removed_benchmarks:
+                head += f"; {self.removed_benchmarks} benchmark(s) left without runs went too"
+        verb = "would remove" if self.dry_run else "removed"
+        return "\n".join([head, *(e.describe(verb) for e in self.environments)])
 
 
 @dataclass(frozen=True)
@@ -371,15 +402,17 @@ class BaselineStore:
         fingerprint_id: str | None = None,
         keys: Iterable[str] | None = None,
         before: _dt.datetime | None = None,
+        dry_run: bool = False,
         now: _dt.datetime | None = None,
     ) -> PruneSummary:
-        """Remove runs from baseline ``name``.
+        """Remove runs from baseline ``name``, or with ``dry_run`` only say which.
 
-        A run goes when it matches every selector given among
+        A run is removed when it matches every selector given among
         ``fingerprint_id``, ``keys`` (benchmark keys) and ``before`` (saved
-        earlier than this time); then ``keep_runs`` trims each benchmark to
-        its newest runs per fingerprint. Emptied benchmarks and fingerprints
-        no run refers to are removed too.
+        earlier than this time), and, with ``keep_runs``, is not among the
+        newest ``keep_runs`` runs of its benchmark in its environment (alone,
+        ``keep_runs`` trims every benchmark of every environment). Benchmarks
+        and environments left without runs go too. Nothing else is touched.
         """
         if keep_runs is None and fingerprint_id is None and keys is None and before is None:
             raise ValueError("prune needs keep_runs, fingerprint_id, keys or before")
@@ -391,9 +424,12 @@ class BaselineStore:
         key_set = set(keys) if keys is not None else None
         with self._locked(files, "prune"):
             index, version = self._read_index(name, files)
-            if version <= schema.DOCUMENT_VERSION:
+            if version <= schema.DOCUMENT_VERSION and not dry_run:
                 index = layout.index_from_document(files, index)
                 previous: set[str] = set()
+            elif version <= schema.DOCUMENT_VERSION:
+                index = _index_of_document(index)
+                previous = set()
             else:
                 previous = set(index["segments"])
             if fingerprint_id is not None and fingerprint_id not in index["fingerprints"]:
@@ -401,31 +437,66 @@ class BaselineStore:
                 raise BaselineError(
                     f"baseline {name!r} has no fingerprint {fingerprint_id!r}; it has: {have}"
                 )
-            selective = fingerprint_id is not None or key_set is not None or before is not None
-            stamps = {
-                sid: _dt.datetime.fromisoformat(e["timestamp"])
-                for sid, e in index["segments"].items()
-            }
-            removed = 0
+            segs = index["segments"]
+            stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
+            envs = {fid: _Tally() for fid in index["fingerprints"]}
             for key, bench in index["benchmarks"].items():
                 runs = bench["runs"]
-                if selective:
-                    keep = [
-                        r
-                        for r in runs
-                        if not _selected(r, key, stamps, fingerprint_id, key_set, before)
-                    ]
-                    removed += len(runs) - len(keep)
-                    runs[:] = keep
+                newest: set[int] = set()
                 if keep_runs is not None:
                     for fid in {r[2] for r in runs}:
-                        removed += _trim(runs, fid, keep_runs)
+                        mine = [i for i, r in enumerate(runs) if r[2] == fid]
+                        newest.update(mine[-keep_runs:])
+                keep = []
+                for i, ref in enumerate(runs):
+                    tally = envs[ref[2]]
+                    tally.total += 1
+                    if i in newest or not _selected(
+                        ref, key, stamps, fingerprint_id, key_set, before
+                    ):
+                        keep.append(ref)
+                        continue
+                    tally.removed += 1
+                    tally.benchmarks.add(key)
+                    tally.times.append(segs[ref[0]]["timestamp"])
+                runs[:] = keep
+            report = tuple(
+                EnvironmentPrune(
+                    fid,
+                    _environment_label(index["fingerprints"][fid]),
+                    t.removed,
+                    t.total,
+                    len(t.benchmarks),
+                    min(t.times, default=None),
+                    max(t.times, default=None),
+                )
+                for fid, t in envs.items()
+            )
+            removed = sum(e.removed for e in report)
             n_bench, n_fp = _drop_empty(index)
-            if removed or n_bench or n_fp or version != schema.SCHEMA_VERSION:
+            if not dry_run and (removed or version != schema.SCHEMA_VERSION):
                 index.update(updated=_stamp(now or _now()))
                 layout.write_index(files, index)
                 layout.collect_garbage(files, previous | set(index["segments"]))
-        return PruneSummary(name, files.index, removed, n_bench, n_fp)
+        return PruneSummary(name, files.index, removed, n_bench, n_fp, report, dry_run)
+
+
+@dataclass
+class _Tally:
+    total: int = 0
+    removed: int = 0
+    benchmarks: set[str] = field(default_factory=set)
+    times: list[str] = field(default_factory=list)
+
+
+def _environment_label(fp: Mapping[str, Any]) -> str:
+    """A fingerprint as a user tells environments apart: the device, driver, torch."""
+    if fp.get("device") == "cuda":
+        parts = [fp.get("gpu_name"), f"driver {fp.get('driver')}", f"torch {fp.get('torch')}"]
+    else:
+        parts = [fp.get("cpu_model") or "cpu", f"torch {fp.get('torch')}"]
+    extra = [f"{k}={v}" for k, v in sorted(fp.items()) if k not in BUILTIN_KEYS]
+    return ", ".join(str(p) for p in [*parts, *extra] if p)
 
 
 def load_file(path: Path) -> Baseline:

@@ -849,7 +849,7 @@ def test_prune_runs_of_a_fingerprint(store: BaselineStore) -> None:
     new, old, cpu = _three_fingerprints(store)
     s = store.prune("main", fingerprint_id=old)
     assert (s.removed_runs, s.removed_benchmarks, s.removed_fingerprints) == (4, 0, 1)
-    assert s.describe().startswith("removed 4 run(s) from baseline 'main'")
+    assert s.describe().startswith(f"baseline 'main' ({store.path('main')}): removed 4 run(s)")
     b = store.load("main")
     assert set(b.fingerprints) == {new, cpu}
     assert len(b.runs(KEY, new)) == 4
@@ -888,6 +888,56 @@ def test_prune_refuses_unknown_fingerprints_and_empty_requests(store: BaselineSt
     with pytest.raises(ValueError, match="timezone-aware"):
         store.prune("main", before=dt.datetime(2025, 1, 1))
     assert store_files(store) == before
+
+
+def test_prune_removes_only_what_its_selectors_name(store: BaselineStore) -> None:
+    """--fingerprint X --keep-runs 2 trims X to 2 runs per benchmark; no other environment is
+    touched (it used to remove all of X's runs and trim every other environment to 2)."""
+    new, old, cpu = _three_fingerprints(store)
+    s = store.prune("main", fingerprint_id=old, keep_runs=2)
+    assert (s.removed_runs, s.removed_benchmarks, s.removed_fingerprints) == (2, 0, 0)
+    b = store.load("main")
+    assert [r.run_id for r in b.runs(KEY, old)] == ["d2-e1", "d3-e1"]
+    assert len(b.runs(KEY, new)) == 4
+    assert len(b.runs("tests/test_ops.py::test_mm[4096-bf16]@cpu", cpu)) == 4
+
+
+def test_prune_keep_runs_protects_the_newest_runs_from_the_other_selectors(
+    store: BaselineStore,
+) -> None:
+    new, *_ = _three_fingerprints(store)
+    s = store.prune("main", before=T0 + dt.timedelta(days=3), keep_runs=3)
+    assert s.removed_runs == 3  # per environment, only the oldest of 4 runs is neither new...
+    assert [r.run_id for r in store.load("main").runs(KEY, new)] == ["d1-e0", "d2-e0", "d3-e0"]
+
+
+def test_prune_dry_run_says_per_environment_what_it_would_remove_and_changes_nothing(
+    store: BaselineStore,
+) -> None:
+    new, old, cpu = _three_fingerprints(store)
+    before = store_files(store)
+    dry = store.prune("main", fingerprint_id=old, dry_run=True)
+    assert store_files(store) == before
+    assert dry.dry_run and (dry.removed_runs, dry.removed_fingerprints) == (4, 1)
+    text = dry.describe()
+    assert text.startswith("baseline 'main'") and "would remove 4 run(s)" in text
+    assert "nothing was changed (--dry-run)" in text
+    lines = {ln.split(":")[0].strip(): ln for ln in text.splitlines()[1:]}
+    assert set(lines) == {
+        f"environment {new} (NVIDIA H200, driver 580.159.04, torch 2.13.0+cu130)",
+        f"environment {old} (NVIDIA H200, driver 575.57.08, torch 2.13.0+cu130)",
+        f"environment {cpu} (AMD EPYC 9654 96-Core Processor, torch 2.13.0+cpu)",
+    }
+    assert any(
+        "4 of 4 run(s) of 1 benchmark(s), saved 2025-11-29 to 2025-12-02" in ln and old in ln
+        for ln in lines.values()
+    )
+    assert sum("nothing" in ln for ln in lines.values()) == 2
+    real = store.prune("main", fingerprint_id=old)
+    assert (
+        real.describe().replace("removed", "would remove").splitlines()[1:]
+        == (text.splitlines()[1:])
+    )
 
 
 def test_prune_and_delete_of_a_missing_baseline_leave_no_trace(tmp_path: Path) -> None:

@@ -252,6 +252,20 @@ def test_prune_by_fingerprint(bdir: Path) -> None:
     fid = next(iter(BaselineStore(bdir).load("same").fingerprints))
     code, out = run("prune", "same", "--fingerprint", fid, "--dir", str(bdir))
     assert code == cli.OK and "removed 12 run(s)" in out
+    assert f"environment {fid} (" in out and "the environment goes with its last run" in out
+
+
+def test_prune_dry_run_changes_nothing_and_combines_selectors(bdir: Path) -> None:
+    fid = next(iter(BaselineStore(bdir).load("main").fingerprints))
+    before = sorted((p.name, p.read_bytes()) for p in bdir.rglob("*") if p.is_file())
+    args = ["prune", "main", "--fingerprint", fid, "--keep-runs", "5", "--dir", str(bdir)]
+    code, out = run(*args, "--dry-run")
+    assert code == cli.OK
+    assert "would remove 12 run(s); nothing was changed (--dry-run)" in out
+    assert f"environment {fid} (" in out and "would remove 12 of 32 run(s) of 4 benchmark(s)" in out
+    assert sorted((p.name, p.read_bytes()) for p in bdir.rglob("*") if p.is_file()) == before
+    code, out = run(*args)
+    assert code == cli.OK and "removed 12 of 32 run(s)" in out
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "html", "pytest-benchmark"])
