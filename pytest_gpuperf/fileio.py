@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
+import socket
 import tempfile
 from pathlib import Path
 
@@ -17,11 +20,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename.
 
     A process killed at any point leaves either the old file or the new one,
-    never a mix. The file keeps the permissions of the one it replaces.
+    never a mix, and perhaps its temporary file, which the next write of
+    ``path`` removes (:func:`remove_temporaries`). The file keeps the
+    permissions of the one it replaces.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    remove_temporaries(target)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(target), suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -34,3 +40,51 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+#: This host, as temporary file names carry it (a PID means nothing on another host).
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def temporary_prefix(target: Path, pid: int | None = None) -> str:
+    """``.NAME.<pid>-<host>.``: whose temporary file of ``target`` it is."""
+    return f".{target.name}.{os.getpid() if pid is None else pid}-{_HOST}."
+
+
+def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
+    """Remove the temporary files of ``target`` that writers killed mid-write left.
+
+    Only those of processes of this host that are gone, unless ``all_of_them``
+    (the caller holds a lock that keeps every other writer out). Returns how
+    many were removed.
+    """
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
+    removed = 0
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return 0
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None:
+            continue
+        if not all_of_them and (
+            m.group(2) != _HOST or m.group(1) is None or _alive(int(m.group(1)))
+        ):
+            continue
+        try:
+            os.unlink(target.parent / name)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True

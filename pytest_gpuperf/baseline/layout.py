@@ -36,6 +36,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.errors import BaselineError, CorruptBaseline
 from pytest_gpuperf.fileio import atomic_write_bytes
+from pytest_gpuperf.fileio import remove_temporaries as remove_temporaries_of
 from pytest_gpuperf.fingerprint import content_id
 
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
@@ -317,6 +318,24 @@ def segment_files(files: Files) -> Iterator[Path]:
             and e.is_file(follow_symlinks=False)
         ):
             yield Path(e.path)
+
+
+def remove_temporaries(files: Files) -> int:
+    """Remove what writers killed mid-write left: temporary copies of the index and segments.
+
+    Only under the baseline's lock, which keeps every other writer out.
+    """
+    removed = remove_temporaries_of(files.index, all_of_them=True)
+    try:
+        names = os.listdir(files.runs_dir)
+    except OSError:
+        return removed
+    for name in names:
+        if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
+            with contextlib.suppress(OSError):
+                os.unlink(files.runs_dir / name)
+                removed += 1
+    return removed
 
 
 def discard(files: Files, sids: list[str]) -> None:

@@ -375,6 +375,7 @@ class BaselineStore:
         """Hold the baseline's lock; turn lock and file-system failures into clear errors."""
         try:
             with locked(files.lock, timeout=self.lock_timeout):
+                layout.remove_temporaries(files)
                 yield
         except LockTimeout as e:
             raise BaselineLocked(str(e)) from None

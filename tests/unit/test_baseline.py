@@ -776,9 +776,12 @@ def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineSt
     assert store.path("main").read_bytes() == before
     assert store.names() == ["main"]  # the orphaned temporary file is not a baseline
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old"]
-    # The kernel released the dead process's lock: the next save goes through at once.
+    assert list(store.root.rglob("*.tmp"))  # what the killed save was writing
+    # The kernel released the dead process's lock: the next save goes through at once, and
+    # removes the temporary file the killed one left (issue 12, defect 13).
     BaselineStore(store.root, lock_timeout=5).save("main", [make_result(run_id="next")], now=T0)
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old", "next"]
+    assert not list(store.root.rglob("*.tmp"))
 
 
 @pytest.mark.parametrize("which", ["segment", "index"])
