@@ -195,10 +195,17 @@ def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) ->
         raise RunFileError(f"cannot read {path}: {e.strerror or e}") from None
     try:
         doc = json.loads(data.decode("utf-8"))
+        schema.check_nesting(doc)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RunFileError(
             f"{path} is not a JSON file ({e}); give a file written by --gpuperf-json or a "
             "baseline file"
+        ) from None
+    except (RecursionError, schema.SchemaProblem):
+        raise RunFileError(
+            f"{path} cannot be used: its JSON is nested more than {schema.MAX_NESTING} levels "
+            "deep, which no file written by pytest-gpuperf is; give a file written by "
+            "--gpuperf-json or a baseline file"
         ) from None
     kind = doc.get("schema") if isinstance(doc, dict) else None
     if kind == schema.SCHEMA:

@@ -123,12 +123,17 @@ def read_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> dict[str, 
         data = read_bytes(path)
     except FileNotFoundError:
         raise _SegmentGone(path) from None
-    if sha256(data) == entry["sha256"]:
-        doc: dict[str, Any] = json.loads(data)
-        return doc
     try:
+        if sha256(data) == entry["sha256"]:  # written (and validated) by a save
+            doc: dict[str, Any] = json.loads(data)
+            return doc
         doc = schema.load_json(data)
         schema.validate_segment(doc, sid)
+    except RecursionError:  # an index forged to trust a forged segment
+        raise CorruptBaseline(
+            f"{path} (a segment of {files.index.name})",
+            f"the JSON is nested more than {schema.MAX_NESTING} levels deep",
+        ) from None
     except schema.SchemaProblem as e:
         raise CorruptBaseline(
             f"{path} (a segment of {files.index.name})",

@@ -204,16 +204,42 @@ def _fields(obj: Mapping[str, Any], required: set[str], optional: set[str], wher
         )
 
 
+#: How deep an opaque value (meta, policy, telemetry, extra) may nest. The deepest the
+#: plugin writes is the kernel inventory, 5 levels; deeper is a hand edit or an attack, and
+#: recursive code (json, copy) would fail on it with a RecursionError.
+MAX_NESTING = 32
+
+
 def _json_value(v: Any, where: str) -> None:
-    """An opaque field (meta, policy, telemetry, extra) must still be plain JSON."""
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _json_value(x, f"{where}[{k!r}]")
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            _json_value(x, f"{where}[{i}]")
-    elif isinstance(v, float) and not math.isfinite(v):
-        raise SchemaProblem(f"{where}: expected a finite number, got {v!r}")
+    """An opaque field must still be plain JSON: finite numbers, at most MAX_NESTING deep.
+
+    Iterative, so a deep value is an error that says where, not a RecursionError.
+    """
+    stack: list[tuple[Any, str, int]] = [(v, where, 0)]
+    while stack:
+        x, at, depth = stack.pop()
+        if isinstance(x, (dict, list)):
+            if depth >= MAX_NESTING:
+                raise SchemaProblem(f"{at}: nested more than {MAX_NESTING} levels deep")
+            items = x.items() if isinstance(x, dict) else enumerate(x)
+            for k, y in items:
+                if isinstance(y, (dict, list, float)):
+                    stack.append((y, f"{at}[{k!r}]", depth + 1))
+        elif isinstance(x, float) and not math.isfinite(x):
+            raise SchemaProblem(f"{at}: expected a finite number, got {x!r}")
+
+
+def check_nesting(value: Any, limit: int = MAX_NESTING + 8) -> None:
+    """Raise :class:`SchemaProblem` if any part of ``value`` nests deeper than ``limit``."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        x, depth = stack.pop()
+        if isinstance(x, (dict, list)):
+            if depth >= limit:
+                raise SchemaProblem(f"the JSON is nested more than {MAX_NESTING} levels deep")
+            for y in x.values() if isinstance(x, dict) else x:
+                if isinstance(y, (dict, list)):
+                    stack.append((y, depth + 1))
 
 
 def validate(doc: Any, version: int) -> None:
@@ -510,6 +536,11 @@ def load_json(data: bytes) -> Any:
         )
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise SchemaProblem(
+            f"the JSON is nested more than {MAX_NESTING} levels deep (so deep that the parser "
+            "gave up); pytest-gpuperf never writes that"
+        ) from None
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
         if e.pos >= len(text.rstrip()) or _ends_early(text):

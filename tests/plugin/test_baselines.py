@@ -94,13 +94,22 @@ def test_corrupt_baseline_is_a_clear_error_and_is_left_untouched(
     pytester.makepyfile(test_spin=BENCH)
     path = pytester.path / ".gpuperf" / "baselines" / "main.json"
     path.parent.mkdir(parents=True)
-    path.write_text('{"schema": "pytest-gpuperf/baseline", "schema_version": 2, "bench')
-    before = path.read_bytes()
-    for args in (["--gpuperf-baseline=main"], ["--gpuperf-save=main"]):
-        result = run(pytester, *args)
-        assert result.ret == pytest.ExitCode.USAGE_ERROR
-        result.stderr.fnmatch_lines([f"*{path}*"])
-        assert path.read_bytes() == before
+    for text in (
+        '{"schema": "pytest-gpuperf/baseline", "schema_version": 2, "bench',
+        # issue 12, defect 7: nested 100,000 levels, an INTERNALERROR with a RecursionError
+        '{"schema": "pytest-gpuperf/baseline", "schema_version": 2, "x": '
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}",
+    ):
+        path.write_text(text)
+        before = path.read_bytes()
+        for args in (["--gpuperf-baseline=main"], ["--gpuperf-save=main"]):
+            result = run(pytester, *args)
+            assert result.ret == pytest.ExitCode.USAGE_ERROR
+            result.stderr.fnmatch_lines([f"*{path}*cannot be used*"])
+            assert "RecursionError" not in result.stderr.str() + result.stdout.str()
+            assert path.read_bytes() == before
 
 
 def test_fail_on_inconclusive(pytester: pytest.Pytester) -> None:

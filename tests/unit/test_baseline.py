@@ -561,6 +561,40 @@ def test_a_reader_whose_segment_vanished_reads_the_index_again(
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
 
 
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [100_000, 200])
+@pytest.mark.parametrize("where", ["one-file", "index", "segment"])
+def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error(
+    store: BaselineStore, tmp_path: Path, depth: int, where: str
+) -> None:
+    """A ``meta`` nested 100,000 levels deep raised RecursionError (issue 12, defect 7)."""
+    store.save("main", [make_result(run_id="a")], meta={"git_sha": "abc"}, now=T0)
+    if where == "one-file":
+        store.path("main").write_text(
+            _valid_text(tmp_path).replace('"git_sha": "abc"', f'"git_sha": {_nested(depth)}', 1)
+        )
+        target = store.path("main")
+    elif where == "index":
+        target = store.path("main")
+        target.write_text(
+            target.read_text().replace('"round_ms": 5.0', f'"round_ms": {_nested(depth)}', 1)
+        )
+    else:
+        [target] = _segments(store)
+        target.write_text(
+            target.read_text().replace('"git_sha": "abc"', f'"git_sha": {_nested(depth)}', 1)
+        )
+    before = store_files(store)
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert str(target) in msg and "nested more than 32 levels deep" in msg, msg
+    assert store_files(store) == before
+
+
 def test_an_unreadable_path_is_an_error_not_a_crash(store: BaselineStore) -> None:
     store.path("main").mkdir(parents=True)  # a directory where the file should be
     with pytest.raises(BaselineError, match=r"main\.json is a folder, not a baseline file"):

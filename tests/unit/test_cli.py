@@ -206,10 +206,15 @@ def test_corrupt_and_foreign_files(
     foreign.write_text(json.dumps({"benchmarks": []}))
     garbage = tmp_path / "garbage.json"
     garbage.write_text("not json")
+    deep = tmp_path / "deep.json"  # issue 12, defect 7: a RecursionError exited 1, "a regression"
+    deep.write_text(
+        '{"schema": "pytest-gpuperf/results", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    )
     for path, words in (
         (corrupt, "cannot be used"),
         (foreign, "is neither a pytest-gpuperf baseline nor a results file"),
         (garbage, "is not a JSON file"),
+        (deep, "nested more than 32 levels deep"),
     ):
         code, _ = run("compare", "main", str(path), "--dir", str(bdir))
         err = capsys.readouterr().err
