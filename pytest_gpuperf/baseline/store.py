@@ -39,6 +39,7 @@ from pytest_gpuperf.errors import (
     BaselineError,
     BaselineLocked,
     UnknownBaseline,
+    UnsafePath,
 )
 from pytest_gpuperf.filelock import LockTimeout, locked
 from pytest_gpuperf.fingerprint import BUILTIN_KEYS, content_id, fingerprint, fingerprint_id
@@ -379,6 +380,8 @@ class BaselineStore:
                 yield
         except LockTimeout as e:
             raise BaselineLocked(str(e)) from None
+        except UnsafePath as e:
+            raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
         except OSError as e:  # disk full, read-only, no locks on this file system, ...
             raise BaselineError(
                 f"cannot {action} baseline file {files.index}: {e.strerror or e}. "

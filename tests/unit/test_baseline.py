@@ -847,6 +847,20 @@ def test_a_failed_rename_leaves_the_old_file_and_no_litter(
     ]
 
 
+def test_a_symlink_planted_as_the_baseline_lock_truncates_nothing(
+    store: BaselineStore, tmp_path: Path
+) -> None:
+    """.NAME.json.lock followed a symbolic link and truncated its target (defect 1)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    store.root.mkdir(parents=True)
+    (store.root / ".main.json.lock").symlink_to(victim)
+    with pytest.raises(BaselineError, match=r"\.main\.json\.lock is a symbolic link"):
+        store.save("main", [make_result()], now=T0)
+    assert victim.read_text() == "precious"
+    assert not store.exists("main")
+
+
 def test_a_held_lock_times_out_with_a_clear_error(store: BaselineStore) -> None:
     store.save("main", [make_result()], now=T0)
     slow = BaselineStore(store.root, lock_timeout=0.1)
