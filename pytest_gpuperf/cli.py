@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.filelock import DEFAULT_TIMEOUT_S
 
 #: Exit codes, as documented in --help and docs/ci.md.
 OK = 0
@@ -215,7 +216,14 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
             "prune needs what to remove: --keep-runs N, --fingerprint ID and/or --before DATE"
         )
     before = _parse_date(args.before) if args.before else None
-    summary = BaselineStore(args.dir).prune(
+
+    def waiting(text: str) -> None:
+        print(
+            f"pytest-gpuperf prune: {text} (waiting up to {args.lock_timeout:g} s)", file=sys.stderr
+        )
+
+    store = BaselineStore(args.dir, lock_timeout=args.lock_timeout, on_wait=waiting)
+    summary = store.prune(
         args.name,
         keep_runs=args.keep_runs,
         fingerprint_id=args.fingerprint,
@@ -278,6 +286,16 @@ def _probability(text: str) -> float:
         return probability(text)
     except OptionValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = 0.0
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return x
 
 
 def _positive_int(text: str) -> int:
@@ -360,6 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="say per environment what would be removed, and change nothing",
+    )
+    p.add_argument(
+        "--lock-timeout",
+        type=_positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long to wait while another process saves into the baseline "
+        f"(default {DEFAULT_TIMEOUT_S:g}, as --gpuperf-lock-timeout)",
     )
     p.set_defaults(func=cmd_prune)
 

@@ -78,6 +78,9 @@ class LockTimeout(TimeoutError):
         )
 
 
+#: How long to wait for a lock unless told otherwise (``--gpuperf-lock-timeout``): a long
+#: benchmark session on a shared GPU may hold it for minutes, and the wait says who holds it.
+DEFAULT_TIMEOUT_S = 1800.0
 #: True where :func:`locked` really excludes other processes.
 SUPPORTED = fcntl is not None or msvcrt is not None
 #: A lock file is never longer than this; a longer file is not one, and is never written.
@@ -107,7 +110,7 @@ def holder_text(owner: str | None = None) -> str:
 def locked(
     path: Path,
     *,
-    timeout: float = 60.0,
+    timeout: float = DEFAULT_TIMEOUT_S,
     poll: float = 0.05,
     on_wait: OnWait | None = None,
     owner: str | None = None,

@@ -44,7 +44,7 @@ def _safe(name: str) -> str:
 def device_lock(
     device_key: str,
     *,
-    timeout_s: float = 1800.0,
+    timeout_s: float = filelock.DEFAULT_TIMEOUT_S,
     on_wait: filelock.OnWait | None = None,
     owner: str | None = None,
 ) -> Iterator[None]:

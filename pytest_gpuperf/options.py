@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf import baseline
+from pytest_gpuperf import baseline, filelock
 
 if TYPE_CHECKING:
     import pytest
@@ -215,8 +215,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "lock_timeout",
         positive_float,
-        1800.0,
-        "seconds to wait for a GPU that another process is measuring on (one at a time per GPU)",
+        filelock.DEFAULT_TIMEOUT_S,
+        "seconds to wait for a GPU that another process is measuring on (one at a time per "
+        "GPU), and for a baseline that another process is saving into",
         metavar="SECONDS",
     ),
     # --- per benchmark -----------------------------------------------------

@@ -151,18 +151,31 @@ class GpuPerfSession:
             display_params=tuple((k, format_param(v)) for k, v in params.items()),
             disabled=bool(self.cfg["disable"]),
             environment=self._environment,
-            lock=self._lock,
+            lock=lambda: self._lock(item.nodeid),
             probes=self._probes(device),
             phase_range=self._phase_range(device),
         )
         return GpuBench(ctx)
 
-    def _lock(self) -> contextlib.AbstractContextManager[object]:
+    def _lock(self, nodeid: str) -> contextlib.AbstractContextManager[object]:
+        """The device's lock for measuring ``nodeid``; a progress line while another holds it."""
         from pytest_gpuperf.locks import device_key, device_lock
 
         if self._device_key is None:
             self._device_key = device_key(self.ensure_device())
-        return device_lock(self._device_key, timeout_s=float(self.cfg["lock_timeout"]))
+        return device_lock(
+            self._device_key,
+            timeout_s=float(self.cfg["lock_timeout"]),
+            owner=nodeid,
+            on_wait=self._progress().task,
+        )
+
+    def _progress(self) -> Progress:
+        if self.progress is None:
+            from pytest_gpuperf.progress import Progress
+
+            self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
+        return self.progress
 
     def _environment(self) -> dict[str, Any]:
         from pytest_gpuperf.environment import collect_environment
@@ -185,14 +198,10 @@ class GpuPerfSession:
         from pytest_gpuperf.artifacts.capture import should_capture
         from pytest_gpuperf.gate import Judgement, warn_inconclusive
 
-        if self.progress is None:
-            from pytest_gpuperf.progress import Progress
-
-            self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
         judgement = Judgement()
         if self.gate is not None:
             judgement = self.gate.judge(
-                item, results, device=self.ensure_device(), progress=self.progress
+                item, results, device=self.ensure_device(), progress=self._progress()
             )
             warn_inconclusive(item, judgement.warnings)
         failed = bool(judgement.failures)
@@ -382,7 +391,13 @@ class GpuPerfSession:
         from pytest_gpuperf.gate import run_meta, save
 
         try:
-            self.saved = save(self.config, self.cfg, self.results, meta=run_meta(self.config))
+            self.saved = save(
+                self.config,
+                self.cfg,
+                self.results,
+                meta=run_meta(self.config),
+                progress=self._progress(),
+            )
         except BaselineError as e:
             self.save_error = str(e)
             if session.exitstatus == 0:

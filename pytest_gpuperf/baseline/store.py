@@ -41,7 +41,7 @@ from pytest_gpuperf.errors import (
     UnknownBaseline,
     UnsafePath,
 )
-from pytest_gpuperf.filelock import LockTimeout, locked
+from pytest_gpuperf.filelock import DEFAULT_TIMEOUT_S, LockTimeout, OnWait, locked
 from pytest_gpuperf.fingerprint import BUILTIN_KEYS, content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import Result
 
@@ -168,9 +168,19 @@ class Overview:
 class BaselineStore:
     """The baselines of one directory: ``NAME.json`` each (see :mod:`.layout`)."""
 
-    def __init__(self, root: str | Path, *, lock_timeout: float = 60.0):
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        lock_timeout: float = DEFAULT_TIMEOUT_S,
+        on_wait: OnWait | None = None,
+    ):
+        """``lock_timeout``: how long a save, prune or delete waits for another one's lock;
+        ``on_wait(text)`` is told once when it has to wait, with who holds the lock (what it
+        returns, if a context manager, lasts while waiting: a progress line)."""
         self.root = Path(root)
         self.lock_timeout = lock_timeout
+        self.on_wait = on_wait
 
     def __repr__(self) -> str:
         return f"BaselineStore({str(self.root)!r})"
@@ -374,12 +384,28 @@ class BaselineStore:
     @contextlib.contextmanager
     def _locked(self, files: layout.Files, action: str) -> Iterator[None]:
         """Hold the baseline's lock; turn lock and file-system failures into clear errors."""
+        name = files.stem
+        on_wait = self.on_wait
+
+        def told(holder: str) -> Any:
+            if on_wait is not None:
+                return on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
+            return None
+
         try:
-            with locked(files.lock, timeout=self.lock_timeout):
+            with locked(
+                files.lock,
+                timeout=self.lock_timeout,
+                on_wait=told,
+                owner=f"{action} baseline {name}",
+            ):
                 layout.remove_temporaries(files)
                 yield
         except LockTimeout as e:
-            raise BaselineLocked(str(e)) from None
+            raise BaselineLocked(
+                f"{e} (--gpuperf-lock-timeout, or the command's --lock-timeout, sets how long "
+                "to wait)"
+            ) from None
         except UnsafePath as e:
             raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
         except OSError as e:  # disk full, read-only, no locks on this file system, ...

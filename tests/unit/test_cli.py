@@ -273,6 +273,21 @@ def test_prune_dry_run_changes_nothing_and_combines_selectors(bdir: Path) -> Non
     assert code == cli.OK and "removed 12 of 32 run(s)" in out
 
 
+def test_prune_says_who_holds_the_lock_and_waits_as_long_as_told(
+    bdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_gpuperf.filelock import locked
+
+    with locked(bdir / ".main.json.lock", owner="saving into baseline main"):
+        code, _ = run(
+            "prune", "main", "--keep-runs", "1", "--lock-timeout", "0.2", "--dir", str(bdir)
+        )
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR
+    assert "waiting for baseline 'main': it is locked by pid" in err
+    assert "saving into baseline main for 0.2 s" in err and "--lock-timeout" in err
+
+
 @pytest.mark.parametrize("fmt", ["markdown", "html", "pytest-benchmark"])
 def test_export_a_baseline(bdir: Path, tmp_path: Path, fmt: str) -> None:
     code, out = run("export", "main", "--format", fmt, "--dir", str(bdir))
