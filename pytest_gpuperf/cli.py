@@ -71,6 +71,8 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
     store = BaselineStore(args.dir)
     names = store.names()
+    for path, why in store.strays():
+        print(f"{path} is not a baseline: {why}", file=sys.stderr)
     if not names:
         print(f"no baselines in {args.dir} (create one with pytest --gpuperf-save=NAME)", file=out)
         return OK

@@ -68,10 +68,27 @@ NAME_RULE = (
 
 
 def check_name(name: str) -> str:
-    """``name`` if it is a valid baseline name, else :class:`InvalidBaselineName`."""
+    """``name`` if it is a valid baseline name, else :class:`InvalidBaselineName`.
+
+    A name ending in ``.json`` is refused: the file would be ``main.json.json``.
+    """
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InvalidBaselineName(f"invalid baseline name {name!r}: {NAME_RULE}")
+    if name.lower().endswith(".json"):
+        raise InvalidBaselineName(
+            f"invalid baseline name {name!r}: give the name without .json: use "
+            f"{name[:-5]!r} (its file is {name[:-5]}.json)"
+        )
     return name
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` is a valid baseline name (:func:`check_name` would accept it)."""
+    try:
+        check_name(text)
+    except InvalidBaselineName:
+        return False
+    return True
 
 
 _LAZY = {

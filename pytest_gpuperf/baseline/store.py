@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.baseline import DEFAULT_KEEP_RUNS, NAME_PATTERN, check_name, layout, schema
+from pytest_gpuperf.baseline import (
+    DEFAULT_KEEP_RUNS,
+    NAME_RULE,
+    check_name,
+    is_name,
+    layout,
+    schema,
+)
 from pytest_gpuperf.baseline.records import (
     Baseline,
     record_from_result,
@@ -189,11 +196,22 @@ class BaselineStore:
         """Names of the baselines in the directory, sorted (none if it does not exist)."""
         if not self.root.is_dir():
             return []
-        return sorted(
-            p.stem
-            for p in self.root.glob("*.json")
-            if p.is_file() and NAME_PATTERN.fullmatch(p.stem)
-        )
+        return sorted(p.stem for p in self.root.glob("*.json") if p.is_file() and is_name(p.stem))
+
+    def strays(self) -> list[tuple[Path, str]]:
+        """JSON files in the folder that look like baselines but cannot be one, with why."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for p in sorted(self.root.glob("*.json")):
+            if p.name.startswith(".") or not p.is_file() or is_name(p.stem):
+                continue
+            if p.stem.lower().endswith(".json") and is_name(p.stem[:-5]):
+                why = f"a baseline name has no .json: rename {p.name} to {p.stem}"
+            else:
+                why = f"{p.stem!r} is not a baseline name ({NAME_RULE})"
+            out.append((p, why))
+        return out
 
     def files(self, name: str) -> layout.Files:
         return layout.Files(self.root, check_name(name))

@@ -233,6 +233,17 @@ def test_invalid_names_are_refused(store: BaselineStore, name: str) -> None:
     assert not store.root.exists()
 
 
+def test_a_name_ending_in_json_is_refused_with_the_name_to_use(store: BaselineStore) -> None:
+    """--gpuperf-save=main.json made main.json.json, listed as main.json, which show could not
+    open (issue 12, defect 14)."""
+    with pytest.raises(InvalidBaselineName, match=r"'main\.json'.* without \.json: use 'main'"):
+        store.save("main.json", [make_result()], now=T0)
+    assert not store.root.exists()
+    store.root.mkdir()
+    (store.root / "main.json.json").write_text("{}")  # left by an older version
+    assert store.names() == []
+
+
 def test_unknown_name_lists_the_existing_ones(store: BaselineStore) -> None:
     store.save("main", [make_result()], now=T0)
     store.save("nightly", [make_result()], now=T0)

@@ -96,6 +96,18 @@ def test_list_reports_a_corrupt_baseline_and_lists_the_rest(
     assert "broken.json cannot be used" in err and "Traceback" not in err
 
 
+def test_list_points_at_a_file_whose_name_is_not_a_baseline_name(
+    bdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (bdir / "main.json").rename(bdir / "old.json.json")
+    code, out = run("list", "--dir", str(bdir))
+    assert code == cli.OK
+    err = capsys.readouterr().err
+    assert "old.json" not in out
+    assert "old.json.json is not a baseline: a baseline name has no .json" in err
+    assert "rename old.json.json to old.json" in err
+
+
 def test_show(bdir: Path) -> None:
     code, out = run("show", "main", "--dir", str(bdir))
     assert code == cli.OK
