@@ -211,6 +211,50 @@ def load(files: Files) -> tuple[dict[str, Any], int]:
 # --- writing (under the baseline's lock) ---------------------------------------------
 
 
+def check_writable(files: Files) -> None:
+    """Raise :class:`BaselineError` if a save into ``files`` cannot, or must not, happen.
+
+    The folder (or the nearest of its parents that exists) must be a writable
+    folder; ``NAME.json`` and ``NAME.runs`` must not be symbolic links (a save
+    replaces the index, so a link would be replaced instead of its target
+    updated, and segments would be written wherever a link points), nor of the
+    wrong kind. Nothing is created.
+    """
+    folder = files.root
+    existing = folder
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BaselineError(
+            f"cannot save into baseline folder {folder}: {existing} is a file, not a folder; "
+            "point --gpuperf-baseline-dir (the CLI's --dir) at a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BaselineError(
+            f"cannot save into baseline folder {folder}: {existing} is not writable (permissions "
+            "or a read-only file system); point --gpuperf-baseline-dir at a folder you can write"
+        )
+    for path, kind in ((files.index, "file"), (files.runs_dir, "folder")):
+        if path.is_symlink():
+            target = os.readlink(path)
+            raise BaselineError(
+                f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
+                f"{target}); a save would replace the link, not update what it points to. Point "
+                "--gpuperf-baseline-dir at the folder that holds the real files, or replace the "
+                f"link by its {kind}."
+            )
+    if files.index.exists() and not files.index.is_file():
+        raise BaselineError(
+            f"{files.index} is a folder, not a baseline file; move it away (the baseline of that "
+            "name is written there)"
+        )
+    if files.runs_dir.exists() and not files.runs_dir.is_dir():
+        raise BaselineError(
+            f"cannot save into baseline {files.stem!r}: {files.runs_dir} is not a folder (a "
+            "baseline's runs are kept there); move it away"
+        )
+
+
 def segment_id(stamp: str, runs: Mapping[str, Any]) -> str:
     """``20251129T193800Z-1a2b3c4d``: the save's time (so names sort by it) and content."""
     when = _dt.datetime.fromisoformat(stamp).astimezone(_dt.timezone.utc)

@@ -256,6 +256,7 @@ class BaselineStore:
         Cheap (the runs are not read): the check a session makes before measuring.
         """
         files = self.files(name)
+        layout.check_writable(files)
         if files.index.exists():
             self._read_index(name, files)
 
@@ -350,7 +351,9 @@ class BaselineStore:
         if not new_runs:
             return SaveSummary(name, path, False, 0, 0, 0, (), keep_runs, None, tuple(skipped))
 
+        layout.check_writable(files)
         with self._locked(files, "save into"):
+            layout.check_writable(files)
             created = not path.exists()
             if created:
                 index: dict[str, Any] = empty_index(name, stamp)
@@ -435,7 +438,9 @@ class BaselineStore:
     def delete(self, name: str) -> Path:
         """Remove baseline ``name`` (its index and its runs); :class:`UnknownBaseline` if none."""
         files = self._existing(name)
+        layout.check_writable(files)
         with self._locked(files, "delete"):
+            layout.check_writable(files)
             if not files.index.exists():  # deleted by another process meanwhile
                 raise UnknownBaseline(name, str(self.root), self.names())
             files.index.unlink()
@@ -470,7 +475,9 @@ class BaselineStore:
             raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
         files = self._existing(name)
         key_set = set(keys) if keys is not None else None
+        layout.check_writable(files)
         with self._locked(files, "prune"):
+            layout.check_writable(files)
             index, version = self._read_index(name, files)
             if version <= schema.DOCUMENT_VERSION and not dry_run:
                 index = layout.index_from_document(files, index)

@@ -112,6 +112,24 @@ def test_corrupt_baseline_is_a_clear_error_and_is_left_untouched(
             assert path.read_bytes() == before
 
 
+def test_a_save_that_cannot_happen_stops_before_measuring(pytester: pytest.Pytester) -> None:
+    """The baseline folder is a file: this was found only after measuring (defect 15)."""
+    pytester.makepyfile(
+        test_spin="""
+        import pathlib
+
+        def test_spin(gpu_bench):
+            pathlib.Path("measured").touch()
+            gpu_bench(sum, range(10))
+        """
+    )
+    (pytester.path / "not-a-folder").write_text("")
+    result = run(pytester, "--gpuperf-baseline-dir=not-a-folder", "--gpuperf-save=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*not-a-folder is a file, not a folder*"])
+    assert not (pytester.path / "measured").exists()
+
+
 def test_fail_on_inconclusive(pytester: pytest.Pytester) -> None:
     """A run that never settles cannot be judged: a warning by default, a failure on request."""
     pytester.makepyfile(

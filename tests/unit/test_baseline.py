@@ -872,6 +872,54 @@ def test_a_symlink_planted_as_the_baseline_lock_truncates_nothing(
     assert not store.exists("main")
 
 
+@pytest.mark.parametrize(
+    "setup, problem",
+    [
+        ("folder-is-a-file", r"baselines is a file, not a folder; point --gpuperf-baseline-dir"),
+        ("parent-is-a-file", r"parent is a file, not a folder"),
+        ("index-is-a-folder", r"main\.json is a folder, not a baseline file"),
+        ("runs-is-a-file", r"main\.runs is not a folder"),
+        ("index-is-a-symlink", r"main\.json is a symbolic link \(to .*elsewhere\.json\)"),
+        ("runs-is-a-symlink", r"main\.runs is a symbolic link"),
+    ],
+)
+def test_check_before_measuring_finds_what_would_stop_a_save(
+    tmp_path: Path, setup: str, problem: str
+) -> None:
+    """A baseline folder that is a file and a NAME.json that is a folder were only found after
+    measuring (defect 15); a NAME.json symlink was replaced by a file (defect 12)."""
+    root = tmp_path / "baselines"
+    if setup == "folder-is-a-file":
+        root.write_text("")
+    elif setup == "parent-is-a-file":
+        (tmp_path / "parent").write_text("")
+        root = tmp_path / "parent" / "baselines"
+    else:
+        BaselineStore(root).save("main", [make_result()], now=T0)
+        index, runs = root / "main.json", root / "main.runs"
+        if setup == "index-is-a-folder":
+            index.unlink()
+            index.mkdir()
+        elif setup == "runs-is-a-file":
+            for f in runs.iterdir():
+                f.unlink()
+            runs.rmdir()
+            runs.write_text("")
+        elif setup == "index-is-a-symlink":
+            index.rename(tmp_path / "elsewhere.json")
+            index.symlink_to(tmp_path / "elsewhere.json")
+        else:
+            runs.rename(tmp_path / "elsewhere.runs")
+            runs.symlink_to(tmp_path / "elsewhere.runs")
+    store = BaselineStore(root)
+    before = sorted((str(p), p.is_symlink()) for p in tmp_path.rglob("*"))
+    with pytest.raises(BaselineError, match=problem):
+        store.check("main")
+    with pytest.raises(BaselineError, match=problem):
+        store.save("main", [make_result(run_id="new")], now=T0)
+    assert sorted((str(p), p.is_symlink()) for p in tmp_path.rglob("*")) == before
+
+
 def test_a_held_lock_times_out_with_a_clear_error(store: BaselineStore) -> None:
     store.save("main", [make_result()], now=T0)
     slow = BaselineStore(store.root, lock_timeout=0.1)
