@@ -167,6 +167,9 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting.terminal import render
 
     policy = _policy(args)
+    for option, path in (("--markdown", args.markdown), ("--html", args.html)):
+        if path:
+            _check_output(option, path, args)
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
     outcome = compare(reference, candidate, policy)
@@ -193,21 +196,29 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
 def _write_reports(
     args: argparse.Namespace, results: list[Any], histories: dict[str, Any], baseline: str
 ) -> None:
-    from pytest_gpuperf.fileio import atomic_write_text
     from pytest_gpuperf.reporting import html, markdown
 
     if args.markdown:
-        _write(args.markdown, markdown.render(results, baseline=baseline), atomic_write_text)
+        _write("--markdown", args.markdown, markdown.render(results, baseline=baseline), args)
     if args.html:
         text = html.render(results, histories=histories, baseline=baseline)
-        _write(args.html, text, atomic_write_text)
+        _write("--html", args.html, text, args)
 
 
-def _write(path: str, text: str, writer: Any) -> None:
+def _check_output(option: str, path: str, args: argparse.Namespace) -> None:
+    """Before any work: ``path`` may be written (never a baseline, see fileio.output_target)."""
+    from pytest_gpuperf.fileio import output_target
+
+    output_target(path, what=option, baseline_dirs=[Path(args.dir)])
+
+
+def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
+    from pytest_gpuperf.fileio import write_output
+
     try:
-        writer(Path(path), text)
+        write_output(path, text, what=option, baseline_dirs=[Path(args.dir)])
     except OSError as e:
-        raise UsageProblem(f"cannot write {path}: {e.strerror or e}") from None
+        raise UsageProblem(f"{option}: cannot write {path}: {e.strerror or e}") from None
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
@@ -249,9 +260,10 @@ def _parse_date(text: str) -> _dt.datetime:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.compare import latest
-    from pytest_gpuperf.fileio import atomic_write_text
     from pytest_gpuperf.reporting import export, html, markdown
 
+    if args.output not in (None, "-"):
+        _check_output("-o", args.output, args)
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
     if args.format == "markdown":
@@ -264,7 +276,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     if args.output in (None, "-"):
         out.write(text)
     else:
-        _write(args.output, text, atomic_write_text)
+        _write("-o", args.output, text, args)
         print(f"{args.format} written to {args.output}", file=sys.stderr)
     return OK
 

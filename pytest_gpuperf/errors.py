@@ -42,6 +42,13 @@ class UnsafePath(GpuPerfError):
     __module__ = "pytest_gpuperf"
 
 
+class OutputError(GpuPerfError):
+    """An output file (``--gpuperf-json``, a report, ``export -o``) that must not or cannot
+    be written there; the message names the option, the path and what to do."""
+
+    __module__ = "pytest_gpuperf"
+
+
 class GpuPerfWarning(UserWarning):
     """Base of the plugin's warnings (noisy or unstable results, missing tools)."""
 

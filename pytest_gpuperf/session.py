@@ -66,6 +66,7 @@ class GpuPerfSession:
         self.gate: Gate | None = None
         self.saved: str | None = None
         self.save_error: str | None = None
+        self.output_error: str | None = None
         self.ci: CiOutputs | None = None
         self.progress: Progress | None = None
         # telemetry and NVTX (issue 4): made on first use, see _probes / _phase_range
@@ -75,22 +76,41 @@ class GpuPerfSession:
         self._open_baselines()
 
     def _open_baselines(self) -> None:
-        """Fail fast, before measuring anything, on a baseline that cannot be used."""
+        """Fail fast, before measuring anything, on a baseline that cannot be used, a save
+        that cannot happen, or an output file that cannot or must not be written."""
         if self.child:
             return
-        from pytest_gpuperf.errors import BaselineError
+        from pytest_gpuperf.errors import BaselineError, OutputError
 
         try:
             if self.cfg["baseline"]:
                 from pytest_gpuperf.gate import Gate
 
                 self.gate = Gate.load(self.config, self.cfg)
-            if self.cfg["save"] and not is_worker(self.config):
-                from pytest_gpuperf.gate import check_save_target
+            if not is_worker(self.config):
+                if self.cfg["save"]:
+                    from pytest_gpuperf.gate import check_save_target
 
-                check_save_target(self.config, self.cfg)
-        except BaselineError as e:
+                    check_save_target(self.config, self.cfg)
+                from pytest_gpuperf.fileio import output_target
+
+                for option, path in self._outputs():
+                    output_target(path, what=option, baseline_dirs=self._baseline_dirs())
+        except (BaselineError, OutputError) as e:
             raise pytest.UsageError(str(e)) from None
+
+    def _outputs(self) -> list[tuple[str, str]]:
+        """(option, path) of every output file this session writes."""
+        return [
+            (f"--gpuperf-{name}", str(self.cfg[name]))
+            for name in ("json", "markdown", "html")
+            if self.cfg[name]
+        ]
+
+    def _baseline_dirs(self) -> list[Path]:
+        from pytest_gpuperf.gate import baseline_dir
+
+        return [baseline_dir(self.config, self.cfg)]
 
     # --- collection --------------------------------------------------------
 
@@ -349,7 +369,8 @@ class GpuPerfSession:
             self._write_ci_outputs()
         path = self.cfg["json"]
         if path:
-            from pytest_gpuperf.fileio import atomic_write_text
+            from pytest_gpuperf.errors import OutputError
+            from pytest_gpuperf.fileio import write_output
             from pytest_gpuperf.reporting import json_report
 
             doc = json_report.build(
@@ -369,7 +390,18 @@ class GpuPerfSession:
                     "gpu_state": self.gpu_state,
                 },
             )
-            atomic_write_text(Path(path), json_report.dumps(doc))
+            try:
+                write_output(
+                    path,
+                    json_report.dumps(doc),
+                    what="--gpuperf-json",
+                    baseline_dirs=self._baseline_dirs(),
+                )
+            except (OutputError, OSError) as e:
+                why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+                self.output_error = f"the results were NOT written to {path}: {why}"
+                if session.exitstatus == 0:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _write_ci_outputs(self) -> None:
         """Markdown, HTML, GitHub step summary and annotations (reporting/ci.py)."""
@@ -384,6 +416,7 @@ class GpuPerfSession:
             env=os.environ,
             rootdir=self.config.rootpath,
             fingerprint_extra=fingerprint_extra(self.config) or None,
+            baseline_dirs=self._baseline_dirs(),
         )
 
     def _save(self, session: pytest.Session) -> None:
@@ -429,7 +462,9 @@ class GpuPerfSession:
             for line in self.ci.annotations:  # GitHub reads these at the start of a line
                 tr.write_line(line)
         path = self.cfg["json"]
-        if path and self.results:
+        if self.output_error:
+            tr.write_line(f"gpuperf: {self.output_error}", red=True)
+        elif path and self.results:
             tr.write_line(f"results written to {path}")
 
 

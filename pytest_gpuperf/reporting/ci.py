@@ -57,11 +57,17 @@ def artifact_href(html_path: Path, rootdir: Path) -> Any:
     return href
 
 
-def _write(path: Path, text: str, what: str, out: CiOutputs) -> None:
-    from pytest_gpuperf.fileio import atomic_write_text
+def _write(
+    path: Path, text: str, what: str, option: str, out: CiOutputs, baseline_dirs: Sequence[Path]
+) -> None:
+    from pytest_gpuperf.errors import OutputError
+    from pytest_gpuperf.fileio import write_output
 
     try:
-        atomic_write_text(path, text)
+        write_output(path, text, what=option, baseline_dirs=baseline_dirs)
+    except OutputError as e:
+        out.errors.append(f"cannot write the {what} to {path}: {e}")
+        return
     except OSError as e:
         out.errors.append(f"cannot write the {what} to {path}: {e.strerror or e}")
         return
@@ -77,6 +83,7 @@ def write_ci_outputs(
     rootdir: Path | None = None,
     fingerprint_extra: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    baseline_dirs: Sequence[Path] = (),
 ) -> CiOutputs:
     """Write ``--gpuperf-markdown``, ``--gpuperf-html`` and, under GitHub Actions (per
     ``--gpuperf-github``), append to ``$GITHUB_STEP_SUMMARY`` and return the annotations.
@@ -84,7 +91,8 @@ def write_ci_outputs(
     ``baseline`` is the one the session compared with (its stored runs feed
     the HTML plots); ``env`` the process environment; ``rootdir`` pytest's
     rootdir (test and artifact paths are relative to it); relative report
-    paths are taken from ``cwd`` (the current directory, as ``--junitxml``).
+    paths are taken from ``cwd`` (the current directory, as ``--junitxml``);
+    ``baseline_dirs`` are never written into (nor is any baseline file).
     """
     from pytest_gpuperf.reporting import github, html, markdown
     from pytest_gpuperf.reporting.history import histories
@@ -98,7 +106,8 @@ def write_ci_outputs(
         return out
     md_path = settings["markdown"]
     if md_path:
-        _write(here / md_path, markdown.render(results, baseline=name), "Markdown report", out)
+        text = markdown.render(results, baseline=name)
+        _write(here / md_path, text, "Markdown report", "--gpuperf-markdown", out, baseline_dirs)
     html_path = settings["html"]
     if html_path:
         target = here / html_path
@@ -108,7 +117,7 @@ def write_ci_outputs(
             baseline=name,
             artifact_href=artifact_href(target, root),
         )
-        _write(target, page, "HTML report", out)
+        _write(target, page, "HTML report", "--gpuperf-html", out, baseline_dirs)
     if github.enabled(str(settings["github"]), environ):
         summary_file = environ.get("GITHUB_STEP_SUMMARY")
         if summary_file:

@@ -207,3 +207,54 @@ def test_a_per_test_threshold_sets_how_large_a_slowdown_may_fail(pytester: pytes
     lenient = next(r for r in results if r["id"]["nodeid"].endswith("test_lenient"))
     assert lenient["gate"]["threshold"] == 0.9
     assert lenient["comparison"]["kind"] != "regression"
+
+
+def test_no_output_option_overwrites_a_baseline(pytester: pytest.Pytester) -> None:
+    """--gpuperf-json=.gpuperf/baselines/main.json replaced 44 saved runs with a results file
+    and exited 0 (issue 12, defect 2). Now the session stops before measuring."""
+    pytester.makepyfile(test_spin=BENCH)
+    assert run(pytester, "--gpuperf-save=main").ret == pytest.ExitCode.OK
+    folder = pytester.path / ".gpuperf" / "baselines"
+    before = sorted((str(p), p.read_bytes()) for p in folder.rglob("*") if p.is_file())
+    for option in ("json", "markdown", "html"):
+        result = run(
+            pytester, "--gpuperf-save=main", f"--gpuperf-{option}=.gpuperf/baselines/main.json"
+        )
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, option
+        result.stderr.fnmatch_lines(
+            [f"*--gpuperf-{option}: refusing to write *main.json: it is a pytest-gpuperf baseline*"]
+        )
+    assert sorted((str(p), p.read_bytes()) for p in folder.rglob("*") if p.is_file()) == before
+
+
+def test_an_unwritable_json_path_is_reported_and_the_rest_still_prints(
+    pytester: pytest.Pytester,
+) -> None:
+    """A write error of --gpuperf-json was a traceback that hid the table, the "saved" line and
+    the pass/fail line, although the baseline was saved (issue 12, defect 8)."""
+    pytester.makepyfile(test_spin=BENCH)
+    pytester.makeconftest(
+        """
+        import errno, os
+
+        real = os.replace
+
+        def replace(src, dst, *args, **kwargs):  # the file system turns read-only at the end
+            if str(dst).endswith("r.json"):
+                raise OSError(errno.EROFS, "Read-only file system")
+            return real(src, dst, *args, **kwargs)
+
+        os.replace = replace
+        """
+    )
+    result = run(pytester, "--gpuperf-save=ok", "--gpuperf-json=r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*= gpuperf =*",
+            "*saved 2 run(s) of 2 benchmark(s) into baseline 'ok'*",
+            "gpuperf: the results were NOT written to r.json: Read-only file system*",
+            "*2 passed*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -322,6 +323,67 @@ def test_export_a_run_file(tmp_path: Path) -> None:
     assert code == cli.OK
     names = {b["fullname"] for b in json.loads(out)["benchmarks"]}
     assert "tests/test_ops.py::test_mm[4096]@cuda-events" in names
+
+
+# --- output files never overwrite a baseline; links are written through (issue 12) ---------
+
+
+def _files(folder: Path) -> list[tuple[str, bytes]]:
+    return sorted((str(p), p.read_bytes()) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "main", "--format", "markdown", "-o", "{dir}/main.json"],
+        ["export", "main", "--format", "html", "-o", "{copy}"],
+        ["compare", "main", "pr", "--markdown", "{dir}/pr.json"],
+        ["compare", "main", "pr", "--html", "{dir}/main.runs/x.json"],
+        ["compare", "main", "pr", "--html", "{copy}"],
+    ],
+)
+def test_no_output_option_overwrites_a_baseline(
+    bdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """export -o and compare --markdown/--html pointed at a baseline replaced it (defect 2)."""
+    copy = tmp_path / "elsewhere" / "kept.json"  # a baseline outside the --dir folder
+    copy.parent.mkdir()
+    copy.write_bytes((bdir / "main.json").read_bytes())
+    before = _files(tmp_path)
+    args = [a.format(dir=bdir, copy=copy) for a in argv]
+    code, _ = run(*args, "--dir", str(bdir))
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR
+    assert "is a pytest-gpuperf baseline" in err and "choose another path" in err, err
+    assert _files(tmp_path) == before
+
+
+def test_an_output_that_is_a_symlink_is_written_through(bdir: Path, tmp_path: Path) -> None:
+    """export -o link.md replaced the link by a regular file (defect 12)."""
+    real = tmp_path / "reports" / "real.md"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    code, _ = run("export", "main", "--format", "markdown", "-o", str(link), "--dir", str(bdir))
+    assert code == cli.OK
+    assert link.is_symlink() and "gpuperf: main" in real.read_text()
+
+
+@pytest.mark.skipif(not hasattr(os, "lchown") or os.geteuid() != 0, reason="needs root (lchown)")
+def test_an_output_link_of_another_user_is_not_followed(
+    bdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link planted by someone else in a shared folder must not redirect a report."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = tmp_path / "report.md"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    code, _ = run("export", "main", "--format", "markdown", "-o", str(link), "--dir", str(bdir))
+    assert code == cli.INPUT_ERROR
+    assert "is a symbolic link of another user" in capsys.readouterr().err
+    assert victim.read_text() == "precious" and link.is_symlink()
 
 
 # --- the CLI is on the core only ------------------------------------------------------------
