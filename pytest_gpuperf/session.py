@@ -38,7 +38,11 @@ if TYPE_CHECKING:
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
 RESULTS_KEY = pytest.StashKey[list[Result]]()
+#: Set when the test function itself did not pass (it raised, failed, skipped).
+DID_NOT_PASS_KEY = pytest.StashKey[bool]()
 REPORT_ATTR = "gpuperf"
+#: On a call report whose test did not pass: its results are never saved into a baseline.
+NOT_SAVED_ATTR = "gpuperf_not_saved"
 
 
 def is_benchmark(item: pytest.Item) -> bool:
@@ -57,6 +61,8 @@ class GpuPerfSession:
         self.cfg = cfg
         self.device: str | None = None
         self.results: list[Result] = []
+        #: results of tests that did not pass: reported, never saved
+        self.not_saved: list[Result] = []
         workerinput = getattr(config, "workerinput", {})
         self.run_id = workerinput.get("gpuperf_run_id") or _new_run_id()
         self._device_key: str | None = None
@@ -211,7 +217,13 @@ class GpuPerfSession:
         A regression fails this test with the diagnosis first, then the verdict's
         explanation, then the captured artifacts (``--gpuperf-capture``).
         """
-        yield
+        try:
+            yield
+        except BaseException:
+            # The test's own failure (an assertion, a misused fixture, a skip): what it
+            # measured is reported, never saved as a baseline run.
+            item.stash[DID_NOT_PASS_KEY] = True
+            raise
         results = item.stash.get(RESULTS_KEY, None)
         if not results or self.child:
             return
@@ -338,12 +350,17 @@ class GpuPerfSession:
         report = yield
         if results:
             setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
+            if item.stash.get(DID_NOT_PASS_KEY, False):
+                setattr(report, NOT_SAVED_ATTR, True)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, REPORT_ATTR, None)
         if report.when == "call" and data:
-            self.results.extend(Result.from_dict(d) for d in data)
+            results = [Result.from_dict(d) for d in data]
+            self.results.extend(results)
+            if getattr(report, NOT_SAVED_ATTR, False):
+                self.not_saved.extend(results)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         cfg = self.cfg
@@ -423,14 +440,27 @@ class GpuPerfSession:
         from pytest_gpuperf.errors import BaselineError
         from pytest_gpuperf.gate import run_meta, save
 
+        failed = {id(r) for r in self.not_saved}
+        results = [r for r in self.results if id(r) not in failed]
+        note = ""
+        if self.not_saved:
+            tests = sorted({r.id.nodeid.rsplit("::", 1)[-1] for r in self.not_saved})
+            note = (
+                f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
+                f"({', '.join(tests)})"
+            )
+        if not results:
+            self.saved = f"baseline {self.cfg['save']!r}: nothing saved{note}"
+            return
         try:
             self.saved = save(
                 self.config,
                 self.cfg,
-                self.results,
+                results,
                 meta=run_meta(self.config),
                 progress=self._progress(),
             )
+            self.saved += note
         except BaselineError as e:
             self.save_error = str(e)
             if session.exitstatus == 0:

@@ -258,3 +258,44 @@ def test_an_unwritable_json_path_is_reported_and_the_rest_still_prints(
         ]
     )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_results_of_tests_that_did_not_pass_are_not_saved(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
+    """gpu_bench(...); assert False with --gpuperf-save printed "2 failed", then "saved 2
+    run(s)" (issue 12, defect 3)."""
+    pytester.makepyfile(
+        test_mixed="""
+        import pytest
+
+        def test_ok(gpu_bench):
+            gpu_bench(sum, range(10))
+
+        def test_own_assertion(gpu_bench):
+            gpu_bench(sum, range(10))
+            assert False, "the result is wrong"
+
+        def test_misused(gpu_bench):
+            gpu_bench(sum, range(10))
+            gpu_bench(sum, range(10))  # twice without a name
+
+        def test_skipped_after_measuring(gpu_bench):
+            gpu_bench(sum, range(10))
+            pytest.skip("not on this machine")
+        """
+    )
+    result = run(pytester, "--gpuperf-save=main", *xdist)
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*saved 1 run(s) of 1 benchmark(s) into baseline 'main'*; not saved: 3 result(s) of "
+            "tests that did not pass (test_misused, test_own_assertion, "
+            "test_skipped_after_measuring)*"
+        ]
+    )
+    from pytest_gpuperf.baseline import BaselineStore
+
+    saved = BaselineStore(pytester.path / ".gpuperf" / "baselines").load("main").benchmarks
+    assert [e.nodeid for e in saved.values()] == ["test_mixed.py::test_ok"]
