@@ -382,7 +382,16 @@ class GpuPerfSession:
         if not self.child:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
             if self.cfg["save"] and self.results:
-                self._save(session)
+                if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+                    # A partial run (Ctrl-C, a crash) is not a run of the suite: it would sit
+                    # in the baseline as one, with benchmarks missing.
+                    how = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "stopped"
+                    self.save_error = (
+                        f"the session was {how} ({len(self.results)} benchmark result(s) "
+                        "measured); run it again to save a whole run"
+                    )
+                else:
+                    self._save(session)
             self._write_ci_outputs()
         path = self.cfg["json"]
         if path:

@@ -299,3 +299,28 @@ def test_results_of_tests_that_did_not_pass_are_not_saved(
 
     saved = BaselineStore(pytester.path / ".gpuperf" / "baselines").load("main").benchmarks
     assert [e.nodeid for e in saved.values()] == ["test_mixed.py::test_ok"]
+
+
+def test_an_interrupted_session_saves_nothing_and_says_so(pytester: pytest.Pytester) -> None:
+    """Ctrl-C during the 2nd of 2 benchmarks saved the 1st as a run, unmarked and unsaid
+    (issue 12, defect 10)."""
+    pytester.makepyfile(
+        test_two="""
+        import os, signal
+
+        def test_first(gpu_bench):
+            gpu_bench(sum, range(10))
+
+        def test_second(gpu_bench):
+            gpu_bench(lambda: os.kill(os.getpid(), signal.SIGINT))
+        """
+    )
+    result = run(pytester, "--gpuperf-save=main")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "gpuperf: the baseline was NOT saved: the session was interrupted (1 benchmark "
+            "result(s) measured); run it again to save a whole run"
+        ]
+    )
+    assert not (pytester.path / ".gpuperf" / "baselines" / "main.json").exists()
