@@ -470,7 +470,8 @@ OPTIONS: tuple[Option, ...] = (
         "capture_skip",
         name_list,
         None,
-        "capture tools to leave out, e.g. nsys,ncu (tools: torch_profiler, torch_trace, nsys, ncu)",
+        "capture tools to leave out, e.g. nsys,ncu (tools: torch_profiler, torch_trace, nsys, ncu, "
+        "and those of pytest_gpuperf_collectors hooks)",
         metavar="NAMES",
     ),
     Option(
@@ -498,6 +499,8 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+#: The built-in capture tools, in the order they run (artifacts.capture.default_collectors).
+CAPTURE_TOOLS = ("torch_profiler", "torch_trace", "nsys", "ncu")
 PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
 #: Marker keywords that are not measurement options.
 MARKER_ONLY = frozenset({"shapes", "dtypes"})

@@ -79,7 +79,30 @@ class GpuPerfSession:
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
         self.gpu_state: dict[str, Any] | None = None
+        self._check_capture_skip()
         self._open_baselines()
+
+    def _check_capture_skip(self) -> None:
+        """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
+        from pytest_gpuperf.options import CAPTURE_TOOLS
+
+        unknown = [n for n in self.cfg["capture_skip"] or () if n not in CAPTURE_TOOLS]
+        if not unknown or self.child or is_worker(self.config):
+            return
+        extra: list[str] = []
+        for collectors in self.config.hook.pytest_gpuperf_collectors(config=self.config):
+            extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
+        for name in unknown:
+            if name not in extra:
+                import difflib
+
+                tools = [*CAPTURE_TOOLS, *extra]
+                close = difflib.get_close_matches(name, tools, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise pytest.UsageError(
+                    f"--gpuperf-capture-skip: no capture tool named {name!r}{hint}; the tools are "
+                    f"{', '.join(tools)}"
+                )
 
     def _open_baselines(self) -> None:
         """Fail fast, before measuring anything, on a baseline that cannot be used, a save
