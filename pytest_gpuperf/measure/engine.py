@@ -47,6 +47,8 @@ class RawMeasurement:
     t0: float = 0.0
     #: material level changes found before the steady tail (2+ = unstable)
     level_changes: int = 0
+    #: the loop's time cap stopped a measurement pass before its rounds were done
+    time_capped: bool = False
 
 
 def _no_phase(name: str) -> AbstractContextManager[object]:
@@ -119,13 +121,16 @@ def run(
 
     measured: list[float] = []
     spans: list[tuple[float, float]] = []
+    capped = False
     # A hard stop for the whole loop (rounds grow if the function slows down): the
     # warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass.
     deadline = t0 + (policy.warmup_ms + 2.5 * policy.rounds * policy.round_ms) / 1000.0
 
     def measure(n_rounds: int) -> None:
+        nonlocal capped
         for i in range(n_rounds):
             if i >= 5 and clock() > deadline:
+                capped = True
                 break
             a = clock()
             per_call, _, _ = timer.time_round(calls)
@@ -143,7 +148,16 @@ def run(
             start, changes = steady_tail(measured, policy.shift_tol)
             drift = drifting(measured[start:], policy.shift_tol)
     kept = measured[start:]
-    stability = classify(len(kept), policy.rounds, changes, warmup_settled=is_settled, drift=drift)
+    if capped:  # few rounds: look for a drift over every measured round, not only the kept
+        drift = drift or drifting(measured, policy.shift_tol)
+    stability = classify(
+        len(kept),
+        policy.rounds,
+        changes,
+        warmup_settled=is_settled,
+        drift=drift,
+        time_capped=capped,
+    )
     return RawMeasurement(
         rounds=kept,
         calls_per_round=calls,
@@ -156,4 +170,5 @@ def run(
         spans=spans[start:],
         t0=t0,
         level_changes=changes,
+        time_capped=capped,
     )
