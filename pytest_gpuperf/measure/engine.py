@@ -148,16 +148,14 @@ def run(
             start, changes = steady_tail(measured, policy.shift_tol)
             drift = drifting(measured[start:], policy.shift_tol)
     kept = measured[start:]
-    if capped:  # few rounds: look for a drift over every measured round, not only the kept
+    wanted = policy.rounds
+    if capped:
+        # The time cap, not the data, limited the rounds (a function of seconds per call gets
+        # 5 per pass): judge the kept rounds against those it let us measure, and look for a
+        # drift over all of them, the kept ones being too few for drifting() (issue 12, #9).
+        wanted = min(wanted, len(measured))
         drift = drift or drifting(measured, policy.shift_tol)
-    stability = classify(
-        len(kept),
-        policy.rounds,
-        changes,
-        warmup_settled=is_settled,
-        drift=drift,
-        time_capped=capped,
-    )
+    stability = classify(len(kept), wanted, changes, warmup_settled=is_settled, drift=drift)
     return RawMeasurement(
         rounds=kept,
         calls_per_round=calls,

@@ -221,24 +221,14 @@ def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
 
 
 def classify(
-    kept: int,
-    wanted: int,
-    changes: int,
-    *,
-    warmup_settled: bool,
-    drift: bool = False,
-    time_capped: bool = False,
+    kept: int, wanted: int, changes: int, *, warmup_settled: bool, drift: bool = False
 ) -> str:
     """Stability class from what :func:`steady_tail` and :func:`drifting` found.
 
-    ``kept`` rounds remain of a measurement that asked for ``wanted``. Fewer
-    than half kept means the transient ate the measurement, unless the loop's
-    time cap (``time_capped``) is why there are few: a slow function (seconds
-    per call) gets 5 rounds per pass, and when those hold one level it is
-    measured, not unstable (issue 12, defect 9). Five rounds are the least.
+    ``kept`` rounds remain of a measurement that asked for ``wanted``.
     """
     if changes >= 2:
         return SHIFT
-    if drift or kept < (5 if time_capped else max(5, wanted // 2)):
+    if drift or kept < max(5, wanted // 2):
         return NO_STEADY_STATE
     return STEADY if warmup_settled else WARMUP_CAPPED

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.conftest import FAST
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST
 
 BENCH = """
 import os, time
@@ -131,24 +131,23 @@ def test_a_save_that_cannot_happen_stops_before_measuring(pytester: pytest.Pytes
 
 
 def test_fail_on_inconclusive(pytester: pytest.Pytester) -> None:
-    """A run that never settles cannot be judged: a warning by default, a failure on request."""
+    """A run that never settles cannot be judged: a warning by default, a failure on request.
+
+    On a virtual clock, so that machine load cannot change what is measured (defect 17).
+    """
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
     pytester.makepyfile(
         test_drift="""
-        import os, time
-        n = [0]
+        import os
 
-        t0 = [None]
+        def test_drift(clock, gpu_bench):
+            flipping = os.environ.get("SLOWDOWN") != "1.0"
 
-        def slower():
-            # Flips between 0.1 ms and 0.4 ms every 25 ms (when SLOWDOWN is not 1.0).
-            now = time.perf_counter()
-            t0[0] = t0[0] or now
-            flip = int((now - t0[0]) / 0.025) % 2 and os.environ.get("SLOWDOWN") != "1.0"
-            end = now + (0.0004 if flip else 0.0001)
-            while time.perf_counter() < end:
-                pass
+            def slower():
+                # 0.1 ms per call; with SLOWDOWN, 0.4 ms every other 25 ms: no steady level.
+                flip = flipping and int(clock.ns / 25e6) % 2
+                clock.ns += 400_000 if flip else 100_000
 
-        def test_drift(gpu_bench):
             gpu_bench(slower, rounds=30, round_ms=2, warmup_ms=40)
         """
     )

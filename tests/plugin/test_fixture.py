@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import FAST
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -212,40 +212,9 @@ def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
     the function itself), so the outcome does not depend on how busy the machine is: with
     wall time and busy-waits, 1 of 4 runs of the suite under load failed (issue 12, defect 17).
     """
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
     pytester.makepyfile(
         """
-        import time
-
-        import pytest
-
-        from pytest_gpuperf import fixture
-        from pytest_gpuperf.measure import cpu
-
-
-        class VirtualTime:
-            \"\"\"time for the measurement: it moves only when the benchmarked function runs.\"\"\"
-
-            def __init__(self):
-                self.ns = 0
-
-            def perf_counter(self):
-                return self.ns / 1e9
-
-            def perf_counter_ns(self):
-                return self.ns
-
-            def __getattr__(self, name):
-                return getattr(time, name)
-
-
-        @pytest.fixture
-        def clock(monkeypatch):
-            virtual = VirtualTime()
-            monkeypatch.setattr(fixture, "time", virtual)
-            monkeypatch.setattr(cpu, "time", virtual)
-            return virtual
-
-
         def test_drift(clock, gpu_bench):
             def flips():
                 # 0.1 ms or 0.4 ms per call, flipping every 25 ms: the level never holds.

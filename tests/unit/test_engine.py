@@ -130,6 +130,13 @@ def test_a_flat_slow_function_cut_short_by_the_time_cap_is_not_unstable():
     assert raw.stability not in (NO_STEADY_STATE, SHIFT)
 
 
+def test_a_flipping_function_that_runs_into_the_time_cap_is_still_unstable():
+    """The cap stopping the second pass must not excuse rounds the detector threw away."""
+    timer = FakeTimer(lambda i: 10e-6 if (i // 3000) % 2 == 0 else 40e-6)  # 4x slower rounds
+    raw = run(timer, warmup_ms=50, min_warmup_ms=0)
+    assert raw.time_capped and raw.stability == SHIFT
+
+
 def test_a_drifting_slow_function_cut_short_by_the_time_cap_is_still_unstable():
     timer = FakeTimer(lambda i: 1.0 * (1 + 0.05 * i), noise=0.0005)
     raw = run(timer)
