@@ -42,17 +42,20 @@ def holder(code: str, *args: str) -> Iterator[subprocess.Popen[str]]:
             proc.stdout.close()
 
 
-#: Holds the lock until $GO appears, then for HOLD_S more seconds.
+#: Holds the lock until $GO appears, then for argv[2] more seconds (or until this process
+#: is killed). Generous: under load the waiting session may take seconds to reach the lock.
 HOLD = """
 import os, sys, time
 from pathlib import Path
 {take}
     print("holding", flush=True)
-    go, deadline = Path(sys.argv[1]), time.monotonic() + 60
+    go, deadline = Path(sys.argv[1]), time.monotonic() + 120
     while not go.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(float(sys.argv[2]))
 """
+#: Never let go while the test runs (the holder is killed when its block ends).
+FOREVER = "600"
 
 
 @pytest.fixture
@@ -69,7 +72,7 @@ def test_waiting_for_the_device_says_who_holds_it(pytester: pytest.Pytester, go:
         "from pytest_gpuperf.locks import device_lock\n"
         "with device_lock('cpu', owner='tests/test_other.py::test_mm'):"
     )
-    with holder(HOLD.format(take=take), str(go), "3"):
+    with holder(HOLD.format(take=take), str(go), "6"):
         result = pytester.runpytest("-p", "no:cacheprovider", *FAST, "--gpuperf-progress=on")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
@@ -90,9 +93,15 @@ def test_the_baseline_lock_waits_as_long_as_lock_timeout_says(
         "from pytest_gpuperf.filelock import locked\n"
         "with locked(Path('.gpuperf/baselines/.main.json.lock'), owner='saving into main'):"
     )
-    with holder(HOLD.format(take=take), str(go), "5"):
+    no_inventory = "--gpuperf-inventory=never"
+    with holder(HOLD.format(take=take), str(go), FOREVER):
         result = pytester.runpytest(
-            "-p", "no:cacheprovider", *FAST, "--gpuperf-save=main", "--gpuperf-lock-timeout=0.5"
+            "-p",
+            "no:cacheprovider",
+            *FAST,
+            no_inventory,
+            "--gpuperf-save=main",
+            "--gpuperf-lock-timeout=0.5",
         )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
@@ -103,9 +112,14 @@ def test_the_baseline_lock_waits_as_long_as_lock_timeout_says(
     )
 
     go.unlink()
-    with holder(HOLD.format(take=take), str(go), "3"):
+    with holder(HOLD.format(take=take), str(go), "8"):
         result = pytester.runpytest(
-            "-p", "no:cacheprovider", *FAST, "--gpuperf-save=main", "--gpuperf-progress=on"
+            "-p",
+            "no:cacheprovider",
+            *FAST,
+            no_inventory,
+            "--gpuperf-save=main",
+            "--gpuperf-progress=on",
         )
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
