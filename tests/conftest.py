@@ -43,12 +43,10 @@ def fast_args() -> list[str]:
 #: busy the machine is (issue 12, defect 17). The fresh processes of confirmations and
 #: captures load the same conftest.
 VIRTUAL_TIME_CONFTEST = """
+import importlib
 import time
 
 import pytest
-
-from pytest_gpuperf import fixture
-from pytest_gpuperf.measure import cpu
 
 
 class VirtualTime:
@@ -68,9 +66,12 @@ class VirtualTime:
 
 
 @pytest.fixture
-def clock(monkeypatch):
+def clock(monkeypatch, gpu_bench):
     virtual = VirtualTime()
-    monkeypatch.setattr(fixture, "time", virtual)
+    # The globals of the code that runs: in-process pytester restores sys.modules after
+    # each run, so a module imported by name may be another object than the one in use.
+    monkeypatch.setitem(type(gpu_bench)._measure_modes.__globals__, "time", virtual)
+    cpu = importlib.import_module("pytest_gpuperf.measure.cpu")  # what make_timer imports
     monkeypatch.setattr(cpu, "time", virtual)
     return virtual
 """
