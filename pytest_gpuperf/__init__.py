@@ -8,19 +8,23 @@ from __future__ import annotations
 
 from pytest_gpuperf.errors import (
     BenchOutOfMemory,
+    DeviceBusy,
     DeviceUnavailable,
     GpuPerfError,
     GpuPerfWarning,
     GraphCaptureError,
+    UnsafePath,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BenchOutOfMemory",
+    "DeviceBusy",
     "DeviceUnavailable",
     "GpuPerfError",
     "GpuPerfWarning",
     "GraphCaptureError",
+    "UnsafePath",
     "__version__",
 ]

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_gpuperf import __version__
+from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.errors import GpuPerfError
-
-DEFAULT_DIR = ".gpuperf/baselines"  # baseline.DEFAULT_DIR, without importing it for --help
+from pytest_gpuperf.filelock import DEFAULT_TIMEOUT_S
 
 #: Exit codes, as documented in --help and docs/ci.md.
 OK = 0
@@ -66,37 +66,34 @@ def load_source(arg: str, directory: str) -> Any:
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    """Every baseline and its saved sessions, from the indexes alone (runs are not read)."""
     from pytest_gpuperf.baseline import BaselineStore
 
     store = BaselineStore(args.dir)
     names = store.names()
+    for path, why in store.strays():
+        print(f"{path} is not a baseline: {why}", file=sys.stderr)
     if not names:
         print(f"no baselines in {args.dir} (create one with pytest --gpuperf-save=NAME)", file=out)
         return OK
     status = OK
     for name in names:
         try:
-            b = store.load(name)
+            o = store.overview(name)
         except GpuPerfError as e:
             print(f"{name}: {e}", file=sys.stderr)
             status = INPUT_ERROR
             continue
-        runs = [r for e in b.benchmarks.values() for r in e.runs]
         print(
-            f"{name}  ({b.path}): {len(b.benchmarks)} benchmark(s), {len(runs)} run(s), "
-            f"{len(b.fingerprints)} environment(s), updated {b.updated}",
+            f"{name}  ({o.path}): {o.benchmarks} benchmark(s), {o.runs} run(s), "
+            f"{o.environments} environment(s), updated {o.updated}",
             file=out,
         )
-        sessions: dict[tuple[str, str], list[Any]] = {}
-        for r in runs:
-            sessions.setdefault((r.timestamp, r.run_id), []).append(r)
-        for (stamp, run_id), rs in sorted(sessions.items()):
-            meta = rs[0].meta
-            sha = meta.get("git_sha") or meta.get("ci_sha")
-            extra = f"  commit {str(sha)[:12]}" if sha else ""
+        for s in o.sessions:
+            extra = f"  commit {s.commit[:12]}" if s.commit else ""
             print(
-                f"  {stamp}  run {run_id}  environment {rs[0].fingerprint_id}  "
-                f"{len(rs)} benchmark(s){extra}",
+                f"  {s.timestamp}  run {', '.join(s.run_ids)}  environment {s.fingerprint_id}  "
+                f"{s.benchmarks} benchmark(s){extra}",
                 file=out,
             )
     return status
@@ -170,6 +167,9 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting.terminal import TableSpec, render
 
     policy = _policy(args)
+    for option, path in (("--markdown", args.markdown), ("--html", args.html), ("--csv", args.csv)):
+        if path:
+            _check_output(option, path, args)
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
     outcome = compare(reference, candidate, policy)
@@ -197,7 +197,6 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
 def _write_reports(
     args: argparse.Namespace, results: list[Any], histories: dict[str, Any], baseline: str
 ) -> None:
-    from pytest_gpuperf.fileio import atomic_write_text
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
     ctx = ReportContext(
@@ -207,14 +206,23 @@ def _write_reports(
         path = getattr(args, option)
         if path:
             text = OUTPUTS_BY_OPTION[option].render(ctx, Path(path))
-            _write(path, text, atomic_write_text)
+            _write(f"--{option}", path, text, args)
 
 
-def _write(path: str, text: str, writer: Any) -> None:
+def _check_output(option: str, path: str, args: argparse.Namespace) -> None:
+    """Before any work: ``path`` may be written (never a baseline, see fileio.output_target)."""
+    from pytest_gpuperf.fileio import output_target
+
+    output_target(path, what=option, baseline_dirs=[Path(args.dir)])
+
+
+def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
+    from pytest_gpuperf.fileio import write_output
+
     try:
-        writer(Path(path), text)
+        write_output(path, text, what=option, baseline_dirs=[Path(args.dir)])
     except OSError as e:
-        raise UsageProblem(f"cannot write {path}: {e.strerror or e}") from None
+        raise UsageProblem(f"{option}: cannot write {path}: {e.strerror or e}") from None
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
@@ -225,8 +233,19 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
             "prune needs what to remove: --keep-runs N, --fingerprint ID and/or --before DATE"
         )
     before = _parse_date(args.before) if args.before else None
-    summary = BaselineStore(args.dir).prune(
-        args.name, keep_runs=args.keep_runs, fingerprint_id=args.fingerprint, before=before
+
+    def waiting(text: str) -> None:
+        print(
+            f"pytest-gpuperf prune: {text} (waiting up to {args.lock_timeout:g} s)", file=sys.stderr
+        )
+
+    store = BaselineStore(args.dir, lock_timeout=args.lock_timeout, on_wait=waiting)
+    summary = store.prune(
+        args.name,
+        keep_runs=args.keep_runs,
+        fingerprint_id=args.fingerprint,
+        before=before,
+        dry_run=args.dry_run,
     )
     print(summary.describe(), file=out)
     return OK
@@ -245,10 +264,11 @@ def _parse_date(text: str) -> _dt.datetime:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.compare import latest
-    from pytest_gpuperf.fileio import atomic_write_text
     from pytest_gpuperf.reporting import export
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
+    if args.output not in (None, "-"):
+        _check_output("-o", args.output, args)
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
     if args.format == "pytest-benchmark":
@@ -266,7 +286,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     if args.output in (None, "-"):
         out.write(text)
     else:
-        _write(args.output, text, atomic_write_text)
+        _write("-o", args.output, text, args)
         print(f"{args.format} written to {args.output}", file=sys.stderr)
     return OK
 
@@ -320,6 +340,16 @@ def _at_least_two(text: str) -> int:
             f"expected 2 or more runs (the noise between runs is learnt from several), got {text!r}"
         )
     return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = 0.0
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return x
 
 
 def _positive_int(text: str) -> int:
@@ -383,7 +413,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: verdict)")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("prune", parents=[common], help="remove runs from a baseline")
+    p = sub.add_parser(
+        "prune",
+        parents=[common],
+        help="remove runs from a baseline",
+        description="Remove the runs that match every selector given (--fingerprint, --before); "
+        "with --keep-runs N, never the newest N runs of a benchmark in its environment "
+        "(alone, --keep-runs trims every environment to N). Says per environment what it "
+        "removes; try it with --dry-run first.",
+    )
     p.add_argument("name", metavar="NAME", help="baseline name")
     p.add_argument(
         "--keep-runs",
@@ -391,9 +429,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="keep the newest N runs of each benchmark per environment",
     )
-    p.add_argument("--fingerprint", metavar="ID", help="remove the runs of this environment")
+    p.add_argument("--fingerprint", metavar="ID", help="only runs of this environment")
+    p.add_argument("--before", metavar="DATE", help="only runs saved before DATE (ISO, UTC)")
     p.add_argument(
-        "--before", metavar="DATE", help="remove runs saved before DATE (ISO, UTC by default)"
+        "--dry-run",
+        action="store_true",
+        help="say per environment what would be removed, and change nothing",
+    )
+    p.add_argument(
+        "--lock-timeout",
+        type=_positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long to wait while another process saves into the baseline "
+        f"(default {DEFAULT_TIMEOUT_S:g}, as --gpuperf-lock-timeout)",
     )
     p.set_defaults(func=cmd_prune)
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf import baseline_records as br
-from pytest_gpuperf import baseline_schema as schema
-from pytest_gpuperf.baseline_records import Baseline, RunRecord, record_from_result
-from pytest_gpuperf.errors import CorruptBaseline, GpuPerfError
+from pytest_gpuperf.baseline import records as br
+from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
+from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.reporting import json_report
@@ -80,18 +80,23 @@ def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) ->
         raise RunFileError(f"cannot read {path}: {e.strerror or e}") from None
     try:
         doc = json.loads(data.decode("utf-8"))
+        schema.check_nesting(doc)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RunFileError(
             f"{path} is not a JSON file ({e}); give a file written by --gpuperf-json or a "
             "baseline file"
         ) from None
+    except (RecursionError, schema.SchemaProblem):
+        raise RunFileError(
+            f"{path} cannot be used: its JSON is nested more than {schema.MAX_NESTING} levels "
+            "deep, which no file written by pytest-gpuperf is; give a file written by "
+            "--gpuperf-json or a baseline file"
+        ) from None
     kind = doc.get("schema") if isinstance(doc, dict) else None
     if kind == schema.SCHEMA:
-        try:
-            parsed, version = schema.parse(data)
-        except schema.SchemaProblem as e:
-            raise CorruptBaseline(str(path), str(e), e.remedy) from None
-        return from_baseline(Baseline(path.stem, path, parsed, version))
+        from pytest_gpuperf.baseline.store import load_file
+
+        return from_baseline(load_file(path))
     if kind == json_report.SCHEMA:
         try:
             results = json_report.load_results(doc)

@@ -61,7 +61,32 @@ class GpuPerfConfig:
     def from_pytest_config(cls, config: pytest.Config) -> GpuPerfConfig:
         cli = {o.name: config.getoption("gpuperf_" + o.name, None) for o in OPTIONS if o.cli}
         ini = {o.name: config.getini(o.ini_name) for o in OPTIONS if o.cli}
-        return cls.from_values(cli, ini)
+        cfg = cls.from_values(cli, ini)
+        cfg.check_combinations()
+        return cfg
+
+    def where(self, name: str) -> str:
+        """``--gpuperf-save (from the command line)``: an option and where its value came from."""
+        opt = OPTIONS_BY_NAME[name]
+        source = self.source(name)
+        origin = {"cli": "from the command line", "ini": f"{opt.ini_name} in the ini file"}
+        return f"{opt.flag_name} ({origin.get(source, 'by default')})"
+
+    def check_combinations(self) -> None:
+        """Options that contradict each other, or make another one do nothing, are errors."""
+        if self["disable"]:
+            for name, does in (("save", "saves"), ("baseline", "compares")):
+                if self[name]:
+                    raise ConfigError(
+                        f"{self.where(name)} {does} measurements, and {self.where('disable')} "
+                        f"turns measuring off: nothing would be "
+                        f"{'saved' if name == 'save' else 'compared'}; drop one of them"
+                    )
+        if self["only"] and self["skip"]:
+            raise ConfigError(
+                f"{self.where('only')} and {self.where('skip')} together deselect every test; "
+                "drop one of them"
+            )
 
     def resolve(
         self,

@@ -27,6 +27,28 @@ class DeviceUnavailable(GpuPerfError):
     __module__ = "pytest_gpuperf"
 
 
+class DeviceBusy(GpuPerfError):
+    """Another process kept the device (its per-device lock) longer than the lock timeout."""
+
+    __module__ = "pytest_gpuperf"
+
+
+class UnsafePath(GpuPerfError):
+    """A lock file or folder that is a symbolic link, a hard link or not a regular file.
+
+    Writing to it could write into someone else's file; nothing was written.
+    """
+
+    __module__ = "pytest_gpuperf"
+
+
+class OutputError(GpuPerfError):
+    """An output file (``--gpuperf-json``, a report, ``export -o``) that must not or cannot
+    be written there; the message names the option, the path and what to do."""
+
+    __module__ = "pytest_gpuperf"
+
+
 class GpuPerfWarning(UserWarning):
     """Base of the plugin's warnings (noisy or unstable results, missing tools)."""
 

@@ -290,14 +290,23 @@ def save(
     *,
     meta: dict[str, Any],
     extras: dict[str, dict[str, Any]] | None = None,
+    progress: Progress | None = None,
 ) -> str:
-    """Append this session's results to ``--gpuperf-save``; returns the line for the summary."""
+    """Append this session's results to ``--gpuperf-save``; returns the line for the summary.
+
+    Waits for the baseline's lock as long as ``--gpuperf-lock-timeout`` says, with a
+    progress line naming the holder.
+    """
     from dataclasses import replace
 
     from pytest_gpuperf.baseline import BaselineStore
     from pytest_gpuperf.telemetry import regime_summary
 
-    store: BaselineStore = BaselineStore(baseline_dir(config, cfg))
+    store: BaselineStore = BaselineStore(
+        baseline_dir(config, cfg),
+        lock_timeout=float(cfg["lock_timeout"]),
+        on_wait=progress.task if progress is not None else None,
+    )
     # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
     compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
     summary = store.save(
@@ -316,10 +325,7 @@ def check_save_target(config: pytest.Config, cfg: GpuPerfConfig) -> None:
     from pytest_gpuperf.baseline import BaselineStore, check_name
 
     store = BaselineStore(baseline_dir(config, cfg))
-    name = str(cfg["save"])
-    check_name(name)
-    if store.exists(name):
-        store.load(name)
+    store.check(check_name(str(cfg["save"])))
 
 
 def run_meta(config: pytest.Config) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Two xdist workers, or two pytest sessions on one machine, must never measure
 on the same GPU at the same time. The lock is an ``fcntl.flock`` on a file
 named after the device (the GPU's UUID, or ``cpu``) in a directory shared by
-every process of the machine, and it is held only while a benchmark is being
+every process of the machine (every user's: see :mod:`pytest_gpuperf.filelock`
+for why that is safe), and it is held only while a benchmark is being
 measured, so the rest of a test (set-up, correctness checks) runs in
 parallel. The kernel releases a lock when its process dies, so a crash never
 leaves a device locked.
@@ -15,25 +16,24 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pytest_gpuperf import filelock
-from pytest_gpuperf.errors import GpuPerfError
-
-
-class LockTimeout(GpuPerfError):
-    """Another process kept the device longer than the lock timeout."""
+from pytest_gpuperf.errors import DeviceBusy
 
 
 def lock_dir() -> Path:
-    """Shared by all users of the machine (two users on one GPU is the case to prevent)."""
+    """The folder of the per-device lock files: ``GPUPERF_LOCK_DIR``, else
+    ``<tmp>/pytest-gpuperf-locks``.
+
+    Shared by all users of the machine (two users on one GPU is the case to
+    prevent): :func:`pytest_gpuperf.filelock.locked` creates it sticky and
+    writable by everyone, and refuses it if it is a symbolic link.
+    """
     env = os.environ.get("GPUPERF_LOCK_DIR")
-    path = Path(env) if env else Path(tempfile.gettempdir()) / "pytest-gpuperf-locks"
-    path.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o1777)
-    return path
+    return Path(env) if env else Path(tempfile.gettempdir()) / "pytest-gpuperf-locks"
 
 
 def _safe(name: str) -> str:
@@ -44,30 +44,35 @@ def _safe(name: str) -> str:
 def device_lock(
     device_key: str,
     *,
-    timeout_s: float = 1800.0,
-    on_wait: Callable[[str], None] | None = None,
+    timeout_s: float = filelock.DEFAULT_TIMEOUT_S,
+    on_wait: filelock.OnWait | None = None,
+    owner: str | None = None,
 ) -> Iterator[None]:
     """Hold the lock of ``device_key`` for the duration of the block.
 
+    ``owner`` (the test id) is written into the lock file for others to read.
     ``on_wait`` is called once, with a message naming the holder, when the
-    lock is busy; the wait ends with :class:`LockTimeout` after ``timeout_s``.
+    lock is busy (what it returns, if a context manager, lasts while waiting);
+    the wait ends with :class:`~pytest_gpuperf.errors.DeviceBusy` after ``timeout_s``.
     """
     if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
         yield
         return
     path = lock_dir() / f"{_safe(device_key)}.lock"
 
-    def told(holder: str) -> None:
+    def told(holder: str) -> Any:
         if on_wait is not None:
-            on_wait(f"waiting for {device_key}: it is being measured by {holder}")
+            return on_wait(f"waiting for {device_key}: it is being measured by {holder}")
+        return None
 
     try:
-        ctx = filelock.locked(path, timeout=timeout_s, on_wait=told)
+        ctx = filelock.locked(path, timeout=timeout_s, on_wait=told, owner=owner, shared=True)
         ctx.__enter__()
     except filelock.LockTimeout as e:
-        raise LockTimeout(
+        raise DeviceBusy(
             f"{device_key} stayed busy for {timeout_s:.0f} s: it is being measured by "
-            f"{e.holder} (lock file {path}). Wait for that run to end, or stop it."
+            f"{e.holder} (lock file {path}). Wait for that run to end, or stop it; "
+            "--gpuperf-lock-timeout sets how long to wait."
         ) from None
     try:
         yield

@@ -83,6 +83,9 @@ def validate(test: str, marks: Sequence[Any], config: GpuPerfConfig | None) -> d
                 raise MarkerError(
                     f"{test}: {key}= of @pytest.mark.gpuperf must be a non-empty list, got {vals!r}"
                 )
+    if "dtypes" in merged:
+        for value in merged["dtypes"]:
+            _check_dtype(test, value)
     if config is not None:
         options = {k: v for k, v in merged.items() if k in PER_TEST_OPTIONS}
         try:
@@ -90,6 +93,26 @@ def validate(test: str, marks: Sequence[Any], config: GpuPerfConfig | None) -> d
         except ConfigError as e:
             raise MarkerError(str(e)) from None
     return merged
+
+
+def _check_dtype(test: str, value: Any) -> None:
+    """A ``dtypes=`` entry is a torch dtype, or the name of one (``"bfloat16"``)."""
+    import torch  # a marker with dtypes= is on a torch test: torch is imported already
+
+    name = (
+        value[len("torch.") :] if isinstance(value, str) and value.startswith("torch.") else value
+    )
+    if isinstance(value, torch.dtype):
+        return
+    if isinstance(name, str) and isinstance(getattr(torch, name, None), torch.dtype):
+        return
+    known = sorted(n for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype))
+    close = difflib.get_close_matches(str(name), known, n=1) if isinstance(name, str) else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise MarkerError(
+        f"{test}: dtypes= of @pytest.mark.gpuperf: {value!r} is not a torch dtype{hint} "
+        "Give torch dtypes, such as dtypes=[torch.bfloat16, torch.float32], or their names."
+    )
 
 
 def parametrize(metafunc: pytest.Metafunc, kwargs: Mapping[str, Any], test: str) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf import baseline, filelock
+
 if TYPE_CHECKING:
     import pytest
 
@@ -134,15 +136,14 @@ def text(v: Any) -> str:
 
 def baseline_name(v: Any) -> str:
     """A baseline name: it becomes a file name, so letters, digits, '.', '_' and '-'."""
-    from pytest_gpuperf.baseline import NAME_PATTERN  # only when a name is given
+    from pytest_gpuperf.baseline import check_name
+    from pytest_gpuperf.errors import InvalidBaselineName
 
     name = text(v)
-    if not NAME_PATTERN.fullmatch(name):
-        raise OptionValueError(
-            f"expected a baseline name of letters, digits, '.', '_' and '-' (at most 100, "
-            f"not starting with '.'), such as main or nightly-h200; got {v!r}"
-        )
-    return name
+    try:
+        return check_name(name)
+    except InvalidBaselineName as e:
+        raise OptionValueError(str(e)) from None
 
 
 def name_list(v: Any) -> tuple[str, ...]:
@@ -282,8 +283,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "lock_timeout",
         positive_float,
-        1800.0,
-        "seconds to wait for a GPU that another process is measuring on (one at a time per GPU)",
+        filelock.DEFAULT_TIMEOUT_S,
+        "seconds to wait for a GPU that another process is measuring on (one at a time per "
+        "GPU), and for a baseline that another process is saving into",
         metavar="SECONDS",
     ),
     # --- per benchmark -----------------------------------------------------
@@ -373,14 +375,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "baseline_dir",
         text,
-        ".gpuperf/baselines",  # baseline.DEFAULT_DIR (kept literal: no import at start-up)
-        "directory of the baselines, one NAME.json file each",
+        baseline.DEFAULT_DIR,
+        "directory of the baselines: NAME.json and its runs folder NAME.runs/ each",
         metavar="DIR",
     ),
     Option(
         "keep_runs",
         int_at_least(1),
-        20,  # baseline.DEFAULT_KEEP_RUNS, where the reason for 20 is
+        baseline.DEFAULT_KEEP_RUNS,
         "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
         "is learnt from them",
         metavar="N",
@@ -579,7 +581,8 @@ OPTIONS: tuple[Option, ...] = (
         "capture_skip",
         name_list,
         None,
-        "capture tools to leave out, e.g. nsys,ncu (tools: torch_profiler, torch_trace, nsys, ncu)",
+        "capture tools to leave out, e.g. nsys,ncu (tools: torch_profiler, torch_trace, nsys, ncu, "
+        "and those of pytest_gpuperf_collectors hooks)",
         metavar="NAMES",
     ),
     Option(
@@ -607,6 +610,8 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+#: The built-in capture tools, in the order they run (artifacts.capture.default_collectors).
+CAPTURE_TOOLS = ("torch_profiler", "torch_trace", "nsys", "ncu")
 PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
 #: Marker keywords that are not measurement options.
 MARKER_ONLY = frozenset({"shapes", "dtypes"})

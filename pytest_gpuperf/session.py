@@ -12,6 +12,7 @@ import contextlib
 import datetime as _dt
 import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -37,7 +38,11 @@ if TYPE_CHECKING:
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
 DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
 RESULTS_KEY = pytest.StashKey[list[Result]]()
+#: Set when the test function itself did not pass (it raised, failed, skipped).
+DID_NOT_PASS_KEY = pytest.StashKey[bool]()
 REPORT_ATTR = "gpuperf"
+#: On a call report whose test did not pass: its results are never saved into a baseline.
+NOT_SAVED_ATTR = "gpuperf_not_saved"
 
 
 def is_benchmark(item: pytest.Item) -> bool:
@@ -56,6 +61,8 @@ class GpuPerfSession:
         self.cfg = cfg
         self.device: str | None = None
         self.results: list[Result] = []
+        #: results of tests that did not pass: reported, never saved
+        self.not_saved: list[Result] = []
         workerinput = getattr(config, "workerinput", {})
         self.run_id = workerinput.get("gpuperf_run_id") or _new_run_id()
         self._device_key: str | None = None
@@ -71,25 +78,67 @@ class GpuPerfSession:
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
         self.gpu_state: dict[str, Any] | None = None
+        self._check_capture_skip()
         self._open_baselines()
 
+    def _check_capture_skip(self) -> None:
+        """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
+        from pytest_gpuperf.options import CAPTURE_TOOLS
+
+        unknown = [n for n in self.cfg["capture_skip"] or () if n not in CAPTURE_TOOLS]
+        if not unknown or self.child or is_worker(self.config):
+            return
+        extra: list[str] = []
+        for collectors in self.config.hook.pytest_gpuperf_collectors(config=self.config):
+            extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
+        for name in unknown:
+            if name not in extra:
+                import difflib
+
+                tools = [*CAPTURE_TOOLS, *extra]
+                close = difflib.get_close_matches(name, tools, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise pytest.UsageError(
+                    f"--gpuperf-capture-skip: no capture tool named {name!r}{hint}; the tools are "
+                    f"{', '.join(tools)}"
+                )
+
     def _open_baselines(self) -> None:
-        """Fail fast, before measuring anything, on a baseline that cannot be used."""
+        """Fail fast, before measuring anything, on a baseline that cannot be used, a save
+        that cannot happen, or an output file that cannot or must not be written."""
         if self.child:
             return
-        from pytest_gpuperf.errors import BaselineError
+        from pytest_gpuperf.errors import BaselineError, OutputError
 
         try:
             if self.cfg["baseline"]:
                 from pytest_gpuperf.gate import Gate
 
                 self.gate = Gate.load(self.config, self.cfg)
-            if self.cfg["save"] and not is_worker(self.config):
-                from pytest_gpuperf.gate import check_save_target
+            if not is_worker(self.config):
+                if self.cfg["save"]:
+                    from pytest_gpuperf.gate import check_save_target
 
-                check_save_target(self.config, self.cfg)
-        except BaselineError as e:
+                    check_save_target(self.config, self.cfg)
+                from pytest_gpuperf.fileio import output_target
+
+                for option, path in self._outputs():
+                    output_target(path, what=option, baseline_dirs=self._baseline_dirs())
+        except (BaselineError, OutputError) as e:
             raise pytest.UsageError(str(e)) from None
+
+    def _outputs(self) -> list[tuple[str, str]]:
+        """(option, path) of every output file this session writes."""
+        return [
+            (f"--gpuperf-{name}", str(self.cfg[name]))
+            for name in ("json", "markdown", "html")
+            if self.cfg[name]
+        ]
+
+    def _baseline_dirs(self) -> list[Path]:
+        from pytest_gpuperf.gate import baseline_dir
+
+        return [baseline_dir(self.config, self.cfg)]
 
     # --- collection --------------------------------------------------------
 
@@ -150,7 +199,7 @@ class GpuPerfSession:
             display_params=tuple((k, format_param(v)) for k, v in params.items()),
             disabled=bool(self.cfg["disable"]),
             environment=self._environment,
-            lock=self._lock,
+            lock=lambda: self._lock(item.nodeid),
             probes=self._probes(device),
             phase_range=self._phase_range(device),
             progress=self._progress().task,
@@ -164,12 +213,18 @@ class GpuPerfSession:
             self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
         return self.progress
 
-    def _lock(self) -> contextlib.AbstractContextManager[object]:
+    def _lock(self, nodeid: str) -> contextlib.AbstractContextManager[object]:
+        """The device's lock for measuring ``nodeid``; a progress line while another holds it."""
         from pytest_gpuperf.locks import device_key, device_lock
 
         if self._device_key is None:
             self._device_key = device_key(self.ensure_device())
-        return device_lock(self._device_key, timeout_s=float(self.cfg["lock_timeout"]))
+        return device_lock(
+            self._device_key,
+            timeout_s=float(self.cfg["lock_timeout"]),
+            owner=nodeid,
+            on_wait=self._progress().task,
+        )
 
     def _environment(self) -> dict[str, Any]:
         from pytest_gpuperf.environment import collect_environment
@@ -185,7 +240,13 @@ class GpuPerfSession:
         A regression fails this test with the diagnosis first, then the verdict's
         explanation, then the captured artifacts (``--gpuperf-capture``).
         """
-        yield
+        try:
+            yield
+        except BaseException:
+            # The test's own failure (an assertion, a misused fixture, a skip): what it
+            # measured is reported, never saved as a baseline run.
+            item.stash[DID_NOT_PASS_KEY] = True
+            raise
         results = item.stash.get(RESULTS_KEY, None)
         if not results or self.child:
             return
@@ -209,8 +270,8 @@ class GpuPerfSession:
 
     def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
         """Profiles of the test's regressed benchmarks (the capture takes the GPU lock itself)."""
-        from pytest_gpuperf import baseline_records as br
         from pytest_gpuperf.artifacts import capture
+        from pytest_gpuperf.baseline import records as br
 
         baselines: dict[str, Any] = {}
         if self.gate is not None:
@@ -351,12 +412,17 @@ class GpuPerfSession:
         report = yield
         if results:
             setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
+            if item.stash.get(DID_NOT_PASS_KEY, False):
+                setattr(report, NOT_SAVED_ATTR, True)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, REPORT_ATTR, None)
         if report.when == "call" and data:
-            self.results.extend(Result.from_dict(d) for d in data)
+            results = [Result.from_dict(d) for d in data]
+            self.results.extend(results)
+            if getattr(report, NOT_SAVED_ATTR, False):
+                self.not_saved.extend(results)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         """The settings, for the xdist controller only: a process that collects says more
@@ -379,10 +445,19 @@ class GpuPerfSession:
         if not self.child:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
             if self.cfg["save"] and self.results:
-                self._save(session)
-        self._write_outputs()
+                if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+                    # A partial run (Ctrl-C, a crash) is not a run of the suite: it would sit
+                    # in the baseline as one, with benchmarks missing.
+                    how = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "stopped"
+                    self.save_error = (
+                        f"the session was {how} ({len(self.results)} benchmark result(s) "
+                        "measured); run it again to save a whole run"
+                    )
+                else:
+                    self._save(session)
+        self._write_outputs(session)
 
-    def _write_outputs(self) -> None:
+    def _write_outputs(self, session: pytest.Session) -> None:
         """The report files (reporting/outputs.py), the GitHub step summary and annotations;
         a confirmation or capture child writes its JSON only (its parent reads it)."""
         import os
@@ -411,14 +486,37 @@ class GpuPerfSession:
                 "gpu_state": self.gpu_state,
             },
             only=("json",) if self.child else None,
+            baseline_dirs=self._baseline_dirs(),
         )
+        if self.ci.errors and session.exitstatus == 0:
+            # A report that was asked for and not written is a failed job (what CI reads).
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _save(self, session: pytest.Session) -> None:
         from pytest_gpuperf.errors import BaselineError
         from pytest_gpuperf.gate import run_meta, save
 
+        failed = {id(r) for r in self.not_saved}
+        results = [r for r in self.results if id(r) not in failed]
+        note = ""
+        if self.not_saved:
+            tests = sorted({r.id.nodeid.rsplit("::", 1)[-1] for r in self.not_saved})
+            note = (
+                f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
+                f"({', '.join(tests)})"
+            )
+        if not results:
+            self.saved = f"baseline {self.cfg['save']!r}: nothing saved{note}"
+            return
         try:
-            self.saved = save(self.config, self.cfg, self.results, meta=run_meta(self.config))
+            self.saved = save(
+                self.config,
+                self.cfg,
+                results,
+                meta=run_meta(self.config),
+                progress=self._progress(),
+            )
+            self.saved += note
         except BaselineError as e:
             self.save_error = str(e)
             if session.exitstatus == 0:

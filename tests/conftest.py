@@ -35,3 +35,43 @@ FAST = [
 @pytest.fixture
 def fast_args() -> list[str]:
     return list(FAST)
+
+
+#: A conftest for pytester projects: a ``clock`` fixture whose time moves only when the
+#: benchmarked function advances it (``clock.ns += ...``). The CPU timer and the measurement
+#: loop read it instead of the wall clock, so what a test measures does not depend on how
+#: busy the machine is (issue 12, defect 17). The fresh processes of confirmations and
+#: captures load the same conftest.
+VIRTUAL_TIME_CONFTEST = """
+import importlib
+import time
+
+import pytest
+
+
+class VirtualTime:
+    \"\"\"``time`` for the measurement: it moves only when the benchmarked function runs.\"\"\"
+
+    def __init__(self):
+        self.ns = 0
+
+    def perf_counter(self):
+        return self.ns / 1e9
+
+    def perf_counter_ns(self):
+        return self.ns
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch, gpu_bench):
+    virtual = VirtualTime()
+    # The globals of the code that runs: in-process pytester restores sys.modules after
+    # each run, so a module imported by name may be another object than the one in use.
+    monkeypatch.setitem(type(gpu_bench)._measure_modes.__globals__, "time", virtual)
+    cpu = importlib.import_module("pytest_gpuperf.measure.cpu")  # what make_timer imports
+    monkeypatch.setattr(cpu, "time", virtual)
+    return virtual
+"""

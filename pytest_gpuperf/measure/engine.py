@@ -76,6 +76,8 @@ class RawMeasurement:
     #: the timer's second figure for each kept round (end-to-end time per call of
     #: back-to-back calls), aligned with ``rounds``; empty when the timer has none
     e2e_rounds: list[float] = field(default_factory=list)
+    #: the loop's time cap stopped a measurement pass before its rounds were done
+    time_capped: bool = False
 
 
 def _no_phase(name: str) -> AbstractContextManager[object]:
@@ -154,6 +156,7 @@ def run(
     measured: list[float] = []
     second: list[float | None] = []
     spans: list[tuple[float, float]] = []
+    capped = False
     # A hard stop for the whole loop (rounds grow if the function slows down): the
     # warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass. A
     # round of a timer that takes two figures (or holds the GPU while the host enqueues)
@@ -165,8 +168,10 @@ def run(
     deadline = t0 + policy.warmup_ms / 1000.0 + 2.5 * policy.rounds * round_s
 
     def measure(n_rounds: int) -> None:
+        nonlocal capped
         for i in range(n_rounds):
             if i >= 5 and clock() > deadline:
+                capped = True
                 break
             a = clock()
             r = timer.time_round(calls)
@@ -184,8 +189,15 @@ def run(
             measure(policy.rounds)
             start, changes = steady_tail(measured, policy.shift_tol)
             drift = drifting(measured[start:], policy.shift_tol)
+    wanted = policy.rounds
+    if capped:
+        # The time cap, not the data, limited the rounds (a function of seconds per call gets
+        # 5 per pass): judge the kept rounds against those it let us measure, and look for a
+        # drift over all of them, the kept ones being too few for drifting().
+        wanted = min(wanted, len(measured))
+        drift = drift or drifting(measured, policy.shift_tol)
     stability = classify(
-        len(measured) - start, policy.rounds, changes, warmup_settled=is_settled, drift=drift
+        len(measured) - start, wanted, changes, warmup_settled=is_settled, drift=drift
     )
     if stability in UNSTABLE_CLASSES:
         # No steady level: every round after the initial transient is evidence of where its
@@ -206,4 +218,5 @@ def run(
         t0=t0,
         level_changes=changes,
         e2e_rounds=e2e if len(e2e) == len(kept) else [],
+        time_capped=capped,
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from pytest_gpuperf.baseline_records import Baseline
+from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
 
 
@@ -68,6 +68,7 @@ def write_ci_outputs(
     cwd: Path | None = None,
     session: Mapping[str, Any] | None = None,
     only: Sequence[str] | None = None,
+    baseline_dirs: Sequence[Path] = (),
 ) -> CiOutputs:
     """Write the report files whose option is set (``--gpuperf-json``, ``-markdown``,
     ``-html``, ``-csv``: :data:`.outputs.OUTPUTS`) and, under GitHub Actions (per
@@ -78,7 +79,8 @@ def write_ci_outputs(
     rootdir (test and artifact paths are relative to it); relative report
     paths are taken from ``cwd`` (the current directory, as ``--junitxml``);
     ``session`` the JSON's session block; ``only``: just these files, no GitHub
-    outputs (a confirmation child writes its JSON and nothing else).
+    outputs (a confirmation child writes its JSON and nothing else);
+    ``baseline_dirs`` are never written into (nor is any baseline file).
     """
     from pytest_gpuperf.reporting import github
     from pytest_gpuperf.reporting.outputs import ReportContext, write_outputs
@@ -97,7 +99,7 @@ def write_ci_outputs(
         session=session or {},
         sort=sort,
     )
-    written = write_outputs(settings, ctx, only=only, cwd=cwd)
+    written = write_outputs(settings, ctx, only=only, cwd=cwd, baseline_dirs=baseline_dirs)
     out = CiOutputs(messages=written.messages, errors=written.errors)
     if not results or only is not None:
         return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.baseline_records import Baseline
+from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
 
 
@@ -129,11 +129,14 @@ def write_outputs(
     *,
     only: Sequence[str] | None = None,
     cwd: Path | None = None,
+    baseline_dirs: Sequence[Path] = (),
 ) -> Written:
     """Write each output whose option is set in ``settings`` (``GpuPerfConfig`` or a dict;
     ``only``: just these); relative paths are taken from ``cwd`` (the current directory, as
-    ``--junitxml``)."""
-    from pytest_gpuperf.fileio import atomic_write_text
+    ``--junitxml``). No output is written into ``baseline_dirs`` or over a baseline file,
+    nor through another user's symbolic link (:func:`pytest_gpuperf.fileio.write_output`)."""
+    from pytest_gpuperf.errors import OutputError
+    from pytest_gpuperf.fileio import write_output
 
     here = cwd or Path.cwd()
     out = Written()
@@ -145,7 +148,13 @@ def write_outputs(
             continue
         target = here / str(path)
         try:
-            atomic_write_text(target, o.render(ctx, target))
+            write_output(
+                target, o.render(ctx, target), what=f"--gpuperf-{o.option}",
+                baseline_dirs=baseline_dirs,
+            )  # fmt: skip
+        except OutputError as e:
+            out.errors.append(f"cannot write the {o.what} to {target}: {e}")
+            continue
         except OSError as e:
             out.errors.append(f"cannot write the {o.what} to {target}: {e.strerror or e}")
             continue

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gpuperf import baseline_records as br
-from pytest_gpuperf.baseline_records import Baseline, Match, RunRecord
+from pytest_gpuperf.baseline import records as br
+from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
 from pytest_gpuperf.fingerprint import fingerprint
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference

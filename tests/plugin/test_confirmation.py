@@ -6,26 +6,29 @@ import json
 
 import pytest
 
+from tests.conftest import VIRTUAL_TIME_CONFTEST
 from tests.plugin.test_baselines import run
 
+# On a virtual clock: a call costs 0.4 ms times SLOWDOWN whatever the machine does.
 BENCH = """
-import os, time
+import os
 import pytest
 
-def spin(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
 @pytest.mark.parametrize("which", ["a", "b", "c"])
-def test_spin(gpu_bench, which):
-    gpu_bench(spin, 0.0004 * float(os.environ.get("SLOWDOWN", "1")))
+def test_spin(clock, gpu_bench, which):
+    factor = float(os.environ.get("SLOWDOWN", "1"))
+
+    def call():
+        clock.ns += int(400_000 * factor)
+
+    gpu_bench(call)
 """
 
 
 def test_one_child_confirms_a_suspect_and_measures_the_later_benchmarks_ahead(
     pytester: pytest.Pytester,
 ) -> None:
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
     pytester.makepyfile(test_spin=BENCH)
     for _ in range(3):
         run(pytester, "--gpuperf-save=main").assert_outcomes(passed=3)

@@ -75,6 +75,13 @@ def test_shapes_without_a_shape_argument_is_a_collection_error(pytester: pytest.
         ("cuda_graph='sometimes'", "*cuda_graph=: expected False, True or 'both'*"),
         ("round_ms=-1", "*round_ms=: expected a number > 0, got -1*"),
         ("shapes=[]", "*test_bad: shapes= of @pytest.mark.gpuperf must be a non-empty list*"),
+        # issue 12, defect 11: accepted, to fail inside the test
+        (
+            "dtypes=['float99']",
+            "*test_bad: dtypes= of @pytest.mark.gpuperf: 'float99' is not a torch dtype; "
+            "did you mean 'float*'? Give torch dtypes*",
+        ),
+        ("dtypes=[3]", "*test_bad: dtypes= of @pytest.mark.gpuperf: 3 is not a torch dtype*"),
         ("'positional'", "*takes keywords only*"),
     ],
 )
@@ -93,6 +100,20 @@ def test_bad_marker_values_are_collection_errors(
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])
+
+
+def test_dtypes_given_by_name_are_torch_dtypes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf(dtypes=["bfloat16", "torch.float32"])
+        def test_ok(gpu_bench, dtype):
+            pass
+        """
+    )
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*test_ok[[]bfloat16[]]", "*test_ok[[]float32[]]"])
 
 
 def test_marker_overrides_options_and_call_overrides_marker(pytester: pytest.Pytester) -> None:

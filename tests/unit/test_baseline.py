@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf import baseline_schema as schema
 from pytest_gpuperf.baseline import (
     MATCH,
     NO_BENCHMARK,
@@ -27,6 +26,7 @@ from pytest_gpuperf.baseline import (
     OTHER_POLICY,
     BaselineStore,
     record_from_result,
+    schema,
 )
 from pytest_gpuperf.errors import (
     BaselineError,
@@ -95,6 +95,21 @@ def fp_id(env: dict[str, Any]) -> str:
     return fingerprint_id(fingerprint(env))
 
 
+def stored_runs(store: BaselineStore, name: str = "main") -> list[dict[str, Any]]:
+    """Every run as written in the baseline's segments (``NAME.runs/*.json``)."""
+    out = []
+    for path in sorted((store.root / f"{name}.runs").glob("*.json")):
+        for by_digest in json.loads(path.read_text())["runs"].values():
+            out.extend(by_digest.values())
+    return out
+
+
+def store_files(store: BaselineStore, name: str = "main") -> dict[str, bytes]:
+    """Every file of baseline ``name`` (index and segments), by path relative to the folder."""
+    paths = [store.root / f"{name}.json", *sorted((store.root / f"{name}.runs").glob("*"))]
+    return {str(p.relative_to(store.root)): p.read_bytes() for p in paths if p.is_file()}
+
+
 # --- round trip ----------------------------------------------------------------
 
 
@@ -152,7 +167,7 @@ def test_runs_share_one_policy_entry_and_stale_policies_go(store: BaselineStore)
 
 def test_runs_without_a_value_leave_the_field_out(store: BaselineStore) -> None:
     store.save("main", [make_result(flops=None, bytes=None, peak_memory_bytes=None)], now=T0)
-    [run] = json.loads(store.path("main").read_text())["benchmarks"][KEY]["runs"]
+    [run] = stored_runs(store)
     assert not {"flops", "bytes", "peak_memory_bytes", "telemetry", "extra", "meta"} & set(run)
     [rec] = store.load("main").benchmarks[KEY].runs
     assert (rec.flops, rec.bytes, rec.extra, rec.meta) == (None, None, None, {})
@@ -182,10 +197,10 @@ def test_results_that_cannot_be_runs_are_skipped_with_a_reason(store: BaselineSt
 
 def test_saving_the_same_run_again_adds_nothing(store: BaselineStore) -> None:
     store.save("main", [make_result()], now=T0)
-    before = store.path("main").read_bytes()
+    before = store_files(store)
     again = store.save("main", [make_result()], now=T0 + dt.timedelta(hours=1))
     assert again.added == 0 and again.skipped == ((KEY, "run run-1 is already saved"),)
-    assert store.path("main").read_bytes() == before
+    assert store_files(store) == before
     # Another run that happens to share the run id (a subprocess of one session) is kept.
     store.save("main", [make_result(level=6e-4)], now=T0)
     assert len(store.load("main").benchmarks[KEY].runs) == 2
@@ -218,6 +233,17 @@ def test_invalid_names_are_refused(store: BaselineStore, name: str) -> None:
     assert not store.root.exists()
 
 
+def test_a_name_ending_in_json_is_refused_with_the_name_to_use(store: BaselineStore) -> None:
+    """--gpuperf-save=main.json made main.json.json, listed as main.json, which show could not
+    open (issue 12, defect 14)."""
+    with pytest.raises(InvalidBaselineName, match=r"'main\.json'.* without \.json: use 'main'"):
+        store.save("main.json", [make_result()], now=T0)
+    assert not store.root.exists()
+    store.root.mkdir()
+    (store.root / "main.json.json").write_text("{}")  # left by an older version
+    assert store.names() == []
+
+
 def test_unknown_name_lists_the_existing_ones(store: BaselineStore) -> None:
     store.save("main", [make_result()], now=T0)
     store.save("nightly", [make_result()], now=T0)
@@ -241,10 +267,14 @@ def test_unknown_name_in_an_empty_directory_says_how_to_create_one(store: Baseli
 
 
 def _valid_text(tmp_path: Path) -> str:
+    """A valid one-file baseline (schema version 2), as releases before version 3 wrote it."""
+    from pytest_gpuperf.baseline import layout
+
     s = BaselineStore(tmp_path / "src")
     s.save("main", [make_result()], meta={"git_sha": "abc"}, now=T0)
     s.save("main", [make_result(run_id="run-2")], now=T0)
-    return s.path("main").read_text()
+    doc, _ = layout.load(s.files("main"))
+    return schema.dumps(doc)
 
 
 def _edit(fn: Callable[[dict[str, Any]], Any]) -> Callable[[str], str]:
@@ -391,9 +421,194 @@ def test_a_bad_file_is_a_clear_error_and_is_left_untouched(
     assert sorted(p.name for p in path.parent.iterdir()) == [".main.json.lock", "main.json"]
 
 
+def _segments(store: BaselineStore, name: str = "main") -> list[Path]:
+    return sorted((store.root / f"{name}.runs").glob("*.json"))
+
+
+def _edit_json(path: Path, fn: Callable[[dict[str, Any]], Any]) -> None:
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(schema.dumps(doc))
+
+
+def _first_ref(doc: dict[str, Any]) -> list[str]:
+    ref: list[str] = doc["benchmarks"][KEY]["runs"][0]
+    return ref
+
+
+def _first_run(doc: dict[str, Any]) -> dict[str, Any]:
+    run: dict[str, Any] = next(iter(doc["runs"][KEY].values()))
+    return run
+
+
+#: Corruptions of a version-3 baseline: which file, what is done to it, what the error says.
+V3_CORRUPTIONS: dict[str, tuple[str, Callable[[Path], Any], str]] = {
+    "index-truncated": (
+        "index",
+        lambda p: p.write_bytes(p.read_bytes()[:200]),
+        "truncated: the JSON ends before it is complete",
+    ),
+    "index-dangling-segment": (
+        "index",
+        lambda p: _edit_json(p, lambda d: _first_ref(d).__setitem__(0, "nowhere")),
+        r"runs\[0\]: the string 'nowhere' is not in the segments table",
+    ),
+    "index-bad-digest": (
+        "index",
+        lambda p: _edit_json(p, lambda d: _first_ref(d).__setitem__(1, "xyz")),
+        r"runs\[0\]\[1\]: expected 12 hex digits",
+    ),
+    "index-segment-id-escapes": (
+        "index",
+        lambda p: _edit_json(
+            p, lambda d: d["segments"].update({"../../x": next(iter(d["segments"].values()))})
+        ),
+        r"segments\['\.\./\.\./x'\]: expected a segment id",
+    ),
+    "segment-truncated": (
+        "segment",
+        lambda p: p.write_bytes(p.read_bytes()[:100]),
+        "truncated: the JSON ends before it is complete",
+    ),
+    "segment-wrong-type": (
+        "segment",
+        lambda p: _edit_json(p, lambda d: _first_run(d).update(rounds="fast")),
+        r"rounds: expected a non-empty list of numbers",
+    ),
+    "segment-run-missing": (
+        "segment",
+        lambda p: _edit_json(p, lambda d: d["runs"].pop(KEY)),
+        r"it has no run [0-9a-f]{12} of benchmark .* which main\.json lists",
+    ),
+    "segment-missing": (
+        "segment",
+        lambda p: p.unlink(),
+        "the file is missing, and main.json lists runs in it",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(V3_CORRUPTIONS))
+def test_a_bad_index_or_segment_is_a_clear_error_naming_it(store: BaselineStore, kind: str) -> None:
+    which, corrupt, problem = V3_CORRUPTIONS[kind]
+    store.save("main", [make_result(run_id="a")], meta={"git_sha": "abc"}, now=T0)
+    store.save("main", [make_result(run_id="b")], now=T0 + dt.timedelta(days=1))
+    target = store.path("main") if which == "index" else _segments(store)[0]
+    corrupt(target)
+    before = store_files(store)
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert re.search(problem, msg), msg
+    assert "The file was left untouched." in msg
+    assert str(target) in msg
+    if which == "segment":
+        assert "Restore main.runs/ together with main.json" in msg
+    assert store_files(store) == before
+
+
+def test_a_segment_edited_by_hand_is_validated_and_used(store: BaselineStore) -> None:
+    store.save("main", [make_result(run_id="a")], now=T0)
+    [seg] = _segments(store)
+    _edit_json(seg, lambda d: _first_run(d).update(stability="shift"))  # its SHA-256 changes
+    [run] = store.load("main").benchmarks[KEY].runs
+    assert run.stability == "shift"
+
+
+def test_a_save_reads_the_index_only(store: BaselineStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost of a save does not grow with the runs already stored (issue 12, defect 16)."""
+    from pytest_gpuperf.baseline import layout
+
+    for i in range(3):
+        store.save("main", [make_result(run_id=f"r{i}")], now=T0 + dt.timedelta(days=i))
+
+    def no(*args: Any) -> Any:
+        raise AssertionError("a save read a segment")
+
+    monkeypatch.setattr(layout, "read_segment", no)
+    summary = store.save("main", [make_result(run_id="r3")], keep_runs=2, now=T0 + dt.timedelta(3))
+    assert (summary.added, summary.dropped) == (1, 2)
+    monkeypatch.undo()
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2", "r3"]
+
+
+def test_segments_go_one_save_after_their_last_run(store: BaselineStore) -> None:
+    """A segment no run refers to is deleted by the save after the one that dropped it, so a
+    reader that read the index before a save still finds every segment it names."""
+    from pytest_gpuperf.baseline import layout
+
+    files = store.files("main")
+    store.save("main", [make_result(run_id="r0")], keep_runs=1, now=T0)
+    old_index = layout.parse_index(files, store.path("main").read_bytes())[0]
+    store.save("main", [make_result(run_id="r1")], keep_runs=1, now=T0 + dt.timedelta(1))
+    assert len(_segments(store)) == 2  # r0's segment stays for a reader of the old index
+    doc = layout.assemble(files, old_index)
+    assert [r["run_id"] for r in doc["benchmarks"][KEY]["runs"]] == ["r0"]
+    store.save("main", [make_result(run_id="r2")], keep_runs=1, now=T0 + dt.timedelta(2))
+    assert len(_segments(store)) == 2
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
+
+
+def test_a_reader_whose_segment_vanished_reads_the_index_again(
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two saves between a reader's read of the index and of a segment: it starts again."""
+    from pytest_gpuperf.baseline import layout
+
+    store.save("main", [make_result(run_id="r0")], keep_runs=1, now=T0)
+    real = layout.read_bytes
+    armed = [True]
+
+    def read_bytes(path: Path) -> bytes:
+        data = real(path)
+        if path.name == "main.json" and armed[0]:  # two saves right after the reader's read
+            armed[0] = False
+            for i in (1, 2):
+                when = T0 + dt.timedelta(days=i)
+                store.save("main", [make_result(run_id=f"r{i}")], keep_runs=1, now=when)
+        return data
+
+    monkeypatch.setattr(layout, "read_bytes", read_bytes)
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [100_000, 200])
+@pytest.mark.parametrize("where", ["one-file", "index", "segment"])
+def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error(
+    store: BaselineStore, tmp_path: Path, depth: int, where: str
+) -> None:
+    """A ``meta`` nested 100,000 levels deep raised RecursionError (issue 12, defect 7)."""
+    store.save("main", [make_result(run_id="a")], meta={"git_sha": "abc"}, now=T0)
+    if where == "one-file":
+        store.path("main").write_text(
+            _valid_text(tmp_path).replace('"git_sha": "abc"', f'"git_sha": {_nested(depth)}', 1)
+        )
+        target = store.path("main")
+    elif where == "index":
+        target = store.path("main")
+        target.write_text(
+            target.read_text().replace('"round_ms": 5.0', f'"round_ms": {_nested(depth)}', 1)
+        )
+    else:
+        [target] = _segments(store)
+        target.write_text(
+            target.read_text().replace('"git_sha": "abc"', f'"git_sha": {_nested(depth)}', 1)
+        )
+    before = store_files(store)
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert str(target) in msg and "nested more than 32 levels deep" in msg, msg
+    assert store_files(store) == before
+
+
 def test_an_unreadable_path_is_an_error_not_a_crash(store: BaselineStore) -> None:
     store.path("main").mkdir(parents=True)  # a directory where the file should be
-    with pytest.raises(BaselineError, match=r"cannot read baseline file .*main\.json"):
+    with pytest.raises(BaselineError, match=r"main\.json is a folder, not a baseline file"):
         store.load("main")
 
 
@@ -502,26 +717,33 @@ def test_saving_the_same_data_twice_gives_identical_files(tmp_path: Path) -> Non
 
 
 def test_a_new_run_only_adds_lines(store: BaselineStore) -> None:
-    """git diffs stay small: a save adds a block and changes only ``updated``."""
+    """git diffs stay small: a save adds its own segment file, and in the index one line
+    per run and per segment; of the lines already there only ``updated`` changes (and a
+    list's last line gains its comma)."""
     import difflib
 
     store.save("main", [make_result(run_id="a")], now=T0)
-    before = store.path("main").read_text().splitlines()
+    before = store_files(store)
     store.save("main", [make_result(run_id="b")], now=T0 + dt.timedelta(days=1))
-    after = store.path("main").read_text().splitlines()
-    removed = [line for line in difflib.ndiff(before, after) if line.startswith("- ")]
-    assert removed == ['-   "updated": "2025-11-29T19:38:00+00:00"']
+    after = store_files(store)
+    assert set(before) < set(after) and len(after) == len(before) + 1  # one new segment
+    assert all(after[f] == data for f, data in before.items() if f != "main.json")
+    old, new = before["main.json"].decode(), after["main.json"].decode()
+    removed = [ln[2:] for ln in difflib.ndiff(old.splitlines(), new.splitlines()) if ln[0] == "-"]
+    assert '  "updated": "2025-11-29T19:38:00+00:00"' in removed
+    assert all(f"{ln},\n" in new for ln in removed if '"updated"' not in ln), removed
 
 
 def test_file_size_is_reasonable(store: BaselineStore) -> None:
     """statistics.md §5.2 budgets about 0.5 KB per benchmark per run (20 rounds) compact.
 
-    Indented, a run of 20 rounds with meta takes about 0.87 KB: 300 benchmarks
-    with 20 runs each make a 5 MB file. This keeps it from creeping up.
+    A run of 20 rounds with meta takes about 0.75 KB in its segment and 0.1 KB in the
+    index: 300 benchmarks with 20 runs each make about 5 MB. This keeps it from creeping up.
     """
     for i in range(10):
-        store.save("main", [make_result(run_id=f"r{i}")], meta={"git_sha": "a" * 40}, now=T0)
-    per_run = store.path("main").stat().st_size / 10
+        results = [make_result(f"tests/t.py::test_{j}", run_id=f"r{i}") for j in range(30)]
+        store.save("main", results, meta={"git_sha": "a" * 40}, now=T0)
+    per_run = sum(len(data) for data in store_files(store).values()) / 300
     assert per_run < 1000, per_run
 
 
@@ -599,19 +821,26 @@ def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineSt
     assert store.path("main").read_bytes() == before
     assert store.names() == ["main"]  # the orphaned temporary file is not a baseline
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old"]
-    # The kernel released the dead process's lock: the next save goes through at once.
+    assert list(store.root.rglob("*.tmp"))  # what the killed save was writing
+    # The kernel released the dead process's lock: the next save goes through at once, and
+    # removes the temporary file the killed one left (issue 12, defect 13).
     BaselineStore(store.root, lock_timeout=5).save("main", [make_result(run_id="next")], now=T0)
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old", "next"]
+    assert not list(store.root.rglob("*.tmp"))
 
 
+@pytest.mark.parametrize("which", ["segment", "index"])
 def test_a_failed_rename_leaves_the_old_file_and_no_litter(
-    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch, which: str
 ) -> None:
     store.save("main", [make_result(run_id="old")], now=T0)
-    before = store.path("main").read_bytes()
+    before = store_files(store)
+    real = os.replace
 
     def fail(src: Any, dst: Any) -> None:
-        raise OSError(28, "No space left on device")
+        if (Path(dst).name == "main.json") == (which == "index"):
+            raise OSError(28, "No space left on device")
+        real(src, dst)
 
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(BaselineError) as exc:
@@ -621,8 +850,74 @@ def test_a_failed_rename_leaves_the_old_file_and_no_litter(
         "The file is as it was before."
     )
     monkeypatch.undo()
-    assert store.path("main").read_bytes() == before
-    assert sorted(p.name for p in store.root.iterdir()) == [".main.json.lock", "main.json"]
+    assert store_files(store) == before  # the new segment went with the failed commit
+    assert sorted(p.name for p in store.root.iterdir()) == [
+        ".main.json.lock",
+        "main.json",
+        "main.runs",
+    ]
+
+
+def test_a_symlink_planted_as_the_baseline_lock_truncates_nothing(
+    store: BaselineStore, tmp_path: Path
+) -> None:
+    """.NAME.json.lock followed a symbolic link and truncated its target (defect 1)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    store.root.mkdir(parents=True)
+    (store.root / ".main.json.lock").symlink_to(victim)
+    with pytest.raises(BaselineError, match=r"\.main\.json\.lock is a symbolic link"):
+        store.save("main", [make_result()], now=T0)
+    assert victim.read_text() == "precious"
+    assert not store.exists("main")
+
+
+@pytest.mark.parametrize(
+    "setup, problem",
+    [
+        ("folder-is-a-file", r"baselines is a file, not a folder; point --gpuperf-baseline-dir"),
+        ("parent-is-a-file", r"parent is a file, not a folder"),
+        ("index-is-a-folder", r"main\.json is a folder, not a baseline file"),
+        ("runs-is-a-file", r"main\.runs is not a folder"),
+        ("index-is-a-symlink", r"main\.json is a symbolic link \(to .*elsewhere\.json\)"),
+        ("runs-is-a-symlink", r"main\.runs is a symbolic link"),
+    ],
+)
+def test_check_before_measuring_finds_what_would_stop_a_save(
+    tmp_path: Path, setup: str, problem: str
+) -> None:
+    """A baseline folder that is a file and a NAME.json that is a folder were only found after
+    measuring (defect 15); a NAME.json symlink was replaced by a file (defect 12)."""
+    root = tmp_path / "baselines"
+    if setup == "folder-is-a-file":
+        root.write_text("")
+    elif setup == "parent-is-a-file":
+        (tmp_path / "parent").write_text("")
+        root = tmp_path / "parent" / "baselines"
+    else:
+        BaselineStore(root).save("main", [make_result()], now=T0)
+        index, runs = root / "main.json", root / "main.runs"
+        if setup == "index-is-a-folder":
+            index.unlink()
+            index.mkdir()
+        elif setup == "runs-is-a-file":
+            for f in runs.iterdir():
+                f.unlink()
+            runs.rmdir()
+            runs.write_text("")
+        elif setup == "index-is-a-symlink":
+            index.rename(tmp_path / "elsewhere.json")
+            index.symlink_to(tmp_path / "elsewhere.json")
+        else:
+            runs.rename(tmp_path / "elsewhere.runs")
+            runs.symlink_to(tmp_path / "elsewhere.runs")
+    store = BaselineStore(root)
+    before = sorted((str(p), p.is_symlink()) for p in tmp_path.rglob("*"))
+    with pytest.raises(BaselineError, match=problem):
+        store.check("main")
+    with pytest.raises(BaselineError, match=problem):
+        store.save("main", [make_result(run_id="new")], now=T0)
+    assert sorted((str(p), p.is_symlink()) for p in tmp_path.rglob("*")) == before
 
 
 def test_a_held_lock_times_out_with_a_clear_error(store: BaselineStore) -> None:
@@ -664,7 +959,7 @@ def test_prune_runs_of_a_fingerprint(store: BaselineStore) -> None:
     new, old, cpu = _three_fingerprints(store)
     s = store.prune("main", fingerprint_id=old)
     assert (s.removed_runs, s.removed_benchmarks, s.removed_fingerprints) == (4, 0, 1)
-    assert s.describe().startswith("removed 4 run(s) from baseline 'main'")
+    assert s.describe().startswith(f"baseline 'main' ({store.path('main')}): removed 4 run(s)")
     b = store.load("main")
     assert set(b.fingerprints) == {new, cpu}
     assert len(b.runs(KEY, new)) == 4
@@ -699,9 +994,60 @@ def test_prune_refuses_unknown_fingerprints_and_empty_requests(store: BaselineSt
         store.prune("main")
     with pytest.raises(UnknownBaseline):
         store.prune("other", keep_runs=3)
+    before = store_files(store)
     with pytest.raises(ValueError, match="timezone-aware"):
         store.prune("main", before=dt.datetime(2025, 1, 1))
-    assert sorted(p.name for p in store.root.iterdir()) == [".main.json.lock", "main.json"]
+    assert store_files(store) == before
+
+
+def test_prune_removes_only_what_its_selectors_name(store: BaselineStore) -> None:
+    """--fingerprint X --keep-runs 2 trims X to 2 runs per benchmark; no other environment is
+    touched (it used to remove all of X's runs and trim every other environment to 2)."""
+    new, old, cpu = _three_fingerprints(store)
+    s = store.prune("main", fingerprint_id=old, keep_runs=2)
+    assert (s.removed_runs, s.removed_benchmarks, s.removed_fingerprints) == (2, 0, 0)
+    b = store.load("main")
+    assert [r.run_id for r in b.runs(KEY, old)] == ["d2-e1", "d3-e1"]
+    assert len(b.runs(KEY, new)) == 4
+    assert len(b.runs("tests/test_ops.py::test_mm[4096-bf16]@cpu", cpu)) == 4
+
+
+def test_prune_keep_runs_protects_the_newest_runs_from_the_other_selectors(
+    store: BaselineStore,
+) -> None:
+    new, *_ = _three_fingerprints(store)
+    s = store.prune("main", before=T0 + dt.timedelta(days=3), keep_runs=3)
+    assert s.removed_runs == 3  # per environment, only the oldest of 4 runs is neither new...
+    assert [r.run_id for r in store.load("main").runs(KEY, new)] == ["d1-e0", "d2-e0", "d3-e0"]
+
+
+def test_prune_dry_run_says_per_environment_what_it_would_remove_and_changes_nothing(
+    store: BaselineStore,
+) -> None:
+    new, old, cpu = _three_fingerprints(store)
+    before = store_files(store)
+    dry = store.prune("main", fingerprint_id=old, dry_run=True)
+    assert store_files(store) == before
+    assert dry.dry_run and (dry.removed_runs, dry.removed_fingerprints) == (4, 1)
+    text = dry.describe()
+    assert text.startswith("baseline 'main'") and "would remove 4 run(s)" in text
+    assert "nothing was changed (--dry-run)" in text
+    lines = {ln.split(":")[0].strip(): ln for ln in text.splitlines()[1:]}
+    assert set(lines) == {
+        f"environment {new} (NVIDIA H200, driver 580.159.04, torch 2.13.0+cu130)",
+        f"environment {old} (NVIDIA H200, driver 575.57.08, torch 2.13.0+cu130)",
+        f"environment {cpu} (AMD EPYC 9654 96-Core Processor, torch 2.13.0+cpu)",
+    }
+    assert any(
+        "4 of 4 run(s) of 1 benchmark(s), saved 2025-11-29 to 2025-12-02" in ln and old in ln
+        for ln in lines.values()
+    )
+    assert sum("nothing" in ln for ln in lines.values()) == 2
+    real = store.prune("main", fingerprint_id=old)
+    assert (
+        real.describe().replace("removed", "would remove").splitlines()[1:]
+        == (text.splitlines()[1:])
+    )
 
 
 def test_prune_and_delete_of_a_missing_baseline_leave_no_trace(tmp_path: Path) -> None:
@@ -765,30 +1111,57 @@ def write_golden(store: BaselineStore) -> Path:
 
 
 def _golden(version: int) -> Path:
+    """The golden file of ``version`` (from version 3 on, the index; its runs are beside it)."""
+    if version >= 3:
+        return DATA / f"baseline-v{version}" / "golden.json"
     return DATA / f"baseline-v{version}.json"
+
+
+def _install_golden(version: int, root: Path) -> str:
+    """Copy the golden baseline of ``version`` into ``root``; returns its name there."""
+    root.mkdir(parents=True, exist_ok=True)
+    if version < 3:
+        (root / "old.json").write_bytes(_golden(version).read_bytes())
+        return "old"
+    src = _golden(version).parent
+    for path in src.rglob("*"):
+        if path.is_file():
+            (root / path.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            (root / path.relative_to(src)).write_bytes(path.read_bytes())
+    return "golden"
 
 
 def test_the_current_golden_file_is_what_save_writes(store: BaselineStore) -> None:
     """Catches any unintended format change; set GPUPERF_REGEN_GOLDEN=1 to rewrite it."""
-    text = write_golden(store).read_text()
-    golden = _golden(schema.SCHEMA_VERSION)
-    if os.environ.get("GPUPERF_REGEN_GOLDEN"):
-        golden.write_text(
-            text.replace(f'"plugin_version": "{__version__}"', '"plugin_version": "0.1.0"')
+    write_golden(store)
+    files = {
+        name: data.decode().replace(
+            f'"plugin_version": "{__version__}"', '"plugin_version": "0.1.0"'
         )
-    expected = golden.read_text()
-    expected = expected.replace('"plugin_version": "0.1.0"', f'"plugin_version": "{__version__}"')
-    assert text == expected
+        for name, data in store_files(store, "golden").items()
+    }
+    folder = _golden(schema.SCHEMA_VERSION).parent
+    if os.environ.get("GPUPERF_REGEN_GOLDEN"):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        for name, text in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+    expected = {
+        str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+    assert files == expected
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_golden_files_of_every_version_load(tmp_path: Path, version: int) -> None:
     store = BaselineStore(tmp_path)
-    path = tmp_path / "old.json"
-    path.write_bytes(_golden(version).read_bytes())
-    b = store.load("old")
+    name = _install_golden(version, tmp_path)
+    before = store_files(store, name)
+    b = store.load(name)
     assert b.read_version == version
-    assert path.read_bytes() == _golden(version).read_bytes()  # loading never rewrites
+    assert store_files(store, name) == before  # loading never rewrites
     assert len(b.fingerprints) == 3 and len(b.policies) == 2
     runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
     assert [r.run_id for r in runs] == ["run-0", "run-1", "run-2"]
@@ -867,7 +1240,7 @@ def test_a_broken_migration_is_reported_as_a_bug(
 
 
 def test_a_future_schema_version_is_refused(tmp_path: Path) -> None:
-    doc = json.loads(_golden(schema.SCHEMA_VERSION).read_text())
+    doc = json.loads(_golden(2).read_text())
     doc["schema_version"] = 99
     (tmp_path / "main.json").write_text(json.dumps(doc))
     with pytest.raises(CorruptBaseline) as exc:
@@ -898,7 +1271,9 @@ def test_baseline_options_parse_and_default() -> None:
     cfg = GpuPerfConfig.from_values({"save": "main", "keep_runs": "30"}, {"baseline": "nightly"})
     assert (cfg["save"], cfg["baseline"], cfg["keep_runs"]) == ("main", "nightly", 30)
     assert cfg["baseline_dir"] == ".gpuperf/baselines" and cfg.source("baseline_dir") == "default"
-    with pytest.raises(ConfigError, match=r"--gpuperf-save: expected a baseline name .* '\.\./x'"):
+    with pytest.raises(
+        ConfigError, match=r"--gpuperf-save: invalid baseline name '\.\./x': use letters"
+    ):
         GpuPerfConfig.from_values({"save": "../x"}, {})
     with pytest.raises(ConfigError, match=r"gpuperf_keep_runs in the ini file: .* >= 1"):
         GpuPerfConfig.from_values({}, {"keep_runs": "0"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -94,6 +95,18 @@ def test_list_reports_a_corrupt_baseline_and_lists_the_rest(
     assert code == cli.INPUT_ERROR
     assert "main  (" in out
     assert "broken.json cannot be used" in err and "Traceback" not in err
+
+
+def test_list_points_at_a_file_whose_name_is_not_a_baseline_name(
+    bdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (bdir / "main.json").rename(bdir / "old.json.json")
+    code, out = run("list", "--dir", str(bdir))
+    assert code == cli.OK
+    err = capsys.readouterr().err
+    assert "old.json" not in out
+    assert "old.json.json is not a baseline: a baseline name has no .json" in err
+    assert "rename old.json.json to old.json" in err
 
 
 def test_show(bdir: Path) -> None:
@@ -209,10 +222,15 @@ def test_corrupt_and_foreign_files(
     foreign.write_text(json.dumps({"benchmarks": []}))
     garbage = tmp_path / "garbage.json"
     garbage.write_text("not json")
+    deep = tmp_path / "deep.json"  # issue 12, defect 7: a RecursionError exited 1, "a regression"
+    deep.write_text(
+        '{"schema": "pytest-gpuperf/results", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    )
     for path, words in (
         (corrupt, "cannot be used"),
         (foreign, "is neither a pytest-gpuperf baseline nor a results file"),
         (garbage, "is not a JSON file"),
+        (deep, "nested more than 32 levels deep"),
     ):
         code, _ = run("compare", "main", str(path), "--dir", str(bdir))
         err = capsys.readouterr().err
@@ -262,6 +280,35 @@ def test_prune_by_fingerprint(bdir: Path) -> None:
     fid = next(iter(BaselineStore(bdir).load("same").fingerprints))
     code, out = run("prune", "same", "--fingerprint", fid, "--dir", str(bdir))
     assert code == cli.OK and "removed 12 run(s)" in out
+    assert f"environment {fid} (" in out and "the environment goes with its last run" in out
+
+
+def test_prune_dry_run_changes_nothing_and_combines_selectors(bdir: Path) -> None:
+    fid = next(iter(BaselineStore(bdir).load("main").fingerprints))
+    before = sorted((p.name, p.read_bytes()) for p in bdir.rglob("*") if p.is_file())
+    args = ["prune", "main", "--fingerprint", fid, "--keep-runs", "5", "--dir", str(bdir)]
+    code, out = run(*args, "--dry-run")
+    assert code == cli.OK
+    assert "would remove 12 run(s); nothing was changed (--dry-run)" in out
+    assert f"environment {fid} (" in out and "would remove 12 of 32 run(s) of 4 benchmark(s)" in out
+    assert sorted((p.name, p.read_bytes()) for p in bdir.rglob("*") if p.is_file()) == before
+    code, out = run(*args)
+    assert code == cli.OK and "removed 12 of 32 run(s)" in out
+
+
+def test_prune_says_who_holds_the_lock_and_waits_as_long_as_told(
+    bdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_gpuperf.filelock import locked
+
+    with locked(bdir / ".main.json.lock", owner="saving into baseline main"):
+        code, _ = run(
+            "prune", "main", "--keep-runs", "1", "--lock-timeout", "0.2", "--dir", str(bdir)
+        )
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR
+    assert "waiting for baseline 'main': it is locked by pid" in err
+    assert "saving into baseline main for 0.2 s" in err and "--lock-timeout" in err
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "html", "csv", "pytest-benchmark"])
@@ -295,6 +342,67 @@ def test_export_a_run_file(tmp_path: Path) -> None:
     assert code == cli.OK
     names = {b["fullname"] for b in json.loads(out)["benchmarks"]}
     assert "tests/test_ops.py::test_mm[4096]@cuda-events" in names
+
+
+# --- output files never overwrite a baseline; links are written through (issue 12) ---------
+
+
+def _files(folder: Path) -> list[tuple[str, bytes]]:
+    return sorted((str(p), p.read_bytes()) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "main", "--format", "markdown", "-o", "{dir}/main.json"],
+        ["export", "main", "--format", "html", "-o", "{copy}"],
+        ["compare", "main", "pr", "--markdown", "{dir}/pr.json"],
+        ["compare", "main", "pr", "--html", "{dir}/main.runs/x.json"],
+        ["compare", "main", "pr", "--html", "{copy}"],
+    ],
+)
+def test_no_output_option_overwrites_a_baseline(
+    bdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """export -o and compare --markdown/--html pointed at a baseline replaced it (defect 2)."""
+    copy = tmp_path / "elsewhere" / "kept.json"  # a baseline outside the --dir folder
+    copy.parent.mkdir()
+    copy.write_bytes((bdir / "main.json").read_bytes())
+    before = _files(tmp_path)
+    args = [a.format(dir=bdir, copy=copy) for a in argv]
+    code, _ = run(*args, "--dir", str(bdir))
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR
+    assert "is a pytest-gpuperf baseline" in err and "choose another path" in err, err
+    assert _files(tmp_path) == before
+
+
+def test_an_output_that_is_a_symlink_is_written_through(bdir: Path, tmp_path: Path) -> None:
+    """export -o link.md replaced the link by a regular file (defect 12)."""
+    real = tmp_path / "reports" / "real.md"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    code, _ = run("export", "main", "--format", "markdown", "-o", str(link), "--dir", str(bdir))
+    assert code == cli.OK
+    assert link.is_symlink() and "gpuperf: main" in real.read_text()
+
+
+@pytest.mark.skipif(not hasattr(os, "lchown") or os.geteuid() != 0, reason="needs root (lchown)")
+def test_an_output_link_of_another_user_is_not_followed(
+    bdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link planted by someone else in a shared folder must not redirect a report."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = tmp_path / "report.md"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    code, _ = run("export", "main", "--format", "markdown", "-o", str(link), "--dir", str(bdir))
+    assert code == cli.INPUT_ERROR
+    assert "is a symbolic link of another user" in capsys.readouterr().err
+    assert victim.read_text() == "precious" and link.is_symlink()
 
 
 # --- the CLI is on the core only ------------------------------------------------------------

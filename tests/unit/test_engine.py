@@ -118,3 +118,27 @@ def test_slow_function_uses_single_call_rounds():
     timer = FakeTimer(lambda i: 20e-3)  # 20 ms per call > round_ms
     raw = run(timer, rounds=10)
     assert raw.calls_per_round == 1
+
+
+def test_a_flat_slow_function_cut_short_by_the_time_cap_is_not_unstable():
+    """gpu_bench(lambda: time.sleep(5)) was UNSTABLE at 0.0 % spread: the time cap stopped
+    its rounds at 5 per pass, fewer than half of the 30 asked for (issue 12, defect 9)."""
+    timer = FakeTimer(lambda i: 5.0, noise=0.0005)
+    raw = run(timer)
+    assert raw.time_capped and 5 <= len(raw.rounds) < 15
+    assert raw.stability == WARMUP_CAPPED  # one warm-up round: it could not settle
+    assert raw.stability not in (NO_STEADY_STATE, SHIFT)
+
+
+def test_a_flipping_function_that_runs_into_the_time_cap_is_still_unstable():
+    """The cap stopping the second pass must not excuse rounds the detector threw away."""
+    timer = FakeTimer(lambda i: 10e-6 if (i // 3000) % 2 == 0 else 40e-6)  # 4x slower rounds
+    raw = run(timer, warmup_ms=50, min_warmup_ms=0)
+    assert raw.time_capped and raw.stability == SHIFT
+
+
+def test_a_drifting_slow_function_cut_short_by_the_time_cap_is_still_unstable():
+    timer = FakeTimer(lambda i: 1.0 * (1 + 0.05 * i), noise=0.0005)
+    raw = run(timer)
+    assert raw.time_capped
+    assert raw.stability in (NO_STEADY_STATE, SHIFT)

@@ -8,10 +8,12 @@ import multiprocessing as mp
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_gpuperf.locks import LockTimeout, device_lock
+from pytest_gpuperf.errors import DeviceBusy, GpuPerfError
+from pytest_gpuperf.locks import device_lock
 
 
 def _hold(lock_dir: str, key: str, log: str, hold_s: float) -> None:
@@ -65,10 +67,140 @@ def test_a_busy_device_times_out_naming_the_holder(
             time.sleep(0.02)
         waits: list[str] = []
         with (
-            pytest.raises(LockTimeout, match=rf"gpu-x stayed busy.*pid {holder.pid}"),
+            pytest.raises(DeviceBusy, match=rf"gpu-x stayed busy.*pid {holder.pid}"),
             device_lock("gpu-x", timeout_s=0.3, on_wait=waits.append),
         ):
             pass
         assert waits and f"pid {holder.pid}" in waits[0]
     finally:
         holder.join(10)
+
+
+# --- hostile lock folders (issue 12, defects 1 and 6) -------------------------------------
+
+needs_root = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="needs root, to act as a second user (setuid)",
+)
+
+
+@pytest.fixture
+def shared_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary folder every user can enter, as the default lock folder's parent."""
+    import tempfile
+
+    tmp_path.chmod(0o755)
+    for parent in tmp_path.parents:  # pytest's own folders are private
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o755)
+    monkeypatch.delenv("GPUPERF_LOCK_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def test_the_default_lock_folder_is_shared_and_sticky(shared_tmp: Path) -> None:
+    with device_lock("cpu"):
+        pass
+    folder = shared_tmp / "pytest-gpuperf-locks"
+    assert folder.is_dir() and not folder.is_symlink()
+    assert folder.stat().st_mode & 0o7777 == 0o1777
+    assert (folder / "cpu.lock").stat().st_mode & 0o777 == 0o666
+
+
+def test_a_symlink_planted_as_a_lock_file_truncates_nothing(shared_tmp: Path) -> None:
+    """ln -s victim.txt <lockdir>/cpu.lock made a run truncate victim.txt (defect 1)."""
+    folder = shared_tmp / "pytest-gpuperf-locks"
+    folder.mkdir()
+    victim = shared_tmp / "victim.txt"
+    victim.write_text("precious")
+    (folder / "cpu.lock").symlink_to(victim)
+    with (
+        pytest.raises(GpuPerfError, match=r"cpu\.lock is a symbolic link.*remove it"),
+        device_lock("cpu"),
+    ):
+        pass
+    assert victim.read_text() == "precious"
+
+
+def test_a_hard_link_or_a_fifo_planted_as_a_lock_file_is_refused(shared_tmp: Path) -> None:
+    folder = shared_tmp / "pytest-gpuperf-locks"
+    folder.mkdir()
+    victim = shared_tmp / "victim.txt"
+    victim.write_text("precious")
+    os.link(victim, folder / "cpu.lock")
+    with (
+        pytest.raises(GpuPerfError, match=r"cpu\.lock has other names \(hard links\)"),
+        device_lock("cpu"),
+    ):
+        pass
+    assert victim.read_text() == "precious"
+    os.mkfifo(folder / "gpu-x.lock")  # opening a FIFO would block for ever
+    with (
+        pytest.raises(GpuPerfError, match=r"gpu-x\.lock is not a regular file"),
+        device_lock("gpu-x"),
+    ):
+        pass
+
+
+def test_a_symlink_planted_as_the_lock_folder_is_refused(shared_tmp: Path) -> None:
+    elsewhere = shared_tmp / "victims-folder"
+    elsewhere.mkdir()
+    (shared_tmp / "pytest-gpuperf-locks").symlink_to(elsewhere)
+    with (
+        pytest.raises(GpuPerfError, match=r"pytest-gpuperf-locks is a symbolic link"),
+        device_lock("cpu"),
+    ):
+        pass
+    assert list(elsewhere.iterdir()) == []
+
+
+def _as_nobody(fn: Any, *args: Any) -> str:
+    """What ``fn(*args)`` returns, run in a forked child as user nobody (65534).
+
+    Forked, not started afresh: nobody may not read this interpreter's files.
+    """
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            out = str(fn(*args))
+        except BaseException as e:
+            out = f"{type(e).__name__}: {e}"
+        os.write(write, out.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
+def _try_lock(timeout_s: float) -> str:
+    try:
+        with device_lock("cpu", timeout_s=timeout_s, owner="tests/test_nobody.py::test_x"):
+            return "took it"
+    except GpuPerfError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+@needs_root
+@pytest.mark.parametrize("old_style", [False, True])
+def test_a_second_user_can_take_the_lock(shared_tmp: Path, old_style: bool) -> None:
+    """A lock file made by one user (0644 by older versions) stopped every other user with a
+    raw PermissionError (defect 6). Now the second user waits for it, then takes it."""
+    if old_style:
+        folder = shared_tmp / "pytest-gpuperf-locks"
+        folder.mkdir()
+        folder.chmod(0o1777)
+        os.close(os.open(folder / "cpu.lock", os.O_CREAT | os.O_RDWR, 0o644))
+        (folder / "cpu.lock").chmod(0o644)
+    with device_lock("cpu", owner="tests/test_root.py::test_mm"):
+        busy = _as_nobody(_try_lock, 0.3)
+    assert busy.startswith("DeviceBusy: cpu stayed busy"), busy
+    assert "(user root): tests/test_root.py::test_mm" in busy
+    assert _as_nobody(_try_lock, 5.0) == "took it"

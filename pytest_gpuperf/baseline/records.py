@@ -3,8 +3,8 @@
 :class:`Baseline` is the read-only view of one loaded baseline file;
 :class:`RunRecord` one stored run; :func:`record_from_result` turns a
 :class:`~pytest_gpuperf.model.Result` into what is stored. Storage itself
-(files, locking, versions) is in :mod:`pytest_gpuperf.baseline` and
-:mod:`pytest_gpuperf.baseline_schema`.
+(files, locking, versions) is in :mod:`pytest_gpuperf.baseline.store` and
+:mod:`pytest_gpuperf.baseline.schema`.
 
 Pure Python: no torch, no pytest.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf import baseline_schema as schema
+from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.fingerprint import differences, fingerprint_id
 from pytest_gpuperf.model import Result
 
@@ -124,7 +124,7 @@ def record_from_result(
     ``extra``, if it has one) is stored as it is. Raises ``ValueError`` for a
     result that cannot be a baseline run (no rounds, non-finite or zero times).
     """
-    d = result.to_dict() if isinstance(result, Result) else dict(result)
+    d = result_fields(result) if isinstance(result, Result) else dict(result)
     key = d.get("id", {}).get("key", "?")
     rounds = d.get("rounds") or []
     if not rounds:
@@ -167,6 +167,39 @@ def record_from_result(
     if extra:
         rec["extra"] = schema.plain(extra)
     return {k: v for k, v in rec.items() if v is not None}
+
+
+def result_fields(r: Result) -> dict[str, Any]:
+    """What :func:`record_from_result` and the store read of a result, as ``to_dict()`` has it.
+
+    Without ``to_dict()``'s deep copy of every field: a save of thousands of
+    results spent most of its time there.
+    """
+    s = r.summary
+
+    def finite(x: Any) -> Any:
+        return None if isinstance(x, float) and not math.isfinite(x) else x
+
+    return {
+        "id": r.id.to_dict(),
+        "environment": r.environment,
+        "run_id": r.run_id,
+        "rounds": r.rounds,
+        "summary": {"median": finite(s.median), "rel_iqr": finite(s.rel_iqr)},
+        "calls_per_round": r.calls_per_round,
+        "stability": r.stability,
+        "warmup": r.warmup,
+        "trimmed": r.trimmed,
+        "first_call_s": finite(r.first_call_s),
+        "peak_memory_bytes": r.peak_memory_bytes,
+        "flops": finite(r.flops),
+        "bytes": finite(r.bytes),
+        "policy": r.policy,
+        "telemetry": r.telemetry,
+        "extra": r.extra,
+        "e2e_rounds": r.e2e_rounds,
+        "host_hidden": r.host_hidden,
+    }
 
 
 @dataclass

@@ -1,23 +1,34 @@
 """The baseline file format: its versions, their validation, migrations, stable text.
 
-One JSON document per baseline name. Version history:
+Version history:
 
-1. ``benchmarks[key].runs[]`` with every field of a run, ``fingerprints[id]``.
+1. One JSON file per baseline: ``benchmarks[key].runs[]`` with every field of
+   a run, ``fingerprints[id]``.
 2. Measurement policies move to a ``policies[id]`` table like fingerprints
    (runs hold the id); fields without a value are left out instead of
    ``null``; new optional run fields ``extra`` (opaque, e.g. the kernel
    inventory), ``plugin_version`` (runs of several releases share a
    window), ``warmup_rounds`` and ``trimmed`` (to audit the steady state).
-3. New optional run fields of the CUDA events backend's two figures:
-   ``e2e_rounds`` (end-to-end time per call, one value per kept round; the
-   ``rounds`` are then device time) and ``host_hidden`` (whether that device
-   time had the host hidden). Older runs have neither; they are measured
-   under another policy and are not compared with new ones.
+3. Sharded, so that a save into a large baseline writes only what it adds.
+   ``NAME.json`` becomes the *index*: the fingerprints and policies tables,
+   each benchmark's identity and its runs as references
+   ``[segment, digest, fingerprint, policy]``, and the ``segments`` table.
+   The runs themselves live in *segments* ``NAME.runs/<segment>.json``, one
+   per save, ``runs[key][digest]`` (a run as in version 2), one line per run.
+   The index records each segment's SHA-256: a segment whose bytes match was
+   validated when it was written and is not validated again; one that does
+   not (edited by hand) is validated in full. A run gains two optional
+   fields, the CUDA events backend's second figure: ``e2e_rounds``
+   (end-to-end time per call, one value per kept round; ``rounds`` are then
+   device time) and ``host_hidden`` (whether that device time had the host
+   hidden).
 
-Each version is validated in its own terms before it is migrated (so an
-error names fields as they are in the file), then migrated one step at a
-time ``N -> N+1`` up to :data:`SCHEMA_VERSION`. Migrations work on plain
-dicts and never touch the file; the next save writes the current version.
+Versions 1 and 2 are validated in their own terms (so an error names fields
+as they are in the file), then migrated one step at a time to the
+*document* (:data:`DOCUMENT_VERSION`, the one-file form of version 2), which
+is what :class:`~pytest_gpuperf.baseline.records.Baseline` is built from; a
+version-3 index and its segments are assembled into the same document.
+Reading never touches the files; the next save writes version 3.
 
 Pure Python: no torch, no pytest.
 """
@@ -35,8 +46,17 @@ from typing import Any
 from pytest_gpuperf.fingerprint import content_id, fingerprint_id
 
 SCHEMA = "pytest-gpuperf/baseline"
+#: The ``schema`` of a version-3 segment (the runs of one save).
+SEGMENT_SCHEMA = "pytest-gpuperf/baseline-runs"
 #: The version this pytest-gpuperf writes, and the newest it reads.
 SCHEMA_VERSION = 3
+#: The in-memory form every version is read into (version 2's one-file document).
+DOCUMENT_VERSION = 2
+#: A segment id is a file name: letters, digits, '.', '_' and '-', not hidden.
+SEGMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: A run's digest in an index (12 hex digits, :func:`pytest_gpuperf.fingerprint.content_id`).
+DIGEST = re.compile(r"[0-9a-f]{12}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class SchemaProblem(ValueError):
@@ -151,10 +171,8 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
     "plugin_version": STR,
     "warmup_rounds": INT_NONNEG,
     "trimmed": INT_NONNEG,
-}
-#: Version 3 adds these optional run fields.
-RUN_OPTIONAL_V3: dict[str, Check] = {
-    **RUN_OPTIONAL_V2,
+    # from version 3 on: the CUDA events backend's second figure, and whether its device
+    # time had the host hidden (version-2 files never hold them)
     "e2e_rounds": ROUNDS,
     "host_hidden": (lambda v: isinstance(v, bool), "true or false"),
 }
@@ -194,20 +212,46 @@ def _fields(obj: Mapping[str, Any], required: set[str], optional: set[str], wher
         )
 
 
+#: How deep an opaque value (meta, policy, telemetry, extra) may nest. The deepest the
+#: plugin writes is the kernel inventory, 5 levels; deeper is a hand edit or an attack, and
+#: recursive code (json, copy) would fail on it with a RecursionError.
+MAX_NESTING = 32
+
+
 def _json_value(v: Any, where: str) -> None:
-    """An opaque field (meta, policy, telemetry, extra) must still be plain JSON."""
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _json_value(x, f"{where}[{k!r}]")
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            _json_value(x, f"{where}[{i}]")
-    elif isinstance(v, float) and not math.isfinite(v):
-        raise SchemaProblem(f"{where}: expected a finite number, got {v!r}")
+    """An opaque field must still be plain JSON: finite numbers, at most MAX_NESTING deep.
+
+    Iterative, so a deep value is an error that says where, not a RecursionError.
+    """
+    stack: list[tuple[Any, str, int]] = [(v, where, 0)]
+    while stack:
+        x, at, depth = stack.pop()
+        if isinstance(x, (dict, list)):
+            if depth >= MAX_NESTING:
+                raise SchemaProblem(f"{at}: nested more than {MAX_NESTING} levels deep")
+            items = x.items() if isinstance(x, dict) else enumerate(x)
+            for k, y in items:
+                if isinstance(y, (dict, list, float)):
+                    stack.append((y, f"{at}[{k!r}]", depth + 1))
+        elif isinstance(x, float) and not math.isfinite(x):
+            raise SchemaProblem(f"{at}: expected a finite number, got {x!r}")
+
+
+def check_nesting(value: Any, limit: int = MAX_NESTING + 8) -> None:
+    """Raise :class:`SchemaProblem` if any part of ``value`` nests deeper than ``limit``."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        x, depth = stack.pop()
+        if isinstance(x, (dict, list)):
+            if depth >= limit:
+                raise SchemaProblem(f"the JSON is nested more than {MAX_NESTING} levels deep")
+            for y in x.values() if isinstance(x, dict) else x:
+                if isinstance(y, (dict, list)):
+                    stack.append((y, depth + 1))
 
 
 def validate(doc: Any, version: int) -> None:
-    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-``version`` document."""
+    """Raise :class:`SchemaProblem` unless ``doc`` is a valid one-file document (version 1, 2)."""
     if not isinstance(doc, dict):
         raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
     top = _TOP_FIELDS_V1 | ({"policies"} if version >= 2 else set())
@@ -216,6 +260,62 @@ def validate(doc: Any, version: int) -> None:
     _check(doc["plugin_version"], STR, "plugin_version")
     _check(doc["created"], TIMESTAMP, "created")
     _check(doc["updated"], TIMESTAMP, "updated")
+    policies: dict[str, Any] = {}
+    if version >= 2:
+        _tables(doc)
+        policies = doc["policies"]
+        required, optional = RUN_REQUIRED_V2, RUN_OPTIONAL_V2
+    else:
+        _tables({"fingerprints": doc["fingerprints"], "policies": {}})
+        required, optional = RUN_FIELDS_V1, {}
+    fps = doc["fingerprints"]
+    benches = doc["benchmarks"]
+    _check(benches, OBJECT, "benchmarks")
+    for key, bench in benches.items():
+        where = f"benchmarks[{key!r}]"
+        _benchmark(bench, where)
+        runs = bench["runs"]
+        for i, run in enumerate(runs):
+            rwhere = f"{where}.runs[{i}]"
+            _run(run, required, optional, rwhere)
+            if run["fingerprint"] not in fps:
+                raise SchemaProblem(
+                    f"{rwhere}.fingerprint: {run['fingerprint']!r} is not in the fingerprints table"
+                )
+            if version >= 2 and run["policy"] not in policies:
+                raise SchemaProblem(
+                    f"{rwhere}.policy: {run['policy']!r} is not in the policies table"
+                )
+
+
+def _benchmark(bench: Any, where: str) -> None:
+    """A benchmark's identity and its ``runs`` list (whatever a run is in this version)."""
+    _check(bench, OBJECT, where)
+    _fields(bench, _BENCH_FIELDS, set(), where)
+    _check(bench["nodeid"], STR, f"{where}.nodeid")
+    _check(bench["name"], _nullable(STR), f"{where}.name")
+    _check(bench["mode"], STR, f"{where}.mode")
+    params = bench["params"]
+    _check(params, OBJECT, f"{where}.params")
+    for pk, pv in params.items():
+        _check(pv, (lambda v: isinstance(v, str), "a string"), f"{where}.params[{pk!r}]")
+    _check(bench["runs"], (lambda v: isinstance(v, list), "a list"), f"{where}.runs")
+
+
+def _run(
+    run: Any, required: Mapping[str, Check], optional: Mapping[str, Check], where: str
+) -> None:
+    _check(run, OBJECT, where)
+    _fields(run, set(required), set(optional), where)
+    for name, check in (*required.items(), *optional.items()):
+        if name in run:
+            _check(run[name], check, f"{where}.{name}")
+    for opaque in _OPAQUE:
+        _json_value(run.get(opaque), f"{where}.{opaque}")
+
+
+def _tables(doc: Mapping[str, Any]) -> None:
+    """The fingerprints and policies tables (versions 2 and 3)."""
     fps = doc["fingerprints"]
     _check(fps, OBJECT, "fingerprints")
     for fid, fp in fps.items():
@@ -227,49 +327,107 @@ def validate(doc: Any, version: int) -> None:
                     f"{where}[{k!r}]: expected a string, number, boolean or null, "
                     f"got {_describe(v)}"
                 )
-    policies: dict[str, Any] = {}
-    if version >= 2:
-        policies = doc["policies"]
-        _check(policies, OBJECT, "policies")
-        for pid, pol in policies.items():
-            _check(pol, OBJECT, f"policies[{pid!r}]")
-            _json_value(pol, f"policies[{pid!r}]")
-        required = RUN_REQUIRED_V2
-        optional = RUN_OPTIONAL_V3 if version >= 3 else RUN_OPTIONAL_V2
-    else:
-        required, optional = RUN_FIELDS_V1, {}
+    policies = doc["policies"]
+    _check(policies, OBJECT, "policies")
+    for pid, pol in policies.items():
+        _check(pol, OBJECT, f"policies[{pid!r}]")
+        _json_value(pol, f"policies[{pid!r}]")
+
+
+_INDEX_FIELDS = {
+    "schema",
+    "schema_version",
+    "name",
+    "plugin_version",
+    "created",
+    "updated",
+    "fingerprints",
+    "policies",
+    "segments",
+    "benchmarks",
+}
+_SEGMENT_FIELDS = {"schema", "schema_version", "baseline", "segment", "timestamp", "runs"}
+SEGMENT_ENTRY: dict[str, Check] = {
+    "sha256": (lambda v: isinstance(v, str) and bool(SHA256.fullmatch(v)), "64 hex digits"),
+    "timestamp": TIMESTAMP,
+    "runs": INT_NONNEG,
+    "run_ids": (lambda v: isinstance(v, list) and all(STR[0](x) for x in v), "a list of strings"),
+}
+SEGMENT_ENTRY_OPTIONAL: dict[str, Check] = {"commit": STR}
+_SEG_ID: Check = (
+    lambda v: isinstance(v, str) and bool(SEGMENT_ID.fullmatch(v)),
+    "a segment id (a file name of letters, digits, '.', '_' and '-')",
+)
+_DIGEST: Check = (lambda v: isinstance(v, str) and bool(DIGEST.fullmatch(v)), "12 hex digits")
+
+
+def validate_index(doc: Any) -> None:
+    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-3 index."""
+    if not isinstance(doc, dict):
+        raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
+    _fields(doc, _INDEX_FIELDS, set(), "top level")
+    _check(doc["name"], STR, "name")
+    _check(doc["plugin_version"], STR, "plugin_version")
+    _check(doc["created"], TIMESTAMP, "created")
+    _check(doc["updated"], TIMESTAMP, "updated")
+    _tables(doc)
+    fps, policies, segments = doc["fingerprints"], doc["policies"], doc["segments"]
+    _check(segments, OBJECT, "segments")
+    for sid, entry in segments.items():
+        where = f"segments[{sid!r}]"
+        _check(sid, _SEG_ID, where)
+        _check(entry, OBJECT, where)
+        _fields(entry, set(SEGMENT_ENTRY), set(SEGMENT_ENTRY_OPTIONAL), where)
+        for name, check in (*SEGMENT_ENTRY.items(), *SEGMENT_ENTRY_OPTIONAL.items()):
+            if name in entry:
+                _check(entry[name], check, f"{where}.{name}")
     benches = doc["benchmarks"]
     _check(benches, OBJECT, "benchmarks")
     for key, bench in benches.items():
         where = f"benchmarks[{key!r}]"
-        _check(bench, OBJECT, where)
-        _fields(bench, _BENCH_FIELDS, set(), where)
-        _check(bench["nodeid"], STR, f"{where}.nodeid")
-        _check(bench["name"], _nullable(STR), f"{where}.name")
-        _check(bench["mode"], STR, f"{where}.mode")
-        params = bench["params"]
-        _check(params, OBJECT, f"{where}.params")
-        for pk, pv in params.items():
-            _check(pv, (lambda v: isinstance(v, str), "a string"), f"{where}.params[{pk!r}]")
-        runs = bench["runs"]
-        _check(runs, (lambda v: isinstance(v, list), "a list"), f"{where}.runs")
-        for i, run in enumerate(runs):
+        _benchmark(bench, where)
+        for i, ref in enumerate(bench["runs"]):
             rwhere = f"{where}.runs[{i}]"
-            _check(run, OBJECT, rwhere)
-            _fields(run, set(required), set(optional), rwhere)
-            for name, check in (*required.items(), *optional.items()):
-                if name in run:
-                    _check(run[name], check, f"{rwhere}.{name}")
-            for opaque in _OPAQUE:
-                _json_value(run.get(opaque), f"{rwhere}.{opaque}")
-            if run["fingerprint"] not in fps:
+            if not (isinstance(ref, list) and len(ref) == 4):
                 raise SchemaProblem(
-                    f"{rwhere}.fingerprint: {run['fingerprint']!r} is not in the fingerprints table"
+                    f"{rwhere}: expected [segment, digest, fingerprint, policy], "
+                    f"got {_describe(ref)}"
                 )
-            if version >= 2 and run["policy"] not in policies:
-                raise SchemaProblem(
-                    f"{rwhere}.policy: {run['policy']!r} is not in the policies table"
-                )
+            sid, digest, fid, pid = ref
+            _check(digest, _DIGEST, f"{rwhere}[1]")
+            for value, table, what in (
+                (sid, segments, "segments"),
+                (fid, fps, "fingerprints"),
+                (pid, policies, "policies"),
+            ):
+                if not isinstance(value, str) or value not in table:
+                    raise SchemaProblem(f"{rwhere}: {_describe(value)} is not in the {what} table")
+
+
+def validate_segment(doc: Any, segment: str | None = None) -> None:
+    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-3 segment (``segment``)."""
+    if not isinstance(doc, dict):
+        raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
+    _fields(doc, _SEGMENT_FIELDS, set(), "top level")
+    if doc["schema"] != SEGMENT_SCHEMA:
+        raise SchemaProblem(f"schema: expected {SEGMENT_SCHEMA!r}, got {_describe(doc['schema'])}")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise SchemaProblem(
+            f"schema_version: expected {SCHEMA_VERSION}, got {_describe(doc['schema_version'])}"
+        )
+    _check(doc["baseline"], STR, "baseline")
+    _check(doc["segment"], _SEG_ID, "segment")
+    if segment is not None and doc["segment"] != segment:
+        raise SchemaProblem(f"segment: expected {segment!r}, got {_describe(doc['segment'])}")
+    _check(doc["timestamp"], TIMESTAMP, "timestamp")
+    runs = doc["runs"]
+    _check(runs, OBJECT, "runs")
+    for key, by_digest in runs.items():
+        _check(by_digest, OBJECT, f"runs[{key!r}]")
+        for digest, run in by_digest.items():
+            where = f"runs[{key!r}][{digest!r}]"
+            _check(digest, _DIGEST, where)
+            _run(run, RUN_REQUIRED_V2, RUN_OPTIONAL_V2, where)
 
 
 # --- versions and migration --------------------------------------------------
@@ -318,31 +476,32 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
-    """Nothing to change: version 3 only adds optional fields."""
-    return doc
-
-
 #: ``MIGRATIONS[n]`` turns a valid version-``n`` document into a version ``n + 1`` one.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def upgrade(doc: Any) -> tuple[dict[str, Any], int]:
-    """Validate ``doc`` in its own version, migrate it to :data:`SCHEMA_VERSION`.
+    """Validate a one-file ``doc`` (version 1 or 2) in its own version, migrate it to the
+    document (:data:`DOCUMENT_VERSION`).
 
-    Returns the migrated document (a new object; ``doc`` is not changed) and
-    the version it was read as.
+    Returns the document and the version it was read as. A migrated document
+    is a new object (``doc`` is not changed); a version-2 one is ``doc`` itself.
     """
     version = read_version(doc)
+    if version > DOCUMENT_VERSION:
+        raise SchemaProblem(
+            f"schema_version {version} is the index of a sharded baseline; read it with its "
+            "runs folder (BaselineStore.load, or pytest-gpuperf show PATH)"
+        )
     validate(doc, version)
+    if version == DOCUMENT_VERSION:
+        return doc, version
     out: dict[str, Any] = json.loads(json.dumps(doc))  # a private deep copy
-    if version == SCHEMA_VERSION:
-        return out, version
     try:
-        for v in range(version, SCHEMA_VERSION):
+        for v in range(version, DOCUMENT_VERSION):
             out = MIGRATIONS[v](out)
             out["schema_version"] = v + 1
-        validate(out, SCHEMA_VERSION)
+        validate(out, DOCUMENT_VERSION)
     except Exception as e:  # a valid old file must migrate: anything else is our bug
         raise SchemaProblem(
             f"cannot migrate it from schema version {version} to {SCHEMA_VERSION} ({e})",
@@ -355,11 +514,21 @@ def upgrade(doc: Any) -> tuple[dict[str, Any], int]:
 
 
 def parse(data: bytes) -> tuple[dict[str, Any], int]:
-    """Bytes of a baseline file -> (current-version document, version it was written in).
+    """Bytes of a one-file baseline (versions 1, 2) -> (document, version it was written in).
 
-    Every problem is a :class:`SchemaProblem` that says what is wrong: empty,
-    not UTF-8, merge-conflict markers, truncated or invalid JSON (with line
-    and column), wrong shape (with the JSON path), a newer schema version.
+    Every problem is a :class:`SchemaProblem` that says what is wrong (see
+    :func:`load_json`), the wrong shape (with the JSON path), a newer schema
+    version. A version-3 index is read by the store, with its segments.
+    """
+    doc, version = upgrade(load_json(data))
+    return canonical_ids(doc), version
+
+
+def load_json(data: bytes) -> Any:
+    """Bytes of a JSON file of the store -> the value, or a :class:`SchemaProblem` saying why not.
+
+    Empty, not UTF-8, merge-conflict markers, truncated or invalid JSON (with
+    line and column), a key given twice.
     """
     if not data.strip():
         raise SchemaProblem("the file is empty (truncated, or an interrupted copy)")
@@ -374,7 +543,12 @@ def parse(data: bytes) -> tuple[dict[str, Any], int]:
             "this file; runs from both sides cannot be merged by hand), or restore it.",
         )
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise SchemaProblem(
+            f"the JSON is nested more than {MAX_NESTING} levels deep (so deep that the parser "
+            "gave up); pytest-gpuperf never writes that"
+        ) from None
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
         if e.pos >= len(text.rstrip()) or _ends_early(text):
@@ -383,8 +557,6 @@ def parse(data: bytes) -> tuple[dict[str, Any], int]:
                 f"{where}: {e.msg})"
             ) from None
         raise SchemaProblem(f"invalid JSON at {where}: {e.msg}") from None
-    doc, version = upgrade(doc)
-    return canonical_ids(doc), version
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -417,16 +589,17 @@ def _ends_early(text: str) -> bool:
     return in_string or depth > 0
 
 
-def canonical_ids(doc: dict[str, Any]) -> dict[str, Any]:
+def canonical_ids(doc: dict[str, Any], *, index: bool = False) -> dict[str, Any]:
     """Re-derive fingerprint and policy ids from their contents (in place; returns ``doc``).
 
     An id is only a hash of its content; recomputing it on load means a
     hand-edited fingerprint (say, declaring a new driver equivalent) is found
-    under its new content, and two entries that became equal merge.
+    under its new content, and two entries that became equal merge. ``doc`` is
+    a document, or a version-3 index (``index=True``: runs are references).
     """
-    for table, field, ident in (
-        ("fingerprints", "fingerprint", fingerprint_id),
-        ("policies", "policy", content_id),
+    for table, field, slot, ident in (
+        ("fingerprints", "fingerprint", 2, fingerprint_id),
+        ("policies", "policy", 3, content_id),
     ):
         rename = {old: ident(content) for old, content in doc[table].items()}
         if all(old == new for old, new in rename.items()):
@@ -434,7 +607,10 @@ def canonical_ids(doc: dict[str, Any]) -> dict[str, Any]:
         doc[table] = {rename[old]: content for old, content in doc[table].items()}
         for bench in doc["benchmarks"].values():
             for run in bench["runs"]:
-                run[field] = rename[run[field]]
+                if index:
+                    run[slot] = rename[run[slot]]
+                else:
+                    run[field] = rename[run[field]]
     return doc
 
 
@@ -443,22 +619,26 @@ def canonical_ids(doc: dict[str, Any]) -> dict[str, Any]:
 _INDENT = "  "
 
 
-def dumps(doc: Mapping[str, Any]) -> str:
+def dumps(doc: Mapping[str, Any], *, compact_depth: int | None = None) -> str:
     """Stable text that diffs well in git.
 
     Objects have sorted keys, one per line, two-space indent; lists of plain
-    values (the rounds of a run) stay on one line, so a new run adds one
-    block and changes no other line. Ends with a newline. NaN is refused.
+    values (the rounds of a run, a run's reference in an index) stay on one
+    line, so a new run adds one block and changes no other line. Values
+    nested ``compact_depth`` levels deep are written on one line each (the
+    runs of a segment). Ends with a newline. NaN is refused.
     """
     out: list[str] = []
-    _emit(doc, 0, out)
+    _emit(doc, 0, out, compact_depth)
     out.append("\n")
     return "".join(out)
 
 
-def _emit(v: Any, level: int, out: list[str]) -> None:
+def _emit(v: Any, level: int, out: list[str], compact: int | None) -> None:
     pad = _INDENT * (level + 1)
-    if isinstance(v, Mapping):
+    if level == compact:
+        out.append(_LINE(v))
+    elif isinstance(v, Mapping):
         if not v:
             out.append("{}")
             return
@@ -466,25 +646,27 @@ def _emit(v: Any, level: int, out: list[str]) -> None:
         items = sorted(v.items())
         for i, (k, x) in enumerate(items):
             out.append(pad + json.dumps(str(k), ensure_ascii=False) + ": ")
-            _emit(x, level + 1, out)
+            _emit(x, level + 1, out, compact)
             out.append(",\n" if i < len(items) - 1 else "\n")
         out.append(_INDENT * level + "}")
     elif isinstance(v, (list, tuple)):
         if all(not isinstance(x, (Mapping, list, tuple)) for x in v):
-            out.append("[" + ", ".join(_scalar(x) for x in v) + "]")
+            out.append(_LINE(v))
             return
         out.append("[\n")
         for i, x in enumerate(v):
             out.append(pad)
-            _emit(x, level + 1, out)
+            _emit(x, level + 1, out, compact)
             out.append(",\n" if i < len(v) - 1 else "\n")
         out.append(_INDENT * level + "]")
     else:
-        out.append(_scalar(v))
+        out.append(_LINE(v))
 
 
-def _scalar(v: Any) -> str:
-    return json.dumps(v, ensure_ascii=False, allow_nan=False)
+#: One value on one line: sorted keys, ", " and ": " separators, no NaN (C-accelerated).
+_LINE = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(", ", ": ")
+).encode
 
 
 def plain(obj: Any) -> Any:

@@ -1,0 +1,376 @@
+"""Scale of the baseline store: a save into a large store, `list`, concurrent saves.
+
+    python bench/baseline_scale.py                       # 2,000 benchmarks x 20 runs, 8 savers
+    python bench/baseline_scale.py --benchmarks 200 --runs 5 --savers 2   # a quick look
+
+What it builds: a baseline of ``--benchmarks`` GPU benchmarks with ``--runs``
+runs each, as a default save keeps them: 30 rounds, the telemetry summary and
+the kernel inventory (6 kernels with real-length names) of every run, git meta.
+The store is first written in schema version 2 (one JSON file, what releases
+before the sharded format wrote), then one save upgrades it; every figure after
+that is taken on the upgraded store.
+
+What it prints, each measured in a fresh process:
+- the save of one session (``--benchmarks`` results) into the full store:
+  wall time of ``BaselineStore.save`` and the peak resident memory of the process;
+- ``pytest-gpuperf list``: wall time of the whole command (interpreter start included);
+- loading the baseline as ``--gpuperf-baseline`` does: wall time and peak memory;
+- ``--savers`` processes saving one session each at the same moment, with the default
+  lock timeout: whether every run of every saver is in the store afterwards.
+
+The targets (issue 12): save <= 3 s and <= 300 MB; list <= 1 s; 8 concurrent saves
+lose no run. The figures are recorded in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+GPU_ENV: dict[str, Any] = {
+    "device": "cuda",
+    "gpu_name": "NVIDIA H200",
+    "sm_count": 132,
+    "gpu_memory_bytes": 150_121_086_976,
+    "compute_capability": "9.0",
+    "driver": "580.159.04",
+    "cuda_runtime": "13.0",
+    "torch": "2.11.0+cu130",
+    "triton": "3.6.0",
+    "python": "3.12.3",
+    "hostname": "runner-1",
+}
+POLICY = {"round_ms": 5.0, "rounds": 30, "warmup_ms": 500.0, "l2_flush": True}
+META = {"git_sha": "3f2a9c1e" * 5, "ci_run_id": "12345678901", "ci_ref": "refs/heads/main"}
+TELEMETRY = {
+    "available": True,
+    "sm_clock_mhz": {"min": 1965.0, "median": 1980.0, "max": 1980.0},
+    "mem_clock_mhz": {"min": 3201.0, "median": 3201.0, "max": 3201.0},
+    "clock_events": ["SW power cap"],
+    "throttled_share": 0.0,
+    "other_processes": 0,
+}
+KERNELS = [
+    "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNT",
+    "triton_poi_fused_add_mul_relu_0",
+    "at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char*, 3ul> >",
+    "at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+    "float, float, float>, unsigned int, float, 4, 4> >",
+    "triton_red_fused__softmax_1",
+    "Memcpy DtoD (Device -> Device)",
+]
+
+
+def inventory(rng: random.Random, level: float) -> dict[str, Any]:
+    """A kernel inventory as artifacts/inventory.py makes it, with per-run jitter."""
+    kernels = []
+    for i, name in enumerate(KERNELS):
+        us = level * 1e6 / (i + 2) * math.exp(rng.gauss(0, 0.01))
+        entry: dict[str, Any] = {
+            "name": name,
+            "kind": "memcpy" if name.startswith("Memcpy") else "kernel",
+            "launches": 1.0,
+            "us_per_call": round(us, 3),
+            "us_per_launch": round(us, 3),
+        }
+        if entry["kind"] == "kernel":
+            entry.update(grid=[132, 2, 1], block=[256, 1, 1], registers=64)
+        kernels.append(entry)
+    return {
+        "kernels": {
+            "schema": 1,
+            "source": "torch.profiler",
+            "device": "cuda",
+            "device_name": "NVIDIA H200",
+            "calls": 10,
+            "per_call_us": round(level * 1e6, 2),
+            "cpu_per_call_us": 12.5,
+            "gpu_us_per_call": round(level * 0.97e6, 2),
+            "busy_fraction": 0.97,
+            "syncs_per_call": 0.0,
+            "h2d_per_call": 0.0,
+            "h2d_bytes_per_call": 0.0,
+            "d2h_per_call": 0.0,
+            "compiled_regions_per_call": 1.0,
+            "kernels": kernels,
+            "other_us_per_call": 0.0,
+        }
+    }
+
+
+def session(n: int, run: int) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """The results of one session of ``n`` benchmarks, and their inventories (``extras``)."""
+    from pytest_gpuperf.model import BenchId, Result
+
+    rng = random.Random(run)
+    results, extras = [], {}
+    for b in range(n):
+        level = 1e-5 * (1 + b % 97)
+        r = Result(
+            id=BenchId(
+                f"tests/test_model_{b // 50}.py::test_op[{b}]",
+                None,
+                "cuda-events",
+                (("shape", f"{b}x1024"), ("dtype", "bfloat16")),
+            ),
+            device="cuda",
+            rounds=[level * math.exp(rng.gauss(0, 0.01)) for _ in range(30)],
+            calls_per_round=50,
+            first_call_s=0.012,
+            warmup=[level] * 12,
+            peak_memory_bytes=1 << 28,
+            environment=GPU_ENV,
+            policy=POLICY,
+            run_id=f"run-{run}",
+            telemetry=TELEMETRY,
+        )
+        results.append(r)
+        extras[r.id.key] = inventory(rng, level)
+    return results, extras
+
+
+def stamp(run: int) -> dt.datetime:
+    return T0 + dt.timedelta(days=run)
+
+
+def write_v2(root: Path, n: int, runs: int) -> int:
+    """The store as schema version 2 wrote it: one JSON file. Returns its size."""
+    from pytest_gpuperf.baseline import schema
+    from pytest_gpuperf.baseline.records import record_from_result
+    from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
+
+    fp = fingerprint(GPU_ENV)
+    fid = fingerprint_id(fp)
+    doc: dict[str, Any] = {
+        "schema": schema.SCHEMA,
+        "schema_version": 2,
+        "name": "main",
+        "plugin_version": "0.1.0",
+        "created": stamp(0).isoformat(timespec="seconds"),
+        "updated": stamp(runs - 1).isoformat(timespec="seconds"),
+        "fingerprints": {fid: fp},
+        "policies": {},
+        "benchmarks": {},
+    }
+    for run in range(runs):
+        results, extras = session(n, run)
+        ts = stamp(run).isoformat(timespec="seconds")
+        for r in results:
+            rec = record_from_result(
+                r, fingerprint_id=fid, timestamp=ts, meta=META, extra=extras[r.id.key]
+            )
+            pid = content_id(rec["policy"])
+            doc["policies"][pid] = rec["policy"]
+            entry = doc["benchmarks"].setdefault(
+                r.id.key,
+                {
+                    "nodeid": r.id.nodeid,
+                    "name": None,
+                    "mode": r.id.mode,
+                    "params": dict(r.id.params),
+                    "runs": [],
+                },
+            )
+            entry["runs"].append({**rec, "policy": pid})
+    root.mkdir(parents=True, exist_ok=True)
+    text = schema.dumps(doc)
+    (root / "main.json").write_text(text, encoding="utf-8")
+    return len(text.encode())
+
+
+def peak_mb() -> float:
+    """Peak resident memory of this process so far, in MB.
+
+    Linux: VmHWM, which starts afresh at exec (ru_maxrss would carry the parent's peak
+    across fork + exec). Elsewhere ru_maxrss, so run the steps from a small parent.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 1024 if sys.platform != "darwin" else rss / 2**20
+
+
+def store_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+# --- the measured steps, each run in a fresh process ------------------------------------
+
+
+def step_write_v2(root: str, n: int, runs: int) -> dict[str, Any]:
+    return {"bytes": write_v2(Path(root), n, runs)}
+
+
+def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[str, Any]:
+    from pytest_gpuperf.baseline import BaselineStore
+
+    results, extras = session(n, run)
+    before = peak_mb()
+    if barrier:
+        while not Path(barrier).exists():
+            time.sleep(0.002)
+    t = time.perf_counter()
+    summary = BaselineStore(root).save("main", results, meta=META, extras=extras, now=stamp(run))
+    took = time.perf_counter() - t
+    return {
+        "save_s": took,
+        "peak_mb": peak_mb(),
+        "peak_mb_before_save": before,
+        "added": summary.added,
+        "migrated_from": summary.migrated_from,
+    }
+
+
+def step_load(root: str) -> dict[str, Any]:
+    from pytest_gpuperf.baseline import BaselineStore
+
+    t = time.perf_counter()
+    b = BaselineStore(root).load("main")
+    took = time.perf_counter() - t
+    runs = sum(len(e.runs) for e in b.benchmarks.values())
+    return {"load_s": took, "peak_mb": peak_mb(), "runs": runs}
+
+
+def step_check(root: str, n: int, first_run: int, savers: int) -> dict[str, Any]:
+    from pytest_gpuperf.baseline import BaselineStore
+
+    b = BaselineStore(root).load("main")
+    want = {f"run-{first_run + i}" for i in range(savers)}
+    missing = 0
+    for e in b.benchmarks.values():
+        missing += len(want - {r.run_id for r in e.runs})
+    return {"benchmarks": len(b.benchmarks), "missing_runs": missing}
+
+
+def child(step: str, *args: Any) -> dict[str, Any]:
+    """Run one step in a fresh interpreter; returns what it printed (JSON)."""
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
+        f"import baseline_scale as b; print(json.dumps(b.step_{step}(*{args!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"step {step} failed:\n{out.stderr}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--benchmarks", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--savers", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3, help="saves measured (the median is kept)")
+    ap.add_argument("--dir", help="where to build the store (default: a temporary folder)")
+    args = ap.parse_args()
+    n, runs = args.benchmarks, args.runs
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gpuperf-scale-"))
+    root = work / "baselines"
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"store: {n} benchmarks x {runs} runs, 30 rounds, telemetry and kernel inventory")
+    t = time.perf_counter()
+    size = child("write_v2", str(root), n, runs)["bytes"]
+    print(
+        f"  written as schema version 2 (one file): {size / 1e6:.1f} MB "
+        f"in {time.perf_counter() - t:.1f} s"
+    )
+
+    first = child("save", str(root), n, runs)
+    print(
+        f"first save (upgrades the file): {first['save_s']:.2f} s, "
+        f"peak {first['peak_mb']:.0f} MB (migrated from v{first['migrated_from']})"
+    )
+    print(f"  store on disk now: {store_bytes(root) / 1e6:.1f} MB")
+
+    saves = [child("save", str(root), n, runs + 1 + i) for i in range(args.repeat)]
+    times = sorted(s["save_s"] for s in saves)
+    peaks = sorted(s["peak_mb"] for s in saves)
+    print(
+        f"save of {n} results into the full store: median {times[len(times) // 2]:.2f} s "
+        f"(all: {', '.join(f'{x:.2f}' for x in times)}), "
+        f"peak memory {peaks[-1]:.0f} MB ({saves[0]['peak_mb_before_save']:.0f} MB "
+        "before the save: interpreter, results)"
+    )
+
+    lists = []
+    for _ in range(3):
+        t = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest_gpuperf.cli", "list", "--dir", str(root)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=ROOT,
+        )
+        lists.append(time.perf_counter() - t)
+        if out.returncode != 0:
+            raise SystemExit(f"list failed: {out.stderr}")
+    print(f"pytest-gpuperf list: {sorted(lists)[1]:.2f} s (median of 3, interpreter included)")
+
+    load = child("load", str(root))
+    print(
+        f"load as --gpuperf-baseline does: {load['load_s']:.2f} s, "
+        f"peak {load['peak_mb']:.0f} MB, {load['runs']} runs"
+    )
+
+    first_run = runs + 1 + args.repeat
+    barrier = work / "go"
+    barrier.unlink(missing_ok=True)
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
+        "import baseline_scale as b; "
+        f"print(json.dumps(b.step_save({str(root)!r}, {n}, int(sys.argv[1]), {str(barrier)!r})))"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(first_run + i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for i in range(args.savers)
+    ]
+    time.sleep(3.0)  # every saver has built its results and waits at the barrier
+    t = time.perf_counter()
+    barrier.touch()
+    outs = [p.communicate() for p in procs]
+    wall = time.perf_counter() - t
+    failed = [
+        err.strip().splitlines()[-1:]
+        for p, (_, err) in zip(procs, outs, strict=True)
+        if p.returncode
+    ]
+    check = child("check", str(root), n, first_run, args.savers)
+    print(
+        f"{args.savers} concurrent saves: all done in {wall:.1f} s, {len(failed)} failed "
+        f"{failed or ''}, {check['missing_runs']} run(s) missing afterwards"
+    )
+    if not args.dir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,413 @@
+"""A baseline's files on disk (schema version 3), read and written so that nothing is torn.
+
+::
+
+    <dir>/NAME.json              the index: tables, benchmarks, references to runs
+    <dir>/NAME.runs/<seg>.json   a segment: the runs of one save, one line each
+    <dir>/.NAME.json.lock        the lock every writer holds (pytest_gpuperf.filelock)
+
+A writer (holding the lock) writes its new segment first, then replaces the
+index atomically: the index is the commit, so a writer killed at any point
+leaves the previous index and every segment it names. A segment file is
+deleted only when neither the new index nor the one it replaces names it:
+a reader (readers take no lock) that read the previous index still finds
+its segments, and one that finds a segment gone (two saves happened while it
+read) reads the index again.
+
+Versions 1 and 2 are one file, ``NAME.json``, read whole; the first save
+into one rewrites it as an index with one segment per saved session.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.errors import BaselineError, CorruptBaseline
+from pytest_gpuperf.fileio import atomic_write_bytes
+from pytest_gpuperf.fileio import remove_temporaries as remove_temporaries_of
+from pytest_gpuperf.fingerprint import content_id
+
+#: How often a reader starts again when a segment vanished under it (a save per attempt).
+READ_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Files:
+    """The paths of baseline ``stem`` in ``root``."""
+
+    root: Path
+    stem: str
+
+    @property
+    def index(self) -> Path:
+        return self.root / f"{self.stem}.json"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / f"{self.stem}.runs"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / f".{self.stem}.json.lock"
+
+    def segment(self, sid: str) -> Path:
+        return self.runs_dir / f"{sid}.json"
+
+    def show(self, path: Path) -> str:
+        """A segment's path as a user finds it (relative to the baseline folder)."""
+        return f"{self.runs_dir.name}/{path.name}" if path.parent == self.runs_dir else str(path)
+
+
+class _SegmentGone(Exception):
+    def __init__(self, path: Path):
+        self.path = path
+
+
+def digest(run: Mapping[str, Any]) -> str:
+    """What tells two runs of one benchmark apart in an index: run id, rounds and median."""
+    return content_id([run["run_id"], run["rounds"], run["median"]])
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``; ``FileNotFoundError`` as it is, other errors as BaselineError."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise BaselineError(
+            f"{path} is a folder, not a baseline file; move it away (the baseline of that "
+            "name is written there)"
+        ) from None
+    except OSError as e:
+        raise BaselineError(f"cannot read baseline file {path}: {e.strerror or e}") from None
+
+
+def parse_index(files: Files, data: bytes) -> tuple[dict[str, Any], int]:
+    """Bytes of ``NAME.json`` -> (a document for versions 1-2, or a version-3 index; version)."""
+    try:
+        raw = schema.load_json(data)
+        version = schema.read_version(raw)
+        if version <= schema.DOCUMENT_VERSION:
+            doc, version = schema.upgrade(raw)
+            return schema.canonical_ids(doc), version
+        schema.validate_index(raw)
+    except schema.SchemaProblem as e:
+        raise CorruptBaseline(str(files.index), str(e), e.remedy) from None
+    return schema.canonical_ids(raw, index=True), version
+
+
+def read_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Segment ``sid``: trusted when its bytes are those the index recorded, else validated."""
+    path = files.segment(sid)
+    try:
+        data = read_bytes(path)
+    except FileNotFoundError:
+        raise _SegmentGone(path) from None
+    try:
+        if sha256(data) == entry["sha256"]:  # written (and validated) by a save
+            doc: dict[str, Any] = json.loads(data)
+            return doc
+        doc = schema.load_json(data)
+        schema.validate_segment(doc, sid)
+    except RecursionError:  # an index forged to trust a forged segment
+        raise CorruptBaseline(
+            f"{path} (a segment of {files.index.name})",
+            f"the JSON is nested more than {schema.MAX_NESTING} levels deep",
+        ) from None
+    except schema.SchemaProblem as e:
+        raise CorruptBaseline(
+            f"{path} (a segment of {files.index.name})",
+            str(e),
+            f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you "
+            "keep them (they belong together), or delete both and save the baseline again.",
+        ) from None
+    return doc
+
+
+def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
+    """The document (version-2 form) of a version-3 index: every run it names, in order."""
+    segments: dict[str, dict[str, Any]] = {}
+    benchmarks: dict[str, Any] = {}
+    for key, bench in index["benchmarks"].items():
+        runs = []
+        for sid, dig, fid, pid in bench["runs"]:
+            seg = segments.get(sid)
+            if seg is None:
+                seg = segments[sid] = read_segment(files, sid, index["segments"][sid])["runs"]
+            run = (seg.get(key) or {}).get(dig)
+            if run is None:
+                path = files.segment(sid)
+                raise CorruptBaseline(
+                    f"{path} (a segment of {files.index.name})",
+                    f"it has no run {dig} of benchmark {key!r}, which {files.index.name} lists",
+                    f"Restore {files.runs_dir.name}/ together with {files.index.name} (they "
+                    "belong together), or delete both and save the baseline again.",
+                )
+            run["fingerprint"], run["policy"] = fid, pid  # the index's ids are canonical
+            runs.append(run)
+        benchmarks[key] = {**{k: bench[k] for k in ("nodeid", "name", "mode", "params")}}
+        benchmarks[key]["runs"] = runs
+    return {
+        "schema": schema.SCHEMA,
+        "schema_version": schema.DOCUMENT_VERSION,
+        **{k: index[k] for k in ("name", "plugin_version", "created", "updated")},
+        "fingerprints": index["fingerprints"],
+        "policies": index["policies"],
+        "benchmarks": benchmarks,
+    }
+
+
+def load(files: Files) -> tuple[dict[str, Any], int]:
+    """The document of baseline ``files`` and the schema version it was read from.
+
+    ``FileNotFoundError`` when there is no ``NAME.json``; ``CorruptBaseline``
+    naming the file (index or segment) that cannot be used.
+    """
+    previous: bytes | None = None
+    for _ in range(READ_ATTEMPTS):
+        data = read_bytes(files.index)
+        doc, version = parse_index(files, data)
+        if version <= schema.DOCUMENT_VERSION:
+            return doc, version
+        try:
+            return assemble(files, doc), version
+        except _SegmentGone as gone:
+            if data == previous:  # the same index twice: the segment is really missing
+                break
+            previous, missing = data, gone.path
+    else:  # pragma: no cover - five saves while one baseline was read
+        raise BaselineError(
+            f"baseline {files.index} changed {READ_ATTEMPTS} times while it was read; "
+            "try again when the saves into it are done"
+        )
+    raise CorruptBaseline(
+        f"{missing} (a segment of {files.index.name})",
+        f"the file is missing, and {files.index.name} lists runs in it",
+        f"Restore {files.runs_dir.name}/ together with {files.index.name} (they belong "
+        "together), or delete both and save the baseline again.",
+    )
+
+
+# --- writing (under the baseline's lock) ---------------------------------------------
+
+
+def check_writable(files: Files) -> None:
+    """Raise :class:`BaselineError` if a save into ``files`` cannot, or must not, happen.
+
+    The folder (or the nearest of its parents that exists) must be a writable
+    folder; ``NAME.json`` and ``NAME.runs`` must not be symbolic links (a save
+    replaces the index, so a link would be replaced instead of its target
+    updated, and segments would be written wherever a link points), nor of the
+    wrong kind. Nothing is created.
+    """
+    folder = files.root
+    existing = folder
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BaselineError(
+            f"cannot save into baseline folder {folder}: {existing} is a file, not a folder; "
+            "point --gpuperf-baseline-dir (the CLI's --dir) at a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BaselineError(
+            f"cannot save into baseline folder {folder}: {existing} is not writable (permissions "
+            "or a read-only file system); point --gpuperf-baseline-dir at a folder you can write"
+        )
+    for path, kind in ((files.index, "file"), (files.runs_dir, "folder")):
+        if path.is_symlink():
+            target = os.readlink(path)
+            raise BaselineError(
+                f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
+                f"{target}); a save would replace the link, not update what it points to. Point "
+                "--gpuperf-baseline-dir at the folder that holds the real files, or replace the "
+                f"link by its {kind}."
+            )
+    if files.index.exists() and not files.index.is_file():
+        raise BaselineError(
+            f"{files.index} is a folder, not a baseline file; move it away (the baseline of that "
+            "name is written there)"
+        )
+    if files.runs_dir.exists() and not files.runs_dir.is_dir():
+        raise BaselineError(
+            f"cannot save into baseline {files.stem!r}: {files.runs_dir} is not a folder (a "
+            "baseline's runs are kept there); move it away"
+        )
+
+
+def segment_id(stamp: str, runs: Mapping[str, Any]) -> str:
+    """``20251129T193800Z-1a2b3c4d``: the save's time (so names sort by it) and content."""
+    when = _dt.datetime.fromisoformat(stamp).astimezone(_dt.timezone.utc)
+    return f"{when:%Y%m%dT%H%M%SZ}-{content_id(runs)[:8]}"
+
+
+def write_segment(
+    files: Files, stamp: str, runs: dict[str, dict[str, dict[str, Any]]]
+) -> tuple[str, dict[str, Any]]:
+    """Write the runs of one save as a new segment; returns its id and its index entry."""
+    sid = segment_id(stamp, runs)
+    doc = {
+        "schema": schema.SEGMENT_SCHEMA,
+        "schema_version": schema.SCHEMA_VERSION,
+        "baseline": files.stem,
+        "segment": sid,
+        "timestamp": stamp,
+        "runs": runs,
+    }
+    try:
+        schema.validate_segment(doc, sid)
+    except schema.SchemaProblem as e:  # a bug: never write what we would refuse to read
+        raise BaselineError(
+            f"refusing to write an invalid segment {sid} of {files.index}: {e}"
+        ) from None
+    data = schema.dumps(doc, compact_depth=3).encode("utf-8")
+    atomic_write_bytes(files.segment(sid), data)
+    all_runs = [r for by_digest in runs.values() for r in by_digest.values()]
+    entry: dict[str, Any] = {
+        "sha256": sha256(data),
+        "timestamp": stamp,
+        "runs": len(all_runs),
+        "run_ids": sorted({r["run_id"] for r in all_runs}),
+    }
+    commit = next(
+        (
+            (r.get("meta") or {}).get(k)
+            for r in all_runs
+            for k in ("git_sha", "ci_sha")
+            if isinstance((r.get("meta") or {}).get(k), str) and (r.get("meta") or {}).get(k)
+        ),
+        None,
+    )
+    if commit:
+        entry["commit"] = commit
+    return sid, entry
+
+
+def write_index(files: Files, index: dict[str, Any]) -> None:
+    """Replace ``NAME.json`` by ``index`` (the commit of a save or a prune)."""
+    index["schema"] = schema.SCHEMA
+    index["schema_version"] = schema.SCHEMA_VERSION
+    index["plugin_version"] = __version__
+    try:
+        schema.validate_index(index)
+    except schema.SchemaProblem as e:  # a bug: never write what we would refuse to read
+        raise BaselineError(
+            f"refusing to write an invalid baseline to {files.index}: {e}"
+        ) from None
+    atomic_write_bytes(files.index, schema.dumps(index).encode("utf-8"))
+
+
+def index_from_document(files: Files, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-3 index of a version-1/2 document, writing one segment per saved session.
+
+    Runs of one benchmark that are the same run twice (same id, rounds and
+    median, saved at the same time) are kept once.
+    """
+    by_stamp: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    refs: dict[str, list[tuple[str, str, str, str]]] = {}
+    for key, bench in doc["benchmarks"].items():
+        for run in bench["runs"]:
+            dig = digest(run)
+            seg = by_stamp.setdefault(run["timestamp"], {}).setdefault(key, {})
+            if dig in seg:
+                continue
+            seg[dig] = dict(run)
+            refs.setdefault(key, []).append(
+                (run["timestamp"], dig, run["fingerprint"], run["policy"])
+            )
+    sids = {stamp: write_segment(files, stamp, runs) for stamp, runs in sorted(by_stamp.items())}
+    benchmarks = {}
+    for key, bench in doc["benchmarks"].items():
+        benchmarks[key] = {k: bench[k] for k in ("nodeid", "name", "mode", "params")}
+        benchmarks[key]["runs"] = [
+            [sids[stamp][0], dig, fid, pid] for stamp, dig, fid, pid in refs.get(key, [])
+        ]
+    return {
+        "schema": schema.SCHEMA,
+        "schema_version": schema.SCHEMA_VERSION,
+        **{k: doc[k] for k in ("name", "plugin_version", "created", "updated")},
+        "fingerprints": dict(doc["fingerprints"]),
+        "policies": dict(doc["policies"]),
+        "segments": {sid: entry for sid, entry in sids.values()},
+        "benchmarks": benchmarks,
+    }
+
+
+def segment_files(files: Files) -> Iterator[Path]:
+    """The segment files in ``NAME.runs/`` (other files there are not ours: left alone)."""
+    try:
+        entries = list(os.scandir(files.runs_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for e in entries:
+        stem, ext = os.path.splitext(e.name)
+        if (
+            ext == ".json"
+            and schema.SEGMENT_ID.fullmatch(stem)
+            and e.is_file(follow_symlinks=False)
+        ):
+            yield Path(e.path)
+
+
+def remove_temporaries(files: Files) -> int:
+    """Remove what writers killed mid-write left: temporary copies of the index and segments.
+
+    Only under the baseline's lock, which keeps every other writer out.
+    """
+    removed = remove_temporaries_of(files.index, all_of_them=True)
+    try:
+        names = os.listdir(files.runs_dir)
+    except OSError:
+        return removed
+    for name in names:
+        if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
+            with contextlib.suppress(OSError):
+                os.unlink(files.runs_dir / name)
+                removed += 1
+    return removed
+
+
+def discard(files: Files, sids: list[str]) -> None:
+    """Remove segments written for a commit that failed (best effort)."""
+    for sid in sids:
+        with contextlib.suppress(OSError):
+            files.segment(sid).unlink()
+    if sids:
+        with contextlib.suppress(OSError):
+            files.runs_dir.rmdir()  # only when empty
+
+
+def collect_garbage(files: Files, keep: set[str]) -> int:
+    """Delete the segments named by neither ``keep`` (the new and the previous index)."""
+    removed = 0
+    for path in segment_files(files):
+        if path.stem not in keep:
+            try:
+                path.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+    if not keep:
+        with contextlib.suppress(OSError):
+            files.runs_dir.rmdir()  # only when empty: files that are not ours stay
+    return removed

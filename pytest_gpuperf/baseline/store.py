@@ -1,0 +1,702 @@
+"""The baseline store: storing runs of benchmarks, and finding the comparable ones.
+
+``--gpuperf-save=NAME`` appends one run per benchmark to baseline NAME
+(``<dir>/NAME.json`` and its runs folder, :mod:`.layout`);
+``--gpuperf-baseline=NAME`` reads it back. A benchmark's runs are kept per
+environment fingerprint (:mod:`pytest_gpuperf.fingerprint`), the newest
+``keep_runs`` of each, because the run-to-run noise that the verdict needs is
+learnt from that history, never from the rounds of one run.
+
+Nothing is lost on bad input: a file that cannot be read is reported (which
+file, what is wrong, what to do) and never rewritten; a save holds a
+cross-process lock around read-merge-write (:mod:`pytest_gpuperf.filelock`)
+and commits by replacing the index atomically, so concurrent saves keep every
+run and a save killed half-way leaves the old baseline whole. A save reads
+and writes the index and writes its own runs; the runs already stored are
+not read, so its cost does not grow with the history. The format and its versions
+are in :mod:`pytest_gpuperf.baseline.schema`.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf.baseline import (
+    DEFAULT_KEEP_RUNS,
+    NAME_RULE,
+    check_name,
+    is_name,
+    layout,
+    schema,
+)
+from pytest_gpuperf.baseline.records import (
+    Baseline,
+    record_from_result,
+    result_fields,
+)
+from pytest_gpuperf.errors import (
+    BaselineError,
+    BaselineLocked,
+    UnknownBaseline,
+    UnsafePath,
+)
+from pytest_gpuperf.filelock import DEFAULT_TIMEOUT_S, LockTimeout, OnWait, locked
+from pytest_gpuperf.fingerprint import BUILTIN_KEYS, content_id, fingerprint, fingerprint_id
+from pytest_gpuperf.model import Result
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def _stamp(t: _dt.datetime) -> str:
+    if t.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware (e.g. datetime.now(timezone.utc))")
+    return t.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# --- the store -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaveSummary:
+    name: str
+    path: Path
+    created: bool
+    added: int
+    dropped: int
+    benchmarks: int
+    fingerprints: tuple[str, ...]
+    keep_runs: int
+    #: the schema version the file had before this save upgraded it (None: no upgrade)
+    migrated_from: int | None = None
+    #: results not saved, with why: (benchmark key, reason)
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        """One line for the terminal summary."""
+        if not self.added:
+            return f"baseline {self.name!r}: nothing saved ({self.path})"
+        text = (
+            f"saved {self.added} run(s) of {self.benchmarks} benchmark(s) into baseline "
+            f"{self.name!r} ({self.path})"
+        )
+        if self.dropped:
+            text += f"; dropped {self.dropped} older run(s) (keeping {self.keep_runs} each)"
+        if self.migrated_from is not None:
+            text += f"; upgraded from schema version {self.migrated_from}"
+        if self.skipped:
+            text += f"; skipped {len(self.skipped)} result(s) that cannot be a baseline run"
+        return text
+
+
+@dataclass(frozen=True)
+class EnvironmentPrune:
+    """What a prune removes from one environment (fingerprint) of a baseline."""
+
+    fingerprint_id: str
+    label: str
+    removed: int
+    total: int
+    benchmarks: int
+    first: str | None = None
+    last: str | None = None
+
+    def describe(self, verb: str) -> str:
+        head = f"  environment {self.fingerprint_id} ({self.label}): "
+        if not self.removed:
+            return head + f"nothing ({self.total} run(s) kept)"
+        text = (
+            f"{verb} {self.removed} of {self.total} run(s) of {self.benchmarks} benchmark(s), "
+            f"saved {(self.first or '?')[:10]} to {(self.last or '?')[:10]}"
+        )
+        if self.removed == self.total:
+            text += "; the environment goes with its last run"
+        return head + text
+
+
+@dataclass(frozen=True)
+class PruneSummary:
+    name: str
+    path: Path
+    removed_runs: int
+    removed_benchmarks: int
+    removed_fingerprints: int
+    environments: tuple[EnvironmentPrune, ...] = ()
+    dry_run: bool = False
+
+    def describe(self) -> str:
+        """A line for the baseline, then one per environment."""
+        head = f"baseline {self.name!r} ({self.path}): "
+        if not self.removed_runs:
+            head += "nothing to remove"
+        elif self.dry_run:
+            head += f"would remove {self.removed_runs} run(s); nothing was changed (--dry-run)"
+        else:
+            head += f"removed {self.removed_runs} run(s)"
+            if self.removed_benchmarks:
+                head += f"; {self.removed_benchmarks} benchmark(s) left without runs went too"
+        verb = "would remove" if self.dry_run else "removed"
+        return "\n".join([head, *(e.describe(verb) for e in self.environments)])
+
+
+@dataclass(frozen=True)
+class Session:
+    """The runs one save added, as ``pytest-gpuperf list`` shows them."""
+
+    timestamp: str
+    run_ids: tuple[str, ...]
+    fingerprint_id: str
+    benchmarks: int
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class Overview:
+    """What a baseline holds, read from its index alone (``pytest-gpuperf list``)."""
+
+    name: str
+    path: Path
+    benchmarks: int
+    runs: int
+    environments: int
+    updated: str
+    sessions: tuple[Session, ...]
+
+
+class BaselineStore:
+    """The baselines of one directory: ``NAME.json`` each (see :mod:`.layout`)."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        lock_timeout: float = DEFAULT_TIMEOUT_S,
+        on_wait: OnWait | None = None,
+    ):
+        """``lock_timeout``: how long a save, prune or delete waits for another one's lock;
+        ``on_wait(text)`` is told once when it has to wait, with who holds the lock (what it
+        returns, if a context manager, lasts while waiting: a progress line)."""
+        self.root = Path(root)
+        self.lock_timeout = lock_timeout
+        self.on_wait = on_wait
+
+    def __repr__(self) -> str:
+        return f"BaselineStore({str(self.root)!r})"
+
+    def names(self) -> list[str]:
+        """Names of the baselines in the directory, sorted (none if it does not exist)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.stem for p in self.root.glob("*.json") if p.is_file() and is_name(p.stem))
+
+    def strays(self) -> list[tuple[Path, str]]:
+        """JSON files in the folder that look like baselines but cannot be one, with why."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for p in sorted(self.root.glob("*.json")):
+            if p.name.startswith(".") or not p.is_file() or is_name(p.stem):
+                continue
+            if p.stem.lower().endswith(".json") and is_name(p.stem[:-5]):
+                why = f"a baseline name has no .json: rename {p.name} to {p.stem}"
+            else:
+                why = f"{p.stem!r} is not a baseline name ({NAME_RULE})"
+            out.append((p, why))
+        return out
+
+    def files(self, name: str) -> layout.Files:
+        return layout.Files(self.root, check_name(name))
+
+    def path(self, name: str) -> Path:
+        """The baseline's index file, ``<dir>/NAME.json``."""
+        return self.files(name).index
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).is_file()
+
+    def _existing(self, name: str) -> layout.Files:
+        """The files of ``name``, or :class:`UnknownBaseline` (before any lock file is made)."""
+        files = self.files(name)
+        if not files.index.exists():
+            raise UnknownBaseline(name, str(self.root), self.names())
+        return files
+
+    def load(self, name: str) -> Baseline:
+        """Read, validate and migrate baseline ``name``; its files are never changed."""
+        files = self.files(name)
+        doc, version = self._load(name, files)
+        return Baseline(name, files.index, doc, version)
+
+    def _load(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
+        try:
+            return layout.load(files)
+        except FileNotFoundError:
+            raise UnknownBaseline(name, str(self.root), self.names()) from None
+
+    def _read_index(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
+        """The index (a version-1/2 file is read whole and returned as a document)."""
+        try:
+            data = layout.read_bytes(files.index)
+        except FileNotFoundError:
+            raise UnknownBaseline(name, str(self.root), self.names()) from None
+        return layout.parse_index(files, data)
+
+    def check(self, name: str) -> None:
+        """That an existing baseline ``name`` can be saved into: its index reads and validates.
+
+        Cheap (the runs are not read): the check a session makes before measuring.
+        """
+        files = self.files(name)
+        layout.check_writable(files)
+        if files.index.exists():
+            self._read_index(name, files)
+
+    def overview(self, name: str) -> Overview:
+        """What ``name`` holds, from its index alone (a version-1/2 file is read whole)."""
+        files = self.files(name)
+        index, version = self._read_index(name, files)
+        if version <= schema.DOCUMENT_VERSION:
+            index = _index_of_document(index)
+        counts: dict[tuple[str, str], int] = {}
+        n_runs = 0
+        for bench in index["benchmarks"].values():
+            for sid, _, fid, _ in bench["runs"]:
+                counts[sid, fid] = counts.get((sid, fid), 0) + 1
+                n_runs += 1
+        segs = index["segments"]
+        sessions = sorted(
+            (
+                Session(
+                    segs[sid]["timestamp"],
+                    tuple(segs[sid]["run_ids"]),
+                    fid,
+                    n,
+                    segs[sid].get("commit"),
+                )
+                for (sid, fid), n in counts.items()
+            ),
+            key=lambda s: (s.timestamp, s.run_ids, s.fingerprint_id),
+        )
+        return Overview(
+            name=name,
+            path=files.index,
+            benchmarks=len(index["benchmarks"]),
+            runs=n_runs,
+            environments=len(index["fingerprints"]),
+            updated=index["updated"],
+            sessions=tuple(sessions),
+        )
+
+    def save(
+        self,
+        name: str,
+        results: Sequence[Result | Mapping[str, Any]],
+        *,
+        keep_runs: int = DEFAULT_KEEP_RUNS,
+        meta: Mapping[str, Any] | None = None,
+        fingerprint_extra: Mapping[str, Any] | None = None,
+        extras: Mapping[str, Mapping[str, Any]] | None = None,
+        now: _dt.datetime | None = None,
+    ) -> SaveSummary:
+        """Append one run per result to baseline ``name`` (created if missing).
+
+        Keeps the newest ``keep_runs`` runs of each benchmark per fingerprint;
+        other benchmarks and fingerprints are never dropped. ``meta`` (git sha,
+        CI job, ...) is stored with every run of this save; ``fingerprint_extra``
+        holds the hook-provided fingerprint keys; ``extras[key]`` is opaque
+        data stored with the run of benchmark ``key`` (the kernel inventory).
+        The runs go into one new segment, and the index is rewritten; the
+        runs already stored are not read. An existing file that cannot be read
+        is left as it is (:class:`CorruptBaseline`).
+        """
+        if keep_runs < 1:
+            raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
+        files = self.files(name)
+        path = files.index
+        stamp = _stamp(now or _now())
+        new_fps: dict[str, dict[str, Any]] = {}
+        new_runs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
+        skipped: list[tuple[str, str]] = []
+        for r in results:
+            d = result_fields(r) if isinstance(r, Result) else r
+            key = d.get("id", {}).get("key", "?")
+            env = d.get("environment")
+            if not env:
+                skipped.append((key, "no environment recorded, so no fingerprint"))
+                continue
+            fp = fingerprint(env, fingerprint_extra)
+            fid = fingerprint_id(fp)
+            try:
+                rec = record_from_result(
+                    d,
+                    fingerprint_id=fid,
+                    timestamp=stamp,
+                    meta=meta,
+                    extra=(extras or {}).get(key),
+                )
+            except ValueError as e:
+                skipped.append((key, str(e)))
+                continue
+            new_fps[fid] = fp
+            new_runs.append((d, rec))
+        if not new_runs:
+            return SaveSummary(name, path, False, 0, 0, 0, (), keep_runs, None, tuple(skipped))
+
+        layout.check_writable(files)
+        with self._locked(files, "save into"):
+            layout.check_writable(files)
+            created = not path.exists()
+            if created:
+                index: dict[str, Any] = empty_index(name, stamp)
+                version = schema.SCHEMA_VERSION
+                before: set[str] = set()
+            else:
+                index, version = self._read_index(name, files)
+                if version <= schema.DOCUMENT_VERSION:
+                    index = layout.index_from_document(files, index)
+                    before = set()
+                else:
+                    before = set(index["segments"])
+            segment, added, touched = _merge(index, new_fps, new_runs, skipped)
+            # Segments this save writes: gone again if its commit fails (a migration's too).
+            migrated = version != schema.SCHEMA_VERSION
+            written: list[str] = list(index["segments"]) if migrated else []
+            if added:
+                sid, entry = layout.write_segment(files, stamp, segment)
+                written.append(sid)
+                for key, dig, fid, pid in touched:
+                    index["benchmarks"][key]["runs"].append([sid, dig, fid, pid])
+                index["segments"][sid] = entry
+            dropped = sum(
+                _trim(index["benchmarks"][key]["runs"], fid, keep_runs)
+                for key, fid in {(key, fid) for key, _, fid, _ in touched}
+            )
+            _drop_empty(index)
+            if added or version != schema.SCHEMA_VERSION:
+                index.update(name=name, updated=stamp)
+                try:
+                    layout.write_index(files, index)
+                except BaseException:
+                    layout.discard(files, [s for s in written if s not in before])
+                    raise
+                layout.collect_garbage(files, before | set(index["segments"]))
+        return SaveSummary(
+            name=name,
+            path=path,
+            created=created and bool(added),
+            added=added,
+            dropped=dropped,
+            benchmarks=len({key for key, _, _, _ in touched}),
+            fingerprints=tuple(sorted(new_fps)),
+            keep_runs=keep_runs,
+            migrated_from=None if version == schema.SCHEMA_VERSION else version,
+            skipped=tuple(skipped),
+        )
+
+    @contextlib.contextmanager
+    def _locked(self, files: layout.Files, action: str) -> Iterator[None]:
+        """Hold the baseline's lock; turn lock and file-system failures into clear errors."""
+        name = files.stem
+        on_wait = self.on_wait
+
+        def told(holder: str) -> Any:
+            if on_wait is not None:
+                return on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
+            return None
+
+        try:
+            with locked(
+                files.lock,
+                timeout=self.lock_timeout,
+                on_wait=told,
+                owner=f"{action} baseline {name}",
+            ):
+                layout.remove_temporaries(files)
+                yield
+        except LockTimeout as e:
+            raise BaselineLocked(
+                f"{e} (--gpuperf-lock-timeout, or the command's --lock-timeout, sets how long "
+                "to wait)"
+            ) from None
+        except UnsafePath as e:
+            raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
+        except OSError as e:  # disk full, read-only, no locks on this file system, ...
+            raise BaselineError(
+                f"cannot {action} baseline file {files.index}: {e.strerror or e}. "
+                "The file is as it was before."
+            ) from e
+
+    def delete(self, name: str) -> Path:
+        """Remove baseline ``name`` (its index and its runs); :class:`UnknownBaseline` if none."""
+        files = self._existing(name)
+        layout.check_writable(files)
+        with self._locked(files, "delete"):
+            layout.check_writable(files)
+            if not files.index.exists():  # deleted by another process meanwhile
+                raise UnknownBaseline(name, str(self.root), self.names())
+            files.index.unlink()
+            layout.collect_garbage(files, set())
+        return files.index
+
+    def prune(
+        self,
+        name: str,
+        *,
+        keep_runs: int | None = None,
+        fingerprint_id: str | None = None,
+        keys: Iterable[str] | None = None,
+        before: _dt.datetime | None = None,
+        dry_run: bool = False,
+        now: _dt.datetime | None = None,
+    ) -> PruneSummary:
+        """Remove runs from baseline ``name``, or with ``dry_run`` only say which.
+
+        A run is removed when it matches every selector given among
+        ``fingerprint_id``, ``keys`` (benchmark keys) and ``before`` (saved
+        earlier than this time), and, with ``keep_runs``, is not among the
+        newest ``keep_runs`` runs of its benchmark in its environment (alone,
+        ``keep_runs`` trims every benchmark of every environment). Benchmarks
+        and environments left without runs go too. Nothing else is touched.
+        """
+        if keep_runs is None and fingerprint_id is None and keys is None and before is None:
+            raise ValueError("prune needs keep_runs, fingerprint_id, keys or before")
+        if keep_runs is not None and keep_runs < 1:
+            raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
+        if before is not None and before.tzinfo is None:
+            raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
+        files = self._existing(name)
+        key_set = set(keys) if keys is not None else None
+        layout.check_writable(files)
+        with self._locked(files, "prune"):
+            layout.check_writable(files)
+            index, version = self._read_index(name, files)
+            if version <= schema.DOCUMENT_VERSION and not dry_run:
+                index = layout.index_from_document(files, index)
+                previous: set[str] = set()
+            elif version <= schema.DOCUMENT_VERSION:
+                index = _index_of_document(index)
+                previous = set()
+            else:
+                previous = set(index["segments"])
+            if fingerprint_id is not None and fingerprint_id not in index["fingerprints"]:
+                have = ", ".join(sorted(index["fingerprints"])) or "none"
+                raise BaselineError(
+                    f"baseline {name!r} has no fingerprint {fingerprint_id!r}; it has: {have}"
+                )
+            segs = index["segments"]
+            stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
+            envs = {fid: _Tally() for fid in index["fingerprints"]}
+            for key, bench in index["benchmarks"].items():
+                runs = bench["runs"]
+                newest: set[int] = set()
+                if keep_runs is not None:
+                    for fid in {r[2] for r in runs}:
+                        mine = [i for i, r in enumerate(runs) if r[2] == fid]
+                        newest.update(mine[-keep_runs:])
+                keep = []
+                for i, ref in enumerate(runs):
+                    tally = envs[ref[2]]
+                    tally.total += 1
+                    if i in newest or not _selected(
+                        ref, key, stamps, fingerprint_id, key_set, before
+                    ):
+                        keep.append(ref)
+                        continue
+                    tally.removed += 1
+                    tally.benchmarks.add(key)
+                    tally.times.append(segs[ref[0]]["timestamp"])
+                runs[:] = keep
+            report = tuple(
+                EnvironmentPrune(
+                    fid,
+                    _environment_label(index["fingerprints"][fid]),
+                    t.removed,
+                    t.total,
+                    len(t.benchmarks),
+                    min(t.times, default=None),
+                    max(t.times, default=None),
+                )
+                for fid, t in envs.items()
+            )
+            removed = sum(e.removed for e in report)
+            n_bench, n_fp = _drop_empty(index)
+            if not dry_run and (removed or version != schema.SCHEMA_VERSION):
+                index.update(updated=_stamp(now or _now()))
+                layout.write_index(files, index)
+                layout.collect_garbage(files, previous | set(index["segments"]))
+        return PruneSummary(name, files.index, removed, n_bench, n_fp, report, dry_run)
+
+
+@dataclass
+class _Tally:
+    total: int = 0
+    removed: int = 0
+    benchmarks: set[str] = field(default_factory=set)
+    times: list[str] = field(default_factory=list)
+
+
+def _environment_label(fp: Mapping[str, Any]) -> str:
+    """A fingerprint as a user tells environments apart: the device, driver, torch."""
+    if fp.get("device") == "cuda":
+        parts = [fp.get("gpu_name"), f"driver {fp.get('driver')}", f"torch {fp.get('torch')}"]
+    else:
+        parts = [fp.get("cpu_model") or "cpu", f"torch {fp.get('torch')}"]
+    extra = [f"{k}={v}" for k, v in sorted(fp.items()) if k not in BUILTIN_KEYS]
+    return ", ".join(str(p) for p in [*parts, *extra] if p)
+
+
+def load_file(path: Path) -> Baseline:
+    """The baseline whose file is ``path`` (``NAME.json``, its runs beside it), named by its stem.
+
+    For files given by path (the CLI's ``show PATH``), whatever their name.
+    """
+    files = layout.Files(path.parent, path.stem)
+    try:
+        doc, version = layout.load(files)
+    except FileNotFoundError:
+        raise BaselineError(f"no such baseline file: {path}") from None
+    return Baseline(path.stem, path, doc, version)
+
+
+def _merge(
+    index: dict[str, Any],
+    fps: Mapping[str, dict[str, Any]],
+    runs: Sequence[tuple[Mapping[str, Any], dict[str, Any]]],
+    skipped: list[tuple[str, str]],
+) -> tuple[dict[str, dict[str, dict[str, Any]]], int, list[tuple[str, str, str, str]]]:
+    """Add ``runs`` (result dict, record) to ``index``'s tables and benchmark identities.
+
+    Returns the new segment's runs (``{key: {digest: run}}``), how many were
+    added, and their references ``(key, digest, fingerprint, policy)``, for
+    the caller to append once the segment has its id.
+    """
+    index["fingerprints"].update(fps)
+    policies, benches = index["policies"], index["benchmarks"]
+    segment: dict[str, dict[str, dict[str, Any]]] = {}
+    touched: list[tuple[str, str, str, str]] = []
+    for result, rec in runs:
+        bid = result["id"]
+        key, fid = bid["key"], rec["fingerprint"]
+        dig = layout.digest(rec)
+        entry = benches.get(key)
+        if (entry and any(r[1] == dig and r[2] == fid for r in entry["runs"])) or dig in (
+            segment.get(key) or {}
+        ):
+            # The same run saved again (a retried job): once is enough. Distinct runs
+            # that share a run id (subprocesses of one session) are kept.
+            skipped.append((key, f"run {rec['run_id']} is already saved"))
+            continue
+        entry = benches.setdefault(key, {"runs": []})
+        entry.update(
+            nodeid=bid["nodeid"],
+            name=bid.get("name"),
+            mode=bid["mode"],
+            params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
+        )
+        pid = content_id(rec["policy"])
+        policies[pid] = rec["policy"]
+        segment.setdefault(key, {})[dig] = {**rec, "policy": pid}
+        touched.append((key, dig, fid, pid))
+    return segment, len(touched), touched
+
+
+def _selected(
+    ref: Sequence[str],
+    key: str,
+    stamps: Mapping[str, _dt.datetime],
+    fid: str | None,
+    keys: set[str] | None,
+    before: _dt.datetime | None,
+) -> bool:
+    if fid is not None and ref[2] != fid:
+        return False
+    if keys is not None and key not in keys:
+        return False
+    return before is None or stamps[ref[0]] < before
+
+
+def _trim(runs: list[list[str]], fid: str, keep: int) -> int:
+    """Drop the oldest runs of fingerprint ``fid`` beyond ``keep``; returns how many."""
+    idx = [i for i, r in enumerate(runs) if r[2] == fid]
+    drop = set(idx[: max(0, len(idx) - keep)])
+    if drop:
+        runs[:] = [r for i, r in enumerate(runs) if i not in drop]
+    return len(drop)
+
+
+def _drop_empty(index: dict[str, Any]) -> tuple[int, int]:
+    """Remove benchmarks without runs, and table entries and segments no run refers to."""
+    benches = index["benchmarks"]
+    empty = [k for k, b in benches.items() if not b["runs"]]
+    for k in empty:
+        del benches[k]
+    refs = [r for b in benches.values() for r in b["runs"]]
+    used_fps = {r[2] for r in refs}
+    unused = [f for f in index["fingerprints"] if f not in used_fps]
+    for f in unused:
+        del index["fingerprints"][f]
+    used = {r[3] for r in refs}
+    index["policies"] = {p: v for p, v in index["policies"].items() if p in used}
+    used = {r[0] for r in refs}
+    index["segments"] = {s: v for s, v in index["segments"].items() if s in used}
+    return len(empty), len(unused)
+
+
+def _index_of_document(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-1/2 document seen as an index (one pseudo-segment per save), for overviews."""
+    segments: dict[str, Any] = {}
+    benchmarks: dict[str, Any] = {}
+    for key, bench in doc["benchmarks"].items():
+        refs = []
+        for run in bench["runs"]:
+            sid = f"{run['timestamp']}|{run['run_id']}"
+            seg = segments.setdefault(
+                sid, {"timestamp": run["timestamp"], "run_ids": [run["run_id"]]}
+            )
+            meta = run.get("meta") or {}
+            sha = meta.get("git_sha") or meta.get("ci_sha")
+            if sha and "commit" not in seg:
+                seg["commit"] = str(sha)
+            refs.append([sid, "", run["fingerprint"], run["policy"]])
+        benchmarks[key] = {"runs": refs}
+    return {**doc, "segments": segments, "benchmarks": benchmarks}
+
+
+def empty_index(name: str, stamp: str) -> dict[str, Any]:
+    """A version-3 index with no benchmarks."""
+    return {
+        "schema": schema.SCHEMA,
+        "schema_version": schema.SCHEMA_VERSION,
+        "name": name,
+        "plugin_version": __version__,
+        "created": stamp,
+        "updated": stamp,
+        "fingerprints": {},
+        "policies": {},
+        "segments": {},
+        "benchmarks": {},
+    }
+
+
+def empty_document(name: str, stamp: str) -> dict[str, Any]:
+    """A document (the in-memory form of any version) with no benchmarks."""
+    return {
+        "schema": schema.SCHEMA,
+        "schema_version": schema.DOCUMENT_VERSION,
+        "name": name,
+        "plugin_version": __version__,
+        "created": stamp,
+        "updated": stamp,
+        "fingerprints": {},
+        "policies": {},
+        "benchmarks": {},
+    }
