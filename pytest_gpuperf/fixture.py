@@ -324,6 +324,8 @@ class GpuBench:
                         raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
                     hidden = getattr(timer, "host_hidden", None)
                     hidden = hidden(len(raw.rounds)) if hidden else None
+                    host = getattr(timer, "host_time", None)
+                    host = host(len(raw.rounds)) if host else None
                 wall = time.perf_counter() - t_start
                 peak = timer.peak_memory()
                 call = Invocation(fn, args, kwargs, setup)
@@ -351,6 +353,7 @@ class GpuBench:
                 extra=extra,
                 e2e_rounds=list(raw.e2e_rounds),
                 host_hidden=hidden,
+                host_s=host,
             )
             result.notes.extend(flag_notes(result, policy))
             self.results.append(result)

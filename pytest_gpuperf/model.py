@@ -125,6 +125,9 @@ class Result:
     #: kernel); False when the function waits for the GPU itself; None where the
     #: backend does not hide the host (CUDA graphs have no host work, the CPU is the host)
     host_hidden: bool | None = None
+    #: the host's time to issue one call (seconds; the end-to-end rounds' enqueue time per
+    #: call, CUDA events backend): how close the host is to being the bottleneck
+    host_s: float | None = None
 
     @property
     def summary(self) -> Summary:

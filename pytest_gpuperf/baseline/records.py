@@ -66,6 +66,7 @@ class RunRecord:
     #: the CUDA events backend's end-to-end figure (``rounds`` are then device time)
     e2e_rounds: tuple[float, ...] = ()
     host_hidden: bool | None = None
+    host_s: float | None = None
 
     @property
     def log_median(self) -> float:
@@ -102,6 +103,7 @@ class RunRecord:
             trimmed=d.get("trimmed"),
             e2e_rounds=tuple(float(x) for x in d.get("e2e_rounds") or ()),
             host_hidden=d.get("host_hidden"),
+            host_s=d.get("host_s"),
         )
 
 
@@ -156,6 +158,9 @@ def record_from_result(
         rec["e2e_rounds"] = [_sig(x, 4) for x in e2e]
     if isinstance(d.get("host_hidden"), bool):
         rec["host_hidden"] = d["host_hidden"]
+    host = d.get("host_s")
+    if isinstance(host, (int, float)) and math.isfinite(host) and host >= 0:
+        rec["host_s"] = _sig(host, 4)
     for name in ("rel_iqr", "first_call_s"):
         value = summary.get(name) if name == "rel_iqr" else d.get(name)
         if isinstance(value, (int, float)) and math.isfinite(value):
@@ -199,6 +204,7 @@ def result_fields(r: Result) -> dict[str, Any]:
         "extra": r.extra,
         "e2e_rounds": r.e2e_rounds,
         "host_hidden": r.host_hidden,
+        "host_s": r.host_s,
     }
 
 

@@ -20,8 +20,8 @@ Version history:
    not (edited by hand) is validated in full. A run gains two optional
    fields, the CUDA events backend's second figure: ``e2e_rounds``
    (end-to-end time per call, one value per kept round; ``rounds`` are then
-   device time) and ``host_hidden`` (whether that device time had the host
-   hidden).
+   device time), ``host_hidden`` (whether that device time had the host
+   hidden) and ``host_s`` (the host's time to issue one call).
 
 Versions 1 and 2 are validated in their own terms (so an error names fields
 as they are in the file), then migrated one step at a time to the
@@ -175,6 +175,7 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
     # time had the host hidden (version-2 files never hold them)
     "e2e_rounds": ROUNDS,
     "host_hidden": (lambda v: isinstance(v, bool), "true or false"),
+    "host_s": NONNEG,
 }
 #: Run fields whose content is free-form JSON.
 _OPAQUE = ("meta", "policy", "telemetry", "extra")

@@ -132,6 +132,8 @@ class CudaEventsTimer(_CudaTimerBase):
         self.hiding = HostHiding(hideable=hide_host)
         #: per device round (calibration and warm-up included): was its host hidden?
         self.hidden: list[bool] = []
+        #: per end-to-end round: host seconds to enqueue one call (the loop before its sync)
+        self.host_per_call: list[float] = []
         self._flush_buf: Any = None
         self._pair: tuple[Any, Any] | None = None
         self._spin_pair: tuple[Any, Any] | None = None
@@ -180,6 +182,15 @@ class CudaEventsTimer(_CudaTimerBase):
                 break
         self.hiding.probe(host, spin_s)
 
+    def host_time(self, last: int) -> float | None:
+        """The host's time to issue one call, median of the ``last`` end-to-end rounds.
+
+        How close the host is to being the bottleneck: a call whose host time
+        is half its device time becomes host-bound when the host runs 2x slow.
+        """
+        xs = sorted(self.host_per_call[-last:]) if last > 0 else []
+        return xs[len(xs) // 2] if xs else None
+
     def host_hidden(self, last: int) -> bool | None:
         """Whether the device figure of the ``last`` rounds is device time alone.
 
@@ -218,6 +229,7 @@ class CudaEventsTimer(_CudaTimerBase):
         end.synchronize()
         wall = time.perf_counter() - t
         self.hiding.observe_enqueue(calls, enqueue)
+        self.host_per_call.append(enqueue / calls)
         return start.elapsed_time(end) / 1000.0 / calls, wall
 
     def _e2e_round_with_setup(self, calls: int) -> tuple[float, float]:
@@ -234,6 +246,7 @@ class CudaEventsTimer(_CudaTimerBase):
         ends[calls - 1].synchronize()
         wall = time.perf_counter() - t
         self.hiding.observe_enqueue(calls, enqueue)  # setup included: the spin must cover it
+        self.host_per_call.append(enqueue / calls)
         ms = sum(starts[i].elapsed_time(ends[i]) for i in range(calls)) / calls
         return ms / 1000.0, wall
 

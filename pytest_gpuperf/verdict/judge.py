@@ -36,6 +36,7 @@ def run_stat(rec: RunRecord) -> RunStat:
         e2e_rounds=rec.e2e_rounds,
         host_hidden=rec.host_hidden,
         telemetry=rec.telemetry,
+        host_s=rec.host_s,
     )
 
 

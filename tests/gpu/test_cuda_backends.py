@@ -25,11 +25,12 @@ def _median(timer, **policy) -> float:
 
 def test_events_agree_with_hand_written_event_timing() -> None:
     """The same method written by hand (a spin holding the GPU while the host enqueues a flush
-    and an event pair per call, one sync), run right after."""
+    and an event pair per call, one sync), run right after. A memory-bound op: a GEMM under
+    the power cap moved 5 % between two such measurements on an H200 (its clock regime)."""
     import torch
 
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    ours = _median(CudaEventsTimer(torch.mm, (a, a), {}, l2_flush=True))
+    x = torch.randn(64 * 2**20, device="cuda")
+    ours = _median(CudaEventsTimer(x.mul_, (1.0,), {}, l2_flush=True))
     flush = torch.empty(128 * 2**20 // 4, dtype=torch.int32, device="cuda")
     refs = []
     for _ in range(10):
@@ -41,13 +42,13 @@ def test_events_agree_with_hand_written_event_timing() -> None:
         for s, e in pairs:
             flush.zero_()
             s.record()
-            torch.mm(a, a)
+            x.mul_(1.0)
             e.record()
         torch.cuda.synchronize()
         refs.append(statistics.median(s.elapsed_time(e) / 1e3 for s, e in pairs))
     ref = statistics.median(refs)
     print(f"gpu_bench {ours * 1e6:.2f} us, by hand {ref * 1e6:.2f} us")
-    assert ours == pytest.approx(ref, rel=0.04)
+    assert ours == pytest.approx(ref, rel=0.02)
 
 
 def _raw(timer, **policy):

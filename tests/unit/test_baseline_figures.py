@@ -20,6 +20,7 @@ def result(device_s: float, e2e_s: float, hidden: bool) -> Result:
         first_call_s=0.01,
         e2e_rounds=[e2e_s] * 20,
         host_hidden=hidden,
+        host_s=0.6 * e2e_s,
         environment=dict(ENV),
         policy={"round_ms": 5.0, "rounds": 30, "warmup_ms": 500.0, "figures": "device+e2e"},
     )
@@ -32,15 +33,18 @@ def test_both_figures_survive_a_save_and_a_load(tmp_path: Path) -> None:
     (entry,) = b.benchmarks.values()
     (rec,) = entry.runs
     assert rec.e2e_rounds == tuple([210e-6] * 20) and rec.host_hidden is True
+    assert rec.host_s == 126e-6
     stat = run_stat(rec)
     assert stat.median_s == 50e-6 and stat.e2e_s == 210e-6 and stat.host_hidden is True
+    assert stat.host_s == 126e-6
 
 
 def test_a_run_without_the_second_figure_stores_neither_field(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
     r = result(50e-6, 210e-6, True)
-    r.e2e_rounds, r.host_hidden = [], None
+    r.e2e_rounds, r.host_hidden, r.host_s = [], None, None
     store.save("main", [r], keep_runs=20, meta={})
     text = "".join(p.read_text() for p in tmp_path.rglob("*.json"))
     assert '"rounds"' in text  # the run is there (its segment)...
-    assert "e2e_rounds" not in text and "host_hidden" not in text  # ...without either field
+    assert "e2e_rounds" not in text and "host_hidden" not in text  # ...without these fields
+    assert "host_s" not in text
