@@ -159,16 +159,21 @@ class RunStat:
         )
 
     @classmethod
-    def from_result(cls, result: Result) -> RunStat:
+    def from_run(cls, run: Result | Any) -> RunStat:
+        """From a :class:`~pytest_gpuperf.model.Result` or a stored run (``RunRecord``): both
+        hold ``median``, ``rounds``, ``stability``, ``e2e_rounds``, ``host_hidden``,
+        ``host_s`` and ``telemetry``."""
         return cls.of(
-            result.median,
-            result.rounds,
-            result.stability,
-            e2e_rounds=result.e2e_rounds,
-            host_hidden=result.host_hidden,
-            telemetry=result.telemetry,
-            host_s=result.host_s,
+            run.median,
+            run.rounds,
+            run.stability,
+            e2e_rounds=run.e2e_rounds,
+            host_hidden=run.host_hidden,
+            telemetry=run.telemetry,
+            host_s=run.host_s,
         )
+
+    from_result = from_run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,15 +29,7 @@ from pytest_gpuperf.verdict.secondary import (
 
 def run_stat(rec: RunRecord) -> RunStat:
     """A stored run as the verdict sees it."""
-    return RunStat.of(
-        rec.median,
-        rec.rounds,
-        rec.stability,
-        e2e_rounds=rec.e2e_rounds,
-        host_hidden=rec.host_hidden,
-        telemetry=rec.telemetry,
-        host_s=rec.host_s,
-    )
+    return RunStat.from_run(rec)
 
 
 def environment_reason(
