@@ -335,18 +335,7 @@ def _tables(doc: Mapping[str, Any]) -> None:
         _json_value(pol, f"policies[{pid!r}]")
 
 
-_INDEX_FIELDS = {
-    "schema",
-    "schema_version",
-    "name",
-    "plugin_version",
-    "created",
-    "updated",
-    "fingerprints",
-    "policies",
-    "segments",
-    "benchmarks",
-}
+_INDEX_FIELDS = _TOP_FIELDS_V1 | {"policies", "segments"}
 _SEGMENT_FIELDS = {"schema", "schema_version", "baseline", "segment", "timestamp", "runs"}
 SEGMENT_ENTRY: dict[str, Check] = {
     "sha256": (lambda v: isinstance(v, str) and bool(SHA256.fullmatch(v)), "64 hex digits"),

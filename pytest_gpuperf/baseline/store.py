@@ -673,18 +673,8 @@ def _index_of_document(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def empty_index(name: str, stamp: str) -> dict[str, Any]:
     """A version-3 index with no benchmarks."""
-    return {
-        "schema": schema.SCHEMA,
-        "schema_version": schema.SCHEMA_VERSION,
-        "name": name,
-        "plugin_version": __version__,
-        "created": stamp,
-        "updated": stamp,
-        "fingerprints": {},
-        "policies": {},
-        "segments": {},
-        "benchmarks": {},
-    }
+    doc = empty_document(name, stamp)
+    return {**doc, "schema_version": schema.SCHEMA_VERSION, "segments": {}}
 
 
 def empty_document(name: str, stamp: str) -> dict[str, Any]:
