@@ -110,6 +110,14 @@ _SNIFF_WHOLE = 16 << 20
 _SNIFF_ENDS = 1 << 20
 
 
+def nearest_existing(path: Path) -> Path:
+    """``path``, or its nearest ancestor that exists (what a new file there would go into)."""
+    existing = path
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    return existing
+
+
 def output_target(
     path: str | os.PathLike[str], *, what: str, baseline_dirs: Sequence[Path] = ()
 ) -> Path:
@@ -125,9 +133,7 @@ def output_target(
     if target.is_dir():
         raise OutputError(f"{what}: cannot write {path}: it is a folder; give a file name")
     folder = target.parent
-    existing = folder
-    while not os.path.lexists(existing) and existing.parent != existing:
-        existing = existing.parent
+    existing = nearest_existing(folder)
     if not existing.is_dir():
         raise OutputError(
             f"{what}: cannot write {path}: {existing} is a file, not a folder; choose another path"

@@ -35,7 +35,7 @@ from typing import Any
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.errors import BaselineError, CorruptBaseline
-from pytest_gpuperf.fileio import atomic_write_bytes
+from pytest_gpuperf.fileio import atomic_write_bytes, nearest_existing
 from pytest_gpuperf.fileio import remove_temporaries as remove_temporaries_of
 from pytest_gpuperf.fingerprint import content_id
 
@@ -221,9 +221,7 @@ def check_writable(files: Files) -> None:
     wrong kind. Nothing is created.
     """
     folder = files.root
-    existing = folder
-    while not os.path.lexists(existing) and existing.parent != existing:
-        existing = existing.parent
+    existing = nearest_existing(folder)
     if not existing.is_dir():
         raise BaselineError(
             f"cannot save into baseline folder {folder}: {existing} is a file, not a folder; "

@@ -488,11 +488,6 @@ class Comparison:
     def slowdown(self) -> float | None:
         return None if self.ratio is None else self.ratio - 1.0
 
-    @property
-    def mde(self) -> float | None:
-        """The smallest slowdown the deciding figure would have caught (its resolution)."""
-        return self.resolution
-
     def figure_verdict(self, figure: str) -> FigureVerdict | None:
         return next((f for f in self.figures if f.figure == figure), None)
 

@@ -81,7 +81,7 @@ def comparison(
         "prior_benchmarks": 0 if no_numbers else 8,
         "df": None if no_numbers else 25.0,
         "se": None if no_numbers else 0.006,
-        "mde": None if no_numbers else 0.041,
+        "resolution": None if no_numbers else 0.041,
         "runs_needed": None,
         "p_disagree": None,
         "reasons": list(reasons),
