@@ -35,10 +35,9 @@ def test_one_child_confirms_a_suspect_and_measures_the_later_benchmarks_ahead(
     # 5x on the CPU: beyond what process modes produce, below what one run settles: 2 runs
     result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=o.json", slowdown=5.0)
     result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines(["*re-measuring*test_spin?a? and 2 later benchmark(s) ahead*"])
-    # the later benchmarks took their runs from test a's children: no child of their own
-    assert "re-measuring test_spin.py::test_spin[b]" not in result.stdout.str()
-    assert "re-measuring test_spin.py::test_spin[c]" not in result.stdout.str()
+    # every benchmark judged on 2 runs, from one child in all: the later benchmarks took
+    # their second run from test a's child, none started one of its own.  (The progress
+    # line naming the look-ahead shows only when the child lasts over 2 s: not asserted.)
     results = json.loads((pytester.path / "o.json").read_text())["results"]
     assert [r["comparison"]["r"] for r in results] == [2, 2, 2]
     result.stdout.fnmatch_lines(["confirmation: 1 fresh-process re-measurement(s)*"])
