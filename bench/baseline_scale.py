@@ -78,7 +78,7 @@ KERNELS = [
 
 
 def inventory(rng: random.Random, level: float) -> dict[str, Any]:
-    """A kernel inventory as artifacts/inventory.py makes it, with per-run jitter."""
+    """A kernel inventory as artifacts/analysis/inventory.py makes it, with per-run jitter."""
     kernels = []
     for i, name in enumerate(KERNELS):
         us = level * 1e6 / (i + 2) * math.exp(rng.gauss(0, 0.01))

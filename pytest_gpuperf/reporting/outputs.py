@@ -3,7 +3,7 @@
 The session walks :data:`OUTPUTS` once when it finishes
 (:func:`write_outputs`); the CLI's ``export`` and ``compare`` render through
 the same entries. A new format is one renderer and one entry here (and its
-option in ``options.py``). JUnit properties and the terminal summary are
+option in ``shell/options.py``). JUnit properties and the terminal summary are
 not files and stay where pytest asks for them; the GitHub step summary and
 annotations are in :mod:`.ci`.
 

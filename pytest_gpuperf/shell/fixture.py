@@ -88,8 +88,9 @@ class BenchContext:
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
-    #: None: from the options and environment (artifacts.child.measure_hooks): a kernel
-    #: inventory when saving a baseline, the profiled calls of a capture child
+    #: None: from the options and environment (artifacts.collectors.child.measure_hooks, given
+    #: inventory_settings(config)): a kernel inventory when saving a baseline, the profiled
+    #: calls of a capture child
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
     #: the terminal for a step that lasts (progress.Progress.task); nothing by default

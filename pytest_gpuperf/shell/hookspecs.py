@@ -84,7 +84,8 @@ def pytest_gpuperf_collectors(config: pytest.Config) -> list[Collector]:
 
     A collector has a ``name``, ``available()`` (``None``, or why it cannot
     run here) and ``collect(ctx) -> CollectorResult``
-    (:mod:`pytest_gpuperf.artifacts.collectors.base`). It writes into
+    (the protocol is :class:`pytest_gpuperf.artifacts.Collector`, defined in
+    :mod:`pytest_gpuperf.artifacts.collectors.base`). It writes into
     ``ctx.folder(name)``, may re-run the test with ``ctx.run_child(env=...,
     prefix=[...], timeout_s=ctx.budget(), log_path=...)`` and reads what
     earlier collectors found in ``ctx.state`` (``"profiles"``, ``"hotspots"``).

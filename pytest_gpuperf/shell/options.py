@@ -417,7 +417,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
-#: The built-in capture tools, in the order they run (artifacts.capture.default_collectors).
+#: The built-in capture tools, in the order they run (shell.capture.default_collectors).
 CAPTURE_TOOLS = ("torch_profiler", "torch_trace", "nsys", "ncu")
 PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
 #: Marker keywords that are not measurement options.

@@ -7,10 +7,11 @@ benchmark, after its measurement, while it still holds the GPU lock::
 
 Two hooks exist:
 
-* :class:`ChildCapture`, in a child process that :func:`~.capture` started
-  (``--gpuperf-child`` and the ``GPUPERF_CAPTURE`` spec in its environment):
-  a few steady-state calls under torch.profiler (the trace is written for
-  the parent to read), or bracketed by ``cudaProfilerStart/Stop`` for
+* :class:`ChildCapture`, in a child process that
+  :func:`pytest_gpuperf.shell.capture.capture` started (``--gpuperf-child``
+  and the ``GPUPERF_CAPTURE`` spec in its environment): a few steady-state
+  calls under torch.profiler (the trace is written for the parent to read), or
+  bracketed by ``cudaProfilerStart/Stop`` for
   ``nsys --capture-range=cudaProfilerApi``, or one call inside the NVTX range
   ``gpuperf_capture`` for ``ncu --nvtx-include gpuperf_capture/``.
 * :class:`InventoryHook`, when a baseline is saved (``--gpuperf-inventory``):
@@ -113,9 +114,10 @@ def profile_calls(
 ) -> dict[str, Any]:
     """Profile ``calls`` calls with torch.profiler; write the Chrome trace; return facts.
 
-    Each call is the range ``gpuperf/call#<i>`` (:mod:`.timeline` reads the
-    trace relative to them). The profiler is started after ``warm_calls``
-    calls and a synchronize, so the trace holds steady-state work only.
+    Each call is the range ``gpuperf/call#<i>``
+    (:mod:`~pytest_gpuperf.artifacts.analysis.timeline` reads the trace relative to
+    them). The profiler is started after ``warm_calls`` calls and a synchronize, so
+    the trace holds steady-state work only.
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
