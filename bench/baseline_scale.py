@@ -78,7 +78,7 @@ KERNELS = [
 
 
 def inventory(rng: random.Random, level: float) -> dict[str, Any]:
-    """A kernel inventory as artifacts/inventory.py makes it, with per-run jitter."""
+    """A kernel inventory as artifacts/analysis/inventory.py makes it, with per-run jitter."""
     kernels = []
     for i, name in enumerate(KERNELS):
         us = level * 1e6 / (i + 2) * math.exp(rng.gauss(0, 0.01))
@@ -152,8 +152,8 @@ def stamp(run: int) -> dt.datetime:
 def write_v2(root: Path, n: int, runs: int) -> int:
     """The store as schema version 2 wrote it: one JSON file. Returns its size."""
     from pytest_gpuperf.baseline import schema
+    from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint, fingerprint_id
     from pytest_gpuperf.baseline.records import record_from_result
-    from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 
     fp = fingerprint(GPU_ENV)
     fid = fingerprint_id(fp)
@@ -222,7 +222,7 @@ def step_write_v2(root: str, n: int, runs: int) -> dict[str, Any]:
 
 
 def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[str, Any]:
-    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.baseline.store import BaselineStore
 
     results, extras = session(n, run)
     before = peak_mb()
@@ -242,7 +242,7 @@ def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[s
 
 
 def step_load(root: str) -> dict[str, Any]:
-    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.baseline.store import BaselineStore
 
     t = time.perf_counter()
     b = BaselineStore(root).load("main")
@@ -252,7 +252,7 @@ def step_load(root: str) -> dict[str, Any]:
 
 
 def step_check(root: str, n: int, first_run: int, savers: int) -> dict[str, Any]:
-    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.baseline.store import BaselineStore
 
     b = BaselineStore(root).load("main")
     want = {f"run-{first_run + i}" for i in range(savers)}

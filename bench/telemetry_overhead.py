@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
 from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, BenchId
-from pytest_gpuperf.nvtx_ranges import NvtxRanges
 from pytest_gpuperf.telemetry import nvml
 from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 from pytest_gpuperf.telemetry.stream import Sample
@@ -209,8 +209,8 @@ def gpu_sections(
     """The GPU measurements; ``smoke``: the same flow on the CPU with tiny work (no figures)."""
     import torch
 
-    from pytest_gpuperf.fixture import make_timer
     from pytest_gpuperf.measure.policy import MeasurePolicy
+    from pytest_gpuperf.shell.fixture import make_timer
 
     dev = "cpu" if smoke else "cuda"
     n = 256 if smoke else 4096

@@ -3,7 +3,7 @@
 Pure Python (no torch, no pytest). A :class:`Result` travels from a worker to
 the controller as ``Result.to_dict()`` and is written to JSON files, so every
 field is a JSON-safe builtin. Statistics are derived from the raw rounds by
-:mod:`pytest_gpuperf.summary`; nothing derived is stored as truth.
+:mod:`pytest_gpuperf.measure.summary`; nothing derived is stored as truth.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_gpuperf.summary import Summary, summarize
+from pytest_gpuperf.measure.summary import Summary, summarize
 
 #: Timing backends, as they appear in results and baseline keys.
 MODE_EVENTS = "cuda-events"

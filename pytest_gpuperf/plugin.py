@@ -9,10 +9,10 @@ from collections.abc import Generator
 
 import pytest
 
-from pytest_gpuperf import markers, options
-from pytest_gpuperf.config import ConfigError, GpuPerfConfig
-from pytest_gpuperf.fixture import GpuBench
-from pytest_gpuperf.session import SESSION_KEY, GpuPerfSession
+from pytest_gpuperf.shell import markers, options
+from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
+from pytest_gpuperf.shell.fixture import GpuBench
+from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,7 +20,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_gpuperf import hookspecs
+    from pytest_gpuperf.shell import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -28,7 +28,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     # In an xdist worker: pin the GPU before any conftest can start CUDA.
-    from pytest_gpuperf.xdist import pin_this_worker
+    from pytest_gpuperf.shell.xdist import pin_this_worker
 
     pin_this_worker()
 
@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "gpuperf-session")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        from pytest_gpuperf.xdist import XdistHooks
+        from pytest_gpuperf.shell.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(session.run_id), "gpuperf-xdist")
 

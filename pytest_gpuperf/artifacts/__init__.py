@@ -1,25 +1,40 @@
 """Evidence for a regressed benchmark: profiles, a kernel diff, and where the time went.
 
-When a benchmark regresses, :func:`capture` re-runs its test in child
-processes under torch.profiler, Nsight Systems, Nsight Compute and
-TORCH_TRACE (each within a time budget, each skipped with the reason when
+When a benchmark regresses, :func:`pytest_gpuperf.shell.capture.capture` re-runs
+its test in child processes under torch.profiler, Nsight Systems, Nsight Compute
+and TORCH_TRACE (each within a time budget, each skipped with the reason when
 its tool is missing), diffs the kernel inventory against the baseline's and
 writes a diagnosis that opens the failure message. Files go to
 ``<artifacts_dir>/<run id>/<test>/<collector>/`` with a ``manifest.json``.
 
-Pieces, one job each:
+Pieces, by ring:
 
-* :mod:`.base` - the :class:`Collector` protocol, :class:`CollectorResult`, :class:`CaptureContext`
-* :mod:`.layout` - folders, safe names, the manifest
-* :mod:`.capture` - :func:`capture`, the policy, the registry, :class:`CaptureReport`
-* :mod:`.child` - the measuring process's side (profiled calls after a measurement)
-* :mod:`.timeline`, :mod:`.inventory`, :mod:`.diagnose` - pure analysis
-* :mod:`.torch_profiler`, :mod:`.nsys`, :mod:`.ncu`, :mod:`.torch_trace` - the collectors
+* :mod:`.analysis` (core, pure Python): :mod:`~.analysis.timeline`,
+  :mod:`~.analysis.inventory`, :mod:`~.analysis.diagnose`, and
+  :mod:`~.analysis.layout` (folders, safe names, the manifest);
+* :mod:`.collectors` (device adapters): :mod:`~.collectors.base` (the
+  :class:`Collector` protocol, :class:`CollectorResult`, :class:`CaptureContext`),
+  :mod:`~.collectors.child` (the measuring process's side), the collectors
+  :mod:`~.collectors.torch_profiler`, :mod:`~.collectors.nsys`,
+  :mod:`~.collectors.ncu`, :mod:`~.collectors.torch_trace`, and
+  :mod:`~.collectors.process` (external programs with a time budget);
+* the orchestration, which needs the pytest session, is the shell's
+  :mod:`pytest_gpuperf.shell.capture` (the policy, the registry, :func:`capture`).
+
+This face re-exports what a conftest's collector or diagnose hook uses.
 """
 
 from __future__ import annotations
 
-from pytest_gpuperf.artifacts.base import (
+from pytest_gpuperf.artifacts.analysis.diagnose import CAUSES, Diagnosis, Evidence
+from pytest_gpuperf.artifacts.analysis.inventory import (
+    KernelDiff,
+    combine,
+    diff_inventories,
+    inventory_from_trace,
+)
+from pytest_gpuperf.artifacts.analysis.layout import Layout, safe_name, write_manifest
+from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
     OK,
     SKIPPED,
@@ -28,57 +43,27 @@ from pytest_gpuperf.artifacts.base import (
     Collector,
     CollectorResult,
 )
-from pytest_gpuperf.artifacts.capture import (
-    ALWAYS,
-    NEVER,
-    ON_FAILURE,
-    POLICIES,
-    CaptureReport,
-    baseline_inventory,
-    capture,
-    collectors_for,
-    default_collectors,
-    should_capture,
-)
-from pytest_gpuperf.artifacts.child import measure_hooks
-from pytest_gpuperf.artifacts.diagnose import CAUSES, Diagnosis, Evidence
-from pytest_gpuperf.artifacts.inventory import (
-    KernelDiff,
-    combine,
-    diff_inventories,
-    inventory_from_trace,
-)
-from pytest_gpuperf.artifacts.layout import Layout, safe_name, write_manifest
+from pytest_gpuperf.artifacts.collectors.child import measure_hooks
 
 __all__ = [
-    "ALWAYS",
     "CAUSES",
     "FAILED",
-    "NEVER",
     "OK",
-    "ON_FAILURE",
-    "POLICIES",
     "SKIPPED",
     "TIMEOUT",
     "CaptureContext",
-    "CaptureReport",
     "Collector",
     "CollectorResult",
     "Diagnosis",
     "Evidence",
     "KernelDiff",
     "Layout",
-    "baseline_inventory",
-    "capture",
-    "collectors_for",
     "combine",
-    "default_collectors",
     "diff_inventories",
     "inventory_for",
     "inventory_from_trace",
     "measure_hooks",
     "safe_name",
-    "should_capture",
     "write_manifest",
 ]
 

@@ -1,55 +1,28 @@
 """Named baselines: the store (:mod:`.store`), what it holds (:mod:`.records`), the format
-(:mod:`.schema`).
+(:mod:`.schema`, :mod:`.layout`), the environment's fingerprint (:mod:`.fingerprint`),
+and the file helpers (:mod:`.fileio`, :mod:`.filelock`).
 
 This module is light on purpose: the option parser and the CLI's ``--help``
-import it for the defaults and the name rule, defined here once. The store's
-classes are re-exported lazily, so ``from pytest_gpuperf.baseline import
-BaselineStore`` works without loading the store at start-up.
+import it for the defaults and the name rule, defined here once. It imports
+none of its submodules (they import it): take the store's classes from
+:mod:`.store` and :mod:`.records`.
 
 Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
-from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import InvalidBaselineName
-
-if TYPE_CHECKING:
-    from pytest_gpuperf.baseline.records import MATCH as MATCH
-    from pytest_gpuperf.baseline.records import NO_BENCHMARK as NO_BENCHMARK
-    from pytest_gpuperf.baseline.records import OTHER_ENVIRONMENT as OTHER_ENVIRONMENT
-    from pytest_gpuperf.baseline.records import OTHER_POLICY as OTHER_POLICY
-    from pytest_gpuperf.baseline.records import Baseline as Baseline
-    from pytest_gpuperf.baseline.records import BenchmarkEntry as BenchmarkEntry
-    from pytest_gpuperf.baseline.records import Match as Match
-    from pytest_gpuperf.baseline.records import RunRecord as RunRecord
-    from pytest_gpuperf.baseline.records import record_from_result as record_from_result
-    from pytest_gpuperf.baseline.store import BaselineStore as BaselineStore
-    from pytest_gpuperf.baseline.store import PruneSummary as PruneSummary
-    from pytest_gpuperf.baseline.store import SaveSummary as SaveSummary
-    from pytest_gpuperf.baseline.store import empty_document as empty_document
 
 __all__ = [
     "DEFAULT_DIR",
     "DEFAULT_KEEP_RUNS",
-    "MATCH",
     "NAME_PATTERN",
-    "NO_BENCHMARK",
-    "OTHER_ENVIRONMENT",
-    "OTHER_POLICY",
-    "Baseline",
-    "BaselineStore",
-    "BenchmarkEntry",
-    "Match",
-    "PruneSummary",
-    "RunRecord",
-    "SaveSummary",
+    "NAME_RULE",
     "check_name",
-    "empty_document",
-    "record_from_result",
+    "is_name",
 ]
 
 #: Where baselines live unless ``--gpuperf-baseline-dir`` (or the CLI's ``--dir``) says otherwise.
@@ -89,27 +62,3 @@ def is_name(text: str) -> bool:
     except InvalidBaselineName:
         return False
     return True
-
-
-_LAZY = {
-    "MATCH": "records",
-    "NO_BENCHMARK": "records",
-    "OTHER_ENVIRONMENT": "records",
-    "OTHER_POLICY": "records",
-    "Baseline": "records",
-    "BenchmarkEntry": "records",
-    "Match": "records",
-    "RunRecord": "records",
-    "record_from_result": "records",
-    "BaselineStore": "store",
-    "PruneSummary": "store",
-    "SaveSummary": "store",
-    "empty_document": "store",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

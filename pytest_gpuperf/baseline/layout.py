@@ -4,7 +4,7 @@
 
     <dir>/NAME.json              the index: tables, benchmarks, references to runs
     <dir>/NAME.runs/<seg>.json   a segment: the runs of one save, one line each
-    <dir>/.NAME.json.lock        the lock every writer holds (pytest_gpuperf.filelock)
+    <dir>/.NAME.json.lock        the lock every writer holds (pytest_gpuperf.baseline.filelock)
 
 A writer (holding the lock) writes its new segment first, then replaces the
 index atomically: the index is the commit, so a writer killed at any point
@@ -34,10 +34,10 @@ from typing import Any
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.fileio import atomic_write_bytes, nearest_existing
+from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporaries_of
+from pytest_gpuperf.baseline.fingerprint import content_id
 from pytest_gpuperf.errors import BaselineError, CorruptBaseline
-from pytest_gpuperf.fileio import atomic_write_bytes, nearest_existing
-from pytest_gpuperf.fileio import remove_temporaries as remove_temporaries_of
-from pytest_gpuperf.fingerprint import content_id
 
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
 READ_ATTEMPTS = 5

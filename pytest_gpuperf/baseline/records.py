@@ -21,7 +21,7 @@ from typing import Any
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.fingerprint import differences, fingerprint_id
+from pytest_gpuperf.baseline.fingerprint import differences, fingerprint_id
 from pytest_gpuperf.model import Result
 
 #: :attr:`Match.status` values.

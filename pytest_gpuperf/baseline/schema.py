@@ -43,7 +43,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_gpuperf.fingerprint import content_id, fingerprint_id
+from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint_id
 
 SCHEMA = "pytest-gpuperf/baseline"
 #: The ``schema`` of a version-3 segment (the runs of one save).
@@ -54,7 +54,8 @@ SCHEMA_VERSION = 3
 DOCUMENT_VERSION = 2
 #: A segment id is a file name: letters, digits, '.', '_' and '-', not hidden.
 SEGMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-#: A run's digest in an index (12 hex digits, :func:`pytest_gpuperf.fingerprint.content_id`).
+#: A run's digest in an index (12 hex digits,
+#: :func:`pytest_gpuperf.baseline.fingerprint.content_id`).
 DIGEST = re.compile(r"[0-9a-f]{12}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 

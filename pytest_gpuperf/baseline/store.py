@@ -3,13 +3,13 @@
 ``--gpuperf-save=NAME`` appends one run per benchmark to baseline NAME
 (``<dir>/NAME.json`` and its runs folder, :mod:`.layout`);
 ``--gpuperf-baseline=NAME`` reads it back. A benchmark's runs are kept per
-environment fingerprint (:mod:`pytest_gpuperf.fingerprint`), the newest
+environment fingerprint (:mod:`pytest_gpuperf.baseline.fingerprint`), the newest
 ``keep_runs`` of each, because the run-to-run noise that the verdict needs is
 learnt from that history, never from the rounds of one run.
 
 Nothing is lost on bad input: a file that cannot be read is reported (which
 file, what is wrong, what to do) and never rewritten; a save holds a
-cross-process lock around read-merge-write (:mod:`pytest_gpuperf.filelock`)
+cross-process lock around read-merge-write (:mod:`pytest_gpuperf.baseline.filelock`)
 and commits by replacing the index atomically, so concurrent saves keep every
 run and a save killed half-way leaves the old baseline whole. A save reads
 and writes the index and writes its own runs; the runs already stored are
@@ -37,6 +37,13 @@ from pytest_gpuperf.baseline import (
     layout,
     schema,
 )
+from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S, LockTimeout, OnWait, locked
+from pytest_gpuperf.baseline.fingerprint import (
+    BUILTIN_KEYS,
+    content_id,
+    fingerprint,
+    fingerprint_id,
+)
 from pytest_gpuperf.baseline.records import (
     Baseline,
     record_from_result,
@@ -48,8 +55,6 @@ from pytest_gpuperf.errors import (
     UnknownBaseline,
     UnsafePath,
 )
-from pytest_gpuperf.filelock import DEFAULT_TIMEOUT_S, LockTimeout, OnWait, locked
-from pytest_gpuperf.fingerprint import BUILTIN_KEYS, content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import Result
 
 

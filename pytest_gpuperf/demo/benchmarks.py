@@ -17,7 +17,7 @@ import pytest
 import torch
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.fixture import GpuBench
+    from pytest_gpuperf.shell.fixture import GpuBench
 
 PLANTED = os.environ.get("GPUPERF_DEMO_PLANT") == "row_loop"
 ON_GPU = torch.cuda.is_available()

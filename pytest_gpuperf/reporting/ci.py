@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote
 
 from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
@@ -37,24 +36,6 @@ class CiOutputs:
     messages: list[str] = field(default_factory=list)
     #: reports that could not be written, with why (show them in red; the session goes on)
     errors: list[str] = field(default_factory=list)
-
-
-def artifact_href(html_path: Path, rootdir: Path) -> Any:
-    """A function giving each artifact's link relative to the HTML file's folder.
-
-    Artifact paths are relative to the rootdir, or absolute; links are
-    relative so that the report and its artifacts can be downloaded together
-    (one CI artifact) and still open.
-    """
-    base = html_path.resolve().parent
-
-    def href(path: str) -> str | None:
-        if not path:
-            return None
-        target = Path(path) if Path(path).is_absolute() else rootdir / path
-        return quote(Path(os.path.relpath(target.resolve(), base)).as_posix())
-
-    return href
 
 
 def write_ci_outputs(

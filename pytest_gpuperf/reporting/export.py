@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf import __version__
+from pytest_gpuperf.measure.summary import quantile
 from pytest_gpuperf.model import Result, _json_safe
 from pytest_gpuperf.reporting import verdicts as v
-from pytest_gpuperf.summary import quantile
 
 #: The pytest-benchmark JSON version whose shape this follows.
 FORMAT_VERSION = "5.1.0"

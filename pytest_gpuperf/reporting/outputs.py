@@ -3,7 +3,7 @@
 The session walks :data:`OUTPUTS` once when it finishes
 (:func:`write_outputs`); the CLI's ``export`` and ``compare`` render through
 the same entries. A new format is one renderer and one entry here (and its
-option in ``options.py``). JUnit properties and the terminal summary are
+option in ``shell/options.py``). JUnit properties and the terminal summary are
 not files and stay where pytest asks for them; the GitHub step summary and
 annotations are in :mod:`.ci`.
 
@@ -13,10 +13,12 @@ without the report. Pure Python: no torch, no pytest.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
@@ -63,9 +65,26 @@ def _markdown(ctx: ReportContext, target: Path) -> str:
     return markdown.render(ctx.results, baseline=ctx.label)
 
 
+def artifact_href(html_path: Path, rootdir: Path) -> Any:
+    """A function giving each artifact's link relative to the HTML file's folder.
+
+    Artifact paths are relative to the rootdir, or absolute; links are
+    relative so that the report and its artifacts can be downloaded together
+    (one CI artifact) and still open.
+    """
+    base = html_path.resolve().parent
+
+    def href(path: str) -> str | None:
+        if not path:
+            return None
+        target = Path(path) if Path(path).is_absolute() else rootdir / path
+        return quote(Path(os.path.relpath(target.resolve(), base)).as_posix())
+
+    return href
+
+
 def _html(ctx: ReportContext, target: Path) -> str:
     from pytest_gpuperf.reporting import html
-    from pytest_gpuperf.reporting.ci import artifact_href
     from pytest_gpuperf.reporting.history import histories
 
     hist = ctx.histories
@@ -134,9 +153,10 @@ def write_outputs(
     """Write each output whose option is set in ``settings`` (``GpuPerfConfig`` or a dict;
     ``only``: just these); relative paths are taken from ``cwd`` (the current directory, as
     ``--junitxml``). No output is written into ``baseline_dirs`` or over a baseline file,
-    nor through another user's symbolic link (:func:`pytest_gpuperf.fileio.write_output`)."""
+    nor through another user's symbolic link
+    (:func:`pytest_gpuperf.baseline.fileio.write_output`)."""
+    from pytest_gpuperf.baseline.fileio import write_output
     from pytest_gpuperf.errors import OutputError
-    from pytest_gpuperf.fileio import write_output
 
     here = cwd or Path.cwd()
     out = Written()

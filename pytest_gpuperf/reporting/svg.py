@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from pytest_gpuperf.measure.summary import quantile
 from pytest_gpuperf.reporting.units import fmt_time
-from pytest_gpuperf.summary import quantile
 
 #: Series colours (colour-blind safe pair), also used by the page's legend.
 BASELINE = "#4c78a8"

@@ -141,8 +141,8 @@ class RunStat:
         host_s: float | None = None,
     ) -> RunStat:
         """From a run's rounds (a result's or a stored run's)."""
+        from pytest_gpuperf.measure.summary import median
         from pytest_gpuperf.model import UNSTABLE_CLASSES
-        from pytest_gpuperf.summary import median
 
         unstable = stability in UNSTABLE_CLASSES
         e2e = [x for x in e2e_rounds if x > 0 and math.isfinite(x)]
@@ -298,7 +298,7 @@ class _Location:
 
 
 def _median(ys: Sequence[float]) -> float:
-    from pytest_gpuperf.summary import median
+    from pytest_gpuperf.measure.summary import median
 
     return median(list(ys))
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.baseline import records as br
+from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
-from pytest_gpuperf.fingerprint import fingerprint
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
 from pytest_gpuperf.verdict.decide import Comparison, RunStat, decide, with_note

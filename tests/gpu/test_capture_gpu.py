@@ -25,11 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.artifacts import capture
-from pytest_gpuperf.artifacts import diagnose as dg
-from pytest_gpuperf.artifacts.capture import standalone_runner
+from pytest_gpuperf.artifacts.analysis import diagnose as dg
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.json_report import load_results
+from pytest_gpuperf.shell.capture import capture, standalone_runner
 from tests.conftest import requires_cuda
 
 pytestmark = requires_cuda
@@ -99,7 +98,7 @@ def test_an_inventory_pass_leaves_later_measurements_alone() -> None:
 
     import torch
 
-    from pytest_gpuperf.artifacts.child import InventoryHook
+    from pytest_gpuperf.artifacts.collectors.child import InventoryHook
     from pytest_gpuperf.measure import engine
     from pytest_gpuperf.measure.cuda import CudaEventsTimer
     from pytest_gpuperf.measure.policy import MeasurePolicy

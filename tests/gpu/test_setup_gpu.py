@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.config import GpuPerfConfig
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.fixture import BenchContext, GpuBench
 from pytest_gpuperf.measure import engine
 from pytest_gpuperf.measure.cuda import CudaEventsTimer
 from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.shell.config import GpuPerfConfig
+from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
 from tests.conftest import requires_cuda
 
 pytestmark = requires_cuda

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.reporting.json_report import load_results
 
 BENCH = """
@@ -67,8 +67,9 @@ CONFTEST = """
 import json
 import os
 
-from pytest_gpuperf.artifacts import CollectorResult, capture
-from pytest_gpuperf.session import SESSION_KEY
+from pytest_gpuperf.artifacts import CollectorResult
+from pytest_gpuperf.shell.capture import capture
+from pytest_gpuperf.shell.session import SESSION_KEY
 
 
 class Env:
@@ -146,8 +147,8 @@ import json
 
 import pytest
 
-from pytest_gpuperf.artifacts import capture
-from pytest_gpuperf.session import RESULTS_KEY, SESSION_KEY
+from pytest_gpuperf.shell.capture import capture
+from pytest_gpuperf.shell.session import RESULTS_KEY, SESSION_KEY
 
 
 @pytest.hookimpl(wrapper=True)

@@ -319,7 +319,7 @@ def test_results_of_tests_that_did_not_pass_are_not_saved(
             "test_skipped_after_measuring)*"
         ]
     )
-    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.baseline.store import BaselineStore
 
     saved = BaselineStore(pytester.path / ".gpuperf" / "baselines").load("main").benchmarks
     assert [e.nodeid for e in saved.values()] == ["test_mixed.py::test_ok"]

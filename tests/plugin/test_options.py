@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.options import OPTIONS
+from pytest_gpuperf.shell.options import OPTIONS
 
 
 def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
@@ -115,7 +115,7 @@ def test_capture_skip_accepts_the_names_of_collectors_from_hooks(pytester: pytes
 
 
 def test_the_documented_capture_tools_are_the_built_in_collectors() -> None:
-    from pytest_gpuperf.artifacts.capture import default_collectors
-    from pytest_gpuperf.options import CAPTURE_TOOLS
+    from pytest_gpuperf.shell.capture import default_collectors
+    from pytest_gpuperf.shell.options import CAPTURE_TOOLS
 
     assert tuple(c.name for c in default_collectors()) == CAPTURE_TOOLS

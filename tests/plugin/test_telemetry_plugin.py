@@ -127,7 +127,7 @@ def test_telemetry_options_from_the_ini_file(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         def test_cfg(request):
-            from pytest_gpuperf.session import SESSION_KEY
+            from pytest_gpuperf.shell.session import SESSION_KEY
             cfg = request.config.stash[SESSION_KEY].cfg
             assert cfg["telemetry_interval_ms"] == 25.0
             assert cfg["telemetry_raw"] is True

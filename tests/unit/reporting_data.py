@@ -158,7 +158,7 @@ def save_history(root: Any, results: list[Result], runs: int = 6, name: str = "m
     """Save ``runs`` earlier runs of each result's benchmark into baseline ``name`` under ``root``."""
     import copy
 
-    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.baseline.store import BaselineStore
 
     store = BaselineStore(root)
     for i in range(runs):

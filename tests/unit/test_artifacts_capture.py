@@ -19,18 +19,16 @@ from pytest_gpuperf.artifacts import (
     TIMEOUT,
     CaptureContext,
     CollectorResult,
-    baseline_inventory,
-    capture,
     inventory_for,
     safe_name,
-    should_capture,
 )
-from pytest_gpuperf.artifacts.layout import MAX_NAME, Layout, read_manifest
-from pytest_gpuperf.artifacts.ncu import NcuCollector
-from pytest_gpuperf.artifacts.nsys import NsysCollector
-from pytest_gpuperf.artifacts.process import run_process
-from pytest_gpuperf.artifacts.torch_trace import TorchTraceCollector
+from pytest_gpuperf.artifacts.analysis.layout import MAX_NAME, Layout, read_manifest
+from pytest_gpuperf.artifacts.collectors.ncu import NcuCollector
+from pytest_gpuperf.artifacts.collectors.nsys import NsysCollector
+from pytest_gpuperf.artifacts.collectors.process import run_process
+from pytest_gpuperf.artifacts.collectors.torch_trace import TorchTraceCollector
 from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.shell.capture import baseline_inventory, capture, should_capture
 
 NODEIDS = [
     "tests/test_mm.py::test_mm[4096x4096x4096-bfloat16]",
@@ -137,7 +135,7 @@ def test_the_budget_skips_collectors_not_reached(tmp_path: Path) -> None:
     class Cfg(dict):  # GpuPerfConfig's item access
         pass
 
-    from pytest_gpuperf.options import OPTIONS
+    from pytest_gpuperf.shell.options import OPTIONS
 
     cfg = Cfg({o.name: o.default for o in OPTIONS})
     cfg["capture_budget"] = 1.5
@@ -190,7 +188,7 @@ def test_a_hung_tool_is_killed_at_its_budget(
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NSYS_PIDFILE", str(tmp_path / "pid"))
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
-    from pytest_gpuperf.artifacts.capture import standalone_runner
+    from pytest_gpuperf.shell.capture import standalone_runner
 
     runner = standalone_runner("test_x.py::test_x", rootdir=tmp_path, device="cpu")
     ctx = CaptureContext(
@@ -239,7 +237,7 @@ def test_run_process_reports_a_missing_program() -> None:
 def test_capture_does_nothing_in_a_child(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
-        from pytest_gpuperf.artifacts import capture
+        from pytest_gpuperf.shell.capture import capture
 
         def pytest_sessionfinish(session):
             out = capture(session.config, None, "x", [], device="cpu", run_id="r", collectors=[])
@@ -316,7 +314,7 @@ def test_the_gpu_lock_is_held_for_the_whole_capture(tmp_path: Path) -> None:
 
 
 def test_progress_names_the_tool_that_runs(tmp_path: Path) -> None:
-    from pytest_gpuperf.progress import Progress
+    from pytest_gpuperf.shell.progress import Progress
 
     lines: list[str] = []
     clock = iter(range(0, 1000, 5))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.artifacts.child import (
+from pytest_gpuperf.artifacts.analysis.timeline import analyze, load_trace, parse_trace
+from pytest_gpuperf.artifacts.collectors.child import (
     CAPTURE_ENV,
     ChildCapture,
     InventoryHook,
@@ -15,10 +16,9 @@ from pytest_gpuperf.artifacts.child import (
     read_status,
     window_calls,
 )
-from pytest_gpuperf.artifacts.timeline import analyze, load_trace, parse_trace
-from pytest_gpuperf.config import GpuPerfConfig
-from pytest_gpuperf.fixture import BenchContext, GpuBench
 from pytest_gpuperf.model import BenchId
+from pytest_gpuperf.shell.config import GpuPerfConfig
+from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 
 
 def _cfg(**cli: object) -> GpuPerfConfig:
@@ -32,19 +32,21 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_which_hooks_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert measure_hooks(_cfg(), "cpu") == []
-    assert measure_hooks(_cfg(inventory="never", save="main"), "cpu") == []
-    (hook,) = measure_hooks(_cfg(save="main"), "cpu")
+    assert measure_hooks(inventory_settings(_cfg()), "cpu") == []
+    assert measure_hooks(inventory_settings(_cfg(inventory="never", save="main")), "cpu") == []
+    (hook,) = measure_hooks(inventory_settings(_cfg(save="main")), "cpu")
     assert isinstance(hook, InventoryHook)
-    (hook,) = measure_hooks(_cfg(inventory="always"), "cpu")
+    (hook,) = measure_hooks(inventory_settings(_cfg(inventory="always")), "cpu")
     assert isinstance(hook, InventoryHook)
     monkeypatch.setenv("GPUPERF_CHILD", "1")
-    assert measure_hooks(_cfg(inventory="always"), "cpu") == []  # a confirmation child
+    assert (
+        measure_hooks(inventory_settings(_cfg(inventory="always")), "cpu") == []
+    )  # a confirmation child
     monkeypatch.setenv(CAPTURE_ENV, json.dumps({"tool": "torch_profiler", "dir": str(tmp_path)}))
-    (hook,) = measure_hooks(_cfg(), "cpu")
+    (hook,) = measure_hooks(inventory_settings(_cfg()), "cpu")
     assert isinstance(hook, ChildCapture) and hook.tool == "torch_profiler"
     monkeypatch.setenv(CAPTURE_ENV, "{not json")
-    assert measure_hooks(_cfg(), "cpu") == []
+    assert measure_hooks(inventory_settings(_cfg()), "cpu") == []
 
 
 def test_window_calls() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_gpuperf.artifacts import diagnose as dg
-from pytest_gpuperf.artifacts.inventory import diff_inventories, inventory_from_trace
-from pytest_gpuperf.artifacts.timeline import analyze, load_trace, parse_trace
+from pytest_gpuperf.artifacts.analysis import diagnose as dg
+from pytest_gpuperf.artifacts.analysis.inventory import diff_inventories, inventory_from_trace
+from pytest_gpuperf.artifacts.analysis.timeline import analyze, load_trace, parse_trace
 from tests.unit.kineto import FakeTrace, gpu_bound, with_syncs
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.artifacts import OK, CaptureContext
-from pytest_gpuperf.artifacts.capture import standalone_runner
-from pytest_gpuperf.artifacts.ncu import NcuCollector
-from pytest_gpuperf.artifacts.nsys import NsysCollector
-from pytest_gpuperf.artifacts.torch_trace import TorchTraceCollector
+from pytest_gpuperf.artifacts.collectors.ncu import NcuCollector
+from pytest_gpuperf.artifacts.collectors.nsys import NsysCollector
+from pytest_gpuperf.artifacts.collectors.torch_trace import TorchTraceCollector
+from pytest_gpuperf.shell.capture import standalone_runner
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.artifacts.inventory import (
+from pytest_gpuperf.artifacts.analysis.inventory import (
     base_function,
     combine,
     diff_inventories,
@@ -16,7 +16,7 @@ from pytest_gpuperf.artifacts.inventory import (
     normalize,
     short_name,
 )
-from pytest_gpuperf.artifacts.timeline import load_trace, parse_trace
+from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
 from tests.unit.kineto import gpu_bound
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.artifacts import ncu, nsys, torch_trace
-from pytest_gpuperf.artifacts.inventory import inventory_from_trace
-from pytest_gpuperf.artifacts.timeline import load_trace, parse_trace
+from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace
+from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
+from pytest_gpuperf.artifacts.collectors import ncu, nsys, torch_trace
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"
 

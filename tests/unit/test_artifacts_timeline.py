@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.artifacts.timeline import analyze, copy_direction, load_trace, parse_trace
+from pytest_gpuperf.artifacts.analysis.timeline import (
+    analyze,
+    copy_direction,
+    load_trace,
+    parse_trace,
+)
 from tests.unit.kineto import FakeTrace, gpu_bound, with_syncs
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"

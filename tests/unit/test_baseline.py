@@ -19,15 +19,17 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.baseline import (
+from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.filelock import locked
+from pytest_gpuperf.baseline.fingerprint import fingerprint, fingerprint_id
+from pytest_gpuperf.baseline.records import (
     MATCH,
     NO_BENCHMARK,
     OTHER_ENVIRONMENT,
     OTHER_POLICY,
-    BaselineStore,
     record_from_result,
-    schema,
 )
+from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import (
     BaselineError,
     BaselineLocked,
@@ -36,8 +38,6 @@ from pytest_gpuperf.errors import (
     InvalidBaselineName,
     UnknownBaseline,
 )
-from pytest_gpuperf.filelock import locked
-from pytest_gpuperf.fingerprint import fingerprint, fingerprint_id
 from pytest_gpuperf.model import BenchId, Result
 from tests.unit.reporting_data import GPU_ENV
 
@@ -754,7 +754,7 @@ import datetime as dt, sys, time
 from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_baseline import make_result, T0
-from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.baseline.store import BaselineStore
 """
 
 
@@ -1262,8 +1262,8 @@ def test_stable_dumps_is_valid_json_and_refuses_nan() -> None:
 
 def test_baseline_options_parse_and_default() -> None:
     from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
-    from pytest_gpuperf.config import ConfigError, GpuPerfConfig
-    from pytest_gpuperf.options import OPTIONS_BY_NAME
+    from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
+    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
 
     assert OPTIONS_BY_NAME["baseline_dir"].default == DEFAULT_DIR
     assert OPTIONS_BY_NAME["keep_runs"].default == DEFAULT_KEEP_RUNS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.model import MODE_EVENTS, BenchId, Result
 from pytest_gpuperf.verdict.judge import run_stat
 

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.baseline import BaselineStore, layout, schema
+from pytest_gpuperf.baseline import layout, schema
+from pytest_gpuperf.baseline.fingerprint import fingerprint
+from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.fingerprint import fingerprint
 from tests.unit.reporting_data import GPU_ENV
 from tests.unit.test_baseline import CPU_ENV, T0, make_result, store_files
 

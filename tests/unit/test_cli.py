@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf import cli
-from pytest_gpuperf.baseline import BaselineStore
+from pytest_gpuperf.baseline.store import BaselineStore
+from pytest_gpuperf.cli import main as cli
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import json_report
 from tests.unit.reporting_data import GPU_ENV, T0, result, rounds
@@ -299,7 +299,7 @@ def test_prune_dry_run_changes_nothing_and_combines_selectors(bdir: Path) -> Non
 def test_prune_says_who_holds_the_lock_and_waits_as_long_as_told(
     bdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pytest_gpuperf.filelock import locked
+    from pytest_gpuperf.baseline.filelock import locked
 
     with locked(bdir / ".main.json.lock", owner="saving into baseline main"):
         code, _ = run(
@@ -410,8 +410,8 @@ def test_an_output_link_of_another_user_is_not_followed(
 
 def test_cli_imports_neither_pytest_nor_torch(bdir: Path) -> None:
     code = (
-        "import sys; from pytest_gpuperf import cli; "
-        f"rc = cli.main(['compare', 'main', 'pr', '--dir', {str(bdir)!r}]); "
+        "import sys; from pytest_gpuperf.cli.main import main; "
+        f"rc = main(['compare', 'main', 'pr', '--dir', {str(bdir)!r}]); "
         "bad = [m for m in ('pytest', '_pytest', 'torch', 'pynvml') if m in sys.modules]; "
         "print('BAD', bad); sys.exit(0 if rc == 1 and not bad else 1)"
     )

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf import cli, demo
+from pytest_gpuperf import demo
+from pytest_gpuperf.cli import main as cli
 from pytest_gpuperf.demo import (
     BENCHMARKS,
     PLANTED_TEST,

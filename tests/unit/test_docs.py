@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_gpuperf.options import OPTIONS
+from pytest_gpuperf.shell.options import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 

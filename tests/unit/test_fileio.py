@@ -10,8 +10,13 @@ from typing import Any
 
 import pytest
 
+from pytest_gpuperf.baseline.fileio import (
+    atomic_write_text,
+    output_target,
+    temporary_prefix,
+    write_output,
+)
 from pytest_gpuperf.errors import OutputError
-from pytest_gpuperf.fileio import atomic_write_text, output_target, temporary_prefix, write_output
 
 
 def _dead_pid() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.fingerprint import (
+from pytest_gpuperf.baseline.fingerprint import (
     CPU_KEYS,
     GPU_KEYS,
     differences,

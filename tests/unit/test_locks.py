@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.errors import DeviceBusy, GpuPerfError
-from pytest_gpuperf.locks import device_lock
+from pytest_gpuperf.shell.locks import device_lock
 
 
 def _hold(lock_dir: str, key: str, log: str, hold_s: float) -> None:

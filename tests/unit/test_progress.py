@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.progress import Progress, silent
+from pytest_gpuperf.shell.progress import Progress, silent
 
 
 class Clock:

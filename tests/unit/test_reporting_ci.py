@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.reporting.ci import artifact_href, write_ci_outputs
+from pytest_gpuperf.reporting.ci import write_ci_outputs
+from pytest_gpuperf.reporting.outputs import artifact_href
 from tests.unit.reporting_data import save_history, session
 
 
@@ -89,8 +90,8 @@ def test_every_report_file_comes_from_one_registry(tmp_path: Path) -> None:
     import io
     import json
 
-    from pytest_gpuperf.options import OPTIONS_BY_NAME
     from pytest_gpuperf.reporting.outputs import OUTPUTS
+    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
 
     for o in OUTPUTS:  # each is an option of its own
         assert OPTIONS_BY_NAME[o.option].metavar == "PATH"

@@ -143,7 +143,7 @@ def test_every_sort_key_keeps_every_row(key: str) -> None:
 
 
 def test_table_options_parse_and_name_the_fix() -> None:
-    from pytest_gpuperf.options import OptionValueError, group_keys, sort_key, table_columns
+    from pytest_gpuperf.values import OptionValueError, group_keys, sort_key, table_columns
 
     assert table_columns("median, ci,first-call") == ("median", "ci", "first_call")
     assert sort_key("Change") == "change"

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.config import GpuPerfConfig
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.fixture import BenchContext, GpuBench
 from pytest_gpuperf.measure.invocation import Invocation, SetupError
-from pytest_gpuperf.progress import Progress
+from pytest_gpuperf.shell.config import GpuPerfConfig
+from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
+from pytest_gpuperf.shell.progress import Progress
 
 FAST = {"warmup_ms": 10, "min_warmup_ms": 1, "round_ms": 1, "rounds": 5}
 

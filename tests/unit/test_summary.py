@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from pytest_gpuperf.summary import mad, median, median_ci_ranks, quantile, summarize
+from pytest_gpuperf.measure.summary import mad, median, median_ci_ranks, quantile, summarize
 
 
 def test_quantile_matches_linear_interpolation():

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.measure.engine import RawMeasurement
+from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges, range_name
 from pytest_gpuperf.model import BenchId
-from pytest_gpuperf.nvtx_ranges import NvtxRanges, range_name
 from pytest_gpuperf.telemetry import nvml as nvml_mod
 from pytest_gpuperf.telemetry.header import Condition, collect_gpu_state, conditions, render_header
 from pytest_gpuperf.telemetry.probe import NvmlTelemetry

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.config import ConfigError, GpuPerfConfig
-from pytest_gpuperf.options import OPTIONS_BY_NAME, PER_TEST_OPTIONS
+from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
+from pytest_gpuperf.shell.options import OPTIONS_BY_NAME, PER_TEST_OPTIONS
 from pytest_gpuperf.verdict import DEFAULT_POLICY, DecisionPolicy
 
 VERDICT_OPTIONS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf import xdist
+from pytest_gpuperf.shell import xdist
 
 
 def test_plan_is_round_robin() -> None:

@@ -4,7 +4,7 @@ A baseline run is compared with a new run only when both ran on the same
 *hard* environment: the keys whose change moves timings by more than the
 gate's threshold on its own, so that a comparison across them would report
 the environment, not the code. Everything else that
-:func:`pytest_gpuperf.environment.collect_environment` records is *soft*: it
+:func:`pytest_gpuperf.measure.environment.collect_environment` records is *soft*: it
 is kept for the record but never refuses a comparison.
 
 Hard keys, and why:

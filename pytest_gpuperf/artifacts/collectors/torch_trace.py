@@ -30,9 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.artifacts.base import FAILED, OK, TIMEOUT, CaptureContext, CollectorResult
-from pytest_gpuperf.artifacts.inventory import base_function
-from pytest_gpuperf.artifacts.process import run_process
+from pytest_gpuperf.artifacts.analysis.inventory import base_function
+from pytest_gpuperf.artifacts.collectors.base import (
+    FAILED,
+    OK,
+    TIMEOUT,
+    CaptureContext,
+    CollectorResult,
+)
+from pytest_gpuperf.artifacts.collectors.process import run_process
 
 _HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*\})\s*$")
 _TRITON_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''", re.M)

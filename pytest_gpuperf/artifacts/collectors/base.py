@@ -17,11 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    import pytest
-
-    from pytest_gpuperf.config import GpuPerfConfig
     from pytest_gpuperf.model import Result
-    from pytest_gpuperf.rerun import ChildRun
 
 OK = "ok"
 SKIPPED = "skipped"
@@ -78,8 +74,24 @@ class CollectorResult:
         return f"{self.name}: {self.status}: {self.reason}"
 
 
-#: run_child(nodeid, tool, extra_args, env, prefix, timeout_s, log_path) -> ChildRun
-ChildRunner = Callable[..., "ChildRun"]
+@dataclass
+class ChildRun:
+    """What a child pytest run of the test gave back: its results, exit status and output."""
+
+    results: list[Result]
+    returncode: int
+    wall_s: float
+    log_tail: str = ""
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results)
+
+
+#: run_child(*, env, prefix, timeout_s, log_path, extra_args) -> ChildRun; the shell
+#: (:mod:`pytest_gpuperf.shell.capture`) passes one in, bound to the test to re-run.
+ChildRunner = Callable[..., ChildRun]
 
 
 @dataclass
@@ -100,8 +112,9 @@ class CaptureContext:
     keys: Sequence[str]
     results: Sequence[Result] = ()
     comparisons: Mapping[str, Any] = field(default_factory=dict)
-    config: pytest.Config | None = None
-    cfg: GpuPerfConfig | None = None
+    #: the session's ``pytest.Config`` (``None`` outside a session), for a collector of a
+    #: conftest; the built-in collectors get what they need in the fields below
+    config: Any = None
     timeout_s: float = 60.0
     deadline: float = float("inf")
     calls: int = 10

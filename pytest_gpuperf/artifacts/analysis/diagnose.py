@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_gpuperf.artifacts.inventory import KernelDiff, is_gemm, short_name
-from pytest_gpuperf.artifacts.timeline import ProfileAnalysis
+from pytest_gpuperf.artifacts.analysis.inventory import KernelDiff, is_gemm, short_name
+from pytest_gpuperf.artifacts.analysis.timeline import ProfileAnalysis
 
 HOST_SYNC = "host-sync"
 H2D_COPY = "h2d-copy"

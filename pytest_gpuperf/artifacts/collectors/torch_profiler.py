@@ -22,17 +22,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.artifacts.base import (
+from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace, short_name
+from pytest_gpuperf.artifacts.analysis.layout import safe_name
+from pytest_gpuperf.artifacts.analysis.timeline import analyze, load_trace, parse_trace
+from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
     OK,
     TIMEOUT,
     CaptureContext,
     CollectorResult,
 )
-from pytest_gpuperf.artifacts.child import CAPTURE_ENV, read_status
-from pytest_gpuperf.artifacts.inventory import inventory_from_trace, short_name
-from pytest_gpuperf.artifacts.layout import safe_name
-from pytest_gpuperf.artifacts.timeline import analyze, load_trace, parse_trace
+from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, read_status
 
 
 def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:

@@ -5,7 +5,7 @@ the test function returns, so that a regression fails *its own* test item
 with its own explanation. The statistics are :mod:`pytest_gpuperf.verdict`'s;
 this module feeds them: the baseline's comparable runs, the session's number
 of gated benchmarks (``m``, fixed at collection), the runner's noise prior,
-and fresh-process re-measurements (:mod:`pytest_gpuperf.rerun`) while a
+and fresh-process re-measurements (:mod:`pytest_gpuperf.shell.rerun`) while a
 verdict is not final.
 """
 
@@ -14,37 +14,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.shell.baselines import baseline_dir, fingerprint_extra
 from pytest_gpuperf.verdict.decide import with_note
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.baseline import Baseline
-    from pytest_gpuperf.config import GpuPerfConfig
-    from pytest_gpuperf.progress import Progress
+    from pytest_gpuperf.baseline.records import Baseline
+    from pytest_gpuperf.shell.config import GpuPerfConfig
+    from pytest_gpuperf.shell.progress import Progress
     from pytest_gpuperf.verdict import Comparison, DecisionPolicy
-
-
-def baseline_dir(config: pytest.Config, cfg: GpuPerfConfig) -> Path:
-    """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
-    path = Path(str(cfg["baseline_dir"])).expanduser()
-    return path if path.is_absolute() else config.rootpath / path
-
-
-_EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
-
-
-def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
-    """Fields users' plugins add to the fingerprint (pytest_gpuperf_update_fingerprint), once."""
-    if _EXTRA_KEY not in config.stash:
-        extra: dict[str, Any] = {}
-        config.hook.pytest_gpuperf_update_fingerprint(config=config, fingerprint=extra)
-        config.stash[_EXTRA_KEY] = extra
-    return config.stash[_EXTRA_KEY]
 
 
 @dataclass
@@ -138,7 +120,7 @@ class Gate:
     @classmethod
     def load(cls, config: pytest.Config, cfg: GpuPerfConfig) -> Gate:
         """Load ``--gpuperf-baseline``; a missing or broken file raises a BaselineError."""
-        from pytest_gpuperf.baseline import BaselineStore
+        from pytest_gpuperf.baseline.store import BaselineStore
 
         store = BaselineStore(baseline_dir(config, cfg))
         return cls(config, cfg, store.load(str(cfg["baseline"])))
@@ -171,9 +153,9 @@ class Gate:
         progress: Progress | None = None,
     ) -> Judgement:
         """Verdicts for one test's results, re-measuring suspects in fresh processes."""
-        from pytest_gpuperf.progress import silent
         from pytest_gpuperf.reporting.explain import explain, summary_line
-        from pytest_gpuperf.rerun import is_child, matching, run_child
+        from pytest_gpuperf.shell.progress import silent
+        from pytest_gpuperf.shell.rerun import is_child, matching, run_child
         from pytest_gpuperf.verdict import RunStat, outcome
 
         out = Judgement()
@@ -281,77 +263,3 @@ def _gated(option: str, metric: str) -> bool:
     return (option == "memory" and metric == "peak_memory") or (
         option == "first-call" and metric == "first_call"
     )
-
-
-def save(
-    config: pytest.Config,
-    cfg: GpuPerfConfig,
-    results: Sequence[Result],
-    *,
-    meta: dict[str, Any],
-    extras: dict[str, dict[str, Any]] | None = None,
-    progress: Progress | None = None,
-) -> str:
-    """Append this session's results to ``--gpuperf-save``; returns the line for the summary.
-
-    Waits for the baseline's lock as long as ``--gpuperf-lock-timeout`` says, with a
-    progress line naming the holder.
-    """
-    from dataclasses import replace
-
-    from pytest_gpuperf.baseline import BaselineStore
-    from pytest_gpuperf.telemetry import regime_summary
-
-    store: BaselineStore = BaselineStore(
-        baseline_dir(config, cfg),
-        lock_timeout=float(cfg["lock_timeout"]),
-        on_wait=progress.task if progress is not None else None,
-    )
-    # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
-    compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
-    summary = store.save(
-        str(cfg["save"]),
-        compact,
-        keep_runs=int(cfg["keep_runs"]),
-        meta=meta,
-        fingerprint_extra=fingerprint_extra(config) or None,
-        extras=extras,
-    )
-    return summary.describe()
-
-
-def check_save_target(config: pytest.Config, cfg: GpuPerfConfig) -> None:
-    """Before measuring anything: an existing baseline to save into must be readable."""
-    from pytest_gpuperf.baseline import BaselineStore, check_name
-
-    store = BaselineStore(baseline_dir(config, cfg))
-    store.check(check_name(str(cfg["save"])))
-
-
-def run_meta(config: pytest.Config) -> dict[str, Any]:
-    """Where this run comes from: git commit and CI identifiers, best effort."""
-    import os
-    import subprocess
-
-    meta: dict[str, Any] = {}
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=config.rootpath,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        if sha.returncode == 0:
-            meta["git_sha"] = sha.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    for env, key in (
-        ("GITHUB_SHA", "ci_sha"),
-        ("GITHUB_REF", "ci_ref"),
-        ("GITHUB_RUN_ID", "ci_run_id"),
-        ("GITHUB_WORKFLOW", "ci_workflow"),
-    ):
-        if os.environ.get(env):
-            meta[key] = os.environ[env]
-    return meta

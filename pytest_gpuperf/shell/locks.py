@@ -3,7 +3,7 @@
 Two xdist workers, or two pytest sessions on one machine, must never measure
 on the same GPU at the same time. The lock is an ``fcntl.flock`` on a file
 named after the device (the GPU's UUID, or ``cpu``) in a directory shared by
-every process of the machine (every user's: see :mod:`pytest_gpuperf.filelock`
+every process of the machine (every user's: see :mod:`pytest_gpuperf.baseline.filelock`
 for why that is safe), and it is held only while a benchmark is being
 measured, so the rest of a test (set-up, correctness checks) runs in
 parallel. The kernel releases a lock when its process dies, so a crash never
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf import filelock
+from pytest_gpuperf.baseline import filelock
 from pytest_gpuperf.errors import DeviceBusy
 
 
@@ -29,7 +29,7 @@ def lock_dir() -> Path:
     ``<tmp>/pytest-gpuperf-locks``.
 
     Shared by all users of the machine (two users on one GPU is the case to
-    prevent): :func:`pytest_gpuperf.filelock.locked` creates it sticky and
+    prevent): :func:`pytest_gpuperf.baseline.filelock.locked` creates it sticky and
     writable by everyone, and refuses it if it is a symbolic link.
     """
     env = os.environ.get("GPUPERF_LOCK_DIR")

@@ -33,10 +33,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.artifacts.base import FAILED, OK, TIMEOUT, CaptureContext, CollectorResult
-from pytest_gpuperf.artifacts.child import CAPTURE_ENV, read_status
-from pytest_gpuperf.artifacts.inventory import short_name
-from pytest_gpuperf.artifacts.process import run_process
+from pytest_gpuperf.artifacts.analysis.inventory import short_name
+from pytest_gpuperf.artifacts.collectors.base import (
+    FAILED,
+    OK,
+    TIMEOUT,
+    CaptureContext,
+    CollectorResult,
+)
+from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, read_status
+from pytest_gpuperf.artifacts.collectors.process import run_process
 
 PROFILE_ARGS = (
     "profile",

@@ -7,10 +7,11 @@ benchmark, after its measurement, while it still holds the GPU lock::
 
 Two hooks exist:
 
-* :class:`ChildCapture`, in a child process that :func:`~.capture` started
-  (``--gpuperf-child`` and the ``GPUPERF_CAPTURE`` spec in its environment):
-  a few steady-state calls under torch.profiler (the trace is written for
-  the parent to read), or bracketed by ``cudaProfilerStart/Stop`` for
+* :class:`ChildCapture`, in a child process that
+  :func:`pytest_gpuperf.shell.capture.capture` started (``--gpuperf-child``
+  and the ``GPUPERF_CAPTURE`` spec in its environment): a few steady-state
+  calls under torch.profiler (the trace is written for the parent to read), or
+  bracketed by ``cudaProfilerStart/Stop`` for
   ``nsys --capture-range=cudaProfilerApi``, or one call inside the NVTX range
   ``gpuperf_capture`` for ``ncu --nvtx-include gpuperf_capture/``.
 * :class:`InventoryHook`, when a baseline is saved (``--gpuperf-inventory``):
@@ -31,13 +32,13 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.artifacts.layout import safe_name
+from pytest_gpuperf.artifacts.analysis.layout import safe_name
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.config import GpuPerfConfig
     from pytest_gpuperf.model import BenchId
 
 CAPTURE_ENV = "GPUPERF_CAPTURE"
@@ -54,7 +55,19 @@ MAX_WINDOW_S = 2.0
 AfterMeasure = Callable[["BenchId", Callable[[], Any], float], "Mapping[str, Any] | None"]
 
 
-def measure_hooks(cfg: GpuPerfConfig | None, device: str) -> list[AfterMeasure]:
+@dataclass(frozen=True)
+class InventorySettings:
+    """The session's settings that :func:`measure_hooks` reads (the shell builds them)."""
+
+    #: ``--gpuperf-inventory``: auto (when saving a baseline), always or never
+    inventory: str = "auto"
+    #: whether this session saves a baseline (``--gpuperf-save``)
+    saving: bool = False
+    #: ``--gpuperf-capture-calls``: calls profiled for the inventory
+    calls: int = DEFAULT_CALLS
+
+
+def measure_hooks(settings: InventorySettings | None, device: str) -> list[AfterMeasure]:
     """The hooks the fixture runs after each measurement in this process."""
     spec = os.environ.get(CAPTURE_ENV)
     if spec and os.environ.get("GPUPERF_CHILD") == "1":
@@ -63,19 +76,12 @@ def measure_hooks(cfg: GpuPerfConfig | None, device: str) -> list[AfterMeasure]:
         except (ValueError, TypeError, KeyError) as e:
             print(f"gpuperf: ignoring a bad {CAPTURE_ENV} spec: {e}", file=sys.stderr)
             return []
-    if cfg is None or os.environ.get("GPUPERF_CHILD") == "1":
+    if settings is None or os.environ.get("GPUPERF_CHILD") == "1":
         return []
-    mode = _setting(cfg, "inventory", "auto")
-    if mode == "always" or (mode == "auto" and _setting(cfg, "save", None)):
-        return [InventoryHook(device, calls=int(_setting(cfg, "capture_calls", DEFAULT_CALLS)))]
+    mode = settings.inventory
+    if mode == "always" or (mode == "auto" and settings.saving):
+        return [InventoryHook(device, calls=settings.calls)]
     return []
-
-
-def _setting(cfg: GpuPerfConfig, name: str, default: Any) -> Any:
-    try:
-        return cfg[name]
-    except KeyError:
-        return default
 
 
 def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> int:
@@ -108,14 +114,15 @@ def profile_calls(
 ) -> dict[str, Any]:
     """Profile ``calls`` calls with torch.profiler; write the Chrome trace; return facts.
 
-    Each call is the range ``gpuperf/call#<i>`` (:mod:`.timeline` reads the
-    trace relative to them). The profiler is started after ``warm_calls``
-    calls and a synchronize, so the trace holds steady-state work only.
+    Each call is the range ``gpuperf/call#<i>``
+    (:mod:`~pytest_gpuperf.artifacts.analysis.timeline` reads the trace relative to
+    them). The profiler is started after ``warm_calls`` calls and a synchronize, so
+    the trace holds steady-state work only.
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from pytest_gpuperf.artifacts.timeline import CALL_PREFIX
+    from pytest_gpuperf.artifacts.analysis.timeline import CALL_PREFIX
 
     prepare = _preparer(call)
     for _ in range(warm_calls):
@@ -299,8 +306,8 @@ class InventoryHook:
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
     ) -> Mapping[str, Any] | None:
-        from pytest_gpuperf.artifacts.inventory import inventory_from_trace
-        from pytest_gpuperf.artifacts.timeline import load_trace, parse_trace
+        from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace
+        from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
 
         with tempfile.TemporaryDirectory(prefix="gpuperf-inventory-") as tmp:
             path = Path(tmp) / "trace.json"

@@ -4,232 +4,39 @@ Each :class:`Option` is a command-line flag ``--gpuperf-<name>``, an ini key
 ``gpuperf_<name>`` and, where ``per_test`` is set, a keyword of the
 ``gpuperf`` marker and of a ``gpu_bench(...)`` call. One parser per option
 validates every source, so a bad value is reported the same way wherever it
-came from (see :mod:`pytest_gpuperf.config` for precedence).
+came from (see :mod:`pytest_gpuperf.shell.config` for precedence).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf import baseline, filelock
+from pytest_gpuperf import baseline
+from pytest_gpuperf.baseline import filelock
+from pytest_gpuperf.values import (
+    baseline_name,
+    choice,
+    cuda_graph_mode,
+    fraction,
+    group_keys,
+    int_at_least,
+    name_list,
+    non_negative_float,
+    number_or_callable,
+    parse_bool,
+    positive_float,
+    probability,
+    sort_key,
+    table_columns,
+    telemetry_interval,
+    text,
+)
 
 if TYPE_CHECKING:
     import pytest
-
-
-class OptionValueError(ValueError):
-    """A value that an option's parser refused; the message says what is expected."""
-
-
-def _is_str(v: Any) -> bool:
-    return isinstance(v, str)
-
-
-def parse_bool(v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    if _is_str(v) and v.strip().lower() in {"1", "true", "yes", "on"}:
-        return True
-    if _is_str(v) and v.strip().lower() in {"0", "false", "no", "off"}:
-        return False
-    raise OptionValueError(f"expected true or false, got {v!r}")
-
-
-def _number(v: Any) -> float:
-    if isinstance(v, bool):
-        raise OptionValueError(f"expected a number, got {v!r}")
-    if isinstance(v, (int, float)):
-        x = float(v)
-    elif _is_str(v):
-        try:
-            x = float(v)
-        except ValueError:
-            raise OptionValueError(f"expected a number, got {v!r}") from None
-    else:
-        raise OptionValueError(f"expected a number, got {type(v).__name__} {v!r}")
-    if not math.isfinite(x):
-        raise OptionValueError(f"expected a finite number, got {v!r}")
-    return x
-
-
-def positive_float(v: Any) -> float:
-    x = _number(v)
-    if x <= 0:
-        raise OptionValueError(f"expected a number > 0, got {v!r}")
-    return x
-
-
-def non_negative_float(v: Any) -> float:
-    x = _number(v)
-    if x < 0:
-        raise OptionValueError(f"expected a number >= 0, got {v!r}")
-    return x
-
-
-def fraction(v: Any) -> float:
-    x = _number(v)
-    if not 0 <= x < 1:
-        raise OptionValueError(f"expected a fraction in [0, 1) such as 0.03 for 3 %, got {v!r}")
-    return x
-
-
-def probability(v: Any) -> float:
-    x = _number(v)
-    if not 0 < x < 0.5:
-        raise OptionValueError(f"expected a probability in (0, 0.5) such as 0.01, got {v!r}")
-    return x
-
-
-def int_at_least(lo: int) -> Callable[[Any], int]:
-    def parse(v: Any) -> int:
-        x = _number(v)
-        if x != int(x) or x < lo:
-            raise OptionValueError(f"expected a whole number >= {lo}, got {v!r}")
-        return int(x)
-
-    parse.__name__ = f"int_at_least_{lo}"
-    return parse
-
-
-def choice(*choices: str) -> Callable[[Any], str]:
-    def parse(v: Any) -> str:
-        if _is_str(v) and v.strip().lower() in choices:
-            return v.strip().lower()
-        raise OptionValueError(f"expected one of {', '.join(choices)}; got {v!r}")
-
-    return parse
-
-
-def cuda_graph_mode(v: Any) -> bool | str:
-    """``False``, ``True`` or ``"both"`` (also ``"off"``/``"on"`` from the command line)."""
-    if _is_str(v) and v.strip().lower() == "both":
-        return "both"
-    try:
-        return parse_bool(v)
-    except OptionValueError:
-        raise OptionValueError(f"expected False, True or 'both', got {v!r}") from None
-
-
-def number_or_callable(v: Any) -> Any:
-    """``flops=`` / ``bytes=``: a number, a callable of the test's parameters, or None."""
-    if v is None or callable(v):
-        return v
-    return non_negative_float(v)
-
-
-def telemetry_interval(v: Any) -> float:
-    x = _number(v)
-    if not 1 <= x <= 1000:
-        raise OptionValueError(f"expected a sampling interval from 1 to 1000 ms, got {v!r}")
-    return x
-
-
-def text(v: Any) -> str:
-    if not _is_str(v) or not v.strip():
-        raise OptionValueError(f"expected a non-empty string, got {v!r}")
-    return v.strip()
-
-
-def baseline_name(v: Any) -> str:
-    """A baseline name: it becomes a file name, so letters, digits, '.', '_' and '-'."""
-    from pytest_gpuperf.baseline import check_name
-    from pytest_gpuperf.errors import InvalidBaselineName
-
-    name = text(v)
-    try:
-        return check_name(name)
-    except InvalidBaselineName as e:
-        raise OptionValueError(str(e)) from None
-
-
-def name_list(v: Any) -> tuple[str, ...]:
-    """Names separated by commas or spaces (``"nsys,ncu"``); empty for none."""
-    if v is None:
-        return ()
-    items = list(v) if isinstance(v, (list, tuple)) else None
-    if items is None:
-        if not _is_str(v):
-            raise OptionValueError(f"expected names separated by commas, got {v!r}")
-        items = [x for x in v.replace(",", " ").split() if x]
-    out = []
-    for x in items:
-        name = str(x).strip().lower()
-        if not name.replace("_", "").replace("-", "").isalnum():
-            raise OptionValueError(f"expected names such as nsys,ncu; {x!r} is not a name")
-        out.append(name)
-    return tuple(out)
-
-
-def _words(v: Any, what: str) -> list[str]:
-    if isinstance(v, (list, tuple)):
-        return [str(x).strip() for x in v if str(x).strip()]
-    if not _is_str(v):
-        raise OptionValueError(f"expected {what} separated by commas, got {v!r}")
-    return [x for x in v.replace(",", " ").split() if x]
-
-
-def _did_you_mean(word: str, choices: Any) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(word, sorted(choices), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
-def table_columns(v: Any) -> tuple[str, ...] | None:
-    """``--gpuperf-columns``: the terminal table's columns, e.g. ``median,ci,verdict``."""
-    from pytest_gpuperf.reporting.terminal import COLUMNS  # only when the option is given
-
-    if v is None:
-        return None
-    out = []
-    for word in _words(v, "column names"):
-        key = word.lower().replace("-", "_")
-        if key not in COLUMNS:
-            raise OptionValueError(
-                f"unknown column {word!r}{_did_you_mean(key, COLUMNS)}; columns: "
-                + ", ".join(COLUMNS)
-            )
-        out.append(key)
-    if not out:
-        raise OptionValueError("expected at least one column, e.g. median,ci,verdict")
-    return tuple(dict.fromkeys(out))
-
-
-def sort_key(v: Any) -> str:
-    """``--gpuperf-sort``: the order of the terminal table's rows."""
-    from pytest_gpuperf.reporting.terminal import SORT_KEYS
-
-    key = text(v).lower().replace("-", "_")
-    if key not in SORT_KEYS:
-        raise OptionValueError(
-            f"unknown sort key {v!r}{_did_you_mean(key, SORT_KEYS)}; keys: " + ", ".join(SORT_KEYS)
-        )
-    return key
-
-
-def group_keys(v: Any) -> tuple[str, ...]:
-    """``--gpuperf-group-by``: ``func``, ``param:dtype``, ... (several separated by commas)."""
-    from pytest_gpuperf.reporting.terminal import GROUP_KEYS
-
-    if v is None:
-        return ()
-    out = []
-    for word in _words(v, "group keys"):
-        key = word.lower()
-        if key.startswith("param:") and len(key) > len("param:"):
-            out.append("param:" + word.split(":", 1)[1])
-        elif key in GROUP_KEYS and key != "param:name":
-            out.append(key)
-        else:
-            raise OptionValueError(
-                f"unknown group key {word!r}{_did_you_mean(key, GROUP_KEYS)}; keys: "
-                + ", ".join(GROUP_KEYS)
-            )
-    return tuple(dict.fromkeys(out))
 
 
 @dataclass(frozen=True)
@@ -610,7 +417,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
-#: The built-in capture tools, in the order they run (artifacts.capture.default_collectors).
+#: The built-in capture tools, in the order they run (shell.capture.default_collectors).
 CAPTURE_TOOLS = ("torch_profiler", "torch_trace", "nsys", "ncu")
 PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
 #: Marker keywords that are not measurement options.

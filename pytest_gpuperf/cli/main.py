@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
+from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.filelock import DEFAULT_TIMEOUT_S
 
 #: Exit codes, as documented in --help and docs/ci.md.
 OK = 0
@@ -53,9 +53,9 @@ def _is_path(arg: str) -> bool:
 
 
 def load_source(arg: str, directory: str) -> Any:
-    """A :class:`~pytest_gpuperf.compare.RunSet` from a baseline name or a file path."""
-    from pytest_gpuperf.baseline import BaselineStore
-    from pytest_gpuperf.compare import from_baseline, read_file
+    """A :class:`~pytest_gpuperf.cli.runsets.RunSet` from a baseline name or a file path."""
+    from pytest_gpuperf.baseline.store import BaselineStore
+    from pytest_gpuperf.cli.runsets import from_baseline, read_file
 
     if _is_path(arg):
         return read_file(Path(arg))
@@ -67,7 +67,7 @@ def load_source(arg: str, directory: str) -> Any:
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     """Every baseline and its saved sessions, from the indexes alone (runs are not read)."""
-    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.baseline.store import BaselineStore
 
     store = BaselineStore(args.dir)
     names = store.names()
@@ -162,7 +162,7 @@ def _policy(args: argparse.Namespace) -> Any:
 
 
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_gpuperf.compare import compare
+    from pytest_gpuperf.cli.runsets import compare
     from pytest_gpuperf.reporting import verdicts as v
     from pytest_gpuperf.reporting.terminal import TableSpec, render
 
@@ -211,13 +211,13 @@ def _write_reports(
 
 def _check_output(option: str, path: str, args: argparse.Namespace) -> None:
     """Before any work: ``path`` may be written (never a baseline, see fileio.output_target)."""
-    from pytest_gpuperf.fileio import output_target
+    from pytest_gpuperf.baseline.fileio import output_target
 
     output_target(path, what=option, baseline_dirs=[Path(args.dir)])
 
 
 def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
-    from pytest_gpuperf.fileio import write_output
+    from pytest_gpuperf.baseline.fileio import write_output
 
     try:
         write_output(path, text, what=option, baseline_dirs=[Path(args.dir)])
@@ -226,7 +226,7 @@ def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_gpuperf.baseline import BaselineStore
+    from pytest_gpuperf.baseline.store import BaselineStore
 
     if args.keep_runs is None and args.fingerprint is None and args.before is None:
         raise UsageProblem(
@@ -263,7 +263,7 @@ def _parse_date(text: str) -> _dt.datetime:
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_gpuperf.compare import latest
+    from pytest_gpuperf.cli.runsets import latest
     from pytest_gpuperf.reporting import export
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
@@ -301,7 +301,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _fraction(text: str) -> float:
-    from pytest_gpuperf.options import OptionValueError, fraction
+    from pytest_gpuperf.values import OptionValueError, fraction
 
     try:
         return fraction(text)
@@ -310,7 +310,7 @@ def _fraction(text: str) -> float:
 
 
 def _probability(text: str) -> float:
-    from pytest_gpuperf.options import OptionValueError, probability
+    from pytest_gpuperf.values import OptionValueError, probability
 
     try:
         return probability(text)
@@ -325,7 +325,7 @@ SORT_HELP = (
 
 
 def _sort(text: str) -> str:
-    from pytest_gpuperf.options import OptionValueError, sort_key
+    from pytest_gpuperf.values import OptionValueError, sort_key
 
     try:
         return sort_key(text)
@@ -509,7 +509,3 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except BrokenPipeError:  # `pytest-gpuperf list | head`
         return OK
     return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

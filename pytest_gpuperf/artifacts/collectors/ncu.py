@@ -34,10 +34,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gpuperf.artifacts.base import FAILED, OK, TIMEOUT, CaptureContext, CollectorResult
-from pytest_gpuperf.artifacts.child import CAPTURE_ENV, NCU_RANGE
-from pytest_gpuperf.artifacts.inventory import base_function, short_name
-from pytest_gpuperf.artifacts.process import run_process
+from pytest_gpuperf.artifacts.analysis.inventory import base_function, short_name
+from pytest_gpuperf.artifacts.collectors.base import (
+    FAILED,
+    OK,
+    TIMEOUT,
+    CaptureContext,
+    CollectorResult,
+)
+from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, NCU_RANGE
+from pytest_gpuperf.artifacts.collectors.process import run_process
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats")
 STALL_METRICS = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
@@ -302,6 +308,6 @@ class NcuCollector:
 
 
 def _line(k: Mapping[str, Any]) -> str:
-    from pytest_gpuperf.artifacts.diagnose import ncu_line
+    from pytest_gpuperf.artifacts.analysis.diagnose import ncu_line
 
     return ncu_line(k)

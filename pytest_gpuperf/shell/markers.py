@@ -10,8 +10,8 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.config import ConfigError, GpuPerfConfig
-from pytest_gpuperf.options import MARKER_ONLY, PER_TEST_OPTIONS
+from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
+from pytest_gpuperf.shell.options import MARKER_ONLY, PER_TEST_OPTIONS
 
 if TYPE_CHECKING:
     import pytest

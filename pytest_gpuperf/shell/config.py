@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.options import OPTIONS, OPTIONS_BY_NAME, OptionValueError
+from pytest_gpuperf.shell.options import OPTIONS, OPTIONS_BY_NAME
+from pytest_gpuperf.values import OptionValueError
 
 if TYPE_CHECKING:
     import pytest

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.baseline import records as br
 from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.fingerprint import content_id, fingerprint, fingerprint_id
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.reporting import json_report
 from pytest_gpuperf.reporting.history import BenchHistory
@@ -124,7 +124,7 @@ def run_file(
 ) -> RunSet:
     """``results`` as a one-run-per-benchmark baseline (results without environment are skipped)."""
     stamp = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    from pytest_gpuperf.baseline import empty_document
+    from pytest_gpuperf.baseline.store import empty_document
 
     doc = empty_document(label, stamp)
     kept: dict[str, Result] = {}

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_gpuperf.artifacts.timeline import Trace, analyze, top_level_ops
+from pytest_gpuperf.artifacts.analysis.timeline import Trace, analyze, top_level_ops
 
 INVENTORY_SCHEMA = 1
 #: Kernels kept per inventory (the rest are summed in ``other_us_per_call``).

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.fileio import atomic_write_text
+from pytest_gpuperf.baseline.fileio import atomic_write_text
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = "pytest-gpuperf/artifacts"

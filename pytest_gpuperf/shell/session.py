@@ -17,23 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.config import GpuPerfConfig
 from pytest_gpuperf.errors import DeviceUnavailable
-from pytest_gpuperf.fixture import BenchContext, GpuBench
-from pytest_gpuperf.gate import fingerprint_extra
-from pytest_gpuperf.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.rerun import is_child
+from pytest_gpuperf.shell.baselines import fingerprint_extra
+from pytest_gpuperf.shell.config import GpuPerfConfig
+from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
+from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
+from pytest_gpuperf.shell.rerun import is_child
 
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from pytest_gpuperf.fixture import PhaseRange, Probe
-    from pytest_gpuperf.gate import Gate
-    from pytest_gpuperf.nvtx_ranges import NvtxRanges
-    from pytest_gpuperf.progress import Progress
+    from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
     from pytest_gpuperf.reporting.ci import CiOutputs
-    from pytest_gpuperf.telemetry import NvmlTelemetry
+    from pytest_gpuperf.shell.fixture import PhaseRange, Probe
+    from pytest_gpuperf.shell.gate import Gate
+    from pytest_gpuperf.shell.progress import Progress
+    from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
 DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
@@ -83,7 +83,7 @@ class GpuPerfSession:
 
     def _check_capture_skip(self) -> None:
         """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
-        from pytest_gpuperf.options import CAPTURE_TOOLS
+        from pytest_gpuperf.shell.options import CAPTURE_TOOLS
 
         unknown = [n for n in self.cfg["capture_skip"] or () if n not in CAPTURE_TOOLS]
         if not unknown or self.child or is_worker(self.config):
@@ -112,15 +112,15 @@ class GpuPerfSession:
 
         try:
             if self.cfg["baseline"]:
-                from pytest_gpuperf.gate import Gate
+                from pytest_gpuperf.shell.gate import Gate
 
                 self.gate = Gate.load(self.config, self.cfg)
             if not is_worker(self.config):
                 if self.cfg["save"]:
-                    from pytest_gpuperf.gate import check_save_target
+                    from pytest_gpuperf.shell.baselines import check_save_target
 
                     check_save_target(self.config, self.cfg)
-                from pytest_gpuperf.fileio import output_target
+                from pytest_gpuperf.baseline.fileio import output_target
 
                 for option, path in self._outputs():
                     output_target(path, what=option, baseline_dirs=self._baseline_dirs())
@@ -136,7 +136,7 @@ class GpuPerfSession:
         ]
 
     def _baseline_dirs(self) -> list[Path]:
-        from pytest_gpuperf.gate import baseline_dir
+        from pytest_gpuperf.shell.baselines import baseline_dir
 
         return [baseline_dir(self.config, self.cfg)]
 
@@ -164,7 +164,7 @@ class GpuPerfSession:
 
     def ensure_device(self) -> str:
         if self.device is None:
-            from pytest_gpuperf.device import resolve_device
+            from pytest_gpuperf.measure.device import resolve_device
 
             try:
                 self.device = resolve_device(self.cfg["device"])
@@ -208,14 +208,14 @@ class GpuPerfSession:
 
     def _progress(self) -> Progress:
         if self.progress is None:
-            from pytest_gpuperf.progress import Progress
+            from pytest_gpuperf.shell.progress import Progress
 
             self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
         return self.progress
 
     def _lock(self, nodeid: str) -> contextlib.AbstractContextManager[object]:
         """The device's lock for measuring ``nodeid``; a progress line while another holds it."""
-        from pytest_gpuperf.locks import device_key, device_lock
+        from pytest_gpuperf.shell.locks import device_key, device_lock
 
         if self._device_key is None:
             self._device_key = device_key(self.ensure_device())
@@ -227,7 +227,7 @@ class GpuPerfSession:
         )
 
     def _environment(self) -> dict[str, Any]:
-        from pytest_gpuperf.environment import collect_environment
+        from pytest_gpuperf.measure.environment import collect_environment
 
         return collect_environment(self.ensure_device())
 
@@ -250,8 +250,8 @@ class GpuPerfSession:
         results = item.stash.get(RESULTS_KEY, None)
         if not results or self.child:
             return
-        from pytest_gpuperf.artifacts.capture import should_capture
-        from pytest_gpuperf.gate import Judgement
+        from pytest_gpuperf.shell.capture import should_capture
+        from pytest_gpuperf.shell.gate import Judgement
 
         judgement = Judgement()
         if self.gate is not None:
@@ -270,8 +270,8 @@ class GpuPerfSession:
 
     def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
         """Profiles of the test's regressed benchmarks (the capture takes the GPU lock itself)."""
-        from pytest_gpuperf.artifacts import capture
         from pytest_gpuperf.baseline import records as br
+        from pytest_gpuperf.shell.capture import capture
 
         baselines: dict[str, Any] = {}
         if self.gate is not None:
@@ -298,7 +298,7 @@ class GpuPerfSession:
 
     def _probes(self, device: str) -> list[Probe]:
         if self._telemetry is None:
-            from pytest_gpuperf.telemetry import NvmlTelemetry
+            from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 
             off = None
             if not self.cfg["telemetry"]:
@@ -314,14 +314,14 @@ class GpuPerfSession:
 
     def _phase_range(self, device: str) -> PhaseRange:
         if self._nvtx is None:
-            from pytest_gpuperf.nvtx_ranges import NvtxRanges
+            from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
 
             self._nvtx = NvtxRanges(enabled=bool(self.cfg["nvtx"]) and device == "cuda")
         return self._nvtx
 
     def _after_measurement(self, result: Result) -> None:
         """Let plugins add telemetry fields, then turn what the telemetry shows into notes."""
-        from pytest_gpuperf.telemetry import telemetry_notes
+        from pytest_gpuperf.telemetry.stream import notes as telemetry_notes
 
         telemetry = result.telemetry if result.telemetry is not None else {}
         self.config.hook.pytest_gpuperf_telemetry(
@@ -386,7 +386,7 @@ class GpuPerfSession:
                 f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
                 f", torch {env.get('torch')}): {timing}, {how}"
             )
-        from pytest_gpuperf.device import cuda_unavailable_reason
+        from pytest_gpuperf.measure.device import cuda_unavailable_reason
 
         why = "--gpuperf-device=cpu" if cfg["device"] == "cpu" else cuda_unavailable_reason()
         threads = env.get("torch_threads")
@@ -494,7 +494,7 @@ class GpuPerfSession:
 
     def _save(self, session: pytest.Session) -> None:
         from pytest_gpuperf.errors import BaselineError
-        from pytest_gpuperf.gate import run_meta, save
+        from pytest_gpuperf.shell.baselines import run_meta, save
 
         failed = {id(r) for r in self.not_saved}
         results = [r for r in self.results if id(r) not in failed]

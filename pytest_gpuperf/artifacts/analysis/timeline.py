@@ -1,7 +1,7 @@
 """What a torch.profiler (Kineto) trace says about a few steady-state calls. Pure Python.
 
-The profiler pass (:mod:`.torch_profiler`) wraps each call in a
-``record_function`` range named ``gpuperf/call#<i>``; everything is read
+The profiler pass (:mod:`~pytest_gpuperf.artifacts.collectors.torch_profiler`) wraps
+each call in a ``record_function`` range named ``gpuperf/call#<i>``; everything is read
 relative to those ranges, so set-up work and the final synchronize are left
 out. From the trace's events:
 

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -24,23 +21,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.artifacts.base import (
+from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis, Evidence, diagnose
+from pytest_gpuperf.artifacts.analysis.inventory import combine, diff_inventories
+from pytest_gpuperf.artifacts.analysis.layout import Layout, write_manifest
+from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
     SKIPPED,
     CaptureContext,
+    ChildRun,
     ChildRunner,
     Collector,
     CollectorResult,
 )
-from pytest_gpuperf.artifacts.diagnose import Diagnosis, Evidence, diagnose
-from pytest_gpuperf.artifacts.inventory import combine, diff_inventories
-from pytest_gpuperf.artifacts.layout import Layout, write_manifest
 
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_gpuperf.config import GpuPerfConfig
     from pytest_gpuperf.model import Result
+    from pytest_gpuperf.shell.config import GpuPerfConfig
 
 NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
 POLICIES = (NEVER, ON_FAILURE, ALWAYS)
@@ -53,10 +51,10 @@ def should_capture(policy: str, failed: bool) -> bool:
 
 def default_collectors() -> list[Collector]:
     """The built-in collectors, in the order they run (later ones use earlier findings)."""
-    from pytest_gpuperf.artifacts.ncu import NcuCollector
-    from pytest_gpuperf.artifacts.nsys import NsysCollector
-    from pytest_gpuperf.artifacts.torch_profiler import TorchProfilerCollector
-    from pytest_gpuperf.artifacts.torch_trace import TorchTraceCollector
+    from pytest_gpuperf.artifacts.collectors.ncu import NcuCollector
+    from pytest_gpuperf.artifacts.collectors.nsys import NsysCollector
+    from pytest_gpuperf.artifacts.collectors.torch_profiler import TorchProfilerCollector
+    from pytest_gpuperf.artifacts.collectors.torch_trace import TorchTraceCollector
 
     return [TorchProfilerCollector(), TorchTraceCollector(), NsysCollector(), NcuCollector()]
 
@@ -220,12 +218,12 @@ def capture(
     held for the whole capture so that no other benchmark is measured on the
     GPU meanwhile (the children are told the lock is theirs); by default the
     session's per-GPU lock when ``config`` is given. Returns ``None`` in a
-    child process. ``progress`` (a :class:`pytest_gpuperf.progress.Progress`)
+    child process. ``progress`` (a :class:`pytest_gpuperf.shell.progress.Progress`)
     shows which tool runs while the capture lasts. Never raises for a
     collector's problem.
     """
     if config is not None:
-        from pytest_gpuperf.rerun import is_child
+        from pytest_gpuperf.shell.rerun import is_child
 
         if is_child(config):
             return None
@@ -285,7 +283,6 @@ def _capture(
         results=list(results),
         comparisons=comparisons,
         config=config,
-        cfg=cfg,
         timeout_s=float(settings["capture_timeout"]),
         deadline=t0 + float(settings["capture_budget"]),
         calls=int(settings["capture_calls"]),
@@ -354,7 +351,7 @@ def _capture(
 
 def _session_lock(device: str, timeout_s: float) -> Callable[[], AbstractContextManager[object]]:
     def lock() -> AbstractContextManager[object]:
-        from pytest_gpuperf.locks import device_key, device_lock
+        from pytest_gpuperf.shell.locks import device_key, device_lock
 
         return device_lock(device_key(device), timeout_s=timeout_s)
 
@@ -371,7 +368,7 @@ def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
 
 
 def _settings(cfg: GpuPerfConfig | None) -> dict[str, Any]:
-    from pytest_gpuperf.options import OPTIONS_BY_NAME
+    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
 
     names = ("artifacts_dir", "capture_timeout", "capture_budget", "capture_skip",
              "capture_calls", "ncu_kernels")  # fmt: skip
@@ -477,7 +474,7 @@ def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidenc
 def _child_runner(
     config: pytest.Config, cfg: GpuPerfConfig, nodeid: str, device: str
 ) -> ChildRunner:
-    from pytest_gpuperf.rerun import run_child
+    from pytest_gpuperf.shell.rerun import run_child
 
     def run(
         *,
@@ -506,11 +503,9 @@ def standalone_runner(
     """A child runner without a pytest session (for scripts and tests of the collectors).
 
     It runs ``python -m pytest <nodeid> --gpuperf-child ...`` in ``rootdir``
-    as :func:`pytest_gpuperf.rerun.run_child` does, with ``args`` added.
+    through :func:`pytest_gpuperf.shell.rerun.run_pytest_child`, with ``args`` added.
     """
-    from pytest_gpuperf.artifacts.process import run_process
-    from pytest_gpuperf.reporting.json_report import load_results
-    from pytest_gpuperf.rerun import CHILD_ENV, CHILD_FLAG, ChildRun
+    from pytest_gpuperf.shell.rerun import run_pytest_child
 
     base_env = dict(env or {})
 
@@ -522,29 +517,16 @@ def standalone_runner(
         log_path: Path | None = None,
         extra_args: Sequence[str] = (),
     ) -> ChildRun:
-        with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
-            out = Path(tmp) / "results.json"
-            cmd = [
-                *prefix, sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-                CHILD_FLAG, f"--gpuperf-device={device}", f"--gpuperf-json={out}",
-                *args, *extra_args,
-            ]  # fmt: skip
-            child_env = dict(os.environ)
-            child_env.pop("PYTEST_ADDOPTS", None)
-            child_env.pop("PYTEST_XDIST_WORKER", None)
-            child_env[CHILD_ENV] = "1"
-            child_env.update(base_env)
-            child_env.update(env or {})
-            proc = run_process(
-                cmd, timeout_s=timeout_s, env=child_env, cwd=rootdir, log_path=log_path
-            )
-            results = []
-            if out.exists():
-                try:
-                    results = load_results(json.loads(out.read_text()))
-                except (ValueError, KeyError):
-                    results = []
-            code = -9 if proc.timed_out else proc.returncode
-            return ChildRun(results, code, proc.wall_s, proc.tail, cmd)
+        return run_pytest_child(
+            [nodeid],
+            device=device,
+            args=["-p", "no:cacheprovider", *args, *extra_args],
+            env={**base_env, **(env or {})},
+            drop_env=("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"),
+            prefix=prefix,
+            timeout_s=timeout_s,
+            cwd=rootdir,
+            log_path=log_path,
+        )
 
     return run

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.artifacts.base import Collector
-    from pytest_gpuperf.artifacts.diagnose import Evidence
+    from pytest_gpuperf.artifacts.analysis.diagnose import Evidence
+    from pytest_gpuperf.artifacts.collectors.base import Collector
     from pytest_gpuperf.model import BenchId, Result
 
 
@@ -34,7 +34,7 @@ def pytest_gpuperf_update_fingerprint(config: pytest.Config, fingerprint: dict[s
 
     The plugin calls every implementation with ``fingerprint``, the dict of
     extra keys (empty at first), and passes it as ``extra`` to
-    :func:`pytest_gpuperf.fingerprint.fingerprint`, which adds it to the
+    :func:`pytest_gpuperf.baseline.fingerprint.fingerprint`, which adds it to the
     built-in keys (GPU model, driver, CUDA, torch, ...). Change it in place.
     Add what makes two runs incomparable in your setup, nothing that changes
     from run to run::
@@ -47,7 +47,7 @@ def pytest_gpuperf_update_fingerprint(config: pytest.Config, fingerprint: dict[s
             fingerprint["clocks_locked"] = os.environ.get("GPU_CLOCKS_LOCKED") == "1"
 
     Values must be JSON scalars (str, int, float, bool, None); a built-in key
-    (:data:`pytest_gpuperf.fingerprint.BUILTIN_KEYS`) cannot be set, so a
+    (:data:`pytest_gpuperf.baseline.fingerprint.BUILTIN_KEYS`) cannot be set, so a
     hook never loosens the built-in comparison rules.
     """
 
@@ -84,7 +84,8 @@ def pytest_gpuperf_collectors(config: pytest.Config) -> list[Collector]:
 
     A collector has a ``name``, ``available()`` (``None``, or why it cannot
     run here) and ``collect(ctx) -> CollectorResult``
-    (:mod:`pytest_gpuperf.artifacts.base`). It writes into
+    (the protocol is :class:`pytest_gpuperf.artifacts.Collector`, defined in
+    :mod:`pytest_gpuperf.artifacts.collectors.base`). It writes into
     ``ctx.folder(name)``, may re-run the test with ``ctx.run_child(env=...,
     prefix=[...], timeout_s=ctx.budget(), log_path=...)`` and reads what
     earlier collectors found in ``ctx.state`` (``"profiles"``, ``"hotspots"``).
@@ -119,7 +120,7 @@ def pytest_gpuperf_diagnose(
 ) -> list[str]:
     """Return sentences to add to the diagnosis of a regressed benchmark.
 
-    ``analysis`` is the :class:`~pytest_gpuperf.artifacts.diagnose.Evidence`:
+    ``analysis`` is the :class:`~pytest_gpuperf.artifacts.analysis.diagnose.Evidence`:
     ``slowdown_s``, ``analysis`` (the profile: ``busy_fraction``, ``gaps``,
     ``syncs``, ``copies``), ``kernel_diff``, ``ncu``, ``compile``::
 

@@ -6,6 +6,9 @@ second opinion must come from a new process) and by the artifact collectors
 rootdir, ini file, ``-p`` plugins and gpuperf settings, and the hidden flag
 ``--gpuperf-child``, which turns off everything a child must not do: save or
 compare baselines, capture artifacts, re-run tests itself, write reports.
+:func:`run_pytest_child` is the one place a child pytest's command is built;
+the capture's standalone runner (:func:`pytest_gpuperf.shell.capture.standalone_runner`)
+uses it too.
 """
 
 from __future__ import annotations
@@ -15,16 +18,16 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf.artifacts.collectors.base import ChildRun
 from pytest_gpuperf.model import Result
 
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_gpuperf.config import GpuPerfConfig
+    from pytest_gpuperf.shell.config import GpuPerfConfig
 
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
@@ -53,19 +56,6 @@ _NOT_FORWARDED = frozenset(
         "inventory",
     }
 )
-
-
-@dataclass
-class ChildRun:
-    results: list[Result]
-    returncode: int
-    wall_s: float
-    log_tail: str = ""
-    command: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.results)
 
 
 def forwarded_args(config: pytest.Config, cfg: GpuPerfConfig) -> list[str]:
@@ -106,17 +96,50 @@ def run_child(
     log_path: Path | None = None,
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process, optionally under ``prefix``
-    (e.g. ``nsys profile``).
+    (e.g. ``nsys profile``), with the parent's settings.
 
     The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
     """
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
+    targets = []
+    for n in nodeids:
+        path, _, rest = n.partition("::")
+        targets.append(str(config.rootpath / path) + (f"::{rest}" if rest else ""))
+    return run_pytest_child(
+        targets,
+        device=device,
+        args=[*forwarded_args(config, cfg), *extra_args],
+        env=env,
+        prefix=prefix,
+        timeout_s=timeout_s,
+        cwd=cwd or config.invocation_params.dir,
+        log_path=log_path,
+    )
+
+
+def run_pytest_child(
+    targets: Sequence[str],
+    *,
+    device: str,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    drop_env: Sequence[str] = ("PYTEST_ADDOPTS",),
+    prefix: Sequence[str] = (),
+    timeout_s: float,
+    cwd: Path | str | None,
+    log_path: Path | None = None,
+) -> ChildRun:
+    """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
+    --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
+
+    The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1`` and
+    ``env``. It runs in its own process group, killed whole at the timeout: a child under
+    a profiler (nsys, ncu) is a grandchild that must not outlive us.
+    """
+    from pytest_gpuperf.artifacts.collectors.process import run_process
+
     with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
         out = Path(tmp) / "results.json"
-        targets = []
-        for n in nodeids:
-            path, _, rest = n.partition("::")
-            targets.append(str(config.rootpath / path) + (f"::{rest}" if rest else ""))
         cmd = [
             *prefix,
             sys.executable,
@@ -127,25 +150,15 @@ def run_child(
             CHILD_FLAG,
             f"--gpuperf-device={device}",
             f"--gpuperf-json={out}",
-            *forwarded_args(config, cfg),
-            *extra_args,
+            *args,
         ]
         child_env = dict(os.environ)
+        for name in drop_env:
+            child_env.pop(name, None)
         child_env[CHILD_ENV] = "1"
-        child_env.pop("PYTEST_ADDOPTS", None)
         if env:
             child_env.update(env)
-        from pytest_gpuperf.artifacts.process import run_process
-
-        # Its own process group, killed whole at the timeout: a child under a
-        # profiler (nsys, ncu) is a grandchild that must not outlive us.
-        run = run_process(
-            cmd,
-            timeout_s=timeout_s,
-            env=child_env,
-            cwd=cwd or config.invocation_params.dir,
-            log_path=log_path,
-        )
+        run = run_process(cmd, timeout_s=timeout_s, env=child_env, cwd=cwd, log_path=log_path)
         code, text, wall = (-9 if run.timed_out else run.returncode), run.output, run.wall_s
         if run.error:
             text = f"cannot start {cmd[0]}: {run.error}"

@@ -15,14 +15,17 @@ import traceback
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.config import GpuPerfConfig, Setting
 from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
 from pytest_gpuperf.measure import engine
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, BenchId, Result
-from pytest_gpuperf.options import CALL_ONLY, PER_TEST_OPTIONS
+from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
+from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.collectors.child import InventorySettings
 
 #: probe(bench_id, clock) -> context manager yielding finish(raw) -> telemetry dict | None
 Probe = Callable[[BenchId, Callable[[], float]], AbstractContextManager[Any]]
@@ -85,8 +88,9 @@ class BenchContext:
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
-    #: None: from the options and environment (artifacts.child.measure_hooks): a kernel
-    #: inventory when saving a baseline, the profiled calls of a capture child
+    #: None: from the options and environment (artifacts.collectors.child.measure_hooks, given
+    #: inventory_settings(config)): a kernel inventory when saving a baseline, the profiled
+    #: calls of a capture child
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
     #: the terminal for a step that lasts (progress.Progress.task); nothing by default
@@ -386,9 +390,9 @@ class GpuBench:
         the hooks run outside their profiled ranges.
         """
         if self._after is None:
-            from pytest_gpuperf.artifacts.child import measure_hooks
+            from pytest_gpuperf.artifacts.collectors.child import measure_hooks
 
-            self._after = measure_hooks(self._ctx.config, self._ctx.device)
+            self._after = measure_hooks(inventory_settings(self._ctx.config), self._ctx.device)
         if not self._after:
             return {}
         per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
@@ -426,6 +430,28 @@ class GpuBench:
 
 #: Per-benchmark settings of the verdict, carried on each result to the gate.
 GATE_SETTINGS = ("threshold", "gate_secondary", "memory_tolerance", "first_call_tolerance")
+
+
+def inventory_settings(cfg: GpuPerfConfig | None) -> InventorySettings | None:
+    """What the after-measure hooks read from the session's settings (an option a partial
+    settings table lacks takes the hook's default)."""
+    from pytest_gpuperf.artifacts.collectors.child import InventorySettings
+
+    if cfg is None:
+        return None
+    default = InventorySettings()
+
+    def get(name: str, fallback: Any) -> Any:
+        try:
+            return cfg[name]
+        except KeyError:
+            return fallback
+
+    return InventorySettings(
+        inventory=get("inventory", default.inventory),
+        saving=bool(get("save", None)),
+        calls=int(get("capture_calls", default.calls)),
+    )
 
 
 def _policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:

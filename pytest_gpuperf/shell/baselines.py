@@ -1,0 +1,113 @@
+"""Baselines from the pytest side: where they live, what a save adds, and saving.
+
+The store itself is :mod:`pytest_gpuperf.baseline`; this module gives it what only
+the session knows: ``--gpuperf-baseline-dir`` relative to the rootdir, the fields
+of ``pytest_gpuperf_update_fingerprint`` hooks, the run's git commit and CI ids,
+and the telemetry summary a saved run keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.model import Result
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.shell.config import GpuPerfConfig
+    from pytest_gpuperf.shell.progress import Progress
+
+
+def baseline_dir(config: pytest.Config, cfg: GpuPerfConfig) -> Path:
+    """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
+    path = Path(str(cfg["baseline_dir"])).expanduser()
+    return path if path.is_absolute() else config.rootpath / path
+
+
+_EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
+
+
+def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
+    """Fields users' plugins add to the fingerprint (pytest_gpuperf_update_fingerprint), once."""
+    if _EXTRA_KEY not in config.stash:
+        extra: dict[str, Any] = {}
+        config.hook.pytest_gpuperf_update_fingerprint(config=config, fingerprint=extra)
+        config.stash[_EXTRA_KEY] = extra
+    return config.stash[_EXTRA_KEY]
+
+
+def save(
+    config: pytest.Config,
+    cfg: GpuPerfConfig,
+    results: Sequence[Result],
+    *,
+    meta: dict[str, Any],
+    extras: dict[str, dict[str, Any]] | None = None,
+    progress: Progress | None = None,
+) -> str:
+    """Append this session's results to ``--gpuperf-save``; returns the line for the summary.
+
+    Waits for the baseline's lock as long as ``--gpuperf-lock-timeout`` says, with a
+    progress line naming the holder.
+    """
+    from dataclasses import replace
+
+    from pytest_gpuperf.baseline.store import BaselineStore
+    from pytest_gpuperf.telemetry.regime import regime_summary
+
+    store: BaselineStore = BaselineStore(
+        baseline_dir(config, cfg),
+        lock_timeout=float(cfg["lock_timeout"]),
+        on_wait=progress.task if progress is not None else None,
+    )
+    # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
+    compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
+    summary = store.save(
+        str(cfg["save"]),
+        compact,
+        keep_runs=int(cfg["keep_runs"]),
+        meta=meta,
+        fingerprint_extra=fingerprint_extra(config) or None,
+        extras=extras,
+    )
+    return summary.describe()
+
+
+def check_save_target(config: pytest.Config, cfg: GpuPerfConfig) -> None:
+    """Before measuring anything: an existing baseline to save into must be readable."""
+    from pytest_gpuperf.baseline.store import BaselineStore
+
+    store = BaselineStore(baseline_dir(config, cfg))
+    store.check(str(cfg["save"]))  # the store checks the name
+
+
+def run_meta(config: pytest.Config) -> dict[str, Any]:
+    """Where this run comes from: git commit and CI identifiers, best effort."""
+    import os
+    import subprocess
+
+    meta: dict[str, Any] = {}
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=config.rootpath,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        if sha.returncode == 0:
+            meta["git_sha"] = sha.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for env, key in (
+        ("GITHUB_SHA", "ci_sha"),
+        ("GITHUB_REF", "ci_ref"),
+        ("GITHUB_RUN_ID", "ci_run_id"),
+        ("GITHUB_WORKFLOW", "ci_workflow"),
+    ):
+        if os.environ.get(env):
+            meta[key] = os.environ[env]
+    return meta
