@@ -128,6 +128,9 @@ class Result:
     #: the host's time to issue one call (seconds; the end-to-end rounds' enqueue time per
     #: call, CUDA events backend): how close the host is to being the bottleneck
     host_s: float | None = None
+    #: the numeric fingerprint of one call's output (:mod:`pytest_gpuperf.verdict.numerics`); None
+    #: when the function returned no tensor or ``numerics="off"``
+    numerics: list[dict[str, Any]] | None = None
 
     @property
     def summary(self) -> Summary:

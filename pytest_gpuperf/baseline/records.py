@@ -23,6 +23,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.fingerprint import differences, fingerprint_id
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.verdict.numerics import is_fingerprint
 
 #: :attr:`Match.status` values.
 MATCH = "match"
@@ -67,6 +68,8 @@ class RunRecord:
     e2e_rounds: tuple[float, ...] = ()
     host_hidden: bool | None = None
     host_s: float | None = None
+    #: the numeric fingerprint of the output (pytest_gpuperf.verdict.numerics); None: not recorded
+    numerics: tuple[Mapping[str, Any], ...] | None = None
 
     @property
     def log_median(self) -> float:
@@ -104,6 +107,7 @@ class RunRecord:
             e2e_rounds=tuple(float(x) for x in d.get("e2e_rounds") or ()),
             host_hidden=d.get("host_hidden"),
             host_s=d.get("host_s"),
+            numerics=tuple(d["numerics"]) if d.get("numerics") else None,
         )
 
 
@@ -168,6 +172,8 @@ def record_from_result(
     for name, value in (("meta", meta), ("telemetry", d.get("telemetry"))):
         if value:
             rec[name] = schema.plain(value)
+    if d.get("numerics") and is_fingerprint(d["numerics"]):
+        rec["numerics"] = schema.plain(d["numerics"])
     extra = {**(d.get("extra") or {}), **(extra or {})}
     if extra:
         rec["extra"] = schema.plain(extra)
@@ -205,6 +211,7 @@ def result_fields(r: Result) -> dict[str, Any]:
         "e2e_rounds": r.e2e_rounds,
         "host_hidden": r.host_hidden,
         "host_s": r.host_s,
+        "numerics": r.numerics,
     }
 
 

@@ -21,7 +21,10 @@ Version history:
    fields, the CUDA events backend's second figure: ``e2e_rounds``
    (end-to-end time per call, one value per kept round; ``rounds`` are then
    device time), ``host_hidden`` (whether that device time had the host
-   hidden) and ``host_s`` (the host's time to issue one call).
+   hidden) and ``host_s`` (the host's time to issue one call). Later, without a new
+   version (old files stay valid; only a file holding it is refused by an older
+   reader): the optional run field ``numerics``, the numeric fingerprint of the
+   benchmark's output (:mod:`pytest_gpuperf.verdict.numerics`, which validates it).
 
 Versions 1 and 2 are validated in their own terms (so an error names fields
 as they are in the file), then migrated one step at a time to the
@@ -44,6 +47,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint_id
+from pytest_gpuperf.verdict.numerics import is_fingerprint
 
 SCHEMA = "pytest-gpuperf/baseline"
 #: The ``schema`` of a version-3 segment (the runs of one save).
@@ -177,6 +181,8 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
     "e2e_rounds": ROUNDS,
     "host_hidden": (lambda v: isinstance(v, bool), "true or false"),
     "host_s": NONNEG,
+    # the numeric fingerprint of the output (verdict/numerics.py), where it returned tensors
+    "numerics": (is_fingerprint, "a numerics fingerprint (a list of tensor entries)"),
 }
 #: Run fields whose content is free-form JSON.
 _OPAQUE = ("meta", "policy", "telemetry", "extra")

@@ -235,4 +235,14 @@ def _figure_line(f: FigureVerdict) -> str:
 
 
 def _notes(c: Comparison) -> list[str]:
-    return [f"  note       {n}" for n in c.notes]
+    return [f"  note       {n}" for n in c.notes] + _numerics(c)
+
+
+def _numerics(c: Comparison) -> list[str]:
+    """The output's numerics against the baseline, when they were compared."""
+    if not c.numerics:
+        return []
+    from pytest_gpuperf.verdict.numerics import NumericsComparison, explain
+
+    text = explain(NumericsComparison.from_dict(c.numerics))
+    return [f"  numerics   {text.removeprefix('numerics: ')}"] if text else []

@@ -12,6 +12,8 @@ What is printed where, once:
   the failure text of its test, never repeated here;
 * ``inconclusive``: the detail of each benchmark that passed without a
   verdict, in this one block;
+* ``numerics:``, each benchmark whose output changed against the baseline
+  (or whose runs disagree: unseeded inputs), with the largest difference;
 * ``flags:``, what is wrong with a measurement and the remedy, each distinct
   note once with the benchmarks it applies to (every note of every benchmark
   under ``-v``).
@@ -487,6 +489,28 @@ def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list
     return lines
 
 
+def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+    """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
+    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED, NumericsComparison, explain
+
+    spec = spec or TableSpec()
+    found = [
+        (r, NumericsComparison.from_dict(n))
+        for r in results
+        if (n := (r.comparison or {}).get("numerics")) and n.get("kind") in (CHANGED, UNSEEDED)
+    ]
+    if not found:
+        return []
+    mixed = len({r.id.mode for r in results}) > 1
+    wrap = textwrap.TextWrapper(
+        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+    )
+    lines = ["numerics:"]
+    for r, n in found:
+        lines.extend(wrap.wrap(f"{_who(r, mixed)}: {explain(n).removeprefix('numerics: ')}"))
+    return lines
+
+
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     """The whole summary section: table, legend, launch overhead, verdicts, flags."""
     spec = spec or TableSpec()
@@ -500,7 +524,12 @@ def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
                 f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
                 f"(events {fmt_time(ev.median)}, graph {fmt_time(gr.median)})"
             )
-    for block in (verdict_lines(results, spec), flag_lines(results, spec)):
+    blocks = (
+        verdict_lines(results, spec),
+        numerics_lines(results, spec),
+        flag_lines(results, spec),
+    )
+    for block in blocks:
         if block:
             lines.append("")
             lines.extend(block)

@@ -300,10 +300,13 @@ class GpuBench:
     ) -> Any:
         __tracebackhide__ = True
         from pytest_gpuperf.measure.invocation import Invocation
+        from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
 
         ctx = self._ctx
         first_out: Any = None
         first_s: float | None = None
+        numerics: list[dict[str, Any]] | None = None
+        policy_numerics = gate.get("numerics", "report")
         for mode in modes:
             bid = BenchId(ctx.nodeid, name, mode, ctx.display_params)
             timer = make_timer(mode, fn, args, kwargs, policy, setup=setup)
@@ -319,6 +322,8 @@ class GpuBench:
                             ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
                         ):
                             first_s, first_out = timer.first_call()
+                        if policy_numerics != "off":  # once, untimed: one call's output
+                            numerics = fingerprint(first_out)
                     with ctx.phase_range(bid, "prepare"):
                         timer.prepare()
                     if hasattr(timer, "reset_peak_memory"):
@@ -358,6 +363,7 @@ class GpuBench:
                 e2e_rounds=list(raw.e2e_rounds),
                 host_hidden=hidden,
                 host_s=host,
+                numerics=numerics,
             )
             result.notes.extend(flag_notes(result, policy))
             self.results.append(result)
@@ -429,7 +435,14 @@ class GpuBench:
 
 
 #: Per-benchmark settings of the verdict, carried on each result to the gate.
-GATE_SETTINGS = ("threshold", "gate_secondary", "memory_tolerance", "first_call_tolerance")
+GATE_SETTINGS = (
+    "threshold",
+    "gate_secondary",
+    "memory_tolerance",
+    "first_call_tolerance",
+    "numerics",
+    "numerics_tolerance",
+)
 
 
 def inventory_settings(cfg: GpuPerfConfig | None) -> InventorySettings | None:

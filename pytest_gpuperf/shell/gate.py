@@ -162,6 +162,8 @@ class Gate:
         self.budget.done += 1
         child_mode = is_child(self.config)
         current: dict[str, list[Any]] = {r.id.key: [RunStat.from_result(r)] for r in results}
+        # the output's fingerprint of each run: this one's, then the fresh processes'
+        outputs: dict[str, list[Any]] = {r.id.key: [r.numerics] for r in results}
         last = child_mode or self.policy.max_runs <= 1
         comps = {r.id.key: self._decide(r, current, last) for r in results}
         note = ""
@@ -173,7 +175,9 @@ class Gate:
             took = False
             for r in pending:
                 if self.ahead.get(r.id.key):
-                    current[r.id.key].append(RunStat.from_result(self.ahead[r.id.key].pop(0)))
+                    early = self.ahead[r.id.key].pop(0)
+                    current[r.id.key].append(RunStat.from_result(early))
+                    outputs[r.id.key].append(early.numerics)
                     full = len(current[r.id.key]) >= self.policy.max_runs
                     comps[r.id.key] = self._decide(r, current, full)
                     took = True
@@ -214,6 +218,7 @@ class Gate:
                     comps[r.id.key] = with_note(self._decide(r, current, True), why)
                     continue
                 current[r.id.key].append(RunStat.from_result(again))
+                outputs[r.id.key].append(again.numerics)
                 full = len(current[r.id.key]) >= self.policy.max_runs
                 comps[r.id.key] = self._decide(r, current, full)
         for r in results:
@@ -223,6 +228,8 @@ class Gate:
                 if note:
                     c = with_note(c, note)
             c, secondary_failures = self._secondary(r, c)
+            c, numerics_failure = self._numerics(r, c, outputs[r.id.key])
+            secondary_failures += numerics_failure
             r.comparison = c.to_dict()
             out.comparisons[r.id.key] = c
             out.failures += secondary_failures
@@ -255,6 +262,24 @@ class Gate:
             if s.kind == HIGHER and _gated(gate, s.metric)
         ]
         return replace(c, secondary=tuple(found)), failures
+
+    def _numerics(
+        self, r: Result, c: Comparison, outputs: list[Any]
+    ) -> tuple[Comparison, list[str]]:
+        """The output's numerics: on the comparison, and a failure where gated and changed."""
+        from dataclasses import replace
+
+        from pytest_gpuperf.verdict.numerics import GATE, OFF, explain
+
+        mode = str(self._setting(r, "numerics"))
+        if mode == OFF:
+            return c, []
+        tolerance = float(self._setting(r, "numerics_tolerance"))
+        found = self.rule.numerics(r, outputs, tolerance, gated=mode == GATE)
+        if found is None:
+            return c, []
+        c = replace(c, numerics=found.to_dict())
+        return c, [f"{r.id.display} [{r.id.mode}]: {explain(found)}"] if found.fails else []
 
 
 def _gated(option: str, metric: str) -> bool:

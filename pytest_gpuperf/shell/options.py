@@ -259,6 +259,25 @@ OPTIONS: tuple[Option, ...] = (
         per_test=True,
         metavar="FRACTION",
     ),
+    Option(
+        "numerics",
+        choice("off", "report", "gate"),
+        "report",
+        "fingerprint each benchmark's returned tensors and compare them with the baseline's: "
+        "off, report (a change is reported, never fails) or gate (a change beyond "
+        "numerics_tolerance fails the test)",
+        per_test=True,
+        metavar="off|report|gate",
+    ),
+    Option(
+        "numerics_tolerance",
+        non_negative_float,
+        1e-3,
+        "largest relative difference of the output's statistics and sampled values that "
+        "counts as unchanged",
+        per_test=True,
+        metavar="FRACTION",
+    ),
     # --- telemetry (issue 4) -------------------------------------------------
     Option(
         "telemetry",

@@ -477,6 +477,9 @@ class Comparison:
     figures: tuple[FigureVerdict, ...] = field(default=())
     #: peak memory and first-call time against the same baseline runs (the gate adds them)
     secondary: tuple[SecondaryComparison, ...] = ()
+    #: the output's numerics against the baseline's (a ``numerics.NumericsComparison.to_dict()``;
+    #: the gate adds it)
+    numerics: Mapping[str, Any] | None = None
     #: what the evidence capture found (``paragraph``, ``details``; the capture adds it)
     diagnosis: Mapping[str, Any] | None = None
 

@@ -18,6 +18,8 @@ from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
 from pytest_gpuperf.verdict.decide import Comparison, RunStat, decide, with_note
+from pytest_gpuperf.verdict.numerics import NumericsComparison, StoredFingerprint
+from pytest_gpuperf.verdict.numerics import compare as compare_numerics
 from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy
 from pytest_gpuperf.verdict.secondary import (
     FIRST_CALL,
@@ -153,3 +155,27 @@ class Judge:
                 metric=FIRST_CALL,
             ),
         ]
+
+    def numerics(
+        self,
+        result: Result,
+        current: Sequence[Sequence[Mapping[str, Any]] | None],
+        tolerance: float,
+        *,
+        gated: bool = False,
+    ) -> NumericsComparison | None:
+        """The output's fingerprints (``current``: this run's first, then re-runs') against
+        the comparable runs' (None without a match or without a fingerprint of this run)."""
+        match = self.match(result)
+        if match.status != br.MATCH or not result.numerics:
+            return None
+        stored = [StoredFingerprint(r.numerics, _commit(r.meta)) for r in match.runs if r.numerics]
+        return compare_numerics(stored, [c for c in current if c], tolerance, gated=gated)
+
+
+def _commit(meta: Mapping[str, Any]) -> str | None:
+    """The commit a run measured (runs of one commit ran the same code), if recorded."""
+    for key in ("git_sha", "ci_sha"):
+        if isinstance(meta.get(key), str) and meta[key]:
+            return str(meta[key])
+    return None

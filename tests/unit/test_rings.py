@@ -42,6 +42,7 @@ RINGS: dict[str, str] = {
     "measure.device": ADAPTER,
     "measure.environment": ADAPTER,
     "measure.nvtx_ranges": ADAPTER,
+    "measure.numerics": ADAPTER,
     "telemetry": CORE,
     "telemetry.nvml": ADAPTER,
     "telemetry.probe": ADAPTER,

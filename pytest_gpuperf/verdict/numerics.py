@@ -1,0 +1,394 @@
+"""Numerics beside time: the output fingerprint of a benchmark, and its comparison.
+
+A benchmark that returns tensors (or a tuple, list or dict of them, nested)
+gets a small *fingerprint* of one call's output per run: for each tensor its
+path in the structure (``out``, ``out[0]``, ``out['logits']``), shape, dtype,
+statistics of its finite values (mean, mean of absolute values, min, max,
+standard deviation, in float64), how many values are NaN or infinite, and
+:data:`SAMPLES` values read at fixed flat positions (:func:`sample_indices`:
+the same positions for the same number of elements). The device adapter
+:mod:`pytest_gpuperf.measure.numerics` computes it; this module defines the
+format, validates it, and compares fingerprints.
+
+A fingerprint is a JSON list of tensor entries::
+
+    {"path": "out", "shape": [64, 64], "dtype": "torch.float32", "numel": 4096,
+     "nan": 0, "inf": 0,
+     "stats": {"mean": ..., "abs_mean": ..., "min": ..., "max": ..., "std": ...},
+     "samples": [0.12, "nan", ...]}
+
+``stats`` values are null when no value is finite; a non-finite sample is the
+string ``"nan"``, ``"inf"`` or ``"-inf"`` (JSON has no NaN). An entry whose
+values could not be read (a sparse or meta tensor) has ``skipped`` (why)
+instead of ``stats`` and ``samples``.
+
+The comparison (:func:`compare`) reports the largest relative difference over
+the statistics and samples, and each change of structure, dtype, shape or
+count of NaN/Inf; a relative difference is taken against the larger of the
+two values and the tensor's scale (its mean absolute value), so values near
+zero do not blow it up. When the fingerprints of runs of the same code differ
+beyond the tolerance among themselves, the inputs were not seeded: the
+comparison means nothing, and says so (:data:`UNSEEDED`).
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+#: Values sampled per tensor.
+SAMPLES = 16
+#: Tensors kept per output (the first ones found, depth first); more are counted, not kept.
+MAX_TENSORS = 32
+#: The statistics of an entry, in the order they are reported.
+STATS = ("mean", "abs_mean", "min", "max", "std")
+#: Options of ``numerics=``: no fingerprint / report a change / fail on a change.
+OFF, REPORT, GATE = "off", "report", "gate"
+
+#: :attr:`NumericsComparison.kind` values.
+SAME = "same"
+CHANGED = "changed"
+UNSEEDED = "unseeded"
+NO_BASELINE = "no-baseline"
+
+UNSEEDED_ADVICE = (
+    "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
+    "for the numerics comparison to mean anything"
+)
+
+Fingerprint = Sequence[Mapping[str, Any]]
+
+
+def sample_indices(numel: int, k: int = SAMPLES) -> list[int]:
+    """``k`` flat positions spread evenly over ``numel`` elements, first and last included.
+
+    Deterministic: the same positions for the same ``numel``. All positions
+    when there are at most ``k`` elements.
+    """
+    if numel <= 0:
+        return []
+    if numel <= k:
+        return list(range(numel))
+    return [(i * (numel - 1)) // (k - 1) for i in range(k)]
+
+
+def encode(x: float) -> float | str:
+    """A float as JSON keeps it: non-finite values as ``"nan"``, ``"inf"``, ``"-inf"``."""
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return float(x)
+
+
+def decode(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float, str)) else math.nan
+
+
+# --- validation (the baseline's run field, the results file) ---------------------------
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def problem(fp: Any) -> str | None:
+    """What is wrong with a stored fingerprint, or None when it is valid."""
+    if not isinstance(fp, list):
+        return "expected a list of tensor entries"
+    for i, e in enumerate(fp):
+        at = f"[{i}]"
+        if not isinstance(e, dict):
+            return f"{at}: expected an object"
+        unknown = set(e) - {"path", "shape", "dtype", "numel", "nan", "inf", "stats", "samples"}
+        unknown -= {"skipped"}
+        if unknown:
+            return f"{at}: unknown field {', '.join(sorted(map(repr, unknown)))}"
+        if not (isinstance(e.get("path"), str) and e["path"]):
+            return f"{at}.path: expected a non-empty string"
+        if not (isinstance(e.get("dtype"), str) and e["dtype"]):
+            return f"{at}.dtype: expected a non-empty string"
+        shape = e.get("shape")
+        if not (isinstance(shape, list) and all(_count(d) for d in shape)):
+            return f"{at}.shape: expected a list of whole numbers >= 0"
+        if "skipped" in e:
+            if not isinstance(e["skipped"], str):
+                return f"{at}.skipped: expected a string"
+            continue
+        for name in ("numel", "nan", "inf"):
+            if not _count(e.get(name)):
+                return f"{at}.{name}: expected a whole number >= 0"
+        stats = e.get("stats")
+        if not (isinstance(stats, dict) and set(stats) == set(STATS)):
+            return f"{at}.stats: expected an object of {', '.join(STATS)}"
+        if not all(v is None or _number(v) for v in stats.values()):
+            return f"{at}.stats: expected finite numbers or null"
+        samples = e.get("samples")
+        if not (
+            isinstance(samples, list)
+            and len(samples) <= SAMPLES
+            and all(_number(v) or v in ("nan", "inf", "-inf") for v in samples)
+        ):
+            return f'{at}.samples: expected at most {SAMPLES} numbers or "nan"/"inf"/"-inf"'
+    return None
+
+
+def is_fingerprint(fp: Any) -> bool:
+    return problem(fp) is None
+
+
+# --- comparison -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The largest relative difference between two fingerprints, and where it is."""
+
+    rel: float = 0.0
+    where: str = ""  # e.g. "out[0] sample 7" or "out mean"
+    current: float | None = None
+    baseline: float | None = None
+    #: changes that are not a number: structure, dtype, shape, NaN/Inf counts
+    changes: tuple[str, ...] = ()
+
+    def beyond(self, tolerance: float) -> bool:
+        return bool(self.changes) or self.rel > tolerance
+
+
+def _rel(a: float, b: float, scale: float) -> float:
+    if math.isnan(a) and math.isnan(b):
+        return 0.0
+    if math.isnan(a) or math.isnan(b):
+        return math.inf
+    if math.isinf(a) or math.isinf(b):
+        return 0.0 if a == b else math.inf
+    denom = max(abs(a), abs(b), scale)
+    return abs(a - b) / denom if denom > 0 else 0.0
+
+
+def difference(baseline: Fingerprint, current: Fingerprint) -> Difference:
+    """How ``current`` differs from ``baseline`` (two fingerprints of one benchmark)."""
+    base = {str(e["path"]): e for e in baseline}
+    cur = {str(e["path"]): e for e in current}
+    changes: list[str] = []
+    gone = [p for p in base if p not in cur]
+    new = [p for p in cur if p not in base]
+    if gone:
+        changes.append(f"no longer returned: {', '.join(gone)}")
+    if new:
+        changes.append(f"newly returned: {', '.join(new)}")
+    best = Difference()
+    for path, b in base.items():
+        c = cur.get(path)
+        if c is None:
+            continue
+        if b["dtype"] != c["dtype"]:
+            changes.append(f"{path} dtype {_short(b['dtype'])} -> {_short(c['dtype'])}")
+        same_shape = list(b["shape"]) == list(c["shape"])
+        if not same_shape:
+            changes.append(f"{path} shape {_shape(b['shape'])} -> {_shape(c['shape'])}")
+        if "skipped" in b or "skipped" in c:
+            continue
+        for name, label in (("nan", "NaN"), ("inf", "Inf")):
+            if b[name] != c[name]:
+                changes.append(f"{path} {label} count {b[name]} -> {c[name]}")
+        bs, cs = b["stats"], c["stats"]
+        scale = max(abs(bs["abs_mean"] or 0.0), abs(cs["abs_mean"] or 0.0))
+        pairs = [(f"{path} {s}", bs[s], cs[s]) for s in STATS]
+        if same_shape:
+            pairs += [
+                (f"{path} sample {i}", x, y)
+                for i, (x, y) in enumerate(zip(b["samples"], c["samples"], strict=False))
+            ]
+        for where, x, y in pairs:
+            if x is None and y is None:
+                continue
+            bx, cy = decode(x), decode(y)
+            rel = _rel(bx, cy, scale)
+            if rel > best.rel:
+                best = Difference(rel, where, cy, bx)
+    return Difference(best.rel, best.where, best.current, best.baseline, tuple(changes))
+
+
+def spread(fps: Sequence[Fingerprint]) -> Difference:
+    """The largest difference among fingerprints of runs of the same code (against the first)."""
+    worst = Difference()
+    for fp in fps[1:]:
+        d = difference(fps[0], fp)
+        if (d.changes and not worst.changes) or d.rel > worst.rel:
+            worst = d
+    return worst
+
+
+@dataclass(frozen=True)
+class NumericsComparison:
+    """The current output's fingerprint against the baseline's (JSON-safe via ``to_dict``).
+
+    ``kind``: :data:`SAME`, :data:`CHANGED` (beyond ``tolerance``, or a change
+    of dtype, shape, structure or NaN/Inf count), :data:`UNSEEDED` (runs of the
+    same code differ among themselves: nothing is concluded) or
+    :data:`NO_BASELINE` (no baseline run has a fingerprint).
+    """
+
+    kind: str
+    tolerance: float
+    max_rel: float | None = None
+    where: str = ""
+    current: float | None = None
+    baseline: float | None = None
+    changes: tuple[str, ...] = ()
+    #: the largest difference among the baseline's runs of the same code, and the current runs
+    baseline_spread: float | None = None
+    current_spread: float | None = None
+    baseline_runs: int = 0
+    current_runs: int = 0
+    gated: bool = False
+
+    @property
+    def fails(self) -> bool:
+        return self.gated and self.kind == CHANGED
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["changes"] = list(self.changes)
+        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
+            v = d[k]
+            if isinstance(v, float) and not math.isfinite(v):
+                d[k] = encode(v)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NumericsComparison:
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        kw["changes"] = tuple(kw.get("changes") or ())
+        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
+            if isinstance(kw.get(k), str):
+                kw[k] = decode(kw[k])
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class StoredFingerprint:
+    """A baseline run's fingerprint, with the commit it was measured at (None: unknown)."""
+
+    fingerprint: Fingerprint
+    commit: str | None = None
+
+
+def _same_code_spread(runs: Sequence[StoredFingerprint]) -> Difference:
+    """The largest spread among baseline runs of one commit (runs of unknown commit: one group)."""
+    groups: dict[str | None, list[Fingerprint]] = {}
+    for r in runs:
+        groups.setdefault(r.commit, []).append(r.fingerprint)
+    worst = Difference()
+    for fps in groups.values():
+        d = spread(fps)
+        if d.rel > worst.rel or (d.changes and not worst.changes):
+            worst = d
+    return worst
+
+
+def compare(
+    baseline: Sequence[StoredFingerprint],
+    current: Sequence[Fingerprint],
+    tolerance: float,
+    *,
+    gated: bool = False,
+) -> NumericsComparison:
+    """The current runs' fingerprints (first: this run) against the baseline's (oldest first).
+
+    The reference is the newest baseline fingerprint. ``gated``: a change
+    beyond ``tolerance`` fails the test (:attr:`NumericsComparison.fails`).
+    """
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    base = [b for b in baseline if b.fingerprint]
+    cur = [c for c in current if c]
+    common: dict[str, Any] = {
+        "tolerance": tolerance,
+        "baseline_runs": len(base),
+        "current_runs": len(cur),
+        "gated": gated,
+    }
+    if not base or not cur:
+        return NumericsComparison(NO_BASELINE, **common)
+    d = difference(base[-1].fingerprint, cur[0])
+    b_spread = _same_code_spread(base)
+    c_spread = spread(cur)
+    common.update(
+        max_rel=d.rel,
+        where=d.where,
+        current=d.current,
+        baseline=d.baseline,
+        changes=d.changes,
+        baseline_spread=b_spread.rel if len(base) > 1 else None,
+        current_spread=c_spread.rel if len(cur) > 1 else None,
+    )
+    if b_spread.rel > tolerance or c_spread.rel > tolerance:
+        return NumericsComparison(UNSEEDED, **common)
+    return NumericsComparison(CHANGED if d.beyond(tolerance) else SAME, **common)
+
+
+# --- text --------------------------------------------------------------------------------
+
+
+def _short(dtype: str) -> str:
+    return dtype.removeprefix("torch.")
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def _fmt_rel(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if not math.isfinite(x):
+        return "inf (a value became NaN or infinite)"
+    return f"{x:.3g}"
+
+
+def _value(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def explain(n: NumericsComparison) -> str:
+    """One line (two with a change list) on the output's numerics; ``""`` when unknown."""
+    if n.kind == NO_BASELINE:
+        return ""
+    if n.kind == UNSEEDED:
+        where = []
+        if n.baseline_spread is not None and n.baseline_spread > n.tolerance:
+            where.append(
+                f"the baseline's {n.baseline_runs} runs differ by up to "
+                f"{_fmt_rel(n.baseline_spread)} (relative)"
+            )
+        if n.current_spread is not None and n.current_spread > n.tolerance:
+            where.append(
+                f"this run's {n.current_runs} processes differ by up to "
+                f"{_fmt_rel(n.current_spread)}"
+            )
+        text = f"numerics not compared: {UNSEEDED_ADVICE} ({'; '.join(where)})"
+        if n.changes:
+            text += "; also: " + "; ".join(n.changes)
+        return text
+    size = (
+        f"largest relative difference {_fmt_rel(n.max_rel)} at {n.where} "
+        f"({_value(n.baseline)} -> {_value(n.current)})"
+        if n.max_rel
+        else "values identical"
+    )
+    if n.kind == SAME:
+        return f"numerics: output unchanged ({size}; tolerance {n.tolerance:g})"
+    head = "output changed" + (" (numerics gated: fails)" if n.gated else "")
+    parts = [size + f", tolerance {n.tolerance:g}", *n.changes]
+    remedy = "" if n.gated else "; --gpuperf-numerics=gate (or numerics='gate') fails on it"
+    return f"numerics: {head}: {'; '.join(parts)}{remedy}"
