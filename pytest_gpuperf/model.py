@@ -115,7 +115,7 @@ class Result:
     #: pytest's ``item.location``); CI annotations point there. None when unknown.
     location: list[Any] | None = None
     #: opaque per-run data stored with a baseline run (``"kernels"``: the kernel
-    #: inventory of artifacts.inventory); empty for most results
+    #: inventory of artifacts/analysis/inventory.py); empty for most results
     extra: dict[str, Any] = field(default_factory=dict)
     #: the second figure of the CUDA events backend, one value per kept round: the
     #: end-to-end time per call of back-to-back calls, host included (``rounds`` then

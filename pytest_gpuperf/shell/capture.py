@@ -275,6 +275,11 @@ def _capture(
     directory = layout.prepare(nodeid)
     if run_child is None and config is not None and cfg is not None:
         run_child = _child_runner(config, cfg, nodeid, device)
+    base_invs: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        inv = baseline_inventory((baselines or {}).get(key))
+        if inv is not None:
+            base_invs[key] = inv
     ctx = CaptureContext(
         nodeid=nodeid,
         directory=directory,
@@ -288,6 +293,7 @@ def _capture(
         calls=int(settings["capture_calls"]),
         ncu_kernels=int(settings["ncu_kernels"]),
         run_child=run_child,
+        baseline_inventories=base_invs,
     )
     skip = set(settings["capture_skip"] or ())
     if ctx.ncu_kernels <= 0:
@@ -413,7 +419,7 @@ def _evidence(
     ctx: CaptureContext, key: str, result: Result | None, comparison: Any, baseline_runs: Any
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
-    base_inv = baseline_inventory(baseline_runs)
+    base_inv = ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs)
     b_s = _get(comparison, "baseline_s")
     c_s = _get(comparison, "current_s")
     if c_s is None and result is not None and result.rounds:
@@ -426,6 +432,8 @@ def _evidence(
         analysis=prof.get("analysis"),
         baseline_inventory=base_inv,
         child_median_s=prof.get("child_median_s"),
+        current_inventory=prof.get("inventory"),
+        triton_configs=prof.get("triton_configs") or {},
     )
     cur_inv = prof.get("inventory")
     if base_inv and cur_inv:

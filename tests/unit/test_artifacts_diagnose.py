@@ -123,7 +123,7 @@ def test_a_graph_break_in_compiled_code() -> None:
     d = dg.diagnose(_evidence(base, cur, 60e-6, 90e-6, compile=comp))
     assert d.cause == dg.GRAPH_BREAK
     assert (
-        "torch.compile broke the graph 1 time(s): Call to `torch._dynamo.graph_break()` (m.py:30)"
+        'torch.compile broke the graph 1 time(s): "Call to `torch._dynamo.graph_break()`" at m.py:30'
         in d.paragraph
     )
     assert any(line.startswith("compile: 2 graph(s), 1 graph break(s)") for line in d.details)

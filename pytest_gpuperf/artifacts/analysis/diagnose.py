@@ -6,7 +6,10 @@ in them, launch-bound signs, host syncs, host-device copies) or busy but
 slow (which kernels got slower, appeared or vanished, and what Nsight
 Compute says limits them)? For compiled code: graph breaks, recompiles and
 fallbacks. The most likely cause comes first, named so that a reader (and a
-test) can tell: :data:`CAUSES`.
+test) can tell: :data:`CAUSES`. What the compiler did differently (the
+compiled code gone, new graph breaks, recompiles to the limit) outranks what
+it causes (launch-boundness, new eager kernels); a layout change and a Triton
+launch-config change are told as one story each (:mod:`.compile_story`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis.inventory import KernelDiff, is_gemm, short_name
 from pytest_gpuperf.artifacts.analysis.timeline import ProfileAnalysis
 
@@ -27,10 +31,16 @@ KERNEL_VARIANT = "kernel-variant"
 EXTRA_COPY = "extra-copy"
 KERNEL_SLOWER = "kernel-slower"
 MORE_KERNELS = "more-kernels"
-GRAPH_BREAK = "graph-break"
-RECOMPILE = "recompile"
+GRAPH_BREAK = cs.GRAPH_BREAK
+RECOMPILE = cs.RECOMPILE
 FALLBACK = "fallback"
+COMPILED_CODE_GONE = cs.COMPILED_CODE_GONE
+LAYOUT = cs.LAYOUT
+TRITON_CONFIG = cs.TRITON_CONFIG
 CAUSES = (
+    COMPILED_CODE_GONE,
+    LAYOUT,
+    TRITON_CONFIG,
     HOST_SYNC,
     H2D_COPY,
     LAUNCH_BOUND,
@@ -81,6 +91,10 @@ class Evidence:
     compile: Mapping[str, Any] | None = None
     nsys: Sequence[str] = ()
     child_median_s: float | None = None
+    #: the current profile's inventory (for the compiled code and launch configs it shows)
+    current_inventory: Mapping[str, Any] | None = None
+    #: Triton kernel -> the config its autotuner chose in the current run (the autotune log)
+    triton_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float | None:
@@ -186,7 +200,15 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
 
     # --- or busy but slow? -----------------------------------------------------
     if kd is not None:
-        findings += _kernel_findings(kd, slow_us)
+        stories: list[cs.Story] = []
+        layout = cs.layout_story(kd, slow_us)
+        if layout is not None:
+            stories.append(layout)
+        stories += cs.triton_config_stories(
+            kd, base, ev.current_inventory, current_configs=ev.triton_configs, slowdown_us=slow_us
+        )
+        findings += [_Finding(st.cause, st.weight, st.sentence) for st in stories]
+        findings += _kernel_findings(kd, slow_us, skip=cs.absorbed(stories))
         details += [f"kernels: {line}" for line in kd.lines()]
     elif a is not None:
         details.append("kernels: no baseline inventory to compare with (save a baseline again)")
@@ -198,45 +220,26 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     comp = ev.compile or {}
     breaks = comp.get("graph_breaks") or []
     n_breaks = int(comp.get("graph_break_count") or len(breaks))
-    kernels_moved = bool(kd and any(c.status in ("appeared", "vanished") for c in kd.changes))
-    regions = a.compiled_regions if a is not None else 0.0
-    b_regions = base.get("compiled_regions_per_call")
-    more_regions = isinstance(b_regions, (int, float)) and regions > b_regions + 0.5
-    if n_breaks or more_regions:
-        reason = breaks[0].get("reason", "") if breaks and isinstance(breaks[0], Mapping) else ""
-        where = breaks[0].get("where", "") if breaks and isinstance(breaks[0], Mapping) else ""
-        if more_regions:
-            weight = 1.0  # the profile shows it: more compiled regions per call than before
-        elif isinstance(b_regions, (int, float)) and b_regions >= regions > 0:
-            weight = 0.3  # the baseline had as many compiled regions: the break is not new
-        else:
-            weight = 0.9 if kernels_moved or idle_sentence else 0.5
-        findings.append(
-            _Finding(
-                GRAPH_BREAK,
-                weight,
-                "torch.compile broke the graph"
-                + (f" {n_breaks} time(s)" if n_breaks else "")
-                + (f": {reason}" if reason else "")
-                + (f" ({where})" if where else "")
-                + (
-                    f"; {b_regions:g} -> {regions:g} compiled regions per call"
-                    if more_regions
-                    else ""
-                )
-                + "; the pieces compile apart, so fusions across the break are lost and each "
-                "piece adds its own launch overhead",
-            )
-        )
     recompiles = comp.get("recompiles") or []
-    if recompiles:
-        findings.append(
-            _Finding(
-                RECOMPILE,
-                0.4,
-                f"{len(recompiles)} recompile(s): {recompiles[0]}",
+    compiler = cs.compiler_stories(
+        ev.baseline_inventory,
+        ev.current_inventory,
+        comp,
+        current_regions=a.compiled_regions if a is not None else None,
+    )
+    kernels_moved = bool(kd and any(c.status in ("appeared", "vanished") for c in kd.changes))
+    for st in compiler:
+        if st.cause == GRAPH_BREAK and 0.3 < st.weight < 1.0 and (kernels_moved or idle_sentence):
+            st.weight = 0.9  # no baseline regions to compare, but the kernels moved
+        findings.append(_Finding(st.cause, st.weight, st.sentence))
+    for f in comp.get("frame_failures") or []:
+        if isinstance(f, Mapping) and (f.get("eager") or f.get("limit")):
+            details.append(
+                f"compile: dynamo gave up on {f.get('function')} ({f.get('type')}): "
+                f"{f.get('reason')}"
+                + (f" at {f.get('where')}" if f.get("where") else "")
+                + (f"; hint: {f.get('hint')}" if f.get("hint") else "")
             )
-        )
     fallbacks = comp.get("fallbacks") or []
     if fallbacks:
         findings.append(
@@ -263,6 +266,10 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
         )
 
     findings.sort(key=lambda f: -f.weight)
+    if findings and findings[0].cause in cs.COMPILER_CAUSES and findings[0].weight >= 1.5:
+        for f in findings[1:]:
+            if f.cause in (LAUNCH_BOUND, MORE_KERNELS, GPU_IDLE):
+                f.sentence += " (a consequence of the above: eager code launches op by op)"
     causes = [f.cause for f in findings if f.weight > 0]
     if idle_sentence and not any(c in causes for c in (HOST_SYNC, H2D_COPY, LAUNCH_BOUND)):
         causes.append(GPU_IDLE)
@@ -354,10 +361,15 @@ def _idle_findings(
     return out
 
 
-def _kernel_findings(kd: KernelDiff, slow_us: float | None) -> list[_Finding]:
+def _kernel_findings(
+    kd: KernelDiff, slow_us: float | None, skip: set[str] | frozenset[str] = frozenset()
+) -> list[_Finding]:
+    """Kernel changes one by one, except those a story (``skip``) already tells."""
     out: list[_Finding] = []
     exp = kd.explained
     for old, new in kd.variants:
+        if old in skip or new in skip:
+            continue
         ch_new = next((c for c in kd.changes if c.name == new), None)
         ch_old = next((c for c in kd.changes if c.name == old), None)
         net = (ch_new.delta_us if ch_new else 0.0) + (ch_old.delta_us if ch_old else 0.0)
@@ -386,7 +398,7 @@ def _kernel_findings(kd: KernelDiff, slow_us: float | None) -> list[_Finding]:
         )
     variant_names = {n for v in kd.variants for n in v}
     for c in kd.notable:
-        if c.name in variant_names or c.delta_us <= 0:
+        if c.name in variant_names or c.name in skip or c.delta_us <= 0:
             continue
         if c.kind == "memcpy" and ("HtoD" in c.name or "DtoH" in c.name):
             continue  # a host-device copy: judged with the idle time

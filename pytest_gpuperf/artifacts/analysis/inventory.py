@@ -10,7 +10,11 @@ An inventory is a small JSON-safe dict, stored with each baseline run
      "kernels": [{"name": "nvjet_sm90_tst_256x128_...", "kind": "kernel",
                   "launches": 1.0, "us_per_call": 150.2, "us_per_launch": 150.2,
                   "grid": [66, 2, 1], "block": [384, 1, 1], "registers": 168}, ...],
-     "other_us_per_call": 0.0}
+     "other_us_per_call": 0.0, "compiled_regions_per_call": 1.0, "compiled": true}
+
+``compiled`` (whether torch.compile regions or Triton kernels ran; added
+after the first inventories, which lack it) and ``compiled_regions_per_call``
+let a capture tell that the compiled code of the baseline is gone.
 
 Names are normalised (:func:`normalize`) so that the same kernel matches
 across runs; launches and times are per call of the benchmarked function.
@@ -182,6 +186,7 @@ def inventory_from_trace(trace: Trace, *, max_kernels: int = MAX_KERNELS) -> dic
         "h2d_bytes_per_call": _sig(h2d_bytes),
         "d2h_per_call": _sig(d2h),
         "compiled_regions_per_call": _sig(a.compiled_regions),
+        "compiled": a.compiled,
         "kernels": kernels,
         "other_us_per_call": _sig(other),
     }
@@ -218,6 +223,9 @@ def combine(inventories: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         merged["runs"] = len(entries)
         kernels.append(merged)
     out["kernels"] = sorted(kernels, key=lambda k: -float(k["us_per_call"]))
+    flags = [i["compiled"] for i in invs if isinstance(i.get("compiled"), bool)]
+    if flags:
+        out["compiled"] = any(flags)
     out["runs"] = len(invs)
     return out
 

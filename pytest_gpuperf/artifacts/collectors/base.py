@@ -102,8 +102,11 @@ class CaptureContext:
     ``directory / <its name>``. ``keys`` are the regressed benchmarks' keys
     (``BenchId.key``). ``state`` carries findings between collectors (the
     profiler pass puts its analysis and hotspot kernels there for ncu and
-    TORCH_TRACE). ``deadline`` is the ``time.monotonic()`` by which the whole
-    capture must end; :meth:`budget` gives a collector its share.
+    TORCH_TRACE). ``baseline_inventories`` maps a key to the combined kernel
+    inventory of its baseline runs (what ran when the baseline was saved), so
+    that a collector can decide from both sides. ``deadline`` is the
+    ``time.monotonic()`` by which the whole capture must end; :meth:`budget`
+    gives a collector its share.
     """
 
     nodeid: str
@@ -121,6 +124,7 @@ class CaptureContext:
     ncu_kernels: int = 3
     run_child: ChildRunner | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    baseline_inventories: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def budget(self, cap: float | None = None) -> float:
         """Seconds this collector may use: the per-tool timeout, the cap, and what is left."""

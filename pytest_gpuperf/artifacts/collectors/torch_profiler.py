@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.artifacts.analysis.compile_story import parse_autotune_log
 from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace, short_name
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
 from pytest_gpuperf.artifacts.analysis.timeline import analyze, load_trace, parse_trace
@@ -88,12 +89,14 @@ class TorchProfilerCollector:
             return CollectorResult.skipped(self.name, "no way to re-run the test here")
         spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls}
         run = ctx.run_child(
-            env={CAPTURE_ENV: json.dumps(spec)},
+            # Triton prints each autotuned kernel's chosen config: the "after" of a config change
+            env={CAPTURE_ENV: json.dumps(spec), "TRITON_PRINT_AUTOTUNING": "1"},
             timeout_s=ctx.budget(),
             log_path=folder / "child.log",
         )
         status = read_status(folder)
         files: list[Path] = [folder / "child.log"]
+        configs = _autotune_configs(folder / "child.log")
         summary: dict[str, Any] = {"child_wall_s": round(run.wall_s, 2)}
         profiles: dict[str, dict[str, Any]] = ctx.state.setdefault("profiles", {})
         errors = []
@@ -132,6 +135,7 @@ class TorchProfilerCollector:
                 "inventory": inv,
                 "dynamo": entry.get("dynamo"),
                 "child_median_s": info.get("child_median_s"),
+                "triton_configs": configs,
             }
             summary[key] = {
                 "busy_fraction": analysis.busy_fraction,
@@ -160,6 +164,13 @@ class TorchProfilerCollector:
         elif errors:
             summary["errors"] = errors
         return result
+
+
+def _autotune_configs(log: Path) -> dict[str, dict[str, str]]:
+    try:
+        return parse_autotune_log(log.read_text(errors="replace"))
+    except OSError:
+        return {}
 
 
 def _dynamo_compiled(counters: Mapping[str, Any] | None) -> bool:

@@ -30,6 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.artifacts.analysis.compile_story import (
+    frame_failure,
+    recompile_reason,
+    recompile_reasons,
+    source_line,
+    trace_decision,
+)
 from pytest_gpuperf.artifacts.analysis.inventory import base_function
 from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
@@ -112,6 +119,27 @@ class CompileReport:
     library_calls: dict[str, int] = field(default_factory=dict)
     triton: dict[str, str] = field(default_factory=dict)
     compile_time_s: float = 0.0
+    #: per recompile: the guard that failed first, where, and the user's source line
+    recompile_details: list[dict[str, str]] = field(default_factory=list)
+    #: frames dynamo gave up on (skipped to eager, or the recompile limit hit)
+    frame_failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def merge(self, part: CompileReport) -> None:
+        """Add another log's findings (one log per process)."""
+        self.graph_breaks += part.graph_breaks
+        self.recompiles += part.recompiles
+        self.recompile_details += part.recompile_details
+        self.frame_failures += part.frame_failures
+        self.compiles += part.compiles
+        self.failures += part.failures
+        self.compile_time_s += part.compile_time_s
+        self.triton.update(part.triton)
+        for d_out, d_in in (
+            (self.fallbacks, part.fallbacks),
+            (self.library_calls, part.library_calls),
+        ):
+            for k, v in d_in.items():
+                d_out[k] = d_out.get(k, 0) + v
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,6 +147,8 @@ class CompileReport:
             "graph_break_count": len(self.graph_breaks),
             "graph_breaks": self.graph_breaks,
             "recompiles": self.recompiles,
+            "recompile_details": self.recompile_details,
+            "frame_failures": self.frame_failures,
             "failures": self.failures,
             "fallbacks": [f"aten.{k} x{v}" for k, v in sorted(self.fallbacks.items())],
             "library_calls": dict(self.library_calls),
@@ -134,6 +164,15 @@ class CompileReport:
         ]
         out += [f"graph break: {g['reason']} at {g['where']}" for g in self.graph_breaks[:3]]
         out += [f"recompile: {r}" for r in self.recompiles[:3]]
+        for f in self.frame_failures[:2]:
+            if f.get("limit"):
+                lim = f["limit"]
+                out.append(f"recompile limit hit: {lim.get('name')} = {lim.get('value')}")
+            elif f.get("eager"):
+                out.append(
+                    f"frame skipped (runs eagerly): {f.get('function')} at {f.get('where')}: "
+                    f"{f.get('skip_reason') or f.get('reason')}"
+                )
         out += [f"compile failure: {f}" for f in self.failures[:2]]
         if self.fallbacks:
             out.append("fallbacks to ATen: " + ", ".join(self.to_dict()["fallbacks"][:6]))
@@ -160,7 +199,14 @@ def _graph_break(payload: str) -> dict[str, Any]:
         user = [f for f in frames if "/torch/" not in f[0] and "site-packages" not in f[0]]
         if user:
             where = f"{user[-1][0]}:{user[-1][1]}"
-    return {"reason": reason, "where": where}
+    out: dict[str, Any] = {"reason": reason, "where": where}
+    file, _, line = where.rpartition(":")
+    code = source_line(payload, file, int(line)) if line.isdigit() else ""
+    if code:
+        out["code"] = code
+    if "falling back to eager" in payload.lower():
+        out["eager"] = True
+    return out
 
 
 def parse_log(text: str) -> CompileReport:
@@ -176,13 +222,14 @@ def parse_log(text: str) -> CompileReport:
                 gb["compile_id"] = ev.compile_id
                 rep.graph_breaks.append(gb)
         elif ev.kind == "artifact:recompile_reasons":
-            reasons = [ln.strip() for ln in ev.payload.splitlines() if re.match(r"\s*\d+/\d+:", ln)]
-            if not reasons:
-                try:
-                    reasons = [str(x) for x in json.loads(ev.payload)]
-                except ValueError:
-                    reasons = [ev.payload.strip().splitlines()[0]] if ev.payload.strip() else []
-            rep.recompiles += [re.sub(r"\s{2,}#.*$", "", r) for r in reasons]
+            # one event per recompile; it lists the failed guard of every cache entry,
+            # newest first: that first one is the recompile's reason
+            reasons = recompile_reasons(ev.payload)
+            if reasons:
+                detail = recompile_reason(reasons[0])
+                detail["compile_id"] = ev.compile_id
+                rep.recompile_details.append(detail)
+                rep.recompiles.append(f"{detail['entry']}: {detail['guard']}".lstrip(": "))
         elif ev.kind == "compilation_metrics":
             cm = ev.meta.get("compilation_metrics") or {}
             rep.compiles += 1
@@ -191,6 +238,9 @@ def parse_log(text: str) -> CompileReport:
                 rep.compile_time_s += t
             if cm.get("fail_type"):
                 rep.failures.append(f"{cm.get('fail_type')}: {cm.get('fail_reason')}")
+                failure = frame_failure(cm)
+                if failure is not None:
+                    rep.frame_failures.append(failure)
         elif ev.kind == "inductor_output_code":
             for var, name in _TRITON_DEF.findall(ev.payload):
                 start = ev.payload.find(f"{var} = async_compile.triton('{name}', '''")
@@ -214,15 +264,11 @@ class TorchTraceCollector:
         return None
 
     def collect(self, ctx: CaptureContext) -> CollectorResult:
-        if "compiled" not in ctx.state:
-            return CollectorResult.skipped(
-                self.name, "no profiler pass to tell whether the benchmark runs compiled code"
-            )
-        if not ctx.state["compiled"]:
-            return CollectorResult.skipped(
-                self.name,
-                "not compiled code (no torch.compile region or Triton kernel in the profile)",
-            )
+        run_it, why_trace = trace_decision(
+            ctx.baseline_inventories.values(), ctx.state.get("compiled")
+        )
+        if not run_it:
+            return CollectorResult.skipped(self.name, why_trace)
         if ctx.run_child is None:
             return CollectorResult.skipped(self.name, "no way to re-run the test here")
         folder = ctx.folder(self.name)
@@ -246,19 +292,7 @@ class TorchTraceCollector:
             return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
         rep = CompileReport()
         for log in logs:
-            part = parse_log(log.read_text(errors="replace"))
-            rep.graph_breaks += part.graph_breaks
-            rep.recompiles += part.recompiles
-            rep.compiles += part.compiles
-            rep.failures += part.failures
-            rep.compile_time_s += part.compile_time_s
-            rep.triton.update(part.triton)
-            for d_out, d_in in (
-                (rep.fallbacks, part.fallbacks),
-                (rep.library_calls, part.library_calls),
-            ):
-                for k, v in d_in.items():
-                    d_out[k] = d_out.get(k, 0) + v
+            rep.merge(parse_log(log.read_text(errors="replace")))
         wanted = self._kernel_names(ctx)
         tdir = folder / "triton"
         for name in wanted:
@@ -269,6 +303,7 @@ class TorchTraceCollector:
                 path.write_text(src)
                 files.append(path)
         summary: dict[str, Any] = rep.to_dict()
+        summary["why"] = why_trace
         summary["lines"] = rep.lines()
         wall = run.wall_s
         if shutil.which("tlparse"):
