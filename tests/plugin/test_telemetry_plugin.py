@@ -36,8 +36,11 @@ def run_json(
 
 
 def test_a_cpu_run_says_where_it_measures_and_never_touches_nvml(
-    pytester: pytest.Pytester, fast_args: list[str]
+    pytester: pytest.Pytester, fast_args: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a lock folder of its own: a sibling test measuring on the CPU would add a
+    # (legitimate) "waiting for cpu" line to the output this test counts
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", str(pytester.path / "locks"))
     pytester.makepyfile(
         BENCH
         + """

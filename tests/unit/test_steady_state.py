@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from pytest_gpuperf.measure.steady_state import (
     changepoints,
     classify,
@@ -97,3 +99,16 @@ def test_classify():
     assert classify(30, 30, 0, warmup_settled=False) == WARMUP_CAPPED
     assert classify(30, 30, 2, warmup_settled=True) == SHIFT
     assert classify(10, 30, 1, warmup_settled=True) == NO_STEADY_STATE
+
+
+def test_spearman_trend_agrees_with_scipy_on_random_series_with_ties():
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(7)
+    for n in (3, 5, 12, 40):
+        for _ in range(20):
+            xs = [float(rng.randint(0, n // 2 + 1)) for _ in range(n)]  # many ties
+            if len(set(xs)) == 1:  # constant: undefined; scipy warns and says nan, we say 0
+                assert spearman_trend(xs) == 0.0
+                continue
+            ref = stats.spearmanr(range(n), xs).statistic
+            assert spearman_trend(xs) == pytest.approx(ref, abs=1e-12)
