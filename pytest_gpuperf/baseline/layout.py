@@ -218,7 +218,8 @@ def check_writable(files: Files) -> None:
     folder; ``NAME.json`` and ``NAME.runs`` must not be symbolic links (a save
     replaces the index, so a link would be replaced instead of its target
     updated, and segments would be written wherever a link points), nor of the
-    wrong kind. Nothing is created.
+    wrong kind; nor may its lock file be a link or other than a plain file (the
+    lock would refuse it only after the measurement). Nothing is created.
     """
     folder = files.root
     existing = nearest_existing(folder)
@@ -241,6 +242,17 @@ def check_writable(files: Files) -> None:
                 "--gpuperf-baseline-dir at the folder that holds the real files, or replace the "
                 f"link by its {kind}."
             )
+    lock = files.lock
+    if lock.is_symlink() or (lock.exists() and (not lock.is_file() or lock.stat().st_nlink > 1)):
+        what = (
+            f"a symbolic link (to {os.readlink(lock)})"
+            if lock.is_symlink()
+            else ("not a plain file" if not lock.is_file() else "a hard link")
+        )
+        raise BaselineError(
+            f"cannot save into baseline {files.stem!r}: its lock file {lock} is {what}, which "
+            "pytest-gpuperf never makes and will not open; remove it (a save makes a new one)"
+        )
     if files.index.exists() and not files.index.is_file():
         raise BaselineError(
             f"{files.index} is a folder, not a baseline file; move it away (the baseline of that "

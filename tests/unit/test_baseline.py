@@ -881,13 +881,16 @@ def test_a_symlink_planted_as_the_baseline_lock_truncates_nothing(
         ("runs-is-a-file", r"main\.runs is not a folder"),
         ("index-is-a-symlink", r"main\.json is a symbolic link \(to .*elsewhere\.json\)"),
         ("runs-is-a-symlink", r"main\.runs is a symbolic link"),
+        ("lock-is-a-symlink", r"lock file .*\.main\.json\.lock is a symbolic link \(to .*victim"),
+        ("lock-is-a-hard-link", r"lock file .*\.main\.json\.lock is a hard link"),
     ],
 )
 def test_check_before_measuring_finds_what_would_stop_a_save(
     tmp_path: Path, setup: str, problem: str
 ) -> None:
     """A baseline folder that is a file and a NAME.json that is a folder were only found after
-    measuring (defect 15); a NAME.json symlink was replaced by a file (defect 12)."""
+    measuring (defect 15); a NAME.json symlink was replaced by a file (defect 12); a planted
+    lock file was refused only by the lock, after measuring."""
     root = tmp_path / "baselines"
     if setup == "folder-is-a-file":
         root.write_text("")
@@ -905,6 +908,14 @@ def test_check_before_measuring_finds_what_would_stop_a_save(
                 f.unlink()
             runs.rmdir()
             runs.write_text("")
+        elif setup in ("lock-is-a-symlink", "lock-is-a-hard-link"):
+            lock = root / ".main.json.lock"
+            lock.unlink(missing_ok=True)
+            (tmp_path / "victim").write_text("precious")
+            if setup == "lock-is-a-symlink":
+                lock.symlink_to(tmp_path / "victim")
+            else:
+                os.link(tmp_path / "victim", lock)
         elif setup == "index-is-a-symlink":
             index.rename(tmp_path / "elsewhere.json")
             index.symlink_to(tmp_path / "elsewhere.json")
@@ -918,6 +929,8 @@ def test_check_before_measuring_finds_what_would_stop_a_save(
     with pytest.raises(BaselineError, match=problem):
         store.save("main", [make_result(run_id="new")], now=T0)
     assert sorted((str(p), p.is_symlink()) for p in tmp_path.rglob("*")) == before
+    if setup.startswith("lock-"):
+        assert (tmp_path / "victim").read_text() == "precious"
 
 
 def test_a_held_lock_times_out_with_a_clear_error(store: BaselineStore) -> None:
