@@ -92,7 +92,7 @@ class BenchContext:
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     #: None: from the options and environment (artifacts.collectors.child.measure_hooks, given
-    #: inventory_settings(config)): a kernel inventory when saving a baseline, the profiled
+    #: inventory_settings(settings)): a kernel inventory when saving a baseline, the profiled
     #: calls of a capture child
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
