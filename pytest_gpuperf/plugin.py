@@ -13,6 +13,7 @@ from pytest_gpuperf.shell import markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.fixture import GpuBench
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession
+from pytest_gpuperf.shell.settings import RunContext
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    session = GpuPerfSession(config, cfg)
+    session = GpuPerfSession(RunContext.build(config, cfg))
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "gpuperf-session")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
@@ -56,7 +57,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = metafunc.config.stash.get(SESSION_KEY, None)
     test = metafunc.definition.nodeid
     try:
-        kwargs = markers.validate(test, marks, session.cfg if session else None)
+        kwargs = markers.validate(test, marks, session.run.resolved if session else None)
         markers.parametrize(metafunc, kwargs, test)
     except markers.MarkerError as e:
         raise pytest.Collector.CollectError(str(e)) from None

@@ -16,16 +16,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
-
-
-class Settings(Protocol):
-    """What is read of the settings: ``GpuPerfConfig`` or a plain dict."""
-
-    def __getitem__(self, name: str) -> Any: ...
+from pytest_gpuperf.reporting.settings import ReportSettings
 
 
 @dataclass(frozen=True)
@@ -39,7 +34,7 @@ class CiOutputs:
 
 
 def write_ci_outputs(
-    settings: Settings,
+    settings: ReportSettings,
     results: Sequence[Result],
     *,
     baseline: Baseline | None = None,
@@ -68,24 +63,22 @@ def write_ci_outputs(
 
     environ = os.environ if env is None else env
     root = rootdir or Path.cwd()
-    try:
-        sort = str(settings["sort"])
-    except KeyError:
-        sort = "collection"
     ctx = ReportContext(
         results,
         baseline=baseline,
         rootdir=root,
         fingerprint_extra=fingerprint_extra,
         session=session or {},
-        sort=sort,
+        sort=settings.sort,
     )
-    written = write_outputs(settings, ctx, only=only, cwd=cwd, baseline_dirs=baseline_dirs)
+    written = write_outputs(
+        settings.output_paths(), ctx, only=only, cwd=cwd, baseline_dirs=baseline_dirs
+    )
     out = CiOutputs(messages=written.messages, errors=written.errors)
     if not results or only is not None:
         return out
     name = baseline.name if baseline is not None else None
-    if github.enabled(str(settings["github"]), environ):
+    if github.enabled(settings.github, environ):
         summary_file = environ.get("GITHUB_STEP_SUMMARY")
         if summary_file:
             text = github.step_summary(results, baseline=name)

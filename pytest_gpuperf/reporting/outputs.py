@@ -135,25 +135,18 @@ class Written:
     errors: list[str] = field(default_factory=list)
 
 
-def _setting(settings: Any, name: str) -> Any:
-    try:
-        return settings[name]
-    except KeyError:
-        return None
-
-
 def write_outputs(
-    settings: Any,
+    paths: Mapping[str, str | None],
     ctx: ReportContext,
     *,
     only: Sequence[str] | None = None,
     cwd: Path | None = None,
     baseline_dirs: Sequence[Path] = (),
 ) -> Written:
-    """Write each output whose option is set in ``settings`` (``GpuPerfConfig`` or a dict;
-    ``only``: just these); relative paths are taken from ``cwd`` (the current directory, as
-    ``--junitxml``). No output is written into ``baseline_dirs`` or over a baseline file,
-    nor through another user's symbolic link
+    """Write each output whose path is set in ``paths`` (``{option: path}``, e.g.
+    ``ReportSettings.output_paths()``; ``only``: just these); relative paths are taken
+    from ``cwd`` (the current directory, as ``--junitxml``). No output is written into
+    ``baseline_dirs`` or over a baseline file, nor through another user's symbolic link
     (:func:`pytest_gpuperf.baseline.fileio.write_output`)."""
     from pytest_gpuperf.baseline.fileio import write_output
     from pytest_gpuperf.errors import OutputError
@@ -161,7 +154,7 @@ def write_outputs(
     here = cwd or Path.cwd()
     out = Written()
     for o in OUTPUTS:
-        path = _setting(settings, o.option)
+        path = paths.get(o.option)
         if not path or (only is not None and o.option not in only):
             continue
         if not ctx.results and not o.when_empty:

@@ -9,7 +9,6 @@ and the telemetry summary a saved run keeps.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,14 +16,8 @@ import pytest
 from pytest_gpuperf.model import Result
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.shell.config import GpuPerfConfig
     from pytest_gpuperf.shell.progress import Progress
-
-
-def baseline_dir(config: pytest.Config, cfg: GpuPerfConfig) -> Path:
-    """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
-    path = Path(str(cfg["baseline_dir"])).expanduser()
-    return path if path.is_absolute() else config.rootpath / path
+    from pytest_gpuperf.shell.settings import RunContext
 
 
 _EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
@@ -40,8 +33,7 @@ def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
 
 
 def save(
-    config: pytest.Config,
-    cfg: GpuPerfConfig,
+    run: RunContext,
     results: Sequence[Result],
     *,
     meta: dict[str, Any],
@@ -58,30 +50,33 @@ def save(
     from pytest_gpuperf.baseline.store import BaselineStore
     from pytest_gpuperf.telemetry.regime import regime_summary
 
+    session = run.settings.session
+    assert session.save is not None, "save() is called when --gpuperf-save is set"
     store: BaselineStore = BaselineStore(
-        baseline_dir(config, cfg),
-        lock_timeout=float(cfg["lock_timeout"]),
+        run.baseline_dir,
+        lock_timeout=session.lock_timeout,
         on_wait=progress.task if progress is not None else None,
     )
     # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
     compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
     summary = store.save(
-        str(cfg["save"]),
+        session.save,
         compact,
-        keep_runs=int(cfg["keep_runs"]),
+        keep_runs=session.keep_runs,
         meta=meta,
-        fingerprint_extra=fingerprint_extra(config) or None,
+        fingerprint_extra=fingerprint_extra(run.config) or None,
         extras=extras,
     )
     return summary.describe()
 
 
-def check_save_target(config: pytest.Config, cfg: GpuPerfConfig) -> None:
+def check_save_target(run: RunContext) -> None:
     """Before measuring anything: an existing baseline to save into must be readable."""
     from pytest_gpuperf.baseline.store import BaselineStore
 
-    store = BaselineStore(baseline_dir(config, cfg))
-    store.check(str(cfg["save"]))  # the store checks the name
+    name = run.settings.session.save
+    if name is not None:
+        BaselineStore(run.baseline_dir).check(name)  # the store checks the name
 
 
 def run_meta(config: pytest.Config) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
     SKIPPED,
     CaptureContext,
+    CaptureSettings,
     ChildRun,
     ChildRunner,
     Collector,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_gpuperf.model import Result
-    from pytest_gpuperf.shell.config import GpuPerfConfig
+    from pytest_gpuperf.shell.settings import RunContext
 
 NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
 POLICIES = (NEVER, ON_FAILURE, ALWAYS)
@@ -191,8 +192,7 @@ def baseline_inventory(runs: Any) -> dict[str, Any] | None:
 
 
 def capture(
-    config: pytest.Config | None,
-    cfg: GpuPerfConfig | None,
+    run: RunContext | None,
     nodeid: str,
     results: Sequence[Result],
     comparisons: Mapping[str, Any] | None = None,
@@ -206,33 +206,37 @@ def capture(
     artifacts_dir: Path | str | None = None,
     lock: Callable[[], AbstractContextManager[object]] | None = None,
     progress: Any = None,
+    settings: CaptureSettings | None = None,
 ) -> CaptureReport | None:
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
-    ``results`` are the test's results; ``comparisons`` maps a benchmark key
-    to its verdict (a ``verdict.Comparison`` or its dict; ``Result.comparison``
-    is used when absent); ``baselines`` maps a key to its baseline runs
+    ``run`` is the session (its capture settings, hooks and child processes; ``None``:
+    no session). ``settings``: the capture settings when there is no session (default:
+    the session's, else the defaults). ``results`` are the test's results;
+    ``comparisons`` maps a benchmark key to its verdict (a ``verdict.Comparison`` or its
+    dict; ``Result.comparison`` is used when absent); ``baselines`` maps a key to its baseline runs
     (``RunRecord`` objects or their ``extra`` dicts) for the kernel diff.
     ``keys`` are the benchmarks to capture (default: those whose verdict is
     ``regression``, else all of the test's). ``lock`` is the device lock,
     held for the whole capture so that no other benchmark is measured on the
     GPU meanwhile (the children are told the lock is theirs); by default the
-    session's per-GPU lock when ``config`` is given. Returns ``None`` in a
+    session's per-GPU lock when ``run`` is given. Returns ``None`` in a
     child process. ``progress`` (a :class:`pytest_gpuperf.shell.progress.Progress`)
     shows which tool runs while the capture lasts. Never raises for a
     collector's problem.
     """
-    if config is not None:
+    if run is not None:
         from pytest_gpuperf.shell.rerun import is_child
 
-        if is_child(config):
+        if is_child(run.config):
             return None
     t0 = time.monotonic()
     try:
         return _capture(
-            config, cfg, nodeid, results, comparisons, device=device, run_id=run_id,
+            run, nodeid, results, comparisons, device=device, run_id=run_id,
             baselines=baselines, keys=keys, collectors=collectors, run_child=run_child,
             artifacts_dir=artifacts_dir, lock=lock, progress=progress, t0=t0,
+            settings=settings or (run.settings.capture if run is not None else CaptureSettings()),
         )  # fmt: skip
     except Exception as e:  # never turn a verdict into an error
         why = f"the capture failed: {type(e).__name__}: {e}"
@@ -243,8 +247,7 @@ def capture(
 
 
 def _capture(
-    config: pytest.Config | None,
-    cfg: GpuPerfConfig | None,
+    run: RunContext | None,
     nodeid: str,
     results: Sequence[Result],
     comparisons: Mapping[str, Any] | None,
@@ -259,8 +262,9 @@ def _capture(
     lock: Callable[[], AbstractContextManager[object]] | None,
     progress: Any,
     t0: float,
+    settings: CaptureSettings,
 ) -> CaptureReport:
-    settings = _settings(cfg)
+    config = run.config if run is not None else None
     comparisons = dict(comparisons or {})
     for r in results:
         if r.id.key not in comparisons and r.comparison:
@@ -268,13 +272,13 @@ def _capture(
     if keys is None:
         keys = [k for k, c in comparisons.items() if _get(c, "kind") == "regression"]
         keys = keys or [r.id.key for r in results]
-    root = Path(artifacts_dir or settings["artifacts_dir"])
-    if config is not None and not root.is_absolute():
-        root = Path(config.rootpath) / root
+    root = Path(artifacts_dir or settings.artifacts_dir)
+    if run is not None and not root.is_absolute():
+        root = run.rootpath / root
     layout = Layout(root, run_id)
     directory = layout.prepare(nodeid)
-    if run_child is None and config is not None and cfg is not None:
-        run_child = _child_runner(config, cfg, nodeid, device)
+    if run_child is None and run is not None:
+        run_child = _child_runner(run, nodeid, device)
     base_invs: dict[str, dict[str, Any]] = {}
     for key in keys:
         inv = baseline_inventory((baselines or {}).get(key))
@@ -288,18 +292,18 @@ def _capture(
         results=list(results),
         comparisons=comparisons,
         config=config,
-        timeout_s=float(settings["capture_timeout"]),
-        deadline=t0 + float(settings["capture_budget"]),
-        calls=int(settings["capture_calls"]),
-        ncu_kernels=int(settings["ncu_kernels"]),
+        timeout_s=settings.timeout_s,
+        deadline=t0 + settings.budget_s,
+        calls=settings.calls,
+        ncu_kernels=settings.ncu_kernels,
         run_child=run_child,
         baseline_inventories=base_invs,
     )
-    skip = set(settings["capture_skip"] or ())
+    skip = set(settings.skip or ())
     if ctx.ncu_kernels <= 0:
         skip.add("ncu")
-    if lock is None and config is not None and cfg is not None:
-        lock = _session_lock(device, float(settings["capture_budget"]))
+    if lock is None and run is not None:
+        lock = _session_lock(device, settings.budget_s)
     todo = list(collectors if collectors is not None else collectors_for(config))
     done: list[CollectorResult] = []
     label = f"capturing evidence for {nodeid.rsplit('::', 1)[-1]}"
@@ -311,7 +315,7 @@ def _capture(
             for i, col in enumerate(todo, 1):
                 if task is not None:
                     task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(todo)}")
-                done.append(_run_collector(col, ctx, skip, float(settings["capture_budget"])))
+                done.append(_run_collector(col, ctx, skip, settings.budget_s))
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
         done += [
@@ -371,20 +375,6 @@ def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
         return run_child(env={**(env or {}), "GPUPERF_NO_LOCK": "1"}, **kw)
 
     return run
-
-
-def _settings(cfg: GpuPerfConfig | None) -> dict[str, Any]:
-    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
-
-    names = ("artifacts_dir", "capture_timeout", "capture_budget", "capture_skip",
-             "capture_calls", "ncu_kernels")  # fmt: skip
-    out = {}
-    for n in names:
-        try:
-            out[n] = cfg[n] if cfg is not None else OPTIONS_BY_NAME[n].default
-        except KeyError:
-            out[n] = OPTIONS_BY_NAME[n].default
-    return out
 
 
 def _run_collector(
@@ -479,9 +469,7 @@ def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidenc
     return lines
 
 
-def _child_runner(
-    config: pytest.Config, cfg: GpuPerfConfig, nodeid: str, device: str
-) -> ChildRunner:
+def _child_runner(session: RunContext, nodeid: str, device: str) -> ChildRunner:
     from pytest_gpuperf.shell.rerun import run_child
 
     def run(
@@ -493,7 +481,7 @@ def _child_runner(
         extra_args: Sequence[str] = (),
     ) -> Any:
         return run_child(
-            config, cfg, nodeid, device=device, extra_args=extra_args, env=env, prefix=prefix,
+            session, nodeid, device=device, extra_args=extra_args, env=env, prefix=prefix,
             timeout_s=timeout_s, log_path=log_path,
         )  # fmt: skip
 

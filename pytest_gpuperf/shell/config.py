@@ -32,11 +32,16 @@ class Setting:
 
 @dataclass(frozen=True)
 class GpuPerfConfig:
-    """Session-wide settings: every option resolved from command line > ini > default."""
+    """Every option resolved from command line > ini > default, with where it came from.
+
+    The resolution table: code reads the typed settings built from it once
+    (:class:`pytest_gpuperf.shell.settings.Settings`); this keeps the sources, for
+    error messages and for what a child process is given.
+    """
 
     settings: Mapping[str, Setting] = field(default_factory=dict)
 
-    def __getitem__(self, name: str) -> Any:
+    def _value(self, name: str) -> Any:
         return self.settings[name].value
 
     def source(self, name: str) -> str:
@@ -75,15 +80,15 @@ class GpuPerfConfig:
 
     def check_combinations(self) -> None:
         """Options that contradict each other, or make another one do nothing, are errors."""
-        if self["disable"]:
+        if self._value("disable"):
             for name, does in (("save", "saves"), ("baseline", "compares")):
-                if self[name]:
+                if self._value(name):
                     raise ConfigError(
                         f"{self.where(name)} {does} measurements, and {self.where('disable')} "
                         f"turns measuring off: nothing would be "
                         f"{'saved' if name == 'save' else 'compared'}; drop one of them"
                     )
-        if self["only"] and self["skip"]:
+        if self._value("only") and self._value("skip"):
             raise ConfigError(
                 f"{self.where('only')} and {self.where('skip')} together deselect every test; "
                 "drop one of them"

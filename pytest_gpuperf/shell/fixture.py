@@ -23,9 +23,11 @@ from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, BenchId, Result
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
+from pytest_gpuperf.shell.settings import PerTest, Settings
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.child import InventorySettings
+    from pytest_gpuperf.verdict.policy import VerdictSettings
 
 #: probe(bench_id, clock) -> context manager yielding finish(raw) -> telemetry dict | None
 Probe = Callable[[BenchId, Callable[[], float]], AbstractContextManager[Any]]
@@ -75,6 +77,7 @@ class BenchContext:
     """What the plugin tells the fixture about the running test."""
 
     nodeid: str
+    #: the resolution table: a benchmark's marker and call resolve over it
     config: GpuPerfConfig
     device: str  # "cuda" or "cpu"
     record: Callable[[Result], None]
@@ -89,12 +92,14 @@ class BenchContext:
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     #: None: from the options and environment (artifacts.collectors.child.measure_hooks, given
-    #: inventory_settings(config)): a kernel inventory when saving a baseline, the profiled
+    #: inventory_settings(settings)): a kernel inventory when saving a baseline, the profiled
     #: calls of a capture child
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
     #: the terminal for a step that lasts (progress.Progress.task); nothing by default
     progress: ProgressTask = field(default=lambda label, ticker=True: _no_task())
+    #: the session's typed settings (None: built from ``config``)
+    settings: Settings | None = None
 
 
 def _describe(fn: Any) -> str:
@@ -146,6 +151,7 @@ class GpuBench:
 
     def __init__(self, ctx: BenchContext):
         self._ctx = ctx
+        self._settings = ctx.settings or Settings.from_config(ctx.config)
         self._names: set[str | None] = set()
         self.results: list[Result] = []
         self._oom: BenchOutOfMemory | None = None
@@ -251,20 +257,19 @@ class GpuBench:
     ) -> Any:
         __tracebackhide__ = True
         ctx = self._ctx
-        values = {k: s.value for k, s in settings.items()}
-        policy = MeasurePolicy.from_settings(values)
+        mine = PerTest.resolve(settings, self._settings)
+        policy = mine.measure
         test = ctx.test_name or ctx.nodeid
-        flops = _evaluate(values.get("flops"), ctx.params, "flops", test)
-        nbytes = _evaluate(values.get("bytes"), ctx.params, "bytes", test)
+        flops = _evaluate(mine.work.flops, ctx.params, "flops", test)
+        nbytes = _evaluate(mine.work.bytes, ctx.params, "bytes", test)
         modes = self._modes(policy.cuda_graph)
         env = ctx.environment() if ctx.environment else None
 
         oom: str | None = None
         out: Any = None
         try:
-            gate = {k: values[k] for k in GATE_SETTINGS if k in values}
             out = self._measure_modes(
-                fn, args, kwargs, name, modes, policy, flops, nbytes, env, gate, setup
+                fn, args, kwargs, name, modes, policy, flops, nbytes, env, mine.verdict, setup
             )
         except Exception as e:
             if not _is_oom(e):
@@ -295,7 +300,7 @@ class GpuBench:
         flops: float | None,
         nbytes: float | None,
         env: dict[str, Any] | None,
-        gate: dict[str, Any],
+        verdict: VerdictSettings,
         setup: Callable[[], Any] | None = None,
     ) -> Any:
         __tracebackhide__ = True
@@ -306,7 +311,7 @@ class GpuBench:
         first_out: Any = None
         first_s: float | None = None
         numerics: list[dict[str, Any]] | None = None
-        policy_numerics = gate.get("numerics", "report")
+        gate = verdict.gate_record()  # carried on each result to the gate (Result.gate)
         for mode in modes:
             bid = BenchId(ctx.nodeid, name, mode, ctx.display_params)
             timer = make_timer(mode, fn, args, kwargs, policy, setup=setup)
@@ -322,7 +327,7 @@ class GpuBench:
                             ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
                         ):
                             first_s, first_out = timer.first_call()
-                        if policy_numerics != "off":  # once, untimed: one call's output
+                        if verdict.numerics != "off":  # once, untimed: one call's output
                             numerics = fingerprint(first_out)
                     with ctx.phase_range(bid, "prepare"):
                         timer.prepare()
@@ -398,7 +403,7 @@ class GpuBench:
         if self._after is None:
             from pytest_gpuperf.artifacts.collectors.child import measure_hooks
 
-            self._after = measure_hooks(inventory_settings(self._ctx.config), self._ctx.device)
+            self._after = measure_hooks(inventory_settings(self._settings), self._ctx.device)
         if not self._after:
             return {}
         per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
@@ -434,36 +439,16 @@ class GpuBench:
         release_memory()
 
 
-#: Per-benchmark settings of the verdict, carried on each result to the gate.
-GATE_SETTINGS = (
-    "threshold",
-    "gate_secondary",
-    "memory_tolerance",
-    "first_call_tolerance",
-    "numerics",
-    "numerics_tolerance",
-)
-
-
-def inventory_settings(cfg: GpuPerfConfig | None) -> InventorySettings | None:
-    """What the after-measure hooks read from the session's settings (an option a partial
-    settings table lacks takes the hook's default)."""
+def inventory_settings(settings: Settings | None) -> InventorySettings | None:
+    """What the after-measure hooks read from the session's settings."""
     from pytest_gpuperf.artifacts.collectors.child import InventorySettings
 
-    if cfg is None:
+    if settings is None:
         return None
-    default = InventorySettings()
-
-    def get(name: str, fallback: Any) -> Any:
-        try:
-            return cfg[name]
-        except KeyError:
-            return fallback
-
     return InventorySettings(
-        inventory=get("inventory", default.inventory),
-        saving=bool(get("save", None)),
-        calls=int(get("capture_calls", default.calls)),
+        inventory=settings.capture.inventory,
+        saving=bool(settings.session.save),
+        calls=settings.capture.calls,
     )
 
 

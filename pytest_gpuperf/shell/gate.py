@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.shell.baselines import baseline_dir, fingerprint_extra
+from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.verdict.decide import with_note
 
 if TYPE_CHECKING:
     from pytest_gpuperf.baseline.records import Baseline
-    from pytest_gpuperf.shell.config import GpuPerfConfig
     from pytest_gpuperf.shell.progress import Progress
-    from pytest_gpuperf.verdict import Comparison, DecisionPolicy
+    from pytest_gpuperf.shell.settings import RunContext
+    from pytest_gpuperf.verdict import Comparison, DecisionPolicy, VerdictSettings
 
 
 @dataclass
@@ -91,23 +91,18 @@ class Gate:
     the session's :class:`ConfirmBudget`, and failing the test item.
     """
 
-    def __init__(
-        self,
-        config: pytest.Config,
-        cfg: GpuPerfConfig,
-        baseline: Baseline,
-    ):
-        from pytest_gpuperf.verdict import DecisionPolicy
+    def __init__(self, run: RunContext, baseline: Baseline):
         from pytest_gpuperf.verdict.judge import Judge
 
+        config = run.config
+        self.run = run
         self.config = config
-        self.cfg = cfg
         self.baseline = baseline
-        self.policy: DecisionPolicy = DecisionPolicy.from_settings(
-            {k: cfg[k] for k in ("threshold", "alpha", "fail_on", "reruns")}
-        )
+        #: the session's verdict settings; a benchmark's own are :meth:`settings_for` it
+        self.verdict: VerdictSettings = run.settings.verdict
+        self.policy: DecisionPolicy = self.verdict.decision_policy()
         self.rule = Judge(baseline, self.policy, fingerprint_extra(config) or None)
-        self.budget = ConfirmBudget(factor=float(cfg["confirm_budget"]))
+        self.budget = ConfirmBudget(factor=self.verdict.confirm_budget)
         self.rerun_count = 0
         self.rerun_s = 0.0
         #: the session's benchmarks in order; a confirmation child also runs those after its
@@ -118,12 +113,13 @@ class Gate:
         self.look_ahead = not hasattr(config, "workerinput")
 
     @classmethod
-    def load(cls, config: pytest.Config, cfg: GpuPerfConfig) -> Gate:
+    def load(cls, run: RunContext) -> Gate:
         """Load ``--gpuperf-baseline``; a missing or broken file raises a BaselineError."""
         from pytest_gpuperf.baseline.store import BaselineStore
 
-        store = BaselineStore(baseline_dir(config, cfg))
-        return cls(config, cfg, store.load(str(cfg["baseline"])))
+        name = run.settings.session.baseline
+        assert name is not None, "a gate is loaded when --gpuperf-baseline is set"
+        return cls(run, BaselineStore(run.baseline_dir).load(name))
 
     def set_collected(self, nodeids: Sequence[str]) -> None:
         """The benchmarks of the session, in order (the budget's estimate, the look-ahead)."""
@@ -138,9 +134,10 @@ class Gate:
         n = self.budget.tests_that_fit(1 + len(later))
         return [nodeid, *later][: max(n, 0)]
 
-    def _setting(self, result: Result, name: str) -> Any:
-        """A verdict setting as resolved for this benchmark, else the session's."""
-        return result.gate.get(name, self.cfg[name])
+    def settings_for(self, result: Result) -> VerdictSettings:
+        """The verdict settings resolved for this benchmark (its marker's and call's over
+        the session's), from what its result carries (``Result.gate``)."""
+        return self.verdict.for_result(result.gate)
 
     # --- per test -------------------------------------------------------------
 
@@ -198,7 +195,7 @@ class Gate:
                 f"(run {look} of at most {self.policy.max_runs})"
             )
             with (progress or silent()).task(label):
-                child = run_child(self.config, self.cfg, targets, device=device)
+                child = run_child(self.run, targets, device=device)
             out.reruns += 1
             out.rerun_s += child.wall_s
             self.rerun_count += 1
@@ -250,12 +247,13 @@ class Gate:
         from pytest_gpuperf.verdict.secondary import FIRST_CALL, HIGHER, PEAK_MEMORY
         from pytest_gpuperf.verdict.secondary import explain_secondary as text
 
+        mine = self.settings_for(r)
         tolerances = {
-            PEAK_MEMORY: float(self._setting(r, "memory_tolerance")),
-            FIRST_CALL: float(self._setting(r, "first_call_tolerance")),
+            PEAK_MEMORY: mine.memory_tolerance,
+            FIRST_CALL: mine.first_call_tolerance,
         }
         found = self.rule.secondary(r, tolerances)
-        gate = str(self._setting(r, "gate_secondary"))
+        gate = mine.gate_secondary
         failures = [
             f"{r.id.display} [{r.id.mode}]: {text(s)}"
             for s in found
@@ -271,10 +269,11 @@ class Gate:
 
         from pytest_gpuperf.verdict.numerics import GATE, OFF, explain
 
-        mode = str(self._setting(r, "numerics"))
+        mine = self.settings_for(r)
+        mode = mine.numerics
         if mode == OFF:
             return c, []
-        tolerance = float(self._setting(r, "numerics_tolerance"))
+        tolerance = mine.numerics_tolerance
         found = self.rule.numerics(r, outputs, tolerance, gated=mode == GATE)
         if found is None:
             return c, []

@@ -27,7 +27,7 @@ from pytest_gpuperf.model import Result
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_gpuperf.shell.config import GpuPerfConfig
+    from pytest_gpuperf.shell.settings import RunContext
 
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
@@ -58,18 +58,19 @@ _NOT_FORWARDED = frozenset(
 )
 
 
-def forwarded_args(config: pytest.Config, cfg: GpuPerfConfig) -> list[str]:
-    """The parent's settings, as arguments for a child pytest."""
-    args = ["--rootdir", str(config.rootpath), "-p", "no:cacheprovider", "-p", "no:randomly"]
-    if config.inipath is not None:
-        args += ["-c", str(config.inipath)]
-    inv = list(config.invocation_params.args)
+def forwarded_args(run: RunContext) -> list[str]:
+    """The parent's settings, as arguments for a child pytest: those given on the command
+    line (``run.resolved`` knows where each value came from), in the options' own words."""
+    args = ["--rootdir", str(run.rootpath), "-p", "no:cacheprovider", "-p", "no:randomly"]
+    if run.inipath is not None:
+        args += ["-c", str(run.inipath)]
+    inv = list(run.invocation_args)
     for i, a in enumerate(inv):
         if a == "-p" and i + 1 < len(inv) and not inv[i + 1].startswith(("no:xdist", "xdist")):
             args += ["-p", inv[i + 1]]
         elif a.startswith("-p") and len(a) > 2 and "xdist" not in a:
             args.append(a)
-    for name, setting in cfg.settings.items():
+    for name, setting in run.resolved.settings.items():
         if setting.source != "cli" or name in _NOT_FORWARDED:
             continue
         value = setting.value
@@ -83,8 +84,7 @@ def forwarded_args(config: pytest.Config, cfg: GpuPerfConfig) -> list[str]:
 
 
 def run_child(
-    config: pytest.Config,
-    cfg: GpuPerfConfig,
+    run: RunContext,
     nodeid: str | Sequence[str],
     *,
     device: str,
@@ -104,15 +104,15 @@ def run_child(
     targets = []
     for n in nodeids:
         path, _, rest = n.partition("::")
-        targets.append(str(config.rootpath / path) + (f"::{rest}" if rest else ""))
+        targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
     return run_pytest_child(
         targets,
         device=device,
-        args=[*forwarded_args(config, cfg), *extra_args],
+        args=[*forwarded_args(run), *extra_args],
         env=env,
         prefix=prefix,
         timeout_s=timeout_s,
-        cwd=cwd or config.invocation_params.dir,
+        cwd=cwd or run.invocation_dir,
         log_path=log_path,
     )
 

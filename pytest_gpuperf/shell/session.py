@@ -20,10 +20,10 @@ import pytest
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.shell.baselines import fingerprint_extra
-from pytest_gpuperf.shell.config import GpuPerfConfig
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
 from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.shell.rerun import is_child
+from pytest_gpuperf.shell.settings import RunContext
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -56,9 +56,11 @@ def is_worker(config: pytest.Config) -> bool:
 
 
 class GpuPerfSession:
-    def __init__(self, config: pytest.Config, cfg: GpuPerfConfig):
+    def __init__(self, run: RunContext):
+        config = run.config
+        self.run = run
         self.config = config
-        self.cfg = cfg
+        self.settings = run.settings
         self.device: str | None = None
         self.results: list[Result] = []
         #: results of tests that did not pass: reported, never saved
@@ -85,7 +87,7 @@ class GpuPerfSession:
         """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
         from pytest_gpuperf.shell.options import CAPTURE_TOOLS
 
-        unknown = [n for n in self.cfg["capture_skip"] or () if n not in CAPTURE_TOOLS]
+        unknown = [n for n in self.settings.capture.skip or () if n not in CAPTURE_TOOLS]
         if not unknown or self.child or is_worker(self.config):
             return
         extra: list[str] = []
@@ -111,15 +113,15 @@ class GpuPerfSession:
         from pytest_gpuperf.errors import BaselineError, OutputError
 
         try:
-            if self.cfg["baseline"]:
+            if self.settings.session.baseline:
                 from pytest_gpuperf.shell.gate import Gate
 
-                self.gate = Gate.load(self.config, self.cfg)
+                self.gate = Gate.load(self.run)
             if not is_worker(self.config):
-                if self.cfg["save"]:
+                if self.settings.session.save:
                     from pytest_gpuperf.shell.baselines import check_save_target
 
-                    check_save_target(self.config, self.cfg)
+                    check_save_target(self.run)
                 from pytest_gpuperf.baseline.fileio import output_target
 
                 for option, path in self._outputs():
@@ -129,16 +131,12 @@ class GpuPerfSession:
 
     def _outputs(self) -> list[tuple[str, str]]:
         """(option, path) of every output file this session writes."""
-        return [
-            (f"--gpuperf-{name}", str(self.cfg[name]))
-            for name in ("json", "markdown", "html")
-            if self.cfg[name]
-        ]
+        report = self.settings.report
+        paths = (("json", report.json), ("markdown", report.markdown), ("html", report.html))
+        return [(f"--gpuperf-{name}", path) for name, path in paths if path]
 
     def _baseline_dirs(self) -> list[Path]:
-        from pytest_gpuperf.shell.baselines import baseline_dir
-
-        return [baseline_dir(self.config, self.cfg)]
+        return [self.run.baseline_dir]
 
     # --- collection --------------------------------------------------------
 
@@ -146,7 +144,7 @@ class GpuPerfSession:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        only, skip = self.cfg["only"], self.cfg["skip"]
+        only, skip = self.settings.session.only, self.settings.session.skip
         if only or skip:
             keep: list[pytest.Item] = []
             drop: list[pytest.Item] = []
@@ -167,7 +165,7 @@ class GpuPerfSession:
             from pytest_gpuperf.measure.device import resolve_device
 
             try:
-                self.device = resolve_device(self.cfg["device"])
+                self.device = resolve_device(self.settings.session.device)
             except DeviceUnavailable as e:
                 raise pytest.UsageError(str(e)) from None
         return self.device
@@ -191,13 +189,14 @@ class GpuPerfSession:
         ctx = BenchContext(
             nodeid=item.nodeid,
             test_name=item.name,
-            config=self.cfg,
+            config=self.run.resolved,
+            settings=self.settings,
             device=device,
             record=record,
             marker=marker_kwargs(item),
             params=params,
             display_params=tuple((k, format_param(v)) for k, v in params.items()),
-            disabled=bool(self.cfg["disable"]),
+            disabled=self.settings.session.disable,
             environment=self._environment,
             lock=lambda: self._lock(item.nodeid),
             probes=self._probes(device),
@@ -210,7 +209,7 @@ class GpuPerfSession:
         if self.progress is None:
             from pytest_gpuperf.shell.progress import Progress
 
-            self.progress = Progress.from_config(self.config, str(self.cfg["progress"]))
+            self.progress = Progress.from_config(self.config, self.settings.report.progress)
         return self.progress
 
     def _lock(self, nodeid: str) -> contextlib.AbstractContextManager[object]:
@@ -221,7 +220,7 @@ class GpuPerfSession:
             self._device_key = device_key(self.ensure_device())
         return device_lock(
             self._device_key,
-            timeout_s=float(self.cfg["lock_timeout"]),
+            timeout_s=self.settings.session.lock_timeout,
             owner=nodeid,
             on_wait=self._progress().task,
         )
@@ -261,7 +260,7 @@ class GpuPerfSession:
                 item, results, device=self.ensure_device(), progress=self._progress()
             )
         failed = bool(judgement.failures)
-        if should_capture(str(self.cfg["capture"]), failed):
+        if should_capture(self.settings.capture.mode, failed):
             report = self._capture(item, results, judgement)
             if report is not None and failed:
                 judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
@@ -280,8 +279,7 @@ class GpuPerfSession:
                 if match.status == br.MATCH:
                     baselines[r.id.key] = match.runs
         report = capture(
-            self.config,
-            self.cfg,
+            self.run,
             item.nodeid,
             results,
             judgement.comparisons,
@@ -300,14 +298,15 @@ class GpuPerfSession:
         if self._telemetry is None:
             from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 
+            telemetry = self.settings.telemetry
             off = None
-            if not self.cfg["telemetry"]:
+            if not telemetry.enabled:
                 off = "turned off (--gpuperf-telemetry=false)"
             elif device != "cuda":
                 off = "the benchmark ran on the CPU: NVML telemetry covers CUDA benchmarks"
             self._telemetry = NvmlTelemetry(
-                interval_ms=self.cfg["telemetry_interval_ms"],
-                raw=bool(self.cfg["telemetry_raw"]),
+                interval_ms=telemetry.interval_ms,
+                raw=telemetry.raw,
                 off_reason=off,
             )
         return [self._telemetry.probe]
@@ -316,7 +315,7 @@ class GpuPerfSession:
         if self._nvtx is None:
             from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
 
-            self._nvtx = NvtxRanges(enabled=bool(self.cfg["nvtx"]) and device == "cuda")
+            self._nvtx = NvtxRanges(enabled=self.settings.telemetry.nvtx and device == "cuda")
         return self._nvtx
 
     def _after_measurement(self, result: Result) -> None:
@@ -341,7 +340,7 @@ class GpuPerfSession:
         collects nothing, so it prints the settings only (pytest_report_header);
         each worker's results carry their own environment and telemetry.
         """
-        cfg = self.cfg
+        settings = self.settings
         if (
             is_worker(self.config)
             or self.config.getoption("collectonly", False)
@@ -351,12 +350,12 @@ class GpuPerfSession:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
             tr = None
-        if cfg["disable"]:
+        if settings.session.disable:
             if tr is not None:
                 tr.write_line(f"gpuperf: {DISABLED}")
             return
         device = self.ensure_device()
-        if device == "cuda" and cfg["telemetry"]:
+        if device == "cuda" and settings.telemetry.enabled:
             from pytest_gpuperf.telemetry.header import collect_gpu_state
 
             self.gpu_state = collect_gpu_state()
@@ -366,21 +365,21 @@ class GpuPerfSession:
         if self.gpu_state is not None:
             from pytest_gpuperf.telemetry.header import render_header
 
-            for line in render_header(self.gpu_state, interval_ms=cfg["telemetry_interval_ms"]):
+            for line in render_header(self.gpu_state, interval_ms=settings.telemetry.interval_ms):
                 tr.write_line("gpuperf: " + line)
 
     def _where_line(self, device: str) -> str:
         """``measuring on the CPU (AMD EPYC 7B13, 2 torch threads, torch 2.13.0+cpu) ...``"""
-        cfg = self.cfg
+        measure = self.settings.measure
         env = self._environment()
         how = (
-            f"{cfg['rounds']} rounds of {cfg['round_ms']:g} ms after a warm-up of up to "
-            f"{cfg['warmup_ms']:g} ms"
+            f"{measure.rounds} rounds of {measure.round_ms:g} ms after a warm-up of up to "
+            f"{measure.warmup_ms:g} ms"
         )
         if device == "cuda":
-            graph = cfg["cuda_graph"]
+            graph = measure.cuda_graph
             timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
-                graph, "CUDA events" + (" with an L2 flush" if cfg["l2_flush"] else "")
+                graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
             )
             return (
                 f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
@@ -388,7 +387,11 @@ class GpuPerfSession:
             )
         from pytest_gpuperf.measure.device import cuda_unavailable_reason
 
-        why = "--gpuperf-device=cpu" if cfg["device"] == "cpu" else cuda_unavailable_reason()
+        why = (
+            "--gpuperf-device=cpu"
+            if self.settings.session.device == "cpu"
+            else cuda_unavailable_reason()
+        )
         threads = env.get("torch_threads")
         return (
             f"measuring on the CPU ({env.get('cpu_model') or 'unknown CPU'}, "
@@ -429,12 +432,12 @@ class GpuPerfSession:
         after collection (:meth:`pytest_collection_finish`), and only when it has benchmarks."""
         if not config.getoption("numprocesses", None) or is_worker(config):
             return []
-        cfg = self.cfg
-        if cfg["disable"]:
+        session, measure = self.settings.session, self.settings.measure
+        if session.disable:
             return [f"gpuperf: {DISABLED}"]
         return [
-            f"gpuperf: device={cfg['device']}, {cfg['rounds']} rounds of {cfg['round_ms']:g} ms "
-            f"after a warm-up of up to {cfg['warmup_ms']:g} ms"
+            f"gpuperf: device={session.device}, {measure.rounds} rounds of "
+            f"{measure.round_ms:g} ms after a warm-up of up to {measure.warmup_ms:g} ms"
         ]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -444,7 +447,7 @@ class GpuPerfSession:
             return
         if not self.child:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
-            if self.cfg["save"] and self.results:
+            if self.settings.session.save and self.results:
                 if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
                     # A partial run (Ctrl-C, a crash) is not a run of the suite: it would sit
                     # in the baseline as one, with benchmarks missing.
@@ -466,7 +469,7 @@ class GpuPerfSession:
 
         extra = fingerprint_extra(self.config)
         self.ci = write_ci_outputs(
-            self.cfg,
+            self.settings.report,
             self.results,
             baseline=self.gate.baseline if self.gate else None,
             env=os.environ,
@@ -479,9 +482,9 @@ class GpuPerfSession:
                 ),
                 "duration_s": round(time.time() - self.started, 3),
                 "args": list(self.config.invocation_params.args),
-                "device": self.cfg["device"],
-                "baseline": self.cfg["baseline"],
-                "saved_to": self.cfg["save"],
+                "device": self.settings.session.device,
+                "baseline": self.settings.session.baseline,
+                "saved_to": self.settings.session.save,
                 "fingerprint_extra": extra,
                 "gpu_state": self.gpu_state,
             },
@@ -506,12 +509,11 @@ class GpuPerfSession:
                 f"({', '.join(tests)})"
             )
         if not results:
-            self.saved = f"baseline {self.cfg['save']!r}: nothing saved{note}"
+            self.saved = f"baseline {self.settings.session.save!r}: nothing saved{note}"
             return
         try:
             self.saved = save(
-                self.config,
-                self.cfg,
+                self.run,
                 results,
                 meta=run_meta(self.config),
                 progress=self._progress(),
@@ -530,13 +532,14 @@ class GpuPerfSession:
             from pytest_gpuperf.reporting.terminal import TableSpec, render
 
             verbosity = self.config.get_verbosity()
+            report = self.settings.report
             spec = TableSpec(
-                columns=self.cfg["columns"],
-                sort=str(self.cfg["sort"]),
-                group_by=tuple(self.cfg["group_by"] or ()),
+                columns=report.columns,
+                sort=report.sort,
+                group_by=tuple(report.group_by or ()),
                 verbose=verbosity > 0,
                 quiet=verbosity < 0,
-                fail_on=str(self.cfg["fail_on"]),
+                fail_on=self.settings.verdict.fail_on,
             )
             tr.section("gpuperf")
             tr.write_line(render(self.results, spec))

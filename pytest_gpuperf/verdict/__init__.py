@@ -40,6 +40,7 @@ from pytest_gpuperf.verdict.policy import (
     FAIL_ON,
     DecisionPolicy,
     NoiseClass,
+    VerdictSettings,
 )
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "FigureVerdict",
     "NoiseClass",
     "RunStat",
+    "VerdictSettings",
     "classes_for",
     "decide",
     "needs_confirmation",

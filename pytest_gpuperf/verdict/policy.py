@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_gpuperf.settings_fields import option, settings_from
 from pytest_gpuperf.verdict.robust import z_of
 
 FAIL_ON = ("regression", "inconclusive")
@@ -197,3 +198,62 @@ class DecisionPolicy:
 
 
 DEFAULT_POLICY = DecisionPolicy()
+
+
+@dataclass(frozen=True)
+class VerdictSettings:
+    """The verdict options of a session, or of one benchmark (:meth:`for_result`).
+
+    The session's are built once from the options; the fields in :data:`PER_TEST_VERDICT`
+    may be set per test (marker, ``gpu_bench(...)``) and travel with each result as
+    ``Result.gate``, a plain dict that xdist and the JSON carry (:meth:`gate_record`).
+    """
+
+    #: smallest slowdown that can fail a benchmark (a fraction)
+    threshold: float = option("threshold", DEFAULT_POLICY.threshold)
+    #: chance that noise alone fails one figure of one unchanged benchmark
+    alpha: float = option("alpha", DEFAULT_POLICY.alpha)
+    #: "regression" or "inconclusive": what fails a test
+    fail_on: str = option("fail_on", DEFAULT_POLICY.fail_on)
+    #: fresh processes that may re-measure a suspect benchmark
+    reruns: int = option("reruns", DEFAULT_POLICY.max_runs - 1)
+    #: re-measurements may add up to this multiple of the session's own time
+    confirm_budget: float = option("confirm_budget", 1.0)
+    #: "none", "memory", "first-call" or "all": secondary metrics that fail a test
+    gate_secondary: str = option("gate_secondary", "none")
+    memory_tolerance: float = option("memory_tolerance", 0.05)
+    first_call_tolerance: float = option("first_call_tolerance", 0.5)
+    #: "off", "report" or "gate"
+    numerics: str = option("numerics", "report")
+    numerics_tolerance: float = option("numerics_tolerance", 1e-3)
+
+    def decision_policy(self) -> DecisionPolicy:
+        """The statistics' policy (the other :class:`DecisionPolicy` fields keep their
+        measured defaults)."""
+        return DecisionPolicy(
+            threshold=self.threshold,
+            alpha=self.alpha,
+            fail_on=self.fail_on,
+            max_runs=self.reruns + 1,
+        )
+
+    def gate_record(self) -> dict[str, Any]:
+        """The per-test fields, as ``Result.gate`` carries them (JSON-safe)."""
+        return {name: getattr(self, name) for name in PER_TEST_VERDICT}
+
+    def for_result(self, gate: Mapping[str, Any]) -> VerdictSettings:
+        """This benchmark's settings: ``gate`` (a result's ``Result.gate``) over these."""
+        return settings_from(
+            VerdictSettings, {k: gate[k] for k in PER_TEST_VERDICT if k in gate}, self
+        )
+
+
+#: The verdict options a marker or ``gpu_bench(...)`` may set for one test.
+PER_TEST_VERDICT = (
+    "threshold",
+    "gate_secondary",
+    "memory_tolerance",
+    "first_call_tolerance",
+    "numerics",
+    "numerics_tolerance",
+)

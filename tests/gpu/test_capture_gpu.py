@@ -70,7 +70,7 @@ def test_a_planted_regression_is_diagnosed(
     comparison = {"kind": "regression", "baseline_s": base.median, "current_s": cur.median}
     runner = standalone_runner(nodeid, rootdir=ROOT, device="cuda", env={"GPUPERF_PLANT": plant})
     rep = capture(
-        None, None, nodeid, [cur], {key: comparison}, device="cuda", run_id=f"planted-{plant}",
+        None, nodeid, [cur], {key: comparison}, device="cuda", run_id=f"planted-{plant}",
         baselines={key: [{"extra": base.extra}]}, run_child=runner,
         artifacts_dir=reports / "artifacts",
     )  # fmt: skip

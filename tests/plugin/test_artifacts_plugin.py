@@ -100,7 +100,7 @@ def pytest_sessionfinish(session):
     (r,) = sess.results
     comparison = {"kind": "regression", "baseline_s": base["summary"]["median"], "current_s": r.median}
     report = capture(
-        session.config, sess.cfg, r.id.nodeid, [r], {r.id.key: comparison},
+        sess.run, r.id.nodeid, [r], {r.id.key: comparison},
         device="cpu", run_id=sess.run_id, baselines={r.id.key: [{"extra": base["extra"]}]},
     )
     (session.config.rootpath / "report.txt").write_text(report.message())
@@ -157,7 +157,7 @@ def pytest_runtest_call(item):
     yield
     sess = item.config.stash[SESSION_KEY]
     results = item.stash.get(RESULTS_KEY, [])
-    report = capture(item.config, sess.cfg, item.nodeid, results, device="cpu", run_id=sess.run_id)
+    report = capture(sess.run, item.nodeid, results, device="cpu", run_id=sess.run_id)
     if report is not None:
         name = item.name + ".json"
         (item.config.rootpath / name).write_text(json.dumps(report.to_dict()))

@@ -131,10 +131,10 @@ def test_telemetry_options_from_the_ini_file(pytester: pytest.Pytester) -> None:
         """
         def test_cfg(request):
             from pytest_gpuperf.shell.session import SESSION_KEY
-            cfg = request.config.stash[SESSION_KEY].cfg
-            assert cfg["telemetry_interval_ms"] == 25.0
-            assert cfg["telemetry_raw"] is True
-            assert cfg["telemetry"] is True and cfg["nvtx"] is True
+            telemetry = request.config.stash[SESSION_KEY].settings.telemetry
+            assert telemetry.interval_ms == 25.0
+            assert telemetry.raw is True
+            assert telemetry.enabled is True and telemetry.nvtx is True
         """
     )
     pytester.runpytest_subprocess().assert_outcomes(passed=1)

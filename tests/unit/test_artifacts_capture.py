@@ -99,7 +99,7 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
         Fake("last"),
     ]
     rep = capture(
-        None, None, "t.py::test_a", [r],
+        None, "t.py::test_a", [r],
         {r.id.key: {"kind": "regression", "baseline_s": 0.8e-3, "current_s": 1e-3}},
         device="cpu", run_id="run1", collectors=cols, artifacts_dir=tmp_path,
     )  # fmt: skip
@@ -132,18 +132,13 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
 
 
 def test_the_budget_skips_collectors_not_reached(tmp_path: Path) -> None:
-    class Cfg(dict):  # GpuPerfConfig's item access
-        pass
+    from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 
-    from pytest_gpuperf.shell.options import OPTIONS
-
-    cfg = Cfg({o.name: o.default for o in OPTIONS})
-    cfg["capture_budget"] = 1.5
-    cfg["capture_skip"] = ("off",)
+    settings = CaptureSettings(budget_s=1.5, skip=("off",))
     cols = [Fake("slow", "slow"), Fake("late"), Fake("off")]
     rep = capture(
-        None, cfg, "t.py::test_a", [_result()], device="cpu", run_id="r",  # type: ignore[arg-type]
-        collectors=cols, artifacts_dir=tmp_path,
+        None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        collectors=cols, artifacts_dir=tmp_path, settings=settings,
     )  # fmt: skip
     assert rep is not None
     st = {c.name: c for c in rep.collectors}
@@ -238,9 +233,11 @@ def test_capture_does_nothing_in_a_child(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
         from pytest_gpuperf.shell.capture import capture
+        from pytest_gpuperf.shell.session import SESSION_KEY
 
         def pytest_sessionfinish(session):
-            out = capture(session.config, None, "x", [], device="cpu", run_id="r", collectors=[])
+            run = session.config.stash[SESSION_KEY].run
+            out = capture(run, "x", [], device="cpu", run_id="r", collectors=[])
             (session.config.rootpath / "out.txt").write_text(repr(out))
         """
     )
@@ -294,7 +291,7 @@ def test_the_gpu_lock_is_held_for_the_whole_capture(tmp_path: Path) -> None:
             return CollectorResult(self.name)
 
     rep = capture(
-        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        None, "t.py::test_a", [_result()], device="cpu", run_id="r",
         collectors=[UsesChild("c")], run_child=runner, artifacts_dir=tmp_path, lock=lock,
     )  # fmt: skip
     assert rep is not None and events == ["locked", "child", "unlocked"]
@@ -305,7 +302,7 @@ def test_the_gpu_lock_is_held_for_the_whole_capture(tmp_path: Path) -> None:
         raise TimeoutError("gpu-GPU-1 stayed busy for 120 s")
 
     rep = capture(
-        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        None, "t.py::test_a", [_result()], device="cpu", run_id="r",
         collectors=[Fake("a"), Fake("b")], artifacts_dir=tmp_path, lock=busy,
     )  # fmt: skip
     assert rep is not None
@@ -328,7 +325,7 @@ def test_progress_names_the_tool_that_runs(tmp_path: Path) -> None:
             return super().collect(ctx)
 
     capture(
-        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        None, "t.py::test_a", [_result()], device="cpu", run_id="r",
         collectors=[Ticking("one"), Ticking("two")], artifacts_dir=tmp_path, progress=progress,
     )  # fmt: skip
     text = "\n".join(lines)
@@ -340,7 +337,7 @@ def test_a_folder_that_cannot_be_made_is_a_reason_not_an_error(tmp_path: Path) -
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     rep = capture(
-        None, None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        None, "t.py::test_a", [_result()], device="cpu", run_id="r",
         collectors=[Fake("a")], artifacts_dir=blocker / "art",
     )  # fmt: skip
     assert rep is not None

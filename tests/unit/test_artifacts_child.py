@@ -19,10 +19,11 @@ from pytest_gpuperf.artifacts.collectors.child import (
 from pytest_gpuperf.model import BenchId
 from pytest_gpuperf.shell.config import GpuPerfConfig
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
+from pytest_gpuperf.shell.settings import Settings
 
 
-def _cfg(**cli: object) -> GpuPerfConfig:
-    return GpuPerfConfig.from_values(cli, {})
+def _settings(**cli: object) -> Settings:
+    return Settings.from_config(GpuPerfConfig.from_values(cli, {}))
 
 
 @pytest.fixture(autouse=True)
@@ -32,21 +33,21 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_which_hooks_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert measure_hooks(inventory_settings(_cfg()), "cpu") == []
-    assert measure_hooks(inventory_settings(_cfg(inventory="never", save="main")), "cpu") == []
-    (hook,) = measure_hooks(inventory_settings(_cfg(save="main")), "cpu")
+    assert measure_hooks(inventory_settings(_settings()), "cpu") == []
+    assert measure_hooks(inventory_settings(_settings(inventory="never", save="main")), "cpu") == []
+    (hook,) = measure_hooks(inventory_settings(_settings(save="main")), "cpu")
     assert isinstance(hook, InventoryHook)
-    (hook,) = measure_hooks(inventory_settings(_cfg(inventory="always")), "cpu")
+    (hook,) = measure_hooks(inventory_settings(_settings(inventory="always")), "cpu")
     assert isinstance(hook, InventoryHook)
     monkeypatch.setenv("GPUPERF_CHILD", "1")
     assert (
-        measure_hooks(inventory_settings(_cfg(inventory="always")), "cpu") == []
+        measure_hooks(inventory_settings(_settings(inventory="always")), "cpu") == []
     )  # a confirmation child
     monkeypatch.setenv(CAPTURE_ENV, json.dumps({"tool": "torch_profiler", "dir": str(tmp_path)}))
-    (hook,) = measure_hooks(inventory_settings(_cfg()), "cpu")
+    (hook,) = measure_hooks(inventory_settings(_settings()), "cpu")
     assert isinstance(hook, ChildCapture) and hook.tool == "torch_profiler"
     monkeypatch.setenv(CAPTURE_ENV, "{not json")
-    assert measure_hooks(inventory_settings(_cfg()), "cpu") == []
+    assert measure_hooks(inventory_settings(_settings()), "cpu") == []
 
 
 def test_window_calls() -> None:

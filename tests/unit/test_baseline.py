@@ -1281,9 +1281,12 @@ def test_baseline_options_parse_and_default() -> None:
     assert OPTIONS_BY_NAME["baseline_dir"].default == DEFAULT_DIR
     assert OPTIONS_BY_NAME["keep_runs"].default == DEFAULT_KEEP_RUNS
 
+    from pytest_gpuperf.shell.settings import Settings
+
     cfg = GpuPerfConfig.from_values({"save": "main", "keep_runs": "30"}, {"baseline": "nightly"})
-    assert (cfg["save"], cfg["baseline"], cfg["keep_runs"]) == ("main", "nightly", 30)
-    assert cfg["baseline_dir"] == ".gpuperf/baselines" and cfg.source("baseline_dir") == "default"
+    s = Settings.from_config(cfg).session
+    assert (s.save, s.baseline, s.keep_runs) == ("main", "nightly", 30)
+    assert s.baseline_dir == ".gpuperf/baselines" and cfg.source("baseline_dir") == "default"
     with pytest.raises(
         ConfigError, match=r"--gpuperf-save: invalid baseline name '\.\./x': use letters"
     ):

@@ -7,11 +7,12 @@ from typing import Any
 
 from pytest_gpuperf.reporting.ci import write_ci_outputs
 from pytest_gpuperf.reporting.outputs import artifact_href
+from pytest_gpuperf.reporting.settings import ReportSettings
 from tests.unit.reporting_data import save_history, session
 
 
-def settings(**kw: Any) -> dict[str, Any]:
-    return {"markdown": None, "html": None, "github": "auto", **kw}
+def settings(**kw: Any) -> ReportSettings:
+    return ReportSettings(**kw)
 
 
 def test_markdown_and_html_files(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ RINGS: dict[str, str] = {
     "model": CORE,
     "errors": CORE,
     "values": CORE,
+    "settings_fields": CORE,
     "verdict": CORE,
     "baseline": CORE,
     "reporting": CORE,

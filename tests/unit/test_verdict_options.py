@@ -6,6 +6,7 @@ import pytest
 
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.options import OPTIONS_BY_NAME, PER_TEST_OPTIONS
+from pytest_gpuperf.shell.settings import Settings
 from pytest_gpuperf.verdict import DEFAULT_POLICY, DecisionPolicy
 
 VERDICT_OPTIONS = (
@@ -22,8 +23,11 @@ VERDICT_OPTIONS = (
 
 def test_defaults_agree_with_the_decision_policy() -> None:
     cfg = GpuPerfConfig.from_values({}, {})
-    assert DecisionPolicy.from_settings({n: cfg[n] for n in VERDICT_OPTIONS}) == DEFAULT_POLICY
-    assert cfg["gate_secondary"] == "none"
+    values = {n: cfg.settings[n].value for n in VERDICT_OPTIONS}
+    assert DecisionPolicy.from_settings(values) == DEFAULT_POLICY
+    verdict = Settings.from_config(cfg).verdict
+    assert verdict.decision_policy() == DEFAULT_POLICY
+    assert verdict.gate_secondary == "none"
 
 
 def test_per_test_and_session_options() -> None:
@@ -36,7 +40,8 @@ def test_per_test_and_session_options() -> None:
 
 def test_values_from_every_source() -> None:
     cfg = GpuPerfConfig.from_values({"fail_on": "Inconclusive", "alpha": "0.05"}, {"reruns": "1"})
-    assert (cfg["fail_on"], cfg["alpha"], cfg["reruns"]) == ("inconclusive", 0.05, 1)
+    verdict = Settings.from_config(cfg).verdict
+    assert (verdict.fail_on, verdict.alpha, verdict.reruns) == ("inconclusive", 0.05, 1)
     per_test = cfg.resolve(marker={"threshold": 0.1}, call={"gate_secondary": "memory"})
     assert per_test["threshold"].value == 0.1 and per_test["threshold"].source == "marker"
     assert per_test["gate_secondary"].value == "memory"

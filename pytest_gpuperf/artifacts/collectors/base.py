@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pytest_gpuperf.settings_fields import option
+
 if TYPE_CHECKING:
     from pytest_gpuperf.model import Result
 
@@ -24,6 +26,28 @@ SKIPPED = "skipped"
 FAILED = "failed"
 TIMEOUT = "timeout"
 STATUSES = (OK, SKIPPED, FAILED, TIMEOUT)
+
+
+@dataclass(frozen=True)
+class CaptureSettings:
+    """The capture options of a session (``--gpuperf-capture`` and the capture budgets)."""
+
+    #: "never", "on-failure" (a regression) or "always"
+    mode: str = option("capture", "on-failure")
+    #: captured profiles go to <artifacts_dir>/<run id>/<test>/<tool>/
+    artifacts_dir: str = option("artifacts_dir", ".gpuperf/artifacts")
+    #: seconds one capture tool may run
+    timeout_s: float = option("capture_timeout", 60.0)
+    #: seconds the whole capture of one test may take
+    budget_s: float = option("capture_budget", 120.0)
+    #: capture tools left out (None: none)
+    skip: tuple[str, ...] | None = option("capture_skip", None)
+    #: steady-state calls profiled per benchmark
+    calls: int = option("capture_calls", 10)
+    #: hotspot kernels Nsight Compute profiles (0: ncu off)
+    ncu_kernels: int = option("ncu_kernels", 3)
+    #: the kernel inventory after measuring: "auto" (when saving), "always", "never"
+    inventory: str = option("inventory", "auto")
 
 
 @dataclass

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
+from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 
 if TYPE_CHECKING:
     from pytest_gpuperf.model import BenchId
@@ -47,7 +48,6 @@ STATUS_FILE = "child-status.json"
 NCU_RANGE = "gpuperf_capture"
 #: The NVTX range around the calls that nsys captures.
 NSYS_RANGE = "gpuperf_capture"
-DEFAULT_CALLS = 10
 WARM_CALLS = 2
 #: Longest profiled window, seconds: calls are fewer for slow functions.
 MAX_WINDOW_S = 2.0
@@ -64,7 +64,7 @@ class InventorySettings:
     #: whether this session saves a baseline (``--gpuperf-save``)
     saving: bool = False
     #: ``--gpuperf-capture-calls``: calls profiled for the inventory
-    calls: int = DEFAULT_CALLS
+    calls: int = CaptureSettings.calls
 
 
 def measure_hooks(settings: InventorySettings | None, device: str) -> list[AfterMeasure]:
@@ -171,7 +171,7 @@ class ChildCapture:
         self.dir = Path(spec["dir"])
         keys = spec.get("keys")
         self.keys = set(keys) if keys else None
-        self.calls = int(spec.get("calls") or DEFAULT_CALLS)
+        self.calls = int(spec.get("calls") or CaptureSettings.calls)
         self.warm_calls = int(spec.get("warm_calls") or WARM_CALLS)
         self.device = device
         self.done: set[str] = set()
@@ -297,7 +297,7 @@ class InventoryHook:
     (:func:`release_cupti_after_profiling`) so later benchmarks run as before.
     """
 
-    def __init__(self, device: str, calls: int = DEFAULT_CALLS):
+    def __init__(self, device: str, calls: int = CaptureSettings.calls):
         self.device = device
         self.calls = calls
         if device == "cuda":

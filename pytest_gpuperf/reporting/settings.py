@@ -1,0 +1,33 @@
+"""The report options of a session: the output files, the terminal table, GitHub, progress.
+
+Built once by the shell from the options (``shell/settings.py``); pure Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_gpuperf.settings_fields import option
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    #: the output files (``reporting.outputs.OUTPUTS``, by option): None when not asked for
+    json: str | None = option("json", None)
+    markdown: str | None = option("markdown", None)
+    html: str | None = option("html", None)
+    csv: str | None = option("csv", None)
+    #: GitHub step summary and annotations: "auto", "on" or "off"
+    github: str = option("github", "auto")
+    #: order of the terminal table (and of the CSV rows)
+    sort: str = option("sort", "verdict")
+    #: columns of the terminal table; None: those that fit
+    columns: tuple[str, ...] | None = option("columns", None)
+    #: one terminal table per group
+    group_by: tuple[str, ...] | None = option("group_by", None)
+    #: progress lines: "auto", "on" or "off"
+    progress: str = option("progress", "auto")
+
+    def output_paths(self) -> dict[str, str | None]:
+        """``{output option: path}`` of the report files (``reporting.outputs.OUTPUTS``)."""
+        return {"json": self.json, "markdown": self.markdown, "html": self.html, "csv": self.csv}

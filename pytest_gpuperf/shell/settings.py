@@ -1,0 +1,186 @@
+"""Typed settings, built once in ``pytest_configure``, and the run context that carries them.
+
+:mod:`.options` declares every option once; :mod:`.config` resolves each one
+(call > marker > CLI > ini > default) and remembers where its value came from.
+Here the resolved values become frozen dataclasses, one per concern, each
+field typed and tied to its option with :func:`pytest_gpuperf.values.option`:
+
+- :class:`SessionSettings`: where and whether to measure, the baselines, locks;
+- :class:`~pytest_gpuperf.measure.policy.MeasurePolicy`: how one benchmark is measured;
+- :class:`~pytest_gpuperf.verdict.policy.VerdictSettings`: how it is judged;
+- :class:`~pytest_gpuperf.artifacts.collectors.base.CaptureSettings`: evidence capture;
+- :class:`~pytest_gpuperf.reporting.settings.ReportSettings`: output files and tables;
+- :class:`TelemetrySettings`: NVML sampling and NVTX ranges;
+- :class:`WorkSettings`: the work per call (``flops``, ``bytes``; per test only).
+
+Each class lives in the lowest ring that reads it. Every option is a field of
+exactly one of them (``tests/unit/test_settings.py``), so a new option cannot
+be forgotten. Code reads ``run.settings.session.baseline``, never a name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
+from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
+from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
+from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.reporting.settings import ReportSettings
+from pytest_gpuperf.settings_fields import option, settings_from
+from pytest_gpuperf.verdict.policy import VerdictSettings
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    #: "auto", "cuda" or "cpu"
+    device: str = option("device", "auto")
+    #: run each benchmarked function once, untimed
+    disable: bool = option("disable", False)
+    #: run only benchmarks / deselect every benchmark
+    only: bool = option("only", False)
+    skip: bool = option("skip", False)
+    #: seconds to wait for a busy GPU or a baseline being saved
+    lock_timeout: float = option("lock_timeout", DEFAULT_TIMEOUT_S)
+    #: baseline to add this run to / to compare with
+    save: str | None = option("save", None)
+    baseline: str | None = option("baseline", None)
+    #: the baselines' folder, relative to the rootdir (:attr:`RunContext.baseline_dir`)
+    baseline_dir: str = option("baseline_dir", DEFAULT_DIR)
+    keep_runs: int = option("keep_runs", DEFAULT_KEEP_RUNS)
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    #: sample the GPU with NVML during each CUDA measurement
+    enabled: bool = option("telemetry", True)
+    interval_ms: float = option("telemetry_interval_ms", 10.0)
+    #: keep every sample in the results, not only the summaries
+    raw: bool = option("telemetry_raw", False)
+    #: NVTX ranges around each CUDA benchmark and its phases
+    nvtx: bool = option("nvtx", True)
+
+
+#: a number, or a callable of the test's parameters
+Work = float | Callable[..., float] | None
+
+
+@dataclass(frozen=True)
+class WorkSettings:
+    """Work per call, for throughput: marker and ``gpu_bench(...)`` keywords only."""
+
+    flops: Work = option("flops", None)
+    bytes: Work = option("bytes", None)
+
+
+#: Every settings class; each option is a field of exactly one.
+SETTINGS_CLASSES: tuple[type[Any], ...] = (
+    SessionSettings,
+    MeasurePolicy,
+    VerdictSettings,
+    CaptureSettings,
+    ReportSettings,
+    TelemetrySettings,
+    WorkSettings,
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A session's settings, typed (built once: :meth:`from_config`)."""
+
+    session: SessionSettings = field(default_factory=SessionSettings)
+    measure: MeasurePolicy = field(default_factory=MeasurePolicy)
+    verdict: VerdictSettings = field(default_factory=VerdictSettings)
+    capture: CaptureSettings = field(default_factory=CaptureSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+
+    @classmethod
+    def from_config(cls, cfg: GpuPerfConfig) -> Settings:
+        values = {name: s.value for name, s in cfg.settings.items()}
+        return cls(
+            session=settings_from(SessionSettings, values),
+            measure=settings_from(MeasurePolicy, values),
+            verdict=settings_from(VerdictSettings, values),
+            capture=settings_from(CaptureSettings, values),
+            report=settings_from(ReportSettings, values),
+            telemetry=settings_from(TelemetrySettings, values),
+        )
+
+
+@dataclass(frozen=True)
+class PerTest:
+    """One benchmark's settings: the session's, with its marker's and call's over them."""
+
+    measure: MeasurePolicy
+    verdict: VerdictSettings
+    work: WorkSettings
+
+    @classmethod
+    def resolve(cls, resolved: Mapping[str, Setting], session: Settings) -> PerTest:
+        """From :meth:`GpuPerfConfig.resolve`'s per-test values."""
+        values = {name: s.value for name, s in resolved.items()}
+        return cls(
+            measure=settings_from(MeasurePolicy, values, session.measure),
+            verdict=settings_from(VerdictSettings, values, session.verdict),
+            work=settings_from(WorkSettings, values),
+        )
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the shell's modules need of the running session, in one value.
+
+    ``settings`` are typed; ``resolved`` is the resolution table behind them (where
+    each value came from, for error messages and for the options forwarded to a child
+    process); ``config`` is kept for calling the plugin's hooks (they take
+    ``config=``) and for its stash.
+    """
+
+    config: pytest.Config
+    settings: Settings
+    resolved: GpuPerfConfig
+
+    @classmethod
+    def build(cls, config: pytest.Config, resolved: GpuPerfConfig) -> RunContext:
+        return cls(config, Settings.from_config(resolved), resolved)
+
+    @property
+    def rootpath(self) -> Path:
+        return Path(self.config.rootpath)
+
+    @property
+    def invocation_args(self) -> tuple[str, ...]:
+        return tuple(self.config.invocation_params.args)
+
+    @property
+    def invocation_dir(self) -> Path:
+        return Path(self.config.invocation_params.dir)
+
+    @property
+    def inipath(self) -> Path | None:
+        return self.config.inipath
+
+    @property
+    def hook(self) -> Any:
+        """The hook relay (``pytest_gpuperf_*`` hooks of plugins and conftests)."""
+        return self.config.hook
+
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    @property
+    def baseline_dir(self) -> Path:
+        """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
+        path = Path(self.settings.session.baseline_dir).expanduser()
+        return path if path.is_absolute() else self.rootpath / path
