@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_gpuperf.measure.invocation import Invocation
+from pytest_gpuperf.measure.policy import MeasurePolicy
 
 
 class CpuTimer:
@@ -57,8 +58,29 @@ class CpuTimer:
         dt = (clock() - t) / 1e9
         return dt / calls, dt, calls
 
+    def reset_peak_memory(self) -> None:
+        pass
+
+    def host_hidden(self, last: int) -> bool | None:
+        return None  # one figure: the host's own time
+
+    def host_time(self, last: int) -> float | None:
+        return None
+
     def peak_memory(self) -> int | None:
         return None
 
     def close(self) -> None:
         pass
+
+
+def make_cpu_timer(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    policy: MeasurePolicy,
+    *,
+    setup: Callable[[], Any] | None = None,
+) -> CpuTimer:
+    """The factory of the ``cpu`` mode (:mod:`.backend`)."""
+    return CpuTimer(fn, args, kwargs, setup=setup)
