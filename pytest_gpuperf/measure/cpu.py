@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.measure.invocation import Invocation
 from pytest_gpuperf.measure.policy import MeasurePolicy
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.measure.backend import Timer
 
 
 class CpuTimer:
@@ -81,6 +84,6 @@ def make_cpu_timer(
     policy: MeasurePolicy,
     *,
     setup: Callable[[], Any] | None = None,
-) -> CpuTimer:
+) -> Timer:
     """The factory of the ``cpu`` mode (:mod:`.backend`)."""
     return CpuTimer(fn, args, kwargs, setup=setup)

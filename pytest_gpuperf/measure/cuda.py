@@ -12,12 +12,15 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import GpuPerfError, GraphCaptureError
 from pytest_gpuperf.measure.engine import Round
 from pytest_gpuperf.measure.invocation import Invocation
 from pytest_gpuperf.measure.policy import MeasurePolicy
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.measure.backend import Timer
 
 #: Fallback when the device does not report its L2 size.
 _DEFAULT_L2_BYTES = 64 * 1024 * 1024
@@ -490,7 +493,7 @@ def make_events_timer(
     policy: MeasurePolicy,
     *,
     setup: Callable[[], Any] | None = None,
-) -> CudaEventsTimer:
+) -> Timer:
     """The factory of the ``cuda-events`` mode (:mod:`.backend`)."""
     return CudaEventsTimer(fn, args, kwargs, l2_flush=policy.l2_flush, setup=setup)
 
@@ -502,7 +505,7 @@ def make_graph_timer(
     policy: MeasurePolicy,
     *,
     setup: Callable[[], Any] | None = None,
-) -> CudaGraphTimer:
+) -> Timer:
     """The factory of the ``cuda-graph`` mode (:mod:`.backend`)."""
     if setup is not None:  # GpuBench.measure refuses this first, with the remedy
         raise GpuPerfError("setup= cannot be measured with CUDA-graph replay")
