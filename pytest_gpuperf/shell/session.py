@@ -129,10 +129,12 @@ class GpuPerfSession:
 
     def _outputs(self) -> list[tuple[str, str]]:
         """(option, path) of every output file this session writes."""
+        from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS
+
         return [
-            (f"--gpuperf-{name}", str(self.cfg[name]))
-            for name in ("json", "markdown", "html")
-            if self.cfg[name]
+            (f"--gpuperf-{o.option}", str(self.cfg[o.option]))
+            for o in FILE_OUTPUTS
+            if self.cfg[o.option]
         ]
 
     def _baseline_dirs(self) -> list[Path]:
