@@ -209,8 +209,8 @@ def gpu_sections(
     """The GPU measurements; ``smoke``: the same flow on the CPU with tiny work (no figures)."""
     import torch
 
+    from pytest_gpuperf.measure.backend import make_timer
     from pytest_gpuperf.measure.policy import MeasurePolicy
-    from pytest_gpuperf.shell.fixture import make_timer
 
     dev = "cpu" if smoke else "cuda"
     n = 256 if smoke else 4096

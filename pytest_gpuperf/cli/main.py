@@ -205,7 +205,7 @@ def _write_reports(
     for option in ("markdown", "html", "csv"):
         path = getattr(args, option)
         if path:
-            text = OUTPUTS_BY_OPTION[option].render(ctx, Path(path))
+            text = OUTPUTS_BY_OPTION[option].text(ctx, Path(path))
             _write(f"--{option}", path, text, args)
 
 
@@ -282,7 +282,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
             sort=args.sort or "collection",
         )
         target = Path(args.output) if args.output not in (None, "-") else Path.cwd() / "-"
-        text = OUTPUTS_BY_OPTION[args.format].render(ctx, target)
+        text = OUTPUTS_BY_OPTION[args.format].text(ctx, target)
     if args.output in (None, "-"):
         out.write(text)
     else:

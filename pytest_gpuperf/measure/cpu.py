@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.measure.invocation import Invocation
+from pytest_gpuperf.measure.policy import MeasurePolicy
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.measure.backend import Timer
 
 
 class CpuTimer:
@@ -57,8 +61,29 @@ class CpuTimer:
         dt = (clock() - t) / 1e9
         return dt / calls, dt, calls
 
+    def reset_peak_memory(self) -> None:
+        pass
+
+    def host_hidden(self, last: int) -> bool | None:
+        return None  # one figure: the host's own time
+
+    def host_time(self, last: int) -> float | None:
+        return None
+
     def peak_memory(self) -> int | None:
         return None
 
     def close(self) -> None:
         pass
+
+
+def make_cpu_timer(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    policy: MeasurePolicy,
+    *,
+    setup: Callable[[], Any] | None = None,
+) -> Timer:
+    """The factory of the ``cpu`` mode (:mod:`.backend`)."""
+    return CpuTimer(fn, args, kwargs, setup=setup)

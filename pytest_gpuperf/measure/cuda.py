@@ -12,11 +12,15 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.errors import GraphCaptureError
+from pytest_gpuperf.errors import GpuPerfError, GraphCaptureError
 from pytest_gpuperf.measure.engine import Round
 from pytest_gpuperf.measure.invocation import Invocation
+from pytest_gpuperf.measure.policy import MeasurePolicy
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.measure.backend import Timer
 
 #: Fallback when the device does not report its L2 size.
 _DEFAULT_L2_BYTES = 64 * 1024 * 1024
@@ -469,8 +473,42 @@ class CudaGraphTimer(_CudaTimerBase):
         per_call = starts[0].elapsed_time(ends[0]) / 1000.0 / done
         return per_call, time.perf_counter() - t, done
 
+    def host_hidden(self, last: int) -> bool | None:
+        return None  # replays have no host to hide
+
+    def host_time(self, last: int) -> float | None:
+        return None
+
     def close(self) -> None:
         super().close()
         if self._graph is not None:
             self._graph.reset()
             self._graph = None
+
+
+def make_events_timer(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    policy: MeasurePolicy,
+    *,
+    setup: Callable[[], Any] | None = None,
+) -> Timer:
+    """The factory of the ``cuda-events`` mode (:mod:`.backend`)."""
+    return CudaEventsTimer(fn, args, kwargs, l2_flush=policy.l2_flush, setup=setup)
+
+
+def make_graph_timer(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    policy: MeasurePolicy,
+    *,
+    setup: Callable[[], Any] | None = None,
+) -> Timer:
+    """The factory of the ``cuda-graph`` mode (:mod:`.backend`)."""
+    if setup is not None:  # GpuBench.measure refuses this first, with the remedy
+        raise GpuPerfError("setup= cannot be measured with CUDA-graph replay")
+    return CudaGraphTimer(
+        fn, args, kwargs, round_ms=policy.round_ms, graph_calls=policy.graph_calls
+    )

@@ -1,5 +1,5 @@
-"""The session's outputs in one call: the report files (:mod:`.outputs`), the GitHub step
-summary and annotations.
+"""The session's outputs in one call: every entry of :data:`.outputs.OUTPUTS` (the report
+files, the GitHub step summary and annotations) given the session's context.
 
 The plugin calls :func:`write_ci_outputs` once, on the controller, when the
 session finishes (after the baseline is saved), then prints what it returns
@@ -46,9 +46,10 @@ def write_ci_outputs(
     only: Sequence[str] | None = None,
     baseline_dirs: Sequence[Path] = (),
 ) -> CiOutputs:
-    """Write the report files whose option is set (``--gpuperf-json``, ``-markdown``,
-    ``-html``, ``-csv``: :data:`.outputs.OUTPUTS`) and, under GitHub Actions (per
-    ``--gpuperf-github``), append to ``$GITHUB_STEP_SUMMARY`` and return the annotations.
+    """Write each output of :data:`.outputs.OUTPUTS` whose option is set: the report files
+    (``--gpuperf-json``, ``-markdown``, ``-html``, ``-csv``) and, under GitHub Actions (per
+    ``--gpuperf-github``), the lines appended to ``$GITHUB_STEP_SUMMARY`` and the
+    annotations returned.
 
     ``baseline`` is the one the session compared with (its stored runs feed
     the HTML plots); ``env`` the process environment; ``rootdir`` pytest's
@@ -58,7 +59,6 @@ def write_ci_outputs(
     outputs (a confirmation child writes its JSON and nothing else);
     ``baseline_dirs`` are never written into (nor is any baseline file).
     """
-    from pytest_gpuperf.reporting import github
     from pytest_gpuperf.reporting.outputs import ReportContext, write_outputs
 
     environ = os.environ if env is None else env
@@ -72,25 +72,9 @@ def write_ci_outputs(
         sort=settings.sort,
     )
     written = write_outputs(
-        settings.output_paths(), ctx, only=only, cwd=cwd, baseline_dirs=baseline_dirs
+        settings.output_values(), ctx, only=only, cwd=cwd, baseline_dirs=baseline_dirs,
+        environ=environ,
+    )  # fmt: skip
+    return CiOutputs(
+        annotations=written.annotations, messages=written.messages, errors=written.errors
     )
-    out = CiOutputs(messages=written.messages, errors=written.errors)
-    if not results or only is not None:
-        return out
-    name = baseline.name if baseline is not None else None
-    if github.enabled(settings.github, environ):
-        summary_file = environ.get("GITHUB_STEP_SUMMARY")
-        if summary_file:
-            text = github.step_summary(results, baseline=name)
-            try:
-                with open(summary_file, "a", encoding="utf-8") as f:
-                    f.write(text + "\n")
-                out.messages.append("step summary added to $GITHUB_STEP_SUMMARY")
-            except OSError as e:
-                out.errors.append(
-                    f"cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {e.strerror or e}"
-                )
-        out.annotations.extend(
-            github.annotate(results, rootdir=root, workspace=environ.get("GITHUB_WORKSPACE"))
-        )
-    return out

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf import __version__
+from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.summary import quantile
 from pytest_gpuperf.model import Result, _json_safe
 from pytest_gpuperf.reporting import verdicts as v
@@ -84,7 +85,7 @@ def _benchmark(r: Result) -> dict[str, Any]:
     }
     if c:
         extra.update(ratio=c.get("ratio"), baseline_s=c.get("baseline_s"))
-    name = r.id.display if r.id.mode == "cpu" else f"{r.id.display}@{r.id.mode}"
+    name = r.id.display if backend.get(r.id.mode).plain_name else f"{r.id.display}@{r.id.mode}"
     return {
         "group": None,
         "name": name,

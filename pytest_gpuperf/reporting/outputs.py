@@ -1,11 +1,13 @@
-"""The report files a session writes, declared once: (option, what, renderer) per format.
+"""The outputs a session writes, declared once: (option, what, writer) per output.
 
-The session walks :data:`OUTPUTS` once when it finishes
-(:func:`write_outputs`); the CLI's ``export`` and ``compare`` render through
-the same entries. A new format is one renderer and one entry here (and its
-option in ``shell/options.py``). JUnit properties and the terminal summary are
-not files and stay where pytest asks for them; the GitHub step summary and
-annotations are in :mod:`.ci`.
+The session walks :data:`OUTPUTS` once when it finishes (:func:`write_outputs`,
+through :func:`.ci.write_ci_outputs`): the report files (JSON, Markdown, HTML,
+CSV) and the GitHub step summary with its annotations. The CLI's ``export``
+and ``compare`` render the files through the same entries, and a confirmation
+child never gets these options from its parent (``shell/rerun.py``). A new
+format is one renderer and one entry here (and its option in
+``shell/options.py``). JUnit properties and the terminal summary are not
+outputs of the session's end and stay where pytest asks for them.
 
 A file that cannot be written is reported, never raised: the verdicts stand
 without the report. Pure Python: no torch, no pytest.
@@ -106,71 +108,140 @@ def _csv(ctx: ReportContext, target: Path) -> str:
     return csv_report.render(ctx.results, sort=ctx.sort)
 
 
-@dataclass(frozen=True)
-class Output:
-    #: the option that names the file (``--gpuperf-<option>``)
-    option: str
-    #: what the file is, for the messages
-    what: str
-    render: Callable[[ReportContext, Path], str]
-    #: written also when the session measured nothing (a confirmation child's parent
-    #: reads its JSON whatever it holds)
-    when_empty: bool = False
-
-
-OUTPUTS: tuple[Output, ...] = (
-    Output("json", "results", _json, when_empty=True),
-    Output("markdown", "Markdown report", _markdown),
-    Output("html", "HTML report", _html),
-    Output("csv", "CSV", _csv),
-)
-OUTPUTS_BY_OPTION: dict[str, Output] = {o.option: o for o in OUTPUTS}
-
-
 @dataclass
 class Written:
     #: one line per file written, for the terminal summary
     messages: list[str] = field(default_factory=list)
     #: files that could not be written, with why (shown in red; the session goes on)
     errors: list[str] = field(default_factory=list)
+    #: workflow commands (``::error ...``): print each on its own line on stdout
+    annotations: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where outputs go: relative paths from ``cwd``; never into ``baseline_dirs``."""
+
+    cwd: Path
+    baseline_dirs: Sequence[Path] = ()
+    #: the process environment (the GitHub Actions variables)
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+
+#: write(option value, context, where, what was written so far)
+Writer = Callable[[Any, ReportContext, Where, Written], None]
+
+
+@dataclass(frozen=True)
+class Output:
+    #: the option that asks for it (``--gpuperf-<option>``)
+    option: str
+    #: what it is, for the messages
+    what: str
+    #: a report file: its text (the option's value is the file's path); None: not a file
+    render: Callable[[ReportContext, Path], str] | None = None
+    #: how it is written; None: ``render``'s text to the option's path
+    writer: Writer | None = None
+    #: written also when the session measured nothing (a confirmation child's parent
+    #: reads its JSON whatever it holds)
+    when_empty: bool = False
+
+    def text(self, ctx: ReportContext, target: Path) -> str:
+        """The report file's text (for ``target``: the HTML's links are relative to it)."""
+        if self.render is None:
+            raise TypeError(f"--gpuperf-{self.option} writes no report file")
+        return self.render(ctx, target)
+
+    def write(self, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
+        if self.writer is not None:
+            self.writer(value, ctx, where, out)
+        else:
+            _write_file(self, value, ctx, where, out)
+
+
+def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
+    from pytest_gpuperf.baseline.fileio import write_output
+    from pytest_gpuperf.errors import OutputError
+
+    target = where.cwd / str(value)
+    try:
+        write_output(
+            target, o.text(ctx, target), what=f"--gpuperf-{o.option}",
+            baseline_dirs=where.baseline_dirs,
+        )  # fmt: skip
+    except OutputError as e:
+        out.errors.append(f"cannot write the {o.what} to {target}: {e}")
+        return
+    except OSError as e:
+        out.errors.append(f"cannot write the {o.what} to {target}: {e.strerror or e}")
+        return
+    if ctx.results:
+        out.messages.append(f"{o.what} written to {target}")
+
+
+def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
+    """Under GitHub Actions (per ``--gpuperf-github``): append to ``$GITHUB_STEP_SUMMARY``,
+    and the annotations of the regressed tests."""
+    from pytest_gpuperf.reporting import github
+
+    environ = where.environ
+    if not github.enabled(str(value), environ):
+        return
+    summary_file = environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        name = ctx.baseline.name if ctx.baseline is not None else None
+        text = github.step_summary(ctx.results, baseline=name)
+        try:
+            with open(summary_file, "a", encoding="utf-8") as f:
+                f.write(text + "\n")
+            out.messages.append("step summary added to $GITHUB_STEP_SUMMARY")
+        except OSError as e:
+            out.errors.append(
+                f"cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {e.strerror or e}"
+            )
+    out.annotations.extend(
+        github.annotate(ctx.results, rootdir=ctx.rootdir, workspace=environ.get("GITHUB_WORKSPACE"))
+    )
+
+
+#: Every output of a session's end, in the order they are written.
+OUTPUTS: tuple[Output, ...] = (
+    Output("json", "results", _json, when_empty=True),
+    Output("markdown", "Markdown report", _markdown),
+    Output("html", "HTML report", _html),
+    Output("csv", "CSV", _csv),
+    Output("github", "GitHub step summary and annotations", writer=_github),
+)
+OUTPUTS_BY_OPTION: dict[str, Output] = {o.option: o for o in OUTPUTS}
+#: The options of the outputs (a confirmation child is given none of them: it writes its
+#: JSON where its parent says, and nothing else)
+OUTPUT_OPTIONS: frozenset[str] = frozenset(OUTPUTS_BY_OPTION)
+#: The report files: the outputs whose option's value is a path
+FILE_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if o.render is not None)
 
 
 def write_outputs(
-    paths: Mapping[str, str | None],
+    values: Mapping[str, Any],
     ctx: ReportContext,
     *,
     only: Sequence[str] | None = None,
     cwd: Path | None = None,
     baseline_dirs: Sequence[Path] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> Written:
-    """Write each output whose path is set in ``paths`` (``{option: path}``, e.g.
-    ``ReportSettings.output_paths()``; ``only``: just these); relative paths are taken
+    """Write each output whose option has a value in ``values`` (``{option: value}``, e.g.
+    ``ReportSettings.output_values()``; ``only``: just these); relative paths are taken
     from ``cwd`` (the current directory, as ``--junitxml``). No output is written into
     ``baseline_dirs`` or over a baseline file, nor through another user's symbolic link
-    (:func:`pytest_gpuperf.baseline.fileio.write_output`)."""
-    from pytest_gpuperf.baseline.fileio import write_output
-    from pytest_gpuperf.errors import OutputError
-
-    here = cwd or Path.cwd()
+    (:func:`pytest_gpuperf.baseline.fileio.write_output`). ``environ``: the process
+    environment (default: none), where the GitHub output looks for GitHub Actions."""
+    where = Where(cwd or Path.cwd(), baseline_dirs, {} if environ is None else environ)
     out = Written()
     for o in OUTPUTS:
-        path = paths.get(o.option)
-        if not path or (only is not None and o.option not in only):
+        value = values.get(o.option)
+        if not value or (only is not None and o.option not in only):
             continue
         if not ctx.results and not o.when_empty:
             continue
-        target = here / str(path)
-        try:
-            write_output(
-                target, o.render(ctx, target), what=f"--gpuperf-{o.option}",
-                baseline_dirs=baseline_dirs,
-            )  # fmt: skip
-        except OutputError as e:
-            out.errors.append(f"cannot write the {o.what} to {target}: {e}")
-            continue
-        except OSError as e:
-            out.errors.append(f"cannot write the {o.what} to {target}: {e.strerror or e}")
-            continue
-        if ctx.results:
-            out.messages.append(f"{o.what} written to {target}")
+        o.write(value, ctx, where, out)
     return out

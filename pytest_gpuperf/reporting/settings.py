@@ -28,6 +28,9 @@ class ReportSettings:
     #: progress lines: "auto", "on" or "off"
     progress: str = option("progress", "auto")
 
-    def output_paths(self) -> dict[str, str | None]:
-        """``{output option: path}`` of the report files (``reporting.outputs.OUTPUTS``)."""
-        return {"json": self.json, "markdown": self.markdown, "html": self.html, "csv": self.csv}
+    def output_values(self) -> dict[str, str | None]:
+        """``{output option: value}`` of every output (``reporting.outputs.OUTPUTS``): the
+        report files' paths and the GitHub mode."""
+        from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
+
+        return {name: getattr(self, name) for name in sorted(OUTPUT_OPTIONS)}

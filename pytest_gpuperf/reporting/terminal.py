@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.model import MODE_EVENTS, MODE_GRAPH, Result
+from pytest_gpuperf.measure import backend
+from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
@@ -386,15 +387,18 @@ def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str
 
 
 def launch_overhead(results: Sequence[Result]) -> list[tuple[Result, Result, float]]:
-    """Pairs of (events, graph) results of one measurement, with the launch-overhead share."""
+    """Pairs of results of one measurement, timed with and without launch overhead (CUDA
+    events and CUDA-graph replay: a mode's ``launch_free``), with the launch-overhead share."""
     by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
     for r in results:
         by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
     out = []
     for modes in by_key.values():
-        ev, gr = modes.get(MODE_EVENTS), modes.get(MODE_GRAPH)
-        if ev and gr and ev.median > 0:
-            out.append((ev, gr, max(0.0, (ev.median - gr.median) / ev.median)))
+        for mode, ev in modes.items():
+            twin = backend.get(mode).launch_free
+            gr = modes.get(twin) if twin else None
+            if gr and ev.median > 0:
+                out.append((ev, gr, max(0.0, (ev.median - gr.median) / ev.median)))
     return out
 
 

@@ -8,7 +8,6 @@ and a ``record`` callback from the plugin, and hands each
 from __future__ import annotations
 
 import contextlib
-import gc
 import inspect
 import time
 import traceback
@@ -18,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
-from pytest_gpuperf.measure import engine
+from pytest_gpuperf.measure import backend, engine
+from pytest_gpuperf.measure.flags import flag_notes
+from pytest_gpuperf.measure.memory import first_line, is_oom, release_memory
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, BenchId, Result
+from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
 from pytest_gpuperf.shell.settings import PerTest, Settings
@@ -239,13 +240,6 @@ class GpuBench:
 
     # --- internals -------------------------------------------------------
 
-    def _modes(self, cuda_graph: bool | str) -> list[str]:
-        if self._ctx.device != "cuda":
-            return [MODE_CPU]
-        if cuda_graph == "both":
-            return [MODE_EVENTS, MODE_GRAPH]
-        return [MODE_GRAPH] if cuda_graph else [MODE_EVENTS]
-
     def _run(
         self,
         fn: Callable[..., Any],
@@ -262,7 +256,7 @@ class GpuBench:
         test = ctx.test_name or ctx.nodeid
         flops = _evaluate(mine.work.flops, ctx.params, "flops", test)
         nbytes = _evaluate(mine.work.bytes, ctx.params, "bytes", test)
-        modes = self._modes(policy.cuda_graph)
+        modes = backend.modes_for(ctx.device, policy)
         env = ctx.environment() if ctx.environment else None
 
         oom: str | None = None
@@ -272,9 +266,9 @@ class GpuBench:
                 fn, args, kwargs, name, modes, policy, flops, nbytes, env, mine.verdict, setup
             )
         except Exception as e:
-            if not _is_oom(e):
+            if not is_oom(e):
                 raise
-            oom = _first_line(e)
+            oom = first_line(e)
             traceback.clear_frames(e.__traceback__)
         if oom is not None:
             # Raised outside the except block, so no reference to the failed frames survives.
@@ -295,7 +289,7 @@ class GpuBench:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         name: str | None,
-        modes: list[str],
+        modes: list[backend.Mode],
         policy: MeasurePolicy,
         flops: float | None,
         nbytes: float | None,
@@ -313,9 +307,9 @@ class GpuBench:
         numerics: list[dict[str, Any]] | None = None
         gate = verdict.gate_record()  # carried on each result to the gate (Result.gate)
         for mode in modes:
-            bid = BenchId(ctx.nodeid, name, mode, ctx.display_params)
-            timer = make_timer(mode, fn, args, kwargs, policy, setup=setup)
-            who = bid.display if len(modes) == 1 else f"{bid.display} [{mode}]"
+            bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
+            timer = mode.make_timer(fn, args, kwargs, policy, setup=setup)
+            who = bid.display if len(modes) == 1 else f"{bid.display} [{mode.name}]"
             with contextlib.ExitStack() as stack:
                 stack.callback(timer.close)
                 t_start = time.perf_counter()
@@ -331,15 +325,12 @@ class GpuBench:
                             numerics = fingerprint(first_out)
                     with ctx.phase_range(bid, "prepare"):
                         timer.prepare()
-                    if hasattr(timer, "reset_peak_memory"):
-                        timer.reset_peak_memory()
+                    timer.reset_peak_memory()
                     label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                     with ctx.progress(label, ticker=False) as task:
                         raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
-                    hidden = getattr(timer, "host_hidden", None)
-                    hidden = hidden(len(raw.rounds)) if hidden else None
-                    host = getattr(timer, "host_time", None)
-                    host = host(len(raw.rounds)) if host else None
+                    hidden = timer.host_hidden(len(raw.rounds))
+                    host = timer.host_time(len(raw.rounds))
                 wall = time.perf_counter() - t_start
                 peak = timer.peak_memory()
                 call = Invocation(fn, args, kwargs, setup)
@@ -355,14 +346,14 @@ class GpuBench:
                 stability=raw.stability,
                 warmup_s=raw.warmup_s,
                 wall_s=wall,
-                l2_flush=bool(policy.l2_flush and mode == MODE_EVENTS),
+                l2_flush=bool(policy.l2_flush and mode.flushes_l2),
                 peak_memory_bytes=peak,
                 flops=flops,
                 bytes=nbytes,
                 device_name=(env or {}).get("gpu_name") or (env or {}).get("cpu_model"),
                 telemetry=telemetry,
                 environment=env,
-                policy=_policy_record(policy, mode),
+                policy=mode.policy_record(policy),
                 gate=dict(gate),
                 extra=extra,
                 e2e_rounds=list(raw.e2e_rounds),
@@ -413,7 +404,7 @@ class GpuBench:
                 try:
                     extra = hook(bid, call, per_call)
                 except Exception as e:
-                    extra = {"after_measure_error": f"{type(e).__name__}: {_first_line(e)}"}
+                    extra = {"after_measure_error": f"{type(e).__name__}: {first_line(e)}"}
                 if extra:
                     out.update(extra)
         return out
@@ -450,107 +441,3 @@ def inventory_settings(settings: Settings | None) -> InventorySettings | None:
         saving=bool(settings.session.save),
         calls=settings.capture.calls,
     )
-
-
-def _policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:
-    """The parts of the policy that make two results comparable (stored with each result)."""
-    rec: dict[str, Any] = {
-        "round_ms": policy.round_ms,
-        "rounds": policy.rounds,
-        "warmup_ms": policy.warmup_ms,
-    }
-    if mode == MODE_EVENTS:
-        rec["l2_flush"] = policy.l2_flush
-        # device time with the host hidden, plus end-to-end time per call (older runs
-        # timed one figure that mixed the two: not comparable)
-        rec["figures"] = "device+e2e"
-    return rec
-
-
-def make_timer(
-    mode: str,
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    policy: MeasurePolicy,
-    *,
-    setup: Callable[[], Any] | None = None,
-) -> Any:
-    if mode == MODE_CPU:
-        from pytest_gpuperf.measure.cpu import CpuTimer
-
-        return CpuTimer(fn, args, kwargs, setup=setup)
-    from pytest_gpuperf.measure.cuda import CudaEventsTimer, CudaGraphTimer
-
-    if mode == MODE_GRAPH:
-        if setup is not None:  # GpuBench.measure refuses this first, with the remedy
-            raise GpuPerfError("setup= cannot be measured with CUDA-graph replay")
-        return CudaGraphTimer(
-            fn, args, kwargs, round_ms=policy.round_ms, graph_calls=policy.graph_calls
-        )
-    return CudaEventsTimer(fn, args, kwargs, l2_flush=policy.l2_flush, setup=setup)
-
-
-def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
-    """What is wrong with a result, each with what to do about it."""
-    notes = []
-    s = result.summary
-    on_gpu = result.device == "cuda"
-    if result.stability == "no-steady-state":
-        check = "GPU clocks and other processes" if on_gpu else "for other work on the machine"
-        notes.append(
-            "unstable: the timings never settled (still drifting after the warm-up and a second "
-            f"measurement); raise warmup_ms, check {check}"
-        )
-    elif result.stability == "shift":
-        where = "the device, throttling" if on_gpu else "the machine's cores"
-        notes.append(
-            f"unstable: the level shifted during the measurement; check for other work on {where}"
-            ", or a function whose cost changes from call to call"
-        )
-    elif result.stability == "warmup-capped":
-        notes.append(
-            f"warm-up hit its {policy.warmup_ms:g} ms budget before settling; raise warmup_ms "
-            "if the first rounds keep drifting"
-        )
-    if result.host_hidden is False:
-        notes.append(
-            "the device figure includes host waits: the function waits for the GPU inside the "
-            "timed call (.item(), .cpu(), printing a tensor, torch.cuda.synchronize()), so the "
-            "host could not run ahead of it; its end-to-end time is the figure to read"
-        )
-    if s.n and max(s.rel_iqr, s.rel_ci) > policy.noise_threshold:
-        remedy = (
-            "use cuda_graph=True for launch-bound work, " if result.id.mode == MODE_EVENTS else ""
-        )
-        notes.append(
-            f"noisy: rounds scatter {100 * s.rel_iqr:.1f} % (IQR/median) and the median is known "
-            f"to ±{100 * s.rel_ci:.1f} %; {remedy}raise round_ms or rounds, or stop other work "
-            "on the machine"
-        )
-    return notes
-
-
-def _is_oom(e: BaseException) -> bool:
-    cls = type(e)
-    if any(c.__name__ == "OutOfMemoryError" for c in cls.__mro__):
-        return True
-    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower() and "CUDA" in str(e)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
-def release_memory() -> None:
-    """Collect garbage and return cached CUDA memory to the driver."""
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-    except Exception:
-        pass

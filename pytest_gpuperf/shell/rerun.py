@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
 
 if TYPE_CHECKING:
     import pytest
@@ -32,10 +33,11 @@ if TYPE_CHECKING:
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
 
-#: gpuperf options a child never inherits (it has its own say, or must not do them).
-_NOT_FORWARDED = frozenset(
+#: gpuperf options a child never inherits (it has its own say, or must not do them): every
+#: output of the session's end (reporting/outputs.py; the child writes its JSON where
+#: run_pytest_child says), and these.
+_NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
     {
-        "json",
         "save",
         "baseline",
         "only",
@@ -43,9 +45,6 @@ _NOT_FORWARDED = frozenset(
         "disable",
         "device",
         "capture",
-        "html",
-        "markdown",
-        "junit_properties",
         # capture settings: a child never captures (only the parent's collectors do)
         "artifacts_dir",
         "capture_timeout",

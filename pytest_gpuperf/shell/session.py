@@ -131,9 +131,14 @@ class GpuPerfSession:
 
     def _outputs(self) -> list[tuple[str, str]]:
         """(option, path) of every output file this session writes."""
-        report = self.settings.report
-        paths = (("json", report.json), ("markdown", report.markdown), ("html", report.html))
-        return [(f"--gpuperf-{name}", path) for name, path in paths if path]
+        from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS
+
+        values = self.settings.report.output_values()
+        return [
+            (f"--gpuperf-{o.option}", str(values[o.option]))
+            for o in FILE_OUTPUTS
+            if values[o.option]
+        ]
 
     def _baseline_dirs(self) -> list[Path]:
         return [self.run.baseline_dir]

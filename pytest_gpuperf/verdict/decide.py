@@ -37,7 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from pytest_gpuperf.model import MODE_CPU, MODE_GRAPH, Result, _json_safe
+from pytest_gpuperf.measure import backend
+from pytest_gpuperf.model import Result, _json_safe
 from pytest_gpuperf.verdict.policy import CLASSES, DEFAULT_POLICY, DecisionPolicy, NoiseClass
 from pytest_gpuperf.verdict.robust import fast_spread, min_mean, min_var, moderate, z_of
 from pytest_gpuperf.verdict.secondary import SecondaryComparison
@@ -266,11 +267,11 @@ def _exp(x: float) -> float:
 def classes_for(
     baseline: Sequence[RunStat], mode: str | None, policy: DecisionPolicy = DEFAULT_POLICY
 ) -> dict[str, NoiseClass]:
-    """The noise class of each figure of a benchmark, from what its baseline runs show."""
-    if mode == MODE_GRAPH:
-        return {TIME: CLASSES["graph"]}
-    if mode == MODE_CPU:
-        return {TIME: CLASSES["cpu"]}
+    """The noise class of each figure of a benchmark: its mode's (:mod:`..measure.backend`),
+    or for a mode of two figures, from what its baseline runs show."""
+    klass = backend.get(mode).noise_class
+    if klass is not None:
+        return {TIME: CLASSES[klass] if isinstance(klass, str) else klass}
     fast_dev = min(x.median_s for x in baseline)
     e2es = [x.e2e_s for x in baseline if x.e2e_s is not None]
     # Host-bound: the end-to-end time exceeds the device time, or is launch-scale, or the
@@ -682,7 +683,7 @@ def _same_hiding(base: Sequence[RunStat], cur: Sequence[RunStat]) -> bool:
 
 
 def _hidden_notes(base: Sequence[RunStat], cur: Sequence[RunStat], mode: str | None) -> list[str]:
-    if mode in (MODE_GRAPH, MODE_CPU):
+    if not backend.get(mode).hides_host:
         return []
     b = [x.host_hidden for x in base if x.host_hidden is not None]
     c = [x.host_hidden for x in cur if x.host_hidden is not None]

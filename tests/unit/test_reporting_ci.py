@@ -91,10 +91,10 @@ def test_every_report_file_comes_from_one_registry(tmp_path: Path) -> None:
     import io
     import json
 
-    from pytest_gpuperf.reporting.outputs import OUTPUTS
+    from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS
     from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
 
-    for o in OUTPUTS:  # each is an option of its own
+    for o in FILE_OUTPUTS:  # each is an option of its own
         assert OPTIONS_BY_NAME[o.option].metavar == "PATH"
     results = session()
     out = write_ci_outputs(
@@ -125,3 +125,29 @@ def test_a_child_writes_its_json_only(tmp_path: Path) -> None:
     )
     assert (tmp_path / "r.json").exists() and not (tmp_path / "r.md").exists()
     assert out.messages == [] and out.annotations == []  # nothing measured: nothing to say
+
+
+def test_a_child_is_given_no_output_option_of_its_parent() -> None:
+    """The outputs registry is the one list: every option that names an output file is in
+    it, and a confirmation child inherits none of its options (nor one that does not exist).
+    """
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, OUTPUT_OPTIONS, OUTPUTS
+    from pytest_gpuperf.shell.config import Setting
+    from pytest_gpuperf.shell.options import OPTIONS, OPTIONS_BY_NAME
+    from pytest_gpuperf.shell.rerun import _NOT_FORWARDED, forwarded_args
+
+    files = {o.name for o in OPTIONS if o.metavar == "PATH"}
+    assert files == {o.option for o in FILE_OUTPUTS}
+    assert OUTPUT_OPTIONS == {o.option for o in OUTPUTS} == files | {"github"}
+    assert OUTPUT_OPTIONS <= _NOT_FORWARDED
+    assert set(OPTIONS_BY_NAME) >= _NOT_FORWARDED
+
+    config = SimpleNamespace(
+        rootpath=Path("/r"), inipath=None, invocation_params=SimpleNamespace(args=())
+    )
+    values = {name: "out.file" for name in files} | {"github": "on", "rounds": 7}
+    cfg = SimpleNamespace(settings={k: Setting(v, "cli") for k, v in values.items()})
+    args = forwarded_args(config, cfg)  # type: ignore[arg-type]
+    assert [a for a in args if a.startswith("--gpuperf-")] == ["--gpuperf-rounds=7"]

@@ -42,6 +42,7 @@ RINGS: dict[str, str] = {
     "measure.cuda": ADAPTER,
     "measure.device": ADAPTER,
     "measure.environment": ADAPTER,
+    "measure.memory": ADAPTER,
     "measure.nvtx_ranges": ADAPTER,
     "measure.numerics": ADAPTER,
     "telemetry": CORE,

@@ -1,0 +1,234 @@
+"""Timing backends: what a timer does (:class:`Timer`) and the modes that make one (:data:`MODES`).
+
+A mode is one way of timing a call (CUDA events, CUDA-graph replay, the CPU's
+clock); its name is in every result and baseline key (``BenchId.mode``).
+Everything that differs between modes is declared on its :class:`Mode`: the
+device it runs on and the settings that select it, how its timer is made, the
+settings that make two of its results comparable, its noise class for the
+verdict, the remedy for a noisy result, and what the reports do with it.
+
+A new backend is one module with its timer and a factory, plus one
+:func:`register` call (the built-in ones are at the end of this module; a
+plugin or a conftest may register its own). Pure Python: the verdict and the
+reports read the descriptions; a built-in mode's factory is a dotted path
+(``"module:function"``) imported only when a timer is made, so torch is not.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pytest_gpuperf.measure.engine import Round
+from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.verdict.policy import NoiseClass
+
+
+class Timer(Protocol):
+    """One timing backend, made for one function (by its mode's factory).
+
+    The fixture calls, in order: :meth:`first_call` (once per benchmark),
+    :meth:`prepare`, :meth:`reset_peak_memory`, then the measurement loop's
+    :meth:`time_round` many times, then :meth:`host_hidden`, :meth:`host_time`
+    and :meth:`peak_memory`; :meth:`close` always, last.
+    """
+
+    def first_call(self) -> tuple[float, Any]:
+        """Call the function once, untimed by the loop: (seconds it took, its output)."""
+        ...
+
+    def prepare(self) -> None:
+        """Get ready to time rounds (capture a graph, allocate the L2 flush buffer)."""
+        ...
+
+    def reset_peak_memory(self) -> None:
+        """Start counting the peak memory afresh (a no-op where there is none)."""
+        ...
+
+    def time_round(self, calls: int) -> tuple[float, float, int] | Round:
+        """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
+        ...
+
+    def host_hidden(self, last: int) -> bool | None:
+        """Whether the host ran ahead of the device in the ``last`` rounds (None: no such
+        figure)."""
+        ...
+
+    def host_time(self, last: int) -> float | None:
+        """The host's own time per call in the ``last`` rounds (None: not measured)."""
+        ...
+
+    def peak_memory(self) -> int | None:
+        """Peak device memory in bytes since :meth:`reset_peak_memory` (None: not measured)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the timer holds (graphs, buffers)."""
+        ...
+
+
+class TimerFactory(Protocol):
+    def __call__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        policy: MeasurePolicy,
+        *,
+        setup: Callable[[], Any] | None = None,
+    ) -> Timer: ...
+
+
+#: Settings that make any two results comparable, whatever their mode (stored with each).
+COMPARABLE: tuple[str, ...] = ("round_ms", "rounds", "warmup_ms")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One timing mode: everything the fixture, the verdict and the reports need of it."""
+
+    name: str
+    #: the device its benchmarks run on ("cuda" or "cpu")
+    device: str
+    #: whether a benchmark with this policy is measured in this mode (on its device)
+    selected: Callable[[MeasurePolicy], bool]
+    #: makes its timer: a callable, or "module:function", imported when a timer is made
+    factory: str | TimerFactory
+    #: MeasurePolicy fields that make two results comparable, beyond :data:`COMPARABLE`
+    comparable: tuple[str, ...] = ()
+    #: fixed entries of the stored policy record (a change of what the timer measures)
+    record: tuple[tuple[str, Any], ...] = ()
+    #: the verdict's noise class of its time (a name in ``verdict.policy.CLASSES``, or a
+    #: class of its own); None: it times two figures, device and end-to-end, whose classes
+    #: the verdict derives from the baseline runs
+    noise_class: str | NoiseClass | None = None
+    #: its device figure is timed with the host running ahead: the verdict notes when the
+    #: current code waits for the device inside the call and the baseline did not
+    hides_host: bool = False
+    #: it flushes the L2 cache before timed calls when the l2_flush setting says so
+    flushes_l2: bool = False
+    #: what to try first when its rounds are noisy (the start of a sentence, or "")
+    noisy_remedy: str = ""
+    #: the mode that times the same work without launch overhead (the terminal's
+    #: launch-overhead line compares the two when a benchmark ran in both)
+    launch_free: str | None = None
+    #: the pytest-benchmark export names its results without "@mode"
+    plain_name: bool = False
+
+    def policy_record(self, policy: MeasurePolicy) -> dict[str, Any]:
+        """The parts of the policy that make two results comparable (stored with each)."""
+        rec: dict[str, Any] = {k: getattr(policy, k) for k in COMPARABLE}
+        rec.update((k, getattr(policy, k)) for k in self.comparable)
+        rec.update(self.record)
+        return rec
+
+    def make_timer(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        policy: MeasurePolicy,
+        *,
+        setup: Callable[[], Any] | None = None,
+    ) -> Timer:
+        factory = self.factory
+        if isinstance(factory, str):
+            module, _, attr = factory.partition(":")
+            factory = getattr(importlib.import_module(module), attr)
+        return factory(fn, args, kwargs, policy, setup=setup)
+
+
+#: The registered modes, by name, in the order a benchmark measured in several runs them.
+MODES: dict[str, Mode] = {}
+
+
+def register(mode: Mode, *, replace: bool = False) -> Mode:
+    """Add a timing mode (``replace``: over one of the same name)."""
+    if mode.name in MODES and not replace:
+        raise ValueError(
+            f"a timing mode named {mode.name!r} is already registered; pick another name, "
+            "or pass replace=True to change it"
+        )
+    MODES[mode.name] = mode
+    return mode
+
+
+def _unknown(name: str) -> Mode:
+    def refuse(*args: Any, **kwargs: Any) -> Timer:
+        raise ValueError(f"no timing mode named {name!r} is registered (known: {', '.join(MODES)})")
+
+    # What results of a mode this process does not know (a plugin's, read back by the
+    # CLI) are judged as: two figures, classes from the runs, as CUDA events.
+    return Mode(name, device="", selected=lambda policy: False, factory=refuse, hides_host=True)
+
+
+def get(name: str | None) -> Mode:
+    """The mode of this name; for an unknown name, a description that selects nothing."""
+    if name is not None and name in MODES:
+        return MODES[name]
+    return _unknown(str(name))
+
+
+def modes_for(device: str, policy: MeasurePolicy) -> list[Mode]:
+    """The modes a benchmark on ``device`` with ``policy`` is measured in, in order."""
+    return [m for m in MODES.values() if m.device == device and m.selected(policy)]
+
+
+def make_timer(
+    mode: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    policy: MeasurePolicy,
+    *,
+    setup: Callable[[], Any] | None = None,
+) -> Timer:
+    """A timer of mode ``mode`` for ``fn(*args, **kwargs)``."""
+    return get(mode).make_timer(fn, args, kwargs, policy, setup=setup)
+
+
+def policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:
+    """The parts of the policy that make two results of ``mode`` comparable."""
+    return get(mode).policy_record(policy)
+
+
+register(
+    Mode(
+        MODE_EVENTS,
+        device="cuda",
+        selected=lambda p: p.cuda_graph == "both" or not p.cuda_graph,
+        factory="pytest_gpuperf.measure.cuda:make_events_timer",
+        comparable=("l2_flush",),
+        # device time with the host hidden, plus end-to-end time per call (older runs
+        # timed one figure that mixed the two: not comparable)
+        record=(("figures", "device+e2e"),),
+        hides_host=True,
+        flushes_l2=True,
+        noisy_remedy="use cuda_graph=True for launch-bound work, ",
+        launch_free=MODE_GRAPH,
+    )
+)
+register(
+    Mode(
+        MODE_GRAPH,
+        device="cuda",
+        selected=lambda p: bool(p.cuda_graph),
+        factory="pytest_gpuperf.measure.cuda:make_graph_timer",
+        noise_class="graph",
+    )
+)
+register(
+    Mode(
+        MODE_CPU,
+        device="cpu",
+        selected=lambda p: True,
+        factory="pytest_gpuperf.measure.cpu:make_cpu_timer",
+        noise_class="cpu",
+        plain_name=True,
+    )
+)
