@@ -144,10 +144,12 @@ def test_a_child_is_given_no_output_option_of_its_parent() -> None:
     assert OUTPUT_OPTIONS <= _NOT_FORWARDED
     assert set(OPTIONS_BY_NAME) >= _NOT_FORWARDED
 
-    config = SimpleNamespace(
-        rootpath=Path("/r"), inipath=None, invocation_params=SimpleNamespace(args=())
-    )
     values = {name: "out.file" for name in files} | {"github": "on", "rounds": 7}
-    cfg = SimpleNamespace(settings={k: Setting(v, "cli") for k, v in values.items()})
-    args = forwarded_args(config, cfg)  # type: ignore[arg-type]
+    run = SimpleNamespace(
+        rootpath=Path("/r"),
+        inipath=None,
+        invocation_args=(),
+        resolved=SimpleNamespace(settings={k: Setting(v, "cli") for k, v in values.items()}),
+    )
+    args = forwarded_args(run)  # type: ignore[arg-type]
     assert [a for a in args if a.startswith("--gpuperf-")] == ["--gpuperf-rounds=7"]
