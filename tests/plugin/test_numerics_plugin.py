@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.conftest import FAST
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST
 
 #: ``CHANGE`` picks what differs from the baseline's run: nothing, a shift of every value by
 #: 1e-2 (relative ~1e-3 to 1e-2 here), a dtype (float64), a shape (the transpose of a
@@ -17,7 +17,7 @@ BENCH = """
 import os
 import torch
 
-def test_seeded(gpu_bench):
+def test_seeded(clock, gpu_bench):
     torch.manual_seed(0)
     a = torch.randn(48, 32)
     b = torch.randn(32, 40)
@@ -27,6 +27,7 @@ def test_seeded(gpu_bench):
     dtype = torch.float64 if change == "dtype" else torch.float32
 
     def f(a, b):
+        clock.ns += 20_000  # virtual time: the verdict on time is "no change", whatever the load
         out = (a @ b + shift).to(dtype)
         out = out.t().contiguous() if change == "shape" else out.clone()
         return out, {"scale": out.abs().mean(), "note": "not a tensor"}
@@ -37,10 +38,23 @@ def test_seeded(gpu_bench):
 UNSEEDED = """
 import torch
 
-def test_unseeded(gpu_bench):
+def test_unseeded(clock, gpu_bench):
     x = torch.randn(64, 64)
-    gpu_bench(torch.tanh, x)
+
+    def f(x):
+        clock.ns += 20_000
+        return torch.tanh(x)
+
+    gpu_bench(f, x)
 """
+
+
+@pytest.fixture(autouse=True)
+def _virtual_time(pytester: pytest.Pytester) -> None:
+    """Time moves only when the benchmark runs: these tests are about numerics, and a loaded
+    machine must not turn an unchanged time into a regression."""
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+
 
 QUIET = ["--gpuperf-capture=never", "--gpuperf-inventory=never", "--gpuperf-reruns=0"]
 
