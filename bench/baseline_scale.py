@@ -18,7 +18,7 @@ What it prints, each measured in a fresh process:
 - ``--savers`` processes saving one session each at the same moment, with the default
   lock timeout: whether every run of every saver is in the store afterwards.
 
-The targets (issue 12): save <= 3 s and <= 300 MB; list <= 1 s; 8 concurrent saves
+The targets: save <= 3 s and <= 300 MB; list <= 1 s; 8 concurrent saves
 lose no run. The figures are recorded in docs/performance.md.
 """
 

@@ -55,7 +55,7 @@ class GpuPerfWarning(UserWarning):
     __module__ = "pytest_gpuperf"
 
 
-# --- baselines (issue 3) -------------------------------------------------------
+# --- baselines -----------------------------------------------------------------
 
 
 class BaselineError(GpuPerfError):

@@ -97,7 +97,7 @@ class Result:
     flops: float | None = None
     bytes: float | None = None
     device_name: str | None = None
-    #: NVML telemetry summary (issue 4), verdict (issue 3), artifacts (issue 5):
+    #: NVML telemetry summary, verdict, captured artifacts:
     #: filled by later stages, JSON-safe dicts.
     telemetry: dict[str, Any] | None = None
     comparison: dict[str, Any] | None = None

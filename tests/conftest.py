@@ -40,7 +40,7 @@ def fast_args() -> list[str]:
 #: A conftest for pytester projects: a ``clock`` fixture whose time moves only when the
 #: benchmarked function advances it (``clock.ns += ...``). The CPU timer and the measurement
 #: loop read it instead of the wall clock, so what a test measures does not depend on how
-#: busy the machine is (issue 12, defect 17). The fresh processes of confirmations and
+#: busy the machine is. The fresh processes of confirmations and
 #: captures load the same conftest.
 VIRTUAL_TIME_CONFTEST = """
 import importlib

@@ -27,9 +27,10 @@ __all__ = [
 
 #: Where baselines live unless ``--gpuperf-baseline-dir`` (or the CLI's ``--dir``) says otherwise.
 DEFAULT_DIR = ".gpuperf/baselines"
-#: Runs kept per benchmark and fingerprint. 20: the power table of statistics.md §4.7
-#: assumes a 20-run history; more runs barely narrow the t quantile (29 vs 39 degrees of
-#: freedom with the prior's 10), while they keep staler runs and grow the file by half.
+#: Runs kept per benchmark and fingerprint. 20: the verdict's power (the smallest
+#: slowdown it catches) is planned for a 20-run history; more runs barely narrow the t
+#: quantile (29 vs 39 degrees of freedom with the prior's 10), while they keep staler
+#: runs and grow the file by half.
 DEFAULT_KEEP_RUNS = 20
 #: A baseline name is a plain file name: no separators, not hidden, not "." or "..".
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")

@@ -11,7 +11,7 @@ it). While a process holds the lock, the file names it (pid, host, user and
 what it is doing), so that a waiting process can say who it waits for.
 
 Safety in a shared folder (the per-GPU lock folder is shared by every user of
-the machine; issue 12):
+the machine, so another user may have planted anything in it):
 
 - the lock file is opened relative to its folder's descriptor with
   ``O_NOFOLLOW``, never created through a symbolic link, and must be a
@@ -30,12 +30,13 @@ there: the path is checked with ``lstat`` first). Elsewhere (no ``fcntl``, no
 ``msvcrt``): no lock is taken. Each write is still atomic, so a file is never
 torn, but two concurrent saves may lose the runs of one of them.
 
-Why not the ``filelock`` package (installed with torch; issue 13 asked): its
-releases before 3.20.1 open the lock file with ``O_TRUNC``, following a
-symbolic link (CVE-2025-68146, the bug of issue 12's defect 1), and this
-project cannot pin the version a user's torch environment brings; no release
-checks for hard links or opens relative to a checked folder; and it records no
-holder a waiting process could name (issue 13's silent waits). The part of it
+Why not the ``filelock`` package (installed with torch): its releases before
+3.20.1 open the lock file with ``O_TRUNC``, following a symbolic link
+(CVE-2025-68146: a link planted in a shared lock folder truncates its target),
+and this project cannot pin the version a user's torch environment brings; no
+release checks for hard links or opens relative to a checked folder; and it
+records no holder a waiting process could name (a run that waits would wait
+without saying for whom). The part of it
 this needs is the ~100 lines below.
 """
 

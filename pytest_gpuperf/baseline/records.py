@@ -73,7 +73,7 @@ class RunRecord:
 
     @property
     def log_median(self) -> float:
-        """The run statistic of statistics.md §4.1: the log of the run's median (seconds)."""
+        """The run statistic the verdict compares: the log of the run's median (seconds)."""
         return math.log(self.median)
 
     @property

@@ -328,31 +328,7 @@ class BaselineStore:
         files = self.files(name)
         path = files.index
         stamp = _stamp(now or _now())
-        new_fps: dict[str, dict[str, Any]] = {}
-        new_runs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
-        skipped: list[tuple[str, str]] = []
-        for r in results:
-            d = result_fields(r) if isinstance(r, Result) else r
-            key = d.get("id", {}).get("key", "?")
-            env = d.get("environment")
-            if not env:
-                skipped.append((key, "no environment recorded, so no fingerprint"))
-                continue
-            fp = fingerprint(env, fingerprint_extra)
-            fid = fingerprint_id(fp)
-            try:
-                rec = record_from_result(
-                    d,
-                    fingerprint_id=fid,
-                    timestamp=stamp,
-                    meta=meta,
-                    extra=(extras or {}).get(key),
-                )
-            except ValueError as e:
-                skipped.append((key, str(e)))
-                continue
-            new_fps[fid] = fp
-            new_runs.append((d, rec))
+        new_fps, new_runs, skipped = _records(results, stamp, meta, fingerprint_extra, extras)
         if not new_runs:
             return SaveSummary(name, path, False, 0, 0, 0, (), keep_runs, None, tuple(skipped))
 
@@ -360,17 +336,7 @@ class BaselineStore:
         with self._locked(files, "save into"):
             layout.check_writable(files)
             created = not path.exists()
-            if created:
-                index: dict[str, Any] = empty_index(name, stamp)
-                version = schema.SCHEMA_VERSION
-                before: set[str] = set()
-            else:
-                index, version = self._read_index(name, files)
-                if version <= schema.DOCUMENT_VERSION:
-                    index = layout.index_from_document(files, index)
-                    before = set()
-                else:
-                    before = set(index["segments"])
+            index, version, before = self._index_to_save_into(name, files, stamp, created)
             segment, added, touched = _merge(index, new_fps, new_runs, skipped)
             # Segments this save writes: gone again if its commit fails (a migration's too).
             migrated = version != schema.SCHEMA_VERSION
@@ -406,6 +372,18 @@ class BaselineStore:
             migrated_from=None if version == schema.SCHEMA_VERSION else version,
             skipped=tuple(skipped),
         )
+
+    def _index_to_save_into(
+        self, name: str, files: layout.Files, stamp: str, created: bool
+    ) -> tuple[dict[str, Any], int, set[str]]:
+        """The index a save adds to (an empty one, or the stored one, migrated from a
+        document), the stored file's version, and the segments it already had."""
+        if created:
+            return empty_index(name, stamp), schema.SCHEMA_VERSION, set()
+        index, version = self._read_index(name, files)
+        if version <= schema.DOCUMENT_VERSION:
+            return layout.index_from_document(files, index), version, set()
+        return index, version, set(index["segments"])
 
     @contextlib.contextmanager
     def _locked(self, files: layout.Files, action: str) -> Iterator[None]:
@@ -472,12 +450,7 @@ class BaselineStore:
         ``keep_runs`` trims every benchmark of every environment). Benchmarks
         and environments left without runs go too. Nothing else is touched.
         """
-        if keep_runs is None and fingerprint_id is None and keys is None and before is None:
-            raise ValueError("prune needs keep_runs, fingerprint_id, keys or before")
-        if keep_runs is not None and keep_runs < 1:
-            raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
-        if before is not None and before.tzinfo is None:
-            raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
+        _check_prune(keep_runs, fingerprint_id, keys, before)
         files = self._existing(name)
         key_set = set(keys) if keys is not None else None
         layout.check_writable(files)
@@ -497,41 +470,7 @@ class BaselineStore:
                 raise BaselineError(
                     f"baseline {name!r} has no fingerprint {fingerprint_id!r}; it has: {have}"
                 )
-            segs = index["segments"]
-            stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
-            envs = {fid: _Tally() for fid in index["fingerprints"]}
-            for key, bench in index["benchmarks"].items():
-                runs = bench["runs"]
-                newest: set[int] = set()
-                if keep_runs is not None:
-                    for fid in {r[2] for r in runs}:
-                        mine = [i for i, r in enumerate(runs) if r[2] == fid]
-                        newest.update(mine[-keep_runs:])
-                keep = []
-                for i, ref in enumerate(runs):
-                    tally = envs[ref[2]]
-                    tally.total += 1
-                    if i in newest or not _selected(
-                        ref, key, stamps, fingerprint_id, key_set, before
-                    ):
-                        keep.append(ref)
-                        continue
-                    tally.removed += 1
-                    tally.benchmarks.add(key)
-                    tally.times.append(segs[ref[0]]["timestamp"])
-                runs[:] = keep
-            report = tuple(
-                EnvironmentPrune(
-                    fid,
-                    _environment_label(index["fingerprints"][fid]),
-                    t.removed,
-                    t.total,
-                    len(t.benchmarks),
-                    min(t.times, default=None),
-                    max(t.times, default=None),
-                )
-                for fid, t in envs.items()
-            )
+            report = _prune_runs(index, keep_runs, fingerprint_id, key_set, before)
             removed = sum(e.removed for e in report)
             n_bench, n_fp = _drop_empty(index)
             if not dry_run and (removed or version != schema.SCHEMA_VERSION):
@@ -539,6 +478,106 @@ class BaselineStore:
                 layout.write_index(files, index)
                 layout.collect_garbage(files, previous | set(index["segments"]))
         return PruneSummary(name, files.index, removed, n_bench, n_fp, report, dry_run)
+
+
+def _records(
+    results: Sequence[Result | Mapping[str, Any]],
+    stamp: str,
+    meta: Mapping[str, Any] | None,
+    fingerprint_extra: Mapping[str, Any] | None,
+    extras: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[
+    dict[str, dict[str, Any]],
+    list[tuple[Mapping[str, Any], dict[str, Any]]],
+    list[tuple[str, str]],
+]:
+    """The runs a save stores: their fingerprints by id, (result, record) pairs, and the
+    (key, why) of each result that cannot be stored (no environment, a bad field)."""
+    new_fps: dict[str, dict[str, Any]] = {}
+    new_runs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
+    skipped: list[tuple[str, str]] = []
+    for r in results:
+        d = result_fields(r) if isinstance(r, Result) else r
+        key = d.get("id", {}).get("key", "?")
+        env = d.get("environment")
+        if not env:
+            skipped.append((key, "no environment recorded, so no fingerprint"))
+            continue
+        fp = fingerprint(env, fingerprint_extra)
+        fid = fingerprint_id(fp)
+        try:
+            rec = record_from_result(
+                d,
+                fingerprint_id=fid,
+                timestamp=stamp,
+                meta=meta,
+                extra=(extras or {}).get(key),
+            )
+        except ValueError as e:
+            skipped.append((key, str(e)))
+            continue
+        new_fps[fid] = fp
+        new_runs.append((d, rec))
+    return new_fps, new_runs, skipped
+
+
+def _check_prune(
+    keep_runs: int | None,
+    fingerprint_id: str | None,
+    keys: Iterable[str] | None,
+    before: _dt.datetime | None,
+) -> None:
+    """Refuse a prune that selects nothing, keeps no run, or has a naive ``before``."""
+    if keep_runs is None and fingerprint_id is None and keys is None and before is None:
+        raise ValueError("prune needs keep_runs, fingerprint_id, keys or before")
+    if keep_runs is not None and keep_runs < 1:
+        raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
+    if before is not None and before.tzinfo is None:
+        raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
+
+
+def _prune_runs(
+    index: dict[str, Any],
+    keep_runs: int | None,
+    fingerprint_id: str | None,
+    key_set: set[str] | None,
+    before: _dt.datetime | None,
+) -> tuple[EnvironmentPrune, ...]:
+    """Remove from ``index`` the runs :meth:`BaselineStore.prune` selects; returns what it
+    removed in each environment."""
+    segs = index["segments"]
+    stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
+    envs = {fid: _Tally() for fid in index["fingerprints"]}
+    for key, bench in index["benchmarks"].items():
+        runs = bench["runs"]
+        newest: set[int] = set()
+        if keep_runs is not None:
+            for fid in {r[2] for r in runs}:
+                mine = [i for i, r in enumerate(runs) if r[2] == fid]
+                newest.update(mine[-keep_runs:])
+        keep = []
+        for i, ref in enumerate(runs):
+            tally = envs[ref[2]]
+            tally.total += 1
+            if i in newest or not _selected(ref, key, stamps, fingerprint_id, key_set, before):
+                keep.append(ref)
+                continue
+            tally.removed += 1
+            tally.benchmarks.add(key)
+            tally.times.append(segs[ref[0]]["timestamp"])
+        runs[:] = keep
+    return tuple(
+        EnvironmentPrune(
+            fid,
+            _environment_label(index["fingerprints"][fid]),
+            t.removed,
+            t.total,
+            len(t.benchmarks),
+            min(t.times, default=None),
+            max(t.times, default=None),
+        )
+        for fid, t in envs.items()
+    )
 
 
 @dataclass

@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
+
+_T = TypeVar("_T")
 
 #: Exit codes, as documented in --help and docs/ci.md.
 OK = 0
@@ -300,22 +302,26 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 # --- the parser -------------------------------------------------------------------------
 
 
-def _fraction(text: str) -> float:
-    from pytest_gpuperf.values import OptionValueError, fraction
+def _checked(convert: Callable[[str], _T], text: str) -> _T:
+    """``convert(text)``, with the option checker's message as argparse's on a bad value."""
+    from pytest_gpuperf.values import OptionValueError
 
     try:
-        return fraction(text)
+        return convert(text)
     except OptionValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _fraction(text: str) -> float:
+    from pytest_gpuperf.values import fraction
+
+    return _checked(fraction, text)
 
 
 def _probability(text: str) -> float:
-    from pytest_gpuperf.values import OptionValueError, probability
+    from pytest_gpuperf.values import probability
 
-    try:
-        return probability(text)
-    except OptionValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    return _checked(probability, text)
 
 
 SORT_HELP = (
@@ -325,12 +331,9 @@ SORT_HELP = (
 
 
 def _sort(text: str) -> str:
-    from pytest_gpuperf.values import OptionValueError, sort_key
+    from pytest_gpuperf.values import sort_key
 
-    try:
-        return sort_key(text)
-    except OptionValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    return _checked(sort_key, text)
 
 
 def _at_least_two(text: str) -> int:
@@ -342,21 +345,23 @@ def _at_least_two(text: str) -> int:
     return n
 
 
-def _positive_float(text: str) -> float:
+def _number(parse: Callable[[str], _T], text: str, invalid: _T) -> _T:
+    """``parse(text)``, or ``invalid`` where it is no number (the caller says what it wants)."""
     try:
-        x = float(text)
+        return parse(text)
     except ValueError:
-        x = 0.0
+        return invalid
+
+
+def _positive_float(text: str) -> float:
+    x = _number(float, text, 0.0)
     if not x > 0 or x == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
     return x
 
 
 def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
+    n = _number(int, text, 0)
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return n
@@ -379,13 +384,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    _add_list(sub, common)
+    _add_show(sub, common)
+    _add_compare(sub, common)
+    _add_prune(sub, common)
+    _add_export(sub, common)
+    _add_demo(sub)
+    return parser
+
+
+def _add_list(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """``list``: the baselines and their runs."""
     p = sub.add_parser("list", parents=[common], help="baselines and their runs")
     p.set_defaults(func=cmd_list)
 
+
+def _add_show(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """``show NAME``: the benchmarks of one baseline."""
     p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
     p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
     p.set_defaults(func=cmd_show)
 
+
+def _add_compare(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """``compare A B``: judge B against A with the plugin's verdict."""
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -413,6 +441,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: verdict)")
     p.set_defaults(func=cmd_compare)
 
+
+def _add_prune(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """``prune NAME``: remove runs from a baseline."""
     p = sub.add_parser(
         "prune",
         parents=[common],
@@ -446,6 +479,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_prune)
 
+
+def _add_export(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """``export NAME|RUNFILE``: the newest run in another format."""
     p = sub.add_parser(
         "export",
         parents=[common],
@@ -465,6 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
     p.set_defaults(func=cmd_export)
 
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``demo``: the main job in a minute."""
     p = sub.add_parser(
         "demo",
         help="the main job in a minute: save a baseline, compare unchanged code (passes), "
@@ -488,7 +529,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs saved into the baseline (default 3; at least 2)",
     )
     p.set_defaults(func=cmd_demo)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

@@ -15,7 +15,7 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -114,6 +114,38 @@ def _jitter(i: int) -> float:
     return ((i * 0.6180339887) % 1.0) * 2 - 1
 
 
+def _empty(width: int, height: int, label: str, message: str) -> str:
+    """A chart with nothing to draw: ``message`` in its middle."""
+    return _svg(
+        width,
+        height,
+        label,
+        [
+            f'<text x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle" '
+            f'font-size="12" fill="{INK}">{message}</text>'
+        ],
+    )
+
+
+def _y_grid(
+    ticks: Sequence[float],
+    labels: Sequence[str],
+    sy: Callable[[float], float],
+    x0: float,
+    x1: float,
+) -> list[str]:
+    """A horizontal grid line from ``x0`` to ``x1`` at each tick, labelled left of ``x0``."""
+    out = []
+    for t, label in zip(ticks, labels, strict=True):
+        y = sy(t)
+        out.append(
+            f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="{GRID}"/>'
+            f'<text x="{x0 - 6}" y="{y + 3:.1f}" text-anchor="end" font-size="10" '
+            f'fill="{INK}">{escape(label)}</text>'
+        )
+    return out
+
+
 def _svg(width: int, height: int, label: str, body: list[str]) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -141,11 +173,7 @@ def strip_box(
     height = top + bottom + row_height * max(len(shown), 1)
     body: list[str] = []
     if not shown:
-        body.append(
-            f'<text x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle" '
-            f'font-size="12" fill="{INK}">no data</text>'
-        )
-        return _svg(width, height, title, body)
+        return _empty(width, height, title, "no data")
     ref = reference if reference is not None and math.isfinite(reference) else None
     lo, hi = _domain([x for g in shown for x in g.values] + ([ref] if ref is not None else []))
     plot_w = width - left - right
@@ -235,11 +263,7 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
     left, right, top, bottom = 64, 16, 10, 44
     body: list[str] = []
     if not points:
-        body.append(
-            f'<text x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle" '
-            f'font-size="12" fill="{INK}">no stored runs</text>'
-        )
-        return _svg(width, height, title, body)
+        return _empty(width, height, title, "no stored runs")
     lo, hi = _domain([p.value for p in points])
     plot_w, plot_h = width - left - right, height - top - bottom
     n = len(points)
@@ -251,13 +275,7 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
         return top + plot_h - (y - lo) / (hi - lo) * plot_h
 
     ticks = nice_ticks(lo, hi, 4)
-    for t, label in zip(ticks, time_tick_labels(ticks), strict=True):
-        y = sy(t)
-        body.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>'
-            f'<text x="{left - 6}" y="{y + 3:.1f}" text-anchor="end" font-size="10" '
-            f'fill="{INK}">{escape(label)}</text>'
-        )
+    body += _y_grid(ticks, time_tick_labels(ticks), sy, left, width - right)
     axis_y = top + plot_h
     body.append(
         f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
@@ -336,11 +354,7 @@ def line_chart(
     values = [v for ln in lines for v in ln.values if v is not None and math.isfinite(v)]
     body: list[str] = []
     if not values or not x_labels:
-        body.append(
-            f'<text x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle" '
-            f'font-size="12" fill="{INK}">no data</text>'
-        )
-        return _svg(width, height, title, body)
+        return _empty(width, height, title, "no data")
     height = max(height, top + 120 + bottom)
     plot_w, plot_h = width - left - right, height - top - bottom
     hi = max(values) * 1.08 or 1.0
@@ -354,13 +368,7 @@ def line_chart(
 
     ticks = nice_ticks(0.0, hi, 5)
     labels = time_tick_labels(ticks) if y_format == "time" else number_tick_labels(ticks)
-    for t, label in zip(ticks, labels, strict=True):
-        y = sy(t)
-        body.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{GRID}"/>'
-            f'<text x="{left - 6}" y="{y + 3:.1f}" text-anchor="end" font-size="10" '
-            f'fill="{INK}">{escape(label)}</text>'
-        )
+    body += _y_grid(ticks, labels, sy, left, width - right)
     axis_y = top + plot_h
     body.append(
         f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
@@ -374,39 +382,60 @@ def line_chart(
             f'<text {_anchored(x, label, 2, width - 2)} y="{axis_y + 15}" font-size="10" '
             f'fill="{INK}">{escape(label)}</text>'
         )
+    shown = fmt_time if y_format == "time" else (lambda v: f"{v:.4g} {y_label}")
     for ln in lines:
-        dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
-        run: list[tuple[float, float]] = []
-        segments: list[list[tuple[float, float]]] = [run]
-        for i, v in enumerate(ln.values):
-            if v is None or not math.isfinite(v):
-                run = []
-                segments.append(run)
-                continue
-            run.append((sx(i), sy(v)))
-        for seg in segments:
-            if len(seg) > 1:
-                path = " ".join(f"{x:.1f},{y:.1f}" for x, y in seg)
-                body.append(
-                    f'<polyline points="{path}" fill="none" stroke="{ln.color}" '
-                    f'stroke-width="2"{dash}/>'
-                )
-        for i, v in enumerate(ln.values):
-            if v is None or not math.isfinite(v):
-                continue
-            shown = fmt_time(v) if y_format == "time" else f"{v:.4g} {y_label}"
-            tip = f"{ln.label} at {x_labels[i]}: {shown}"
-            fill = "#fff" if ln.dashed else ln.color
-            body.append(
-                f'<circle cx="{sx(i):.1f}" cy="{sy(v):.1f}" r="3" fill="{fill}" '
-                f'stroke="{ln.color}"><title>{escape(tip)}</title></circle>'
+        body += _polyline(ln, x_labels, sx, sy, shown)
+    body += _legend(lines, left, axis_y + 32)
+    return _svg(width, height, title, body)
+
+
+def _polyline(
+    ln: Line,
+    x_labels: Sequence[str],
+    sx: Callable[[int], float],
+    sy: Callable[[float], float],
+    shown: Callable[[float], str],
+) -> list[str]:
+    """One line of a line chart: its stretches between missing values, and a dot with a
+    tooltip at each value (hollow on a dashed line)."""
+    out = []
+    dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
+    run: list[tuple[float, float]] = []
+    segments: list[list[tuple[float, float]]] = [run]
+    for i, v in enumerate(ln.values):
+        if v is None or not math.isfinite(v):
+            run = []
+            segments.append(run)
+            continue
+        run.append((sx(i), sy(v)))
+    for seg in segments:
+        if len(seg) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in seg)
+            out.append(
+                f'<polyline points="{path}" fill="none" stroke="{ln.color}" '
+                f'stroke-width="2"{dash}/>'
             )
+    for i, v in enumerate(ln.values):
+        if v is None or not math.isfinite(v):
+            continue
+        tip = f"{ln.label} at {x_labels[i]}: {shown(v)}"
+        fill = "#fff" if ln.dashed else ln.color
+        out.append(
+            f'<circle cx="{sx(i):.1f}" cy="{sy(v):.1f}" r="3" fill="{fill}" '
+            f'stroke="{ln.color}"><title>{escape(tip)}</title></circle>'
+        )
+    return out
+
+
+def _legend(lines: Sequence[Line], left: float, y0: float) -> list[str]:
+    """One row per line under the chart, from ``y0`` down: a stroke of its style, its label."""
+    out = []
     for k, ln in enumerate(lines):
-        y = axis_y + 32 + 14 * k
+        y = y0 + 14 * k
         dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
-        body.append(
+        out.append(
             f'<line x1="{left}" y1="{y - 4}" x2="{left + 22}" y2="{y - 4}" stroke="{ln.color}" '
             f'stroke-width="2"{dash}/><text x="{left + 28}" y="{y}" font-size="10" '
             f'fill="{INK}">{escape(ln.label)}</text>'
         )
-    return _svg(width, height, title, body)
+    return out

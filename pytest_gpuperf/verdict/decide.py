@@ -334,13 +334,7 @@ def decide_figure(
     if not k or not r:
         raise ValueError("decide_figure() needs baseline and current runs")
     ys = [x.y for x in base]
-    median_s = math.exp(min(ys))
-    prior = klass.prior(median_s)
-    own, df = fast_spread(ys)
-    # The baseline's own spread may raise the prior, up to own_cap times: with few runs its
-    # faster half can hold a slow process, which the minimum already ignores.
-    own = min(own, policy.own_cap * prior)
-    s = max(moderate(prior, policy.prior_weight, own, df), policy.noise_floor, floor)
+    s, prior, own, df = _noise(ys, klass, policy, floor)
     loc = _LOCATIONS[policy.location]
     se = s * math.sqrt(loc.var(k) + loc.var(r))
     d = loc.center([x.y for x in cur], s) - loc.center(ys, s)
@@ -361,6 +355,68 @@ def decide_figure(
     half = z_of((1 - policy.ci_level) / 2) * se
     if not like_for_like:
         one_run = math.inf  # a run measured another way (host not hidden) needs a second
+    kind, final, reasons = _classify(
+        slower, faster, upper, cutoff, floor_log, decisive, one_run, r, klass, last=last
+    )
+    return FigureVerdict(
+        figure=figure,
+        klass=klass.name,
+        kind=kind,
+        final=final,
+        k=k,
+        r=r,
+        baseline_s=_exp(min(ys)),
+        current_s=_exp(min(x.y for x in cur)),
+        ratio=_exp(d),
+        ratio_low=_exp(d - half),
+        ratio_high=_exp(d + half),
+        slower=_exp(slower) - 1.0,
+        cutoff=_exp(cutoff) - 1.0,
+        cutoff_reason="noise" if z * se > floor_log else "threshold",
+        decisive=_exp(decisive) - 1.0,
+        one_run=_exp(one_run) - 1.0,
+        noise=s,
+        noise_prior=prior,
+        noise_own=own if df else None,
+        se=se,
+        z=slower / se if se > 0 else math.inf,
+        resolution=resolution,
+        runs_needed=klass.runs,
+        reasons=tuple(reasons),
+        baseline_runs=tuple(math.exp(y) for y in ys),
+        current_runs=tuple(math.exp(x.y) for x in cur),
+    )
+
+
+def _noise(
+    ys: Sequence[float], klass: NoiseClass, policy: DecisionPolicy, floor: float
+) -> tuple[float, float, float, int]:
+    """The noise of one run's log time: (noise, class prior, baseline's own spread, its df)."""
+    median_s = math.exp(min(ys))
+    prior = klass.prior(median_s)
+    own, df = fast_spread(ys)
+    # The baseline's own spread may raise the prior, up to own_cap times: with few runs its
+    # faster half can hold a slow process, which the minimum already ignores.
+    own = min(own, policy.own_cap * prior)
+    s = max(moderate(prior, policy.prior_weight, own, df), policy.noise_floor, floor)
+    return s, prior, own, df
+
+
+def _classify(
+    slower: float,
+    faster: float,
+    upper: float,
+    cutoff: float,
+    floor_log: float,
+    decisive: float,
+    one_run: float,
+    r: int,
+    klass: NoiseClass,
+    *,
+    last: bool,
+) -> tuple[str, bool, list[str]]:
+    """The figure's kind, whether it is final, and the reasons when it is inconclusive
+    (all sizes as log ratios; ``r`` current runs; ``last``: no more runs can be made)."""
     reasons: list[str] = []
     suspect = slower > max(floor_log, cutoff / 2)
     if slower > cutoff or (suspect and not last):
@@ -394,34 +450,7 @@ def decide_figure(
         )
     else:
         kind, final = NO_CHANGE, True
-    return FigureVerdict(
-        figure=figure,
-        klass=klass.name,
-        kind=kind,
-        final=final,
-        k=k,
-        r=r,
-        baseline_s=_exp(min(ys)),
-        current_s=_exp(min(x.y for x in cur)),
-        ratio=_exp(d),
-        ratio_low=_exp(d - half),
-        ratio_high=_exp(d + half),
-        slower=_exp(slower) - 1.0,
-        cutoff=_exp(cutoff) - 1.0,
-        cutoff_reason="noise" if z * se > floor_log else "threshold",
-        decisive=_exp(decisive) - 1.0,
-        one_run=_exp(one_run) - 1.0,
-        noise=s,
-        noise_prior=prior,
-        noise_own=own if df else None,
-        se=se,
-        z=slower / se if se > 0 else math.inf,
-        resolution=resolution,
-        runs_needed=klass.runs,
-        reasons=tuple(reasons),
-        baseline_runs=tuple(math.exp(y) for y in ys),
-        current_runs=tuple(math.exp(x.y) for x in cur),
-    )
+    return kind, final, reasons
 
 
 def _pct(x: float) -> str:

@@ -106,7 +106,7 @@ def test_corrupt_baseline_is_a_clear_error_and_is_left_untouched(
     path.parent.mkdir(parents=True)
     for text in (
         '{"schema": "pytest-gpuperf/baseline", "schema_version": 2, "bench',
-        # issue 12, defect 7: nested 100,000 levels, an INTERNALERROR with a RecursionError
+        # nested 100,000 levels, an INTERNALERROR with a RecursionError
         '{"schema": "pytest-gpuperf/baseline", "schema_version": 2, "x": '
         + "[" * 100_000
         + "]" * 100_000
@@ -235,7 +235,7 @@ def test_a_per_test_threshold_sets_how_large_a_slowdown_may_fail(pytester: pytes
 
 def test_no_output_option_overwrites_a_baseline(pytester: pytest.Pytester) -> None:
     """--gpuperf-json=.gpuperf/baselines/main.json replaced 44 saved runs with a results file
-    and exited 0 (issue 12, defect 2). Now the session stops before measuring."""
+    and exited 0. Now the session stops before measuring."""
     pytester.makepyfile(test_spin=BENCH)
     assert run(pytester, "--gpuperf-save=main").ret == pytest.ExitCode.OK
     folder = pytester.path / ".gpuperf" / "baselines"
@@ -255,7 +255,7 @@ def test_an_unwritable_json_path_is_reported_and_the_rest_still_prints(
     pytester: pytest.Pytester,
 ) -> None:
     """A write error of --gpuperf-json was a traceback that hid the table, the "saved" line and
-    the pass/fail line, although the baseline was saved (issue 12, defect 8)."""
+    the pass/fail line, although the baseline was saved."""
     pytester.makepyfile(test_spin=BENCH)
     pytester.makeconftest(
         """
@@ -289,7 +289,7 @@ def test_results_of_tests_that_did_not_pass_are_not_saved(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:
     """gpu_bench(...); assert False with --gpuperf-save printed "2 failed", then "saved 2
-    run(s)" (issue 12, defect 3)."""
+    run(s)"."""
     pytester.makepyfile(
         test_mixed="""
         import pytest
@@ -326,8 +326,7 @@ def test_results_of_tests_that_did_not_pass_are_not_saved(
 
 
 def test_an_interrupted_session_saves_nothing_and_says_so(pytester: pytest.Pytester) -> None:
-    """Ctrl-C during the 2nd of 2 benchmarks saved the 1st as a run, unmarked and unsaid
-    (issue 12, defect 10)."""
+    """Ctrl-C during the 2nd of 2 benchmarks saved the 1st as a run, unmarked and unsaid."""
     pytester.makepyfile(
         test_two="""
         import os, signal

@@ -224,7 +224,7 @@ def test_unstable_results_are_flagged(pytester: pytest.Pytester) -> None:
 
     It runs on a virtual clock (the CPU timer's and the loop's ``time``, advanced only by
     the function itself), so the outcome does not depend on how busy the machine is: with
-    wall time and busy-waits, 1 of 4 runs of the suite under load failed (issue 12, defect 17).
+    wall time and busy-waits, 1 of 4 runs of the suite under load failed.
     """
     pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
     pytester.makepyfile(

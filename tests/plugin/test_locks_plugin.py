@@ -67,7 +67,7 @@ def go(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_waiting_for_the_device_says_who_holds_it(pytester: pytest.Pytester, go: Path) -> None:
-    """A run stalled with no message while another process measured (issue 13)."""
+    """A run stalled with no message while another process measured."""
     take = (
         "from pytest_gpuperf.shell.locks import device_lock\n"
         "with device_lock('cpu', owner='tests/test_other.py::test_mm'):"
@@ -87,8 +87,7 @@ def test_waiting_for_the_device_says_who_holds_it(pytester: pytest.Pytester, go:
 def test_the_baseline_lock_waits_as_long_as_lock_timeout_says(
     pytester: pytest.Pytester, go: Path
 ) -> None:
-    """The baseline's lock gave up after a fixed 60 s, whatever --gpuperf-lock-timeout said
-    (issue 12, defect 4)."""
+    """The baseline's lock gave up after a fixed 60 s, whatever --gpuperf-lock-timeout said."""
     take = (
         "from pytest_gpuperf.baseline.filelock import locked\n"
         "with locked(Path('.gpuperf/baselines/.main.json.lock'), owner='saving into main'):"

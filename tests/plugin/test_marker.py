@@ -75,7 +75,7 @@ def test_shapes_without_a_shape_argument_is_a_collection_error(pytester: pytest.
         ("cuda_graph='sometimes'", "*cuda_graph=: expected False, True or 'both'*"),
         ("round_ms=-1", "*round_ms=: expected a number > 0, got -1*"),
         ("shapes=[]", "*test_bad: shapes= of @pytest.mark.gpuperf must be a non-empty list*"),
-        # issue 12, defect 11: accepted, to fail inside the test
+        # accepted, to fail inside the test
         (
             "dtypes=['float99']",
             "*test_bad: dtypes= of @pytest.mark.gpuperf: 'float99' is not a torch dtype; "

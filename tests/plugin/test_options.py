@@ -79,7 +79,7 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
 def test_contradictions_and_silent_no_ops_are_usage_errors(
     pytester: pytest.Pytester, args: list[str], message: str
 ) -> None:
-    """Each of these was accepted, and did nothing or nothing useful (issue 12, defect 11)."""
+    """Each of these was accepted, and did nothing or nothing useful."""
     pytester.makepyfile("def test_b(gpu_bench):\n    gpu_bench(lambda: None)\n")
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

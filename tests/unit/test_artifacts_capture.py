@@ -167,6 +167,20 @@ def test_missing_tools_are_skipped_with_the_reason(
     assert NsysCollector().collect(cpu).status == SKIPPED
 
 
+def test_cuda_tools_share_the_path_and_device_checks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """nsys and ncu: available once on PATH, skipped off CUDA with the same reason."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cpu = CaptureContext("t.py::t", tmp_path, "cpu", ["k"])
+    for collector in (NsysCollector(), NcuCollector()):
+        _fake_tool(tmp_path, collector.name, "exit 0")
+        assert collector.available() is None
+        res = collector.collect(cpu)
+        assert res.status == SKIPPED and res.name == collector.name
+        assert res.reason == "the benchmark does not run on a CUDA GPU"
+
+
 def _fake_tool(folder: Path, name: str, body: str) -> None:
     p = folder / name
     p.write_text("#!/bin/sh\n" + body + "\n")

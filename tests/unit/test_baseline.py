@@ -235,7 +235,7 @@ def test_invalid_names_are_refused(store: BaselineStore, name: str) -> None:
 
 def test_a_name_ending_in_json_is_refused_with_the_name_to_use(store: BaselineStore) -> None:
     """--gpuperf-save=main.json made main.json.json, listed as main.json, which show could not
-    open (issue 12, defect 14)."""
+    open."""
     with pytest.raises(InvalidBaselineName, match=r"'main\.json'.* without \.json: use 'main'"):
         store.save("main.json", [make_result()], now=T0)
     assert not store.root.exists()
@@ -516,7 +516,7 @@ def test_a_segment_edited_by_hand_is_validated_and_used(store: BaselineStore) ->
 
 
 def test_a_save_reads_the_index_only(store: BaselineStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cost of a save does not grow with the runs already stored (issue 12, defect 16)."""
+    """The cost of a save does not grow with the runs already stored."""
     from pytest_gpuperf.baseline import layout
 
     for i in range(3):
@@ -581,7 +581,7 @@ def _nested(depth: int) -> str:
 def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error(
     store: BaselineStore, tmp_path: Path, depth: int, where: str
 ) -> None:
-    """A ``meta`` nested 100,000 levels deep raised RecursionError (issue 12, defect 7)."""
+    """A ``meta`` nested 100,000 levels deep raised RecursionError."""
     store.save("main", [make_result(run_id="a")], meta={"git_sha": "abc"}, now=T0)
     if where == "one-file":
         store.path("main").write_text(
@@ -735,7 +735,7 @@ def test_a_new_run_only_adds_lines(store: BaselineStore) -> None:
 
 
 def test_file_size_is_reasonable(store: BaselineStore) -> None:
-    """statistics.md §5.2 budgets about 0.5 KB per benchmark per run (20 rounds) compact.
+    """A stored run costs about 0.5 KB per benchmark (20 rounds) when compact.
 
     A run of 20 rounds with meta takes about 0.75 KB in its segment and 0.1 KB in the
     index: 300 benchmarks with 20 runs each make about 5 MB. This keeps it from creeping up.
@@ -823,7 +823,7 @@ def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineSt
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old"]
     assert list(store.root.rglob("*.tmp"))  # what the killed save was writing
     # The kernel released the dead process's lock: the next save goes through at once, and
-    # removes the temporary file the killed one left (issue 12, defect 13).
+    # removes the temporary file the killed one left.
     BaselineStore(store.root, lock_timeout=5).save("main", [make_result(run_id="next")], now=T0)
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old", "next"]
     assert not list(store.root.rglob("*.tmp"))

@@ -222,7 +222,7 @@ def test_corrupt_and_foreign_files(
     foreign.write_text(json.dumps({"benchmarks": []}))
     garbage = tmp_path / "garbage.json"
     garbage.write_text("not json")
-    deep = tmp_path / "deep.json"  # issue 12, defect 7: a RecursionError exited 1, "a regression"
+    deep = tmp_path / "deep.json"  # a RecursionError exited 1, "a regression"
     deep.write_text(
         '{"schema": "pytest-gpuperf/results", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
     )
@@ -344,7 +344,7 @@ def test_export_a_run_file(tmp_path: Path) -> None:
     assert "tests/test_ops.py::test_mm[4096]@cuda-events" in names
 
 
-# --- output files never overwrite a baseline; links are written through (issue 12) ---------
+# --- output files never overwrite a baseline; links are written through ---------
 
 
 def _files(folder: Path) -> list[tuple[str, bytes]]:

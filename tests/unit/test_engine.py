@@ -122,7 +122,7 @@ def test_slow_function_uses_single_call_rounds():
 
 def test_a_flat_slow_function_cut_short_by_the_time_cap_is_not_unstable():
     """gpu_bench(lambda: time.sleep(5)) was UNSTABLE at 0.0 % spread: the time cap stopped
-    its rounds at 5 per pass, fewer than half of the 30 asked for (issue 12, defect 9)."""
+    its rounds at 5 per pass, fewer than half of the 30 asked for."""
     timer = FakeTimer(lambda i: 5.0, noise=0.0005)
     raw = run(timer)
     assert raw.time_capped and 5 <= len(raw.rounds) < 15

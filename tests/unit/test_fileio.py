@@ -39,7 +39,7 @@ def test_a_temporary_file_of_a_dead_writer_is_removed_by_the_next_write(tmp_path
     assert live.exists() and other.exists()
 
 
-# --- output files (issue 12, defects 2, 8, 12) ----------------------------------------------
+# --- output files -------------------------------------------------------------------------
 
 
 def test_an_output_is_written_through_its_owners_link(tmp_path: Path) -> None:

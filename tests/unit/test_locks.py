@@ -76,7 +76,7 @@ def test_a_busy_device_times_out_naming_the_holder(
         holder.join(10)
 
 
-# --- hostile lock folders (issue 12, defects 1 and 6) -------------------------------------
+# --- hostile lock folders: planted links, FIFOs, hard links, read-only files ------------
 
 needs_root = pytest.mark.skipif(
     not hasattr(os, "geteuid") or os.geteuid() != 0,

@@ -1,4 +1,4 @@
-"""The verdict's options (issue 3): parsed and resolved like every other option."""
+"""The verdict's options: parsed and resolved like every other option."""
 
 from __future__ import annotations
 

@@ -315,81 +315,31 @@ def compiler_stories(
     n_recompiles = len(comp.get("recompiles") or [])
 
     if limit is not None:
-        lim = limit["limit"]
-        guard = recompiles[-1] if recompiles else {}
-        fn = limit.get("function") or guard.get("function") or "?"
-        value = f" = {lim['value']}" if lim.get("value") is not None else ""
+        strong = gone or fell or base is None
         out.append(
-            Story(
-                RECOMPILE,
-                2.2 if (gone or fell or base is None) else 0.9,
-                f"torch.compile recompiled `{fn}` "
-                f"{max(n_recompiles - 1, 0)} time(s) and hit the recompile limit "
-                f"(torch._dynamo.config.{lim.get('name')}{value}), so the calls that miss the "
-                "cache run eagerly"
-                + (f" ({regions})" if regions and (gone or fell) else "")
-                + (
-                    f"; the guard that failed: `{guard.get('guard')}`"
-                    + _loc(guard.get("where"), guard.get("code"))
-                    if guard.get("guard")
-                    else ""
-                )
-                + "; a Python number that changes on every call is baked into the graph as a "
-                "constant: pass it as a tensor, or mark it dynamic",
-            )
+            _limit_story(limit, recompiles, n_recompiles, strong, regions if gone or fell else "")
         )
     elif gone or fell:
-        why = ""
-        if skipped:
-            f = skipped[0]
-            code = _code_of(comp, f.get("where"))
-            why = (
-                f"; dynamo gave up on `{f.get('function') or '?'}` and runs it eagerly: "
-                + (
-                    f'"{f["skip_reason"]}" ({f.get("skip_explanation", "").rstrip(".")}), '
-                    f'after "{f.get("reason")}"'
-                    if f.get("skip_reason")
-                    else f'"{f.get("reason")}"'
-                )
-                + _loc(f.get("where"), code)
-            )
-        else:
-            gb = next((g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)), None)
-            if gb is not None:
-                why = f'; dynamo reported: "{gb.get("reason")}"' + _loc(
-                    gb.get("where"), gb.get("code")
-                )
         head = (
             f"the compiled code is gone: the baseline ran {base.describe() if base else '?'}, "
             "the current code runs none, so the function runs eagerly"
             if gone
             else f"fewer compiled regions run: {regions}, so part of the function runs eagerly"
         )
-        out.append(Story(COMPILED_CODE_GONE, 2.0 if gone else 1.6, head + why))
+        out.append(
+            Story(COMPILED_CODE_GONE, 2.0 if gone else 1.6, head + _why_eager(comp, skipped))
+        )
 
     breaks = [g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)]
     breaks = [g for g in breaks if not g.get("eager")] if out else breaks
     if breaks or rose:
-        g = breaks[0] if breaks else {}
         if rose:
             weight = 1.5
         elif b_regions is not None and c_regions is not None and b_regions >= c_regions > 0:
             weight = 0.3  # as many compiled regions as the baseline: the break is not new
         else:
             weight = 0.5
-        out.append(
-            Story(
-                GRAPH_BREAK,
-                weight,
-                "torch.compile broke the graph"
-                + (f" {len(breaks)} time(s)" if breaks else "")
-                + (f': "{g.get("reason")}"' if g.get("reason") else "")
-                + _loc(g.get("where"), g.get("code"))
-                + (f"; {regions}" if rose else "")
-                + "; the pieces compile apart, so fusions across the break are lost and each "
-                "piece adds its own launch overhead",
-            )
-        )
+        out.append(_break_story(breaks, weight, regions if rose else ""))
     if recompiles and limit is None:
         r = recompiles[-1]
         out.append(
@@ -401,6 +351,76 @@ def compiler_stories(
             )
         )
     return out
+
+
+def _limit_story(
+    limit: Mapping[str, Any],
+    recompiles: Sequence[Mapping[str, Any]],
+    n_recompiles: int,
+    strong: bool,
+    regions: str,
+) -> Story:
+    """The recompile limit was hit: which function, which guard failed, and the remedy.
+    ``strong`` when the compiled code fell or there is no baseline to compare with."""
+    lim = limit["limit"]
+    guard = recompiles[-1] if recompiles else {}
+    fn = limit.get("function") or guard.get("function") or "?"
+    value = f" = {lim['value']}" if lim.get("value") is not None else ""
+    return Story(
+        RECOMPILE,
+        2.2 if strong else 0.9,
+        f"torch.compile recompiled `{fn}` "
+        f"{max(n_recompiles - 1, 0)} time(s) and hit the recompile limit "
+        f"(torch._dynamo.config.{lim.get('name')}{value}), so the calls that miss the "
+        "cache run eagerly"
+        + (f" ({regions})" if regions else "")
+        + (
+            f"; the guard that failed: `{guard.get('guard')}`"
+            + _loc(guard.get("where"), guard.get("code"))
+            if guard.get("guard")
+            else ""
+        )
+        + "; a Python number that changes on every call is baked into the graph as a "
+        "constant: pass it as a tensor, or mark it dynamic",
+    )
+
+
+def _why_eager(comp: Mapping[str, Any], skipped: Sequence[Mapping[str, Any]]) -> str:
+    """``; dynamo gave up on ...`` or ``; dynamo reported: ...``: why code runs eagerly."""
+    if skipped:
+        f = skipped[0]
+        code = _code_of(comp, f.get("where"))
+        return (
+            f"; dynamo gave up on `{f.get('function') or '?'}` and runs it eagerly: "
+            + (
+                f'"{f["skip_reason"]}" ({f.get("skip_explanation", "").rstrip(".")}), '
+                f'after "{f.get("reason")}"'
+                if f.get("skip_reason")
+                else f'"{f.get("reason")}"'
+            )
+            + _loc(f.get("where"), code)
+        )
+    gb = next((g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)), None)
+    if gb is not None:
+        return f'; dynamo reported: "{gb.get("reason")}"' + _loc(gb.get("where"), gb.get("code"))
+    return ""
+
+
+def _break_story(breaks: Sequence[Mapping[str, Any]], weight: float, regions: str) -> Story:
+    """torch.compile broke the graph: how often, the first reason and where, and what it costs
+    (``regions``: the compiled regions per call, when they rose)."""
+    g = breaks[0] if breaks else {}
+    return Story(
+        GRAPH_BREAK,
+        weight,
+        "torch.compile broke the graph"
+        + (f" {len(breaks)} time(s)" if breaks else "")
+        + (f': "{g.get("reason")}"' if g.get("reason") else "")
+        + _loc(g.get("where"), g.get("code"))
+        + (f"; {regions}" if regions else "")
+        + "; the pieces compile apart, so fusions across the break are lost and each "
+        "piece adds its own launch overhead",
+    )
 
 
 def _code_of(comp: Mapping[str, Any], where: str | None) -> str:

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
-from pytest_gpuperf.artifacts.analysis.inventory import KernelDiff, is_gemm, short_name
+from pytest_gpuperf.artifacts.analysis.inventory import (
+    KernelChange,
+    KernelDiff,
+    is_gemm,
+    short_name,
+)
 from pytest_gpuperf.artifacts.analysis.timeline import ProfileAnalysis
 
 HOST_SYNC = "host-sync"
@@ -147,13 +152,30 @@ class _Finding:
 
 def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     """The paragraph that opens the failure message, with the details under it."""
-    a = ev.analysis
-    kd = ev.kernel_diff
-    base = ev.baseline_inventory or {}
     slow_s = ev.slowdown_s
     slow_us = slow_s * 1e6 if slow_s is not None and slow_s > 0 else None
-    name = ev.display or ev.key
-    head = f"{name}"
+    findings: list[_Finding] = []
+    details: list[str] = []
+    idle_sentence = _idle_part(ev, slow_us, findings, details)
+    _kernel_part(ev, slow_us, findings, details)
+    _compile_part(ev, idle_sentence, findings, details)
+    details += _context_details(ev)
+    findings.sort(key=lambda f: -f.weight)
+    if findings and findings[0].cause in cs.COMPILER_CAUSES and findings[0].weight >= 1.5:
+        for f in findings[1:]:
+            if f.cause in (LAUNCH_BOUND, MORE_KERNELS, GPU_IDLE):
+                f.sentence += " (a consequence of the above: eager code launches op by op)"
+    causes = [f.cause for f in findings if f.weight > 0]
+    if idle_sentence and not any(c in causes for c in (HOST_SYNC, H2D_COPY, LAUNCH_BOUND)):
+        causes.append(GPU_IDLE)
+    parts = _paragraph(ev, findings, idle_sentence)
+    parts += [s.rstrip(".") + "." for s in extra_lines]
+    return Diagnosis(ev.key, " ".join(parts), causes, details)
+
+
+def _headline(ev: Evidence) -> str:
+    """``<name> is +12.3 % slower than its baseline (...)``, or ``<name> regressed.``."""
+    head = f"{ev.display or ev.key}"
     if ev.ratio is not None:
         head += (
             f" is {100 * (ev.ratio - 1):+.1f} % slower than its baseline "
@@ -161,45 +183,61 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
         )
     else:
         head += " regressed."
-    findings: list[_Finding] = []
-    details: list[str] = []
+    return head
 
-    # --- was the GPU idle? ---------------------------------------------------
-    idle_sentence = ""
-    if a is not None and a.device == "cuda":
-        busy = a.busy_fraction or 0.0
-        b_busy = base.get("busy_fraction")
-        explained = kd.explained if kd is not None else None
-        idle_grew = isinstance(b_busy, (int, float)) and busy < b_busy - 0.1
-        if busy < 0.8 and (explained is None or explained < 0.5 or idle_grew):
-            was = f", {100 * b_busy:.0f} % in the baseline" if isinstance(b_busy, float) else ""
-            idle_sentence = (
-                f"The GPU was idle: busy only {100 * busy:.0f} % of the profiled calls{was}"
-                + (
-                    f"; kernels explain {100 * max(explained, 0):.0f} % of the slowdown"
-                    if explained is not None
-                    else ""
-                )
-                + "."
-            )
-        findings += _idle_findings(a, base, slow_us)
-        details.append(
-            f"profile: {a.calls} steady-state calls, {fmt_time(a.per_call_us * 1e-6)} per call, "
-            f"GPU busy {100 * busy:.0f} %, {a.kernels / max(a.calls, 1):.0f} kernel(s) per call"
-            + (f" (median {a.median_kernel_us:.1f} µs)" if a.median_kernel_us else "")
-        )
-        for g in a.gaps[:3]:
-            details.append(
-                f"gap {g.dur_us:.1f} µs at +{g.start_us:.0f} µs, after {short_name(g.after, 40)}: "
-                f"{g.cause}"
-            )
-    elif a is not None:
+
+def _idle_part(
+    ev: Evidence, slow_us: float | None, findings: list[_Finding], details: list[str]
+) -> str:
+    """Was the GPU idle? Adds the idle-time findings and the profile's details; returns
+    the sentence that says the GPU was idle ("" when it was not, or no CUDA profile)."""
+    a = ev.analysis
+    if a is None:
+        return ""
+    if a.device != "cuda":
         details.append(
             f"profile: {a.calls} calls on the CPU, {fmt_time(a.cpu_per_call_us * 1e-6)} per call"
         )
+        return ""
+    base = ev.baseline_inventory or {}
+    kd = ev.kernel_diff
+    idle_sentence = ""
+    busy = a.busy_fraction or 0.0
+    b_busy = base.get("busy_fraction")
+    explained = kd.explained if kd is not None else None
+    idle_grew = isinstance(b_busy, (int, float)) and busy < b_busy - 0.1
+    if busy < 0.8 and (explained is None or explained < 0.5 or idle_grew):
+        was = f", {100 * b_busy:.0f} % in the baseline" if isinstance(b_busy, float) else ""
+        idle_sentence = (
+            f"The GPU was idle: busy only {100 * busy:.0f} % of the profiled calls{was}"
+            + (
+                f"; kernels explain {100 * max(explained, 0):.0f} % of the slowdown"
+                if explained is not None
+                else ""
+            )
+            + "."
+        )
+    findings += _idle_findings(a, base, slow_us)
+    details.append(
+        f"profile: {a.calls} steady-state calls, {fmt_time(a.per_call_us * 1e-6)} per call, "
+        f"GPU busy {100 * busy:.0f} %, {a.kernels / max(a.calls, 1):.0f} kernel(s) per call"
+        + (f" (median {a.median_kernel_us:.1f} µs)" if a.median_kernel_us else "")
+    )
+    for g in a.gaps[:3]:
+        details.append(
+            f"gap {g.dur_us:.1f} µs at +{g.start_us:.0f} µs, after {short_name(g.after, 40)}: "
+            f"{g.cause}"
+        )
+    return idle_sentence
 
-    # --- or busy but slow? -----------------------------------------------------
+
+def _kernel_part(
+    ev: Evidence, slow_us: float | None, findings: list[_Finding], details: list[str]
+) -> None:
+    """Or busy but slow? Adds the kernel stories and findings, the kernel and ncu details."""
+    kd = ev.kernel_diff
     if kd is not None:
+        base = ev.baseline_inventory or {}
         stories: list[cs.Story] = []
         layout = cs.layout_story(kd, slow_us)
         if layout is not None:
@@ -210,13 +248,18 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
         findings += [_Finding(st.cause, st.weight, st.sentence) for st in stories]
         findings += _kernel_findings(kd, slow_us, skip=cs.absorbed(stories))
         details += [f"kernels: {line}" for line in kd.lines()]
-    elif a is not None:
+    elif ev.analysis is not None:
         details.append("kernels: no baseline inventory to compare with (save a baseline again)")
-    ncu_by_name = {n.get("name"): n for n in ev.ncu}
     for n in ev.ncu:
         details.append(f"ncu {short_name(str(n.get('name', '?')), 48)}: {ncu_line(n)}")
 
-    # --- compiled code ---------------------------------------------------------
+
+def _compile_part(
+    ev: Evidence, idle_sentence: str, findings: list[_Finding], details: list[str]
+) -> None:
+    """What the compiler did: its stories, the fallbacks, and the compile details."""
+    a = ev.analysis
+    kd = ev.kernel_diff
     comp = ev.compile or {}
     breaks = comp.get("graph_breaks") or []
     n_breaks = int(comp.get("graph_break_count") or len(breaks))
@@ -252,7 +295,11 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
             f"compile: {comp.get('graphs')} graph(s), {n_breaks} graph break(s), "
             f"{len(recompiles)} recompile(s)" + (f", fallbacks {fallbacks}" if fallbacks else "")
         )
-    details += [f"nsys: {s}" for s in ev.nsys]
+
+
+def _context_details(ev: Evidence) -> list[str]:
+    """The nsys lines, and whether the slowdown reproduced in the profiler's process."""
+    details = [f"nsys: {s}" for s in ev.nsys]
     if ev.child_median_s is not None and ev.baseline_s:
         again = ev.child_median_s / ev.baseline_s - 1
         details.append(
@@ -264,16 +311,14 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
                 else "; the slowdown did not reproduce there, so the profiles may not show it"
             )
         )
+    return details
 
-    findings.sort(key=lambda f: -f.weight)
-    if findings and findings[0].cause in cs.COMPILER_CAUSES and findings[0].weight >= 1.5:
-        for f in findings[1:]:
-            if f.cause in (LAUNCH_BOUND, MORE_KERNELS, GPU_IDLE):
-                f.sentence += " (a consequence of the above: eager code launches op by op)"
-    causes = [f.cause for f in findings if f.weight > 0]
-    if idle_sentence and not any(c in causes for c in (HOST_SYNC, H2D_COPY, LAUNCH_BOUND)):
-        causes.append(GPU_IDLE)
-    parts = [head]
+
+def _paragraph(ev: Evidence, findings: Sequence[_Finding], idle_sentence: str) -> list[str]:
+    """The paragraph's sentences: headline, likely cause, idle time, the next causes, and
+    what Nsight Compute says of the hottest kernel when a kernel change leads."""
+    kd = ev.kernel_diff
+    parts = [_headline(ev)]
     if findings:
         top = findings[0]
         parts.append(f"Likely cause: {top.sentence}.")
@@ -285,6 +330,7 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
         and findings
         and findings[0].cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY)
     ):
+        ncu_by_name = {n.get("name"): n for n in ev.ncu}
         hot = next((c for c in kd.notable if c.delta_us > 0), None)
         hot_ncu = ncu_by_name.get(hot.name) if hot else None
         if hot_ncu:
@@ -293,15 +339,14 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
                 f"{ncu_line(hot_ncu)}."
             )
     if not findings and not idle_sentence:
-        if a is None:
+        if ev.analysis is None:
             parts.append("No profile could be taken (see the collectors below).")
         else:
             parts.append(
                 "The profile shows no host sync, copy or kernel change that explains it; "
                 "compare the traces below (clocks, other processes on the GPU)."
             )
-    parts += [s.rstrip(".") + "." for s in extra_lines]
-    return Diagnosis(ev.key, " ".join(parts), causes, details)
+    return parts
 
 
 def _idle_findings(
@@ -365,8 +410,31 @@ def _kernel_findings(
     kd: KernelDiff, slow_us: float | None, skip: set[str] | frozenset[str] = frozenset()
 ) -> list[_Finding]:
     """Kernel changes one by one, except those a story (``skip``) already tells."""
+    out = _variant_findings(kd, slow_us, skip)
+    variant_names = {n for v in kd.variants for n in v}
+    for c in kd.notable:
+        if c.name in variant_names or c.name in skip or c.delta_us <= 0:
+            continue
+        if c.kind == "memcpy" and ("HtoD" in c.name or "DtoH" in c.name):
+            continue  # a host-device copy: judged with the idle time
+        if c.share is not None and c.share < 0.05:
+            continue  # too small to be news (it stays in the details)
+        finding = _change_finding(c)
+        if finding is not None:
+            out.append(finding)
+        if len(out) >= 4:
+            break
+    if kd.explained is not None and kd.explained < 0.5:
+        for f in out:
+            f.weight *= 0.7
+    return out
+
+
+def _variant_findings(
+    kd: KernelDiff, slow_us: float | None, skip: set[str] | frozenset[str]
+) -> list[_Finding]:
+    """One finding per kernel swapped for another variant that costs 5 % of the slowdown."""
     out: list[_Finding] = []
-    exp = kd.explained
     for old, new in kd.variants:
         if old in skip or new in skip:
             continue
@@ -396,59 +464,43 @@ def _kernel_findings(
                 + f"; {why}",
             )
         )
-    variant_names = {n for v in kd.variants for n in v}
-    for c in kd.notable:
-        if c.name in variant_names or c.name in skip or c.delta_us <= 0:
-            continue
-        if c.kind == "memcpy" and ("HtoD" in c.name or "DtoH" in c.name):
-            continue  # a host-device copy: judged with the idle time
-        share = c.share if c.share is not None else None
-        if share is not None and share < 0.05:
-            continue  # too small to be news (it stays in the details)
-        w = min(max(share if share is not None else 0.3, 0.0), 1.0)
-        if c.status == "appeared" and any(t in c.name for t in _COPY_KERNEL):
-            out.append(
-                _Finding(
-                    EXTRA_COPY,
-                    0.3 + 0.65 * w,
-                    f"an extra copy appeared: {short_name(c.name)} {c.cur_launches:g}x per call, "
-                    f"{c.cur_us:.1f} µs"
-                    + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else "")
-                    + "; a non-contiguous or wrongly typed input is copied on every call",
-                )
-            )
-        elif c.status == "slower":
-            out.append(
-                _Finding(
-                    KERNEL_SLOWER,
-                    0.2 + 0.7 * w,
-                    f"{short_name(c.name)} got slower: "
-                    f"{c.base_us:.1f} -> {c.cur_us:.1f} µs per call"
-                    + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else "")
-                    + c.note,
-                )
-            )
-        elif c.status in ("appeared", "count"):
-            out.append(
-                _Finding(
-                    MORE_KERNELS,
-                    0.2 + 0.6 * w,
-                    (
-                        f"new kernel {short_name(c.name)}: {c.cur_launches:g}x per call, "
-                        f"{c.cur_us:.1f} µs"
-                        if c.status == "appeared"
-                        else f"{short_name(c.name)} launches {c.base_launches:g} -> "
-                        f"{c.cur_launches:g} per call"
-                    )
-                    + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else ""),
-                )
-            )
-        if len(out) >= 4:
-            break
-    if exp is not None and exp < 0.5:
-        for f in out:
-            f.weight *= 0.7
     return out
+
+
+def _change_finding(c: KernelChange) -> _Finding | None:
+    """An extra copy, a slower kernel, or a new or more often launched one; None otherwise."""
+    share = c.share
+    w = min(max(share if share is not None else 0.3, 0.0), 1.0)
+    of_slowdown = f" ({100 * share:.0f} % of the slowdown)" if share is not None else ""
+    if c.status == "appeared" and any(t in c.name for t in _COPY_KERNEL):
+        return _Finding(
+            EXTRA_COPY,
+            0.3 + 0.65 * w,
+            f"an extra copy appeared: {short_name(c.name)} {c.cur_launches:g}x per call, "
+            f"{c.cur_us:.1f} µs"
+            + of_slowdown
+            + "; a non-contiguous or wrongly typed input is copied on every call",
+        )
+    if c.status == "slower":
+        return _Finding(
+            KERNEL_SLOWER,
+            0.2 + 0.7 * w,
+            f"{short_name(c.name)} got slower: "
+            f"{c.base_us:.1f} -> {c.cur_us:.1f} µs per call" + of_slowdown + c.note,
+        )
+    if c.status in ("appeared", "count"):
+        return _Finding(
+            MORE_KERNELS,
+            0.2 + 0.6 * w,
+            (
+                f"new kernel {short_name(c.name)}: {c.cur_launches:g}x per call, {c.cur_us:.1f} µs"
+                if c.status == "appeared"
+                else f"{short_name(c.name)} launches {c.base_launches:g} -> "
+                f"{c.cur_launches:g} per call"
+            )
+            + of_slowdown,
+        )
+    return None
 
 
 def ncu_line(n: Mapping[str, Any]) -> str:

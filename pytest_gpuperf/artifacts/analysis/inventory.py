@@ -349,39 +349,73 @@ def diff_inventories(
     slowdown_us = slowdown_s * 1e6 if slowdown_s is not None else None
     base = {(k["name"], k.get("kind", "kernel")): k for k in baseline_inv.get("kernels", [])}
     cur = {(k["name"], k.get("kind", "kernel")): k for k in current_inv.get("kernels", [])}
-    changes: list[KernelChange] = []
-
-    def share(delta: float) -> float | None:
-        return delta / slowdown_us if slowdown_us and slowdown_us > 0 else None
-
-    for key in list(base) + [k for k in cur if k not in base]:
-        b, c = base.get(key), cur.get(key)
-        b_us = float(b["us_per_call"]) if b else 0.0
-        c_us = float(c["us_per_call"]) if c else 0.0
-        b_n = float(b["launches"]) if b else 0.0
-        c_n = float(c["launches"]) if c else 0.0
-        if b is None:
-            status = "appeared"
-        elif c is None:
-            status = "vanished"
-        else:
-            tol = max(MIN_CHANGE, float(b.get("spread") or 0.0)) * b_us
-            tol = max(tol, MIN_CHANGE_US)
-            if c_us - b_us > tol:
-                status = "slower"
-            elif b_us - c_us > tol:
-                status = "faster"
-            elif abs(c_n - b_n) > 1e-6:
-                status = "count"
-            else:
-                status = "same"
-        note = ""
-        if b and c and b.get("grid") and c.get("grid") and b.get("grid") != c.get("grid"):
-            note = f", grid {b['grid']} -> {c['grid']}"
-        changes.append(
-            KernelChange(key[0], key[1], status, b_us, c_us, b_n, c_n, share(c_us - b_us), note)
-        )
+    changes = [
+        _kernel_change(key, base.get(key), cur.get(key), slowdown_us)
+        for key in list(base) + [k for k in cur if k not in base]
+    ]
     changes.sort(key=lambda ch: -abs(ch.delta_us))
+    gpu_delta = sum(c.delta_us for c in changes)
+    b_other = float(baseline_inv.get("other_us_per_call") or 0.0)
+    c_other = float(current_inv.get("other_us_per_call") or 0.0)
+    gpu_delta += c_other - b_other
+    slowdown_us, notes = _attribute(changes, slowdown_us, gpu_delta)
+    if (
+        baseline_inv.get("device_name")
+        and current_inv.get("device_name")
+        and (baseline_inv["device_name"] != current_inv["device_name"])
+    ):
+        notes.append(
+            f"inventories from different GPUs: {baseline_inv['device_name']} vs "
+            f"{current_inv['device_name']}"
+        )
+    return KernelDiff(
+        slowdown_us=slowdown_us,
+        base_per_call_us=_num(baseline_inv.get("per_call_us")),
+        cur_per_call_us=_num(current_inv.get("per_call_us")),
+        gpu_delta_us=gpu_delta,
+        changes=changes,
+        variants=_variants(changes),
+        base_runs=int(baseline_inv.get("runs") or 1),
+        notes=notes,
+    )
+
+
+def _kernel_change(
+    key: tuple[str, str],
+    b: Mapping[str, Any] | None,
+    c: Mapping[str, Any] | None,
+    slowdown_us: float | None,
+) -> KernelChange:
+    """One kernel (name, kind) compared: its status, times and launches per call, and the
+    share of the slowdown its change in time explains."""
+    b_us = float(b["us_per_call"]) if b else 0.0
+    c_us = float(c["us_per_call"]) if c else 0.0
+    b_n = float(b["launches"]) if b else 0.0
+    c_n = float(c["launches"]) if c else 0.0
+    if b is None:
+        status = "appeared"
+    elif c is None:
+        status = "vanished"
+    else:
+        tol = max(MIN_CHANGE, float(b.get("spread") or 0.0)) * b_us
+        tol = max(tol, MIN_CHANGE_US)
+        if c_us - b_us > tol:
+            status = "slower"
+        elif b_us - c_us > tol:
+            status = "faster"
+        elif abs(c_n - b_n) > 1e-6:
+            status = "count"
+        else:
+            status = "same"
+    note = ""
+    if b and c and b.get("grid") and c.get("grid") and b.get("grid") != c.get("grid"):
+        note = f", grid {b['grid']} -> {c['grid']}"
+    share = (c_us - b_us) / slowdown_us if slowdown_us and slowdown_us > 0 else None
+    return KernelChange(key[0], key[1], status, b_us, c_us, b_n, c_n, share, note)
+
+
+def _variants(changes: Sequence[KernelChange]) -> list[tuple[str, str]]:
+    """(vanished, appeared) pairs of one kernel family: the library chose another variant."""
     gone = [c for c in changes if c.status == "vanished"]
     new = [c for c in changes if c.status == "appeared"]
     variants: list[tuple[str, str]] = []
@@ -391,10 +425,14 @@ def diff_inventories(
             if _family(nw.name) == fam and nw.name not in {v[1] for v in variants}:
                 variants.append((old.name, nw.name))
                 break
-    gpu_delta = sum(c.delta_us for c in changes)
-    b_other = float(baseline_inv.get("other_us_per_call") or 0.0)
-    c_other = float(current_inv.get("other_us_per_call") or 0.0)
-    gpu_delta += c_other - b_other
+    return variants
+
+
+def _attribute(
+    changes: Sequence[KernelChange], slowdown_us: float | None, gpu_delta: float
+) -> tuple[float | None, list[str]]:
+    """Check the kernels' shares against the measurement; returns the slowdown to attribute
+    (None when the profiles disagree with it) and the notes that say why shares changed."""
     notes = []
     if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
         # The profiles disagree with the measurement: list the changes, attribute nothing.
@@ -415,25 +453,7 @@ def diff_inventories(
             f"the profiled kernels grew by {gpu_delta:.1f} µs per call, more than the measured "
             f"{slowdown_us:.1f} µs: shares are of the kernels' growth"
         )
-    if (
-        baseline_inv.get("device_name")
-        and current_inv.get("device_name")
-        and (baseline_inv["device_name"] != current_inv["device_name"])
-    ):
-        notes.append(
-            f"inventories from different GPUs: {baseline_inv['device_name']} vs "
-            f"{current_inv['device_name']}"
-        )
-    return KernelDiff(
-        slowdown_us=slowdown_us,
-        base_per_call_us=_num(baseline_inv.get("per_call_us")),
-        cur_per_call_us=_num(current_inv.get("per_call_us")),
-        gpu_delta_us=gpu_delta,
-        changes=changes,
-        variants=variants,
-        base_runs=int(baseline_inv.get("runs") or 1),
-        notes=notes,
-    )
+    return slowdown_us, notes
 
 
 def _num(v: Any) -> float | None:

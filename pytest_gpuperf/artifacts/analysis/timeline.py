@@ -282,28 +282,10 @@ def copy_direction(name: str) -> str:
 
 def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     """Summarise the profiled calls of ``trace`` (see the module docstring)."""
-    calls = trace.calls
+    calls, notes = _profiled_calls(trace)
     n = len(calls)
-    notes: list[str] = []
-    if not n:
-        notes.append(f"no '{CALL_PREFIX}N' ranges in the trace: the whole trace is analysed")
-        all_ts = [a.ts for a in trace.apis] + [o[0] for o in trace.ops]
-        all_end = [a.ts + a.dur for a in trace.apis] + [o[1] for o in trace.ops]
-        if all_ts:
-            calls = [(min(all_ts), max(all_end))]
-            n = 1
     starts = [c[0] for c in calls]
-    by_corr: dict[int, ApiCall] = {}
-    for api in trace.apis:
-        api.call = _call_of(api.ts, starts, calls)
-        if api.correlation is not None:
-            by_corr[api.correlation] = api
-    acts: list[Activity] = []
-    for a in trace.activities:
-        launch = by_corr.get(a.correlation) if a.correlation is not None else None
-        a.call = launch.call if launch is not None else None
-        if a.call is not None:
-            acts.append(a)
+    by_corr, acts = _assign_calls(trace, starts, calls)
     compiled = (
         any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
         or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
@@ -330,15 +312,83 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     busy = _union((max(a.ts, w0), min(a.end, w1)) for a in acts)
     busy_us = sum(e - s for s, e in busy)
     kernels = [a for a in acts if a.kind == "kernel"]
-    kdur = [a.dur for a in kernels]
-    med_k = statistics.median(kdur) if kdur else None
 
     # Gaps between busy stretches, with what the host was doing.
     sync_apis = [a for a in trace.apis if a.call is not None and a.name in SYNC_APIS]
-    raw_gaps: list[tuple[float, float, float]] = []  # (dur, start, end)
-    for (_, e0), (s1, _) in itertools.pairwise(busy):
-        raw_gaps.append((s1 - e0, e0, s1))
+    raw_gaps = [(s1 - e0, e0, s1) for (_, e0), (s1, _) in itertools.pairwise(busy)]
     idle_us = sum(g[0] for g in raw_gaps)
+    gaps = _gaps(trace, acts, by_corr, sync_apis, raw_gaps, w0, top_gaps)
+    mean_gap = idle_us / max(len(raw_gaps), 1)
+    launch_notes = (
+        _launch_notes(kernels, n, mean_gap) if busy_us < 0.7 * window and not sync_apis else []
+    )
+    kdur = [a.dur for a in kernels]
+    return ProfileAnalysis(
+        calls=n,
+        device="cuda",
+        window_us=window,
+        cpu_per_call_us=cpu_per_call,
+        gpu_time_us=sum(a.dur for a in acts),
+        busy_us=busy_us,
+        busy_fraction=busy_us / window if window > 0 else None,
+        kernels=len(kernels),
+        median_kernel_us=statistics.median(kdur) if kdur else None,
+        gaps=gaps,
+        idle_us=idle_us,
+        syncs=_syncs(trace, sync_apis),
+        copies=_copy_stats(acts),
+        launch_bound=bool(launch_notes),
+        launch_notes=launch_notes,
+        compiled=compiled,
+        notes=notes,
+        compiled_regions=regions,
+    )
+
+
+def _profiled_calls(trace: Trace) -> tuple[list[tuple[float, float]], list[str]]:
+    """The profiled calls' (start, end); without call ranges, the whole trace as one call."""
+    calls = trace.calls
+    notes: list[str] = []
+    if not calls:
+        notes.append(f"no '{CALL_PREFIX}N' ranges in the trace: the whole trace is analysed")
+        all_ts = [a.ts for a in trace.apis] + [o[0] for o in trace.ops]
+        all_end = [a.ts + a.dur for a in trace.apis] + [o[1] for o in trace.ops]
+        if all_ts:
+            calls = [(min(all_ts), max(all_end))]
+    return calls, notes
+
+
+def _assign_calls(
+    trace: Trace, starts: list[float], calls: list[tuple[float, float]]
+) -> tuple[dict[int, ApiCall], list[Activity]]:
+    """Tag each API call and GPU activity with the call it belongs to (an activity: through
+    the API call that launched it); returns the API calls by correlation id and the GPU
+    activities inside a call."""
+    by_corr: dict[int, ApiCall] = {}
+    for api in trace.apis:
+        api.call = _call_of(api.ts, starts, calls)
+        if api.correlation is not None:
+            by_corr[api.correlation] = api
+    acts: list[Activity] = []
+    for a in trace.activities:
+        launch = by_corr.get(a.correlation) if a.correlation is not None else None
+        a.call = launch.call if launch is not None else None
+        if a.call is not None:
+            acts.append(a)
+    return by_corr, acts
+
+
+def _gaps(
+    trace: Trace,
+    acts: Sequence[Activity],
+    by_corr: Mapping[int, ApiCall],
+    sync_apis: Sequence[ApiCall],
+    raw_gaps: Sequence[tuple[float, float, float]],
+    w0: float,
+    top_gaps: int,
+) -> list[Gap]:
+    """The ``top_gaps`` longest (duration, start, end) gaps, with the kernels around each
+    and what the host did meanwhile."""
     by_start = {a.ts: a for a in acts}
     ends = sorted(acts, key=lambda a: a.end)
     gaps: list[Gap] = []
@@ -355,7 +405,11 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
                 cause=cause,
             )
         )
+    return gaps
 
+
+def _copy_stats(acts: Iterable[Activity]) -> list[CopyStat]:
+    """The memory copies by direction, the longest total first."""
     copies: dict[str, CopyStat] = {}
     for a in acts:
         if a.kind != "memcpy":
@@ -367,40 +421,24 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
         c.dur_us += a.dur
         if "Pageable" in a.name:
             c.pageable += 1
+    return sorted(copies.values(), key=lambda c: -c.dur_us)
 
-    launch_notes: list[str] = []
-    per_call_k = len(kernels) / n
-    launch_bound = False
-    if kernels and med_k is not None and busy_us < 0.7 * window:
-        tiny = sum(1 for d in kdur if d < TINY_KERNEL_US) / len(kdur)
-        mean_gap = idle_us / max(len(raw_gaps), 1)
-        if tiny >= 0.5 and mean_gap >= med_k and not sync_apis:
-            launch_bound = True
-            launch_notes.append(
-                f"{per_call_k:.0f} kernel(s) per call, {100 * tiny:.0f} % shorter than "
-                f"{TINY_KERNEL_US:.0f} µs (median {med_k:.1f} µs), and the GPU waits "
-                f"{mean_gap:.1f} µs on average between them: the host cannot launch fast enough"
-            )
-    return ProfileAnalysis(
-        calls=n,
-        device="cuda",
-        window_us=window,
-        cpu_per_call_us=cpu_per_call,
-        gpu_time_us=sum(a.dur for a in acts),
-        busy_us=busy_us,
-        busy_fraction=busy_us / window if window > 0 else None,
-        kernels=len(kernels),
-        median_kernel_us=med_k,
-        gaps=gaps,
-        idle_us=idle_us,
-        syncs=_syncs(trace, sync_apis),
-        copies=sorted(copies.values(), key=lambda c: -c.dur_us),
-        launch_bound=launch_bound,
-        launch_notes=launch_notes,
-        compiled=compiled,
-        notes=notes,
-        compiled_regions=regions,
-    )
+
+def _launch_notes(kernels: Sequence[Activity], n: int, mean_gap: float) -> list[str]:
+    """Why a mostly idle GPU with no host sync is launch-bound (empty when it is not): most
+    kernels are tiny and the GPU waits longer than a kernel between them."""
+    kdur = [a.dur for a in kernels]
+    if not kdur:
+        return []
+    med_k = statistics.median(kdur)
+    tiny = sum(1 for d in kdur if d < TINY_KERNEL_US) / len(kdur)
+    if tiny < 0.5 or mean_gap < med_k:
+        return []
+    return [
+        f"{len(kernels) / n:.0f} kernel(s) per call, {100 * tiny:.0f} % shorter than "
+        f"{TINY_KERNEL_US:.0f} µs (median {med_k:.1f} µs), and the GPU waits "
+        f"{mean_gap:.1f} µs on average between them: the host cannot launch fast enough"
+    ]
 
 
 def _gap_cause(

@@ -10,6 +10,7 @@ anything that escapes anyway.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -174,3 +175,22 @@ class Collector(Protocol):
     def collect(self, ctx: CaptureContext) -> CollectorResult:
         """Capture into ``ctx.folder(self.name)``; report problems in the result, never raise."""
         ...
+
+
+class CudaToolCollector:
+    """A collector that runs the command-line tool ``name`` (nsys, ncu) on a CUDA GPU: it is
+    available when the tool is on PATH, and skipped where the benchmark does not run on a
+    CUDA GPU. Subclasses set ``name`` and implement :meth:`_collect`."""
+
+    name: str
+
+    def available(self) -> str | None:
+        return None if shutil.which(self.name) else f"{self.name} not found on PATH"
+
+    def collect(self, ctx: CaptureContext) -> CollectorResult:
+        if ctx.device != "cuda":
+            return CollectorResult.skipped(self.name, "the benchmark does not run on a CUDA GPU")
+        return self._collect(ctx)
+
+    def _collect(self, ctx: CaptureContext) -> CollectorResult:
+        raise NotImplementedError

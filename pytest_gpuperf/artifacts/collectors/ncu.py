@@ -29,7 +29,6 @@ import io
 import json
 import math
 import re
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,6 +40,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
     TIMEOUT,
     CaptureContext,
     CollectorResult,
+    CudaToolCollector,
 )
 from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, NCU_RANGE
 from pytest_gpuperf.artifacts.collectors.process import run_process
@@ -222,15 +222,10 @@ def match_hotspots(
     return out
 
 
-class NcuCollector:
+class NcuCollector(CudaToolCollector):
     name = "ncu"
 
-    def available(self) -> str | None:
-        return None if shutil.which("ncu") else "ncu not found on PATH"
-
-    def collect(self, ctx: CaptureContext) -> CollectorResult:
-        if ctx.device != "cuda":
-            return CollectorResult.skipped(self.name, "the benchmark does not run on a CUDA GPU")
+    def _collect(self, ctx: CaptureContext) -> CollectorResult:
         hotspots = list(ctx.state.get("hotspots") or [])[: ctx.ncu_kernels]
         if not hotspots:
             why = "no hotspot kernels: the profiler pass found none"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
     TIMEOUT,
     CaptureContext,
     CollectorResult,
+    CudaToolCollector,
 )
 from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, read_status
 from pytest_gpuperf.artifacts.collectors.process import run_process
@@ -185,15 +185,10 @@ def stats_lines(s: Mapping[str, Any], calls: int | None) -> list[str]:
     return out
 
 
-class NsysCollector:
+class NsysCollector(CudaToolCollector):
     name = "nsys"
 
-    def available(self) -> str | None:
-        return None if shutil.which("nsys") else "nsys not found on PATH"
-
-    def collect(self, ctx: CaptureContext) -> CollectorResult:
-        if ctx.device != "cuda":
-            return CollectorResult.skipped(self.name, "the benchmark does not run on a CUDA GPU")
+    def _collect(self, ctx: CaptureContext) -> CollectorResult:
         if ctx.run_child is None:
             return CollectorResult.skipped(self.name, "no way to re-run the test here")
         folder = ctx.folder(self.name)

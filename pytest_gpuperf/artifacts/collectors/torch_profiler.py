@@ -25,7 +25,12 @@ from typing import Any
 from pytest_gpuperf.artifacts.analysis.compile_story import parse_autotune_log
 from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace, short_name
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
-from pytest_gpuperf.artifacts.analysis.timeline import analyze, load_trace, parse_trace
+from pytest_gpuperf.artifacts.analysis.timeline import (
+    ProfileAnalysis,
+    analyze,
+    load_trace,
+    parse_trace,
+)
 from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
     OK,
@@ -137,17 +142,7 @@ class TorchProfilerCollector:
                 "child_median_s": info.get("child_median_s"),
                 "triton_configs": configs,
             }
-            summary[key] = {
-                "busy_fraction": analysis.busy_fraction,
-                "per_call_us": round(analysis.per_call_us, 2),
-                "syncs_per_call": analysis.syncs_per_call,
-                "h2d_per_call": analysis.copies_per_call("HtoD")[0],
-                "kernels_per_call": analysis.kernels / max(analysis.calls, 1),
-                "top": [
-                    f"{short_name(k['name'])}: {float(k['us_per_call']):.1f} µs/call"
-                    for k in inv["kernels"][:5]
-                ],
-            }
+            summary[key] = _summary(analysis, inv)
         ctx.state["hotspots"] = hotspot_kernels(
             [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
         )
@@ -164,6 +159,21 @@ class TorchProfilerCollector:
         elif errors:
             summary["errors"] = errors
         return result
+
+
+def _summary(analysis: ProfileAnalysis, inv: Mapping[str, Any]) -> dict[str, Any]:
+    """One benchmark's line in the collector's summary: busy time, syncs, copies, top kernels."""
+    return {
+        "busy_fraction": analysis.busy_fraction,
+        "per_call_us": round(analysis.per_call_us, 2),
+        "syncs_per_call": analysis.syncs_per_call,
+        "h2d_per_call": analysis.copies_per_call("HtoD")[0],
+        "kernels_per_call": analysis.kernels / max(analysis.calls, 1),
+        "top": [
+            f"{short_name(k['name'])}: {float(k['us_per_call']):.1f} µs/call"
+            for k in inv["kernels"][:5]
+        ],
+    }
 
 
 def _autotune_configs(log: Path) -> dict[str, dict[str, str]]:
