@@ -5,6 +5,7 @@ Nothing heavy is imported here; see tests/plugin/test_no_heavy_imports.py.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 
 import pytest
@@ -40,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
+    if os.environ.get("GPUPERF_AB_CHECK"):  # a base-tree process of --gpuperf-ab
+        from pytest_gpuperf.shell.ab_tree import register_check
+
+        register_check(config)
     session = GpuPerfSession(config, cfg)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "gpuperf-session")

@@ -38,6 +38,7 @@ _NOT_FORWARDED = frozenset(
         "json",
         "save",
         "baseline",
+        "ab",
         "only",
         "skip",
         "disable",

@@ -111,7 +111,11 @@ class GpuPerfSession:
         from pytest_gpuperf.errors import BaselineError, OutputError
 
         try:
-            if self.cfg["baseline"]:
+            if self.cfg["ab"]:
+                from pytest_gpuperf.shell.ab import ABGate
+
+                self.gate = ABGate.open(self.config, self.cfg)
+            elif self.cfg["baseline"]:
                 from pytest_gpuperf.shell.gate import Gate
 
                 self.gate = Gate.load(self.config, self.cfg)
@@ -481,6 +485,7 @@ class GpuPerfSession:
                 "args": list(self.config.invocation_params.args),
                 "device": self.cfg["device"],
                 "baseline": self.cfg["baseline"],
+                "ab": self.gate.session_info() if self.gate else None,
                 "saved_to": self.cfg["save"],
                 "fingerprint_extra": extra,
                 "gpu_state": self.gpu_state,
