@@ -13,7 +13,7 @@ import pytest
 from pytest_gpuperf.shell import markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.fixture import GpuBench
-from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession
+from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("GPUPERF_AB_CHECK"):  # a base-tree process of --gpuperf-ab
         from pytest_gpuperf.shell.ab_tree import register_check
 
-        register_check(config)
+        register_check(config, is_benchmark)
     session = GpuPerfSession(config, cfg)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "gpuperf-session")

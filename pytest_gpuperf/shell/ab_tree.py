@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,8 +178,11 @@ def shadowing_modules(base: Path, current: Path) -> list[tuple[str, str]]:
 class BaseTreeCheck:
     """Loaded by a base process: what it collected, what failed, what came from elsewhere."""
 
-    def __init__(self, out: Path, base: Path, current: Path):
+    def __init__(
+        self, out: Path, base: Path, current: Path, is_benchmark: Callable[[pytest.Item], bool]
+    ):
         self.out = out
+        self.is_benchmark = is_benchmark
         self.base = base
         self.current = current
         self.benchmarks: list[str] = []
@@ -193,9 +196,7 @@ class BaseTreeCheck:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from pytest_gpuperf.shell.session import is_benchmark
-
-        self.benchmarks = [i.nodeid for i in session.items if is_benchmark(i)]
+        self.benchmarks = [i.nodeid for i in session.items if self.is_benchmark(i)]
         self._write()
 
     @pytest.hookimpl
@@ -211,13 +212,16 @@ class BaseTreeCheck:
         self.out.write_text(json.dumps(doc))
 
 
-def register_check(config: pytest.Config) -> None:
+def register_check(config: pytest.Config, is_benchmark: Callable[[pytest.Item], bool]) -> None:
     """In a base process (``GPUPERF_AB_CHECK`` set): load :class:`BaseTreeCheck`."""
     out = os.environ.get(CHECK_ENV)
     if not out:
         return
     check = BaseTreeCheck(
-        Path(out), Path(os.environ[BASE_ENV]).resolve(), Path(os.environ[CURRENT_ENV]).resolve()
+        Path(out),
+        Path(os.environ[BASE_ENV]).resolve(),
+        Path(os.environ[CURRENT_ENV]).resolve(),
+        is_benchmark,
     )
     config.pluginmanager.register(check, "gpuperf-ab-check")
 
