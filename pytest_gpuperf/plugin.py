@@ -5,6 +5,7 @@ Nothing heavy is imported here; see tests/plugin/test_no_heavy_imports.py.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from pytest_gpuperf.shell import markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.fixture import GpuBench
-from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession
+from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
 
 
@@ -41,6 +42,10 @@ def pytest_configure(config: pytest.Config) -> None:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
+    if os.environ.get("GPUPERF_AB_CHECK"):  # a base-tree process of --gpuperf-ab
+        from pytest_gpuperf.shell.ab_tree import register_check
+
+        register_check(config, is_benchmark)
     session = GpuPerfSession(RunContext.build(config, cfg))
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "gpuperf-session")

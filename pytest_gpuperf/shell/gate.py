@@ -126,6 +126,10 @@ class Gate:
         self.budget.expected = max(1, len(nodeids))
         self.order = list(nodeids)
 
+    def session_info(self) -> dict[str, Any] | None:
+        """What the session's JSON says about the gate beyond the baseline's name."""
+        return None
+
     def _child_targets(self, nodeid: str) -> list[str]:
         """This test, and as many of the session's later benchmarks as the budget allows."""
         later: list[str] = []

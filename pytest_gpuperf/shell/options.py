@@ -180,6 +180,15 @@ OPTIONS: tuple[Option, ...] = (
         metavar="NAME",
     ),
     Option(
+        "ab",
+        text,
+        None,
+        "compare every benchmark with git revision REF (commit, branch or tag), checked out "
+        "in a temporary worktree and measured in alternation with the current tree in fresh "
+        "processes (docs/ab.md)",
+        metavar="REF",
+    ),
+    Option(
         "baseline_dir",
         text,
         baseline.DEFAULT_DIR,

@@ -40,6 +40,7 @@ _NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
     {
         "save",
         "baseline",
+        "ab",
         "only",
         "skip",
         "disable",

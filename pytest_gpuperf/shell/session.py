@@ -113,7 +113,11 @@ class GpuPerfSession:
         from pytest_gpuperf.errors import BaselineError, OutputError
 
         try:
-            if self.settings.session.baseline:
+            if self.settings.session.ab:
+                from pytest_gpuperf.shell.ab import ABGate
+
+                self.gate = ABGate.open(self.run)
+            elif self.settings.session.baseline:
                 from pytest_gpuperf.shell.gate import Gate
 
                 self.gate = Gate.load(self.run)
@@ -489,6 +493,7 @@ class GpuPerfSession:
                 "args": list(self.config.invocation_params.args),
                 "device": self.settings.session.device,
                 "baseline": self.settings.session.baseline,
+                "ab": self.gate.session_info() if self.gate else None,
                 "saved_to": self.settings.session.save,
                 "fingerprint_extra": extra,
                 "gpu_state": self.gpu_state,

@@ -53,6 +53,8 @@ class SessionSettings:
     #: baseline to add this run to / to compare with
     save: str | None = option("save", None)
     baseline: str | None = option("baseline", None)
+    #: a git revision to measure against, base and current trees in alternation (shell/ab.py)
+    ab: str | None = option("ab", None)
     #: the baselines' folder, relative to the rootdir (:attr:`RunContext.baseline_dir`)
     baseline_dir: str = option("baseline_dir", DEFAULT_DIR)
     keep_runs: int = option("keep_runs", DEFAULT_KEEP_RUNS)

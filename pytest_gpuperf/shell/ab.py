@@ -1,0 +1,363 @@
+"""``--gpuperf-ab=REF``: base and current tree measured in alternation, judged like a baseline.
+
+The session process (or the xdist controller) checks REF out into a temporary worktree
+(:mod:`pytest_gpuperf.shell.ab_tree`) and collects the base tree once in a fresh process,
+which says which benchmarks it has, fails clearly on a base tree that cannot be collected,
+and on one whose processes import the current tree's code. Then, for the benchmarks of
+both trees, :class:`ABGate` runs fresh processes of the base tree and of the current tree
+in pairs, ABBA... (:func:`~pytest_gpuperf.verdict.paired.pair_order`), each on the
+session's device and under its per-device lock (the children take it to measure). After
+each pair every benchmark is judged by :class:`~pytest_gpuperf.verdict.judge.Judge`, the
+base runs as its baseline and the current tree's as its current runs; a benchmark whose
+verdict is final leaves the next pair. Pairs stop when none is left, or after
+``--gpuperf-reruns`` + 1 pairs: a suspect still open is then inconclusive, as with a
+stored baseline.
+
+Without xdist the first benchmark's pairs also measure every later benchmark (one process
+per side per pair for the whole session); an xdist worker, which does not know its later
+tests, pairs each test on its own, on its own GPU.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.shell.ab_tree import ABError, BaseTree
+from pytest_gpuperf.shell.gate import Gate, Judgement
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.collectors.base import ChildRun
+    from pytest_gpuperf.shell.progress import Progress
+    from pytest_gpuperf.shell.settings import RunContext
+    from pytest_gpuperf.verdict import Comparison
+
+WORKERINPUT_KEY = "gpuperf_ab"
+
+
+class ABGate(Gate):
+    """The gate of an A/B session: its baseline is the base tree's runs of this session."""
+
+    def __init__(self, run: RunContext, tree: BaseTree, base_ids: Sequence[str]):
+        from pytest_gpuperf.shell.baselines import fingerprint_extra
+        from pytest_gpuperf.verdict.paired import PairedRuns, paired_baseline
+
+        self.tree = tree
+        self.extra = fingerprint_extra(run.config) or None
+        super().__init__(run, paired_baseline(tree.label, {}, fingerprint_extra=None))
+        self.base_ids = list(base_ids)
+        self.paired = PairedRuns()
+        #: node ids whose pairs are done; their keys' last state (final or not)
+        self.measured: set[str] = set()
+        self.pairs_of: dict[str, int] = {}
+        self.failed_side: dict[str, str] = {}
+        self.processes = 0
+        self.process_s = 0.0
+        self.current_ids: list[str] = []
+
+    # --- set-up ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, run: RunContext) -> ABGate:
+        """The controller's or single process's gate: the worktree made, the base collected;
+        an xdist worker's from what the controller handed it."""
+        config, session = run.config, run.settings.session
+        ref = str(session.ab)
+        for name, given, does in (
+            ("baseline", session.baseline, "compares with a stored baseline"),
+            ("disable", session.disable, "turns measuring off"),
+        ):
+            if given:
+                raise pytest.UsageError(
+                    f"{run.resolved.where('ab')} compares with the base tree, and "
+                    f"{run.resolved.where(name)} {does}; drop one of them"
+                )
+        handed = getattr(config, "workerinput", {}).get(WORKERINPUT_KEY)
+        if handed is not None:
+            return cls(run, BaseTree.from_dict(handed["tree"]), handed["base_ids"])
+        try:
+            tree = BaseTree.create(ref, config.invocation_params.dir)
+        except ABError as e:
+            raise pytest.UsageError(str(e)) from None
+        config.add_cleanup(tree.remove)
+        try:
+            base_ids = _collect_base(run, tree)
+        except ABError as e:
+            tree.remove()
+            raise pytest.UsageError(str(e)) from None
+        gate = cls(run, tree, base_ids)
+        config.pluginmanager.register(gate, "gpuperf-ab")
+        return gate
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: each worker pairs its own tests in the same worktree, on its own GPU."""
+        node.workerinput[WORKERINPUT_KEY] = {
+            "tree": self.tree.to_dict(),
+            "base_ids": self.base_ids,
+        }
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.current_ids = list(dict.fromkeys([*self.current_ids, *ids]))
+
+    def set_collected(self, nodeids: Sequence[str]) -> None:
+        super().set_collected(nodeids)
+        self.current_ids = list(nodeids)
+
+    def session_info(self) -> dict[str, Any] | None:
+        from pytest_gpuperf.verdict.paired import sides
+
+        s = sides(self.base_ids, self.current_ids)
+        return {
+            "ref": self.tree.ref,
+            "sha": self.tree.sha,
+            "pairs": max(self.pairs_of.values(), default=0),
+            "processes": self.processes,
+            "processes_s": round(self.process_s, 3),
+            "new": list(s.new),
+            "removed": list(s.removed),
+        }
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        info = self.session_info() or {}
+        tr = terminalreporter
+        line = f"gpuperf A/B against {self.tree.label}"
+        if self.processes:
+            line += (
+                f": {self.processes} fresh process(es) in {info['pairs']} pair(s) at most, "
+                f"{self.process_s:.1f} s"
+            )
+        tr.write_line(line)
+        if info.get("new"):
+            tr.write_line(f"  new (not in {self.tree.ref}): " + ", ".join(info["new"]))
+        if info.get("removed"):
+            tr.write_line(
+                f"  removed (in {self.tree.ref}, not in the current tree): "
+                + ", ".join(info["removed"])
+            )
+
+    # --- the pairs ------------------------------------------------------------------
+
+    def _run(self, side: str, nodeids: Sequence[str], device: str) -> ChildRun:
+        from pytest_gpuperf.shell.rerun import forwarded_args, run_child, run_pytest_child
+
+        env = self.tree.env(side)
+        if side != "base":
+            child = run_child(self.run, list(nodeids), device=device, env=env)
+        else:
+            args, root = _base_args(self.run, self.tree, forwarded_args)
+            targets = [_target(root, n) for n in nodeids]
+            child = run_pytest_child(
+                targets,
+                device=device,
+                args=args,
+                env=env,
+                timeout_s=600.0,
+                cwd=self.tree.base_of(self.config.invocation_params.dir),
+            )
+        self.processes += 1
+        self.process_s += child.wall_s
+        return child
+
+    def _pairs(self, nodeids: Sequence[str], device: str, progress: Progress | None) -> None:
+        """Pairs of fresh processes for ``nodeids`` until each one's verdicts are final."""
+        from pytest_gpuperf.shell.progress import silent
+        from pytest_gpuperf.verdict import RunStat
+        from pytest_gpuperf.verdict.judge import Judge
+        from pytest_gpuperf.verdict.paired import BASE, pair_order, paired_baseline
+
+        pending = list(nodeids)
+        most = self.policy.max_runs
+        for i in range(most):
+            if not pending:
+                break
+            order = pair_order(i)
+            for side in order:
+                label = (
+                    f"A/B against {self.tree.label}: pair {i + 1} of at most {most}, "
+                    f"{'base' if side == BASE else 'current'} tree, {len(pending)} test(s)"
+                )
+                with (progress or silent()).task(label):
+                    child = self._run(side, pending, device)
+                got = {r.id.nodeid for r in child.results}
+                self.paired.add(side, child.results)
+                for n in pending:
+                    if n not in got:
+                        self.failed_side.setdefault(
+                            n,
+                            f"the {side} tree's process measured nothing (exit "
+                            f"{child.returncode}): {child.log_tail[-400:]}",
+                        )
+            for n in pending:
+                self.pairs_of[n] = i + 1
+            self.baseline = paired_baseline(
+                self.tree.label, self.paired.base, fingerprint_extra=self.extra
+            )
+            self.rule = Judge(self.baseline, self.policy, self.extra)
+            still = []
+            for n in pending:
+                if n in self.failed_side:
+                    continue
+                keys = {k for k, rs in self.paired.current.items() if rs[0].id.nodeid == n}
+                last = i + 1 >= most
+                final = all(
+                    self.rule.decide(
+                        self.paired.current[k][0],
+                        [RunStat.from_result(r) for r in self.paired.current[k]],
+                        last=last,
+                    ).final
+                    for k in keys
+                )
+                if not final:
+                    still.append(n)
+            pending = still
+        self.measured.update(nodeids)
+
+    def _targets(self, nodeid: str) -> list[str]:
+        """This test and, where the session's order is known, every later one in both trees."""
+        later: list[str] = []
+        if self.look_ahead and nodeid in self.order:
+            later = self.order[self.order.index(nodeid) + 1 :]
+        have = set(self.base_ids)
+        return [n for n in [nodeid, *later] if n in have and n not in self.measured]
+
+    # --- per test ---------------------------------------------------------------------
+
+    def judge(
+        self,
+        item: pytest.Item,
+        results: list[Result],
+        *,
+        device: str,
+        progress: Progress | None = None,
+    ) -> Judgement:
+        from pytest_gpuperf.reporting.explain import explain, summary_line
+        from pytest_gpuperf.verdict import RunStat, outcome
+        from pytest_gpuperf.verdict.decide import with_note
+
+        out = Judgement()
+        started = time.perf_counter()
+        new = item.nodeid not in set(self.base_ids)
+        if not new and item.nodeid not in self.measured:
+            self._pairs(self._targets(item.nodeid), device, progress)
+        out.rerun_s = time.perf_counter() - started
+        for r in results:
+            runs = self.paired.runs("current", r.id.key)
+            stats = [RunStat.from_result(x) for x in runs] or [RunStat.from_result(r)]
+            c: Comparison = self.rule.decide(r, stats, last=True)
+            if new:
+                c = with_note(c, f"new: not in {self.tree.label}")
+            elif item.nodeid in self.failed_side:
+                c = with_note(c, self.failed_side[item.nodeid])
+            else:
+                pairs = self.pairs_of.get(item.nodeid, 0)
+                c = with_note(
+                    c,
+                    f"A/B against {self.tree.label}: {pairs} pair(s) of fresh processes, "
+                    f"at most {self.policy.max_runs} (--gpuperf-reruns + 1)",
+                )
+            c = replace(c, name=c.name or r.id.display)
+            c, secondary = self._secondary(r, c)
+            c, numerics = self._numerics(r, c, [x.numerics for x in runs] or [r.numerics])
+            r.comparison = c.to_dict()
+            out.comparisons[r.id.key] = c
+            out.failures += secondary + numerics
+            verdict = outcome(c, self.policy.fail_on)
+            if verdict == "fail":
+                out.failures.append(
+                    f"{r.id.display} [{r.id.mode}] against {self.tree.ref} {self.tree.sha}\n"
+                    f"{explain(c)}"
+                )
+            elif verdict == "warn":
+                out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
+        return out
+
+
+def _target(root: Path, nodeid: str) -> str:
+    path, _, rest = nodeid.partition("::")
+    return str(root / path) + (f"::{rest}" if rest else "")
+
+
+def _base_args(run: RunContext, tree: BaseTree, forwarded: Any) -> tuple[list[str], Path]:
+    """The child arguments of a base process (the base tree's rootdir and ini file), and
+    the base rootdir."""
+    args: list[str] = list(forwarded(run))
+    root = tree.base_of(run.rootpath)
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a == "--rootdir":
+            out += [a, str(root)]
+            skip = True
+        elif a == "-c" and i + 1 < len(args):
+            ini = tree.base_of(Path(args[i + 1]))
+            if ini.exists():
+                out += [a, str(ini)]
+            skip = True
+        else:
+            out.append(a)
+    return out, root
+
+
+def _collect_base(run: RunContext, tree: BaseTree) -> list[str]:
+    """The base tree's benchmarks among the session's selection, from one collecting process.
+
+    Raises ABError when the base tree cannot be collected or imports the current tree's code.
+    """
+    from pytest_gpuperf.shell.ab_tree import (
+        CHECK_ENV,
+        collection_error,
+        read_check,
+        shadow_error,
+    )
+    from pytest_gpuperf.shell.rerun import forwarded_args, run_pytest_child
+
+    config = run.config
+    args, _ = _base_args(run, tree, forwarded_args)
+    here = config.invocation_params.dir
+    targets = []
+    for a in config.args:
+        path, sep, rest = a.partition("::")
+        p = Path(path)
+        p = p if p.is_absolute() else here / p
+        base = tree.base_of(p)
+        if base.exists():
+            targets.append(str(base) + sep + rest)
+    if not targets:
+        return []
+    for flag, value in (("-k", config.option.keyword), ("-m", config.option.markexpr)):
+        if value:
+            args += [flag, str(value)]
+    with tempfile.TemporaryDirectory(prefix="gpuperf-ab-check-") as tmp:
+        out = Path(tmp) / "check.json"
+        env = {**tree.env("base"), CHECK_ENV: str(out)}
+        child = run_pytest_child(
+            targets,
+            device=run.settings.session.device,
+            args=[*args, "--collect-only"],
+            env=env,
+            timeout_s=600.0,
+            cwd=tree.base_of(here),
+        )
+        found = read_check(out)
+    if found.get("errors"):
+        raise ABError(collection_error(tree, found["errors"]))
+    if found.get("shadowed"):
+        raise ABError(shadow_error(tree, found["shadowed"]))
+    if "benchmarks" not in found:
+        raise ABError(
+            f"--gpuperf-ab={tree.ref}: collecting the base tree {tree.label} failed "
+            f"(exit {child.returncode}):\n{child.log_tail}"
+        )
+    return [str(b) for b in found["benchmarks"]]

@@ -1,0 +1,261 @@
+"""The base side of ``--gpuperf-ab=REF``: REF checked out in a temporary git worktree.
+
+:class:`BaseTree` resolves REF with git, checks it out detached into a temporary
+directory and removes it again (``git worktree remove``, then ``prune``). It maps paths of
+the current tree to their counterparts in the base tree, and gives a base process its
+environment: the base worktree's root and its ``src/`` first on ``PYTHONPATH`` (entries
+of the current tree mapped to the base tree), and compile caches of its own.
+
+A base process also loads :class:`BaseTreeCheck` (``GPUPERF_AB_CHECK``): it records
+which benchmarks the base tree has, which files failed to be collected, and every module
+imported from the *current* tree (an editable install shadowing the base tree's code),
+into a JSON file the parent reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: In a base process: where its BaseTreeCheck writes what it found.
+CHECK_ENV = "GPUPERF_AB_CHECK"
+#: In a base process: the base worktree's root, and the current tree's root.
+BASE_ENV = "GPUPERF_AB_BASE"
+CURRENT_ENV = "GPUPERF_AB_CURRENT"
+
+
+class ABError(Exception):
+    """``--gpuperf-ab`` cannot be done; the message says why and what to do."""
+
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=300
+        )
+    except FileNotFoundError:
+        raise ABError("--gpuperf-ab needs git, and no git executable is on the PATH") from None
+
+
+def within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+@dataclass
+class BaseTree:
+    """REF at ``sha``, checked out at ``path``; ``toplevel`` is the current tree's root."""
+
+    ref: str
+    sha: str
+    toplevel: Path
+    path: Path
+    tmp: Path
+    removed: bool = field(default=False)
+
+    @property
+    def label(self) -> str:
+        """``HEAD~1 (1a2b3c4d5e6f)``: what the reports call the base side."""
+        return f"{self.ref} ({self.sha[:12]})"
+
+    @classmethod
+    def resolve(cls, ref: str, where: Path) -> tuple[str, Path]:
+        """(the commit REF names, the repository's top-level directory) from git."""
+        top = _git(["rev-parse", "--show-toplevel"], where)
+        if top.returncode != 0:
+            raise ABError(
+                f"--gpuperf-ab={ref}: {where} is not inside a git repository "
+                f"({top.stderr.strip() or 'git rev-parse failed'}); A/B checks REF out with "
+                "git, so run pytest from a clone"
+            )
+        sha = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], where)
+        if sha.returncode != 0 or not sha.stdout.strip():
+            raise ABError(
+                f"--gpuperf-ab={ref}: git knows no commit, branch or tag {ref!r} in "
+                f"{top.stdout.strip()} (in CI, fetch it first: actions/checkout with "
+                "fetch-depth: 0)"
+            )
+        return sha.stdout.strip(), Path(top.stdout.strip()).resolve()
+
+    @classmethod
+    def create(cls, ref: str, where: Path) -> BaseTree:
+        """Check REF out, detached, into a new temporary directory."""
+        sha, top = cls.resolve(ref, where)
+        tmp = Path(tempfile.mkdtemp(prefix="gpuperf-ab-")).resolve()
+        path = tmp / "base"
+        added = _git(["worktree", "add", "--detach", "--force", str(path), sha], top)
+        if added.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ABError(
+                f"--gpuperf-ab={ref}: git worktree add failed: {added.stderr.strip()[-500:]}"
+            )
+        return cls(ref, sha, top, path, tmp)
+
+    def remove(self) -> None:
+        """Remove the worktree and its temporary directory (idempotent; never raises)."""
+        if self.removed:
+            return
+        self.removed = True
+        _git(["worktree", "remove", "--force", str(self.path)], self.toplevel)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        _git(["worktree", "prune"], self.toplevel)
+
+    def base_of(self, path: Path) -> Path:
+        """The base tree's counterpart of ``path`` (a path in the current tree)."""
+        p = path.resolve()
+        if not within(p, self.toplevel):
+            return p
+        return self.path / p.relative_to(self.toplevel)
+
+    def env(self, side: str) -> dict[str, str]:
+        """Environment additions for a process of ``side`` ("base" or "current")."""
+        caches = self.tmp / "caches" / side
+        env = {
+            "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+            "TRITON_CACHE_DIR": str(caches / "triton"),
+        }
+        if side == "base":
+            old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+            mapped = [str(self.base_of(Path(p))) for p in old]
+            first = [str(self.path), str(self.path / "src")]
+            env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*first, *mapped]))
+            env[BASE_ENV] = str(self.path)
+            env[CURRENT_ENV] = str(self.toplevel)
+        return env
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "ref": self.ref,
+            "sha": self.sha,
+            "toplevel": str(self.toplevel),
+            "path": str(self.path),
+            "tmp": str(self.tmp),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, str]) -> BaseTree:
+        return cls(d["ref"], d["sha"], Path(d["toplevel"]), Path(d["path"]), Path(d["tmp"]))
+
+
+# --- in a base process ------------------------------------------------------------------
+
+
+def shadowing_modules(base: Path, current: Path) -> list[tuple[str, str]]:
+    """(module, file) of each imported module whose file lies in the current tree.
+
+    Files of the Python installation (a virtual environment inside the repository) and
+    the plugin itself are not the code under test, and are left out.
+    """
+    import site
+
+    installed = {
+        Path(p).resolve()
+        for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *site.getsitepackages())
+    }
+    found = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or name == "pytest_gpuperf" or name.startswith("pytest_gpuperf."):
+            continue
+        p = Path(file).resolve()
+        if within(p, base) or not within(p, current):
+            continue
+        if any(within(p, s) for s in installed):
+            continue
+        found.append((name, str(p)))
+    return sorted(found)
+
+
+class BaseTreeCheck:
+    """Loaded by a base process: what it collected, what failed, what came from elsewhere."""
+
+    def __init__(
+        self, out: Path, base: Path, current: Path, is_benchmark: Callable[[pytest.Item], bool]
+    ):
+        self.out = out
+        self.is_benchmark = is_benchmark
+        self.base = base
+        self.current = current
+        self.benchmarks: list[str] = []
+        self.errors: list[dict[str, str]] = []
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            text = str(report.longreprtext or "")
+            self.errors.append({"path": report.nodeid or str(report.fspath), "text": text})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.benchmarks = [i.nodeid for i in session.items if self.is_benchmark(i)]
+        self._write()
+
+    @pytest.hookimpl
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._write()
+
+    def _write(self) -> None:
+        doc: dict[str, Any] = {
+            "benchmarks": self.benchmarks,
+            "errors": self.errors,
+            "shadowed": shadowing_modules(self.base, self.current),
+        }
+        self.out.write_text(json.dumps(doc))
+
+
+def register_check(config: pytest.Config, is_benchmark: Callable[[pytest.Item], bool]) -> None:
+    """In a base process (``GPUPERF_AB_CHECK`` set): load :class:`BaseTreeCheck`."""
+    out = os.environ.get(CHECK_ENV)
+    if not out:
+        return
+    check = BaseTreeCheck(
+        Path(out),
+        Path(os.environ[BASE_ENV]).resolve(),
+        Path(os.environ[CURRENT_ENV]).resolve(),
+        is_benchmark,
+    )
+    config.pluginmanager.register(check, "gpuperf-ab-check")
+
+
+def read_check(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def collection_error(tree: BaseTree, errors: list[dict[str, str]]) -> str:
+    """The error of a base tree that cannot be collected, naming the failing file(s)."""
+    lines = []
+    for e in errors[:3]:
+        path = tree.path / e["path"] if e["path"] else tree.path
+        text = [ln for ln in e["text"].strip().splitlines() if ln.strip()]
+        lines.append(f"  {path}:\n" + "\n".join("    " + ln for ln in text[-6:]))
+    more = f"\n  ... and {len(errors) - 3} more" if len(errors) > 3 else ""
+    return (
+        f"--gpuperf-ab={tree.ref}: the base tree {tree.label} cannot be collected: "
+        f"{len(errors)} file(s) failed to import:\n" + "\n".join(lines) + more
+    )
+
+
+def shadow_error(tree: BaseTree, shadowed: list[list[str]]) -> str:
+    """The error of a base process that imported the current tree's code."""
+    names = "\n".join(f"  {m} from {f}" for m, f in shadowed[:5])
+    return (
+        f"--gpuperf-ab={tree.ref}: the base tree's processes imported code of the current "
+        f"tree ({tree.toplevel}), not of {tree.label}:\n{names}\n"
+        "An installed copy of the package under test (pip install -e .) comes before the base "
+        "worktree on sys.path. Import it from the repository instead: a src/ or flat layout "
+        "found through PYTHONPATH or a conftest.py at the root, without an editable install "
+        "(docs/ab.md)"
+    )

@@ -1,0 +1,135 @@
+"""A/B against a git revision: the order of paired runs, who is on which side, the base's runs.
+
+The judgement itself is :class:`~pytest_gpuperf.verdict.judge.Judge`'s, unchanged: the base
+tree's fresh-process runs become an in-memory baseline (:func:`paired_baseline`), the current
+tree's fresh-process runs are the current runs. This module holds only what pairing adds:
+
+- the order of the two sides in each pair, ABBA... (:func:`pair_order`), so that a drift of
+  the machine during the session (warming up, a neighbour starting) weighs on both sides alike;
+- which benchmarks exist on both sides, and which on one only (:func:`sides`);
+- the runs of each side as they come in (:class:`PairedRuns`).
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf import __version__
+from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint, fingerprint_id
+from pytest_gpuperf.baseline.records import Baseline, record_from_result, result_fields
+from pytest_gpuperf.model import Result
+
+BASE, CURRENT = "base", "current"
+
+
+def pair_order(index: int) -> tuple[str, str]:
+    """The sides of pair ``index`` (0-based) in the order they run: AB, BA, AB, BA, ...
+
+    Over two pairs each side has run once first and once second, so a steady drift of the
+    machine adds the same to both.
+    """
+    return (BASE, CURRENT) if index % 2 == 0 else (CURRENT, BASE)
+
+
+@dataclass(frozen=True)
+class Sides:
+    """Benchmarks (node ids, in the current session's order) by where they exist."""
+
+    both: tuple[str, ...]
+    #: in the current tree only: reported as new, never failed
+    new: tuple[str, ...]
+    #: in the base tree only: reported as removed
+    removed: tuple[str, ...]
+
+
+def sides(base: Iterable[str], current: Sequence[str]) -> Sides:
+    """Which of the current benchmarks the base tree has, and which of its it lost."""
+    base_ids = list(dict.fromkeys(base))
+    have = set(base_ids)
+    cur = set(current)
+    return Sides(
+        both=tuple(n for n in current if n in have),
+        new=tuple(n for n in current if n not in have),
+        removed=tuple(n for n in base_ids if n not in cur),
+    )
+
+
+@dataclass
+class PairedRuns:
+    """The fresh-process runs of each side, by benchmark key, in the order they ran."""
+
+    base: dict[str, list[Result]] = field(default_factory=dict)
+    current: dict[str, list[Result]] = field(default_factory=dict)
+    pairs: int = 0
+
+    def add(self, side: str, results: Iterable[Result]) -> set[str]:
+        """Record one process's results; returns the keys it measured."""
+        into = self.base if side == BASE else self.current
+        keys = set()
+        for r in results:
+            into.setdefault(r.id.key, []).append(r)
+            keys.add(r.id.key)
+        return keys
+
+    def runs(self, side: str, key: str) -> list[Result]:
+        return list((self.base if side == BASE else self.current).get(key, []))
+
+
+def paired_baseline(
+    name: str,
+    runs: Mapping[str, Sequence[Result]],
+    *,
+    fingerprint_extra: Mapping[str, Any] | None = None,
+    now: _dt.datetime | None = None,
+) -> Baseline:
+    """The base tree's runs as a baseline held in memory (never written), named ``name``.
+
+    Each run keeps its environment fingerprint and measurement settings, so the judge
+    matches them with the current runs exactly as it matches stored runs. A run that
+    cannot be a baseline run (no rounds, a zero time) is left out, as a save leaves it out.
+    """
+    stamp = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
+    doc: dict[str, Any] = {
+        "schema": schema.SCHEMA,
+        "schema_version": schema.DOCUMENT_VERSION,
+        "name": name,
+        "plugin_version": __version__,
+        "created": stamp,
+        "updated": stamp,
+        "fingerprints": {},
+        "policies": {},
+        "benchmarks": {},
+    }
+    for key, results in runs.items():
+        for r in results:
+            if not r.environment:
+                continue
+            fp = fingerprint(r.environment, fingerprint_extra)
+            fid = fingerprint_id(fp)
+            try:
+                rec = record_from_result(r, fingerprint_id=fid, timestamp=stamp)
+            except ValueError:
+                continue
+            pid = content_id(rec["policy"])
+            doc["fingerprints"][fid] = fp
+            doc["policies"][pid] = rec["policy"]
+            d = result_fields(r)["id"]
+            entry = doc["benchmarks"].setdefault(
+                key,
+                {
+                    "nodeid": d["nodeid"],
+                    "name": d.get("name"),
+                    "mode": d["mode"],
+                    "params": {str(k): str(v) for k, v in (d.get("params") or {}).items()},
+                    "runs": [],
+                },
+            )
+            entry["runs"].append({**rec, "policy": pid})
+    return Baseline(name, Path(name), doc, schema.DOCUMENT_VERSION)
