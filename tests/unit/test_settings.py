@@ -35,6 +35,7 @@ SAMPLES: dict[str, Any] = {
     "bytes": lambda shape: 4.0,
     "save": "main",
     "baseline": "nightly",
+    "ab": "HEAD~1",
     "baseline_dir": "perf/baselines",
     "keep_runs": "3",
     "threshold": "0.1",
