@@ -164,7 +164,7 @@ OPTIONS: tuple[Option, ...] = (
         per_test=True,
         cli=False,
     ),
-    # --- baselines (issue 3) ---
+    # --- baselines ---
     Option(
         "save",
         baseline_name,
@@ -203,7 +203,7 @@ OPTIONS: tuple[Option, ...] = (
         "is learnt from them",
         metavar="N",
     ),
-    # --- verdict (issue 3) ---
+    # --- verdict ---
     Option(
         "threshold",
         fraction,
@@ -287,7 +287,7 @@ OPTIONS: tuple[Option, ...] = (
         per_test=True,
         metavar="FRACTION",
     ),
-    # --- telemetry (issue 4) -------------------------------------------------
+    # --- telemetry -------------------------------------------------
     Option(
         "telemetry",
         parse_bool,
@@ -317,7 +317,7 @@ OPTIONS: tuple[Option, ...] = (
         "NVTX ranges gpuperf/<test id> around each CUDA benchmark and its phases (Nsight Systems)",
         metavar="true|false",
     ),
-    # --- CI reports (issue 6) ---
+    # --- CI reports ---
     Option(
         "markdown",
         text,
@@ -382,7 +382,7 @@ OPTIONS: tuple[Option, ...] = (
         "inventory, confirmation runs, artifact capture); auto: on unless -q",
         metavar="auto|on|off",
     ),
-    # --- capture (issue 5) ---
+    # --- capture ---
     Option(
         "capture",
         choice("never", "on-failure", "always"),

@@ -55,6 +55,18 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+#: The header line fits a terminal of this width (the CPU model is shortened to fit).
+HEADER_WIDTH = 120
+
+
+def _fit(template: str, *, cpu: str, width: int) -> str:
+    """``template`` with ``{cpu}`` filled in, the CPU model shortened (``…``) to fit ``width``."""
+    room = width - len(template.replace("{cpu}", ""))
+    if len(cpu) > room:
+        cpu = cpu[: max(room - 1, 8)].rstrip() + "…"
+    return template.replace("{cpu}", cpu)
+
+
 class GpuPerfSession:
     def __init__(self, run: RunContext):
         config = run.config
@@ -76,7 +88,7 @@ class GpuPerfSession:
         self.save_error: str | None = None
         self.ci: CiOutputs | None = None
         self.progress: Progress | None = None
-        # telemetry and NVTX (issue 4): made on first use, see _probes / _phase_range
+        # telemetry and NVTX: made on first use, see _probes / _phase_range
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
         self.gpu_state: dict[str, Any] | None = None
@@ -301,7 +313,7 @@ class GpuPerfSession:
             report.apply(results)  # Result.artifacts and comparison["diagnosis"]
         return report
 
-    # --- telemetry and NVTX (issue 4) -----------------------------------------
+    # --- telemetry and NVTX -----------------------------------------
 
     def _probes(self, device: str) -> list[Probe]:
         if self._telemetry is None:
@@ -378,12 +390,13 @@ class GpuPerfSession:
                 tr.write_line("gpuperf: " + line)
 
     def _where_line(self, device: str) -> str:
-        """``measuring on the CPU (AMD EPYC 7B13, 2 torch threads, torch 2.13.0+cpu) ...``"""
+        """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
+        rounds of 10 ms, warm-up ≤ 500 ms``: one line, at most 120 characters."""
         measure = self.settings.measure
         env = self._environment()
         how = (
-            f"{measure.rounds} rounds of {measure.round_ms:g} ms after a warm-up of up to "
-            f"{measure.warmup_ms:g} ms"
+            f"{measure.rounds} rounds of {measure.round_ms:g} ms, "
+            f"warm-up ≤ {measure.warmup_ms:g} ms"
         )
         if device == "cuda":
             graph = measure.cuda_graph
@@ -394,18 +407,19 @@ class GpuPerfSession:
                 f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
                 f", torch {env.get('torch')}): {timing}, {how}"
             )
-        from pytest_gpuperf.measure.device import cuda_unavailable_reason
+        why = "--gpuperf-device=cpu" if self.settings.session.device == "cpu" else None
+        if why is None:
+            from pytest_gpuperf.measure.device import cuda_unavailable_reason
 
-        why = (
-            "--gpuperf-device=cpu"
-            if self.settings.session.device == "cpu"
-            else cuda_unavailable_reason()
-        )
+            full = cuda_unavailable_reason() or ""
+            why = "no CUDA" if "without CUDA" in full else "no GPU found"
         threads = env.get("torch_threads")
-        return (
-            f"measuring on the CPU ({env.get('cpu_model') or 'unknown CPU'}, "
-            f"{threads} torch thread{'s' if threads != 1 else ''}, torch {env.get('torch')}; "
-            f"no GPU: {why}): {how}"
+        return _fit(
+            "measuring on the CPU: {cpu}, "
+            f"{threads} thread{'s' if threads != 1 else ''}, torch {env.get('torch')} ({why}); "
+            + how,
+            cpu=str(env.get("cpu_model") or "unknown CPU"),
+            width=HEADER_WIDTH - len("gpuperf: "),
         )
 
     # --- results -------------------------------------------------------------

@@ -28,8 +28,7 @@ def test_returns_the_result_and_reports_a_table(pytester: pytest.Pytester) -> No
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "gpuperf: measuring on the CPU (*torch*; no GPU: *): 10 rounds of 1 ms after a "
-            "warm-up of up to 30 ms",
+            "gpuperf: measuring on the CPU: *, torch * (no CUDA); 10 rounds of 1 ms, warm-up ≤ 30 ms",
             "*= gpuperf =*",
             "benchmark*median*95% CI*spread*first call*",
             "test_mm *s*%*",
@@ -38,6 +37,8 @@ def test_returns_the_result_and_reports_a_table(pytester: pytest.Pytester) -> No
     assert "NVML" not in result.stdout.str() and "telemetry" not in result.stdout.str()
     table = result.stdout.str().split("= gpuperf =")[1]
     assert max(len(line) for line in table.splitlines()) <= 120
+    header = next(line for line in result.outlines if line.startswith("gpuperf: measuring"))
+    assert len(header) <= 120, header
     # -v: every column
     verbose = run(pytester, "-v")
     verbose.stdout.fnmatch_lines(

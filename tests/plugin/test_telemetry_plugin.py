@@ -54,7 +54,7 @@ def test_a_cpu_run_says_where_it_measures_and_never_touches_nvml(
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: auto measures on the GPU")
     result, doc = run_json(pytester, fast_args, fresh=True)
-    result.stdout.fnmatch_lines(["collected 1 item", "gpuperf: measuring on the CPU (*"])
+    result.stdout.fnmatch_lines(["collected 1 item", "gpuperf: measuring on the CPU: *"])
     header = [line for line in result.outlines if line.startswith("gpuperf:")]
     assert len(header) == 1, header  # one line, no NVML message, no GPU advice
     assert doc["session"]["gpu_state"] is None

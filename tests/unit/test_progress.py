@@ -113,3 +113,13 @@ def test_from_config_quiet_under_q_and_in_workers() -> None:
     assert p.write is not None
     p.write("hello\n")
     assert cfg.tr.text == ["hello\n"]
+
+
+def test_the_header_shortens_a_long_cpu_model_to_fit() -> None:
+    from pytest_gpuperf.shell.session import _fit
+
+    template = "measuring on the CPU: {cpu}, 2 threads, torch 2.13.0+cpu (no CUDA); 30 rounds"
+    short = _fit(template, cpu="AMD EPYC", width=120)
+    assert short == template.replace("{cpu}", "AMD EPYC")
+    long = _fit(template, cpu="Intel(R) Xeon(R) Platinum 8480+ " * 3, width=100)
+    assert len(long) == 100 and "Intel(R) Xeon(R)" in long and "…," in long

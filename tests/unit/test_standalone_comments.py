@@ -12,27 +12,6 @@ SEARCHED = ("pytest_gpuperf", "tests", "bench")
 #: References to what a reader of the repository cannot open.
 OUTSIDE = re.compile(r"statistics\.md|GPU-MACHINE|issue [0-9]+|research/|bench table")
 
-#: Temporary: in files the settings/backends branches own, fixed after they are merged
-#: (path, the line's text).
-ALLOWED = {
-    (
-        "pytest_gpuperf/shell/session.py",
-        "# telemetry and NVTX (issue 4): made on first use, see _probes / _phase_range",
-    ),
-    (
-        "pytest_gpuperf/shell/session.py",
-        "# --- telemetry and NVTX (issue 4) -----------------------------------------",
-    ),
-    ("pytest_gpuperf/shell/options.py", "# --- baselines (issue 3) ---"),
-    ("pytest_gpuperf/shell/options.py", "# --- verdict (issue 3) ---"),
-    (
-        "pytest_gpuperf/shell/options.py",
-        "# --- telemetry (issue 4) -------------------------------------------------",
-    ),
-    ("pytest_gpuperf/shell/options.py", "# --- CI reports (issue 6) ---"),
-    ("pytest_gpuperf/shell/options.py", "# --- capture (issue 5) ---"),
-}
-
 
 def outside_references(root: Path, folders: tuple[str, ...]) -> list[tuple[str, int, str]]:
     """(path, line number, line) of each Python line under ``folders`` that names a document
@@ -49,18 +28,8 @@ def outside_references(root: Path, folders: tuple[str, ...]) -> list[tuple[str, 
 
 
 def test_no_comment_points_outside_the_repository() -> None:
-    hits = [
-        f"{path}:{n}: {line}"
-        for path, n, line in outside_references(ROOT, SEARCHED)
-        if (path, line) not in ALLOWED
-    ]
+    hits = [f"{path}:{n}: {line}" for path, n, line in outside_references(ROOT, SEARCHED)]
     assert not hits, "say the point itself, or name a file in the repository:\n" + "\n".join(hits)
-
-
-def test_the_allow_list_names_only_lines_still_there() -> None:
-    """An entry whose line was rewritten must go from the list."""
-    found = {(path, line) for path, _, line in outside_references(ROOT, SEARCHED)}
-    assert not ALLOWED - found, f"no longer found: {sorted(ALLOWED - found)}"
 
 
 def test_outside_references_names_file_and_line(tmp_path: Path) -> None:
