@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import pytest
+
+# pytester's in-process runs remove, when they end, the modules a run imported; torch
+# registers its operator libraries once per process ("Only a single TORCH_LIBRARY can be
+# used to register the namespace c10d_functional" when a later run imports it again). So
+# torch is imported here, before any run, and stays for the whole session.
+with contextlib.suppress(ImportError):  # without torch, the tests that need it skip
+    import torch  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
