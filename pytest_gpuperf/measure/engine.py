@@ -129,68 +129,137 @@ def run(
     t0 = clock()
     with phase("calibrate"):
         calls = calibrate(timer, policy)
-
-    warm: list[float] = []
-    walls: list[float] = []
-    is_settled = False
     with phase("warmup"), _gc_paused():
         w0 = clock()
-        while True:
-            a = clock()
-            r = timer.time_round(calls)
-            per_call, calls_done = r[0], r[2]
-            if _e2e(r) is not None:
-                walls.append(clock() - a)
-            warm.append(per_call)
-            elapsed_ms = (clock() - w0) * 1000.0
-            if elapsed_ms >= policy.min_warmup_ms and settled(
-                warm, policy.settle_window, policy.settle_tol
-            ):
-                is_settled = True
-                break
-            if elapsed_ms >= policy.warmup_ms:
-                break
+        warm = _warm_up(timer, policy, calls, clock, w0)
     warmup_s = clock() - w0
-    calls = calls_done
+    rounds = _Rounds(timer, warm.calls, clock, t0, _deadline(policy, warm.walls, t0))
+    with phase("measure"), _gc_paused():
+        start, changes, drift = _measure_steady(rounds, policy)
+    stability, start = _classify(rounds, policy, start, changes, drift, warm.settled)
+    kept = rounds.measured[start:]
+    e2e = [x for x in rounds.second[start:] if x is not None]
+    return RawMeasurement(
+        rounds=kept,
+        calls_per_round=warm.calls,
+        warmup=warm.rounds,
+        trimmed=start,
+        stability=stability,
+        settled=warm.settled,
+        warmup_s=warmup_s,
+        wall_s=clock() - t0,
+        spans=rounds.spans[start:],
+        t0=t0,
+        level_changes=changes,
+        e2e_rounds=e2e if len(e2e) == len(kept) else [],
+        time_capped=rounds.capped,
+    )
 
-    measured: list[float] = []
-    second: list[float | None] = []
-    spans: list[tuple[float, float]] = []
-    capped = False
-    # A hard stop for the whole loop (rounds grow if the function slows down): the
-    # warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass. A
-    # round of a timer that takes two figures (or holds the GPU while the host enqueues)
-    # lasts longer than round_ms: its passes are sized by its warm-up rounds, up to 4x.
+
+@dataclass
+class _Warmup:
+    #: seconds per call of each warm-up round
+    rounds: list[float]
+    #: the host time of each warm-up round, for a timer that takes two figures
+    walls: list[float]
+    settled: bool
+    #: calls per round (the last round's)
+    calls: int
+
+
+def _warm_up(
+    timer: RoundTimer, policy: MeasurePolicy, calls: int, clock: Callable[[], float], w0: float
+) -> _Warmup:
+    """Run rounds until they settle (after ``min_warmup_ms``) or ``warmup_ms`` is spent."""
+    warm: list[float] = []
+    walls: list[float] = []
+    while True:
+        a = clock()
+        r = timer.time_round(calls)
+        per_call, calls_done = r[0], r[2]
+        if _e2e(r) is not None:
+            walls.append(clock() - a)
+        warm.append(per_call)
+        elapsed_ms = (clock() - w0) * 1000.0
+        if elapsed_ms >= policy.min_warmup_ms and settled(
+            warm, policy.settle_window, policy.settle_tol
+        ):
+            return _Warmup(warm, walls, True, calls_done)
+        if elapsed_ms >= policy.warmup_ms:
+            return _Warmup(warm, walls, False, calls_done)
+
+
+def _deadline(policy: MeasurePolicy, walls: list[float], t0: float) -> float:
+    """A hard stop for the whole loop (rounds grow if the function slows down).
+
+    The warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass. A
+    round of a timer that takes two figures (or holds the GPU while the host enqueues)
+    lasts longer than round_ms: its passes are sized by its warm-up rounds, up to 4x.
+    """
     round_s = policy.round_ms / 1000.0
     if walls:
         recent = sorted(walls[-policy.settle_window :])
         round_s = min(4 * round_s, max(round_s, recent[len(recent) // 2]))
-    deadline = t0 + policy.warmup_ms / 1000.0 + 2.5 * policy.rounds * round_s
+    return t0 + policy.warmup_ms / 1000.0 + 2.5 * policy.rounds * round_s
 
-    def measure(n_rounds: int) -> None:
-        nonlocal capped
+
+@dataclass
+class _Rounds:
+    """The measured rounds so far, and the time cap that stops a pass early."""
+
+    timer: RoundTimer
+    calls: int
+    clock: Callable[[], float]
+    t0: float
+    deadline: float
+    measured: list[float] = field(default_factory=list)
+    #: the timer's second figure of each round (None where it has none)
+    second: list[float | None] = field(default_factory=list)
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    capped: bool = False
+
+    def measure(self, n_rounds: int) -> None:
+        """One pass: up to ``n_rounds`` rounds, at least 5 before the deadline may stop it."""
         for i in range(n_rounds):
-            if i >= 5 and clock() > deadline:
-                capped = True
+            if i >= 5 and self.clock() > self.deadline:
+                self.capped = True
                 break
-            a = clock()
-            r = timer.time_round(calls)
-            b = clock()
-            measured.append(r[0])
-            second.append(_e2e(r))
-            spans.append((a - t0, b - t0))
+            a = self.clock()
+            r = self.timer.time_round(self.calls)
+            b = self.clock()
+            self.measured.append(r[0])
+            self.second.append(_e2e(r))
+            self.spans.append((a - self.t0, b - self.t0))
 
-    with phase("measure"), _gc_paused():
-        measure(policy.rounds)
-        start, changes = steady_tail(measured, policy.shift_tol)
-        drift = drifting(measured[start:], policy.shift_tol)
-        if len(measured) - start < policy.rounds // 2 or changes >= 2 or drift:
-            # Too little steady data, or a moving level: measure once more and look again.
-            measure(policy.rounds)
-            start, changes = steady_tail(measured, policy.shift_tol)
-            drift = drifting(measured[start:], policy.shift_tol)
+
+def _measure_steady(rounds: _Rounds, policy: MeasurePolicy) -> tuple[int, int, bool]:
+    """Measure a pass, and a second one if the first shows no steady level.
+
+    Returns the steady tail's start, the level changes before it, and whether it drifts.
+    """
+    rounds.measure(policy.rounds)
+    start, changes = steady_tail(rounds.measured, policy.shift_tol)
+    drift = drifting(rounds.measured[start:], policy.shift_tol)
+    if len(rounds.measured) - start < policy.rounds // 2 or changes >= 2 or drift:
+        # Too little steady data, or a moving level: measure once more and look again.
+        rounds.measure(policy.rounds)
+        start, changes = steady_tail(rounds.measured, policy.shift_tol)
+        drift = drifting(rounds.measured[start:], policy.shift_tol)
+    return start, changes, drift
+
+
+def _classify(
+    rounds: _Rounds,
+    policy: MeasurePolicy,
+    start: int,
+    changes: int,
+    drift: bool,
+    is_settled: bool,
+) -> tuple[str, int]:
+    """The measurement's stability class, and the first round to keep."""
+    measured = rounds.measured
     wanted = policy.rounds
-    if capped:
+    if rounds.capped:
         # The time cap, not the data, limited the rounds (a function of seconds per call gets
         # 5 per pass): judge the kept rounds against those it let us measure, and look for a
         # drift over all of them, the kept ones being too few for drifting().
@@ -203,20 +272,4 @@ def run(
         # No steady level: every round after the initial transient is evidence of where its
         # level lies (the verdict bounds it by their range), not only the last segment.
         start = mser_cut(measured)
-    kept = measured[start:]
-    e2e = [x for x in second[start:] if x is not None]
-    return RawMeasurement(
-        rounds=kept,
-        calls_per_round=calls,
-        warmup=warm,
-        trimmed=start,
-        stability=stability,
-        settled=is_settled,
-        warmup_s=warmup_s,
-        wall_s=clock() - t0,
-        spans=spans[start:],
-        t0=t0,
-        level_changes=changes,
-        e2e_rounds=e2e if len(e2e) == len(kept) else [],
-        time_capped=capped,
-    )
+    return stability, start

@@ -265,25 +265,15 @@ def _capture(
     settings: CaptureSettings,
 ) -> CaptureReport:
     config = run.config if run is not None else None
-    comparisons = dict(comparisons or {})
-    for r in results:
-        if r.id.key not in comparisons and r.comparison:
-            comparisons[r.id.key] = r.comparison
+    comparisons = _comparisons_of(results, comparisons)
     if keys is None:
-        keys = [k for k, c in comparisons.items() if _get(c, "kind") == "regression"]
-        keys = keys or [r.id.key for r in results]
+        keys = _regressed_keys(results, comparisons)
     root = Path(artifacts_dir or settings.artifacts_dir)
     if run is not None and not root.is_absolute():
         root = run.rootpath / root
-    layout = Layout(root, run_id)
-    directory = layout.prepare(nodeid)
+    directory = Layout(root, run_id).prepare(nodeid)
     if run_child is None and run is not None:
         run_child = _child_runner(run, nodeid, device)
-    base_invs: dict[str, dict[str, Any]] = {}
-    for key in keys:
-        inv = baseline_inventory((baselines or {}).get(key))
-        if inv is not None:
-            base_invs[key] = inv
     ctx = CaptureContext(
         nodeid=nodeid,
         directory=directory,
@@ -297,16 +287,62 @@ def _capture(
         calls=settings.calls,
         ncu_kernels=settings.ncu_kernels,
         run_child=run_child,
-        baseline_inventories=base_invs,
+        baseline_inventories=_baseline_inventories(keys, baselines),
     )
-    skip = set(settings.skip or ())
-    if ctx.ncu_kernels <= 0:
-        skip.add("ncu")
     if lock is None and run is not None:
         lock = _session_lock(device, settings.budget_s)
     todo = list(collectors if collectors is not None else collectors_for(config))
+    done = _run_collectors(ctx, todo, settings, lock, progress)
+    diagnoses, diffs = _diagnose_all(ctx, config, results, comparisons, baselines)
+    if diffs:
+        (directory / "kernel_diff.json").write_text(json.dumps(diffs, indent=1, default=str))
+    wall = time.monotonic() - t0
+    report = CaptureReport(nodeid, directory, done, diagnoses, wall, kernel_diffs=diffs)
+    report.manifest = _write_manifest(report, ctx, run_id)
+    return report
+
+
+def _comparisons_of(
+    results: Sequence[Result], comparisons: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The verdict of each benchmark: those given, else the result's own."""
+    out = dict(comparisons or {})
+    for r in results:
+        if r.id.key not in out and r.comparison:
+            out[r.id.key] = r.comparison
+    return out
+
+
+def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Any]) -> list[str]:
+    """The benchmarks whose verdict is a regression, else all of the test's."""
+    keys = [k for k, c in comparisons.items() if _get(c, "kind") == "regression"]
+    return keys or [r.id.key for r in results]
+
+
+def _baseline_inventories(
+    keys: Sequence[str], baselines: Mapping[str, Any] | None
+) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        inv = baseline_inventory((baselines or {}).get(key))
+        if inv is not None:
+            out[key] = inv
+    return out
+
+
+def _run_collectors(
+    ctx: CaptureContext,
+    todo: Sequence[Collector],
+    settings: CaptureSettings,
+    lock: Callable[[], AbstractContextManager[object]] | None,
+    progress: Any,
+) -> list[CollectorResult]:
+    """Run each collector in turn under the device lock, with a progress line."""
+    skip = set(settings.skip or ())
+    if ctx.ncu_kernels <= 0:
+        skip.add("ncu")
     done: list[CollectorResult] = []
-    label = f"capturing evidence for {nodeid.rsplit('::', 1)[-1]}"
+    label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}"
     task_cm = progress.task(label) if progress is not None else contextlib.nullcontext()
     try:
         with task_cm as task, lock() if lock is not None else contextlib.nullcontext():
@@ -321,7 +357,17 @@ def _capture(
         done += [
             CollectorResult.skipped(str(getattr(c, "name", c)), why) for c in todo[len(done) :]
         ]
+    return done
 
+
+def _diagnose_all(
+    ctx: CaptureContext,
+    config: pytest.Config | None,
+    results: Sequence[Result],
+    comparisons: Mapping[str, Any],
+    baselines: Mapping[str, Any] | None,
+) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
+    """The diagnosis of each captured benchmark, and its kernel diff where there is one."""
     diagnoses: dict[str, Diagnosis] = {}
     diffs: dict[str, Any] = {}
     by_key = {r.id.key: r for r in results}
@@ -339,24 +385,23 @@ def _capture(
                 key, f"{key}: the diagnosis failed ({type(e).__name__}: {e}).", [],
                 [traceback.format_exc(limit=5)],
             )  # fmt: skip
-    if diffs:
-        (directory / "kernel_diff.json").write_text(json.dumps(diffs, indent=1, default=str))
-    wall = time.monotonic() - t0
-    report = CaptureReport(nodeid, directory, done, diagnoses, wall, kernel_diffs=diffs)
+    return diagnoses, diffs
+
+
+def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> Path | None:
     try:
-        report.manifest = write_manifest(
-            directory,
-            nodeid=nodeid,
+        return write_manifest(
+            report.directory,
+            nodeid=report.nodeid,
             run_id=run_id,
-            device=device,
+            device=ctx.device,
             benchmarks=ctx.keys,
-            collectors=[c.to_dict(directory) for c in done],
-            diagnosis={k: d.to_dict() for k, d in diagnoses.items()},
-            wall_s=wall,
+            collectors=[c.to_dict(report.directory) for c in report.collectors],
+            diagnosis={k: d.to_dict() for k, d in report.diagnoses.items()},
+            wall_s=report.wall_s,
         )
     except OSError:
-        report.manifest = None
-    return report
+        return None
 
 
 def _session_lock(device: str, timeout_s: float) -> Callable[[], AbstractContextManager[object]]:

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
 from pytest_gpuperf.measure import backend, engine
@@ -101,6 +101,29 @@ class BenchContext:
     progress: ProgressTask = field(default=lambda label, ticker=True: _no_task())
     #: the session's typed settings (None: built from ``config``)
     settings: Settings | None = None
+
+
+@dataclass
+class _FirstCall:
+    """A benchmark's first call, made once for all its modes: its time, its output and the
+    output's fingerprint (``None`` when numerics are off)."""
+
+    seconds: float | None = None
+    output: Any = None
+    numerics: list[dict[str, Any]] | None = None
+
+
+class _Measured(NamedTuple):
+    """What measuring one mode gave."""
+
+    first_call_s: float
+    raw: engine.RawMeasurement
+    telemetry: dict[str, Any] | None
+    host_hidden: bool | None
+    host_s: float | None
+    wall_s: float
+    peak_memory: int | None
+    extra: dict[str, Any]
 
 
 def _describe(fn: Any) -> str:
@@ -299,72 +322,104 @@ class GpuBench:
     ) -> Any:
         __tracebackhide__ = True
         from pytest_gpuperf.measure.invocation import Invocation
-        from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
 
         ctx = self._ctx
-        first_out: Any = None
-        first_s: float | None = None
-        numerics: list[dict[str, Any]] | None = None
+        first = _FirstCall()
         gate = verdict.gate_record()  # carried on each result to the gate (Result.gate)
         for mode in modes:
             bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
             timer = mode.make_timer(fn, args, kwargs, policy, setup=setup)
             who = bid.display if len(modes) == 1 else f"{bid.display} [{mode.name}]"
-            with contextlib.ExitStack() as stack:
-                stack.callback(timer.close)
-                t_start = time.perf_counter()
-                stack.enter_context(ctx.lock())
-                with ctx.phase_range(bid, "benchmark"):
-                    if first_s is None:
-                        with (
-                            ctx.phase_range(bid, "first-call"),
-                            ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
-                        ):
-                            first_s, first_out = timer.first_call()
-                        if verdict.numerics != "off":  # once, untimed: one call's output
-                            numerics = fingerprint(first_out)
-                    with ctx.phase_range(bid, "prepare"):
-                        timer.prepare()
-                    timer.reset_peak_memory()
-                    label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
-                    with ctx.progress(label, ticker=False) as task:
-                        raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
-                    hidden = timer.host_hidden(len(raw.rounds))
-                    host = timer.host_time(len(raw.rounds))
-                wall = time.perf_counter() - t_start
-                peak = timer.peak_memory()
-                call = Invocation(fn, args, kwargs, setup)
-                extra = self._after_measure(bid, who, call, raw.rounds)
+            call = Invocation(fn, args, kwargs, setup)
+            got = self._measure_mode(timer, bid, who, policy, verdict, first, call)
             result = Result(
                 id=bid,
                 device=ctx.device,
-                rounds=raw.rounds,
-                calls_per_round=raw.calls_per_round,
-                first_call_s=first_s,
-                warmup=raw.warmup,
-                trimmed=raw.trimmed,
-                stability=raw.stability,
-                warmup_s=raw.warmup_s,
-                wall_s=wall,
+                rounds=got.raw.rounds,
+                calls_per_round=got.raw.calls_per_round,
+                first_call_s=got.first_call_s,
+                warmup=got.raw.warmup,
+                trimmed=got.raw.trimmed,
+                stability=got.raw.stability,
+                warmup_s=got.raw.warmup_s,
+                wall_s=got.wall_s,
                 l2_flush=bool(policy.l2_flush and mode.flushes_l2),
-                peak_memory_bytes=peak,
+                peak_memory_bytes=got.peak_memory,
                 flops=flops,
                 bytes=nbytes,
                 device_name=(env or {}).get("gpu_name") or (env or {}).get("cpu_model"),
-                telemetry=telemetry,
+                telemetry=got.telemetry,
                 environment=env,
                 policy=mode.policy_record(policy),
                 gate=dict(gate),
-                extra=extra,
-                e2e_rounds=list(raw.e2e_rounds),
-                host_hidden=hidden,
-                host_s=host,
-                numerics=numerics,
+                extra=got.extra,
+                e2e_rounds=list(got.raw.e2e_rounds),
+                host_hidden=got.host_hidden,
+                host_s=got.host_s,
+                numerics=first.numerics,
             )
             result.notes.extend(flag_notes(result, policy))
             self.results.append(result)
             ctx.record(result)
-        return first_out
+        return first.output
+
+    def _measure_mode(
+        self,
+        timer: backend.Timer,
+        bid: BenchId,
+        who: str,
+        policy: MeasurePolicy,
+        verdict: VerdictSettings,
+        first: _FirstCall,
+        call: Callable[[], Any],
+    ) -> _Measured:
+        """Measure one mode under the device lock: the first call (once per benchmark), the
+        rounds with their probes, then the after-measure hooks; the timer is closed after."""
+        __tracebackhide__ = True
+        ctx = self._ctx
+        with contextlib.ExitStack() as stack:
+            stack.callback(timer.close)
+            t_start = time.perf_counter()
+            stack.enter_context(ctx.lock())
+            with ctx.phase_range(bid, "benchmark"):
+                first_s = first.seconds
+                if first_s is None:
+                    first_s = self._first_call(timer, bid, who, verdict, first)
+                with ctx.phase_range(bid, "prepare"):
+                    timer.prepare()
+                timer.reset_peak_memory()
+                label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
+                with ctx.progress(label, ticker=False) as task:
+                    raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
+                hidden = timer.host_hidden(len(raw.rounds))
+                host = timer.host_time(len(raw.rounds))
+            wall = time.perf_counter() - t_start
+            peak = timer.peak_memory()
+            extra = self._after_measure(bid, who, call, raw.rounds)
+        return _Measured(first_s, raw, telemetry, hidden, host, wall, peak, extra)
+
+    def _first_call(
+        self,
+        timer: backend.Timer,
+        bid: BenchId,
+        who: str,
+        verdict: VerdictSettings,
+        first: _FirstCall,
+    ) -> float:
+        """Time the benchmark's first call (compile, autotune, lazy init), keep it on ``first``
+        with its output, and return its seconds."""
+        __tracebackhide__ = True
+        from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
+
+        ctx = self._ctx
+        with (
+            ctx.phase_range(bid, "first-call"),
+            ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
+        ):
+            first.seconds, first.output = timer.first_call()
+        if verdict.numerics != "off":  # once, untimed: one call's output
+            first.numerics = fingerprint(first.output)
+        return first.seconds
 
     def _with_probes(
         self, bid: BenchId, timer: Any, policy: MeasurePolicy

@@ -23,6 +23,7 @@ from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.verdict.decide import with_note
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.collectors.base import ChildRun
     from pytest_gpuperf.baseline.records import Baseline
     from pytest_gpuperf.shell.progress import Progress
     from pytest_gpuperf.shell.settings import RunContext
@@ -38,6 +39,16 @@ class Judgement:
     warnings: list[str] = field(default_factory=list)
     reruns: int = 0
     rerun_s: float = 0.0
+
+
+@dataclass
+class _Runs:
+    """One test's runs so far, per benchmark: their statistics, their outputs' fingerprints
+    and the verdict on them."""
+
+    current: dict[str, list[Any]]
+    outputs: dict[str, list[Any]]
+    comps: dict[str, Comparison] = field(default_factory=dict)
 
 
 @dataclass
@@ -154,57 +165,57 @@ class Gate:
         progress: Progress | None = None,
     ) -> Judgement:
         """Verdicts for one test's results, re-measuring suspects in fresh processes."""
-        from pytest_gpuperf.reporting.explain import explain, summary_line
-        from pytest_gpuperf.shell.progress import silent
-        from pytest_gpuperf.shell.rerun import is_child, matching, run_child
-        from pytest_gpuperf.verdict import RunStat, outcome
+        from pytest_gpuperf.shell.rerun import is_child
+        from pytest_gpuperf.verdict import RunStat
 
         out = Judgement()
         self.budget.done += 1
         child_mode = is_child(self.config)
-        current: dict[str, list[Any]] = {r.id.key: [RunStat.from_result(r)] for r in results}
-        # the output's fingerprint of each run: this one's, then the fresh processes'
-        outputs: dict[str, list[Any]] = {r.id.key: [r.numerics] for r in results}
+        runs = _Runs(
+            current={r.id.key: [RunStat.from_result(r)] for r in results},
+            # the output's fingerprint of each run: this one's, then the fresh processes'
+            outputs={r.id.key: [r.numerics] for r in results},
+        )
         last = child_mode or self.policy.max_runs <= 1
-        comps = {r.id.key: self._decide(r, current, last) for r in results}
+        runs.comps = {r.id.key: self._decide(r, runs.current, last) for r in results}
         note = ""
-        while not child_mode:
-            pending = [r for r in results if not comps[r.id.key].final]
+        if not child_mode:
+            note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)
+        for r in results:
+            self._conclude(r, runs, note, out)
+        return out
+
+    def _confirm(
+        self,
+        nodeid: str,
+        results: list[Result],
+        runs: _Runs,
+        out: Judgement,
+        *,
+        device: str,
+        progress: Progress | None,
+    ) -> str:
+        """Re-measure the suspects in fresh processes until each verdict is final.
+
+        Returns why confirmation stopped early ("" when every verdict became final).
+        """
+        from pytest_gpuperf.shell.rerun import matching
+
+        while True:
+            pending = [r for r in results if not runs.comps[r.id.key].final]
             if not pending:
-                break
-            # Runs an earlier confirmation child measured ahead, each from its own process.
-            took = False
-            for r in pending:
-                if self.ahead.get(r.id.key):
-                    early = self.ahead[r.id.key].pop(0)
-                    current[r.id.key].append(RunStat.from_result(early))
-                    outputs[r.id.key].append(early.numerics)
-                    full = len(current[r.id.key]) >= self.policy.max_runs
-                    comps[r.id.key] = self._decide(r, current, full)
-                    took = True
-            if took:
+                return ""
+            if self._take_ahead(pending, runs):
                 continue
-            targets = self._child_targets(item.nodeid)
+            targets = self._child_targets(nodeid)
             if not targets:
-                note = (
+                return (
                     f"confirmation budget spent ({self.budget.spent_s:.0f} s of re-runs in this "
                     f"session, at most {self.budget.allowed_s():.0f} s); raise "
                     "--gpuperf-confirm-budget to confirm more"
                 )
-                break
-            look = len(current[pending[0].id.key]) + 1
-            also = f" and {len(targets) - 1} later benchmark(s) ahead" if len(targets) > 1 else ""
-            label = (
-                f"re-measuring {item.nodeid}{also} in a fresh process "
-                f"(run {look} of at most {self.policy.max_runs})"
-            )
-            with (progress or silent()).task(label):
-                child = run_child(self.run, targets, device=device)
-            out.reruns += 1
-            out.rerun_s += child.wall_s
-            self.rerun_count += 1
-            self.rerun_s += child.wall_s
-            self.budget.spend(child.wall_s, len(targets))
+            look = len(runs.current[pending[0].id.key]) + 1
+            child = self._rerun(nodeid, targets, look, out, device=device, progress=progress)
             mine = {r.id.key for r in results}
             for res in child.results:
                 if res.id.key not in mine:
@@ -216,30 +227,80 @@ class Gate:
                         f"the confirmation run failed (exit {child.returncode}): "
                         f"{child.log_tail[-300:]}"
                     )
-                    comps[r.id.key] = with_note(self._decide(r, current, True), why)
+                    runs.comps[r.id.key] = with_note(self._decide(r, runs.current, True), why)
                     continue
-                current[r.id.key].append(RunStat.from_result(again))
-                outputs[r.id.key].append(again.numerics)
-                full = len(current[r.id.key]) >= self.policy.max_runs
-                comps[r.id.key] = self._decide(r, current, full)
-        for r in results:
-            c = comps[r.id.key]
-            if not c.final:  # no more runs: a suspect is settled on what there is
-                c = self._decide(r, current, True)
-                if note:
-                    c = with_note(c, note)
-            c, secondary_failures = self._secondary(r, c)
-            c, numerics_failure = self._numerics(r, c, outputs[r.id.key])
-            secondary_failures += numerics_failure
-            r.comparison = c.to_dict()
-            out.comparisons[r.id.key] = c
-            out.failures += secondary_failures
-            verdict = outcome(c, self.policy.fail_on)
-            if verdict == "fail":
-                out.failures.append(f"{r.id.display} [{r.id.mode}]\n{explain(c)}")
-            elif verdict == "warn":
-                out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
-        return out
+                self._add_run(r, again, runs)
+
+    def _take_ahead(self, pending: list[Result], runs: _Runs) -> bool:
+        """Add the runs an earlier confirmation child measured ahead, each from its own process.
+
+        Returns whether there was any.
+        """
+        took = False
+        for r in pending:
+            if self.ahead.get(r.id.key):
+                self._add_run(r, self.ahead[r.id.key].pop(0), runs)
+                took = True
+        return took
+
+    def _add_run(self, r: Result, again: Result, runs: _Runs) -> None:
+        """One more run of ``r``'s benchmark, from a fresh process: decide again."""
+        from pytest_gpuperf.verdict import RunStat
+
+        runs.current[r.id.key].append(RunStat.from_result(again))
+        runs.outputs[r.id.key].append(again.numerics)
+        full = len(runs.current[r.id.key]) >= self.policy.max_runs
+        runs.comps[r.id.key] = self._decide(r, runs.current, full)
+
+    def _rerun(
+        self,
+        nodeid: str,
+        targets: list[str],
+        look: int,
+        out: Judgement,
+        *,
+        device: str,
+        progress: Progress | None,
+    ) -> ChildRun:
+        """Run ``targets`` in one fresh process, and count its time against the budget."""
+        from pytest_gpuperf.shell.progress import silent
+        from pytest_gpuperf.shell.rerun import run_child
+
+        also = f" and {len(targets) - 1} later benchmark(s) ahead" if len(targets) > 1 else ""
+        label = (
+            f"re-measuring {nodeid}{also} in a fresh process "
+            f"(run {look} of at most {self.policy.max_runs})"
+        )
+        with (progress or silent()).task(label):
+            child = run_child(self.run, targets, device=device)
+        out.reruns += 1
+        out.rerun_s += child.wall_s
+        self.rerun_count += 1
+        self.rerun_s += child.wall_s
+        self.budget.spend(child.wall_s, len(targets))
+        return child
+
+    def _conclude(self, r: Result, runs: _Runs, note: str, out: Judgement) -> None:
+        """Settle ``r``'s verdict, add its secondary metrics and numerics, record the outcome."""
+        from pytest_gpuperf.reporting.explain import explain, summary_line
+        from pytest_gpuperf.verdict import outcome
+
+        c = runs.comps[r.id.key]
+        if not c.final:  # no more runs: a suspect is settled on what there is
+            c = self._decide(r, runs.current, True)
+            if note:
+                c = with_note(c, note)
+        c, secondary_failures = self._secondary(r, c)
+        c, numerics_failure = self._numerics(r, c, runs.outputs[r.id.key])
+        secondary_failures += numerics_failure
+        r.comparison = c.to_dict()
+        out.comparisons[r.id.key] = c
+        out.failures += secondary_failures
+        verdict = outcome(c, self.policy.fail_on)
+        if verdict == "fail":
+            out.failures.append(f"{r.id.display} [{r.id.mode}]\n{explain(c)}")
+        elif verdict == "warn":
+            out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
 
     def _decide(self, r: Result, current: dict[str, list[Any]], last: bool) -> Comparison:
         return self.rule.decide(r, current[r.id.key], last=last)

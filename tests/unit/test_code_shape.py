@@ -11,15 +11,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 MAX_LINES = 80
 
-#: Temporary: split by the settings/backends branches, which own these files; empty this
-#: list once they are merged.
-ALLOWED = {
-    "shell/capture.py:_capture",
-    "shell/gate.py:judge",
-    "shell/fixture.py:_measure_modes",
-    "measure/engine.py:run",
-}
-
 
 def long_functions(root: Path, limit: int = MAX_LINES) -> list[tuple[str, int]]:
     """``("path/to/module.py:name", lines)`` of every function under ``root`` over ``limit``."""
@@ -34,16 +25,8 @@ def long_functions(root: Path, limit: int = MAX_LINES) -> list[tuple[str, int]]:
 
 
 def test_no_function_is_longer_than_80_lines() -> None:
-    too_long = [
-        f"{where} ({n} lines)" for where, n in long_functions(PACKAGE) if where not in ALLOWED
-    ]
+    too_long = [f"{where} ({n} lines)" for where, n in long_functions(PACKAGE)]
     assert not too_long, f"functions over {MAX_LINES} lines: split them: " + ", ".join(too_long)
-
-
-def test_the_allow_list_names_only_long_functions() -> None:
-    """An entry whose function was split (or renamed) must go from the list."""
-    long = {where for where, _ in long_functions(PACKAGE)}
-    assert not ALLOWED - long, f"no longer over {MAX_LINES} lines: {sorted(ALLOWED - long)}"
 
 
 def test_long_functions_finds_a_long_one(tmp_path: Path) -> None:
