@@ -4,15 +4,39 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Callable
 
 import pytest
 
-# pytester's in-process runs remove, when they end, the modules a run imported; torch
-# registers its operator libraries once per process ("Only a single TORCH_LIBRARY can be
-# used to register the namespace c10d_functional" when a later run imports it again). So
-# torch is imported here, before any run, and stays for the whole session.
+# pytester's in-process runs remove, when they end, the modules a run imported. torch
+# registers its operator libraries once per process: a module such as
+# torch.distributed._functional_collectives, imported by one run (torch.testing.assert_close
+# imports it lazily) and dropped, fails the next run that imports it ("Only a single
+# TORCH_LIBRARY can be used to register the namespace c10d_functional"). So torch's modules
+# are kept across runs, as pytester keeps zope's and readline's for the same reason.
 with contextlib.suppress(ImportError):  # without torch, the tests that need it skip
     import torch  # noqa: F401
+
+
+def _keep_torch_modules() -> None:
+    from _pytest import pytester
+
+    snapshot = pytester.SysModulesSnapshot
+    if getattr(snapshot, "_gpuperf_keeps_torch", False):
+        return
+    original = snapshot.__init__
+
+    def init(self: object, preserve: Callable[[str], bool] | None = None) -> None:
+        def keep(name: str) -> bool:
+            return name == "torch" or name.startswith("torch.") or bool(preserve and preserve(name))
+
+        original(self, preserve=keep)  # type: ignore[arg-type]
+
+    snapshot.__init__ = init  # type: ignore[method-assign]
+    snapshot._gpuperf_keeps_torch = True  # type: ignore[attr-defined]
+
+
+_keep_torch_modules()
 
 pytest_plugins = ["pytester"]
 
