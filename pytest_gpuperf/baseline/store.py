@@ -721,6 +721,40 @@ def empty_index(name: str, stamp: str) -> dict[str, Any]:
     return {**doc, "schema_version": schema.SCHEMA_VERSION, "segments": {}}
 
 
+def document_of(
+    name: str,
+    results: Iterable[Result],
+    *,
+    stamp: str,
+    fingerprint_extra: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Result]]:
+    """``results`` as an in-memory document (never written) of one run each, recorded as a
+    save records them, and the results kept, by key. A result that cannot be a baseline run
+    (no environment, no rounds, a zero time) is left out, as a save leaves it out."""
+    doc = empty_document(name, stamp)
+    kept: dict[str, Result] = {}
+    for r in results:
+        if not r.environment or not r.rounds:
+            continue
+        fp = fingerprint(r.environment, fingerprint_extra)
+        fid = fingerprint_id(fp)
+        try:
+            rec = record_from_result(r, fingerprint_id=fid, timestamp=stamp)
+        except ValueError:
+            continue
+        pid = content_id(rec["policy"])
+        doc["fingerprints"][fid] = fp
+        doc["policies"][pid] = rec["policy"]
+        entry = doc["benchmarks"].setdefault(
+            r.id.key,
+            {"nodeid": r.id.nodeid, "name": r.id.name, "mode": r.id.mode, "runs": []},
+        )
+        entry["params"] = dict(r.id.params)
+        entry["runs"].append({**rec, "policy": pid})
+        kept[r.id.key] = r
+    return doc, kept
+
+
 def empty_document(name: str, stamp: str) -> dict[str, Any]:
     """A document (the in-memory form of any version) with no benchmarks."""
     return {

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.baseline import records as br
 from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint, fingerprint_id
-from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
+from pytest_gpuperf.baseline.records import Baseline, RunRecord
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.reporting import json_report
@@ -124,29 +123,9 @@ def run_file(
 ) -> RunSet:
     """``results`` as a one-run-per-benchmark baseline (results without environment are skipped)."""
     stamp = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    from pytest_gpuperf.baseline.store import empty_document
+    from pytest_gpuperf.baseline.store import document_of
 
-    doc = empty_document(label, stamp)
-    kept: dict[str, Result] = {}
-    for r in results:
-        if not r.environment or not r.rounds:
-            continue
-        fp = fingerprint(r.environment, extra)
-        fid = fingerprint_id(fp)
-        try:
-            rec = record_from_result(r, fingerprint_id=fid, timestamp=stamp)
-        except ValueError:
-            continue
-        pid = content_id(rec["policy"])
-        doc["policies"][pid] = rec["policy"]
-        doc["fingerprints"][fid] = fp
-        entry = doc["benchmarks"].setdefault(
-            r.id.key,
-            {"nodeid": r.id.nodeid, "name": r.id.name, "mode": r.id.mode, "runs": []},
-        )
-        entry["params"] = dict(r.id.params)
-        entry["runs"].append({**rec, "policy": pid})
-        kept[r.id.key] = r
+    doc, kept = document_of(label, results, stamp=stamp, fingerprint_extra=extra)
     return RunSet(label, Baseline(label, path, doc, schema.SCHEMA_VERSION), kept)
 
 

@@ -20,10 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint, fingerprint_id
-from pytest_gpuperf.baseline.records import Baseline, record_from_result, result_fields
+from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
 
 BASE, CURRENT = "base", "current"
@@ -95,41 +93,9 @@ def paired_baseline(
     matches them with the current runs exactly as it matches stored runs. A run that
     cannot be a baseline run (no rounds, a zero time) is left out, as a save leaves it out.
     """
+    from pytest_gpuperf.baseline.store import document_of
+
     stamp = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
-    doc: dict[str, Any] = {
-        "schema": schema.SCHEMA,
-        "schema_version": schema.DOCUMENT_VERSION,
-        "name": name,
-        "plugin_version": __version__,
-        "created": stamp,
-        "updated": stamp,
-        "fingerprints": {},
-        "policies": {},
-        "benchmarks": {},
-    }
-    for key, results in runs.items():
-        for r in results:
-            if not r.environment:
-                continue
-            fp = fingerprint(r.environment, fingerprint_extra)
-            fid = fingerprint_id(fp)
-            try:
-                rec = record_from_result(r, fingerprint_id=fid, timestamp=stamp)
-            except ValueError:
-                continue
-            pid = content_id(rec["policy"])
-            doc["fingerprints"][fid] = fp
-            doc["policies"][pid] = rec["policy"]
-            d = result_fields(r)["id"]
-            entry = doc["benchmarks"].setdefault(
-                key,
-                {
-                    "nodeid": d["nodeid"],
-                    "name": d.get("name"),
-                    "mode": d["mode"],
-                    "params": {str(k): str(v) for k, v in (d.get("params") or {}).items()},
-                    "runs": [],
-                },
-            )
-            entry["runs"].append({**rec, "policy": pid})
+    every = (r for results in runs.values() for r in results)
+    doc, _ = document_of(name, every, stamp=stamp, fingerprint_extra=fingerprint_extra)
     return Baseline(name, Path(name), doc, schema.DOCUMENT_VERSION)
