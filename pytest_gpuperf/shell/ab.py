@@ -239,8 +239,7 @@ class ABGate(Gate):
         device: str,
         progress: Progress | None = None,
     ) -> Judgement:
-        from pytest_gpuperf.reporting.explain import explain, summary_line
-        from pytest_gpuperf.verdict import RunStat, outcome
+        from pytest_gpuperf.verdict import RunStat
         from pytest_gpuperf.verdict.decide import with_note
 
         out = Judgement()
@@ -265,19 +264,8 @@ class ABGate(Gate):
                     f"at most {self.policy.max_runs} (--gpuperf-reruns + 1)",
                 )
             c = replace(c, name=c.name or r.id.display)
-            c, secondary = self._secondary(r, c)
-            c, numerics = self._numerics(r, c, [x.numerics for x in runs] or [r.numerics])
-            r.comparison = c.to_dict()
-            out.comparisons[r.id.key] = c
-            out.failures += secondary + numerics
-            verdict = outcome(c, self.policy.fail_on)
-            if verdict == "fail":
-                out.failures.append(
-                    f"{r.id.display} [{r.id.mode}] against {self.tree.ref} {self.tree.sha}\n"
-                    f"{explain(c)}"
-                )
-            elif verdict == "warn":
-                out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
+            outputs = [x.numerics for x in runs] or [r.numerics]
+            self._record(r, c, outputs, out, against=f" against {self.tree.ref} {self.tree.sha}")
         return out
 
 

@@ -282,23 +282,29 @@ class Gate:
 
     def _conclude(self, r: Result, runs: _Runs, note: str, out: Judgement) -> None:
         """Settle ``r``'s verdict, add its secondary metrics and numerics, record the outcome."""
-        from pytest_gpuperf.reporting.explain import explain, summary_line
-        from pytest_gpuperf.verdict import outcome
-
         c = runs.comps[r.id.key]
         if not c.final:  # no more runs: a suspect is settled on what there is
             c = self._decide(r, runs.current, True)
             if note:
                 c = with_note(c, note)
+        self._record(r, c, runs.outputs[r.id.key], out)
+
+    def _record(
+        self, r: Result, c: Comparison, outputs: list[Any], out: Judgement, against: str = ""
+    ) -> None:
+        """Add ``r``'s secondary metrics and numerics to its settled verdict ``c``, keep it,
+        and record the outcome (``against``: what the failure's first line adds)."""
+        from pytest_gpuperf.reporting.explain import explain, summary_line
+        from pytest_gpuperf.verdict import outcome
+
         c, secondary_failures = self._secondary(r, c)
-        c, numerics_failure = self._numerics(r, c, runs.outputs[r.id.key])
-        secondary_failures += numerics_failure
+        c, numerics_failure = self._numerics(r, c, outputs)
         r.comparison = c.to_dict()
         out.comparisons[r.id.key] = c
-        out.failures += secondary_failures
+        out.failures += secondary_failures + numerics_failure
         verdict = outcome(c, self.policy.fail_on)
         if verdict == "fail":
-            out.failures.append(f"{r.id.display} [{r.id.mode}]\n{explain(c)}")
+            out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c)}")
         elif verdict == "warn":
             out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
 
