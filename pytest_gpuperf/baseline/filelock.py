@@ -174,13 +174,32 @@ def _open(path: Path, shared: bool) -> tuple[int, bool]:
     return _checked(fd, path, writable=writable, shared=shared)
 
 
+def _problem(st: os.stat_result) -> str | None:
+    """Why a lock file with this status is refused, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_nlink != 1:
+        return "has other names (hard links)"
+    return None
+
+
+def lock_file_problem(path: Path) -> str | None:
+    """Why the lock file at ``path`` would be refused by :func:`locked`, without opening
+    it (a check before a long step): None when it is absent or fine."""
+    try:
+        return _problem(os.lstat(path))
+    except FileNotFoundError:
+        return None
+
+
 def _checked(fd: int, path: Path, *, writable: bool, shared: bool) -> tuple[int, bool]:
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _unsafe(path, "is not a regular file")
-        if st.st_nlink != 1:
-            raise _unsafe(path, "has other names (hard links)")
+        problem = _problem(st)
+        if problem:
+            raise _unsafe(path, problem)
         if st.st_size > MAX_LOCK_FILE:
             writable = False  # not a lock file we made: lock on it, never write it
         if shared and writable and st.st_uid == getattr(os, "geteuid", lambda: -1)():

@@ -36,6 +36,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.fileio import atomic_write_bytes, nearest_existing
 from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporaries_of
+from pytest_gpuperf.baseline.filelock import lock_file_problem
 from pytest_gpuperf.baseline.fingerprint import content_id
 from pytest_gpuperf.errors import BaselineError, CorruptBaseline
 
@@ -242,16 +243,13 @@ def check_writable(files: Files) -> None:
                 "--gpuperf-baseline-dir at the folder that holds the real files, or replace the "
                 f"link by its {kind}."
             )
-    lock = files.lock
-    if lock.is_symlink() or (lock.exists() and (not lock.is_file() or lock.stat().st_nlink > 1)):
-        what = (
-            f"a symbolic link (to {os.readlink(lock)})"
-            if lock.is_symlink()
-            else ("not a plain file" if not lock.is_file() else "a hard link")
-        )
+    problem = lock_file_problem(files.lock)
+    if problem:
+        target = f" (to {os.readlink(files.lock)})" if files.lock.is_symlink() else ""
         raise BaselineError(
-            f"cannot save into baseline {files.stem!r}: its lock file {lock} is {what}, which "
-            "pytest-gpuperf never makes and will not open; remove it (a save makes a new one)"
+            f"cannot save into baseline {files.stem!r}: its lock file {files.lock} {problem}"
+            f"{target}, which pytest-gpuperf never makes and will not open; remove it (a save "
+            "makes a new one)"
         )
     if files.index.exists() and not files.index.is_file():
         raise BaselineError(

@@ -882,7 +882,7 @@ def test_a_symlink_planted_as_the_baseline_lock_truncates_nothing(
         ("index-is-a-symlink", r"main\.json is a symbolic link \(to .*elsewhere\.json\)"),
         ("runs-is-a-symlink", r"main\.runs is a symbolic link"),
         ("lock-is-a-symlink", r"lock file .*\.main\.json\.lock is a symbolic link \(to .*victim"),
-        ("lock-is-a-hard-link", r"lock file .*\.main\.json\.lock is a hard link"),
+        ("lock-is-a-hard-link", r"lock file .*\.main\.json\.lock has other names \(hard links\)"),
     ],
 )
 def test_check_before_measuring_finds_what_would_stop_a_save(
