@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.baseline import records as br
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.records import Baseline, RunRecord
+from pytest_gpuperf.baseline.store import document_of, load_file
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.reporting import json_report
@@ -93,8 +94,6 @@ def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) ->
         ) from None
     kind = doc.get("schema") if isinstance(doc, dict) else None
     if kind == schema.SCHEMA:
-        from pytest_gpuperf.baseline.store import load_file
-
         return from_baseline(load_file(path))
     if kind == json_report.SCHEMA:
         try:
@@ -123,8 +122,6 @@ def run_file(
 ) -> RunSet:
     """``results`` as a one-run-per-benchmark baseline (results without environment are skipped)."""
     stamp = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    from pytest_gpuperf.baseline.store import document_of
-
     doc, kept = document_of(label, results, stamp=stamp, fingerprint_extra=extra)
     return RunSet(label, Baseline(label, path, doc, schema.SCHEMA_VERSION), kept)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.records import Baseline
+from pytest_gpuperf.baseline.store import document_of
 from pytest_gpuperf.model import Result
 
 BASE, CURRENT = "base", "current"
@@ -93,8 +94,6 @@ def paired_baseline(
     matches them with the current runs exactly as it matches stored runs. A run that
     cannot be a baseline run (no rounds, a zero time) is left out, as a save leaves it out.
     """
-    from pytest_gpuperf.baseline.store import document_of
-
     stamp = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
     every = (r for results in runs.values() for r in results)
     doc, _ = document_of(name, every, stamp=stamp, fingerprint_extra=fingerprint_extra)
