@@ -13,7 +13,9 @@ import pytest
 # torch.distributed._functional_collectives, imported by one run (torch.testing.assert_close
 # imports it lazily) and dropped, fails the next run that imports it ("Only a single
 # TORCH_LIBRARY can be used to register the namespace c10d_functional"). So torch's modules
-# are kept across runs, as pytester keeps zope's and readline's for the same reason.
+# are kept across runs, as pytester keeps zope's and readline's for the same reason; and
+# torch is imported here, before any run, so that what it imports itself (numpy, sympy...)
+# is in every snapshot too and never dropped under it.
 with contextlib.suppress(ImportError):  # without torch, the tests that need it skip
     import torch  # noqa: F401
 
