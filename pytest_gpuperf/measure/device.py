@@ -7,16 +7,23 @@ import os
 from pytest_gpuperf.errors import DeviceUnavailable
 
 
-def cuda_unavailable_reason() -> str | None:
-    """Why torch cannot use CUDA here, or ``None`` when it can."""
+def cuda_unavailable_reason(*, short: bool = False) -> str | None:
+    """Why torch cannot use CUDA here, or ``None`` when it can (``short``: in a few words,
+    for a header line)."""
     try:
         import torch
     except ImportError as e:
+        if short:
+            return "no torch"
         return f"torch cannot be imported ({e}); install it with `pip install torch`"
 
     if torch.version.cuda is None:
+        if short:
+            return "no CUDA"
         return f"this torch ({torch.__version__}) is built without CUDA support"
     if not torch.cuda.is_available():
+        if short:
+            return "no GPU found"
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         extra = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
         return f"torch {torch.__version__} finds no usable CUDA device{extra}: no GPU, or no driver"

@@ -407,12 +407,13 @@ class GpuPerfSession:
                 f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
                 f", torch {env.get('torch')}): {timing}, {how}"
             )
-        why = "--gpuperf-device=cpu" if self.settings.session.device == "cpu" else None
-        if why is None:
-            from pytest_gpuperf.measure.device import cuda_unavailable_reason
+        from pytest_gpuperf.measure.device import cuda_unavailable_reason
 
-            full = cuda_unavailable_reason() or ""
-            why = "no CUDA" if "without CUDA" in full else "no GPU found"
+        why = (
+            "--gpuperf-device=cpu"
+            if self.settings.session.device == "cpu"
+            else cuda_unavailable_reason(short=True)
+        )
         threads = env.get("torch_threads")
         return _fit(
             "measuring on the CPU: {cpu}, "
