@@ -141,7 +141,9 @@ def main() -> int:
             "--gpuperf-round-ms=1", "--gpuperf-warmup-ms=20", "--gpuperf-capture=never",
             "--gpuperf-inventory=never", "--gpuperf-telemetry=off", "--gpuperf-reruns=0",
         ]  # fmt: skip
-        record([*fast, "--gpuperf-save=main", "test_bench.py"], None)
+        import pytest
+
+        pytest.main([*fast, "--gpuperf-save=main", "test_bench.py"])  # the baseline: not traced
         stops = record(
             [*fast, "--gpuperf-baseline=main", "--gpuperf-save=main", "test_bench.py"],
             "__call__",
