@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pytest
 
@@ -69,6 +69,15 @@ FAST = [
 @pytest.fixture
 def fast_args() -> list[str]:
     return list(FAST)
+
+
+def run_with_env(pytester: pytest.Pytester, env: Mapping[str, str], *args: str) -> pytest.RunResult:
+    """A fresh pytest process (``runpytest_subprocess(*args)``) with ``env`` added to the
+    environment it inherits; this process's own environment is as before afterwards."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        return pytester.runpytest_subprocess(*args)
 
 
 #: A conftest for pytester projects: a ``clock`` fixture whose time moves only when the

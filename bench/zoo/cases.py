@@ -310,6 +310,19 @@ def _blocks(device: str, width: int, n: int) -> Any:
     ).to(device)
 
 
+def _compiled_on(fn: Callable[[Any], Any], x: Any) -> Fn:
+    """``fn`` compiled with torch.compile, called on ``x`` without autograd."""
+    import torch
+
+    compiled = torch.compile(fn)
+
+    def run() -> Any:
+        with torch.no_grad():
+            return compiled(x)
+
+    return run
+
+
 def _graph_break_in_loop(device: str, bad: bool) -> Fn:
     # A compiled stack of residual blocks (the loop over self.layers in nanoGPT's GPT.forward).
     # The bad variant logs each layer's output shape with logging.Logger.debug inside the loop:
@@ -333,14 +346,7 @@ def _graph_break_in_loop(device: str, bad: bool) -> Fn:
             _log.debug("layer %d: %s", i, tuple(x.shape))
         return x
 
-    compiled = torch.compile(forward_logged if bad else forward)
-    x = torch.randn(rows, width, device=device)
-
-    def run() -> Any:
-        with torch.no_grad():
-            return compiled(x)
-
-    return run
+    return _compiled_on(forward_logged if bad else forward, torch.randn(rows, width, device=device))
 
 
 def _recompile_on_float(device: str, bad: bool) -> Fn:
@@ -523,14 +529,7 @@ def _benign_compiled_refactor(device: str, bad: bool) -> Fn:
     def split(x: Any) -> Any:
         return F.layer_norm(x + down(up(x)), (width,))
 
-    compiled = torch.compile(split if bad else inline)
-    x = torch.randn(rows, width, device=device)
-
-    def run() -> Any:
-        with torch.no_grad():
-            return compiled(x)
-
-    return run
+    return _compiled_on(split if bad else inline, torch.randn(rows, width, device=device))
 
 
 # --- synthetic: known small slowdowns of large kernels and of a launch-bound loop --------------

@@ -223,11 +223,8 @@ class ABGate(Gate):
 
     def _targets(self, nodeid: str) -> list[str]:
         """This test and, where the session's order is known, every later one in both trees."""
-        later: list[str] = []
-        if self.look_ahead and nodeid in self.order:
-            later = self.order[self.order.index(nodeid) + 1 :]
         have = set(self.base_ids)
-        return [n for n in [nodeid, *later] if n in have and n not in self.measured]
+        return [n for n in [nodeid, *self._later(nodeid)] if n in have and n not in self.measured]
 
     # --- per test ---------------------------------------------------------------------
 

@@ -141,11 +141,16 @@ class Gate:
         """What the session's JSON says about the gate beyond the baseline's name."""
         return None
 
+    def _later(self, nodeid: str) -> list[str]:
+        """The session's benchmarks after this test, where this process knows the order
+        and may look ahead (none otherwise)."""
+        if self.look_ahead and nodeid in self.order:
+            return self.order[self.order.index(nodeid) + 1 :]
+        return []
+
     def _child_targets(self, nodeid: str) -> list[str]:
         """This test, and as many of the session's later benchmarks as the budget allows."""
-        later: list[str] = []
-        if self.look_ahead and nodeid in self.order:
-            later = self.order[self.order.index(nodeid) + 1 :]
+        later = self._later(nodeid)
         n = self.budget.tests_that_fit(1 + len(later))
         return [nodeid, *later][: max(n, 0)]
 

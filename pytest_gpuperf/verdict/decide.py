@@ -201,6 +201,16 @@ def _levels(runs: Sequence[RunStat], figure: str) -> list[Level] | None:
     return out
 
 
+def _known_fields(cls: type, d: Mapping[str, Any], *, tuples: Sequence[str]) -> dict[str, Any]:
+    """The entries of ``d`` that name a field of the dataclass ``cls`` (others are dropped),
+    those in ``tuples`` made tuples again (JSON has lists; a ``None`` becomes empty)."""
+    kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+    for key in tuples:
+        if key in kw:
+            kw[key] = tuple(kw[key] or ())
+    return kw
+
+
 @dataclass(frozen=True)
 class FigureVerdict:
     """The verdict on one figure of a benchmark, with every number that explains it.
@@ -250,10 +260,7 @@ class FigureVerdict:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FigureVerdict:
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        for key in ("reasons", "baseline_runs", "current_runs"):
-            if key in kw:
-                kw[key] = tuple(kw[key] or ())
+        kw = _known_fields(cls, d, tuples=("reasons", "baseline_runs", "current_runs"))
         for key in ("decisive", "one_run", "resolution", "ratio_high", "ratio"):
             if key in kw and kw[key] is None:
                 kw[key] = math.inf
@@ -530,10 +537,8 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Comparison:
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        for key in ("reasons", "notes", "environment", "current_runs", "baseline_runs"):
-            if key in kw:
-                kw[key] = tuple(kw[key] or ())
+        tuples = ("reasons", "notes", "environment", "current_runs", "baseline_runs")
+        kw = _known_fields(cls, d, tuples=tuples)
         if "figures" in kw:
             kw["figures"] = tuple(FigureVerdict.from_dict(f) for f in kw["figures"] or ())
         if "secondary" in kw:

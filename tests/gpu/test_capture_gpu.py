@@ -19,17 +19,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuperf.artifacts.analysis import diagnose as dg
-from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.json_report import load_results
-from pytest_gpuperf.shell.capture import capture, standalone_runner
 from tests.conftest import requires_cuda
+from tests.gpu.planted import capture_planted, measure
 
 pytestmark = requires_cuda
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,17 +38,6 @@ PLANTS = [
 ]
 
 
-def _measure(nodeid: str, plant: str, inventory: str, out: Path) -> Result:
-    env = dict(os.environ, GPUPERF_PLANT=plant)
-    env.pop("PYTEST_ADDOPTS", None)
-    cmd = [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-           "--gpuperf-device=cuda", f"--gpuperf-json={out}", f"--gpuperf-inventory={inventory}"]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (r,) = load_results(json.loads(out.read_text()))
-    return r
-
-
 @pytest.mark.skipif(
     os.environ.get("GPUPERF_CAPTURE_TESTS") != "1",
     reason="long (1-2 min per plant): set GPUPERF_CAPTURE_TESTS=1 to run the planted captures",
@@ -62,23 +47,15 @@ def test_a_planted_regression_is_diagnosed(
     plant: str, nodeid: str, cause: str, tmp_path: Path
 ) -> None:
     reports = Path(os.environ.get("GPUPERF_REPORTS") or tmp_path)
-    base = _measure(nodeid, "", "always", tmp_path / "base.json")
+    base = measure(ROOT, nodeid, "", "always", tmp_path / "base.json")
     assert "kernels" in base.extra, base.extra
-    cur = _measure(nodeid, plant, "never", tmp_path / "cur.json")
+    cur = measure(ROOT, nodeid, plant, "never", tmp_path / "cur.json")
     key = cur.id.key
     assert cur.median > 1.03 * base.median, (base.median, cur.median)
-    comparison = {"kind": "regression", "baseline_s": base.median, "current_s": cur.median}
-    runner = standalone_runner(nodeid, rootdir=ROOT, device="cuda", env={"GPUPERF_PLANT": plant})
-    rep = capture(
-        None, nodeid, [cur], {key: comparison}, device="cuda", run_id=f"planted-{plant}",
-        baselines={key: [{"extra": base.extra}]}, run_child=runner,
-        artifacts_dir=reports / "artifacts",
-    )  # fmt: skip
-    assert rep is not None
+    rep = capture_planted(
+        ROOT, nodeid, plant, base, cur, run_id=f"planted-{plant}", reports=reports, name=plant
+    )
     text = rep.message()
-    print(f"\n===== {plant} =====\n{text}")
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"{plant}.txt").write_text(text)
     (reports / f"{plant}.json").write_text(json.dumps(rep.to_dict(), indent=1, default=str))
     status = {c.name: c for c in rep.collectors}
     assert status["torch_profiler"].ok, status["torch_profiler"].reason

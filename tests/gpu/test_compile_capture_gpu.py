@@ -15,20 +15,14 @@ Opt-in like the other planted captures::
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuperf.artifacts.analysis import diagnose as dg
-from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.json_report import load_results
-from pytest_gpuperf.shell import capture
-from pytest_gpuperf.shell.capture import standalone_runner
 from tests.conftest import requires_cuda
+from tests.gpu.planted import capture_planted, measure
 
 pytestmark = [
     requires_cuda,
@@ -85,17 +79,6 @@ PLANTS = [
 ]
 
 
-def _measure(root: Path, nodeid: str, plant: str, inventory: str, out: Path) -> Result:
-    env = dict(os.environ, GPUPERF_PLANT=plant)
-    env.pop("PYTEST_ADDOPTS", None)
-    cmd = [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-           "--gpuperf-device=cuda", f"--gpuperf-json={out}", f"--gpuperf-inventory={inventory}"]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (r,) = load_results(json.loads(out.read_text()))
-    return r
-
-
 @pytest.mark.parametrize(("plant", "test", "cause", "opening"), PLANTS, ids=[p[0] for p in PLANTS])
 def test_a_compiler_regression_is_named_first(
     plant: str, test: str, cause: str, opening: str, tmp_path: Path
@@ -103,24 +86,15 @@ def test_a_compiler_regression_is_named_first(
     (tmp_path / "test_compiled_gpu.py").write_text(BENCH)
     reports = Path(os.environ.get("GPUPERF_REPORTS") or tmp_path)
     nodeid = f"test_compiled_gpu.py::{test}"
-    base = _measure(tmp_path, nodeid, "", "always", tmp_path / "base.json")
+    base = measure(tmp_path, nodeid, "", "always", tmp_path / "base.json")
     assert base.extra["kernels"]["compiled"], base.extra
-    cur = _measure(tmp_path, nodeid, plant, "never", tmp_path / "cur.json")
+    cur = measure(tmp_path, nodeid, plant, "never", tmp_path / "cur.json")
     key = cur.id.key
-    comparison = {"kind": "regression", "baseline_s": base.median, "current_s": cur.median}
-    runner = standalone_runner(
-        nodeid, rootdir=tmp_path, device="cuda", env={"GPUPERF_PLANT": plant}
-    )
-    rep = capture(
-        None, None, nodeid, [cur], {key: comparison}, device="cuda", run_id=f"compile-{plant}",
-        baselines={key: [{"extra": base.extra}]}, run_child=runner,
-        artifacts_dir=reports / "artifacts",
+    rep = capture_planted(
+        tmp_path, nodeid, plant, base, cur,
+        run_id=f"compile-{plant}", reports=reports, name=f"compile_{plant}",
     )  # fmt: skip
-    assert rep is not None
     text = rep.message()
-    print(f"\n===== {plant} =====\n{text}")
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"compile_{plant}.txt").write_text(text)
     status = {c.name: c for c in rep.collectors}
     assert status["torch_trace"].ok, status["torch_trace"].reason
     assert rep.wall_s < 150, f"capture took {rep.wall_s:.0f} s"

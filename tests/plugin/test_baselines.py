@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env
 
 BENCH = """
 import os, time
@@ -36,15 +35,8 @@ NO_RERUNS = "--gpuperf-reruns=0"
 
 def run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.RunResult:
     """A fresh pytest process (one run of the benchmarks), with SLOWDOWN in its environment."""
-    old = os.environ.get("SLOWDOWN")
-    os.environ["SLOWDOWN"] = str(slowdown)
-    try:
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *FAST, *QUIET, *args)
-    finally:
-        if old is None:
-            del os.environ["SLOWDOWN"]
-        else:
-            os.environ["SLOWDOWN"] = old
+    env = {"SLOWDOWN": str(slowdown)}
+    return run_with_env(pytester, env, "-p", "no:cacheprovider", *FAST, *QUIET, *args)
 
 
 def test_save_then_compare_fails_only_the_slower_test(pytester: pytest.Pytester) -> None:

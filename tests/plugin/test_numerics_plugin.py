@@ -4,11 +4,10 @@ fails the test only when numerics are gated; unseeded inputs are detected."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env
 
 #: ``CHANGE`` picks what differs from the baseline's run: nothing, a shift of every value by
 #: 1e-2 (relative ~1e-3 to 1e-2 here), a dtype (float64), a shape (the transpose of a
@@ -60,15 +59,8 @@ QUIET = ["--gpuperf-capture=never", "--gpuperf-inventory=never", "--gpuperf-reru
 
 
 def run(pytester: pytest.Pytester, *args: str, change: str = "none") -> pytest.RunResult:
-    old = os.environ.get("CHANGE")
-    os.environ["CHANGE"] = change
-    try:
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *FAST, *QUIET, *args)
-    finally:
-        if old is None:
-            del os.environ["CHANGE"]
-        else:
-            os.environ["CHANGE"] = old
+    env = {"CHANGE": change}
+    return run_with_env(pytester, env, "-p", "no:cacheprovider", *FAST, *QUIET, *args)
 
 
 def _numerics(pytester: pytest.Pytester, path: str = "o.json") -> dict[str, object]:

@@ -81,6 +81,20 @@ def gpu_bound(calls: int = 4, kernels: tuple[tuple[str, float], ...] = (("gemm_a
     return t
 
 
+def launch_bound(calls: int = 3, launches: int = 40) -> FakeTrace:
+    """Many tiny kernels: the host needs 8 µs per launch, the kernel 2 µs, so the GPU waits."""
+    t = FakeTrace()
+    host = 1000.0
+    for i in range(calls):
+        start = host
+        for _ in range(launches):
+            t.op("aten::add", host, 8.0)
+            t.kernel("vectorized_elementwise_kernel<AddFunctor>", host + 2, host + 7, 2.0)
+            host += 8.0
+        t.call(i, start, host - start)
+    return t
+
+
 def with_syncs(calls: int = 4, kernels: int = 8, kdur: float = 10.0) -> FakeTrace:
     """After each kernel the host reads a value back: copy to host, then wait."""
     t = FakeTrace()

@@ -22,6 +22,14 @@ GPU_ENV: dict[str, Any] = {
     "python": "3.12.3",
     "hostname": "runner-1",
 }
+CPU_ENV: dict[str, Any] = {
+    "device": "cpu",
+    "cpu_model": "AMD EPYC 9654 96-Core Processor",
+    "machine": "x86_64",
+    "torch_threads": 8,
+    "python": "3.11.7",
+    "torch": "2.13.0+cpu",
+}
 POLICY: dict[str, Any] = {"round_ms": 5.0, "rounds": 30, "warmup_ms": 500.0, "l2_flush": True}
 #: A test id built to break Markdown tables, HTML and workflow commands.
 HOSTILE = "test_x[<script>alert(1)</script>|a,b:c%0A\n*bold* `code` [link](http://evil)]"

@@ -7,7 +7,7 @@ from pathlib import Path
 from pytest_gpuperf.artifacts.analysis import diagnose as dg
 from pytest_gpuperf.artifacts.analysis.inventory import diff_inventories, inventory_from_trace
 from pytest_gpuperf.artifacts.analysis.timeline import analyze, load_trace, parse_trace
-from tests.unit.kineto import FakeTrace, gpu_bound, with_syncs
+from tests.unit.kineto import FakeTrace, gpu_bound, launch_bound, with_syncs
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"
 
@@ -153,17 +153,8 @@ def test_more_compiled_regions_per_call_is_a_graph_break() -> None:
 
 
 def test_launch_bound_work() -> None:
-    t = FakeTrace()
-    host = 1000.0
-    for i in range(3):
-        start = host
-        for _ in range(40):
-            t.kernel("vectorized_elementwise_kernel<AddFunctor>", host + 2, host + 7, 2.0)
-            host += 8.0
-        t.call(i, start, host - start)
-    ev = dg.Evidence(
-        key="k", baseline_s=200e-6, current_s=320e-6, analysis=analyze(parse_trace(t.doc()))
-    )
+    analysis = analyze(parse_trace(launch_bound().doc()))
+    ev = dg.Evidence(key="k", baseline_s=200e-6, current_s=320e-6, analysis=analysis)
     d = dg.diagnose(ev)
     assert d.cause == dg.LAUNCH_BOUND and "CUDA graphs" in d.paragraph
 

@@ -12,7 +12,7 @@ from pytest_gpuperf.artifacts.analysis.timeline import (
     load_trace,
     parse_trace,
 )
-from tests.unit.kineto import FakeTrace, gpu_bound, with_syncs
+from tests.unit.kineto import FakeTrace, gpu_bound, launch_bound, with_syncs
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"
 
@@ -63,16 +63,7 @@ def test_work_outside_the_profiled_calls_is_ignored() -> None:
 
 
 def test_many_tiny_kernels_with_gaps_are_launch_bound() -> None:
-    t = FakeTrace()
-    host = 1000.0
-    for i in range(3):
-        start = host
-        for _ in range(40):
-            t.op("aten::add", host, 8.0)
-            t.kernel("vectorized_elementwise_kernel<AddFunctor>", host + 2, host + 7, 2.0)
-            host += 8.0  # the host needs 8 µs per launch, the kernel 2 µs
-        t.call(i, start, host - start)
-    a = analyze(parse_trace(t.doc()))
+    a = analyze(parse_trace(launch_bound().doc()))
     assert a.launch_bound
     assert a.busy_fraction is not None and a.busy_fraction < 0.4
     assert "host cannot launch fast enough" in a.launch_notes[0]

@@ -39,19 +39,11 @@ from pytest_gpuperf.errors import (
     UnknownBaseline,
 )
 from pytest_gpuperf.model import BenchId, Result
-from tests.unit.reporting_data import GPU_ENV
+from tests.unit.reporting_data import CPU_ENV, GPU_ENV
 
 DATA = Path(__file__).parent.parent / "data"
 T0 = dt.datetime(2025, 11, 29, 19, 38, tzinfo=dt.timezone.utc)
 
-CPU_ENV: dict[str, Any] = {
-    "device": "cpu",
-    "cpu_model": "AMD EPYC 9654 96-Core Processor",
-    "machine": "x86_64",
-    "torch_threads": 8,
-    "python": "3.11.7",
-    "torch": "2.13.0+cpu",
-}
 POLICY = {"round_ms": 5.0, "rounds": 20, "warmup_ms": 500.0, "l2_flush": True}
 KEY = "tests/test_ops.py::test_mm[4096-bf16]@cuda-events"
 

@@ -11,6 +11,7 @@ from pytest_gpuperf.baseline.fingerprint import (
     fingerprint,
     fingerprint_id,
 )
+from tests.unit.reporting_data import CPU_ENV as SAMPLE_CPU_ENV
 from tests.unit.reporting_data import GPU_ENV as SAMPLE_GPU_ENV
 
 GPU_ENV = {
@@ -24,12 +25,7 @@ GPU_ENV = {
     "cuda_visible_devices": "3",
 }
 CPU_ENV = {
-    "device": "cpu",
-    "cpu_model": "AMD EPYC 9654 96-Core Processor",
-    "machine": "x86_64",
-    "torch_threads": 8,
-    "python": "3.11.7",
-    "torch": "2.13.0+cpu",
+    **SAMPLE_CPU_ENV,
     "triton": None,
     "hostname": "laptop",
     "cpu_count": 16,
