@@ -32,8 +32,10 @@ option parsing, the progress line, the per-device lock, telemetry and NVTX, whic
 or idle on the CPU, the descriptive statistics, the file helpers); they are listed apart,
 and ``--all`` counts them as stops too. A *climb back up* is a call from a module into a
 module of a higher ring (core < device adapters < pytest shell < command line), the caller
-being the nearest ``pytest_gpuperf`` frame down the stack: a core loop calling a closure
-of the shell is one, a return to the shell is not.
+being the nearest ``pytest_gpuperf`` frame down the stack, when the callee is in the pytest
+shell or already on the stack (it called down and is called back): a core loop calling a
+closure of the fixture is one; a return to the shell is not, nor the core calling an
+adapter object it was handed (a timer, an NVTX range: the way the rings are built).
 
     python3 bench/journey.py            # both journeys, both figures
     python3 bench/journey.py --all      # helpers counted as stops too
@@ -174,6 +176,21 @@ def _arguments(frame: Any) -> list[Any]:
     return [local[v] for v in code.co_varnames[:n] if v in local]
 
 
+def _climbs(frame: Any, mod: str) -> bool:
+    """Whether the call of ``frame`` (in ``mod``) climbs back up: from a module into one of a
+    higher ring, the shell's, or one already on the stack (a caller's closure or method)."""
+    below: list[str] = []
+    f = frame.f_back
+    while f is not None:
+        m = _module(f)
+        if m is not None:
+            below.append(m)
+        f = f.f_back
+    if not below or ring(below[0]) >= ring(mod):
+        return False  # called by pytest or the test itself, or not upwards
+    return ring(mod) >= RING["shell"] or mod in below
+
+
 class Tracer:
     """The profiler hook: the journey's calls, from the first call of ``start``."""
 
@@ -206,7 +223,7 @@ class Tracer:
         direct = handed and any(self.value.holds(a, holders=False) for a in args)
         call = None
         if not code.co_filename.startswith("<") and code.co_name != "<module>":
-            call = Call(mod, code.co_name, up=self._caller_ring(frame) < ring(mod), route=handed)
+            call = Call(mod, code.co_name, up=_climbs(frame, mod), route=handed)
             self.calls.append(call)
         self.open[id(frame)] = (direct, call)
 
@@ -223,16 +240,6 @@ class Tracer:
             value.keep(frame.f_locals["self"], holder=True)  # an object built with the value
         if call is not None and gives:
             call.route = True
-
-    @staticmethod
-    def _caller_ring(frame: Any) -> int:
-        f = frame.f_back
-        while f is not None:
-            mod = _module(f)
-            if mod is not None:
-                return ring(mod)
-            f = f.f_back
-        return 99  # called by pytest or the test itself
 
 
 def record(argv: list[str], start: tuple[str, str], value: Value) -> list[Call]:
