@@ -8,6 +8,7 @@ and a ``record`` callback from the plugin, and hands each
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import time
 import traceback
@@ -54,23 +55,6 @@ def _no_task() -> AbstractContextManager[Any]:
 
 #: progress(label, ticker=True) -> context manager yielding an object with tick()
 ProgressTask = Callable[..., AbstractContextManager[Any]]
-
-
-class _Ticking:
-    """The timer as the measurement loop sees it, ticking the progress line after each round.
-
-    The tick runs between rounds, never inside one; it reads a clock and, at
-    most once a second once the step has lasted, writes a line.
-    """
-
-    def __init__(self, timer: Any, tick: Callable[[], None]):
-        self._timer = timer
-        self._tick = tick
-
-    def time_round(self, calls: int) -> Any:
-        out = self._timer.time_round(calls)
-        self._tick()
-        return out
 
 
 @dataclass
@@ -170,7 +154,7 @@ class GpuBench:
     functions that change or consume their inputs (in-place ops, optimizer
     steps). ``make()`` either resets the arguments given to gpu_bench in place,
     or returns ``(args, kwargs)``, fresh arguments for the call
-    (:mod:`pytest_gpuperf.measure.invocation`).
+    (:class:`pytest_gpuperf.measure.backend.Invocation`).
     """
 
     def __init__(self, ctx: BenchContext):
@@ -235,9 +219,7 @@ class GpuBench:
         self._names.add(name)
         fn_kwargs = dict(kwargs or {})
         if ctx.disabled:
-            from pytest_gpuperf.measure.invocation import Invocation
-
-            once = Invocation(fn, tuple(args), fn_kwargs, setup)
+            once = backend.Invocation(fn, tuple(args), fn_kwargs, setup)
             once.prepare()
             return once()
 
@@ -321,8 +303,6 @@ class GpuBench:
         setup: Callable[[], Any] | None = None,
     ) -> Any:
         __tracebackhide__ = True
-        from pytest_gpuperf.measure.invocation import Invocation
-
         ctx = self._ctx
         first = _FirstCall()
         gate = verdict.gate_record()  # carried on each result to the gate (Result.gate)
@@ -330,7 +310,7 @@ class GpuBench:
             bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
             timer = mode.make_timer(fn, args, kwargs, policy, setup=setup)
             who = bid.display if len(modes) == 1 else f"{bid.display} [{mode.name}]"
-            call = Invocation(fn, args, kwargs, setup)
+            call = backend.Invocation(fn, args, kwargs, setup)
             got = self._measure_mode(timer, bid, who, policy, verdict, first, call)
             result = Result(
                 id=bid,
@@ -390,7 +370,8 @@ class GpuBench:
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                 with ctx.progress(label, ticker=False) as task:
-                    raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
+                    # The progress line ticks between rounds, never inside one.
+                    raw, telemetry = self._with_probes(bid, timer, policy, task.tick)
                 hidden = timer.host_hidden(len(raw.rounds))
                 host = timer.host_time(len(raw.rounds))
             wall = time.perf_counter() - t_start
@@ -422,13 +403,15 @@ class GpuBench:
         return first.seconds
 
     def _with_probes(
-        self, bid: BenchId, timer: Any, policy: MeasurePolicy
+        self, bid: BenchId, timer: backend.Timer, policy: MeasurePolicy, tick: engine.Tick
     ) -> tuple[engine.RawMeasurement, dict[str, Any] | None]:
+        """The measurement loop on ``timer``, inside the telemetry probes."""
         ctx = self._ctx
         clock = time.perf_counter
+        phase = functools.partial(ctx.phase_range, bid)
         with contextlib.ExitStack() as stack:
             finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
-            raw = engine.run(timer, policy, clock=clock, phase=lambda n: ctx.phase_range(bid, n))
+            raw = engine.run(timer, policy, clock=clock, phase=phase, tick=tick)
             telemetry: dict[str, Any] | None = None
             for finish in finishers:
                 if callable(finish):
@@ -443,7 +426,7 @@ class GpuBench:
         """Run the after-measure hooks (kernel inventory, capture child); never raise.
 
         ``call()`` calls fn once; with ``setup=`` it is an
-        :class:`~pytest_gpuperf.measure.invocation.Invocation` whose ``prepare()``
+        :class:`~pytest_gpuperf.measure.backend.Invocation` whose ``prepare()``
         the hooks run outside their profiled ranges.
         """
         if self._after is None:
