@@ -6,12 +6,14 @@ prints two journeys:
 
 * **measure -> verdict -> saved run**: from the ``gpu_bench(...)`` call to the baseline
   written, in a session run with ``--gpuperf-baseline=main --gpuperf-save=main`` against a
-  baseline saved first (that first session is not traced);
+  baseline saved first (under the same profiler, which slows the timed calls as much; its
+  calls are not shown);
 * **--gpuperf-baseline**: from ``pytest_configure`` (where the option is resolved) to the
   first benchmark, the baseline loaded and its gate ready.
 
 Each journey is shown as a sequence of *stops* (a stop: one or more calls in a row in one
-module), with two figures:
+module; a run of repeats, such as the measurement loop's rounds, is written once with its
+count, ``[measure.engine -> measure.cpu] x40``, and counted in full), with two figures:
 
 * **all calls**: every call of the journey. Code without source to read is not a call
   here: the ``__init__`` that ``@dataclass`` generates (a dataclass built is one step of
@@ -19,10 +21,11 @@ module), with two figures:
 * **the route of the value**: only the calls that are handed the journey's value, or hand
   it back. The value of the first journey is what a timer's ``time_round`` returns, then
   the ``RawMeasurement``, the ``Result``, the verdict's ``RunStat`` and ``Comparison``,
-  and whatever a call that was handed one of them returns (the judge's ``Verdict``, a run
-  record, a segment of the baseline file); that of the second is the option's value (the
-  baseline's name), then what a call handed it returns (the loaded ``Baseline``) and the
-  objects built with it (the gate and its judge). "Handed": an argument (``self``
+  and a new object that a call handed one of them returns, or each part of a tuple it
+  returns (the judge's ``Verdict``, a run record, a segment of the baseline file; not one
+  of the call's arguments nor an attribute of one); that of the second is the option's value (the baseline's name), then
+  what a call handed it returns (the loaded ``Baseline``) and the objects built with it
+  (the gate and its judge). "Handed": an argument (``self``
   included), or an item of a list, tuple or dict argument, two levels deep. A figure read
   off the value and passed alone (``result.environment`` to the fingerprint, the rounds'
   floats to a quantile) is not followed: those modules are on the "all calls" line only.
@@ -138,8 +141,8 @@ class Value:
 
     def holds(self, x: Any, *, holders: bool = True, depth: int = 2) -> bool:
         """Whether ``x`` is the value (or, with ``holders``, holds it): itself (a string only
-        as itself, not inside another object), a tuple with it among its parts, or a list
-        or dict of nothing else."""
+        as itself, not inside another object), or a list, tuple or dict with it among its
+        items (two levels deep)."""
         if isinstance(x, SCALARS):
             return False
         if isinstance(x, str):
@@ -150,13 +153,17 @@ class Value:
             return True
         if not depth or not isinstance(x, (list, tuple, dict)):
             return False
-        items = list(itertools.islice(x.values() if isinstance(x, dict) else x, 64))
-        found = [self.holds(e, holders=holders, depth=depth - 1) for e in items]
-        return any(found) if isinstance(x, tuple) else bool(found) and all(found)
+        items = itertools.islice(x.values() if isinstance(x, dict) else x, 64)
+        return any(self.holds(e, holders=holders, depth=depth - 1) for e in items)
 
     def keep(self, x: Any, *, holder: bool = False) -> None:
+        """Follow ``x`` from now on (and the parts of a tuple: a call's several results)."""
         if not isinstance(x, (*SCALARS, str)):
             (self.holders if holder else self.kept)[id(x)] = x
+        if isinstance(x, tuple) and not holder:
+            for part in x:
+                if not isinstance(part, (*SCALARS, str)):
+                    self.kept[id(part)] = part
 
 
 def _module(frame: Any) -> str | None:
@@ -174,6 +181,11 @@ def _arguments(frame: Any) -> list[Any]:
     n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
     local = frame.f_locals
     return [local[v] for v in code.co_varnames[:n] if v in local]
+
+
+def _part_of(x: Any, args: list[Any]) -> bool:
+    """Whether ``x`` is one of ``args`` or an attribute of one: not made by the call."""
+    return any(x is a or any(x is v for v in getattr(a, "__dict__", {}).values()) for a in args)
 
 
 def _climbs(frame: Any, mod: str) -> bool:
@@ -199,7 +211,8 @@ class Tracer:
         self.value = value
         self.started = False
         self.calls: list[Call] = []
-        self.open: dict[int, tuple[bool, Call | None]] = {}
+        #: per running call: its arguments where it was handed the value itself, its Call
+        self.open: dict[int, tuple[list[Any], Call | None]] = {}
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         if event not in ("call", "return"):
@@ -225,13 +238,14 @@ class Tracer:
         if not code.co_filename.startswith("<") and code.co_name != "<module>":
             call = Call(mod, code.co_name, up=_climbs(frame, mod), route=handed)
             self.calls.append(call)
-        self.open[id(frame)] = (direct, call)
+        self.open[id(frame)] = (args if direct else [], call)
 
     def _leave(self, frame: Any, code: Any, returned: Any) -> None:
-        direct, call = self.open.pop(id(frame), (False, None))
+        args, call = self.open.pop(id(frame), ([], None))
+        direct = bool(args)
         value = self.value
         gives = value.holds(returned)
-        made = direct or code.co_name in value.returned_by
+        made = (direct and not _part_of(returned, args)) or code.co_name in value.returned_by
         if made and not isinstance(returned, (*SCALARS, str)):
             if not value.holds(returned, holders=False):
                 value.keep(returned)  # made from the value
@@ -266,12 +280,33 @@ def _stops(calls: list[Call]) -> list[str]:
     return [m for i, m in enumerate(mods) if i == 0 or mods[i - 1] != m]
 
 
+def _folded(stops: list[str]) -> list[str]:
+    """``stops`` with a run of 3 or more repeats of 2 to 4 stops written once, ``[...] xN``."""
+    out: list[str] = []
+    i = 0
+    while i < len(stops):
+        for width in (2, 3, 4):
+            block = stops[i : i + width]
+            n = 1
+            while stops[i + n * width : i + (n + 1) * width] == block:
+                n += 1
+            if len(block) == width and n >= 3:
+                out.append(f"[{' -> '.join(block)}] x{n}")
+                i += n * width
+                break
+        else:
+            out.append(stops[i])
+            i += 1
+    return out
+
+
 def _line(name: str, calls: list[Call]) -> None:
     stops = _stops(calls)
     climbs = sum(c.up for c in calls)
     modules = list(dict.fromkeys(stops))
     print(f"  {name}: {len(modules)} modules, {len(stops)} stops, {climbs} climbs back up")
-    print(textwrap.fill(" -> ".join(stops), 100, initial_indent="    ", subsequent_indent="    "))
+    text = " -> ".join(_folded(stops))
+    print(textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="    "))
 
 
 def report(title: str, calls: list[Call], everything: bool, each: bool = False) -> None:
@@ -312,7 +347,9 @@ def main() -> int:
             "--gpuperf-round-ms=1", "--gpuperf-warmup-ms=20", "--gpuperf-capture=never",
             "--gpuperf-inventory=never", "--gpuperf-telemetry=off", "--gpuperf-reruns=0",
         ]  # fmt: skip
-        _quietly([*fast, "--gpuperf-save=main", "test_bench.py"])  # the baseline: not traced
+        # The baseline, measured under the same profiler (it slows the timed calls down as
+        # much), so that the verdict below is the usual "no change"; its calls are not shown.
+        record([*fast, "--gpuperf-save=main", "test_bench.py"], ("", ""), Value())
         calls = record(
             [*fast, "--gpuperf-baseline=main", "--gpuperf-save=main", "test_bench.py"],
             ("shell.fixture", "__call__"),
