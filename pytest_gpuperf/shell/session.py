@@ -547,8 +547,8 @@ class GpuPerfSession:
             self.saved = save(
                 self.run,
                 results,
-                meta=run_meta(self.config),
                 progress=self._progress(),
+                meta=run_meta(self.config),
             )
             self.saved += note
         except BaselineError as e:
