@@ -12,8 +12,9 @@ prints two journeys:
   first benchmark, the baseline loaded and its gate ready.
 
 Each journey is shown as a sequence of *stops* (a stop: one or more calls in a row in one
-module; a run of repeats, such as the measurement loop's rounds, is written once with its
-count, ``[measure.engine -> measure.cpu] x40``, and counted in full), with two figures:
+module; a run of 3 or more repeats of 2 to 4 stops, such as the measurement loop's rounds,
+is written once with its count, ``[measure.engine -> measure.cpu] x40``, and counted in
+full; "as read" counts it once, as a reader reads it), with two figures:
 
 * **all calls**: every call of the journey. Code without source to read is not a call
   here: the ``__init__`` that ``@dataclass`` generates (a dataclass built is one step of
@@ -280,9 +281,9 @@ def _stops(calls: list[Call]) -> list[str]:
     return [m for i, m in enumerate(mods) if i == 0 or mods[i - 1] != m]
 
 
-def _folded(stops: list[str]) -> list[str]:
-    """``stops`` with a run of 3 or more repeats of 2 to 4 stops written once, ``[...] xN``."""
-    out: list[str] = []
+def _folded(stops: list[str]) -> list[tuple[list[str], int]]:
+    """``stops`` as (block, repeats): a run of 3 or more repeats of 2 to 4 stops is one."""
+    out: list[tuple[list[str], int]] = []
     i = 0
     while i < len(stops):
         for width in (2, 3, 4):
@@ -291,11 +292,11 @@ def _folded(stops: list[str]) -> list[str]:
             while stops[i + n * width : i + (n + 1) * width] == block:
                 n += 1
             if len(block) == width and n >= 3:
-                out.append(f"[{' -> '.join(block)}] x{n}")
+                out.append((block, n))
                 i += n * width
                 break
         else:
-            out.append(stops[i])
+            out.append(([stops[i]], 1))
             i += 1
     return out
 
@@ -304,8 +305,13 @@ def _line(name: str, calls: list[Call]) -> None:
     stops = _stops(calls)
     climbs = sum(c.up for c in calls)
     modules = list(dict.fromkeys(stops))
-    print(f"  {name}: {len(modules)} modules, {len(stops)} stops, {climbs} climbs back up")
-    text = " -> ".join(_folded(stops))
+    folded = _folded(stops)
+    read = sum(len(block) for block, _ in folded)
+    print(
+        f"  {name}: {len(modules)} modules, {len(stops)} stops ({read} as read, each loop once), "
+        f"{climbs} climbs back up"
+    )
+    text = " -> ".join(f"[{' -> '.join(block)}] x{n}" if n > 1 else block[0] for block, n in folded)
     print(textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="    "))
 
 
