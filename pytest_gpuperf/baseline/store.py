@@ -625,7 +625,7 @@ def _merge(
     touched: list[tuple[str, str, str, str]] = []
     for bid, rec in runs:
         key, fid = bid["key"], rec["fingerprint"]
-        dig = schema.digest(rec)
+        dig, pid = schema.digest(rec), schema.content_id(rec["policy"])
         entry = benches.get(key)
         if (entry and any(r[1] == dig and r[2] == fid for r in entry["runs"])) or dig in (
             segment.get(key) or {}
@@ -641,7 +641,6 @@ def _merge(
             mode=bid["mode"],
             params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
         )
-        pid = schema.content_id(rec["policy"])
         policies[pid] = rec["policy"]
         segment.setdefault(key, {})[dig] = {**rec, "policy": pid}
         touched.append((key, dig, fid, pid))
