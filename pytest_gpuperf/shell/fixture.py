@@ -78,7 +78,7 @@ class BenchContext:
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     #: run after each measurement: a kernel inventory when saving a baseline, the profiled
     #: calls of a capture child (the session passes artifacts.collectors.child.measure_hooks,
-    #: given inventory_settings(settings)); None: found so by the fixture, on first use
+    #: given inventory_settings(settings)); None: the fixture finds them itself, on first use
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
     #: the terminal for a step that lasts (progress.Progress.task); nothing by default
