@@ -152,8 +152,9 @@ def stamp(run: int) -> dt.datetime:
 def write_v2(root: Path, n: int, runs: int) -> int:
     """The store as schema version 2 wrote it: one JSON file. Returns its size."""
     from pytest_gpuperf.baseline import schema
-    from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint, fingerprint_id
+    from pytest_gpuperf.baseline.fingerprint import fingerprint
     from pytest_gpuperf.baseline.records import record_from_result
+    from pytest_gpuperf.baseline.schema import content_id, fingerprint_id
 
     fp = fingerprint(GPU_ENV)
     fid = fingerprint_id(fp)

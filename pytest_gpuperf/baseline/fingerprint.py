@@ -37,8 +37,6 @@ Pure Python: no torch, no pytest.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -118,22 +116,6 @@ def _scalar(key: str, value: Any) -> Scalar:
         f"fingerprint value of {key!r} must be a string, number, boolean or None, "
         f"got {type(value).__name__} {value!r}"
     )
-
-
-def content_id(obj: Any) -> str:
-    """A short stable id of JSON content: 12 hex digits of the SHA-256 of its canonical JSON.
-
-    Independent of key order, process and Python version, so that ids written
-    by one machine are found by another. Baseline files key fingerprints and
-    measurement policies by it.
-    """
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:12]
-
-
-def fingerprint_id(fp: Mapping[str, Any]) -> str:
-    """The id of fingerprint ``fp`` (:func:`content_id`)."""
-    return content_id(dict(fp))
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:

@@ -23,12 +23,11 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.fileio import atomic_write_bytes, nearest_existing
 from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporaries_of
 from pytest_gpuperf.baseline.filelock import lock_file_problem
-from pytest_gpuperf.baseline.fingerprint import content_id
 from pytest_gpuperf.errors import BaselineError, CorruptBaseline
 
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
@@ -46,22 +44,21 @@ READ_ATTEMPTS = 5
 
 @dataclass(frozen=True)
 class Files:
-    """The paths of baseline ``stem`` in ``root``."""
+    """The paths of baseline ``stem`` in ``root`` (made once, with the object)."""
 
     root: Path
     stem: str
+    #: ``NAME.json``
+    index: Path = field(init=False, repr=False, compare=False)
+    #: ``NAME.runs/``
+    runs_dir: Path = field(init=False, repr=False, compare=False)
+    #: ``.NAME.json.lock``
+    lock: Path = field(init=False, repr=False, compare=False)
 
-    @property
-    def index(self) -> Path:
-        return self.root / f"{self.stem}.json"
-
-    @property
-    def runs_dir(self) -> Path:
-        return self.root / f"{self.stem}.runs"
-
-    @property
-    def lock(self) -> Path:
-        return self.root / f".{self.stem}.json.lock"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "index", self.root / f"{self.stem}.json")
+        object.__setattr__(self, "runs_dir", self.root / f"{self.stem}.runs")
+        object.__setattr__(self, "lock", self.root / f".{self.stem}.json.lock")
 
     def segment(self, sid: str) -> Path:
         return self.runs_dir / f"{sid}.json"
@@ -74,11 +71,6 @@ class Files:
 class _SegmentGone(Exception):
     def __init__(self, path: Path):
         self.path = path
-
-
-def digest(run: Mapping[str, Any]) -> str:
-    """What tells two runs of one benchmark apart in an index: run id, rounds and median."""
-    return content_id([run["run_id"], run["rounds"], run["median"]])
 
 
 def sha256(data: bytes) -> str:
@@ -263,17 +255,11 @@ def check_writable(files: Files) -> None:
         )
 
 
-def segment_id(stamp: str, runs: Mapping[str, Any]) -> str:
-    """``20251129T193800Z-1a2b3c4d``: the save's time (so names sort by it) and content."""
-    when = _dt.datetime.fromisoformat(stamp).astimezone(_dt.timezone.utc)
-    return f"{when:%Y%m%dT%H%M%SZ}-{content_id(runs)[:8]}"
-
-
 def write_segment(
     files: Files, stamp: str, runs: dict[str, dict[str, dict[str, Any]]]
 ) -> tuple[str, dict[str, Any]]:
     """Write the runs of one save as a new segment; returns its id and its index entry."""
-    sid = segment_id(stamp, runs)
+    sid = schema.segment_id(stamp, runs)
     doc = {
         "schema": schema.SEGMENT_SCHEMA,
         "schema_version": schema.SCHEMA_VERSION,
@@ -335,7 +321,7 @@ def index_from_document(files: Files, doc: Mapping[str, Any]) -> dict[str, Any]:
     refs: dict[str, list[tuple[str, str, str, str]]] = {}
     for key, bench in doc["benchmarks"].items():
         for run in bench["runs"]:
-            dig = digest(run)
+            dig = schema.digest(run)
             seg = by_stamp.setdefault(run["timestamp"], {}).setdefault(key, {})
             if dig in seg:
                 continue

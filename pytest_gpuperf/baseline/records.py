@@ -21,7 +21,7 @@ from typing import Any
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.baseline.fingerprint import differences, fingerprint_id
+from pytest_gpuperf.baseline.fingerprint import differences
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.verdict.numerics import is_fingerprint
 
@@ -332,7 +332,7 @@ class Baseline:
         entry = self.benchmarks.get(key)
         if entry is None or not entry.runs:
             return Match(NO_BENCHMARK, [])
-        fid = fingerprint_id(fp)
+        fid = schema.fingerprint_id(fp)
         same_env = [r for r in entry.runs if r.fingerprint_id == fid]
         if not same_env:
             # The closest environment explains best what changed; ties go to the newest.

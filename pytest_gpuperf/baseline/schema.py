@@ -39,6 +39,7 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import re
@@ -46,7 +47,6 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_gpuperf.baseline.fingerprint import content_id, fingerprint_id
 from pytest_gpuperf.verdict.numerics import is_fingerprint
 
 SCHEMA = "pytest-gpuperf/baseline"
@@ -58,8 +58,7 @@ SCHEMA_VERSION = 3
 DOCUMENT_VERSION = 2
 #: A segment id is a file name: letters, digits, '.', '_' and '-', not hidden.
 SEGMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-#: A run's digest in an index (12 hex digits,
-#: :func:`pytest_gpuperf.baseline.fingerprint.content_id`).
+#: A run's digest in an index (12 hex digits, :func:`digest`).
 DIGEST = re.compile(r"[0-9a-f]{12}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -584,6 +583,36 @@ def _ends_early(text: str) -> bool:
         elif ch in "}]":
             depth -= 1
     return in_string or depth > 0
+
+
+# --- ids of content ------------------------------------------------------------
+
+
+def content_id(obj: Any) -> str:
+    """A short stable id of JSON content: 12 hex digits of the SHA-256 of its canonical JSON.
+
+    Independent of key order, process and Python version, so that ids written
+    by one machine are found by another. Baseline files key fingerprints and
+    measurement policies by it, and name segments with it.
+    """
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:12]
+
+
+def fingerprint_id(fp: Mapping[str, Any]) -> str:
+    """The id of fingerprint ``fp`` (:func:`content_id`)."""
+    return content_id(dict(fp))
+
+
+def digest(run: Mapping[str, Any]) -> str:
+    """What tells two runs of one benchmark apart in an index: run id, rounds and median."""
+    return content_id([run["run_id"], run["rounds"], run["median"]])
+
+
+def segment_id(stamp: str, runs: Mapping[str, Any]) -> str:
+    """``20251129T193800Z-1a2b3c4d``: the save's time (so names sort by it) and content."""
+    when = _dt.datetime.fromisoformat(stamp).astimezone(_dt.timezone.utc)
+    return f"{when:%Y%m%dT%H%M%SZ}-{content_id(runs)[:8]}"
 
 
 def canonical_ids(doc: dict[str, Any], *, index: bool = False) -> dict[str, Any]:

@@ -38,16 +38,10 @@ from pytest_gpuperf.baseline import (
     schema,
 )
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S, LockTimeout, OnWait, locked
-from pytest_gpuperf.baseline.fingerprint import (
-    BUILTIN_KEYS,
-    content_id,
-    fingerprint,
-    fingerprint_id,
-)
+from pytest_gpuperf.baseline.fingerprint import BUILTIN_KEYS, fingerprint
 from pytest_gpuperf.baseline.records import (
     Baseline,
     record_from_result,
-    result_fields,
 )
 from pytest_gpuperf.errors import (
     BaselineError,
@@ -491,23 +485,25 @@ def _records(
     list[tuple[Mapping[str, Any], dict[str, Any]]],
     list[tuple[str, str]],
 ]:
-    """The runs a save stores: their fingerprints by id, (result, record) pairs, and the
-    (key, why) of each result that cannot be stored (no environment, a bad field)."""
+    """The runs a save stores: their fingerprints by id, (benchmark identity, record) pairs,
+    and the (key, why) of each result that cannot be stored (no environment, a bad field)."""
     new_fps: dict[str, dict[str, Any]] = {}
     new_runs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
     skipped: list[tuple[str, str]] = []
     for r in results:
-        d = result_fields(r) if isinstance(r, Result) else r
-        key = d.get("id", {}).get("key", "?")
-        env = d.get("environment")
+        if isinstance(r, Result):
+            ident, env = r.id.to_dict(), r.environment
+        else:
+            ident, env = r.get("id", {}), r.get("environment")
+        key = ident.get("key", "?")
         if not env:
             skipped.append((key, "no environment recorded, so no fingerprint"))
             continue
         fp = fingerprint(env, fingerprint_extra)
-        fid = fingerprint_id(fp)
+        fid = schema.fingerprint_id(fp)
         try:
             rec = record_from_result(
-                d,
+                r,
                 fingerprint_id=fid,
                 timestamp=stamp,
                 meta=meta,
@@ -517,7 +513,7 @@ def _records(
             skipped.append((key, str(e)))
             continue
         new_fps[fid] = fp
-        new_runs.append((d, rec))
+        new_runs.append((ident, rec))
     return new_fps, new_runs, skipped
 
 
@@ -617,7 +613,7 @@ def _merge(
     runs: Sequence[tuple[Mapping[str, Any], dict[str, Any]]],
     skipped: list[tuple[str, str]],
 ) -> tuple[dict[str, dict[str, dict[str, Any]]], int, list[tuple[str, str, str, str]]]:
-    """Add ``runs`` (result dict, record) to ``index``'s tables and benchmark identities.
+    """Add ``runs`` (benchmark identity, record) to ``index``'s tables and benchmarks.
 
     Returns the new segment's runs (``{key: {digest: run}}``), how many were
     added, and their references ``(key, digest, fingerprint, policy)``, for
@@ -627,10 +623,9 @@ def _merge(
     policies, benches = index["policies"], index["benchmarks"]
     segment: dict[str, dict[str, dict[str, Any]]] = {}
     touched: list[tuple[str, str, str, str]] = []
-    for result, rec in runs:
-        bid = result["id"]
+    for bid, rec in runs:
         key, fid = bid["key"], rec["fingerprint"]
-        dig = layout.digest(rec)
+        dig, pid = schema.digest(rec), schema.content_id(rec["policy"])
         entry = benches.get(key)
         if (entry and any(r[1] == dig and r[2] == fid for r in entry["runs"])) or dig in (
             segment.get(key) or {}
@@ -646,7 +641,6 @@ def _merge(
             mode=bid["mode"],
             params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
         )
-        pid = content_id(rec["policy"])
         policies[pid] = rec["policy"]
         segment.setdefault(key, {})[dig] = {**rec, "policy": pid}
         touched.append((key, dig, fid, pid))
@@ -737,12 +731,12 @@ def document_of(
         if not r.environment or not r.rounds:
             continue
         fp = fingerprint(r.environment, fingerprint_extra)
-        fid = fingerprint_id(fp)
+        fid = schema.fingerprint_id(fp)
         try:
             rec = record_from_result(r, fingerprint_id=fid, timestamp=stamp)
         except ValueError:
             continue
-        pid = content_id(rec["policy"])
+        pid = schema.content_id(rec["policy"])
         doc["fingerprints"][fid] = fp
         doc["policies"][pid] = rec["policy"]
         entry = doc["benchmarks"].setdefault(

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.measure.invocation import Invocation
+from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.policy import MeasurePolicy
 
 if TYPE_CHECKING:
@@ -30,12 +30,16 @@ class CpuTimer:
         *,
         setup: Callable[[], Any] | None = None,
     ):
-        self._inv = Invocation(fn, args, kwargs, setup)
-        # Without setup, the same plain closure as ever: no extra work per timed call.
-        self._call = (lambda: fn(*args, **kwargs)) if setup is None else self._inv
+        #: with setup=: fresh arguments before each call (prepared outside the timed region)
+        self._setup = Invocation(fn, args, kwargs, setup) if setup is not None else None
+        # Without setup, a plain closure: no extra work per timed call.
+        self._call: Callable[[], Any] = (
+            self._setup if self._setup is not None else (lambda: fn(*args, **kwargs))
+        )
 
     def first_call(self) -> tuple[float, Any]:
-        self._inv.prepare()
+        if self._setup is not None:
+            self._setup.prepare()
         t = time.perf_counter_ns()
         out = self._call()
         return (time.perf_counter_ns() - t) / 1e9, out
@@ -47,8 +51,8 @@ class CpuTimer:
         call = self._call
         clock = time.perf_counter_ns
         t = clock()
-        if self._inv.has_setup:
-            inv = self._inv
+        if self._setup is not None:
+            inv = self._setup
             timed = 0
             for _ in range(calls):
                 inv.prepare()

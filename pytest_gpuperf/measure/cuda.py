@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import GpuPerfError, GraphCaptureError
+from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.engine import Round
-from pytest_gpuperf.measure.invocation import Invocation
 from pytest_gpuperf.measure.policy import MeasurePolicy
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class _CudaTimerBase:
         self._fn = fn
         #: with setup=: fresh arguments before each call (prepare() outside the timed region)
         self._inv = Invocation(fn, args, kwargs, setup)
+        self._has_setup = setup is not None
         self._call = (lambda: fn(*args, **kwargs)) if setup is None else self._inv
         self._events: tuple[list[Any], list[Any]] = ([], [])
         self._reserved = 0  # bytes we allocated ourselves, left out of peak memory
@@ -220,7 +221,7 @@ class CudaEventsTimer(_CudaTimerBase):
 
     def _e2e_round(self, calls: int) -> tuple[float, float]:
         assert self._pair is not None, "prepare() first"
-        if self._inv.has_setup:
+        if self._has_setup:
             return self._e2e_round_with_setup(calls)
         call = self._call
         start, end = self._pair
@@ -265,7 +266,7 @@ class CudaEventsTimer(_CudaTimerBase):
             torch.cuda._sleep(cycles)
             spin_b.record()
         t = time.perf_counter()
-        per_call_pairs = self.l2_flush or self._inv.has_setup
+        per_call_pairs = self.l2_flush or self._has_setup
         if per_call_pairs:
             buf = self._flush_buf if self.l2_flush else None
             prepare = self._inv.prepare

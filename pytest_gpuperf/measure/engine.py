@@ -1,8 +1,10 @@
 """The measurement loop: calibrate, warm up until settled, measure, trim, classify.
 
 "How to time" is a :class:`RoundTimer` (a backend); "when to stop" is a
-:class:`~pytest_gpuperf.measure.policy.MeasurePolicy`. The loop itself is
-pure Python and is unit-tested with a synthetic timer.
+:class:`~pytest_gpuperf.measure.policy.MeasurePolicy`. The loop calls the
+timer itself, round after round; between two rounds it calls ``tick`` (the
+progress line's, which writes at most once a second). The loop is pure
+Python and is unit-tested with a synthetic timer.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def _e2e(r: tuple[float, float, int] | Round) -> float | None:
 
 
 PhaseHook = Callable[[str], AbstractContextManager[object]]
+#: called between two rounds, never inside one
+Tick = Callable[[], None]
 
 
 @dataclass
@@ -84,6 +88,10 @@ def _no_phase(name: str) -> AbstractContextManager[object]:
     return contextlib.nullcontext()
 
 
+def _no_tick() -> None:
+    pass
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     was = gc.isenabled()
@@ -95,7 +103,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def calibrate(timer: RoundTimer, policy: MeasurePolicy) -> int:
+def calibrate(timer: RoundTimer, policy: MeasurePolicy, tick: Tick = _no_tick) -> int:
     """Calls per round so that one round lasts about ``round_ms`` of wall time.
 
     Rounds grow until one lasts a quarter of ``round_ms``; the estimate is the
@@ -108,6 +116,7 @@ def calibrate(timer: RoundTimer, policy: MeasurePolicy) -> int:
     trials = 0
     while True:
         _, wall, done = timer.time_round(n)[:3]
+        tick()
         trials += 1
         best = min(best, wall / max(done, 1))
         if trials >= 3 and (wall >= target / 4 or done >= policy.max_calls_per_round):
@@ -124,16 +133,18 @@ def run(
     *,
     clock: Callable[[], float] = time.perf_counter,
     phase: PhaseHook = _no_phase,
+    tick: Tick = _no_tick,
 ) -> RawMeasurement:
     """Measure the steady state of whatever ``timer`` times (after its first call)."""
     t0 = clock()
     with phase("calibrate"):
-        calls = calibrate(timer, policy)
+        calls = calibrate(timer, policy, tick)
     with phase("warmup"), _gc_paused():
         w0 = clock()
-        warm = _warm_up(timer, policy, calls, clock, w0)
+        warm = _warm_up(timer, policy, calls, clock, w0, tick)
     warmup_s = clock() - w0
-    rounds = _Rounds(timer, warm.calls, clock, t0, _deadline(policy, warm.walls, t0))
+    deadline = _deadline(policy, warm.walls, t0)
+    rounds = _Rounds(timer, warm.calls, clock, t0, deadline, tick)
     with phase("measure"), _gc_paused():
         start, changes, drift = _measure_steady(rounds, policy)
     stability, start = _classify(rounds, policy, start, changes, drift, warm.settled)
@@ -168,7 +179,12 @@ class _Warmup:
 
 
 def _warm_up(
-    timer: RoundTimer, policy: MeasurePolicy, calls: int, clock: Callable[[], float], w0: float
+    timer: RoundTimer,
+    policy: MeasurePolicy,
+    calls: int,
+    clock: Callable[[], float],
+    w0: float,
+    tick: Tick = _no_tick,
 ) -> _Warmup:
     """Run rounds until they settle (after ``min_warmup_ms``) or ``warmup_ms`` is spent."""
     warm: list[float] = []
@@ -179,6 +195,7 @@ def _warm_up(
         per_call, calls_done = r[0], r[2]
         if _e2e(r) is not None:
             walls.append(clock() - a)
+        tick()
         warm.append(per_call)
         elapsed_ms = (clock() - w0) * 1000.0
         if elapsed_ms >= policy.min_warmup_ms and settled(
@@ -212,6 +229,7 @@ class _Rounds:
     clock: Callable[[], float]
     t0: float
     deadline: float
+    tick: Tick = _no_tick
     measured: list[float] = field(default_factory=list)
     #: the timer's second figure of each round (None where it has none)
     second: list[float | None] = field(default_factory=list)
@@ -227,6 +245,7 @@ class _Rounds:
             a = self.clock()
             r = self.timer.time_round(self.calls)
             b = self.clock()
+            self.tick()
             self.measured.append(r[0])
             self.second.append(_e2e(r))
             self.spans.append((a - self.t0, b - self.t0))

@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.baseline.fingerprint import fingerprint, fingerprint_id
+from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import MATCH, Baseline, RunRecord
+from pytest_gpuperf.baseline.schema import fingerprint_id
 from pytest_gpuperf.model import Result
 
 

@@ -201,7 +201,7 @@ class ABGate(Gate):
             self.baseline = paired_baseline(
                 self.tree.label, self.paired.base, fingerprint_extra=self.extra
             )
-            self.rule = Judge(self.baseline, self.policy, self.extra)
+            self.rule = Judge(self.baseline, self.policy, self.extra, self.verdict)
             still = []
             for n in pending:
                 if n in self.failed_side:
@@ -262,7 +262,8 @@ class ABGate(Gate):
                 )
             c = replace(c, name=c.name or r.id.display)
             outputs = [x.numerics for x in runs] or [r.numerics]
-            self._record(r, c, outputs, out, against=f" against {self.tree.ref} {self.tree.sha}")
+            v = self.rule.conclude(r, c, outputs)
+            self._record(r, v, out, against=f" against {self.tree.ref} {self.tree.sha}")
         return out
 
 

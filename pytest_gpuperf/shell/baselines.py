@@ -52,19 +52,20 @@ def save(
 
     session = run.settings.session
     assert session.save is not None, "save() is called when --gpuperf-save is set"
-    store: BaselineStore = BaselineStore(
+    # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
+    compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
+    extra = fingerprint_extra(run.config) or None
+    store = BaselineStore(
         run.baseline_dir,
         lock_timeout=session.lock_timeout,
         on_wait=progress.task if progress is not None else None,
     )
-    # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
-    compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
     summary = store.save(
         session.save,
         compact,
         keep_runs=session.keep_runs,
         meta=meta,
-        fingerprint_extra=fingerprint_extra(run.config) or None,
+        fingerprint_extra=extra,
         extras=extras,
     )
     return summary.describe()

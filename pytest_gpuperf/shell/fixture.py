@@ -8,6 +8,7 @@ and a ``record`` callback from the plugin, and hands each
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import time
 import traceback
@@ -56,23 +57,6 @@ def _no_task() -> AbstractContextManager[Any]:
 ProgressTask = Callable[..., AbstractContextManager[Any]]
 
 
-class _Ticking:
-    """The timer as the measurement loop sees it, ticking the progress line after each round.
-
-    The tick runs between rounds, never inside one; it reads a clock and, at
-    most once a second once the step has lasted, writes a line.
-    """
-
-    def __init__(self, timer: Any, tick: Callable[[], None]):
-        self._timer = timer
-        self._tick = tick
-
-    def time_round(self, calls: int) -> Any:
-        out = self._timer.time_round(calls)
-        self._tick()
-        return out
-
-
 @dataclass
 class BenchContext:
     """What the plugin tells the fixture about the running test."""
@@ -92,9 +76,9 @@ class BenchContext:
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
-    #: None: from the options and environment (artifacts.collectors.child.measure_hooks, given
-    #: inventory_settings(settings)): a kernel inventory when saving a baseline, the profiled
-    #: calls of a capture child
+    #: run after each measurement: a kernel inventory when saving a baseline, the profiled
+    #: calls of a capture child (the session passes artifacts.collectors.child.measure_hooks,
+    #: given inventory_settings(settings)); None: the fixture finds them itself, on first use
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
     #: the terminal for a step that lasts (progress.Progress.task); nothing by default
@@ -111,6 +95,20 @@ class _FirstCall:
     seconds: float | None = None
     output: Any = None
     numerics: list[dict[str, Any]] | None = None
+
+
+class _Plan(NamedTuple):
+    """What measuring one benchmark needs, resolved once from its settings."""
+
+    policy: MeasurePolicy
+    verdict: VerdictSettings
+    #: its verdict settings as each of its results carries them to the gate (Result.gate)
+    gate: dict[str, Any]
+    flops: float | None
+    nbytes: float | None
+    env: dict[str, Any] | None
+    #: the modes it is measured in, in order
+    modes: list[backend.Mode]
 
 
 class _Measured(NamedTuple):
@@ -170,7 +168,7 @@ class GpuBench:
     functions that change or consume their inputs (in-place ops, optimizer
     steps). ``make()`` either resets the arguments given to gpu_bench in place,
     or returns ``(args, kwargs)``, fresh arguments for the call
-    (:mod:`pytest_gpuperf.measure.invocation`).
+    (:class:`pytest_gpuperf.measure.backend.Invocation`).
     """
 
     def __init__(self, ctx: BenchContext):
@@ -235,9 +233,7 @@ class GpuBench:
         self._names.add(name)
         fn_kwargs = dict(kwargs or {})
         if ctx.disabled:
-            from pytest_gpuperf.measure.invocation import Invocation
-
-            once = Invocation(fn, tuple(args), fn_kwargs, setup)
+            once = backend.Invocation(fn, tuple(args), fn_kwargs, setup)
             once.prepare()
             return once()
 
@@ -274,20 +270,13 @@ class GpuBench:
     ) -> Any:
         __tracebackhide__ = True
         ctx = self._ctx
-        mine = PerTest.resolve(settings, self._settings)
-        policy = mine.measure
         test = ctx.test_name or ctx.nodeid
-        flops = _evaluate(mine.work.flops, ctx.params, "flops", test)
-        nbytes = _evaluate(mine.work.bytes, ctx.params, "bytes", test)
-        modes = backend.modes_for(ctx.device, policy)
-        env = ctx.environment() if ctx.environment else None
+        plan = self._plan(PerTest.resolve(settings, self._settings), test)
 
         oom: str | None = None
         out: Any = None
         try:
-            out = self._measure_modes(
-                fn, args, kwargs, name, modes, policy, flops, nbytes, env, mine.verdict, setup
-            )
+            out = self._measure_modes(fn, args, kwargs, name, plan, setup)
         except Exception as e:
             if not is_oom(e):
                 raise
@@ -306,32 +295,40 @@ class GpuBench:
             raise self._oom
         return out
 
+    def _plan(self, mine: PerTest, test: str) -> _Plan:
+        """What measuring the benchmark needs, resolved once, before its first mode."""
+        ctx = self._ctx
+        return _Plan(
+            policy=mine.measure,
+            verdict=mine.verdict,
+            gate=mine.verdict.gate_record(),
+            flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
+            nbytes=_evaluate(mine.work.bytes, ctx.params, "bytes", test),
+            env=ctx.environment() if ctx.environment else None,
+            modes=backend.modes_for(ctx.device, mine.measure),
+        )
+
     def _measure_modes(
         self,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         name: str | None,
-        modes: list[backend.Mode],
-        policy: MeasurePolicy,
-        flops: float | None,
-        nbytes: float | None,
-        env: dict[str, Any] | None,
-        verdict: VerdictSettings,
+        plan: _Plan,
         setup: Callable[[], Any] | None = None,
     ) -> Any:
         __tracebackhide__ = True
-        from pytest_gpuperf.measure.invocation import Invocation
-
         ctx = self._ctx
         first = _FirstCall()
-        gate = verdict.gate_record()  # carried on each result to the gate (Result.gate)
-        for mode in modes:
+        policy, env = plan.policy, plan.env
+        # The after-measure hooks' call of fn, made only where there are hooks.
+        make_call = functools.partial(backend.Invocation, fn, args, kwargs, setup)
+        for mode in plan.modes:
             bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
+            record = mode.policy_record(policy)
             timer = mode.make_timer(fn, args, kwargs, policy, setup=setup)
-            who = bid.display if len(modes) == 1 else f"{bid.display} [{mode.name}]"
-            call = Invocation(fn, args, kwargs, setup)
-            got = self._measure_mode(timer, bid, who, policy, verdict, first, call)
+            who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
+            got = self._measure_mode(timer, bid, who, plan, first, make_call)
             result = Result(
                 id=bid,
                 device=ctx.device,
@@ -345,13 +342,13 @@ class GpuBench:
                 wall_s=got.wall_s,
                 l2_flush=bool(policy.l2_flush and mode.flushes_l2),
                 peak_memory_bytes=got.peak_memory,
-                flops=flops,
-                bytes=nbytes,
+                flops=plan.flops,
+                bytes=plan.nbytes,
                 device_name=(env or {}).get("gpu_name") or (env or {}).get("cpu_model"),
                 telemetry=got.telemetry,
                 environment=env,
-                policy=mode.policy_record(policy),
-                gate=dict(gate),
+                policy=record,
+                gate=dict(plan.gate),
                 extra=got.extra,
                 e2e_rounds=list(got.raw.e2e_rounds),
                 host_hidden=got.host_hidden,
@@ -368,15 +365,15 @@ class GpuBench:
         timer: backend.Timer,
         bid: BenchId,
         who: str,
-        policy: MeasurePolicy,
-        verdict: VerdictSettings,
+        plan: _Plan,
         first: _FirstCall,
-        call: Callable[[], Any],
+        make_call: Callable[[], Callable[[], Any]],
     ) -> _Measured:
         """Measure one mode under the device lock: the first call (once per benchmark), the
         rounds with their probes, then the after-measure hooks; the timer is closed after."""
         __tracebackhide__ = True
         ctx = self._ctx
+        policy = plan.policy
         with contextlib.ExitStack() as stack:
             stack.callback(timer.close)
             t_start = time.perf_counter()
@@ -384,18 +381,19 @@ class GpuBench:
             with ctx.phase_range(bid, "benchmark"):
                 first_s = first.seconds
                 if first_s is None:
-                    first_s = self._first_call(timer, bid, who, verdict, first)
+                    first_s = self._first_call(timer, bid, who, plan.verdict, first)
                 with ctx.phase_range(bid, "prepare"):
                     timer.prepare()
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                 with ctx.progress(label, ticker=False) as task:
-                    raw, telemetry = self._with_probes(bid, _Ticking(timer, task.tick), policy)
+                    # The progress line ticks between rounds, never inside one.
+                    raw, telemetry = self._with_probes(bid, timer, policy, task.tick)
                 hidden = timer.host_hidden(len(raw.rounds))
                 host = timer.host_time(len(raw.rounds))
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
-            extra = self._after_measure(bid, who, call, raw.rounds)
+            extra = self._after_measure(bid, who, make_call, raw.rounds)
         return _Measured(first_s, raw, telemetry, hidden, host, wall, peak, extra)
 
     def _first_call(
@@ -422,13 +420,15 @@ class GpuBench:
         return first.seconds
 
     def _with_probes(
-        self, bid: BenchId, timer: Any, policy: MeasurePolicy
+        self, bid: BenchId, timer: backend.Timer, policy: MeasurePolicy, tick: engine.Tick
     ) -> tuple[engine.RawMeasurement, dict[str, Any] | None]:
+        """The measurement loop on ``timer``, inside the telemetry probes."""
         ctx = self._ctx
         clock = time.perf_counter
+        phase = functools.partial(ctx.phase_range, bid)
         with contextlib.ExitStack() as stack:
             finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
-            raw = engine.run(timer, policy, clock=clock, phase=lambda n: ctx.phase_range(bid, n))
+            raw = engine.run(timer, policy, clock=clock, phase=phase, tick=tick)
             telemetry: dict[str, Any] | None = None
             for finish in finishers:
                 if callable(finish):
@@ -438,13 +438,17 @@ class GpuBench:
         return raw, telemetry
 
     def _after_measure(
-        self, bid: BenchId, who: str, call: Callable[[], Any], rounds: list[float]
+        self,
+        bid: BenchId,
+        who: str,
+        make_call: Callable[[], Callable[[], Any]],
+        rounds: list[float],
     ) -> dict[str, Any]:
         """Run the after-measure hooks (kernel inventory, capture child); never raise.
 
-        ``call()`` calls fn once; with ``setup=`` it is an
-        :class:`~pytest_gpuperf.measure.invocation.Invocation` whose ``prepare()``
-        the hooks run outside their profiled ranges.
+        ``make_call()`` gives the call they get: it calls fn once; with ``setup=`` it is
+        an :class:`~pytest_gpuperf.measure.backend.Invocation` whose ``prepare()`` the
+        hooks run outside their profiled ranges.
         """
         if self._after is None:
             from pytest_gpuperf.artifacts.collectors.child import measure_hooks
@@ -453,6 +457,7 @@ class GpuBench:
         if not self._after:
             return {}
         per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
+        call = make_call()
         out: dict[str, Any] = {}
         with self._ctx.progress(f"{who}: profiling a few calls (kernel inventory)"):
             for hook in self._after:

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.shell.baselines import fingerprint_extra
-from pytest_gpuperf.verdict.decide import with_note
+from pytest_gpuperf.verdict.decide import FAIL, WARN
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.shell.progress import Progress
     from pytest_gpuperf.shell.settings import RunContext
     from pytest_gpuperf.verdict import Comparison, DecisionPolicy, VerdictSettings
+    from pytest_gpuperf.verdict.judge import Verdict
 
 
 @dataclass
@@ -43,12 +44,11 @@ class Judgement:
 
 @dataclass
 class _Runs:
-    """One test's runs so far, per benchmark: their statistics, their outputs' fingerprints
-    and the verdict on them."""
+    """One test's runs so far, per benchmark (this process's result first, then those of
+    fresh processes), and the verdict on them."""
 
-    current: dict[str, list[Any]]
-    outputs: dict[str, list[Any]]
-    comps: dict[str, Comparison] = field(default_factory=dict)
+    current: dict[str, list[Result]]
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,10 +109,10 @@ class Gate:
         self.run = run
         self.config = config
         self.baseline = baseline
-        #: the session's verdict settings; a benchmark's own are :meth:`settings_for` it
+        #: the session's verdict settings (the judge applies a benchmark's own over them)
         self.verdict: VerdictSettings = run.settings.verdict
         self.policy: DecisionPolicy = self.verdict.decision_policy()
-        self.rule = Judge(baseline, self.policy, fingerprint_extra(config) or None)
+        self.rule = Judge(baseline, self.policy, fingerprint_extra(config) or None, self.verdict)
         self.budget = ConfirmBudget(factor=self.verdict.confirm_budget)
         self.rerun_count = 0
         self.rerun_s = 0.0
@@ -154,11 +154,6 @@ class Gate:
         n = self.budget.tests_that_fit(1 + len(later))
         return [nodeid, *later][: max(n, 0)]
 
-    def settings_for(self, result: Result) -> VerdictSettings:
-        """The verdict settings resolved for this benchmark (its marker's and call's over
-        the session's), from what its result carries (``Result.gate``)."""
-        return self.verdict.for_result(result.gate)
-
     # --- per test -------------------------------------------------------------
 
     def judge(
@@ -169,23 +164,17 @@ class Gate:
         device: str,
         progress: Progress | None = None,
     ) -> Judgement:
-        """Verdicts for one test's results, re-measuring suspects in fresh processes."""
-        from pytest_gpuperf.shell.rerun import is_child
-        from pytest_gpuperf.verdict import RunStat
+        """Verdicts for one test's results, re-measuring suspects in fresh processes.
 
+        A confirmation child has no gate (the session opens none), so this process is
+        the one that may run more.
+        """
         out = Judgement()
         self.budget.done += 1
-        child_mode = is_child(self.config)
-        runs = _Runs(
-            current={r.id.key: [RunStat.from_result(r)] for r in results},
-            # the output's fingerprint of each run: this one's, then the fresh processes'
-            outputs={r.id.key: [r.numerics] for r in results},
-        )
-        last = child_mode or self.policy.max_runs <= 1
-        runs.comps = {r.id.key: self._decide(r, runs.current, last) for r in results}
-        note = ""
-        if not child_mode:
-            note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)
+        runs = _Runs(current={r.id.key: [r] for r in results})
+        last = self.policy.max_runs <= 1
+        runs.verdicts = {r.id.key: self.rule.verdict(r, [r], last=last) for r in results}
+        note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)
         for r in results:
             self._conclude(r, runs, note, out)
         return out
@@ -207,7 +196,7 @@ class Gate:
         from pytest_gpuperf.shell.rerun import matching
 
         while True:
-            pending = [r for r in results if not runs.comps[r.id.key].final]
+            pending = [r for r in results if not runs.verdicts[r.id.key].comparison.final]
             if not pending:
                 return ""
             if self._take_ahead(pending, runs):
@@ -232,7 +221,9 @@ class Gate:
                         f"the confirmation run failed (exit {child.returncode}): "
                         f"{child.log_tail[-300:]}"
                     )
-                    runs.comps[r.id.key] = with_note(self._decide(r, runs.current, True), why)
+                    runs.verdicts[r.id.key] = self.rule.verdict(
+                        r, runs.current[r.id.key], last=True, note=why
+                    )
                     continue
                 self._add_run(r, again, runs)
 
@@ -250,12 +241,9 @@ class Gate:
 
     def _add_run(self, r: Result, again: Result, runs: _Runs) -> None:
         """One more run of ``r``'s benchmark, from a fresh process: decide again."""
-        from pytest_gpuperf.verdict import RunStat
-
-        runs.current[r.id.key].append(RunStat.from_result(again))
-        runs.outputs[r.id.key].append(again.numerics)
-        full = len(runs.current[r.id.key]) >= self.policy.max_runs
-        runs.comps[r.id.key] = self._decide(r, runs.current, full)
+        mine = runs.current[r.id.key]
+        mine.append(again)
+        runs.verdicts[r.id.key] = self.rule.verdict(r, mine, last=len(mine) >= self.policy.max_runs)
 
     def _rerun(
         self,
@@ -286,80 +274,24 @@ class Gate:
         return child
 
     def _conclude(self, r: Result, runs: _Runs, note: str, out: Judgement) -> None:
-        """Settle ``r``'s verdict, add its secondary metrics and numerics, record the outcome."""
-        c = runs.comps[r.id.key]
-        if not c.final:  # no more runs: a suspect is settled on what there is
-            c = self._decide(r, runs.current, True)
-            if note:
-                c = with_note(c, note)
-        self._record(r, c, runs.outputs[r.id.key], out)
+        """Settle ``r``'s verdict (a suspect on the runs there are) and record the outcome."""
+        v = runs.verdicts[r.id.key]
+        if not v.comparison.final:  # no more runs: a suspect is settled on what there is
+            v = self.rule.verdict(r, runs.current[r.id.key], last=True, note=note)
+        self._record(r, v, out)
 
-    def _record(
-        self, r: Result, c: Comparison, outputs: list[Any], out: Judgement, against: str = ""
-    ) -> None:
-        """Add ``r``'s secondary metrics and numerics to its settled verdict ``c``, keep it,
-        and record the outcome (``against``: what the failure's first line adds)."""
-        from pytest_gpuperf.reporting.explain import explain, summary_line
-        from pytest_gpuperf.verdict import outcome
-
-        c, secondary_failures = self._secondary(r, c)
-        c, numerics_failure = self._numerics(r, c, outputs)
+    def _record(self, r: Result, v: Verdict, out: Judgement, against: str = "") -> None:
+        """Keep ``r``'s settled verdict ``v`` and record the outcome (``against``: what the
+        failure's first line adds)."""
+        c = v.comparison
         r.comparison = c.to_dict()
         out.comparisons[r.id.key] = c
-        out.failures += secondary_failures + numerics_failure
-        verdict = outcome(c, self.policy.fail_on)
-        if verdict == "fail":
+        out.failures += v.failures
+        if v.outcome == FAIL:
+            from pytest_gpuperf.reporting.explain import explain
+
             out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c)}")
-        elif verdict == "warn":
+        elif v.outcome == WARN:
+            from pytest_gpuperf.reporting.explain import summary_line
+
             out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
-
-    def _decide(self, r: Result, current: dict[str, list[Any]], last: bool) -> Comparison:
-        return self.rule.decide(r, current[r.id.key], last=last)
-
-    def _secondary(self, r: Result, c: Comparison) -> tuple[Comparison, list[str]]:
-        """Peak memory and first-call time: on the comparison, and failures where gated."""
-        from dataclasses import replace
-
-        from pytest_gpuperf.verdict.secondary import FIRST_CALL, HIGHER, PEAK_MEMORY
-        from pytest_gpuperf.verdict.secondary import explain_secondary as text
-
-        mine = self.settings_for(r)
-        tolerances = {
-            PEAK_MEMORY: mine.memory_tolerance,
-            FIRST_CALL: mine.first_call_tolerance,
-        }
-        found = self.rule.secondary(r, tolerances)
-        gate = mine.gate_secondary
-        failures = [
-            f"{r.id.display} [{r.id.mode}]: {text(s)}"
-            for s in found
-            if s.kind == HIGHER and _gated(gate, s.metric)
-        ]
-        return replace(c, secondary=tuple(found)), failures
-
-    def _numerics(
-        self, r: Result, c: Comparison, outputs: list[Any]
-    ) -> tuple[Comparison, list[str]]:
-        """The output's numerics: on the comparison, and a failure where gated and changed."""
-        from dataclasses import replace
-
-        from pytest_gpuperf.verdict.numerics import GATE, OFF, explain
-
-        mine = self.settings_for(r)
-        mode = mine.numerics
-        if mode == OFF:
-            return c, []
-        tolerance = mine.numerics_tolerance
-        found = self.rule.numerics(r, outputs, tolerance, gated=mode == GATE)
-        if found is None:
-            return c, []
-        c = replace(c, numerics=found.to_dict())
-        return c, [f"{r.id.display} [{r.id.mode}]: {explain(found)}"] if found.fails else []
-
-
-def _gated(option: str, metric: str) -> bool:
-    if option == "all":
-        return True
-    return (option == "memory" and metric == "peak_memory") or (
-        option == "first-call" and metric == "first_call"
-    )

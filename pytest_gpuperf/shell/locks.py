@@ -92,3 +92,27 @@ def device_key(device: str) -> str:
     if uuid:
         return f"gpu-{uuid if uuid.startswith('GPU-') else 'GPU-' + uuid}"
     return f"gpu-index-{idx}"
+
+
+class DeviceLock:
+    """The lock of the device a session measures on; its name is found on first use.
+
+    ``hold(owner)`` is what the fixture enters around each benchmark's measurement.
+    """
+
+    def __init__(
+        self,
+        device: str,
+        *,
+        timeout_s: float = filelock.DEFAULT_TIMEOUT_S,
+        on_wait: filelock.OnWait | None = None,
+    ):
+        self.device = device
+        self.timeout_s = timeout_s
+        self.on_wait = on_wait
+        self._key: str | None = None
+
+    def hold(self, owner: str) -> contextlib.AbstractContextManager[None]:
+        if self._key is None:
+            self._key = device_key(self.device)
+        return device_lock(self._key, timeout_s=self.timeout_s, on_wait=self.on_wait, owner=owner)

@@ -8,8 +8,8 @@ the controller (a process without ``workerinput``) writes files.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
+import functools
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +20,7 @@ import pytest
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.shell.baselines import fingerprint_extra
-from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
+from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.shell.rerun import is_child
 from pytest_gpuperf.shell.settings import RunContext
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.reporting.ci import CiOutputs
     from pytest_gpuperf.shell.fixture import PhaseRange, Probe
     from pytest_gpuperf.shell.gate import Gate
+    from pytest_gpuperf.shell.locks import DeviceLock
     from pytest_gpuperf.shell.progress import Progress
     from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 
@@ -79,7 +80,7 @@ class GpuPerfSession:
         self.not_saved: list[Result] = []
         workerinput = getattr(config, "workerinput", {})
         self.run_id = workerinput.get("gpuperf_run_id") or _new_run_id()
-        self._device_key: str | None = None
+        self._lock: DeviceLock | None = None
         self.started = time.time()
         self.deselected = 0
         self.child = is_child(config)
@@ -194,6 +195,9 @@ class GpuPerfSession:
     # --- the fixture -------------------------------------------------------
 
     def make_bench(self, request: pytest.FixtureRequest) -> GpuBench:
+        from pytest_gpuperf.artifacts.collectors.child import measure_hooks
+        from pytest_gpuperf.measure.environment import collect_environment
+
         item = request.node
         params = dict(getattr(getattr(item, "callspec", None), "params", {}))
         results = item.stash.setdefault(RESULTS_KEY, [])
@@ -207,6 +211,9 @@ class GpuPerfSession:
             results.append(result)
 
         device = self.ensure_device()
+        disabled = self.settings.session.disable
+        # Run after each measurement: the kernel inventory, a capture child's profile.
+        hooks = [] if disabled else measure_hooks(inventory_settings(self.settings), device)
         ctx = BenchContext(
             nodeid=item.nodeid,
             test_name=item.name,
@@ -217,12 +224,13 @@ class GpuPerfSession:
             marker=marker_kwargs(item),
             params=params,
             display_params=tuple((k, format_param(v)) for k, v in params.items()),
-            disabled=self.settings.session.disable,
-            environment=self._environment,
-            lock=lambda: self._lock(item.nodeid),
+            disabled=disabled,
+            environment=functools.partial(collect_environment, device),
+            lock=functools.partial(self._device_lock().hold, item.nodeid),
             probes=self._probes(device),
             phase_range=self._phase_range(device),
             progress=self._progress().task,
+            after_measure=hooks,
         )
         return GpuBench(ctx)
 
@@ -233,18 +241,17 @@ class GpuPerfSession:
             self.progress = Progress.from_config(self.config, self.settings.report.progress)
         return self.progress
 
-    def _lock(self, nodeid: str) -> contextlib.AbstractContextManager[object]:
-        """The device's lock for measuring ``nodeid``; a progress line while another holds it."""
-        from pytest_gpuperf.shell.locks import device_key, device_lock
+    def _device_lock(self) -> DeviceLock:
+        """The device's lock; a progress line while another process holds it."""
+        if self._lock is None:
+            from pytest_gpuperf.shell.locks import DeviceLock
 
-        if self._device_key is None:
-            self._device_key = device_key(self.ensure_device())
-        return device_lock(
-            self._device_key,
-            timeout_s=self.settings.session.lock_timeout,
-            owner=nodeid,
-            on_wait=self._progress().task,
-        )
+            self._lock = DeviceLock(
+                self.ensure_device(),
+                timeout_s=self.settings.session.lock_timeout,
+                on_wait=self._progress().task,
+            )
+        return self._lock
 
     def _environment(self) -> dict[str, Any]:
         from pytest_gpuperf.measure.environment import collect_environment
@@ -540,8 +547,8 @@ class GpuPerfSession:
             self.saved = save(
                 self.run,
                 results,
-                meta=run_meta(self.config),
                 progress=self._progress(),
+                meta=run_meta(self.config),
             )
             self.saved += note
         except BaselineError as e:

@@ -4,12 +4,16 @@ The gate (each test, with fresh-process re-runs) and ``pytest-gpuperf compare``
 (stored runs, nothing re-measured) both go through :class:`Judge`, so the
 two apply one rule: the same match of environment fingerprint and
 measurement settings, the same telemetry check, the same secondary metrics.
+The gate asks :meth:`Judge.verdict` once per look and gets the whole
+:class:`Verdict`: the comparison with its secondary metrics and numerics,
+what the test does, and what fails it beyond the time.
 Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.baseline import records as br
@@ -17,15 +21,19 @@ from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
-from pytest_gpuperf.verdict.decide import Comparison, RunStat, decide, with_note
-from pytest_gpuperf.verdict.numerics import NumericsComparison, StoredFingerprint
+from pytest_gpuperf.verdict.decide import PENDING, Comparison, RunStat, decide, outcome, with_note
+from pytest_gpuperf.verdict.numerics import GATE as GATE_NUMERICS
+from pytest_gpuperf.verdict.numerics import OFF, NumericsComparison, StoredFingerprint
 from pytest_gpuperf.verdict.numerics import compare as compare_numerics
-from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy
+from pytest_gpuperf.verdict.numerics import explain as explain_numerics
+from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy, VerdictSettings
 from pytest_gpuperf.verdict.secondary import (
     FIRST_CALL,
+    HIGHER,
     PEAK_MEMORY,
     SecondaryComparison,
     compare_secondary,
+    explain_secondary,
 )
 
 
@@ -60,13 +68,25 @@ def environment_reason(
     return f"{reason} ({check.explanation})", None
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict on one benchmark at one look, as the gate acts on it."""
+
+    comparison: Comparison
+    #: what the test item does (:func:`~pytest_gpuperf.verdict.decide.outcome`)
+    outcome: str
+    #: what fails the test beyond its time: a gated secondary metric, gated numerics
+    failures: tuple[str, ...] = ()
+
+
 class Judge:
     """Verdicts of current results against one baseline.
 
     ``fingerprint_extra`` is what users' plugins add to the environment
-    fingerprint. Each result's match with the baseline is computed once and
-    kept (:meth:`match`) for the verdict, the secondary metrics, the
-    capture and the reports.
+    fingerprint; ``settings`` are the session's verdict settings, over which
+    each result's own (``Result.gate``) apply. Each result's match with the
+    baseline is computed once and kept (:meth:`match`) for the verdict, the
+    secondary metrics, the capture and the reports.
     """
 
     def __init__(
@@ -74,10 +94,12 @@ class Judge:
         baseline: Baseline,
         policy: DecisionPolicy = DEFAULT_POLICY,
         fingerprint_extra: Mapping[str, Any] | None = None,
+        settings: VerdictSettings | None = None,
     ):
         self.baseline = baseline
         self.policy = policy
         self.fingerprint_extra = dict(fingerprint_extra) if fingerprint_extra else None
+        self.settings = settings if settings is not None else VerdictSettings()
         self._matches: dict[tuple[str, str | None], Match] = {}
 
     def match(self, result: Result, fp: Mapping[str, Any] | None = None) -> Match:
@@ -133,6 +155,45 @@ class Judge:
         )
         return with_note(c, note) if note else c
 
+    def verdict(
+        self, result: Result, runs: Sequence[Result], *, last: bool = False, note: str = ""
+    ) -> Verdict:
+        """The verdict on ``runs`` of ``result``'s benchmark (``result`` first, then the runs
+        of fresh processes), with ``note`` added, and, once it is final, its secondary
+        metrics and numerics (:meth:`conclude`)."""
+        c = self.decide(result, [RunStat.from_result(r) for r in runs], last=last)
+        if note:
+            c = with_note(c, note)
+        if not c.final:
+            return Verdict(c, PENDING)
+        return self.conclude(result, c, [r.numerics for r in runs])
+
+    def conclude(
+        self, result: Result, c: Comparison, outputs: Sequence[Sequence[Mapping[str, Any]] | None]
+    ) -> Verdict:
+        """The final comparison ``c`` with the peak memory, the first-call time and the
+        output's numerics (``outputs``: each run's fingerprint) added, what the test does,
+        and the failures of those that are gated (the benchmark's own settings)."""
+        mine = self.settings.for_result(result.gate)
+        who = f"{result.id.display} [{result.id.mode}]"
+        tolerances = {PEAK_MEMORY: mine.memory_tolerance, FIRST_CALL: mine.first_call_tolerance}
+        found = self.secondary(result, tolerances)
+        failures = [
+            f"{who}: {explain_secondary(s)}"
+            for s in found
+            if s.kind == HIGHER and _gated(mine.gate_secondary, s.metric)
+        ]
+        c = replace(c, secondary=tuple(found))
+        if mine.numerics != OFF:
+            numerics = self.numerics(
+                result, outputs, mine.numerics_tolerance, gated=mine.numerics == GATE_NUMERICS
+            )
+            if numerics is not None:
+                c = replace(c, numerics=numerics.to_dict())
+                if numerics.fails:
+                    failures.append(f"{who}: {explain_numerics(numerics)}")
+        return Verdict(c, outcome(c, self.policy.fail_on), tuple(failures))
+
     def secondary(
         self, result: Result, tolerances: Mapping[str, float]
     ) -> list[SecondaryComparison]:
@@ -179,3 +240,12 @@ def _commit(meta: Mapping[str, Any]) -> str | None:
         if isinstance(meta.get(key), str) and meta[key]:
             return str(meta[key])
     return None
+
+
+def _gated(option: str, metric: str) -> bool:
+    """Whether ``--gpuperf-gate-secondary=option`` fails a test on ``metric``."""
+    if option == "all":
+        return True
+    return (option == "memory" and metric == PEAK_MEMORY) or (
+        option == "first-call" and metric == FIRST_CALL
+    )

@@ -21,7 +21,7 @@ import pytest
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.filelock import locked
-from pytest_gpuperf.baseline.fingerprint import fingerprint, fingerprint_id
+from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import (
     MATCH,
     NO_BENCHMARK,
@@ -29,6 +29,7 @@ from pytest_gpuperf.baseline.records import (
     OTHER_POLICY,
     record_from_result,
 )
+from pytest_gpuperf.baseline.schema import fingerprint_id
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import (
     BaselineError,

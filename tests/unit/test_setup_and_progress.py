@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.measure.invocation import Invocation, SetupError
+from pytest_gpuperf.measure.backend import Invocation, SetupError
 from pytest_gpuperf.shell.config import GpuPerfConfig
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
 from pytest_gpuperf.shell.progress import Progress
