@@ -8,10 +8,10 @@ field is a JSON-safe builtin. Statistics are derived from the raw rounds by
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.measure.summary import Summary, summarize
 
 #: Timing backends, as they appear in results and baseline keys.
@@ -168,33 +168,10 @@ class Result:
         d["summary"] = s.to_dict()
         d["tflops"] = self.tflops
         d["gbps"] = self.gbps
-        return _json_safe(d)
+        return json_safe(d)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Result:
         known = {f for f in cls.__dataclass_fields__}
         kwargs = {k: v for k, v in d.items() if k in known and k != "id"}
         return cls(id=BenchId.from_dict(d["id"]), **kwargs)
-
-
-def _json_safe(obj: Any) -> Any:
-    """Plain JSON builtins, recursively: NaN/inf become None, subclasses (torch's
-    ``TorchVersion`` is a str, numpy scalars) their base type, so that the dict
-    survives xdist's channel and ``json.dumps``."""
-    if obj is None or type(obj) in (bool, int, str):
-        return obj
-    if isinstance(obj, bool):
-        return bool(obj)
-    if isinstance(obj, float):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, str):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
-        return _json_safe(obj.item())
-    return str(obj)

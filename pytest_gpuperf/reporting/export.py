@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf import __version__
+from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.summary import quantile
-from pytest_gpuperf.model import Result, _json_safe
+from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
 
 #: The pytest-benchmark JSON version whose shape this follows.
@@ -141,4 +142,4 @@ def pytest_benchmark(
         "version": FORMAT_VERSION,
         "generator": f"pytest-gpuperf {__version__}",
     }
-    return json.dumps(_json_safe(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(json_safe(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

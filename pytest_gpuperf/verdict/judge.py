@@ -17,7 +17,8 @@ from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
-from pytest_gpuperf.verdict.decide import Comparison, RunStat, decide, with_note
+from pytest_gpuperf.verdict.comparison import Comparison
+from pytest_gpuperf.verdict.decide import RunStat, decide, with_note
 from pytest_gpuperf.verdict.numerics import NumericsComparison, StoredFingerprint
 from pytest_gpuperf.verdict.numerics import compare as compare_numerics
 from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy
