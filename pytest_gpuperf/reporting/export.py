@@ -69,7 +69,7 @@ def _stats(rounds: Sequence[float], iterations: int) -> dict[str, Any]:
 
 
 def _benchmark(r: Result) -> dict[str, Any]:
-    c = r.comparison or {}
+    c = r.comparison
     params = dict(r.id.params)
     policy = r.policy or {}
     extra: dict[str, Any] = {
@@ -84,8 +84,8 @@ def _benchmark(r: Result) -> dict[str, Any]:
         "gbps": r.gbps,
         "verdict": v.kind_of(r),
     }
-    if c:
-        extra.update(ratio=c.get("ratio"), baseline_s=c.get("baseline_s"))
+    if c is not None:
+        extra.update(ratio=c.ratio, baseline_s=c.baseline_s)
     name = r.id.display if backend.get(r.id.mode).plain_name else f"{r.id.display}@{r.id.mode}"
     return {
         "group": None,

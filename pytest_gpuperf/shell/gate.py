@@ -299,7 +299,7 @@ class Gate:
 
         c, secondary_failures = self._secondary(r, c)
         c, numerics_failure = self._numerics(r, c, outputs)
-        r.comparison = c.to_dict()
+        r.comparison = c
         out.comparisons[r.id.key] = c
         out.failures += secondary_failures + numerics_failure
         verdict = outcome(c, self.policy.fail_on)
@@ -348,7 +348,7 @@ class Gate:
         found = self.rule.numerics(r, outputs, tolerance, gated=mode == GATE)
         if found is None:
             return c, []
-        c = replace(c, numerics=found.to_dict())
+        c = replace(c, numerics=found)
         return c, [f"{r.id.display} [{r.id.mode}]: {explain(found)}"] if found.fails else []
 
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pytest_gpuperf.jsonsafe import json_safe
+from pytest_gpuperf.verdict.numerics import NumericsComparison
 from pytest_gpuperf.verdict.secondary import SecondaryComparison
 
 REGRESSION = "regression"
@@ -138,11 +139,8 @@ class Comparison:
     figures: tuple[FigureVerdict, ...] = field(default=())
     #: peak memory and first-call time against the same baseline runs (the gate adds them)
     secondary: tuple[SecondaryComparison, ...] = ()
-    #: the output's numerics against the baseline's (a ``numerics.NumericsComparison.to_dict()``;
-    #: the gate adds it)
-    numerics: Mapping[str, Any] | None = None
-    #: what the evidence capture found (``paragraph``, ``details``; the capture adds it)
-    diagnosis: Mapping[str, Any] | None = None
+    #: the output's numerics against the baseline's (the gate adds it; None when not compared)
+    numerics: NumericsComparison | None = None
 
     @property
     def gated(self) -> bool:
@@ -156,11 +154,17 @@ class Comparison:
         return next((f for f in self.figures if f.figure == figure), None)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = json_safe(asdict(self))
+        """JSON builtins: non-finite numbers become null, except the numerics' (their own
+        ``to_dict`` writes them as ``"inf"`` / ``"nan"``)."""
+        d = asdict(self)
+        d["numerics"] = None if self.numerics is None else self.numerics.to_dict()
+        out: dict[str, Any] = json_safe(d)
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Comparison:
+        """Back from :meth:`to_dict` (keys it does not know, such as the ``diagnosis`` that a
+        result's JSON keeps here, are ignored)."""
         kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
         for key in ("reasons", "notes", "environment", "current_runs", "baseline_runs"):
             if key in kw:
@@ -169,4 +173,7 @@ class Comparison:
             kw["figures"] = tuple(FigureVerdict.from_dict(f) for f in kw["figures"] or ())
         if "secondary" in kw:
             kw["secondary"] = tuple(SecondaryComparison.from_dict(x) for x in kw["secondary"] or ())
+        if "numerics" in kw:
+            n = kw["numerics"]
+            kw["numerics"] = NumericsComparison.from_dict(n) if n else None
         return cls(**kw)

@@ -29,6 +29,7 @@ from pytest_gpuperf.artifacts.analysis import diagnose as dg
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.json_report import load_results
 from pytest_gpuperf.shell.capture import capture, standalone_runner
+from pytest_gpuperf.verdict import REGRESSION, Comparison
 from tests.conftest import requires_cuda
 
 pytestmark = requires_cuda
@@ -67,7 +68,9 @@ def test_a_planted_regression_is_diagnosed(
     cur = _measure(nodeid, plant, "never", tmp_path / "cur.json")
     key = cur.id.key
     assert cur.median > 1.03 * base.median, (base.median, cur.median)
-    comparison = {"kind": "regression", "baseline_s": base.median, "current_s": cur.median}
+    comparison = Comparison(
+        kind=REGRESSION, final=True, look=1, looks=1, baseline_s=base.median, current_s=cur.median
+    )
     runner = standalone_runner(nodeid, rootdir=ROOT, device="cuda", env={"GPUPERF_PLANT": plant})
     rep = capture(
         None, nodeid, [cur], {key: comparison}, device="cuda", run_id=f"planted-{plant}",

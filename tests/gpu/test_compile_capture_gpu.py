@@ -28,6 +28,7 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.json_report import load_results
 from pytest_gpuperf.shell import capture
 from pytest_gpuperf.shell.capture import standalone_runner
+from pytest_gpuperf.verdict import REGRESSION, Comparison
 from tests.conftest import requires_cuda
 
 pytestmark = [
@@ -107,7 +108,9 @@ def test_a_compiler_regression_is_named_first(
     assert base.extra["kernels"]["compiled"], base.extra
     cur = _measure(tmp_path, nodeid, plant, "never", tmp_path / "cur.json")
     key = cur.id.key
-    comparison = {"kind": "regression", "baseline_s": base.median, "current_s": cur.median}
+    comparison = Comparison(
+        kind=REGRESSION, final=True, look=1, looks=1, baseline_s=base.median, current_s=cur.median
+    )
     runner = standalone_runner(
         nodeid, rootdir=tmp_path, device="cuda", env={"GPUPERF_PLANT": plant}
     )
