@@ -2,17 +2,23 @@
 
 Pure Python (no torch, no pytest). A :class:`Result` travels from a worker to
 the controller as ``Result.to_dict()`` and is written to JSON files, so every
-field is a JSON-safe builtin. Statistics are derived from the raw rounds by
-:mod:`pytest_gpuperf.measure.summary`; nothing derived is stored as truth.
+field is a JSON-safe builtin, but for the verdict and the diagnosis: typed values,
+dicts only in ``to_dict`` and ``from_dict``. Statistics are derived from the raw
+rounds by :mod:`pytest_gpuperf.measure.summary`; nothing derived is stored as truth.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.measure.summary import Summary, summarize
+
+if TYPE_CHECKING:
+    # Imported where used: the verdict's package imports this module.
+    from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
+    from pytest_gpuperf.verdict.comparison import Comparison
 
 #: Timing backends, as they appear in results and baseline keys.
 MODE_EVENTS = "cuda-events"
@@ -97,10 +103,11 @@ class Result:
     flops: float | None = None
     bytes: float | None = None
     device_name: str | None = None
-    #: NVML telemetry summary, verdict, captured artifacts:
-    #: filled by later stages, JSON-safe dicts.
+    #: NVML telemetry summary and captured artifacts: filled by later stages, JSON-safe dicts
     telemetry: dict[str, Any] | None = None
-    comparison: dict[str, Any] | None = None
+    #: the verdict against the baseline (the gate's, or ``pytest-gpuperf compare``'s, with
+    #: the secondary metrics and numerics); None when not compared
+    comparison: Comparison | None = None
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: the measurement settings that make two results comparable
@@ -131,6 +138,9 @@ class Result:
     #: the numeric fingerprint of one call's output (:mod:`pytest_gpuperf.verdict.numerics`); None
     #: when the function returned no tensor or ``numerics="off"``
     numerics: list[dict[str, Any]] | None = None
+    #: where the time went, from the evidence capture (``--gpuperf-capture``); the JSON keeps
+    #: it as ``comparison["diagnosis"]``. None when not captured
+    diagnosis: Diagnosis | None = None
 
     @property
     def summary(self) -> Summary:
@@ -162,39 +172,39 @@ class Result:
         return self.bytes / self.median / 1e9
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON builtins (the results JSON, xdist's channel): the verdict as
+        ``Comparison.to_dict()`` with the diagnosis under its ``"diagnosis"`` key."""
         d = asdict(self)
         d["id"] = self.id.to_dict()
+        d["comparison"] = self._comparison_dict()
+        del d["diagnosis"]
         s = self.summary
         d["summary"] = s.to_dict()
         d["tflops"] = self.tflops
         d["gbps"] = self.gbps
-        return _json_safe(d)
+        return json_safe(d)
+
+    def _comparison_dict(self) -> dict[str, Any] | None:
+        if self.comparison is None and self.diagnosis is None:
+            return None
+        out = self.comparison.to_dict() if self.comparison is not None else {}
+        out["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis is not None else None
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Result:
-        known = {f for f in cls.__dataclass_fields__}
-        kwargs = {k: v for k, v in d.items() if k in known and k != "id"}
-        return cls(id=BenchId.from_dict(d["id"]), **kwargs)
+        """Back from :meth:`to_dict` (a JSON ``comparison`` without a ``kind`` holds only a
+        diagnosis: no verdict)."""
+        from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
+        from pytest_gpuperf.verdict.comparison import Comparison
 
-
-def _json_safe(obj: Any) -> Any:
-    """Plain JSON builtins, recursively: NaN/inf become None, subclasses (torch's
-    ``TorchVersion`` is a str, numpy scalars) their base type, so that the dict
-    survives xdist's channel and ``json.dumps``."""
-    if obj is None or type(obj) in (bool, int, str):
-        return obj
-    if isinstance(obj, bool):
-        return bool(obj)
-    if isinstance(obj, float):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, str):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
-        return _json_safe(obj.item())
-    return str(obj)
+        known = {f for f in cls.__dataclass_fields__} - {"id", "comparison", "diagnosis"}
+        kwargs = {k: v for k, v in d.items() if k in known}
+        c = d.get("comparison") or {}
+        diagnosis = c.get("diagnosis")
+        return cls(
+            id=BenchId.from_dict(d["id"]),
+            comparison=Comparison.from_dict(c) if "kind" in c else None,
+            diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None,
+            **kwargs,
+        )

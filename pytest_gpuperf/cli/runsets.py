@@ -200,7 +200,7 @@ class Outcome:
     m: int
 
     def kinds(self) -> list[str]:
-        return [str((r.comparison or {}).get("kind")) for r in self.results]
+        return [str(r.comparison.kind if r.comparison is not None else None) for r in self.results]
 
 
 def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None = None) -> Outcome:
@@ -222,7 +222,8 @@ def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None 
         res = copy.deepcopy(own) if own else result_from_record(entry, last, fp)
         res.policy = dict(last.policy)
         c = judge.decide(res, [run_stat(r) for r in same], last=True, fp=fp)
-        res.comparison = c.to_dict()
+        res.comparison = c
+        res.diagnosis = None  # the run file's diagnosis explained another verdict
         results.append(res)
         match = judge.match(res)
         gated += c.gated

@@ -67,7 +67,7 @@ def _num(x: Any) -> Any:
 def row(r: Result) -> dict[str, Any]:
     s = r.summary
     measured = bool(r.rounds)
-    c = r.comparison or {}
+    c = r.comparison
     out: dict[str, Any] = {
         "benchmark": r.id.display,
         "key": r.id.key,
@@ -95,10 +95,10 @@ def row(r: Result) -> dict[str, Any]:
         "stability": r.stability,
         "flags": " | ".join(r.notes),
         "verdict": v.kind_of(r),
-        "ratio": _num(c.get("ratio")),
-        "ratio_low": _num(c.get("ratio_low")),
-        "ratio_high": _num(c.get("ratio_high")),
-        "baseline_s": _num(c.get("baseline_s")),
+        "ratio": _num(c.ratio if c is not None else None),
+        "ratio_low": _num(c.ratio_low if c is not None else None),
+        "ratio_high": _num(c.ratio_high if c is not None else None),
+        "baseline_s": _num(c.baseline_s if c is not None else None),
         "run_id": r.run_id or "",
     }
     for k, x in r.id.params:

@@ -240,9 +240,9 @@ def _notes(c: Comparison) -> list[str]:
 
 def _numerics(c: Comparison) -> list[str]:
     """The output's numerics against the baseline, when they were compared."""
-    if not c.numerics:
+    if c.numerics is None:
         return []
-    from pytest_gpuperf.verdict.numerics import NumericsComparison, explain
+    from pytest_gpuperf.verdict.numerics import explain
 
-    text = explain(NumericsComparison.from_dict(c.numerics))
+    text = explain(c.numerics)
     return [f"  numerics   {text.removeprefix('numerics: ')}"] if text else []

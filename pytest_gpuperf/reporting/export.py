@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf import __version__
+from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.summary import quantile
-from pytest_gpuperf.model import Result, _json_safe
+from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
 
 #: The pytest-benchmark JSON version whose shape this follows.
@@ -68,7 +69,7 @@ def _stats(rounds: Sequence[float], iterations: int) -> dict[str, Any]:
 
 
 def _benchmark(r: Result) -> dict[str, Any]:
-    c = r.comparison or {}
+    c = r.comparison
     params = dict(r.id.params)
     policy = r.policy or {}
     extra: dict[str, Any] = {
@@ -83,8 +84,8 @@ def _benchmark(r: Result) -> dict[str, Any]:
         "gbps": r.gbps,
         "verdict": v.kind_of(r),
     }
-    if c:
-        extra.update(ratio=c.get("ratio"), baseline_s=c.get("baseline_s"))
+    if c is not None:
+        extra.update(ratio=c.ratio, baseline_s=c.baseline_s)
     name = r.id.display if backend.get(r.id.mode).plain_name else f"{r.id.display}@{r.id.mode}"
     return {
         "group": None,
@@ -141,4 +142,4 @@ def pytest_benchmark(
         "version": FORMAT_VERSION,
         "generator": f"pytest-gpuperf {__version__}",
     }
-    return json.dumps(_json_safe(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(json_safe(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -123,10 +123,12 @@ def _summary_table(rows: Sequence[v.Row]) -> str:
 
 def _plots(r: v.Row, hist: BenchHistory | None) -> str:
     res = r.result
-    c = res.comparison or {}
+    c = res.comparison
     comparable = list(hist.comparable) if hist else []
     current_runs = [
-        float(x) for x in (c.get("current_runs") or []) if isinstance(x, (int, float)) and x > 0
+        float(x)
+        for x in (c.current_runs if c is not None else ())
+        if isinstance(x, (int, float)) and x > 0
     ]
     if not current_runs and res.rounds:
         current_runs = [res.median]
@@ -135,8 +137,8 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
         svg.Group(f"baseline ({len(comparable)})", [x.median for x in comparable], svg.BASELINE),
         svg.Group(f"current ({len(current_runs)})", current_runs, svg.CURRENT),
     ]
-    base_s = c.get("baseline_s")
-    reference = float(base_s) if isinstance(base_s, (int, float)) and not comparable else None
+    base_s = c.baseline_s if c is not None else None
+    reference = float(base_s) if base_s is not None and not comparable else None
     caption = "Per-run medians: each dot is one process (run); the verdict compares these."
     if reference is not None:
         caption += " Dashed: the baseline's level."
@@ -337,7 +339,7 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
         f"<h2>{_badge(r.kind, r.label)} {escape(r.name)}</h2>",
         f'<p class="muted">{escape(res.id.nodeid)} · {escape(res.id.mode)}{escape(params)}</p>',
     ]
-    if res.comparison:
+    if res.comparison is not None:
         parts.append(f"<p><strong>{escape(v.summary_line(res))}</strong></p>")
     diag = v.diagnosis(res)
     if diag:

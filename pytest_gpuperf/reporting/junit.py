@@ -31,7 +31,7 @@ def _g(x: float | None) -> str:
 def result_properties(result: Result, prefix: str = PREFIX) -> list[tuple[str, str]]:
     """The properties of one result; names start with ``prefix``."""
     r = v.row(result)
-    c = result.comparison or {}
+    c = result.comparison
     s = result.summary
     props = [
         (f"{prefix}.median", fmt_time(s.median if result.rounds else None)),
@@ -40,9 +40,9 @@ def result_properties(result: Result, prefix: str = PREFIX) -> list[tuple[str, s
         (f"{prefix}.rounds", f"{s.n}x{result.calls_per_round}"),
         (f"{prefix}.verdict", r.label),
     ]
-    if r.kind != v.NOT_COMPARED:
+    if c is not None:
         props += [
-            (f"{prefix}.baseline_s", _g(v._num(c, "baseline_s"))),
+            (f"{prefix}.baseline_s", _g(v._num(c.baseline_s))),
             (f"{prefix}.ratio", _g(r.ratio)),
             (f"{prefix}.change", r.change),
             (f"{prefix}.interval", r.interval),

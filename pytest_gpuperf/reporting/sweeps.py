@@ -58,8 +58,8 @@ def _metric(r: Result, unit: str, seconds: float | None) -> float | None:
 
 
 def _baseline_s(r: Result) -> float | None:
-    b = (r.comparison or {}).get("baseline_s")
-    return float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else None
+    b = r.comparison.baseline_s if r.comparison is not None else None
+    return float(b) if b is not None else None
 
 
 def sweeps(results: Sequence[Result]) -> list[Sweep]:

@@ -89,14 +89,13 @@ _LABELS["no-baseline"] = "no baseline"
 def verdict_cell(r: Result) -> str:
     """``+4.1 % REGRESSION``: the change against the baseline and the verdict, in one cell."""
     c = r.comparison
-    if not c:
+    if c is None:
         return "-"
-    kind = str(c.get("kind", "?"))
+    kind = c.kind
     label = kind.upper() if kind in ("regression", "inconclusive") else _LABELS.get(kind, kind)
-    ratio = c.get("ratio")
-    if not isinstance(ratio, (int, float)) or kind == "no-baseline":
+    if c.ratio is None or kind == "no-baseline":
         return label
-    return f"{_signed(ratio - 1)} {label}"
+    return f"{_signed(c.ratio - 1)} {label}"
 
 
 @dataclass(frozen=True)
@@ -191,8 +190,8 @@ _VERDICT_RANK = {
 
 
 def _ratio(r: Result) -> float:
-    ratio = (r.comparison or {}).get("ratio")
-    return float(ratio) if isinstance(ratio, (int, float)) else -math.inf
+    ratio = r.comparison.ratio if r.comparison is not None else None
+    return float(ratio) if ratio is not None else -math.inf
 
 
 def _throughput(r: Result) -> float:
@@ -205,7 +204,7 @@ def _num(x: float | None) -> float:
 
 SORT_KEYS: dict[str, tuple[Callable[[Result], Any], str]] = {
     "verdict": (
-        lambda r: _VERDICT_RANK.get(str((r.comparison or {}).get("kind")), 6),
+        lambda r: _VERDICT_RANK.get(_kind(r), 6),
         "regressions first, then inconclusive, improvements, ...; collection order within",
     ),
     "collection": (lambda r: 0, "the order the tests ran in"),
@@ -295,7 +294,7 @@ def _tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
-    with_verdict = any(r.comparison for r in results)
+    with_verdict = any(r.comparison is not None for r in results)
     if spec.columns is not None:
         cols = ["name", *(c for c in spec.columns if c != "name")]
     elif spec.verbose:
@@ -408,7 +407,8 @@ NOTABLE = ("regression", "inconclusive", "different-environment", "improvement")
 
 
 def _kind(r: Result) -> str:
-    return str((r.comparison or {}).get("kind"))
+    """The verdict's kind; ``""`` without a verdict."""
+    return r.comparison.kind if r.comparison is not None else ""
 
 
 def _count(n: int) -> str:
@@ -427,7 +427,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     from pytest_gpuperf.reporting.verdicts import explanation, summary_line
 
     spec = spec or TableSpec()
-    judged = [r for r in results if r.comparison]
+    judged = [r for r in results if r.comparison is not None]
     if not judged:
         return []
     mixed = len({r.id.mode for r in results}) > 1
@@ -498,11 +498,11 @@ def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
     from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED, NumericsComparison, explain
 
     spec = spec or TableSpec()
-    found = [
-        (r, NumericsComparison.from_dict(n))
-        for r in results
-        if (n := (r.comparison or {}).get("numerics")) and n.get("kind") in (CHANGED, UNSEEDED)
-    ]
+    found: list[tuple[Result, NumericsComparison]] = []
+    for r in results:
+        n = r.comparison.numerics if r.comparison is not None else None
+        if n is not None and n.kind in (CHANGED, UNSEEDED):
+            found.append((r, n))
     if not found:
         return []
     mixed = len({r.id.mode for r in results}) > 1

@@ -2,8 +2,8 @@
 
 The Markdown summary, the GitHub annotations, the JUnit properties, the
 HTML report and the CLI tables all read ``Result.comparison`` (a
-``verdict.Comparison.to_dict()``) through :func:`rows`, so they order
-benchmarks alike (regressions first) and write the same numbers.
+``verdict.Comparison``) through :func:`rows`, so they order benchmarks alike
+(regressions first) and write the same numbers.
 
 Artifacts are the dicts of ``Result.artifacts``; the keys read here are
 ``path`` (a file or folder, relative to the rootdir or absolute), ``name``
@@ -31,6 +31,7 @@ from pytest_gpuperf.verdict import (
     NO_BASELINE,
     NO_CHANGE,
     REGRESSION,
+    Comparison,
 )
 
 __all__ = [
@@ -122,13 +123,11 @@ class Row:
 
 def kind_of(result: Result) -> str:
     c = result.comparison
-    if not c or not isinstance(c.get("kind"), str):
-        return NOT_COMPARED
-    return str(c["kind"])
+    return NOT_COMPARED if c is None else c.kind
 
 
-def _num(c: Mapping[str, Any], key: str) -> float | None:
-    v = c.get(key)
+def _num(v: float | None) -> float | None:
+    """A finite number, else None (unknown)."""
     if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
         return float(v)
     return None
@@ -139,31 +138,40 @@ def _signed(x: float | None) -> str:
 
 
 def row(result: Result) -> Row:
-    c = result.comparison or {}
-    kind = kind_of(result)
-    ratio, lo, hi = _num(c, "ratio"), _num(c, "ratio_low"), _num(c, "ratio_high")
+    c = result.comparison
+    if c is None:
+        current = result.median if result.rounds else None
+        return Row(
+            result=result,
+            kind=NOT_COMPARED,
+            final=True,
+            ratio=None,
+            change="-",
+            interval="-",
+            baseline=fmt_time(None),
+            current=fmt_time(current),
+            runs="-",
+        )
+    ratio, lo, hi = _num(c.ratio), _num(c.ratio_low), _num(c.ratio_high)
     change = _signed(ratio - 1) if ratio is not None else "-"
     if lo is not None and hi is not None:
-        level = _num(c, "ci_level") or 0.9
+        level = _num(c.ci_level) or 0.9
         interval = f"{_signed(lo - 1)} to {_signed(hi - 1)} ({100 * level:.0f} % CI)"
     else:
         interval = "-"
-    current = _num(c, "current_s")
+    current = _num(c.current_s)
     if current is None and result.rounds:
         current = result.median
-    k, r = c.get("k"), c.get("r")
-    counted = isinstance(k, int) and isinstance(r, int) and kind != NOT_COMPARED
-    runs = f"{k} / {r}" if counted else "-"
     return Row(
         result=result,
-        kind=kind,
-        final=bool(c.get("final", True)),
+        kind=c.kind,
+        final=c.final,
         ratio=ratio,
         change=change,
         interval=interval,
-        baseline=fmt_time(_num(c, "baseline_s")),
+        baseline=fmt_time(_num(c.baseline_s)),
         current=fmt_time(current),
-        runs=runs,
+        runs=f"{c.k} / {c.r}",
     )
 
 
@@ -208,26 +216,24 @@ def headline(rs: Sequence[Row]) -> str:
 def summary_line(result: Result) -> str:
     """One line on the verdict (``verdict`` module's wording), or the median without one."""
     c = result.comparison
-    if not c:
+    if c is None:
         return f"{result.id.display}: {fmt_time(result.median if result.rounds else None)}"
     from pytest_gpuperf.reporting.explain import summary_line as _summary_line
-    from pytest_gpuperf.verdict import Comparison
 
-    return _summary_line(_with_name(Comparison.from_dict(c), result))
+    return _summary_line(_with_name(c, result))
 
 
 def explanation(result: Result) -> str:
     """The verdict's multi-line explanation (the failure text of a regression), or ``""``."""
     c = result.comparison
-    if not c:
+    if c is None:
         return ""
     from pytest_gpuperf.reporting.explain import explain
-    from pytest_gpuperf.verdict import Comparison
 
-    return explain(_with_name(Comparison.from_dict(c), result))
+    return explain(_with_name(c, result))
 
 
-def _with_name(c: Any, result: Result) -> Any:
+def _with_name(c: Comparison, result: Result) -> Comparison:
     from dataclasses import replace
 
     return c if c.name else replace(c, name=result.id.display)
@@ -236,12 +242,14 @@ def _with_name(c: Any, result: Result) -> Any:
 def diagnosis(result: Result) -> list[str]:
     """What the captured artifacts found (where the time went), as lines.
 
-    From the verdict's ``diagnosis`` (a dict with ``paragraph`` and
-    ``details``, or text) and from each artifact's ``summary`` or
+    From the capture's :attr:`~pytest_gpuperf.model.Result.diagnosis` (its
+    paragraph and details) and from each artifact's ``summary`` or
     ``diagnosis`` when it is text or a list of lines.
     """
     lines: list[str] = []
-    for source in [(result.comparison or {}).get("diagnosis"), *result.artifacts]:
+    if result.diagnosis is not None:
+        lines += _lines(result.diagnosis.paragraph) + _lines(result.diagnosis.details)
+    for source in result.artifacts:
         if isinstance(source, Mapping) and ("paragraph" in source or "details" in source):
             lines += _lines(source.get("paragraph"))
             lines += _lines(source.get("details"))

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from pytest_gpuperf.model import Result
     from pytest_gpuperf.shell.settings import RunContext
+    from pytest_gpuperf.verdict.comparison import Comparison
 
 NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
 POLICIES = (NEVER, ON_FAILURE, ALWAYS)
@@ -131,15 +132,15 @@ class CaptureReport:
         """Put the evidence on the test's results for the JSON and the CI reports.
 
         Each result gets the capture's entries in ``Result.artifacts``; a
-        diagnosed one also gets ``Result.comparison["diagnosis"]`` (``paragraph``,
-        ``details``, ``cause``), which :mod:`pytest_gpuperf.reporting` renders.
+        diagnosed one also gets its ``Result.diagnosis``, which
+        :mod:`pytest_gpuperf.reporting` renders.
         """
         entries = self.artifacts()
         for r in results:
             r.artifacts = [*r.artifacts, *entries]
             d = self.diagnoses.get(r.id.key)
             if d is not None:
-                r.comparison = {**(r.comparison or {}), "diagnosis": d.to_dict()}
+                r.diagnosis = d
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,7 +196,7 @@ def capture(
     run: RunContext | None,
     nodeid: str,
     results: Sequence[Result],
-    comparisons: Mapping[str, Any] | None = None,
+    comparisons: Mapping[str, Comparison] | None = None,
     *,
     device: str,
     run_id: str,
@@ -213,8 +214,8 @@ def capture(
     ``run`` is the session (its capture settings, hooks and child processes; ``None``:
     no session). ``settings``: the capture settings when there is no session (default:
     the session's, else the defaults). ``results`` are the test's results;
-    ``comparisons`` maps a benchmark key to its verdict (a ``verdict.Comparison`` or its
-    dict; ``Result.comparison`` is used when absent); ``baselines`` maps a key to its baseline runs
+    ``comparisons`` maps a benchmark key to its verdict (``Result.comparison`` is used when
+    absent); ``baselines`` maps a key to its baseline runs
     (``RunRecord`` objects or their ``extra`` dicts) for the kernel diff.
     ``keys`` are the benchmarks to capture (default: those whose verdict is
     ``regression``, else all of the test's). ``lock`` is the device lock,
@@ -250,7 +251,7 @@ def _capture(
     run: RunContext | None,
     nodeid: str,
     results: Sequence[Result],
-    comparisons: Mapping[str, Any] | None,
+    comparisons: Mapping[str, Comparison] | None,
     *,
     device: str,
     run_id: str,
@@ -303,19 +304,19 @@ def _capture(
 
 
 def _comparisons_of(
-    results: Sequence[Result], comparisons: Mapping[str, Any] | None
-) -> dict[str, Any]:
+    results: Sequence[Result], comparisons: Mapping[str, Comparison] | None
+) -> dict[str, Comparison]:
     """The verdict of each benchmark: those given, else the result's own."""
     out = dict(comparisons or {})
     for r in results:
-        if r.id.key not in out and r.comparison:
+        if r.id.key not in out and r.comparison is not None:
             out[r.id.key] = r.comparison
     return out
 
 
-def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Any]) -> list[str]:
+def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Comparison]) -> list[str]:
     """The benchmarks whose verdict is a regression, else all of the test's."""
-    keys = [k for k, c in comparisons.items() if _get(c, "kind") == "regression"]
+    keys = [k for k, c in comparisons.items() if c.kind == "regression"]
     return keys or [r.id.key for r in results]
 
 
@@ -364,7 +365,7 @@ def _diagnose_all(
     ctx: CaptureContext,
     config: pytest.Config | None,
     results: Sequence[Result],
-    comparisons: Mapping[str, Any],
+    comparisons: Mapping[str, Comparison],
     baselines: Mapping[str, Any] | None,
 ) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
     """The diagnosis of each captured benchmark, and its kernel diff where there is one."""
@@ -451,12 +452,16 @@ def _run_collector(
 
 
 def _evidence(
-    ctx: CaptureContext, key: str, result: Result | None, comparison: Any, baseline_runs: Any
+    ctx: CaptureContext,
+    key: str,
+    result: Result | None,
+    comparison: Comparison | None,
+    baseline_runs: Any,
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     base_inv = ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs)
-    b_s = _get(comparison, "baseline_s")
-    c_s = _get(comparison, "current_s")
+    b_s = comparison.baseline_s if comparison is not None else None
+    c_s = comparison.current_s if comparison is not None else None
     if c_s is None and result is not None and result.rounds:
         c_s = result.median
     ev = Evidence(

@@ -284,7 +284,7 @@ class Gate:
         """Keep ``r``'s settled verdict ``v`` and record the outcome (``against``: what the
         failure's first line adds)."""
         c = v.comparison
-        r.comparison = c.to_dict()
+        r.comparison = c
         out.comparisons[r.id.key] = c
         out.failures += v.failures
         if v.outcome == FAIL:

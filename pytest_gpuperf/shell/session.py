@@ -317,7 +317,7 @@ class GpuPerfSession:
             progress=self.progress,
         )
         if report is not None:
-            report.apply(results)  # Result.artifacts and comparison["diagnosis"]
+            report.apply(results)  # Result.artifacts and Result.diagnosis
         return report
 
     # --- telemetry and NVTX -----------------------------------------

@@ -1,31 +1,34 @@
 """The judgement: is a benchmark slower than its baseline, and how sure are we?
 
 Pure (no pytest, no torch). :mod:`.robust` holds the statistics, :mod:`.policy`
-the settings and noise classes, :mod:`.decide` the rule for one benchmark.
+the settings and noise classes, :mod:`.decide` the rule for one benchmark,
+:mod:`.comparison` the verdict it returns (what results carry and reports read).
 The gate (pytest) and ``pytest-gpuperf compare`` (the CLI) both call
 :func:`decide` and :func:`outcome`.
 """
 
 from __future__ import annotations
 
-from pytest_gpuperf.verdict.decide import (
-    DEVICE,
+from pytest_gpuperf.verdict.comparison import (
     DIFFERENT_ENVIRONMENT,
-    E2E,
-    FAIL,
     GATED_KINDS,
     IMPROVEMENT,
     INCONCLUSIVE,
     KINDS,
     NO_BASELINE,
     NO_CHANGE,
-    PASS,
-    PENDING,
     REGRESSION,
-    TIME,
-    WARN,
     Comparison,
     FigureVerdict,
+)
+from pytest_gpuperf.verdict.decide import (
+    DEVICE,
+    E2E,
+    FAIL,
+    PASS,
+    PENDING,
+    TIME,
+    WARN,
     RunStat,
     classes_for,
     decide,

@@ -21,7 +21,8 @@ from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
-from pytest_gpuperf.verdict.decide import PENDING, Comparison, RunStat, decide, outcome, with_note
+from pytest_gpuperf.verdict.comparison import Comparison
+from pytest_gpuperf.verdict.decide import PENDING, RunStat, decide, outcome, with_note
 from pytest_gpuperf.verdict.numerics import GATE as GATE_NUMERICS
 from pytest_gpuperf.verdict.numerics import OFF, NumericsComparison, StoredFingerprint
 from pytest_gpuperf.verdict.numerics import compare as compare_numerics
@@ -189,7 +190,7 @@ class Judge:
                 result, outputs, mine.numerics_tolerance, gated=mine.numerics == GATE_NUMERICS
             )
             if numerics is not None:
-                c = replace(c, numerics=numerics.to_dict())
+                c = replace(c, numerics=numerics)
                 if numerics.fails:
                     failures.append(f"{who}: {explain_numerics(numerics)}")
         return Verdict(c, outcome(c, self.policy.fail_on), tuple(failures))

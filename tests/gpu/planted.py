@@ -12,6 +12,7 @@ from pathlib import Path
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.json_report import load_results
 from pytest_gpuperf.shell.capture import CaptureReport, capture, standalone_runner
+from pytest_gpuperf.verdict import REGRESSION, Comparison
 
 
 def measure(root: Path, nodeid: str, plant: str, inventory: str, out: Path) -> Result:
@@ -43,7 +44,9 @@ def capture_planted(
     with the plant. The report is printed (``-s``) and written to ``reports/<name>.txt``,
     the capture's folder to ``reports/artifacts``."""
     key = cur.id.key
-    comparison = {"kind": "regression", "baseline_s": base.median, "current_s": cur.median}
+    comparison = Comparison(
+        kind=REGRESSION, final=True, look=1, looks=1, baseline_s=base.median, current_s=cur.median
+    )
     runner = standalone_runner(nodeid, rootdir=root, device="cuda", env={"GPUPERF_PLANT": plant})
     rep = capture(
         None, nodeid, [cur], {key: comparison}, device="cuda", run_id=run_id,

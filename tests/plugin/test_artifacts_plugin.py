@@ -70,6 +70,7 @@ import os
 from pytest_gpuperf.artifacts import CollectorResult
 from pytest_gpuperf.shell.capture import capture
 from pytest_gpuperf.shell.session import SESSION_KEY
+from pytest_gpuperf.verdict import Comparison
 
 
 class Env:
@@ -98,7 +99,10 @@ def pytest_sessionfinish(session):
         return
     base = json.loads((session.config.rootpath / "base.json").read_text())["results"][0]
     (r,) = sess.results
-    comparison = {"kind": "regression", "baseline_s": base["summary"]["median"], "current_s": r.median}
+    comparison = Comparison(
+        kind="regression", final=True, look=1, looks=1,
+        baseline_s=base["summary"]["median"], current_s=r.median,
+    )
     report = capture(
         sess.run, r.id.nodeid, [r], {r.id.key: comparison},
         device="cpu", run_id=sess.run_id, baselines={r.id.key: [{"extra": base["extra"]}]},

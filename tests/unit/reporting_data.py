@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.verdict import Comparison
 
 GPU_ENV: dict[str, Any] = {
     "device": "cuda",
@@ -51,53 +52,35 @@ def comparison(
     final: bool = True,
     reasons: tuple[str, ...] = (),
     environment: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """A ``Comparison.to_dict()`` with plausible numbers (not from the verdict maths)."""
+) -> Comparison:
+    """A verdict with plausible numbers (not from the verdict maths)."""
     no_numbers = kind == "no-baseline" or ratio is None
     current_s = baseline_s * (ratio or 1.0)
-    d: dict[str, Any] = {
-        "kind": kind,
-        "final": final,
-        "look": 3 if final else 1,
-        "looks": 3,
-        "m": 8,
-        "name": None,
-        "k": 0 if kind == "no-baseline" else k,
-        "r": r,
-        "baseline_s": None if kind == "no-baseline" else baseline_s,
-        "current_s": current_s,
-        "ratio": None if no_numbers else ratio,
-        "ratio_low": None if no_numbers else ratio * 0.985,
-        "ratio_high": None if no_numbers else ratio * 1.015,
-        "ci_level": 0.9,
-        "p_slow": None if no_numbers else (1e-6 if kind == "regression" else 0.4),
-        "p_fast": None if no_numbers else 0.6,
-        "alpha": 0.00125,
-        "alpha_family": 0.01,
-        "threshold": 0.03,
-        "threshold_in_force": None if no_numbers else 0.03,
-        "threshold_reason": None if no_numbers else "threshold",
-        "detect": 0.05,
-        "noise": None if no_numbers else 0.008,
-        "noise_runs": None if no_numbers else 0.007,
-        "noise_reason": None if no_numbers else "runs",
-        "noise_floor": None if no_numbers else 0.0025,
-        "prior_noise": None if no_numbers else 0.01,
-        "prior_df": None if no_numbers else 10.0,
-        "prior_df_runner": None if no_numbers else 10.0,
-        "prior_source": None if no_numbers else "pooled",
-        "prior_benchmarks": 0 if no_numbers else 8,
-        "df": None if no_numbers else 25.0,
-        "se": None if no_numbers else 0.006,
-        "resolution": None if no_numbers else 0.041,
-        "runs_needed": None,
-        "p_disagree": None,
-        "reasons": list(reasons),
-        "notes": [],
-        "environment": list(environment),
-        "current_runs": [current_s * f for f in (0.998, 1.0, 1.003)][:r],
-    }
-    return d
+    numbers = None if no_numbers else ratio
+    return Comparison(
+        kind=kind,
+        final=final,
+        look=3 if final else 1,
+        looks=3,
+        k=0 if kind == "no-baseline" else k,
+        r=r,
+        baseline_s=None if kind == "no-baseline" else baseline_s,
+        current_s=current_s,
+        ratio=numbers,
+        ratio_low=None if numbers is None else numbers * 0.985,
+        ratio_high=None if numbers is None else numbers * 1.015,
+        ci_level=0.9,
+        alpha=0.00125,
+        threshold=0.03,
+        threshold_in_force=None if no_numbers else 0.03,
+        threshold_reason=None if no_numbers else "threshold",
+        noise=None if no_numbers else 0.008,
+        se=None if no_numbers else 0.006,
+        resolution=None if no_numbers else 0.041,
+        reasons=reasons,
+        environment=environment,
+        current_runs=tuple(current_s * f for f in (0.998, 1.0, 1.003))[:r],
+    )
 
 
 def result(
@@ -174,7 +157,8 @@ def save_history(root: Any, results: list[Result], runs: int = 6, name: str = "m
         for res in results:
             old = copy.deepcopy(res)
             old.comparison = None
-            level = res.median / ((res.comparison or {}).get("ratio") or 1.0)
+            ratio = res.comparison.ratio if res.comparison is not None else None
+            level = res.median / (ratio or 1.0)
             old.rounds = rounds(level * (1 + 0.004 * (i % 3 - 1)), seed=100 + i)
             old.run_id = f"run-{i}"
             batch.append(old)

@@ -29,6 +29,7 @@ from pytest_gpuperf.artifacts.collectors.process import run_process
 from pytest_gpuperf.artifacts.collectors.torch_trace import TorchTraceCollector
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.shell.capture import baseline_inventory, capture, should_capture
+from pytest_gpuperf.verdict import REGRESSION, Comparison
 
 NODEIDS = [
     "tests/test_mm.py::test_mm[4096x4096x4096-bfloat16]",
@@ -100,7 +101,7 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
     ]
     rep = capture(
         None, "t.py::test_a", [r],
-        {r.id.key: {"kind": "regression", "baseline_s": 0.8e-3, "current_s": 1e-3}},
+        {r.id.key: Comparison(kind=REGRESSION, final=True, look=1, looks=1, baseline_s=0.8e-3, current_s=1e-3)},
         device="cpu", run_id="run1", collectors=cols, artifacts_dir=tmp_path,
     )  # fmt: skip
     assert rep is not None
@@ -124,7 +125,8 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
     assert arts[-1]["collector"] == "manifest" and json.dumps(arts)
     rep.apply([r])
     assert r.artifacts == arts
-    assert r.comparison is not None and r.comparison["diagnosis"]["paragraph"].startswith("test_a")
+    assert r.diagnosis is not None and r.diagnosis.paragraph.startswith("test_a")
+    assert r.comparison is None  # the capture adds no verdict
     from pytest_gpuperf.reporting.verdicts import artifacts, diagnosis
 
     assert diagnosis(r)[0].startswith("test_a is +25.0 % slower")  # what the CI reports show

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
 from pytest_gpuperf.reporting import markdown
 from pytest_gpuperf.reporting import verdicts as v
 from tests.unit.reporting_data import HOSTILE, result, session
@@ -100,12 +101,12 @@ def test_results_without_verdict_and_empty_session() -> None:
 
 def test_capture_entries_and_the_verdict_s_diagnosis() -> None:
     r = result("test_mm[4096-bf16]", kind="regression", ratio=1.08)
-    assert r.comparison is not None
-    r.comparison["diagnosis"] = {
-        "paragraph": "The slowdown is in one kernel: sm90_gemm takes 7 % longer.",
-        "details": ["sm90_gemm  512.0 µs -> 548.2 µs"],
-        "causes": ["kernel"],
-    }
+    r.diagnosis = Diagnosis(
+        r.id.key,
+        paragraph="The slowdown is in one kernel: sm90_gemm takes 7 % longer.",
+        causes=["kernel"],
+        details=["sm90_gemm  512.0 µs -> 548.2 µs"],
+    )
     r.artifacts = [
         {"collector": "nsys", "status": "ok", "reason": None, "files": ["a/nsys/t.nsys-rep"]},
         {"collector": "ncu", "status": "skipped", "reason": "ncu not installed", "files": []},

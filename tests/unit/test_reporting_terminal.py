@@ -136,6 +136,18 @@ def test_no_verdict_column_without_a_baseline() -> None:
     assert "vs baseline" not in text
 
 
+def test_a_diagnosis_without_a_verdict_is_no_verdict() -> None:
+    """--gpuperf-capture=always without a baseline: the capture's diagnosis, no verdict."""
+    from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
+    from pytest_gpuperf.reporting import html
+
+    r = result("test_a", kind=None)
+    r.diagnosis = Diagnosis(r.id.key, "test_a ran 12 kernels.", [])
+    text = render([r])
+    assert "vs baseline" not in text and "verdicts:" not in text
+    assert "test_a ran 12 kernels." in html.render([r])
+
+
 @pytest.mark.parametrize("key", ["verdict", "collection", "name", "median", "throughput"])
 def test_every_sort_key_keeps_every_row(key: str) -> None:
     results = session()

@@ -34,6 +34,7 @@ RINGS: dict[str, str] = {
     "errors": CORE,
     "values": CORE,
     "settings_fields": CORE,
+    "jsonsafe": CORE,
     "verdict": CORE,
     "baseline": CORE,
     "reporting": CORE,

@@ -12,11 +12,20 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
-from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, NO_STEADY_STATE, SHIFT
+from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
+from pytest_gpuperf.model import (
+    MODE_CPU,
+    MODE_EVENTS,
+    MODE_GRAPH,
+    NO_STEADY_STATE,
+    SHIFT,
+    BenchId,
+    Result,
+)
 from pytest_gpuperf.verdict import (
     CLASSES,
     DEFAULT_POLICY,
@@ -38,7 +47,9 @@ from pytest_gpuperf.verdict import (
     needs_confirmation,
     outcome,
 )
+from pytest_gpuperf.verdict.numerics import CHANGED, NumericsComparison
 from pytest_gpuperf.verdict.robust import fast_spread, min_mean, min_var
+from pytest_gpuperf.verdict.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
 
 T = 200e-6
 
@@ -363,6 +374,57 @@ def test_comparison_round_trips_through_json() -> None:
     again = Comparison.from_dict(json.loads(json.dumps(c.to_dict())))
     assert again.kind == c.kind and again.figures[0].figure == "device"
     assert again.ratio == pytest.approx(c.ratio)
+
+
+def _judged_result() -> Result:
+    """A result with every part of a verdict: figures, secondary metrics, numerics (with a
+    non-finite difference), and the capture's diagnosis."""
+    base = [run(T, e2e=T * 2) for _ in range(3)]
+    c = decide(base, [run(T * 1.2, e2e=T * 2.1)], mode=MODE_EVENTS, name="mm")
+    memory = compare_secondary([1e9, 1.01e9], 1.3e9, 0.05, metric=PEAK_MEMORY)
+    first = compare_secondary([0.5], None, 0.5, metric=FIRST_CALL)
+    numerics = NumericsComparison(CHANGED, 1e-3, max_rel=math.inf, where="out sample 3",
+                                  current=-math.inf, baseline=1.0, changes=("out NaN count 0 -> 1",),
+                                  baseline_runs=3, current_runs=1, gated=True)  # fmt: skip
+    r = Result(BenchId("t.py::test_mm", None, MODE_EVENTS), "cuda", [T * 1.2] * 5, 1, 0.5)
+    r.comparison = replace(c, secondary=(memory, first), numerics=numerics)
+    r.diagnosis = Diagnosis(r.id.key, "mm is 20 % slower.", ["kernel-slower"], ["gemm +20 %"])
+    return r
+
+
+def test_a_result_s_verdict_is_typed_and_becomes_a_dict_only_in_its_json() -> None:
+    r = _judged_result()
+    d = json.loads(json.dumps(r.to_dict(), allow_nan=False))
+    c = d["comparison"]
+    # the JSON keeps its shape: every field of the verdict, the diagnosis beside them
+    assert list(c) == [f.name for f in fields(Comparison)] + ["diagnosis"]
+    assert "diagnosis" not in d
+    assert c["numerics"]["max_rel"] == "inf" and c["numerics"]["current"] == "-inf"
+    assert c["secondary"][0]["metric"] == PEAK_MEMORY and c["secondary"][0]["kind"] == "higher"
+    assert c["diagnosis"] == {
+        "key": r.id.key, "cause": "kernel-slower", "causes": ["kernel-slower"],
+        "paragraph": "mm is 20 % slower.", "details": ["gemm +20 %"],
+    }  # fmt: skip
+    again = Result.from_dict(d)
+    assert again.comparison == r.comparison and again.diagnosis == r.diagnosis
+    assert isinstance(again.comparison, Comparison)
+    assert again.comparison.numerics is not None and again.comparison.numerics.fails
+    assert json.loads(json.dumps(again.to_dict())) == d
+
+
+def test_a_result_without_verdict_or_diagnosis_and_one_with_a_diagnosis_alone() -> None:
+    r = _judged_result()
+    r.comparison, r.diagnosis = None, None
+    assert r.to_dict()["comparison"] is None
+    assert Result.from_dict(r.to_dict()).comparison is None
+    r.diagnosis = Diagnosis(r.id.key, "captured without a baseline", [])
+    d = r.to_dict()
+    assert d["comparison"] == {"diagnosis": r.diagnosis.to_dict()}
+    again = Result.from_dict(d)
+    assert again.comparison is None and again.diagnosis == r.diagnosis
+    r.comparison = _judged_result().comparison
+    r.diagnosis = None
+    assert r.to_dict()["comparison"]["diagnosis"] is None
 
 
 def test_policy_validation_and_settings() -> None:

@@ -116,6 +116,9 @@ class Evidence:
 
 @dataclass
 class Diagnosis:
+    """What the evidence capture found for one benchmark (``key``): the paragraph that
+    opens the failure message, the causes (most likely first), the details under it."""
+
     key: str
     paragraph: str
     causes: list[str]
@@ -141,6 +144,17 @@ class Diagnosis:
             "paragraph": self.paragraph,
             "details": list(self.details),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Diagnosis:
+        """Back from :meth:`to_dict` (``cause`` is the first of ``causes``)."""
+        causes = d.get("causes") or ([d["cause"]] if d.get("cause") else [])
+        return cls(
+            key=str(d.get("key") or ""),
+            paragraph=str(d.get("paragraph") or ""),
+            causes=[str(c) for c in causes],
+            details=[str(x) for x in d.get("details") or ()],
+        )
 
 
 @dataclass

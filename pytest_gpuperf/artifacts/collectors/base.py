@@ -21,6 +21,7 @@ from pytest_gpuperf.settings_fields import option
 
 if TYPE_CHECKING:
     from pytest_gpuperf.model import Result
+    from pytest_gpuperf.verdict.comparison import Comparison
 
 OK = "ok"
 SKIPPED = "skipped"
@@ -139,7 +140,8 @@ class CaptureContext:
     device: str
     keys: Sequence[str]
     results: Sequence[Result] = ()
-    comparisons: Mapping[str, Any] = field(default_factory=dict)
+    #: the verdict of each benchmark of the test, by key
+    comparisons: Mapping[str, Comparison] = field(default_factory=dict)
     #: the session's ``pytest.Config`` (``None`` outside a session), for a collector of a
     #: conftest; the built-in collectors get what they need in the fields below
     config: Any = None

@@ -1,0 +1,34 @@
+"""JSON-safe builtins: what a result, a verdict and an export become before they travel.
+
+Pure Python, imports nothing of the package: :mod:`pytest_gpuperf.model` (results) and
+:mod:`pytest_gpuperf.verdict.comparison` (verdicts) both write through :func:`json_safe`,
+and neither imports the other for it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def json_safe(obj: Any) -> Any:
+    """Plain JSON builtins, recursively: NaN/inf become None, subclasses (torch's
+    ``TorchVersion`` is a str, numpy scalars) their base type, so that the dict
+    survives xdist's channel and ``json.dumps``."""
+    if obj is None or type(obj) in (bool, int, str):
+        return obj
+    if isinstance(obj, bool):
+        return bool(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
+        return json_safe(obj.item())
+    return str(obj)
