@@ -41,7 +41,9 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """About ``n`` round tick values covering ``[lo, hi]`` (1, 2, 2.5, 5 times a power of ten)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return []
-    if hi <= lo:
+    if hi - lo <= 1e-9 * max(abs(lo), abs(hi)):
+        # equal, or a float step or two apart: a step that small would not move the tick
+        # (``t += step`` leaves ``t`` unchanged) and the axis has one value anyway
         return [lo]
     raw = (hi - lo) / max(n - 1, 1)
     mag = 10 ** math.floor(math.log10(raw))

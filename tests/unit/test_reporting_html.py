@@ -84,6 +84,16 @@ def test_nice_ticks() -> None:
     assert svg.nice_ticks(1.0, 1.0) == [1.0]
 
 
+def test_nice_ticks_of_medians_one_float_step_apart_end() -> None:
+    # a run file compared with a copy of itself: its medians differ in the last bit, and the
+    # tick step was too small to move a tick, so the loop never ended
+    lo = 0.0006510799999999998
+    hi = 0.00065108
+    assert lo < hi
+    assert svg.nice_ticks(lo, hi) == [lo]
+    assert svg.nice_ticks(1e-3, 1e-3 * (1 + 1e-12)) == [1e-3]
+
+
 def test_tick_labels_are_short_and_exact() -> None:
     assert svg.time_tick_labels([2e-3, 4e-3, 6e-3, 8e-3]) == ["2 ms", "4 ms", "6 ms", "8 ms"]
     assert svg.time_tick_labels([2.5e-4, 5e-4, 7.5e-4, 1e-3]) == [
