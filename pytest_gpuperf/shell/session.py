@@ -1,9 +1,11 @@
 """The plugin object of one pytest session: selection, the fixture's context, results, output.
 
-Registered by :mod:`pytest_gpuperf.plugin` in ``pytest_configure``. Results
-travel from the process that measured them to the controller on the test
-report (``report.gpuperf``), which pytest-xdist serialises as it is; only
-the controller (a process without ``workerinput``) writes files.
+Registered by :mod:`pytest_gpuperf.plugin` in ``pytest_configure``. In one
+process, results stay the objects the fixture and the gate made, from the test
+to the session's end. From an xdist worker they travel to the controller as
+plain dicts on the test report (``report.gpuperf``), which pytest-xdist
+serialises as it is; only the controller (a process without ``workerinput``)
+writes files.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ class GpuPerfSession:
         self.settings = run.settings
         self.device: str | None = None
         self.results: list[Result] = []
+        #: this process's results of a test between its report and the report's logging,
+        #: by node id (a worker's go on the report instead)
+        self._reported: dict[str, tuple[list[Result], bool]] = {}
         #: results of tests that did not pass: reported, never saved
         self.not_saved: list[Result] = []
         workerinput = getattr(config, "workerinput", {})
@@ -445,18 +450,29 @@ class GpuPerfSession:
             item.user_properties.extend(junit_properties(results))
         report = yield
         if results:
-            setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
-            if item.stash.get(DID_NOT_PASS_KEY, False):
-                setattr(report, NOT_SAVED_ATTR, True)
+            not_saved = item.stash.get(DID_NOT_PASS_KEY, False)
+            if is_worker(self.config):  # the controller reads them from the report
+                setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
+                if not_saved:
+                    setattr(report, NOT_SAVED_ATTR, True)
+            else:
+                self._reported[report.nodeid] = (list(results), not_saved)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, REPORT_ATTR, None)
-        if report.when == "call" and data:
+        if report.when != "call":
+            return
+        mine = self._reported.pop(report.nodeid, None)
+        if mine is not None:
+            results, not_saved = mine
+        elif data := getattr(report, REPORT_ATTR, None):  # from an xdist worker
             results = [Result.from_dict(d) for d in data]
-            self.results.extend(results)
-            if getattr(report, NOT_SAVED_ATTR, False):
-                self.not_saved.extend(results)
+            not_saved = bool(getattr(report, NOT_SAVED_ATTR, False))
+        else:
+            return
+        self.results.extend(results)
+        if not_saved:
+            self.not_saved.extend(results)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         """The settings, for the xdist controller only: a process that collects says more

@@ -265,3 +265,37 @@ def test_throughput_from_callables_of_parameters(pytester: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(
         ["*flops= of test_bad_callable is a callable of the test's parameters*'size'*", "*GB/s*"]
     )
+
+
+def test_in_one_process_the_session_keeps_the_results_the_test_made(
+    pytester: pytest.Pytester,
+) -> None:
+    """Without xdist nothing is turned into a dict and back: the session's results are the
+    objects the fixture made (the same Result, and its typed comparison)."""
+    pytester.makeconftest(
+        """
+        import pytest
+        from pytest_gpuperf.shell.session import RESULTS_KEY
+
+        made = []
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_call(item):
+            out = yield
+            made.extend(item.stash[RESULTS_KEY])
+            return out
+
+        def pytest_gpuperf_session_finish(config, results):
+            same = [any(r is m for m in made) for r in results]
+            print(f"RESULTS {len(results)} SAME {sum(same)}")
+        """
+    )
+    pytester.makepyfile(
+        """
+        def test_a(gpu_bench):
+            gpu_bench(lambda: sum(range(50)))
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s", *FAST)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*RESULTS 1 SAME 1*"])
