@@ -209,7 +209,7 @@ def gpu_sections(
     """The GPU measurements; ``smoke``: the same flow on the CPU with tiny work (no figures)."""
     import torch
 
-    from pytest_gpuperf.measure.backend import make_timer
+    from pytest_gpuperf.measure.backend import Invocation, make_timer
     from pytest_gpuperf.measure.policy import MeasurePolicy
 
     dev = "cpu" if smoke else "cuda"
@@ -232,7 +232,7 @@ def gpu_sections(
     }
     timers = {}
     for name, (mode, fn, args, pol) in work.items():
-        t = make_timer(MODE_CPU if smoke else mode, fn, args, {}, pol)
+        t = make_timer(MODE_CPU if smoke else mode, Invocation(fn, args), pol)
         t.first_call()
         t.prepare()
         timers[name] = (pol, t)

@@ -8,11 +8,13 @@ device it runs on and the settings that select it, how its timer is made, the
 settings that make two of its results comparable, its noise class for the
 verdict, the remedy for a noisy result, and what the reports do with it.
 
-A new backend is one module with its timer and a factory, plus one
-:func:`register` call (the built-in ones are at the end of this module; a
-plugin or a conftest may register its own). Pure Python: the verdict and the
-reports read the descriptions; a built-in mode's factory is a dotted path
-(``"module:function"``) imported only when a timer is made, so torch is not.
+A new backend is one module with its timer and a factory
+(:class:`TimerFactory`: ``factory(call, policy)``, ``call`` the benchmark's
+:class:`Invocation`), plus one :func:`register` call (the built-in ones are at
+the end of this module; a plugin or a conftest may register its own). Pure
+Python: the verdict and the reports read the descriptions; a built-in mode's
+factory is a dotted path (``"module:function"``) imported only when a timer is
+made, so torch is not.
 
 ``gpu_bench(fn, *args, setup=make)`` runs ``make()`` before every call of
 ``fn``, untimed, as pytest-benchmark's ``pedantic(setup=...)`` does
@@ -158,15 +160,17 @@ class Invocation:
 
 
 class TimerFactory(Protocol):
-    def __call__(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        policy: MeasurePolicy,
-        *,
-        setup: Callable[[], Any] | None = None,
-    ) -> Timer: ...
+    """Makes a mode's timer (:attr:`Mode.factory`): ``factory(call, policy) -> Timer``.
+
+    ``call`` is the benchmark's :class:`Invocation`, made once by the fixture and
+    given to the factory of each of its modes in turn, then to the after-measure
+    hooks; ``policy`` is its resolved :class:`MeasurePolicy`. The timer calls
+    ``call.prepare()`` outside its timed region before each call it makes (a no-op
+    without ``setup=``), or leaves ``call()`` to prepare itself. A factory that
+    cannot time ``call`` (e.g. CUDA-graph replay with ``call.has_setup``) raises.
+    """
+
+    def __call__(self, call: Invocation, policy: MeasurePolicy) -> Timer: ...
 
 
 #: Settings that make any two results comparable, whatever their mode (stored with each).
@@ -182,7 +186,8 @@ class Mode:
     device: str
     #: whether a benchmark with this policy is measured in this mode (on its device)
     selected: Callable[[MeasurePolicy], bool]
-    #: makes its timer: a callable, or "module:function", imported when a timer is made
+    #: makes its timer (:class:`TimerFactory`): a callable, or "module:function", imported
+    #: when a timer is made
     factory: str | TimerFactory
     #: MeasurePolicy fields that make two results comparable, beyond :data:`COMPARABLE`
     comparable: tuple[str, ...] = ()
@@ -212,20 +217,13 @@ class Mode:
         rec.update(self.record)
         return rec
 
-    def make_timer(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        policy: MeasurePolicy,
-        *,
-        setup: Callable[[], Any] | None = None,
-    ) -> Timer:
+    def make_timer(self, call: Invocation, policy: MeasurePolicy) -> Timer:
+        """A timer of this mode for ``call`` (its factory imported first if a path)."""
         factory = self.factory
         if isinstance(factory, str):
             module, _, attr = factory.partition(":")
             factory = getattr(importlib.import_module(module), attr)
-        return factory(fn, args, kwargs, policy, setup=setup)
+        return factory(call, policy)
 
 
 #: The registered modes, by name, in the order a benchmark measured in several runs them.
@@ -264,17 +262,9 @@ def modes_for(device: str, policy: MeasurePolicy) -> list[Mode]:
     return [m for m in MODES.values() if m.device == device and m.selected(policy)]
 
 
-def make_timer(
-    mode: str,
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    policy: MeasurePolicy,
-    *,
-    setup: Callable[[], Any] | None = None,
-) -> Timer:
-    """A timer of mode ``mode`` for ``fn(*args, **kwargs)``."""
-    return get(mode).make_timer(fn, args, kwargs, policy, setup=setup)
+def make_timer(mode: str, call: Invocation, policy: MeasurePolicy) -> Timer:
+    """A timer of mode ``mode`` for ``call`` (``fn(*args, **kwargs)``)."""
+    return get(mode).make_timer(call, policy)
 
 
 def policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:

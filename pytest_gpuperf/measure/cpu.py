@@ -22,16 +22,10 @@ class CpuTimer:
 
     mode = "cpu"
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        setup: Callable[[], Any] | None = None,
-    ):
+    def __init__(self, call: Invocation):
         #: with setup=: fresh arguments before each call (prepared outside the timed region)
-        self._setup = Invocation(fn, args, kwargs, setup) if setup is not None else None
+        self._setup = call if call.has_setup else None
+        fn, args, kwargs = call.fn, call.args, call.kwargs
         # Without setup, a plain closure: no extra work per timed call.
         self._call: Callable[[], Any] = (
             self._setup if self._setup is not None else (lambda: fn(*args, **kwargs))
@@ -81,13 +75,6 @@ class CpuTimer:
         pass
 
 
-def make_cpu_timer(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    policy: MeasurePolicy,
-    *,
-    setup: Callable[[], Any] | None = None,
-) -> Timer:
-    """The factory of the ``cpu`` mode (:mod:`.backend`)."""
-    return CpuTimer(fn, args, kwargs, setup=setup)
+def make_cpu_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
+    """The factory of the ``cpu`` mode (:class:`.backend.TimerFactory`)."""
+    return CpuTimer(call)

@@ -44,21 +44,16 @@ def l2_flush_bytes(device: Any = None) -> int:
 
 
 class _CudaTimerBase:
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        setup: Callable[[], Any] | None = None,
-    ):
+    def __init__(self, call: Invocation):
         import torch
 
         self._torch = torch
+        fn, args, kwargs = call.fn, call.args, call.kwargs
         self._fn = fn
         #: with setup=: fresh arguments before each call (prepare() outside the timed region)
-        self._inv = Invocation(fn, args, kwargs, setup)
-        self._has_setup = setup is not None
-        self._call = (lambda: fn(*args, **kwargs)) if setup is None else self._inv
+        self._inv = call
+        self._has_setup = call.has_setup
+        self._call = call if call.has_setup else (lambda: fn(*args, **kwargs))
         self._events: tuple[list[Any], list[Any]] = ([], [])
         self._reserved = 0  # bytes we allocated ourselves, left out of peak memory
 
@@ -119,19 +114,10 @@ class CudaEventsTimer(_CudaTimerBase):
     #: tries of one device round whose host was not hidden
     TRIES = 3
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        l2_flush: bool = True,
-        hide_host: bool = True,
-        setup: Callable[[], Any] | None = None,
-    ):
+    def __init__(self, call: Invocation, *, l2_flush: bool = True, hide_host: bool = True):
         from pytest_gpuperf.measure.host_hiding import HostHiding
 
-        super().__init__(fn, args, kwargs, setup)
+        super().__init__(call)
         self.l2_flush = l2_flush
         self.hide_host = hide_host
         self.hiding = HostHiding(hideable=hide_host)
@@ -393,16 +379,10 @@ class CudaGraphTimer(_CudaTimerBase):
 
     mode = "cuda-graph"
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        round_ms: float = 5.0,
-        graph_calls: int = 1000,
-    ):
-        super().__init__(fn, args, kwargs)
+    def __init__(self, call: Invocation, *, round_ms: float = 5.0, graph_calls: int = 1000):
+        if call.has_setup:  # GpuBench.measure refuses this first, with the remedy
+            raise GpuPerfError("setup= cannot be measured with CUDA-graph replay")
+        super().__init__(call)
         self.round_ms = round_ms
         self.graph_calls = graph_calls
         self.calls_per_graph = 0
@@ -487,29 +467,11 @@ class CudaGraphTimer(_CudaTimerBase):
             self._graph = None
 
 
-def make_events_timer(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    policy: MeasurePolicy,
-    *,
-    setup: Callable[[], Any] | None = None,
-) -> Timer:
-    """The factory of the ``cuda-events`` mode (:mod:`.backend`)."""
-    return CudaEventsTimer(fn, args, kwargs, l2_flush=policy.l2_flush, setup=setup)
+def make_events_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
+    """The factory of the ``cuda-events`` mode (:class:`.backend.TimerFactory`)."""
+    return CudaEventsTimer(call, l2_flush=policy.l2_flush)
 
 
-def make_graph_timer(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    policy: MeasurePolicy,
-    *,
-    setup: Callable[[], Any] | None = None,
-) -> Timer:
-    """The factory of the ``cuda-graph`` mode (:mod:`.backend`)."""
-    if setup is not None:  # GpuBench.measure refuses this first, with the remedy
-        raise GpuPerfError("setup= cannot be measured with CUDA-graph replay")
-    return CudaGraphTimer(
-        fn, args, kwargs, round_ms=policy.round_ms, graph_calls=policy.graph_calls
-    )
+def make_graph_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
+    """The factory of the ``cuda-graph`` mode (:class:`.backend.TimerFactory`)."""
+    return CudaGraphTimer(call, round_ms=policy.round_ms, graph_calls=policy.graph_calls)

@@ -231,11 +231,11 @@ class GpuBench:
                 f"{type(setup).__name__} {setup!r:.80}; e.g. setup=lambda: ((x0.clone(),), {{}})"
             )
         self._names.add(name)
-        fn_kwargs = dict(kwargs or {})
+        # What every mode's timer and the after-measure hooks call: made once.
+        call = backend.Invocation(fn, tuple(args), dict(kwargs or {}), setup)
         if ctx.disabled:
-            once = backend.Invocation(fn, tuple(args), fn_kwargs, setup)
-            once.prepare()
-            return once()
+            call.prepare()
+            return call()
 
         settings = ctx.config.resolve(
             ctx.marker,
@@ -255,18 +255,12 @@ class GpuBench:
                 "(CUDA events: setup runs untimed before each call), or drop setup= if fn does not "
                 "change its inputs."
             )
-        return self._run(fn, tuple(args), fn_kwargs, name, settings, setup)
+        return self._run(call, name, settings)
 
     # --- internals -------------------------------------------------------
 
     def _run(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        name: str | None,
-        settings: Mapping[str, Setting],
-        setup: Callable[[], Any] | None = None,
+        self, call: backend.Invocation, name: str | None, settings: Mapping[str, Setting]
     ) -> Any:
         __tracebackhide__ = True
         ctx = self._ctx
@@ -276,7 +270,7 @@ class GpuBench:
         oom: str | None = None
         out: Any = None
         try:
-            out = self._measure_modes(fn, args, kwargs, name, plan, setup)
+            out = self._measure_modes(call, name, plan)
         except Exception as e:
             if not is_oom(e):
                 raise
@@ -308,27 +302,17 @@ class GpuBench:
             modes=backend.modes_for(ctx.device, mine.measure),
         )
 
-    def _measure_modes(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        name: str | None,
-        plan: _Plan,
-        setup: Callable[[], Any] | None = None,
-    ) -> Any:
+    def _measure_modes(self, call: backend.Invocation, name: str | None, plan: _Plan) -> Any:
         __tracebackhide__ = True
         ctx = self._ctx
         first = _FirstCall()
         policy, env = plan.policy, plan.env
-        # The after-measure hooks' call of fn, made only where there are hooks.
-        make_call = functools.partial(backend.Invocation, fn, args, kwargs, setup)
         for mode in plan.modes:
             bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
             record = mode.policy_record(policy)
-            timer = mode.make_timer(fn, args, kwargs, policy, setup=setup)
+            timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
-            got = self._measure_mode(timer, bid, who, plan, first, make_call)
+            got = self._measure_mode(timer, bid, who, plan, first, call)
             result = Result(
                 id=bid,
                 device=ctx.device,
@@ -367,7 +351,7 @@ class GpuBench:
         who: str,
         plan: _Plan,
         first: _FirstCall,
-        make_call: Callable[[], Callable[[], Any]],
+        call: backend.Invocation,
     ) -> _Measured:
         """Measure one mode under the device lock: the first call (once per benchmark), the
         rounds with their probes, then the after-measure hooks; the timer is closed after."""
@@ -393,7 +377,7 @@ class GpuBench:
                 host = timer.host_time(len(raw.rounds))
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
-            extra = self._after_measure(bid, who, make_call, raw.rounds)
+            extra = self._after_measure(bid, who, call, raw.rounds)
         return _Measured(first_s, raw, telemetry, hidden, host, wall, peak, extra)
 
     def _first_call(
@@ -441,14 +425,13 @@ class GpuBench:
         self,
         bid: BenchId,
         who: str,
-        make_call: Callable[[], Callable[[], Any]],
+        call: backend.Invocation,
         rounds: list[float],
     ) -> dict[str, Any]:
         """Run the after-measure hooks (kernel inventory, capture child); never raise.
 
-        ``make_call()`` gives the call they get: it calls fn once; with ``setup=`` it is
-        an :class:`~pytest_gpuperf.measure.backend.Invocation` whose ``prepare()`` the
-        hooks run outside their profiled ranges.
+        ``call`` is the call they get: calling it calls fn once; with ``setup=``, the
+        hooks run its ``prepare()`` outside their profiled ranges.
         """
         if self._after is None:
             from pytest_gpuperf.artifacts.collectors.child import measure_hooks
@@ -457,7 +440,6 @@ class GpuBench:
         if not self._after:
             return {}
         per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
-        call = make_call()
         out: dict[str, Any] = {}
         with self._ctx.progress(f"{who}: profiling a few calls (kernel inventory)"):
             for hook in self._after:

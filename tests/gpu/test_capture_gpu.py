@@ -77,6 +77,7 @@ def test_an_inventory_pass_leaves_later_measurements_alone() -> None:
 
     from pytest_gpuperf.artifacts.collectors.child import InventoryHook
     from pytest_gpuperf.measure import engine
+    from pytest_gpuperf.measure.backend import Invocation
     from pytest_gpuperf.measure.cuda import CudaEventsTimer
     from pytest_gpuperf.measure.policy import MeasurePolicy
     from pytest_gpuperf.model import BenchId
@@ -88,7 +89,7 @@ def test_an_inventory_pass_leaves_later_measurements_alone() -> None:
             x.add_(1)
 
     def median() -> float:
-        timer = CudaEventsTimer(launch_bound, (), {}, l2_flush=False)
+        timer = CudaEventsTimer(Invocation(launch_bound), l2_flush=False)
         timer.first_call()
         timer.prepare()
         raw = engine.run(timer, MeasurePolicy())

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from pytest_gpuperf.measure import engine
+from pytest_gpuperf.measure.backend import Invocation, Timer
 from pytest_gpuperf.measure.cuda import CudaEventsTimer, CudaGraphTimer
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from tests.conftest import requires_cuda
@@ -15,7 +18,7 @@ from tests.conftest import requires_cuda
 pytestmark = requires_cuda
 
 
-def _median(timer, **policy) -> float:
+def _median(timer: Timer, **policy: Any) -> float:
     timer.first_call()
     timer.prepare()
     raw = engine.run(timer, MeasurePolicy(**policy))
@@ -30,7 +33,7 @@ def test_events_agree_with_hand_written_event_timing() -> None:
     import torch
 
     x = torch.randn(64 * 2**20, device="cuda")
-    ours = _median(CudaEventsTimer(x.mul_, (1.0,), {}, l2_flush=True))
+    ours = _median(CudaEventsTimer(Invocation(x.mul_, (1.0,)), l2_flush=True))
     flush = torch.empty(128 * 2**20 // 4, dtype=torch.int32, device="cuda")
     refs = []
     for _ in range(10):
@@ -51,7 +54,7 @@ def test_events_agree_with_hand_written_event_timing() -> None:
     assert ours == pytest.approx(ref, rel=0.02)
 
 
-def _raw(timer, **policy):
+def _raw(timer: Timer, **policy: Any) -> tuple[engine.RawMeasurement, bool | None]:
     timer.first_call()
     timer.prepare()
     raw = engine.run(timer, MeasurePolicy(**policy))
@@ -60,7 +63,7 @@ def _raw(timer, **policy):
     return raw, hidden
 
 
-def _kernel_time(fn, calls: int = 50) -> float:
+def _kernel_time(fn: Callable[[], Any], calls: int = 50) -> float:
     """GPU time of one call's kernels, summed, from torch.profiler (seconds)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -80,8 +83,8 @@ def test_graph_replay_approaches_kernel_time_for_a_tiny_op() -> None:
     import torch
 
     x = torch.zeros(2**20, device="cuda")
-    graph = _median(CudaGraphTimer(x.add_, (1,), {}))
-    raw, _ = _raw(CudaEventsTimer(x.add_, (1,), {}, l2_flush=False))
+    graph = _median(CudaGraphTimer(Invocation(x.add_, (1,))))
+    raw, _ = _raw(CudaEventsTimer(Invocation(x.add_, (1,)), l2_flush=False))
     e2e = statistics.median(raw.e2e_rounds)
     kernel = _kernel_time(lambda: x.add_(1))
     print(f"graph {graph * 1e6:.2f} us, e2e {e2e * 1e6:.2f} us, kernel {kernel * 1e6:.2f} us")
@@ -101,7 +104,7 @@ def test_device_figure_hides_the_host_of_launch_bound_work() -> None:
             x.add_(1)
 
     for flush in (True, False):
-        raw, hidden = _raw(CudaEventsTimer(launches, (), {}, l2_flush=flush))
+        raw, hidden = _raw(CudaEventsTimer(Invocation(launches), l2_flush=flush))
         device = statistics.median(raw.rounds)
         e2e = statistics.median(raw.e2e_rounds)
         kernel = _kernel_time(launches)
@@ -125,7 +128,7 @@ def test_a_function_that_waits_for_the_gpu_is_measured_and_flagged() -> None:
 
     x = torch.ones(2**20, device="cuda")
     t = time.perf_counter()
-    raw, hidden = _raw(CudaEventsTimer(lambda: x.sum().item(), (), {}, l2_flush=True))
+    raw, hidden = _raw(CudaEventsTimer(Invocation(lambda: x.sum().item()), l2_flush=True))
     wall = time.perf_counter() - t
     print(f"device {statistics.median(raw.rounds) * 1e6:.2f} us, "
           f"e2e {statistics.median(raw.e2e_rounds) * 1e6:.2f} us, {wall:.2f} s")  # fmt: skip
@@ -143,7 +146,7 @@ def test_a_long_call_with_many_kernels_is_hidden_despite_the_launch_queue() -> N
         for _ in range(300):
             x.add_(1)
 
-    raw, hidden = _raw(CudaEventsTimer(many, (), {}, l2_flush=False))
+    raw, hidden = _raw(CudaEventsTimer(Invocation(many), l2_flush=False))
     device = statistics.median(raw.rounds)
     e2e = statistics.median(raw.e2e_rounds)
     kernel = _kernel_time(many, calls=5)
@@ -159,8 +162,8 @@ def test_l2_flush_slows_work_whose_data_fits_in_l2() -> None:
     import torch
 
     x = torch.randn(8 * 2**20, device="cuda")
-    hot = _median(CudaEventsTimer(x.mul_, (1.0,), {}, l2_flush=False))
-    cold = _median(CudaEventsTimer(x.mul_, (1.0,), {}, l2_flush=True))
+    hot = _median(CudaEventsTimer(Invocation(x.mul_, (1.0,)), l2_flush=False))
+    cold = _median(CudaEventsTimer(Invocation(x.mul_, (1.0,)), l2_flush=True))
     print(f"hot {hot * 1e6:.2f} us, cold {cold * 1e6:.2f} us")
     assert cold > hot
 

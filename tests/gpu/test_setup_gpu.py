@@ -12,6 +12,7 @@ import pytest
 
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.measure import engine
+from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.cuda import CudaEventsTimer
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.shell.config import GpuPerfConfig
@@ -60,7 +61,8 @@ def test_setup_gpu_work_is_not_timed(l2_flush: bool) -> None:
 
     big = torch.empty(BIG, device="cuda")
     x = torch.ones(N, device="cuda")
-    timer = CudaEventsTimer(x.mul_, (1.0,), {}, l2_flush=l2_flush, setup=lambda: big.fill_(1.0))
+    call = Invocation(x.mul_, (1.0,), setup=lambda: big.fill_(1.0))
+    timer = CudaEventsTimer(call, l2_flush=l2_flush)
     timer.first_call()
     timer.prepare()
     raw = engine.run(timer, MeasurePolicy(rounds=10))

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from pytest_gpuperf.measure import engine
+from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.cuda import CudaEventsTimer
 from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
 from pytest_gpuperf.measure.policy import MeasurePolicy
@@ -76,7 +77,7 @@ def test_sustained_matmul_telemetry_shows_clocks_power_and_reasons() -> None:
 
     _sustained_matmul(1.0)  # leave idle clocks behind
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    timer = CudaEventsTimer(torch.mm, (a, a), {}, l2_flush=True)
+    timer = CudaEventsTimer(Invocation(torch.mm, (a, a)), l2_flush=True)
     timer.first_call()
     timer.prepare()
     policy = MeasurePolicy(warmup_ms=2000, min_warmup_ms=1500, round_ms=10, rounds=100)

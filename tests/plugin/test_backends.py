@@ -25,8 +25,8 @@ from pytest_gpuperf.verdict.policy import NoiseClass
 
 
 class VirtualClockTimer:
-    def __init__(self, fn, args, kwargs):
-        self._call = lambda: fn(*args, **kwargs)
+    def __init__(self, call):
+        self._call = call
         self.cost_s = 0.0005 * float(os.environ.get("SLOWDOWN", "1"))
 
     def first_call(self):
@@ -56,8 +56,8 @@ class VirtualClockTimer:
         pass
 
 
-def make(fn, args, kwargs, policy, *, setup=None):
-    return VirtualClockTimer(fn, args, kwargs)
+def make(call, policy):
+    return VirtualClockTimer(call)
 
 
 VIRTUAL = backend.Mode(

@@ -77,7 +77,7 @@ def test_an_unknown_mode_selects_nothing_and_says_which_exist() -> None:
     # results of a mode this process does not know are judged as two figures, as before
     assert unknown.noise_class is None and unknown.hides_host
     with pytest.raises(ValueError, match=r"no timing mode named 'tpu-events'.*cuda-events"):
-        backend.make_timer("tpu-events", print, (), {}, MeasurePolicy())
+        backend.make_timer("tpu-events", backend.Invocation(print), MeasurePolicy())
 
 
 def test_a_name_is_registered_once_unless_replaced() -> None:
@@ -103,7 +103,7 @@ def test_built_in_factories_live_in_adapter_modules_the_core_never_imports() -> 
 
 def test_the_cpu_mode_makes_a_timer_that_times() -> None:
     calls: list[int] = []
-    timer = backend.make_timer(MODE_CPU, calls.append, (1,), {}, MeasurePolicy())
+    timer = backend.make_timer(MODE_CPU, backend.Invocation(calls.append, (1,)), MeasurePolicy())
     try:
         first, out = timer.first_call()
         timer.prepare()
