@@ -32,6 +32,18 @@ OTHER_ENVIRONMENT = "other-environment"
 OTHER_POLICY = "other-policy"
 
 
+def _plain_number(x: Any, kind: type[int] | type[float]) -> int | float | None:
+    """``x`` as a plain finite ``int`` or ``float`` (a result made in this process may hold
+    what the user gave, such as a NumPy integer or a ``Decimal``), else None."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        value = kind(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _sig(x: float, digits: int) -> float:
     return float(f"{x:.{digits}g}")
 
@@ -153,9 +165,9 @@ def record_from_result(
         "plugin_version": __version__,
         "warmup_rounds": len(d.get("warmup") or []),
         "trimmed": d.get("trimmed"),
-        "peak_memory_bytes": d.get("peak_memory_bytes"),
-        "flops": d.get("flops"),
-        "bytes": d.get("bytes"),
+        "peak_memory_bytes": _plain_number(d.get("peak_memory_bytes"), int),
+        "flops": _plain_number(d.get("flops"), float),
+        "bytes": _plain_number(d.get("bytes"), float),
     }
     e2e = d.get("e2e_rounds") or []
     if e2e and all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in e2e):

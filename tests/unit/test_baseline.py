@@ -173,6 +173,18 @@ def test_record_from_result_accepts_the_dict_that_travels_from_workers() -> None
     assert a == b
 
 
+def test_numbers_of_other_types_are_saved_as_plain_numbers(store: BaselineStore) -> None:
+    """A result made in this process keeps what the user gave (``flops=np.prod(shape)`` is a
+    NumPy integer); the file holds plain JSON numbers."""
+    from decimal import Decimal
+
+    r = make_result(flops=Decimal(2_000), bytes=Decimal("512.5"), peak_memory_bytes=4096.0)
+    store.save("main", [r], now=T0)
+    [run] = stored_runs(store)
+    assert (run["flops"], run["bytes"], run["peak_memory_bytes"]) == (2000.0, 512.5, 4096)
+    assert type(run["peak_memory_bytes"]) is int
+
+
 def test_results_that_cannot_be_runs_are_skipped_with_a_reason(store: BaselineStore) -> None:
     good = make_result()
     empty = make_result("tests/t.py::test_empty", n=0)
