@@ -9,7 +9,7 @@ rounds by :mod:`pytest_gpuperf.measure.summary`; nothing derived is stored as tr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.jsonsafe import json_safe
@@ -75,6 +75,10 @@ class BenchId:
             mode=d.get("mode", MODE_CPU),
             params=tuple((str(k), str(v)) for k, v in d.get("params", {}).items()),
         )
+
+
+#: the fields of :class:`Result` that hold typed objects, not free-form JSON values
+_TYPED_FIELDS = frozenset({"id", "comparison", "diagnosis"})
 
 
 @dataclass
@@ -170,6 +174,17 @@ class Result:
         if self.bytes is None or not self.rounds:
             return None
         return self.bytes / self.median / 1e9
+
+    def make_plain(self) -> None:
+        """Turn the free-form fields (telemetry, policy, environment, extra, numerics, ...)
+        into the plain JSON values :meth:`to_dict` writes, in place: NumPy scalars into
+        numbers, tuples into lists, NaN and infinity into None. The session does this once
+        a test is reported, so that a result kept in the process that measured it holds
+        the same values as one sent as a dict from an xdist worker. The identity, the
+        verdict and the diagnosis are typed and stay as they are."""
+        for f in fields(self):
+            if f.name not in _TYPED_FIELDS:
+                setattr(self, f.name, json_safe(getattr(self, f.name)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON builtins (the results JSON, xdist's channel): the verdict as

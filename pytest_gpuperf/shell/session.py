@@ -456,6 +456,8 @@ class GpuPerfSession:
                 if not_saved:
                     setattr(report, NOT_SAVED_ATTR, True)
             else:
+                for r in results:
+                    r.make_plain()  # the values a worker's dict would bring
                 self._reported[report.nodeid] = (list(results), not_saved)
         return report
 

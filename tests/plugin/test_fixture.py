@@ -271,7 +271,8 @@ def test_in_one_process_the_session_keeps_the_results_the_test_made(
     pytester: pytest.Pytester,
 ) -> None:
     """Without xdist nothing is turned into a dict and back: the session's results are the
-    objects the fixture made (the same Result, and its typed comparison)."""
+    objects the fixture made (the same Result, and its typed comparison), their free-form
+    fields made plain as a worker's dict would bring them."""
     pytester.makeconftest(
         """
         import pytest
@@ -285,9 +286,15 @@ def test_in_one_process_the_session_keeps_the_results_the_test_made(
             made.extend(item.stash[RESULTS_KEY])
             return out
 
+        def pytest_gpuperf_telemetry(config, bench_id, telemetry):
+            telemetry["pair"] = (1, 2)
+            telemetry["lost"] = float("nan")
+
         def pytest_gpuperf_session_finish(config, results):
             same = [any(r is m for m in made) for r in results]
             print(f"RESULTS {len(results)} SAME {sum(same)}")
+            t = results[0].telemetry
+            print(f"PLAIN {t['pair']!r} {t['lost']!r}")  # as a worker's dict brings them
         """
     )
     pytester.makepyfile(
@@ -298,4 +305,4 @@ def test_in_one_process_the_session_keeps_the_results_the_test_made(
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "-s", *FAST)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*RESULTS 1 SAME 1*"])
+    result.stdout.fnmatch_lines(["*RESULTS 1 SAME 1*", "*PLAIN [[]1, 2[]] None*"])

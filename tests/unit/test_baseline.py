@@ -185,6 +185,29 @@ def test_numbers_of_other_types_are_saved_as_plain_numbers(store: BaselineStore)
     assert type(run["peak_memory_bytes"]) is int
 
 
+def test_a_result_kept_in_process_saves_what_a_workers_dict_saves(store: BaselineStore) -> None:
+    """In one process the session keeps the result objects and makes their free-form fields
+    plain (``Result.make_plain``); an xdist worker sends ``to_dict()``. Both save the same
+    run, the output fingerprint included, whose standard deviation overflowed to inf."""
+    fp = [
+        {"path": "out", "shape": (2,), "dtype": "torch.float64", "numel": 2, "nan": 0,
+         "inf": 0, "samples": [1e200, -1e200],
+         "stats": {"mean": 0.0, "abs_mean": 1e200, "min": -1e200, "max": 1e200,
+                   "std": math.inf}},
+    ]  # fmt: skip
+    kept = make_result()
+    kept.numerics = fp
+    kept.telemetry = {"clocks": (1980, 1755), "power_w": math.nan}
+    sent = Result.from_dict(kept.to_dict())
+    kept.make_plain()
+    assert kept.numerics == sent.numerics and kept.telemetry == sent.telemetry
+    assert kept.telemetry == {"clocks": [1980, 1755], "power_w": None}
+    stamp = "2025-01-01T00:00:00+00:00"
+    a = record_from_result(kept, fingerprint_id="f", timestamp=stamp)
+    b = record_from_result(sent, fingerprint_id="f", timestamp=stamp)
+    assert a == b and a["numerics"][0]["stats"]["std"] is None
+
+
 def test_results_that_cannot_be_runs_are_skipped_with_a_reason(store: BaselineStore) -> None:
     good = make_result()
     empty = make_result("tests/t.py::test_empty", n=0)
