@@ -13,15 +13,16 @@
 # status and its wall time.
 #
 # Budgets (seconds): the plan for the ~30 device minutes of the open issues is
-#   call 1: gate-pool + activity + dist        (330 + 150 + 60)
-#   call 2: gpu-tests + gate-sessions          (150 + 390)
-# and what is left for a third call re-running what failed.
+#   call 1: gate-a + dist          (480 + 60)
+#   call 2: gate-b + activity       (360 + 150)
+#   call 3: gpu-tests + capture     (140 + 180)
+# and what is left (about 5 minutes) for one re-run of what failed.
 set -u
 ROOT=$(pwd)
 OUT=${OUT:-/tmp/acceptance-out}
 mkdir -p "$OUT"
-declare -A BUDGET=([gpu-tests]=150 [gate-pool]=330 [gate-sessions]=390 [activity]=150 [dist]=60)
-ORDER=(gpu-tests gate-pool gate-sessions activity dist)
+declare -A BUDGET=([gpu-tests]=140 [gate-a]=480 [gate-b]=360 [capture]=180 [activity]=150 [dist]=60)
+ORDER=(gate-a dist gate-b activity gpu-tests capture)
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && { echo "usage: $0 PART [PART ...] | all  (parts: ${ORDER[*]})" >&2; exit 2; }
 [ "${parts[0]}" = all ] && parts=("${ORDER[@]}")
