@@ -119,7 +119,8 @@ def short_name(name: str, width: int = 72) -> str:
         return n if len(n) <= width else n[: width - 1] + "…"
     base = base_function(n)
     if base != n:
-        functors = re.findall(r"(\w*Functor\w*|\w+_kernel\w*|\w+Op)\b", n[len(base) :])
+        rest = n[n.find(base) + len(base) :]  # base may follow a namespace
+        functors = re.findall(r"(\w*Functor\w*|\w+_kernel\w*|\w+Op)\b", rest)
         functors = [f for f in functors if f != base]
         if functors:
             base = f"{base}<{functors[-1]}>"
