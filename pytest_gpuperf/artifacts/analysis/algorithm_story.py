@@ -491,9 +491,8 @@ def heuristic_story(
     if tile(a.name) and tile(b.name) and tile(a.name) != tile(b.name):
         changes.append(f"tile {tile(a.name)} -> {tile(b.name)}")
     if (_SPLIT.search(b.name) or reduce) and not _SPLIT.search(a.name):
-        changes.append(
-            "now split-K" + (f" ({short_name(reduce[0].name, 40)} appeared)" if reduce else "")
-        )
+        extra = f" with {short_name(reduce[0].name, 40)}" if reduce else ""
+        changes.append("now split-K" + extra)
     elif _SPLIT.search(a.name) and not _SPLIT.search(b.name):
         changes.append("no longer split-K")
     sb, sc = _shapes(base_probe), _shapes(cur_probe)
@@ -507,7 +506,7 @@ def heuristic_story(
     sentence = (
         f"cuBLAS picked another GEMM kernel {precision}"
         + (f": {', '.join(changes)}" if changes else "")
-        + f" ({why}): {short_name(b.name, 60)} replaced {short_name(a.name, 60)} "
+        + f"; {why}: {short_name(b.name, 60)} replaced {short_name(a.name, 60)} "
         f"({_timing(members, share)})"
     )
     return Story(GEMM_HEURISTIC, 0.35 + 0.65 * min(max(share or 0.5, 0.0), 1.0), sentence,
