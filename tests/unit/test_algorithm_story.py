@@ -342,3 +342,26 @@ def test_a_memory_bound_kernel_is_called_so_from_gpm_alone() -> None:
     ev = dg.Evidence(key="k", display="k", baseline_s=717e-6, current_s=742e-6,
                      current_activity=act)  # fmt: skip
     assert "memory-bound" in dg.diagnose(ev).paragraph
+
+
+def test_on_the_cpu_the_probes_tell_a_lost_autocast() -> None:
+    # a CPU inventory lists operators, whose names say no dtype: the probes of both sides do
+    def ops(us: float, probe: dict) -> dict:
+        out = inv([], probe)
+        out["device"] = "cpu"
+        out["kernels"] = [{"name": "aten::linear", "kind": "op", "us_per_call": us,
+                           "launches": 2.0, "us_per_launch": us / 2}]  # fmt: skip
+        return out
+
+    base = ops(350.0, mm_probe("float32", "bfloat16", "highest"))
+    cur = ops(900.0, mm_probe("float32", None, "highest"))
+    d, likely = diagnose(base, cur, 400.0, 950.0)
+    assert d.cause == dg.GEMM_PRECISION
+    assert likely == (
+        "the matmuls now run in fp32 instead of bf16 (autocast is off): aten::linear "
+        "(350.0 -> 900.0 µs per call, 100 % of the slowdown)."
+    )
+    # without the baseline's probe nothing says what the precision was
+    base.pop("probe")
+    d, _ = diagnose(base, ops(900.0, mm_probe("float32", None, "highest")), 400.0, 950.0)
+    assert d.cause != dg.GEMM_PRECISION

@@ -111,6 +111,8 @@ def _ops(probe: Mapping[str, Any] | None, *names: str) -> list[Mapping[str, Any]
     return [e for n in names for e in ops.get(n) or [] if isinstance(e, Mapping)]
 
 
+#: The CPU profile's matmul operators (its inventory lists operators, not kernels).
+_CPU_MATMUL = re.compile(r"aten::(linear|matmul|mm|bmm|addmm|baddbmm|addbmm|einsum)\b")
 _MATMUL_OPS = ("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "einsum")
 
 
@@ -370,6 +372,9 @@ def precision_story(
         for c in kd.changes
         if c.status != "same" and c.kind == "kernel" and (is_gemm(c.name) or _CAST.search(c.name))
     ]
+    cpu = not members  # a CPU profile lists operators: the probes alone tell its precision
+    if cpu:
+        members = [c for c in kd.changes if c.kind == "op" and _CPU_MATMUL.match(c.name)]
     swapped = any(is_gemm(c.name) and c.status in ("appeared", "vanished") for c in members)
     if not swapped and (probe_precision(base_probe) is None or probe_precision(cur_probe) is None):
         return None  # no kernel was swapped, and only both probes could tell
@@ -379,6 +384,11 @@ def precision_story(
         return None
     was_name, now_name = _NAMES.get(was, was), _NAMES.get(now, now)
     why, where = _precision_why(was, now, base_probe, cur_probe)
+    if cpu and was_name != now_name:
+        head = f"the matmuls now run in {now_name} instead of {was_name} ({why.split(';')[0]})"
+        ops = ", ".join(sorted({c.name for c in members})[:3])
+        sentence = f"{head}: {ops} ({_timing(members, share)})"
+        return Story(GEMM_PRECISION, _weight(share, 1.15), sentence, {c.name for c in members})
     if was_name != now_name:
         head = f"the GEMMs now run in {now_name} instead of {was_name} ({why})"
         head += f", {where}" if where else ""
@@ -523,6 +533,8 @@ def algorithm_stories(
 ) -> list[Story]:
     """Every algorithm story of a kernel diff, strongest first; ``skip``: kernels another
     story (the layout's) already tells, whose convolutions are left to it."""
+    if kd.slowdown_us is None:
+        slowdown_us = None  # the profiles disagree with the measurement: no shares
     base_probe = (baseline_inventory or {}).get("probe")
     if not isinstance(base_probe, Mapping) or base_probe.get("skipped"):
         base_probe = None
