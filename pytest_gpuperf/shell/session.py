@@ -347,8 +347,15 @@ class GpuPerfSession:
         return [self._telemetry.probe]
 
     def _activity(self, device: str) -> Callable[[], Any] | None:
-        """The GPM window maker of the session's telemetry (CUDA, --gpuperf-activity on)."""
+        """The GPM window maker of the session's telemetry (CUDA, --gpuperf-activity on); none
+        in a capture child, whose own measurement only checks that the slowdown reproduces."""
+        import os
+
+        from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
+
         if device != "cuda" or not self.settings.telemetry.activity:
+            return None
+        if is_child(self.config) and os.environ.get(CAPTURE_ENV):
             return None
         self._probes(device)
         assert self._telemetry is not None
