@@ -649,23 +649,16 @@ def _autocast_dropped_tf32(device: str, bad: bool) -> Fn:
     # torch.backends.cuda.matmul.allow_tf32 = True set at start-up. The bad variant lost the
     # autocast context: the fp32 weights now run fp32 GEMMs, on TF32 tensor cores since TF32
     # is allowed, so the slowdown is smaller than without TF32 and the tensor cores stay busy.
+    # The MLP block and its autocast are those of autocast_dropped above.
     import torch
 
-    tokens, width = (2048, 4096) if _on_gpu(device) else (64, 256)
-    mlp = torch.nn.Sequential(
-        torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
-    ).to(device)
-    x = torch.randn(tokens, width, device=device)
+    block = _autocast_dropped(device, bad)
 
     def run() -> Any:
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = True
         try:
-            with torch.no_grad():
-                if bad:
-                    return mlp(x)
-                with torch.autocast(device_type=device, dtype=torch.bfloat16):
-                    return mlp(x)
+            return block()
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from pytest_gpuperf.verdict.secondary import (
     transfer_bytes,
 )
 from tests.unit.reporting_data import GPU_ENV
-from tests.unit.test_baseline import KEY, POLICY, T0, fp_id, make_result, store_files
+from tests.unit.test_baseline import KEY, POLICY, T0, assert_golden, fp_id, make_result
 
 DATA = Path(__file__).parent.parent / "data"
 MIB = float(2**20)
@@ -168,28 +167,10 @@ def activity_golden(store: BaselineStore) -> None:
 
 def test_the_golden_file_with_memory_and_activity_is_what_save_writes(tmp_path: Path) -> None:
     """Set GPUPERF_REGEN_GOLDEN=1 to rewrite it."""
-    from pytest_gpuperf import __version__
-
     store = BaselineStore(tmp_path)
     activity_golden(store)
-    files = {
-        name: data.decode().replace(
-            f'"plugin_version": "{__version__}"', '"plugin_version": "0.1.0"'
-        )
-        for name, data in store_files(store, "golden").items()
-    }
     folder = DATA / "baseline-v3-activity"
-    if os.environ.get("GPUPERF_REGEN_GOLDEN"):
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
-        for name, text in files.items():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_text(text)
-    expected = {
-        str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
-    assert files == expected
+    assert_golden(store, folder)
     b = BaselineStore(folder).load("golden")
     runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
     assert [r.memory["reserved_growth_bytes"] for r in runs] == [0, 2**20, 2**21]  # type: ignore[index]
