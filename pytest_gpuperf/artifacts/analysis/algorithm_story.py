@@ -183,6 +183,12 @@ def _share(net_us: float, slowdown_us: float | None) -> float | None:
     return net_us / slowdown_us if slowdown_us and slowdown_us > 0 else None
 
 
+def _cost(members: Sequence[KernelChange], slowdown_us: float | None) -> tuple[float, float | None]:
+    """What the kernels of a story add per call (µs), and their share of the slowdown."""
+    net = sum(c.delta_us for c in members)
+    return net, _share(net, slowdown_us)
+
+
 def _weight(share: float | None, base: float = 1.0) -> float:
     return base + 0.3 * min(max(share if share is not None else 0.5, 0.0), 1.0)
 
@@ -268,8 +274,7 @@ def sdpa_story(
     ]
     if not members or (was is None and now is None):
         return None
-    net = sum(c.delta_us for c in members)
-    share = _share(net, slowdown_us)
+    net, share = _cost(members, slowdown_us)
     if net <= 0:
         return None
     flags = (cur_probe or {}).get("flags")
@@ -378,8 +383,7 @@ def precision_story(
     swapped = any(is_gemm(c.name) and c.status in ("appeared", "vanished") for c in members)
     if not swapped and (probe_precision(base_probe) is None or probe_precision(cur_probe) is None):
         return None  # no kernel was swapped, and only both probes could tell
-    net = sum(c.delta_us for c in members)
-    share = _share(net, slowdown_us)
+    net, share = _cost(members, slowdown_us)
     if net <= 0:
         return None
     was_name, now_name = _NAMES.get(was, was), _NAMES.get(now, now)
@@ -444,8 +448,7 @@ def conv_story(
     old = [c for c in convs if c.status == "vanished"]
     if not new or not old:
         return None
-    net = sum(c.delta_us for c in convs)
-    share = _share(net, slowdown_us)
+    net, share = _cost(convs, slowdown_us)
     if net <= 0:
         return None
     a, b = max(old, key=lambda c: c.base_us), max(new, key=lambda c: c.cur_us)
@@ -493,8 +496,7 @@ def heuristic_story(
         return None
     reduce = [c for c in kd.changes if c.status == "appeared" and _SPLIT.search(c.name)]
     members = list({c.name: c for c in [*gemms, *reduce]}.values())
-    net = sum(c.delta_us for c in members)
-    share = _share(net, slowdown_us)
+    net, share = _cost(members, slowdown_us)
     if net <= 0:
         return None
     changes = []
