@@ -125,9 +125,12 @@ def explain_secondary(s: SecondaryComparison) -> str:
     if s.kind == NO_BASELINE:
         return f"{label} {show(s.current)}: no baseline value"
     change = fmt_pct(None if s.ratio is None else s.ratio - 1, sign=True)
+    if s.ratio is None and s.current is not None and s.baseline is not None:
+        change = f"{s.current - s.baseline:+.3g}"  # from nothing: the difference says it
+    lower = s.lower if s.lower is None else max(s.lower, 0.0)  # no metric is negative
     return (
         f"{label} {show(s.current)} vs {show(s.baseline)} baseline ({change}; within "
-        f"{show(s.lower)} to {show(s.upper)} is the same): {s.kind}"
+        f"{show(lower)} to {show(s.upper)} is the same): {s.kind}"
     )
 
 

@@ -204,8 +204,9 @@ def test_more_allocations_per_call_fail_only_when_gated(
     failed = [f for f in v.failures if "allocations per call" in f]
     assert bool(failed) == fails
     if fails:
-        assert failed[0].endswith("allocations per call 2 vs 0 baseline (-; within -0.5 to 0.5 "
-                                  "is the same): higher")  # fmt: skip
+        assert failed[0].endswith(
+            "allocations per call 2 vs 0 baseline (+2; within 0 to 0.5 is the same): higher"
+        )
     cur.comparison = v.comparison
     assert any(c.startswith("allocations per call 2 vs 0") for c in memory_changes(cur))
 
