@@ -87,6 +87,17 @@ def sample_cost(tel: Any, n: int = 200) -> dict[str, Any]:
     return {"sample_wall_us": sample[0], "sample_cpu_us": sample[1], "window_us": both}
 
 
+def print_row(r: dict[str, Any]) -> None:
+    lo, hi = r["ci"]
+    print(
+        f"{r['name']}: off {r['off_us']:.2f} µs, on {r['on_us']:.2f} µs per call; "
+        f"overhead {pct(r['overhead'])} (95 % CI {pct(lo)} to {pct(hi)}); wall per "
+        f"measurement {r['wall_off_s']:.3f} s -> {r['wall_on_s']:.3f} s "
+        f"(+{r['wall_on_s'] - r['wall_off_s']:.3f} s)",
+        flush=True,
+    )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
@@ -97,6 +108,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tel = None if smoke else NvmlTelemetry()
     out: dict[str, Any] = {"gpu": "cpu (smoke run)" if smoke else torch.cuda.get_device_name()}
     out["gpm"] = {"reason": "smoke run"} if tel is None else sample_cost(tel)
+    g = out["gpm"]
+    print(f"GPU: {out['gpu']}")
+    if "sample_wall_us" in g:
+        print(
+            f"one GPM sample: {g['sample_wall_us']:.1f} µs wall, {g['sample_cpu_us']:.1f} µs CPU; "
+            f"two samples and the metrics: {g['window_us']:.1f} µs",
+            flush=True,
+        )
+    else:
+        print(f"GPM: {g.get('reason')}", flush=True)
     bench = GpuBench(
         BenchContext(
             "bench/activity_overhead.py::x", GpuPerfConfig.from_values({}, {}), "cuda",
@@ -147,6 +168,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         row["wall_on_s"] = statistics.median(walls["on"])
         row["last_activity"], row["last_memory"] = seen[-1] if seen else (None, None)
         rows.append(row)
+        print_row(row)  # as it comes: a run cut short keeps the rows done
         timer.close()
     if tel is not None:
         tel.close()
@@ -162,23 +184,6 @@ def main() -> int:
     print("command: python3 bench/activity_overhead.py " + " ".join(sys.argv[1:]))
     t0 = time.perf_counter()
     doc = run(args)
-    g = doc["gpm"]
-    print(f"GPU: {doc['gpu']}")
-    if "sample_wall_us" in g:
-        print(
-            f"one GPM sample: {g['sample_wall_us']:.1f} µs wall, {g['sample_cpu_us']:.1f} µs CPU; "
-            f"two samples and the metrics: {g['window_us']:.1f} µs"
-        )
-    else:
-        print(f"GPM: {g.get('reason')}")
-    for r in doc["rows"]:
-        lo, hi = r["ci"]
-        print(
-            f"{r['name']}: off {r['off_us']:.2f} µs, on {r['on_us']:.2f} µs per call; "
-            f"overhead {pct(r['overhead'])} (95 % CI {pct(lo)} to {pct(hi)}); wall per "
-            f"measurement {r['wall_off_s']:.3f} s -> {r['wall_on_s']:.3f} s "
-            f"(+{r['wall_on_s'] - r['wall_off_s']:.3f} s)"
-        )
     print(f"({time.perf_counter() - t0:.1f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str))

@@ -10,7 +10,8 @@
 #      which figures move (bench/activity_table.py).
 #   3. the zoo: a one-run baseline of the good variants of sdpa_mask_fallback,
 #      autocast_dropped, autocast_dropped_tf32 and kv_cache_cat, then their bad variants with
-#      torch.profiler capture (ncu, nsys, TORCH_TRACE skipped): each diagnosis' first sentence.
+#      torch.profiler capture of each (capture=always, no re-runs: the diagnosis is wanted
+#      whatever the verdict; ncu, nsys, TORCH_TRACE skipped): each diagnosis' first sentence.
 #   4. the overhead of the activity window (bench/activity_overhead.py, short).
 #   5. the other example benchmarks, as in 1.
 # Everything stays in $WORK (baselines, results, captures with kernel lists and probes, GPM
@@ -57,13 +58,14 @@ python3 bench/gpu/activity_check.py table "$WORK/activity-table.json" >> "$S" 2>
 # 3. the zoo's algorithm, precision and allocation cases, diagnosed
 CASES="sdpa_mask_fallback or autocast_dropped or kv_cache_cat"
 ZOO=("${PYT[@]}" bench/zoo/test_zoo.py -k "$CASES" --gpuperf-baseline-dir="$WORK/baselines")
-step zoo-save 35 "${ZOO[@]}" --gpuperf-save=act --gpuperf-json="$WORK/zoo-good.json"
+step zoo-save 30 "${ZOO[@]}" --gpuperf-save=act --gpuperf-json="$WORK/zoo-good.json"
 export GPUPERF_ZOO="bad:sdpa_mask_fallback,autocast_dropped,autocast_dropped_tf32,kv_cache_cat"
-step zoo-bad 70 "${ZOO[@]}" --gpuperf-baseline=act --gpuperf-reruns=1 -v \
+step zoo-bad 80 "${ZOO[@]}" --gpuperf-baseline=act --gpuperf-reruns=0 -v \
   --gpuperf-capture=always --gpuperf-capture-skip=nsys,ncu,torch_trace \
   --gpuperf-capture-budget=40 --gpuperf-artifacts-dir="$WORK/artifacts" \
   --gpuperf-json="$WORK/zoo-bad.json" --gpuperf-html="$WORK/zoo-bad.html"
 unset GPUPERF_ZOO
+echo "  (rc 1 is expected there: the bad variants fail their gate)" >> "$S"
 if [ -f "$WORK/zoo-bad.json" ]; then
   echo "zoo diagnoses (first sentence; GPM sentences under it):" >> "$S"
   python3 bench/gpu/activity_check.py zoo "$WORK/zoo-bad.json" >> "$S" 2>&1 \
@@ -71,7 +73,7 @@ if [ -f "$WORK/zoo-bad.json" ]; then
 fi
 
 # 4. the activity window's overhead
-step overhead 30 python3 bench/activity_overhead.py --reps 4 --json "$WORK/activity-overhead.json"
+step overhead 30 python3 bench/activity_overhead.py --reps 3 --json "$WORK/activity-overhead.json"
 grep -E "^(GPU|one GPM|add_|matmul|GPM)" "$WORK/overhead.log" >> "$S"
 
 # 5. the other example benchmarks

@@ -59,18 +59,20 @@ def plain_window(
     plain: Callable[[int], int], per_call_s: float, target_s: float, most: int
 ) -> tuple[int, float]:
     """Call ``plain(n)`` in batches until ``target_s`` have passed or ``most`` calls are
-    made: (calls made, seconds). The first batch is a quarter of the estimate from
-    ``per_call_s``; the next ones are sized from the rate seen."""
+    made: (calls made, seconds). The first batch is an eighth of the estimate from
+    ``per_call_s`` and at most 16 calls; each next one is sized from the rate seen, and at
+    most 8 times the last, so a wrong estimate costs a few batches, not a long overshoot."""
     t0 = time.perf_counter()
     done = 0
-    batch = max(1, min(most, int(target_s / max(per_call_s, 1e-7) / 4)))
+    batch = max(1, min(16, most, int(target_s / max(per_call_s, 1e-7) / 8)))
     while True:
         done += plain(batch)
         elapsed = time.perf_counter() - t0
         if elapsed >= target_s or done >= most:
             return done, elapsed
         rate = elapsed / max(done, 1)
-        batch = max(1, min(most - done, math.ceil(1.05 * (target_s - elapsed) / max(rate, 1e-9))))
+        want = math.ceil(1.05 * (target_s - elapsed) / max(rate, 1e-9))
+        batch = max(1, min(most - done, want, 8 * batch))
 
 
 def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
