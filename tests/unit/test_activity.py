@@ -252,6 +252,10 @@ def test_the_plain_window_lasts_its_target_whatever_the_estimate() -> None:
     made.clear()
     calls, _ = plain_window(plain, 1e-4, 10.0, 30)  # the call cap ends it first
     assert calls == 30
+    # an estimate 1000x too small: a small first batch, then growth of at most 8x a batch
+    made.clear()
+    plain_window(plain, 1e-7, 0.02, 10**6)
+    assert made[0] <= 16 and all(b <= 8 * a for a, b in zip(made, made[1:]))
 
 
 # --- the pure rules on the H200's figures -------------------------------------------------
