@@ -3,6 +3,7 @@ pure rules on the H200's measured figures (bf16 GEMM, memory-bound mul, H2D copi
 
 from __future__ import annotations
 
+import itertools
 import sys
 import types
 from typing import Any
@@ -255,7 +256,7 @@ def test_the_plain_window_lasts_its_target_whatever_the_estimate() -> None:
     # an estimate 1000x too small: a small first batch, then growth of at most 8x a batch
     made.clear()
     plain_window(plain, 1e-7, 0.02, 10**6)
-    assert made[0] <= 16 and all(b <= 8 * a for a, b in zip(made, made[1:]))
+    assert made[0] <= 16 and all(b <= 8 * a for a, b in itertools.pairwise(made))
 
 
 # --- the pure rules on the H200's figures -------------------------------------------------
