@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.jsonsafe import json_safe
+from pytest_gpuperf.measure.peaks import of_peak
 from pytest_gpuperf.measure.summary import Summary, summarize
 
 if TYPE_CHECKING:
@@ -145,6 +146,10 @@ class Result:
     #: where the time went, from the evidence capture (``--gpuperf-capture``); the JSON keeps
     #: it as ``comparison["diagnosis"]``. None when not captured
     diagnosis: Diagnosis | None = None
+    #: memory behaviour per call, from the caching allocator's counters
+    #: (:mod:`pytest_gpuperf.measure.allocation`); ``{"available": False, "reason"}`` on the
+    #: CPU; None when not measured
+    memory: dict[str, Any] | None = None
 
     @property
     def summary(self) -> Summary:
@@ -175,6 +180,21 @@ class Result:
             return None
         return self.bytes / self.median / 1e9
 
+    @property
+    def of_peak(self) -> dict[str, Any] | None:
+        """Achieved FLOP/s and bandwidth as fractions of the GPU's datasheet peaks
+        (:func:`pytest_gpuperf.measure.peaks.of_peak`); None without declared work or a
+        known GPU."""
+        if self.device != "cuda" or not self.rounds:
+            return None
+        return of_peak(
+            device_name=self.device_name,
+            seconds=self.median,
+            flops=self.flops,
+            nbytes=self.bytes,
+            params=self.id.params,
+        )
+
     def make_plain(self) -> None:
         """Turn the free-form fields (telemetry, policy, environment, extra, numerics, ...)
         into the plain JSON values :meth:`to_dict` writes, in place: NumPy scalars into
@@ -197,6 +217,7 @@ class Result:
         d["summary"] = s.to_dict()
         d["tflops"] = self.tflops
         d["gbps"] = self.gbps
+        d["of_peak"] = self.of_peak
         return json_safe(d)
 
     def _comparison_dict(self) -> dict[str, Any] | None:

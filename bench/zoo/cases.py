@@ -641,6 +641,68 @@ CASES: tuple[Case, ...] = (
 BY_NAME = {c.name: c for c in CASES}
 
 
+# --- activity: precision and memory behaviour told from the GPU's counters ---------------------
+
+
+def _autocast_dropped_tf32(device: str, bad: bool) -> Fn:
+    # karpathy/nanoGPT train.py: the step runs under torch.autocast(dtype=bfloat16) with
+    # torch.backends.cuda.matmul.allow_tf32 = True set at start-up. The bad variant lost the
+    # autocast context: the fp32 weights now run fp32 GEMMs, on TF32 tensor cores since TF32
+    # is allowed, so the slowdown is smaller than without TF32 and the tensor cores stay busy.
+    # The MLP block and its autocast are those of autocast_dropped above.
+    import torch
+
+    block = _autocast_dropped(device, bad)
+
+    def run() -> Any:
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return block()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
+
+    return run
+
+
+def _kv_cache_cat(device: str, bad: bool) -> Fn:
+    # huggingface/transformers cache_utils.py: a StaticCache is allocated once and written in
+    # place each decode step (index_copy_ at the step's position); a DynamicCache builds a new
+    # tensor every step with torch.cat. The bad variant keeps a sliding window by
+    # concatenation: two buffers of the whole cache allocated (and copied into) per call,
+    # where the good one reuses its buffers.
+    import torch
+
+    b, h, t, d = (4, 32, 2048, 128) if _on_gpu(device) else (1, 2, 64, 16)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    cache = {k: torch.zeros(b, h, t, d, device=device, dtype=dtype) for k in ("k", "v")}
+    new = {k: torch.randn(b, h, 1, d, device=device, dtype=dtype) for k in ("k", "v")}
+    pos = torch.zeros(1, dtype=torch.long, device=device)  # the step's slot, kept on the GPU
+
+    def run() -> Any:
+        if bad:
+            for k in ("k", "v"):
+                cache[k] = torch.cat([cache[k][:, :, 1:], new[k]], dim=2)
+        else:
+            for k in ("k", "v"):
+                cache[k].index_copy_(2, pos, new[k])
+            pos.add_(1).remainder_(t)
+        return cache["k"]
+
+    return run
+
+
+CASES = (
+    *CASES,
+    Case("autocast_dropped_tf32", "bf16 autocast lost, TF32 allowed: fp32 GEMMs on TF32",
+         "karpathy/nanoGPT train.py (autocast + allow_tf32); pytorch docs notes/cuda.rst",
+         _autocast_dropped_tf32),
+    Case("kv_cache_cat", "KV cache grown by torch.cat per step instead of written in place",
+         "huggingface/transformers cache_utils.py DynamicCache vs StaticCache", _kv_cache_cat),
+)  # fmt: skip
+BY_NAME = {c.name: c for c in CASES}
+
+
 def bad_cases(spec: str) -> set[str]:
     """``GPUPERF_ZOO``: empty (all good), ``bad`` (all bad) or ``bad:a,b`` (those bad)."""
     spec = spec.strip()

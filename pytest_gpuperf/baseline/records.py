@@ -82,6 +82,9 @@ class RunRecord:
     host_s: float | None = None
     #: the numeric fingerprint of the output (pytest_gpuperf.verdict.numerics); None: not recorded
     numerics: tuple[Mapping[str, Any], ...] | None = None
+    #: the caching allocator's figures per call (pytest_gpuperf.measure.allocation); None: not
+    #: recorded (a CPU run, or a file written before they were)
+    memory: Mapping[str, Any] | None = None
 
     @property
     def log_median(self) -> float:
@@ -120,6 +123,7 @@ class RunRecord:
             host_hidden=d.get("host_hidden"),
             host_s=d.get("host_s"),
             numerics=tuple(d["numerics"]) if d.get("numerics") else None,
+            memory=d.get("memory"),
         )
 
 
@@ -186,6 +190,9 @@ def record_from_result(
             rec[name] = schema.plain(value)
     if d.get("numerics") and is_fingerprint(d["numerics"]):
         rec["numerics"] = schema.plain(d["numerics"])
+    memory = d.get("memory")
+    if isinstance(memory, Mapping) and memory.get("available"):
+        rec["memory"] = schema.plain(memory)
     extra = {**(d.get("extra") or {}), **(extra or {})}
     if extra:
         rec["extra"] = schema.plain(extra)
@@ -224,6 +231,7 @@ def result_fields(r: Result) -> dict[str, Any]:
         "host_hidden": r.host_hidden,
         "host_s": r.host_s,
         "numerics": r.numerics,
+        "memory": r.memory,
     }
 
 

@@ -24,7 +24,10 @@ Version history:
    hidden) and ``host_s`` (the host's time to issue one call). Later, without a new
    version (old files stay valid; only a file holding it is refused by an older
    reader): the optional run field ``numerics``, the numeric fingerprint of the
-   benchmark's output (:mod:`pytest_gpuperf.verdict.numerics`, which validates it).
+   benchmark's output (:mod:`pytest_gpuperf.verdict.numerics`, which validates it);
+   then the optional run field ``memory``, the caching allocator's figures per call
+   (:mod:`pytest_gpuperf.measure.allocation`), and, inside the opaque ``telemetry``,
+   ``activity``: a summary of the GPU's activity (NVML GPM) over the run.
 
 Versions 1 and 2 are validated in their own terms (so an error names fields
 as they are in the file), then migrated one step at a time to the
@@ -182,9 +185,11 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
     "host_s": NONNEG,
     # the numeric fingerprint of the output (verdict/numerics.py), where it returned tensors
     "numerics": (is_fingerprint, "a numerics fingerprint (a list of tensor entries)"),
+    # the caching allocator's figures per call (measure/allocation.py), CUDA runs only
+    "memory": OBJECT,
 }
 #: Run fields whose content is free-form JSON.
-_OPAQUE = ("meta", "policy", "telemetry", "extra")
+_OPAQUE = ("meta", "policy", "telemetry", "extra", "memory")
 
 
 def _describe(v: Any) -> str:

@@ -75,6 +75,21 @@ class _CudaTimerBase:
     def reset_peak_memory(self) -> None:
         self._torch.cuda.reset_peak_memory_stats()
 
+    def plain_calls(self, calls: int) -> int:
+        """``calls`` calls back to back, nothing else on the GPU (no flush, no spin), then a
+        synchronize: the window the activity and the allocator's per-call figures are read
+        over. With ``setup=`` each call's setup runs before it (and is in the window)."""
+        call, prepare = self._call, self._inv.prepare
+        if self._has_setup:
+            for _ in range(calls):
+                prepare()
+                call()
+        else:
+            for _ in range(calls):
+                call()
+        _sync()
+        return calls
+
     def peak_memory(self) -> int | None:
         return max(0, int(self._torch.cuda.max_memory_allocated()) - self._reserved)
 
@@ -453,6 +468,14 @@ class CudaGraphTimer(_CudaTimerBase):
         done = replays * self.calls_per_graph
         per_call = starts[0].elapsed_time(ends[0]) / 1000.0 / done
         return per_call, time.perf_counter() - t, done
+
+    def plain_calls(self, calls: int) -> int:
+        """Graph replays covering about ``calls`` calls, then a synchronize; the calls made."""
+        replays = max(1, round(calls / max(self.calls_per_graph, 1)))
+        for _ in range(replays):
+            self._graph.replay()
+        _sync()
+        return replays * self.calls_per_graph
 
     def host_hidden(self, last: int) -> bool | None:
         return None  # replays have no host to hide

@@ -1,4 +1,4 @@
-"""Device memory after a failure: recognise an out-of-memory error, give the memory back.
+"""Device memory: recognise an out-of-memory error, give the memory back, read the allocator.
 
 torch is imported inside functions only.
 """
@@ -32,3 +32,37 @@ def release_memory() -> None:
             torch.cuda.empty_cache()
     except Exception:
         pass
+
+
+def allocator_counters() -> dict[str, int] | None:
+    """The caching allocator's counters now (:data:`allocation.COUNTERS`), or None where
+    they mean nothing: no CUDA, or the ``cudaMallocAsync`` backend (whose counters are zero)."""
+    from pytest_gpuperf.measure.allocation import pick
+
+    try:
+        import torch
+
+        if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+            return None
+        backend = getattr(torch.cuda, "get_allocator_backend", lambda: "native")()
+        if backend != "native":
+            return None
+        return pick(torch.cuda.memory_stats())
+    except Exception:
+        return None
+
+
+def allocator_reason() -> str:
+    """Why :func:`allocator_counters` gives nothing, in one sentence."""
+    try:
+        import torch
+
+        backend = getattr(torch.cuda, "get_allocator_backend", lambda: "native")()
+    except Exception as e:
+        return f"torch.cuda is not usable here ({type(e).__name__}: {e})"
+    if backend != "native":
+        return (
+            f"the CUDA allocator backend is {backend} (PYTORCH_CUDA_ALLOC_CONF), whose "
+            "statistics are zero; the native caching allocator counts allocations"
+        )
+    return "torch.cuda.memory_stats() could not be read"

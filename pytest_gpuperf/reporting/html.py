@@ -22,6 +22,8 @@ from urllib.parse import quote
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import svg
 from pytest_gpuperf.reporting import verdicts as v
+from pytest_gpuperf.reporting.activity import lines as activity_lines
+from pytest_gpuperf.reporting.activity import memory_changes
 from pytest_gpuperf.reporting.history import BenchHistory
 from pytest_gpuperf.reporting.terminal import MIN_CI_ROUNDS
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
@@ -289,6 +291,13 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
     return table + (f"<ul>{items}</ul>" if items else "")
 
 
+def _activity(res: Result) -> str:
+    """The GPU's activity (GPM), the allocator's figures, the peak fractions, and the memory
+    figures' comparison with the baseline."""
+    items = list(activity_lines(res)) + memory_changes(res)
+    return "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>" if items else ""
+
+
 def _measurement(res: Result) -> str:
     s = res.summary
     facts = [
@@ -359,6 +368,9 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
     tele = _telemetry(res.telemetry)
     if tele:
         parts.append(f"<h3>Telemetry</h3>{tele}")
+    activity = _activity(res)
+    if activity:
+        parts.append(f"<h3>Activity and memory behaviour</h3>{activity}")
     parts.append(_artifacts(res, href))
     if res.notes:
         parts.append(

@@ -14,6 +14,10 @@ What is printed where, once:
   verdict, in this one block;
 * ``numerics:``, each benchmark whose output changed against the baseline
   (or whose runs disagree: unseeded inputs), with the largest difference;
+* ``memory:``, each benchmark whose memory figures changed against the baseline
+  (peak memory, allocations and cudaMalloc calls per call, retries, transfers);
+  under ``-v``, ``activity:`` before it: each CUDA benchmark's GPU activity (NVML
+  GPM), allocator figures and fractions of the GPU's peaks;
 * ``flags:``, what is wrong with a measurement and the remedy, each distinct
   note once with the benchmarks it applies to (every note of every benchmark
   under ``-v``).
@@ -30,7 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.measure import backend
+from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
@@ -515,6 +521,48 @@ def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
     return lines
 
 
+def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+    """``memory:``, each benchmark whose memory figures (peak, allocations per call, cudaMalloc
+    calls, retries, transfers) changed against the baseline; under ``-v`` also ``activity:``,
+    each CUDA benchmark's GPU activity (NVML GPM), allocator figures and peak fractions, with
+    a reason GPM gave nothing said once."""
+    spec = spec or TableSpec()
+    mixed = len({r.id.mode for r in results}) > 1
+    wrap = textwrap.TextWrapper(
+        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+    )
+    lines: list[str] = []
+    if spec.verbose:
+        reasons: dict[str, None] = {}
+        body: list[str] = []
+        for r in results:
+            a = (r.telemetry or {}).get("activity")
+            parts = []
+            if a and a.get("available"):
+                parts.append(activity_line(a))
+            elif a:
+                reasons[str(a.get("reason"))] = None
+            if r.memory and r.memory.get("available"):
+                parts.append("allocator: " + memory_line(r.memory))
+            peak = describe_peak(r.of_peak)
+            if peak:
+                parts.append(peak)
+            if parts:
+                body.extend(wrap.wrap(f"{_who(r, mixed)}: " + "; ".join(parts)))
+        body += [ln for why in reasons for ln in wrap.wrap(f"GPM activity unavailable: {why}")]
+        if body:
+            lines += ["activity (NVML GPM and the caching allocator, over plain calls after each "
+                      "measurement):", *body]  # fmt: skip
+    changed = [(r, memory_changes(r)) for r in results]
+    changed = [(r, ch) for r, ch in changed if ch]
+    if changed:
+        lines.append("memory:")
+        for r, ch in changed:
+            for text in ch:
+                lines.extend(wrap.wrap(f"{_who(r, mixed)}: {text}"))
+    return lines
+
+
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     """The whole summary section: table, legend, launch overhead, verdicts, flags."""
     spec = spec or TableSpec()
@@ -531,6 +579,7 @@ def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     blocks = (
         verdict_lines(results, spec),
         numerics_lines(results, spec),
+        activity_lines(results, spec),
         flag_lines(results, spec),
     )
     for block in blocks:

@@ -3,7 +3,7 @@
 The store itself is :mod:`pytest_gpuperf.baseline`; this module gives it what only
 the session knows: ``--gpuperf-baseline-dir`` relative to the rootdir, the fields
 of ``pytest_gpuperf_update_fingerprint`` hooks, the run's git commit and CI ids,
-and the telemetry summary a saved run keeps.
+and the telemetry summary a saved run keeps (its clock regime and its activity).
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ def save(
     from dataclasses import replace
 
     from pytest_gpuperf.baseline.store import BaselineStore
-    from pytest_gpuperf.telemetry.regime import regime_summary
+    from pytest_gpuperf.telemetry.regime import baseline_telemetry
 
     session = run.settings.session
     assert session.save is not None, "save() is called when --gpuperf-save is set"
     # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
-    compact = [replace(r, telemetry=regime_summary(r.telemetry)) for r in results]
+    compact = [replace(r, telemetry=baseline_telemetry(r.telemetry)) for r in results]
     extra = fingerprint_extra(run.config) or None
     store = BaselineStore(
         run.baseline_dir,

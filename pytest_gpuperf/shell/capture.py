@@ -474,7 +474,9 @@ def _evidence(
         child_median_s=prof.get("child_median_s"),
         current_inventory=prof.get("inventory"),
         triton_configs=prof.get("triton_configs") or {},
+        current_probe=prof.get("probe"),
     )
+    _resource_evidence(ev, result, baseline_runs)
     cur_inv = prof.get("inventory")
     if base_inv and cur_inv:
         ev.kernel_diff = diff_inventories(base_inv, cur_inv, ev.slowdown_s)
@@ -482,6 +484,16 @@ def _evidence(
     ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
     ev.nsys = list(ctx.state.get("nsys_findings") or [])
     return ev
+
+
+def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) -> None:
+    """The GPU's activity and the allocator's figures of the result and its baseline runs."""
+    runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
+    if result is not None:
+        ev.current_activity = (result.telemetry or {}).get("activity")
+        ev.current_memory = result.memory
+    ev.baseline_activity = [(_get(r, "telemetry") or {}).get("activity") for r in runs]
+    ev.baseline_memory = [_get(r, "memory") for r in runs]
 
 
 def _compile_from_counters(counters: Mapping[str, Any] | None) -> dict[str, Any] | None:

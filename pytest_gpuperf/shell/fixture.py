@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
+import statistics
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -18,9 +20,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
-from pytest_gpuperf.measure import backend, engine
+from pytest_gpuperf.measure import allocation, backend, engine
 from pytest_gpuperf.measure.flags import flag_notes
-from pytest_gpuperf.measure.memory import first_line, is_oom, release_memory
+from pytest_gpuperf.measure.memory import (
+    allocator_counters,
+    allocator_reason,
+    first_line,
+    is_oom,
+    release_memory,
+)
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
@@ -38,6 +46,33 @@ PhaseRange = Callable[[BenchId, str], AbstractContextManager[object]]
 #: after_measure(bench_id, call, per_call_s) -> data for Result.extra, or None. Runs once per
 #: benchmark after its measurement, under the device lock; ``call()`` calls fn(*args, **kwargs).
 AfterMeasure = Callable[[BenchId, Callable[[], Any], float], "Mapping[str, Any] | None"]
+
+
+#: Seconds of plain calls the activity is read over: NVML's GPM counters refresh every
+#: 100 ms, so two samples need at least that much between them.
+WINDOW_S = 0.12
+#: ... and at most this many calls (a function of nanoseconds would take millions).
+WINDOW_MAX_CALLS = 200_000
+
+
+def plain_window(
+    plain: Callable[[int], int], per_call_s: float, target_s: float, most: int
+) -> tuple[int, float]:
+    """Call ``plain(n)`` in batches until ``target_s`` have passed or ``most`` calls are
+    made: (calls made, seconds). The first batch is an eighth of the estimate from
+    ``per_call_s`` and at most 16 calls; each next one is sized from the rate seen, and at
+    most 8 times the last, so a wrong estimate costs a few batches, not a long overshoot."""
+    t0 = time.perf_counter()
+    done = 0
+    batch = max(1, min(16, most, int(target_s / max(per_call_s, 1e-7) / 8)))
+    while True:
+        done += plain(batch)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= target_s or done >= most:
+            return done, elapsed
+        rate = elapsed / max(done, 1)
+        want = math.ceil(1.05 * (target_s - elapsed) / max(rate, 1e-9))
+        batch = max(1, min(most - done, want, 8 * batch))
 
 
 def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
@@ -85,6 +120,9 @@ class BenchContext:
     progress: ProgressTask = field(default=lambda label, ticker=True: _no_task())
     #: the session's typed settings (None: built from ``config``)
     settings: Settings | None = None
+    #: activity() -> a GPM window (telemetry.probe.ActivityWindow), read over plain calls
+    #: after each CUDA measurement; None: no activity and no allocator figures
+    activity: Callable[[], Any] | None = None
 
 
 @dataclass
@@ -122,6 +160,7 @@ class _Measured(NamedTuple):
     wall_s: float
     peak_memory: int | None
     extra: dict[str, Any]
+    memory: dict[str, Any] | None
 
 
 def _describe(fn: Any) -> str:
@@ -338,6 +377,7 @@ class GpuBench:
                 host_hidden=got.host_hidden,
                 host_s=got.host_s,
                 numerics=first.numerics,
+                memory=got.memory,
             )
             result.notes.extend(flag_notes(result, policy))
             self.results.append(result)
@@ -372,13 +412,13 @@ class GpuBench:
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                 with ctx.progress(label, ticker=False) as task:
                     # The progress line ticks between rounds, never inside one.
-                    raw, telemetry = self._with_probes(bid, timer, policy, task.tick)
+                    raw, telemetry, memory = self._with_probes(bid, timer, policy, task.tick)
                 hidden = timer.host_hidden(len(raw.rounds))
                 host = timer.host_time(len(raw.rounds))
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
-        return _Measured(first_s, raw, telemetry, hidden, host, wall, peak, extra)
+        return _Measured(first_s, raw, telemetry, hidden, host, wall, peak, extra, memory)
 
     def _first_call(
         self,
@@ -405,21 +445,56 @@ class GpuBench:
 
     def _with_probes(
         self, bid: BenchId, timer: backend.Timer, policy: MeasurePolicy, tick: engine.Tick
-    ) -> tuple[engine.RawMeasurement, dict[str, Any] | None]:
-        """The measurement loop on ``timer``, inside the telemetry probes."""
+    ) -> tuple[engine.RawMeasurement, dict[str, Any] | None, dict[str, Any] | None]:
+        """The measurement loop on ``timer``, inside the telemetry probes, then the window of
+        plain calls that the activity (GPM) and the allocator's per-call figures are read
+        over: (the measurement, its telemetry, its memory behaviour)."""
         ctx = self._ctx
         clock = time.perf_counter
         phase = functools.partial(ctx.phase_range, bid)
+        on_gpu = ctx.device == "cuda"
         with contextlib.ExitStack() as stack:
             finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
+            before = allocator_counters() if on_gpu else None
             raw = engine.run(timer, policy, clock=clock, phase=phase, tick=tick)
+            after = allocator_counters() if on_gpu else None
+            activity, memory = self._window(timer, raw, before, after)
             telemetry: dict[str, Any] | None = None
             for finish in finishers:
                 if callable(finish):
                     extra = finish(raw)
                     if extra:
                         telemetry = {**(telemetry or {}), **extra}
-        return raw, telemetry
+        if activity is not None:
+            telemetry = {**(telemetry or {}), "activity": activity}
+        return raw, telemetry, memory
+
+    def _window(
+        self,
+        timer: backend.Timer,
+        raw: engine.RawMeasurement,
+        before: Mapping[str, int] | None,
+        after: Mapping[str, int] | None,
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(activity, memory) over a window of plain calls after the measurement: GPM needs
+        about 0.12 s of them; without GPM a few calls give the allocator's figures."""
+        ctx = self._ctx
+        if ctx.device != "cuda":
+            return None, allocation.unavailable(allocation.CPU_REASON)
+        plain = getattr(timer, "plain_calls", None)
+        if ctx.activity is None or plain is None or not raw.rounds:
+            return None, None
+        window = ctx.activity()
+        per_call = max(statistics.median(raw.rounds), max(raw.e2e_rounds, default=0.0))
+        target, most = (WINDOW_S, WINDOW_MAX_CALLS) if window.wanted else (0.02, 20)
+        w0 = allocator_counters()
+        window.start()
+        calls, seconds = plain_window(plain, per_call, target, most)
+        activity = window.stop(window_s=round(seconds, 4), calls=calls)
+        w1 = allocator_counters()
+        if before is None or after is None or w0 is None or w1 is None:
+            return activity, allocation.unavailable(allocator_reason())
+        return activity, allocation.figures(before, after, w0, w1, calls)
 
     def _after_measure(
         self,

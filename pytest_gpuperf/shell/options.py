@@ -246,11 +246,13 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "gate_secondary",
-        choice("none", "memory", "first-call", "all"),
+        choice("none", "memory", "first-call", "allocations", "all"),
         "none",
-        "also fail when peak memory and/or first-call (compile) time grow beyond their tolerance",
+        "also fail when peak memory, first-call (compile) time, or the allocations per call "
+        "(caching-allocator requests, cudaMalloc calls, retries; host-device transfers where "
+        "both sides have a kernel inventory) grow beyond their tolerance",
         per_test=True,
-        metavar="none|memory|first-call|all",
+        metavar="none|memory|first-call|allocations|all",
     ),
     Option(
         "memory_tolerance",
@@ -315,6 +317,15 @@ OPTIONS: tuple[Option, ...] = (
         parse_bool,
         True,
         "NVTX ranges gpuperf/<test id> around each CUDA benchmark and its phases (Nsight Systems)",
+        metavar="true|false",
+    ),
+    Option(
+        "activity",
+        parse_bool,
+        True,
+        "after each CUDA measurement, read what the GPU's units did (NVML GPM: SM, tensor, DRAM, "
+        "PCIe, NVLink) and the caching allocator's figures per call over about 0.12 s of plain "
+        "calls (a few calls where the GPU has no GPM)",
         metavar="true|false",
     ),
     # --- CI reports ---

@@ -14,6 +14,7 @@ import datetime as _dt
 import functools
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -236,6 +237,7 @@ class GpuPerfSession:
             phase_range=self._phase_range(device),
             progress=self._progress().task,
             after_measure=hooks,
+            activity=self._activity(device),
         )
         return GpuBench(ctx)
 
@@ -344,6 +346,21 @@ class GpuPerfSession:
             )
         return [self._telemetry.probe]
 
+    def _activity(self, device: str) -> Callable[[], Any] | None:
+        """The GPM window maker of the session's telemetry (CUDA, --gpuperf-activity on); none
+        in a capture child, whose own measurement only checks that the slowdown reproduces."""
+        import os
+
+        from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
+
+        if device != "cuda" or not self.settings.telemetry.activity:
+            return None
+        if is_child(self.config) and os.environ.get(CAPTURE_ENV):
+            return None
+        self._probes(device)
+        assert self._telemetry is not None
+        return self._telemetry.activity_window
+
     def _phase_range(self, device: str) -> PhaseRange:
         if self._nvtx is None:
             from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
@@ -398,7 +415,11 @@ class GpuPerfSession:
         if self.gpu_state is not None:
             from pytest_gpuperf.telemetry.header import render_header
 
-            for line in render_header(self.gpu_state, interval_ms=settings.telemetry.interval_ms):
+            for line in render_header(
+                self.gpu_state,
+                interval_ms=settings.telemetry.interval_ms,
+                activity=settings.telemetry.activity,
+            ):
                 tr.write_line("gpuperf: " + line)
 
     def _where_line(self, device: str) -> str:

@@ -69,6 +69,8 @@ class TelemetrySettings:
     raw: bool = option("telemetry_raw", False)
     #: NVTX ranges around each CUDA benchmark and its phases
     nvtx: bool = option("nvtx", True)
+    #: GPM activity and the allocator's per-call figures after each CUDA measurement
+    activity: bool = option("activity", True)
 
 
 #: a number, or a callable of the test's parameters

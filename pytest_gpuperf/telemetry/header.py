@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf.telemetry import gpm as _gpm
 from pytest_gpuperf.telemetry import nvml as _nvml
 from pytest_gpuperf.telemetry.reasons import decode, reason_names, slowdown
 from pytest_gpuperf.telemetry.stream import process_list
@@ -95,6 +96,7 @@ def _gpu_state(nvml: Any, i: int, own_pid: int) -> dict[str, Any]:
         "ecc_pending": None if ecc is None else bool(ecc[1]),
         "clock_events": reasons,
         "other_processes": procs,
+        "gpm_unavailable": _gpm.support(nvml, h),
     }
 
 
@@ -287,11 +289,22 @@ def gpu_line(g: Mapping[str, Any]) -> str:
     return f"GPU {g.get('index')} {g.get('name') or '?'}: " + ", ".join(parts)
 
 
-def render_header(state: Mapping[str, Any], *, interval_ms: float | None = None) -> list[str]:
-    """Header lines (no ``gpuperf:`` prefix) for a state from :func:`collect_gpu_state`."""
+def render_header(
+    state: Mapping[str, Any], *, interval_ms: float | None = None, activity: bool = False
+) -> list[str]:
+    """Header lines (no ``gpuperf:`` prefix) for a state from :func:`collect_gpu_state`;
+    ``activity``: GPM activity is read (``--gpuperf-activity``), so a GPU without it gets
+    one line that says why."""
     if not state.get("available"):
-        return [f"telemetry unavailable: {state.get('reason', 'unknown reason')}"]
+        why = state.get("reason", "unknown reason")
+        lines = [f"telemetry unavailable: {why}"]
+        if activity:
+            lines.append("activity unavailable: no NVML, so no GPM (SM, tensor, DRAM figures)")
+        return lines
     every = f", NVML telemetry every {interval_ms:g} ms" if interval_ms else ""
+    gpus = state.get("gpus", [])
+    if activity and gpus and not any(g.get("gpm_unavailable") for g in gpus):
+        every += ", GPM activity"
     lines = [
         f"driver {state.get('driver') or '?'} (CUDA {state.get('cuda_driver') or '?'}), "
         f"torch {state.get('torch') or '?'}, {len(state.get('gpus', []))} of "
@@ -299,4 +312,10 @@ def render_header(state: Mapping[str, Any], *, interval_ms: float | None = None)
     ]
     lines.extend(gpu_line(g) for g in state.get("gpus", []))
     lines.extend("unreliable: " + c.line() for c in conditions(state))
+    for g in gpus if activity else []:
+        if g.get("gpm_unavailable"):
+            lines.append(
+                f"activity unavailable on GPU {g.get('index')}: {g['gpm_unavailable']}; results "
+                "keep the allocator's figures, not the SM/tensor/DRAM activity"
+            )
     return lines

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from pytest_gpuperf.telemetry import gpm as _gpm
 from pytest_gpuperf.telemetry import nvml as _nvml
+from pytest_gpuperf.telemetry.activity import unavailable as no_activity
 from pytest_gpuperf.telemetry.reasons import KNOWN, reason_names
 from pytest_gpuperf.telemetry.stream import (
     mark_rounds,
@@ -45,6 +47,44 @@ def torch_device_identity() -> tuple[int, str | None]:
 
 def unavailable(reason: str, **extra: Any) -> dict[str, Any]:
     return {"available": False, "reason": reason, **extra}
+
+
+class ActivityWindow:
+    """GPM over a window of calls: :meth:`start`, the calls, :meth:`stop` -> the activity.
+
+    ``reader`` is None when GPM cannot be read (``reason`` says why); then :attr:`wanted`
+    is False, so the caller can keep its window short, and :meth:`stop` gives the
+    ``{"available": False, "reason"}`` a result keeps.
+    """
+
+    def __init__(self, reader: _gpm.GpmReader | None, reason: str | None = None):
+        self.reader = reader
+        self.reason = reason
+        self._error: str | None = None
+
+    @property
+    def wanted(self) -> bool:
+        return self.reader is not None
+
+    def start(self) -> None:
+        if self.reader is None:
+            return
+        try:
+            self.reader.start()
+        except _gpm.GpmUnavailable as e:
+            self._error = str(e)
+
+    def stop(self, **facts: Any) -> dict[str, Any]:
+        """The activity dict: the metrics, ``facts`` (window_s, calls) and the source."""
+        if self.reader is None:
+            return no_activity(self.reason or "GPM is not read")
+        if self._error is not None:
+            return no_activity(self._error)
+        try:
+            metrics = self.reader.stop()
+        except _gpm.GpmUnavailable as e:
+            return no_activity(str(e))
+        return {"available": True, "source": "nvml-gpm", **facts, **metrics}
 
 
 @dataclass
@@ -86,6 +126,8 @@ class NvmlTelemetry:
         self._opened = False
         self._names: dict[int, str] = dict(KNOWN)
         self._devices: dict[tuple[int, str | None], _nvml.Device] = {}
+        #: per device: its GPM reader, or why there is none (decided once per device)
+        self._gpm: dict[tuple[int, str | None], _gpm.GpmReader | str] = {}
 
     # --- NVML, once -------------------------------------------------------------
 
@@ -103,10 +145,38 @@ class NvmlTelemetry:
         return self._reason
 
     def close(self) -> None:
+        for reader in self._gpm.values():
+            if isinstance(reader, _gpm.GpmReader):
+                reader.close()
+        self._gpm.clear()
         if self._nvml is not None:
             _nvml.close_nvml(self._nvml)
             self._nvml = None
         self._devices.clear()
+
+    def activity_window(self) -> ActivityWindow:
+        """A GPM window on the device torch uses (one reader per device, made once)."""
+        reason = self._open()
+        if reason:
+            return ActivityWindow(None, f"NVML is not available: {reason}")
+        try:
+            index, uuid = self._identity()
+            key = (index, uuid)
+            if key not in self._gpm:
+                nv = self._nvml
+                assert nv is not None
+                try:
+                    self._gpm[key] = _gpm.GpmReader.open(nv, self._device().handle)
+                except _gpm.GpmUnavailable as e:
+                    self._gpm[key] = str(e)
+            got = self._gpm[key]
+        except _nvml.NvmlUnavailable as e:
+            return ActivityWindow(None, str(e))
+        except Exception as e:
+            return ActivityWindow(None, f"GPM could not be set up: {_nvml.explain(e)}")
+        if isinstance(got, str):
+            return ActivityWindow(None, got)
+        return ActivityWindow(got)
 
     def _device(self) -> _nvml.Device:
         assert self._nvml is not None

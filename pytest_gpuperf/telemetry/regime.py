@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf.telemetry import activity
 from pytest_gpuperf.telemetry.reasons import BENIGN_NAMES
 
 #: Median clocks further apart than this (relative) are different regimes.
@@ -44,6 +45,16 @@ def regime_summary(telemetry: Mapping[str, Any] | None) -> dict[str, Any] | None
     if not telemetry or not telemetry.get("available"):
         return None
     return {k: telemetry[k] for k in REGIME_KEYS if k in telemetry}
+
+
+def baseline_telemetry(telemetry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a baseline run keeps of a result's telemetry: :func:`regime_summary`, and the
+    summary of its activity (NVML GPM, :func:`.activity.summary`) under ``"activity"``."""
+    out = regime_summary(telemetry) or {}
+    act = activity.summary((telemetry or {}).get("activity"))
+    if act is not None:
+        out["activity"] = act
+    return out or None
 
 
 def _usable(t: Mapping[str, Any] | None) -> bool:

@@ -31,10 +31,13 @@ from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy, Verdic
 from pytest_gpuperf.verdict.secondary import (
     FIRST_CALL,
     HIGHER,
+    MEMORY_BEHAVIOUR,
     PEAK_MEMORY,
+    TRANSFERS,
     SecondaryComparison,
     compare_secondary,
     explain_secondary,
+    transfer_bytes,
 )
 
 
@@ -198,11 +201,17 @@ class Judge:
     def secondary(
         self, result: Result, tolerances: Mapping[str, float]
     ) -> list[SecondaryComparison]:
-        """Peak memory and first-call time against the comparable runs (none without a match)."""
+        """Peak memory, first-call time and memory behaviour against the comparable runs
+        (none without a match; a memory-behaviour figure only where this run has it)."""
         match = self.match(result)
         if match.status != br.MATCH:
             return []
         runs = match.runs
+        return [*self._fixed(result, runs, tolerances), *_behaviour(result, runs, tolerances)]
+
+    def _fixed(
+        self, result: Result, runs: Sequence[RunRecord], tolerances: Mapping[str, float]
+    ) -> list[SecondaryComparison]:
         return [
             compare_secondary(
                 [r.peak_memory_bytes for r in runs],
@@ -235,6 +244,30 @@ class Judge:
         return compare_numerics(stored, [c for c in current if c], tolerance, gated=gated)
 
 
+def _behaviour(
+    result: Result, runs: Sequence[RunRecord], tolerances: Mapping[str, float]
+) -> list[SecondaryComparison]:
+    """The allocator's figures per call (``Result.memory``) and the inventory's host-device
+    bytes per call, against the runs that have them, where this run has them."""
+    out = []
+    tol = tolerances[PEAK_MEMORY]
+    for metric in MEMORY_BEHAVIOUR:
+        if metric == TRANSFERS:
+            cur = transfer_bytes((result.extra or {}).get("kernels"))
+            base = [transfer_bytes((r.extra or {}).get("kernels")) for r in runs]
+        else:
+            cur = _figure(result.memory, metric)
+            base = [_figure(r.memory, metric) for r in runs]
+        if cur is not None and any(b is not None for b in base):
+            out.append(compare_secondary(base, cur, tol, metric=metric))
+    return out
+
+
+def _figure(memory: Mapping[str, Any] | None, key: str) -> float | None:
+    v = (memory or {}).get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _commit(meta: Mapping[str, Any]) -> str | None:
     """The commit a run measured (runs of one commit ran the same code), if recorded."""
     for key in ("git_sha", "ci_sha"):
@@ -247,6 +280,8 @@ def _gated(option: str, metric: str) -> bool:
     """Whether ``--gpuperf-gate-secondary=option`` fails a test on ``metric``."""
     if option == "all":
         return True
-    return (option == "memory" and metric == PEAK_MEMORY) or (
-        option == "first-call" and metric == FIRST_CALL
+    return (
+        (option == "memory" and metric == PEAK_MEMORY)
+        or (option == "first-call" and metric == FIRST_CALL)
+        or (option == "allocations" and metric in MEMORY_BEHAVIOUR)
     )

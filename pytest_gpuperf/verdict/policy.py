@@ -219,7 +219,7 @@ class VerdictSettings:
     reruns: int = option("reruns", DEFAULT_POLICY.max_runs - 1)
     #: re-measurements may add up to this multiple of the session's own time
     confirm_budget: float = option("confirm_budget", 1.0)
-    #: "none", "memory", "first-call" or "all": secondary metrics that fail a test
+    #: "none", "memory", "first-call", "allocations" or "all": secondary metrics that fail a test
     gate_secondary: str = option("gate_secondary", "none")
     memory_tolerance: float = option("memory_tolerance", 0.05)
     first_call_tolerance: float = option("first_call_tolerance", 0.5)

@@ -1,4 +1,4 @@
-"""Secondary metrics against the baseline: peak memory and first-call (compile) time.
+"""Secondary metrics against the baseline: peak memory, first-call time, memory behaviour.
 
 Not tested for significance like time: neither has a usable noise model.
 
@@ -14,6 +14,13 @@ Not tested for significance like time: neither has a usable noise model.
   the band. Gate it only where caches are controlled (always cold or always
   warm).
 
+* Memory behaviour per call (:mod:`pytest_gpuperf.measure.allocation`): the caching
+  allocator's allocation requests and ``cudaMalloc`` calls per call and its retries, and
+  the host-device bytes per call of the kernel inventory (when the current run has one:
+  ``--gpuperf-inventory=always``). Counts of deterministic code do not move between
+  runs; the peak-memory tolerance applies, with a slack of half an allocation (or
+  64 KiB) per call so that a rounding of the window's calls is not a change.
+
 The band is ``[min(baseline) / (1 + tol) - slack, max(baseline) * (1 + tol) + slack]``;
 ``ratio`` is current over the baseline median, for the report. Gating is the
 caller's choice (``--gpuperf-gate-secondary``).
@@ -22,7 +29,7 @@ caller's choice (``--gpuperf-gate-secondary``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -31,8 +38,29 @@ from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_time
 
 PEAK_MEMORY = "peak_memory"
 FIRST_CALL = "first_call"
-#: Default absolute slack per metric (bytes, seconds).
-SLACK = {PEAK_MEMORY: float(2**20), FIRST_CALL: 0.05}
+ALLOCATIONS = "allocations_per_call"
+DEVICE_ALLOCS = "device_allocs_per_call"
+ALLOC_RETRIES = "alloc_retries"
+TRANSFERS = "transfer_bytes_per_call"
+#: The metrics of memory behaviour (``--gpuperf-gate-secondary=allocations`` gates them).
+MEMORY_BEHAVIOUR = (ALLOCATIONS, DEVICE_ALLOCS, ALLOC_RETRIES, TRANSFERS)
+#: Default absolute slack per metric (bytes, seconds, counts per call).
+SLACK = {
+    PEAK_MEMORY: float(2**20),
+    FIRST_CALL: 0.05,
+    ALLOCATIONS: 0.5,
+    DEVICE_ALLOCS: 0.5,
+    ALLOC_RETRIES: 0.5,
+    TRANSFERS: float(64 * 2**10),
+}
+_LABELS = {
+    PEAK_MEMORY: "peak memory",
+    FIRST_CALL: "first call",
+    ALLOCATIONS: "allocations per call",
+    DEVICE_ALLOCS: "cudaMalloc calls per call",
+    ALLOC_RETRIES: "allocator retries",
+    TRANSFERS: "host-device transfers per call",
+}
 
 HIGHER, LOWER, SAME, NO_BASELINE = "higher", "lower", "same", "no-baseline"
 
@@ -92,12 +120,37 @@ def compare_secondary(
 
 def explain_secondary(s: SecondaryComparison) -> str:
     """``peak memory 1.2 GiB vs 1.0 GiB baseline (+18.6 %; band up to 1.1 GiB): higher``."""
-    label = "peak memory" if s.metric == PEAK_MEMORY else s.metric.replace("_", " ")
-    show = fmt_bytes if s.metric == PEAK_MEMORY else fmt_time
+    label = _LABELS.get(s.metric, s.metric.replace("_", " "))
+    show = _formatter(s.metric)
     if s.kind == NO_BASELINE:
         return f"{label} {show(s.current)}: no baseline value"
     change = fmt_pct(None if s.ratio is None else s.ratio - 1, sign=True)
+    if s.ratio is None and s.current is not None and s.baseline is not None:
+        change = f"{s.current - s.baseline:+.3g}"  # from nothing: the difference says it
+    lower = s.lower if s.lower is None else max(s.lower, 0.0)  # no metric is negative
     return (
         f"{label} {show(s.current)} vs {show(s.baseline)} baseline ({change}; within "
-        f"{show(s.lower)} to {show(s.upper)} is the same): {s.kind}"
+        f"{show(lower)} to {show(s.upper)} is the same): {s.kind}"
     )
+
+
+def _count(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _formatter(metric: str) -> Callable[[float | None], str]:
+    if metric in (PEAK_MEMORY, TRANSFERS):
+        return fmt_bytes
+    if metric == FIRST_CALL:
+        return fmt_time
+    return _count
+
+
+def transfer_bytes(inventory: Mapping[str, Any] | None) -> float | None:
+    """Host-to-device plus device-to-host bytes per call of a kernel inventory (None: not
+    recorded; inventories before ``d2h_bytes_per_call`` count their host-to-device bytes)."""
+    if not inventory:
+        return None
+    vals = [inventory.get(k) for k in ("h2d_bytes_per_call", "d2h_bytes_per_call")]
+    nums = [float(v) for v in vals if isinstance(v, (int, float))]
+    return sum(nums) if nums else None

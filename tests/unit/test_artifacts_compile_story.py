@@ -193,11 +193,18 @@ def test_conversions_without_a_conv_change_are_not_a_layout_story() -> None:
     assert dg.LAYOUT not in d.causes and d.cause == dg.MORE_KERNELS, d.paragraph
 
 
-def test_a_conv_variant_change_without_conversions_is_a_variant() -> None:
+def test_a_conv_variant_change_without_conversions_is_the_conv_algorithm_story() -> None:
+    # no conversion kernels: not the layout story, but cuDNN's choice, told before the names
     base = _inv([(CONV_NHWC, 120.0, 2.0)])
     cur = _inv([(CONV_NCHW, 160.0, 2.0)])
     d = dg.diagnose(_ev(base, cur, 120.0, 160.0))
-    assert dg.LAYOUT not in d.causes and d.cause == dg.KERNEL_VARIANT, d.paragraph
+    assert dg.LAYOUT not in d.causes and d.cause == dg.CONV_ALGORITHM, d.paragraph
+    likely = d.paragraph.split("Likely cause: ", 1)[1]
+    assert likely.startswith(
+        "cuDNN now runs the convolutions as implicit GEMM in NCHW (tf32) instead of implicit "
+        "GEMM in NHWC (tf32) (the layout changed: keep the model and its input in channels_last"
+    ), likely
+    assert dg.KERNEL_VARIANT not in d.causes
 
 
 def test_on_the_cpu_contiguous_copies_and_a_conv_change_are_a_layout_story() -> None:

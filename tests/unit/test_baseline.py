@@ -1175,13 +1175,18 @@ def _install_golden(version: int, root: Path) -> str:
 def test_the_current_golden_file_is_what_save_writes(store: BaselineStore) -> None:
     """Catches any unintended format change; set GPUPERF_REGEN_GOLDEN=1 to rewrite it."""
     write_golden(store)
+    assert_golden(store, _golden(schema.SCHEMA_VERSION).parent)
+
+
+def assert_golden(store: BaselineStore, folder: Path) -> None:
+    """Baseline ``golden`` of ``store`` holds what ``folder`` holds, byte for byte (but the
+    plugin's version); ``GPUPERF_REGEN_GOLDEN=1`` rewrites ``folder`` from it first."""
     files = {
         name: data.decode().replace(
             f'"plugin_version": "{__version__}"', '"plugin_version": "0.1.0"'
         )
         for name, data in store_files(store, "golden").items()
     }
-    folder = _golden(schema.SCHEMA_VERSION).parent
     if os.environ.get("GPUPERF_REGEN_GOLDEN"):
         import shutil
 

@@ -50,6 +50,7 @@ RINGS: dict[str, str] = {
     "telemetry.nvml": ADAPTER,
     "telemetry.probe": ADAPTER,
     "telemetry.header": ADAPTER,
+    "telemetry.gpm": ADAPTER,
     "artifacts": ADAPTER,  # the face re-exports the collectors' protocol
     "artifacts.analysis": CORE,
     "artifacts.collectors": ADAPTER,

@@ -52,6 +52,7 @@ SAMPLES: dict[str, Any] = {
     "telemetry_interval_ms": "20",
     "telemetry_raw": "true",
     "nvtx": "false",
+    "activity": "false",
     "markdown": "r.md",
     "html": "r.html",
     "csv": "r.csv",

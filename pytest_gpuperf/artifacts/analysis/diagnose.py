@@ -9,7 +9,12 @@ fallbacks. The most likely cause comes first, named so that a reader (and a
 test) can tell: :data:`CAUSES`. What the compiler did differently (the
 compiled code gone, new graph breaks, recompiles to the limit) outranks what
 it causes (launch-boundness, new eager kernels); a layout change and a Triton
-launch-config change are told as one story each (:mod:`.compile_story`).
+launch-config change are told as one story each (:mod:`.compile_story`), and so
+is a library's choice of algorithm: the SDPA backend, the GEMMs' precision, the
+convolution algorithm, cuBLAS's kernel at equal precision
+(:mod:`.algorithm_story`): the choice first, the kernels after. The GPU's
+activity (NVML GPM) and the allocator's figures per call, measured with every
+CUDA result, add what moved and what bounds the work (:mod:`.resource_story`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gpuperf.artifacts.analysis import algorithm_story as als
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
+from pytest_gpuperf.artifacts.analysis import resource_story as rs
 from pytest_gpuperf.artifacts.analysis.inventory import (
     KernelChange,
     KernelDiff,
@@ -42,10 +49,20 @@ FALLBACK = "fallback"
 COMPILED_CODE_GONE = cs.COMPILED_CODE_GONE
 LAYOUT = cs.LAYOUT
 TRITON_CONFIG = cs.TRITON_CONFIG
+SDPA_BACKEND = als.SDPA_BACKEND
+GEMM_PRECISION = als.GEMM_PRECISION
+CONV_ALGORITHM = als.CONV_ALGORITHM
+GEMM_HEURISTIC = als.GEMM_HEURISTIC
+ALLOCATION_CHURN = rs.ALLOCATION_CHURN
 CAUSES = (
     COMPILED_CODE_GONE,
     LAYOUT,
+    SDPA_BACKEND,
+    GEMM_PRECISION,
+    CONV_ALGORITHM,
+    GEMM_HEURISTIC,
     TRITON_CONFIG,
+    ALLOCATION_CHURN,
     HOST_SYNC,
     H2D_COPY,
     LAUNCH_BOUND,
@@ -100,6 +117,15 @@ class Evidence:
     current_inventory: Mapping[str, Any] | None = None
     #: Triton kernel -> the config its autotuner chose in the current run (the autotune log)
     triton_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: what the library's choices depended on in the profiler's process (the baseline's is
+    #: its inventory's ``probe``): artifacts/collectors/algorithms.py
+    current_probe: Mapping[str, Any] | None = None
+    #: the GPU's activity (NVML GPM) of the current result and of the baseline's runs
+    current_activity: Mapping[str, Any] | None = None
+    baseline_activity: Sequence[Mapping[str, Any] | None] = ()
+    #: the caching allocator's figures per call, current and of the baseline's runs
+    current_memory: Mapping[str, Any] | None = None
+    baseline_memory: Sequence[Mapping[str, Any] | None] = ()
 
     @property
     def ratio(self) -> float | None:
@@ -248,18 +274,26 @@ def _idle_part(
 def _kernel_part(
     ev: Evidence, slow_us: float | None, findings: list[_Finding], details: list[str]
 ) -> None:
-    """Or busy but slow? Adds the kernel stories and findings, the kernel and ncu details."""
+    """Or busy but slow? Adds the stories (layout, the library's algorithm, Triton configs,
+    allocations) and the kernel findings they leave, the kernel and ncu details."""
     kd = ev.kernel_diff
+    stories: list[cs.Story] = []
     if kd is not None:
         base = ev.baseline_inventory or {}
-        stories: list[cs.Story] = []
         layout = cs.layout_story(kd, slow_us)
         if layout is not None:
             stories.append(layout)
+        stories += als.algorithm_stories(
+            kd, base, ev.current_probe, slow_us, skip=cs.absorbed(stories)
+        )
         stories += cs.triton_config_stories(
             kd, base, ev.current_inventory, current_configs=ev.triton_configs, slowdown_us=slow_us
         )
-        findings += [_Finding(st.cause, st.weight, st.sentence) for st in stories]
+    churn = rs.allocation_story(ev.baseline_memory, ev.current_memory, kd)
+    if churn is not None:
+        stories.append(churn)
+    findings += [_Finding(st.cause, st.weight, st.sentence) for st in stories]
+    if kd is not None:
         findings += _kernel_findings(kd, slow_us, skip=cs.absorbed(stories))
         details += [f"kernels: {line}" for line in kd.lines()]
     elif ev.analysis is not None:
@@ -312,8 +346,12 @@ def _compile_part(
 
 
 def _context_details(ev: Evidence) -> list[str]:
-    """The nsys lines, and whether the slowdown reproduced in the profiler's process."""
+    """The nsys lines, the activity and allocator figures, and whether the slowdown
+    reproduced in the profiler's process."""
     details = [f"nsys: {s}" for s in ev.nsys]
+    details += rs.details(
+        ev.baseline_activity, ev.current_activity, ev.baseline_memory, ev.current_memory
+    )
     if ev.child_median_s is not None and ev.baseline_s:
         again = ev.child_median_s / ev.baseline_s - 1
         details.append(
@@ -329,8 +367,9 @@ def _context_details(ev: Evidence) -> list[str]:
 
 
 def _paragraph(ev: Evidence, findings: Sequence[_Finding], idle_sentence: str) -> list[str]:
-    """The paragraph's sentences: headline, likely cause, idle time, the next causes, and
-    what Nsight Compute says of the hottest kernel when a kernel change leads."""
+    """The paragraph's sentences: headline, likely cause, idle time, what the GPU's units
+    say (the GPM figures that moved, what bounds the work), the next causes, and what
+    Nsight Compute says of the hottest kernel when a kernel change leads."""
     kd = ev.kernel_diff
     parts = [_headline(ev)]
     if findings:
@@ -338,6 +377,8 @@ def _paragraph(ev: Evidence, findings: Sequence[_Finding], idle_sentence: str) -
         parts.append(f"Likely cause: {top.sentence}.")
     if idle_sentence:
         parts.append(idle_sentence)
+    gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
+    parts += [f"{s}." for s in gpm]
     parts += [f"Also: {f.sentence}." for f in findings[1:4]]
     if (
         kd is not None
@@ -352,7 +393,7 @@ def _paragraph(ev: Evidence, findings: Sequence[_Finding], idle_sentence: str) -
                 f"Nsight Compute on {short_name(str(hot_ncu.get('name')), 48)}: "
                 f"{ncu_line(hot_ncu)}."
             )
-    if not findings and not idle_sentence:
+    if not findings and not idle_sentence and not gpm:
         if ev.analysis is None:
             parts.append("No profile could be taken (see the collectors below).")
         else:

@@ -6,7 +6,7 @@ An inventory is a small JSON-safe dict, stored with each baseline run
     {"schema": 1, "source": "torch.profiler", "device": "cuda", "calls": 10,
      "per_call_us": 182.0, "gpu_us_per_call": 176.1, "busy_fraction": 0.97,
      "syncs_per_call": 0.0, "h2d_per_call": 0.0, "h2d_bytes_per_call": 0.0,
-     "d2h_per_call": 0.0,
+     "d2h_per_call": 0.0, "d2h_bytes_per_call": 0.0,
      "kernels": [{"name": "nvjet_sm90_tst_256x128_...", "kind": "kernel",
                   "launches": 1.0, "us_per_call": 150.2, "us_per_launch": 150.2,
                   "grid": [66, 2, 1], "block": [384, 1, 1], "registers": 168}, ...],
@@ -14,7 +14,10 @@ An inventory is a small JSON-safe dict, stored with each baseline run
 
 ``compiled`` (whether torch.compile regions or Triton kernels ran; added
 after the first inventories, which lack it) and ``compiled_regions_per_call``
-let a capture tell that the compiled code of the baseline is gone.
+let a capture tell that the compiled code of the baseline is gone; ``probe``
+(added by the hooks that take an inventory, see
+:mod:`pytest_gpuperf.artifacts.collectors.algorithms`) says what the library's
+choices depended on: dtypes, autocast, TF32 precision, the SDPA mask and backend.
 
 Names are normalised (:func:`normalize`) so that the same kernel matches
 across runs; launches and times are per call of the benchmarked function.
@@ -48,6 +51,7 @@ SUMMARY_FIELDS = (
     "h2d_per_call",
     "h2d_bytes_per_call",
     "d2h_per_call",
+    "d2h_bytes_per_call",
     "compiled_regions_per_call",
     "other_us_per_call",
 )
@@ -115,7 +119,8 @@ def short_name(name: str, width: int = 72) -> str:
         return n if len(n) <= width else n[: width - 1] + "…"
     base = base_function(n)
     if base != n:
-        functors = re.findall(r"(\w*Functor\w*|\w+_kernel\w*|\w+Op)\b", n[len(base) :])
+        rest = n[n.find(base) + len(base) :]  # base may follow a namespace
+        functors = re.findall(r"(\w*Functor\w*|\w+_kernel\w*|\w+Op)\b", rest)
         functors = [f for f in functors if f != base]
         if functors:
             base = f"{base}<{functors[-1]}>"
@@ -170,7 +175,7 @@ def inventory_from_trace(trace: Trace, *, max_kernels: int = MAX_KERNELS) -> dic
         kernels.append(entry)
     other = sum(it["us"] for it in ranked[max_kernels:]) / calls
     h2d, h2d_bytes = a.copies_per_call("HtoD")
-    d2h, _ = a.copies_per_call("DtoH")
+    d2h, d2h_bytes = a.copies_per_call("DtoH")
     return {
         "schema": INVENTORY_SCHEMA,
         "source": "torch.profiler",
@@ -185,6 +190,7 @@ def inventory_from_trace(trace: Trace, *, max_kernels: int = MAX_KERNELS) -> dic
         "h2d_per_call": _sig(h2d),
         "h2d_bytes_per_call": _sig(h2d_bytes),
         "d2h_per_call": _sig(d2h),
+        "d2h_bytes_per_call": _sig(d2h_bytes),
         "compiled_regions_per_call": _sig(a.compiled_regions),
         "compiled": a.compiled,
         "kernels": kernels,

@@ -18,6 +18,10 @@ Two hooks exist:
   a short torch.profiler pass in the same process, whose kernel inventory
   goes into ``Result.extra["kernels"]`` and so into the baseline.
 
+Both then watch one more call at the torch API (:mod:`.algorithms`: dtypes,
+autocast, TF32 precision, SDPA mask and backend), kept as ``"probe"`` beside
+the profile, so that a changed kernel set can be told as the choice behind it.
+
 Neither may fail a benchmark: an error becomes a note in the status file or
 the result's ``extra``.
 """
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
+from pytest_gpuperf.artifacts.collectors.algorithms import probe as probe_algorithms
 from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 
 if TYPE_CHECKING:
@@ -196,11 +201,13 @@ class ChildCapture:
                 )  # fmt: skip
                 entry["per_call_s"] = per_call_s
                 entry["mode"] = bench_id.mode
+                entry["dynamo"] = dynamo_counters()  # before the probe's call
+                entry["probe"] = probe_algorithms(call)
             elif self.tool == "nsys":
                 entry.update(self._nsys_window(call, window_calls(self.calls, per_call_s)))
             elif self.tool == "ncu":
                 entry.update(self._ncu_window(call))
-            entry["dynamo"] = dynamo_counters()
+            entry.setdefault("dynamo", dynamo_counters())
         except Exception as e:
             entry["error"] = f"{type(e).__name__}: {e}"
             entry["traceback"] = traceback.format_exc(limit=8)
@@ -319,4 +326,5 @@ class InventoryHook:
                 inv = inventory_from_trace(parse_trace(load_trace(path)))
             except Exception as e:
                 return {"kernels_error": f"{type(e).__name__}: {e}"}
+        inv["probe"] = probe_algorithms(call)  # what the library's choices depend on
         return {"kernels": inv}

@@ -128,6 +128,7 @@ class TorchProfilerCollector:
                 "analysis": analysis.to_dict(),
                 "inventory": inv,
                 "dynamo": entry.get("dynamo"),
+                "probe": entry.get("probe"),
             }
             remeasured = [r for r in run.results if r.id.key == key]
             if remeasured:
@@ -141,6 +142,7 @@ class TorchProfilerCollector:
                 "dynamo": entry.get("dynamo"),
                 "child_median_s": info.get("child_median_s"),
                 "triton_configs": configs,
+                "probe": entry.get("probe"),
             }
             summary[key] = _summary(analysis, inv)
         ctx.state["hotspots"] = hotspot_kernels(

@@ -1,0 +1,561 @@
+"""Which algorithm a library chose, and why that changed. Pure Python.
+
+When the kernel set changes, the kernel names say *what* runs; a user needs
+*which choice* changed and what usually causes it. Four choices are told:
+
+* **SDPA backend** (:func:`sdpa_story`): flash, memory-efficient, cuDNN or math,
+  from the attention kernels' names and, where the probe ran
+  (:mod:`pytest_gpuperf.artifacts.collectors.algorithms`), from the backend SDPA
+  picks for the call's arguments; an ``attn_mask`` where ``is_causal=True`` was
+  before is named, also when the backend stays the same (cuDNN takes the mask,
+  and computes the blocks a causal call skips);
+* **GEMM precision** (:func:`precision_story`): bf16/fp16 GEMMs replaced by
+  fp32 ones on TF32 tensor cores or on CUDA cores, or the reverse, from the
+  kernels' names (``bf16``, ``tf32``, ``f32f32_f32f32``/``ffma``, ``sgemm``), the
+  cast kernels autocast launches, and the probe's dtypes, autocast state and
+  fp32 matmul precision; the setting that usually causes it is named;
+* **cuDNN convolution algorithm and layout** (:func:`conv_story`): implicit
+  GEMM, Winograd, FFT; NHWC or NCHW kernels (a conversion kernel appearing is
+  the layout story of :mod:`.compile_story`);
+* **cuBLAS/cuBLASLt heuristics at equal precision** (:func:`heuristic_story`):
+  another tile, split-K or stream-K.
+
+cuBLAS's Hopper kernels (``nvjet_sm90_...``) do not name their dtype (``h``
+and ``v`` in them are not the dtype: both run bf16 GEMMs on an H200), so
+their precision comes from the probe or from the cast kernels around them.
+Each story leads with the choice and names kernels after; it absorbs the
+kernels it accounts for, so the diagnosis does not tell them again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gpuperf.artifacts.analysis.compile_story import Story, is_conv, is_conversion
+from pytest_gpuperf.artifacts.analysis.inventory import KernelChange, KernelDiff, short_name
+
+SDPA_BACKEND = "sdpa-backend"
+GEMM_PRECISION = "gemm-precision"
+CONV_ALGORITHM = "conv-algorithm"
+GEMM_HEURISTIC = "gemm-heuristic"
+CAUSES = (SDPA_BACKEND, GEMM_PRECISION, CONV_ALGORITHM, GEMM_HEURISTIC)
+
+# --- what a kernel name says ------------------------------------------------------------
+
+#: (backend, pattern on the lower-case name), first match wins: cuDNN's names hold "flash".
+_SDPA = (
+    ("cudnn", re.compile(r"cudnn.*(sdpa|fmha|flash_[fb]prop|attention)")),
+    ("mem-efficient", re.compile(r"fmha_cutlass|memeffattention|mem_eff|attentionkernel")),
+    ("flash", re.compile(r"pytorch_flash|flash_fwd|flash_bwd|flash::")),
+)
+_SOFTMAX = re.compile(r"softmax", re.I)
+#: (precision, pattern on the lower-case name), first match wins.
+_PRECISION = (
+    ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8")),
+    ("tf32", re.compile(r"tf32")),
+    ("bf16", re.compile(r"bf16|bfloat16")),
+    ("fp16", re.compile(r"f16f16|fp16|half|hgemm|h1688|h16816|h884|_f16_")),
+    ("fp64", re.compile(r"dgemm|f64f64|fp64|double")),
+    (
+        "fp32",
+        re.compile(r"sgemm|f32f32_f32f32|ffma|gemv\w*<int, int, float|gemvx\S*<int, int, float"),
+    ),
+)
+_GEMM = re.compile(r"gemm|nvjet|cutlass|xmma|cublas|matmul|wgmma|_mma|gemv", re.I)
+_CAST = re.compile(r"(bfloat16|float16|half)_copy_kernel", re.I)
+_TILE = re.compile(
+    r"tilesize(\d+x\d+)(?:x\d+)?|nvjet_sm\d+_\w+?_(\d+x\d+)_\d+x\d+|_(\d+x\d+)_\d+x\d+_",
+    re.I,
+)
+_SPLIT = re.compile(r"split_?k|splitkreduce|stream_?k", re.I)
+_LOW = ("bf16", "fp16", "fp8")
+_NAMES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "tf32": "fp32", "fp32": "fp32"}
+
+
+def sdpa_backend(name: str) -> str | None:
+    """``flash``, ``mem-efficient`` or ``cudnn`` for a fused attention kernel, else None."""
+    low = name.lower()
+    for backend, pattern in _SDPA:
+        if pattern.search(low):
+            return backend
+    return None
+
+
+def is_gemm(name: str) -> bool:
+    return bool(_GEMM.search(name)) and sdpa_backend(name) is None and not is_conv(name)
+
+
+def gemm_precision(name: str) -> str | None:
+    """What a GEMM kernel's name says of its math: fp8, tf32, bf16, fp16, fp64, fp32 (CUDA
+    cores), or None (``nvjet_*`` and others that do not name it)."""
+    low = name.lower()
+    for precision, pattern in _PRECISION:
+        if pattern.search(low):
+            return precision
+    return None
+
+
+def tile(name: str) -> str | None:
+    m = _TILE.search(name)
+    return next((g for g in m.groups() if g), None) if m else None
+
+
+# --- the probe's facts ------------------------------------------------------------------
+
+
+def _ops(probe: Mapping[str, Any] | None, *names: str) -> list[Mapping[str, Any]]:
+    ops = (probe or {}).get("ops") or {}
+    return [e for n in names for e in ops.get(n) or [] if isinstance(e, Mapping)]
+
+
+#: The CPU profile's matmul operators (its inventory lists operators, not kernels).
+_CPU_MATMUL = re.compile(r"aten::(linear|matmul|mm|bmm|addmm|baddbmm|addbmm|einsum)\b")
+_MATMUL_OPS = ("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "einsum")
+
+
+def probe_precision(probe: Mapping[str, Any] | None) -> str | None:
+    """The math the probe's matmuls ran in (the one of most calls): autocast's dtype over
+    a float32 input; float32 on TF32 unless the fp32 precision is ``highest``."""
+    votes: dict[str, int] = {}
+    for e in _ops(probe, *_MATMUL_OPS):
+        dtypes = e.get("dtypes") or []
+        dtype = str(dtypes[0]) if dtypes else ""
+        if e.get("autocast") and dtype == "float32":
+            dtype = str(e["autocast"])
+        prec = {"bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}.get(dtype)
+        if dtype == "float32":
+            prec = "fp32" if e.get("fp32_precision") == "highest" else "tf32"
+        if prec is not None:
+            votes[prec] = votes.get(prec, 0) + int(e.get("calls") or 1)
+    return max(votes, key=lambda k: votes[k]) if votes else None
+
+
+def _autocast(probe: Mapping[str, Any] | None) -> str | bool | None:
+    """Autocast's dtype at the probe's matmuls; False when it was off for all; None: unknown."""
+    entries = _ops(probe, *_MATMUL_OPS)
+    if not entries:
+        return None
+    on = [str(e["autocast"]) for e in entries if e.get("autocast")]
+    return on[0] if on else False
+
+
+def _sdpa_facts(probe: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    entries = _ops(probe, "scaled_dot_product_attention")
+    return entries[0] if entries else None
+
+
+# --- sides ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Side:
+    """The kernels of one side (baseline or current) by what they do, with their time."""
+
+    sdpa: dict[str, float]  # backend -> µs per call
+    softmax_us: float
+    gemms: dict[str, float]  # precision (or "?") -> µs per call
+    casts_us: float
+
+
+def _side(changes: Iterable[KernelChange], current: bool) -> _Side:
+    s = _Side({}, 0.0, {}, 0.0)
+    for c in changes:
+        us = c.cur_us if current else c.base_us
+        if us <= 0 or c.kind != "kernel":
+            continue
+        backend = sdpa_backend(c.name)
+        if backend is not None:
+            s.sdpa[backend] = s.sdpa.get(backend, 0.0) + us
+        elif _SOFTMAX.search(c.name):
+            s.softmax_us += us
+        elif _CAST.search(c.name):
+            s.casts_us += us
+        elif is_gemm(c.name):
+            prec = gemm_precision(c.name) or "?"
+            s.gemms[prec] = s.gemms.get(prec, 0.0) + us
+    return s
+
+
+def _share(net_us: float, slowdown_us: float | None) -> float | None:
+    return net_us / slowdown_us if slowdown_us and slowdown_us > 0 else None
+
+
+def _cost(members: Sequence[KernelChange], slowdown_us: float | None) -> tuple[float, float | None]:
+    """What the kernels of a story add per call (µs), and their share of the slowdown."""
+    net = sum(c.delta_us for c in members)
+    return net, _share(net, slowdown_us)
+
+
+def _weight(share: float | None, base: float = 1.0) -> float:
+    return base + 0.3 * min(max(share if share is not None else 0.5, 0.0), 1.0)
+
+
+def _timing(members: Sequence[KernelChange], share: float | None) -> str:
+    base = sum(c.base_us for c in members)
+    cur = sum(c.cur_us for c in members)
+    text = f"{base:.1f} -> {cur:.1f} µs per call"
+    return text + (f", {100 * share:.0f} % of the slowdown" if share is not None else "")
+
+
+def _names(members: Sequence[KernelChange], status: str, most: int = 2) -> str:
+    names = [short_name(c.name, 60) for c in members if c.status == status][:most]
+    return ", ".join(names)
+
+
+# --- SDPA ----------------------------------------------------------------------------
+
+
+def _backend(side: _Side, probe: Mapping[str, Any] | None, other: _Side) -> str | None:
+    facts = _sdpa_facts(probe)
+    if facts and facts.get("backend"):
+        return str(facts["backend"])
+    if side.sdpa:
+        return max(side.sdpa, key=lambda b: side.sdpa[b])
+    if other.sdpa and side.softmax_us > 0:
+        return "math"  # the fused kernel is gone; a softmax and GEMMs do its work
+    return None
+
+
+def _sdpa_why(
+    was: str, base: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, flags: Any
+) -> str:
+    """Why SDPA left backend ``was``: the arguments that changed, else what decides it."""
+    cur = cur or {}
+    if cur.get("mask") and not (base or {}).get("mask"):
+        before = "is_causal=True was" if (base or {}).get("is_causal") else "none was"
+        return (
+            f"an attn_mask is passed where {before} before; for a causal mask pass "
+            f"is_causal=True and no mask, which keeps {was}"
+        )
+    dtypes = cur.get("dtypes") or []
+    if dtypes and dtypes[0] == "float32" and was in ("flash", "cudnn"):
+        return f"q, k and v are float32 now: {was} attention needs fp16 or bf16 (autocast off?)"
+    if float(cur.get("dropout_p") or 0) > 0 and not float((base or {}).get("dropout_p") or 0):
+        return "dropout_p > 0 now (model.train()?): not every backend supports dropout"
+    enabled = (flags or {}).get("sdpa_enabled") or {}
+    if enabled.get(was) is False:
+        return (
+            f"the {was} backend is disabled (torch.backends.cuda.enable_*_sdp or an "
+            "sdpa_kernel(...) context)"
+        )
+    return (
+        "a mask, dropout, the dtype, the head size or non-contiguous inputs decide it; "
+        "torch.nn.attention.sdpa_kernel(<the backend>) runs only that one and says why not"
+    )
+
+
+def _math_part(c: KernelChange) -> bool:
+    """A kernel of the math backend's attention: its GEMMs and its softmax."""
+    return bool(_SOFTMAX.search(c.name)) or is_gemm(c.name)
+
+
+def sdpa_story(
+    kd: KernelDiff,
+    base_probe: Mapping[str, Any] | None,
+    cur_probe: Mapping[str, Any] | None,
+    slowdown_us: float | None,
+) -> Story | None:
+    """The attention's backend changed, or kept its backend but gained an explicit mask."""
+    base, cur = _side(kd.changes, False), _side(kd.changes, True)
+    was, now = _backend(base, base_probe, cur), _backend(cur, cur_probe, base)
+    b_facts, c_facts = _sdpa_facts(base_probe), _sdpa_facts(cur_probe)
+    members = [
+        c
+        for c in kd.changes
+        if sdpa_backend(c.name)
+        or (
+            now == "math"
+            and c.status == "appeared"
+            and (_SOFTMAX.search(c.name) or is_gemm(c.name))
+        )
+    ]
+    if not members or (was is None and now is None):
+        return None
+    net, share = _cost(members, slowdown_us)
+    if net <= 0:
+        return None
+    flags = (cur_probe or {}).get("flags")
+    if was and now and was != now:
+        sentence = (
+            f"the attention now runs the {now} backend instead of {was} "
+            f"({_sdpa_why(was, b_facts, c_facts, flags)}): "
+        )
+    elif (c_facts or {}).get("mask") and not (b_facts or {}).get("mask") and b_facts:
+        shape = (c_facts or {}).get("mask_shape")
+        sentence = (
+            f"the attention still runs the {now or was} backend, but with an explicit "
+            f"attn_mask{f' of shape {shape}' if shape else ''} where is_causal=True was before: "
+            "it reads the mask and computes the blocks a causal call skips; pass "
+            "is_causal=True and no mask: "
+        )
+    else:
+        return None
+    kernels = [c for c in members if sdpa_backend(c.name)]
+    new = _names(kernels, "appeared") or _names(kernels, "slower")
+    old = _names(kernels, "vanished")
+    sentence += (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
+    sentence += f" ({_timing(members, share)})"
+    return Story(SDPA_BACKEND, _weight(share, 1.1), sentence, {c.name for c in members})
+
+
+# --- GEMM precision --------------------------------------------------------------------
+
+
+def _dominant(gemms: Mapping[str, float]) -> str | None:
+    known = {k: v for k, v in gemms.items() if k != "?"}
+    return max(known, key=lambda k: known[k]) if known else None
+
+
+def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
+    """A side's GEMM precision: the names where they say it, else the probe, else the
+    cast kernels that autocast launches around bf16/fp16 GEMMs of unnamed precision."""
+    named = _dominant(side.gemms)
+    if named is not None and side.gemms.get(named, 0) >= side.gemms.get("?", 0):
+        return named
+    probed = probe_precision(probe)
+    if probed is not None:
+        return probed
+    if side.gemms.get("?") and side.casts_us > 0:
+        return "bf16/fp16"
+    return named
+
+
+def _precision_text(p: str) -> str:
+    return {
+        "tf32": "fp32 on TF32 tensor cores",
+        "fp32": "fp32 on CUDA cores (no tensor cores)",
+        "bf16/fp16": "bf16/fp16 (autocast)",
+    }.get(p, p)
+
+
+def _precision_why(
+    was: str, now: str, base_probe: Mapping[str, Any] | None, cur_probe: Mapping[str, Any] | None
+) -> tuple[str, str]:
+    """(the setting that usually causes a move between precisions, as far as the probes
+    tell; where the fp32 GEMMs now run, for a move to fp32, else "")."""
+    if (was in _LOW or was == "bf16/fp16") and now in ("tf32", "fp32"):
+        b_auto, c_auto = _autocast(base_probe), _autocast(cur_probe)
+        if c_auto is False and b_auto is not False:
+            why = "autocast is off"
+        elif c_auto is False:
+            why = "the inputs and weights are float32 and no autocast covers them"
+        else:
+            why = "usually autocast is off, or the weights became float32"
+        where = (
+            "on TF32 tensor cores (TF32 is allowed: float32 matmul precision 'high')"
+            if now == "tf32"
+            else "on CUDA cores: TF32 is not allowed either (float32 matmul precision 'highest')"
+        )
+        return why, where
+    if was == "tf32" and now == "fp32":
+        return (
+            "TF32 is off now: torch.backends.cuda.matmul.allow_tf32 = False or "
+            "torch.set_float32_matmul_precision('highest'), where it was 'high'",
+            "",
+        )
+    if was in ("tf32", "fp32") and now in _LOW:
+        return "autocast or a .to(dtype) now covers them", ""
+    return "the inputs' dtype or the autocast dtype changed", ""
+
+
+def precision_story(
+    kd: KernelDiff,
+    base_probe: Mapping[str, Any] | None,
+    cur_probe: Mapping[str, Any] | None,
+    slowdown_us: float | None,
+) -> Story | None:
+    """The GEMMs run in another precision: the precision first, the setting, then kernels."""
+    base, cur = _side(kd.changes, False), _side(kd.changes, True)
+    was, now = _precision(base, base_probe), _precision(cur, cur_probe)
+    if was is None or now is None or was == now or (was == "bf16/fp16" and now in _LOW):
+        return None
+    members = [
+        c
+        for c in kd.changes
+        if c.status != "same" and c.kind == "kernel" and (is_gemm(c.name) or _CAST.search(c.name))
+    ]
+    cpu = not members  # a CPU profile lists operators: the probes alone tell its precision
+    if cpu:
+        members = [c for c in kd.changes if c.kind == "op" and _CPU_MATMUL.match(c.name)]
+    swapped = any(is_gemm(c.name) and c.status in ("appeared", "vanished") for c in members)
+    if not swapped and (probe_precision(base_probe) is None or probe_precision(cur_probe) is None):
+        return None  # no kernel was swapped, and only both probes could tell
+    net, share = _cost(members, slowdown_us)
+    if net <= 0:
+        return None
+    was_name, now_name = _NAMES.get(was, was), _NAMES.get(now, now)
+    why, where = _precision_why(was, now, base_probe, cur_probe)
+    if cpu and was_name != now_name:
+        head = f"the matmuls now run in {now_name} instead of {was_name} ({why.split(';')[0]})"
+        ops = ", ".join(sorted({c.name for c in members})[:3])
+        sentence = f"{head}: {ops} ({_timing(members, share)})"
+        return Story(GEMM_PRECISION, _weight(share, 1.15), sentence, {c.name for c in members})
+    if was_name != now_name:
+        head = f"the GEMMs now run in {now_name} instead of {was_name} ({why})"
+        head += f", {where}" if where else ""
+    else:
+        head = (
+            f"the GEMMs now run in {_precision_text(now)} instead of {_precision_text(was)} ({why})"
+        )
+    new = _names([c for c in members if is_gemm(c.name)], "appeared")
+    old = _names([c for c in members if is_gemm(c.name)], "vanished")
+    kernels = (f": {new}" + (f" replaced {old}" if old else "")) if new else ""
+    sentence = f"{head}{kernels} ({_timing(members, share)})"
+    return Story(GEMM_PRECISION, _weight(share, 1.15), sentence, {c.name for c in members})
+
+
+# --- convolutions ------------------------------------------------------------------------
+
+_CONV_ALGOS = (
+    ("Winograd", re.compile(r"winograd", re.I)),
+    ("FFT", re.compile(r"fft", re.I)),
+    ("implicit GEMM", re.compile(r"implicit_?gemm|implicit_precomp|precomputed", re.I)),
+    ("direct", re.compile(r"direct|depthwise|dgrad|conv2d_grouped", re.I)),
+)
+
+
+def conv_layout(name: str) -> str | None:
+    low = name.lower()
+    m = re.findall(r"nhwc|nchw|channels_last", low)
+    if not m:
+        return None
+    return "NHWC" if m[-1] in ("nhwc", "channels_last") else "NCHW"
+
+
+def conv_algorithm(name: str) -> str | None:
+    return next((label for label, p in _CONV_ALGOS if p.search(name)), None)
+
+
+def _conv_desc(c: KernelChange) -> str:
+    parts = [p for p in (conv_algorithm(c.name), conv_layout(c.name), gemm_precision(c.name)) if p]
+    return " in ".join(parts[:2]) + (f" ({parts[2]})" if len(parts) > 2 else "") if parts else "?"
+
+
+def conv_story(
+    kd: KernelDiff,
+    base_probe: Mapping[str, Any] | None,
+    cur_probe: Mapping[str, Any] | None,
+    slowdown_us: float | None,
+) -> Story | None:
+    """cuDNN runs the convolutions with another algorithm or layout (no conversions: those
+    are the layout story), with what usually causes it."""
+    convs = [c for c in kd.changes if c.kind == "kernel" and is_conv(c.name)]
+    convs = [c for c in convs if not is_conversion(c.name)]
+    new = [c for c in convs if c.status == "appeared"]
+    old = [c for c in convs if c.status == "vanished"]
+    if not new or not old:
+        return None
+    net, share = _cost(convs, slowdown_us)
+    if net <= 0:
+        return None
+    a, b = max(old, key=lambda c: c.base_us), max(new, key=lambda c: c.cur_us)
+    why = "cuDNN's heuristic chose another algorithm for these shapes and dtypes"
+    if conv_layout(a.name) and conv_layout(b.name) and conv_layout(a.name) != conv_layout(b.name):
+        why = (
+            "the layout changed: keep the model and its input in channels_last "
+            "(.to(memory_format=torch.channels_last)) end to end"
+        )
+    elif gemm_precision(a.name) != gemm_precision(b.name):
+        why = "the inputs' dtype changed (autocast or a .to(dtype))"
+    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in (base_probe, cur_probe)]
+    if bench[0] is True and bench[1] is False:
+        why += "; torch.backends.cudnn.benchmark is off now (it was on): cuDNN no longer times them"
+    sentence = (
+        f"cuDNN now runs the convolutions as {_conv_desc(b)} instead of {_conv_desc(a)} ({why}): "
+        f"{short_name(b.name, 60)} replaced {short_name(a.name, 60)} ({_timing(convs, share)})"
+    )
+    return Story(CONV_ALGORITHM, _weight(share, 0.9), sentence, {c.name for c in convs})
+
+
+# --- cuBLAS heuristics at equal precision ------------------------------------------------
+
+
+def _shapes(probe: Mapping[str, Any] | None) -> list[Any]:
+    return [e.get("shapes") for e in _ops(probe, *_MATMUL_OPS)]
+
+
+def heuristic_story(
+    kd: KernelDiff,
+    base_probe: Mapping[str, Any] | None,
+    cur_probe: Mapping[str, Any] | None,
+    slowdown_us: float | None,
+) -> Story | None:
+    """cuBLAS picked other GEMM kernels at the same precision: tile, split-K, stream-K."""
+    gemms = [c for c in kd.changes if c.kind == "kernel" and is_gemm(c.name)]
+    new = [c for c in gemms if c.status == "appeared"]
+    old = [c for c in gemms if c.status == "vanished"]
+    if not new or not old:
+        return None
+    a, b = max(old, key=lambda c: c.base_us), max(new, key=lambda c: c.cur_us)
+    pa, pb = gemm_precision(a.name), gemm_precision(b.name)
+    same = pa == pb or (pa is None and pb is None)
+    if not same or probe_precision(base_probe) != probe_precision(cur_probe):
+        return None
+    reduce = [c for c in kd.changes if c.status == "appeared" and _SPLIT.search(c.name)]
+    members = list({c.name: c for c in [*gemms, *reduce]}.values())
+    net, share = _cost(members, slowdown_us)
+    if net <= 0:
+        return None
+    changes = []
+    if tile(a.name) and tile(b.name) and tile(a.name) != tile(b.name):
+        changes.append(f"tile {tile(a.name)} -> {tile(b.name)}")
+    if (_SPLIT.search(b.name) or reduce) and not _SPLIT.search(a.name):
+        extra = f" with {short_name(reduce[0].name, 40)}" if reduce else ""
+        changes.append("now split-K" + extra)
+    elif _SPLIT.search(a.name) and not _SPLIT.search(b.name):
+        changes.append("no longer split-K")
+    sb, sc = _shapes(base_probe), _shapes(cur_probe)
+    why = (
+        f"the matmul shapes changed ({sb[0]} -> {sc[0]})"
+        if sb and sc and sb != sc
+        else "its heuristic follows the shapes, the strides and alignment (a size not a "
+        "multiple of 16, a non-contiguous input) and the workspace (CUBLAS_WORKSPACE_CONFIG)"
+    )
+    precision = f"at the same precision ({pa})" if pa else "at the same precision"
+    sentence = (
+        f"cuBLAS picked another GEMM kernel {precision}"
+        + (f": {', '.join(changes)}" if changes else "")
+        + f"; {why}: {short_name(b.name, 60)} replaced {short_name(a.name, 60)} "
+        f"({_timing(members, share)})"
+    )
+    return Story(GEMM_HEURISTIC, 0.35 + 0.65 * min(max(share or 0.5, 0.0), 1.0), sentence,
+                 {c.name for c in members})  # fmt: skip
+
+
+def algorithm_stories(
+    kd: KernelDiff,
+    baseline_inventory: Mapping[str, Any] | None,
+    current_probe: Mapping[str, Any] | None,
+    slowdown_us: float | None,
+    *,
+    skip: set[str] | frozenset[str] = frozenset(),
+) -> list[Story]:
+    """Every algorithm story of a kernel diff, strongest first; ``skip``: kernels another
+    story (the layout's) already tells, whose convolutions are left to it."""
+    if kd.slowdown_us is None:
+        slowdown_us = None  # the profiles disagree with the measurement: no shares
+    base_probe = (baseline_inventory or {}).get("probe")
+    if not isinstance(base_probe, Mapping) or base_probe.get("skipped"):
+        base_probe = None
+    cur_probe = current_probe if isinstance(current_probe, Mapping) else None
+    if cur_probe is not None and cur_probe.get("skipped"):
+        cur_probe = None
+    out = []
+    for rule in (sdpa_story, precision_story, heuristic_story, conv_story):
+        if rule is conv_story and skip:
+            continue
+        st = rule(kd, base_probe, cur_probe, slowdown_us)
+        if st is not None and not (st.kernels & set(skip)):
+            out.append(st)
+    taken: set[str] = set()
+    kept: list[Story] = []
+    for st in sorted(out, key=lambda s: -s.weight):
+        if st.cause == GEMM_HEURISTIC and any(s.cause == GEMM_PRECISION for s in kept):
+            continue  # a precision change picks other kernels: the heuristic is not the news
+        if st.kernels - taken or not st.kernels:
+            kept.append(st)
+            taken |= st.kernels
+    return kept

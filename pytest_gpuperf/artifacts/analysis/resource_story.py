@@ -1,0 +1,196 @@
+"""What the GPU's units and the allocator say about a regression. Pure Python.
+
+Two kinds of evidence beside the kernels, both measured with every CUDA result
+(no capture needed):
+
+* the activity (NVML GPM, :mod:`pytest_gpuperf.telemetry.activity`): which
+  figures moved against the baseline's runs (the diagnosis cites the figure that
+  moved, chosen from the data: "tensor activity fell 69 % -> 6 %: the GEMMs
+  left the tensor cores"), and what bounds the work now ("DRAM bandwidth at
+  77 % of peak: memory-bound"), so a memory-bound kernel is called so without
+  Nsight Compute;
+* the caching allocator's figures per call
+  (:mod:`pytest_gpuperf.measure.allocation`): a buffer allocated on every call
+  where one was reused, ``cudaMalloc`` calls per call (a cache that is not
+  reused), allocator retries (fragmentation, memory running out).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_gpuperf.artifacts.analysis.compile_story import Story, is_conversion
+from pytest_gpuperf.artifacts.analysis.inventory import KernelDiff, short_name
+from pytest_gpuperf.telemetry import activity as act
+
+ALLOCATION_CHURN = "allocation-churn"
+#: More allocations per call than the baseline's by this much is news ...
+MORE_ALLOCATIONS = 0.5
+#: ... when they hold at least this many bytes per call more.
+MORE_BYTES = float(2**20)
+#: cudaMalloc calls per call beyond the baseline's by this much: the cache is not reused.
+MORE_DEVICE_ALLOCS = 0.5
+#: Kernels a fresh buffer brings (zero-fill, concatenation into it, copies into it).
+_BUFFER_KERNELS = ("fill", "zero", "cat", "copy", "memset")
+
+
+def _fig(m: Mapping[str, Any] | None, key: str) -> float | None:
+    v = (m or {}).get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _base(baseline: Sequence[Mapping[str, Any] | None], key: str) -> float | None:
+    vals = [
+        v for v in (_fig(b, key) for b in baseline if b and b.get("available")) if v is not None
+    ]
+    return statistics.median(vals) if vals else None
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def allocation_story(
+    baseline: Sequence[Mapping[str, Any] | None],
+    current: Mapping[str, Any] | None,
+    kd: KernelDiff | None = None,
+) -> Story | None:
+    """A buffer allocated per call, or a cache that is not reused, told from the allocator's
+    figures (baseline runs' ``memory`` against the current result's)."""
+    if not current or not current.get("available"):
+        return None
+    allocs, b_allocs = (
+        _fig(current, "allocations_per_call"),
+        _base(baseline, "allocations_per_call"),
+    )
+    size, b_size = (
+        _fig(current, "allocated_bytes_per_call"),
+        _base(baseline, "allocated_bytes_per_call"),
+    )
+    dev, b_dev = _fig(current, "device_allocs_per_call"), _base(baseline, "device_allocs_per_call")
+    retries, b_retries = _fig(current, "alloc_retries"), _base(baseline, "alloc_retries")
+    parts: list[str] = []
+    weight = 0.0
+    if allocs is not None and b_allocs is not None and allocs >= b_allocs + MORE_ALLOCATIONS:
+        grown = (size or 0.0) - (b_size or 0.0)
+        if grown >= MORE_BYTES:
+            parts.append(
+                f"a buffer is allocated on every call: {b_allocs:g} -> {allocs:g} allocations per "
+                f"call, {_fmt_bytes(b_size or 0.0)} -> {_fmt_bytes(size or 0.0)} allocated per "
+                "call (the caching allocator's counts); each fresh buffer is written in full "
+                "again (and zero-filled by torch.zeros): allocate it once and reuse it (out=, "
+                "a preallocated cache written in place)"
+            )
+            weight = 0.75
+    if dev is not None and b_dev is not None and dev >= b_dev + MORE_DEVICE_ALLOCS:
+        parts.append(
+            f"{b_dev:g} -> {dev:g} cudaMalloc calls per call: the allocator's cache is not "
+            "reused (torch.cuda.empty_cache() inside the call, or sizes that change every "
+            "call); each cudaMalloc/cudaFree costs tens of µs and cudaFree synchronises"
+        )
+        weight = max(weight, 0.9)
+    if retries and not b_retries:
+        parts.append(
+            f"{retries:g} allocator retries during the measurement, none in the baseline: "
+            "cudaMalloc failed and the cache was flushed (fragmentation, or memory running out; "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps against fragmentation)"
+        )
+        weight = max(weight, 0.8)
+    if not parts:
+        return None
+    absorbed: set[str] = set()
+    if kd is not None:
+        new = [
+            c
+            for c in kd.changes
+            if c.status in ("appeared", "count", "slower")
+            and c.delta_us > 0
+            and any(t in c.name.lower() for t in _BUFFER_KERNELS)
+            and not is_conversion(c.name)
+        ]
+        if new:
+            weight += 0.4  # the kernels that fill the fresh buffers are in the profile too
+            parts[0] += "; with it " + ", ".join(
+                f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in new[:2]
+            )
+            absorbed = {c.name for c in new}
+    return Story(ALLOCATION_CHURN, weight, "; ".join(parts), absorbed)
+
+
+def activity_sentences(
+    baseline: Sequence[Mapping[str, Any] | None],
+    current: Mapping[str, Any] | None,
+) -> list[str]:
+    """What the GPU's units say: the figures that moved (largest first, at most three), then
+    what bounds the work now; ``[]`` without GPM figures on the current side."""
+    if not act.usable(current):
+        return []
+    out = []
+    moves = act.moved(baseline, current)
+    if moves:
+        text = ", ".join(m.text() for m in moves[:3])
+        if act.left_tensor_cores(moves):
+            text += ": the GEMMs left the tensor cores"
+        out.append(f"GPU activity (NVML GPM): {text}")
+    b = act.bound(current)
+    if b is not None and b.label != "no clear limit":
+        out.append(f"GPM now: {b.sentence}")
+    return out
+
+
+_DETAIL_KEYS = (
+    "sm_util_pct",
+    "sm_occupancy_pct",
+    "tensor_pct",
+    "fp32_util_pct",
+    "dram_bw_util_pct",
+)
+_MEMORY_KEYS = (
+    ("allocations_per_call", "allocations per call", "{:g}"),
+    ("allocated_bytes_per_call", "allocated per call", "bytes"),
+    ("device_allocs_per_call", "cudaMalloc per call", "{:g}"),
+    ("alloc_retries", "retries", "{:g}"),
+)
+
+
+def details(
+    baseline_activity: Sequence[Mapping[str, Any] | None],
+    current_activity: Mapping[str, Any] | None,
+    baseline_memory: Sequence[Mapping[str, Any] | None],
+    current_memory: Mapping[str, Any] | None,
+) -> list[str]:
+    """The diagnosis' detail lines: the activity and allocator figures, baseline -> now."""
+    out = []
+    if act.usable(current_activity):
+        cells = []
+        for k in _DETAIL_KEYS:
+            cur = _fig(current_activity, k)
+            if cur is None:
+                continue
+            was = _base(baseline_activity, k)
+            cells.append(
+                f"{act.LABELS[k]} {act.fmt(k, was)} -> {act.fmt(k, cur)}"
+                if was is not None
+                else f"{act.LABELS[k]} {act.fmt(k, cur)}"
+            )
+        out.append("activity (GPM, baseline -> now): " + ", ".join(cells))
+    elif current_activity and current_activity.get("reason"):
+        out.append(f"activity (GPM): unavailable: {current_activity['reason']}")
+    if current_memory and current_memory.get("available"):
+        cells = []
+        for key, label, form in _MEMORY_KEYS:
+            cur = _fig(current_memory, key)
+            if cur is None:
+                continue
+            was = _base(baseline_memory, key)
+            show = _fmt_bytes if form == "bytes" else form.format
+            cells.append(
+                f"{label} {show(was)} -> {show(cur)}" if was is not None else f"{label} {show(cur)}"
+            )
+        out.append("allocator (baseline -> now): " + ", ".join(cells))
+    return out

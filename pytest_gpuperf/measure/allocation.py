@@ -1,0 +1,99 @@
+"""Memory behaviour per call, from the caching allocator's counters. Pure Python.
+
+PyTorch's CUDA caching allocator counts every allocation request and free, the
+segments it reserves from the driver (``cudaMalloc``/``cuMemMap``), the retries
+after a failed ``cudaMalloc`` (it frees its cache and tries again: a sign of
+fragmentation or of memory running out), and the memory it holds reserved
+(``torch.cuda.memory_stats``). :mod:`.memory` reads the counters
+(:data:`COUNTERS`); this module turns snapshots into ``Result.memory``::
+
+    {"available": True, "source": "torch.cuda.memory_stats", "calls": 683,
+     "allocations_per_call": 1.0, "frees_per_call": 1.0,
+     "allocated_bytes_per_call": 67108864.0, "device_allocs_per_call": 0.0,
+     "device_frees_per_call": 0.0, "alloc_retries": 0, "device_allocs": 0,
+     "reserved_bytes": 402653184, "reserved_growth_bytes": 0}
+
+The ``*_per_call`` figures come from a window of plain back-to-back calls after
+the measurement (its number of calls is exact); ``alloc_retries``,
+``device_allocs`` and ``reserved_growth_bytes`` count over the measurement itself
+(calibration, warm-up and rounds). On the CPU there are no such counters:
+``{"available": False, "reason": ...}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: Our name -> the memory_stats keys that hold it, in order of preference (the names
+#: moved between torch releases: ``allocation.*`` became ``allocated.*`` in the docs).
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "allocations": ("allocation.all.allocated", "allocated.all.allocated"),
+    "frees": ("allocation.all.freed", "allocated.all.freed"),
+    "allocated_bytes": ("allocated_bytes.all.allocated",),
+    "device_allocs": ("num_device_alloc", "segment.all.allocated"),
+    "device_frees": ("num_device_free", "segment.all.freed"),
+    "alloc_retries": ("num_alloc_retries",),
+    "ooms": ("num_ooms",),
+    "reserved_bytes": ("reserved_bytes.all.current",),
+    "reserved_peak_bytes": ("reserved_bytes.all.peak",),
+}
+PER_CALL = ("allocations", "frees", "allocated_bytes", "device_allocs", "device_frees")
+#: What a report shows without a GPU (and what a baseline keeps then: nothing).
+CPU_REASON = (
+    "the CPU has no caching-allocator counters in PyTorch (allocations, frees, retries and "
+    "reserved memory are CUDA figures); peak memory is not measured on the CPU either"
+)
+
+
+def pick(stats: Mapping[str, Any]) -> dict[str, int]:
+    """The counters of :data:`COUNTERS` found in a ``torch.cuda.memory_stats()`` dict."""
+    out: dict[str, int] = {}
+    for name, keys in COUNTERS.items():
+        for k in keys:
+            v = stats.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[name] = v
+                break
+    return out
+
+
+def unavailable(reason: str) -> dict[str, Any]:
+    return {"available": False, "reason": reason}
+
+
+def figures(
+    measure_start: Mapping[str, int],
+    measure_end: Mapping[str, int],
+    window_start: Mapping[str, int] | None = None,
+    window_end: Mapping[str, int] | None = None,
+    calls: int = 0,
+) -> dict[str, Any]:
+    """``Result.memory`` from four snapshots (:func:`pick`): around the measurement, and
+    around a window of ``calls`` plain calls after it (per-call figures)."""
+    out: dict[str, Any] = {"available": True, "source": "torch.cuda.memory_stats"}
+    last = window_end or measure_end
+
+    def delta(a: Mapping[str, int], b: Mapping[str, int], name: str) -> int | None:
+        return b[name] - a[name] if name in a and name in b else None
+
+    if window_start is not None and window_end is not None and calls > 0:
+        out["calls"] = calls
+        for name in PER_CALL:
+            d = delta(window_start, window_end, name)
+            if d is not None:
+                out[f"{name}_per_call"] = round(d / calls, 4)
+    for name in ("alloc_retries", "device_allocs", "ooms"):
+        d = delta(measure_start, last, name)
+        if d is not None:
+            out[name] = d
+    if "reserved_bytes" in last:
+        out["reserved_bytes"] = last["reserved_bytes"]
+    d = delta(measure_start, measure_end, "reserved_bytes")
+    if d is not None:
+        out["reserved_growth_bytes"] = d
+    return out
+
+
+def usable(m: Mapping[str, Any] | None) -> bool:
+    return bool(m) and bool(m.get("available"))  # type: ignore[union-attr]

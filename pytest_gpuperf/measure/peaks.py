@@ -1,0 +1,241 @@
+"""The GPUs' datasheet peaks, and achieved throughput as a fraction of them. Pure Python.
+
+A benchmark that declares its work (``flops=``, ``bytes=``) gets its achieved
+FLOP/s and bandwidth as fractions of the GPU's peak: the peak of its dtype's
+math (dense, without sparsity) and of its memory. The dtype is the test's own
+parameter (``dtype``, ``dtypes=`` of the marker, or any parameter whose value
+names a dtype); without one, only the bandwidth gets a fraction.
+
+Peaks are NVIDIA's datasheet figures for the boost clock. The datasheets quote
+the tensor-core figures *with sparsity*; the dense figure is half of it, and
+that is the one kept here. A GPU under its power cap runs below the boost
+clock (the H200 at 1,590 instead of 1,980 MHz under a sustained bf16 GEMM), so
+a fraction near 80 % is about as high as sustained work gets.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One GPU model's peaks: memory bandwidth (GB/s) and dense TFLOP/s per math kind."""
+
+    name: str
+    dram_gbps: float
+    #: math kind -> dense TFLOP/s (TOP/s for int8); kinds: fp64, fp64_tensor, fp32, tf32,
+    #: bf16, fp16, fp8, int8
+    tflops: Mapping[str, float]
+    source: str
+
+
+_HOPPER_SXM = {
+    "fp64": 34.0,
+    "fp64_tensor": 67.0,
+    "fp32": 67.0,
+    "tf32": 494.5,
+    "bf16": 989.5,
+    "fp16": 989.5,
+    "fp8": 1979.0,
+    "int8": 1979.0,
+}
+_HOPPER_NVL = {
+    "fp64": 30.0,
+    "fp64_tensor": 60.0,
+    "fp32": 60.0,
+    "tf32": 417.5,
+    "bf16": 835.5,
+    "fp16": 835.5,
+    "fp8": 1670.5,
+    "int8": 1670.5,
+}
+_A100 = {
+    "fp64": 9.7,
+    "fp64_tensor": 19.5,
+    "fp32": 19.5,
+    "tf32": 156.0,
+    "bf16": 312.0,
+    "fp16": 312.0,
+    "int8": 624.0,
+}
+
+#: (pattern on the device name, peaks), first match wins: more specific names first.
+PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = (
+    (
+        re.compile(r"H200 NVL", re.I),
+        Peak("H200 NVL", 4800.0, _HOPPER_NVL, "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL"),
+    ),
+    (
+        re.compile(r"H200", re.I),
+        Peak("H200", 4800.0, _HOPPER_SXM, "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM"),
+    ),
+    (
+        re.compile(r"H100 NVL", re.I),
+        Peak("H100 NVL", 3900.0, _HOPPER_NVL, "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL"),
+    ),
+    (
+        re.compile(r"H100.*PCIe", re.I),
+        Peak(
+            "H100 PCIe",
+            2000.0,
+            {
+                "fp64": 26.0,
+                "fp64_tensor": 51.0,
+                "fp32": 51.0,
+                "tf32": 378.0,
+                "bf16": 756.5,
+                "fp16": 756.5,
+                "fp8": 1513.0,
+                "int8": 1513.0,
+            },
+            "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe",
+        ),
+    ),
+    (
+        re.compile(r"H100", re.I),
+        Peak("H100 SXM", 3350.0, _HOPPER_SXM, "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM"),
+    ),
+    (
+        re.compile(r"A100.*80\s*GB.*PCIe|A100.*PCIe.*80\s*GB", re.I),
+        Peak("A100 80GB PCIe", 1935.0, _A100, "NVIDIA A100 Tensor Core GPU datasheet"),
+    ),
+    (
+        re.compile(r"A100.*80\s*GB", re.I),
+        Peak("A100 80GB SXM", 2039.0, _A100, "NVIDIA A100 Tensor Core GPU datasheet"),
+    ),
+    (
+        re.compile(r"A100", re.I),
+        Peak("A100 40GB", 1555.0, _A100, "NVIDIA A100 Tensor Core GPU datasheet"),
+    ),
+    (
+        re.compile(r"\bL4\b", re.I),
+        Peak(
+            "L4",
+            300.0,
+            {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "int8": 242.5},
+            "NVIDIA L4 Tensor Core GPU datasheet",
+        ),
+    ),
+)
+
+#: dtype spellings (lower case, without ``torch.``) -> math kind of :attr:`Peak.tflops`.
+_DTYPES = {
+    "float64": "fp64",
+    "double": "fp64",
+    "fp64": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "fp16": "fp16",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "float8_e4m3fnuz": "fp8",
+    "float8_e5m2fnuz": "fp8",
+    "fp8": "fp8",
+    "int8": "int8",
+}
+#: Test parameters whose value is taken as the benchmark's dtype first.
+_DTYPE_PARAMS = ("dtype", "dtypes", "precision", "dt")
+
+
+def peak_for(device_name: str | None) -> Peak | None:
+    """The peaks of a GPU by its name (torch's or NVML's), ``None`` for one not in the table."""
+    if not device_name:
+        return None
+    for pattern, peak in PEAKS:
+        if pattern.search(device_name):
+            return peak
+    return None
+
+
+def math_kind(dtype: Any) -> str | None:
+    """``"bf16"`` for ``torch.bfloat16``, ``"bfloat16"`` or ``"bf16"``; None if not a dtype."""
+    text = str(dtype).strip().lower().removeprefix("torch.")
+    return _DTYPES.get(text)
+
+
+def dtype_of(params: Sequence[tuple[str, str]] | Mapping[str, Any]) -> str | None:
+    """The math kind a test's parameters name (``dtype=bfloat16`` first, then any value)."""
+    items = list(params.items()) if isinstance(params, Mapping) else list(params)
+    for key, value in items:
+        if key.lower() in _DTYPE_PARAMS and math_kind(value):
+            return math_kind(value)
+    kinds = {math_kind(v) for _, v in items} - {None}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def of_peak(
+    *,
+    device_name: str | None,
+    seconds: float | None,
+    flops: float | None,
+    nbytes: float | None,
+    params: Sequence[tuple[str, str]] | Mapping[str, Any] = (),
+) -> dict[str, Any] | None:
+    """Achieved FLOP/s and bandwidth per call as fractions of the GPU's peaks.
+
+    ``None`` when the work is not declared, the time is unknown or the GPU is not in
+    :data:`PEAKS`. ``flops_of_peak`` needs the dtype (:func:`dtype_of`); for fp32 it is
+    given against the CUDA-core peak and, as ``flops_of_tf32_peak``, against TF32's
+    (a fp32 matmul runs on TF32 tensor cores where TF32 is allowed).
+    """
+    peak = peak_for(device_name)
+    if (
+        peak is None
+        or seconds is None
+        or not math.isfinite(seconds)
+        or seconds <= 0
+        or (flops is None and nbytes is None)
+    ):
+        return None
+    out: dict[str, Any] = {"gpu": peak.name, "source": peak.source}
+    if nbytes is not None:
+        gbps = nbytes / seconds / 1e9
+        out["dram_peak_gbps"] = peak.dram_gbps
+        out["bandwidth_of_peak"] = round(gbps / peak.dram_gbps, 4)
+    kind = dtype_of(params)
+    if flops is not None and kind is not None and kind in peak.tflops:
+        tflops = flops / seconds / 1e12
+        out["dtype"] = kind
+        out["peak_tflops"] = peak.tflops[kind]
+        out["flops_of_peak"] = round(tflops / peak.tflops[kind], 4)
+        if kind == "fp32" and "tf32" in peak.tflops:
+            out["flops_of_tf32_peak"] = round(tflops / peak.tflops["tf32"], 4)
+    elif flops is not None:
+        out["flops_peak_unknown"] = (
+            "the test names no dtype (a dtype parameter or the marker's dtypes=)"
+            if kind is None
+            else f"no {kind} peak for the {peak.name}"
+        )
+    return out
+
+
+def describe(p: Mapping[str, Any] | None) -> str:
+    """``79 % of the H200's bf16 peak (989.5 TFLOP/s), 13 % of its memory bandwidth``."""
+    if not p:
+        return ""
+    parts = []
+    if isinstance(p.get("flops_of_peak"), (int, float)):
+        part = (
+            f"{100 * p['flops_of_peak']:.0f} % of the {p['gpu']}'s {p['dtype']} peak "
+            f"({p['peak_tflops']:g} TFLOP/s)"
+        )
+        if isinstance(p.get("flops_of_tf32_peak"), (int, float)):
+            part += f", {100 * p['flops_of_tf32_peak']:.0f} % of its TF32 peak"
+        parts.append(part)
+    if isinstance(p.get("bandwidth_of_peak"), (int, float)):
+        parts.append(
+            f"{100 * p['bandwidth_of_peak']:.0f} % of the {p['gpu']}'s memory bandwidth "
+            f"({p['dram_peak_gbps'] / 1000:g} TB/s)"
+        )
+    return ", ".join(parts)

@@ -1,0 +1,109 @@
+"""One line each for what the GPU's units did (GPM), what the allocator did, and the peaks.
+
+Used by the terminal's ``activity:`` block (``-v``), the HTML report and the
+diagnosis' details; the figures themselves are in
+:mod:`pytest_gpuperf.telemetry.activity`, :mod:`pytest_gpuperf.measure.allocation`
+and :mod:`pytest_gpuperf.measure.peaks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_gpuperf.measure import peaks
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.units import fmt_bytes
+from pytest_gpuperf.telemetry import activity as act
+from pytest_gpuperf.verdict.secondary import (
+    HIGHER,
+    LOWER,
+    MEMORY_BEHAVIOUR,
+    PEAK_MEMORY,
+    explain_secondary,
+)
+
+#: Secondary figures shown when they are this large (percent, MiB/s).
+_SHOW_PCT = 10.0
+
+
+def _n(m: Mapping[str, Any] | None, key: str) -> float | None:
+    v = (m or {}).get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def activity_line(a: Mapping[str, Any] | None) -> str:
+    """``SM util 95 %, SM occupancy 77 %, tensor activity 6.3 %, DRAM bandwidth 77 %:
+    memory-bound``, or ``unavailable: <why>``."""
+    if not a:
+        return ""
+    if not a.get("available"):
+        return f"unavailable: {a.get('reason', '?')}"
+    keys = ("sm_util_pct", "sm_occupancy_pct", "tensor_pct", "dram_bw_util_pct")
+    shown = [f"{act.LABELS[k]} {act.fmt(k, _n(a, k))}" for k in keys if _n(a, k) is not None]
+    for k in ("tensor_hmma_pct", "fp32_util_pct", "fp64_util_pct"):
+        v = _n(a, k)
+        if v is not None and v >= _SHOW_PCT:
+            shown.append(f"{act.LABELS[k]} {act.fmt(k, v)}")
+    for k in ("pcie_tx_mib_s", "pcie_rx_mib_s", "nvlink_tx_mib_s", "nvlink_rx_mib_s"):
+        v = _n(a, k)
+        if v is not None and v >= act.MOVE_RATE_MIB_S:
+            shown.append(f"{act.LABELS[k]} {act.fmt(k, v)}")
+    b = act.bound(a)
+    text = ", ".join(shown)
+    return f"{text}: {b.label}" if b is not None and b.label != "no clear limit" else text
+
+
+def memory_line(m: Mapping[str, Any] | None) -> str:
+    """``1 allocation(s) per call (64.0 MiB), 0 cudaMalloc per call; reserved +0 B during the
+    measurement; no retries``, or ``unavailable: <why>``."""
+    if not m:
+        return ""
+    if not m.get("available"):
+        return f"unavailable: {m.get('reason', '?')}"
+    parts = []
+    allocs = _n(m, "allocations_per_call")
+    if allocs is not None:
+        size = _n(m, "allocated_bytes_per_call")
+        parts.append(
+            f"{allocs:g} allocation(s) per call"
+            + (f" ({fmt_bytes(size)})" if size else "")
+            + f", {(_n(m, 'device_allocs_per_call') or 0):g} cudaMalloc per call"
+        )
+    growth = _n(m, "reserved_growth_bytes")
+    if growth is not None:
+        sign = "+" if growth >= 0 else "-"
+        parts.append(f"reserved {sign}{fmt_bytes(abs(growth))} during the measurement")
+    retries = _n(m, "alloc_retries")
+    if retries:
+        parts.append(f"{retries:g} allocator retr{'y' if retries == 1 else 'ies'} (cache flushed)")
+    elif retries == 0:
+        parts.append("no retries")
+    return "; ".join(parts)
+
+
+def lines(r: Result) -> list[str]:
+    """What a report says of one result's activity, memory behaviour and peak fractions."""
+    out = []
+    a = (r.telemetry or {}).get("activity")
+    if a:
+        out.append(f"activity (GPM): {activity_line(a)}")
+    if r.memory:
+        out.append(f"allocator: {memory_line(r.memory)}")
+    p = peaks.describe(r.of_peak)
+    if p:
+        out.append(f"throughput: {p}")
+    return out
+
+
+def memory_changes(r: Result) -> list[str]:
+    """The memory figures (peak memory, allocations, cudaMalloc calls, retries, transfers)
+    that changed against the baseline, as the verdict compared them."""
+    c = r.comparison
+    if c is None:
+        return []
+    return [
+        explain_secondary(s)
+        for s in c.secondary
+        if s.metric in (PEAK_MEMORY, *MEMORY_BEHAVIOUR) and s.kind in (HIGHER, LOWER)
+    ]
