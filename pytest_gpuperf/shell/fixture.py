@@ -85,6 +85,9 @@ class BenchContext:
     progress: ProgressTask = field(default=lambda label, ticker=True: _no_task())
     #: the session's typed settings (None: built from ``config``)
     settings: Settings | None = None
+    #: applied to each benchmark's measurement policy: a capture child re-measures briefly
+    #: before it profiles (artifacts.collectors.child.child_policy); None: as resolved
+    adjust_policy: Callable[[MeasurePolicy], MeasurePolicy] | None = None
 
 
 @dataclass
@@ -293,7 +296,7 @@ class GpuBench:
         """What measuring the benchmark needs, resolved once, before its first mode."""
         ctx = self._ctx
         return _Plan(
-            policy=mine.measure,
+            policy=ctx.adjust_policy(mine.measure) if ctx.adjust_policy else mine.measure,
             verdict=mine.verdict,
             gate=mine.verdict.gate_record(),
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),

@@ -27,7 +27,9 @@ OK = "ok"
 SKIPPED = "skipped"
 FAILED = "failed"
 TIMEOUT = "timeout"
-STATUSES = (OK, SKIPPED, FAILED, TIMEOUT)
+#: not run yet: after the session's verdicts, within its capture budget (shell/capture_budget.py)
+DEFERRED = "deferred"
+STATUSES = (OK, SKIPPED, FAILED, TIMEOUT, DEFERRED)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class CaptureSettings:
     timeout_s: float = option("capture_timeout", 60.0)
     #: seconds the whole capture of one test may take
     budget_s: float = option("capture_budget", 120.0)
+    #: seconds all the captures of a session may take together
+    session_budget_s: float = option("capture_session_budget", 180.0)
     #: capture tools left out (None: none)
     skip: tuple[str, ...] | None = option("capture_skip", None)
     #: steady-state calls profiled per benchmark
@@ -152,6 +156,8 @@ class CaptureContext:
     run_child: ChildRunner | None = None
     state: dict[str, Any] = field(default_factory=dict)
     baseline_inventories: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: tools left out (--gpuperf-capture-skip), for a collector whose child serves another
+    skip: frozenset[str] = frozenset()
 
     def budget(self, cap: float | None = None) -> float:
         """Seconds this collector may use: the per-tool timeout, the cap, and what is left."""

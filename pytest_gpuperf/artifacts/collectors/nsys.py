@@ -1,14 +1,17 @@
 """Nsight Systems: the regressed test re-run under ``nsys profile``, with summaries.
 
-The child runs the test; after measuring, it calls the benchmarked function
-a few times between ``cudaProfilerStart`` and ``cudaProfilerStop`` (inside
-the NVTX range ``gpuperf_capture``), and nsys records only that window::
+The child runs the test; after a minimal warm-up (its measurement is not what
+nsys is for), it calls the benchmarked function a few times, for at most
+``CAPTURE_WINDOW_S`` seconds, between ``cudaProfilerStart`` and
+``cudaProfilerStop`` (inside the NVTX range ``gpuperf_capture``), and nsys
+records only that window::
 
-    nsys profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none
+    nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
         --capture-range=cudaProfilerApi --capture-range-end=stop
         -o <dir>/nsys/report -f true  python -m pytest <test> --gpuperf-child ...
 
-(no CPU sampling: with it a short program wrote 2 GB). If no capture range
+(no CPU sampling: with it a short program wrote 2 GB; no OS-runtime trace: nothing
+here reads it, and it traces every thread's system calls). If no capture range
 was ever opened (the child failed before its window), the whole child is
 recorded instead, time permitting. Then::
 
@@ -41,16 +44,25 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CollectorResult,
     CudaToolCollector,
 )
-from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, read_status
+from pytest_gpuperf.artifacts.collectors.child import (
+    CAPTURE_ENV,
+    CAPTURE_WINDOW_S,
+    CHILD_ARGS,
+    MINIMAL,
+    read_status,
+)
 from pytest_gpuperf.artifacts.collectors.process import run_process
 
 PROFILE_ARGS = (
     "profile",
     "-t",
-    "cuda,nvtx,osrt",
+    "cuda,nvtx",
     "--sample=none",
     "--cpuctxsw=none",
 )
+#: The environment of an Nsight child: Inductor compiles in the process (a pool of compile
+#: workers would be traced too, for nothing).
+NSIGHT_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 RANGE_ARGS = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
 STATS_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_api_sum", "nvtx_sum")
 #: What each ``nsys analyze`` rule's rows mean, for the summary.
@@ -194,8 +206,11 @@ class NsysCollector(CudaToolCollector):
         folder = ctx.folder(self.name)
         report = folder / "report"
         rep = folder / "report.nsys-rep"
-        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls}
-        env = {CAPTURE_ENV: json.dumps(spec)}
+        spec = {
+            "tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls,
+            "measure": MINIMAL, "window_s": CAPTURE_WINDOW_S, "spawned_at": time.time(),
+        }  # fmt: skip
+        env = {CAPTURE_ENV: json.dumps(spec), **NSIGHT_ENV}
         end = time.monotonic() + ctx.budget()
 
         def left(share: float = 1.0) -> float:
@@ -203,7 +218,7 @@ class NsysCollector(CudaToolCollector):
 
         run = ctx.run_child(
             env=env, prefix=profile_command(report), timeout_s=left(0.65),
-            log_path=folder / "profile.log",
+            log_path=folder / "profile.log", extra_args=CHILD_ARGS,
         )  # fmt: skip
         summary: dict[str, Any] = {"capture": "cudaProfilerApi window of steady-state calls"}
         if not rep.exists() and run.returncode != -9 and not read_status(folder):
@@ -211,6 +226,7 @@ class NsysCollector(CudaToolCollector):
             run = ctx.run_child(
                 env=env, prefix=profile_command(report, ranged=False),
                 timeout_s=left(0.65), log_path=folder / "profile-whole.log",
+                extra_args=CHILD_ARGS,
             )  # fmt: skip
             summary["capture"] = "whole child process (no capture range was opened)"
         files = [p for p in (folder / "profile.log", folder / "profile-whole.log") if p.exists()]
@@ -253,4 +269,9 @@ class NsysCollector(CudaToolCollector):
             summary.get("findings", [])
         )
         wall = run.wall_s + stats.wall_s + analyze.wall_s
+        summary["timing"] = {
+            "profile_s": round(run.wall_s, 2),
+            "stats_s": round(stats.wall_s, 2),
+            "analyze_s": round(analyze.wall_s, 2),
+        }
         return CollectorResult(self.name, OK, files=files, summary=summary, wall_s=wall)
