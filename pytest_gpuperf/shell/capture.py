@@ -486,8 +486,9 @@ def _run_collectors(
                 done.append(_run_collector(col, ctx, skip, settings.budget_s))
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
-        done += [CollectorResult.skipped(str(getattr(c, "name", c)), why) for c in now[len(done) :]]
-    return done + later
+        done += [CollectorResult.skipped(_name(c), why) for c in now[len(done) :]]
+    ran, waits = iter(done), iter(later)  # in the order of ``todo``
+    return [next(ran) if any(col is c for c in now) else next(waits) for col in todo]
 
 
 def _split(
@@ -498,12 +499,16 @@ def _split(
     now: list[Collector] = []
     later: list[CollectorResult] = []
     for col in todo:
-        name = str(getattr(col, "name", type(col).__name__))
+        name = _name(col)
         if name not in plan.defer or not could_run(col, ctx.device, ctx.skip):
             now.append(col)
         else:
             later.append(CollectorResult(name, DEFERRED, reason=plan.defer_reason or "later"))
     return now, later
+
+
+def _name(col: Collector) -> str:
+    return str(getattr(col, "name", type(col).__name__))
 
 
 def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:

@@ -141,7 +141,7 @@ def child_policy() -> Callable[[MeasurePolicy], MeasurePolicy] | None:
 def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> int:
     """How many calls to profile: ``calls``, fewer when they would take over ``max_s``."""
     if per_call_s > 0 and math.isfinite(per_call_s):
-        calls = min(calls, int(max_s / per_call_s))
+        calls = min(calls, int(max_s / per_call_s + 1e-9))  # 0.3 / 0.1 is 3 calls, not 2
     return max(2, calls)
 
 
