@@ -13,6 +13,7 @@ over by the budget has its command run once, to show that it captures.
     python3 bench/capture_cost.py --out /tmp/capcost                       # CPU or GPU
     python3 bench/capture_cost.py --out /tmp/capcost --cases python_loop_adds,h2d_pageable
     python3 bench/capture_cost.py --report /tmp/capcost/session.json      # figures only
+    python3 bench/capture_cost.py --out /tmp/capcost --always              # every case captured
 
 Arguments after ``--`` go to the session's pytest (e.g. ``--gpuperf-capture-session-budget=90``).
 The saves: ``--saves`` runs (default 2), the first with its kernel inventory, the others
@@ -155,6 +156,7 @@ def benchmark_rows(doc: Mapping[str, Any], base: Path) -> list[dict[str, Any]]:
             "ratio": c.get("ratio"),
             "figure": c.get("figure"),
             "first_s": timing.get("first_diagnosis_s"),
+            "capture_s": (manifest or {}).get("wall_s"),
             "tools": tool_figures(manifest, key),
             "sentence": first_sentences(diag) if diag else "(no diagnosis)",
         })  # fmt: skip
@@ -171,7 +173,7 @@ def _tool(tools: Mapping[str, Any], name: str) -> str:
 
 def print_rows(rows: Sequence[Mapping[str, Any]]) -> None:
     print(
-        f"{'benchmark':<32} {'change':>10} {'1st diag':>9} {'child':>7} {'start':>6} "
+        f"{'benchmark':<32} {'change':>10} {'1st diag':>9} {'capture':>8} {'child':>7} {'start':>6} "
         f"{'test':>6} {'prof':>6} {'parse':>6} {'trace':>6} {'nsys':>7} {'ncu':>7}"
     )
     for row in rows:
@@ -181,13 +183,15 @@ def print_rows(rows: Sequence[Mapping[str, Any]]) -> None:
         ratio = f"{row['ratio']:.3g}x" if isinstance(row["ratio"], (int, float)) else "-"
         print(
             f"{row['test'][:32]:<32} {ratio:>10} {_fmt(row['first_s']):>9} "
+            f"{_fmt(row['capture_s']):>8} "
             f"{_fmt(prof.get('child_s')):>7} {_fmt(ph.get('startup_s')):>6} "
             f"{_fmt(ph.get('test_s')):>6} {_fmt(ph.get('hook_s')):>6} "
             f"{_fmt(prof.get('parse_s')):>6} {_tool(t, 'torch_trace'):>6} "
             f"{_tool(t, 'nsys'):>7} {_tool(t, 'ncu'):>7}"
         )
     print(
-        "columns: 1st diag = seconds from the verdict to the first diagnosis; child = the "
+        "columns: 1st diag = seconds from the verdict to the first diagnosis; capture = the "
+        "test's whole capture (all its passes); child = the "
         "profiler's fresh process, of which start = start-up to the test's gpu_bench, test = "
         "set-up, first call and the brief re-measurement, prof = warm-up calls, profiled "
         "window and the trace written; parse = reading the trace here; trace, nsys, ncu = "
@@ -277,6 +281,9 @@ def main() -> None:
     ap.add_argument("--saves", type=int, default=2)
     ap.add_argument("--report", type=Path, help="only print the figures of this session JSON")
     ap.add_argument("--no-leftover-check", action="store_true")
+    ap.add_argument("--always", action="store_true", help="capture every case, whatever its "
+                    "verdict (--gpuperf-capture=always): the capture's cost per case where the "
+                    "verdicts of a loaded CPU vary")  # fmt: skip
     ap.add_argument("--deadline", type=float, help="epoch seconds by which to end: the "
                     "session's capture budget is cut to fit (a time-boxed GPU part)")  # fmt: skip
     ap.add_argument("--verdicts-s", type=float, default=45.0, help="with --deadline: what the "
@@ -300,6 +307,8 @@ def main() -> None:
         meta = pytest_run(args.out, f"save-{i}", cases, ["--gpuperf-save=capcost", *later], False)
         if meta["rc"] != 0:
             sys.exit(f"save {i} failed (exit {meta['rc']}): see {args.out}/save-{i}.log")
+    if args.always:
+        extra.append("--gpuperf-capture=always")
     budget = session_budget(args.deadline, args.verdicts_s, args.margin_s)
     if budget is not None and not any("capture-session-budget" in a for a in extra):
         extra.append(f"--gpuperf-capture-session-budget={budget:.0f}")

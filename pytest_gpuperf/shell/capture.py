@@ -42,6 +42,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_gpuperf.artifacts.collectors.process import SparePython
     from pytest_gpuperf.model import Result
     from pytest_gpuperf.shell.settings import RunContext
     from pytest_gpuperf.verdict.comparison import Comparison
@@ -71,6 +72,8 @@ class PassPlan:
     verdict_at: float | None = None
     #: added to the progress line ("after the verdicts")
     label: str = ""
+    #: Pythons started ahead for the children without a tool's prefix (None: new processes)
+    spares: SparePool | None = None
 
 
 def should_capture(policy: str, failed: bool) -> bool:
@@ -321,7 +324,7 @@ def _capture(
         keys = _regressed_keys(results, comparisons)
     directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
     if run_child is None and run is not None:
-        run_child = _child_runner(run, nodeid, device)
+        run_child = _child_runner(run, nodeid, device, plan.spares)
     ctx = CaptureContext(
         nodeid=nodeid,
         directory=directory,
@@ -685,7 +688,9 @@ def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidenc
     return lines
 
 
-def _child_runner(session: RunContext, nodeid: str, device: str) -> ChildRunner:
+def _child_runner(
+    session: RunContext, nodeid: str, device: str, spares: SparePool | None = None
+) -> ChildRunner:
     from pytest_gpuperf.shell.rerun import run_child
 
     def run(
@@ -696,12 +701,43 @@ def _child_runner(session: RunContext, nodeid: str, device: str) -> ChildRunner:
         log_path: Path | None = None,
         extra_args: Sequence[str] = (),
     ) -> Any:
+        spare = spares.take() if spares is not None and not prefix else None
         return run_child(
             session, nodeid, device=device, extra_args=extra_args, env=env, prefix=prefix,
-            timeout_s=timeout_s, log_path=log_path,
+            timeout_s=timeout_s, log_path=log_path, spare=spare,
         )  # fmt: skip
 
     return run
+
+
+class SparePool:
+    """The next capture child's Python, started ahead (a ``SparePython`` of
+    :mod:`pytest_gpuperf.artifacts.collectors.process`): each child without a tool's prefix
+    (the profiler's) takes the spare that imported during the capture before, and starts
+    the one for the capture after. A session's first capture has none: it starts the first."""
+
+    def __init__(self) -> None:
+        self._next: SparePython | None = None
+        self.used = 0
+
+    def take(self) -> SparePython | None:
+        import os
+
+        from pytest_gpuperf.artifacts.collectors.process import SparePython
+        from pytest_gpuperf.shell.rerun import CHILD_ENV
+
+        spare, self._next = self._next, None
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        self._next = SparePython({**env, CHILD_ENV: "1"})
+        if spare is not None and spare.usable:
+            self.used += 1
+            return spare
+        return None
+
+    def close(self) -> None:
+        if self._next is not None:
+            self._next.close()
+            self._next = None
 
 
 def standalone_runner(

@@ -40,6 +40,7 @@ from pytest_gpuperf.shell.capture import (
     NO_TIME,
     CaptureReport,
     PassPlan,
+    SparePool,
     artifacts_root,
     capture,
     collectors_for,
@@ -184,6 +185,8 @@ class SessionCapture:
         self.settings = run.settings.capture
         self.baselines_of = baselines_of
         self.ledger = Ledger(Layout(artifacts_root(run, self.settings), run_id).run_dir / LEDGER)
+        #: the next profiler child's Python, importing while a capture runs
+        self.spares = SparePool()
         #: lines of the pass after the verdicts, for the terminal summary
         self.later_lines: list[str] = []
         self.leftovers: list[Leftover] = []
@@ -221,6 +224,7 @@ class SessionCapture:
             defer_reason=LATER,
             deadline=time.monotonic() + max(self.left_s(), 0.0),
             verdict_at=verdict_at,
+            spares=self.spares,
         )
         report = capture(
             self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
@@ -258,6 +262,7 @@ class SessionCapture:
             resume=not first,
             verdict_at=t.verdict_at,
             label=" after the verdicts",
+            spares=self.spares,
         )
         device = t.results[0].device if t.results else "cuda"
         report = capture(
@@ -292,6 +297,10 @@ class SessionCapture:
                 "that captures this test"
             )
         return NO_FIRST
+
+    def close(self) -> None:
+        """End the spare Python that no capture will use."""
+        self.spares.close()
 
     # --- what is left over ---------------------------------------------------------
 

@@ -28,6 +28,7 @@ from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_gpuperf.artifacts.collectors.process import SparePython
     from pytest_gpuperf.shell.settings import RunContext
 
 CHILD_FLAG = "--gpuperf-child"
@@ -139,9 +140,10 @@ def run_child(
     timeout_s: float = 600.0,
     cwd: Path | None = None,
     log_path: Path | None = None,
+    spare: SparePython | None = None,
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process, optionally under ``prefix``
-    (e.g. ``nsys profile``), with the parent's settings.
+    (e.g. ``nsys profile``), with the parent's settings (``spare``: see run_pytest_child).
 
     The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
     """
@@ -159,6 +161,7 @@ def run_child(
         timeout_s=timeout_s,
         cwd=cwd or run.invocation_dir,
         log_path=log_path,
+        spare=spare,
     )
 
 
@@ -173,13 +176,16 @@ def run_pytest_child(
     timeout_s: float,
     cwd: Path | str | None,
     log_path: Path | None = None,
+    spare: SparePython | None = None,
 ) -> ChildRun:
     """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
     --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
 
     The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1`` and
     ``env``. It runs in its own process group, killed whole at the timeout: a child under
-    a profiler (nsys, ncu) is a grandchild that must not outlive us.
+    a profiler (nsys, ncu) is a grandchild that must not outlive us. ``spare``, a Python
+    started ahead with its imports done, runs a child without a ``prefix`` instead of a new
+    process (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`).
     """
     from pytest_gpuperf.artifacts.collectors.process import run_process
 
@@ -203,7 +209,12 @@ def run_pytest_child(
         child_env[CHILD_ENV] = "1"
         if env:
             child_env.update(env)
-        run = run_process(cmd, timeout_s=timeout_s, env=child_env, cwd=cwd, log_path=log_path)
+        if spare is not None and not prefix and spare.usable:
+            run = spare.run(
+                "pytest", cmd[3:], env=child_env, cwd=cwd, timeout_s=timeout_s, log_path=log_path
+            )
+        else:
+            run = run_process(cmd, timeout_s=timeout_s, env=child_env, cwd=cwd, log_path=log_path)
         code, text, wall = (-9 if run.timed_out else run.returncode), run.output, run.wall_s
         if run.error:
             text = f"cannot start {cmd[0]}: {run.error}"

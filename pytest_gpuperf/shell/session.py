@@ -505,6 +505,8 @@ class GpuPerfSession:
         if self._telemetry is not None:
             self._telemetry.close()
         if is_worker(self.config):
+            if self.captures is not None:
+                self.captures.close()
             return
         if not self.child:
             self._captures_after_verdicts(exitstatus)
@@ -529,9 +531,13 @@ class GpuPerfSession:
             return
         captures = self._captures()
         if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+            captures.close()
             captures.note_leftovers(self.results)
             return
-        captures.after_verdicts(self.results, progress=self._progress())
+        try:
+            captures.after_verdicts(self.results, progress=self._progress())
+        finally:
+            captures.close()
 
     def _write_outputs(self, session: pytest.Session) -> None:
         """The report files (reporting/outputs.py), the GitHub step summary and annotations;

@@ -83,7 +83,7 @@ def test_a_pass_defers_tools_and_a_later_pass_resumes_from_the_folder(tmp_path: 
     assert {c["name"]: c["status"] for c in doc["collectors"]} == {
         "torch_profiler": "ok", "nsys_like": "ok", "gone": "skipped",
     }  # fmt: skip
-    assert doc["timing"]["passes"][1]["tools"] == {"nsys_like": 0.0}
+    assert set(doc["timing"]["passes"][1]["tools"]) == {"nsys_like"}  # what that pass ran
     second.apply([r])
     statuses = [a["status"] for a in r.artifacts if a["collector"] == "nsys_like"]
     assert statuses == ["ok"]  # the later pass's entry replaced the deferred one
