@@ -487,6 +487,7 @@ def _run_collectors(
                 if task is not None:
                     task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
                 done.append(_run_collector(col, ctx, skip, settings.budget_s))
+            ctx.settle()  # what the collectors left running (nsys's summaries)
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
         done += [CollectorResult.skipped(_name(c), why) for c in now[len(done) :]]

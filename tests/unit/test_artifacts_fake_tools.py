@@ -96,6 +96,7 @@ def test_nsys_collector(project: Path) -> None:
     ctx = _ctx(project)
     res = NsysCollector().collect(ctx)
     assert res.status == OK, res.reason
+    ctx.settle()  # its summaries ran beside what would come next; the capture waits for them
     names = {p.name for p in res.files}
     assert {"report.nsys-rep", "stats_cuda_gpu_kern_sum.csv", "analyze_cuda_api_sync.csv"} <= names
     assert res.summary["capture"].startswith("cudaProfilerApi window")

@@ -10,7 +10,9 @@ anything that escapes anyway.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -158,6 +160,27 @@ class CaptureContext:
     baseline_inventories: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: tools left out (--gpuperf-capture-skip), for a collector whose child serves another
     skip: frozenset[str] = frozenset()
+    _background: list[threading.Thread] = field(default_factory=list, repr=False)
+
+    def later(self, work: Callable[[], None]) -> None:
+        """Run ``work`` beside the collectors that follow: a collector's reading of its own
+        report (CPU work) while the next tool profiles. ``work`` must not raise (an escaped
+        error is dropped) and may only touch its own result and its own ``state`` keys; the
+        capture waits for it before the diagnosis (:meth:`settle`)."""
+
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                work()
+
+        thread = threading.Thread(target=run, name="gpuperf-capture-later", daemon=True)
+        thread.start()
+        self._background.append(thread)
+
+    def settle(self, grace_s: float = 30.0) -> None:
+        """Wait for the work of :meth:`later` (until the deadline, plus ``grace_s``)."""
+        for thread in self._background:
+            thread.join(timeout=max(self.deadline - time.monotonic(), 0.0) + grace_s)
+        self._background.clear()
 
     def budget(self, cap: float | None = None) -> float:
         """Seconds this collector may use: the per-tool timeout, the cap, and what is left."""

@@ -13,7 +13,9 @@ records only that window::
 (no CPU sampling: with it a short program wrote 2 GB; no OS-runtime trace: nothing
 here reads it, and it traces every thread's system calls). If no capture range
 was ever opened (the child failed before its window), the whole child is
-recorded instead, time permitting. Then::
+recorded instead, time permitting. Then, beside the next collector (the report is read
+on the CPU while Nsight Compute profiles on the GPU; the capture waits for both before
+its diagnosis)::
 
     nsys stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum,nvtx_sum
         -f csv -o <dir>/nsys/stats --force-export=true <dir>/nsys/report.nsys-rep
@@ -240,38 +242,47 @@ class NsysCollector(CudaToolCollector):
             )
             return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
         files.insert(0, rep)
-        calls = next(
-            (int(b.get("calls") or 0) for b in read_status(folder).get("benchmarks", [])), None
-        )
-        stats = run_process(
-            ["nsys", "stats", "-r", ",".join(STATS_REPORTS), "-f", "csv",
-             "-o", str(folder / "stats"), "--force-export=true", str(rep)],
-            timeout_s=left(0.6), log_path=folder / "stats.log",
-        )  # fmt: skip
-        reports = _read_outputs(folder, "stats", STATS_REPORTS, files)
-        if reports:
-            s = summarize_stats(reports)
-            summary["stats"] = s
-            summary["lines"] = stats_lines(s, calls)
-        else:
-            summary["stats_error"] = stats.describe_failure("nsys stats")
-        analyze = run_process(
-            ["nsys", "analyze", "-f", "csv", "-o", str(folder / "analyze"), str(rep)],
-            timeout_s=left(), log_path=folder / "analyze.log",
-        )  # fmt: skip
-        rules = _read_outputs(folder, "analyze", RULES, files)
-        if rules:
-            summary["findings"] = summarize_analyze(rules)
-        elif not analyze.ok:
-            summary["analyze_error"] = analyze.describe_failure("nsys analyze")
-        (folder / "report.sqlite").unlink(missing_ok=True)  # rebuilt from the .nsys-rep on demand
-        ctx.state["nsys_findings"] = list(summary.get("lines", [])) + list(
-            summary.get("findings", [])
-        )
-        wall = run.wall_s + stats.wall_s + analyze.wall_s
-        summary["timing"] = {
-            "profile_s": round(run.wall_s, 2),
-            "stats_s": round(stats.wall_s, 2),
-            "analyze_s": round(analyze.wall_s, 2),
-        }
-        return CollectorResult(self.name, OK, files=files, summary=summary, wall_s=wall)
+        summary["timing"] = {"profile_s": round(run.wall_s, 2)}
+        result = CollectorResult(self.name, OK, files=files, summary=summary, wall_s=run.wall_s)
+        # the report's summaries are CPU work: they run while the next tool profiles
+        ctx.later(lambda: _summarize(ctx, folder, rep, result, end))
+        return result
+
+
+def _summarize(
+    ctx: CaptureContext, folder: Path, rep: Path, result: CollectorResult, end: float
+) -> None:
+    """``nsys stats`` and ``nsys analyze`` of the report, into ``result`` and the state."""
+
+    def left(share: float = 1.0) -> float:
+        return max((end - time.monotonic()) * share, 1.0)
+
+    summary, files = result.summary, result.files
+    calls = next(
+        (int(b.get("calls") or 0) for b in read_status(folder).get("benchmarks", [])), None
+    )
+    stats = run_process(
+        ["nsys", "stats", "-r", ",".join(STATS_REPORTS), "-f", "csv",
+         "-o", str(folder / "stats"), "--force-export=true", str(rep)],
+        timeout_s=left(0.6), log_path=folder / "stats.log",
+    )  # fmt: skip
+    reports = _read_outputs(folder, "stats", STATS_REPORTS, files)
+    if reports:
+        s = summarize_stats(reports)
+        summary["stats"] = s
+        summary["lines"] = stats_lines(s, calls)
+    else:
+        summary["stats_error"] = stats.describe_failure("nsys stats")
+    analyze = run_process(
+        ["nsys", "analyze", "-f", "csv", "-o", str(folder / "analyze"), str(rep)],
+        timeout_s=left(), log_path=folder / "analyze.log",
+    )  # fmt: skip
+    rules = _read_outputs(folder, "analyze", RULES, files)
+    if rules:
+        summary["findings"] = summarize_analyze(rules)
+    elif not analyze.ok:
+        summary["analyze_error"] = analyze.describe_failure("nsys analyze")
+    (folder / "report.sqlite").unlink(missing_ok=True)  # rebuilt from the .nsys-rep on demand
+    ctx.state["nsys_findings"] = list(summary.get("lines", [])) + list(summary.get("findings", []))
+    result.wall_s += stats.wall_s + analyze.wall_s
+    summary["timing"].update(stats_s=round(stats.wall_s, 2), analyze_s=round(analyze.wall_s, 2))
