@@ -229,13 +229,28 @@ def session_figures(doc: Mapping[str, Any], wall_s: float | None) -> list[str]:
         if walls:
             lines.append(f"{name} per benchmark: median {statistics.median(walls):.1f} s, max "
                          f"{max(walls):.1f} s, over {len(walls)}")  # fmt: skip
+    later = [
+        float(e.get("wall_s") or 0.0)
+        for e in cap.get("passes") or ()
+        if e.get("phase") == 2 and set(e.get("tools") or ()) & {"nsys", "ncu"}
+    ]
+    if later:
+        lines.append(
+            f"Nsight pass per benchmark after the verdicts (nsys, then ncu while nsys's report "
+            f"is read): median {statistics.median(later):.1f} s, max {max(later):.1f} s, "
+            f"over {len(later)}"
+        )
     for lo in cap.get("left_over") or ():
         lines.append(f"left over: {lo['nodeid']} ({', '.join(lo['tools'])}): {lo['command']}")
     return lines
 
 
-def check_leftover(doc: Mapping[str, Any], out: Path, cases: Sequence[str]) -> list[str]:
+def check_leftover(
+    doc: Mapping[str, Any], out: Path, cases: Sequence[str], timeout_s: float = 600.0
+) -> list[str]:
     """Run the first leftover's command, where the session ran, and say what it captured."""
+    from pytest_gpuperf.artifacts.collectors.process import run_process
+
     left = ((doc.get("session") or {}).get("capture") or {}).get("left_over") or []
     if not left:
         return ["no benchmark was left over: no leftover command to check"]
@@ -243,15 +258,18 @@ def check_leftover(doc: Mapping[str, Any], out: Path, cases: Sequence[str]) -> l
     env = dict(os.environ, GPUPERF_ZOO=f"bad:{','.join(cases)}")
     env.pop("PYTEST_ADDOPTS", None)
     args = shlex.split(command)
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *args[1:]], cwd=ZOO, env=env, capture_output=True,
-                          text=True, check=False)  # fmt: skip
-    (out / "leftover.log").write_text(proc.stdout + proc.stderr)
-    captured = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip().startswith(
-        ("torch_profiler: ", "torch_trace: ", "nsys: ", "ncu: "))]  # fmt: skip
+    run = run_process([sys.executable, *args[1:]], timeout_s=timeout_s, env=env, cwd=ZOO,
+                      log_path=out / "leftover.log")  # fmt: skip
+    captured = [
+        ln.strip()
+        for ln in run.output.splitlines()
+        if ln.strip().startswith(("torch_profiler: ", "torch_trace: ", "nsys: ", "ncu: "))
+    ]
     return [
         f"leftover command: {command}",
-        f"  ran in {time.perf_counter() - t0:.1f} s, exit {proc.returncode}; it captured: "
+        f"  ran in {run.wall_s:.1f} s, exit {run.returncode}"
+        + (" (killed at the part's time limit)" if run.timed_out else "")
+        + "; it captured: "
         + ("; ".join(captured[:4]) if captured else "nothing (see leftover.log)"),
     ]
 
@@ -320,9 +338,8 @@ def main() -> None:
     if args.no_leftover_check or (left is not None and left < 40):
         print("leftover command: not run" + (f" ({left:.0f} s left)" if left is not None else ""))
         return
-    for line in check_leftover(
-        json.loads((args.out / "session.json").read_text()), args.out, cases
-    ):
+    doc = json.loads((args.out / "session.json").read_text())
+    for line in check_leftover(doc, args.out, cases, (left or 605.0) - 5.0):
         print(line)
 
 

@@ -64,13 +64,14 @@ def pytest_gpuperf_collectors(config):
     return [Later()]
 """
 
-PLANT = {"SLOW_SMALL": "6", "SLOW_BIG": "30"}
+PLANT = {"SLOW_SMALL": "15", "SLOW_BIG": "40"}
 
 
 def _project(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(VIRTUAL_TIME_CONFTEST + LATER_TOOL)
     pytester.makepyfile(test_b=BENCH)
-    # one saved run: slowdowns of 6x and 30x are settled by one run of each side
+    # one saved run: slowdowns of 15x and 40x are settled by one run of each side (no
+    # confirmation process)
     saved = run_with_env(pytester, {}, "-p", "no:cacheprovider", *FAST, "--gpuperf-save=main")
     saved.assert_outcomes(passed=3)
 
