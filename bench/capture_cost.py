@@ -49,13 +49,15 @@ CPU_CASES = (
     "graph_break_in_loop",
     "recompile_on_float",
 )
-#: The GPU's seven of bench/gpu/part-capture.sh: a host sync, a graph break, recompiles, a
-#: dtype change, a kernel change, an H2D copy, a Python loop of launches.
+#: The GPU's seven of bench/gpu/part-capture.sh: a host sync, a graph break (compiled code:
+#: TORCH_TRACE), a dtype change, a precision change, an SDPA kernel change, an H2D copy, a
+#: Python loop of launches. Not recompile_on_float: its bad variant compiles 8 graphs from a
+#: cold cache in the session, seconds the part's 180 s cannot spare.
 GPU_CASES = (
     "decode_item_sync",
     "graph_break_in_loop",
-    "recompile_on_float",
     "autocast_dropped",
+    "tf32_off",
     "sdpa_mask_fallback",
     "h2d_pageable",
     "python_loop_adds",
@@ -210,7 +212,22 @@ def session_figures(doc: Mapping[str, Any], wall_s: float | None) -> list[str]:
     budget = float(cap.get("budget_s") or 0.0)
     plain = duration - spent
     firsts = [t["first_diagnosis_s"] for t in cap.get("tests") or () if t.get("first_diagnosis_s")]
+    inline = {
+        e["nodeid"]
+        for e in cap.get("passes") or ()
+        if e.get("phase") == 1 and "torch_profiler" in (e.get("tools") or {})
+    }
+    at_verdict = [
+        t["first_diagnosis_s"]
+        for t in cap.get("tests") or ()
+        if t.get("first_diagnosis_s") and t["nodeid"] in inline
+    ]
+    kinds: dict[str, int] = {}
+    for r in doc.get("results") or ():
+        kind = str((r.get("comparison") or {}).get("kind") or "none")
+        kinds[kind] = kinds.get(kind, 0) + 1
     lines = [
+        "verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())),
         f"session: {duration:.1f} s wall, capture {spent:.1f} s of a {budget:g} s budget, plain "
         f"time (wall minus capture) {plain:.1f} s; within 2x plain + budget "
         f"({2 * plain + budget:.0f} s): {'yes' if duration <= 2 * plain + budget else 'NO'}",
@@ -219,6 +236,13 @@ def session_figures(doc: Mapping[str, Any], wall_s: float | None) -> list[str]:
         lines.append(
             f"first diagnosis after the verdict: median {statistics.median(firsts):.1f} s, "
             f"max {max(firsts):.1f} s, over {len(firsts)} regressed test(s)"
+        )
+    if at_verdict and len(at_verdict) < len(firsts):
+        lines.append(
+            f"  of which made at the verdict: {len(at_verdict)}, median "
+            f"{statistics.median(at_verdict):.1f} s, max {max(at_verdict):.1f} s; the other "
+            f"{len(firsts) - len(at_verdict)} waited for the pass after the last verdict (the "
+            "first diagnoses' half of the budget was spent)"
         )
     for name in ("nsys", "ncu"):
         walls = [
