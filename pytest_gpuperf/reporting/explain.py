@@ -72,6 +72,13 @@ def _change(c: Comparison | FigureVerdict) -> str:
     return f"{_signed(c.ratio - 1)}{ci}"
 
 
+def change_of(c: Comparison) -> str:
+    """The change and the figure it is of: ``77.7x end-to-end time``, ``+12.0 % time``."""
+    if c.ratio is None:
+        return "-"
+    return f"{_signed(c.ratio - 1)} {_figure(c.figure)}"
+
+
 def summary_line(c: Comparison) -> str:
     """One line: kind, change with interval, the figure, and the number that decided it."""
     who = f"{c.name}: " if c.name else ""

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis, Evidence, diagnose
 from pytest_gpuperf.artifacts.analysis.inventory import combine, diff_inventories
-from pytest_gpuperf.artifacts.analysis.layout import Layout, write_manifest
+from pytest_gpuperf.artifacts.analysis.layout import Layout, read_manifest, write_manifest
 from pytest_gpuperf.artifacts.collectors.base import (
+    DEFERRED,
     FAILED,
+    OK,
     SKIPPED,
     CaptureContext,
     CaptureSettings,
@@ -33,17 +36,44 @@ from pytest_gpuperf.artifacts.collectors.base import (
     ChildRunner,
     Collector,
     CollectorResult,
+    CudaToolCollector,
 )
 
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_gpuperf.artifacts.collectors.process import SparePython
     from pytest_gpuperf.model import Result
     from pytest_gpuperf.shell.settings import RunContext
     from pytest_gpuperf.verdict.comparison import Comparison
 
 NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
 POLICIES = (NEVER, ON_FAILURE, ALWAYS)
+#: The reason of a tool that the capture budget left no time for (a leftover).
+NO_TIME = "no time left in the capture budget"
+#: Where a capture's profiles are taken, as the diagnosis says it.
+PROFILED_IN = "a fresh process of the current code"
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """One pass of a test's capture when a session spreads it over two
+    (:mod:`pytest_gpuperf.shell.capture_budget`): the first diagnosis at the verdict, the
+    rest after the session's last verdict."""
+
+    #: tools that wait for a later pass (their result says so, with ``defer_reason``)
+    defer: frozenset[str] = frozenset()
+    defer_reason: str = ""
+    #: ``time.monotonic()`` by which the pass ends (the session's capture budget)
+    deadline: float = math.inf
+    #: continue the capture in the test's folder, from the profiles of its earlier pass
+    resume: bool = False
+    #: ``time.time()`` of the test's verdict: the first diagnosis is timed from it
+    verdict_at: float | None = None
+    #: added to the progress line ("after the verdicts")
+    label: str = ""
+    #: Pythons started ahead for the children without a tool's prefix (None: new processes)
+    spares: SparePool | None = None
 
 
 def should_capture(policy: str, failed: bool) -> bool:
@@ -83,6 +113,9 @@ class CaptureReport:
     wall_s: float
     manifest: Path | None = None
     kernel_diffs: dict[str, Any] = field(default_factory=dict)
+    #: when the verdict came, how long after it the first diagnosis was ready, and each
+    #: pass's tools and seconds (see PassPlan)
+    timing: dict[str, Any] = field(default_factory=dict)
 
     @property
     def diagnosis(self) -> str:
@@ -116,16 +149,21 @@ class CaptureReport:
         """JSON-safe entries for ``Result.artifacts`` and the results JSON."""
         out: list[dict[str, Any]] = []
         for c in self.collectors:
-            out.append(
-                {
-                    "collector": c.name,
-                    "status": c.status,
-                    "reason": c.reason,
-                    "files": [str(f) for f in c.files],
-                }
-            )
+            entry = {
+                "collector": c.name,
+                "status": c.status,
+                "reason": c.reason,
+                "files": [str(f) for f in c.files],
+                "wall_s": round(c.wall_s, 3),
+            }
+            if c.status == DEFERRED:  # what the pass after the verdicts needs to know
+                entry["verdict_at"] = self.timing.get("verdict_at")
+            out.append(entry)
         if self.manifest is not None:
-            out.append({"collector": "manifest", "status": "ok", "files": [str(self.manifest)]})
+            out.append(
+                {"collector": "manifest", "status": "ok", "files": [str(self.manifest)],
+                 "timing": self.timing}
+            )  # fmt: skip
         return out
 
     def apply(self, results: Sequence[Result]) -> None:
@@ -136,8 +174,14 @@ class CaptureReport:
         :mod:`pytest_gpuperf.reporting` renders.
         """
         entries = self.artifacts()
-        for r in results:
-            r.artifacts = [*r.artifacts, *entries]
+        names = {e["collector"] for e in entries}
+        for r in results:  # a later pass's entries replace the earlier pass's
+            kept = [
+                a
+                for a in r.artifacts
+                if not isinstance(a, Mapping) or a.get("collector") not in names
+            ]
+            r.artifacts = [*kept, *entries]
             d = self.diagnoses.get(r.id.key)
             if d is not None:
                 r.diagnosis = d
@@ -150,7 +194,12 @@ class CaptureReport:
             "wall_s": round(self.wall_s, 3),
             "collectors": [c.to_dict(self.directory) for c in self.collectors],
             "diagnoses": {k: d.to_dict() for k, d in self.diagnoses.items()},
+            "timing": self.timing,
         }
+
+
+def _entry_of(artifact: Any, collectors: set[str]) -> bool:
+    return isinstance(artifact, Mapping) and artifact.get("collector") in collectors
 
 
 def _rel(p: Path, base: Path) -> str:
@@ -208,6 +257,7 @@ def capture(
     lock: Callable[[], AbstractContextManager[object]] | None = None,
     progress: Any = None,
     settings: CaptureSettings | None = None,
+    plan: PassPlan | None = None,
 ) -> CaptureReport | None:
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
@@ -223,7 +273,8 @@ def capture(
     GPU meanwhile (the children are told the lock is theirs); by default the
     session's per-GPU lock when ``run`` is given. Returns ``None`` in a
     child process. ``progress`` (a :class:`pytest_gpuperf.shell.progress.Progress`)
-    shows which tool runs while the capture lasts. Never raises for a
+    shows which tool runs while the capture lasts. ``plan`` makes this one pass of a
+    capture in two (:class:`PassPlan`; default: every tool, now). Never raises for a
     collector's problem.
     """
     if run is not None:
@@ -238,6 +289,7 @@ def capture(
             baselines=baselines, keys=keys, collectors=collectors, run_child=run_child,
             artifacts_dir=artifacts_dir, lock=lock, progress=progress, t0=t0,
             settings=settings or (run.settings.capture if run is not None else CaptureSettings()),
+            plan=plan or PassPlan(),
         )  # fmt: skip
     except Exception as e:  # never turn a verdict into an error
         why = f"the capture failed: {type(e).__name__}: {e}"
@@ -264,17 +316,15 @@ def _capture(
     progress: Any,
     t0: float,
     settings: CaptureSettings,
+    plan: PassPlan,
 ) -> CaptureReport:
     config = run.config if run is not None else None
     comparisons = _comparisons_of(results, comparisons)
     if keys is None:
         keys = _regressed_keys(results, comparisons)
-    root = Path(artifacts_dir or settings.artifacts_dir)
-    if run is not None and not root.is_absolute():
-        root = run.rootpath / root
-    directory = Layout(root, run_id).prepare(nodeid)
+    directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
     if run_child is None and run is not None:
-        run_child = _child_runner(run, nodeid, device)
+        run_child = _child_runner(run, nodeid, device, plan.spares)
     ctx = CaptureContext(
         nodeid=nodeid,
         directory=directory,
@@ -284,23 +334,100 @@ def _capture(
         comparisons=comparisons,
         config=config,
         timeout_s=settings.timeout_s,
-        deadline=t0 + settings.budget_s,
+        deadline=min(t0 + settings.budget_s, plan.deadline),
         calls=settings.calls,
         ncu_kernels=settings.ncu_kernels,
         run_child=run_child,
         baseline_inventories=_baseline_inventories(keys, baselines),
     )
+    earlier, timing = _resume(ctx) if plan.resume else ([], {})
+    spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
+    ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
     if lock is None and run is not None:
         lock = _session_lock(device, settings.budget_s)
     todo = list(collectors if collectors is not None else collectors_for(config))
-    done = _run_collectors(ctx, todo, settings, lock, progress)
+    done = _run_collectors(ctx, todo, settings, lock, progress, plan)
     diagnoses, diffs = _diagnose_all(ctx, config, results, comparisons, baselines)
     if diffs:
         (directory / "kernel_diff.json").write_text(json.dumps(diffs, indent=1, default=str))
-    wall = time.monotonic() - t0
-    report = CaptureReport(nodeid, directory, done, diagnoses, wall, kernel_diffs=diffs)
+    timing = _pass_timing(timing, plan, done, t0)
+    wall = sum(float(p["wall_s"]) for p in timing["passes"])
+    report = CaptureReport(
+        nodeid, directory, _merged(earlier, done), diagnoses, wall, kernel_diffs=diffs,
+        timing=timing,
+    )  # fmt: skip
     report.manifest = _write_manifest(report, ctx, run_id)
     return report
+
+
+def artifacts_root(
+    run: RunContext | None, settings: CaptureSettings, given: Path | str | None = None
+) -> Path:
+    """The folder of the session's captures (``--gpuperf-artifacts-dir``, under the rootdir)."""
+    root = Path(given or settings.artifacts_dir)
+    if run is not None and not root.is_absolute():
+        root = run.rootpath / root
+    return root
+
+
+def _resume(ctx: CaptureContext) -> tuple[list[CollectorResult], dict[str, Any]]:
+    """What an earlier pass left in the test's folder: its collectors' results and timing,
+    and in ``ctx.state`` its profiles and compile findings, for the tools that follow."""
+    from pytest_gpuperf.artifacts.collectors.torch_profiler import note_profiles, saved_profiles
+
+    try:
+        doc = read_manifest(ctx.directory)
+    except (OSError, ValueError):
+        return [], {}
+    earlier = [_result_from(c, ctx.directory) for c in doc.get("collectors") or ()]
+    profiles = saved_profiles(ctx.directory / "torch_profiler")
+    if profiles:
+        ctx.state["profiles"] = profiles
+        note_profiles(ctx)
+    for c in earlier:
+        if c.name == "torch_trace" and c.ok:
+            ctx.state["compile"] = dict(c.summary)
+    return earlier, dict(doc.get("timing") or {})
+
+
+def _result_from(d: Mapping[str, Any], directory: Path) -> CollectorResult:
+    """A collector's result as a manifest keeps it (its files relative to ``directory``)."""
+    return CollectorResult(
+        name=str(d.get("name")),
+        status=str(d.get("status") or OK),
+        files=[directory / str(f) for f in d.get("files") or ()],
+        summary=dict(d.get("summary") or {}),
+        reason=d.get("reason"),
+        wall_s=float(d.get("wall_s") or 0.0),
+    )
+
+
+def _merged(
+    earlier: Sequence[CollectorResult], done: Sequence[CollectorResult]
+) -> list[CollectorResult]:
+    """The earlier pass's results, each replaced by this pass's of the same tool."""
+    now = {c.name: c for c in done}
+    out = [now.pop(c.name, c) for c in earlier]
+    return out + [c for c in done if c.name in now]
+
+
+def _pass_timing(
+    timing: Mapping[str, Any], plan: PassPlan, done: Sequence[CollectorResult], t0: float
+) -> dict[str, Any]:
+    """The capture's timing with this pass added; the first diagnosis is timed from the
+    verdict once a pass has profiled the benchmark."""
+    out = dict(timing)
+    if plan.verdict_at is not None and out.get("verdict_at") is None:
+        out["verdict_at"] = plan.verdict_at
+    ran = {c.name: round(c.wall_s, 3) for c in done if c.status not in (DEFERRED, SKIPPED)}
+    out["passes"] = [
+        *out.get("passes", ()),
+        {"at": round(time.time(), 3), "wall_s": round(time.monotonic() - t0, 3), "tools": ran},
+    ]
+    profiled = any(c.name == "torch_profiler" and c.ok for c in done)
+    if profiled and out.get("first_diagnosis_s") is None and out.get("verdict_at") is not None:
+        out["first_diagnosis_s"] = round(time.time() - float(out["verdict_at"]), 3)
+    return out
 
 
 def _comparisons_of(
@@ -337,28 +464,68 @@ def _run_collectors(
     settings: CaptureSettings,
     lock: Callable[[], AbstractContextManager[object]] | None,
     progress: Any,
+    plan: PassPlan,
 ) -> list[CollectorResult]:
-    """Run each collector in turn under the device lock, with a progress line."""
+    """Run each collector in turn under the device lock, with a progress line; those of
+    ``plan.defer`` that could run here are marked deferred instead."""
     skip = set(settings.skip or ())
     if ctx.ncu_kernels <= 0:
         skip.add("ncu")
+    ctx.skip = frozenset(skip)
+    now, later = _split(ctx, todo, plan)
     done: list[CollectorResult] = []
-    label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}"
-    task_cm = progress.task(label) if progress is not None else contextlib.nullcontext()
+    label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}{plan.label}"
+    task_cm = progress.task(label) if progress is not None and now else contextlib.nullcontext()
     try:
-        with task_cm as task, lock() if lock is not None else contextlib.nullcontext():
+        with (
+            task_cm as task,
+            lock() if lock is not None and now else contextlib.nullcontext(),
+        ):
             if lock is not None and ctx.run_child is not None:
                 ctx.run_child = _children_hold_the_lock(ctx.run_child)
-            for i, col in enumerate(todo, 1):
+            for i, col in enumerate(now, 1):
                 if task is not None:
-                    task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(todo)}")
+                    task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
                 done.append(_run_collector(col, ctx, skip, settings.budget_s))
+            ctx.settle()  # what the collectors left running (nsys's summaries)
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
-        done += [
-            CollectorResult.skipped(str(getattr(c, "name", c)), why) for c in todo[len(done) :]
-        ]
-    return done
+        done += [CollectorResult.skipped(_name(c), why) for c in now[len(done) :]]
+    ran, waits = iter(done), iter(later)  # in the order of ``todo``
+    return [next(ran) if any(col is c for c in now) else next(waits) for col in todo]
+
+
+def _split(
+    ctx: CaptureContext, todo: Sequence[Collector], plan: PassPlan
+) -> tuple[list[Collector], list[CollectorResult]]:
+    """The collectors to run in this pass, and the results of those it defers (a tool that
+    cannot run here at all is not deferred: it runs now, to be skipped with its reason)."""
+    now: list[Collector] = []
+    later: list[CollectorResult] = []
+    for col in todo:
+        name = _name(col)
+        if name not in plan.defer or not could_run(col, ctx.device, ctx.skip):
+            now.append(col)
+        else:
+            later.append(CollectorResult(name, DEFERRED, reason=plan.defer_reason or "later"))
+    return now, later
+
+
+def _name(col: Collector) -> str:
+    return str(getattr(col, "name", type(col).__name__))
+
+
+def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:
+    """Whether ``col`` would do anything for a benchmark on ``device``: not left out, its tool
+    there, and a CUDA GPU for a CUDA tool (one that cannot is not worth deferring)."""
+    if str(getattr(col, "name", "")).lower() in skip:
+        return False
+    try:
+        if col.available():
+            return False
+    except Exception:
+        return False
+    return not (isinstance(col, CudaToolCollector) and device != "cuda")
 
 
 def _diagnose_all(
@@ -400,6 +567,7 @@ def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> 
             collectors=[c.to_dict(report.directory) for c in report.collectors],
             diagnosis={k: d.to_dict() for k, d in report.diagnoses.items()},
             wall_s=report.wall_s,
+            timing=report.timing,
         )
     except OSError:
         return None
@@ -436,9 +604,9 @@ def _run_collector(
             return CollectorResult.skipped(name, why)
         if ctx.budget() < 1.0:
             return CollectorResult.skipped(
-                name,
-                f"no time left in the capture budget ({budget:.0f} s, --gpuperf-capture-budget)",
-            )
+                name, f"{NO_TIME} (--gpuperf-capture-budget={budget:g} s for one test, "
+                "--gpuperf-capture-session-budget for the session)",
+            )  # fmt: skip
         res = col.collect(ctx)
         if not isinstance(res, CollectorResult):
             raise TypeError(f"collect() returned {type(res).__name__}, not a CollectorResult")
@@ -472,6 +640,8 @@ def _evidence(
         analysis=prof.get("analysis"),
         baseline_inventory=base_inv,
         child_median_s=prof.get("child_median_s"),
+        child_rounds=prof.get("child_rounds"),
+        profiled_in=PROFILED_IN if prof else None,
         current_inventory=prof.get("inventory"),
         triton_configs=prof.get("triton_configs") or {},
         current_probe=prof.get("probe"),
@@ -531,7 +701,9 @@ def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidenc
     return lines
 
 
-def _child_runner(session: RunContext, nodeid: str, device: str) -> ChildRunner:
+def _child_runner(
+    session: RunContext, nodeid: str, device: str, spares: SparePool | None = None
+) -> ChildRunner:
     from pytest_gpuperf.shell.rerun import run_child
 
     def run(
@@ -542,12 +714,43 @@ def _child_runner(session: RunContext, nodeid: str, device: str) -> ChildRunner:
         log_path: Path | None = None,
         extra_args: Sequence[str] = (),
     ) -> Any:
+        spare = spares.take() if spares is not None and not prefix else None
         return run_child(
             session, nodeid, device=device, extra_args=extra_args, env=env, prefix=prefix,
-            timeout_s=timeout_s, log_path=log_path,
+            timeout_s=timeout_s, log_path=log_path, spare=spare,
         )  # fmt: skip
 
     return run
+
+
+class SparePool:
+    """The next capture child's Python, started ahead (a ``SparePython`` of
+    :mod:`pytest_gpuperf.artifacts.collectors.process`): each child without a tool's prefix
+    (the profiler's) takes the spare that imported during the capture before, and starts
+    the one for the capture after. A session's first capture has none: it starts the first."""
+
+    def __init__(self) -> None:
+        self._next: SparePython | None = None
+        self.used = 0
+
+    def take(self) -> SparePython | None:
+        import os
+
+        from pytest_gpuperf.artifacts.collectors.process import SparePython
+        from pytest_gpuperf.shell.rerun import CHILD_ENV
+
+        spare, self._next = self._next, None
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        self._next = SparePython({**env, CHILD_ENV: "1"})
+        if spare is not None and spare.usable:
+            self.used += 1
+            return spare
+        return None
+
+    def close(self) -> None:
+        if self._next is not None:
+            self._next.close()
+            self._next = None
 
 
 def standalone_runner(

@@ -123,6 +123,9 @@ class BenchContext:
     #: activity() -> a GPM window (telemetry.probe.ActivityWindow), read over plain calls
     #: after each CUDA measurement; None: no activity and no allocator figures
     activity: Callable[[], Any] | None = None
+    #: applied to each benchmark's measurement policy: a capture child re-measures briefly
+    #: before it profiles (artifacts.collectors.child.child_policy); None: as resolved
+    adjust_policy: Callable[[MeasurePolicy], MeasurePolicy] | None = None
 
 
 @dataclass
@@ -332,7 +335,7 @@ class GpuBench:
         """What measuring the benchmark needs, resolved once, before its first mode."""
         ctx = self._ctx
         return _Plan(
-            policy=mine.measure,
+            policy=ctx.adjust_policy(mine.measure) if ctx.adjust_policy else mine.measure,
             verdict=mine.verdict,
             gate=mine.verdict.gate_record(),
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),

@@ -453,6 +453,16 @@ OPTIONS: tuple[Option, ...] = (
         "auto (when saving a baseline), always, never",
         metavar="auto|always|never",
     ),
+    Option(
+        "capture_session_budget",
+        non_negative_float,
+        180.0,
+        "seconds all the captures of a session may take together: a first diagnosis "
+        "(torch.profiler, TORCH_TRACE) at each failing verdict, then, after the last verdict, "
+        "Nsight Systems and Compute for the largest slowdowns first; the tests it does not "
+        "reach are listed with the command that captures each later (0: list them all)",
+        metavar="SECONDS",
+    ),
 )
 
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}

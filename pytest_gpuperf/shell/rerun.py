@@ -28,6 +28,7 @@ from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_gpuperf.artifacts.collectors.process import SparePython
     from pytest_gpuperf.shell.settings import RunContext
 
 CHILD_FLAG = "--gpuperf-child"
@@ -50,11 +51,20 @@ _NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
         "artifacts_dir",
         "capture_timeout",
         "capture_budget",
+        "capture_session_budget",
         "capture_skip",
         "capture_calls",
         "ncu_kernels",
         "inventory",
     }
+)
+
+
+#: What the command that captures a test later leaves out of the session's options: the
+#: outputs, the save, what selects or compares (the command names its own), the capture's
+#: own switch and the session's budget (one test fits in it).
+_NOT_IN_CAPTURE_COMMAND = OUTPUT_OPTIONS | frozenset(
+    {"save", "baseline", "ab", "only", "skip", "disable", "capture", "capture_session_budget"}
 )
 
 
@@ -64,14 +74,26 @@ def forwarded_args(run: RunContext) -> list[str]:
     args = ["--rootdir", str(run.rootpath), "-p", "no:cacheprovider", "-p", "no:randomly"]
     if run.inipath is not None:
         args += ["-c", str(run.inipath)]
+    return args + _plugin_args(run) + _cli_settings(run, _NOT_FORWARDED)
+
+
+def _plugin_args(run: RunContext) -> list[str]:
+    """The ``-p`` plugins of the command line (but xdist: one test runs in one process)."""
+    args: list[str] = []
     inv = list(run.invocation_args)
     for i, a in enumerate(inv):
         if a == "-p" and i + 1 < len(inv) and not inv[i + 1].startswith(("no:xdist", "xdist")):
             args += ["-p", inv[i + 1]]
         elif a.startswith("-p") and len(a) > 2 and "xdist" not in a:
             args.append(a)
+    return args
+
+
+def _cli_settings(run: RunContext, leave_out: frozenset[str]) -> list[str]:
+    """The gpuperf options given on the command line, but ``leave_out``, as arguments."""
+    args: list[str] = []
     for name, setting in run.resolved.settings.items():
-        if setting.source != "cli" or name in _NOT_FORWARDED:
+        if setting.source != "cli" or name in leave_out:
             continue
         value = setting.value
         flag = "--gpuperf-" + name.replace("_", "-")
@@ -81,6 +103,30 @@ def forwarded_args(run: RunContext) -> list[str]:
         elif value is not None and not callable(value):
             args.append(f"{flag}={value}")
     return args
+
+
+def capture_command(run: RunContext, nodeid: str) -> str:
+    """The one command that captures ``nodeid``'s evidence later, from where this session ran:
+    the test alone, compared with this session's baseline (or A/B reference), captured
+    whatever its verdict (``--gpuperf-capture=always``), with the session's other options."""
+    import shlex
+
+    path, sep, rest = nodeid.partition("::")
+    target = os.path.relpath(run.rootpath / path, run.invocation_dir) + sep + rest
+    args = [Path(sys.executable).name, "-m", "pytest", target]
+    given = {a.split("=", 1)[0] for a in run.invocation_args}
+    if run.inipath is not None and given & {"-c", "--config-file"}:
+        args += ["-c", os.path.relpath(run.inipath, run.invocation_dir)]
+    if "--rootdir" in given:
+        args += ["--rootdir", os.path.relpath(run.rootpath, run.invocation_dir)]
+    args += _plugin_args(run) + _cli_settings(run, _NOT_IN_CAPTURE_COMMAND)
+    session = run.settings.session
+    if session.ab:
+        args.append(f"--gpuperf-ab={session.ab}")
+    elif session.baseline:
+        args.append(f"--gpuperf-baseline={session.baseline}")
+    args.append("--gpuperf-capture=always")
+    return shlex.join(args)
 
 
 def run_child(
@@ -94,9 +140,10 @@ def run_child(
     timeout_s: float = 600.0,
     cwd: Path | None = None,
     log_path: Path | None = None,
+    spare: SparePython | None = None,
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process, optionally under ``prefix``
-    (e.g. ``nsys profile``), with the parent's settings.
+    (e.g. ``nsys profile``), with the parent's settings (``spare``: see run_pytest_child).
 
     The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
     """
@@ -114,6 +161,7 @@ def run_child(
         timeout_s=timeout_s,
         cwd=cwd or run.invocation_dir,
         log_path=log_path,
+        spare=spare,
     )
 
 
@@ -128,13 +176,16 @@ def run_pytest_child(
     timeout_s: float,
     cwd: Path | str | None,
     log_path: Path | None = None,
+    spare: SparePython | None = None,
 ) -> ChildRun:
     """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
     --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
 
     The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1`` and
     ``env``. It runs in its own process group, killed whole at the timeout: a child under
-    a profiler (nsys, ncu) is a grandchild that must not outlive us.
+    a profiler (nsys, ncu) is a grandchild that must not outlive us. ``spare``, a Python
+    started ahead with its imports done, runs a child without a ``prefix`` instead of a new
+    process (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`).
     """
     from pytest_gpuperf.artifacts.collectors.process import run_process
 
@@ -158,7 +209,12 @@ def run_pytest_child(
         child_env[CHILD_ENV] = "1"
         if env:
             child_env.update(env)
-        run = run_process(cmd, timeout_s=timeout_s, env=child_env, cwd=cwd, log_path=log_path)
+        if spare is not None and not prefix and spare.usable:
+            run = spare.run(
+                "pytest", cmd[3:], env=child_env, cwd=cwd, timeout_s=timeout_s, log_path=log_path
+            )
+        else:
+            run = run_process(cmd, timeout_s=timeout_s, env=child_env, cwd=cwd, log_path=log_path)
         code, text, wall = (-9 if run.timed_out else run.returncode), run.output, run.wall_s
         if run.error:
             text = f"cannot start {cmd[0]}: {run.error}"

@@ -29,10 +29,11 @@ from pytest_gpuperf.shell.rerun import is_child
 from pytest_gpuperf.shell.settings import RunContext
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Generator, Sequence
 
     from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
     from pytest_gpuperf.reporting.ci import CiOutputs
+    from pytest_gpuperf.shell.capture_budget import SessionCapture
     from pytest_gpuperf.shell.fixture import PhaseRange, Probe
     from pytest_gpuperf.shell.gate import Gate
     from pytest_gpuperf.shell.locks import DeviceLock
@@ -99,6 +100,8 @@ class GpuPerfSession:
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
         self.gpu_state: dict[str, Any] | None = None
+        #: the session's captures within its budget: made on the first capture
+        self.captures: SessionCapture | None = None
         self._check_capture_skip()
         self._open_baselines()
 
@@ -201,7 +204,7 @@ class GpuPerfSession:
     # --- the fixture -------------------------------------------------------
 
     def make_bench(self, request: pytest.FixtureRequest) -> GpuBench:
-        from pytest_gpuperf.artifacts.collectors.child import measure_hooks
+        from pytest_gpuperf.artifacts.collectors.child import child_policy, measure_hooks
         from pytest_gpuperf.measure.environment import collect_environment
 
         item = request.node
@@ -238,6 +241,7 @@ class GpuPerfSession:
             progress=self._progress().task,
             after_measure=hooks,
             activity=self._activity(device),
+            adjust_policy=child_policy() if self.child else None,
         )
         return GpuBench(ctx)
 
@@ -299,13 +303,33 @@ class GpuPerfSession:
             report = self._capture(item, results, judgement)
             if report is not None and failed:
                 judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
+            elif failed:
+                judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
         if judgement.failures:
             pytest.fail("\n\n".join(judgement.failures), pytrace=False)
 
     def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
-        """Profiles of the test's regressed benchmarks (the capture takes the GPU lock itself)."""
+        """The first diagnosis of the test's regressed benchmarks, now, within the session's
+        capture budget (the capture takes the GPU lock itself); None: it waits for the
+        pass after the last verdict (shell/capture_budget.py)."""
+        return self._captures().at_verdict(
+            item.nodeid,
+            results,
+            judgement.comparisons,
+            device=self.ensure_device(),
+            progress=self._progress(),
+        )
+
+    def _captures(self) -> SessionCapture:
+        if self.captures is None:
+            from pytest_gpuperf.shell.capture_budget import SessionCapture
+
+            self.captures = SessionCapture(self.run, self.run_id, self._baselines_of)
+        return self.captures
+
+    def _baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
+        """The baseline runs of each result's benchmark (by key), for a kernel diff."""
         from pytest_gpuperf.baseline import records as br
-        from pytest_gpuperf.shell.capture import capture
 
         baselines: dict[str, Any] = {}
         if self.gate is not None:
@@ -313,19 +337,7 @@ class GpuPerfSession:
                 match = self.gate.rule.match(r)
                 if match.status == br.MATCH:
                     baselines[r.id.key] = match.runs
-        report = capture(
-            self.run,
-            item.nodeid,
-            results,
-            judgement.comparisons,
-            device=self.ensure_device(),
-            run_id=self.run_id,
-            baselines=baselines,
-            progress=self.progress,
-        )
-        if report is not None:
-            report.apply(results)  # Result.artifacts and Result.diagnosis
-        return report
+        return baselines
 
     # --- telemetry and NVTX -----------------------------------------
 
@@ -514,8 +526,11 @@ class GpuPerfSession:
         if self._telemetry is not None:
             self._telemetry.close()
         if is_worker(self.config):
+            if self.captures is not None:
+                self.captures.close()
             return
         if not self.child:
+            self._captures_after_verdicts(exitstatus)
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
             if self.settings.session.save and self.results:
                 if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
@@ -529,6 +544,21 @@ class GpuPerfSession:
                 else:
                     self._save(session)
         self._write_outputs(session)
+
+    def _captures_after_verdicts(self, exitstatus: int) -> None:
+        """The captures the verdicts left (Nsight passes, first diagnoses that waited), the
+        largest slowdowns first, before the reports are written; none after a Ctrl-C."""
+        if self.settings.capture.mode == "never" or not self.results:
+            return
+        captures = self._captures()
+        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+            captures.close()
+            captures.note_leftovers(self.results)
+            return
+        try:
+            captures.after_verdicts(self.results, progress=self._progress())
+        finally:
+            captures.close()
 
     def _write_outputs(self, session: pytest.Session) -> None:
         """The report files (reporting/outputs.py), the GitHub step summary and annotations;
@@ -558,6 +588,7 @@ class GpuPerfSession:
                 "saved_to": self.settings.session.save,
                 "fingerprint_extra": extra,
                 "gpu_state": self.gpu_state,
+                "capture": self.captures.to_dict(self.results) if self.captures else None,
             },
             only=("json",) if self.child else None,
             baseline_dirs=self._baseline_dirs(),
@@ -619,6 +650,9 @@ class GpuPerfSession:
                 f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
                 f"{self.gate.rerun_s:.1f} s"
             )
+        if self.captures is not None:
+            for line in self.captures.summary_lines(self.results):
+                tr.write_line(line)
         if self.saved:
             tr.write_line(self.saved)
         if self.save_error:

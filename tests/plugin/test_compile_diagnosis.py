@@ -5,8 +5,8 @@ region per call), then broken the way people break it: a data-dependent
 ``.item()`` inside a loop (dynamo skips the whole frame, the function runs
 eagerly), or a Python float that changes on every call under
 ``dynamic=False`` (recompiles until the recompile limit, then eager). The
-capture re-runs the test under TORCH_TRACE because the *baseline* ran compiled
-code, although the current profile shows none. Time is virtual (the ``clock``
+capture reads the compile log of its profiler child (run under TORCH_TRACE)
+because the *baseline* ran compiled code, although the current profile shows none. Time is virtual (the ``clock``
 fixture), so the verdict does not depend on the machine; what the capture
 finds is real torch.compile (Inductor's C++ backend).
 """
@@ -124,6 +124,10 @@ def test_a_graph_break_in_a_loop_is_named_first_as_compiled_code_gone(
     assert trace["status"] == "ok", trace
     assert trace["summary"]["why"].startswith("the compiled code is gone: the baseline ran 1")
     assert any(f.endswith(".log") for f in trace["files"])
+    # the log is the profiler child's: one fresh process profiled the code and logged its
+    # compile (from the Inductor caches as they were), no second child compiled it again
+    assert not (manifest.parent / "torch_trace" / "child.log").exists()
+    assert all(f.startswith("torch_trace/log/") for f in trace["files"] if f.endswith(".log"))
     print(paragraph)
 
 

@@ -360,3 +360,37 @@ def test_a_folder_that_cannot_be_made_is_a_reason_not_an_error(tmp_path: Path) -
     (c,) = rep.collectors
     assert c.status == FAILED and "the capture failed" in str(c.reason)
     assert rep.diagnoses == {} and "capture: failed" in rep.message()
+
+
+def test_work_left_running_by_a_collector_ends_before_the_diagnosis(tmp_path: Path) -> None:
+    import threading
+
+    order: list[str] = []
+    started, next_ran = threading.Event(), threading.Event()
+
+    class Leaves(Fake):
+        def collect(self, ctx: CaptureContext) -> CollectorResult:
+            res = super().collect(ctx)
+
+            def summarize() -> None:
+                started.set()
+                next_ran.wait(10)  # it ends only once the next collector has run
+                order.append("summary")
+                res.summary["read"] = True
+
+            ctx.later(summarize)
+            return res
+
+    class Next(Fake):
+        def collect(self, ctx: CaptureContext) -> CollectorResult:
+            started.wait(10)
+            order.append("next")  # while the summary was still being read
+            next_ran.set()
+            return super().collect(ctx)
+
+    rep = capture(
+        None, "t.py::test_a", [_result()], device="cpu", run_id="r",
+        collectors=[Leaves("first"), Next("second")], artifacts_dir=tmp_path,
+    )  # fmt: skip
+    assert rep is not None and order == ["next", "summary"]
+    assert rep.collectors[0].summary["read"] is True

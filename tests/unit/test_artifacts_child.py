@@ -121,3 +121,60 @@ def test_an_inventory_hook_on_the_cpu() -> None:
     assert extra is not None
     inv = extra["kernels"]
     assert inv["calls"] == 3 and {k["name"] for k in inv["kernels"]} >= {"aten::mul", "aten::add_"}
+
+
+def test_a_capture_child_measures_briefly_before_it_profiles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pytest_gpuperf.artifacts.collectors.child import (
+        BRIEF,
+        MINIMAL,
+        capture_policy,
+        child_policy,
+    )
+    from pytest_gpuperf.measure.policy import MeasurePolicy
+
+    assert capture_policy(None) is None and capture_policy("full") is None
+    brief = capture_policy(BRIEF)
+    assert brief is not None
+    p = brief(MeasurePolicy(cuda_graph=True, l2_flush=False))
+    assert (p.rounds, p.warmup_ms, p.min_warmup_ms) == (5, 50.0, 0.0)
+    assert p.cuda_graph is True and p.l2_flush is False  # how it times stays
+    assert brief(MeasurePolicy(rounds=3, warmup_ms=10)).rounds == 3  # never longer
+    minimal = capture_policy(MINIMAL)
+    assert minimal is not None and minimal(MeasurePolicy()).warmup_ms == 0.0
+    assert child_policy() is None  # not a child
+    monkeypatch.setenv("GPUPERF_CHILD", "1")
+    assert child_policy() is None  # a confirmation child measures in full
+    monkeypatch.setenv(CAPTURE_ENV, json.dumps({"tool": "nsys", "dir": str(tmp_path)}))
+    assert child_policy() is None  # a spec without "measure": as before
+    monkeypatch.setenv(CAPTURE_ENV, json.dumps({"tool": "nsys", "measure": MINIMAL}))
+    adjust = child_policy()
+    assert adjust is not None and adjust(MeasurePolicy()).rounds == 2
+
+    cfg = GpuPerfConfig.from_values({"round_ms": 0.5}, {})
+    ctx = BenchContext("t.py::t", cfg, "cpu", record=lambda r: None, after_measure=[],
+                       adjust_policy=brief)  # fmt: skip
+    bench = GpuBench(ctx)
+    bench(lambda: sum(range(100)))
+    (r,) = bench.results
+    assert len(r.rounds) <= 5 and r.policy["rounds"] == 5
+
+
+def test_a_capture_child_bounds_its_window_and_times_itself(tmp_path: Path) -> None:
+    import time
+
+    import torch
+
+    x = torch.randn(1000)
+    spec = {
+        "tool": "torch_profiler", "dir": str(tmp_path), "calls": 10, "window_s": 0.3,
+        "spawned_at": time.time() - 2.0,
+    }  # fmt: skip
+    hook = ChildCapture(spec, "cpu")
+    hook(BenchId("t.py::t", None, "cpu"), lambda: x * 2, 0.1)  # 0.1 s per call: 3 in 0.3 s
+    (entry,) = read_status(tmp_path)["benchmarks"]
+    assert entry["calls"] == 3 and entry["export_s"] >= 0
+    timing = entry["timing"]
+    assert timing["startup_s"] >= 2.0 and timing["since_spawn_s"] >= timing["startup_s"]
+    assert timing["hook_s"] >= 0 and timing["test_s"] >= 0

@@ -253,3 +253,15 @@ def test_library_kernels_are_not_triton() -> None:
     assert not cs.is_triton("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32")
     assert not cs.is_triton("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
     assert not cs.is_triton("cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>")
+
+
+def test_the_limit_story_names_the_function_the_log_names_once() -> None:
+    # torch 2.13's log names the function on the first recompile's reasons only
+    recompiles = [
+        {"guard": "t == 0.01", "function": "bad_fn", "where": "m.py:3", "code": "f(t)"},
+        {"guard": "t == 0.02", "function": None, "where": "m.py:3", "code": "f(t)"},
+    ]
+    limit = {"limit": {"name": "recompile_limit", "value": 8}}
+    story = cs._limit_story(limit, recompiles, 9, True, "")
+    assert story.sentence.startswith("torch.compile recompiled `bad_fn` 8 time(s)")
+    assert "the guard that failed: `t == 0.02`" in story.sentence

@@ -96,6 +96,7 @@ def test_nsys_collector(project: Path) -> None:
     ctx = _ctx(project)
     res = NsysCollector().collect(ctx)
     assert res.status == OK, res.reason
+    ctx.settle()  # its summaries ran beside what would come next; the capture waits for them
     names = {p.name for p in res.files}
     assert {"report.nsys-rep", "stats_cuda_gpu_kern_sum.csv", "analyze_cuda_api_sync.csv"} <= names
     assert res.summary["capture"].startswith("cudaProfilerApi window")
@@ -156,3 +157,25 @@ def test_torch_trace_collector_on_compiled_code(project: Path) -> None:
     tlparse = [p for p in res.files if p.name == "index.html"]
     assert tlparse or "tlparse" in res.summary or "tlparse_error" in res.summary
     assert any(p.suffix == ".log" for p in res.files)
+
+
+def test_torch_trace_reads_the_log_of_the_profilers_child(tmp_path: Path) -> None:
+    """The profiler's child ran with TORCH_TRACE: its log is read, no child of its own runs."""
+    import shutil
+
+    log_dir = tmp_path / "out" / "torch_trace" / "log"
+    log_dir.mkdir(parents=True)
+    shutil.copy(DATA / "torch_trace_cpu_graph_break_in_loop.log", log_dir / "rank_0.log")
+
+    def no_child(**kw: object) -> None:
+        raise AssertionError("the trace collector ran a child of its own")
+
+    ctx = CaptureContext(
+        "t.py::t", tmp_path / "out", "cpu", ["k"], run_child=no_child,
+        state={"compiled": True, "torch_trace_log": str(log_dir)},
+    )  # fmt: skip
+    res = TorchTraceCollector().collect(ctx)
+    assert res.status == OK, res.reason
+    assert ctx.state["compile"]["frame_failures"][0]["skip_reason"] == "graph break in loop"
+    assert [p.name for p in res.files if p.suffix == ".log"] == ["rank_0.log"]
+    assert not (tmp_path / "out" / "torch_trace" / "child.log").exists()

@@ -74,7 +74,7 @@ def test_nsys_profile_command_limits_capture_to_the_window() -> None:
         "nsys",
         "profile",
         "-t",
-        "cuda,nvtx,osrt",
+        "cuda,nvtx",
         "--sample=none",
         "--cpuctxsw=none",
     ]
@@ -168,12 +168,11 @@ def test_torch_trace_log() -> None:
     assert rep.lines()[0].startswith("5 compiled graph(s)")
 
 
-def test_torch_trace_env_turns_caches_off(tmp_path: Path) -> None:
-    env = torch_trace.trace_env(tmp_path / "log", tmp_path / "cache")
-    assert env["TORCH_TRACE"] == str(tmp_path / "log")
-    assert env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
-    assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0"
-    assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
+def test_torch_trace_env_keeps_the_compile_caches(tmp_path: Path) -> None:
+    # a graph the measuring process compiled is loaded from the Inductor cache, not rebuilt:
+    # Dynamo still traces every frame, which is what the log is read for
+    env = torch_trace.trace_env(tmp_path / "log")
+    assert env == {"TORCH_TRACE": str(tmp_path / "log")}
 
 
 def test_torch_trace_fallbacks_and_library_calls() -> None:

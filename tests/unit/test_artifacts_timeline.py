@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,30 @@ def test_a_trace_without_call_ranges_is_analysed_whole() -> None:
 )
 def test_copy_direction(name: str, direction: str) -> None:
     assert copy_direction(name) == direction
+
+
+def test_an_analysis_reads_back_from_its_dict() -> None:
+    from pytest_gpuperf.artifacts.analysis.timeline import ProfileAnalysis
+
+    a = analyze(parse_trace(load_trace(DATA / "kineto_h200_sync_h2d.json")))
+    assert a.gaps and a.syncs and a.copies
+    back = ProfileAnalysis.from_dict(json.loads(json.dumps(a.to_dict())))
+    assert back == a
+
+
+def test_the_innermost_operator_is_the_last_one_open_on_that_thread() -> None:
+    import random
+
+    from pytest_gpuperf.artifacts.analysis.timeline import _innermost_op
+
+    rng = random.Random(7)
+    for _ in range(200):
+        ops = []
+        for i in range(40):
+            s = rng.uniform(0, 100)
+            ops.append((s, s + rng.uniform(0, 30), f"op{i}", rng.choice((1, 2))))
+        ops.sort(key=lambda o: (o[0], -o[1]))
+        ts, tid = rng.uniform(0, 120), rng.choice((1, 2))
+        open_ = [o for o in ops if o[0] <= ts <= o[1] and o[3] == tid]
+        want = max(open_, key=lambda o: (o[0], -o[1]))[2] if open_ else None
+        assert _innermost_op(ts, tid, ops) == want

@@ -90,8 +90,10 @@ def test_the_folder_holds_the_benchmarks_and_an_ini_of_its_own(tmp_path: Path) -
     cmd = demo.pytest_command(folder, "--gpuperf-save=demo")
     assert cmd[:4] == [sys.executable, "-m", "pytest", "test_demo.py"]
     assert ["-c", str(folder / "pytest.ini")] == cmd[4:6]
+    assert cmd[8:10] == ["-p", demo.PLUGIN]  # loaded by name: no other plugin is autoloaded
     env = demo.child_env(plant=True)
     assert env[demo.PLANT_ENV] == demo.PLANT and "PYTEST_ADDOPTS" not in env
+    assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
 
 
 def test_the_plant_is_several_fold_and_the_benchmarks_collect(tmp_path: Path) -> None:

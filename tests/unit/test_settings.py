@@ -66,6 +66,7 @@ SAMPLES: dict[str, Any] = {
     "capture_timeout": "30",
     "capture_budget": "90",
     "capture_skip": "nsys,ncu",
+    "capture_session_budget": "60",
     "capture_calls": "4",
     "ncu_kernels": "0",
     "inventory": "always",

@@ -364,7 +364,9 @@ def _limit_story(
     ``strong`` when the compiled code fell or there is no baseline to compare with."""
     lim = limit["limit"]
     guard = recompiles[-1] if recompiles else {}
-    fn = limit.get("function") or guard.get("function") or "?"
+    # the log names the function on the first recompile's reasons only
+    named = [r["function"] for r in recompiles if r.get("function")]
+    fn = limit.get("function") or (named[0] if named else "?")
     value = f" = {lim['value']}" if lim.get("value") is not None else ""
     return Story(
         RECOMPILE,

@@ -113,6 +113,10 @@ class Evidence:
     compile: Mapping[str, Any] | None = None
     nsys: Sequence[str] = ()
     child_median_s: float | None = None
+    #: rounds behind ``child_median_s`` (a capture child re-measures briefly)
+    child_rounds: int | None = None
+    #: where the profile was taken ("a fresh process of the current code"), as the details say
+    profiled_in: str | None = None
     #: the current profile's inventory (for the compiled code and launch configs it shows)
     current_inventory: Mapping[str, Any] | None = None
     #: Triton kernel -> the config its autotuner chose in the current run (the autotune log)
@@ -236,7 +240,8 @@ def _idle_part(
         return ""
     if a.device != "cuda":
         details.append(
-            f"profile: {a.calls} calls on the CPU, {fmt_time(a.cpu_per_call_us * 1e-6)} per call"
+            f"profile: {a.calls} calls on the CPU{_where(ev)}, "
+            f"{fmt_time(a.cpu_per_call_us * 1e-6)} per call"
         )
         return ""
     base = ev.baseline_inventory or {}
@@ -259,7 +264,8 @@ def _idle_part(
         )
     findings += _idle_findings(a, base, slow_us)
     details.append(
-        f"profile: {a.calls} steady-state calls, {fmt_time(a.per_call_us * 1e-6)} per call, "
+        f"profile: {a.calls} steady-state calls{_where(ev)}, "
+        f"{fmt_time(a.per_call_us * 1e-6)} per call, "
         f"GPU busy {100 * busy:.0f} %, {a.kernels / max(a.calls, 1):.0f} kernel(s) per call"
         + (f" (median {a.median_kernel_us:.1f} µs)" if a.median_kernel_us else "")
     )
@@ -269,6 +275,10 @@ def _idle_part(
             f"{g.cause}"
         )
     return idle_sentence
+
+
+def _where(ev: Evidence) -> str:
+    return f" in {ev.profiled_in}" if ev.profiled_in else ""
 
 
 def _kernel_part(
@@ -354,8 +364,9 @@ def _context_details(ev: Evidence) -> list[str]:
     )
     if ev.child_median_s is not None and ev.baseline_s:
         again = ev.child_median_s / ev.baseline_s - 1
+        rounds = f", {ev.child_rounds} rounds" if ev.child_rounds else ""
         details.append(
-            f"re-measured in the profiler's process: {fmt_time(ev.child_median_s)} "
+            f"re-measured in the profiler's process{rounds}: {fmt_time(ev.child_median_s)} "
             f"({100 * again:+.1f} % against the baseline)"
             + (
                 ""

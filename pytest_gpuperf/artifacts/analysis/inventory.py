@@ -33,7 +33,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_gpuperf.artifacts.analysis.timeline import Trace, analyze, top_level_ops
+from pytest_gpuperf.artifacts.analysis.timeline import (
+    ProfileAnalysis,
+    Trace,
+    analyze,
+    top_level_ops,
+)
 
 INVENTORY_SCHEMA = 1
 #: Kernels kept per inventory (the rest are summed in ``other_us_per_call``).
@@ -135,9 +140,15 @@ def is_gemm(name: str) -> bool:
     return bool(_GEMM.search(name))
 
 
-def inventory_from_trace(trace: Trace, *, max_kernels: int = MAX_KERNELS) -> dict[str, Any]:
-    """The inventory of the profiled calls in ``trace`` (see the module docstring)."""
-    a = analyze(trace)
+def inventory_from_trace(
+    trace: Trace, *, max_kernels: int = MAX_KERNELS, analysis: ProfileAnalysis | None = None
+) -> dict[str, Any]:
+    """The inventory of the profiled calls in ``trace`` (see the module docstring).
+
+    ``analysis`` is ``analyze(trace)`` when the caller has it already (it tags the trace's
+    activities with their call, which the inventory reads): a large trace is analysed once.
+    """
+    a = analysis if analysis is not None else analyze(trace)
     calls = max(a.calls, 1)
     items: dict[tuple[str, str], dict[str, Any]] = {}
     if a.device == "cuda":

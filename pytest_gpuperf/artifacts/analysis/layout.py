@@ -86,6 +86,7 @@ def write_manifest(
     collectors: Sequence[Mapping[str, Any]],
     diagnosis: Mapping[str, Any] | None = None,
     wall_s: float | None = None,
+    timing: Mapping[str, Any] | None = None,
 ) -> Path:
     """``manifest.json``: what was captured for one test, with paths relative to its folder."""
     doc = {
@@ -99,6 +100,7 @@ def write_manifest(
         "wall_s": None if wall_s is None else round(wall_s, 3),
         "collectors": [dict(c) for c in collectors],
         "diagnosis": dict(diagnosis) if diagnosis else None,
+        "timing": dict(timing) if timing else None,
     }
     path = directory / MANIFEST
     atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")

@@ -160,6 +160,17 @@ class ProfileAnalysis:
         d["syncs_per_call"] = self.syncs_per_call
         return d
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProfileAnalysis:
+        """Back from :meth:`to_dict` (a capture read again after the session's verdicts)."""
+        known = {f for f in cls.__dataclass_fields__} - {"gaps", "syncs", "copies"}
+        return cls(
+            **{k: v for k, v in d.items() if k in known},
+            gaps=[Gap(**g) for g in d.get("gaps") or ()],
+            syncs=[SyncStat(**x) for x in d.get("syncs") or ()],
+            copies=[CopyStat(**c) for c in d.get("copies") or ()],
+        )
+
 
 @dataclass
 class Trace:
@@ -254,13 +265,19 @@ def _call_of(ts: float, starts: list[float], calls: list[tuple[float, float]]) -
 
 
 def _innermost_op(ts: float, tid: Any, ops: Sequence[tuple[float, float, str, Any]]) -> str | None:
-    best: tuple[float, str] | None = None
-    for start, end, name, otid in ops:
-        if start > ts:
-            break
-        if end >= ts and otid == tid and (best is None or start >= best[0]):
-            best = (start, name)
-    return best[1] if best else None
+    """The operator of thread ``tid`` that started last before ``ts`` and is still open.
+
+    ``ops`` is sorted by start (then longest first), so the search walks back from the
+    last op that started by ``ts``: a few steps, where a scan from the start of a
+    trace with thousands of operators per call took seconds for every host sync.
+    """
+    i = bisect.bisect_right(ops, ts, key=lambda o: o[0]) - 1
+    while i >= 0:
+        _, end, name, otid = ops[i]
+        if otid == tid and end >= ts:
+            return name
+        i -= 1
+    return None
 
 
 def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:

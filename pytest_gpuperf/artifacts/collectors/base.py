@@ -10,7 +10,9 @@ anything that escapes anyway.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,9 @@ OK = "ok"
 SKIPPED = "skipped"
 FAILED = "failed"
 TIMEOUT = "timeout"
-STATUSES = (OK, SKIPPED, FAILED, TIMEOUT)
+#: not run yet: after the session's verdicts, within its capture budget (shell/capture_budget.py)
+DEFERRED = "deferred"
+STATUSES = (OK, SKIPPED, FAILED, TIMEOUT, DEFERRED)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class CaptureSettings:
     timeout_s: float = option("capture_timeout", 60.0)
     #: seconds the whole capture of one test may take
     budget_s: float = option("capture_budget", 120.0)
+    #: seconds all the captures of a session may take together
+    session_budget_s: float = option("capture_session_budget", 180.0)
     #: capture tools left out (None: none)
     skip: tuple[str, ...] | None = option("capture_skip", None)
     #: steady-state calls profiled per benchmark
@@ -152,6 +158,29 @@ class CaptureContext:
     run_child: ChildRunner | None = None
     state: dict[str, Any] = field(default_factory=dict)
     baseline_inventories: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: tools left out (--gpuperf-capture-skip), for a collector whose child serves another
+    skip: frozenset[str] = frozenset()
+    _background: list[threading.Thread] = field(default_factory=list, repr=False)
+
+    def later(self, work: Callable[[], None]) -> None:
+        """Run ``work`` beside the collectors that follow: a collector's reading of its own
+        report (CPU work) while the next tool profiles. ``work`` must not raise (an escaped
+        error is dropped) and may only touch its own result and its own ``state`` keys; the
+        capture waits for it before the diagnosis (:meth:`settle`)."""
+
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                work()
+
+        thread = threading.Thread(target=run, name="gpuperf-capture-later", daemon=True)
+        thread.start()
+        self._background.append(thread)
+
+    def settle(self, grace_s: float = 30.0) -> None:
+        """Wait for the work of :meth:`later` (until the deadline, plus ``grace_s``)."""
+        for thread in self._background:
+            thread.join(timeout=max(self.deadline - time.monotonic(), 0.0) + grace_s)
+        self._background.clear()
 
     def budget(self, cap: float | None = None) -> float:
         """Seconds this collector may use: the per-tool timeout, the cap, and what is left."""

@@ -13,7 +13,10 @@ Two hooks exist:
   calls under torch.profiler (the trace is written for the parent to read), or
   bracketed by ``cudaProfilerStart/Stop`` for
   ``nsys --capture-range=cudaProfilerApi``, or one call inside the NVTX range
-  ``gpuperf_capture`` for ``ncu --nvtx-include gpuperf_capture/``.
+  ``gpuperf_capture`` for ``ncu --nvtx-include gpuperf_capture/``. The child
+  re-runs the test only to profile it: its spec's ``measure`` makes the
+  measurement before the profile brief (:func:`capture_policy`), and the
+  profiled window is bounded (:data:`CAPTURE_WINDOW_S`).
 * :class:`InventoryHook`, when a baseline is saved (``--gpuperf-inventory``):
   a short torch.profiler pass in the same process, whose kernel inventory
   goes into ``Result.extra["kernels"]`` and so into the baseline.
@@ -28,6 +31,7 @@ the result's ``extra``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -43,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
 from pytest_gpuperf.artifacts.collectors.algorithms import probe as probe_algorithms
 from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
+from pytest_gpuperf.measure.policy import MeasurePolicy
 
 if TYPE_CHECKING:
     from pytest_gpuperf.model import BenchId
@@ -56,6 +61,21 @@ NSYS_RANGE = "gpuperf_capture"
 WARM_CALLS = 2
 #: Longest profiled window, seconds: calls are fewer for slow functions.
 MAX_WINDOW_S = 2.0
+#: Longest window of a capture child's profiled calls, seconds. A launch-bound call of 85 ms
+#: launches 8,000 kernels: 10 of them made a trace that took 39 s to write and read on the
+#: H200, 3 are enough to see where the time goes.
+CAPTURE_WINDOW_S = 0.3
+#: How a capture child measures before it profiles (its spec's ``measure``): "brief" is a
+#: few rounds, enough to say whether the slowdown reproduces in the profiler's process;
+#: "minimal" only warms the code up (the Nsight passes read their own window, not the rounds).
+BRIEF, MINIMAL = "brief", "minimal"
+#: What a capture child is told besides its spec: no NVML telemetry and no output fingerprint
+#: (the verdict is made; the child is there to profile): each costs it start-up time.
+CHILD_ARGS = ("--gpuperf-telemetry=false", "--gpuperf-numerics=off")
+_CHILD_POLICY = {
+    BRIEF: {"warmup_ms": 50.0, "min_warmup_ms": 0.0, "rounds": 5},
+    MINIMAL: {"warmup_ms": 0.0, "min_warmup_ms": 0.0, "rounds": 2},
+}
 
 AfterMeasure = Callable[["BenchId", Callable[[], Any], float], "Mapping[str, Any] | None"]
 
@@ -89,10 +109,44 @@ def measure_hooks(settings: InventorySettings | None, device: str) -> list[After
     return []
 
 
+def capture_policy(measure: str | None) -> Callable[[MeasurePolicy], MeasurePolicy] | None:
+    """What a capture child does to each benchmark's measurement policy (None: nothing).
+
+    The child re-runs the test to profile it: the warm-up and rounds that a verdict needs
+    would only delay the profile, so ``measure`` ("brief" or "minimal") cuts them to what
+    the profile needs; how it times (CUDA events or graphs, the L2 flush) stays the same.
+    """
+    cut = _CHILD_POLICY.get(measure or "")
+    if cut is None:
+        return None
+
+    def adjust(policy: MeasurePolicy) -> MeasurePolicy:
+        return dataclasses.replace(
+            policy,
+            warmup_ms=min(policy.warmup_ms, float(cut["warmup_ms"])),
+            min_warmup_ms=min(policy.min_warmup_ms, float(cut["min_warmup_ms"])),
+            rounds=min(policy.rounds, int(cut["rounds"])),
+        )
+
+    return adjust
+
+
+def child_policy() -> Callable[[MeasurePolicy], MeasurePolicy] | None:
+    """The policy change of this process when it is a capture child (None otherwise)."""
+    spec = os.environ.get(CAPTURE_ENV)
+    if not spec or os.environ.get("GPUPERF_CHILD") != "1":
+        return None
+    try:
+        measure = json.loads(spec).get("measure")
+    except (ValueError, AttributeError):
+        return None
+    return capture_policy(measure if isinstance(measure, str) else None)
+
+
 def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> int:
     """How many calls to profile: ``calls``, fewer when they would take over ``max_s``."""
     if per_call_s > 0 and math.isfinite(per_call_s):
-        calls = min(calls, int(max_s / per_call_s))
+        calls = min(calls, int(max_s / per_call_s + 1e-9))  # 0.3 / 0.1 is 3 calls, not 2
     return max(2, calls)
 
 
@@ -146,11 +200,13 @@ def profile_calls(
         _sync(device)
     wall = time.perf_counter() - t0
     trace_path.parent.mkdir(parents=True, exist_ok=True)
+    t1 = time.perf_counter()
     prof.export_chrome_trace(str(trace_path))
     return {
         "calls": calls,
         "warm_calls": warm_calls,
         "window_s": wall,
+        "export_s": round(time.perf_counter() - t1, 3),
         "torch": str(torch.__version__),
         "device_name": torch.cuda.get_device_name() if device == "cuda" else None,
         "trace": trace_path.name,
@@ -178,8 +234,15 @@ class ChildCapture:
         self.keys = set(keys) if keys else None
         self.calls = int(spec.get("calls") or CaptureSettings.calls)
         self.warm_calls = int(spec.get("warm_calls") or WARM_CALLS)
+        #: the longest profiled window (a capture's spec bounds it; seconds)
+        self.window_s = float(spec.get("window_s") or MAX_WINDOW_S)
         self.device = device
         self.done: set[str] = set()
+        #: when the parent started this child (epoch seconds), and when the test first
+        #: used gpu_bench here: the child's start-up, then its measuring and profiling
+        spawned = spec.get("spawned_at")
+        self.spawned_at = float(spawned) if isinstance(spawned, (int, float)) else None
+        self.created = time.time()
 
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
@@ -189,9 +252,10 @@ class ChildCapture:
             return None
         self.done.add(key)
         entry: dict[str, Any] = {"key": key}
+        begun = time.time()
         try:
             if self.tool == "torch_profiler":
-                n = window_calls(self.calls, per_call_s)
+                n = window_calls(self.calls, per_call_s, self.window_s)
                 trace = self.dir / f"{safe_name(key)}.trace.json"
                 entry.update(
                     profile_calls(
@@ -204,15 +268,28 @@ class ChildCapture:
                 entry["dynamo"] = dynamo_counters()  # before the probe's call
                 entry["probe"] = probe_algorithms(call)
             elif self.tool == "nsys":
-                entry.update(self._nsys_window(call, window_calls(self.calls, per_call_s)))
+                calls = window_calls(self.calls, per_call_s, self.window_s)
+                entry.update(self._nsys_window(call, calls))
             elif self.tool == "ncu":
                 entry.update(self._ncu_window(call))
             entry.setdefault("dynamo", dynamo_counters())
         except Exception as e:
             entry["error"] = f"{type(e).__name__}: {e}"
             entry["traceback"] = traceback.format_exc(limit=8)
+        entry["timing"] = self._timing(begun)
         self._record(entry)
         return None
+
+    def _timing(self, begun: float) -> dict[str, float]:
+        """Where this child's time went, seconds: start-up (from the parent's spawn to the
+        test's first gpu_bench), the test up to this hook (set-up, first call, the brief
+        measurement), and the hook (warm-up calls, the profiled window, writing it)."""
+        now = time.time()
+        out = {"test_s": round(begun - self.created, 3), "hook_s": round(now - begun, 3)}
+        if self.spawned_at is not None:
+            out["startup_s"] = round(self.created - self.spawned_at, 3)
+            out["since_spawn_s"] = round(now - self.spawned_at, 3)
+        return out
 
     def _nsys_window(self, call: Callable[[], Any], calls: int) -> dict[str, Any]:
         import torch

@@ -3,7 +3,8 @@
 The filters come from the kernels' real names in the profiler pass (cuBLAS
 GEMMs on Hopper are ``nvjet_sm90_...``, Inductor's are ``triton_...``:
 never a guessed pattern). The child warms up, then runs one call of the
-benchmarked function inside the NVTX range ``gpuperf_capture``; ncu profiles
+benchmarked function inside the NVTX range ``gpuperf_capture`` (after a minimal
+warm-up instead of a measurement); ncu profiles
 only launches of those kernels inside that range, i.e. in a steady-state
 call (after the measurement and warm-up calls: no first-call, compile or
 autotuning launches), so no ``--launch-skip`` count has to be guessed::
@@ -42,8 +43,9 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CollectorResult,
     CudaToolCollector,
 )
-from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, NCU_RANGE
-from pytest_gpuperf.artifacts.collectors.process import run_process
+from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, CHILD_ARGS, MINIMAL, NCU_RANGE
+from pytest_gpuperf.artifacts.collectors.nsys import NSIGHT_ENV
+from pytest_gpuperf.artifacts.collectors.process import ProcessRun, run_process
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats")
 STALL_METRICS = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
@@ -244,12 +246,16 @@ class NcuCollector(CudaToolCollector):
                     launches += float(k["launches"])
         count = max(len(hotspots), min(math.ceil(launches), 3 * len(hotspots)))
         names = [h["name"] for h in hotspots]
-        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys)}
+        spec = {
+            "tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "measure": MINIMAL,
+            "spawned_at": time.time(),
+        }  # fmt: skip
         run = ctx.run_child(
-            env={CAPTURE_ENV: json.dumps(spec)},
+            env={CAPTURE_ENV: json.dumps(spec), **NSIGHT_ENV},
             prefix=profile_command(str(folder / "report"), names, count),
             timeout_s=max((end - time.monotonic()) * 0.85, 1.0),
             log_path=folder / "profile.log",
+            extra_args=CHILD_ARGS,
         )
         rep = folder / "report.ncu-rep"
         files = [folder / "profile.log"]
@@ -269,10 +275,7 @@ class NcuCollector(CudaToolCollector):
             return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
         files.insert(0, rep)
         left = max(end - time.monotonic(), 5.0)
-        raw = run_process(["ncu", "-i", str(rep), "--csv", "--page", "raw"], timeout_s=left / 2)
-        details = run_process(
-            ["ncu", "-i", str(rep), "--csv", "--page", "details"], timeout_s=left / 2
-        )
+        raw, details = _import_pages(str(rep), left)
         kernels = parse_raw(raw.output) if raw.ok else []
         rules = parse_rules(details.output) if details.ok else {}
         for path, proc in ((folder / "raw.csv", raw), (folder / "details.csv", details)):
@@ -298,8 +301,25 @@ class NcuCollector(CudaToolCollector):
             )
         elif not matched:
             reason = "none of the profiled kernels matched a hotspot name"
-        wall = run.wall_s + raw.wall_s + details.wall_s
+        wall = run.wall_s + max(raw.wall_s, details.wall_s)
+        summary["timing"] = {
+            "profile_s": round(run.wall_s, 2),
+            "import_s": round(max(raw.wall_s, details.wall_s), 2),
+        }
         return CollectorResult(self.name, status, files, summary, reason, wall)
+
+
+def _import_pages(report: str, timeout_s: float) -> tuple[ProcessRun, ProcessRun]:
+    """``ncu --import`` of the raw and the details pages, side by side (each reads the whole
+    report: two processes take the time of one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def page(name: str) -> ProcessRun:
+        return run_process(["ncu", "-i", report, "--csv", "--page", name], timeout_s=timeout_s)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        raw, details = pool.map(page, ("raw", "details"))
+    return raw, details
 
 
 def _line(k: Mapping[str, Any]) -> str:

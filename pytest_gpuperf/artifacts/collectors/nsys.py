@@ -1,16 +1,21 @@
 """Nsight Systems: the regressed test re-run under ``nsys profile``, with summaries.
 
-The child runs the test; after measuring, it calls the benchmarked function
-a few times between ``cudaProfilerStart`` and ``cudaProfilerStop`` (inside
-the NVTX range ``gpuperf_capture``), and nsys records only that window::
+The child runs the test; after a minimal warm-up (its measurement is not what
+nsys is for), it calls the benchmarked function a few times, for at most
+``CAPTURE_WINDOW_S`` seconds, between ``cudaProfilerStart`` and
+``cudaProfilerStop`` (inside the NVTX range ``gpuperf_capture``), and nsys
+records only that window::
 
-    nsys profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none
+    nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
         --capture-range=cudaProfilerApi --capture-range-end=stop
         -o <dir>/nsys/report -f true  python -m pytest <test> --gpuperf-child ...
 
-(no CPU sampling: with it a short program wrote 2 GB). If no capture range
+(no CPU sampling: with it a short program wrote 2 GB; no OS-runtime trace: nothing
+here reads it, and it traces every thread's system calls). If no capture range
 was ever opened (the child failed before its window), the whole child is
-recorded instead, time permitting. Then::
+recorded instead, time permitting. Then, beside the next collector (the report is read
+on the CPU while Nsight Compute profiles on the GPU; the capture waits for both before
+its diagnosis)::
 
     nsys stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum,nvtx_sum
         -f csv -o <dir>/nsys/stats --force-export=true <dir>/nsys/report.nsys-rep
@@ -41,16 +46,25 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CollectorResult,
     CudaToolCollector,
 )
-from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, read_status
+from pytest_gpuperf.artifacts.collectors.child import (
+    CAPTURE_ENV,
+    CAPTURE_WINDOW_S,
+    CHILD_ARGS,
+    MINIMAL,
+    read_status,
+)
 from pytest_gpuperf.artifacts.collectors.process import run_process
 
 PROFILE_ARGS = (
     "profile",
     "-t",
-    "cuda,nvtx,osrt",
+    "cuda,nvtx",
     "--sample=none",
     "--cpuctxsw=none",
 )
+#: The environment of an Nsight child: Inductor compiles in the process (a pool of compile
+#: workers would be traced too, for nothing).
+NSIGHT_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 RANGE_ARGS = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
 STATS_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_api_sum", "nvtx_sum")
 #: What each ``nsys analyze`` rule's rows mean, for the summary.
@@ -194,8 +208,11 @@ class NsysCollector(CudaToolCollector):
         folder = ctx.folder(self.name)
         report = folder / "report"
         rep = folder / "report.nsys-rep"
-        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls}
-        env = {CAPTURE_ENV: json.dumps(spec)}
+        spec = {
+            "tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls,
+            "measure": MINIMAL, "window_s": CAPTURE_WINDOW_S, "spawned_at": time.time(),
+        }  # fmt: skip
+        env = {CAPTURE_ENV: json.dumps(spec), **NSIGHT_ENV}
         end = time.monotonic() + ctx.budget()
 
         def left(share: float = 1.0) -> float:
@@ -203,7 +220,7 @@ class NsysCollector(CudaToolCollector):
 
         run = ctx.run_child(
             env=env, prefix=profile_command(report), timeout_s=left(0.65),
-            log_path=folder / "profile.log",
+            log_path=folder / "profile.log", extra_args=CHILD_ARGS,
         )  # fmt: skip
         summary: dict[str, Any] = {"capture": "cudaProfilerApi window of steady-state calls"}
         if not rep.exists() and run.returncode != -9 and not read_status(folder):
@@ -211,6 +228,7 @@ class NsysCollector(CudaToolCollector):
             run = ctx.run_child(
                 env=env, prefix=profile_command(report, ranged=False),
                 timeout_s=left(0.65), log_path=folder / "profile-whole.log",
+                extra_args=CHILD_ARGS,
             )  # fmt: skip
             summary["capture"] = "whole child process (no capture range was opened)"
         files = [p for p in (folder / "profile.log", folder / "profile-whole.log") if p.exists()]
@@ -224,33 +242,47 @@ class NsysCollector(CudaToolCollector):
             )
             return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
         files.insert(0, rep)
-        calls = next(
-            (int(b.get("calls") or 0) for b in read_status(folder).get("benchmarks", [])), None
-        )
-        stats = run_process(
-            ["nsys", "stats", "-r", ",".join(STATS_REPORTS), "-f", "csv",
-             "-o", str(folder / "stats"), "--force-export=true", str(rep)],
-            timeout_s=left(0.6), log_path=folder / "stats.log",
-        )  # fmt: skip
-        reports = _read_outputs(folder, "stats", STATS_REPORTS, files)
-        if reports:
-            s = summarize_stats(reports)
-            summary["stats"] = s
-            summary["lines"] = stats_lines(s, calls)
-        else:
-            summary["stats_error"] = stats.describe_failure("nsys stats")
-        analyze = run_process(
-            ["nsys", "analyze", "-f", "csv", "-o", str(folder / "analyze"), str(rep)],
-            timeout_s=left(), log_path=folder / "analyze.log",
-        )  # fmt: skip
-        rules = _read_outputs(folder, "analyze", RULES, files)
-        if rules:
-            summary["findings"] = summarize_analyze(rules)
-        elif not analyze.ok:
-            summary["analyze_error"] = analyze.describe_failure("nsys analyze")
-        (folder / "report.sqlite").unlink(missing_ok=True)  # rebuilt from the .nsys-rep on demand
-        ctx.state["nsys_findings"] = list(summary.get("lines", [])) + list(
-            summary.get("findings", [])
-        )
-        wall = run.wall_s + stats.wall_s + analyze.wall_s
-        return CollectorResult(self.name, OK, files=files, summary=summary, wall_s=wall)
+        summary["timing"] = {"profile_s": round(run.wall_s, 2)}
+        result = CollectorResult(self.name, OK, files=files, summary=summary, wall_s=run.wall_s)
+        # the report's summaries are CPU work: they run while the next tool profiles
+        ctx.later(lambda: _summarize(ctx, folder, rep, result, end))
+        return result
+
+
+def _summarize(
+    ctx: CaptureContext, folder: Path, rep: Path, result: CollectorResult, end: float
+) -> None:
+    """``nsys stats`` and ``nsys analyze`` of the report, into ``result`` and the state."""
+
+    def left(share: float = 1.0) -> float:
+        return max((end - time.monotonic()) * share, 1.0)
+
+    summary, files = result.summary, result.files
+    calls = next(
+        (int(b.get("calls") or 0) for b in read_status(folder).get("benchmarks", [])), None
+    )
+    stats = run_process(
+        ["nsys", "stats", "-r", ",".join(STATS_REPORTS), "-f", "csv",
+         "-o", str(folder / "stats"), "--force-export=true", str(rep)],
+        timeout_s=left(0.6), log_path=folder / "stats.log",
+    )  # fmt: skip
+    reports = _read_outputs(folder, "stats", STATS_REPORTS, files)
+    if reports:
+        s = summarize_stats(reports)
+        summary["stats"] = s
+        summary["lines"] = stats_lines(s, calls)
+    else:
+        summary["stats_error"] = stats.describe_failure("nsys stats")
+    analyze = run_process(
+        ["nsys", "analyze", "-f", "csv", "-o", str(folder / "analyze"), str(rep)],
+        timeout_s=left(), log_path=folder / "analyze.log",
+    )  # fmt: skip
+    rules = _read_outputs(folder, "analyze", RULES, files)
+    if rules:
+        summary["findings"] = summarize_analyze(rules)
+    elif not analyze.ok:
+        summary["analyze_error"] = analyze.describe_failure("nsys analyze")
+    (folder / "report.sqlite").unlink(missing_ok=True)  # rebuilt from the .nsys-rep on demand
+    ctx.state["nsys_findings"] = list(summary.get("lines", [])) + list(summary.get("findings", []))
+    result.wall_s += stats.wall_s + analyze.wall_s
+    summary["timing"].update(stats_s=round(stats.wall_s, 2), analyze_s=round(analyze.wall_s, 2))

@@ -10,13 +10,16 @@ when the caller is interrupted (Ctrl-C).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 TAIL_LINES = 15
 
@@ -75,22 +78,40 @@ def run_process(
     cmd = [str(c) for c in command]
     start = time.perf_counter()
     try:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        proc = _popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
     except OSError as e:
         return ProcessRun(cmd, -1, time.perf_counter() - start, error=str(e))
+    return _finish(proc, cmd, start, timeout_s, log_path)
+
+
+def _popen(
+    cmd: Sequence[str], *, env: Mapping[str, str] | None, cwd: Path | str | None, stdin: Any
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        list(cmd),
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=stdin,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+
+
+def _finish(
+    proc: subprocess.Popen[str],
+    cmd: list[str],
+    start: float,
+    timeout_s: float,
+    log_path: Path | None,
+    stdin_text: str | None = None,
+) -> ProcessRun:
+    """Wait for ``proc`` (its whole group killed at the timeout or on an interrupt)."""
     timed_out = False
     try:
-        out, _ = proc.communicate(timeout=max(timeout_s, 0.001))
+        out, _ = proc.communicate(input=stdin_text, timeout=max(timeout_s, 0.001))
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
@@ -116,3 +137,87 @@ def run_process(
             log_path.write_text(" ".join(cmd) + "\n\n" + text)
     code = proc.returncode if proc.returncode is not None else -9
     return ProcessRun(cmd, code, wall, timed_out, text, log_path)
+
+
+#: What a spare Python runs: the imports a child would pay for, then, once asked, the one
+#: Python command it is given (``-m module args`` only), in the environment and folder given.
+_SPARE = """
+import json, os, runpy, sys
+for name in {modules!r}:
+    try:
+        __import__(name)
+    except Exception:
+        pass
+line = sys.stdin.readline()
+if not line:
+    sys.exit(0)
+ask = json.loads(line)
+os.environ.clear()
+os.environ.update(ask["env"])
+os.chdir(ask["cwd"])
+logs = sys.modules.get("torch._logging._internal")
+if logs is not None:
+    # TORCH_TRACE and TORCH_LOGS are read when torch is imported: read them again (the trace
+    # handler is made once, so it goes first; where that fails, the trace collector sees no
+    # log and runs a child of its own)
+    try:
+        logs.LOG_TRACE_HANDLER = None
+        logs._init_logs()
+    except Exception:
+        pass
+sys.argv = [ask["module"], *ask["args"]]
+sys.path[0] = os.getcwd()
+runpy.run_module(ask["module"], run_name="__main__", alter_sys=True)
+"""
+
+
+class SparePython:
+    """A Python process started ahead, its imports done (torch, pytest), waiting to run one
+    ``python -m MODULE ARGS`` command: a child that starts warm.
+
+    It imports while nothing is measured (a session's captures start the next one during a
+    capture: :mod:`pytest_gpuperf.shell.capture_budget`) and then waits, idle, without
+    touching a GPU (torch is imported, CUDA is not started). Used once; :meth:`close` ends
+    one not used.
+    """
+
+    def __init__(
+        self, env: Mapping[str, str], modules: Sequence[str] = ("torch", "pytest")
+    ) -> None:
+        self.base_env = dict(env)
+        self.started = time.perf_counter()
+        self.proc: subprocess.Popen[str] | None = None
+        code = _SPARE.format(modules=tuple(modules))
+        with contextlib.suppress(OSError):
+            self.proc = _popen(
+                [sys.executable, "-c", code], env=self.base_env, cwd=None, stdin=subprocess.PIPE
+            )
+
+    @property
+    def usable(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def run(
+        self,
+        module: str,
+        args: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path | str | None,
+        timeout_s: float,
+        log_path: Path | None = None,
+    ) -> ProcessRun:
+        """Run ``python -m module args`` here, as :func:`run_process` would in a new process."""
+        if self.proc is None or not self.usable:
+            raise RuntimeError("the spare Python is not running")
+        cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
+        ask = {"module": module, "args": cmd[3:], "env": dict(env), "cwd": str(cwd or os.getcwd())}
+        proc, self.proc = self.proc, None
+        return _finish(proc, cmd, time.perf_counter(), timeout_s, log_path, json.dumps(ask) + "\n")
+
+    def close(self) -> None:
+        if self.proc is not None:
+            _kill_group(self.proc)
+            with contextlib.suppress(Exception):
+                self.proc.communicate(timeout=5)
+            self.proc = None

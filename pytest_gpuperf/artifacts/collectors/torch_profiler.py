@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,16 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CaptureContext,
     CollectorResult,
 )
-from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, read_status
+from pytest_gpuperf.artifacts.collectors.child import (
+    BRIEF,
+    CAPTURE_ENV,
+    CAPTURE_WINDOW_S,
+    CHILD_ARGS,
+    read_status,
+)
+
+#: The collector that reads the compile log the profiler's child writes.
+TRACE_TOOL = "torch_trace"
 
 
 def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
@@ -92,68 +102,29 @@ class TorchProfilerCollector:
         folder = ctx.folder(self.name)
         if ctx.run_child is None:
             return CollectorResult.skipped(self.name, "no way to re-run the test here")
-        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls}
+        spec = {
+            "tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls,
+            "measure": BRIEF, "window_s": CAPTURE_WINDOW_S, "spawned_at": time.time(),
+        }  # fmt: skip
+        # Triton prints each autotuned kernel's chosen config: the "after" of a config change
+        env = {CAPTURE_ENV: json.dumps(spec), "TRITON_PRINT_AUTOTUNING": "1"}
+        if TRACE_TOOL not in ctx.skip:
+            # the same child writes the compile log (the Inductor caches left on: no re-compile)
+            log_dir = ctx.directory / TRACE_TOOL / "log"
+            env["TORCH_TRACE"] = str(log_dir)
+            ctx.state["torch_trace_log"] = str(log_dir)
         run = ctx.run_child(
-            # Triton prints each autotuned kernel's chosen config: the "after" of a config change
-            env={CAPTURE_ENV: json.dumps(spec), "TRITON_PRINT_AUTOTUNING": "1"},
-            timeout_s=ctx.budget(),
-            log_path=folder / "child.log",
+            env=env, timeout_s=ctx.budget(), log_path=folder / "child.log", extra_args=CHILD_ARGS
         )
-        status = read_status(folder)
-        files: list[Path] = [folder / "child.log"]
-        configs = _autotune_configs(folder / "child.log")
-        summary: dict[str, Any] = {"child_wall_s": round(run.wall_s, 2)}
-        profiles: dict[str, dict[str, Any]] = ctx.state.setdefault("profiles", {})
-        errors = []
-        for entry in status.get("benchmarks", []):
-            key = entry["key"]
-            if entry.get("error"):
-                errors.append(f"{key}: {entry['error']}")
-                continue
-            trace_path = folder / str(entry.get("trace"))
-            try:
-                doc = load_trace(trace_path)
-                inv = inventory_from_trace(parse_trace(doc))
-                analysis = analyze(parse_trace(doc))
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                errors.append(f"{key}: cannot read the trace {trace_path.name}: {e}")
-                continue
-            base = safe_name(key)
-            table = folder / f"{base}.kernels.txt"
-            table.write_text(kernel_table(inv))
-            info = {
-                "calls": entry.get("calls"),
-                "mode": entry.get("mode"),
-                "per_call_s_measured": entry.get("per_call_s"),
-                "analysis": analysis.to_dict(),
-                "inventory": inv,
-                "dynamo": entry.get("dynamo"),
-                "probe": entry.get("probe"),
-            }
-            remeasured = [r for r in run.results if r.id.key == key]
-            if remeasured:
-                info["child_median_s"] = remeasured[0].median
-            out = folder / f"{base}.analysis.json"
-            out.write_text(json.dumps(info, indent=1, default=str))
-            files += [trace_path, table, out]
-            profiles[key] = {
-                "analysis": analysis,
-                "inventory": inv,
-                "dynamo": entry.get("dynamo"),
-                "child_median_s": info.get("child_median_s"),
-                "triton_configs": configs,
-                "probe": entry.get("probe"),
-            }
-            summary[key] = _summary(analysis, inv)
-        ctx.state["hotspots"] = hotspot_kernels(
-            [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
-        )
-        ctx.state["compiled"] = any(
-            p["analysis"].compiled or _dynamo_compiled(p.get("dynamo")) for p in profiles.values()
-        )
+        t0 = time.monotonic()
+        profiles, files, summary, errors = read_profiles(folder, run.results)
+        ctx.state.setdefault("profiles", {}).update(profiles)
+        note_profiles(ctx)
+        summary["child_wall_s"] = round(run.wall_s, 2)
+        summary["parse_s"] = round(time.monotonic() - t0, 3)
         result = CollectorResult(self.name, OK, files=[f for f in files if f.exists()])
         result.summary = summary
-        result.wall_s = run.wall_s
+        result.wall_s = run.wall_s + summary["parse_s"]
         if not profiles:
             result.status = TIMEOUT if run.returncode == -9 else FAILED
             why = "; ".join(errors) if errors else _child_problem(run)
@@ -161,6 +132,96 @@ class TorchProfilerCollector:
         elif errors:
             summary["errors"] = errors
         return result
+
+
+def note_profiles(ctx: CaptureContext) -> None:
+    """What the profiles tell the later collectors: the hotspot kernels (for ncu) and whether
+    compiled code ran (for TORCH_TRACE)."""
+    profiles = ctx.state.get("profiles") or {}
+    ctx.state["hotspots"] = hotspot_kernels(
+        [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
+    )
+    ctx.state["compiled"] = any(
+        p["analysis"].compiled or _dynamo_compiled(p.get("dynamo")) for p in profiles.values()
+    )
+
+
+def read_profiles(
+    folder: Path, remeasured: Sequence[Any] = ()
+) -> tuple[dict[str, dict[str, Any]], list[Path], dict[str, Any], list[str]]:
+    """The profiles a capture child wrote into ``folder``: per benchmark key its analysis,
+    inventory, dynamo counters, re-measured median and Triton configs (``ctx.state``'s
+    "profiles"), with the files written, a summary per key, and the errors."""
+    status = read_status(folder)
+    files: list[Path] = [folder / "child.log"]
+    configs = _autotune_configs(folder / "child.log")
+    summary: dict[str, Any] = {}
+    profiles: dict[str, dict[str, Any]] = {}
+    errors = []
+    for entry in status.get("benchmarks", []):
+        key = entry["key"]
+        if entry.get("error"):
+            errors.append(f"{key}: {entry['error']}")
+            continue
+        trace_path = folder / str(entry.get("trace"))
+        try:
+            trace = parse_trace(load_trace(trace_path))
+            analysis = analyze(trace)
+            inv = inventory_from_trace(trace, analysis=analysis)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            errors.append(f"{key}: cannot read the trace {trace_path.name}: {e}")
+            continue
+        again = [r for r in remeasured if r.id.key == key]
+        info = {
+            "key": key,
+            "calls": entry.get("calls"),
+            "mode": entry.get("mode"),
+            "per_call_s_measured": entry.get("per_call_s"),
+            "analysis": analysis.to_dict(),
+            "inventory": inv,
+            "dynamo": entry.get("dynamo"),
+            "child_median_s": again[0].median if again else None,
+            "child_rounds": len(again[0].rounds) if again else None,
+            "triton_configs": configs,
+            "timing": entry.get("timing"),
+            "probe": entry.get("probe"),
+        }
+        base = safe_name(key)
+        table = folder / f"{base}.kernels.txt"
+        table.write_text(kernel_table(inv))
+        out = folder / f"{base}.analysis.json"
+        out.write_text(json.dumps(info, indent=1, default=str))
+        files += [trace_path, table, out]
+        profiles[key] = _profile(info, analysis)
+        summary[key] = {**_summary(analysis, inv), "timing": entry.get("timing")}
+    return profiles, files, summary, errors
+
+
+def _profile(info: Mapping[str, Any], analysis: ProfileAnalysis) -> dict[str, Any]:
+    return {
+        "analysis": analysis,
+        "inventory": info["inventory"],
+        "dynamo": info.get("dynamo"),
+        "child_median_s": info.get("child_median_s"),
+        "child_rounds": info.get("child_rounds"),
+        "triton_configs": info.get("triton_configs") or {},
+        "probe": info.get("probe"),
+    }
+
+
+def saved_profiles(folder: Path) -> dict[str, dict[str, Any]]:
+    """The profiles of an earlier pass, read back from its ``<key>.analysis.json`` files (the
+    Nsight passes that run after the session's verdicts start from them)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.analysis.json")):
+        try:
+            info = json.loads(path.read_text())
+            analysis = ProfileAnalysis.from_dict(info["analysis"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if info.get("key"):
+            out[str(info["key"])] = _profile(info, analysis)
+    return out
 
 
 def _summary(analysis: ProfileAnalysis, inv: Mapping[str, Any]) -> dict[str, Any]:

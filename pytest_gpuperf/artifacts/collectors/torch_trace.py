@@ -1,11 +1,13 @@
 """TORCH_TRACE: how torch.compile treated the benchmark (graph breaks, recompiles, generated code).
 
-For a benchmark whose profile shows compiled code, the test is re-run with
-``TORCH_TRACE=<dir>/torch_trace/log`` and every compile cache off, so the
-log holds a full compile (``TORCHINDUCTOR_FORCE_DISABLE_CACHES=1``, read by
-torch 2.4 and later including 2.11 and 2.13, plus an empty
-``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR`` and the FX-graph and
-AOT-autograd caches off for older releases). Then:
+The profiler's child (:mod:`.torch_profiler`) runs with ``TORCH_TRACE=<dir>/torch_trace/log``,
+so the log of how the current code compiled comes from the same fresh process as the
+profile, at no cost for eager code (nothing is logged) and without a re-compile: the
+Inductor and Triton caches stay as the user has them, so a compiled graph the measuring
+process built is loaded from its cache, while Dynamo still traces every frame, which is
+what the log is read for (its graph breaks, guards and recompiles; on a cache hit Inductor
+logs the output code too). Only when that child wrote no log (the profiler was skipped) is
+the test re-run here, with ``TORCH_TRACE`` alone. Then:
 
 * ``tlparse <log> -o <dir>/torch_trace/tlparse --overwrite --no-browser``
   when tlparse is on PATH (an HTML report: open ``index.html``);
@@ -23,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -45,26 +46,20 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CaptureContext,
     CollectorResult,
 )
+from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, CHILD_ARGS, MINIMAL
 from pytest_gpuperf.artifacts.collectors.process import run_process
 
 _HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*\})\s*$")
 _TRITON_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''", re.M)
 _FALLBACK = re.compile(r"torch\.ops\.aten\.(\w+)\.(?:default|\w+)\(")
 _EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
+#: tlparse's HTML report is an extra: it never holds the diagnosis up for long.
+TLPARSE_TIMEOUT_S = 20.0
 
 
-#: Environment of the child: trace on, every compile cache off.
-def trace_env(log_dir: Path, cache_dir: Path) -> dict[str, str]:
-    return {
-        "TORCH_TRACE": str(log_dir),
-        "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
-        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
-        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
-        "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
-        "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "0",
-    }
+def trace_env(log_dir: Path) -> dict[str, str]:
+    """The environment of a child whose compile log goes to ``log_dir`` (caches as they are)."""
+    return {"TORCH_TRACE": str(log_dir)}
 
 
 @dataclass
@@ -269,60 +264,86 @@ class TorchTraceCollector:
         )
         if not run_it:
             return CollectorResult.skipped(self.name, why_trace)
-        if ctx.run_child is None:
-            return CollectorResult.skipped(self.name, "no way to re-run the test here")
         folder = ctx.folder(self.name)
-        log_dir = folder / "log"
         end = time.monotonic() + ctx.budget()
-        with tempfile.TemporaryDirectory(prefix="gpuperf-trace-cache-") as tmp:
-            run = ctx.run_child(
-                env=trace_env(log_dir, Path(tmp)),
-                timeout_s=max((end - time.monotonic()) * 0.75, 1.0),
-                log_path=folder / "child.log",
-            )
-        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
-        files = [folder / "child.log", *logs]
-        if not logs:
-            status = TIMEOUT if run.returncode == -9 else FAILED
-            why = (
-                f"killed after {run.wall_s:.0f} s (its time budget)"
-                if run.returncode == -9
-                else f"no TORCH_TRACE log written (exit status {run.returncode})"
-            )
-            return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
+        logs, files, wall, problem = self._logs(ctx, folder)
+        if problem is not None:
+            return problem
         rep = CompileReport()
         for log in logs:
             rep.merge(parse_log(log.read_text(errors="replace")))
-        wanted = self._kernel_names(ctx)
+        files += self._triton_sources(ctx, rep, folder)
+        summary: dict[str, Any] = rep.to_dict()
+        summary["why"] = why_trace
+        summary["lines"] = rep.lines()
+        ctx.state["compile"] = rep.to_dict()
+        wall += self._tlparse(logs[-1], folder, end, files, summary)
+        return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
+
+    def _logs(
+        self, ctx: CaptureContext, folder: Path
+    ) -> tuple[list[Path], list[Path], float, CollectorResult | None]:
+        """The compile logs: the profiler's child's, else those of a child run here."""
+        given = ctx.state.get("torch_trace_log")
+        log_dir = Path(given) if given else folder / "log"
+        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+        if logs:
+            return logs, list(logs), 0.0, None
+        if ctx.run_child is None:
+            return [], [], 0.0, CollectorResult.skipped(self.name, "no way to re-run the test here")
+        log_dir = folder / "log"
+        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "measure": MINIMAL}
+        run = ctx.run_child(
+            env={**trace_env(log_dir), CAPTURE_ENV: json.dumps(spec)},
+            timeout_s=max(ctx.budget() * 0.75, 1.0),
+            log_path=folder / "child.log",
+            extra_args=CHILD_ARGS,
+        )
+        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+        files = [folder / "child.log", *logs]
+        if logs:
+            return logs, files, run.wall_s, None
+        status = TIMEOUT if run.returncode == -9 else FAILED
+        why = (
+            f"killed after {run.wall_s:.0f} s (its time budget)"
+            if run.returncode == -9
+            else f"no TORCH_TRACE log written (exit status {run.returncode})"
+        )
+        return [], files, run.wall_s, CollectorResult(self.name, status, files, {}, why, run.wall_s)
+
+    def _triton_sources(self, ctx: CaptureContext, rep: CompileReport, folder: Path) -> list[Path]:
+        """The generated Triton source of the hotspot kernels, one file each."""
+        files = []
         tdir = folder / "triton"
-        for name in wanted:
+        for name in self._kernel_names(ctx):
             src = rep.triton.get(name)
             if src:
                 tdir.mkdir(exist_ok=True)
                 path = tdir / f"{name}.py"
                 path.write_text(src)
                 files.append(path)
-        summary: dict[str, Any] = rep.to_dict()
-        summary["why"] = why_trace
-        summary["lines"] = rep.lines()
-        wall = run.wall_s
-        if shutil.which("tlparse"):
-            out = folder / "tlparse"
-            cmd = ["tlparse", str(logs[-1]), "-o", str(out), "--overwrite", "--no-browser"]
-            tl = run_process(
-                cmd, timeout_s=max(end - time.monotonic(), 1.0), log_path=folder / "tlparse.log"
-            )
-            if not tl.ok and "--no-browser" in tl.output:
-                tl = run_process(cmd[:-1], timeout_s=max(end - time.monotonic(), 1.0))
-            wall += tl.wall_s
-            if (out / "index.html").exists():
-                files.append(out / "index.html")
-            else:
-                summary["tlparse_error"] = tl.describe_failure("tlparse")
-        else:
+        return files
+
+    @staticmethod
+    def _tlparse(
+        log: Path, folder: Path, end: float, files: list[Path], summary: dict[str, Any]
+    ) -> float:
+        """tlparse's HTML report of ``log``, when tlparse is on PATH; returns its seconds."""
+        if not shutil.which("tlparse"):
             summary["tlparse"] = "skipped: tlparse not found on PATH"
-        ctx.state["compile"] = rep.to_dict()
-        return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
+            return 0.0
+        out = folder / "tlparse"
+        cmd = ["tlparse", str(log), "-o", str(out), "--overwrite", "--no-browser"]
+        budget = min(max(end - time.monotonic(), 1.0), TLPARSE_TIMEOUT_S)
+        tl = run_process(cmd, timeout_s=budget, log_path=folder / "tlparse.log")
+        if not tl.ok and "--no-browser" in tl.output:
+            tl = run_process(cmd[:-1], timeout_s=budget)
+        summary["tlparse_s"] = round(tl.wall_s, 2)
+        if (out / "index.html").exists():
+            files.append(out / "index.html")
+        else:
+            summary["tlparse_error"] = tl.describe_failure("tlparse")
+        return tl.wall_s
 
     @staticmethod
     def _kernel_names(ctx: CaptureContext) -> list[str]:

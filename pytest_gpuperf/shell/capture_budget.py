@@ -1,0 +1,439 @@
+"""The session's capture budget: a first diagnosis at each verdict, the rest after the last one.
+
+A red run must cost seconds per regression, not minutes, so a session's captures share one
+budget (``--gpuperf-capture-session-budget``, 3 minutes by default) and come in two passes:
+
+1. **At the verdict**, in the process that judged the test (an xdist worker too), the first
+   diagnosis: torch.profiler and, for compiled code, TORCH_TRACE, both from one fresh child
+   that re-measures briefly and profiles a bounded window (:data:`FIRST_TOOLS`), so the
+   test's failure message opens with where the time went. These passes may spend at most
+   :data:`FIRST_SHARE` of the budget, in the order the tests fail.
+2. **After the last verdict**, in the process that writes the reports (the xdist
+   controller: it knows every verdict, and every worker has measured by then, so nothing
+   a profiler does can reach a measurement), what is missing, the largest slowdowns
+   first: the first diagnoses that did not fit, then Nsight Systems, Nsight Compute and
+   the collectors of ``pytest_gpuperf_collectors`` hooks. A pass starts only when what is
+   left of the budget covers what such a pass has taken in this session (or
+   :data:`EXPECTED_S` before there was one); every tool is killed at the budget's end.
+
+What no pass reached is left over: the terminal summary lists each such test with the one
+command that captures it later (:func:`pytest_gpuperf.shell.rerun.capture_command`). The
+seconds every process spends go to one ledger file in the session's artifacts folder
+(:class:`Ledger`), so the workers and the controller spend one budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.artifacts.analysis.layout import Layout
+from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED, Collector
+from pytest_gpuperf.shell.capture import (
+    NO_TIME,
+    CaptureReport,
+    PassPlan,
+    SparePool,
+    artifacts_root,
+    capture,
+    collectors_for,
+    could_run,
+)
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.model import Result
+    from pytest_gpuperf.shell.settings import RunContext
+    from pytest_gpuperf.verdict.comparison import Comparison
+
+#: The tools of the first diagnosis (one child serves both).
+FIRST_TOOLS = ("torch_profiler", "torch_trace")
+#: The share of the budget that the first diagnoses at the verdicts may spend; the rest goes
+#: to the largest slowdowns, after the last verdict.
+FIRST_SHARE = 0.5
+#: What one tool's pass is expected to take before this session has timed one (seconds;
+#: about what they take on an H200 for a small benchmark).
+EXPECTED_S = {"torch_profiler": 8.0, "torch_trace": 1.0, "nsys": 15.0, "ncu": 15.0}
+OTHER_EXPECTED_S = 5.0
+LEDGER = "capture-ledger.jsonl"
+LATER = (
+    "runs after the session's last verdict, the largest slowdowns first, while the session's "
+    "capture budget lasts (--gpuperf-capture-session-budget)"
+)
+NO_FIRST = (
+    "no diagnosis yet: the first diagnoses at the verdicts have spent their share of the "
+    "session's capture budget (--gpuperf-capture-session-budget); this test's comes after "
+    "the last verdict if the budget allows (the largest slowdowns first), else the terminal "
+    "summary gives the command that captures it"
+)
+
+
+class Ledger:
+    """The seconds the session's captures spent, by every process of the session.
+
+    One JSON line per pass (test, phase, seconds, each tool's seconds), appended to a file
+    in the session's artifacts folder: lines this short are written whole by one ``write``
+    in append mode, and passes hold the GPU's lock, so processes do not interleave them.
+    Without the file (``path`` None, or not writable) the ledger is this process's.
+    """
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._mine: list[dict[str, Any]] = []
+
+    def add(self, nodeid: str, phase: int, wall_s: float, tools: Mapping[str, float]) -> None:
+        entry = {"nodeid": nodeid, "phase": phase, "wall_s": round(wall_s, 3), "tools": dict(tools)}
+        self._mine.append(entry)
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (json.dumps(entry) + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            self.path = None  # this process's entries still count
+
+    def entries(self) -> list[dict[str, Any]]:
+        if self.path is None:
+            return list(self._mine)
+        try:
+            text = self.path.read_text()
+        except OSError:
+            return list(self._mine)
+        out = []
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def spent(self, phase: int | None = None) -> float:
+        return sum(
+            float(e.get("wall_s") or 0.0)
+            for e in self.entries()
+            if phase is None or e.get("phase") == phase
+        )
+
+    def expected(self, tools: Iterable[str]) -> float:
+        """What a pass of ``tools`` is expected to take: each tool's mean so far, else its
+        :data:`EXPECTED_S`."""
+        seen: dict[str, list[float]] = {}
+        for e in self.entries():
+            for name, s in (e.get("tools") or {}).items():
+                seen.setdefault(name, []).append(float(s))
+        return sum(
+            statistics.fmean(seen[t]) if seen.get(t) else EXPECTED_S.get(t, OTHER_EXPECTED_S)
+            for t in tools
+        )
+
+
+@dataclass
+class Leftover:
+    """A test whose capture the budget did not finish, and the command that captures it."""
+
+    nodeid: str
+    change: str
+    tools: list[str]
+    command: str
+
+
+@dataclass
+class _Test:
+    """A captured (or to be captured) test, from its results' artifact entries."""
+
+    nodeid: str
+    results: list[Result]
+    slowdown: float
+    change: str
+    #: tool -> (status, reason, seconds)
+    tools: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+    verdict_at: float | None = None
+    first_diagnosis_s: float | None = None
+
+    def waiting(self) -> list[str]:
+        """Tools still to run: deferred, or skipped for want of time."""
+        return [
+            t
+            for t, (status, reason, _) in self.tools.items()
+            if status == DEFERRED or (status == SKIPPED and reason.startswith(NO_TIME))
+        ]
+
+
+class SessionCapture:
+    """The captures of one session within its budget (see the module docstring).
+
+    ``baselines_of(results)`` gives the baseline runs of each result's benchmark (by key),
+    for the kernel diff.
+    """
+
+    def __init__(
+        self,
+        run: RunContext,
+        run_id: str,
+        baselines_of: Callable[[Sequence[Result]], dict[str, Any]],
+    ):
+        self.run = run
+        self.run_id = run_id
+        self.settings = run.settings.capture
+        self.baselines_of = baselines_of
+        self.ledger = Ledger(Layout(artifacts_root(run, self.settings), run_id).run_dir / LEDGER)
+        #: the next profiler child's Python, importing while a capture runs
+        self.spares = SparePool()
+        #: lines of the pass after the verdicts, for the terminal summary
+        self.later_lines: list[str] = []
+        self.leftovers: list[Leftover] = []
+
+    @property
+    def budget_s(self) -> float:
+        return self.settings.session_budget_s
+
+    def left_s(self) -> float:
+        return self.budget_s - self.ledger.spent()
+
+    # --- at a verdict -----------------------------------------------------------
+
+    def at_verdict(
+        self,
+        nodeid: str,
+        results: list[Result],
+        comparisons: Mapping[str, Comparison],
+        *,
+        device: str,
+        progress: Any = None,
+    ) -> CaptureReport | None:
+        """The first diagnosis of one test, now (None: its share of the budget is spent,
+        the test waits for the pass after the verdicts; its results say so)."""
+        verdict_at = time.time()
+        tools = self._tool_names(device)
+        later = [n for n in tools if n not in FIRST_TOOLS]
+        first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
+        if first_left < self.ledger.expected(FIRST_TOOLS[:1]):
+            for r in results:
+                r.artifacts = [*r.artifacts, *_deferred(tools, verdict_at, self.waiting_note())]
+            return None
+        plan = PassPlan(
+            defer=frozenset(later),
+            defer_reason=LATER,
+            deadline=time.monotonic() + max(self.left_s(), 0.0),
+            verdict_at=verdict_at,
+            spares=self.spares,
+        )
+        report = capture(
+            self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
+            baselines=self.baselines_of(results), progress=progress, plan=plan,
+        )  # fmt: skip
+        if report is not None:
+            self._spent(nodeid, 1, report)
+            report.apply(results)
+        return report
+
+    # --- after the last verdict --------------------------------------------------
+
+    def after_verdicts(self, results: Sequence[Result], progress: Any = None) -> None:
+        """Finish the captures the verdicts left, the largest slowdowns first, within the
+        budget; then note what is left over."""
+        tests = sorted(_tests(results).values(), key=lambda t: -t.slowdown)
+        for t in [t for t in tests if "torch_profiler" in t.waiting()]:
+            self._later_pass(t, [n for n in t.waiting() if n in FIRST_TOOLS], progress)
+        for t in sorted(_tests(results).values(), key=lambda t: -t.slowdown):
+            rest = [n for n in t.waiting() if n not in FIRST_TOOLS]
+            if rest and "torch_profiler" not in t.waiting():
+                self._later_pass(t, rest, progress)
+        self.note_leftovers(results)
+
+    def _later_pass(self, t: _Test, tools: list[str], progress: Any) -> None:
+        cols = [c for c in collectors_for(self.run.config) if _name(c) in tools]
+        if not cols or self.left_s() < self.ledger.expected(tools):
+            return
+        first = "torch_profiler" in tools
+        later = [n for n in t.waiting() if n not in tools]
+        plan = PassPlan(
+            defer=frozenset(later),
+            defer_reason=LATER,
+            deadline=time.monotonic() + max(self.left_s(), 0.0),
+            resume=not first,
+            verdict_at=t.verdict_at,
+            label=" after the verdicts",
+            spares=self.spares,
+        )
+        device = t.results[0].device if t.results else "cuda"
+        report = capture(
+            self.run, t.nodeid, t.results, None, device=device, run_id=self.run_id,
+            baselines=self.baselines_of(t.results), collectors=cols, progress=progress, plan=plan,
+        )  # fmt: skip
+        if report is None:
+            return
+        before = {line for r in t.results if r.diagnosis for line in r.diagnosis.details}
+        self._spent(t.nodeid, 2, report)
+        report.apply(t.results)
+        self.later_lines += _pass_lines(t, report, before, tools)
+
+    def _spent(self, nodeid: str, phase: int, report: CaptureReport) -> None:
+        passes = report.timing.get("passes") or [{}]
+        last = passes[-1]
+        self.ledger.add(nodeid, phase, float(last.get("wall_s") or 0.0), last.get("tools") or {})
+
+    def _tool_names(self, device: str) -> list[str]:
+        """The tools that would capture something for a benchmark on ``device``."""
+        skip = set(self.settings.skip or ())
+        if self.settings.ncu_kernels <= 0:
+            skip.add("ncu")
+        return [_name(c) for c in collectors_for(self.run.config) if could_run(c, device, skip)]
+
+    def waiting_note(self) -> str:
+        """What a failure says when its first diagnosis has to wait (or will not come)."""
+        if self.budget_s <= 0:
+            return (
+                "no diagnosis: the session's capture budget is 0 s "
+                "(--gpuperf-capture-session-budget); the terminal summary gives the command "
+                "that captures this test"
+            )
+        return NO_FIRST
+
+    def close(self) -> None:
+        """End the spare Python that no capture will use."""
+        self.spares.close()
+
+    # --- what is left over ---------------------------------------------------------
+
+    def note_leftovers(self, results: Sequence[Result]) -> None:
+        from pytest_gpuperf.shell.rerun import capture_command
+
+        self.leftovers = [
+            Leftover(t.nodeid, t.change, t.waiting(), capture_command(self.run, t.nodeid))
+            for t in sorted(_tests(results).values(), key=lambda t: -t.slowdown)
+            if t.waiting()
+        ]
+
+    def summary_lines(self, results: Sequence[Result]) -> list[str]:
+        """The terminal summary's capture section (none when nothing was captured)."""
+        tests = _tests(results)
+        if not tests:
+            return []
+        lines = [
+            f"gpuperf capture: {len(tests)} test(s), {self.ledger.spent():.0f} s of the "
+            f"session's {self.budget_s:g} s (--gpuperf-capture-session-budget)"
+        ]
+        firsts = [t.first_diagnosis_s for t in tests.values() if t.first_diagnosis_s is not None]
+        if firsts:
+            lines.append(
+                f"  first diagnosis after the verdict: median {statistics.median(firsts):.1f} s, "
+                f"at most {max(firsts):.1f} s ({len(firsts)} test(s); a fresh process of the "
+                "current code, profiled)"
+            )
+        if self.later_lines:
+            lines.append("  after the last verdict, the largest slowdowns first:")
+            lines += self.later_lines
+        if self.leftovers:
+            lines.append(
+                f"  left over: {len(self.leftovers)} test(s) the budget did not reach; capture "
+                "each later with the command below (in this session's environment)"
+            )
+            for lo in self.leftovers:
+                lines.append(f"    {_short(lo.nodeid)} ({lo.change}): {_what(lo.tools)}")
+                lines.append(f"      {lo.command}")
+        return lines
+
+    def to_dict(self, results: Sequence[Result]) -> dict[str, Any] | None:
+        """The session JSON's ``capture``: budget, seconds spent, each test's timing."""
+        tests = _tests(results)
+        if not tests:
+            return None
+        return {
+            "budget_s": self.budget_s,
+            "spent_s": round(self.ledger.spent(), 3),
+            "first_share": FIRST_SHARE,
+            "passes": self.ledger.entries(),
+            "tests": [
+                {
+                    "nodeid": t.nodeid,
+                    "slowdown": t.slowdown,
+                    "verdict_at": t.verdict_at,
+                    "first_diagnosis_s": t.first_diagnosis_s,
+                    "tools": {n: {"status": s, "wall_s": w} for n, (s, _, w) in t.tools.items()},
+                }
+                for t in tests.values()
+            ],
+            "left_over": [
+                {"nodeid": lo.nodeid, "tools": lo.tools, "command": lo.command}
+                for lo in self.leftovers
+            ],
+        }
+
+
+def _name(c: Collector) -> str:
+    return str(getattr(c, "name", type(c).__name__))
+
+
+def _deferred(tools: Sequence[str], verdict_at: float, why: str) -> list[dict[str, Any]]:
+    return [
+        {"collector": n, "status": DEFERRED, "reason": why if n in FIRST_TOOLS else LATER,
+         "files": [], "verdict_at": verdict_at}
+        for n in tools
+    ]  # fmt: skip
+
+
+def _what(tools: Sequence[str]) -> str:
+    """The waiting tools in words: the first diagnosis, then the others by name."""
+    words = ["the first diagnosis"] if "torch_profiler" in tools else []
+    return ", ".join(words + [t for t in tools if t not in FIRST_TOOLS])
+
+
+def _tests(results: Iterable[Result]) -> dict[str, _Test]:
+    """The captured tests of ``results``, by node id, read from their artifact entries."""
+    from pytest_gpuperf.reporting.explain import change_of
+
+    out: dict[str, _Test] = {}
+    for r in results:
+        entries = [a for a in r.artifacts if isinstance(a, Mapping) and a.get("collector")]
+        if not entries:
+            continue
+        t = out.get(r.id.nodeid)
+        if t is None:
+            t = out[r.id.nodeid] = _Test(r.id.nodeid, [], 0.0, "")
+        t.results.append(r)
+        c = r.comparison
+        if c is not None and c.ratio is not None and c.ratio > t.slowdown:
+            t.slowdown, t.change = float(c.ratio), change_of(c)
+        for a in entries:
+            _read_entry(t, a)
+    return out
+
+
+def _read_entry(t: _Test, a: Mapping[str, Any]) -> None:
+    name = str(a["collector"])
+    if name == "manifest":
+        timing = a.get("timing") or {}
+        t.first_diagnosis_s = timing.get("first_diagnosis_s", t.first_diagnosis_s)
+        t.verdict_at = timing.get("verdict_at", t.verdict_at)
+        return
+    t.tools[name] = (str(a.get("status")), str(a.get("reason") or ""), float(a.get("wall_s") or 0))
+    if a.get("verdict_at") is not None and t.verdict_at is None:
+        t.verdict_at = float(a["verdict_at"])
+
+
+def _short(nodeid: str) -> str:
+    return nodeid.rsplit("::", 1)[-1]
+
+
+def _pass_lines(t: _Test, report: CaptureReport, before: set[str], tools: list[str]) -> list[str]:
+    """What a pass after the verdicts found: its tools, the diagnosis's new lines, the folder."""
+    ran = [c for c in report.collectors if c.name in tools]
+    head = f"    {_short(t.nodeid)} ({t.change}): " + ", ".join(
+        f"{c.name} {c.status}" + (f" ({c.wall_s:.1f} s)" if c.ok else "") for c in ran
+    )
+    lines = [head]
+    for d in report.diagnoses.values():
+        if "torch_profiler" in tools:
+            lines.append(f"      {d.paragraph}")
+        lines += [f"      {x}" for x in d.details if x not in before]
+    lines.append(f"      in {report.directory}")
+    return lines

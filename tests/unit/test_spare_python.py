@@ -1,0 +1,85 @@
+"""A Python started ahead (torch and pytest imported) that runs one capture child warm."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.artifacts.collectors.process import SparePython
+from pytest_gpuperf.shell.capture import SparePool
+
+COMPILED = """
+import os
+import torch
+
+
+def f(x):
+    y = x * 2
+    torch._dynamo.graph_break()
+    return (y + 1).relu()
+
+
+def test_compiled():
+    assert os.environ["ASKED"] == "yes"  # the environment of the request, not of the start
+    torch.compile(f, backend="eager")(torch.ones(8))
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return {**env, **extra}
+
+
+def test_a_spare_runs_pytest_in_the_folder_and_environment_it_is_given(tmp_path: Path) -> None:
+    (tmp_path / "test_c.py").write_text(COMPILED)
+    spare = SparePython(_env())
+    assert spare.usable
+    time.sleep(0.5)  # importing meanwhile, as during a capture
+    log_dir = tmp_path / "trace"
+    run = spare.run(
+        "pytest", ["test_c.py", "-q", "-p", "no:cacheprovider"],
+        env=_env(ASKED="yes", TORCH_TRACE=str(log_dir)), cwd=tmp_path, timeout_s=120,
+        log_path=tmp_path / "child.log",
+    )  # fmt: skip
+    assert run.returncode == 0, run.output[-2000:]
+    assert "1 passed" in run.output
+    assert run.command[:3] == [sys.executable, "-m", "pytest"]
+    assert "test_c.py" in (tmp_path / "child.log").read_text()
+    # TORCH_TRACE, which torch reads when it is imported, was read again for the request
+    (log,) = log_dir.glob("*.log")
+    assert "dynamo_graph_break_reason" in log.read_text()
+    assert not spare.usable  # used once
+    with pytest.raises(RuntimeError):
+        spare.run("pytest", [], env=_env(), cwd=tmp_path, timeout_s=5)
+
+
+def test_a_spare_is_killed_at_its_timeout_and_closed_when_unused(tmp_path: Path) -> None:
+    (tmp_path / "test_s.py").write_text("import time\n\ndef test_s():\n    time.sleep(60)\n")
+    spare = SparePython(_env(), modules=())
+    t0 = time.monotonic()
+    run = spare.run("pytest", ["test_s.py", "-q"], env=_env(), cwd=tmp_path, timeout_s=3)
+    assert run.timed_out and run.returncode != 0 and time.monotonic() - t0 < 20
+    idle = SparePython(_env(), modules=())
+    pid = idle.proc.pid if idle.proc else None
+    idle.close()
+    assert not idle.usable and pid is not None
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(pid, 0)
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                raise ProcessLookupError
+            time.sleep(0.1)
+
+
+def test_the_pool_hands_out_the_spare_started_at_the_capture_before() -> None:
+    pool = SparePool()
+    assert pool.take() is None  # the session's first capture: none yet, one starts
+    second = pool.take()
+    assert second is not None and second.usable and pool.used == 1
+    second.close()
+    pool.close()
+    assert pool._next is None
