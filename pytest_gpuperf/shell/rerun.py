@@ -113,7 +113,7 @@ def capture_command(run: RunContext, nodeid: str) -> str:
 
     path, sep, rest = nodeid.partition("::")
     target = os.path.relpath(run.rootpath / path, run.invocation_dir) + sep + rest
-    args = [Path(sys.executable).name, "-m", "pytest", target]
+    args = [_interpreter(), "-m", "pytest", target]
     given = {a.split("=", 1)[0] for a in run.invocation_args}
     if run.inipath is not None and given & {"-c", "--config-file"}:
         args += ["-c", os.path.relpath(run.inipath, run.invocation_dir)]
@@ -127,6 +127,16 @@ def capture_command(run: RunContext, nodeid: str) -> str:
         args.append(f"--gpuperf-baseline={session.baseline}")
     args.append("--gpuperf-capture=always")
     return shlex.join(args)
+
+
+def _interpreter() -> str:
+    """This session's Python as a command: its name where that name finds it on PATH (the
+    usual activated venv), else its full path, so that the command works as printed."""
+    import shutil
+
+    exe = Path(sys.executable)
+    found = shutil.which(exe.name)
+    return exe.name if found and Path(found).resolve() == exe.resolve() else str(exe)
 
 
 def run_child(
