@@ -94,11 +94,14 @@ def run_child(
     timeout_s: float = 600.0,
     cwd: Path | None = None,
     log_path: Path | None = None,
+    drop_env: Sequence[str] = (),
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process, optionally under ``prefix``
     (e.g. ``nsys profile``), with the parent's settings.
 
     The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
+    ``drop_env``: variables of ours the child must not inherit (a torchrun rank's, for a
+    child that is no rank).
     """
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
     targets = []
@@ -114,6 +117,7 @@ def run_child(
         timeout_s=timeout_s,
         cwd=cwd or run.invocation_dir,
         log_path=log_path,
+        drop_env=("PYTEST_ADDOPTS", *drop_env),
     )
 
 

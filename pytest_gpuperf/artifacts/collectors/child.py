@@ -111,8 +111,11 @@ def profile_calls(
     calls: int,
     trace_path: Path,
     warm_calls: int = WARM_CALLS,
+    record_shapes: bool = False,
 ) -> dict[str, Any]:
     """Profile ``calls`` calls with torch.profiler; write the Chrome trace; return facts.
+
+    ``record_shapes``: the operators' input sizes too (a collective's message size).
 
     Each call is the range ``gpuperf/call#<i>``
     (:mod:`~pytest_gpuperf.artifacts.analysis.timeline` reads the trace relative to
@@ -133,7 +136,7 @@ def profile_calls(
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     t0 = time.perf_counter()
-    with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
+    with profile(activities=activities, record_shapes=record_shapes, with_stack=False) as prof:
         for i in range(calls):
             prepare()  # setup= of the benchmark, outside the call's range
             with record_function(f"{CALL_PREFIX}{i}"):

@@ -132,6 +132,10 @@ class TorchProfilerCollector:
             remeasured = [r for r in run.results if r.id.key == key]
             if remeasured:
                 info["child_median_s"] = remeasured[0].median
+            if entry.get("group"):  # a distributed benchmark: every rank's trace, the group's
+                info["group"] = entry["group"]
+                files += [folder / str(t) for t in entry.get("traces") or [] if t != entry["trace"]]
+                files += sorted(folder.glob("nccl.rank*.log"))
             out = folder / f"{base}.analysis.json"
             out.write_text(json.dumps(info, indent=1, default=str))
             files += [trace_path, table, out]
@@ -141,6 +145,7 @@ class TorchProfilerCollector:
                 "dynamo": entry.get("dynamo"),
                 "child_median_s": info.get("child_median_s"),
                 "triton_configs": configs,
+                "group": entry.get("group"),
             }
             summary[key] = _summary(analysis, inv)
         ctx.state["hotspots"] = hotspot_kernels(
