@@ -38,7 +38,8 @@ MORE_COLLECTIVES = "more-collectives"
 MESSAGE_SIZE = "message-size"
 LOST_OVERLAP = "lost-overlap"
 TRANSPORT = "transport-fallback"
-CAUSES = (TRANSPORT, RANK_IMBALANCE, LOST_OVERLAP, MORE_COLLECTIVES, MESSAGE_SIZE)
+ALGORITHM = "algorithm-change"
+CAUSES = (TRANSPORT, RANK_IMBALANCE, LOST_OVERLAP, MORE_COLLECTIVES, MESSAGE_SIZE, ALGORITHM)
 #: host-side ranges of a collective (not compute), by prefix
 _COMM_OPS = ("c10d::", "nccl:", "gloo:", "record_param_comms", "ProcessGroup")
 _DTYPE_BYTES = {
@@ -454,7 +455,22 @@ def findings(
     out = [f for f in (_imbalance(base, current, slowdown_us), _overlap(base, current, slowdown_us))
            if f is not None]  # fmt: skip
     out += _buckets(base, current)
+    out += _algorithm(base, current)
     return sorted(out, key=lambda f: -f.weight)
+
+
+def _algorithm(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:
+    """NCCL ran its collectives with another algorithm and protocol (from its kernel names:
+    ``RING_LL`` -> ``TREE_SIMPLE``): a message-size, topology or NCCL_ALGO/PROTO change."""
+    was, now = set(base.get("algos") or {}), set(cur.get("algos") or {})
+    if not was or not now or was == now:
+        return []
+    sentence = (
+        f"NCCL algorithm change: the collectives ran {', '.join(sorted(now))}, the baseline's "
+        f"{', '.join(sorted(was))} (a message-size or topology change, or NCCL_ALGO / "
+        "NCCL_PROTO set)"
+    )
+    return [Finding(ALGORITHM, 0.45, sentence)]
 
 
 def _share(delta_us: float, slowdown_us: float | None, fallback: float) -> float:
