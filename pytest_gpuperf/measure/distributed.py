@@ -3,9 +3,9 @@
 torch is imported inside functions only. A rank of a ``world_size=`` test (or of a
 torchrun session) joins the group once (:func:`join_group`): NCCL on CUDA, gloo on
 the CPU, ``init_method="env://"`` from torchrun's variables. Beside it the plugin
-keeps a *control* group on gloo (the default group itself on the CPU): its barriers,
-its clock and the gathering of each round's times run on the host, so they never
-queue behind the benchmark's own work on a GPU stream.
+keeps a *control* group on gloo: its barriers, its clock and the gathering of each
+round's times run on the host, so they never queue behind the benchmark's own work on a
+GPU stream, and never pair with a collective of the benchmark's own.
 
 **In step.** The measurement loop (:mod:`.engine`) decides how many calls a round
 makes, when warm-up ends and when to stop from the times it reads; every rank must
@@ -152,7 +152,9 @@ def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
             **kwargs,
         )
     backend = str(dist.get_backend())
-    control = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
+    # a group of its own even on gloo: a rank that left a test early (it failed) meets the
+    # others on it, never inside a collective of the test's that they still wait in
+    control = dist.new_group(backend="gloo", timeout=timeout)
     return Group(env, backend, device, control, owned)
 
 

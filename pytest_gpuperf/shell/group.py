@@ -55,6 +55,8 @@ RESULTS_FILE = "results.jsonl"
 PROFILE_ENV = "GPUPERF_GROUP_PROFILE"
 #: how often the launcher looks at its ranks, seconds
 POLL_S = 0.25
+#: how long a rank may take to start (import torch, collect) before it counts as hung
+STARTUP_S = 120.0
 #: environment of the launching process that its ranks must not inherit
 DROPPED_ENV = (
     "PYTEST_ADDOPTS",
@@ -102,11 +104,15 @@ class RankStatus:
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
     finished: bool = False
     exitstatus: int | None = None
+    #: when the rank last wrote its status (None: never)
+    written: float | None = None
 
     @classmethod
     def read(cls, folder: Path | str, rank: int) -> RankStatus:
+        path = status_path(folder, rank)
         try:
-            d = json.loads(status_path(folder, rank).read_text())
+            d = json.loads(path.read_text())
+            written = path.stat().st_mtime
         except (OSError, ValueError):
             return cls(rank)
         return cls(
@@ -117,6 +123,7 @@ class RankStatus:
             outcomes=dict(d.get("outcomes") or {}),
             finished=bool(d.get("finished")),
             exitstatus=d.get("exitstatus"),
+            written=written,
         )
 
 
@@ -137,14 +144,35 @@ def outcome_of(nodeid: str, statuses: Sequence[RankStatus], results: list[Result
         if s.outcomes.get(nodeid, {}).get("outcome") == "failed"
     ]  # fmt: skip
     if failed:
-        lines = [f"rank {r} ({o.get('when', 'call')}): {o.get('text', '')}" for r, o in failed]
-        n = len(statuses)
-        head = f"the test failed on {len(failed)} of its {n} rank(s)"
+        # a rank whose error is that a peer left failed because of another: listed last
+        failed.sort(key=lambda ro: _after_a_peer(str(ro[1].get("text", ""))))
+        lines = [
+            f"rank {r} ({o.get('when', 'call')})"
+            + (" (when a peer left)" if _after_a_peer(str(o.get("text", ""))) else "")
+            + f": {o.get('text', '')}"
+            for r, o in failed
+        ]
+        head = f"the test failed on {len(failed)} of its {len(statuses)} rank(s)"
         return Outcome("failed", head + ":\n" + "\n".join(lines))
     lead = statuses[0].outcomes.get(nodeid, {}) if statuses else {}
     if lead.get("outcome") == "skipped":
         return Outcome("skipped", str(lead.get("text") or "skipped on its ranks"))
     return Outcome("passed", results=results)
+
+
+#: what a rank's error says when it failed because a peer stopped (gloo, NCCL, c10d)
+_PEER_LEFT = (
+    "Connection closed by peer",
+    "remote worker",
+    "Connection reset by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+    "Watchdog caught collective",
+)
+
+
+def _after_a_peer(text: str) -> bool:
+    return any(s in text for s in _PEER_LEFT)
 
 
 def read_results(folder: Path | str) -> dict[str, list[Result]]:
@@ -262,15 +290,20 @@ class _Running:
         return [RankStatus.read(self.spec.folder, r) for r in range(self.spec.world_size)]
 
     def overstayed(self) -> RankStatus | None:
-        """A rank that has spent longer than the timeout in one test (or in starting)."""
+        """A rank that has spent longer than the timeout in one test, or between two (or at
+        its end); its start (imports, collection) may take up to :data:`STARTUP_S` more."""
         now = time.time()
         for s in self.statuses():
             if s.finished:
                 continue
-            since = s.since if s.test is not None and s.since else None
-            if since is None and not s.outcomes:
-                since = self.started
-            if since is not None and now - since > self.spec.timeout_s:
+            limit = self.spec.timeout_s
+            if s.test is not None and s.since:
+                since = s.since
+            elif s.outcomes and s.written:
+                since = s.written
+            else:
+                since, limit = self.started, max(limit, STARTUP_S)
+            if now - since > limit:
                 return s
         return None
 
@@ -347,14 +380,24 @@ def _crash_text(spec: LaunchSpec, error: Exception) -> str:
     index = getattr(error, "error_index", None)
     code = getattr(error, "exit_code", None)
     sig = getattr(error, "signal_name", None)
-    how = f"was killed by {sig}" if sig else f"exited with status {code}"
+    how = (
+        f"was killed by {sig}"
+        if sig
+        else f"exited with status {code}"
+        if code is not None
+        else "raised an exception"
+    )
     status = RankStatus.read(spec.folder, index) if isinstance(index, int) else None
     where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
     lines = [
         f"rank {index} of {spec.world_size} {how}{where}; the other ranks were stopped, and "
         "nothing of the test was saved."
     ]
-    if isinstance(index, int) and (tail := log_tail(spec.folder, index)):
+    raised = str(getattr(error, "msg", "") or "")
+    if "Traceback" in raised:  # it raised out of its process (torch.multiprocessing says how)
+        tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
+        lines.append(f"rank {index} raised:\n" + _indent("\n".join(tb[-8:])))
+    elif isinstance(index, int) and (tail := log_tail(spec.folder, index)):
         lines.append(f"rank {index}'s last lines:\n" + _indent(tail))
     lines.append(f"every rank's output: {spec.folder}/rank-<r>.log")
     return "\n".join(lines)
@@ -405,18 +448,15 @@ def run_group(
     results = read_results(spec.folder)
     out: dict[str, Outcome] = {}
     for nodeid in spec.nodeids:
-        if all(nodeid in s.outcomes and s.outcomes[nodeid].get("done") for s in statuses):
+        if all(s.outcomes.get(nodeid, {}).get("done") for s in statuses):
             out[nodeid] = outcome_of(nodeid, statuses, results.get(nodeid, []))
-        elif problem is not None:
+            continue
+        if problem is not None:
             out[nodeid] = Outcome("error", problem)
-            break  # the later ones were not reached: they start their own ranks
-    else:
-        if problem is None and (missing := [n for n in spec.nodeids if n not in out]):
-            problem = f"the ranks ended without reporting {', '.join(missing)}"
-            for n in missing:
-                out[n] = Outcome("error", problem)
-    with contextlib.suppress(Exception):
-        del store
+        # not reached (the ranks stopped after a test that failed on one of them, or at
+        # the problem): the tests left start ranks of their own when their turn comes
+        break
+    del store  # the rendezvous store closes with it
     return out, problem
 
 
@@ -593,8 +633,15 @@ class GroupLauncher:
         for n in nodeids:
             path, _, rest = n.partition("::")
             targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
-        args = [*targets, "-q", "-p", "no:cacheprovider", CHILD_FLAG,
-                f"--gpuperf-device={device}", *forwarded_args(run)]  # fmt: skip
+        args = [
+            *targets, "-q", "-p", "no:cacheprovider", CHILD_FLAG, f"--gpuperf-device={device}",
+            # a spawned rank has imported this package before its pytest starts: pytest warns
+            # that it cannot rewrite the plugin's asserts (an error under filterwarnings=error)
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            *forwarded_args(run),
+        ]  # fmt: skip
+        if run.settings.session.disable:
+            args.append("--gpuperf-disable")
         env = {
             GROUP_DIR_ENV: str(folder),
             "WORLD_SIZE": str(world),

@@ -98,35 +98,47 @@ class RankSession:
             from pytest_gpuperf.measure.distributed import join_group
 
             self.device = device
-            self.group = join_group(
-                self.env, device, timeout_s=self.run.settings.session.dist_timeout
-            )
+            timeout = self.run.settings.session.dist_timeout
+            if self.env.spawned:
+                # the launcher stops a hung test first, with every rank's stack; the group's
+                # own timeout (a collective that a rank never joins fails) comes after it
+                timeout += 30.0
+            self.group = join_group(self.env, device, timeout_s=timeout)
         return self.group
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Mark what this rank does not run as skipped, with the reason."""
         self._had_benchmarks = any(self.is_benchmark(i) for i in items)
+        for item in items:
+            why = self._not_here(item)
+            if why:
+                item.add_marker(pytest.mark.skip(reason=why))
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Skip what this rank does not run; join the group before a distributed test."""
+    def _not_here(self, item: pytest.Item) -> str | None:
         if not self.is_benchmark(item):
-            return
+            return None  # a plain test runs where it is run, as without the plugin
         ws = world_size(item)
         if ws is None:
-            if not self.lead:
-                pytest.skip(
-                    f"a benchmark without world_size= runs on rank 0 alone ({self.env.label()}; "
-                    "mark it @pytest.mark.gpuperf(world_size=N) to run it on every rank)"
-                )
-            return
+            if self.lead:
+                return None
+            return (
+                f"a benchmark without world_size= runs on rank 0 alone ({self.env.label()}; "
+                "mark it @pytest.mark.gpuperf(world_size=N) to run it on every rank)"
+            )
         if ws != self.env.world_size:
-            pytest.skip(
+            return (
                 f"it asks for world_size={ws}, and this process group has "
                 f"{self.env.world_size} rank(s); run it under torchrun --nproc_per_node={ws} "
                 "(or in a plain pytest session, which starts its ranks itself)"
             )
-        self.join(self._session_device())
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Join the process group before the first distributed test."""
+        if self.is_benchmark(item) and self.in_step(item):
+            self.join(self._session_device())
 
     def lock(self, owner: str) -> AbstractContextManager[object]:
         """Held around each measurement of a distributed test: the first rank of each node
@@ -200,6 +212,17 @@ class RankSession:
         self._doc["outcomes"].setdefault(nodeid, {"outcome": "passed"})["done"] = True
         self._doc.update(test=None, since=None)
         self._write()
+
+    def out_of_step(self, item: pytest.Item, error: BaseException) -> None:
+        """The body of a distributed test failed on this rank: the others may still wait in a
+        collective it never reached, so this rank runs no more tests (they meet it at the
+        session's end: the plugin's ranks start again for the tests left)."""
+        if isinstance(error, pytest.skip.Exception):
+            return
+        item.session.shouldstop = (
+            f"gpuperf: {item.nodeid} failed on {self.env.label()}, which leaves the process "
+            "group out of step: this rank runs no more tests"
+        )
 
     # --- rank 0 judges; every rank follows (torchrun's workers) ------------------------------
 

@@ -370,10 +370,12 @@ class GpuPerfSession:
         """
         try:
             yield
-        except BaseException:
+        except BaseException as e:
             # The test's own failure (an assertion, a misused fixture, a skip): what it
             # measured is reported, never saved as a baseline run.
             item.stash[DID_NOT_PASS_KEY] = True
+            if self.ranks is not None and self.ranks.in_step(item):
+                self.ranks.out_of_step(item, e)
             raise
         results = item.stash.get(RESULTS_KEY, None)
         if not results or self.child:

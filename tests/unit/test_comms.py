@@ -36,12 +36,14 @@ def gpu_rank(
     arrive_us: float | None = None,
     nbytes: int = 4 << 20,
     kernel: str = AR_KERNEL,
+    idle_us: float = 0.0,
 ) -> dict[str, Any]:
     """One rank's trace: per call, ``compute_us`` of compute kernels and ``buckets``
     all-reduces of ``nbytes / buckets`` each. Each collective ends when the last rank
     arrives (``arrive_us`` after the call's start: the slowest rank's compute), plus 50 µs
     of transfer. ``overlap``: the collectives run beside the compute (a bucket launched
-    as soon as its gradients exist), else after it."""
+    as soon as its gradients exist), else after it. ``idle_us``: the rank reaches its
+    collectives that much later than its compute ends (held up by something else)."""
     t = FakeTrace()
     arrive = compute_us if arrive_us is None else arrive_us
     host = 1000.0
@@ -51,7 +53,7 @@ def gpu_rank(
         t.kernel("sm90_xmma_gemm_bf16", host + 1, start, compute_us)
         for b in range(buckets):
             launch = host + 2 + b * 0.1
-            mine = start + compute_us * ((b + 1) / buckets if overlap else 1.0)
+            mine = start + idle_us + compute_us * ((b + 1) / buckets if overlap else 1.0)
             last = start + arrive * ((b + 1) / buckets if overlap else 1.0)
             begin = mine if not overlap else min(mine, start + compute_us - 1)
             end = max(begin, last) + 50.0 / buckets
@@ -165,6 +167,14 @@ def test_findings_name_an_imbalance_against_a_balanced_baseline() -> None:
     assert found[0].sentence.startswith(
         "rank imbalance: rank 1 made the others wait 200 µs per call"
     )
+
+
+def test_a_late_rank_that_computed_no_more_is_not_called_an_imbalance() -> None:
+    base = group([gpu_rank(100.0), gpu_rank(100.0)])
+    # rank 1 arrives 200 µs late, yet computes what the others do: something else held it up
+    cur = group([gpu_rank(100.0, arrive_us=300.0), gpu_rank(100.0, arrive_us=300.0, idle_us=200.0)])
+    late = [f for f in comms.findings(base, cur, 200.0) if f.cause == comms.RANK_IMBALANCE]
+    assert late and late[0].weight < 0.4 and late[0].sentence.startswith("a late rank: rank")
 
 
 def test_findings_name_more_smaller_collectives() -> None:

@@ -492,19 +492,23 @@ def _imbalance(
     weight = _share(grew, slowdown_us, 0.6 if not base else 0.8)
     if slowdown_us and grew < 0.3 * slowdown_us:
         return None
-    mine, theirs = st.get("compute_us"), st.get("others_compute_us")
-    why = (
-        f" (its compute before the collectives: {fmt_us(float(mine))} per call, the others' "
-        f"{fmt_us(float(theirs))})"
-        if mine is not None and theirs is not None
-        else ""
-    )
+    mine, theirs = float(st.get("compute_us") or 0.0), float(st.get("others_compute_us") or 0.0)
     before = f"; {fmt_us(was)} in the baseline" if base else ""
+    if mine - theirs < 0.3 * caused:
+        # it arrived late without computing more: the host or the machine held it up
+        return Finding(
+            RANK_IMBALANCE,
+            0.3,
+            f"a late rank: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
+            f"without computing more than they did ({fmt_us(mine)} against {fmt_us(theirs)}): "
+            f"something outside its compute (the host, the machine) held it up{before}",
+        )
     return Finding(
         RANK_IMBALANCE,
         0.4 + 0.6 * min(weight, 1.0),
-        f"rank imbalance: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call"
-        f"{why}{before}",
+        f"rank imbalance: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
+        f"(its compute before the collectives: {fmt_us(mine)} per call, the others' "
+        f"{fmt_us(theirs)}){before}",
     )
 
 
