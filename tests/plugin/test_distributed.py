@@ -8,6 +8,7 @@ while the ranks run.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -363,3 +364,41 @@ def test_torchrun_runs_the_examples_saves_once_and_every_rank_exits_alike(
     failed = {r: re.findall(rf"\[default{r}\]:FAILED (\S+) - (.{{20}})", out) for r in (0, 1)}
     assert failed[0] == failed[1] and [f[0] for f in failed[0]] == ["test_extra.py::test_planted"]
     assert len(_runs(pytester, "d")) == 1
+
+
+BESIDE_XDIST = """
+import pytest
+import torch
+import torch.distributed as dist
+
+
+@pytest.mark.gpuperf(world_size=2)
+def test_group(gpu_bench):
+    gpu_bench(dist.all_reduce, torch.ones(1 << 12))
+
+
+@pytest.mark.gpuperf
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_alone(gpu_bench, n):
+    gpu_bench(torch.add, torch.ones(64 * n), 1.0)
+"""
+
+
+def test_beside_xdist_workers_a_group_never_measures_while_they_do(
+    pytester: pytest.Pytester, own_locks: Path
+) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_beside=BESIDE_XDIST)
+    res = pytester.runpytest_subprocess(*ARGS, "-n", "2", "--gpuperf-json=out.json")
+    res.assert_outcomes(passed=5)
+    holds = sorted(
+        (h for h in _holds(own_locks) if h["device"] == "cpu"), key=lambda h: float(h["taken"])
+    )
+    assert any("world_size=2" in str(h["owner"]) for h in holds)
+    assert len({h["pid"] for h in holds}) == 2  # both workers measured
+    for a, b in itertools.pairwise(holds):
+        assert float(a["released"]) <= float(b["taken"]), (a, b)  # one holder at a time
+    modes = sorted(
+        r["id"]["mode"] for r in json.loads((pytester.path / "out.json").read_text())["results"]
+    )
+    assert modes == ["cpu", "cpu", "cpu", "cpu", "cpu-dist"]
