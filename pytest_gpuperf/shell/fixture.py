@@ -329,6 +329,8 @@ class GpuBench:
         for mode in plan.modes:
             bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
             record = mode.policy_record(policy)
+            if ctx.group is not None:  # another world size or backend is not comparable
+                record.update(world_size=ctx.group.world_size, backend=ctx.group.backend)
             timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
             got = self._measure_mode(timer, bid, who, plan, first, call)

@@ -110,22 +110,18 @@ def parse(text: str | Iterable[str]) -> NcclLog:
 
 def summarize(logs: Sequence[NcclLog]) -> dict[str, Any]:
     """The JSON summary of the logs of a group's ranks (one per process; stored with results)."""
-    transports: Counter[str] = Counter()
-    env: dict[str, str] = {}
-    for log in logs:
-        transports.update(log.transports)
-        env.update(log.env)
-    version = next((x.version for x in logs if x.version), None)
-    network = next((x.network for x in logs if x.network), None)
-    nranks = max((x.nranks or 0 for x in logs), default=0) or None
+    return merge([_summary(log) for log in logs])
+
+
+def _summary(log: NcclLog) -> dict[str, Any]:
     return {
-        "version": version,
-        "network": network,
-        "nranks": nranks,
-        "transports": dict(transports.most_common()),
-        "env": env,
-        "nvls": next((x.nvls for x in logs if x.nvls is not None), None),
-        "ranks_logged": sum(1 for x in logs if x.lines),
+        "version": log.version,
+        "network": log.network,
+        "nranks": log.nranks,
+        "transports": dict(log.transports),
+        "env": dict(log.env),
+        "nvls": log.nvls,
+        "ranks_logged": 1 if log.lines else 0,
     }
 
 
@@ -133,7 +129,7 @@ def merge(summaries: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
     """One summary of several ranks' summaries (each rank reads only its own log)."""
     transports: Counter[str] = Counter()
     env: dict[str, str] = {}
-    got = [s for s in summaries if s]
+    got = [s for s in summaries if s is not None]
     for s in got:
         transports.update({str(k): int(v) for k, v in (s.get("transports") or {}).items()})
         env.update(s.get("env") or {})
