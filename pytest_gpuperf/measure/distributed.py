@@ -211,16 +211,12 @@ class GroupTimer:
         return Round(max(ranks), max(v[1] for v in got), calls, None, ranks)
 
     def _cpu_round(self, calls: int) -> float:
+        from pytest_gpuperf.measure.cpu import calls_alone_ns
+
         call = self._call
         clock = time.perf_counter_ns
         if call.has_setup:
-            timed = 0
-            for _ in range(calls):
-                call.prepare()
-                a = clock()
-                call()
-                timed += clock() - a
-            return timed / 1e9 / calls
+            return calls_alone_ns(call, calls) / 1e9 / calls
         a = clock()
         for _ in range(calls):
             call()

@@ -257,7 +257,7 @@ def _rank_main(index: int, spec: Mapping[str, Any]) -> None:
     """One rank (a spawned process): torchrun's variables, its output to its log, pytest."""
     import faulthandler
 
-    with contextlib.suppress(OSError):
+    if hasattr(os, "setpgrp"):
         os.setpgrp()  # its own process group: a kill takes whatever it started too
     for name in spec["drop"]:
         os.environ.pop(name, None)
@@ -267,7 +267,8 @@ def _rank_main(index: int, spec: Mapping[str, Any]) -> None:
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log
-    faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
+    if hasattr(signal, "SIGUSR1"):  # the launcher asks for the stack of a rank it stops
+        faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
     os.chdir(spec["cwd"])
     code = pytest.main(list(spec["args"]))
     log.flush()
@@ -310,13 +311,13 @@ class _Running:
     def kill(self, *, dump: bool) -> None:
         """Every rank's stack to its log (``dump``), then every rank and what it started."""
         alive = [p for p in self.processes if p.is_alive()]
-        if dump and alive:
+        if dump and alive and hasattr(signal, "SIGUSR1"):
             for p in alive:
                 with contextlib.suppress(OSError):
                     os.kill(p.pid, signal.SIGUSR1)
             time.sleep(1.0)
         for p in self.processes:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, AttributeError):
                 os.killpg(p.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 p.kill()

@@ -179,13 +179,19 @@ class ChildCapture:
         self.device = device
         self.done: set[str] = set()
 
+    def claim(self, key: str) -> bool:
+        """Whether this hook captures benchmark ``key`` now (asked for, and not yet done)."""
+        if (self.keys is not None and key not in self.keys) or key in self.done:
+            return False
+        self.done.add(key)
+        return True
+
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
     ) -> Mapping[str, Any] | None:
         key = bench_id.key
-        if (self.keys is not None and key not in self.keys) or key in self.done:
+        if not self.claim(key):
             return None
-        self.done.add(key)
         entry: dict[str, Any] = {"key": key}
         try:
             if self.tool == "torch_profiler":

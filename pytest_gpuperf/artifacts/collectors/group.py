@@ -136,9 +136,8 @@ class GroupCapture(ChildCapture):
         import traceback
 
         key = bench_id.key
-        if (self.keys is not None and key not in self.keys) or key in self.done:
+        if not self.claim(key):
             return None
-        self.done.add(key)
         rank = self.group.rank
         entry: dict[str, Any] = {"key": key, "mode": bench_id.mode, "per_call_s": per_call_s}
         try:
