@@ -242,10 +242,11 @@ def _gpu_parts(
         if i is None:
             continue
         ts, dur, name = float(k["ts"]), float(k.get("dur", 0.0)), str(k.get("name", ""))
-        op = normalize(name) if "nccl" in name.lower() else None
-        if op is None:
+        if not name.lower().startswith("nccl"):
             compute[i].append((ts, ts + dur))
             continue
+        # a kernel named for no collective (an aggregated launch): its host range names it
+        op = normalize(name) or "collective"
         colls.append((i, Collective(op, ts, dur, algo=_algo(name))))
     by_call: dict[int, list[Collective]] = {}
     for i, c in colls:
@@ -255,6 +256,8 @@ def _gpu_parts(
         if len(ops) == len(cs):  # the k-th host range launched the k-th kernel
             for c, e in zip(cs, ops, strict=True):
                 c.nbytes = _message_bytes(e.get("args") or {})
+                if c.op == "collective":
+                    c.op = normalize(str(e.get("name", ""))) or c.op
     return colls, compute
 
 
