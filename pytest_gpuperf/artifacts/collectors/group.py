@@ -65,10 +65,14 @@ class GroupHook:
     ``Result.extra["group"]`` (rank 0's kernel inventory into ``extra["kernels"]``)."""
 
     def __init__(self, group: Group, device: str, *, profile: bool, calls: int):
+        from pytest_gpuperf.artifacts.collectors.child import release_cupti_after_profiling
+
         self.group = group
         self.device = device
         self.profile = profile
         self.calls = calls
+        if profile and device == "cuda":
+            release_cupti_after_profiling()  # later benchmarks run as without the profile
 
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
