@@ -57,6 +57,8 @@ PROFILE_ENV = "GPUPERF_GROUP_PROFILE"
 POLL_S = 0.25
 #: how long a rank may take to start (import torch, collect) before it counts as hung
 STARTUP_S = 120.0
+#: how long a rank whose session ended may take to exit
+EXIT_S = 30.0
 #: environment of the launching process that its ranks must not inherit
 DROPPED_ENV = (
     "PYTEST_ADDOPTS",
@@ -295,10 +297,10 @@ class _Running:
         its end); its start (imports, collection) may take up to :data:`STARTUP_S` more."""
         now = time.time()
         for s in self.statuses():
-            if s.finished:
-                continue
             limit = self.spec.timeout_s
-            if s.test is not None and s.since:
+            if s.finished:  # its session ended: its process should follow within seconds
+                since, limit = (s.written or now), EXIT_S
+            elif s.test is not None and s.since:
                 since = s.since
             elif s.outcomes and s.written:
                 since = s.written

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -108,12 +109,16 @@ class RankSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Mark what this rank does not run as skipped, with the reason."""
+        """Mark what this rank does not run as skipped, with the reason; give this rank its
+        own GPU before any test or fixture touches one."""
         self._had_benchmarks = any(self.is_benchmark(i) for i in items)
         for item in items:
             why = self._not_here(item)
             if why:
                 item.add_marker(pytest.mark.skip(reason=why))
+        torch = sys.modules.get("torch")
+        if self._had_benchmarks and torch is not None and torch.cuda.is_available():
+            torch.cuda.set_device(self.env.local_rank % torch.cuda.device_count())
 
     def _not_here(self, item: pytest.Item) -> str | None:
         if not self.is_benchmark(item):
@@ -331,9 +336,11 @@ class RankSession:
         self._write()
 
     def pytest_unconfigure(self) -> None:
-        if self.group is not None:
+        # the plugin's ranks exit right after their session (a process group's teardown can
+        # hang when a peer is gone); torchrun's leave it as torch asks
+        if self.group is not None and not self.env.spawned:
             self.group.close()
-            self.group = None
+        self.group = None
 
     def summary_line(self) -> str:
         return (
