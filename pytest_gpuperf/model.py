@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 MODE_EVENTS = "cuda-events"
 MODE_GRAPH = "cuda-graph"
 MODE_CPU = "cpu"
-MODES = (MODE_EVENTS, MODE_GRAPH, MODE_CPU)
+#: every rank of a process group timed in step, the slowest rank's time (world_size=)
+MODE_CUDA_DIST = "cuda-dist"
+MODE_CPU_DIST = "cpu-dist"
+MODES = (MODE_EVENTS, MODE_GRAPH, MODE_CPU, MODE_CUDA_DIST, MODE_CPU_DIST)
 
 #: Stability classes of one measurement (see measure/steady_state.py).
 STEADY = "steady"  # the warm-up settled and the measured rounds hold one level

@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     session = GpuPerfSession(RunContext.build(config, cfg))
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "gpuperf-session")
+    if session.ranks is not None:  # one rank of a process group (torchrun's, or the plugin's)
+        config.pluginmanager.register(session.ranks, "gpuperf-ranks")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         from pytest_gpuperf.shell.xdist import XdistHooks
 

@@ -221,3 +221,17 @@ def group_keys(v: Any) -> tuple[str, ...]:
                 + ", ".join(GROUP_KEYS)
             )
     return tuple(dict.fromkeys(out))
+
+
+def collective_name(v: Any) -> str | None:
+    """``collective=``: one of the collectives whose bus bandwidth nccl-tests defines."""
+    from pytest_gpuperf.measure.collectives import check
+
+    if v is None:
+        return None
+    if not _is_str(v):
+        raise OptionValueError(f"expected the name of a collective, got {type(v).__name__} {v!r}")
+    try:
+        return check(v)
+    except ValueError as e:
+        raise OptionValueError(str(e)) from None

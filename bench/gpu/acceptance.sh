@@ -17,11 +17,13 @@
 #   call 2: gate-b + activity       (360 + 150)
 #   call 3: gpu-tests + capture     (140 + 180)
 # and what is left (about 5 minutes) for one re-run of what failed.
+# dist2 is for the two-GPU machine (nvidia-h200-x2), not in `all`: two calls, one per phase
+# (DIST2_PHASE=a, then DIST2_PHASE=b; see bench/gpu/part-dist2.sh).
 set -u
 ROOT=$(pwd)
 OUT=${OUT:-/tmp/acceptance-out}
 mkdir -p "$OUT"
-declare -A BUDGET=([gpu-tests]=140 [gate-a]=480 [gate-b]=360 [capture]=180 [activity]=150 [dist]=60)
+declare -A BUDGET=([gpu-tests]=140 [gate-a]=480 [gate-b]=360 [capture]=180 [activity]=150 [dist]=60 [dist2]=540)
 ORDER=(gate-a dist gate-b activity gpu-tests capture)
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && { echo "usage: $0 PART [PART ...] | all  (parts: ${ORDER[*]})" >&2; exit 2; }

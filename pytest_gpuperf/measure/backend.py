@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.measure.engine import Round
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH
+from pytest_gpuperf.model import MODE_CPU, MODE_CPU_DIST, MODE_CUDA_DIST, MODE_EVENTS, MODE_GRAPH
 
 if TYPE_CHECKING:
     from pytest_gpuperf.verdict.policy import NoiseClass
@@ -104,11 +104,15 @@ class Invocation:
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
         setup: Callable[[], Any] | None = None,
+        group: Any = None,
     ):
         self.fn = fn
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.setup = setup
+        #: the process group the call runs in step with (measure.distributed.Group), for a
+        #: test marked ``world_size=``; None otherwise
+        self.group = group
         self._next: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
     @property
@@ -209,6 +213,9 @@ class Mode:
     launch_free: str | None = None
     #: the pytest-benchmark export names its results without "@mode"
     plain_name: bool = False
+    #: it times every rank of a process group in step (a test marked ``world_size=``);
+    #: such a test is measured in these modes only, and other tests never in them
+    group: bool = False
 
     def policy_record(self, policy: MeasurePolicy) -> dict[str, Any]:
         """The parts of the policy that make two results comparable (stored with each)."""
@@ -257,9 +264,12 @@ def get(name: str | None) -> Mode:
     return _unknown(str(name))
 
 
-def modes_for(device: str, policy: MeasurePolicy) -> list[Mode]:
-    """The modes a benchmark on ``device`` with ``policy`` is measured in, in order."""
-    return [m for m in MODES.values() if m.device == device and m.selected(policy)]
+def modes_for(device: str, policy: MeasurePolicy, *, group: bool = False) -> list[Mode]:
+    """The modes a benchmark on ``device`` with ``policy`` is measured in, in order
+    (``group``: a distributed benchmark, measured on every rank in step)."""
+    return [
+        m for m in MODES.values() if m.device == device and m.group == group and m.selected(policy)
+    ]
 
 
 def make_timer(mode: str, call: Invocation, policy: MeasurePolicy) -> Timer:
@@ -305,5 +315,30 @@ register(
         factory="pytest_gpuperf.measure.cpu:make_cpu_timer",
         noise_class="cpu",
         plain_name=True,
+    )
+)
+register(
+    Mode(
+        MODE_CUDA_DIST,
+        device="cuda",
+        selected=lambda p: True,
+        factory="pytest_gpuperf.measure.distributed:make_cuda_group_timer",
+        # events around back-to-back calls on every rank, the slowest rank's time; no L2
+        # flush and no host hiding (a collective waits for its peers, as nccl-tests times it)
+        record=(("figures", "slowest-rank"),),
+        # not measured apart yet: the class of host-bound device time, the wider one
+        noise_class="launches",
+        group=True,
+    )
+)
+register(
+    Mode(
+        MODE_CPU_DIST,
+        device="cpu",
+        selected=lambda p: True,
+        factory="pytest_gpuperf.measure.distributed:make_cpu_group_timer",
+        record=(("figures", "slowest-rank"),),
+        noise_class="cpu",
+        group=True,
     )
 )

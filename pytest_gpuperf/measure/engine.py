@@ -36,12 +36,15 @@ class Round(NamedTuple):
     call), ``wall`` the host time the round took, ``calls`` the calls it made.
     ``e2e`` is a second figure some timers take in the same round: the
     end-to-end time per call of back-to-back calls (None where there is none).
+    ``ranks`` is, for a timer of a process group, each rank's own time per call in
+    rank order (``per_call`` then being the slowest rank's).
     """
 
     per_call: float
     wall: float
     calls: int
     e2e: float | None = None
+    ranks: tuple[float, ...] | None = None
 
 
 class RoundTimer(Protocol):
@@ -54,6 +57,10 @@ class RoundTimer(Protocol):
 
 def _e2e(r: tuple[float, float, int] | Round) -> float | None:
     return r[3] if len(r) > 3 else None  # type: ignore[misc]
+
+
+def _ranks(r: tuple[float, float, int] | Round) -> tuple[float, ...] | None:
+    return r[4] if len(r) > 4 else None  # type: ignore[misc]
 
 
 PhaseHook = Callable[[str], AbstractContextManager[object]]
@@ -82,6 +89,9 @@ class RawMeasurement:
     e2e_rounds: list[float] = field(default_factory=list)
     #: the loop's time cap stopped a measurement pass before its rounds were done
     time_capped: bool = False
+    #: each rank's own time per call for each kept round (a process group's timer),
+    #: aligned with ``rounds``; empty for other timers
+    rank_rounds: list[tuple[float, ...]] = field(default_factory=list)
 
 
 def _no_phase(name: str) -> AbstractContextManager[object]:
@@ -150,6 +160,7 @@ def run(
     stability, start = _classify(rounds, policy, start, changes, drift, warm.settled)
     kept = rounds.measured[start:]
     e2e = [x for x in rounds.second[start:] if x is not None]
+    by_rank = [x for x in rounds.ranks[start:] if x is not None]
     return RawMeasurement(
         rounds=kept,
         calls_per_round=warm.calls,
@@ -164,6 +175,7 @@ def run(
         level_changes=changes,
         e2e_rounds=e2e if len(e2e) == len(kept) else [],
         time_capped=rounds.capped,
+        rank_rounds=by_rank if len(by_rank) == len(kept) else [],
     )
 
 
@@ -233,6 +245,8 @@ class _Rounds:
     measured: list[float] = field(default_factory=list)
     #: the timer's second figure of each round (None where it has none)
     second: list[float | None] = field(default_factory=list)
+    #: each rank's time per call of each round (a process group's timer; None otherwise)
+    ranks: list[tuple[float, ...] | None] = field(default_factory=list)
     spans: list[tuple[float, float]] = field(default_factory=list)
     capped: bool = False
 
@@ -248,6 +262,7 @@ class _Rounds:
             self.tick()
             self.measured.append(r[0])
             self.second.append(_e2e(r))
+            self.ranks.append(_ranks(r))
             self.spans.append((a - self.t0, b - self.t0))
 
 

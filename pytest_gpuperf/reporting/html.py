@@ -26,7 +26,7 @@ from pytest_gpuperf.reporting.activity import lines as activity_lines
 from pytest_gpuperf.reporting.activity import memory_changes
 from pytest_gpuperf.reporting.history import BenchHistory
 from pytest_gpuperf.reporting.terminal import MIN_CI_ROUNDS
-from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
+from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
 
 #: Badge colours by verdict kind.
 COLORS: dict[str, str] = {
@@ -313,7 +313,7 @@ def _measurement(res: Result) -> str:
         ("first call", fmt_time(res.first_call_s)),
         ("stability", res.stability),
         ("peak memory", fmt_bytes(res.peak_memory_bytes)),
-        ("throughput", fmt_rate(res.tflops, res.gbps)),
+        ("throughput", fmt_result_rate(res)),
     ]
     cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(x)}</td></tr>" for k, x in facts)
     return f"<table>{cells}</table>"

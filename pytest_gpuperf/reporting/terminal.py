@@ -37,7 +37,7 @@ from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
-from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
+from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
 WIDTH = 120
@@ -150,7 +150,7 @@ COLUMNS: dict[str, Column] = {
             "first call: compile, autotune and lazy init land there, never in the median",
         ),
         Column("memory", "memory", lambda r: fmt_bytes(r.peak_memory_bytes), "memory: peak"),
-        Column("throughput", "throughput", lambda r: fmt_rate(r.tflops, r.gbps)),
+        Column("throughput", "throughput", lambda r: fmt_result_rate(r)),
         Column("flag", "flag", _flag, "flag: see flags below"),
         Column("verdict", "vs baseline", verdict_cell),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -44,3 +45,11 @@ def fmt_rate(tflops: float | None, gbps: float | None) -> str:
     if gbps is not None and math.isfinite(gbps):
         parts.append(f"{gbps / 1e3:.3g} TB/s" if gbps >= 1000 else f"{gbps:.3g} GB/s")
     return ", ".join(parts) if parts else "-"
+
+
+def fmt_result_rate(result: Any) -> str:
+    """A result's throughput: a collective's algbw and busbw (nccl-tests' definitions,
+    :mod:`pytest_gpuperf.measure.collectives`), else its FLOP/s and bytes/s."""
+    from pytest_gpuperf.measure.collectives import rate_text
+
+    return rate_text(result) or fmt_rate(result.tflops, result.gbps)

@@ -473,6 +473,10 @@ def _run_collectors(
         skip.add("ncu")
     ctx.skip = frozenset(skip)
     now, later = _split(ctx, todo, plan)
+    not_here: dict[str, str] = {}
+    if any((r.extra or {}).get("group") for r in ctx.results):
+        # Nsight Compute replays each kernel alone: a collective would wait for its peers forever
+        not_here["ncu"] = "not run on a distributed test (its kernel replay deadlocks collectives)"
     done: list[CollectorResult] = []
     label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}{plan.label}"
     task_cm = progress.task(label) if progress is not None and now else contextlib.nullcontext()
@@ -486,6 +490,10 @@ def _run_collectors(
             for i, col in enumerate(now, 1):
                 if task is not None:
                     task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
+                name = _name(col)
+                if name in not_here:
+                    done.append(CollectorResult.skipped(name, not_here[name]))
+                    continue
                 done.append(_run_collector(col, ctx, skip, settings.budget_s))
             ctx.settle()  # what the collectors left running (nsys's summaries)
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
@@ -645,6 +653,8 @@ def _evidence(
         current_inventory=prof.get("inventory"),
         triton_configs=prof.get("triton_configs") or {},
         current_probe=prof.get("probe"),
+        group=_current_group(prof, result),
+        baseline_group=_baseline_group(baseline_runs),
     )
     _resource_evidence(ev, result, baseline_runs)
     cur_inv = prof.get("inventory")
@@ -664,6 +674,29 @@ def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) 
         ev.current_memory = result.memory
     ev.baseline_activity = [(_get(r, "telemetry") or {}).get("activity") for r in runs]
     ev.baseline_memory = [_get(r, "memory") for r in runs]
+
+
+def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, Any] | None:
+    """A distributed benchmark's group as the capture saw it (its collectives, its NCCL
+    setup), with the NCCL setup of the measurement itself where the capture has none."""
+    measured = dict(((result.extra or {}).get("group") or {}) if result is not None else {})
+    captured = dict(prof.get("group") or {})
+    if not measured and not captured:
+        return None
+    return {**measured, **{k: v for k, v in captured.items() if v}}
+
+
+def _baseline_group(runs: Any) -> dict[str, Any] | None:
+    """The newest baseline run's ``extra["group"]`` that holds a profile of its collectives
+    (else the newest that has any)."""
+    groups = []
+    for r in runs if isinstance(runs, (list, tuple)) else []:
+        extra = _get(r, "extra")
+        g = _get(extra, "group") if extra is not None else None
+        if isinstance(g, Mapping):
+            groups.append(dict(g))
+    profiled = [g for g in groups if g.get("comms")]
+    return (profiled or groups)[-1] if groups else None
 
 
 def _compile_from_counters(counters: Mapping[str, Any] | None) -> dict[str, Any] | None:

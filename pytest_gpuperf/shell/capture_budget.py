@@ -48,6 +48,7 @@ from pytest_gpuperf.shell.capture import (
 )
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.collectors.base import ChildRunner
     from pytest_gpuperf.model import Result
     from pytest_gpuperf.shell.settings import RunContext
     from pytest_gpuperf.verdict.comparison import Comparison
@@ -179,8 +180,12 @@ class SessionCapture:
         run: RunContext,
         run_id: str,
         baselines_of: Callable[[Sequence[Result]], dict[str, Any]],
+        runner_for: Callable[[str, str], ChildRunner | None] | None = None,
     ):
         self.run = run
+        #: runner_for(nodeid, device): how a capture of that test starts its fresh process
+        #: (a distributed test's group on every rank); None, or a None answer: a child pytest
+        self.runner_for = runner_for or (lambda nodeid, device: None)
         self.run_id = run_id
         self.settings = run.settings.capture
         self.baselines_of = baselines_of
@@ -229,6 +234,7 @@ class SessionCapture:
         report = capture(
             self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
             baselines=self.baselines_of(results), progress=progress, plan=plan,
+            run_child=self.runner_for(nodeid, device),
         )  # fmt: skip
         if report is not None:
             self._spent(nodeid, 1, report)
@@ -268,6 +274,7 @@ class SessionCapture:
         report = capture(
             self.run, t.nodeid, t.results, None, device=device, run_id=self.run_id,
             baselines=self.baselines_of(t.results), collectors=cols, progress=progress, plan=plan,
+            run_child=self.runner_for(t.nodeid, device),
         )  # fmt: skip
         if report is None:
             return

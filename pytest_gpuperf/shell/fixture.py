@@ -126,6 +126,9 @@ class BenchContext:
     #: applied to each benchmark's measurement policy: a capture child re-measures briefly
     #: before it profiles (artifacts.collectors.child.child_policy); None: as resolved
     adjust_policy: Callable[[MeasurePolicy], MeasurePolicy] | None = None
+    #: this rank's process group (measure.distributed.Group), in a test marked world_size=:
+    #: the benchmark is timed on every rank in step; None otherwise
+    group: Any = None
 
 
 @dataclass
@@ -150,6 +153,8 @@ class _Plan(NamedTuple):
     env: dict[str, Any] | None
     #: the modes it is measured in, in order
     modes: list[backend.Mode]
+    #: the collective the call makes (``collective=``), in a world_size= test
+    collective: str | None = None
 
 
 class _Measured(NamedTuple):
@@ -274,7 +279,7 @@ class GpuBench:
             )
         self._names.add(name)
         # What every mode's timer and the after-measure hooks call: made once.
-        call = backend.Invocation(fn, tuple(args), dict(kwargs or {}), setup)
+        call = backend.Invocation(fn, tuple(args), dict(kwargs or {}), setup, group=ctx.group)
         if ctx.disabled:
             call.prepare()
             return call()
@@ -307,7 +312,7 @@ class GpuBench:
         __tracebackhide__ = True
         ctx = self._ctx
         test = ctx.test_name or ctx.nodeid
-        plan = self._plan(PerTest.resolve(settings, self._settings), test)
+        plan = self._plan(PerTest.resolve(settings, self._settings), test, call)
 
         oom: str | None = None
         out: Any = None
@@ -331,17 +336,31 @@ class GpuBench:
             raise self._oom
         return out
 
-    def _plan(self, mine: PerTest, test: str) -> _Plan:
+    def _plan(self, mine: PerTest, test: str, call: backend.Invocation) -> _Plan:
         """What measuring the benchmark needs, resolved once, before its first mode."""
         ctx = self._ctx
+        nbytes = _evaluate(mine.work.bytes, ctx.params, "bytes", test)
+        collective = mine.work.collective
+        if collective is not None:
+            if ctx.group is None:
+                raise GpuPerfError(
+                    f"collective={collective!r} in {test}: a collective's bus bandwidth depends "
+                    "on the world size, and this test runs in one process; mark it "
+                    "@pytest.mark.gpuperf(world_size=N), or drop collective="
+                )
+            if nbytes is None:
+                from pytest_gpuperf.measure.distributed import argument_bytes
+
+                nbytes = argument_bytes(call)
         return _Plan(
             policy=ctx.adjust_policy(mine.measure) if ctx.adjust_policy else mine.measure,
             verdict=mine.verdict,
             gate=mine.verdict.gate_record(),
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
-            nbytes=_evaluate(mine.work.bytes, ctx.params, "bytes", test),
+            nbytes=nbytes,
             env=ctx.environment() if ctx.environment else None,
-            modes=backend.modes_for(ctx.device, mine.measure),
+            modes=backend.modes_for(ctx.device, mine.measure, group=ctx.group is not None),
+            collective=collective,
         )
 
     def _measure_modes(self, call: backend.Invocation, name: str | None, plan: _Plan) -> Any:
@@ -352,6 +371,8 @@ class GpuBench:
         for mode in plan.modes:
             bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
             record = mode.policy_record(policy)
+            if ctx.group is not None:  # another world size or backend is not comparable
+                record.update(world_size=ctx.group.world_size, backend=ctx.group.backend)
             timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
             got = self._measure_mode(timer, bid, who, plan, first, call)
@@ -382,10 +403,32 @@ class GpuBench:
                 numerics=first.numerics,
                 memory=got.memory,
             )
+            if ctx.group is not None:
+                result.extra = {**result.extra, "group": self._group_record(got, plan)}
             result.notes.extend(flag_notes(result, policy))
             self.results.append(result)
             ctx.record(result)
         return first.output
+
+    def _group_record(self, got: _Measured, plan: _Plan) -> dict[str, Any]:
+        """``Result.extra["group"]``: the group, each rank's times of the kept rounds (and
+        what the after-measure hooks found about its collectives and its NCCL setup)."""
+        from pytest_gpuperf.measure.summary import median
+
+        group = self._ctx.group
+        by_rank = [list(r) for r in zip(*got.raw.rank_rounds, strict=True)]
+        slowest = [0] * len(by_rank)
+        for r in got.raw.rank_rounds:
+            slowest[max(range(len(r)), key=lambda i: r[i])] += 1
+        return {
+            "world_size": group.world_size,
+            "backend": group.backend,
+            "collective": plan.collective,
+            "rank_medians": [median(x) for x in by_rank],
+            "slowest_counts": slowest,
+            "rank_rounds": by_rank,
+            **(got.extra.get("group") or {}),
+        }
 
     def _measure_mode(
         self,
@@ -454,12 +497,14 @@ class GpuBench:
         over: (the measurement, its telemetry, its memory behaviour)."""
         ctx = self._ctx
         clock = time.perf_counter
+        # A group's loop reads rank 0's clock, so that every rank decides alike.
+        loop_clock = ctx.group.clock if ctx.group is not None else clock
         phase = functools.partial(ctx.phase_range, bid)
         on_gpu = ctx.device == "cuda"
         with contextlib.ExitStack() as stack:
             finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
             before = allocator_counters() if on_gpu else None
-            raw = engine.run(timer, policy, clock=clock, phase=phase, tick=tick)
+            raw = engine.run(timer, policy, clock=loop_clock, phase=phase, tick=tick)
             after = allocator_counters() if on_gpu else None
             activity, memory = self._window(timer, raw, before, after)
             telemetry: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ verdict is not final.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +122,9 @@ class Gate:
         self.ahead: dict[str, list[Result]] = {}
         # an xdist worker does not know which tests it will run next
         self.look_ahead = not hasattr(config, "workerinput")
+        #: makes the fresh processes of a confirmation (default shell.rerun.run_child); a
+        #: torchrun rank 0 sets its own, which starts a fresh process on every rank
+        self.child_runner: Callable[..., ChildRun] | None = None
 
     @classmethod
     def load(cls, run: RunContext) -> Gate:
@@ -265,7 +268,7 @@ class Gate:
             f"(run {look} of at most {self.policy.max_runs})"
         )
         with (progress or silent()).task(label):
-            child = run_child(self.run, targets, device=device)
+            child = (self.child_runner or run_child)(self.run, targets, device=device)
         out.reruns += 1
         out.rerun_s += child.wall_s
         self.rerun_count += 1

@@ -8,15 +8,26 @@ for why that is safe), and it is held only while a benchmark is being
 measured, so the rest of a test (set-up, correctness checks) runs in
 parallel. The kernel releases a lock when its process dies, so a crash never
 leaves a device locked.
+
+A test marked ``world_size=`` measures on several devices at once: it holds the lock
+of each (:func:`devices_locked`), taken in one fixed order (sorted by name) by every
+process, so two groups, or a group and xdist workers, never wait for each other in a
+cycle. On the CPU a group takes the machine's one ``cpu`` lock once, for all its ranks.
+
+With ``GPUPERF_LOCK_LOG`` set to a file, each hold appends a line there when it ends
+(JSON: the device, the holder, when it was taken and released), so a run can show
+afterwards that no two holders of one device overlapped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +85,38 @@ def device_lock(
             f"{e.holder} (lock file {path}). Wait for that run to end, or stop it; "
             "--gpuperf-lock-timeout sets how long to wait."
         ) from None
+    taken = time.time()
     try:
         yield
     finally:
+        _log_hold(device_key, owner, taken)
         ctx.__exit__(None, None, None)
+
+
+def _log_hold(device_key: str, owner: str | None, taken: float) -> None:
+    """One line in ``GPUPERF_LOCK_LOG`` for a hold that ends now (nothing when unset)."""
+    path = os.environ.get("GPUPERF_LOCK_LOG")
+    if not path:
+        return
+    line = {"device": device_key, "owner": owner, "pid": os.getpid(), "taken": taken,
+            "released": time.time()}  # fmt: skip
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+@contextlib.contextmanager
+def devices_locked(
+    keys: Iterable[str],
+    *,
+    timeout_s: float = filelock.DEFAULT_TIMEOUT_S,
+    on_wait: filelock.OnWait | None = None,
+    owner: str | None = None,
+) -> Iterator[None]:
+    """Hold the lock of every device in ``keys``, taken in sorted order (never a cycle)."""
+    with contextlib.ExitStack() as stack:
+        for key in sorted(set(keys)):
+            stack.enter_context(device_lock(key, timeout_s=timeout_s, on_wait=on_wait, owner=owner))
+        yield
 
 
 def device_key(device: str) -> str:

@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 MARKER = "gpuperf"
 FIXTURE = "gpu_bench"
 MARKER_HELP = (
-    "gpuperf(shapes=None, dtypes=None, **options): a GPU performance benchmark. shapes= "
-    "parametrizes the test's `shape` argument, dtypes= its `dtype` argument; other keywords "
-    "override measurement options for this test (cuda_graph, l2_flush, warmup_ms, round_ms, "
-    "rounds, flops, bytes, ...)."
+    "gpuperf(shapes=None, dtypes=None, world_size=None, **options): a GPU performance "
+    "benchmark. shapes= parametrizes the test's `shape` argument, dtypes= its `dtype` "
+    "argument; world_size=N runs the test on N ranks (one process per GPU, torch.distributed "
+    "initialised: NCCL on CUDA, gloo on the CPU); other keywords override measurement options "
+    "for this test (cuda_graph, l2_flush, warmup_ms, round_ms, rounds, flops, bytes, "
+    "collective, ...)."
 )
 
 VALID_KEYWORDS = frozenset(PER_TEST_OPTIONS | MARKER_ONLY)
@@ -45,6 +47,12 @@ def format_param(value: Any) -> str:
     if text.startswith("torch."):
         text = text[len("torch.") :]
     return text
+
+
+def world_size(item: Any) -> int | None:
+    """The ``world_size=`` of a test's ``gpuperf`` marker (None: it runs in one process)."""
+    n = marker_kwargs(item).get("world_size")
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def marker_kwargs(item_or_def: Any) -> dict[str, Any]:
@@ -86,6 +94,13 @@ def validate(test: str, marks: Sequence[Any], config: GpuPerfConfig | None) -> d
     if "dtypes" in merged:
         for value in merged["dtypes"]:
             _check_dtype(test, value)
+    if "world_size" in merged:
+        n = merged["world_size"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise MarkerError(
+                f"{test}: world_size= of @pytest.mark.gpuperf must be a whole number of ranks, "
+                f"1 or more, got {n!r}; e.g. @pytest.mark.gpuperf(world_size=2)"
+            )
     if config is not None:
         options = {k: v for k, v in merged.items() if k in PER_TEST_OPTIONS}
         try:

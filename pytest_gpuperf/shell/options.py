@@ -19,6 +19,7 @@ from pytest_gpuperf.baseline import filelock
 from pytest_gpuperf.values import (
     baseline_name,
     choice,
+    collective_name,
     cuda_graph_mode,
     fraction,
     group_keys,
@@ -95,6 +96,15 @@ OPTIONS: tuple[Option, ...] = (
         "GPU), and for a baseline that another process is saving into",
         metavar="SECONDS",
     ),
+    Option(
+        "dist_timeout",
+        positive_float,
+        300.0,
+        "seconds one test marked world_size= may take on its ranks (start, measurement, end) "
+        "before every rank is killed and the test fails; also the process group's timeout, "
+        "after which a collective that a rank never joins fails",
+        metavar="SECONDS",
+    ),
     # --- per benchmark -----------------------------------------------------
     Option(
         "cuda_graph",
@@ -161,6 +171,17 @@ OPTIONS: tuple[Option, ...] = (
         number_or_callable,
         None,
         "bytes moved per call (number, or callable of the test's parameters)",
+        per_test=True,
+        cli=False,
+    ),
+    Option(
+        "collective",
+        collective_name,
+        None,
+        "the collective the benchmarked call makes (all_reduce, all_gather, reduce_scatter, "
+        "broadcast, all_to_all, reduce, send_recv), in a test marked world_size=: its "
+        "algorithm and bus bandwidth are reported (nccl-tests' factors), its message size "
+        "taken from bytes= or else from its largest tensor argument",
         per_test=True,
         cli=False,
     ),
@@ -470,7 +491,7 @@ OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 CAPTURE_TOOLS = ("torch_profiler", "torch_trace", "nsys", "ncu")
 PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
 #: Marker keywords that are not measurement options.
-MARKER_ONLY = frozenset({"shapes", "dtypes"})
+MARKER_ONLY = frozenset({"shapes", "dtypes", "world_size"})
 #: Keywords of a gpu_bench(...) call that are not measurement options.
 CALL_ONLY = frozenset({"name", "setup"})
 

@@ -151,11 +151,14 @@ def run_child(
     cwd: Path | None = None,
     log_path: Path | None = None,
     spare: SparePython | None = None,
+    drop_env: Sequence[str] = (),
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process, optionally under ``prefix``
     (e.g. ``nsys profile``), with the parent's settings (``spare``: see run_pytest_child).
 
     The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
+    ``drop_env``: variables of ours the child must not inherit (a torchrun rank's, for a
+    child that is no rank).
     """
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
     targets = []
@@ -172,6 +175,7 @@ def run_child(
         cwd=cwd or run.invocation_dir,
         log_path=log_path,
         spare=spare,
+        drop_env=("PYTEST_ADDOPTS", *drop_env),
     )
 
 

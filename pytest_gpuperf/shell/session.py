@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
+from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
@@ -36,8 +37,10 @@ if TYPE_CHECKING:
     from pytest_gpuperf.shell.capture_budget import SessionCapture
     from pytest_gpuperf.shell.fixture import PhaseRange, Probe
     from pytest_gpuperf.shell.gate import Gate
+    from pytest_gpuperf.shell.group import GroupItem, GroupLauncher
     from pytest_gpuperf.shell.locks import DeviceLock
     from pytest_gpuperf.shell.progress import Progress
+    from pytest_gpuperf.shell.ranks import RankSession
     from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
@@ -102,15 +105,47 @@ class GpuPerfSession:
         self.gpu_state: dict[str, Any] | None = None
         #: the session's captures within its budget: made on the first capture
         self.captures: SessionCapture | None = None
+        #: this process as one rank of a process group (torchrun's, or the plugin's), or None
+        self.ranks: RankSession | None = self._rank_session()
+        #: starts the ranks of world_size= tests where this process is no rank
+        self.groups: GroupLauncher | None = None
         self._check_capture_skip()
         self._open_baselines()
+
+    def _rank_session(self) -> RankSession | None:
+        import os
+
+        try:
+            env = rank_env(os.environ)
+        except RankEnvError as e:
+            raise pytest.UsageError(
+                f"gpuperf: the torchrun variables describe no rank: {e}; start the session "
+                "with torchrun, or unset RANK and WORLD_SIZE"
+            ) from None
+        if env is None:
+            return None
+        from pytest_gpuperf.shell.ranks import RankSession
+
+        return RankSession(
+            env,
+            self.run,
+            is_benchmark,
+            device=self.ensure_device,
+            results=lambda item: item.stash.get(RESULTS_KEY, None) or [],
+        )
+
+    @property
+    def lead(self) -> bool:
+        """Whether this process writes what the session leaves (baselines, reports): not an
+        xdist worker (the controller does), not a rank other than 0."""
+        return not is_worker(self.config) and (self.ranks is None or self.ranks.lead)
 
     def _check_capture_skip(self) -> None:
         """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
         from pytest_gpuperf.shell.options import CAPTURE_TOOLS
 
         unknown = [n for n in self.settings.capture.skip or () if n not in CAPTURE_TOOLS]
-        if not unknown or self.child or is_worker(self.config):
+        if not unknown or self.child or not self.lead:
             return
         extra: list[str] = []
         for collectors in self.config.hook.pytest_gpuperf_collectors(config=self.config):
@@ -130,8 +165,8 @@ class GpuPerfSession:
     def _open_baselines(self) -> None:
         """Fail fast, before measuring anything, on a baseline that cannot be used, a save
         that cannot happen, or an output file that cannot or must not be written."""
-        if self.child:
-            return
+        if self.child or (self.ranks is not None and not self.ranks.lead):
+            return  # a rank other than 0 neither judges nor writes
         from pytest_gpuperf.errors import BaselineError, OutputError
 
         try:
@@ -185,11 +220,42 @@ class GpuPerfSession:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
                 self.deselected = len(drop)
+        if self.ranks is None:
+            self._group_items(items)
         benchmarks = [i for i in items if is_benchmark(i)]
         if benchmarks:
             self.ensure_device()
         if self.gate is not None:
             self.gate.set_collected([i.nodeid for i in benchmarks])
+
+    def _group_items(self, items: list[pytest.Item]) -> None:
+        """Tests marked world_size= run on ranks this process starts (shell/group.py)."""
+        from pytest_gpuperf.shell.group import GroupLauncher, as_group_items
+
+        if as_group_items(items, self.run_group_item):
+            if self.groups is None:
+                self.groups = GroupLauncher(self.run, look_ahead=not is_worker(self.config))
+            self.groups.set_collected(items)
+
+    def run_group_item(self, item: GroupItem) -> None:
+        """Run a world_size= test on its ranks; its results become this process's results."""
+        from pytest_gpuperf.shell.group import GroupError, GroupLauncher
+
+        if self.groups is None:
+            self.groups = GroupLauncher(self.run, look_ahead=False)
+        got = self.groups.outcome(item, device=self.ensure_device(), progress=self._progress())
+        if got.kind == "skipped":
+            pytest.skip(got.text)
+        if got.kind == "failed":
+            pytest.fail(got.text, pytrace=False)
+        if got.kind == "error":
+            raise GroupError(got.text)
+        path, lineno, _ = item.location
+        results = item.stash.setdefault(RESULTS_KEY, [])
+        for r in got.results:
+            r.run_id = self.run_id
+            r.location = [path, lineno + 1 if lineno is not None else None]
+            results.append(r)
 
     def ensure_device(self) -> str:
         if self.device is None:
@@ -223,6 +289,11 @@ class GpuPerfSession:
         disabled = self.settings.session.disable
         # Run after each measurement: the kernel inventory, a capture child's profile.
         hooks = [] if disabled else measure_hooks(inventory_settings(self.settings), device)
+        group = None
+        lock = functools.partial(self._device_lock().hold, item.nodeid)
+        progress = self._progress().task
+        if self.ranks is not None and self.ranks.in_step(item):
+            group, lock, hooks, progress = self._rank_context(item, device, disabled)
         ctx = BenchContext(
             nodeid=item.nodeid,
             test_name=item.name,
@@ -235,15 +306,40 @@ class GpuPerfSession:
             display_params=tuple((k, format_param(v)) for k, v in params.items()),
             disabled=disabled,
             environment=functools.partial(collect_environment, device),
-            lock=functools.partial(self._device_lock().hold, item.nodeid),
+            lock=lock,
             probes=self._probes(device),
             phase_range=self._phase_range(device),
-            progress=self._progress().task,
+            progress=progress,
             after_measure=hooks,
             activity=self._activity(device),
             adjust_policy=child_policy() if self.child else None,
+            group=group,
         )
         return GpuBench(ctx)
+
+    def _rank_context(self, item: pytest.Item, device: str, disabled: bool) -> tuple[Any, ...]:
+        """A distributed test's group, its lock, its after-measure hooks and its progress
+        line (rank 0's only)."""
+        from pytest_gpuperf.artifacts.collectors.group import group_hooks
+
+        assert self.ranks is not None
+        group = self.ranks.join(device)
+        profile = bool(inventory_settings(self.settings) and self._saves_inventory())
+        hooks = (
+            []
+            if disabled
+            else group_hooks(group, device, profile=profile, calls=self.settings.capture.calls)
+        )
+        progress = self._progress().task
+        if not self.ranks.lead:
+            from pytest_gpuperf.shell.progress import silent
+
+            progress = silent().task
+        return group, functools.partial(self.ranks.lock, item.nodeid), hooks, progress
+
+    def _saves_inventory(self) -> bool:
+        mode = self.settings.capture.inventory
+        return mode == "always" or (mode == "auto" and bool(self.settings.session.save))
 
     def _progress(self) -> Progress:
         if self.progress is None:
@@ -280,19 +376,48 @@ class GpuPerfSession:
         """
         try:
             yield
-        except BaseException:
+        except BaseException as e:
             # The test's own failure (an assertion, a misused fixture, a skip): what it
             # measured is reported, never saved as a baseline run.
             item.stash[DID_NOT_PASS_KEY] = True
+            if self.ranks is not None and self.ranks.in_step(item):
+                self.ranks.out_of_step(item, e)
             raise
         results = item.stash.get(RESULTS_KEY, None)
         if not results or self.child:
             return
+        if self.ranks is not None and self.ranks.in_step(item):
+            # every rank fails or passes the same test: rank 0's verdict, sent to all
+            failures = self.ranks.agree(item, lambda: self._verdict(item, results))
+        else:
+            failures = self._verdict(item, results)
+        if failures:
+            pytest.fail("\n\n".join(failures), pytrace=False)
+
+    def _confirmation_runner(
+        self, run: RunContext, nodeid: str | list[str], *, device: str, **kw: Any
+    ) -> Any:
+        """The fresh processes of a confirmation: on every rank (a torchrun rank 0), a new
+        start of a world_size= test's ranks, or a child pytest."""
+        from pytest_gpuperf.shell.rerun import run_child
+
+        if self.ranks is not None:
+            return self.ranks.run_child(run, nodeid, device=device, **kw)
+        targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
+        if self.groups is not None and self.groups.item(targets[0]) is not None and not kw:
+            return self.groups.fresh(targets, device)
+        return run_child(run, nodeid, device=device, **kw)
+
+    def _verdict(self, item: pytest.Item, results: list[Result]) -> list[str]:
+        """Judge the test's results (re-measuring suspects), capture evidence; the failures."""
         from pytest_gpuperf.shell.capture import should_capture
         from pytest_gpuperf.shell.gate import Judgement
 
         judgement = Judgement()
         if self.gate is not None:
+            self.gate.child_runner = self._confirmation_runner
+            if self.ranks is not None:
+                self.gate.look_ahead = False
             # Inconclusive verdicts pass; their detail is printed once, in the terminal
             # summary's inconclusive block (reporting/terminal.py), not as warnings.
             judgement = self.gate.judge(
@@ -305,8 +430,7 @@ class GpuPerfSession:
                 judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
             elif failed:
                 judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
-        if judgement.failures:
-            pytest.fail("\n\n".join(judgement.failures), pytrace=False)
+        return judgement.failures
 
     def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
         """The first diagnosis of the test's regressed benchmarks, now, within the session's
@@ -324,7 +448,9 @@ class GpuPerfSession:
         if self.captures is None:
             from pytest_gpuperf.shell.capture_budget import SessionCapture
 
-            self.captures = SessionCapture(self.run, self.run_id, self._baselines_of)
+            self.captures = SessionCapture(
+                self.run, self.run_id, self._baselines_of, runner_for=self._capture_runner
+            )
         return self.captures
 
     def _baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
@@ -338,6 +464,18 @@ class GpuPerfSession:
                 if match.status == br.MATCH:
                     baselines[r.id.key] = match.runs
         return baselines
+
+    def _capture_runner(self, nodeid: str, device: str) -> Any:
+        """How a capture starts its fresh process for ``nodeid``: on every rank (a fresh group),
+        where this process is a rank; None: a child pytest (shell/capture.py's own)."""
+        if self.ranks is None:
+            return None
+        ranks = self.ranks
+
+        def runner(**kw: Any) -> Any:
+            return ranks.run_child(self.run, nodeid, device=device, **kw)
+
+        return runner
 
     # --- telemetry and NVTX -----------------------------------------
 
@@ -404,7 +542,7 @@ class GpuPerfSession:
         """
         settings = self.settings
         if (
-            is_worker(self.config)
+            not self.lead
             or self.config.getoption("collectonly", False)
             or not any(is_benchmark(i) for i in session.items)
         ):
@@ -525,7 +663,7 @@ class GpuPerfSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._telemetry is not None:
             self._telemetry.close()
-        if is_worker(self.config):
+        if not self.lead:
             if self.captures is not None:
                 self.captures.close()
             return
@@ -627,7 +765,9 @@ class GpuPerfSession:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if is_worker(self.config) or self.child:
+        if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
+            terminalreporter.write_line(self.ranks.summary_line())
+        if not self.lead or self.child:
             return
         tr = terminalreporter
         if self.results:

@@ -50,6 +50,8 @@ class SessionSettings:
     skip: bool = option("skip", False)
     #: seconds to wait for a busy GPU or a baseline being saved
     lock_timeout: float = option("lock_timeout", DEFAULT_TIMEOUT_S)
+    #: seconds a world_size= test may take on its ranks; the process group's timeout
+    dist_timeout: float = option("dist_timeout", 300.0)
     #: baseline to add this run to / to compare with
     save: str | None = option("save", None)
     baseline: str | None = option("baseline", None)
@@ -83,6 +85,8 @@ class WorkSettings:
 
     flops: Work = option("flops", None)
     bytes: Work = option("bytes", None)
+    #: the collective the call makes (a world_size= test): algbw and busbw are reported
+    collective: str | None = option("collective", None)
 
 
 #: Every settings class; each option is a field of exactly one.

@@ -20,6 +20,9 @@ import pytest
 
 WORKER_ENV = "PYTEST_XDIST_WORKER"
 PINNED_ENV = "GPUPERF_PINNED_GPU"
+#: the GPUs of the machine, as the worker saw them before it was pinned to one (a test
+#: marked world_size= started from a worker runs its ranks on these)
+ALL_GPUS_ENV = "GPUPERF_ALL_GPUS"
 
 
 def visible_gpus() -> list[str]:
@@ -73,10 +76,21 @@ def pin_this_worker() -> str | None:
         return None
     gpus = visible_gpus()
     gpu = gpus[idx % len(gpus)] if gpus else ""
+    os.environ[ALL_GPUS_ENV] = ",".join(gpus)
     if gpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     os.environ[PINNED_ENV] = gpu
     return gpu or None
+
+
+def machine_gpus() -> list[str]:
+    """The GPUs this process may give a group of ranks: those it could use before an xdist
+    worker was pinned to one, else the visible ones (entries as CUDA_VISIBLE_DEVICES
+    takes them: UUIDs from NVML, or what the variable held)."""
+    saved = os.environ.get(ALL_GPUS_ENV)
+    if saved is not None:
+        return [g for g in saved.split(",") if g]
+    return visible_gpus()
 
 
 class XdistHooks:

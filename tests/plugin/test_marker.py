@@ -157,3 +157,43 @@ def test_class_and_module_markers_apply(pytester: pytest.Pytester) -> None:
 
     (r,) = json.loads((pytester.path / "o.json").read_text())["results"]
     assert r["policy"]["rounds"] == 8 and r["policy"]["round_ms"] == 0.5
+
+
+def test_a_bad_world_size_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpuperf(world_size=0)
+        def test_none(gpu_bench):
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*test_none: world_size= of @pytest.mark.gpuperf must be a whole number of ranks, "
+         "1 or more, got 0; e.g. @pytest.mark.gpuperf(world_size=2)*"]
+    )  # fmt: skip
+
+
+def test_collective_without_world_size_says_what_to_add(
+    pytester: pytest.Pytester, fast_args: list[str]
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        @pytest.mark.gpuperf(collective="all_reduce")
+        def test_alone(gpu_bench):
+            gpu_bench(torch.add, torch.ones(4), 1.0)
+        """
+    )
+    result = pytester.runpytest(*fast_args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*collective='all_reduce' in test_alone: a collective's bus bandwidth depends on the "
+         "world size, and this test runs in one process; mark it "
+         "@pytest.mark.gpuperf(world_size=N), or drop collective=*"]
+    )  # fmt: skip

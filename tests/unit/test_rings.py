@@ -46,6 +46,7 @@ RINGS: dict[str, str] = {
     "measure.memory": ADAPTER,
     "measure.nvtx_ranges": ADAPTER,
     "measure.numerics": ADAPTER,
+    "measure.distributed": ADAPTER,
     "telemetry": CORE,
     "telemetry.nvml": ADAPTER,
     "telemetry.probe": ADAPTER,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis import algorithm_story as als
+from pytest_gpuperf.artifacts.analysis import comms
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis import resource_story as rs
 from pytest_gpuperf.artifacts.analysis.inventory import (
@@ -54,7 +55,15 @@ GEMM_PRECISION = als.GEMM_PRECISION
 CONV_ALGORITHM = als.CONV_ALGORITHM
 GEMM_HEURISTIC = als.GEMM_HEURISTIC
 ALLOCATION_CHURN = rs.ALLOCATION_CHURN
+#: a distributed benchmark's causes (artifacts/analysis/comms.py), told first when they lead
+TRANSPORT_FALLBACK = comms.TRANSPORT
+RANK_IMBALANCE = comms.RANK_IMBALANCE
+LOST_OVERLAP = comms.LOST_OVERLAP
+MORE_COLLECTIVES = comms.MORE_COLLECTIVES
+MESSAGE_SIZE = comms.MESSAGE_SIZE
+GROUP_CAUSES = comms.CAUSES
 CAUSES = (
+    *GROUP_CAUSES,
     COMPILED_CODE_GONE,
     LAYOUT,
     SDPA_BACKEND,
@@ -130,6 +139,10 @@ class Evidence:
     #: the caching allocator's figures per call, current and of the baseline's runs
     current_memory: Mapping[str, Any] | None = None
     baseline_memory: Sequence[Mapping[str, Any] | None] = ()
+    #: a distributed benchmark's group now and in the baseline (``Result.extra["group"]``:
+    #: ``comms``, its collectives from the ranks' profiles; ``nccl``, its NCCL setup)
+    group: Mapping[str, Any] | None = None
+    baseline_group: Mapping[str, Any] | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -201,6 +214,7 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     findings: list[_Finding] = []
     details: list[str] = []
     idle_sentence = _idle_part(ev, slow_us, findings, details)
+    _group_part(ev, slow_us, findings, details)
     _kernel_part(ev, slow_us, findings, details)
     _compile_part(ev, idle_sentence, findings, details)
     details += _context_details(ev)
@@ -217,17 +231,59 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     return Diagnosis(ev.key, " ".join(parts), causes, details)
 
 
-def _headline(ev: Evidence) -> str:
-    """``<name> is +12.3 % slower than its baseline (...)``, or ``<name> regressed.``."""
+def _headline(ev: Evidence, cause: str = "") -> str:
+    """``<name> is +12.3 % slower than its baseline (...)``, or ``<name> regressed.``;
+    with ``cause``, it follows in the same sentence (``...: rank imbalance: ...``)."""
     head = f"{ev.display or ev.key}"
     if ev.ratio is not None:
         head += (
             f" is {100 * (ev.ratio - 1):+.1f} % slower than its baseline "
-            f"({fmt_time(ev.baseline_s)} -> {fmt_time(ev.current_s)} per call)."
+            f"({fmt_time(ev.baseline_s)} -> {fmt_time(ev.current_s)} per call)"
         )
     else:
-        head += " regressed."
-    return head
+        head += " regressed"
+    return head + (f": {cause}." if cause else ".")
+
+
+def _group_part(
+    ev: Evidence, slow_us: float | None, findings: list[_Finding], details: list[str]
+) -> None:
+    """A distributed benchmark: what changed in its transport and its collectives."""
+    from pytest_gpuperf.artifacts.analysis import nccl_log
+
+    cur, base = ev.group or {}, ev.baseline_group or {}
+    if not cur:
+        return
+    moved = nccl_log.transport_change(base.get("nccl"), cur.get("nccl"))
+    if moved:
+        findings.append(_Finding(TRANSPORT_FALLBACK, 1.0 if "fallback" in moved else 0.6, moved))
+    for f in comms.findings(base.get("comms"), cur.get("comms"), slow_us):
+        findings.append(_Finding(f.cause, f.weight, f.sentence))
+    details.extend(_group_details(cur, base))
+
+
+def _group_details(cur: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
+    from pytest_gpuperf.artifacts.analysis import nccl_log
+
+    out = []
+    c = cur.get("comms") or {}
+    if c.get("collectives_per_call"):
+        ops = ", ".join(f"{op} x{d.get('count')}" for op, d in (c.get("ops") or {}).items())
+        out.append(f"collectives per call: {ops} (baseline: " + (
+            ", ".join(f"{op} x{d.get('count')}" for op, d in
+                      ((base.get("comms") or {}).get("ops") or {}).items()) or "not profiled"
+        ) + ")")  # fmt: skip
+        for r in c.get("per_rank") or []:
+            out.append(
+                f"rank {r['rank']}: compute {comms.fmt_us(r['compute_us'])}, in collectives "
+                f"{comms.fmt_us(r['comm_us'])} (waiting {comms.fmt_us(r['wait_us'])}) per call"
+            )
+        if c.get("overlap") is not None:
+            out.append(f"overlap of collectives with compute: {100 * c['overlap']:.0f} %")
+    if cur.get("nccl") or base.get("nccl"):
+        out.append(f"NCCL now: {nccl_log.describe(cur.get('nccl'))}")
+        out.append(f"NCCL in the baseline: {nccl_log.describe(base.get('nccl'))}")
+    return out
 
 
 def _idle_part(
@@ -382,10 +438,13 @@ def _paragraph(ev: Evidence, findings: Sequence[_Finding], idle_sentence: str) -
     say (the GPM figures that moved, what bounds the work), the next causes, and what
     Nsight Compute says of the hottest kernel when a kernel change leads."""
     kd = ev.kernel_diff
-    parts = [_headline(ev)]
-    if findings:
-        top = findings[0]
-        parts.append(f"Likely cause: {top.sentence}.")
+    if findings and findings[0].cause in GROUP_CAUSES:
+        # a distributed cause is named in the first sentence itself
+        parts = [_headline(ev, findings[0].sentence)]
+    else:
+        parts = [_headline(ev)]
+        if findings:
+            parts.append(f"Likely cause: {findings[0].sentence}.")
     if idle_sentence:
         parts.append(idle_sentence)
     gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)

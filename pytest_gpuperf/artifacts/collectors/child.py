@@ -170,8 +170,11 @@ def profile_calls(
     calls: int,
     trace_path: Path,
     warm_calls: int = WARM_CALLS,
+    record_shapes: bool = False,
 ) -> dict[str, Any]:
     """Profile ``calls`` calls with torch.profiler; write the Chrome trace; return facts.
+
+    ``record_shapes``: the operators' input sizes too (a collective's message size).
 
     Each call is the range ``gpuperf/call#<i>``
     (:mod:`~pytest_gpuperf.artifacts.analysis.timeline` reads the trace relative to
@@ -192,7 +195,7 @@ def profile_calls(
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     t0 = time.perf_counter()
-    with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
+    with profile(activities=activities, record_shapes=record_shapes, with_stack=False) as prof:
         for i in range(calls):
             prepare()  # setup= of the benchmark, outside the call's range
             with record_function(f"{CALL_PREFIX}{i}"):
@@ -244,13 +247,19 @@ class ChildCapture:
         self.spawned_at = float(spawned) if isinstance(spawned, (int, float)) else None
         self.created = time.time()
 
+    def claim(self, key: str) -> bool:
+        """Whether this hook captures benchmark ``key`` now (asked for, and not yet done)."""
+        if (self.keys is not None and key not in self.keys) or key in self.done:
+            return False
+        self.done.add(key)
+        return True
+
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
     ) -> Mapping[str, Any] | None:
         key = bench_id.key
-        if (self.keys is not None and key not in self.keys) or key in self.done:
+        if not self.claim(key):
             return None
-        self.done.add(key)
         entry: dict[str, Any] = {"key": key}
         begun = time.time()
         try:

@@ -186,6 +186,10 @@ def read_profiles(
             "timing": entry.get("timing"),
             "probe": entry.get("probe"),
         }
+        if entry.get("group"):  # a distributed benchmark: every rank's trace, the group's
+            info["group"] = entry["group"]
+            files += [folder / str(t) for t in entry.get("traces") or [] if t != entry["trace"]]
+            files += sorted(folder.glob("nccl.rank*.log"))
         base = safe_name(key)
         table = folder / f"{base}.kernels.txt"
         table.write_text(kernel_table(inv))
@@ -206,6 +210,7 @@ def _profile(info: Mapping[str, Any], analysis: ProfileAnalysis) -> dict[str, An
         "child_rounds": info.get("child_rounds"),
         "triton_configs": info.get("triton_configs") or {},
         "probe": info.get("probe"),
+        "group": info.get("group"),
     }
 
 

@@ -1,0 +1,559 @@
+"""The collectives of a few profiled calls, per rank and across a group. Pure Python.
+
+Each rank of a distributed benchmark profiles the same few steady-state calls
+(``gpuperf/call#<i>`` ranges, as for one process: :mod:`.timeline`) and exports its
+own torch.profiler trace. From one rank's trace, :func:`rank_comms` reads, per call,
+each collective in order:
+
+* on a GPU, NCCL's kernels (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``...), tied to
+  the call that launched them; their names carry the algorithm and protocol;
+* on the CPU, gloo's work ranges (``gloo:all_reduce``), on gloo's own threads;
+
+with the bytes of its message (the host-side op's input sizes, when the profiler
+recorded shapes), the compute its rank did since the previous collective started
+(other kernels on a GPU; the calling thread's operators on the CPU), and how much of
+the collective overlapped compute.
+
+Across ranks (:func:`combine`), a collective's time on one rank beyond its fastest
+rank's is time that rank waited for the last one to arrive: the *wait*. The rank that
+arrives last is the straggler; the wait it causes is the others' wait, and the
+compute it did before the collectives says why. :func:`findings` compares a group's
+summary with its baseline's: a rank imbalance, more and smaller collectives (a bucket
+change), a message-size change, lost overlap.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_gpuperf.measure.collectives import normalize
+
+CALL_PREFIX = "gpuperf/call#"
+RANK_IMBALANCE = "rank-imbalance"
+MORE_COLLECTIVES = "more-collectives"
+MESSAGE_SIZE = "message-size"
+LOST_OVERLAP = "lost-overlap"
+TRANSPORT = "transport-fallback"
+ALGORITHM = "algorithm-change"
+CAUSES = (TRANSPORT, RANK_IMBALANCE, LOST_OVERLAP, MORE_COLLECTIVES, MESSAGE_SIZE, ALGORITHM)
+#: host-side ranges of a collective (not compute), by prefix
+_COMM_OPS = ("c10d::", "nccl:", "gloo:", "record_param_comms", "ProcessGroup")
+_DTYPE_BYTES = {
+    "float": 4, "double": 8, "c10::half": 2, "c10::bfloat16": 2, "int": 4, "long int": 8,
+    "long": 8, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+    "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "c10::complex<float>": 8,
+}  # fmt: skip
+
+
+@dataclass
+class Collective:
+    """One collective of one call on one rank (times in µs)."""
+
+    op: str
+    start: float
+    dur: float
+    nbytes: int | None = None
+    compute_before: float = 0.0
+    overlap: float = 0.0
+    algo: str | None = None
+
+    @property
+    def end(self) -> float:
+        return self.start + self.dur
+
+
+@dataclass
+class RankComms:
+    """What one rank's trace says: its calls' collectives, and the calls' lengths (µs)."""
+
+    rank: int
+    device: str
+    calls: list[list[Collective]] = field(default_factory=list)
+    call_us: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "device": self.device,
+            "call_us": [round(x, 3) for x in self.call_us],
+            "calls": [
+                [
+                    {"op": c.op, "start": round(c.start, 3), "dur": round(c.dur, 3),
+                     "nbytes": c.nbytes, "compute_before": round(c.compute_before, 3),
+                     "overlap": round(c.overlap, 3), "algo": c.algo}
+                    for c in call
+                ]
+                for call in self.calls
+            ],
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RankComms:
+        calls = [[Collective(**c) for c in call] for call in d.get("calls") or []]
+        return cls(int(d.get("rank", 0)), str(d.get("device", "cpu")), calls,
+                   [float(x) for x in d.get("call_us") or []])  # fmt: skip
+
+
+# --- one rank's trace ---------------------------------------------------------------
+
+
+def _events(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
+    return [e for e in events if e.get("ph") == "X" and "ts" in e]
+
+
+def _calls(events: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[float, float]], Any]:
+    """(start, end) of each profiled call, in order, and the thread that made them."""
+    found: dict[int, tuple[float, float]] = {}
+    tid = None
+    for e in events:
+        name = str(e.get("name", ""))
+        if name.startswith(CALL_PREFIX) and e.get("cat") in ("user_annotation", "cpu_op"):
+            try:
+                i = int(name[len(CALL_PREFIX) :])
+            except ValueError:
+                continue
+            ts = float(e["ts"])
+            found[i] = (ts, ts + float(e.get("dur", 0.0)))
+            tid = e.get("tid")
+    return [found[i] for i in sorted(found)], tid
+
+
+def _call_index(ts: float, calls: Sequence[tuple[float, float]]) -> int | None:
+    for i, (s, e) in enumerate(calls):
+        if s <= ts <= e:
+            return i
+    return None
+
+
+def _message_bytes(args: Mapping[str, Any]) -> int | None:
+    """Bytes of the largest tensor among a host op's inputs (a list of tensors: their sum)."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list):
+        return None
+    types = types if isinstance(types, list) else []
+    best = 0
+    for i, d in enumerate(dims):
+        size = _DTYPE_BYTES.get(str(types[i]).lower(), 0) if i < len(types) else 0
+        best = max(best, _elements(d) * size)  # an input of unknown dtype counts for nothing
+    return best or None
+
+
+def _elements(d: Any) -> int:
+    if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
+        return sum(_elements(x) for x in d)  # a list of tensors
+    if isinstance(d, list) and d:
+        n = 1
+        for x in d:
+            n *= int(x) if isinstance(x, (int, float)) else 1
+        return n
+    return 0
+
+
+def _algo(kernel: str) -> str | None:
+    """``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)`` -> ``RING_LL``."""
+    name = kernel.split("(", 1)[0]
+    parts = name.split("_")
+    algos = ("RING", "TREE", "COLLNET", "NVLS", "PAT", "NVLSTREE", "COLLNETDIRECT", "COLLNETCHAIN")
+    for i, p in enumerate(parts):
+        if p.upper() in algos:
+            return "_".join(parts[i : i + 2]).upper()
+    return None
+
+
+def _union_len(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of the union of ``intervals`` clipped to ``[lo, hi]``."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
+        if e <= s:
+            continue
+        if cur_e is None or s > cur_e:
+            if cur_e is not None and cur_s is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None and cur_s is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) -> RankComms:
+    """The collectives of one rank's profiled calls (see the module docstring)."""
+    events = _events(doc)
+    calls, main_tid = _calls(events)
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    if kernels:
+        colls, compute = _gpu_parts(events, kernels, calls)
+        device = "cuda"
+    else:
+        colls, compute = _cpu_parts(events, calls, main_tid)
+        device = "cpu"
+    out = RankComms(rank, device, [[] for _ in calls], [e - s for s, e in calls])
+    for call, c in colls:
+        out.calls[call].append(c)
+    for i, call_colls in enumerate(out.calls):
+        call_colls.sort(key=lambda c: c.start)
+        anchor = calls[i][0]
+        for c in call_colls:
+            c.compute_before = _union_len(compute[i], anchor, c.start)
+            c.overlap = _union_len(compute[i], c.start, c.end)
+            anchor = c.start
+    return out
+
+
+def _host_comm_ops(
+    events: Sequence[Mapping[str, Any]], calls: Sequence[tuple[float, float]]
+) -> dict[int, list[Mapping[str, Any]]]:
+    """The host-side range of each collective per call (``nccl:all_reduce``), in order."""
+    out: dict[int, list[Mapping[str, Any]]] = {}
+    for e in sorted(events, key=lambda e: float(e["ts"])):
+        name = str(e.get("name", ""))
+        if not name.startswith(("nccl:", "gloo:")) or normalize(name) is None:
+            continue
+        i = _call_index(float(e["ts"]), calls)
+        if i is not None:
+            out.setdefault(i, []).append(e)
+    return out
+
+
+def _gpu_parts(
+    events: Sequence[Mapping[str, Any]],
+    kernels: Sequence[Mapping[str, Any]],
+    calls: Sequence[tuple[float, float]],
+) -> tuple[list[tuple[int, Collective]], dict[int, list[tuple[float, float]]]]:
+    """NCCL kernels as collectives, the other kernels as compute, each tied to its call."""
+    launch_ts = {
+        (e.get("args") or {}).get("correlation"): float(e["ts"])
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    }
+    host_ops = _host_comm_ops(events, calls)
+    colls: list[tuple[int, Collective]] = []
+    compute: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(calls))}
+    for k in sorted(kernels, key=lambda e: float(e["ts"])):
+        corr = (k.get("args") or {}).get("correlation")
+        when = launch_ts.get(corr, float(k["ts"]))
+        i = _call_index(when, calls)
+        if i is None:
+            continue
+        ts, dur, name = float(k["ts"]), float(k.get("dur", 0.0)), str(k.get("name", ""))
+        if not name.lower().startswith("nccl"):
+            compute[i].append((ts, ts + dur))
+            continue
+        # a kernel named for no collective (an aggregated launch): its host range names it
+        op = normalize(name) or "collective"
+        colls.append((i, Collective(op, ts, dur, algo=_algo(name))))
+    by_call: dict[int, list[Collective]] = {}
+    for i, c in colls:
+        by_call.setdefault(i, []).append(c)
+    for i, cs in by_call.items():
+        ops = host_ops.get(i, [])
+        if len(ops) == len(cs):  # the k-th host range launched the k-th kernel
+            for c, e in zip(cs, ops, strict=True):
+                c.nbytes = _message_bytes(e.get("args") or {})
+                if c.op == "collective":
+                    c.op = normalize(str(e.get("name", ""))) or c.op
+    return colls, compute
+
+
+def _cpu_parts(
+    events: Sequence[Mapping[str, Any]],
+    calls: Sequence[tuple[float, float]],
+    main_tid: Any,
+) -> tuple[list[tuple[int, Collective]], dict[int, list[tuple[float, float]]]]:
+    """gloo's work ranges as collectives, the calling thread's top-level operators as compute."""
+    colls: list[tuple[int, Collective]] = []
+    compute: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(calls))}
+    ops = sorted(
+        (e for e in events if e.get("cat") == "cpu_op" and e.get("tid") == main_tid),
+        key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))),
+    )
+    covered = -1.0
+    for e in ops:
+        ts, end = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0))
+        if ts < covered:
+            continue  # nested inside an operator already counted
+        covered = end
+        if str(e.get("name", "")).startswith(_COMM_OPS):
+            continue
+        i = _call_index(ts, calls)
+        if i is not None:
+            compute[i].append((ts, end))
+    for e in events:
+        name = str(e.get("name", ""))
+        op = normalize(name) if name.startswith("gloo:") else None
+        if op is None:
+            continue
+        ts = float(e["ts"])
+        i = _call_index(ts, calls)
+        if i is not None:
+            c = Collective(op, ts, float(e.get("dur", 0.0)), _message_bytes(e.get("args") or {}))
+            colls.append((i, c))
+    return colls, compute
+
+
+# --- across the ranks --------------------------------------------------------------
+
+
+def _steady_calls(rc: RankComms) -> list[list[Collective]]:
+    """The calls that ran the most common number of collectives (a call that ran fewer or
+    more, a first call with extra set-up, would misalign positions)."""
+    counts = Counter(len(c) for c in rc.calls)
+    if not counts:
+        return []
+    k = counts.most_common(1)[0][0]
+    return [c for c in rc.calls if len(c) == k]
+
+
+def _median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs)) if xs else 0.0
+
+
+@dataclass
+class _Positions:
+    """Per rank and per position of a collective in a call: medians over the steady calls."""
+
+    dur: list[list[float]]
+    compute: list[list[float]]
+    overlap: list[list[float]]
+
+    @classmethod
+    def of(cls, steady: Sequence[list[list[Collective]]], k: int) -> _Positions:
+        def med(calls: list[list[Collective]], j: int, what: str) -> float:
+            return _median([getattr(c[j], what) for c in calls])
+
+        rows = [s for s in steady if s]
+        return cls(
+            dur=[[med(s, j, "dur") for j in range(k)] for s in rows],
+            compute=[[med(s, j, "compute_before") for j in range(k)] for s in rows],
+            overlap=[[med(s, j, "overlap") for j in range(k)] for s in rows],
+        )
+
+    def waits(self) -> list[list[float]]:
+        """Each rank's time in each collective beyond the fastest rank's: waiting."""
+        n, k = len(self.dur), len(self.dur[0]) if self.dur else 0
+        fastest = [min(self.dur[r][j] for r in range(n)) for j in range(k)]
+        return [[self.dur[r][j] - fastest[j] for j in range(k)] for r in range(n)]
+
+    def overlap_share(self, j: int | None = None) -> float:
+        """The share of collective time (all of it, or position ``j``'s) overlapping compute."""
+        cols = range(len(self.dur[0])) if j is None else [j]
+        over = sum(self.overlap[r][c] for r in range(len(self.dur)) for c in cols)
+        dur = sum(self.dur[r][c] for r in range(len(self.dur)) for c in cols)
+        return over / dur if dur > 0 else 0.0
+
+
+def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
+    """The group's summary of its ranks' profiled calls (JSON-safe; µs; see the module
+    docstring): collectives per call by op, each rank's compute, time in collectives and
+    wait, the straggler and the wait it caused, the share of collective time that
+    overlapped compute (on a GPU, where compute and collectives run side by side)."""
+    ranks = sorted(ranks, key=lambda r: r.rank)
+    steady = [_steady_calls(r) for r in ranks]
+    if not ranks or not all(steady) or not steady[0][0]:
+        return {"ranks": len(ranks), "collectives_per_call": 0, "notes": ["no collective seen"]}
+    k = len(steady[0][0])
+    notes = []
+    if any(len(s[0]) != k for s in steady):
+        notes.append("the ranks ran different numbers of collectives per call")
+        steady = [[c[:k] for c in s if len(c) >= k] for s in steady]
+    pos = _Positions.of(steady, k)
+    n = len(pos.dur)
+    total_wait = [sum(w) for w in pos.waits()]
+    total_comp = [sum(c) for c in pos.compute]
+    straggler = max(range(n), key=lambda r: (total_comp[r], -total_wait[r]))
+    others = [r for r in range(n) if r != straggler] or [straggler]
+    on_gpu = ranks[0].device == "cuda"
+    return {
+        "device": ranks[0].device,
+        "ranks": n,
+        "calls": min(len(s) for s in steady),
+        "collectives_per_call": k,
+        "ops": _ops(steady[0][0]),
+        "algos": dict(Counter(c.algo for c in steady[0][0] if c.algo)),
+        "per_rank": [
+            {
+                "rank": ranks[r].rank,
+                "compute_us": round(total_comp[r], 3),
+                "comm_us": round(sum(pos.dur[r]), 3),
+                "wait_us": round(total_wait[r], 3),
+            }
+            for r in range(n)
+        ],
+        "straggler": {
+            "rank": ranks[straggler].rank,
+            "caused_wait_us": round(statistics.fmean(total_wait[r] for r in others), 3),
+            "compute_us": round(total_comp[straggler], 3),
+            "others_compute_us": round(statistics.fmean(total_comp[r] for r in others), 3),
+        },
+        "overlap": round(pos.overlap_share(), 4) if on_gpu else None,
+        "overlap_by_collective": (
+            [round(pos.overlap_share(j), 4) for j in range(min(k, 16))] if on_gpu else []
+        ),
+        "call_us": round(_median([_median(r.call_us) for r in ranks]), 3),
+        "notes": notes,
+    }
+
+
+def _ops(first_call: Sequence[Collective]) -> dict[str, dict[str, Any]]:
+    """Per op: collectives per call, bytes per call, bytes each (None when unknown)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in first_call:
+        d = out.setdefault(c.op, {"count": 0, "bytes": 0, "known": True})
+        d["count"] += 1
+        if c.nbytes is None:
+            d["known"] = False
+        else:
+            d["bytes"] += c.nbytes
+    for d in out.values():
+        known = d.pop("known")
+        d["bytes"] = d["bytes"] if known else None
+        d["mean_bytes"] = d["bytes"] / d["count"] if known and d["count"] else None
+    return out
+
+
+# --- against the baseline ------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    """One distributed cause of a slowdown: its name, how well it explains it, the sentence."""
+
+    cause: str
+    weight: float
+    sentence: str
+
+
+def fmt_us(us: float) -> str:
+    if abs(us) >= 1000:
+        return f"{us / 1000:.3g} ms"
+    return f"{us:.3g} µs"
+
+
+def fmt_bytes(b: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def findings(
+    baseline: Mapping[str, Any] | None,
+    current: Mapping[str, Any] | None,
+    slowdown_us: float | None,
+) -> list[Finding]:
+    """What changed in the group's collectives against the baseline, most telling first.
+
+    ``slowdown_us`` is how much slower a call got (µs; None when unknown): each finding's
+    weight is the share of it that the change explains.
+    """
+    if not current:
+        return []
+    base = baseline or {}
+    out = [f for f in (_imbalance(base, current, slowdown_us), _overlap(base, current, slowdown_us))
+           if f is not None]  # fmt: skip
+    out += _buckets(base, current)
+    out += _algorithm(base, current)
+    return sorted(out, key=lambda f: -f.weight)
+
+
+def _algorithm(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:
+    """NCCL ran its collectives with another algorithm and protocol (from its kernel names:
+    ``RING_LL`` -> ``TREE_SIMPLE``): a message-size, topology or NCCL_ALGO/PROTO change."""
+    was, now = set(base.get("algos") or {}), set(cur.get("algos") or {})
+    if not was or not now or was == now:
+        return []
+    sentence = (
+        f"NCCL algorithm change: the collectives ran {', '.join(sorted(now))}, the baseline's "
+        f"{', '.join(sorted(was))} (a message-size or topology change, or NCCL_ALGO / "
+        "NCCL_PROTO set)"
+    )
+    return [Finding(ALGORITHM, 0.45, sentence)]
+
+
+def _share(delta_us: float, slowdown_us: float | None, fallback: float) -> float:
+    if slowdown_us and slowdown_us > 0:
+        return max(0.0, min(delta_us / slowdown_us, 1.2))
+    return fallback
+
+
+def _imbalance(
+    base: Mapping[str, Any], cur: Mapping[str, Any], slowdown_us: float | None
+) -> Finding | None:
+    st = cur.get("straggler") or {}
+    caused = float(st.get("caused_wait_us") or 0.0)
+    was = float((base.get("straggler") or {}).get("caused_wait_us") or 0.0)
+    call_us = float(cur.get("call_us") or 0.0)
+    grew = caused - was
+    if caused <= 0 or grew <= 0.1 * max(call_us, 1e-9):
+        return None
+    weight = _share(grew, slowdown_us, 0.6 if not base else 0.8)
+    if slowdown_us and grew < 0.3 * slowdown_us:
+        return None
+    mine, theirs = float(st.get("compute_us") or 0.0), float(st.get("others_compute_us") or 0.0)
+    before = f"; {fmt_us(was)} in the baseline" if base else ""
+    if mine - theirs < 0.3 * caused:
+        # it arrived late without computing more: the host or the machine held it up
+        return Finding(
+            RANK_IMBALANCE,
+            0.3,
+            f"a late rank: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
+            f"without computing more than they did ({fmt_us(mine)} against {fmt_us(theirs)}): "
+            f"something outside its compute (the host, the machine) held it up{before}",
+        )
+    return Finding(
+        RANK_IMBALANCE,
+        0.4 + 0.6 * min(weight, 1.0),
+        f"rank imbalance: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
+        f"(its compute before the collectives: {fmt_us(mine)} per call, the others' "
+        f"{fmt_us(theirs)}){before}",
+    )
+
+
+def _overlap(
+    base: Mapping[str, Any], cur: Mapping[str, Any], slowdown_us: float | None
+) -> Finding | None:
+    was, now = base.get("overlap"), cur.get("overlap")
+    if not isinstance(was, (int, float)) or not isinstance(now, (int, float)):
+        return None
+    if was < 0.2 or now > was - 0.2:
+        return None
+    comm = statistics.fmean(float(r.get("comm_us") or 0.0) for r in cur.get("per_rank") or [{}])
+    exposed = comm * (was - now)
+    weight = _share(exposed, slowdown_us, 0.7)
+    return Finding(
+        LOST_OVERLAP,
+        0.4 + 0.55 * min(weight, 1.0),
+        f"lost overlap: {100 * now:.0f} % of the collectives' time overlaps compute, "
+        f"{100 * was:.0f} % in the baseline ({fmt_us(exposed)} per call no longer hidden)",
+    )
+
+
+def _buckets(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:
+    """More, smaller collectives of an op (a bucket change), fewer and larger ones, or as
+    many of a larger size."""
+    out: list[Finding] = []
+    for op, now in (cur.get("ops") or {}).items():
+        was = (base.get("ops") or {}).get(op)
+        if not was:
+            continue
+        n0, n1 = int(was.get("count") or 0), int(now.get("count") or 0)
+        b0, b1 = was.get("mean_bytes"), now.get("mean_bytes")
+        sized = isinstance(b0, (int, float)) and isinstance(b1, (int, float)) and b0 > 0
+        sizes = f", {fmt_bytes(b0)} -> {fmt_bytes(b1)} each" if sized else ""
+        if n0 and n1 >= 1.5 * n0:
+            why = "(a smaller bucket size, or gradients no longer fused into buckets)"
+            sentence = f"more, smaller collectives: {op} {n0} -> {n1} per call{sizes} {why}"
+            out.append(Finding(MORE_COLLECTIVES, 0.9, sentence))
+        elif n0 and n1 * 1.5 <= n0 and sized:
+            sentence = f"fewer, larger collectives: {op} {n0} -> {n1} per call{sizes}"
+            out.append(Finding(MESSAGE_SIZE, 0.5, sentence))
+        elif n0 == n1 and sized and b1 >= 1.5 * b0:
+            sentence = f"message-size change: {op}{sizes}, {n1} per call"
+            out.append(Finding(MESSAGE_SIZE, 0.8, sentence))
+    return out

@@ -1,0 +1,183 @@
+"""The ranks' side of a distributed benchmark's evidence: its collectives and its NCCL setup.
+
+Everything here runs on every rank of the benchmark's group, in step (each call of the
+benchmarked function may be a collective that all ranks must make):
+
+* :func:`nccl_summary`: each rank reads its own NCCL log (``NCCL_DEBUG=INFO``, the file
+  ``NCCL_DEBUG_FILE`` names), and the summaries are gathered: the version, the
+  transports, the network, the ``NCCL_*`` settings (:mod:`..analysis.nccl_log`);
+* :func:`profile_group`: a few steady-state calls under torch.profiler on every rank
+  (shapes recorded, for the message sizes); each rank reads its own trace
+  (:func:`~pytest_gpuperf.artifacts.analysis.comms.rank_comms`) and the group's summary
+  is combined from all of them (:func:`~pytest_gpuperf.artifacts.analysis.comms.combine`);
+* :class:`GroupHook`: the after-measure hook of a distributed benchmark, which stores
+  both in ``Result.extra["group"]`` (the profile when a baseline is saved, as the kernel
+  inventory is), so that a later run has something to compare with;
+* :class:`GroupCapture`: the same on the ranks of a capture's fresh group, with a
+  trace and an NCCL log kept per rank.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.artifacts.analysis import nccl_log
+from pytest_gpuperf.artifacts.analysis.comms import RankComms, combine, rank_comms
+from pytest_gpuperf.artifacts.collectors.child import ChildCapture, profile_calls, window_calls
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.measure.distributed import Group
+    from pytest_gpuperf.model import BenchId
+
+
+def nccl_summary(group: Group) -> dict[str, Any] | None:
+    """The NCCL logs of every rank, summarised (None off CUDA)."""
+    if group.device != "cuda":
+        return None
+    from pytest_gpuperf.measure.distributed import read_nccl_log
+
+    mine = nccl_log.summarize([nccl_log.parse(read_nccl_log())])
+    return nccl_log.merge(group.all_gather(mine))
+
+
+def profile_group(
+    group: Group, call: Callable[[], Any], *, device: str, calls: int, trace_path: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Profile ``calls`` calls on every rank, in step; (the group's collectives, combined
+    from every rank's trace; this rank's kernel inventory)."""
+    from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace
+    from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
+
+    group.barrier()
+    profile_calls(call, device=device, calls=calls, trace_path=trace_path, record_shapes=True)
+    doc = load_trace(trace_path)
+    mine = rank_comms(doc, group.rank).to_dict()
+    everyone = [RankComms.from_dict(d) for d in group.all_gather(mine)]
+    return combine(everyone), inventory_from_trace(parse_trace(doc))
+
+
+class GroupHook:
+    """After each distributed benchmark, on every rank: its NCCL setup, and with
+    ``profile`` (a baseline is saved) its collectives from a short profile, into
+    ``Result.extra["group"]`` (rank 0's kernel inventory into ``extra["kernels"]``)."""
+
+    def __init__(self, group: Group, device: str, *, profile: bool, calls: int):
+        from pytest_gpuperf.artifacts.collectors.child import release_cupti_after_profiling
+
+        self.group = group
+        self.device = device
+        self.profile = profile
+        self.calls = calls
+        if profile and device == "cuda":
+            release_cupti_after_profiling()  # later benchmarks run as without the profile
+
+    def __call__(
+        self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
+    ) -> Mapping[str, Any] | None:
+        out: dict[str, Any] = {}
+        extra: dict[str, Any] = {"group": out}
+        nccl = nccl_summary(self.group)
+        if nccl is not None:
+            out["nccl"] = nccl
+        if self.profile:
+            n = window_calls(self.calls, per_call_s, 1.0)
+            with tempfile.TemporaryDirectory(prefix="gpuperf-group-profile-") as tmp:
+                comms, inv = profile_group(
+                    self.group, call, device=self.device, calls=n,
+                    trace_path=Path(tmp) / "trace.json",
+                )  # fmt: skip
+            out["comms"] = comms
+            extra["kernels"] = inv
+        return extra
+
+
+#: set on a rank whose launching session keeps its collectives' profile (a save)
+PROFILE_ENV = "GPUPERF_GROUP_PROFILE"
+
+
+def group_hooks(
+    group: Group, device: str, *, profile: bool, calls: int
+) -> list[Callable[..., Mapping[str, Any] | None]]:
+    """The after-measure hooks of a distributed benchmark on this rank: a capture child's
+    (:class:`GroupCapture`, when its spec is in the environment), else :class:`GroupHook`
+    (``profile`` is forced on by :data:`PROFILE_ENV`)."""
+    import json
+    import os
+    import sys
+
+    from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
+
+    spec = os.environ.get(CAPTURE_ENV)
+    if spec and os.environ.get("GPUPERF_CHILD") == "1":
+        try:
+            return [GroupCapture(json.loads(spec), device, group)]
+        except (ValueError, TypeError, KeyError) as e:
+            print(f"gpuperf: ignoring a bad {CAPTURE_ENV} spec: {e}", file=sys.stderr)
+            return []
+    profile = profile or os.environ.get(PROFILE_ENV) == "1"
+    return [GroupHook(group, device, profile=profile, calls=calls)]
+
+
+class GroupCapture(ChildCapture):
+    """A capture child's hook on one rank of a distributed benchmark.
+
+    Every rank profiles the same calls in step and writes its own trace
+    (``<key>.rank<r>.trace.json``) and NCCL log (``nccl.rank<r>.log``); the group's
+    collectives are combined from all traces, and rank 0 alone records the entry (with
+    every rank's files) in the status file the parent reads.
+    """
+
+    def __init__(self, spec: Mapping[str, Any], device: str, group: Group):
+        super().__init__(spec, device)
+        self.group = group
+
+    def __call__(
+        self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
+    ) -> Mapping[str, Any] | None:
+        import traceback
+
+        key = bench_id.key
+        if not self.claim(key):
+            return None
+        rank = self.group.rank
+        entry: dict[str, Any] = {"key": key, "mode": bench_id.mode, "per_call_s": per_call_s}
+        try:
+            self.group.barrier()
+            if self.tool == "torch_profiler":
+                entry.update(self._profile(key, call, per_call_s))
+            elif self.tool == "nsys":
+                entry.update(self._nsys_window(call, window_calls(self.calls, per_call_s)))
+            else:
+                entry["error"] = f"{self.tool} is not run on the ranks of a distributed test"
+        except Exception as e:
+            entry["error"] = f"rank {rank}: {type(e).__name__}: {e}"
+            entry["traceback"] = traceback.format_exc(limit=8)
+        self._save_nccl_log(rank)
+        if rank == 0:
+            self._record(entry)
+        return None
+
+    def _profile(self, key: str, call: Callable[[], Any], per_call_s: float) -> dict[str, Any]:
+        from pytest_gpuperf.artifacts.analysis.layout import safe_name
+
+        rank, n = self.group.rank, window_calls(self.calls, per_call_s)
+        names = [f"{safe_name(key)}.rank{r}.trace.json" for r in range(self.group.world_size)]
+        comms, _ = profile_group(
+            self.group, call, device=self.device, calls=n, trace_path=self.dir / names[rank]
+        )
+        group = {"comms": comms}
+        nccl = nccl_summary(self.group)
+        if nccl is not None:
+            group["nccl"] = nccl
+        return {"calls": n, "trace": names[0], "traces": names, "group": group}
+
+    def _save_nccl_log(self, rank: int) -> None:
+        from pytest_gpuperf.measure.distributed import read_nccl_log
+
+        text = read_nccl_log()
+        if text:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / f"nccl.rank{rank}.log").write_text(text)

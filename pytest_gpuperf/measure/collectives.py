@@ -1,0 +1,210 @@
+"""Collectives: their names, and the bandwidths nccl-tests reports for them. Pure Python.
+
+A collective of ``S`` bytes that takes ``t`` seconds has an *algorithm bandwidth*
+``algbw = S / t``. ``S`` is the size nccl-tests gives each operation: the buffer of an
+all-reduce or a broadcast, the whole gathered output of an all-gather (every rank's
+part), the whole input of a reduce-scatter, the whole buffer each rank sends in an
+all-to-all. The *bus bandwidth* ``busbw = algbw * factor(n)`` scales it to what each
+link carried, so that one figure compares across world sizes and with the hardware's
+peak (nccl-tests' PERFORMANCE.md, "Bus bandwidth"):
+
+=================  ==================
+all_reduce          2 (n - 1) / n
+all_gather          (n - 1) / n
+reduce_scatter      (n - 1) / n
+all_to_all          (n - 1) / n
+broadcast, reduce   1
+send_recv           1
+=================  ==================
+
+At world size 1 the first four factors are 0: a single rank moves nothing over a bus,
+so its bus bandwidth is 0 by definition (its algbw still says how fast the call ran).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Measured(Protocol):
+    """What the bandwidths read of a result (:class:`pytest_gpuperf.model.Result`)."""
+
+    extra: dict[str, Any]
+
+    @property
+    def gbps(self) -> float | None: ...
+
+
+ALL_REDUCE = "all_reduce"
+ALL_GATHER = "all_gather"
+REDUCE_SCATTER = "reduce_scatter"
+ALL_TO_ALL = "all_to_all"
+BROADCAST = "broadcast"
+REDUCE = "reduce"
+SEND_RECV = "send_recv"
+
+
+def _ring(n: int) -> float:
+    return (n - 1) / n
+
+
+#: collective -> its bus-bandwidth factor as a function of the world size
+FACTORS = {
+    ALL_REDUCE: lambda n: 2 * _ring(n),
+    ALL_GATHER: _ring,
+    REDUCE_SCATTER: _ring,
+    ALL_TO_ALL: _ring,
+    BROADCAST: lambda n: 1.0,
+    REDUCE: lambda n: 1.0,
+    SEND_RECV: lambda n: 1.0,
+}
+COLLECTIVES = tuple(FACTORS)
+
+#: spellings seen in torch.distributed, c10d, gloo, NCCL and its kernels -> the name above
+_ALIASES = {
+    "allreduce": ALL_REDUCE,
+    "allgather": ALL_GATHER,
+    "allgatherintotensor": ALL_GATHER,
+    "allgatherbase": ALL_GATHER,
+    "allgathersingle": ALL_GATHER,
+    "reducescatter": REDUCE_SCATTER,
+    "reducescattertensor": REDUCE_SCATTER,
+    "reducescatterbase": REDUCE_SCATTER,
+    "reducescattersingle": REDUCE_SCATTER,
+    "alltoall": ALL_TO_ALL,
+    "alltoallsingle": ALL_TO_ALL,
+    "alltoallbase": ALL_TO_ALL,
+    "broadcast": BROADCAST,
+    "reduce": REDUCE,
+    "sendrecv": SEND_RECV,
+    "send": SEND_RECV,
+    "recv": SEND_RECV,
+}
+
+
+def normalize(name: str) -> str | None:
+    """The collective a name means (``"allreduce"``, ``"AllReduce"``, ``"nccl:all_reduce"``,
+    ``"c10d::allreduce_"``, ``"ncclDevKernel_AllGather_RING_LL"``...), or None."""
+    text = name.rsplit(":", 1)[-1]
+    m = re.match(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", text)
+    if m:
+        text = m.group(1)
+    key = re.sub(r"[^a-z]", "", text.lower())
+    key = key.removeprefix("nccl").removeprefix("gloo").removeprefix("c10d")
+    return _ALIASES.get(key)
+
+
+def check(name: str) -> str:
+    """``collective=`` as given by a user: the canonical name, or a ValueError naming them."""
+    found = normalize(name)
+    if found is None:
+        raise ValueError(
+            f"unknown collective {name!r}; one of {', '.join(COLLECTIVES)} "
+            "(the bus-bandwidth factors of nccl-tests)"
+        )
+    return found
+
+
+def bus_factor(name: str, world_size: int) -> float:
+    """nccl-tests' factor from algbw to busbw for ``name`` at ``world_size`` ranks."""
+    if world_size < 1:
+        raise ValueError(f"world size must be at least 1, got {world_size}")
+    return float(FACTORS[check(name)](world_size))
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """What a result measured in step across a process group says about the group
+    (``Result.extra["group"]``, stored with each baseline run)."""
+
+    world_size: int
+    backend: str
+    #: the collective timed by the benchmark (``collective=``), None for other work
+    collective: str | None = None
+    #: each rank's median per-call time of the kept rounds, rank order (seconds)
+    rank_medians: tuple[float, ...] = ()
+    #: in how many of the kept rounds each rank was the slowest
+    slowest_counts: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, result: Measured) -> GroupRecord | None:
+        g = (result.extra or {}).get("group")
+        if not isinstance(g, Mapping):
+            return None
+        return cls(
+            world_size=int(g.get("world_size") or 1),
+            backend=str(g.get("backend") or "?"),
+            collective=g.get("collective"),
+            rank_medians=tuple(float(x) for x in g.get("rank_medians") or ()),
+            slowest_counts=tuple(int(x) for x in g.get("slowest_counts") or ()),
+        )
+
+
+def algbw_gbps(result: Measured) -> float | None:
+    """The algorithm bandwidth of a collective's result, GB/s (``bytes`` over the median)."""
+    return result.gbps
+
+
+def busbw_gbps(result: Measured) -> float | None:
+    """The bus bandwidth of a collective's result, GB/s; None when it times no collective."""
+    g = GroupRecord.of(result)
+    algbw = result.gbps
+    if g is None or g.collective is None or algbw is None or not math.isfinite(algbw):
+        return None
+    return algbw * bus_factor(g.collective, g.world_size)
+
+
+def rate_text(result: Measured) -> str | None:
+    """``algbw 12.3 GB/s, busbw 24.6 GB/s`` for a collective's result, else None."""
+    busbw = busbw_gbps(result)
+    algbw = result.gbps
+    if busbw is None or algbw is None:
+        return None
+    return f"algbw {_gb(algbw)}, busbw {_gb(busbw)}"
+
+
+def _gb(gbps: float) -> str:
+    return f"{gbps / 1e3:.3g} TB/s" if gbps >= 1000 else f"{gbps:.3g} GB/s"
+
+
+def slowest_rank_line(record: GroupRecord) -> str | None:
+    """``slowest rank: 1 (in 28 of 30 rounds; medians 3.1 ms / 9.2 ms)``, when one rank
+    was the slowest in most rounds; None otherwise."""
+    counts = record.slowest_counts
+    total = sum(counts)
+    if not counts or total <= 0:
+        return None
+    rank = max(range(len(counts)), key=lambda r: counts[r])
+    if counts[rank] < 0.6 * total or len(counts) < 2:
+        return None
+    medians = " / ".join(_ms(m) for m in record.rank_medians)
+    return f"slowest rank: {rank} (in {counts[rank]} of {total} rounds; medians by rank {medians})"
+
+
+def _ms(s: float) -> str:
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def message_bytes(sizes: Any) -> int | None:
+    """``S`` of a collective from the sizes of its tensor arguments: the largest argument,
+    a list of tensors counting as the sum of its parts (see the module docstring).
+
+    ``sizes`` holds, per argument, the bytes of a tensor, a list of those for a list of
+    tensors, or None for an argument that is not a tensor.
+    """
+    best = 0
+    for s in sizes or ():
+        if isinstance(s, (list, tuple)):
+            n = sum(int(x) for x in s if isinstance(x, (int, float)))
+        elif isinstance(s, (int, float)):
+            n = int(s)
+        else:
+            continue
+        best = max(best, n)
+    return best or None

@@ -1,0 +1,335 @@
+"""The process group of a distributed benchmark, and its timers: every rank in step.
+
+torch is imported inside functions only. A rank of a ``world_size=`` test (or of a
+torchrun session) joins the group once (:func:`join_group`): NCCL on CUDA, gloo on
+the CPU, ``init_method="env://"`` from torchrun's variables. Beside it the plugin
+keeps a *control* group on gloo: its barriers, its clock and the gathering of each
+round's times run on the host, so they never queue behind the benchmark's own work on a
+GPU stream, and never pair with a collective of the benchmark's own.
+
+**In step.** The measurement loop (:mod:`.engine`) decides how many calls a round
+makes, when warm-up ends and when to stop from the times it reads; every rank must
+decide the same, or one rank would call a collective the others never reach. So a
+rank never reads its own clock: :class:`GroupClock` is rank 0's, broadcast, and each
+round's value is the slowest rank's (:class:`GroupTimer`), the same on every rank.
+Fed the same values, the loop makes the same decisions everywhere.
+
+**A round** (nccl-tests' method): synchronise the device, a barrier, then each rank
+times ``calls`` back-to-back calls (CUDA events on a GPU, ``perf_counter`` on the
+CPU); its time per call is gathered and the round is the slowest rank's, which is
+what a training step pays. Each rank's own time is kept (``Round.ranks``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpuperf.measure.backend import Invocation
+from pytest_gpuperf.measure.collectives import message_bytes
+from pytest_gpuperf.measure.engine import Round
+from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.measure.ranks import RankEnv
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.measure.backend import Timer
+
+#: the NCCL log each rank writes, when the user did not choose one (``%h`` host, ``%p`` pid)
+NCCL_LOG_NAME = "nccl.%h.%p.log"
+
+
+class Group:
+    """This process's rank in the benchmark's process group, with its control plane."""
+
+    def __init__(self, env: RankEnv, backend: str, device: str, control: Any, owned: bool):
+        self.env = env
+        self.rank = env.rank
+        self.world_size = env.world_size
+        self.backend = backend
+        self.device = device
+        self._control = control
+        #: whether the plugin made the group (and so destroys it at the end)
+        self.owned = owned
+        self.clock = GroupClock(self)
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier(group=self._control)
+
+    def gather_floats(self, values: Sequence[float]) -> list[list[float]]:
+        """Every rank's ``values`` (the same length on each), in rank order."""
+        import torch
+        import torch.distributed as dist
+
+        mine = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        out = [torch.empty_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(out, mine, group=self._control)
+        return [[float(x) for x in t.tolist()] for t in out]
+
+    def broadcast_float(self, value: float) -> float:
+        """Rank 0's ``value``, on every rank."""
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([float(value)], dtype=torch.float64)
+        dist.broadcast(t, src=0, group=self._control)
+        return float(t.item())
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` (picklable), on every rank."""
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0, group=self._control)
+        return box[0]
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` (picklable), in rank order."""
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj, group=self._control)
+        return out
+
+    def agree_max(self, value: int) -> int:
+        """The largest ``value`` of any rank (an exit status every rank then shares)."""
+        return int(max(v[0] for v in self.gather_floats([float(value)])))
+
+    def close(self) -> None:
+        """Leave the group (when the plugin made it); never raises."""
+        if not self.owned:
+            return
+        try:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:  # a peer that already died: nothing left to tear down
+            pass
+
+
+class GroupClock:
+    """Rank 0's ``perf_counter``, on every rank (a broadcast on the control group)."""
+
+    def __init__(self, group: Group):
+        self._group = group
+
+    def __call__(self) -> float:
+        return self._group.broadcast_float(time.perf_counter())
+
+
+def backend_for(device: str) -> str:
+    return "nccl" if device == "cuda" else "gloo"
+
+
+def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
+    """Join the process group ``env`` describes (or use the one the test process already
+    initialised), with a gloo control group beside it; ``timeout_s`` bounds every
+    collective (a rank that never arrives fails the others after it)."""
+    import torch
+    import torch.distributed as dist
+
+    owned = not dist.is_initialized()
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if owned:
+        kwargs: dict[str, Any] = {}
+        if device == "cuda":
+            torch.cuda.set_device(env.local_rank)
+            # eager: NCCL's communicator (and its init log) is made now, not at the first call
+            kwargs["device_id"] = torch.device("cuda", env.local_rank)
+        dist.init_process_group(
+            backend_for(device),
+            init_method="env://",
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timeout,
+            **kwargs,
+        )
+    backend = str(dist.get_backend())
+    # a group of its own even on gloo: a rank that left a test early (it failed) meets the
+    # others on it, never inside a collective of the test's that they still wait in
+    control = dist.new_group(backend="gloo", timeout=timeout)
+    return Group(env, backend, device, control, owned)
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+class GroupTimer:
+    """Rounds timed on every rank in step; a round is the slowest rank's (module docstring).
+
+    With ``setup=``, each call is timed alone after its setup (an event pair per call on
+    a GPU), and a rank's round is the mean of its calls' own times.
+    """
+
+    def __init__(self, call: Invocation, group: Group, *, mode: str):
+        self.mode = mode
+        self._call = call
+        self._group = group
+        self._device = group.device
+        self._events: tuple[list[Any], list[Any]] = ([], [])
+
+    def first_call(self) -> tuple[float, Any]:
+        g = self._group
+        self._call.prepare()
+        _sync(self._device)
+        g.barrier()
+        t = time.perf_counter()
+        out = self._call()
+        _sync(self._device)
+        mine = time.perf_counter() - t
+        return max(v[0] for v in g.gather_floats([mine])), out
+
+    def prepare(self) -> None:
+        _sync(self._device)
+        self._group.barrier()
+
+    def reset_peak_memory(self) -> None:
+        if self._device == "cuda":
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+
+    def time_round(self, calls: int) -> Round:
+        _sync(self._device)
+        self._group.barrier()
+        t = time.perf_counter()
+        per_call = self._cuda_round(calls) if self._device == "cuda" else self._cpu_round(calls)
+        wall = time.perf_counter() - t
+        got = self._group.gather_floats([per_call, wall])
+        ranks = tuple(v[0] for v in got)
+        return Round(max(ranks), max(v[1] for v in got), calls, None, ranks)
+
+    def _cpu_round(self, calls: int) -> float:
+        from pytest_gpuperf.measure.cpu import calls_alone_ns
+
+        call = self._call
+        clock = time.perf_counter_ns
+        if call.has_setup:
+            return calls_alone_ns(call, calls) / 1e9 / calls
+        a = clock()
+        for _ in range(calls):
+            call()
+        return (clock() - a) / 1e9 / calls
+
+    def _pairs(self, n: int) -> tuple[list[Any], list[Any]]:
+        import torch
+
+        starts, ends = self._events
+        while len(starts) < n:
+            starts.append(torch.cuda.Event(enable_timing=True))
+            ends.append(torch.cuda.Event(enable_timing=True))
+        return starts, ends
+
+    def _cuda_round(self, calls: int) -> float:
+        call = self._call
+        if call.has_setup:
+            starts, ends = self._pairs(calls)
+            for i in range(calls):
+                call.prepare()
+                starts[i].record()
+                call()
+                ends[i].record()
+            ends[calls - 1].synchronize()
+            return sum(starts[i].elapsed_time(ends[i]) for i in range(calls)) / 1000.0 / calls
+        starts, ends = self._pairs(1)
+        starts[0].record()
+        for _ in range(calls):
+            call()
+        ends[0].record()
+        ends[0].synchronize()
+        return float(starts[0].elapsed_time(ends[0])) / 1000.0 / calls
+
+    def host_hidden(self, last: int) -> bool | None:
+        return None  # one figure: events around back-to-back calls, as nccl-tests times them
+
+    def host_time(self, last: int) -> float | None:
+        return None
+
+    def peak_memory(self) -> int | None:
+        if self._device != "cuda":
+            return None
+        import torch
+
+        return int(torch.cuda.max_memory_allocated())
+
+    def close(self) -> None:
+        self._events = ([], [])
+
+
+def _group_of(call: Invocation) -> Group:
+    group = call.group
+    if not isinstance(group, Group):
+        raise TypeError(
+            "a distributed timing mode needs the benchmark's process group; it is measured "
+            "only inside a test marked @pytest.mark.gpuperf(world_size=N)"
+        )
+    return group
+
+
+def make_cpu_group_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
+    """The factory of the ``cpu-dist`` mode (:class:`.backend.TimerFactory`)."""
+    return GroupTimer(call, _group_of(call), mode="cpu-dist")
+
+
+def make_cuda_group_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
+    """The factory of the ``cuda-dist`` mode (:class:`.backend.TimerFactory`)."""
+    return GroupTimer(call, _group_of(call), mode="cuda-dist")
+
+
+def argument_bytes(call: Invocation) -> int | None:
+    """``S`` of the collective ``call`` makes, from its tensor arguments
+    (:func:`pytest_gpuperf.measure.collectives.message_bytes`)."""
+    import torch
+
+    def size(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return x.numel() * x.element_size()
+        if isinstance(x, (list, tuple)) and x and all(isinstance(t, torch.Tensor) for t in x):
+            return [t.numel() * t.element_size() for t in x]
+        return None
+
+    return message_bytes([size(a) for a in (*call.args, *call.kwargs.values())])
+
+
+def nccl_log_paths(pid: int | None = None) -> list[Path]:
+    """The NCCL log file(s) of process ``pid`` (this one), from ``NCCL_DEBUG_FILE``."""
+    pattern = os.environ.get("NCCL_DEBUG_FILE")
+    if not pattern:
+        return []
+    path = Path(pattern.replace("%h", socket.gethostname()).replace("%p", str(pid or os.getpid())))
+    return [path] if path.exists() else []
+
+
+def read_nccl_log(pid: int | None = None) -> str:
+    """This process's NCCL log, as far as it is written ("" when there is none)."""
+    out = []
+    for p in nccl_log_paths(pid):
+        try:
+            out.append(p.read_text(errors="replace"))
+        except OSError:
+            continue
+    return "".join(out)
+
+
+def nccl_environment(folder: Path, environ: Callable[[str], str | None]) -> dict[str, str]:
+    """What a rank's environment gets so that NCCL logs its init: ``NCCL_DEBUG=INFO`` and a
+    log file per process in ``folder`` (never over what the user set)."""
+    out: dict[str, str] = {}
+    if environ("NCCL_DEBUG") is None:
+        out["NCCL_DEBUG"] = (
+            "INFO"  # its default subsystems (INIT, BOOTSTRAP, ENV): no per-call lines
+        )
+    if environ("NCCL_DEBUG_FILE") is None:
+        out["NCCL_DEBUG_FILE"] = str(folder / NCCL_LOG_NAME)
+    return out

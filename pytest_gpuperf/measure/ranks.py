@@ -1,0 +1,120 @@
+"""Which rank this process is, from the environment torchrun gives its workers. Pure Python.
+
+torchrun (``torch.distributed.run``) starts each worker with ``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` (the node's rank), ``MASTER_ADDR``
+and ``MASTER_PORT`` (where the rendezvous store listens), and more
+(``TORCHELASTIC_RUN_ID``, ``ROLE_RANK``...). The plugin reads the same variables
+whoever set them: torchrun on one or several machines, or the plugin itself when it
+starts the ranks of a ``world_size=`` test (:mod:`pytest_gpuperf.shell.group`), which
+adds :data:`GROUP_DIR_ENV`, the folder its ranks report to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: set by the plugin on the ranks it starts itself: the folder they report to
+GROUP_DIR_ENV = "GPUPERF_GROUP_DIR"
+#: the variables torchrun sets that describe a rank (the plugin's ranks get them too)
+RANK_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    GROUP_DIR_ENV,
+)
+
+
+class RankEnvError(ValueError):
+    """The rank variables are there but do not describe a rank."""
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    """One rank of a process group, as its environment describes it."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    #: the node's rank (torchrun's GROUP_RANK); 0 on one machine
+    node_rank: int
+    master_addr: str
+    master_port: int
+    #: the plugin's folder for the ranks it started (None: torchrun started this one)
+    group_dir: str | None = None
+
+    @property
+    def is_lead(self) -> bool:
+        """Rank 0: the one that decides, writes baselines and reports."""
+        return self.rank == 0
+
+    @property
+    def spawned(self) -> bool:
+        """Started by the plugin for one ``world_size=`` test (else by torchrun)."""
+        return self.group_dir is not None
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.world_size // max(self.local_world_size, 1))
+
+    def label(self) -> str:
+        return f"rank {self.rank} of {self.world_size}"
+
+
+def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
+    """The rank this environment describes, or None outside a process group.
+
+    A process is a rank when ``RANK`` and ``WORLD_SIZE`` are both set (what
+    ``init_process_group(init_method="env://")`` reads); a half-set or nonsensical
+    environment raises :class:`RankEnvError`, naming the variable.
+    """
+    if "RANK" not in environ or "WORLD_SIZE" not in environ:
+        return None
+
+    def number(name: str, default: int | None = None) -> int:
+        raw = environ.get(name)
+        if raw is None or raw == "":
+            if default is None:
+                raise RankEnvError(f"{name} is not set, but RANK and WORLD_SIZE are")
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise RankEnvError(f"{name}={raw!r} is not a whole number") from None
+
+    world = number("WORLD_SIZE")
+    rank = number("RANK")
+    if world < 1 or not 0 <= rank < world:
+        raise RankEnvError(f"RANK={rank} and WORLD_SIZE={world} do not describe a rank")
+    local_world = number("LOCAL_WORLD_SIZE", world)
+    return RankEnv(
+        rank=rank,
+        world_size=world,
+        local_rank=number("LOCAL_RANK", rank % max(local_world, 1)),
+        local_world_size=local_world,
+        node_rank=number("GROUP_RANK", rank // max(local_world, 1)),
+        master_addr=environ.get("MASTER_ADDR") or "127.0.0.1",
+        master_port=number("MASTER_PORT", 29500),
+        group_dir=environ.get(GROUP_DIR_ENV) or None,
+    )
+
+
+def without_rank(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the rank variables: for a process that is no rank of this group
+    (a fresh process of a test that runs on rank 0 alone)."""
+    return {k: v for k, v in environ.items() if k not in RANK_VARS}

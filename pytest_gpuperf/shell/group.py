@@ -1,0 +1,706 @@
+"""Tests marked ``world_size=N``, in a process that is no rank: their ranks are started here.
+
+In a plain ``pytest`` session (or an xdist worker, or the fresh process of a
+confirmation or a capture) a test marked ``@pytest.mark.gpuperf(world_size=N)`` is
+collected as a :class:`GroupItem`: its body never runs in this process, so none of
+its fixtures are set up here. When it runs, it starts N ranks with
+``torch.multiprocessing`` (spawned, one process per GPU, or N processes on the CPU),
+each a pytest process of its own that runs the test body with ``torch.distributed``
+initialised (:mod:`pytest_gpuperf.shell.ranks`). The consecutive tests of one world
+size share one start of the ranks (as far as this process knows the order: not in an
+xdist worker).
+
+The ranks get torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``MASTER_ADDR``, ``MASTER_PORT``...) and join through a rendezvous store that this
+process hosts (``TORCHELASTIC_USE_AGENT_STORE``, as torchrun's agent does), so no two
+groups race for a port. This process holds the lock of every device of the group for
+as long as the ranks run (the CPU's one lock on the CPU, once for all ranks); the ranks
+take none. Each rank reports to the group's folder (``GPUPERF_GROUP_DIR``): its status
+and each test's outcome (``rank-<r>.json``), its output (``rank-<r>.log``), and rank 0
+each test's results (``results.jsonl``). A rank that exits with an error
+stops the others; a test that runs longer than ``--gpuperf-dist-timeout`` on its
+ranks has every rank's Python stack written to its log and then every rank killed.
+Either way the test fails with what each rank was doing, and nothing of it is saved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.shell.markers import world_size
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.collectors.base import ChildRun
+    from pytest_gpuperf.shell.settings import RunContext
+
+RESULTS_FILE = "results.jsonl"
+#: set on the ranks when the launching session keeps their collectives' profile (a save)
+PROFILE_ENV = "GPUPERF_GROUP_PROFILE"
+#: how often the launcher looks at its ranks, seconds
+POLL_S = 0.25
+#: how long a rank may take to start (import torch, collect) before it counts as hung
+STARTUP_S = 120.0
+#: how long a rank whose session ended may take to exit
+EXIT_S = 30.0
+#: environment of the launching process that its ranks must not inherit
+DROPPED_ENV = (
+    "PYTEST_ADDOPTS",
+    "PYTEST_CURRENT_TEST",
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
+    *RANK_VARS,
+)
+
+
+class GroupError(GpuPerfError):
+    """A test's ranks crashed, hung or could not start; the message says which and where."""
+
+    __module__ = "pytest_gpuperf"
+
+
+# --- what the ranks report -------------------------------------------------------------
+
+
+def status_path(folder: Path | str, rank: int) -> Path:
+    return Path(folder) / f"rank-{rank}.json"
+
+
+def log_path(folder: Path | str, rank: int) -> Path:
+    return Path(folder) / f"rank-{rank}.log"
+
+
+def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, default=str))
+    os.replace(tmp, path)
+
+
+@dataclass
+class RankStatus:
+    """A rank's status file: where it is, and how each of its tests went."""
+
+    rank: int
+    pid: int | None = None
+    #: the test it is in, and since when (time.time()); None between tests
+    test: str | None = None
+    since: float | None = None
+    #: nodeid -> {"outcome": passed|failed|skipped, "when": setup|call|teardown, "text": ...}
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    finished: bool = False
+    exitstatus: int | None = None
+    #: when the rank last wrote its status (None: never)
+    written: float | None = None
+
+    @classmethod
+    def read(cls, folder: Path | str, rank: int) -> RankStatus:
+        path = status_path(folder, rank)
+        try:
+            d = json.loads(path.read_text())
+            written = path.stat().st_mtime
+        except (OSError, ValueError):
+            return cls(rank)
+        return cls(
+            rank=rank,
+            pid=d.get("pid"),
+            test=d.get("test"),
+            since=d.get("since"),
+            outcomes=dict(d.get("outcomes") or {}),
+            finished=bool(d.get("finished")),
+            exitstatus=d.get("exitstatus"),
+            written=written,
+        )
+
+
+@dataclass
+class Outcome:
+    """How one test went on its ranks, as this process reports it."""
+
+    kind: str  # passed, failed, skipped, error
+    text: str = ""
+    results: list[Result] = field(default_factory=list)
+
+
+def outcome_of(nodeid: str, statuses: Sequence[RankStatus], results: list[Result]) -> Outcome:
+    """One test's outcome from every rank's report: failed where any rank failed (each
+    failing rank named), skipped where rank 0 skipped it, else passed with rank 0's results."""
+    failed = [
+        (s.rank, s.outcomes[nodeid]) for s in statuses
+        if s.outcomes.get(nodeid, {}).get("outcome") == "failed"
+    ]  # fmt: skip
+    if failed:
+        # a rank whose error is that a peer left failed because of another: listed last
+        failed.sort(key=lambda ro: _after_a_peer(str(ro[1].get("text", ""))))
+        lines = [
+            f"rank {r} ({o.get('when', 'call')})"
+            + (" (when a peer left)" if _after_a_peer(str(o.get("text", ""))) else "")
+            + f": {o.get('text', '')}"
+            for r, o in failed
+        ]
+        head = f"the test failed on {len(failed)} of its {len(statuses)} rank(s)"
+        return Outcome("failed", head + ":\n" + "\n".join(lines))
+    lead = statuses[0].outcomes.get(nodeid, {}) if statuses else {}
+    if lead.get("outcome") == "skipped":
+        return Outcome("skipped", str(lead.get("text") or "skipped on its ranks"))
+    return Outcome("passed", results=results)
+
+
+#: what a rank's error says when it failed because a peer stopped (gloo, NCCL, c10d)
+_PEER_LEFT = (
+    "Connection closed by peer",
+    "remote worker",
+    "Connection reset by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+    "Watchdog caught collective",
+)
+
+
+def _after_a_peer(text: str) -> bool:
+    return any(s in text for s in _PEER_LEFT)
+
+
+def read_results(folder: Path | str) -> dict[str, list[Result]]:
+    """Rank 0's results, by test (each line of ``results.jsonl`` is one test's)."""
+    out: dict[str, list[Result]] = {}
+    try:
+        lines = (Path(folder) / RESULTS_FILE).read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            d = json.loads(line)
+            out[str(d["nodeid"])] = [Result.from_dict(r) for r in d["results"]]
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut short by a kill: that test has no results
+    return out
+
+
+# --- where a rank was when it was stopped ----------------------------------------------
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def where_it_was(log_text: str) -> str | None:
+    """From the Python stack a rank wrote to its log (faulthandler), the innermost frame and,
+    when that is library code, the innermost of the test's own code: ``in all_reduce
+    (distributed_c10d.py:2950), from test_x.py:12 in test_step``."""
+    block = log_text.rsplit("Current thread", 1)
+    if len(block) < 2:
+        block = log_text.rsplit("Thread 0x", 1)
+        if len(block) < 2:
+            return None
+    frames = _FRAME.findall(block[1].split("\n\n", 1)[0])
+    if not frames:
+        return None
+    path, line, func = frames[0]
+    where = f"in {func} ({Path(path).name}:{line})"
+    here = str(Path(__file__).resolve().parents[1])  # this package: the plugin's own frames
+    libs = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python", here)
+    if any(s in path for s in libs):
+        own = next((f for f in frames if not any(s in f[0] for s in libs)), None)
+        if own is not None:
+            where += f", from {Path(own[0]).name}:{own[1]} in {own[2]}"
+    return where
+
+
+def log_tail(folder: Path | str, rank: int, lines: int = 6) -> str:
+    try:
+        text = log_path(folder, rank).read_text(errors="replace")
+    except OSError:
+        return ""
+    keep = [
+        ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("  File", "Thread"))
+    ]
+    return "\n".join(keep[-lines:])
+
+
+# --- the launching side -------------------------------------------------------------------
+
+
+@dataclass
+class LaunchSpec:
+    """What one start of a group's ranks needs (the part the ranks get is picklable)."""
+
+    nodeids: list[str]
+    world_size: int
+    device: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    folder: Path
+    timeout_s: float
+    #: the devices the ranks run on (CUDA_VISIBLE_DEVICES entries; empty on the CPU)
+    gpus: list[str] = field(default_factory=list)
+
+    def for_ranks(self) -> dict[str, Any]:
+        return {"args": list(self.args), "env": dict(self.env), "cwd": self.cwd,
+                "folder": str(self.folder), "drop": list(DROPPED_ENV)}  # fmt: skip
+
+
+def _rank_main(index: int, spec: Mapping[str, Any]) -> None:
+    """One rank (a spawned process): torchrun's variables, its output to its log, pytest."""
+    import faulthandler
+
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()  # its own process group: a kill takes whatever it started too
+    for name in spec["drop"]:
+        os.environ.pop(name, None)
+    os.environ.update(spec["env"])
+    os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index), "ROLE_RANK": str(index)})
+    log = open(log_path(spec["folder"], index), "w", buffering=1)  # noqa: SIM115
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    if hasattr(signal, "SIGUSR1"):  # the launcher asks for the stack of a rank it stops
+        faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
+    os.chdir(spec["cwd"])
+    code = pytest.main(list(spec["args"]))
+    log.flush()
+    os._exit(int(code))  # no atexit: a process group torn down at exit must not hang here
+
+
+class _Running:
+    """The spawned ranks of one start, watched until they end, fail or overstay."""
+
+    def __init__(self, spec: LaunchSpec, context: Any):
+        self.spec = spec
+        self.context = context
+        self.started = time.time()
+
+    @property
+    def processes(self) -> list[Any]:
+        return list(self.context.processes)
+
+    def statuses(self) -> list[RankStatus]:
+        return [RankStatus.read(self.spec.folder, r) for r in range(self.spec.world_size)]
+
+    def overstayed(self) -> RankStatus | None:
+        """A rank that has spent longer than the timeout in one test, or between two (or at
+        its end); its start (imports, collection) may take up to :data:`STARTUP_S` more."""
+        now = time.time()
+        for s in self.statuses():
+            limit = self.spec.timeout_s
+            if s.finished:  # its session ended: its process should follow within seconds
+                since, limit = (s.written or now), EXIT_S
+            elif s.test is not None and s.since:
+                since = s.since
+            elif s.outcomes and s.written:
+                since = s.written
+            else:
+                since, limit = self.started, max(limit, STARTUP_S)
+            if now - since > limit:
+                return s
+        return None
+
+    def kill(self, *, dump: bool) -> None:
+        """Every rank's stack to its log (``dump``), then every rank and what it started."""
+        alive = [p for p in self.processes if p.is_alive()]
+        if dump and alive and hasattr(signal, "SIGUSR1"):
+            for p in alive:
+                with contextlib.suppress(OSError):
+                    os.kill(p.pid, signal.SIGUSR1)
+            time.sleep(1.0)
+        for p in self.processes:
+            with contextlib.suppress(OSError, AttributeError):
+                os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                p.kill()
+        for p in self.processes:
+            with contextlib.suppress(Exception):
+                p.join(5)
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str], drop: Sequence[str]) -> Iterator[None]:
+    """This process's environment with ``env`` and without ``drop`` while the ranks are
+    spawned: they start with it, before they import torch (which reads OMP_NUM_THREADS
+    once, at import); and no main module for them to import again."""
+    import types
+
+    saved = dict(os.environ)
+    main = sys.modules.get("__main__")
+    try:
+        for name in drop:
+            os.environ.pop(name, None)
+        os.environ.update(env)
+        # A spawned process re-runs the parent's main module unless it has none: pytest's
+        # own mains are guarded, a user's runner script calling pytest.main() may not be.
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def start_ranks(spec: LaunchSpec) -> _Running:
+    import torch.multiprocessing as mp
+
+    with _environment(spec.env, DROPPED_ENV):
+        context = mp.start_processes(
+            _rank_main, args=(spec.for_ranks(),), nprocs=spec.world_size, join=False,
+            start_method="spawn",
+        )  # fmt: skip
+    return _Running(spec, context)
+
+
+def watch(running: _Running) -> str | None:
+    """Wait for the ranks; None when every rank ended well, else what went wrong."""
+    spec = running.spec
+    while True:
+        try:
+            if running.context.join(timeout=POLL_S, grace_period=2.0):
+                return None
+        except Exception as e:  # a rank exited with an error; torch stopped the others
+            running.kill(dump=False)
+            return _crash_text(spec, e)
+        stuck = running.overstayed()
+        if stuck is not None:
+            running.kill(dump=True)
+            return _hang_text(spec, stuck)
+
+
+def _crash_text(spec: LaunchSpec, error: Exception) -> str:
+    index = getattr(error, "error_index", None)
+    code = getattr(error, "exit_code", None)
+    sig = getattr(error, "signal_name", None)
+    how = (
+        f"was killed by {sig}"
+        if sig
+        else f"exited with status {code}"
+        if code is not None
+        else "raised an exception"
+    )
+    status = RankStatus.read(spec.folder, index) if isinstance(index, int) else None
+    where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
+    lines = [
+        f"rank {index} of {spec.world_size} {how}{where}; the other ranks were stopped, and "
+        "nothing of the test was saved."
+    ]
+    raised = str(getattr(error, "msg", "") or "")
+    if "Traceback" in raised:  # it raised out of its process (torch.multiprocessing says how)
+        tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
+        lines.append(f"rank {index} raised:\n" + _indent("\n".join(tb[-8:])))
+    elif isinstance(index, int) and (tail := log_tail(spec.folder, index)):
+        lines.append(f"rank {index}'s last lines:\n" + _indent(tail))
+    lines.append(f"every rank's output: {spec.folder}/rank-<r>.log")
+    return "\n".join(lines)
+
+
+def _hang_text(spec: LaunchSpec, stuck: RankStatus) -> str:
+    test = (stuck.test or "its start").rsplit("::", 1)[-1]
+    lines = [
+        f"{test} did not finish on its {spec.world_size} ranks within {spec.timeout_s:g} s "
+        "(--gpuperf-dist-timeout): every rank was killed, and nothing of it was saved."
+    ]
+    for r in range(spec.world_size):
+        try:
+            text = log_path(spec.folder, r).read_text(errors="replace")
+        except OSError:
+            text = ""
+        where = where_it_was(text)
+        lines.append(f"  rank {r} was {where or 'not reached (no stack written)'}")
+    lines.append(
+        "A rank that never reaches a collective the others wait in (an exception, a branch "
+        f"on the rank, a slow rank) hangs them all. Every rank's output: {spec.folder}/rank-<r>.log"
+    )
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {ln}" for ln in text.splitlines())
+
+
+def run_group(
+    spec: LaunchSpec, store_host: Callable[[int], Any]
+) -> tuple[dict[str, Outcome], str | None]:
+    """Start the ranks of ``spec``, wait for them, and read back each test's outcome.
+
+    ``store_host(world_size)`` makes the rendezvous store (its ``port`` goes to the ranks).
+    Returns the outcome of each test the ranks finished, and what went wrong (None when
+    nothing did): the test the ranks were in then gets that as its error.
+    """
+    store = store_host(spec.world_size)
+    spec.env["MASTER_PORT"] = str(store.port)
+    running = start_ranks(spec)
+    try:
+        problem = watch(running)
+    except BaseException:
+        running.kill(dump=False)
+        raise
+    statuses = running.statuses()
+    results = read_results(spec.folder)
+    out: dict[str, Outcome] = {}
+    for nodeid in spec.nodeids:
+        if all(s.outcomes.get(nodeid, {}).get("done") for s in statuses):
+            out[nodeid] = outcome_of(nodeid, statuses, results.get(nodeid, []))
+            continue
+        if problem is not None:
+            out[nodeid] = Outcome("error", problem)
+        # not reached (the ranks stopped after a test that failed on one of them, or at
+        # the problem): the tests left start ranks of their own when their turn comes
+        break
+    del store  # the rendezvous store closes with it
+    return out, problem
+
+
+def tcp_store(world_size: int) -> Any:
+    """A rendezvous store on a free port of this host, for ``world_size`` ranks to join."""
+    import datetime
+
+    from torch.distributed import TCPStore
+
+    return TCPStore(
+        "127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=60),
+    )  # fmt: skip
+
+
+# --- the item -----------------------------------------------------------------------------
+
+
+class GroupItem(pytest.Item):
+    """A test marked ``world_size=N`` where this process is no rank: running it runs its
+    ranks (:class:`GroupLauncher`); its nodeid, markers and location are the test's own."""
+
+    def __init__(
+        self,
+        *,
+        original: pytest.Item,
+        world_size: int,
+        runner: Callable[[GroupItem], None],
+        **kw: Any,
+    ):
+        super().__init__(**kw)
+        self.world_size = world_size
+        self._runner = runner
+        self._info = original.reportinfo()
+        self.own_markers = list(getattr(original, "own_markers", []))
+        self.keywords.update(dict(original.keywords))
+        self.callspec = getattr(original, "callspec", None)
+        self.fixturenames: list[str] = []
+
+    def runtest(self) -> None:
+        self._runner(self)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        path, line, name = self._info
+        return path, line, str(name)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, GroupError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+def as_group_items(items: list[pytest.Item], runner: Callable[[GroupItem], None]) -> int:
+    """Replace each test marked ``world_size=`` by its :class:`GroupItem`, in place
+    (``runner(item)`` runs one: the session's)."""
+    n = 0
+    for i, item in enumerate(items):
+        ws = world_size(item)
+        if ws is None or isinstance(item, GroupItem) or item.parent is None:
+            continue
+        name = item.name
+        items[i] = GroupItem.from_parent(
+            item.parent, name=name, original=item, world_size=ws, runner=runner
+        )
+        n += 1
+    return n
+
+
+class GroupLauncher:
+    """The launching session's side of its ``world_size=`` tests: start their ranks, keep
+    the outcomes of tests that ran in one start, and hand each test its own."""
+
+    def __init__(self, run: RunContext, *, look_ahead: bool):
+        self.run = run
+        self.look_ahead = look_ahead
+        self.outcomes: dict[str, Outcome] = {}
+        self.order: list[GroupItem] = []
+
+    def set_collected(self, items: Sequence[pytest.Item]) -> None:
+        self.order = [i for i in items if isinstance(i, GroupItem)]
+
+    def batch(self, item: GroupItem) -> list[str]:
+        """This test and the ones after it that the same start can run (same world size)."""
+        if not self.look_ahead or item not in self.order:
+            return [item.nodeid]
+        out = []
+        for other in self.order[self.order.index(item) :]:
+            if other.world_size != item.world_size or other.nodeid in self.outcomes:
+                break
+            out.append(other.nodeid)
+        return out or [item.nodeid]
+
+    def outcome(self, item: GroupItem, *, device: str, progress: Any = None) -> Outcome:
+        """``item``'s outcome: kept from an earlier start, or from a start of its own."""
+        got = self.outcomes.pop(item.nodeid, None)
+        if got is None:
+            self.outcomes.update(self.start(self.batch(item), item.world_size, device, progress))
+            got = self.outcomes.pop(item.nodeid, None)
+        return got or Outcome("error", "its ranks ended without reporting it")
+
+    def item(self, nodeid: str) -> GroupItem | None:
+        return next((i for i in self.order if i.nodeid == nodeid), None)
+
+    def fresh(self, targets: Sequence[str], device: str) -> ChildRun:
+        """A confirmation's fresh processes for world_size= tests: a new start of their ranks
+        (the leading ``targets`` of one world size), as a child run's results."""
+        from pytest_gpuperf.artifacts.collectors.base import ChildRun
+
+        first = self.item(targets[0])
+        world = first.world_size if first is not None else 1
+        nodeids = []
+        for t in targets:
+            it = self.item(t)
+            if it is None or it.world_size != world:
+                break
+            nodeids.append(t)
+        t0 = time.perf_counter()
+        outcomes = self.start(nodeids or [targets[0]], world, device)
+        results = [r for o in outcomes.values() if o.kind == "passed" for r in o.results]
+        bad = [f"{n}: {o.text}" for n, o in outcomes.items() if o.kind != "passed"]
+        return ChildRun(results, 1 if bad else 0, time.perf_counter() - t0, "\n".join(bad),
+                        [f"{world} ranks of {', '.join(nodeids)}"])  # fmt: skip
+
+    def start(
+        self, nodeids: list[str], world: int, device: str, progress: Any = None
+    ) -> dict[str, Outcome]:
+        """Start ``world`` ranks that run ``nodeids``, under the lock of every device they use."""
+        from pytest_gpuperf.shell.locks import devices_locked
+        from pytest_gpuperf.shell.progress import silent
+
+        gpus, why = self._gpus(world, device)
+        if why:
+            return {n: Outcome("skipped", why) for n in nodeids}
+        session = self.run.settings.session
+        folder = Path(tempfile.mkdtemp(prefix="gpuperf-group-"))
+        spec = self._spec(nodeids, world, device, gpus, folder)
+        label = (
+            f"{nodeids[0].rsplit('::', 1)[-1]}"
+            + (f" and {len(nodeids) - 1} more" if len(nodeids) > 1 else "")
+            + f" on {world} rank(s) ({'nccl' if device == 'cuda' else 'gloo'})"
+        )
+        owner = f"{nodeids[0]} (world_size={world})"
+        task = (progress or silent()).task(label)
+        with task, devices_locked(
+            lock_keys(device, gpus), timeout_s=session.lock_timeout, owner=owner,
+            on_wait=getattr(progress, "task", None),
+        ):  # fmt: skip
+            out, problem = run_group(spec, tcp_store)
+        if problem is None:
+            shutil.rmtree(folder, ignore_errors=True)
+        return out
+
+    def _gpus(self, world: int, device: str) -> tuple[list[str], str | None]:
+        """The GPUs of a group of ``world`` ranks (none on the CPU), or why it cannot run."""
+        if device != "cuda":
+            return [], None
+        from pytest_gpuperf.shell.xdist import machine_gpus
+
+        gpus = machine_gpus()
+        if len(gpus) < world:
+            return [], (
+                f"world_size={world} needs {world} GPUs, one per rank; this machine has "
+                f"{len(gpus)} ({', '.join(gpus) or 'none visible'})"
+            )
+        return gpus[:world], None
+
+    def _spec(
+        self, nodeids: list[str], world: int, device: str, gpus: list[str], folder: Path
+    ) -> LaunchSpec:
+        from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args
+
+        run = self.run
+        targets = []
+        for n in nodeids:
+            path, _, rest = n.partition("::")
+            targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
+        args = [
+            *targets, "-q", "-p", "no:cacheprovider", CHILD_FLAG, f"--gpuperf-device={device}",
+            # a spawned rank has imported this package before its pytest starts: pytest warns
+            # that it cannot rewrite the plugin's asserts (an error under filterwarnings=error)
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            *forwarded_args(run),
+        ]  # fmt: skip
+        if run.settings.session.disable:
+            args.append("--gpuperf-disable")
+        env = {
+            GROUP_DIR_ENV: str(folder),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+            "GROUP_RANK": "0",
+            "GROUP_WORLD_SIZE": "1",
+            "ROLE_WORLD_SIZE": str(world),
+            "MASTER_ADDR": "127.0.0.1",
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "GPUPERF_NO_LOCK": "1",  # this process holds the group's locks
+            CHILD_ENV: "1",
+        }
+        if world > 1 and "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
+        if device == "cuda":
+            from pytest_gpuperf.measure.distributed import nccl_environment
+
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            env["GPUPERF_PINNED_GPU"] = ",".join(gpus)
+            env.update(nccl_environment(folder, os.environ.get))
+        if _profiles(run):
+            env[PROFILE_ENV] = "1"
+        return LaunchSpec(
+            nodeids=nodeids, world_size=world, device=device, args=args, env=env,
+            cwd=str(run.invocation_dir), folder=folder,
+            timeout_s=run.settings.session.dist_timeout, gpus=gpus,
+        )  # fmt: skip
+
+
+def _profiles(run: RunContext) -> bool:
+    """Whether the ranks profile their collectives after measuring (as the kernel inventory
+    is taken: when saving a baseline, or always)."""
+    mode = run.settings.capture.inventory
+    return mode == "always" or (mode == "auto" and bool(run.settings.session.save))
+
+
+def lock_keys(device: str, gpus: Sequence[str]) -> list[str]:
+    """The device locks a group takes: the CPU's one, or each GPU's (by UUID, as
+    :func:`pytest_gpuperf.shell.locks.device_key` names them)."""
+    if device != "cuda":
+        return ["cpu"]
+    return [f"gpu-{_uuid(g)}" for g in gpus]
+
+
+def _uuid(entry: str) -> str:
+    """A CUDA_VISIBLE_DEVICES entry as the GPU's UUID (``GPU-...``), through NVML for an index."""
+    if entry.startswith(("GPU-", "MIG-")):
+        return entry
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(int(entry)))
+        finally:
+            pynvml.nvmlShutdown()
+        return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    except Exception:  # no NVML: the index names the lock (as device_key does without a UUID)
+        return f"index-{entry}"

@@ -1,0 +1,349 @@
+"""A pytest process that is one rank of a process group: torchrun's worker, or the plugin's.
+
+Registered in ``pytest_configure`` when the environment names a rank
+(:func:`pytest_gpuperf.measure.ranks.rank_env`). Two kinds of rank:
+
+* **the plugin's ranks** of one or more ``world_size=`` tests
+  (:mod:`pytest_gpuperf.shell.group` started them): a child session that runs those
+  tests' bodies; each rank reports its status and outcomes to the group's folder,
+  rank 0 each test's results; the launching process judges;
+* **torchrun's workers** (``torchrun --nproc_per_node=N [--nnodes=M] -m pytest ...``):
+  every rank runs the whole session. A test marked ``world_size=`` equal to the
+  group's size runs on every rank; other benchmarks run on rank 0 alone (the others
+  skip them, saying so). Rank 0 alone opens the baseline, judges, confirms in fresh
+  processes, captures, saves and writes the reports; the verdict of a distributed test
+  is sent to every rank, so that every rank passes or fails the same tests, and at the
+  end every rank takes the worst exit status of any.
+
+Either way the process group is joined at the first distributed test (NCCL on CUDA,
+gloo on the CPU) and left when the session ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS, RankEnv
+from pytest_gpuperf.shell.group import RESULTS_FILE, status_path, write_json_atomic
+from pytest_gpuperf.shell.markers import world_size
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.collectors.base import ChildRun
+    from pytest_gpuperf.measure.distributed import Group
+    from pytest_gpuperf.model import Result
+    from pytest_gpuperf.shell.settings import RunContext
+
+#: messages rank 0 sends its peers while it judges a distributed test
+CHILD, VERDICT = "child", "verdict"
+
+
+def _short(report: pytest.TestReport) -> str:
+    """One test report's failure or skip, in a few lines."""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2])
+    text = str(getattr(report, "longreprtext", "") or report.longrepr or "")
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("E ")]
+    keep = (errors or lines)[-8:]
+    return "\n".join(keep)[:2000]
+
+
+class RankSession:
+    """The plugin object of a rank (module docstring)."""
+
+    def __init__(
+        self,
+        env: RankEnv,
+        run: RunContext,
+        is_benchmark: Callable[[Any], bool],
+        *,
+        device: Callable[[], str],
+        results: Callable[[pytest.Item], list[Result]],
+    ):
+        self.env = env
+        self.run = run
+        self.is_benchmark = is_benchmark
+        #: the session's device (resolved once), and a test's results
+        self._session_device = device
+        self._results = results
+        self.group: Group | None = None
+        self.device: str | None = None
+        self.folder = Path(env.group_dir) if env.group_dir else None
+        self._doc: dict[str, Any] = {"rank": env.rank, "pid": os.getpid(), "outcomes": {}}
+        self._had_benchmarks = False
+        #: the test whose verdict is being made (rank 0's child runs follow its kind)
+        self.current: pytest.Item | None = None
+        self._write()
+
+    @property
+    def lead(self) -> bool:
+        return self.env.is_lead
+
+    def in_step(self, item: pytest.Item) -> bool:
+        """Whether ``item`` runs on every rank of this group (its world_size is the group's)."""
+        return world_size(item) == self.env.world_size
+
+    # --- the group ------------------------------------------------------------------
+
+    def join(self, device: str) -> Group:
+        if self.group is None:
+            from pytest_gpuperf.measure.distributed import join_group
+
+            self.device = device
+            timeout = self.run.settings.session.dist_timeout
+            if self.env.spawned:
+                # the launcher stops a hung test first, with every rank's stack; the group's
+                # own timeout (a collective that a rank never joins fails) comes after it
+                timeout += 30.0
+            self.group = join_group(self.env, device, timeout_s=timeout)
+        return self.group
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Mark what this rank does not run as skipped, with the reason; give this rank its
+        own GPU before any test or fixture touches one."""
+        self._had_benchmarks = any(self.is_benchmark(i) for i in items)
+        for item in items:
+            why = self._not_here(item)
+            if why:
+                item.add_marker(pytest.mark.skip(reason=why))
+        torch = sys.modules.get("torch")
+        if self._had_benchmarks and torch is not None and torch.cuda.is_available():
+            torch.cuda.set_device(self.env.local_rank % torch.cuda.device_count())
+
+    def _not_here(self, item: pytest.Item) -> str | None:
+        if not self.is_benchmark(item):
+            return None  # a plain test runs where it is run, as without the plugin
+        ws = world_size(item)
+        if ws is None:
+            if self.lead:
+                return None
+            return (
+                f"a benchmark without world_size= runs on rank 0 alone ({self.env.label()}; "
+                "mark it @pytest.mark.gpuperf(world_size=N) to run it on every rank)"
+            )
+        if ws != self.env.world_size:
+            return (
+                f"it asks for world_size={ws}, and this process group has "
+                f"{self.env.world_size} rank(s); run it under torchrun --nproc_per_node={ws} "
+                "(or in a plain pytest session, which starts its ranks itself)"
+            )
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Join the process group before the first distributed test."""
+        if self.is_benchmark(item) and self.in_step(item):
+            self.join(self._session_device())
+
+    def lock(self, owner: str) -> AbstractContextManager[object]:
+        """Held around each measurement of a distributed test: the first rank of each node
+        takes the lock of every device its node's ranks use (the CPU's once), then all
+        ranks meet; none takes a lock where the launcher holds them (the plugin's ranks)."""
+        return self._locked(owner)
+
+    @contextlib.contextmanager
+    def _locked(self, owner: str) -> Iterator[None]:
+        from pytest_gpuperf.shell.locks import devices_locked
+
+        group = self.group
+        assert group is not None, "a distributed test's group is joined before it runs"
+        keys = self._node_lock_keys() if self.env.local_rank == 0 else []
+        with devices_locked(keys, timeout_s=self.run.settings.session.lock_timeout, owner=owner):
+            group.barrier()
+            try:
+                yield
+            finally:
+                group.barrier()
+
+    def _node_lock_keys(self) -> list[str]:
+        if self.device != "cuda":
+            return ["cpu"]
+        import torch
+
+        from pytest_gpuperf.shell.group import lock_keys
+
+        uuids = []
+        for i in range(min(self.env.local_world_size, torch.cuda.device_count())):
+            uuid = str(getattr(torch.cuda.get_device_properties(i), "uuid", "") or i)
+            uuids.append(uuid if uuid.startswith("GPU-") or uuid.isdigit() else "GPU-" + uuid)
+        return lock_keys("cuda", uuids)
+
+    # --- what a rank of the plugin's group reports ----------------------------------------
+
+    def _write(self) -> None:
+        if self.folder is not None:
+            with contextlib.suppress(OSError):
+                write_json_atomic(status_path(self.folder, self.env.rank), self._doc)
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._doc.update(test=nodeid, since=time.time())
+        self._write()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if self.folder is None:
+            return report
+        outcomes = self._doc["outcomes"]
+        mine = outcomes.setdefault(item.nodeid, {"outcome": "passed", "when": "setup"})
+        if report.failed or (report.skipped and mine["outcome"] == "passed"):
+            mine.update(outcome=report.outcome, when=report.when, text=_short(report))
+        if call.when == "call" and self.lead:
+            self._keep_results(item)
+        self._write()
+        return report
+
+    def _keep_results(self, item: pytest.Item) -> None:
+        """Rank 0: this test's results, one line of ``results.jsonl``, as soon as it ran."""
+        import json
+
+        results = self._results(item)
+        assert self.folder is not None
+        line = json.dumps({"nodeid": item.nodeid, "results": [r.to_dict() for r in results]})
+        with (self.folder / RESULTS_FILE).open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self._doc["outcomes"].setdefault(nodeid, {"outcome": "passed"})["done"] = True
+        self._doc.update(test=None, since=None)
+        self._write()
+
+    def out_of_step(self, item: pytest.Item, error: BaseException) -> None:
+        """The body of a distributed test failed on this rank: the others may still wait in a
+        collective it never reached, so this rank runs no more tests (they meet it at the
+        session's end: the plugin's ranks start again for the tests left)."""
+        if isinstance(error, pytest.skip.Exception):
+            return
+        item.session.shouldstop = (
+            f"gpuperf: {item.nodeid} failed on {self.env.label()}, which leaves the process "
+            "group out of step: this rank runs no more tests"
+        )
+
+    # --- rank 0 judges; every rank follows (torchrun's workers) ------------------------------
+
+    def agree(self, item: pytest.Item, judge: Callable[[], list[str]]) -> list[str]:
+        """The failures of a distributed test, the same on every rank: rank 0 judges
+        (``judge()``, whose child runs its peers join), then tells them."""
+        group = self.group
+        if group is None or self.env.spawned:
+            return judge()
+        self.current = item
+        try:
+            if self.lead:
+                failures: list[str] = []
+                try:
+                    failures = judge()
+                finally:
+                    group.broadcast({"kind": VERDICT, "failures": failures})
+                return failures
+            return self._follow(item)
+        finally:
+            self.current = None
+
+    def _follow(self, item: pytest.Item) -> list[str]:
+        """A peer of rank 0: run the fresh processes it asks for, until its verdict comes."""
+        assert self.group is not None
+        while True:
+            msg = self.group.broadcast(None)
+            if msg.get("kind") == VERDICT:
+                return list(msg.get("failures") or [])
+            child = self._run_peer_child(item.nodeid, msg)
+            self.group.all_gather(child.returncode)
+
+    def _peer_env(self, port: int, env: Mapping[str, str] | None) -> dict[str, str]:
+        """A fresh rank's variables: this rank's place, rank 0's new store."""
+        import tempfile
+
+        out = dict(env or {})
+        out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
+        out.update(
+            MASTER_PORT=str(port),
+            TORCHELASTIC_USE_AGENT_STORE="True",
+            GPUPERF_NO_LOCK="1",
+        )
+        out[GROUP_DIR_ENV] = tempfile.mkdtemp(prefix="gpuperf-peer-")
+        return out
+
+    def _run_peer_child(self, nodeid: str, msg: Mapping[str, Any]) -> ChildRun:
+        from pytest_gpuperf.shell.rerun import run_child
+
+        return run_child(
+            self.run, list(msg.get("targets") or [nodeid]), device=self.device or "cpu",
+            extra_args=list(msg.get("extra_args") or ()),
+            env=self._peer_env(int(msg["port"]), msg.get("env")),
+            prefix=list(msg.get("prefix") or ()), timeout_s=float(msg["timeout_s"]),
+        )  # fmt: skip
+
+    def run_child(
+        self,
+        run: RunContext,
+        nodeid: str | Sequence[str],
+        *,
+        device: str,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 600.0,
+        **kw: Any,
+    ) -> ChildRun:
+        """Rank 0's fresh process: for a distributed test, one on every rank, forming a new
+        group (the peers are told to start theirs); else one without this rank's variables."""
+        from pytest_gpuperf.shell.group import tcp_store
+        from pytest_gpuperf.shell.rerun import run_child
+
+        item = self.current
+        if item is None or not self.in_step(item) or self.group is None:
+            return run_child(run, nodeid, device=device, env=env, timeout_s=timeout_s,
+                             drop_env=RANK_VARS, **kw)  # fmt: skip
+        targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
+        store = tcp_store(self.env.world_size)
+        self.group.broadcast({
+            "kind": CHILD, "port": store.port, "targets": targets[:1], "env": dict(env or {}),
+            "prefix": list(kw.get("prefix") or ()), "timeout_s": timeout_s,
+            "extra_args": list(kw.get("extra_args") or ()),
+        })  # fmt: skip
+        try:
+            mine = run_child(run, targets[:1], device=device, timeout_s=timeout_s,
+                             env=self._peer_env(store.port, env), **kw)  # fmt: skip
+        finally:
+            self.group.all_gather(0)
+        return mine
+
+    # --- the end ---------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """torchrun's workers take the worst exit status of any rank; the plugin's ranks say
+        they finished."""
+        status = int(session.exitstatus)
+        if not self.env.spawned and self._had_benchmarks:
+            try:
+                group = self.group or self.join("cpu")
+                status = group.agree_max(status)
+                session.exitstatus = status
+            except Exception as e:  # a peer gone: keep this rank's own status
+                print(f"gpuperf: {self.env.label()}: the ranks could not agree on the exit "
+                      f"status ({type(e).__name__}: {e})")  # fmt: skip
+        self._doc.update(finished=True, exitstatus=status)
+        self._write()
+
+    def pytest_unconfigure(self) -> None:
+        # the plugin's ranks exit right after their session (a process group's teardown can
+        # hang when a peer is gone); torchrun's leave it as torch asks
+        if self.group is not None and not self.env.spawned:
+            self.group.close()
+        self.group = None
+
+    def summary_line(self) -> str:
+        return (
+            f"gpuperf: {self.env.label()}: benchmarks without world_size= ran on rank 0, and "
+            "rank 0 alone judges, saves baselines and writes reports (see its output)"
+        )
