@@ -82,6 +82,10 @@ class RunRecord:
     host_s: float | None = None
     #: the numeric fingerprint of the output (pytest_gpuperf.verdict.numerics); None: not recorded
     numerics: tuple[Mapping[str, Any], ...] | None = None
+    #: the host-speed canary of the run (``Result.host_canary``); None: not recorded (older runs)
+    host_canary: Mapping[str, Any] | None = None
+    #: the tracer or profiler active in the run; None: none (or not recorded, older runs)
+    tracer: str | None = None
 
     @property
     def log_median(self) -> float:
@@ -120,6 +124,8 @@ class RunRecord:
             host_hidden=d.get("host_hidden"),
             host_s=d.get("host_s"),
             numerics=tuple(d["numerics"]) if d.get("numerics") else None,
+            host_canary=d.get("host_canary"),
+            tracer=d.get("tracer"),
         )
 
 
@@ -186,6 +192,10 @@ def record_from_result(
             rec[name] = schema.plain(value)
     if d.get("numerics") and is_fingerprint(d["numerics"]):
         rec["numerics"] = schema.plain(d["numerics"])
+    if schema.is_canary(d.get("host_canary")):
+        rec["host_canary"] = schema.plain(d["host_canary"])
+    if isinstance(d.get("tracer"), str) and d["tracer"]:
+        rec["tracer"] = d["tracer"]
     extra = {**(d.get("extra") or {}), **(extra or {})}
     if extra:
         rec["extra"] = schema.plain(extra)
@@ -224,6 +234,8 @@ def result_fields(r: Result) -> dict[str, Any]:
         "host_hidden": r.host_hidden,
         "host_s": r.host_s,
         "numerics": r.numerics,
+        "host_canary": r.host_canary,
+        "tracer": r.tracer,
     }
 
 

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
 from pytest_gpuperf.measure import backend, engine
+from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
 from pytest_gpuperf.measure.flags import flag_notes
 from pytest_gpuperf.measure.memory import first_line, is_oom, release_memory
 from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.measure.tracing import active_tracer, tracer_note
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
@@ -122,6 +124,9 @@ class _Measured(NamedTuple):
     wall_s: float
     peak_memory: int | None
     extra: dict[str, Any]
+    #: the host-speed canary around the rounds (measure/canary.py), and the tracer then active
+    host_canary: dict[str, Any] | None = None
+    tracer: str | None = None
 
 
 def _describe(fn: Any) -> str:
@@ -338,8 +343,12 @@ class GpuBench:
                 host_hidden=got.host_hidden,
                 host_s=got.host_s,
                 numerics=first.numerics,
+                host_canary=got.host_canary,
+                tracer=got.tracer,
             )
             result.notes.extend(flag_notes(result, policy))
+            if got.tracer:
+                result.notes.append(tracer_note(got.tracer))
             self.results.append(result)
             ctx.record(result)
         return first.output
@@ -368,17 +377,21 @@ class GpuBench:
                     first_s = self._first_call(timer, bid, who, plan.verdict, first)
                 with ctx.phase_range(bid, "prepare"):
                     timer.prepare()
+                window = CanaryWindow(canary_for(ctx.device))  # made before the memory reset
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
+                tracer = _active_tracer()
                 with ctx.progress(label, ticker=False) as task:
                     # The progress line ticks between rounds, never inside one.
-                    raw, telemetry = self._with_probes(bid, timer, policy, task.tick)
+                    raw, telemetry = self._with_probes(bid, timer, policy, task.tick, window)
                 hidden = timer.host_hidden(len(raw.rounds))
                 host = timer.host_time(len(raw.rounds))
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
-        return _Measured(first_s, raw, telemetry, hidden, host, wall, peak, extra)
+        return _Measured(
+            first_s, raw, telemetry, hidden, host, wall, peak, extra, window.record(), tracer
+        )
 
     def _first_call(
         self,
@@ -404,12 +417,18 @@ class GpuBench:
         return first.seconds
 
     def _with_probes(
-        self, bid: BenchId, timer: backend.Timer, policy: MeasurePolicy, tick: engine.Tick
+        self,
+        bid: BenchId,
+        timer: backend.Timer,
+        policy: MeasurePolicy,
+        tick: engine.Tick,
+        window: CanaryWindow,
     ) -> tuple[engine.RawMeasurement, dict[str, Any] | None]:
-        """The measurement loop on ``timer``, inside the telemetry probes."""
+        """The measurement loop on ``timer``, inside the telemetry probes, with the host-speed
+        canary sampled just before and after its measured rounds (``window``)."""
         ctx = self._ctx
         clock = time.perf_counter
-        phase = functools.partial(ctx.phase_range, bid)
+        phase = window.phase(functools.partial(ctx.phase_range, bid))
         with contextlib.ExitStack() as stack:
             finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
             raw = engine.run(timer, policy, clock=clock, phase=phase, tick=tick)
@@ -470,6 +489,12 @@ class GpuBench:
                 traceback.clear_frames(tb)
         self._oom = None
         release_memory()
+
+
+def _active_tracer() -> str | None:
+    """The tracers and profilers active in this thread (Python's, and torch's profiler)."""
+    found = [t for t in (active_tracer(), torch_profiler_active()) if t]
+    return "; ".join(found) or None
 
 
 def inventory_settings(settings: Settings | None) -> InventorySettings | None:

@@ -598,6 +598,8 @@ class GpuPerfSession:
                 f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
                 f"{self.gate.rerun_s:.1f} s"
             )
+        for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
+            tr.write_line(line)
         if self.saved:
             tr.write_line(self.saved)
         if self.save_error:
