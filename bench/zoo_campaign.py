@@ -8,7 +8,9 @@ Two phases, each resumable (a run already under ``--out`` is not made again):
 * ``sessions``: what a user runs, with the plugin's defaults: ``--saves`` runs saved into
   the baseline ``zoo``, then A/B sessions (every case's bad variant) and A/A sessions
   (the good variants again) compared with it, interleaved (``--order``). Confirmation
-  re-runs, their time and every verdict land in each session's JSON.
+  re-runs, their time and every verdict land in each session's JSON; what each
+  confirmation child measured is kept beside it (``<tag>.child-<n>.json``), so that the
+  saves, the sessions and their children are also a pool for ``zoo_replay.py``.
 
     python3 bench/zoo_campaign.py pool --out /tmp/zoo --good 8 --bad 4
     python3 bench/zoo_campaign.py sessions --out /tmp/zoo --saves 3 --order ab,aa,aa,ab,aa
@@ -41,7 +43,8 @@ def run_pytest(out: Path, tag: str, variant: str, args: list[str], budget_end: f
     if time.time() > budget_end:
         return False
     js = out / f"{tag}.json"
-    env = dict(os.environ, GPUPERF_ZOO=variant)
+    # the confirmation children keep their results beside the session's (bench/zoo/conftest.py)
+    env = dict(os.environ, GPUPERF_ZOO=variant, ZOO_KEEP_CHILDREN=str(out / tag))
     t = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(ZOO), "-q", "-p", "no:cacheprovider",

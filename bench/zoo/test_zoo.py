@@ -18,9 +18,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cases import BY_NAME, CASES, bad_cases
+from cases import BY_NAME, CASES, CODE_BAD, bad_cases
 
-BAD = bad_cases(os.environ.get("GPUPERF_ZOO", ""))
+BAD = bad_cases(os.environ.get("GPUPERF_ZOO", "")) | CODE_BAD
 ON_GPU = torch.cuda.is_available()
 
 

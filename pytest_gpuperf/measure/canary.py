@@ -10,7 +10,8 @@ benchmark (the ``"measure"`` phase of :func:`pytest_gpuperf.measure.engine.run`)
 
 * **op time**: the median time per op of a few bursts of tiny torch ops dispatched from a
   Python loop (``x.mul_(1.0)`` on a one-element tensor on the benchmark's device: on CUDA,
-  one kernel launch each), half just before the rounds and half just after. Bursts are short
+  one kernel launch each; on a CPU with several torch threads, paired with an op that torch
+  splits across them), half just before the rounds and half just after. Bursts are short
   (well under a scheduler slice), so a burst that gets preempted is an outlier the median
   drops: the op time is the host's speed while it runs.
 * **share**: the part of the rounds' wall time the measuring thread spent on a CPU rather
@@ -35,8 +36,14 @@ from typing import Any
 
 #: what the canary's ops are, as recorded (a run is compared only with runs of its kind)
 KIND_CUDA, KIND_CPU, KIND_PYTHON = "cuda-launch", "torch-cpu", "python-call"
+KIND_CPU_THREADS = "torch-cpu-threads"
+#: elements of the CPU canary's op that torch splits across its intra-op threads (its grain
+#: size is 32768)
+PARALLEL_NUMEL = 2**16
 #: bursts before and after the rounds, and ops per burst
 BURSTS, OPS = 3, 32
+#: a sample stops adding bursts after this long (a busy machine can make each op slow)
+SAMPLE_CAP_S = 0.005
 #: the engine's phase whose rounds the canary speaks for
 PHASE = "measure"
 
@@ -49,6 +56,7 @@ class HostCanary:
     def __init__(self, device: str):
         self.device = device
         self.kind = KIND_PYTHON
+        self.ops = OPS
         self._op: Callable[[], Any] = _python_op
         self._sync: Callable[[], None] = _nothing
         try:
@@ -61,19 +69,27 @@ class HostCanary:
             self._op = lambda: x.mul_(1.0)
             self._sync = torch.cuda.synchronize if on_cuda else _nothing
             self.kind = KIND_CUDA if on_cuda else KIND_CPU
+            if not on_cuda and torch.get_num_threads() > 1:
+                # CPU ops of a benchmark run on torch's intra-op threads too, and on a busy
+                # machine their fork and join can cost milliseconds: the canary's second op is
+                # large enough (above torch's grain size) to be split across those threads.
+                y = torch.ones(PARALLEL_NUMEL)
+                self._op = lambda: (x.mul_(1.0), y.mul_(1.0))
+                self.kind = KIND_CPU_THREADS
+                self.ops = OPS // 4
         for _ in range(2):  # first calls: lazy kernel loading, dispatcher caches
             self.burst()
 
     def burst(self) -> float:
-        """Seconds per op of one burst of :data:`OPS` ops, from an idle device queue."""
-        op, clock = self._op, time.perf_counter
+        """Seconds per op of one burst of :attr:`ops` ops, from an idle device queue."""
+        op, clock, n = self._op, time.perf_counter, self.ops
         self._sync()
         t = clock()
-        for _ in range(OPS):
+        for _ in range(n):
             op()
         dt = clock() - t
         self._sync()
-        return dt / OPS
+        return dt / n
 
 
 def _python_op() -> Any:
@@ -125,7 +141,10 @@ class CanaryWindow:
         t = time.perf_counter()
         try:
             self.canary.burst()  # warms the path again: the benchmark's own work evicted it
-            self.bursts += [self.canary.burst() for _ in range(BURSTS)]
+            for _ in range(BURSTS):
+                self.bursts.append(self.canary.burst())
+                if time.perf_counter() - t > SAMPLE_CAP_S:
+                    break
         except Exception:
             self.canary = None
         self.cost_s += time.perf_counter() - t

@@ -224,21 +224,25 @@ def _combine(
         return raw
     name, h = _NAMES.get(figure, figure), speed.ratio
     if raw.kind == REGRESSION and corr.kind == REGRESSION:
+        final = raw.final and corr.final
+        if not final or abs(math.log(h)) <= math.log(SAME_HOST):
+            return replace(raw, final=final)
         line = (
             f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
             f"{_change(raw.ratio)} is {_change(corr.ratio)} beyond that"
         )
-        final = raw.final and corr.final
-        return replace(raw, final=final, reasons=(*raw.reasons, line) if final else raw.reasons)
+        return replace(raw, reasons=(*raw.reasons, line))
     if raw.kind == REGRESSION:
         if raw.slower <= raw.cutoff and corr.final:
             # A suspect only as measured, and nothing with the host taken out: no change.
             return replace(raw, kind=NO_CHANGE, final=True)
         if not last and raw.r < RUNS_BEFORE_HOST_SLOWER:
             return replace(raw, final=False)  # one more fresh process: a short slow period ends
-        line = (
-            f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
+        line = f"the host ran {_ratio(h)} than when the baseline was saved; {name} " + (
             f"{_change(raw.ratio)} is within that"
+            if corr.slower <= corr.cutoff / 2
+            else f"{_change(raw.ratio)} is {_change(corr.ratio)} beyond that, short of its "
+            f"{_change(1 + corr.cutoff)} threshold"
         )
         return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
     if corr.kind == REGRESSION:
