@@ -96,6 +96,17 @@ def load(folder: Path) -> dict[str, list[Run]]:
     return out
 
 
+def load_all(arg: str) -> dict[str, list[Run]]:
+    """One GPU's runs from the comma-separated folders in ``arg``, in the order they were made."""
+    out: dict[str, list[Run]] = defaultdict(list)
+    for folder in arg.split(","):
+        for case, runs in load(Path(folder)).items():
+            out[case] += runs
+    for runs in out.values():
+        runs.sort(key=lambda x: x.when)
+    return out
+
+
 def session(base, pool, rng, policy: DecisionPolicy, mode: str):
     order = list(pool)
     rng.shuffle(order)
@@ -292,10 +303,10 @@ def _print_totals(tot: Counter, label: str) -> None:
         )
 
 
-def spread(pools: list[Path]) -> None:
+def spread(pools: list[str]) -> None:
     for folder in pools:
         print(f"== {folder}")
-        for case, runs in sorted(load(folder).items()):
+        for case, runs in sorted(load_all(folder).items()):
             good = [x.stat for x in runs if x.good]
             if not good:
                 continue
@@ -311,7 +322,7 @@ def spread(pools: list[Path]) -> None:
                 print(f"{case:26} {fig:10} {name:8} {lo * 1e6:9.1f} us  {ratios}")
 
 
-def canary(pools: list[Path]) -> None:
+def canary(pools: list[str]) -> None:
     """Does the canary track the host? Per case and figure: the levels' spread (max / min)
     between processes as measured and with each run's host factor taken out, and the
     correlation of the log level with the log factor."""
@@ -319,7 +330,7 @@ def canary(pools: list[Path]) -> None:
           f"{'corr':>6}  host factors (x fastest)")  # fmt: skip
     summary: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for folder in pools:
-        for case, runs in sorted(load(folder).items()):
+        for case, runs in sorted(load_all(folder).items()):
             good = [x.stat for x in runs if x.good]
             if len(good) < 3 or HostSpeed.of(good, []) is None:
                 continue
@@ -353,7 +364,10 @@ def _corr(xs: list[float], ys: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("pools", nargs="+", type=Path)
+    ap.add_argument(
+        "pools", nargs="+",
+        help="pool folders, one per GPU; a,b: the runs of both folders as one GPU's",
+    )  # fmt: skip
     ap.add_argument("--k", type=int, default=3, help="baseline runs")
     ap.add_argument("--max-runs", type=int, default=5, help="runs (pairs with --ab) at most")
     ap.add_argument("--trials", type=int, default=3, help="orders drawn per baseline")
@@ -379,7 +393,7 @@ def main() -> None:
     policy = DecisionPolicy(max_runs=args.max_runs, location=args.location)
     rng = random.Random(args.seed)
     tally = Tally()
-    data_by_gpu = [load(folder) for folder in args.pools]
+    data_by_gpu = [load_all(arg) for arg in args.pools]
     for data in data_by_gpu:
         (replay_ab if args.ab else replay_stored)(data, args, policy, rng, tally)
     report(data_by_gpu, tally, truth, "A/B pairs" if args.ab else "stored baseline")

@@ -548,7 +548,6 @@ def _tiny_layer_norm(device: str, bad: bool) -> Fn:
     import torch
 
     rows, width = (4096, 1024) if _on_gpu(device) else (256, 256)
-    torch.manual_seed(0)
     x = torch.randn(rows, width, device=device)
     norm = torch.nn.LayerNorm(width).to(device)
 

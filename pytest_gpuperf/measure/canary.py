@@ -10,14 +10,17 @@ benchmark (the ``"measure"`` phase of :func:`pytest_gpuperf.measure.engine.run`)
 
 * **op time**: the median time per op of a few bursts of tiny torch ops dispatched from a
   Python loop (``x.mul_(1.0)`` on a one-element tensor on the benchmark's device: on CUDA,
-  one kernel launch each; on a CPU with several torch threads, paired with an op that torch
-  splits across them), half just before the rounds and half just after. Bursts are short
+  one kernel launch each), half just before the rounds and half just after. Bursts are short
   (well under a scheduler slice), so a burst that gets preempted is an outlier the median
   drops: the op time is the host's speed while it runs.
 * **share**: the part of the rounds' wall time the measuring thread spent on a CPU rather
   than waiting for one (``/proc/thread-self/schedstat``: run time over run time plus
   run-queue wait). A neighbour on the same core halves it; a benchmark that sleeps or waits
   for the GPU does not move it (waiting is neither).
+
+What it does not see: torch's intra-op threads on a busy CPU machine (a parallel CPU op
+whose worker waits a scheduler slice costs milliseconds at random, and a canary op split
+across those threads measured that randomness, not the host); the canary's op is serial.
 
 A run's host factor is op time / share (:mod:`pytest_gpuperf.verdict.host_speed` judges
 with it). Cost: 256 tiny ops and two small file reads per benchmark (about 0.5 ms on the
@@ -36,10 +39,7 @@ from typing import Any
 
 #: what the canary's ops are, as recorded (a run is compared only with runs of its kind)
 KIND_CUDA, KIND_CPU, KIND_PYTHON = "cuda-launch", "torch-cpu", "python-call"
-KIND_CPU_THREADS = "torch-cpu-threads"
-#: elements of the CPU canary's op that torch splits across its intra-op threads (its grain
-#: size is 32768)
-PARALLEL_NUMEL = 2**16
+
 #: bursts before and after the rounds, and ops per burst
 BURSTS, OPS = 3, 32
 #: a sample stops adding bursts after this long (a busy machine can make each op slow)
@@ -69,14 +69,6 @@ class HostCanary:
             self._op = lambda: x.mul_(1.0)
             self._sync = torch.cuda.synchronize if on_cuda else _nothing
             self.kind = KIND_CUDA if on_cuda else KIND_CPU
-            if not on_cuda and torch.get_num_threads() > 1:
-                # CPU ops of a benchmark run on torch's intra-op threads too, and on a busy
-                # machine their fork and join can cost milliseconds: the canary's second op is
-                # large enough (above torch's grain size) to be split across those threads.
-                y = torch.ones(PARALLEL_NUMEL)
-                self._op = lambda: (x.mul_(1.0), y.mul_(1.0))
-                self.kind = KIND_CPU_THREADS
-                self.ops = OPS // 4
         for _ in range(2):  # first calls: lazy kernel loading, dispatcher caches
             self.burst()
 

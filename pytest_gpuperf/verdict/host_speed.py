@@ -13,8 +13,6 @@ out (its level lowered by how much slower its host ran than the fastest host of 
 runs, less a :data:`SAME_HOST` dead band for the canary's own noise). Then:
 
 * both a regression: a regression (the slowdown is beyond what the host explains);
-* as measured only a suspect (below its threshold), with the host taken out nothing:
-  no change, at once (no confirmation run);
 * as measured a regression, with the host taken out not: the host explains it. After a
   second fresh process (a short slow period ends), **inconclusive**, ``why`` "host-slower":
   "the host ran 1.7x slower than when the baseline was saved; end-to-end +80 % is within
@@ -233,9 +231,6 @@ def _combine(
         )
         return replace(raw, reasons=(*raw.reasons, line))
     if raw.kind == REGRESSION:
-        if raw.slower <= raw.cutoff and corr.final:
-            # A suspect only as measured, and nothing with the host taken out: no change.
-            return replace(raw, kind=NO_CHANGE, final=True)
         if not last and raw.r < RUNS_BEFORE_HOST_SLOWER:
             return replace(raw, final=False)  # one more fresh process: a short slow period ends
         line = f"the host ran {_ratio(h)} than when the baseline was saved; {name} " + (
