@@ -137,8 +137,12 @@ class Tally:
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
         self.runs: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        #: A/B sessions with a figure beyond its one-run bar: [not failed, failed]
+        self.beyond = [0, 0]
 
     def add(self, case: str, replay: str, c) -> None:
+        if replay == "ab" and any(f.slower > f.one_run for f in c.figures):
+            self.beyond[c.kind == "regression"] += 1  # beyond a figure's one-run bar
         key = c.kind if c.kind != "regression" else f"regression:{c.figure}"
         if c.kind == "inconclusive" and c.why:
             key = f"inconclusive:{c.why}"
@@ -251,6 +255,12 @@ def report(data_by_gpu, tally: Tally, truth: dict, label: str) -> None:
         print(line)
         _totals(tot, case, kind, ratio, case in host, fails, incon, n_aa, caught, n_ab)
     _print_totals(tot, label)
+    missed, failed = tally.beyond
+    if missed + failed:
+        print(
+            f"{label}: {missed + failed} A/B sessions had a figure beyond its one-run bar: "
+            f"{failed} failed, {missed} did not"
+        )
 
 
 def _totals(tot, case, kind, ratio, host, fails, incon, n_aa, caught, n_ab) -> None:

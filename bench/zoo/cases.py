@@ -184,11 +184,7 @@ def _channels_last_lost(device: str, bad: bool) -> Fn:
     if not bad:
         x = x.to(memory_format=torch.channels_last)
 
-    def run() -> Any:
-        with torch.no_grad():
-            return block(x)
-
-    return run
+    return _inference(block, x)
 
 
 def _contiguous_heads(device: str, bad: bool) -> Fn:
@@ -312,17 +308,22 @@ def _blocks(device: str, width: int, n: int) -> Any:
     ).to(device)
 
 
+def _inference(fn: Callable[[Any], Any], x: Any) -> Fn:
+    """``fn(x)`` without autograd (a module's forward at inference)."""
+    import torch
+
+    def run() -> Any:
+        with torch.no_grad():
+            return fn(x)
+
+    return run
+
+
 def _compiled_on(fn: Callable[[Any], Any], x: Any) -> Fn:
     """``fn`` compiled with torch.compile, called on ``x`` without autograd."""
     import torch
 
-    compiled = torch.compile(fn)
-
-    def run() -> Any:
-        with torch.no_grad():
-            return compiled(x)
-
-    return run
+    return _inference(torch.compile(fn), x)
 
 
 def _graph_break_in_loop(device: str, bad: bool) -> Fn:
@@ -551,11 +552,7 @@ def _tiny_layer_norm(device: str, bad: bool) -> Fn:
     x = torch.randn(rows, width, device=device)
     norm = torch.nn.LayerNorm(width).to(device)
 
-    def run() -> Any:
-        with torch.no_grad():
-            return norm(x)
-
-    return run
+    return _inference(norm, x)
 
 
 def _tiny_softmax(device: str, bad: bool) -> Fn:
@@ -803,11 +800,7 @@ def _dropout_left_on(device: str, bad: bool) -> Fn:
     ff = DenseActDense().to(device, dtype).train(bad)
     x = torch.randn(tokens, d_model, device=device, dtype=dtype)
 
-    def run() -> Any:
-        with torch.no_grad():
-            return ff(x)
-
-    return run
+    return _inference(ff, x)
 
 
 def _key_transpose_contiguous(device: str, bad: bool) -> Fn:
@@ -883,11 +876,7 @@ def _layernorm(device: str, scale: float) -> Fn:
     x = torch.randn(round(rows * scale), cols, device=device, dtype=dtype)
     ln = torch.nn.LayerNorm(cols, device=device, dtype=dtype)
 
-    def run() -> Any:
-        with torch.no_grad():
-            return ln(x)
-
-    return run
+    return _inference(ln, x)
 
 
 def _launches(device: str, scale: float) -> Fn:

@@ -281,8 +281,10 @@ def decide_figure(
     floor: float = 0.0,
     like_for_like: bool = True,
     allowance: float = math.inf,
+    extra_noise: float = 0.0,
 ) -> FigureVerdict:
-    """One figure's verdict (module docstring, steps 1-5); ``floor`` raises the noise.
+    """One figure's verdict (module docstring, steps 1-5); ``floor`` raises the noise, and
+    ``extra_noise`` adds to it (the error of levels corrected by another measurement).
 
     ``like_for_like`` False: the current runs were measured another way than
     the baseline's (the device figure with and without the host hidden); then
@@ -294,6 +296,7 @@ def decide_figure(
         raise ValueError("decide_figure() needs baseline and current runs")
     ys = [x.y for x in base]
     s, prior, own, df = _noise(ys, klass, policy, floor)
+    s = math.hypot(s, extra_noise)
     loc = _LOCATIONS[policy.location]
     se = s * math.sqrt(loc.var(k) + loc.var(r))
     d = loc.center([x.y for x in cur], s) - loc.center(ys, s)

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 import pytest
 
 from tests.conftest import FAST, run_with_env
+from tests.plugin.virtual_clock import TIMER
 
-CONFTEST = """
+CONFTEST = f"""
 import dataclasses
 import os
 
@@ -25,37 +26,7 @@ import pytest
 from pytest_gpuperf.measure import backend, canary
 
 
-class VirtualClockTimer:
-    def __init__(self, call):
-        self._call = call
-        self.cost_s = 0.0005 * float(os.environ.get("SLOWDOWN", "1"))
-
-    def first_call(self):
-        return self.cost_s, self._call()
-
-    def prepare(self):
-        pass
-
-    def reset_peak_memory(self):
-        pass
-
-    def time_round(self, calls):
-        for _ in range(calls):
-            self._call()
-        return self.cost_s, self.cost_s * calls, calls
-
-    def host_hidden(self, last):
-        return None
-
-    def host_time(self, last):
-        return None
-
-    def peak_memory(self):
-        return None
-
-    def close(self):
-        pass
-
+{TIMER}
 
 class FakeCanary:
     kind = canary.KIND_CPU
