@@ -47,6 +47,7 @@ from pytest_gpuperf.verdict.comparison import (
     INCONCLUSIVE,
     NO_CHANGE,
     REGRESSION,
+    Comparison,
     FigureVerdict,
 )
 from pytest_gpuperf.verdict.policy import NoiseClass
@@ -226,7 +227,25 @@ def judge_figure(
     # To fail, the slowdown must stand with the host out even if each factor missed by
     # CANARY_NOISE; to say that the host may hide one, the factors as measured are enough.
     strict = decide(b, c, extra_noise=CANARY_NOISE)
+    if raw.kind != REGRESSION and not _may_hide(raw, loose) and any(sb):
+        # The baseline's slow hosts taken out and the current runs as measured: a canary
+        # that over-states a current run's host must not cancel a slowdown the baseline hid.
+        mixed = decide(b, cur, extra_noise=CANARY_NOISE)
+        if _may_hide(raw, mixed):
+            loose = mixed
     return _combine(figure, raw, strict, loose, last, math.exp(max(sb, default=0.0)))
+
+
+def _may_hide(raw: FigureVerdict, corrected: FigureVerdict) -> bool:
+    """Whether the runs with (some) host taken out show, or cannot rule out, a slowdown that
+    the runs as measured do not: a regression, or a larger ratio whose interval reaches above
+    its threshold."""
+    if corrected.kind == REGRESSION:
+        return True
+    return corrected.ratio > raw.ratio * SAME_HOST and (
+        corrected.kind == INCONCLUSIVE
+        or (corrected.kind == NO_CHANGE and corrected.ratio_high > 1 + corrected.cutoff)
+    )
 
 
 def _combine(
@@ -263,9 +282,11 @@ def _combine(
             f"{_change(1 + corr.cutoff)} threshold"
         )
         return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
-    if loose.kind == REGRESSION:
-        if not loose.final:
-            return replace(raw, kind=REGRESSION, final=False)  # a suspect: look again
+    if _may_hide(raw, loose):
+        if loose.kind == REGRESSION and not loose.final:
+            # a suspect with the host taken out: look again (inconclusive until then, not a
+            # regression: the runs as measured are not slower)
+            return replace(raw, kind=INCONCLUSIVE, final=False, why=HOST_SLOWER)
         if abs(math.log(h)) > math.log(SAME_HOST):
             line = (
                 f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
@@ -312,11 +333,27 @@ def benchmark_reasons(lead: FigureVerdict, figures: Sequence[FigureVerdict]) -> 
     ]
     line = "; ".join([reasons[0], *others])
     if lead.why == HOST_SLOWER:
-        line += (
-            "; --gpuperf-ab=REF measures the base and this tree in alternating fresh "
-            "processes and tells the two apart"
-        )
+        line += AB_HINT
     return [line, *reasons[1:]]
+
+
+#: what a host-slower verdict against a stored baseline suggests
+AB_HINT = (
+    "; --gpuperf-ab=REF measures the base and this tree in alternating fresh processes and "
+    "tells the two apart"
+)
+
+
+def in_ab_session(c: Comparison) -> Comparison:
+    """``c`` as an A/B session says it: its two sides ran in alternation already, so a
+    host-slower verdict means the host changed between the processes of a pair."""
+    if c.why != HOST_SLOWER:
+        return c
+    said = (
+        "; the base and this tree ran in alternating fresh processes, and the host's speed "
+        "changed between them"
+    )
+    return replace(c, reasons=tuple(r.replace(AB_HINT, said) for r in c.reasons))
 
 
 NO_CANARY_NOTE = (

@@ -29,10 +29,12 @@ from pytest_gpuperf.verdict import (
     outcome,
 )
 from pytest_gpuperf.verdict.host_speed import (
+    AB_HINT,
     HOST_SLOWER,
     NO_CANARY_NOTE,
     NOT_COMPARABLE,
     HostSpeed,
+    in_ab_session,
     tracer_change,
 )
 
@@ -99,6 +101,9 @@ def test_a_slow_host_is_not_a_regression_and_the_verdict_says_so_in_one_line() -
     assert "--gpuperf-ab" in line
     assert outcome(c) == WARN
     assert outcome(c, "inconclusive") == FAIL
+    # in an A/B session both sides ran in alternation already: it says that instead
+    ab = in_ab_session(c)
+    assert AB_HINT not in ab.reasons[0] and "alternating fresh processes" in ab.reasons[0]
 
 
 def test_a_host_slow_period_that_ends_gives_no_change() -> None:
@@ -227,12 +232,12 @@ def test_growing_a_slowdown_never_weakens_the_verdict_with_a_canary() -> None:
     rank = {NO_CHANGE: 0, INCONCLUSIVE: 1, REGRESSION: 2}
     rng = random.Random(5)
     host = Host(rng, p_slow=0.5)
-    for _ in range(300):
-        base = [host.run() for _ in range(rng.randint(1, 5))]
+    for _ in range(1000):
+        base = [host.run() for _ in range(rng.randint(1, 6))]
         cur = [host.run() for _ in range(rng.randint(1, 5))]
         last = rng.random() < 0.5
-        prev = -1
-        for factor in (1.0, 1.2, 1.5, 2.0, 3.0, 10.0, 100.0):
+        prev, prev_final = -1, False
+        for factor in (1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5, 3.0, 5.0, 10.0, 100.0):
             scaled = [
                 RunStat.of(x.median_s, [x.median_s] * 30, "steady",
                            e2e_rounds=[x.e2e_s * factor] * 30, host_hidden=True,
@@ -242,7 +247,9 @@ def test_growing_a_slowdown_never_weakens_the_verdict_with_a_canary() -> None:
             ]  # fmt: skip
             c = decide(base, scaled, mode=MODE_EVENTS, last=last)
             assert rank.get(c.kind, 0) >= prev, (factor, c.kind, prev)
-            prev = rank.get(c.kind, 0)
+            if prev_final:
+                assert c.final  # a final regression stays final
+            prev, prev_final = rank.get(c.kind, 0), c.final and c.kind == REGRESSION
         assert prev == 2
 
 
