@@ -39,6 +39,7 @@ fi
 say "sanity: one zoo benchmark measured in a fresh process ($(($(date +%s) - T0)) s)"
 
 ab_session() {
+  if ! command -v git > /dev/null; then say "--gpuperf-ab: not run: no git on this machine"; return; fi
   local fix=$WORK/abfix
   rm -rf "$fix"; mkdir -p "$fix" "$WORK/abpool"
   cp bench/zoo/cases.py bench/zoo/test_zoo.py bench/zoo/conftest.py "$fix/"

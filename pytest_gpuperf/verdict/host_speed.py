@@ -13,14 +13,19 @@ out (its level lowered by how much slower its host ran than the fastest host of 
 runs, beyond a :data:`SAME_HOST` dead band for the canary's own noise; the noise of that
 judgement widened by :data:`CANARY_NOISE`, how far a factor may miss). Then:
 
+* as measured a regression, and the runs compared (the two fast modes) ran on hosts alike:
+  the verdict as measured;
 * both a regression: a regression (the slowdown is beyond what the host explains);
 * as measured a regression, with the host taken out not (the current runs' hosts ran
-  slower): the host explains it. After a
-  second fresh process (a short slow period ends), **inconclusive**, ``why`` "host-slower":
-  "the host ran 1.7x slower than when the baseline was saved; end-to-end +80 % is within
-  that", naming ``--gpuperf-ab``, which measures both sides in alternation;
-* as measured no change, with the host taken out a regression (the baseline's host was the
-  slower one): a slowdown may hide in it: inconclusive, "host-slower";
+  slower): the host explains it. After a second fresh process (a short slow period ends),
+  **inconclusive**, ``why`` "host-slower": "the host ran 1.7x slower than when the baseline
+  was saved; end-to-end +80 % is within that", naming ``--gpuperf-ab``, which measures both
+  sides in alternation;
+* as measured no change, but with the host taken out (all of it, or only the baseline's: a
+  canary that over-states a current run's host must not cancel what the baseline hid) a
+  regression, or a slowdown the runs cannot rule out (the interval's upper end above the
+  threshold): a slowdown may hide in it: inconclusive, "host-slower" (until the next run
+  while it is a suspect);
 * otherwise the verdict as measured.
 
 So a slow host never fails unchanged code, a slowdown well beyond the host's fails, and a
