@@ -8,7 +8,9 @@ Two phases, each resumable (a run already under ``--out`` is not made again):
 * ``sessions``: what a user runs, with the plugin's defaults: ``--saves`` runs saved into
   the baseline ``zoo``, then A/B sessions (every case's bad variant) and A/A sessions
   (the good variants again) compared with it, interleaved (``--order``). Confirmation
-  re-runs, their time and every verdict land in each session's JSON.
+  re-runs, their time and every verdict land in each session's JSON; what each
+  confirmation child measured is kept beside it (``<tag>.child-<n>.json``), so that the
+  saves, the sessions and their children are also a pool for ``zoo_replay.py``.
 
     python3 bench/zoo_campaign.py pool --out /tmp/zoo --good 8 --bad 4
     python3 bench/zoo_campaign.py sessions --out /tmp/zoo --saves 3 --order ab,aa,aa,ab,aa
@@ -33,25 +35,34 @@ HERE = Path(__file__).resolve().parent
 ZOO = HERE / "zoo"
 
 
+RUN_TIMEOUT_S = 300.0
+
+
 def run_pytest(out: Path, tag: str, variant: str, args: list[str], budget_end: float) -> bool:
-    """One fresh pytest process of the zoo; False when the budget is spent (nothing run)."""
+    """One fresh pytest process of the zoo; False when the budget is spent (nothing run).
+    A process still running after ``RUN_TIMEOUT_S`` is killed (its meta says rc -9)."""
     meta = out / f"{tag}.meta"
     if meta.exists():
         return True
     if time.time() > budget_end:
         return False
     js = out / f"{tag}.json"
-    env = dict(os.environ, GPUPERF_ZOO=variant)
+    # the confirmation children keep their results beside the session's (bench/zoo/conftest.py)
+    env = dict(os.environ, GPUPERF_ZOO=variant, ZOO_KEEP_CHILDREN=str(out / tag))
     t = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(ZOO), "-q", "-p", "no:cacheprovider",
-         "--rootdir", str(ZOO), f"--gpuperf-json={js}", "--gpuperf-capture=never", *args],
-        env=env, cwd=ZOO, capture_output=True, text=True,
-    )  # fmt: skip
-    (out / f"{tag}.log").write_text(proc.stdout + proc.stderr)
+    cmd = [sys.executable, "-m", "pytest", str(ZOO), "-q", "-p", "no:cacheprovider",
+           "--rootdir", str(ZOO), f"--gpuperf-json={js}", "--gpuperf-capture=never", *args]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            cmd, env=env, cwd=ZOO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+        )
+        rc, text = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, text = -9, f"killed after {RUN_TIMEOUT_S:.0f} s\n{e.stdout or ''}"
+    (out / f"{tag}.log").write_text(text if isinstance(text, str) else text.decode())
     wall = time.perf_counter() - t
-    meta.write_text(json.dumps({"wall": wall, "rc": proc.returncode, "variant": variant}))
-    print(f"{tag}: rc {proc.returncode}, {wall:.1f} s", flush=True)
+    meta.write_text(json.dumps({"wall": wall, "rc": rc, "variant": variant}))
+    print(f"{tag}: rc {rc}, {wall:.1f} s", flush=True)
     return True
 
 
@@ -67,7 +78,9 @@ def main() -> None:
     ap.add_argument("--baseline-dir", type=Path, help="default: <out>/baselines")
     ap.add_argument("--wait-for", type=Path, help="sessions: wait until this file exists")
     ap.add_argument("--device", default=os.environ.get("GPUPERF_CAMPAIGN_DEVICE", "cuda"))
+    ap.add_argument("--run-timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per run")
     args, extra = ap.parse_known_args()  # the rest goes to pytest
+    globals()["RUN_TIMEOUT_S"] = args.run_timeout
     end = time.time() + args.budget_s
     base = [f"--gpuperf-device={args.device}", *extra]
     if args.phase == "pool":

@@ -1,20 +1,30 @@
 """Judge resampled sessions of the zoo offline, with the plugin's verdict code, on measured runs.
 
-Reads a pool made by ``zoo_campaign.py pool`` (fresh processes of every case's good and
-bad variants, one folder per GPU). For each GPU and case, every choice of ``--k`` good
-runs is a baseline; a session then draws its runs from the rest, as the gate would:
+Reads pools of fresh-process runs of the zoo (one folder per GPU): ``zoo_campaign.py pool``
+folders (``good-*.json``, ``bad-*.json``) and ``zoo_campaign.py sessions`` folders (saves and
+A/A sessions are good runs, A/B sessions bad ones; ``*.child-N.json`` are the results of their
+confirmation children, kept by ``bench/zoo/conftest.py``). A case of kind ``unchanged`` has
+the same code in both variants: all its runs are good runs. Four replays:
 
-* A/A: the current runs are other good runs, in a random order, added one at a time while
-  the verdict is a suspect (up to ``--max-runs``);
-* A/B: the current runs are bad runs, likewise.
+* stored baseline (default): for each GPU and case, sets of ``--k`` good runs are a baseline;
+  a session then draws its runs from the rest, as the gate would: the A/A current runs are
+  other good runs, in a random order, added one at a time while the verdict is a suspect (up
+  to ``--max-runs``); the A/B current runs are bad runs, likewise;
+* ``--ab``: ``--gpuperf-ab``'s pairs: runs of the two variants that ran next to each other in
+  time are a pair (base, current); a session adds pairs until every verdict is final or
+  ``--max-runs`` pairs are in, the base runs as its baseline. A/A: pairs of good runs;
+* ``--canary``: how well the host-speed canary tracks the host: per case, the spread of each
+  figure's levels between processes as measured and with each run's host factor taken out,
+  and their correlation with the factor;
+* ``--spread``: each case's good runs per figure, as ratios to the fastest (the data behind
+  the noise classes).
 
 Prints per case the share of REGRESSION / INCONCLUSIVE verdicts and the runs used, which
-figure caught each regression, and totals. The statistics are the plugin's own
-(``pytest_gpuperf.verdict.decide``), so this is the rule's A/A and A/B on real data,
-without the cost of a GPU session per trial; ``--compare`` puts other run statistics
-(mean, median) side by side to show which one holds on this data.
+figure caught each regression, and totals by kind; the statistics are the plugin's own
+(``pytest_gpuperf.verdict``), so this is the rule's A/A and A/B on real data.
 
     python3 bench/zoo_replay.py /tmp/zoo/z0/pool /tmp/zoo/z1/pool
+    python3 bench/zoo_replay.py --ab --truth truth.json gate-a/g0 gate-a/g1
 """
 
 from __future__ import annotations
@@ -24,26 +34,76 @@ import itertools
 import json
 import math
 import random
+import statistics
 import sys
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.verdict import DecisionPolicy, RunStat, decide
+from pytest_gpuperf.verdict import DecisionPolicy, RunStat, classes_for, decide
+from pytest_gpuperf.verdict.host_speed import HostSpeed, factor
 
 sys.path.insert(0, str(Path(__file__).parent / "zoo"))
 from cases import BY_NAME
 
 
-def load(folder: Path) -> dict[str, dict[str, list[tuple[RunStat, str]]]]:
-    """case -> variant -> [(run, mode)] for one pool folder."""
-    out: dict[str, dict[str, list[tuple[RunStat, str]]]] = defaultdict(lambda: defaultdict(list))
+@dataclass(frozen=True)
+class Run:
+    stat: RunStat
+    mode: str
+    good: bool
+    #: when the process started (ISO), then the file: the order the runs were made in
+    when: tuple[str, str]
+
+
+def _variant(folder: Path, js: Path) -> str:
+    """The variant of the process that wrote ``js``: its own meta (a kept child's), its
+    session's meta, else its name."""
+    tag = js.name.split(".")[0]
+    for meta in (js.with_suffix(".meta"), folder / f"{tag}.meta"):
+        if meta.exists():
+            return str(json.loads(meta.read_text()).get("variant", ""))
+    return "bad" if tag.startswith(("bad", "ab")) else ""
+
+
+def _is_bad(variant: str, case: str) -> bool:
+    if variant == "bad":
+        return True
+    return variant.startswith("bad:") and case in variant[4:].replace(",", " ").split()
+
+
+def load(folder: Path) -> dict[str, list[Run]]:
+    """case -> its runs in one pool folder, in the order they were made."""
+    out: dict[str, list[Run]] = defaultdict(list)
     for js in sorted(folder.glob("*.json")):
-        variant = "bad" if js.name.startswith("bad") else "good"
-        for d in json.loads(js.read_text())["results"]:
+        try:
+            doc = json.loads(js.read_text())
+        except ValueError:
+            continue
+        variant = _variant(folder, js)
+        started = str((doc.get("session") or {}).get("started") or "")
+        for d in doc.get("results", []):
             r = Result.from_dict(d)
+            if "[" not in r.id.nodeid:
+                continue
             case = r.id.nodeid.split("[", 1)[1].rstrip("]")
-            out[case][variant].append((RunStat.from_result(r), r.id.mode))
+            kind = BY_NAME[case].kind if case in BY_NAME else "?"
+            good = kind == "unchanged" or not _is_bad(variant, case)
+            out[case].append(Run(RunStat.from_result(r), r.id.mode, good, (started, js.name)))
+    for runs in out.values():
+        runs.sort(key=lambda x: x.when)
+    return out
+
+
+def load_all(arg: str) -> dict[str, list[Run]]:
+    """One GPU's runs from the comma-separated folders in ``arg``, in the order they were made."""
+    out: dict[str, list[Run]] = defaultdict(list)
+    for folder in arg.split(","):
+        for case, runs in load(Path(folder)).items():
+            out[case] += runs
+    for runs in out.values():
+        runs.sort(key=lambda x: x.when)
     return out
 
 
@@ -52,24 +112,215 @@ def session(base, pool, rng, policy: DecisionPolicy, mode: str):
     rng.shuffle(order)
     cur = []
     c = None
-    for i, x in enumerate(order):
+    for i, x in enumerate(order[: policy.max_runs]):
         cur.append(x)
-        last = i == len(order) - 1
+        last = i == min(len(order), policy.max_runs) - 1
         c = decide(base, cur, policy=policy, mode=mode, last=last)
         if c.final:
             break
     return c
 
 
-def spread(pools: list[Path]) -> None:
-    from pytest_gpuperf.verdict import classes_for
+def _baselines(n: int, k: int, most: int, rng: random.Random) -> list[tuple[int, ...]]:
+    """Sets of ``k`` of ``n`` runs: all of them, or ``most`` drawn at random."""
+    if math.comb(n, k) <= most:
+        return list(itertools.combinations(range(n), k))
+    seen: set[tuple[int, ...]] = set()
+    while len(seen) < most:
+        seen.add(tuple(sorted(rng.sample(range(n), k))))
+    return sorted(seen)
 
+
+class Tally:
+    """Verdicts per case and replay (``aa`` / ``ab``): kinds, runs used, catching figure."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+        self.runs: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        #: A/B sessions with a figure beyond its one-run bar: [not failed, failed]
+        self.beyond = [0, 0]
+
+    def add(self, case: str, replay: str, c) -> None:
+        if replay == "ab" and any(f.slower > f.one_run for f in c.figures):
+            self.beyond[c.kind == "regression"] += 1  # beyond a figure's one-run bar
+        key = c.kind if c.kind != "regression" else f"regression:{c.figure}"
+        if c.kind == "inconclusive" and c.why:
+            key = f"inconclusive:{c.why}"
+        self.rows[case][replay][key] += 1
+        self.runs[case][replay].append(c.r)
+
+    def share(self, case: str, replay: str, prefix: str) -> tuple[int, int]:
+        row = self.rows[case][replay]
+        return sum(v for k, v in row.items() if k.startswith(prefix)), sum(row.values())
+
+
+def replay_stored(data, args, policy, rng, tally: Tally) -> None:
+    for case, runs in data.items():
+        good = [x for x in runs if x.good]
+        bad = [x.stat for x in runs if not x.good]
+        if len(good) <= args.k:
+            continue
+        mode = good[0].mode
+        stats = [x.stat for x in good]
+        for idx in _baselines(len(stats), args.k, args.baselines, rng):
+            base = [stats[i] for i in idx]
+            rest = [stats[i] for i in range(len(stats)) if i not in idx]
+            for _ in range(args.trials):
+                tally.add(case, "aa", session(base, rest, rng, policy, mode))
+                if bad:
+                    tally.add(case, "ab", session(base, bad, rng, policy, mode))
+
+
+def _pairs(runs: list[Run], want_bad: bool) -> list[tuple[RunStat, RunStat]]:
+    """(base, current) runs made next to each other: each current run (a bad one, or a good
+    one for A/A) with the nearest good run before or after it that no pair has taken."""
+    out, used = [], set()
+    for i, x in enumerate(runs):
+        if x.good == want_bad or (not want_bad and i in used):
+            continue
+        for j in sorted(range(len(runs)), key=lambda j: (abs(j - i), j)):
+            if j != i and runs[j].good and j not in used:
+                used.update({i, j})
+                out.append((runs[j].stat, x.stat))
+                break
+    return out
+
+
+def ab_session(pairs, rng, policy: DecisionPolicy, mode: str):
+    """Pairs added one at a time, each judged as ``--gpuperf-ab`` judges: the base runs so far
+    are the baseline, the current runs so far the current runs."""
+    order = list(pairs)
+    rng.shuffle(order)
+    base, cur, c = [], [], None
+    n = min(len(order), policy.max_runs)
+    for i, (b, x) in enumerate(order[:n]):
+        base.append(b)
+        cur.append(x)
+        c = decide(base, cur, policy=policy, mode=mode, last=i == n - 1)
+        if c.final:
+            break
+    return c
+
+
+def replay_ab(data, args, policy, rng, tally: Tally) -> None:
+    for case, runs in data.items():
+        if not runs:
+            continue
+        mode = runs[0].mode
+        for replay, want_bad in (("aa", False), ("ab", True)):
+            pairs = _pairs(runs, want_bad)
+            if not pairs:
+                continue
+            for _ in range(args.sessions):
+                tally.add(case, replay, ab_session(pairs, rng, policy, mode))
+
+
+def _host_bound(runs: list[Run]) -> bool:
+    good = [x.stat for x in runs if x.good]
+    return (
+        bool(good)
+        and classes_for(good, runs[0].mode).get("end-to-end") is not None
+        and (classes_for(good, runs[0].mode)["end-to-end"].name == "host")
+    )
+
+
+def _truth_ratio(truth: dict, case: str) -> float:
+    t = truth.get(case, {})
+    return max(t.get("ratio_e2e", 0.0), t.get("ratio_device", 0.0))
+
+
+def report(data_by_gpu, tally: Tally, truth: dict, label: str) -> None:
+    host = {c for data in data_by_gpu for c, runs in data.items() if _host_bound(runs)}
+    print(f"{'case':26} {'kind':9} {'truth':>6} hb | {'A/A fail':>8} {'incon':>6} {'runs':>5} | "
+          f"{'A/B caught':>10} {'incon':>6} {'runs':>5}  by figure / why")  # fmt: skip
+    tot: Counter = Counter()
+    for case in sorted(tally.rows, key=lambda c: (BY_NAME[c].kind if c in BY_NAME else "?", c)):
+        kind = BY_NAME[case].kind if case in BY_NAME else "?"
+        fails, n_aa = tally.share(case, "aa", "regression")
+        incon, _ = tally.share(case, "aa", "inconclusive")
+        caught, n_ab = tally.share(case, "ab", "regression")
+        ab_incon, _ = tally.share(case, "ab", "inconclusive")
+        ratio = _truth_ratio(truth, case)
+        runs_aa = statistics.mean(tally.runs[case]["aa"]) if n_aa else float("nan")
+        line = (
+            f"{case:26} {kind:9} {ratio:6.2f} {'H' if case in host else ' '}  | "
+            f"{fails / max(n_aa, 1):8.3f} {incon / max(n_aa, 1):6.3f} {runs_aa:5.2f} |"
+        )
+        if n_ab:
+            by = {k.split(":", 1)[1]: v for k, v in tally.rows[case]["ab"].items() if ":" in k}
+            line += (
+                f" {caught / n_ab:10.3f} {ab_incon / n_ab:6.3f} "
+                f"{statistics.mean(tally.runs[case]['ab']):5.2f}  {by}"
+            )
+        print(line)
+        _totals(tot, case, kind, ratio, case in host, fails, incon, n_aa, caught, n_ab)
+    _print_totals(tot, label)
+    missed, failed = tally.beyond
+    if missed + failed:
+        print(
+            f"{label}: {missed + failed} A/B sessions had a figure beyond its one-run bar: "
+            f"{failed} failed, {missed} did not"
+        )
+
+
+def _totals(tot, case, kind, ratio, host, fails, incon, n_aa, caught, n_ab) -> None:
+    tot["aa"] += n_aa
+    tot["aa_fail"] += fails
+    tot["aa_incon"] += incon
+    if kind in ("benign", "unchanged"):
+        tot[f"{kind}_n"] += n_aa + n_ab
+        tot[f"{kind}_fail"] += fails + (caught if kind == "benign" else 0)
+    if kind == "unchanged":
+        tot["unchanged_n"] -= n_ab  # its bad runs are good runs: no A/B replay of it
+    if kind != "realistic" or not n_ab or not ratio:
+        return
+    band = "big" if ratio >= 1.5 else "mid" if ratio >= 1.2 else "small"
+    tot[f"{band}_cases"] += 1
+    tot[f"{band}_cases_95"] += caught >= 0.95 * n_ab
+    tot[f"{band}_cases_90"] += caught >= 0.90 * n_ab
+    tot[f"{band}_caught"] += caught
+    tot[f"{band}_n"] += n_ab
+    if host and ratio >= 1.2:
+        tot["host_cases"] += 1
+        tot["host_cases_95"] += caught >= 0.95 * n_ab
+        tot["host_caught"] += caught
+        tot["host_n"] += n_ab
+
+
+def _print_totals(tot: Counter, label: str) -> None:
+    print()
+    print(
+        f"{label} A/A: {tot['aa_fail']} false failures and {tot['aa_incon']} inconclusive in "
+        f"{tot['aa']} comparisons ({100 * tot['aa_incon'] / max(tot['aa'], 1):.1f} %)"
+    )
+    for kind in ("unchanged", "benign"):
+        if tot[f"{kind}_n"]:
+            print(f"{label} {kind} cases: {tot[f'{kind}_fail']} failures in "
+                  f"{tot[f'{kind}_n']} comparisons")  # fmt: skip
+    for band, what in (("big", ">= 1.5x"), ("mid", "1.2-1.5x"), ("small", "< 1.2x")):
+        if tot[f"{band}_n"]:
+            print(
+                f"{label} realistic {what}: {tot[f'{band}_caught']} of {tot[f'{band}_n']} "
+                f"sessions failed ({100 * tot[f'{band}_caught'] / tot[f'{band}_n']:.1f} %); "
+                f"cases caught in >= 95 % of sessions: {tot[f'{band}_cases_95']} of "
+                f"{tot[f'{band}_cases']}, in >= 90 %: {tot[f'{band}_cases_90']}"
+            )
+    if tot["host_n"]:
+        print(
+            f"{label} host-bound realistic >= 1.2x: {tot['host_caught']} of {tot['host_n']} "
+            f"sessions failed; cases caught in >= 95 % of sessions: {tot['host_cases_95']} of "
+            f"{tot['host_cases']}"
+        )
+
+
+def spread(pools: list[str]) -> None:
     for folder in pools:
         print(f"== {folder}")
-        for case, variants in sorted(load(folder).items()):
-            good = [x for x, _ in variants["good"]]
-            mode = variants["good"][0][1]
-            classes = classes_for(good, mode)
+        for case, runs in sorted(load_all(folder).items()):
+            good = [x.stat for x in runs if x.good]
+            if not good:
+                continue
+            classes = classes_for(good, runs[0].mode)
             for fig, get in (("device", lambda x: x.median_s), ("end-to-end", lambda x: x.e2e_s)):
                 xs = [get(x) for x in good if get(x)]
                 if not xs:
@@ -81,73 +332,81 @@ def spread(pools: list[Path]) -> None:
                 print(f"{case:26} {fig:10} {name:8} {lo * 1e6:9.1f} us  {ratios}")
 
 
+def canary(pools: list[str]) -> None:
+    """Does the canary track the host? Per case and figure: the levels' spread (max / min)
+    between processes as measured and with each run's host factor taken out, and the
+    correlation of the log level with the log factor."""
+    print(f"{'case':26} {'figure':10} {'class':8} {'runs':>4} {'spread':>7} {'host out':>8} "
+          f"{'corr':>6}  host factors (x fastest)")  # fmt: skip
+    summary: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for folder in pools:
+        for case, runs in sorted(load_all(folder).items()):
+            good = [x.stat for x in runs if x.good]
+            if len(good) < 3 or HostSpeed.of(good, []) is None:
+                continue
+            fs = [factor(x) for x in good]
+            classes = classes_for(good, runs[0].mode)
+            for fig, klass in classes.items():
+                ys = [math.log(x.e2e_s if fig == "end-to-end" else x.median_s) for x in good]
+                raw = math.exp(max(ys) - min(ys))
+                out = [y - f for y, f in zip(ys, fs, strict=True)]
+                fixed = math.exp(max(out) - min(out))
+                r = _corr(ys, fs)
+                hosts = " ".join(f"{math.exp(f - min(fs)):.2f}" for f in sorted(fs))
+                print(f"{case:26} {fig:10} {klass.name:8} {len(good):4} {raw:7.3f} "
+                      f"{fixed:8.3f} {r:6.2f}  {hosts}")  # fmt: skip
+                summary[klass.name].append((raw, fixed))
+    for name, xs in sorted(summary.items()):
+        print(
+            f"class {name}: median spread {statistics.median(a for a, _ in xs):.3f} as measured, "
+            f"{statistics.median(b for _, b in xs):.3f} with the host out ({len(xs)} figures)"
+        )
+
+
+def _corr(xs: list[float], ys: list[float]) -> float:
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
+    sy = math.sqrt(sum((y - my) ** 2 for y in ys))
+    if not sx or not sy:
+        return float("nan")
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (sx * sy)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("pools", nargs="+", type=Path)
+    ap.add_argument(
+        "pools", nargs="+",
+        help="pool folders, one per GPU; a,b: the runs of both folders as one GPU's",
+    )  # fmt: skip
     ap.add_argument("--k", type=int, default=3, help="baseline runs")
-    ap.add_argument("--max-runs", type=int, default=5)
+    ap.add_argument("--max-runs", type=int, default=5, help="runs (pairs with --ab) at most")
     ap.add_argument("--trials", type=int, default=3, help="orders drawn per baseline")
+    ap.add_argument("--baselines", type=int, default=400, help="baselines per case at most")
+    ap.add_argument("--sessions", type=int, default=200, help="--ab: sessions per case")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--truth", type=Path, action="append", default=[])
     ap.add_argument(
         "--location", default="fast", choices=("fast", "median", "mean"),
         help="how a side's runs are summarised (fast: the plugin's rule)",
     )  # fmt: skip
-    ap.add_argument(
-        "--spread", action="store_true",
-        help="instead: each case's good runs per figure, as ratios to the fastest (the data "
-        "behind the noise classes)",
-    )  # fmt: skip
+    ap.add_argument("--ab", action="store_true", help="replay --gpuperf-ab's pairs")
+    ap.add_argument("--canary", action="store_true", help="how well the canary tracks the host")
+    ap.add_argument("--spread", action="store_true", help="each case's good runs per figure")
     args = ap.parse_args()
     if args.spread:
         return spread(args.pools)
+    if args.canary:
+        return canary(args.pools)
+    truth: dict = {}
+    for t in args.truth:
+        truth.update({row["case"]: row for row in json.loads(t.read_text())})
     policy = DecisionPolicy(max_runs=args.max_runs, location=args.location)
     rng = random.Random(args.seed)
-    rows = defaultdict(lambda: {"aa": Counter(), "ab": Counter(), "ab_runs": [], "aa_runs": []})
-    for folder in args.pools:
-        data = load(folder)
-        for case, variants in data.items():
-            good, bad = variants["good"], variants["bad"]
-            mode = good[0][1]
-            runs = [x for x, _ in good]
-            for idx in itertools.combinations(range(len(runs)), args.k):
-                base = [runs[i] for i in idx]
-                rest = [runs[i] for i in range(len(runs)) if i not in idx]
-                for _ in range(args.trials):
-                    c = session(base, rest[: args.max_runs], rng, policy, mode)
-                    rows[case]["aa"][c.kind] += 1
-                    rows[case]["aa_runs"].append(c.r)
-                    if bad:
-                        c = session(base, [x for x, _ in bad][: args.max_runs], rng, policy, mode)
-                        key = c.kind if c.kind != "regression" else f"regression:{c.figure}"
-                        rows[case]["ab"][key] += 1
-                        rows[case]["ab_runs"].append(c.r)
-    print(f"{'case':26} {'kind':9} | {'A/A fail':>8} {'incon':>6} {'runs':>5} | "
-          f"{'A/B caught':>10} {'incon':>6} {'runs':>5}  by figure")  # fmt: skip
-    tot = Counter()
-    for case, row in rows.items():
-        aa, ab = row["aa"], row["ab"]
-        n_aa, n_ab = sum(aa.values()), sum(ab.values())
-        caught = sum(v for k, v in ab.items() if k.startswith("regression"))
-        figs = {k.split(":")[1]: v for k, v in ab.items() if k.startswith("regression:")}
-        kind = BY_NAME[case].kind if case in BY_NAME else "?"
-        print(
-            f"{case:26} {kind:9} | {aa['regression'] / n_aa:8.3f} {aa['inconclusive'] / n_aa:6.3f} "
-            f"{sum(row['aa_runs']) / n_aa:5.2f} | "
-            + (
-                f"{caught / n_ab:10.3f} {ab['inconclusive'] / n_ab:6.3f} "
-                f"{sum(row['ab_runs']) / n_ab:5.2f}  {dict(figs)}"
-                if n_ab
-                else ""
-            )
-        )
-        tot["aa"] += n_aa
-        tot["aa_fail"] += aa["regression"]
-        tot["aa_incon"] += aa["inconclusive"]
-    print(
-        f"A/A: {tot['aa_fail']} false failures and {tot['aa_incon']} inconclusive in "
-        f"{tot['aa']} comparisons ({100 * tot['aa_incon'] / max(tot['aa'], 1):.1f} %)"
-    )
-    _ = math
+    tally = Tally()
+    data_by_gpu = [load_all(arg) for arg in args.pools]
+    for data in data_by_gpu:
+        (replay_ab if args.ab else replay_stored)(data, args, policy, rng, tally)
+    report(data_by_gpu, tally, truth, "A/B pairs" if args.ab else "stored baseline")
 
 
 if __name__ == "__main__":

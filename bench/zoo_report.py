@@ -8,7 +8,7 @@ figure that decided it and the slowdown seen; then the totals the regression iss
 * realistic slowdowns of 1.5x or more (by the ground truth's larger figure) that failed;
 * those between 1.2x and 1.5x;
 * the synthetic small slowdowns (+5 % of kernel-bound work, +10 % of host-bound work);
-* benign refactors that failed (must be none);
+* benign refactors and unchanged tiny kernels that failed (must be none);
 * A/A false failures and inconclusive share;
 * confirmation re-runs and session wall times (plain sessions against those with re-runs).
 
@@ -31,6 +31,10 @@ def load(folder: Path) -> list[tuple[str, dict, list[dict]]]:
     out = []
     for meta in sorted(folder.glob("*.meta")):
         tag = meta.stem
+        if (
+            ".child-" in tag
+        ):  # a kept confirmation child's (bench/zoo/conftest.py): a run, not a session
+            continue
         js = folder / f"{tag}.json"
         doc = json.loads(js.read_text()) if js.exists() else {"results": []}
         out.append((f"{folder.parent.name}/{tag}", json.loads(meta.read_text()), doc["results"]))
@@ -96,9 +100,9 @@ def main() -> None:
         elif c.kind == "realistic":
             tot["small"] += len(ab)
             tot["small_caught"] += caught
-        if c.kind == "benign":
-            tot["benign"] += len(ab) + len(aa)
-            tot["benign_failed"] += caught + fails
+        if c.kind in ("benign", "unchanged"):
+            tot[c.kind] += len(ab) + len(aa)
+            tot[f"{c.kind}_failed"] += caught + fails
         if c.kind == "synthetic":
             tot[f"syn:{case}"] = caught
             tot[f"syn_n:{case}"] = len(ab)
@@ -114,6 +118,10 @@ def main() -> None:
         name = k[4:]
         print(f"synthetic {name}: {tot[k]} of {tot['syn_n:' + name]} failed")
     print(f"benign refactors: {tot['benign_failed']} failures in {tot['benign']} comparisons")
+    print(
+        f"unchanged tiny kernels: {tot['unchanged_failed']} failures in {tot['unchanged']} "
+        "comparisons"
+    )
     n_aa_sessions = sum(1 for tag, *_ in sessions if "/aa-" in tag)
     aa_failed_sessions = sum(
         1

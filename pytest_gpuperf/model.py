@@ -153,6 +153,13 @@ class Result:
     #: (:mod:`pytest_gpuperf.measure.allocation`); ``{"available": False, "reason"}`` on the
     #: CPU; None when not measured
     memory: dict[str, Any] | None = None
+    #: how fast the host ran around the measured rounds (:mod:`pytest_gpuperf.measure.canary`):
+    #: ``kind``, ``op_s`` (seconds per canary op), ``share`` (of the rounds' time on a CPU),
+    #: ``bursts``, ``cost_s``. None where no canary could run
+    host_canary: dict[str, Any] | None = None
+    #: the tracer or profiler active while it was measured (coverage.py, a debugger, ...),
+    #: None without one (:mod:`pytest_gpuperf.measure.tracing`)
+    tracer: str | None = None
 
     @property
     def summary(self) -> Summary:

@@ -4,8 +4,9 @@ Every case is written here from the pattern in the public code it cites (no code
 copied). ``make(device, bad)`` returns the callable that ``gpu_bench`` measures, with its
 inputs already on ``device``. Cases marked ``synthetic`` scale the work by a known
 amount; they measure the gate's power at small slowdowns and are reported apart from
-the realistic cases. ``benign`` cases change the code but keep the same kernels: they
-must never fail.
+the realistic cases. ``benign`` cases change the code but keep the same kernels, and
+``unchanged`` ones (tiny kernels) are the same code in both variants: neither may ever
+fail.
 
 Sizes span about 5 µs to 50 ms per call on an H200. On the CPU every case that can run
 there runs at a small size (for a smoke test of the scripts); GPU-only cases say so.
@@ -30,7 +31,8 @@ class Case:
     #: where the pattern comes from
     source: str
     make: Callable[[str, bool], Fn]
-    #: "realistic", "benign" or "synthetic"
+    #: "realistic", "benign" (the same kernels, other host code), "unchanged" (A/A: both
+    #: variants the same code) or "synthetic"
     kind: str = "realistic"
     gpu_only: bool = False
     #: options passed to gpu_bench (e.g. cuda_graph)
@@ -182,11 +184,7 @@ def _channels_last_lost(device: str, bad: bool) -> Fn:
     if not bad:
         x = x.to(memory_format=torch.channels_last)
 
-    def run() -> Any:
-        with torch.no_grad():
-            return block(x)
-
-    return run
+    return _inference(block, x)
 
 
 def _contiguous_heads(device: str, bad: bool) -> Fn:
@@ -310,17 +308,22 @@ def _blocks(device: str, width: int, n: int) -> Any:
     ).to(device)
 
 
+def _inference(fn: Callable[[Any], Any], x: Any) -> Fn:
+    """``fn(x)`` without autograd (a module's forward at inference)."""
+    import torch
+
+    def run() -> Any:
+        with torch.no_grad():
+            return fn(x)
+
+    return run
+
+
 def _compiled_on(fn: Callable[[Any], Any], x: Any) -> Fn:
     """``fn`` compiled with torch.compile, called on ``x`` without autograd."""
     import torch
 
-    compiled = torch.compile(fn)
-
-    def run() -> Any:
-        with torch.no_grad():
-            return compiled(x)
-
-    return run
+    return _inference(torch.compile(fn), x)
 
 
 def _graph_break_in_loop(device: str, bad: bool) -> Fn:
@@ -532,6 +535,313 @@ def _benign_compiled_refactor(device: str, bad: bool) -> Fn:
     return _compiled_on(split if bad else inline, torch.randn(rows, width, device=device))
 
 
+# --- tiny kernels, unchanged (A/A): 5-50 us per call, a few launches ---------------------------
+#
+# Calls this short are paid at the host's speed end to end (a Python call, a dispatch and a
+# launch per op take about as long as the kernel), and each one's device time is a few
+# microseconds timed by its own event pair. Both variants are the same code: they must never
+# fail. The layer norm is the one pytest-gpuperf demo measures.
+
+
+def _tiny_layer_norm(device: str, bad: bool) -> Fn:
+    # pytest_gpuperf/demo/benchmarks.py test_layer_norm: nn.LayerNorm(1024) on 4096 x 1024 fp32
+    # (about 20 us on an H200 with the L2 flushed).
+    import torch
+
+    rows, width = (4096, 1024) if _on_gpu(device) else (256, 256)
+    x = torch.randn(rows, width, device=device)
+    norm = torch.nn.LayerNorm(width).to(device)
+
+    return _inference(norm, x)
+
+
+def _tiny_softmax(device: str, bad: bool) -> Fn:
+    # The attention-probability softmax of a small eager attention (8 x 16 heads x 128 x 128
+    # bf16 scores; the HF eager_attention_forward softmax over the last dim).
+    import torch
+
+    shape = (8, 16, 128, 128) if _on_gpu(device) else (1, 2, 32, 32)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    scores = torch.randn(*shape, device=device, dtype=dtype)
+    return lambda: torch.softmax(scores, dim=-1)
+
+
+def _tiny_elementwise_chain(device: str, bad: bool) -> Fn:
+    # A scale-shift-activation chain left unfused in eager code (x * gamma + beta, then SiLU):
+    # three elementwise kernels on 1M fp32 values.
+    import torch
+    import torch.nn.functional as F
+
+    n = 2**20 if _on_gpu(device) else 2**12
+    x = torch.randn(n, device=device)
+    gamma = torch.randn(n, device=device)
+    beta = torch.randn(n, device=device)
+    return lambda: F.silu(x * gamma + beta)
+
+
+def _tiny_rmsnorm(device: str, bad: bool) -> Fn:
+    # HF LlamaRMSNorm.forward in eager mode (modeling_llama.py): to fp32, pow, mean, rsqrt,
+    # multiply, back to bf16, times the weight: six small kernels on 2048 x 1024 bf16.
+    import torch
+
+    rows, width = (2048, 1024) if _on_gpu(device) else (64, 128)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    x = torch.randn(rows, width, device=device, dtype=dtype)
+    weight = torch.ones(width, device=device, dtype=dtype)
+
+    def run() -> Any:
+        h = x.to(torch.float32)
+        variance = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(variance + 1e-6)
+        return weight * h.to(dtype)
+
+    return run
+
+
+# --- benign refactors of the host-side code: more Python, another op sequence, a view --------
+
+
+def _attention_block(device: str) -> tuple[Any, Any, Any, int, int, int, int]:
+    import torch
+
+    b, t, c, nh = (4, 256, 512, 8) if _on_gpu(device) else (1, 32, 64, 2)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    c_attn = torch.nn.Linear(c, 3 * c).to(device, dtype)
+    c_proj = torch.nn.Linear(c, c).to(device, dtype)
+    x = torch.randn(b, t, c, device=device, dtype=dtype)
+    return x, c_attn, c_proj, b, t, c, nh
+
+
+def _benign_attention_unbind(device: str, bad: bool) -> Fn:
+    # karpathy/nanoGPT model.py CausalSelfAttention.forward: q, k, v from qkv.split(n_embd,
+    # dim=2), each .view(B, T, nh, hs).transpose(1, 2). The refactor (as in many ports) views
+    # qkv as (B, T, 3, nh, hs), permutes and unbinds: the same strided views, the same GEMMs
+    # and the same SDPA kernel; only the Python that makes the views differs. Host-bound at
+    # this size: the H200 case of a benign refactor failing on a slow host was this one.
+    import torch.nn.functional as F
+
+    x, c_attn, c_proj, b, t, c, nh = _attention_block(device)
+    hs = c // nh
+
+    def split(qkv: Any) -> tuple[Any, Any, Any]:
+        q, k, v = qkv.split(c, dim=2)
+        q = q.view(b, t, nh, hs).transpose(1, 2)
+        k = k.view(b, t, nh, hs).transpose(1, 2)
+        return q, k, v.view(b, t, nh, hs).transpose(1, 2)
+
+    def unbind(qkv: Any) -> tuple[Any, Any, Any]:
+        return qkv.view(b, t, 3, nh, hs).permute(2, 0, 3, 1, 4).unbind(0)
+
+    heads = unbind if bad else split
+
+    def run() -> Any:
+        import torch
+
+        with torch.no_grad():
+            q, k, v = heads(c_attn(x))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    return run
+
+
+def _benign_more_python(device: str, bad: bool) -> Fn:
+    # An MLP block whose forward gained the Python a library adds around the same ops (HF
+    # transformers style): keyword arguments merged with a config, isinstance and shape
+    # checks, a no-op context manager, attribute lookups by name. The same two GEMMs and GELU.
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    tokens, width = (512, 1024) if _on_gpu(device) else (16, 64)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    fc = torch.nn.Linear(width, 4 * width).to(device, dtype)
+    proj = torch.nn.Linear(4 * width, width).to(device, dtype)
+    x = torch.randn(tokens, width, device=device, dtype=dtype)
+    config = {"activation": "gelu", "approximate": "none", "checks": True}
+    layers = {"up": fc, "down": proj}
+
+    def plain() -> Any:
+        with torch.no_grad():
+            return proj(F.gelu(fc(x)))
+
+    def wrapped(**kwargs: Any) -> Any:
+        opts = {**config, **kwargs}
+        shape_ok = isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[-1] == width
+        if opts["checks"] and not shape_ok:
+            raise ValueError(f"expected a (tokens, {width}) tensor")
+        act = getattr(F, opts["activation"])
+        with contextlib.nullcontext(), torch.no_grad():
+            h = layers["up"](x)
+            h = act(h, approximate=opts["approximate"])
+            return layers["down"](h)
+
+    return wrapped if bad else plain
+
+
+def _benign_op_sequence(device: str, bad: bool) -> Fn:
+    # The end of nanoGPT's attention, y.transpose(1, 2).contiguous().view(B, T, C) before
+    # c_proj, rewritten as y.permute(0, 2, 1, 3).reshape(B, T, C): reshape of a non-contiguous
+    # tensor copies it with the same copy kernel; the same GEMM follows.
+    import torch
+
+    b, t, c, nh = (4, 256, 512, 8) if _on_gpu(device) else (1, 32, 64, 2)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    y = torch.randn(b, nh, t, c // nh, device=device, dtype=dtype)
+    c_proj = torch.nn.Linear(c, c).to(device, dtype)
+
+    def transpose_contiguous() -> Any:
+        with torch.no_grad():
+            return c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    def permute_reshape() -> Any:
+        with torch.no_grad():
+            return c_proj(y.permute(0, 2, 1, 3).reshape(b, t, c))
+
+    return permute_reshape if bad else transpose_contiguous
+
+
+def _benign_extra_view(device: str, bad: bool) -> Fn:
+    # F.linear on a (B, T, C) activation, refactored to flatten it first and view the output
+    # back (as code written for 2-D inputs does): F.linear folds a contiguous 3-D input into
+    # the same 2-D addmm, so the GEMM kernel is the same; two views more on the host.
+    import torch
+    import torch.nn.functional as F
+
+    b, t, c = (4, 128, 1024) if _on_gpu(device) else (1, 16, 64)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    x = torch.randn(b, t, c, device=device, dtype=dtype)
+    w = torch.randn(c, c, device=device, dtype=dtype) / math.sqrt(c)
+    bias = torch.zeros(c, device=device, dtype=dtype)
+
+    def direct() -> Any:
+        return F.linear(x, w, bias)
+
+    def flattened() -> Any:
+        return F.linear(x.view(-1, c), w, bias).view(b, t, -1)
+
+    return flattened if bad else direct
+
+
+# --- realistic slowdowns of 1.2-1.5x -------------------------------------------------------------
+
+
+def _linear_bias_unfused(device: str, bad: bool) -> Fn:
+    # Megatron-LM megatron/core/transformer/mlp.py: the fc1 projection returns its bias apart
+    # (skip_bias_add) to fuse it with the activation (bias_gelu_fusion). With the fusion off the
+    # bias is added as a kernel of its own after the GEMM, where nn.Linear (addmm) adds it in the
+    # GEMM's epilogue: one more pass over the 8192 x 4096 output.
+    import torch
+    import torch.nn.functional as F
+
+    m, k, n = (8192, 1024, 4096) if _on_gpu(device) else (64, 64, 128)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    x = torch.randn(m, k, device=device, dtype=dtype)
+    w = torch.randn(n, k, device=device, dtype=dtype) / math.sqrt(k)
+    bias = torch.randn(n, device=device, dtype=dtype)
+
+    def fused() -> Any:
+        return F.gelu(F.linear(x, w, bias))
+
+    def separate() -> Any:
+        return F.gelu(F.linear(x, w) + bias)
+
+    return separate if bad else fused
+
+
+def _autocast_fp32_weights(device: str, bad: bool) -> Fn:
+    # Inference of a bf16 model: the weights stored in bf16 (HF from_pretrained(torch_dtype=
+    # torch.bfloat16), model.to(torch.bfloat16)) against fp32 weights under torch.autocast,
+    # which casts every weight to bf16 on every forward (pytorch docs, Automatic Mixed
+    # Precision: autocast's weight cache lives for one autocast region). Same bf16 GEMMs,
+    # plus a cast kernel per weight: 2 x 4096 x 16384 fp32 weights for 1536 tokens.
+    import torch
+
+    tokens, width = (1536, 4096) if _on_gpu(device) else (16, 64)
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+    ).to(device)
+    dtype = torch.bfloat16
+    if not bad:
+        mlp = mlp.to(dtype)
+    x = torch.randn(tokens, width, device=device, dtype=dtype)
+
+    def run() -> Any:
+        with torch.no_grad():
+            if bad:
+                with torch.autocast(device_type=device, dtype=dtype):
+                    return mlp(x)
+            return mlp(x)
+
+    return run
+
+
+def _dropout_left_on(device: str, bad: bool) -> Fn:
+    # huggingface/transformers modeling_t5.py T5DenseActDense (wi, ReLU, dropout, wo) of
+    # t5-small (d_model 512, d_ff 2048) serving 8192 tokens, with the model left in train mode
+    # (model.eval() forgotten; pytorch docs nn.Module.eval: Dropout behaves differently in
+    # training): dropout draws a mask over the 8192 x 2048 hidden on every call.
+    import torch
+
+    tokens, d_model, d_ff = (8192, 512, 2048) if _on_gpu(device) else (64, 32, 128)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+
+    class DenseActDense(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wi = torch.nn.Linear(d_model, d_ff, bias=False)
+            self.wo = torch.nn.Linear(d_ff, d_model, bias=False)
+            self.dropout = torch.nn.Dropout(0.1)
+
+        def forward(self, h: Any) -> Any:
+            return self.wo(self.dropout(torch.relu(self.wi(h))))
+
+    ff = DenseActDense().to(device, dtype).train(bad)
+    x = torch.randn(tokens, d_model, device=device, dtype=dtype)
+
+    return _inference(ff, x)
+
+
+def _key_transpose_contiguous(device: str, bad: bool) -> Fn:
+    # The attention scores of an eager attention, q @ k.transpose(-2, -1) (HF GPT-2
+    # GPT2Attention._attn; batched GEMMs read the transposed key by its strides). The bad
+    # variant makes the transposed key contiguous first, as forks of such code do to silence a
+    # stride warning: a copy of k (32 x 16 x 512 x 64 bf16) before every score GEMM, whose
+    # 512 x 512 outputs dominate its time.
+    import torch
+
+    b, nh, t, hs = (32, 16, 512, 64) if _on_gpu(device) else (1, 2, 32, 16)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    q = torch.randn(b, nh, t, hs, device=device, dtype=dtype)
+    k = torch.randn(b, nh, t, hs, device=device, dtype=dtype)
+
+    def run() -> Any:
+        kt = k.transpose(-2, -1)
+        return q @ (kt.contiguous() if bad else kt)
+
+    return run
+
+
+def _sdpa_efficient_backend(device: str, bad: bool) -> Fn:
+    # Non-causal attention (an encoder, ViT or diffusion UNet block) with the flash backend
+    # turned off, as scripts do for determinism (torch.backends.cuda.enable_flash_sdp(False);
+    # diffusers and timm issues): SDPA falls back to the memory-efficient kernel.
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    b, nh, t, hs = 8, 16, 2048, 64
+    q, k, v = (torch.randn(b, nh, t, hs, device=device, dtype=torch.bfloat16) for _ in range(3))
+    backend = SDPBackend.EFFICIENT_ATTENTION if bad else SDPBackend.FLASH_ATTENTION
+
+    def run() -> Any:
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    return run
+
+
 # --- synthetic: known small slowdowns of large kernels and of a launch-bound loop --------------
 
 
@@ -566,11 +876,7 @@ def _layernorm(device: str, scale: float) -> Fn:
     x = torch.randn(round(rows * scale), cols, device=device, dtype=dtype)
     ln = torch.nn.LayerNorm(cols, device=device, dtype=dtype)
 
-    def run() -> Any:
-        with torch.no_grad():
-            return ln(x)
-
-    return run
+    return _inference(ln, x)
 
 
 def _launches(device: str, scale: float) -> Fn:
@@ -636,9 +942,51 @@ CASES: tuple[Case, ...] = (
          _scaled(0.05, _layernorm), kind="synthetic"),
     Case("launches_plus10", "20 -> 22 small launches (host-bound, +10 %)", "synthetic",
          _scaled(0.10, _launches), kind="synthetic"),
+    # tiny kernels, unchanged: the same code in both variants
+    Case("tiny_layer_norm", "unchanged: LayerNorm(1024) on 4096 x 1024 fp32 (~20 us)",
+         "pytest_gpuperf/demo/benchmarks.py test_layer_norm", _tiny_layer_norm,
+         kind="unchanged"),
+    Case("tiny_softmax", "unchanged: softmax of 8 x 16 x 128 x 128 bf16 scores",
+         "huggingface/transformers eager_attention_forward softmax", _tiny_softmax,
+         kind="unchanged"),
+    Case("tiny_elementwise_chain", "unchanged: x * gamma + beta, then SiLU, on 1M fp32",
+         "eager scale-shift-activation", _tiny_elementwise_chain, kind="unchanged"),
+    Case("tiny_rmsnorm", "unchanged: eager LlamaRMSNorm on 2048 x 1024 bf16 (6 kernels)",
+         "huggingface/transformers modeling_llama.py LlamaRMSNorm", _tiny_rmsnorm,
+         kind="unchanged"),
+    # benign refactors of the host-side code
+    Case("benign_attention_unbind", "q, k, v by view/permute/unbind instead of split",
+         "karpathy/nanoGPT model.py CausalSelfAttention", _benign_attention_unbind,
+         kind="benign"),
+    Case("benign_more_python", "an MLP forward with config merging, checks, lookups by name",
+         "HF-style forward wrappers", _benign_more_python, kind="benign"),
+    Case("benign_op_sequence", "transpose().contiguous().view() -> permute().reshape()",
+         "karpathy/nanoGPT model.py CausalSelfAttention", _benign_op_sequence, kind="benign"),
+    Case("benign_extra_view", "F.linear on x.view(-1, C), output viewed back",
+         "2-D-input code paths", _benign_extra_view, kind="benign"),
+    # realistic slowdowns of 1.2-1.5x
+    Case("linear_bias_unfused", "the fc1 bias added by its own kernel, not in the GEMM epilogue",
+         "NVIDIA/Megatron-LM megatron/core/transformer/mlp.py skip_bias_add",
+         _linear_bias_unfused),
+    Case("autocast_fp32_weights", "bf16 inference with fp32 weights under autocast",
+         "pytorch docs amp; HF from_pretrained(torch_dtype=torch.bfloat16)",
+         _autocast_fp32_weights),
+    Case("dropout_left_on", "t5-small feed-forward served in train mode (dropout on)",
+         "huggingface/transformers modeling_t5.py T5DenseActDense", _dropout_left_on),
+    Case("key_transpose_contiguous", "k.transpose(-2, -1).contiguous() before q @ k^T",
+         "huggingface/transformers GPT2Attention._attn", _key_transpose_contiguous),
+    Case("sdpa_efficient_backend", "flash SDPA turned off: the memory-efficient kernel",
+         "torch.backends.cuda.enable_flash_sdp(False) in training scripts",
+         _sdpa_efficient_backend, gpu_only=True),
 )  # fmt: skip
 
 BY_NAME = {c.name: c for c in CASES}
+
+#: Cases whose bad variant the code itself selects, whatever GPUPERF_ZOO says: empty here.
+#: bench/gpu/part-gate-b.sh commits a copy of the zoo with some names in it, so that
+#: --gpuperf-ab compares two commits that differ in code (an environment variable would reach
+#: both sides of the A/B alike).
+CODE_BAD: frozenset[str] = frozenset()
 
 
 # --- activity: precision and memory behaviour told from the GPU's counters ---------------------

@@ -85,6 +85,10 @@ class RunRecord:
     #: the caching allocator's figures per call (pytest_gpuperf.measure.allocation); None: not
     #: recorded (a CPU run, or a file written before they were)
     memory: Mapping[str, Any] | None = None
+    #: the host-speed canary of the run (``Result.host_canary``); None: not recorded (older runs)
+    host_canary: Mapping[str, Any] | None = None
+    #: the tracer or profiler active in the run; None: none (or not recorded, older runs)
+    tracer: str | None = None
 
     @property
     def log_median(self) -> float:
@@ -124,6 +128,8 @@ class RunRecord:
             host_s=d.get("host_s"),
             numerics=tuple(d["numerics"]) if d.get("numerics") else None,
             memory=d.get("memory"),
+            host_canary=d.get("host_canary"),
+            tracer=d.get("tracer"),
         )
 
 
@@ -193,6 +199,10 @@ def record_from_result(
     memory = d.get("memory")
     if isinstance(memory, Mapping) and memory.get("available"):
         rec["memory"] = schema.plain(memory)
+    if schema.is_canary(d.get("host_canary")):
+        rec["host_canary"] = schema.plain(d["host_canary"])
+    if isinstance(d.get("tracer"), str) and d["tracer"]:
+        rec["tracer"] = d["tracer"]
     extra = {**(d.get("extra") or {}), **(extra or {})}
     if extra:
         rec["extra"] = schema.plain(extra)
@@ -232,6 +242,8 @@ def result_fields(r: Result) -> dict[str, Any]:
         "host_s": r.host_s,
         "numerics": r.numerics,
         "memory": r.memory,
+        "host_canary": r.host_canary,
+        "tracer": r.tracer,
     }
 
 

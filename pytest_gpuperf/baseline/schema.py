@@ -25,9 +25,12 @@ Version history:
    version (old files stay valid; only a file holding it is refused by an older
    reader): the optional run field ``numerics``, the numeric fingerprint of the
    benchmark's output (:mod:`pytest_gpuperf.verdict.numerics`, which validates it);
-   then the optional run field ``memory``, the caching allocator's figures per call
-   (:mod:`pytest_gpuperf.measure.allocation`), and, inside the opaque ``telemetry``,
-   ``activity``: a summary of the GPU's activity (NVML GPM) over the run.
+   then the optional run fields ``memory``, the caching allocator's figures per call
+   (:mod:`pytest_gpuperf.measure.allocation`), ``host_canary`` (how fast the host ran around
+   the run's rounds, :mod:`pytest_gpuperf.measure.canary`) and ``tracer`` (the tracer or
+   profiler active while it was measured, :mod:`pytest_gpuperf.measure.tracing`), and, inside
+   the opaque ``telemetry``, ``activity``: a summary of the GPU's activity (NVML GPM) over the
+   run.
 
 Versions 1 and 2 are validated in their own terms (so an error names fields
 as they are in the file), then migrated one step at a time to the
@@ -187,7 +190,34 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
     "numerics": (is_fingerprint, "a numerics fingerprint (a list of tensor entries)"),
     # the caching allocator's figures per call (measure/allocation.py), CUDA runs only
     "memory": OBJECT,
+    # the host-speed canary (measure/canary.py) and the tracer active while measuring
+    "host_canary": (
+        lambda v: is_canary(v),
+        "a host-speed canary (an object with kind, op_s > 0, and optionally share in (0, 1])",
+    ),
+    "tracer": STR,
 }
+
+
+def is_canary(v: Any) -> bool:
+    """Whether ``v`` is a run's host-speed canary as :mod:`pytest_gpuperf.measure.canary`
+    records it: ``kind`` a string, ``op_s`` > 0, ``share`` (if any) in (0, 1], ``bursts``
+    (if any) numbers > 0."""
+    if not isinstance(v, dict) or not isinstance(v.get("kind"), str):
+        return False
+    op: Any = v.get("op_s")
+    share: Any = v.get("share", 1.0)
+    bursts: Any = v.get("bursts", [1.0])
+    return (
+        _is_number(op)
+        and op > 0
+        and _is_number(share)
+        and 0 < share <= 1
+        and isinstance(bursts, list)
+        and all(_is_number(x) and x > 0 for x in bursts)
+    )
+
+
 #: Run fields whose content is free-form JSON.
 _OPAQUE = ("meta", "policy", "telemetry", "extra", "memory")
 

@@ -238,6 +238,7 @@ class ABGate(Gate):
     ) -> Judgement:
         from pytest_gpuperf.verdict import RunStat
         from pytest_gpuperf.verdict.decide import with_note
+        from pytest_gpuperf.verdict.host_speed import in_ab_session
 
         out = Judgement()
         started = time.perf_counter()
@@ -248,7 +249,7 @@ class ABGate(Gate):
         for r in results:
             runs = self.paired.runs("current", r.id.key)
             stats = [RunStat.from_result(x) for x in runs] or [RunStat.from_result(r)]
-            c: Comparison = self.rule.decide(r, stats, last=True)
+            c: Comparison = in_ab_session(self.rule.decide(r, stats, last=True))
             if new:
                 c = with_note(c, f"new: not in {self.tree.label}")
             elif item.nodeid in self.failed_side:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
+from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
 from pytest_gpuperf.measure.flags import flag_notes
 from pytest_gpuperf.measure.memory import (
     allocator_counters,
@@ -30,6 +31,7 @@ from pytest_gpuperf.measure.memory import (
     release_memory,
 )
 from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.measure.tracing import active_tracer, tracer_note
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
@@ -169,6 +171,9 @@ class _Measured(NamedTuple):
     peak_memory: int | None
     extra: dict[str, Any]
     memory: dict[str, Any] | None
+    #: the host-speed canary around the rounds (measure/canary.py), and the tracer then active
+    host_canary: dict[str, Any] | None = None
+    tracer: str | None = None
 
 
 def _describe(fn: Any) -> str:
@@ -402,10 +407,14 @@ class GpuBench:
                 host_s=got.host_s,
                 numerics=first.numerics,
                 memory=got.memory,
+                host_canary=got.host_canary,
+                tracer=got.tracer,
             )
             if ctx.group is not None:
                 result.extra = {**result.extra, "group": self._group_record(got, plan)}
             result.notes.extend(flag_notes(result, policy))
+            if got.tracer:
+                result.notes.append(tracer_note(got.tracer))
             self.results.append(result)
             ctx.record(result)
         return first.output
@@ -454,17 +463,24 @@ class GpuBench:
                     first_s = self._first_call(timer, bid, who, plan.verdict, first)
                 with ctx.phase_range(bid, "prepare"):
                     timer.prepare()
+                window = CanaryWindow(canary_for(ctx.device))  # made before the memory reset
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
+                tracer = _active_tracer()
                 with ctx.progress(label, ticker=False) as task:
                     # The progress line ticks between rounds, never inside one.
-                    raw, telemetry, memory = self._with_probes(bid, timer, policy, task.tick)
+                    raw, telemetry, memory = self._with_probes(
+                        bid, timer, policy, task.tick, window
+                    )
                 hidden = timer.host_hidden(len(raw.rounds))
                 host = timer.host_time(len(raw.rounds))
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
-        return _Measured(first_s, raw, telemetry, hidden, host, wall, peak, extra, memory)
+        return _Measured(
+            first_s, raw, telemetry, hidden, host, wall, peak, extra, memory, window.record(),
+            tracer,
+        )  # fmt: skip
 
     def _first_call(
         self,
@@ -490,16 +506,22 @@ class GpuBench:
         return first.seconds
 
     def _with_probes(
-        self, bid: BenchId, timer: backend.Timer, policy: MeasurePolicy, tick: engine.Tick
+        self,
+        bid: BenchId,
+        timer: backend.Timer,
+        policy: MeasurePolicy,
+        tick: engine.Tick,
+        window: CanaryWindow,
     ) -> tuple[engine.RawMeasurement, dict[str, Any] | None, dict[str, Any] | None]:
-        """The measurement loop on ``timer``, inside the telemetry probes, then the window of
-        plain calls that the activity (GPM) and the allocator's per-call figures are read
+        """The measurement loop on ``timer``, inside the telemetry probes, with the host-speed
+        canary sampled just before and after its measured rounds (``window``), then the window
+        of plain calls that the activity (GPM) and the allocator's per-call figures are read
         over: (the measurement, its telemetry, its memory behaviour)."""
         ctx = self._ctx
         clock = time.perf_counter
         # A group's loop reads rank 0's clock, so that every rank decides alike.
         loop_clock = ctx.group.clock if ctx.group is not None else clock
-        phase = functools.partial(ctx.phase_range, bid)
+        phase = window.phase(functools.partial(ctx.phase_range, bid))
         on_gpu = ctx.device == "cuda"
         with contextlib.ExitStack() as stack:
             finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
@@ -593,6 +615,12 @@ class GpuBench:
                 traceback.clear_frames(tb)
         self._oom = None
         release_memory()
+
+
+def _active_tracer() -> str | None:
+    """The tracers and profilers active in this thread (Python's, and torch's profiler)."""
+    found = [t for t in (active_tracer(), torch_profiler_active()) if t]
+    return "; ".join(found) or None
 
 
 def inventory_settings(settings: Settings | None) -> InventorySettings | None:

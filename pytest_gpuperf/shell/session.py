@@ -793,6 +793,8 @@ class GpuPerfSession:
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
                 tr.write_line(line)
+        for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
+            tr.write_line(line)
         if self.saved:
             tr.write_line(self.saved)
         if self.save_error:

@@ -84,6 +84,8 @@ class FigureVerdict:
     reasons: tuple[str, ...] = ()
     baseline_runs: tuple[float, ...] = ()
     current_runs: tuple[float, ...] = ()
+    #: for kind inconclusive: which kind of inconclusive it is (see :class:`Comparison`)
+    why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = json_safe(asdict(self))
@@ -148,6 +150,10 @@ class Comparison:
     secondary: tuple[SecondaryComparison, ...] = ()
     #: the output's numerics against the baseline's (the gate adds it; None when not compared)
     numerics: NumericsComparison | None = None
+    #: for kind inconclusive, which kind: "below-resolution", "unconfirmed", "unsteady",
+    #: "environment", "not-comparable" (a tracer or profiler on one side only) or
+    #: "host-slower" (the host-speed canary cannot tell the host from the code)
+    why: str = ""
 
     @property
     def gated(self) -> bool:

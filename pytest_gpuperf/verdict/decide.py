@@ -32,6 +32,7 @@ towards REGRESSION, never away from it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -39,6 +40,7 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.verdict import host_speed
 from pytest_gpuperf.verdict.comparison import (
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
@@ -121,6 +123,12 @@ class RunStat:
     within_se: float | None = None
     power_capped: bool = False
     host_s: float | None = None
+    #: the host-speed canary around the run's rounds (measure/canary.py): its kind, seconds
+    #: per op and share of the rounds' time on a CPU; and the tracer active while measuring
+    canary_kind: str | None = None
+    canary_op_s: float | None = None
+    canary_share: float | None = None
+    tracer: str | None = None
 
     @property
     def unstable(self) -> bool:
@@ -139,6 +147,8 @@ class RunStat:
         host_hidden: bool | None = None,
         telemetry: Mapping[str, Any] | None = None,
         host_s: float | None = None,
+        canary: Mapping[str, Any] | None = None,
+        tracer: str | None = None,
     ) -> RunStat:
         """From a run's rounds (a result's or a stored run's)."""
         from pytest_gpuperf.measure.summary import median
@@ -146,6 +156,7 @@ class RunStat:
 
         unstable = stability in UNSTABLE_CLASSES
         e2e = [x for x in e2e_rounds if x > 0 and math.isfinite(x)]
+        canary = canary or {}
         return cls(
             median_s=median_s,
             e2e_s=median(e2e) if e2e else None,
@@ -156,13 +167,17 @@ class RunStat:
             within_se=within_run_se(rounds),
             power_capped=_power_capped(telemetry),
             host_s=host_s,
+            canary_kind=canary.get("kind"),
+            canary_op_s=canary.get("op_s"),
+            canary_share=canary.get("share"),
+            tracer=tracer or None,
         )
 
     @classmethod
     def from_run(cls, run: Result | Any) -> RunStat:
         """From a :class:`~pytest_gpuperf.model.Result` or a stored run (``RunRecord``): both
         hold ``median``, ``rounds``, ``stability``, ``e2e_rounds``, ``host_hidden``,
-        ``host_s`` and ``telemetry``."""
+        ``host_s``, ``telemetry``, ``host_canary`` and ``tracer``."""
         return cls.of(
             run.median,
             run.rounds,
@@ -171,6 +186,8 @@ class RunStat:
             host_hidden=run.host_hidden,
             telemetry=run.telemetry,
             host_s=run.host_s,
+            canary=getattr(run, "host_canary", None),
+            tracer=getattr(run, "tracer", None),
         )
 
     from_result = from_run
@@ -263,18 +280,23 @@ def decide_figure(
     last: bool = False,
     floor: float = 0.0,
     like_for_like: bool = True,
+    allowance: float = math.inf,
+    extra_noise: float = 0.0,
 ) -> FigureVerdict:
-    """One figure's verdict (module docstring, steps 1-5); ``floor`` raises the noise.
+    """One figure's verdict (module docstring, steps 1-5); ``floor`` raises the noise, and
+    ``extra_noise`` adds to it (the error of levels corrected by another measurement).
 
     ``like_for_like`` False: the current runs were measured another way than
     the baseline's (the device figure with and without the host hidden); then
-    no single run is decisive.
+    one run is decisive only beyond the one-run bar by ``allowance`` (log: how much
+    the host's own time could add to the same code measured so; inf: never).
     """
     k, r = len(base), len(cur)
     if not k or not r:
         raise ValueError("decide_figure() needs baseline and current runs")
     ys = [x.y for x in base]
     s, prior, own, df = _noise(ys, klass, policy, floor)
+    s = math.hypot(s, extra_noise)
     loc = _LOCATIONS[policy.location]
     se = s * math.sqrt(loc.var(k) + loc.var(r))
     d = loc.center([x.y for x in cur], s) - loc.center(ys, s)
@@ -294,7 +316,7 @@ def decide_figure(
     resolution = _exp(cut_full + z_of(1 - policy.power) * se_full) - 1.0
     half = z_of((1 - policy.ci_level) / 2) * se
     if not like_for_like:
-        one_run = math.inf  # a run measured another way (host not hidden) needs a second
+        one_run += allowance  # a run measured another way (host not hidden) counts its host
     kind, final, reasons = _classify(
         slower, faster, upper, cutoff, floor_log, decisive, one_run, r, klass, last=last
     )
@@ -459,22 +481,7 @@ def decide(
             kind=NO_BASELINE, final=True, current_s=fast, r=len(cur), notes=tuple(notes), **common
         )
     classes = classes_for(base, mode, policy)
-    floor = max([x.within_se for x in (*base, *cur) if x.within_se is not None] or [0.0])
-    verdicts = []
-    for figure, klass in classes.items():
-        b, c = _levels(base, figure), _levels(cur, figure)
-        if b is None or c is None:
-            if figure != E2E:
-                raise ValueError(f"figure {figure!r} missing from a run")
-            notes.append("end-to-end time missing from some runs (older baseline): not compared")
-            continue
-        same = figure != DEVICE or _same_hiding(base, cur)
-        verdicts.append(
-            decide_figure(
-                figure, b, c, klass, policy=policy, last=last, floor=min(floor, 0.05),
-                like_for_like=same,
-            )
-        )  # fmt: skip
+    verdicts = _figures(base, cur, classes, policy, last, notes)
     if environment_diff:
         lead = verdicts[0]
         diff = tuple(environment_diff)
@@ -483,7 +490,7 @@ def decide(
     # A confirmed regression of one figure settles the benchmark; otherwise every figure must.
     final = lead.final if lead.kind == REGRESSION else all(v.final for v in verdicts)
     kind = lead.kind
-    reasons = list(lead.reasons)
+    reasons = host_speed.benchmark_reasons(lead, verdicts)
     if kind == REGRESSION and environment_reason and lead.slower <= lead.decisive:
         # A clock regime the baseline never saw can explain a non-decisive slowdown.
         reasons.append(f"environment: {environment_reason}")
@@ -493,6 +500,50 @@ def decide(
     if kind == REGRESSION and final:
         reasons.insert(0, _why_regression(lead))
     return _compare(lead, verdicts, kind, final, common, notes, (), reasons)
+
+
+def _figures(
+    base: Sequence[RunStat],
+    cur: Sequence[RunStat],
+    classes: Mapping[str, NoiseClass],
+    policy: DecisionPolicy,
+    last: bool,
+    notes: list[str],
+) -> list[FigureVerdict]:
+    """Each figure's verdict (:func:`decide_figure`), with the tracers and the host's speed
+    taken into account (:mod:`.host_speed`); what the reader should know goes to ``notes``."""
+    floor = max([x.within_se for x in (*base, *cur) if x.within_se is not None] or [0.0])
+    allowance = _unlike_allowance(base, cur)
+    note = host_speed.canary_note(base, cur, [k.name for k in classes.values()])
+    if note:
+        notes.append(note)
+    verdicts = []
+    for figure, klass in classes.items():
+        b, c = _levels(base, figure), _levels(cur, figure)
+        if b is None or c is None:
+            if figure != E2E:
+                raise ValueError(f"figure {figure!r} missing from a run")
+            notes.append("end-to-end time missing from some runs (older baseline): not compared")
+            continue
+        rule = functools.partial(
+            decide_figure, figure, klass=klass, policy=policy, last=last,
+            floor=min(floor, 0.05), like_for_like=figure != DEVICE or _same_hiding(base, cur),
+            allowance=allowance,
+        )  # fmt: skip
+        verdicts.append(host_speed.judge_figure(figure, klass, b, c, base, cur, rule, last=last))
+    return verdicts
+
+
+def _unlike_allowance(base: Sequence[RunStat], cur: Sequence[RunStat]) -> float:
+    """How much more (log) a device figure measured with its host not hidden may show of the
+    same code: the baseline's end-to-end over device time (what the host adds to a call),
+    times the host's slowdown where the canary knows it."""
+    e2e = [x.e2e_s for x in base if x.e2e_s is not None]
+    if not e2e:
+        return math.inf
+    extra = max(0.0, math.log(min(e2e) / min(x.median_s for x in base)))
+    speed = host_speed.HostSpeed.of(base, cur)
+    return extra + (max(0.0, math.log(speed.ratio)) if speed is not None else 0.0)
 
 
 def _compare(
@@ -533,6 +584,7 @@ def _compare(
         environment=tuple(environment),
         baseline_runs=lead.baseline_runs,
         figures=tuple(verdicts),
+        why=lead.why if kind == INCONCLUSIVE else "",
         **{**common, "current_runs": lead.current_runs},
     )
 

@@ -13,8 +13,9 @@ import json
 import pytest
 
 from tests.conftest import FAST
+from tests.plugin.virtual_clock import TIMER
 
-BACKEND_CONFTEST = """
+BACKEND_CONFTEST = f"""
 import dataclasses
 import os
 
@@ -24,37 +25,7 @@ from pytest_gpuperf.measure import backend
 from pytest_gpuperf.verdict.policy import NoiseClass
 
 
-class VirtualClockTimer:
-    def __init__(self, call):
-        self._call = call
-        self.cost_s = 0.0005 * float(os.environ.get("SLOWDOWN", "1"))
-
-    def first_call(self):
-        return self.cost_s, self._call()
-
-    def prepare(self):
-        pass
-
-    def reset_peak_memory(self):
-        pass
-
-    def time_round(self, calls):
-        for _ in range(calls):
-            self._call()
-        return self.cost_s, self.cost_s * calls, calls
-
-    def host_hidden(self, last):
-        return None
-
-    def host_time(self, last):
-        return None
-
-    def peak_memory(self):
-        return 1234
-
-    def close(self):
-        pass
-
+{TIMER}
 
 def make(call, policy):
     return VirtualClockTimer(call)

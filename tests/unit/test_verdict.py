@@ -348,13 +348,52 @@ def test_a_host_side_regression_is_caught_by_the_end_to_end_figure() -> None:
 
 
 def test_a_device_figure_measured_with_host_waits_is_not_settled_by_one_run() -> None:
+    # A process whose host hiding failed counts its host's time per call in its device
+    # figure: at most about its end-to-end time (here equal to the device time), so a 2x
+    # device figure may be that accident; a second run settles it.
     base = [run(T, e2e=T * 1.0, hidden=True) for _ in range(3)]
-    waits = run(T * 3, e2e=T * 1.0, hidden=False)  # e.g. one process whose host hiding failed
+    waits = run(T * 2, e2e=T * 1.0, hidden=False)
     c = decide(base, [waits], mode=MODE_EVENTS)
     assert (c.kind, c.final) == (REGRESSION, False)
     assert any("waits for the GPU" in n for n in c.notes)
-    again = decide(base, [waits, run(T * 3, e2e=T * 1.0, hidden=False)], mode=MODE_EVENTS)
+    again = decide(base, [waits, run(T * 2, e2e=T * 1.0, hidden=False)], mode=MODE_EVENTS)
     assert (again.kind, again.final) == (REGRESSION, True)
+
+
+def test_host_waits_far_beyond_what_the_host_adds_are_settled_by_one_run() -> None:
+    # The one-run bar of the device class (2.25x and its noise), times what the host can add
+    # (the baseline's end-to-end over device time): beyond it, one run is evidence enough.
+    base = [run(T, e2e=T * 1.5, hidden=True) for _ in range(3)]
+    within = decide(base, [run(T * 3.2, e2e=T * 1.5, hidden=False)], mode=MODE_EVENTS)
+    assert (within.figure_verdict("device").kind, within.final) == (REGRESSION, False)
+    beyond = decide(base, [run(T * 4, e2e=T * 1.5, hidden=False)], mode=MODE_EVENTS)
+    assert (beyond.kind, beyond.final, beyond.figure) == (REGRESSION, True, "device")
+
+
+@pytest.mark.parametrize(
+    ("device", "e2e", "hidden"),
+    [
+        (12.3, 2.3, False),  # a recompile storm: Dynamo's guard waits on the GPU (device time)
+        (4.5, 1.8, False),  # a host sync per layer: waits included in the device time
+        (20.0, 20.0, True),  # more work: both figures
+    ],
+)
+def test_with_no_confirmations_a_slowdown_beyond_the_one_run_bar_fails(
+    device: float, e2e: float, hidden: bool
+) -> None:
+    policy = DecisionPolicy(max_runs=1)  # --gpuperf-reruns=0
+    base = [run(T * x, e2e=T * 1.2 * x, hidden=True) for x in (1.0, 1.01, 1.02)]
+    c = decide(base, [run(T * device, e2e=T * 1.2 * e2e, hidden=hidden)], mode=MODE_EVENTS,
+               policy=policy)  # fmt: skip
+    assert (c.kind, c.final) == (REGRESSION, True)
+
+
+def test_with_no_confirmations_a_slowdown_below_the_one_run_bar_is_inconclusive() -> None:
+    policy = DecisionPolicy(max_runs=1)
+    base = [run(T * x, e2e=T * x, hidden=True) for x in (1.0, 1.01, 1.02)]
+    c = decide(base, [run(T * 1.5, e2e=T * 1.5, hidden=True)], mode=MODE_EVENTS, policy=policy)
+    assert (c.kind, c.final) == (INCONCLUSIVE, True)
+    assert "not confirmed" in c.reasons[0]
 
 
 def test_the_verdict_depends_on_nothing_but_the_benchmark_s_own_runs() -> None:

@@ -1,0 +1,202 @@
+"""The host-speed canary: how fast this process's host runs now, measured beside each benchmark.
+
+Host-bound work (Python dispatch of small ops, kernel launches) runs at the host's speed,
+and a host's speed moves: a neighbour process sharing the core, a sibling hyper-thread,
+a slow period of the machine that outlasts a process (on an H200 host a whole compare ran
+1.7x slower than its baseline's processes). A benchmark's own time cannot tell a slower
+host from slower code; a fixed, tiny workload of the same kind, measured in the same
+process next to the benchmark, can. Two numbers, read around the measured rounds of every
+benchmark (the ``"measure"`` phase of :func:`pytest_gpuperf.measure.engine.run`):
+
+* **op time**: the median time per op of a few bursts of tiny torch ops dispatched from a
+  Python loop (``x.mul_(1.0)`` on a one-element tensor on the benchmark's device: on CUDA,
+  one kernel launch each), half just before the rounds and half just after. Bursts are short
+  (well under a scheduler slice), so a burst that gets preempted is an outlier the median
+  drops: the op time is the host's speed while it runs.
+* **share**: the part of the rounds' wall time the measuring thread spent on a CPU rather
+  than waiting for one (``/proc/thread-self/schedstat``: run time over run time plus
+  run-queue wait). A neighbour on the same core halves it; a benchmark that sleeps or waits
+  for the GPU does not move it (waiting is neither).
+
+What it does not see: torch's intra-op threads on a busy CPU machine (a parallel CPU op
+whose worker waits a scheduler slice costs milliseconds at random, and a canary op split
+across those threads measured that randomness, not the host); the canary's op is serial.
+
+A run's host factor is op time / share (:mod:`pytest_gpuperf.verdict.host_speed` judges
+with it). Cost: 256 tiny ops and two small file reads per benchmark (about 0.5 ms on the
+2-core CPU machine; ``bench/canary_check.py cost`` measures it). torch is imported inside
+functions only; without torch the ops are plain Python calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+#: what the canary's ops are, as recorded (a run is compared only with runs of its kind)
+KIND_CUDA, KIND_CPU, KIND_PYTHON = "cuda-launch", "torch-cpu", "python-call"
+
+#: bursts before and after the rounds, and ops per burst
+BURSTS, OPS = 3, 32
+#: a sample stops adding bursts after this long (a busy machine can make each op slow)
+SAMPLE_CAP_S = 0.005
+#: the engine's phase whose rounds the canary speaks for
+PHASE = "measure"
+
+PhaseHook = Callable[[str], AbstractContextManager[object]]
+
+
+class HostCanary:
+    """The canary's workload on one device, made once per process (:func:`canary_for`)."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.kind = KIND_PYTHON
+        self.ops = OPS
+        self._op: Callable[[], Any] = _python_op
+        self._sync: Callable[[], None] = _nothing
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            on_cuda = device == "cuda" and torch.cuda.is_available()
+            x = torch.ones(1, device="cuda" if on_cuda else "cpu")
+            self._op = lambda: x.mul_(1.0)
+            self._sync = torch.cuda.synchronize if on_cuda else _nothing
+            self.kind = KIND_CUDA if on_cuda else KIND_CPU
+        for _ in range(2):  # first calls: lazy kernel loading, dispatcher caches
+            self.burst()
+
+    def burst(self) -> float:
+        """Seconds per op of one burst of :attr:`ops` ops, from an idle device queue."""
+        op, clock, n = self._op, time.perf_counter, self.ops
+        self._sync()
+        t = clock()
+        for _ in range(n):
+            op()
+        dt = clock() - t
+        self._sync()
+        return dt / n
+
+
+def _python_op() -> Any:
+    return abs(-1.0)
+
+
+def _nothing() -> None:
+    pass
+
+
+_CANARIES: dict[str, HostCanary | None] = {}
+
+
+def canary_for(device: str) -> HostCanary | None:
+    """This process's canary for ``device`` (None if it cannot be made)."""
+    if device not in _CANARIES:
+        try:
+            _CANARIES[device] = HostCanary(device)
+        except Exception:  # a canary is evidence beside the timing, never a reason to fail
+            _CANARIES[device] = None
+    return _CANARIES[device]
+
+
+def thread_schedstat() -> tuple[int, int] | None:
+    """(ns on a CPU, ns waiting for one) of the calling thread, or None where the kernel
+    does not say (``/proc/thread-self/schedstat``: Linux with scheduler statistics)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            run, wait = f.read().split()[:2]
+        return int(run), int(wait)
+    except (OSError, ValueError):
+        return None
+
+
+class CanaryWindow:
+    """The canary around one benchmark's measured rounds: :meth:`phase` wraps the
+    engine's phase hook; :meth:`record` is what the result keeps."""
+
+    def __init__(self, canary: HostCanary | None):
+        self.canary = canary
+        self.bursts: list[float] = []
+        self.cost_s = 0.0
+        self._start: tuple[float, tuple[int, int] | None] | None = None
+        self.share: float | None = None
+
+    def _sample(self) -> None:
+        if self.canary is None:
+            return
+        t = time.perf_counter()
+        try:
+            self.canary.burst()  # warms the path again: the benchmark's own work evicted it
+            for _ in range(BURSTS):
+                self.bursts.append(self.canary.burst())
+                if time.perf_counter() - t > SAMPLE_CAP_S:
+                    break
+        except Exception:
+            self.canary = None
+        self.cost_s += time.perf_counter() - t
+
+    def _open(self) -> None:
+        self._sample()
+        self._start = (time.perf_counter(), thread_schedstat())
+
+    def _close(self) -> None:
+        end = thread_schedstat()
+        if self._start is not None and self._start[1] is not None and end is not None:
+            run = end[0] - self._start[1][0]
+            wait = end[1] - self._start[1][1]
+            if run > 0 and wait >= 0:
+                self.share = run / (run + wait)
+        self._sample()
+
+    def phase(self, inner: PhaseHook) -> PhaseHook:
+        """``inner`` with the canary sampled just before and just after :data:`PHASE`."""
+
+        @contextlib.contextmanager
+        def hook(name: str) -> Iterator[object]:
+            if name != PHASE:
+                with inner(name) as value:
+                    yield value
+                return
+            self._open()
+            try:
+                with inner(name) as value:
+                    yield value
+            finally:
+                self._close()
+
+        return hook
+
+    def record(self) -> dict[str, Any] | None:
+        """``Result.host_canary``: the op time (median of the bursts, seconds), the share of
+        the rounds' time on a CPU, the bursts themselves and what the canary cost."""
+        if self.canary is None or not self.bursts:
+            return None
+        out: dict[str, Any] = {
+            "kind": self.canary.kind,
+            "op_s": float(f"{statistics.median(self.bursts):.4g}"),
+            "bursts": [float(f"{x:.4g}") for x in self.bursts],
+            "cost_s": float(f"{self.cost_s:.3g}"),
+        }
+        if self.share is not None:
+            out["share"] = round(self.share, 4)
+        return out
+
+
+def torch_profiler_active() -> str | None:
+    """``"torch.profiler"`` while a torch (autograd) profiler records in this process."""
+    import sys
+
+    torch = sys.modules.get("torch")  # a profiler that is on has torch imported already
+    if torch is None:
+        return None
+    try:
+        on = bool(torch.autograd.profiler._is_profiler_enabled)
+    except AttributeError:
+        return None
+    return "torch.profiler" if on else None

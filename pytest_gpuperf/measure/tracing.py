@@ -1,0 +1,86 @@
+"""Whether a tracer or profiler is active in this thread: its timings are not comparable.
+
+``pytest --cov`` (coverage.py), a debugger, ``python -m cProfile`` or a trace function set
+from a conftest make every Python line, call or op of the benchmark pay for a callback:
+host time runs several times slower, by an amount that depends on how much Python the
+code runs. A run measured so is compared only with runs measured the same way
+(:mod:`pytest_gpuperf.verdict.host_speed`). Read at the start of each measurement, in the
+thread that measures (trace functions are per thread).
+
+Pure Python: the interpreter's own hooks, no torch (its profiler is asked by the
+fixture through :func:`pytest_gpuperf.measure.canary.torch_profiler_active`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+#: sys.monitoring tool ids and what they are for (PEP 669; 3, 4 have no assigned use)
+_MONITORING_IDS = {0: "debugger", 1: "coverage", 2: "profiler", 5: "optimizer"}
+
+
+def _owner(hook: Any) -> str:
+    """Who installed a trace or profile function: coverage.py, a debugger, cProfile, ..."""
+    module = getattr(type(hook), "__module__", "") or ""
+    if module in ("builtins", ""):  # a Python function or method: where it is defined
+        module = getattr(hook, "__module__", "") or ""
+    name = getattr(hook, "__qualname__", "") or type(hook).__name__
+    if module.startswith("coverage"):
+        return "coverage.py"
+    if module.startswith(("pydevd", "_pydevd", "debugpy")):
+        return "the debugger (pydevd)"
+    if module in ("bdb", "pdb"):
+        return "pdb"
+    if module in ("cProfile", "_lsprof", "profile"):
+        return "cProfile"
+    return f"{module}.{name}" if module else name
+
+
+def _monitoring_tools() -> list[str]:
+    """sys.monitoring tools (Python 3.12+) that listen to events: coverage.py with
+    COVERAGE_CORE=sysmon, debuggers and profilers built on PEP 669."""
+    mon = getattr(sys, "monitoring", None)
+    if mon is None:
+        return []
+    found = []
+    for tool, use in _MONITORING_IDS.items():
+        try:
+            name = mon.get_tool(tool)
+        except ValueError:
+            continue
+        if not name:
+            continue
+        try:
+            listening = bool(mon.get_events(tool))
+        except ValueError:
+            listening = True
+        if listening or use == "coverage":
+            found.append(f"sys.monitoring {use} tool {name!r}")
+    return found
+
+
+def active_tracer() -> str | None:
+    """A short description of each tracer or profiler active in this thread, or None.
+
+    E.g. ``"sys.settrace (coverage.py)"`` or ``"sys.setprofile (cProfile); sys.monitoring
+    coverage tool 'coverage.py'"``.
+    """
+    found = []
+    trace = sys.gettrace()
+    if trace is not None:
+        found.append(f"sys.settrace ({_owner(trace)})")
+    profile = sys.getprofile()
+    if profile is not None:
+        found.append(f"sys.setprofile ({_owner(profile)})")
+    found += _monitoring_tools()
+    return "; ".join(found) or None
+
+
+def tracer_note(tracer: str) -> str:
+    """What a result says when it was measured under a tracer."""
+    return (
+        f"measured under a tracer ({tracer}): host time runs several times slower than "
+        "without one, so these timings compare only with runs measured under the same tracer "
+        "(a baseline saved without one gives 'not comparable')"
+    )

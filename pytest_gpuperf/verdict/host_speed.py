@@ -1,0 +1,379 @@
+"""Host-bound figures judged against how fast the host runs now, and timings under a tracer.
+
+A figure paid at the host's speed (the "host" class: end-to-end time of host-bound work;
+the "cpu" class: the CPU backend) moves with the host: a slow period of the host, a
+neighbour on the core, can outlast a whole compare, and a baseline of a few processes
+cannot tell that from slower code. Each run carries the host-speed canary measured around
+its rounds (:mod:`pytest_gpuperf.measure.canary`); its **host factor** is the canary's time
+per op over the share of the rounds' time its thread spent on a CPU.
+
+For such a figure the rule (:func:`~pytest_gpuperf.verdict.decide.decide_figure`) is
+applied twice: to the runs as measured, and to the runs with each one's host factor taken
+out (its level lowered by how much slower its host ran than the fastest host of all the
+runs, beyond a :data:`SAME_HOST` dead band for the canary's own noise; the noise of that
+judgement widened by :data:`CANARY_NOISE`, how far a factor may miss). Then:
+
+* as measured a regression, and the runs compared (the two fast modes) ran on hosts alike:
+  the verdict as measured;
+* both a regression: a regression (the slowdown is beyond what the host explains);
+* as measured a regression, with the host taken out not (the current runs' hosts ran
+  slower): the host explains it. After a second fresh process (a short slow period ends),
+  **inconclusive**, ``why`` "host-slower": "the host ran 1.7x slower than when the baseline
+  was saved; end-to-end +80 % is within that", naming ``--gpuperf-ab``, which measures both
+  sides in alternation;
+* as measured no change, but with the host taken out (all of it, or only the baseline's: a
+  canary that over-states a current run's host must not cancel what the baseline hid) a
+  regression, or a slowdown the runs cannot rule out (the interval's upper end above the
+  threshold): a slowdown may hide in it: inconclusive, "host-slower" (until the next run
+  while it is a suspect);
+* otherwise the verdict as measured.
+
+So a slow host never fails unchanged code, a slowdown well beyond the host's fails, and a
+real host-side slowdown is never "no change" while the host's speed hides it. Runs without
+a canary (a baseline saved before it existed) are judged as measured.
+
+A tracer or profiler (coverage.py, a debugger, cProfile, torch.profiler) active on one side
+and not the other makes host timings not comparable: such a figure is **inconclusive**,
+``why`` "not-comparable", at once, and never a regression. Device time with the host hidden
+on both sides does not depend on the host and is judged as usual.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from pytest_gpuperf.verdict.comparison import (
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSION,
+    Comparison,
+    FigureVerdict,
+)
+from pytest_gpuperf.verdict.policy import NoiseClass
+
+
+class RunLike(Protocol):
+    """What this module reads of a run (:class:`~pytest_gpuperf.verdict.decide.RunStat`)."""
+
+    @property
+    def canary_kind(self) -> str | None: ...
+    @property
+    def canary_op_s(self) -> float | None: ...
+    @property
+    def canary_share(self) -> float | None: ...
+    @property
+    def tracer(self) -> str | None: ...
+    @property
+    def host_hidden(self) -> bool | None: ...
+
+
+class LevelLike(Protocol):
+    """A run's level on one figure, log seconds (:class:`~pytest_gpuperf.verdict.decide.Level`)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def y(self) -> float: ...
+    @property
+    def lo(self) -> float: ...
+    @property
+    def hi(self) -> float: ...
+
+
+L = TypeVar("L", bound=LevelLike)
+
+#: ``why`` of an inconclusive verdict this module gives
+HOST_SLOWER, NOT_COMPARABLE = "host-slower", "not-comparable"
+#: the noise classes whose figures are paid at the host's speed
+HOST_CLASSES = ("host", "cpu")
+#: host factors within this ratio are the same host: the canary's own noise between
+#: processes (on the 2-core CPU machine 2-4 %, bench/canary_check.py)
+SAME_HOST = 1.10
+#: how far (log) a run's host factor may miss the slowdown its host caused: added to the
+#: noise of a figure judged with the host taken out. On the 2-core CPU machine the canary
+#: saw a neighbour process's slowdown within 6-26 % (bench/canary_check.py premise).
+CANARY_NOISE = 0.12
+#: fresh-process runs after which a slowdown the host explains is left inconclusive
+RUNS_BEFORE_HOST_SLOWER = 2
+#: how a figure is named in a sentence
+_NAMES = {"device": "device time", "end-to-end": "end-to-end", "time": "time"}
+
+Decide = Callable[..., FigureVerdict]
+
+
+def factor(run: RunLike, *, share: bool = True) -> float | None:
+    """The log of a run's host factor: canary seconds per op over its share of a CPU
+    (``share`` False: the op time alone)."""
+    if run.canary_op_s is None or not run.canary_op_s > 0:
+        return None
+    on_cpu = run.canary_share if share and run.canary_share is not None else 1.0
+    return math.log(run.canary_op_s) - math.log(max(on_cpu, 1e-3))
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+@dataclass(frozen=True)
+class HostSpeed:
+    """The host factors (log) of both sides' runs, and how much faster or slower the
+    current host ran (``ratio``, > 1: slower now)."""
+
+    base: tuple[float, ...]
+    current: tuple[float, ...]
+
+    @classmethod
+    def of(cls, base: Sequence[RunLike], current: Sequence[RunLike]) -> HostSpeed | None:
+        """None unless every run has a canary of one kind (a share on all or on none)."""
+        runs = [*base, *current]
+        kinds = {x.canary_kind for x in runs}
+        if None in kinds or len(kinds) != 1:
+            return None
+        # a share on some runs only: compare the op times alone
+        share = all(x.canary_share is not None for x in runs)
+        fb = [factor(x, share=share) for x in base]
+        fc = [factor(x, share=share) for x in current]
+        if any(f is None for f in (*fb, *fc)):
+            return None
+        return cls(tuple(f for f in fb if f is not None), tuple(f for f in fc if f is not None))
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(_median(self.current) - _median(self.base))
+
+    def shifts(self) -> tuple[list[float], list[float]]:
+        """How much each run's level is lowered to take its host out: how much slower its
+        host ran than the fastest host of all the runs, or 0 within the :data:`SAME_HOST`
+        dead band. The fastest host is the reference, as the fastest run is the fast mode's:
+        slow periods only ever add."""
+        ref = min(*self.base, *self.current)
+        band = math.log(SAME_HOST)
+
+        def shift(f: float) -> float:
+            return f - ref if f - ref > band else 0.0
+
+        return [shift(f) for f in self.base], [shift(f) for f in self.current]
+
+
+def _shifted(levels: Sequence[L], by: Sequence[float]) -> list[L]:
+    return [
+        replace(x, y=x.y - d, lo=x.lo - d, hi=x.hi - d) for x, d in zip(levels, by, strict=True)
+    ]
+
+
+def tracer_change(base: Sequence[RunLike], current: Sequence[RunLike]) -> str | None:
+    """What differs in tracers between the two sides, or None when they were measured alike."""
+    b = {x.tracer for x in base}
+    c = {x.tracer for x in current}
+    if b == c:
+        return None
+    now = sorted(t for t in c if t)
+    then = sorted(t for t in b if t)
+    if now and not then:
+        return f"a tracer ({'; '.join(now)}) was active in this run, in none of the baseline's"
+    if then and not now:
+        return f"the baseline's runs were measured under a tracer ({'; '.join(then)}), this one not"
+    return (
+        f"tracers differ: {', '.join(then) or 'none'} in the baseline, "
+        f"{', '.join(now) or 'none'} now"
+    )
+
+
+def _host_dependent(figure: str, klass: NoiseClass, runs: Sequence[RunLike]) -> bool:
+    """Whether a figure is paid at the host's speed: its class says so, or it is device time
+    that did not have the host hidden on every run."""
+    if klass.name in HOST_CLASSES:
+        return True
+    return figure == "device" and any(x.host_hidden is not True for x in runs)
+
+
+def judge_figure(
+    figure: str,
+    klass: NoiseClass,
+    base: Sequence[L],
+    cur: Sequence[L],
+    base_runs: Sequence[RunLike],
+    cur_runs: Sequence[RunLike],
+    decide: Decide,
+    *,
+    last: bool,
+) -> FigureVerdict:
+    """One figure's verdict (``decide``: the rule on two sides' levels), with the tracers and
+    the host's speed taken into account (module docstring)."""
+    change = tracer_change(base_runs, cur_runs)
+    if change and _host_dependent(figure, klass, [*base_runs, *cur_runs]):
+        v = decide(base, cur)
+        why = (
+            f"{_NAMES.get(figure, figure)} not comparable: {change}; a tracer slows host "
+            "work several times, by how much Python it runs, so this is never a regression. "
+            "Compare runs measured alike (save a baseline under the same tracer, or run "
+            "without it)"
+        )
+        return replace(v, kind=INCONCLUSIVE, final=True, why=NOT_COMPARABLE, reasons=(why,))
+    speed = HostSpeed.of(base_runs, cur_runs) if klass.name in HOST_CLASSES else None
+    raw = decide(base, cur)
+    if speed is None:
+        return raw
+    sb, sc = speed.shifts()
+    if not any(sb) and not any(sc):
+        return raw
+    b, c = _shifted(base, sb), _shifted(cur, sc)
+    loose = decide(b, c)
+    if raw.kind == REGRESSION and raw.ratio / loose.ratio <= SAME_HOST:
+        return raw  # the runs compared (the fast modes) ran on hosts alike: nothing to explain
+    # To fail, the slowdown must stand with the host out even if each factor missed by
+    # CANARY_NOISE; to say that the host may hide one, the factors as measured are enough.
+    strict = decide(b, c, extra_noise=CANARY_NOISE)
+    if raw.kind != REGRESSION and not _may_hide(raw, loose) and any(sb):
+        # The baseline's slow hosts taken out and the current runs as measured: a canary
+        # that over-states a current run's host must not cancel a slowdown the baseline hid.
+        mixed = decide(b, cur, extra_noise=CANARY_NOISE)
+        if _may_hide(raw, mixed):
+            loose = mixed
+    return _combine(figure, raw, strict, loose, last, math.exp(max(sb, default=0.0)))
+
+
+def _may_hide(raw: FigureVerdict, corrected: FigureVerdict) -> bool:
+    """Whether the runs with (some) host taken out show, or cannot rule out, a slowdown that
+    the runs as measured do not: a regression, or a larger ratio whose interval reaches above
+    its threshold."""
+    if corrected.kind == REGRESSION:
+        return True
+    return corrected.ratio > raw.ratio * SAME_HOST and (
+        corrected.kind == INCONCLUSIVE
+        or (corrected.kind == NO_CHANGE and corrected.ratio_high > 1 + corrected.cutoff)
+    )
+
+
+def _combine(
+    figure: str,
+    raw: FigureVerdict,
+    corr: FigureVerdict,
+    loose: FigureVerdict,
+    last: bool,
+    worst_base: float,
+) -> FigureVerdict:
+    """The verdict as measured (``raw``) and with the host taken out (``corr``, its noise
+    widened by the canary's; ``loose``, not widened), as one; the host's slowdown it states
+    is what taking the host out changed in the runs compared (``worst_base``: the slowest
+    host of the baseline's runs, over the fastest host)."""
+    if raw.kind == INCONCLUSIVE and raw.final:
+        return raw
+    name, h = _NAMES.get(figure, figure), raw.ratio / loose.ratio
+    if raw.kind == REGRESSION and corr.kind == REGRESSION:
+        final = raw.final and corr.final
+        if not final or abs(math.log(h)) <= math.log(SAME_HOST):
+            return replace(raw, final=final)
+        line = (
+            f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
+            f"{_change(raw.ratio)} is {_change(loose.ratio)} beyond that"
+        )
+        return replace(raw, reasons=(*raw.reasons, line))
+    if raw.kind == REGRESSION:
+        if not last and raw.r < RUNS_BEFORE_HOST_SLOWER:
+            return replace(raw, final=False)  # one more fresh process: a short slow period ends
+        line = f"the host ran {_ratio(h)} than when the baseline was saved; {name} " + (
+            f"{_change(raw.ratio)} is within that"
+            if corr.slower <= corr.cutoff / 2
+            else f"{_change(raw.ratio)} is {_change(loose.ratio)} beyond that, short of its "
+            f"{_change(1 + corr.cutoff)} threshold"
+        )
+        return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
+    if _may_hide(raw, loose):
+        if loose.kind == REGRESSION and not loose.final:
+            # a suspect with the host taken out: look again (inconclusive until then, not a
+            # regression: the runs as measured are not slower)
+            return replace(raw, kind=INCONCLUSIVE, final=False, why=HOST_SLOWER)
+        if abs(math.log(h)) > math.log(SAME_HOST):
+            line = (
+                f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
+                f"{_change(raw.ratio)} as measured may hide a slowdown of {_change(loose.ratio)}"
+            )
+        else:  # the baseline's slow hosts widened its spread
+            line = (
+                f"some of the baseline's runs ran on a host up to {_ratio(worst_base)}; with "
+                f"the host taken out their spread is narrower, and {name} "
+                f"{_change(raw.ratio)} may be a slowdown"
+            )
+        return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
+    if raw.kind == IMPROVEMENT and corr.kind != IMPROVEMENT:
+        return replace(raw, kind=NO_CHANGE)  # faster only as the host was
+    return raw
+
+
+def _ratio(h: float) -> str:
+    if h >= 1:
+        return f"{h:.2g}x slower" if h < 10 else f"{h:.3g}x slower"
+    return f"{1 / h:.2g}x faster"
+
+
+def _change(ratio: float) -> str:
+    """``+80 %``, ``-3.1 %``, ``4.2x``."""
+    if not math.isfinite(ratio):
+        return "inf"
+    if ratio >= 2:
+        return f"{ratio:.3g}x"
+    pct = 100 * (ratio - 1)
+    return f"{pct:+.0f} %" if abs(pct) >= 10 else f"{pct:+.1f} %"
+
+
+def benchmark_reasons(lead: FigureVerdict, figures: Sequence[FigureVerdict]) -> list[str]:
+    """The benchmark's reasons: the deciding figure's, and where the host or a tracer
+    decided it, the other figures' verdicts in the same line and what to run instead."""
+    reasons = list(lead.reasons)
+    if lead.why not in (HOST_SLOWER, NOT_COMPARABLE) or not reasons:
+        return reasons
+    others = [
+        f"{_NAMES.get(f.figure, f.figure)} {_change(f.ratio)}, {f.kind.replace('-', ' ')}"
+        for f in figures
+        if f is not lead
+    ]
+    line = "; ".join([reasons[0], *others])
+    if lead.why == HOST_SLOWER:
+        line += AB_HINT
+    return [line, *reasons[1:]]
+
+
+#: what a host-slower verdict against a stored baseline suggests
+AB_HINT = (
+    "; --gpuperf-ab=REF measures the base and this tree in alternating fresh processes and "
+    "tells the two apart"
+)
+
+
+def in_ab_session(c: Comparison) -> Comparison:
+    """``c`` as an A/B session says it: its two sides ran in alternation already, so a
+    host-slower verdict means the host changed between the processes of a pair."""
+    if c.why != HOST_SLOWER:
+        return c
+    said = (
+        "; the base and this tree ran in alternating fresh processes, and the host's speed "
+        "changed between them"
+    )
+    return replace(c, reasons=tuple(r.replace(AB_HINT, said) for r in c.reasons))
+
+
+NO_CANARY_NOTE = (
+    "the baseline's runs carry no host-speed canary (saved before pytest-gpuperf measured one): "
+    "host-bound figures are judged without the host's speed; a new --gpuperf-save adds it"
+)
+
+
+def canary_note(
+    base: Sequence[RunLike], current: Sequence[RunLike], classes: Sequence[str]
+) -> str | None:
+    """:data:`NO_CANARY_NOTE` when a host-bound figure is judged without a canary because
+    the baseline's runs have none while this run has one."""
+    if not any(name in HOST_CLASSES for name in classes):
+        return None
+    if any(x.canary_kind for x in current) and not all(x.canary_kind for x in base):
+        return NO_CANARY_NOTE
+    return None

@@ -1,0 +1,123 @@
+"""The host-speed canary around the measured rounds, and the detection of tracers (CPU)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_gpuperf.baseline.schema import is_canary
+from pytest_gpuperf.measure import canary
+from pytest_gpuperf.measure.tracing import active_tracer
+
+
+class CountingCanary:
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def burst(self) -> float:
+        self.calls += 1
+        return 1e-6 * self.calls
+
+
+def test_the_window_samples_just_before_and_after_the_measured_rounds_only() -> None:
+    c = CountingCanary()
+    window = canary.CanaryWindow(c)  # type: ignore[arg-type]
+    seen: list[str] = []
+
+    @contextlib.contextmanager
+    def inner(name: str) -> Iterator[None]:
+        seen.append(f"enter {name} after {c.calls}")
+        yield
+        seen.append(f"exit {name} after {c.calls}")
+
+    phase = window.phase(inner)
+    for name in ("calibrate", "warmup"):
+        with phase(name):
+            pass
+    assert c.calls == 0  # no canary around calibration and warm-up
+    with phase(canary.PHASE):
+        pass
+    per_sample = 1 + canary.BURSTS  # a warm-in burst, then the timed ones
+    assert seen[-2:] == [f"enter measure after {per_sample}", f"exit measure after {per_sample}"]
+    assert c.calls == 2 * per_sample
+    record = window.record()
+    assert record is not None
+    assert record["kind"] == "fake" and len(record["bursts"]) == 2 * canary.BURSTS
+    assert record["op_s"] == pytest.approx(sorted(record["bursts"])[canary.BURSTS - 1], rel=0.5)
+    assert is_canary(record)
+
+
+def test_the_canary_is_cheap_and_its_record_is_what_a_baseline_accepts() -> None:
+    pytest.importorskip("torch")
+    c = canary.canary_for("cpu")
+    assert c is not None and c.kind == canary.KIND_CPU
+    assert canary.canary_for("cpu") is c  # one per process
+    window = canary.CanaryWindow(c)
+    with window.phase(lambda name: contextlib.nullcontext())(canary.PHASE):
+        sum(range(10_000))
+    record = window.record()
+    assert record is not None and is_canary(record)
+    assert 0 < record["op_s"] < 1e-3
+    assert record["cost_s"] < 0.2  # 256 tiny ops (a loaded 2-core machine: well under that)
+    share = record.get("share")
+    assert share is None or 0 < share <= 1
+
+
+def test_a_canary_that_cannot_run_records_nothing_and_raises_nothing() -> None:
+    class Broken:
+        kind = "broken"
+
+        def burst(self) -> float:
+            raise RuntimeError("no device")
+
+    window = canary.CanaryWindow(Broken())  # type: ignore[arg-type]
+    with window.phase(lambda name: contextlib.nullcontext())(canary.PHASE):
+        pass
+    assert window.record() is None
+    assert canary.CanaryWindow(None).record() is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"kind": "x"}, {"kind": "x", "op_s": 0}, {"kind": "x", "op_s": 1e-6, "share": 1.5},
+     {"kind": "x", "op_s": 1e-6, "bursts": [-1]}, {"op_s": 1e-6}, [1e-6]],
+)  # fmt: skip
+def test_a_baseline_refuses_a_canary_that_is_not_one(bad: object) -> None:
+    assert not is_canary(bad)
+
+
+def test_a_trace_function_is_found_and_named() -> None:
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        return tracer
+
+    before = sys.gettrace()
+    if before is not None:
+        pytest.skip(f"this run is traced already ({active_tracer()})")
+    sys.settrace(tracer)
+    try:
+        found = active_tracer()
+    finally:
+        sys.settrace(before)
+    assert found is not None and found.startswith("sys.settrace (")
+    assert "tracer" in found
+    assert active_tracer() is None
+
+
+def test_a_profile_function_is_found() -> None:
+    import cProfile
+
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        pytest.skip("this run is traced or profiled already")
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        found = active_tracer()
+    finally:
+        prof.disable()
+    assert found is not None
+    assert "cProfile" in found or "sys.monitoring profiler" in found
