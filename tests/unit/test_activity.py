@@ -433,3 +433,43 @@ def test_a_cpu_benchmark_gets_no_window_and_says_why_memory_is_missing() -> None
     # --gpuperf-activity=false: no window, nothing read
     activity, memory = _bench("cuda", None)._window(timer, _raw(1e-3), None, None)
     assert (activity, memory, timer.calls) == (None, None, 0)
+
+
+# -- the consistency check against the CUDA events (activity.checked) ------------------------
+
+STALE = {"available": True, "source": "nvml-gpm", "window_s": 0.123, "calls": 240,
+         "sm_util_pct": 8.7, "dram_bw_util_pct": 4.0, "tensor_pct": 0.0}  # fmt: skip
+
+
+def test_a_window_gpm_did_not_see_is_not_used_and_says_why() -> None:
+    # 240 calls of 0.51 ms in 0.123 s: the GPU worked the whole window; GPM read 8.7 %
+    a = act.checked(STALE, device_s=0.51e-3, calls=240, window_s=0.123)
+    assert a is not None and a["available"] is False
+    assert "SMs busy 8.7 %" in a["reason"] and "100%" in a["reason"]
+    assert a["stale"]["sm_util_pct"] == 8.7
+    assert act.bound(a) is None and act.summary(a) is None  # no "under-used" story from it
+
+
+def test_a_consistent_window_is_kept_as_read() -> None:
+    good = {**STALE, "sm_util_pct": 95.0, "dram_bw_util_pct": 83.0}
+    assert act.checked(good, device_s=0.51e-3, calls=240, window_s=0.123) == good
+    assert act.bound(act.checked(good, device_s=0.51e-3, calls=240, window_s=0.123)).label == "memory-bound"
+
+
+@pytest.mark.parametrize(
+    ("device_s", "calls", "window_s"),
+    [
+        (5e-6, 20_000, 0.12),  # launch-bound calls: their events time is mostly gaps
+        (0.51e-3, 60, 0.123),  # the GPU busy a quarter of the window: low SM util is true
+    ],
+)
+def test_the_check_leaves_windows_it_cannot_judge_alone(
+    device_s: float, calls: int, window_s: float
+) -> None:
+    assert act.checked(STALE, device_s=device_s, calls=calls, window_s=window_s) == STALE
+
+
+def test_the_check_passes_unavailable_readings_through() -> None:
+    gone = act.unavailable("no GPM")
+    assert act.checked(gone, device_s=1e-3, calls=100, window_s=0.1) == gone
+    assert act.checked(None, device_s=1e-3, calls=100, window_s=0.1) is None
