@@ -36,7 +36,6 @@ from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
 from pytest_gpuperf.shell.settings import PerTest, Settings
-from pytest_gpuperf.telemetry import activity as act
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.child import InventorySettings
@@ -562,9 +561,6 @@ class GpuBench:
         window.start()
         calls, seconds = plain_window(plain, per_call, target, most)
         activity = window.stop(window_s=round(seconds, 4), calls=calls)
-        activity = act.checked(
-            activity, device_s=statistics.median(raw.rounds), calls=calls, window_s=seconds
-        )
         w1 = allocator_counters()
         if before is None or after is None or w0 is None or w1 is None:
             return activity, allocation.unavailable(allocator_reason())

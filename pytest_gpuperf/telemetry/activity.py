@@ -68,14 +68,6 @@ MOVE_RATE_MIB_S = 500.0
 #: Tensor activity fell below this from above TENSOR_WAS_PCT: the work left the tensor cores.
 TENSOR_LEFT_PCT = 15.0
 TENSOR_WAS_PCT = 40.0
-#: The consistency check (:func:`checked`): a call this long on the GPU keeps it busy for the
-#: whole of its time (launch gaps are small beside it), so a window of such calls back to back
-#: has SMs busy most of the time; GPM reading SM util below STALE_SHARE of that busy time did
-#: not see the window (on the H200 a window of 256M-element multiplies, 100 % busy by CUDA
-#: events, once read 8.7 % after another process had used GPM) and is not used.
-CHECK_MIN_CALL_S = 50e-6
-CHECK_MIN_BUSY = 0.5
-STALE_SHARE = 0.25
 #: What a baseline keeps of each run's activity.
 SUMMARY_KEYS = ("available", "window_s", "calls", *KEYS)
 
@@ -91,37 +83,6 @@ def _num(a: Mapping[str, Any] | None, key: str) -> float | None:
 
 def usable(a: Mapping[str, Any] | None) -> bool:
     return bool(a) and bool(a.get("available")) and any(_num(a, k) is not None for k in KEYS)  # type: ignore[union-attr]
-
-
-def checked(
-    a: Mapping[str, Any] | None, *, device_s: float | None, calls: int, window_s: float
-) -> dict[str, Any] | None:
-    """``a`` as read, or unavailable with the reason when GPM's SM activity contradicts the
-    CUDA events: calls of at least :data:`CHECK_MIN_CALL_S` on the GPU, ``calls`` of them in
-    ``window_s``, kept the GPU busy ``calls * device_s / window_s`` of the window; SM util
-    below :data:`STALE_SHARE` of that means the samples did not cover the work."""
-    if a is None:
-        return None
-    out = dict(a)
-    sm = _num(a, "sm_util_pct")
-    if not usable(a) or sm is None or not device_s or device_s < CHECK_MIN_CALL_S:
-        return out
-    if not window_s or window_s <= 0 or calls <= 0:
-        return out
-    busy = min(1.0, calls * device_s / window_s)
-    if busy < CHECK_MIN_BUSY or sm >= STALE_SHARE * busy * 100.0:
-        return out
-    return {
-        "available": False,
-        "reason": (
-            f"GPM read SMs busy {fmt('sm_util_pct', sm)} of a window the CUDA events show "
-            f"the GPU working {busy:.0%} of: its samples did not cover the work (another "
-            "process or a profiler using the GPU's counters?), so the activity is not used"
-        ),
-        "window_s": a.get("window_s"),
-        "calls": a.get("calls"),
-        "stale": {k: a[k] for k in KEYS if k in a},
-    }
 
 
 def summary(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
