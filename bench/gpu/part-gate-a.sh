@@ -28,7 +28,9 @@ say() { echo "$*" | tee -a "$S"; }
 NGPU=${GATE_NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 say "gate-a: $NGPU GPU(s); budget ${BUDGET_S} s"
 PY=python3
-campaign() { eval "$PY bench/zoo_campaign.py \"\$@\" --device $ZOO_DEVICE $ZOO_ARGS"; }
+# GATE_A_CASES: the cases to run (comma-separated; empty: the whole zoo)
+GATE_A_K=$(echo "${GATE_A_CASES:-}" | sed 's/,/ or /g')
+campaign() { eval "$PY bench/zoo_campaign.py \"\$@\" --device $ZOO_DEVICE $ZOO_ARGS ${GATE_A_K:+-k \"\$GATE_A_K\"}"; }
 # GATE_A_ORDER: the sessions after the 3 saves; GATE_A_RUN_S: the longest run expected (a run
 # starts only while that much of the budget is left); GATE_A_TRUTH=0 skips zoo_truth.py.
 GATE_A_ORDER=${GATE_A_ORDER:-aa,ab,aa,aa}

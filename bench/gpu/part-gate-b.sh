@@ -128,7 +128,7 @@ elif [ -n "${GATE_B_STEPS:-}" ]; then
     case $st in
       ab) room 40 && ab_session ;;
       demo*) room 60 && demo "${st#demo}" ;;
-      examples*) room 120 && examples_round "${st#examples}" ;;
+      examples*) room 90 && examples_round "${st#examples}" ;;
     esac
   done
 else
