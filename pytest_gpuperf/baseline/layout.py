@@ -391,11 +391,37 @@ def discard(files: Files, sids: list[str]) -> None:
             files.runs_dir.rmdir()  # only when empty
 
 
+#: How much of a file's start and end :func:`is_own_segment` reads.
+_SNIFF = 4096
+
+
+def is_own_segment(files: Files, path: Path) -> bool:
+    """Whether ``path`` is a segment this store wrote for baseline ``files``: it begins
+    with the baseline's name and ends with the segment schema and its own id, as
+    :func:`write_segment` lays them out. A user's file, or another baseline's index,
+    that happens to have a segment-like name in ``NAME.runs/`` is not."""
+    head = '{\n  "baseline": ' + json.dumps(files.stem) + ",\n"
+    tail = (
+        f'  "schema": {json.dumps(schema.SEGMENT_SCHEMA)},\n'
+        f'  "schema_version": {schema.SCHEMA_VERSION},\n'
+        f'  "segment": {json.dumps(path.stem)},\n'
+    )
+    try:
+        with open(path, "rb") as f:
+            start = f.read(_SNIFF)
+            f.seek(max(0, os.fstat(f.fileno()).st_size - _SNIFF))
+            end = f.read(_SNIFF)
+    except OSError:
+        return False
+    return start.startswith(head.encode()) and tail.encode() in end
+
+
 def collect_garbage(files: Files, keep: set[str]) -> int:
-    """Delete the segments named by neither ``keep`` (the new and the previous index)."""
+    """Delete the segments named by neither ``keep`` (the new and the previous index),
+    and only those this store wrote for this baseline (:func:`is_own_segment`)."""
     removed = 0
     for path in segment_files(files):
-        if path.stem not in keep:
+        if path.stem not in keep and is_own_segment(files, path):
             try:
                 path.unlink()
                 removed += 1

@@ -1326,3 +1326,25 @@ def test_baseline_options_parse_and_default() -> None:
         GpuPerfConfig.from_values({"save": "../x"}, {})
     with pytest.raises(ConfigError, match=r"gpuperf_keep_runs in the ini file: .* >= 1"):
         GpuPerfConfig.from_values({}, {"keep_runs": "0"})
+
+
+def test_the_segment_collector_leaves_files_that_are_not_this_baselines_segments(
+    store: BaselineStore,
+) -> None:
+    """T4: any segment-named ``*.json`` in ``NAME.runs/`` was deleted: a user's notes, the
+    index of a baseline saved into that folder, a segment of another baseline."""
+    store.save("main", [make_result(run_id="r0")], keep_runs=1, now=T0)
+    runs = store.files("main").runs_dir
+    [own] = _segments(store)
+    nested = BaselineStore(runs)
+    nested.save("nested", [make_result(run_id="n0")], now=T0)
+    (runs / "notes.json").write_text("{}\n")
+    foreign = runs / "20250101T000000Z-0123abcd.json"
+    foreign.write_text(own.read_text().replace('"baseline": "main"', '"baseline": "other"'))
+    strays = {p: p.read_bytes() for p in (runs / "nested.json", runs / "notes.json", foreign)}
+    for i in (1, 2):  # the second save collects r0's segment, dropped by the first
+        store.save("main", [make_result(run_id=f"r{i}")], keep_runs=1, now=T0 + dt.timedelta(i))
+    assert {p: p.read_bytes() for p in strays} == strays
+    assert not own.exists()  # this baseline's own dropped segment still goes
+    assert [r.run_id for r in nested.load("nested").benchmarks[KEY].runs] == ["n0"]
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
