@@ -252,12 +252,15 @@ class BaselineStore:
     def check(self, name: str) -> None:
         """That an existing baseline ``name`` can be saved into: its index reads and validates.
 
-        Cheap (the runs are not read): the check a session makes before measuring.
+        Cheap (the runs are not read; its segments are looked at, at their two ends): the
+        check a session makes before measuring.
         """
         files = self.files(name)
         layout.check_writable(files)
         if files.index.exists():
-            self._read_index(name, files)
+            index, version = self._read_index(name, files)
+            if version > schema.DOCUMENT_VERSION:
+                layout.check_segments(files, index)
 
     def overview(self, name: str) -> Overview:
         """What ``name`` holds, from its index alone (a version-1/2 file is read whole)."""
@@ -377,6 +380,7 @@ class BaselineStore:
         index, version = self._read_index(name, files)
         if version <= schema.DOCUMENT_VERSION:
             return layout.index_from_document(files, index), version, set()
+        layout.check_segments(files, index)  # the runs this save keeps are still readable
         return index, version, set(index["segments"])
 
     @contextlib.contextmanager

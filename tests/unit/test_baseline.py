@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import io
 import json
 import math
 import os
@@ -528,10 +530,14 @@ def test_a_bad_index_or_segment_is_a_clear_error_naming_it(store: BaselineStore,
         store.load("main")
     msg = str(exc.value)
     assert re.search(problem, msg), msg
-    assert "The file was left untouched." in msg
+    note = "Nothing was changed." if kind == "segment-missing" else "The file was left untouched."
+    assert note in msg
     assert str(target) in msg
     if which == "segment":
         assert "Restore main.runs/ together with main.json" in msg
+        # T6: the repair that keeps the later runs, not "delete both"
+        assert f"prune main --dir {store.root} --before 2025-11-29T19:38:01+00:00" in msg
+        assert "delete both" not in msg
     assert store_files(store) == before
 
 
@@ -1348,3 +1354,78 @@ def test_the_segment_collector_leaves_files_that_are_not_this_baselines_segments
     assert not own.exists()  # this baseline's own dropped segment still goes
     assert [r.run_id for r in nested.load("nested").benchmarks[KEY].runs] == ["n0"]
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
+
+
+def _forge(store: BaselineStore, edit: Callable[[dict[str, Any]], Any]) -> Path:
+    """Edit the one segment of ``main`` and record its new SHA-256 in the index."""
+    [seg] = _segments(store)
+    doc = json.loads(seg.read_text())
+    edit(doc)
+    seg.write_text(json.dumps(doc))  # NaN as NaN, as a hand or a tool would write it
+    sha = hashlib.sha256(seg.read_bytes()).hexdigest()
+    _edit_json(store.path("main"), lambda d: d["segments"][seg.stem].update(sha256=sha))
+    return seg
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("fast", "median: expected a number > 0"), (math.nan, "median"), (-1e300, "median")],
+)
+def test_a_segment_whose_sha256_matches_is_still_validated(
+    store: BaselineStore, value: Any, problem: str
+) -> None:
+    """T16: a segment forged with its SHA-256 updated in the index was trusted: "fast" gave
+    a bare "could not convert string to float", NaN and -1e300 were accepted."""
+    store.save("main", [make_result(run_id="a")], now=T0)
+    seg = _forge(store, lambda d: _first_run(d).update(median=value))
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert f"baseline file {seg} (a segment of main.json) cannot be used" in msg
+    assert problem in msg and "prune main" in msg
+
+
+def test_the_remedy_for_a_deeply_nested_segment_is_not_garbled(store: BaselineStore) -> None:
+    """T16: "(a segment of m.json)" was put inside the suggested git command."""
+    store.save("main", [make_result(run_id="a")], now=T0)
+    [seg] = _segments(store)
+    deep = "[" * 50_000 + "]" * 50_000
+    text = seg.read_text().replace('"run_id": "a"', f'"run_id": "a", "x": {deep}', 1)
+    seg.write_text(text)
+    sha = hashlib.sha256(seg.read_bytes()).hexdigest()
+    _edit_json(store.path("main"), lambda d: d["segments"][seg.stem].update(sha256=sha))
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert "nested more than" in msg and "git checkout" not in msg
+    assert f"baseline file {seg} (a segment of main.json) cannot be used" in msg
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "empty"])
+def test_a_save_into_a_baseline_with_a_broken_segment_is_refused_with_the_repair(
+    store: BaselineStore, damage: str
+) -> None:
+    """T6: the save succeeded and left the baseline unreadable; the remedy said to delete
+    everything, although ``prune --before`` repairs it and keeps the later runs."""
+    from pytest_gpuperf.cli import main as cli
+
+    store.save("main", [make_result(run_id="r0")], now=T0)
+    [broken] = _segments(store)
+    store.save("main", [make_result(run_id="r1")], now=T0 + dt.timedelta(days=1))
+    if damage == "missing":
+        broken.unlink()
+    else:
+        broken.write_bytes(broken.read_bytes()[: 40 if damage == "truncated" else 0])
+    before = store_files(store)
+    with pytest.raises(CorruptBaseline) as pre:
+        store.check("main")  # the session's check before measuring
+    with pytest.raises(CorruptBaseline) as exc:
+        store.save("main", [make_result(run_id="r2")], now=T0 + dt.timedelta(days=2))
+    assert str(exc.value) == str(pre.value) and str(broken) in str(exc.value)
+    assert store_files(store) == before
+    repair = re.search(r"pytest-gpuperf (prune .*?) \(", str(exc.value))
+    assert repair is not None
+    assert cli.main(repair.group(1).split(), out=io.StringIO()) == 0
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1"]
+    store.save("main", [make_result(run_id="r2")], now=T0 + dt.timedelta(days=2))
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1", "r2"]
