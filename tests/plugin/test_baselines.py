@@ -339,3 +339,24 @@ def test_an_interrupted_session_saves_nothing_and_says_so(pytester: pytest.Pytes
         ]
     )
     assert not (pytester.path / ".gpuperf" / "baselines" / "main.json").exists()
+
+
+def test_a_leaked_child_marker_does_not_silently_turn_saving_off(
+    pytester: pytest.Pytester,
+) -> None:
+    """T14: GPUPERF_CHILD=1 in a user's environment turned off the save, the table and the
+    HTML report, with rc 0 and no word. Only the plugin's own command line makes a child."""
+    pytester.makepyfile(test_spin=BENCH)
+    env = {"GPUPERF_CHILD": "1", "SLOWDOWN": "1"}
+    args = ["-p", "no:cacheprovider", *FAST, *QUIET, NO_RERUNS]
+    result = run_with_env(pytester, env, *args, "--gpuperf-save=childsave", "--gpuperf-html=x.html")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*GPUPERF_CHILD='1' is set in the environment, but this pytest was not started by "
+            "pytest-gpuperf*",
+            "*saved 2 run(s) of 2 benchmark(s) into baseline 'childsave'*",
+        ]
+    )
+    assert (pytester.path / ".gpuperf" / "baselines" / "childsave.json").is_file()
+    assert (pytester.path / "x.html").is_file()
