@@ -110,6 +110,7 @@ class GpuPerfSession:
         #: starts the ranks of world_size= tests where this process is no rank
         self.groups: GroupLauncher | None = None
         self._check_capture_skip()
+        self._check_lock_dir()
         self._open_baselines()
 
     def _rank_session(self) -> RankSession | None:
@@ -139,6 +140,16 @@ class GpuPerfSession:
         """Whether this process writes what the session leaves (baselines, reports): not an
         xdist worker (the controller does), not a rank other than 0."""
         return not is_worker(self.config) and (self.ranks is None or self.ranks.lead)
+
+    def _check_lock_dir(self) -> None:
+        """The per-device lock folder, once for the session: a relative GPUPERF_LOCK_DIR
+        made absolute for every process of it, and one where no lock can be taken is a
+        usage error here, not a traceback in every test."""
+        from pytest_gpuperf.shell.locks import settle_lock_dir
+
+        problem = settle_lock_dir(self.config.invocation_params.dir)
+        if problem and not self.settings.session.disable and not is_worker(self.config):
+            raise pytest.UsageError(problem)
 
     def _check_capture_skip(self) -> None:
         """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
