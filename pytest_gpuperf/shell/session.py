@@ -774,6 +774,30 @@ class GpuPerfSession:
             self.save_error = str(e)
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        except KeyboardInterrupt:  # Ctrl-C while saving, or while waiting for the lock
+            self._save_interrupted(session)
+
+    def _save_interrupted(self, session: pytest.Session) -> None:
+        """A Ctrl-C during the save: a clear line and exit code 2, not a traceback. A save
+        commits in one step (the index is replaced atomically), so the baseline holds all
+        of this session's runs or none of them; which, its index says."""
+        from pytest_gpuperf.baseline.store import BaselineStore
+
+        name = self.settings.session.save
+        assert name is not None
+        try:
+            sessions = BaselineStore(self.run.baseline_dir).overview(name).sessions
+            committed = any(self.run_id in s.run_ids for s in sessions)
+        except Exception:  # no baseline yet, or unreadable: this run is not in it
+            committed = False
+        if committed:
+            self.saved = f"baseline {name!r}: saved (the Ctrl-C came after the save was complete)"
+        else:
+            self.save_error = (
+                "the save was interrupted (Ctrl-C); the baseline is as it was before. Run the "
+                "session again to save"
+            )
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.ranks is not None and not self.ranks.lead and not self.child and self.results:

@@ -360,3 +360,54 @@ def test_a_leaked_child_marker_does_not_silently_turn_saving_off(
     )
     assert (pytester.path / ".gpuperf" / "baselines" / "childsave.json").is_file()
     assert (pytester.path / "x.html").is_file()
+
+
+#: Ctrl-C while the save writes its segment: the first write raises KeyboardInterrupt.
+CTRL_C_WRITING = """
+import pytest
+from pytest_gpuperf.baseline import layout
+
+def interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    layout.atomic_write_bytes = interrupt
+"""
+#: Ctrl-C while the save waits for the baseline's lock, which this process holds on a
+#: descriptor of its own: a real SIGINT, sent from within the wait's first pause.
+CTRL_C_WAITING = """
+import os, signal, time, types
+from pathlib import Path
+import pytest
+from pytest_gpuperf.baseline import filelock
+
+def pause(seconds):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(seconds)
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    held = filelock.locked(Path(".gpuperf/baselines/.main.json.lock"))
+    held.__enter__()
+    session.config._held_lock = held
+    filelock.time = types.SimpleNamespace(monotonic=time.monotonic, sleep=pause)
+"""
+
+
+@pytest.mark.parametrize("conftest", [CTRL_C_WRITING, CTRL_C_WAITING], ids=["writing", "lock"])
+def test_ctrl_c_during_the_save_says_not_saved_and_exits_2(
+    pytester: pytest.Pytester, conftest: str
+) -> None:
+    """T8: Ctrl-C during the save, or while waiting for the baseline's lock, printed a raw
+    traceback from pytest_sessionfinish, rc 1, and no "NOT saved" line."""
+    pytester.makepyfile(test_spin=BENCH)
+    pytester.makeconftest(conftest)
+    result = run(pytester, "--gpuperf-save=main", NO_RERUNS, "--gpuperf-lock-timeout=600")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    result.stdout.fnmatch_lines(
+        ["*the baseline was NOT saved: the save was interrupted (Ctrl-C); the baseline is as it*"]
+    )
+    assert not (pytester.path / ".gpuperf" / "baselines" / "main.json").exists()
