@@ -27,6 +27,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,15 +258,18 @@ def check_writable(files: Files) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise BaselineError(
             f"cannot save into baseline folder {folder}: {existing} is not writable (permissions "
-            "or a read-only file system); point --gpuperf-baseline-dir at a folder you can write"
+            "or a read-only file system); point --gpuperf-baseline-dir (the CLI's --dir) at a "
+            "folder you can write"
         )
+    _check_owned(files, existing)
     for path, kind in ((files.index, "file"), (files.runs_dir, "folder")):
         if path.is_symlink():
             target = os.readlink(path)
             raise BaselineError(
                 f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
                 f"{target}); a save would replace the link, not update what it points to. Point "
-                "--gpuperf-baseline-dir at the folder that holds the real files, or replace the "
+                "--gpuperf-baseline-dir (the CLI's --dir) at the folder that holds the real "
+                "files, or replace the "
                 f"link by its {kind}."
             )
     problem = lock_file_problem(files.lock)
@@ -285,6 +289,47 @@ def check_writable(files: Files) -> None:
         raise BaselineError(
             f"cannot save into baseline {files.stem!r}: {files.runs_dir} is not a folder (a "
             "baseline's runs are kept there); move it away"
+        )
+
+
+def _user_of(path: Path) -> str:
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return "another user"
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _check_owned(files: Files, folder: Path) -> None:
+    """Files of the baseline that another user owns and a save could not write: the runs
+    folder (a save writes a segment into it), the index in a sticky folder (only its
+    owner may replace it), the lock file (it must at least be readable)."""
+    if not files.root.is_dir():
+        return
+    problem = None
+    me = getattr(os, "geteuid", lambda: 0)()
+    if files.runs_dir.is_dir() and not os.access(files.runs_dir, os.W_OK | os.X_OK):
+        problem = (files.runs_dir, "is not writable by you")
+    elif (
+        files.index.is_file()
+        and os.stat(folder).st_mode & stat.S_ISVTX
+        and me != 0
+        and os.lstat(files.index).st_uid != me
+    ):
+        problem = (files.index, "is in a sticky folder, where only its owner may replace it")
+    elif files.lock.is_file() and not os.access(files.lock, os.R_OK):
+        problem = (files.lock, "is not readable by you")
+    if problem is not None:
+        path, why = problem
+        raise BaselineError(
+            f"cannot save into baseline {files.stem!r}: {path} belongs to {_user_of(path)} and "
+            f"{why}. Save under a name of your own, ask {_user_of(path)} to save, or point "
+            "--gpuperf-baseline-dir (the CLI's --dir) at a folder of your own"
         )
 
 

@@ -43,6 +43,7 @@ from pytest_gpuperf.errors import (
 )
 from pytest_gpuperf.model import BenchId, Result
 from tests.unit.reporting_data import CPU_ENV, GPU_ENV
+from tests.unit.test_locks import needs_root
 
 DATA = Path(__file__).parent.parent / "data"
 T0 = dt.datetime(2025, 11, 29, 19, 38, tzinfo=dt.timezone.utc)
@@ -1429,3 +1430,68 @@ def test_a_save_into_a_baseline_with_a_broken_segment_is_refused_with_the_repair
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1"]
     store.save("main", [make_result(run_id="r2")], now=T0 + dt.timedelta(days=2))
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1", "r2"]
+
+
+def _open_to_all(tmp_path: Path) -> None:
+    """Let another user reach ``tmp_path`` (pytest's own folders are private)."""
+    import tempfile
+
+    tmp_path.chmod(0o755)
+    for parent in tmp_path.parents:
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o755)
+
+
+def _check_as_nobody(root: str) -> str:
+    try:
+        BaselineStore(root).check("m")
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return "ok"
+
+
+def _prune_as_nobody(root: str) -> str:
+    import contextlib
+    import io as _io
+
+    from pytest_gpuperf.cli import main as cli
+
+    err = _io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["prune", "m", "--dir", root, "--keep-runs", "1"], out=_io.StringIO())
+    return f"{code}: {err.getvalue()}"
+
+
+@needs_root
+def test_the_check_before_measuring_sees_files_of_another_user(tmp_path: Path) -> None:
+    """T23: a writable folder whose NAME.runs/ (or lock file) belongs to another user passed
+    the check before measuring; the save then failed after the measurement."""
+    from tests.unit.test_locks import _as_nobody
+
+    _open_to_all(tmp_path)
+    root = tmp_path / "baselines"
+    BaselineStore(root).save("m", [make_result(run_id="a")], now=T0)  # root's files, 0644/0755
+    root.chmod(0o777)
+    found = _as_nobody(_check_as_nobody, str(root))
+    assert found.startswith("BaselineError: cannot save into baseline 'm':"), found
+    assert "m.runs belongs to user root and is not writable by you" in found
+    assert "--gpuperf-baseline-dir (the CLI's --dir)" in found
+    root.chmod(0o1777)  # sticky: only the index's owner may replace it
+    (root / "m.runs").chmod(0o777)
+    found = _as_nobody(_check_as_nobody, str(root))
+    assert "m.json belongs to user root and is in a sticky folder" in found, found
+
+
+@needs_root
+def test_the_cli_names_its_own_option_for_a_folder_it_cannot_write(tmp_path: Path) -> None:
+    """T23: the CLI prune's error named --gpuperf-baseline-dir, not the CLI's --dir."""
+    from tests.unit.test_locks import _as_nobody
+
+    _open_to_all(tmp_path)
+    root = tmp_path / "baselines"
+    BaselineStore(root).save("m", [make_result(run_id="a")], now=T0)
+    root.chmod(0o755)
+    said = _as_nobody(_prune_as_nobody, str(root))
+    assert said.startswith("2: ") and "is not writable" in said, said
+    assert "the CLI's --dir" in said
