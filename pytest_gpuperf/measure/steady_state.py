@@ -179,6 +179,12 @@ def changepoints(
     return sorted(cps)
 
 
+def _within_level(head: Sequence[float], tail: Sequence[float], tol: float) -> bool:
+    """Whether every round of ``head`` lies within ``tol`` of the median of ``tail``."""
+    level = median(_logs(tail))
+    return all(abs(z - level) <= math.log1p(tol) for z in _logs(head))
+
+
 def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
     """Where the final steady level starts, and how many material level changes came before.
 
@@ -190,6 +196,8 @@ def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
     trimmed as leftover transient; two or more changes mean the level moves.
     """
     cut = mser_cut(values)
+    if cut and _within_level(values[:cut], values[cut:], tol):
+        cut = 0  # MSER trims scatter too: a head within tol of the level is no transient
     tail = list(values[cut:])
     cps = changepoints(tail)
     if not cps:
