@@ -311,3 +311,21 @@ def test_a_huge_tensor_is_read_through_a_strided_view(monkeypatch: pytest.Monkey
     [e] = fp
     assert e["numel"] == 9700 and e["shape"] == [97, 100] and nm.problem(fp) is None
     assert e["stats"]["mean"] == pytest.approx(0.5, abs=0.05)
+
+
+def test_the_walk_stops_at_its_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """T9: bounded time as well as nodes (a container whose iteration is slow): the walk
+    reads the clock as it goes and stops once MAX_WALK_S has passed."""
+    torch = pytest.importorskip("torch")
+    from pytest_gpuperf.measure import numerics as adapter
+
+    now = [0.0]
+
+    def clock() -> float:  # each look at the clock: a tenth of a second later
+        now[0] += 0.1
+        return now[0]
+
+    monkeypatch.setattr(adapter.time, "monotonic", clock)
+    out = [[] for _ in range(100)] + [torch.ones(2)]
+    assert adapter.fingerprint_output(out) is None
+    assert now[0] < 0.1 * 30  # stopped within a few looks past the budget
