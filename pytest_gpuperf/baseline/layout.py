@@ -495,6 +495,12 @@ def _segment_ends(path: Path, sid: str, ends: tuple[bytes, bytes] | None = None)
     return tail in end and end.endswith(b"}\n")
 
 
+def looks_like_segment(path: Path) -> bool:
+    """Whether ``path`` begins as a segment does (a baseline folder pointed at a ``NAME.runs``
+    folder: its segments are not baselines)."""
+    return path.parent.name.endswith(".runs") and _ends(path)[0].startswith(b'{\n  "baseline": ')
+
+
 def is_own_segment(files: Files, path: Path) -> bool:
     """Whether ``path`` is a segment this store wrote for baseline ``files``: it begins
     with the baseline's name and ends with the segment schema and its own id, as

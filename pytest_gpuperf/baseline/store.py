@@ -195,7 +195,11 @@ class BaselineStore:
         """Names of the baselines in the directory, sorted (none if it does not exist)."""
         if not self.root.is_dir():
             return []
-        return sorted(p.stem for p in self.root.glob("*.json") if p.is_file() and is_name(p.stem))
+        return sorted(
+            p.stem
+            for p in self.root.glob("*.json")
+            if p.is_file() and is_name(p.stem) and not layout.looks_like_segment(p)
+        )
 
     def strays(self) -> list[tuple[Path, str]]:
         """JSON files in the folder that look like baselines but cannot be one, with why."""

@@ -1354,6 +1354,7 @@ def test_the_segment_collector_leaves_files_that_are_not_this_baselines_segments
     assert {p: p.read_bytes() for p in strays} == strays
     assert not own.exists()  # this baseline's own dropped segment still goes
     assert [r.run_id for r in nested.load("nested").benchmarks[KEY].runs] == ["n0"]
+    assert nested.names() == ["nested", "notes"]  # main's segments are no baselines
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
 
 
