@@ -1,5 +1,5 @@
 """The base tree of ``--gpuperf-ab=REF``: what REF may name, and worktrees that killed
-sessions left (issue 24, T17 and T18). Real git repositories, no pytest session."""
+sessions left. Real git repositories, no pytest session."""
 
 from __future__ import annotations
 
