@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.shell.ab_tree import ABError, BaseTree
+from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, remove_stale
 from pytest_gpuperf.shell.gate import Gate, Judgement
 
 if TYPE_CHECKING:
@@ -87,11 +87,23 @@ class ABGate(Gate):
         except ABError as e:
             raise pytest.UsageError(str(e)) from None
         config.add_cleanup(tree.remove)
+        _say_stale(remove_stale(tree.toplevel))
         try:
             base_ids = _collect_base(run, tree)
         except ABError as e:
             tree.remove()
             raise pytest.UsageError(str(e)) from None
+        except KeyboardInterrupt:
+            tree.remove()
+            import sys
+
+            print(
+                f"gpuperf: interrupted (Ctrl-C) while collecting the base tree of "
+                f"--gpuperf-ab={ref}; nothing was measured, and its worktree was removed",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
         gate = cls(run, tree, base_ids)
         config.pluginmanager.register(gate, "gpuperf-ab")
         return gate
@@ -295,6 +307,20 @@ def _base_args(run: RunContext, tree: BaseTree, forwarded: Any) -> tuple[list[st
         else:
             out.append(a)
     return out, root
+
+
+def _say_stale(removed: list[str]) -> None:
+    """Report the A/B worktrees of killed sessions that this one removed."""
+    if not removed:
+        return
+    import sys
+
+    print(
+        f"gpuperf: removed {len(removed)} A/B worktree(s) that killed sessions left: "
+        + ", ".join(removed),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _collect_base(run: RunContext, tree: BaseTree) -> list[str]:

@@ -245,7 +245,24 @@ def run_pytest_child(
 
 
 def is_child(config: pytest.Config) -> bool:
-    return bool(config.getoption("gpuperf_child", False)) or os.environ.get(CHILD_ENV) == "1"
+    """Whether this pytest is a child the plugin started: every command line
+    :func:`run_pytest_child` and the group launcher build carries :data:`CHILD_FLAG`
+    (its environment's :data:`CHILD_ENV` alone may have leaked into a user's shell)."""
+    return bool(config.getoption("gpuperf_child", False))
+
+
+def leaked_child_marker(config: pytest.Config) -> str | None:
+    """A :data:`CHILD_ENV` in the environment of a session the plugin did not start: it is
+    removed from this process's environment (so nothing here, nor a child of this session,
+    takes the session for a child) and the warning to show is returned; None otherwise."""
+    if CHILD_ENV not in os.environ or is_child(config):
+        return None
+    value = os.environ.pop(CHILD_ENV)
+    return (
+        f"{CHILD_ENV}={value!r} is set in the environment, but this pytest was not started "
+        f"by pytest-gpuperf (its command line has no {CHILD_FLAG}): ignored, and this session "
+        f"saves, reports and captures as usual. Unset {CHILD_ENV} where it was exported."
+    )
 
 
 def matching(results: Sequence[Result], key: str) -> Result | None:

@@ -185,3 +185,40 @@ def test_outside_a_git_repository_is_a_usage_error(
     result = ab(pytester, "--gpuperf-ab=HEAD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpuperf-ab=HEAD: * is not inside a git repository*"])
+
+
+#: In the base tree's collecting process only: Ctrl-C the A/B session, then hang.
+CTRL_C_FROM_BASE = """
+import os, signal, time
+if os.environ.get("GPUPERF_AB_CHECK"):
+    os.kill(os.getppid(), signal.SIGINT)
+    time.sleep(120)
+"""
+
+
+def test_ctrl_c_during_the_base_collection_says_so(pytester: pytest.Pytester, repo: Path) -> None:
+    """T19: Ctrl-C while the base tree was being collected exited 2 with no output at all."""
+    import signal
+    import sys
+
+    conftest = repo / "conftest.py"
+    original = conftest.read_text()
+    conftest.write_text(original + CTRL_C_FROM_BASE)
+    commit(repo, "a base whose collection is interrupted")
+    conftest.write_text(original)
+    commit(repo, "current")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *FAST, *QUIET,
+         "--gpuperf-ab=HEAD~1"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        # SIGINT as at a terminal (a shell's background job may have it ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout + done.stderr
+    assert "interrupted (Ctrl-C) while collecting the base tree of --gpuperf-ab=HEAD~1" in (
+        done.stderr
+    )
+    assert len(worktrees(repo)) == 1
