@@ -90,19 +90,36 @@ def _plugin_args(run: RunContext) -> list[str]:
 
 
 def _cli_settings(run: RunContext, leave_out: frozenset[str]) -> list[str]:
-    """The gpuperf options given on the command line, but ``leave_out``, as arguments."""
+    """The gpuperf options given on the command line, but ``leave_out``, as arguments: each
+    exactly as the user wrote it (``Setting.given``), whatever the type its parser makes of
+    it (a tuple, a bool, a number), so that the child parses what this session parsed."""
+    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
+
     args: list[str] = []
     for name, setting in run.resolved.settings.items():
         if setting.source != "cli" or name in leave_out:
             continue
-        value = setting.value
-        flag = "--gpuperf-" + name.replace("_", "-")
-        if isinstance(value, bool):
-            if value:
-                args.append(flag)
-        elif value is not None and not callable(value):
-            args.append(f"{flag}={value}")
+        opt = OPTIONS_BY_NAME[name]
+        given = setting.given if setting.given is not None else option_text(setting.value)
+        if opt.flag:
+            if given is True or setting.value is True:
+                args.append(opt.flag_name)
+        elif given is not None:
+            args.append(f"{opt.flag_name}={given}")
     return args
+
+
+def option_text(value: Any) -> str | None:
+    """A parsed option value back as the text its parser reads (a setting made without the
+    user's own words): ``("median", "ci")`` -> ``median,ci``, ``True`` -> ``true``; None
+    for a value no text stands for (a callable, None)."""
+    if value is None or callable(value):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return ",".join(str(x) for x in value)
+    return str(value)
 
 
 def capture_command(run: RunContext, nodeid: str) -> str:

@@ -790,6 +790,8 @@ class GpuPerfSession:
                 f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
                 f"{self.gate.rerun_s:.1f} s"
             )
+        for error in self.gate.child_errors if self.gate is not None else []:
+            tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
                 tr.write_line(line)

@@ -122,6 +122,23 @@ def test_a_3x_slower_commit_fails_its_benchmark_and_passes_the_unchanged_one(
     assert len(worktrees(repo)) == 1
 
 
+def test_a_3x_slower_commit_fails_with_the_table_options(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    """Options whose values are tuples reach both trees' processes as the user gave them."""
+    (repo / "mypkg" / "__init__.py").write_text(PACKAGE.format(cost=1_200_000))
+    commit(repo, "3x slower")
+    result = ab(
+        pytester,
+        "--gpuperf-ab=HEAD~1",
+        "--gpuperf-columns=median,verdict",
+        "--gpuperf-group-by=func",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*REGRESSION*3x*", "FAILED test_bench.py::test_pkg*"])
+    assert "ERROR" not in result.stdout.str()
+
+
 def test_the_base_tree_runs_its_own_code(pytester: pytest.Pytester, repo: Path) -> None:
     """An unchanged tree (REF = HEAD): the package resolves to the worktree, nothing fails."""
     result = ab(pytester, "--gpuperf-ab=HEAD", "--gpuperf-json=o.json")
