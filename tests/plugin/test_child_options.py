@@ -1,5 +1,5 @@
 """Every option reaches a confirmation child as the user gave it, and a child that fails is
-an error the user sees (issue 23, item 1).
+an error the user sees.
 
 The benchmarks run on the virtual clock (tests/conftest.py): a planted slowdown is the same in
 every process whatever the machine does. The project's conftest also records each child
