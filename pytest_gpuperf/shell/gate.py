@@ -315,11 +315,11 @@ class Gate:
         if v.outcome == FAIL:
             from pytest_gpuperf.reporting.explain import explain
 
-            out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c)}")
+            out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c, r.id.mode)}")
         elif v.outcome == WARN:
             from pytest_gpuperf.reporting.explain import summary_line
 
-            out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
+            out.warnings.append(f"[{r.id.mode}] {summary_line(c, r.id.mode)}")
 
 
 #: A child pytest's exit statuses that still mean it ran its tests (0: all passed; 1: some

@@ -42,12 +42,15 @@ from pytest_gpuperf.measure import backend
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.verdict import host_speed
 from pytest_gpuperf.verdict.comparison import (
+    BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
     INCONCLUSIVE,
     NO_BASELINE,
     NO_CHANGE,
     REGRESSION,
+    UNCONFIRMED,
+    UNSTEADY,
     Comparison,
     FigureVerdict,
 )
@@ -56,11 +59,6 @@ from pytest_gpuperf.verdict.robust import fast_spread, min_mean, min_var, modera
 
 #: Outcomes of :func:`outcome`.
 FAIL, WARN, PASS, PENDING = "fail", "warn", "pass", "pending"
-
-#: Which kind of inconclusive (``FigureVerdict.why``): a slowdown the interval cannot rule out
-#: though none beyond the threshold was seen; a suspect no run could confirm; runs without a
-#: steady level whose rounds span the threshold.
-BELOW_RESOLUTION, UNCONFIRMED, UNSTEADY = "below-resolution", "unconfirmed", "unsteady"
 
 #: Figures of a benchmark.
 DEVICE, E2E, TIME = "device", "end-to-end", "time"
@@ -413,7 +411,8 @@ def _classify(
         elif not final and last:
             kind, final, why = INCONCLUSIVE, True, UNCONFIRMED
             reasons.append(
-                f"{_pct(_exp(slower) - 1)} slower in all {r} run{'s' if r != 1 else ''}, above "
+                f"at least {_pct(_exp(slower) - 1)} slower in all {r} run{'s' if r != 1 else ''} "
+                f"(their conservative bound), above "
                 f"its {_pct(_exp(cutoff) - 1)} threshold, but not confirmed: its class "
                 f"({klass.name}) needs {klass.runs} fresh-process runs below "
                 f"{_pct(_exp(decisive) - 1)} (process modes alone reach "
@@ -621,7 +620,12 @@ def _why_regression(f: FigureVerdict) -> str:
     else:
         how = f"in every one of {runs}, as its class ({f.klass}) requires"
     what = "time" if f.figure == TIME else f"{f.figure} time"
-    return f"{what} {_pct(f.slower)} slower, above its {_pct(f.cutoff)} threshold, {how}"
+    # ``slower`` is the runs' conservative bound, not the change the outputs show (the fast
+    # modes' ratio): said as what it is
+    return (
+        f"{what} at least {_pct(f.slower)} slower (the runs' conservative bound), above its "
+        f"{_pct(f.cutoff)} threshold, {how}"
+    )
 
 
 def _unsteady(runs: Sequence[RunStat], side: str) -> str | None:
