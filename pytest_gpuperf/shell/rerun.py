@@ -74,7 +74,32 @@ def forwarded_args(run: RunContext) -> list[str]:
     args = ["--rootdir", str(run.rootpath), "-p", "no:cacheprovider", "-p", "no:randomly"]
     if run.inipath is not None:
         args += ["-c", str(run.inipath)]
-    return args + _plugin_args(run) + _cli_settings(run, _NOT_FORWARDED)
+    return (
+        args
+        + _plugin_args(run)
+        + _override_args(run, _NOT_FORWARDED)
+        + _cli_settings(run, _NOT_FORWARDED)
+    )
+
+
+def _override_args(run: RunContext, leave_out: frozenset[str]) -> list[str]:
+    """The ``-o gpuperf_NAME=VALUE`` ini overrides of the command line, as given (a child
+    reads the ini file, not this command line), but those of ``leave_out``."""
+    out: list[str] = []
+    inv = list(run.invocation_args)
+    for i, a in enumerate(inv):
+        if a in ("-o", "--override-ini") and i + 1 < len(inv):
+            value = inv[i + 1]
+        elif a.startswith("--override-ini="):
+            value = a.split("=", 1)[1]
+        elif a.startswith("-o") and len(a) > 2:
+            value = a[2:]
+        else:
+            continue
+        key = value.split("=", 1)[0].strip()
+        if key.startswith("gpuperf_") and key.removeprefix("gpuperf_") not in leave_out:
+            out += ["-o", value]
+    return out
 
 
 def _plugin_args(run: RunContext) -> list[str]:

@@ -139,6 +139,29 @@ def test_a_3x_slower_commit_fails_with_the_table_options(
     assert "ERROR" not in result.stdout.str()
 
 
+def test_a_pair_process_that_fails_is_an_error_of_the_test(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    """Not a silent verdict: each test the pairs could not measure fails, with the child's
+    own words, and the terminal says so."""
+    pytester.makeconftest(
+        VIRTUAL_TIME_CONFTEST
+        + "\n\ndef pytest_configure(config):\n"
+        + "    if config.getoption('gpuperf_child') and not config.option.collectonly:\n"
+        + "        raise pytest.UsageError('--gpuperf-made-up: this child cannot start')\n"
+    )
+    commit(repo, "children that cannot start")
+    result = ab(pytester, "--gpuperf-ab=HEAD~1")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR: the fresh A/B (* tree) process failed (exit 4)*",
+            "*--gpuperf-made-up: this child cannot start*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["gpuperf: ERROR: test_bench.py::test_pkg: the fresh A/B*"])
+
+
 def test_the_base_tree_runs_its_own_code(pytester: pytest.Pytester, repo: Path) -> None:
     """An unchanged tree (REF = HEAD): the package resolves to the worktree, nothing fails."""
     result = ab(pytester, "--gpuperf-ab=HEAD", "--gpuperf-json=o.json")
