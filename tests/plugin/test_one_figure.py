@@ -2,8 +2,9 @@
 failure's headline and diagnosis, the table, the verdicts block, the JSON, HTML, CSV,
 Markdown, JUnit and GitHub outputs, and in ``pytest-gpuperf compare``.
 
-On the virtual clock (tests/conftest.py): the planted 10x slowdown (one run settles it) is the same in every
-process whatever the machine does.
+On the virtual clock (tests/conftest.py): the planted 30x slowdown is the same in every
+process whatever the machine does; one run settles it, beyond what the host-speed canary of a
+loaded machine can explain (at 10x it may not: verdict/host_speed.py).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def test_one_failure_shows_the_same_change_in_every_output(pytester: pytest.Pyte
         "--gpuperf-github=on",
         "--junitxml=o.xml",
         "--gpuperf-reruns=0",  # so that the JSON holds every run the gate judged (the CLI's)
-        slowdown=10.0,
+        slowdown=30.0,
     )
     result.assert_outcomes(failed=1)
     doc = json.loads((pytester.path / "o.json").read_text())
@@ -62,7 +63,7 @@ def test_one_failure_shows_the_same_change_in_every_output(pytester: pytest.Pyte
     c = res["comparison"]
     assert c["kind"] == "regression"
     figure = fmt_change(c["ratio"])  # the figure the gate used, as every output writes it
-    assert figure.endswith("x") and 8 < c["ratio"] < 12
+    assert figure.endswith("x") and 20 < c["ratio"] < 40
     assert c["change"] == f"{figure} time"
     out = result.stdout.str()
     lines = result.stdout.lines
