@@ -423,6 +423,7 @@ class GpuPerfSession:
         """Judge the test's results (re-measuring suspects), capture evidence; the failures."""
         from pytest_gpuperf.shell.capture import should_capture
         from pytest_gpuperf.shell.gate import Judgement
+        from pytest_gpuperf.verdict.comparison import REGRESSION
 
         judgement = Judgement()
         if self.gate is not None:
@@ -437,8 +438,13 @@ class GpuPerfSession:
         failed = bool(judgement.failures)
         if should_capture(self.settings.capture.mode, failed):
             report = self._capture(item, results, judgement)
-            if report is not None and failed:
+            slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
+            if report is not None and failed and slower:
                 judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
+            elif report is not None and failed:
+                # failed on its output or memory, not on its time: the diagnosis of a slowdown
+                # does not open the failure (it would say "slower" where the time did not fail)
+                judgement.failures = [*judgement.failures, report.details()]
             elif failed:
                 judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
         return judgement.failures
@@ -825,6 +831,8 @@ class GpuPerfSession:
                 f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
                 f"{self.gate.rerun_s:.1f} s"
             )
+        for error in self.gate.child_errors if self.gate is not None else []:
+            tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
                 tr.write_line(line)

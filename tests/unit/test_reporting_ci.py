@@ -153,3 +153,25 @@ def test_a_child_is_given_no_output_option_of_its_parent() -> None:
     )
     args = forwarded_args(run)  # type: ignore[arg-type]
     assert [a for a in args if a.startswith("--gpuperf-")] == ["--gpuperf-rounds=7"]
+
+
+def test_a_child_gets_the_ini_overrides_of_the_command_line_as_given() -> None:
+    """``-o gpuperf_columns=median,verdict`` reaches a child as typed (not the ini file's
+    value); overrides of what a child never inherits, and other plugins' keys, stay out."""
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.shell.rerun import forwarded_args
+
+    run = SimpleNamespace(
+        rootpath=Path("/r"),
+        inipath=None,
+        invocation_args=(
+            "-o", "gpuperf_columns=median,verdict", "--override-ini=gpuperf_group_by=func",
+            "-ogpuperf_html=r.html", "-o", "other_key=1",
+        ),
+        resolved=SimpleNamespace(settings={}),
+    )  # fmt: skip
+    args = forwarded_args(run)  # type: ignore[arg-type]
+    assert args[args.index("-o") :] == [
+        "-o", "gpuperf_columns=median,verdict", "-o", "gpuperf_group_by=func",
+    ]  # fmt: skip
