@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from zoo_replay import BY_NAME, load_all  # noqa: E402
+from zoo_replay import BY_NAME, load_all
 
 
 def main() -> None:
@@ -54,7 +54,9 @@ def main() -> None:
             "ratio_device": b_d / g_d if g_d and b_d else float("nan"),
         }  # fmt: skip
         out.append(row)
-        print(f"{case:26} {kind:10} {len(good):4} {len(bad):4} {row['ratio_e2e']:7.3f} {row['ratio_device']:7.3f}")
+        print(
+            f"{case:26} {kind:10} {len(good):4} {len(bad):4} {row['ratio_e2e']:7.3f} {row['ratio_device']:7.3f}"
+        )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
