@@ -392,7 +392,9 @@ class GpuPerfSession:
         else:
             failures = self._verdict(item, results)
         if failures:
-            pytest.fail("\n\n".join(failures), pytrace=False)
+            from pytest_gpuperf.reporting.terminal import fold
+
+            pytest.fail(fold("\n\n".join(failures)), pytrace=False)
 
     def _confirmation_runner(
         self, run: RunContext, nodeid: str | list[str], *, device: str, **kw: Any
@@ -748,6 +750,8 @@ class GpuPerfSession:
                 f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
                 f"({', '.join(tests)})"
             )
+        results, plateau_note = self._without_plateaus(results)
+        note += plateau_note
         if not results:
             self.saved = f"baseline {self.settings.session.save!r}: nothing saved{note}"
             return
@@ -764,7 +768,28 @@ class GpuPerfSession:
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    def _without_plateaus(self, results: list[Result]) -> tuple[list[Result], str]:
+        """The results a save keeps, and the one line that says which it left out and how to
+        re-run: a CPU median on the scheduler's tick (measure/flags.py) is not the code's time,
+        and saved it would make every later run look faster."""
+        from pytest_gpuperf.measure.flags import PLATEAU_NOTE
+
+        if self.settings.session.save_plateaus:
+            return results, ""
+        bad = [r for r in results if any(n.startswith(PLATEAU_NOTE) for n in r.notes)]
+        if not bad:
+            return results, ""
+        out = {id(r) for r in bad}
+        kept = [r for r in results if id(r) not in out]
+        what = "1 result" if len(bad) == 1 else f"{len(bad)} results"
+        return kept, (
+            f"\nnot saved: {what} on scheduler-tick plateaus (PLATEAU: busy core); re-run on 1 "
+            "torch thread or --gpuperf-save-plateaus"
+        )
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from pytest_gpuperf.reporting.terminal import fold
+
         if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
             terminalreporter.write_line(self.ranks.summary_line())
         if not self.lead or self.child:
@@ -792,11 +817,11 @@ class GpuPerfSession:
             )
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
-                tr.write_line(line)
+                tr.write_line(fold(line))
         for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
-            tr.write_line(line)
+            tr.write_line(fold(line))
         if self.saved:
-            tr.write_line(self.saved)
+            tr.write_line(fold(self.saved))
         if self.save_error:
             tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
         if self.ci is not None:
