@@ -485,7 +485,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     lines = ["verdicts:"]
     for r in listed:
         prefix = f"[{r.id.mode}] " if mixed else ""
-        lines.append(f"  {prefix}{summary_line(r)}")
+        lines.append(fold(f"  {prefix}{summary_line(r)}", spec.width))
     others = [r for r in judged if _kind(r) not in NOTABLE]
     if others:
         kinds = sorted({_kind(r).replace("-", " ") for r in others})
@@ -501,7 +501,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
             prefix = f"[{r.id.mode}] " if mixed else ""
             text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
             for i, ln in enumerate(text):
-                lines.append(f"  {prefix}{ln}" if i == 0 else f"  {ln}")
+                lines.append(fold(f"  {prefix}{ln}" if i == 0 else f"  {ln}", spec.width))
     return lines
 
 

@@ -52,3 +52,73 @@ def test_a_save_keeps_plateaus_out_and_says_why_in_one_line(pytester: pytest.Pyt
     result.assert_outcomes(passed=2)
     assert not any(ln.startswith("not saved:") for ln in result.stdout.lines)
     assert any("test_plateau" in k for k in benchmarks(pytester))
+
+
+SEVEN = """
+import os
+import pytest
+
+SLOWDOWN = float(os.environ.get("SLOWDOWN", "1"))
+
+def work(clock, us, slower=1.0):
+    def call():
+        clock.ns += int(us * 1000 * slower)
+    return call
+
+@pytest.mark.parametrize("n", [16, 32, 64, 128, 256, 512])
+def test_matmul_of_a_rather_long_name_for_a_benchmark_of_square_shapes(clock, gpu_bench, n):
+    gpu_bench(work(clock, 10 + n))
+
+def test_layer_norm_over_the_last_dimension_with_a_planted_loop(clock, gpu_bench):
+    gpu_bench(work(clock, 300, SLOWDOWN))
+"""
+
+#: pytest's own lines, which the plugin does not write
+PYTESTS = ("platform ", "rootdir:", "plugins:", "benchmark:", "cachedir:", "configfile:")
+
+
+def plugin_lines(result: pytest.RunResult, root: object) -> list[str]:
+    return [
+        ln
+        for ln in result.stdout.lines
+        if not ln.startswith(PYTESTS) and str(root) not in ln and not ln.startswith("running:")
+    ]
+
+
+def saved_seven(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(test_seven=SEVEN)
+    for _ in range(3):
+        pytester.runpytest_subprocess(*QUIET, *FAST, "-q", "--gpuperf-save=main")
+
+
+def test_a_passing_quiet_run_of_seven_benchmarks_fits_in_15_lines(
+    pytester: pytest.Pytester,
+) -> None:
+    saved_seven(pytester)
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "-q", "--gpuperf-baseline=main")
+    result.assert_outcomes(passed=7)
+    lines = result.stdout.lines
+    assert len(lines) <= 15, "\n".join(lines)
+    assert all(len(ln) <= 120 for ln in lines)
+    assert sum("test_layer_norm" in ln for ln in lines) == 1  # its row, no detail
+
+
+def test_every_line_of_a_failing_compare_fits_120_columns(pytester: pytest.Pytester) -> None:
+    """The failure text (diagnosis headline, verdict block, details), the progress lines,
+    the summary: what the plugin writes, in 120 columns; a long path may stay whole."""
+    saved_seven(pytester)
+    env = {"SLOWDOWN": "3"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", *FAST, "--gpuperf-baseline=main",
+            "--gpuperf-capture-skip=nsys,ncu,torch_trace", "--gpuperf-progress=on",
+        )  # fmt: skip
+    result.assert_outcomes(passed=6, failed=1)
+    out = result.stdout.str()
+    assert "REGRESSION" in out and "test_layer_norm" in out
+    lines = plugin_lines(result, pytester.path)
+    too_wide = [ln for ln in lines if len(ln) > 120 and not ln.startswith("FAILED ")]
+    assert too_wide == [], "\n".join(too_wide)
