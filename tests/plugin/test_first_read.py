@@ -122,3 +122,21 @@ def test_every_line_of_a_failing_compare_fits_120_columns(pytester: pytest.Pytes
     lines = plugin_lines(result, pytester.path)
     too_wide = [ln for ln in lines if len(ln) > 120 and not ln.startswith("FAILED ")]
     assert too_wide == [], "\n".join(too_wide)
+
+
+def test_the_readmes_first_code_block_finishes_on_the_cpu(pytester: pytest.Pytester) -> None:
+    """What a newcomer pastes first: its two commands, save then compare, finish on a
+    machine without a GPU (a 4096³ bf16 matmul there did not return in 300 s)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert code is not None
+    commands = re.findall(r"^pytest (--gpuperf-\S+)", readme, re.M)
+    assert commands[:2] == ["--gpuperf-save=main", "--gpuperf-baseline=main"]
+    pytester.makepyfile(test_readme=code.group(1))
+    for flag in commands[:2]:
+        result = pytester.runpytest_subprocess(*QUIET, flag, timeout=240)
+        result.assert_outcomes(passed=1)
+    assert "no change" in result.stdout.str() or "INCONCLUSIVE" in result.stdout.str()
