@@ -14,7 +14,7 @@ import datetime as _dt
 import functools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,6 +223,7 @@ class GpuPerfSession:
         if self.ranks is None:
             self._group_items(items)
         benchmarks = [i for i in items if is_benchmark(i)]
+        check_group_by(self.settings.report.group_by or (), benchmarks)
         if benchmarks:
             self.ensure_device()
         if self.gate is not None:
@@ -820,6 +821,8 @@ class GpuPerfSession:
                 tr.write_line(fold(line))
         for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
             tr.write_line(fold(line))
+        if self._lock is not None and self._lock.waited():
+            tr.write_line(fold(self._lock.waited()))
         if self.saved:
             tr.write_line(fold(self.saved))
         if self.save_error:
@@ -831,6 +834,28 @@ class GpuPerfSession:
                 tr.write_line(line, red=True)
             for line in self.ci.annotations:  # GitHub reads these at the start of a line
                 tr.write_line(line)
+
+
+def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> None:
+    """``--gpuperf-group-by=param:NAME`` names a parameter of a collected benchmark: a typo
+    would put every benchmark in one group, ``param:NAME=-``, and say nothing."""
+    wanted = [k.split(":", 1)[1] for k in keys if k.startswith("param:")]
+    if not wanted or not benchmarks:
+        return
+    known: set[str] = set()
+    for item in benchmarks:
+        known.update(getattr(getattr(item, "callspec", None), "params", {}))
+    for name in wanted:
+        if name not in known:
+            have = (
+                f"their parameters are {', '.join(sorted(known))}"
+                if known
+                else "they have no parameters"
+            )
+            raise pytest.UsageError(
+                f"--gpuperf-group-by=param:{name}: no collected benchmark has a parameter "
+                f"{name!r} ({have}); fix the name, or use param to group by all of them"
+            )
 
 
 def _new_run_id() -> str:

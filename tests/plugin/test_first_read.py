@@ -140,3 +140,30 @@ def test_the_readmes_first_code_block_finishes_on_the_cpu(pytester: pytest.Pytes
         result = pytester.runpytest_subprocess(*QUIET, flag, timeout=240)
         result.assert_outcomes(passed=1)
     assert "no change" in result.stdout.str() or "INCONCLUSIVE" in result.stdout.str()
+
+
+GROUPED = """
+import pytest
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_add(clock, gpu_bench, dtype):
+    def call():
+        clock.ns += 1000
+    gpu_bench(call)
+"""
+
+
+def test_group_by_an_unknown_parameter_is_an_error_that_names_the_known_ones(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(test_grouped=GROUPED)
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "--gpuperf-group-by=param:dtpye")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--gpuperf-group-by=param:dtpye: no collected benchmark has a parameter 'dtpye'"
+         " (their parameters are dtype)*"]
+    )  # fmt: skip
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "--gpuperf-group-by=param:dtype")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["param:dtype=f32", "*", "param:dtype=f64"], consecutive=False)
