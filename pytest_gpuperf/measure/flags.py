@@ -66,8 +66,26 @@ def plateau_note(result: Result, ticks: int) -> str:
     )
 
 
-def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
-    """What is wrong with a result, each with what to do about it."""
+#: Below this per-call time, a call timed alone (``setup=``) is mostly the clock's own cost
+#: and the cache state setup left: its rounds scatter (42-56 % seen for a 6 µs relu_).
+SETUP_ALONE_S = 20e-6
+
+
+def setup_note(result: Result) -> str | None:
+    """With ``setup=``, each call is timed alone: say so when the call is too short for that."""
+    if not result.rounds or result.summary.median >= SETUP_ALONE_S:
+        return None
+    return (
+        f"setup=: each call is timed alone, after its setup, and a "
+        f"{1e6 * result.summary.median:.1f} µs call is too short for that (the clock's own cost "
+        "and the caches setup left weigh in); time a batch: let setup make a list of inputs "
+        "and fn loop over them, or drop setup= if fn does not change its inputs"
+    )
+
+
+def flag_notes(result: Result, policy: MeasurePolicy, *, setup: bool = False) -> list[str]:
+    """What is wrong with a result, each with what to do about it (``setup``: the benchmark
+    was given ``setup=``, so each call was timed alone)."""
     notes = []
     s = result.summary
     on_gpu = result.device == "cuda"
@@ -101,6 +119,9 @@ def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
             f"to ±{100 * s.rel_ci:.1f} %; {remedy}raise round_ms or rounds, or stop other work "
             "on the machine"
         )
+    short = setup_note(result) if setup else None
+    if short is not None:
+        notes.append(short)
     ticks = quantum_plateau(result)
     if ticks is not None:
         notes.append(plateau_note(result, ticks))

@@ -47,3 +47,12 @@ def test_times_off_the_tick_or_scattered_or_on_the_gpu_are_not_plateaus() -> Non
     assert not any(
         n.startswith(PLATEAU_NOTE) for n in flag_notes(cpu_result(6e-3), MeasurePolicy())
     )
+
+
+def test_setup_on_a_short_call_says_each_call_is_timed_alone_and_how_to_batch() -> None:
+    short = cpu_result(6e-6)
+    assert not any(n.startswith("setup=") for n in flag_notes(short, MeasurePolicy()))
+    note = next(n for n in flag_notes(short, MeasurePolicy(), setup=True) if "setup=" in n)
+    assert "timed alone" in note and "6.0 µs" in note and "time a batch" in note
+    long = cpu_result(200e-6)
+    assert not any("setup=" in n for n in flag_notes(long, MeasurePolicy(), setup=True))
