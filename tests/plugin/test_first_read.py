@@ -1,4 +1,4 @@
-"""What a person reads first, end to end on the CPU (issue 23, part B): lines that fit,
+"""What a person reads first, end to end on the CPU: lines that fit,
 a short ``-q`` run, and a save that keeps scheduler-tick plateaus out of the baseline."""
 
 from __future__ import annotations
