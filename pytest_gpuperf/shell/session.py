@@ -819,13 +819,14 @@ class GpuPerfSession:
             )
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
-                tr.write_line(fold(line))
+                # a command to copy stays on one line
+                tr.write_line(line if "python -m pytest " in line else fold(line))
         for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
             tr.write_line(fold(line))
         if self._lock is not None and self._lock.waited():
             tr.write_line(fold(self._lock.waited()))
-        if self.saved:
-            tr.write_line(fold(self.saved))
+        if self.saved:  # its first line names the baseline's file: a long path stays whole
+            tr.write_line(self.saved)
         if self.save_error:
             tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
         if self.ci is not None:
