@@ -283,6 +283,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         _check_output("-o", args.output, args)
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
+    args.format = args.format or export_format(args.output)
     if args.format == "pytest-benchmark":
         when = _dt.datetime.fromisoformat(side.baseline.updated)
         text = export.pytest_benchmark(results, created=when)
@@ -505,6 +506,17 @@ def _add_prune(
     p.set_defaults(func=cmd_prune)
 
 
+#: ``export -o PATH`` without ``--format``: the format its suffix names.
+EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "pytest-benchmark"}
+
+
+def export_format(output: str | None) -> str:
+    """``export``'s format when ``--format`` is left out: the one ``-o``'s suffix names
+    (``.md``, ``.html``, ``.csv``, ``.json``: pytest-benchmark JSON), else Markdown."""
+    suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
+    return EXPORT_SUFFIXES.get(suffix, "markdown")
+
+
 def _add_export(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
@@ -518,11 +530,11 @@ def _add_export(
     p.add_argument("source", metavar="NAME|RUNFILE", help="baseline name, or path of a file")
     p.add_argument(
         "--format",
-        required=True,
         choices=("markdown", "html", "csv", "pytest-benchmark"),
-        help="csv: one row per benchmark (times in seconds, a column per test parameter); "
-        "pytest-benchmark: the --benchmark-json format that github-action-benchmark "
-        "(tool: pytest) and Bencher (python_pytest) read",
+        help="default: the one -o's suffix names (.md, .html, .csv, .json: pytest-benchmark), "
+        "else markdown. csv: one row per benchmark (times in seconds, a column per test "
+        "parameter); pytest-benchmark: the --benchmark-json format that "
+        "github-action-benchmark (tool: pytest) and Bencher (python_pytest) read",
     )
     p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: collection)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")

@@ -193,7 +193,10 @@ class Demo:
         self.started = time.monotonic()
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        """A line of the demo's own, in 120 columns (a longer one is wrapped)."""
+        from pytest_gpuperf.reporting.terminal import fold
+
+        print(fold(text) if text else text, file=self.out, flush=True)
 
     def pytest(
         self, name: str, *args: str, plant: bool = False, live: bool = True

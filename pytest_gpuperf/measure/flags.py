@@ -5,13 +5,87 @@ Pure Python: reads the result, its policy and its mode's description (:mod:`.bac
 
 from __future__ import annotations
 
+import math
+
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.model import Result
 
+#: The Linux scheduler's tick at CONFIG_HZ=250, the common default: a thread that loses
+#: its core to another process waits about a whole number of ticks.
+SCHED_TICK_S = 0.004
+#: How close to a whole number of ticks a median must sit (fraction of one tick).
+PLATEAU_SNAP = 0.025
+#: A plateau has a tight interval: the waits are all one length.
+PLATEAU_CI = 0.03
+#: Plateaus from 1 to this many ticks are looked for.
+PLATEAU_MAX_TICKS = 16
+#: The first words of the plateau note: what a save reads to keep such a run out.
+PLATEAU_NOTE = "plateau:"
 
-def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
-    """What is wrong with a result, each with what to do about it."""
+
+def quantum_plateau(result: Result) -> int | None:
+    """The number of scheduler ticks a CPU median snapped to, or None.
+
+    With more than one torch thread and another process on a core, each call can end
+    up waiting for a descheduled worker thread: the per-call median then sits on a
+    multiple of the tick (7.96 ms, 15.96 ms) with a tight interval, far above what the
+    function costs. The signs, all required: a CPU result, its median within
+    :data:`PLATEAU_SNAP` of 1 to :data:`PLATEAU_MAX_TICKS` ticks, an interval under
+    :data:`PLATEAU_CI`, and either more than one torch thread or a call seen at least 3x
+    faster than the median (the first call, a warm-up round or a round).
+    """
+    if result.device != "cpu" or not result.rounds:
+        return None
+    s = result.summary
+    m = s.median
+    ticks = round(m / SCHED_TICK_S)
+    if not 1 <= ticks <= PLATEAU_MAX_TICKS or abs(m - ticks * SCHED_TICK_S) > (
+        PLATEAU_SNAP * SCHED_TICK_S
+    ):
+        return None
+    if s.n < 3 or s.rel_ci > PLATEAU_CI:
+        return None
+    threads = (result.environment or {}).get("torch_threads")
+    fastest = min([*result.rounds, *result.warmup, result.first_call_s or math.inf])
+    if (isinstance(threads, int) and threads > 1) or fastest * 3 <= m:
+        return ticks
+    return None
+
+
+def plateau_note(result: Result, ticks: int) -> str:
+    """What was wrong and how to re-run, in one note."""
+    threads = (result.environment or {}).get("torch_threads")
+    many = f" with {threads} torch threads" if isinstance(threads, int) and threads > 1 else ""
+    return (
+        f"{PLATEAU_NOTE} the median {1e3 * result.summary.median:.2f} ms sits on {ticks} "
+        f"scheduler tick(s) of {1e3 * SCHED_TICK_S:g} ms{many}: the calls waited for a core "
+        "another process held, so it measures the scheduler, not the code; re-run with one "
+        "torch thread (torch.set_num_threads(1)) on a quieter machine (a save keeps it out of "
+        "the baseline unless --gpuperf-save-plateaus)"
+    )
+
+
+#: Below this per-call time, a call timed alone (``setup=``) is mostly the clock's own cost
+#: and the cache state setup left: its rounds scatter (42-56 % seen for a 6 µs relu_).
+SETUP_ALONE_S = 20e-6
+
+
+def setup_note(result: Result) -> str | None:
+    """With ``setup=``, each call is timed alone: say so when the call is too short for that."""
+    if not result.rounds or result.summary.median >= SETUP_ALONE_S:
+        return None
+    return (
+        f"setup=: each call is timed alone, after its setup, and a "
+        f"{1e6 * result.summary.median:.1f} µs call is too short for that (the clock's own cost "
+        "and the caches setup left weigh in); time a batch: let setup make a list of inputs "
+        "and fn loop over them, or drop setup= if fn does not change its inputs"
+    )
+
+
+def flag_notes(result: Result, policy: MeasurePolicy, *, setup: bool = False) -> list[str]:
+    """What is wrong with a result, each with what to do about it (``setup``: the benchmark
+    was given ``setup=``, so each call was timed alone)."""
     notes = []
     s = result.summary
     on_gpu = result.device == "cuda"
@@ -45,4 +119,10 @@ def flag_notes(result: Result, policy: MeasurePolicy) -> list[str]:
             f"to ±{100 * s.rel_ci:.1f} %; {remedy}raise round_ms or rounds, or stop other work "
             "on the machine"
         )
+    short = setup_note(result) if setup else None
+    if short is not None:
+        notes.append(short)
+    ticks = quantum_plateau(result)
+    if ticks is not None:
+        notes.append(plateau_note(result, ticks))
     return notes

@@ -65,6 +65,14 @@ pre { background: #f7f7f7; padding: 10px; border-radius: 4px; overflow-x: auto;
 .legend span { display: inline-block; width: 10px; height: 10px; border-radius: 5px;
                margin: 0 4px 0 12px; vertical-align: middle; }
 a { color: #1558b0; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table.verdicts td:nth-child(2), table.verdicts td:nth-child(3) { word-break: break-all; }
+@media (max-width: 900px) {
+  body { padding: 12px 10px 40px; }
+  th, td { padding: 3px 5px; }
+  table.verdicts { font-size: 12.5px; }
+  td.num { white-space: normal; }
+}
 """
 
 #: Nothing is fetched and nothing runs: styles inline, images only as data: URLs.
@@ -120,7 +128,9 @@ def _summary_table(rows: Sequence[v.Row]) -> str:
             f'<td class="num">{escape(r.runs)}</td>'
             "</tr>"
         )
-    return f'<table class="verdicts"><tr>{head}</tr>{"".join(body)}</table>'
+    # in a box of its own that scrolls, so a narrow window never cuts a column off
+    table = f'<table class="verdicts"><tr>{head}</tr>{"".join(body)}</table>'
+    return f'<div class="scroll">{table}</div>'
 
 
 def _plots(r: v.Row, hist: BenchHistory | None) -> str:
@@ -404,7 +414,7 @@ def _sweeps(results: Sequence[Result]) -> str:
     for sw in found:
         lines = []
         for i, series in enumerate(sw.series):
-            color = svg.PALETTE[i % len(svg.PALETTE)]
+            color = svg.SERIES[i % len(svg.SERIES)]
             lines.append(svg.Line(series.label, series.values, color))
             if any(b is not None for b in series.baseline):
                 lines.append(svg.Line(f"{series.label} (baseline)", series.baseline, color, True))

@@ -247,13 +247,37 @@ def _axis_labels(n: int, most: int = 4) -> list[int]:
     return sorted({round(i * (n - 1) / (most - 1)) for i in range(most)})
 
 
-def _when(iso: str | None, with_time: bool) -> str:
-    """``2025-11-29``, or ``11-29 19:38`` when runs of one day must be told apart."""
+def _when(iso: str | None, precision: int) -> str:
+    """``2025-11-29`` (0), ``11-29 19:38`` (1) or ``11-29 19:38:05`` (2): as precise as
+    runs close in time need to be told apart."""
     if not iso:
         return ""
-    if not with_time or len(iso) < 16:
+    if precision == 0 or len(iso) < 16:
         return iso[:10]
-    return f"{iso[5:10]} {iso[11:16]}"
+    return f"{iso[5:10]} {iso[11 : 19 if precision > 1 else 16]}"
+
+
+def _time_axis(points: Sequence[Point], n: int) -> list[tuple[int, list[str]]]:
+    """The labelled runs and their lines (when, commit): the date alone, else the minute,
+    else the second, the first that tells them apart; a run whose label is still another's
+    (saved within one second, no commit) is left unlabelled: never two equal ticks."""
+    shown = _axis_labels(n)
+    precision = 0
+    for precision in range(3):
+        labels = [(_when(points[i].when, precision), points[i].commit or "") for i in shown]
+        if len(set(labels)) == len(labels):
+            break
+        shown = _axis_labels(n, most=3)
+    out: list[tuple[int, list[str]]] = []
+    seen: set[tuple[str, ...]] = set()
+    for i in shown:
+        p = points[i]
+        lines = [_when(p.when, precision) or ("?" if not p.current else ""), p.commit or ""]
+        if tuple(lines) in seen:
+            continue
+        seen.add(tuple(lines))
+        out.append((i, lines))
+    return out
 
 
 def history(points: Sequence[Point], *, title: str, width: int = 360, height: int = 190) -> str:
@@ -282,15 +306,8 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
     body.append(
         f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
     )
-    shown = _axis_labels(n)
-    dates = [(points[i].when or "")[:10] for i in shown]
-    if len(set(dates)) < len(dates):  # runs of one day: the time tells them apart
-        shown = _axis_labels(n, most=3)
-    for i in shown:
-        p = points[i]
+    for i, lines in _time_axis(points, n):
         x = sx(i)
-        lines = [_when(p.when, len(set(dates)) < len(dates)) or ("?" if not p.current else ""),
-                 p.commit or ""]  # fmt: skip
         body.append(f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" '
                     f'stroke="{INK}"/>')  # fmt: skip
         for k, text in enumerate(lines):
@@ -325,6 +342,11 @@ PALETTE = (
     "#eeca3b",
     "#9d755d",
 )
+
+
+#: Colours of the series of a chart beside the baseline/current legend: none of those two,
+#: so a series never reads as "baseline" or "current".
+SERIES = tuple(c for c in PALETTE if c not in (BASELINE, CURRENT))
 
 
 @dataclass(frozen=True)

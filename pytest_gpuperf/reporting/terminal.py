@@ -28,6 +28,7 @@ Pure Python: tabulate is imported when a table is drawn.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,36 @@ WIDTH = 120
 MIN_NAME = 28
 #: Fewer kept rounds than this have no distribution-free 95 % interval of their median.
 MIN_CI_ROUNDS = 6
+
+
+_LABELLED = re.compile(r"^(\s*)(\S[^:]*?(?::|\s{2,})\s*)?")
+
+
+def fold(text: str, width: int = WIDTH) -> str:
+    """Every line of ``text`` in ``width`` columns: a longer one is wrapped at spaces, its
+    continuation lines indented under its value (``  change     +6.1 % ...`` continues
+    under ``+6.1``; ``kernels: ...`` under what follows the colon, up to 16 columns) or,
+    for a line without a label, 4 columns in. A word longer than the room (a path) is
+    kept whole."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        m = _LABELLED.match(line)
+        lead = len(m.group(1)) if m else 0
+        label = len(m.group(2) or "") if m else 0
+        indent = lead + label if 0 < label <= 16 else lead + 4
+        out.extend(
+            textwrap.wrap(
+                line,
+                width,
+                subsequent_indent=" " * indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(out)
 
 
 def _median_cell(r: Result) -> str:
@@ -83,6 +114,8 @@ def _flag(r: Result) -> str:
         flags.append("warm-up capped")
     if any(n.startswith("noisy") for n in r.notes):
         flags.append("NOISY")
+    if any(n.startswith("plateau:") for n in r.notes):
+        flags.append("PLATEAU")
     return ", ".join(flags)
 
 
@@ -458,7 +491,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     lines = ["verdicts:"]
     for r in listed:
         prefix = f"[{r.id.mode}] " if mixed else ""
-        lines.append(f"  {prefix}{summary_line(r)}")
+        lines.append(fold(f"  {prefix}{summary_line(r)}", spec.width))
     others = [r for r in judged if _kind(r) not in NOTABLE]
     if others:
         kinds = sorted({_kind(r).replace("-", " ") for r in others})
@@ -474,7 +507,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
             prefix = f"[{r.id.mode}] " if mixed else ""
             text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
             for i, ln in enumerate(text):
-                lines.append(f"  {prefix}{ln}" if i == 0 else f"  {ln}")
+                lines.append(fold(f"  {prefix}{ln}" if i == 0 else f"  {ln}", spec.width))
     return lines
 
 
@@ -569,9 +602,52 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
     return lines
 
 
+def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    """Under ``-q``, after the table: each verdict that needs a look on its line (wrapped),
+    then one line that counts the rest of the verdicts, and one that counts the flags,
+    numerics and memory notes and says how to see them."""
+    from pytest_gpuperf.reporting.verdicts import summary_line
+    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED
+
+    fails_inconclusive = spec.fail_on == "inconclusive"
+    lines = []
+    rest: dict[str, int] = {}
+    for r in sorted(results, key=lambda r: _VERDICT_RANK.get(_kind(r), 6)):
+        kind = _kind(r)
+        if kind in NOTABLE and (kind != "inconclusive" or fails_inconclusive):
+            lines.append(fold(f"  {summary_line(r)}", spec.width))
+        elif kind:
+            label = "inconclusive (passed)" if kind == "inconclusive" else kind.replace("-", " ")
+            rest[label] = rest.get(label, 0) + 1
+    if rest:
+        counted = ", ".join(f"{n} {k}" for k, n in rest.items())
+        lines.append(f"  {counted}" if lines else f"verdicts: {counted} (-v shows why)")
+    if lines and not lines[0].startswith("verdicts:"):
+        lines.insert(0, "verdicts:")
+    counts: dict[str, int] = {}
+    for r in results:
+        flags = [f for f in _flag(r).split(", ") if f] or (["other note"] if r.notes else [])
+        n = r.comparison.numerics if r.comparison is not None else None
+        if n is not None and n.kind == CHANGED:
+            flags.append("output changed")
+        elif n is not None and n.kind == UNSEEDED:
+            flags.append("numerics not compared (unseeded)")
+        if memory_changes(r):
+            flags.append("memory changed")
+        for f in flags:
+            counts[f] = counts.get(f, 0) + 1
+    if counts:
+        counted = ", ".join(f"{n} {k}" for k, n in counts.items())
+        lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
+    return lines
+
+
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
-    """The whole summary section: table, legend, launch overhead, verdicts, flags."""
+    """The whole summary section: table, legend, launch overhead, verdicts, flags (under
+    ``-q``: the table and :func:`quiet_lines`)."""
     spec = spec or TableSpec()
+    if spec.quiet and not spec.verbose:
+        return "\n".join([render_table(results, spec), *quiet_lines(results, spec)])
     lines = [render_table(results, spec), *legend(results, spec)]
     overhead = launch_overhead(results)
     if overhead:

@@ -347,7 +347,8 @@ def _capture(
         lock = _session_lock(device, settings.budget_s)
     todo = list(collectors if collectors is not None else collectors_for(config))
     done = _run_collectors(ctx, todo, settings, lock, progress, plan)
-    diagnoses, diffs = _diagnose_all(ctx, config, results, comparisons, baselines)
+    ab = bool(run is not None and run.settings.session.ab)
+    diagnoses, diffs = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
     if diffs:
         (directory / "kernel_diff.json").write_text(json.dumps(diffs, indent=1, default=str))
     timing = _pass_timing(timing, plan, done, t0)
@@ -542,8 +543,11 @@ def _diagnose_all(
     results: Sequence[Result],
     comparisons: Mapping[str, Comparison],
     baselines: Mapping[str, Any] | None,
+    *,
+    ab: bool = False,
 ) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
-    """The diagnosis of each captured benchmark, and its kernel diff where there is one."""
+    """The diagnosis of each captured benchmark, and its kernel diff where there is one
+    (``ab``: against a base tree, not a saved baseline)."""
     diagnoses: dict[str, Diagnosis] = {}
     diffs: dict[str, Any] = {}
     by_key = {r.id.key: r for r in results}
@@ -552,6 +556,7 @@ def _diagnose_all(
             ev = _evidence(
                 ctx, key, by_key.get(key), comparisons.get(key), (baselines or {}).get(key)
             )
+            ev.ab = ab
             if ev.kernel_diff is not None:
                 diffs[key] = ev.kernel_diff.to_dict()
             extra = _hook_lines(config, by_key.get(key), ev)

@@ -418,7 +418,7 @@ class GpuBench:
             )
             if ctx.group is not None:
                 result.extra = {**result.extra, "group": self._group_record(got, plan)}
-            result.notes.extend(flag_notes(result, policy))
+            result.notes.extend(flag_notes(result, policy, setup=call.has_setup))
             if got.tracer:
                 result.notes.append(tracer_note(got.tracer))
             self.results.append(result)

@@ -197,7 +197,11 @@ class Gate:
         runs = _Runs(current={r.id.key: [r] for r in results})
         last = self.policy.max_runs <= 1
         runs.verdicts = {r.id.key: self.rule.verdict(r, [r], last=last) for r in results}
-        note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)
+        from pytest_gpuperf.shell.progress import silent
+
+        # one progress line for every fresh process of this test, not one each
+        with (progress or silent()).shared(f"re-measuring {item.nodeid} in fresh processes"):
+            note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)
         for r in results:
             self._conclude(r, runs, note, out)
         return out
@@ -284,11 +288,9 @@ class Gate:
         from pytest_gpuperf.shell.progress import silent
         from pytest_gpuperf.shell.rerun import run_child
 
-        also = f" and {len(targets) - 1} later benchmark(s) ahead" if len(targets) > 1 else ""
-        label = (
-            f"re-measuring {nodeid}{also} in a fresh process "
-            f"(run {look} of at most {self.policy.max_runs})"
-        )
+        ahead = len(targets) - 1
+        also = f", {ahead} later benchmark{'s' if ahead > 1 else ''} with it" if ahead else ""
+        label = f"run {look} of at most {self.policy.max_runs}{also}"
         with (progress or silent()).task(label):
             child = (self.child_runner or run_child)(self.run, targets, device=device)
         out.reruns += 1

@@ -194,8 +194,38 @@ class DeviceLock:
         self.timeout_s = timeout_s
         self.on_wait = on_wait
         self._key: str | None = None
+        #: seconds this session waited for another process's measurements, in how many waits,
+        #: and who held the lock the last time (for the terminal summary: :meth:`waited`)
+        self.waited_s = 0.0
+        self.waits = 0
+        self.last_holder = ""
 
-    def hold(self, owner: str) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def hold(self, owner: str) -> Iterator[None]:
         if self._key is None:
             self._key = device_key(self.device)
-        return device_lock(self._key, timeout_s=self.timeout_s, on_wait=self.on_wait, owner=owner)
+        told: list[str] = []
+
+        def on_wait(message: str) -> Any:
+            told.append(message)
+            return self.on_wait(message) if self.on_wait is not None else None
+
+        t0 = time.monotonic()
+        with device_lock(self._key, timeout_s=self.timeout_s, on_wait=on_wait, owner=owner):
+            if told:
+                self.waited_s += time.monotonic() - t0
+                self.waits += 1
+                self.last_holder = told[-1].split(": it is being measured by ", 1)[-1]
+            yield
+
+    def waited(self) -> str:
+        """One line for the summary when this session waited for the lock ("" when not): even
+        under ``-q``, a session that took longer because another one was measuring says so."""
+        if not self.waits:
+            return ""
+        which = "the machine's CPU" if self._key == "cpu" else f"{self._key}"
+        return (
+            f"gpuperf: waited {self.waited_s:.1f} s ({self.waits} wait(s)) for {which}: another "
+            f"process was measuring on it (last: {self.last_holder}); one measurement at a time "
+            "per device, across processes (--gpuperf-lock-timeout)"
+        )

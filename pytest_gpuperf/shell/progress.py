@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pytest
 
+#: The widest progress line (the terminal summary's width too).
+WIDTH = 120
+
 
 class Task:
     """One piece of long work; :meth:`update` changes what the line says about it."""
@@ -50,7 +53,20 @@ class Task:
 
     def text(self, now: float) -> str:
         detail = f" ({self.detail})" if self.detail else ""
-        return f"gpuperf: {self.label}{detail} ... {now - self.started:.0f} s"
+        shared = self.progress.shared_task
+        if shared is not None:
+            label = f"{shared.label} ({self.label}{', ' + self.detail if self.detail else ''})"
+            return _fit(label, f" ... {now - shared.started:.0f} s")
+        return _fit(f"{self.label}{detail}", f" ... {now - self.started:.0f} s")
+
+
+def _fit(label: str, tail: str) -> str:
+    """``gpuperf: {label}{tail}`` in :data:`WIDTH` columns: the label loses its middle."""
+    room = WIDTH - len("gpuperf: ") - len(tail)
+    if len(label) > room:
+        keep = max(room - 1, 8)
+        label = label[: keep - keep // 2] + "…" + label[len(label) - keep // 2 :]
+    return f"gpuperf: {label}{tail}"
 
 
 class Progress:
@@ -71,6 +87,8 @@ class Progress:
         self.clock = clock
         self.ticker = ticker
         self._task: Task | None = None
+        #: the one line that several tasks in a row share (:meth:`shared`), or None
+        self.shared_task: Task | None = None
         self._lock = threading.Lock()
         self._width = 0
 
@@ -90,6 +108,8 @@ class Progress:
         def write(text: str) -> None:
             ctx = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
             with ctx:
+                if not text.startswith(("\r", "\n")):
+                    tr.ensure_newline()  # never after pytest's dots on the same line
                 tr.write(text, flush=True)
 
         return cls(write, tty=bool(getattr(tr, "isatty", False)))
@@ -121,6 +141,22 @@ class Progress:
                 self._finish(task)
                 self._task = None
 
+    @contextlib.contextmanager
+    def shared(self, label: str) -> Iterator[None]:
+        """One line for the tasks inside (``re-measuring test_mm in fresh processes``, with
+        each task's label in brackets): shown once, never once per task. On a terminal it
+        is rewritten in place and ends with the time the whole took; in a log it is written
+        when it starts to last and every ``every_s`` after."""
+        outer = Task(self, label)
+        self.shared_task = outer
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.shared_task = None
+                if outer.shown and self.tty and self.write is not None:
+                    self._finish(outer)
+
     def _run(self, stop: threading.Event) -> None:
         while not stop.wait(1.0):
             self.tick()
@@ -134,26 +170,27 @@ class Progress:
             now = self.clock()
             if now - task.started < self.delay_s:
                 return
+            line = task.text(now)
+            shown = self.shared_task or task  # who remembers that the line is up
             if self.tty:
-                if task.shown and now - task.last_line < 1.0:
+                if shown.shown and now - shown.last_line < 1.0:
                     return
-                task.last_line = now
-                line = task.text(now)
                 pad = max(0, self._width - len(line))
-                prefix = "" if task.shown else "\n"
+                prefix = "" if shown.shown else "\n"
                 self.write(f"{prefix}\r{line}{' ' * pad}")
                 self._width = len(line)
-                task.shown = True
-            elif not task.shown or now - task.last_line >= self.every_s:
-                self.write(task.text(now) + "\n")
-                task.shown = True
-                task.last_line = now
+            elif not shown.shown or now - shown.last_line >= self.every_s:
+                self.write(line + "\n")
+            else:
+                return
+            shown.shown = task.shown = True
+            shown.last_line = now
 
     def _finish(self, task: Task) -> None:
-        if not task.shown or self.write is None:
-            return
+        if not task.shown or self.write is None or self.shared_task is not None:
+            return  # a shared line ends once, with the whole (shared())
         took = self.clock() - task.started
-        done = f"gpuperf: {task.label}: done in {took:.1f} s"
+        done = _fit(task.label, f": done in {took:.1f} s")
         if self.tty:
             pad = max(0, self._width - len(done))
             self.write(f"\r{done}{' ' * pad}\n")

@@ -14,7 +14,7 @@ import datetime as _dt
 import functools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -234,6 +234,8 @@ class GpuPerfSession:
         if self.ranks is None:
             self._group_items(items)
         benchmarks = [i for i in items if is_benchmark(i)]
+        if not self.child:  # a confirmation child runs a few of them: their params are fewer
+            check_group_by(self.settings.report.group_by or (), benchmarks)
         if benchmarks:
             self.ensure_device()
         if self.gate is not None:
@@ -403,7 +405,9 @@ class GpuPerfSession:
         else:
             failures = self._verdict(item, results)
         if failures:
-            pytest.fail("\n\n".join(failures), pytrace=False)
+            from pytest_gpuperf.reporting.terminal import fold
+
+            pytest.fail(fold("\n\n".join(failures)), pytrace=False)
 
     def _confirmation_runner(
         self, run: RunContext, nodeid: str | list[str], *, device: str, **kw: Any
@@ -765,6 +769,8 @@ class GpuPerfSession:
                 f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
                 f"({', '.join(tests)})"
             )
+        results, plateau_note = self._without_plateaus(results)
+        note += plateau_note
         if not results:
             self.saved = f"baseline {self.settings.session.save!r}: nothing saved{note}"
             return
@@ -805,7 +811,28 @@ class GpuPerfSession:
             )
         session.exitstatus = pytest.ExitCode.INTERRUPTED
 
+    def _without_plateaus(self, results: list[Result]) -> tuple[list[Result], str]:
+        """The results a save keeps, and the one line that says which it left out and how to
+        re-run: a CPU median on the scheduler's tick (measure/flags.py) is not the code's time,
+        and saved it would make every later run look faster."""
+        from pytest_gpuperf.measure.flags import PLATEAU_NOTE
+
+        if self.settings.session.save_plateaus:
+            return results, ""
+        bad = [r for r in results if any(n.startswith(PLATEAU_NOTE) for n in r.notes)]
+        if not bad:
+            return results, ""
+        out = {id(r) for r in bad}
+        kept = [r for r in results if id(r) not in out]
+        what = "1 result" if len(bad) == 1 else f"{len(bad)} results"
+        return kept, (
+            f"\nnot saved: {what} on scheduler-tick plateaus (PLATEAU: busy core); re-run on 1 "
+            "torch thread or --gpuperf-save-plateaus"
+        )
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from pytest_gpuperf.reporting.terminal import fold
+
         if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
             terminalreporter.write_line(self.ranks.summary_line())
         if not self.lead or self.child:
@@ -835,10 +862,13 @@ class GpuPerfSession:
             tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
-                tr.write_line(line)
+                # a command to copy stays on one line
+                tr.write_line(line if "python -m pytest " in line else fold(line))
         for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
-            tr.write_line(line)
-        if self.saved:
+            tr.write_line(fold(line))
+        if self._lock is not None and self._lock.waited():
+            tr.write_line(fold(self._lock.waited()))
+        if self.saved:  # its first line names the baseline's file: a long path stays whole
             tr.write_line(self.saved)
         if self.save_error:
             tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
@@ -849,6 +879,28 @@ class GpuPerfSession:
                 tr.write_line(line, red=True)
             for line in self.ci.annotations:  # GitHub reads these at the start of a line
                 tr.write_line(line)
+
+
+def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> None:
+    """``--gpuperf-group-by=param:NAME`` names a parameter of a collected benchmark: a typo
+    would put every benchmark in one group, ``param:NAME=-``, and say nothing."""
+    wanted = [k.split(":", 1)[1] for k in keys if k.startswith("param:")]
+    if not wanted or not benchmarks:
+        return
+    known: set[str] = set()
+    for item in benchmarks:
+        known.update(getattr(getattr(item, "callspec", None), "params", {}))
+    for name in wanted:
+        if name not in known:
+            have = (
+                f"their parameters are {', '.join(sorted(known))}"
+                if known
+                else "they have no parameters"
+            )
+            raise pytest.UsageError(
+                f"--gpuperf-group-by=param:{name}: no collected benchmark has a parameter "
+                f"{name!r} ({have}); fix the name, or use param to group by all of them"
+            )
 
 
 def _new_run_id() -> str:

@@ -229,9 +229,10 @@ PLANT_ARGS = ["--gpuperf-rounds=10", "--gpuperf-warmup-ms=150", "--gpuperf-min-w
 
 
 def _first_line(out: str, test: str) -> str:
-    m = re.search(rf"_+ {test} _+\n(.+)", out)
+    """The failure's opening line, with the lines it was wrapped onto (120 columns)."""
+    m = re.search(rf"_+ {test} _+\n(.+(?:\n    \S.*)*)", out)
     assert m, out
-    return m.group(1)
+    return re.sub(r"\n    ", " ", m.group(1))
 
 
 @pytest.mark.parametrize(

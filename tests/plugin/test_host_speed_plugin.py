@@ -10,6 +10,7 @@ timings, a run under a tracer is never compared with one without.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
 import pytest
@@ -142,7 +143,9 @@ def test_a_baseline_saved_before_the_canary_says_once_that_a_new_save_adds_it(
     assert result(pytester)["host_canary"] is None
     out = gpuperf(pytester, {"SLOWDOWN": "1.05", "HOST": "2"}, "--gpuperf-baseline=main")
     out.assert_outcomes(passed=1)
-    lines = [ln for ln in out.stdout.lines if "a new --gpuperf-save adds it" in ln]
+    # one line, folded to 120 columns: its continuation lines joined back
+    text = re.sub(r"\n {4,}", " ", out.stdout.str())
+    lines = [ln for ln in text.splitlines() if "a new --gpuperf-save adds it" in ln]
     assert len(lines) == 1, out.stdout.str()
     assert "host-speed canary" in lines[0]
 

@@ -200,3 +200,43 @@ def test_a_float32_gemm_replacing_bfloat16_is_a_variant() -> None:
     assert d.cause == dg.KERNEL_VARIANT
     assert "Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1> replaced nvjet_sm90" in d.paragraph
     assert "library's choice" in d.paragraph
+
+
+def _cpu_ops(calls: int = 4, ops: tuple[tuple[str, float], ...] = (("aten::mm", 20.0),)) -> dict:
+    """A CPU profile: aten ops inside each call, no GPU activity."""
+    t = FakeTrace()
+    host = 1000.0
+    for i in range(calls):
+        start = host
+        for name, dur in ops:
+            t.op(name, host, dur)
+            host += dur + 1.0
+        t.call(i, start, host - start)
+    return t.doc()
+
+
+def test_on_the_cpu_the_diagnosis_speaks_of_ops_not_kernels_or_the_gpu() -> None:
+    base = _cpu_ops()
+    more = _cpu_ops(ops=(("aten::mm", 20.0), ("aten::stack", 30.0)))
+    d = dg.diagnose(_evidence(base, more, 21e-6, 52e-6))
+    text = d.paragraph + "\n".join(d.details)
+    assert "aten::stack" in text
+    assert "kernel" not in text.lower() and "GPU" not in text and "launches" not in text
+    # nothing in the profile changed: a pure-Python slowdown, said so with a CPU remedy
+    same = dg.diagnose(_evidence(base, _cpu_ops(), 21e-6, 40e-6))
+    assert "Python code between the ops" in same.paragraph and "cProfile" in same.paragraph
+    assert "GPU" not in same.paragraph and "kernel" not in same.paragraph
+    assert (
+        dg.cpu_words("new kernel x: launches 1 -> 3, 2 kernels") == "new op x: calls 1 -> 3, 2 ops"
+    )
+
+
+def test_against_a_base_tree_there_is_no_advice_to_save_a_baseline() -> None:
+    cur = _cpu_ops()
+    ev = dg.Evidence(key="k", display="test_x", baseline_s=1e-5, current_s=2e-5,
+                     analysis=analyze(parse_trace(cur)))  # fmt: skip
+    assert any("save a baseline again" in x for x in dg.diagnose(ev).details)
+    ev.ab = True
+    details = dg.diagnose(ev).details
+    assert not any("baseline" in x for x in details)
+    assert any("the base tree was not profiled" in x for x in details)

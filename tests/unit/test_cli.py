@@ -336,6 +336,19 @@ def test_export_a_baseline(bdir: Path, tmp_path: Path, fmt: str) -> None:
     assert code == cli.OK and stamp.sub("", target.read_text()) == stamp.sub("", out)
 
 
+def test_export_without_format_takes_the_outputs_suffix_or_markdown(
+    bdir: Path, tmp_path: Path
+) -> None:
+    code, out = run("export", "main", "--dir", str(bdir))
+    assert code == cli.OK and "test\\_mm\\[4096\\]" in out  # Markdown on stdout
+    for suffix, starts in ((".html", "<!DOCTYPE html>"), (".json", "{"), (".csv", "benchmark")):
+        target = tmp_path / f"export{suffix}"
+        code, _ = run("export", "main", "-o", str(target), "--dir", str(bdir))
+        assert code == cli.OK and target.read_text().lstrip().startswith(starts)
+    doc = json.loads((tmp_path / "export.json").read_text())
+    assert "benchmarks" in doc  # pytest-benchmark's JSON
+
+
 def test_export_a_run_file(tmp_path: Path) -> None:
     path = write_run_file(tmp_path / "run.json", session_results(seed=3))
     code, out = run("export", str(path), "--format", "pytest-benchmark")

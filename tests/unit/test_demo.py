@@ -187,3 +187,31 @@ def test_a_place_where_no_folder_can_be_made_is_a_usage_error(
     """T12: a read-only place (even root cannot make a folder in /proc)."""
     err = _refused("/proc/gpuperf-demo-here", capsys)
     assert "cannot make the demo's folder" in err and "--path" in err
+
+
+def test_every_line_the_demo_writes_itself_fits_120_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's own lines (its children's output is the plugin's, checked in
+    tests/plugin/test_first_read.py), with long test names and a failing step's hint."""
+    out = io.StringIO()
+    d = demo.Demo(tmp_path, 3, out)
+    outcomes = {
+        "unchanged": doc(ALL_SAME),
+        "planted": doc({**ALL_SAME, PLANTED_TEST: "regression"}, diagnosed=(PLANTED_TEST,)),
+    }
+
+    def fake(self: demo.Demo, name: str, *args: str, **kw: Any) -> tuple[Any, str]:
+        if name.startswith("save"):
+            return read_outcome(0, doc(dict.fromkeys(BENCHMARKS, ""), saved="demo")), ""
+        return read_outcome(1 if name == "planted" else 0, outcomes[name]), ""
+
+    monkeypatch.setattr(demo.Demo, "pytest", fake)
+    monkeypatch.setattr(demo.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert d.run() == 0
+    d.say(f"demo: NOT as designed (42 s): {'a very long problem ' * 10}")
+    d.say(f"  {demo.hint()}")
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 15
+    too_wide = [ln for ln in lines if len(ln) > 120 and str(tmp_path) not in ln]
+    assert too_wide == []

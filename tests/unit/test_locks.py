@@ -77,6 +77,36 @@ def test_a_busy_device_times_out_naming_the_holder(
         holder.join(10)
 
 
+def test_a_sessions_waits_for_the_cpu_lock_are_counted_for_its_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine-wide CPU lock: a session that waited for another one's measurements says
+    how long and for whom, in one line (shown under -q too)."""
+    from pytest_gpuperf.shell.locks import DeviceLock
+
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", str(tmp_path))
+    lock = DeviceLock("cpu", timeout_s=10)
+    with lock.hold("t.py::test_alone"):
+        pass
+    assert lock.waited() == ""
+    ctx = mp.get_context("spawn")
+    holder = ctx.Process(target=_hold, args=(str(tmp_path), "cpu", str(tmp_path / "l"), 0.8))
+    holder.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "cpu.lock").exists() or not (tmp_path / "cpu.lock").read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with lock.hold("t.py::test_after"):
+            pass
+    finally:
+        holder.join(10)
+    line = lock.waited()
+    assert lock.waits == 1 and 0.1 < lock.waited_s < 5
+    assert line.startswith("gpuperf: waited ") and "for the machine's CPU" in line
+    assert f"pid {holder.pid}" in line and "--gpuperf-lock-timeout" in line
+
+
 # --- hostile lock folders: planted links, FIFOs, hard links, read-only files ------------
 
 needs_root = pytest.mark.skipif(

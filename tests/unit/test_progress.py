@@ -86,6 +86,9 @@ class FakeTerminal:
     def write(self, text: str, flush: bool = False) -> None:
         self.text.append(text)
 
+    def ensure_newline(self) -> None:  # pytest's: end the line of dots, if one is open
+        self.newlines = getattr(self, "newlines", 0) + 1
+
 
 class FakeConfig:
     def __init__(self, verbosity: int, worker: bool = False) -> None:
@@ -113,6 +116,10 @@ def test_from_config_quiet_under_q_and_in_workers() -> None:
     assert p.write is not None
     p.write("hello\n")
     assert cfg.tr.text == ["hello\n"]
+    # a line of its own, never after pytest's progress dots; a rewrite stays where it is
+    assert cfg.tr.newlines == 1
+    p.write("\rhello again")
+    assert cfg.tr.newlines == 1
 
 
 def test_the_header_shortens_a_long_cpu_model_to_fit() -> None:
@@ -123,3 +130,42 @@ def test_the_header_shortens_a_long_cpu_model_to_fit() -> None:
     assert short == template.replace("{cpu}", "AMD EPYC")
     long = _fit(template, cpu="Intel(R) Xeon(R) Platinum 8480+ " * 3, width=100)
     assert len(long) == 100 and "Intel(R) Xeon(R)" in long and "…," in long
+
+
+def test_a_long_label_is_shortened_in_the_middle_to_120_columns() -> None:
+    p, clock, out = make(tty=False)
+    label = "re-measuring tests/models/test_" + "x" * 150 + "[4096-bf16] in a fresh process"
+    with p.task(label):
+        clock.t += 3
+        p.tick()
+    assert len(out) == 2
+    assert all(len(line.rstrip("\n")) <= 120 for line in out)
+    assert out[0].startswith("gpuperf: re-measuring tests/models/test_x") and "…" in out[0]
+    assert out[0].rstrip("\n").endswith("[4096-bf16] in a fresh process ... 3 s")
+
+
+def test_tasks_in_a_shared_line_show_it_once_in_a_log() -> None:
+    p, clock, out = make(tty=False)
+    with p.shared("re-measuring test_mm in fresh processes"):
+        for look in (2, 3, 4):
+            with p.task(f"run {look} of at most 5"):
+                clock.t += 4
+                p.tick()
+    assert out == [
+        "gpuperf: re-measuring test_mm in fresh processes (run 2 of at most 5) ... 4 s\n"
+    ]
+
+
+def test_tasks_in_a_shared_line_rewrite_it_on_a_terminal_and_end_it_once() -> None:
+    p, clock, out = make(tty=True)
+    with p.shared("re-measuring test_mm in fresh processes"):
+        for look in (2, 3):
+            with p.task(f"run {look} of at most 5"):
+                clock.t += 4
+                p.tick()
+    assert out[0].startswith("\n\rgpuperf: re-measuring test_mm in fresh processes (run 2 of")
+    assert out[1].startswith("\rgpuperf: re-measuring test_mm in fresh processes (run 3 of")
+    assert out[1].rstrip().endswith("... 8 s")
+    assert len(out) == 3 and out[2].startswith("\rgpuperf: re-measuring test_mm in fresh ")
+    assert "done in 8.0 s" in out[2] and out[2].endswith("\n")
+    assert sum(o.count("\n") for o in out) == 2  # the line opened once and ended once

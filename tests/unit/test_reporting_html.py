@@ -289,3 +289,47 @@ def test_few_rounds_have_no_interval_in_the_html_either() -> None:
     r = result("test_few", kind=None)
     r.rounds = r.rounds[:5]
     assert "- (fewer than 6 rounds: no such interval exists)" in html.render([r])
+
+
+def test_history_axis_never_shows_two_equal_ticks() -> None:
+    """Three saves in one minute (the review's ``12-01 18:39`` twice): the seconds tell them
+    apart; runs saved within one second get one tick between them, not two equal ones."""
+    minute = [
+        svg.Point(1e-3, f"run {i}", when=f"2026-12-01T18:39:{10 * i:02d}+00:00") for i in range(3)
+    ]
+    axis = [lines for _, lines in svg._time_axis(minute, 3)]
+    assert axis == [["12-01 18:39:00", ""], ["12-01 18:39:10", ""], ["12-01 18:39:20", ""]]
+    second = [svg.Point(1e-3, f"run {i}", when="2026-12-01T18:39:05+00:00") for i in range(6)]
+    picture = svg.history(second, title="h")
+    labels = re.findall(r'font-size="10" fill="[^"]+">([^<]+)</text>', picture)
+    axis_labels = [x for x in labels if x.startswith("12-01")]
+    assert axis_labels and len(axis_labels) == len(set(axis_labels))
+
+
+def test_the_by_shape_series_never_take_the_baseline_or_current_colours() -> None:
+    from pytest_gpuperf.model import BenchId
+
+    results = []
+    for dtype in ("bfloat16", "float32", "float16"):
+        for n in (256, 1024):
+            r = result("x", kind="no-change", ratio=1.0, level=1e-5 * n / 256)
+            r.id = BenchId(f"t.py::test_mm[{n}-{dtype}]", None, "cuda-events",
+                           (("shape", f"{n}x{n}"), ("dtype", dtype)))  # fmt: skip
+            r.flops = 2.0 * n**3
+            results.append(r)
+    page = html.render(results)
+    sweep = page[page.index("<h2>By shape</h2>") :]
+    sweep = sweep[: sweep.index("</figure>")]
+    assert "<polyline" in sweep
+    for colour in (svg.BASELINE, svg.CURRENT):
+        assert colour not in sweep
+
+
+def test_the_summary_table_fits_a_narrow_window() -> None:
+    """At 800 px the verdict table scrolls in its own box (the page never runs off sideways),
+    long names break, and narrow windows get tighter cells."""
+    page = html.render(session())
+    table = page.index('<table class="verdicts">')
+    assert page[:table].endswith('<div class="scroll">')
+    assert ".scroll { overflow-x: auto;" in html.CSS and "@media (max-width: 900px)" in html.CSS
+    assert "word-break: break-all" in html.CSS.split("table.verdicts td:nth-child(2)")[1]

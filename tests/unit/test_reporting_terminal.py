@@ -100,10 +100,32 @@ def test_failed_inconclusive_verdicts_have_their_detail_in_the_failure() -> None
     assert verdicts.count("test_ln[4k]") == 1
 
 
-def test_quiet_keeps_one_line_per_inconclusive_verdict() -> None:
+def test_quiet_lists_what_needs_a_look_and_counts_the_rest_on_one_line() -> None:
     text = render(session(), TableSpec(quiet=True))
-    block = text[text.index("inconclusive (passed") :]
-    assert block.count("test_ln[4k]") == 1 and "why" not in block
+    after = text[text.index("verdicts:") :].splitlines()
+    # each regression, improvement and other environment on its line, as without -q
+    assert sum("test_mm[8192-bf16]" in ln for ln in after) == 1
+    assert sum("test_conv[64]" in ln for ln in after) == 1
+    # the inconclusive one that passed, and the unremarkable ones: counted, no detail
+    assert not any("test_ln[4k]" in ln or "test_add[1M]" in ln for ln in after)
+    assert "  1 inconclusive (passed), 1 no change, 1 no baseline" in after
+    assert "why" not in "\n".join(after) and "median: per-call time" not in text
+    assert widest(text) <= WIDTH
+
+
+def test_quiet_folds_the_flags_into_one_line_that_says_how_to_see_them() -> None:
+    results = [result(f"test_{i}", kind="no-change", ratio=1.0, seed=i) for i in range(7)]
+    for r in results[:5]:
+        r.notes = ["noisy: rounds scatter 9 % (IQR/median); stop other work on the machine"]
+    results[5].notes = ["warm-up hit its 500 ms budget before settling; raise warmup_ms"]
+    quiet = render(results, TableSpec(quiet=True))
+    after = quiet[quiet.index("verdicts:") :].splitlines()
+    assert after == [
+        "verdicts: 7 no change (-v shows why)",
+        "flags: 5 NOISY, 1 other note; run without -q to see them and what to do",
+    ]
+    loud = render(results)
+    assert loud.count("stop other work") == 1 and "flags:" in loud
 
 
 def test_flags_each_note_once_with_its_benchmarks() -> None:

@@ -40,6 +40,7 @@ SAMPLES: dict[str, Any] = {
     "ab": "HEAD~1",
     "baseline_dir": "perf/baselines",
     "keep_runs": "3",
+    "save_plateaus": "true",
     "threshold": "0.1",
     "alpha": "0.01",
     "fail_on": "inconclusive",

@@ -20,6 +20,7 @@ CUDA result, add what moved and what bounds the work (:mod:`.resource_story`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,6 +147,8 @@ class Evidence:
     #: ``comms``, its collectives from the ranks' profiles; ``nccl``, its NCCL setup)
     group: Mapping[str, Any] | None = None
     baseline_group: Mapping[str, Any] | None = None
+    #: measured against a base tree (``--gpuperf-ab``), not a saved baseline
+    ab: bool = False
 
     @property
     def ratio(self) -> float | None:
@@ -231,7 +234,27 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
         causes.append(GPU_IDLE)
     parts = _paragraph(ev, findings, idle_sentence)
     parts += [s.rstrip(".") + "." for s in extra_lines]
-    return Diagnosis(ev.key, " ".join(parts), causes, details)
+    paragraph = " ".join(parts)
+    if ev.analysis is not None and ev.analysis.device != "cuda":
+        paragraph, details = cpu_words(paragraph), [cpu_words(d) for d in details]
+    return Diagnosis(ev.key, paragraph, causes, details)
+
+
+_GPU_WORDS = {
+    "kernels": "ops",
+    "kernel": "op",
+    "Kernels": "Ops",
+    "Kernel": "Op",
+    "launches": "calls",
+    "launched": "called",
+}
+_GPU_WORD = re.compile(r"\b(" + "|".join(_GPU_WORDS) + r")\b")
+
+
+def cpu_words(text: str) -> str:
+    """A CPU profile has aten ops, not kernels: ``new kernel aten::stack: 1x per call``
+    reads ``new op aten::stack: 1x per call``, ``launches 1 -> 3`` ``calls 1 -> 3``."""
+    return _GPU_WORD.sub(lambda m: _GPU_WORDS[m.group(1)], text)
 
 
 def _headline(ev: Evidence, cause: str = "") -> str:
@@ -371,6 +394,8 @@ def _kernel_part(
     if kd is not None:
         findings += _kernel_findings(kd, slow_us, skip=cs.absorbed(stories))
         details += [f"kernels: {line}" for line in kd.lines()]
+    elif ev.analysis is not None and ev.ab:
+        details.append("kernels: the base tree was not profiled, so nothing to compare them with")
     elif ev.analysis is not None:
         details.append("kernels: no baseline inventory to compare with (save a baseline again)")
     for n in ev.ncu:
@@ -475,6 +500,12 @@ def _paragraph(ev: Evidence, findings: Sequence[_Finding], idle_sentence: str) -
     if not findings and not idle_sentence and not gpm:
         if ev.analysis is None:
             parts.append("No profile could be taken (see the collectors below).")
+        elif ev.analysis.device != "cuda":
+            parts.append(
+                "The profile shows no op whose change explains it: the time is likely in Python "
+                "code between the ops (a loop, sorted(), ...), which torch.profiler does not "
+                "break down; profile the function with cProfile, or compare the traces below."
+            )
         else:
             parts.append(
                 "The profile shows no host sync, copy or kernel change that explains it; "

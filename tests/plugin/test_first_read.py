@@ -1,0 +1,169 @@
+"""What a person reads first, end to end on the CPU: lines that fit,
+a short ``-q`` run, and a save that keeps scheduler-tick plateaus out of the baseline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST
+
+QUIET = ["-p", "no:cacheprovider", "--gpuperf-capture=never", "--gpuperf-inventory=never"]
+
+PLATEAU = """
+calls = []
+
+def test_plateau(clock, gpu_bench):
+    # 50 µs once, then 7.96 ms a call: what a 2-thread op does while a neighbour holds a core
+    def on_the_tick():
+        calls.append(1)
+        clock.ns += 50_000 if len(calls) == 1 else 7_960_000
+    gpu_bench(on_the_tick)
+
+def test_fine(clock, gpu_bench):
+    def work():
+        clock.ns += 200_000
+    gpu_bench(work)
+"""
+
+
+def benchmarks(pytester: pytest.Pytester) -> dict[str, list]:
+    doc = json.loads((pytester.path / ".gpuperf" / "baselines" / "main.json").read_text())
+    return {k.split("::")[-1].split("|")[0]: v["runs"] for k, v in doc["benchmarks"].items()}
+
+
+def test_a_save_keeps_plateaus_out_and_says_why_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)  # load cannot change what is measured
+    pytester.makepyfile(test_tick=PLATEAU)
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "--gpuperf-save=main")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "PLATEAU" in out  # the table's flag column
+    line = next(ln for ln in result.stdout.lines if ln.startswith("not saved:"))
+    assert len(line) <= 120 and "1 result on scheduler-tick plateaus" in line
+    assert "1 torch thread" in line and "--gpuperf-save-plateaus" in line
+    saved = benchmarks(pytester)
+    assert not any("test_plateau" in k for k in saved) and any("test_fine" in k for k in saved)
+
+    result = pytester.runpytest_subprocess(
+        *QUIET, *FAST, "--gpuperf-save=main", "--gpuperf-save-plateaus"
+    )
+    result.assert_outcomes(passed=2)
+    assert not any(ln.startswith("not saved:") for ln in result.stdout.lines)
+    assert any("test_plateau" in k for k in benchmarks(pytester))
+
+
+SEVEN = """
+import os
+import pytest
+
+SLOWDOWN = float(os.environ.get("SLOWDOWN", "1"))
+
+def work(clock, us, slower=1.0):
+    def call():
+        clock.ns += int(us * 1000 * slower)
+    return call
+
+@pytest.mark.parametrize("n", [16, 32, 64, 128, 256, 512])
+def test_matmul_of_a_rather_long_name_for_a_benchmark_of_square_shapes(clock, gpu_bench, n):
+    gpu_bench(work(clock, 10 + n))
+
+def test_layer_norm_over_the_last_dimension_with_a_planted_loop(clock, gpu_bench):
+    gpu_bench(work(clock, 300, SLOWDOWN))
+"""
+
+#: pytest's own lines, which the plugin does not write
+PYTESTS = ("platform ", "rootdir:", "plugins:", "benchmark:", "cachedir:", "configfile:")
+
+
+def plugin_lines(result: pytest.RunResult, root: object) -> list[str]:
+    return [
+        ln
+        for ln in result.stdout.lines
+        if not ln.startswith(PYTESTS) and str(root) not in ln and not ln.startswith("running:")
+    ]
+
+
+def saved_seven(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(test_seven=SEVEN)
+    for _ in range(3):
+        pytester.runpytest_subprocess(*QUIET, *FAST, "-q", "--gpuperf-save=main")
+
+
+def test_a_passing_quiet_run_of_seven_benchmarks_fits_in_15_lines(
+    pytester: pytest.Pytester,
+) -> None:
+    saved_seven(pytester)
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "-q", "--gpuperf-baseline=main")
+    result.assert_outcomes(passed=7)
+    lines = result.stdout.lines
+    assert len(lines) <= 15, "\n".join(lines)
+    assert all(len(ln) <= 120 for ln in lines)
+    assert sum("test_layer_norm" in ln for ln in lines) == 1  # its row, no detail
+
+
+def test_every_line_of_a_failing_compare_fits_120_columns(pytester: pytest.Pytester) -> None:
+    """The failure text (diagnosis headline, verdict block, details), the progress lines,
+    the summary: what the plugin writes, in 120 columns; a long path may stay whole."""
+    saved_seven(pytester)
+    env = {"SLOWDOWN": "3"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", *FAST, "--gpuperf-baseline=main",
+            "--gpuperf-capture-skip=nsys,ncu,torch_trace", "--gpuperf-progress=on",
+        )  # fmt: skip
+    result.assert_outcomes(passed=6, failed=1)
+    out = result.stdout.str()
+    assert "REGRESSION" in out and "test_layer_norm" in out
+    lines = plugin_lines(result, pytester.path)
+    too_wide = [ln for ln in lines if len(ln) > 120 and not ln.startswith("FAILED ")]
+    assert too_wide == [], "\n".join(too_wide)
+
+
+def test_the_readmes_first_code_block_finishes_on_the_cpu(pytester: pytest.Pytester) -> None:
+    """What a newcomer pastes first: its two commands, save then compare, finish on a
+    machine without a GPU (a 4096³ bf16 matmul there did not return in 300 s)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert code is not None
+    commands = re.findall(r"^pytest (--gpuperf-\S+)", readme, re.M)
+    assert commands[:2] == ["--gpuperf-save=main", "--gpuperf-baseline=main"]
+    pytester.makepyfile(test_readme=code.group(1))
+    for flag in commands[:2]:
+        result = pytester.runpytest_subprocess(*QUIET, flag, timeout=240)
+        result.assert_outcomes(passed=1)
+    assert "no change" in result.stdout.str() or "INCONCLUSIVE" in result.stdout.str()
+
+
+GROUPED = """
+import pytest
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_add(clock, gpu_bench, dtype):
+    def call():
+        clock.ns += 1000
+    gpu_bench(call)
+"""
+
+
+def test_group_by_an_unknown_parameter_is_an_error_that_names_the_known_ones(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(test_grouped=GROUPED)
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "--gpuperf-group-by=param:dtpye")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--gpuperf-group-by=param:dtpye: no collected benchmark has a parameter 'dtpye'"
+         " (their parameters are dtype)*"]
+    )  # fmt: skip
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "--gpuperf-group-by=param:dtype")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["param:dtype=f32", "*", "param:dtype=f64"], consecutive=False)
