@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -436,3 +437,41 @@ def test_console_script_runs(bdir: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "4 no change" in done.stdout
+
+
+# --- special output paths (issue 24: T1, T7, T22) -----------------------------------------
+
+
+@pytest.mark.parametrize("target", ["/dev/stdout", "-"])
+def test_export_to_standard_output_works_in_a_pipe(bdir: Path, target: str) -> None:
+    """T22: `export -o /dev/stdout | head` failed with "No such file or directory"."""
+    code = (
+        "import sys; from pytest_gpuperf.cli.main import main; "
+        f"sys.exit(main(['export', 'main', '--format', 'csv', '-o', {target!r}, "
+        f"'--dir', {str(bdir)!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().splitlines()[0].startswith("benchmark,key,nodeid,")
+
+
+def test_compare_writes_its_report_into_a_fifo(bdir: Path, tmp_path: Path) -> None:
+    """T7: a FIFO as an output hung the CLI (the baseline sniff opened it for reading)."""
+    fifo = tmp_path / "report.md"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    code, _ = run("compare", "main", "pr", "--markdown", str(fifo), "--dir", str(bdir))
+    text, _ = reader.communicate(timeout=30)
+    assert code == cli.GATE_FAILED
+    assert b"| test_mm[4096]" in text or b"test_mm[4096]" in text
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device node needs root")
+def test_export_into_a_device_node_keeps_the_node(bdir: Path, tmp_path: Path) -> None:
+    """T1: `export -o <a copy of /dev/null>` replaced the node by a regular file."""
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    code, _ = run("export", "main", "--format", "markdown", "-o", str(node), "--dir", str(bdir))
+    assert code == cli.OK
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
