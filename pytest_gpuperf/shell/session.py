@@ -96,6 +96,8 @@ class GpuPerfSession:
         self.child = is_child(config)
         self.gate: Gate | None = None
         self.saved: str | None = None
+        #: the baseline this session's runs went into: only once the save happened
+        self.saved_to: str | None = None
         self.save_error: str | None = None
         self.ci: CiOutputs | None = None
         self.progress: Progress | None = None
@@ -723,7 +725,7 @@ class GpuPerfSession:
                 "device": self.settings.session.device,
                 "baseline": self.settings.session.baseline,
                 "ab": self.gate.session_info() if self.gate else None,
-                "saved_to": self.settings.session.save,
+                "saved_to": self.saved_to,
                 "fingerprint_extra": extra,
                 "gpu_state": self.gpu_state,
                 "capture": self.captures.to_dict(self.results) if self.captures else None,
@@ -759,6 +761,7 @@ class GpuPerfSession:
                 meta=run_meta(self.config),
             )
             self.saved += note
+            self.saved_to = self.settings.session.save
         except BaselineError as e:
             self.save_error = str(e)
             if session.exitstatus == 0:

@@ -10,6 +10,7 @@ import re
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -460,7 +461,13 @@ def test_compare_writes_its_report_into_a_fifo(bdir: Path, tmp_path: Path) -> No
     fifo = tmp_path / "report.md"
     os.mkfifo(fifo)
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
-    code, _ = run("compare", "main", "pr", "--markdown", str(fifo), "--dir", str(bdir))
+    box: list[int] = []
+    argv = ("compare", "main", "pr", "--markdown", str(fifo), "--dir", str(bdir))
+    worker = threading.Thread(target=lambda: box.append(run(*argv)[0]), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert box, "compare --markdown <a FIFO> hung"
+    code = box[0]
     text, _ = reader.communicate(timeout=30)
     assert code == cli.GATE_FAILED
     assert b"| test_mm[4096]" in text or b"test_mm[4096]" in text
