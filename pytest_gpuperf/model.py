@@ -38,6 +38,13 @@ NO_STEADY_STATE = "no-steady-state"  # the transient never ended
 UNSTABLE_CLASSES = (SHIFT, NO_STEADY_STATE)
 
 
+def short_test_id(nodeid: str) -> str:
+    """The test's part of a nodeid (``test_x[a::b]`` of ``f.py::C::test_x[a::b]``): a ``::``
+    in the parameters' ids, between the brackets, does not cut it."""
+    head, bracket, ids = nodeid.partition("[")
+    return head.rsplit("::", 1)[-1] + bracket + ids
+
+
 @dataclass(frozen=True)
 class BenchId:
     """Identity of one benchmark: which test, which named measurement, which timing mode.
@@ -59,7 +66,7 @@ class BenchId:
     @property
     def display(self) -> str:
         """The test id as a user reads it: the nodeid's last part plus the measurement name."""
-        short = self.nodeid.rsplit("::", 1)[-1]
+        short = short_test_id(self.nodeid)
         return short if self.name is None else f"{short}::{self.name}"
 
     def to_dict(self) -> dict[str, Any]:

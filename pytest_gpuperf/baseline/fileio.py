@@ -183,7 +183,9 @@ def output_target(
     except (FileNotFoundError, NotADirectoryError):
         mode = None
     except OSError as e:
-        raise OutputError(f"{what}: cannot write {path}: {e.strerror or e}; choose another path")
+        raise OutputError(
+            f"{what}: cannot write {path}: {e.strerror or e}; choose another path"
+        ) from None
     refusal = _place_reason(target, baseline_dirs)
     if mode is not None and not stat.S_ISREG(mode):
         if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):

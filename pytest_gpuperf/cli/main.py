@@ -17,6 +17,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.model import short_test_id
 
 _T = TypeVar("_T")
 
@@ -125,7 +126,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
                 mean = sum(logs) / len(logs)
                 sd = math.sqrt(sum((y - mean) ** 2 for y in logs) / (len(logs) - 1))
             params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
-            short = entry.nodeid.rsplit("::", 1)[-1]
+            short = short_test_id(entry.nodeid)
             name = short if entry.name is None else f"{short}::{entry.name}"
             rows.append(
                 [

@@ -22,7 +22,7 @@ import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
@@ -745,7 +745,7 @@ class GpuPerfSession:
         results = [r for r in self.results if id(r) not in failed]
         note = ""
         if self.not_saved:
-            tests = sorted({r.id.nodeid.rsplit("::", 1)[-1] for r in self.not_saved})
+            tests = sorted({short_test_id(r.id.nodeid) for r in self.not_saved})
             note = (
                 f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
                 f"({', '.join(tests)})"
