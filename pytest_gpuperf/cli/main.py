@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -61,8 +62,19 @@ def load_source(arg: str, directory: str) -> Any:
     from pytest_gpuperf.cli.runsets import from_baseline, read_file
 
     if _is_path(arg):
+        if _names_a_baseline_file(arg, directory):  # show main.json: the baseline main
+            return from_baseline(BaselineStore(directory).load(arg[: -len(".json")]))
         return read_file(Path(arg))
     return from_baseline(BaselineStore(directory).load(arg))
+
+
+def _names_a_baseline_file(arg: str, directory: str) -> bool:
+    """``NAME.json`` given alone, no such file here, and the baseline NAME in ``directory``."""
+    from pytest_gpuperf.baseline import is_name
+
+    if not arg.endswith(".json") or os.sep in arg or "/" in arg or os.path.lexists(arg):
+        return False
+    return is_name(arg[: -len(".json")]) and (Path(directory) / arg).is_file()
 
 
 # --- commands ---------------------------------------------------------------------------

@@ -482,3 +482,32 @@ def test_export_into_a_device_node_keeps_the_node(bdir: Path, tmp_path: Path) ->
     code, _ = run("export", "main", "--format", "markdown", "-o", str(node), "--dir", str(bdir))
     assert code == cli.OK
     assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+# --- names (issue 24: T25) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["-n", "--x", "-main"])
+def test_a_name_that_reads_as_an_option_is_refused_with_what_to_type(name: str) -> None:
+    """T25: --gpuperf-save=-n made a baseline the CLI could reach only as `show -- -n`."""
+    from pytest_gpuperf.baseline import check_name, is_name
+    from pytest_gpuperf.errors import InvalidBaselineName
+
+    with pytest.raises(
+        InvalidBaselineName, match=rf"cannot start with '-'.*use '{name.lstrip('-')}'"
+    ):
+        check_name(name)
+    assert not is_name(name) and is_name("a-b") and is_name("_x")
+
+
+def test_show_name_dot_json_shows_the_baseline_of_that_name(
+    bdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T25: `show main.json` with baseline main said "main.json: no such file"."""
+    monkeypatch.chdir(tmp_path)
+    assert run("show", "main", "--dir", str(bdir)) == run("show", "main.json", "--dir", str(bdir))
+    code, text = run("compare", "main.json", "pr.json", "--dir", str(bdir))
+    assert code == cli.GATE_FAILED and "test_mm[4096]" in text
+    (tmp_path / "main.json").write_text("{}")  # a file of that name here is what it means
+    code, _ = run("show", "main.json", "--dir", str(bdir))
+    assert code == cli.INPUT_ERROR
