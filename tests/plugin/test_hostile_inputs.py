@@ -138,7 +138,8 @@ def environment(rng: random.Random, p: dict[str, Path]) -> dict[str, str]:
         "GPUPERF_GROUP_PROFILE": lambda: hostile(rng),
         "GITHUB_STEP_SUMMARY": lambda: str(rng.choice(list(p.values()))),
     }
-    return {k: make() for k, make in pool.items() if rng.random() < 0.6}
+    # an environment value cannot hold a NUL byte: the OS refuses it before any plugin runs
+    return {k: make().replace("\x00", "") for k, make in pool.items() if rng.random() < 0.6}
 
 
 #: Places a session writes into; the others it refuses (at its start, before measuring).
