@@ -246,3 +246,33 @@ def test_hostile_names_paths_and_environment_values(pytester: pytest.Pytester) -
         pytester.makepyfile(test_more=bench_file(rng, numerics))
         one_session(pytester, rng, index)
         index += 1
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_the_results_json_goes_to_standard_output_in_a_pipe(
+    pytester: pytest.Pytester, target: str
+) -> None:
+    """T22, the session's side: --gpuperf-json=/dev/stdout in a pipe, and - ."""
+    import json
+    import subprocess
+    import sys
+
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(
+        test_one="def test_one(gpu_bench, clock):\n"
+        "    gpu_bench(lambda: setattr(clock, 'ns', clock.ns + 1000))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *COMMON, "-q", f"--gpuperf-json={target}"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    start = done.stdout.index('{\n  "')  # after pytest's progress dots
+    doc, _ = json.JSONDecoder().raw_decode(done.stdout[start:])
+    assert doc["schema"] == "pytest-gpuperf/results"
+    assert [r["id"]["nodeid"] for r in doc["results"]] == ["test_one.py::test_one"]
+    assert not (pytester.path / "-").exists()
