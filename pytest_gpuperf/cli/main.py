@@ -18,7 +18,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.model import short_test_id
+from pytest_gpuperf.model import printable, short_test_id
 
 _T = TypeVar("_T")
 
@@ -105,7 +105,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
         for s in o.sessions:
-            extra = f"  commit {s.commit[:12]}" if s.commit else ""
+            extra = f"  commit {printable(s.commit[:12])}" if s.commit else ""
             print(
                 f"  {s.timestamp}  run {', '.join(s.run_ids)}  environment {s.fingerprint_id}  "
                 f"{s.benchmarks} benchmark(s){extra}",

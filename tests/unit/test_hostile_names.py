@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.dom.minidom
+from pathlib import Path
 from xml.sax.saxutils import escape
 
 import pytest
@@ -57,3 +58,18 @@ def test_a_run_file_with_raw_control_characters_is_escaped_when_read(field: str)
     d[field] = (d[field] or "fwd") + "\n::warning::x\x1b"
     bid = BenchId.from_dict(d)
     assert "\n" not in getattr(bid, field) and "\x1b" not in bid.key
+
+
+def test_list_shows_a_commit_from_the_environment_escaped(tmp_path: Path) -> None:
+    """GITHUB_SHA=$'deadbeef\\n::error::sha' made `list` print a line starting ::e."""
+    import io
+
+    from pytest_gpuperf.baseline.store import BaselineStore
+    from pytest_gpuperf.cli import main as cli
+
+    store = BaselineStore(tmp_path)
+    store.save("main", [result("test_x")], meta={"ci_sha": "dead\n::error::sha\x1b[2J"})
+    out = io.StringIO()
+    assert cli.main(["list", "--dir", str(tmp_path)], out=out) == cli.OK
+    assert "\x1b" not in out.getvalue()
+    assert not any(x.lstrip().startswith("::") for x in out.getvalue().splitlines())
