@@ -71,7 +71,8 @@ def _refuse_to_replace(target: Path) -> None:
     except OSError:
         return
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-        raise OutputError(f"refusing to replace {target}: it is {_kind(mode)}, not a file")
+        # an OSError: every writer (the store's too) reports those with the file's name
+        raise OSError(errno.EEXIST, f"it is {_kind(mode)}, not a file: never replaced", str(target))
 
 
 #: This host, as temporary file names carry it (a PID means nothing on another host).

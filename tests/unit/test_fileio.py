@@ -116,7 +116,7 @@ def test_a_device_node_is_written_to_never_replaced(tmp_path: Path, append: bool
 def test_an_atomic_write_never_renames_over_a_device(tmp_path: Path) -> None:
     """T1, the last guard: even a caller that skipped the checks cannot replace a node."""
     node = _null_copy(tmp_path)
-    with pytest.raises(OutputError, match="it is a character device, not a file"):
+    with pytest.raises(OSError, match="it is a character device, not a file: never replaced"):
         atomic_write_text(node, "x")
     assert stat.S_ISCHR(os.lstat(node).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["null2"]
