@@ -1,4 +1,4 @@
-"""Hostile inputs end to end (issue 24): a seeded, time-bounded fuzz of whole sessions.
+"""Hostile inputs end to end: a seeded, time-bounded fuzz of whole sessions.
 
 Benchmark names, parametrize ids and values, and marker values with control characters,
 ``::``, path separators and CSV formula starts; output paths that are devices, FIFOs,
@@ -128,7 +128,7 @@ def environment(rng: random.Random, p: dict[str, Path]) -> dict[str, str]:
     """GPUPERF_* values: paths from the places, junk text, the internal switches.
 
     Left out until harden-b is merged: GPUPERF_LOCK_DIR values that are not a folder of
-    one's own (issue 24 T5/T13, the lock's) and GPUPERF_AB_CHECK (the A/B child's).
+    one's own (T5, T13: the lock) and GPUPERF_AB_CHECK (the A/B child's).
     """
     pool = {
         "GPUPERF_LOCK_LOG": lambda: str(rng.choice(list(p.values()))),

@@ -440,7 +440,7 @@ def test_console_script_runs(bdir: Path) -> None:
     assert "4 no change" in done.stdout
 
 
-# --- special output paths (issue 24: T1, T7, T22) -----------------------------------------
+# --- special output paths (T1, T7, T22) -----------------------------------------
 
 
 @pytest.mark.parametrize("target", ["/dev/stdout", "-"])
@@ -484,7 +484,7 @@ def test_export_into_a_device_node_keeps_the_node(bdir: Path, tmp_path: Path) ->
     assert stat.S_ISCHR(os.lstat(node).st_mode)
 
 
-# --- names (issue 24: T25) ------------------------------------------------------------------
+# --- names (T25) ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["-n", "--x", "-main"])

@@ -1,4 +1,4 @@
-"""Files named by environment variables follow the output rule (issue 24, the rule of T2)."""
+"""Files named by environment variables follow the output rule (the rule of T2)."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def test_a_baseline_folder_is_no_place_for_outputs(tmp_path: Path) -> None:
     assert output_target(tmp_path / "new.json", what="-o", baseline_dirs=[folder])
 
 
-# --- the one rule for every output path (issue 24: T1, T7, T21, T22) -----------------------
+# --- the one rule for every output path (T1, T7, T21, T22) -----------------------
 
 needs_root = pytest.mark.skipif(
     not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod of a device node needs root"

@@ -1,4 +1,4 @@
-"""Names from users' code reach no output raw (issue 24: T10)."""
+"""Names from users' code reach no output raw (T10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The output rule under a seeded, time-bounded fuzz (issue 24), in one process: the CLI's
+"""The output rule under a seeded, time-bounded fuzz, in one process: the CLI's
 ``export -o`` and ``compare --markdown/--html/--csv``, and the session's report writer with
 ``$GITHUB_STEP_SUMMARY``, pointed at devices, FIFOs, sockets, links, folders, baselines
 (pretty and minified) and read-only places, with hostile names in the results.
