@@ -137,6 +137,8 @@ def environment(rng: random.Random, p: dict[str, Path]) -> dict[str, str]:
         "GPUPERF_CAPTURE": lambda: rng.choice(['{"bogus": 1}', hostile(rng), "{"]),
         "GPUPERF_GROUP_PROFILE": lambda: hostile(rng),
         "GITHUB_STEP_SUMMARY": lambda: str(rng.choice(list(p.values()))),
+        "GPUPERF_CHILD": lambda: rng.choice(["1", "0", hostile(rng)]),
+        "GPUPERF_LOCK_DIR": lambda: rng.choice(["", str(p["folder"] / "locks")]),
     }
     # an environment value cannot hold a NUL byte: the OS refuses it before any plugin runs
     return {k: make().replace("\x00", "") for k, make in pool.items() if rng.random() < 0.6}
