@@ -278,3 +278,39 @@ def test_the_results_json_goes_to_standard_output_in_a_pipe(
     assert doc["schema"] == "pytest-gpuperf/results"
     assert [r["id"]["nodeid"] for r in doc["results"]] == ["test_one.py::test_one"]
     assert not (pytester.path / "-").exists()
+
+
+def test_a_session_never_writes_into_a_baseline_or_over_a_device(
+    pytester: pytest.Pytester,
+) -> None:
+    """T2: GITHUB_STEP_SUMMARY naming the baseline's index appended the Markdown to it; T1:
+    --gpuperf-csv=<a copy of /dev/null> replaced the node; T7: a FIFO output hung."""
+    import subprocess
+
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(
+        test_one="def test_one(gpu_bench, clock):\n"
+        "    gpu_bench(lambda: setattr(clock, 'ns', clock.ns + 1000))\n"
+    )
+    run_with_env(pytester, {}, *COMMON, "--gpuperf-save=main").assert_outcomes(passed=1)
+    index = pytester.path / ".gpuperf" / "baselines" / "main.json"
+    before = index.read_bytes()
+    fifo = pytester.path / "report.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    args = [*COMMON, "--gpuperf-baseline=main", f"--gpuperf-html={fifo}"]
+    if IS_ROOT:
+        os.mknod(pytester.path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        args.append(f"--gpuperf-csv={pytester.path / 'null'}")
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(index)}
+    result = run_with_env(pytester, env, *args)
+    html, _ = reader.communicate(timeout=60)
+    assert index.read_bytes() == before
+    result.stdout.fnmatch_lines(
+        ["*cannot append to $GITHUB_STEP_SUMMARY: refusing to write *main.json: it is a "
+         "pytest-gpuperf baseline*"]
+    )  # fmt: skip
+    assert result.ret == 1  # a report asked for and not written fails the job
+    assert b"<html" in html.lower() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    if IS_ROOT:
+        assert stat.S_ISCHR(os.lstat(pytester.path / "null").st_mode)
