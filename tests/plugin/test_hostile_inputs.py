@@ -303,8 +303,11 @@ def test_a_session_never_writes_into_a_baseline_or_over_a_device(
         os.mknod(pytester.path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
         args.append(f"--gpuperf-csv={pytester.path / 'null'}")
     env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(index)}
-    result = run_with_env(pytester, env, *args)
-    html, _ = reader.communicate(timeout=60)
+    try:
+        result = run_with_env(pytester, env, *args)
+        html, _ = reader.communicate(timeout=60)
+    finally:
+        reader.kill()  # a reader left waiting on a FIFO nobody writes
     assert index.read_bytes() == before
     result.stdout.fnmatch_lines(
         ["*cannot append to $GITHUB_STEP_SUMMARY: refusing to write *main.json: it is a "

@@ -466,9 +466,12 @@ def test_compare_writes_its_report_into_a_fifo(bdir: Path, tmp_path: Path) -> No
     worker = threading.Thread(target=lambda: box.append(run(*argv)[0]), daemon=True)
     worker.start()
     worker.join(30)
-    assert box, "compare --markdown <a FIFO> hung"
+    try:
+        assert box, "compare --markdown <a FIFO> hung"
+        text, _ = reader.communicate(timeout=30)
+    finally:
+        reader.kill()  # a reader left waiting on a FIFO nobody writes
     code = box[0]
-    text, _ = reader.communicate(timeout=30)
     assert code == cli.GATE_FAILED
     assert b"| test_mm[4096]" in text or b"test_mm[4096]" in text
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
