@@ -346,6 +346,26 @@ def _place_reason(target: Path, baseline_dirs: Sequence[Path]) -> str:
             return f" or a baseline's place (the baseline folder {folder})"
         if base in real.parents and any(p.suffix == ".runs" for p in real.parents if p != base):
             return f" (a segment's place in the baseline folder {folder})"
+    return _store_place(real)
+
+
+def _store_place(real: Path) -> str:
+    """Why ``real`` is a baseline's place in a folder no option named (a file named by an
+    environment variable): in ``NAME.runs/`` beside ``NAME.json``, or a ``.json``/``.lock``
+    beside such a pair. '' if it is not."""
+    parent = real.parent
+    if parent.suffix == ".runs" and parent.with_suffix(".json").is_file():
+        return f" (a segment's place of the baseline {parent.with_suffix('.json')})"
+    if real.suffix not in (".json", ".lock"):
+        return ""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return ""
+    for entry in entries:
+        index = parent / (entry.name[: -len(".runs")] + ".json")
+        if entry.name.endswith(".runs") and entry.is_dir(follow_symlinks=False) and index.is_file():
+            return f" or a baseline's place (the baseline folder {parent})"
     return ""
 
 

@@ -25,3 +25,22 @@ def test_the_lock_log_named_by_the_environment_never_goes_into_a_baseline(
     locks._log_hold("cpu", "me", 0.0)
     locks._log_hold("cpu", "me", 1.0)
     assert [json.loads(x)["taken"] for x in log.read_text().splitlines()] == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("where", ["main.runs/x.json", "new.json", "main.lock"])
+def test_a_file_named_by_the_environment_stays_out_of_a_baseline_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """No option names the baseline folder of GPUPERF_LOCK_LOG: the folder is known by the
+    NAME.json and NAME.runs/ pair it holds."""
+    from pytest_gpuperf.shell import locks
+
+    (tmp_path / "main.runs").mkdir()
+    (tmp_path / "main.json").write_text('{"schema":"pytest-gpuperf/baseline"}')
+    monkeypatch.setenv("GPUPERF_LOCK_LOG", str(tmp_path / where))
+    locks._log_hold("cpu", "me", 0.0)
+    assert not (tmp_path / where).exists()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setenv("GPUPERF_LOCK_LOG", str(tmp_path / "elsewhere" / "new.json"))
+    locks._log_hold("cpu", "me", 0.0)
+    assert (tmp_path / "elsewhere" / "new.json").exists()

@@ -60,7 +60,8 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_made_plain_text() -> None:
     from pytest_gpuperf.model import BenchId
     from pytest_gpuperf.reporting import csv_report
 
-    attacks = ['=HYPERLINK("http://x","c")', "+1+1", "-2+3", "@SUM(A1)", "\t=1"]
+    attacks = ['=HYPERLINK("http://x","c")', "+1+1", "-2+3", "@SUM(A1)"]
+    assert csv_report.cell("\t=1") == "'\t=1" and csv_report.cell("\r=1") == "'\r=1"
     results = []
     for i, attack in enumerate(attacks):
         r = result(f"test_p[{i}]", ratio=0.5)
