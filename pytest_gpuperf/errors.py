@@ -103,7 +103,15 @@ class CorruptBaseline(BaselineError):
 
     __module__ = "pytest_gpuperf"
 
-    def __init__(self, path: str, problem: str, remedy: str | None = None):
+    def __init__(
+        self,
+        path: str,
+        problem: str,
+        remedy: str | None = None,
+        *,
+        where: str = "",
+        note: str = "The file was left untouched.",
+    ):
         self.path = path
         self.problem = problem
         self.remedy = remedy or (
@@ -111,8 +119,7 @@ class CorruptBaseline(BaselineError):
             "save the baseline again."
         ).replace("FILE", path)
         super().__init__(
-            f"baseline file {path} cannot be used: {problem}. "
-            f"The file was left untouched. {self.remedy}"
+            f"baseline file {path}{where} cannot be used: {problem}. {note} {self.remedy}"
         )
 
 

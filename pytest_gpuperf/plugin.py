@@ -42,6 +42,12 @@ def pytest_configure(config: pytest.Config) -> None:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
+    from pytest_gpuperf.errors import GpuPerfWarning
+    from pytest_gpuperf.shell.rerun import leaked_child_marker
+
+    leaked = leaked_child_marker(config)  # GPUPERF_CHILD leaked into a user's session
+    if leaked is not None:
+        config.issue_config_time_warning(GpuPerfWarning(leaked), stacklevel=2)
     if os.environ.get("GPUPERF_AB_CHECK"):  # a base-tree process of --gpuperf-ab
         from pytest_gpuperf.shell.ab_tree import register_check
 

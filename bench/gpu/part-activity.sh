@@ -50,10 +50,13 @@ if [ $rc -ne 0 ] || [ $chk -ne 0 ]; then
   exit 1
 fi
 
-# 2. which GPM figures move with the GEMMs' precision
-step table 30 python3 bench/activity_table.py --json "$WORK/activity-table.json"
-sed -n '/^GPU activity per workload/,/^(/p' "$WORK/table.log" >> "$S"
-python3 bench/gpu/activity_check.py table "$WORK/activity-table.json" >> "$S" 2>&1
+# 2. which GPM figures move with the GEMMs' precision (ACTIVITY_TABLE=0 skips it: a call that
+#    made it already)
+if [ "${ACTIVITY_TABLE:-1}" = 1 ]; then
+  step table 30 python3 bench/activity_table.py --json "$WORK/activity-table.json"
+  sed -n '/^GPU activity per workload/,/^(/p' "$WORK/table.log" >> "$S"
+  python3 bench/gpu/activity_check.py table "$WORK/activity-table.json" >> "$S" 2>&1
+fi
 
 # 3. the zoo's algorithm, precision and allocation cases, diagnosed
 CASES="sdpa_mask_fallback or autocast_dropped or kv_cache_cat"

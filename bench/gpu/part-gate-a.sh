@@ -28,7 +28,14 @@ say() { echo "$*" | tee -a "$S"; }
 NGPU=${GATE_NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 say "gate-a: $NGPU GPU(s); budget ${BUDGET_S} s"
 PY=python3
-campaign() { eval "$PY bench/zoo_campaign.py \"\$@\" --device $ZOO_DEVICE $ZOO_ARGS"; }
+# GATE_A_CASES: the cases to run (comma-separated; empty: the whole zoo)
+GATE_A_K=$(echo "${GATE_A_CASES:-}" | sed 's/,/ or /g')
+campaign() { eval "$PY bench/zoo_campaign.py \"\$@\" --device $ZOO_DEVICE $ZOO_ARGS ${GATE_A_K:+-k \"\$GATE_A_K\"}"; }
+# GATE_A_ORDER: the sessions after the 3 saves; GATE_A_RUN_S: the longest run expected (a run
+# starts only while that much of the budget is left); GATE_A_TRUTH=0 skips zoo_truth.py.
+GATE_A_ORDER=${GATE_A_ORDER:-aa,ab,aa,aa}
+GATE_A_RUN_S=${GATE_A_RUN_S:-150}
+GATE_A_TRUTH=${GATE_A_TRUTH:-1}
 TRUTH_CASES=tiny_layer_norm,tiny_softmax,tiny_elementwise_chain,tiny_rmsnorm,benign_attention_unbind,benign_more_python,benign_op_sequence,benign_extra_view,linear_bias_unfused,autocast_fp32_weights,dropout_left_on,key_transpose_contiguous,sdpa_efficient_backend
 
 # 1. sanity: one tiny benchmark end to end in a fresh process, its canary recorded (seconds)
@@ -55,7 +62,7 @@ budget() { echo $(( $(left) - ${1:-150} )); }
 
 stream0() {
   export CUDA_VISIBLE_DEVICES=0
-  campaign sessions --out "$WORK/g0" --saves 3 --order aa,ab,aa,aa --budget-s "$(budget 150)"
+  campaign sessions --out "$WORK/g0" --saves 3 --order "$GATE_A_ORDER" --budget-s "$(budget "$GATE_A_RUN_S")"
 }
 
 stream1() {
@@ -76,7 +83,7 @@ if [ "$NGPU" -ge 2 ]; then
   wait $p0 $p1
 else
   # one GPU: the new cases' truth first (short), then the sessions
-  CUDA_VISIBLE_DEVICES=0 timeout 120 $PY bench/zoo_truth.py --cases "$TRUTH_CASES" \
+  [ "$GATE_A_TRUTH" = 1 ] && CUDA_VISIBLE_DEVICES=0 timeout 120 $PY bench/zoo_truth.py --cases "$TRUTH_CASES" \
     --json "$WORK/truth-new.json" > "$WORK/truth-new.txt" 2>&1
   stream0 > "$WORK/stream0.log" 2>&1
 fi
@@ -94,7 +101,7 @@ POOLS=""
 [ -d "$WORK/g0/sessions" ] && POOLS="$WORK/g0/sessions"
 G1=$(ls -d "$WORK/g1/sessions" "$WORK/g1/pool" 2>/dev/null | paste -sd, -)
 [ -n "$G1" ] && POOLS="$POOLS $G1"
-if [ -n "$POOLS" ]; then
+if [ -n "$POOLS" ] && [ "${GATE_A_REPLAY:-1}" = 1 ]; then
   timeout 60 $PY bench/zoo_replay.py $TRUTH $POOLS > "$WORK/replay-stored.txt" 2>&1
   timeout 60 $PY bench/zoo_replay.py --ab $TRUTH $POOLS > "$WORK/replay-ab.txt" 2>&1
   timeout 30 $PY bench/zoo_replay.py --canary $POOLS > "$WORK/replay-canary.txt" 2>&1

@@ -30,13 +30,14 @@ say "gate-b: $NGPU GPU(s); budget ${BUDGET_S} s"
 HOST_BAD=channels_last_lost,decode_item_sync,item_per_layer,graph_break_in_loop,python_loop_adds,optimizer_foreach_off,benign_attention_unbind,benign_more_python,benign_op_sequence,benign_extra_view
 K_AB=$(echo "$HOST_BAD,tiny_layer_norm" | sed 's/,/ or /g')
 
-# 0. sanity: one benchmark end to end in a fresh process (seconds)
-if ! CUDA_VISIBLE_DEVICES=0 timeout 60 $PY -m pytest bench/zoo -q -p no:cacheprovider --rootdir bench/zoo \
+# 0. sanity: one benchmark end to end in a fresh process (seconds; skipped for a chosen subset of
+#    steps, GATE_B_STEPS, whose driver ran gate-a's sanity step before)
+if [ -z "${GATE_B_STEPS:-}" ] && ! CUDA_VISIBLE_DEVICES=0 timeout 60 $PY -m pytest bench/zoo -q -p no:cacheprovider --rootdir bench/zoo \
     -k tiny_softmax --gpuperf-capture=never --gpuperf-device="$ZOO_DEVICE" \
     --gpuperf-json="$WORK/sanity.json" > "$WORK/sanity.log" 2>&1; then
   say "gate-b: STOPPED at the sanity step: see sanity.log"; tail -5 "$WORK/sanity.log" >> "$S"; exit 1
 fi
-say "sanity: one zoo benchmark measured in a fresh process ($(($(date +%s) - T0)) s)"
+[ -z "${GATE_B_STEPS:-}" ] && say "sanity: one zoo benchmark measured in a fresh process ($(($(date +%s) - T0)) s)"
 
 ab_session() {
   if ! command -v git > /dev/null; then say "--gpuperf-ab: not run: no git on this machine"; return; fi
@@ -120,6 +121,16 @@ if [ "$NGPU" -ge 2 ]; then
     room 95 && demo 3 ) > "$WORK/stream1.log" 2>&1 &
   p1=$!
   wait $p0 $p1
+elif [ -n "${GATE_B_STEPS:-}" ]; then
+  # a chosen subset, each step started while its minimum fits (its own timeout is the deadline)
+  export CUDA_VISIBLE_DEVICES=0
+  for st in $GATE_B_STEPS; do
+    case $st in
+      ab) room 40 && ab_session ;;
+      demo*) room 60 && demo "${st#demo}" ;;
+      examples*) room 90 && examples_round "${st#examples}" ;;
+    esac
+  done
 else
   export CUDA_VISIBLE_DEVICES=0
   room 150 && ab_session
@@ -130,7 +141,7 @@ else
   room 95 && demo 3
 fi
 ran=$(grep -cE '^(demo [0-9]|examples round)' "$S")
-say "gate-b: $ran of 5 demo/example runs made (the rest did not fit the budget on $NGPU GPU(s))"
+[ -z "${GATE_B_STEPS:-}" ] && say "gate-b: $ran of 5 demo/example runs made (the rest did not fit the budget on $NGPU GPU(s))"
 if ls "$WORK"/abpool/*.json > /dev/null 2>&1; then
   timeout 60 $PY bench/zoo_replay.py --ab "$WORK/abpool" > "$WORK/replay-ab-session.txt" 2>&1
   say "zoo_replay.py --ab on the A/B session's own pairs of fresh processes:"

@@ -303,3 +303,200 @@ def _release(fd: int) -> None:
     elif msvcrt is not None:  # pragma: no cover - Windows
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+# --- a lock in a folder every user shares: one lock file per user -------------------------
+#
+# A single lock file in a sticky, world-writable folder can be denied to everyone by one
+# user: a symbolic link, a FIFO or a 0600 file planted under its name cannot be removed by
+# the others. So each user locks a file of its own, ``NAME.u<uid>.lock`` (readable by
+# everyone), and, holding it, checks that no other ``NAME.lock`` or ``NAME.u*.lock`` file
+# is locked. Of two processes that lock their own files, at least one sees the other's in
+# its check (each locks before it checks), and gives way. A file planted under another
+# user's name is not theirs: it is left alone, and that user locks a file of a random name
+# instead; one that cannot be opened, or is not a regular file, is nobody's lock.
+
+
+def _uid() -> int:
+    return getattr(os, "geteuid", lambda: -1)()
+
+
+def _own_lock_file(dir_fd: int, folder: Path, name: str) -> tuple[int, str, bool]:
+    """This user's lock file of ``name`` in the folder: (descriptor, file name, whether
+    it is a one-off file, removed after use: the usual name was taken by a planted file)."""
+    flags = os.O_RDWR | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    usual = f"{name}.u{_uid()}.lock"
+    try:
+        fd = os.open(usual, flags | os.O_CREAT, 0o644, dir_fd=dir_fd)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        st = os.fstat(fd)
+        if _problem(st) is None and st.st_uid == _uid():
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, 0o644)  # readable by everyone: others check it
+            return fd, usual, False
+        os.close(fd)
+    for _ in range(8):
+        one_off = f"{name}.u{_uid()}.{os.urandom(6).hex()}.lock"
+        try:
+            fd = os.open(one_off, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o644)
+        return fd, one_off, True
+    raise _unsafe(folder / usual, "is taken, as are random names beside it")  # pragma: no cover
+
+
+def _is_lock_of(entry: str, name: str) -> bool:
+    return entry == f"{name}.lock" or (entry.startswith(f"{name}.u") and entry.endswith(".lock"))
+
+
+def _other_holder(dir_fd: int, folder: Path, name: str, own: str) -> str | None:
+    """Who holds another lock file of ``name`` in the folder, or None when nobody does."""
+    flags = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    for entry in sorted(os.listdir(dir_fd)):
+        if entry == own or not _is_lock_of(entry, name):
+            continue
+        try:
+            fd = os.open(entry, flags, dir_fd=dir_fd)
+        except OSError:  # a link, or unreadable: nobody can lock through it
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in _HELD:
+                    continue
+                return f"{holder(fd)} (lock file {folder / entry}, of {_owner(fd)})"
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return None
+
+
+def _owner(fd: int) -> str:
+    uid = os.fstat(fd).st_uid
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _try_take(dir_fd: int, fd: int, folder: Path, name: str, own: str) -> str | None:
+    """Take this user's lock and check the others': None when taken, else who holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in _HELD:
+            raise
+        return holder(fd)
+    try:  # still the file of that name (not removed and made again under us)?
+        same = os.stat(own, dir_fd=dir_fd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        same = False
+    other = None if same else "a process that replaced this user's lock file"
+    other = other or _other_holder(dir_fd, folder, name, own)
+    if other is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    return other
+
+
+@contextlib.contextmanager
+def shared_locked(
+    folder: Path,
+    name: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    poll: float = 0.05,
+    on_wait: OnWait | None = None,
+    owner: str | None = None,
+) -> Iterator[None]:
+    """Hold lock ``name`` in ``folder``, a folder every user of the machine shares, for
+    the ``with`` block: no other process of any user holds it meanwhile, and no file
+    another user plants there can keep this one from taking it (see above). Waits up
+    to ``timeout`` seconds (:class:`LockTimeout`); ``on_wait`` as for :func:`locked`.
+    Raises :class:`~pytest_gpuperf.errors.UnsafePath` for a folder that is a symbolic
+    link or not a folder, and ``OSError`` where no file can be made in it."""
+    if fcntl is None:  # pragma: no cover - Windows: the one shared file
+        with locked(folder / f"{name}.lock", timeout=timeout, poll=poll, on_wait=on_wait,
+                    owner=owner, shared=True):  # fmt: skip
+            yield
+        return
+    dir_fd = open_folder(folder, shared=True)
+    try:
+        fd, own, one_off = _own_lock_file(dir_fd, folder, name)
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    try:
+        _wait_for(lambda: _try_take(dir_fd, fd, folder, name, own), folder / own, timeout,
+                  poll, on_wait)  # fmt: skip
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (holder_text(owner)[:200] + "\n").encode(), 0)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        if one_off:
+            with contextlib.suppress(OSError):
+                os.unlink(own, dir_fd=dir_fd)
+        os.close(fd)
+        os.close(dir_fd)
+
+
+def _wait_for(
+    attempt: Callable[[], str | None],
+    path: Path,
+    timeout: float,
+    poll: float,
+    on_wait: OnWait | None,
+) -> None:
+    """Call ``attempt`` (None: taken; else who holds it) until it takes, or the timeout."""
+    deadline = time.monotonic() + timeout
+    with contextlib.ExitStack() as waiting:
+        told = False
+        while True:
+            who = attempt()
+            if who is None:
+                return
+            if on_wait is not None and not told:
+                told = True
+                cm = on_wait(who)
+                if cm is not None:
+                    waiting.enter_context(cm)
+            if time.monotonic() >= deadline:
+                raise LockTimeout(path, timeout, who)
+            # a little random: two processes that each saw the other's lock try apart
+            time.sleep(poll * (0.5 + int.from_bytes(os.urandom(1), "little") / 255))
+
+
+def shared_folder_problem(folder: Path, name: str) -> str | None:
+    """Why :func:`shared_locked` could not lock ``name`` in ``folder`` (None when it can):
+    a check made once, before a run measures anything."""
+    try:
+        dir_fd = open_folder(folder, shared=True)
+    except UnsafePath as e:
+        return str(e)
+    except OSError as e:
+        return f"lock folder {folder} cannot be made or opened: {e.strerror or e}"
+    try:
+        fd, own, one_off = _own_lock_file(dir_fd, folder, name)
+    except OSError as e:
+        return f"no lock file can be made in lock folder {folder}: {e.strerror or e}"
+    finally:
+        os.close(dir_fd)
+    os.close(fd)
+    if one_off:
+        with contextlib.suppress(OSError):
+            os.unlink(folder / own)
+    return None

@@ -23,9 +23,11 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,8 +71,9 @@ class Files:
 
 
 class _SegmentGone(Exception):
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, stamp: str):
         self.path = path
+        self.stamp = stamp
 
 
 def sha256(data: bytes) -> str:
@@ -109,31 +112,46 @@ def parse_index(files: Files, data: bytes) -> tuple[dict[str, Any], int]:
     return schema.canonical_ids(raw, index=True), version
 
 
+def segment_remedy(files: Files, stamp: str) -> str:
+    """How to repair a baseline one of whose segments (saved at ``stamp``) is broken,
+    keeping the runs saved after it."""
+    try:
+        after = (_dt.datetime.fromisoformat(stamp) + _dt.timedelta(seconds=1)).isoformat()
+    except ValueError:
+        after = "<the time just after that save>"
+    return (
+        f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you keep "
+        "them (they belong together), or remove the runs of that save and keep those saved "
+        f"after it: pytest-gpuperf prune {files.stem} --dir {files.root} --before {after} "
+        "(it also removes any runs saved earlier; see which with --dry-run first)."
+    )
+
+
+def _broken_segment(files: Files, sid: str, stamp: str, problem: str) -> CorruptBaseline:
+    return CorruptBaseline(
+        str(files.segment(sid)),
+        problem,
+        segment_remedy(files, stamp),
+        where=f" (a segment of {files.index.name})",
+    )
+
+
 def read_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """Segment ``sid``: trusted when its bytes are those the index recorded, else validated."""
+    """Segment ``sid``, validated (also when its bytes are those the index recorded: an
+    index can be forged, or edited together with the segment)."""
     path = files.segment(sid)
     try:
         data = read_bytes(path)
     except FileNotFoundError:
-        raise _SegmentGone(path) from None
+        raise _SegmentGone(path, entry["timestamp"]) from None
     try:
-        if sha256(data) == entry["sha256"]:  # written (and validated) by a save
-            doc: dict[str, Any] = json.loads(data)
-            return doc
-        doc = schema.load_json(data)
+        doc: dict[str, Any] = schema.load_json(data)
         schema.validate_segment(doc, sid)
-    except RecursionError:  # an index forged to trust a forged segment
-        raise CorruptBaseline(
-            f"{path} (a segment of {files.index.name})",
-            f"the JSON is nested more than {schema.MAX_NESTING} levels deep",
-        ) from None
+    except RecursionError:
+        problem = f"the JSON is nested more than {schema.MAX_NESTING} levels deep"
+        raise _broken_segment(files, sid, entry["timestamp"], problem) from None
     except schema.SchemaProblem as e:
-        raise CorruptBaseline(
-            f"{path} (a segment of {files.index.name})",
-            str(e),
-            f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you "
-            "keep them (they belong together), or delete both and save the baseline again.",
-        ) from None
+        raise _broken_segment(files, sid, entry["timestamp"], str(e)) from None
     return doc
 
 
@@ -149,12 +167,11 @@ def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
                 seg = segments[sid] = read_segment(files, sid, index["segments"][sid])["runs"]
             run = (seg.get(key) or {}).get(dig)
             if run is None:
-                path = files.segment(sid)
-                raise CorruptBaseline(
-                    f"{path} (a segment of {files.index.name})",
+                raise _broken_segment(
+                    files,
+                    sid,
+                    index["segments"][sid]["timestamp"],
                     f"it has no run {dig} of benchmark {key!r}, which {files.index.name} lists",
-                    f"Restore {files.runs_dir.name}/ together with {files.index.name} (they "
-                    "belong together), or delete both and save the baseline again.",
                 )
             run["fingerprint"], run["policy"] = fid, pid  # the index's ids are canonical
             runs.append(run)
@@ -187,18 +204,35 @@ def load(files: Files) -> tuple[dict[str, Any], int]:
         except _SegmentGone as gone:
             if data == previous:  # the same index twice: the segment is really missing
                 break
-            previous, missing = data, gone.path
+            previous, missing = data, gone
     else:  # pragma: no cover - five saves while one baseline was read
         raise BaselineError(
             f"baseline {files.index} changed {READ_ATTEMPTS} times while it was read; "
             "try again when the saves into it are done"
         )
-    raise CorruptBaseline(
-        f"{missing} (a segment of {files.index.name})",
+    raise _missing_segment(files, missing.path, missing.stamp)
+
+
+def _missing_segment(files: Files, path: Path, stamp: str) -> CorruptBaseline:
+    return CorruptBaseline(
+        str(path),
         f"the file is missing, and {files.index.name} lists runs in it",
-        f"Restore {files.runs_dir.name}/ together with {files.index.name} (they belong "
-        "together), or delete both and save the baseline again.",
+        segment_remedy(files, stamp),
+        where=f" (a segment of {files.index.name})",
+        note="Nothing was changed.",
     )
+
+
+def check_segments(files: Files, index: Mapping[str, Any]) -> None:
+    """That every segment ``index`` lists is there and whole (read at its two ends, or
+    validated when it is not laid out as a save writes it): a save into a baseline
+    with a broken segment would succeed and leave it unreadable."""
+    for sid, entry in index["segments"].items():
+        path = files.segment(sid)
+        if not path.is_file():
+            raise _missing_segment(files, path, entry["timestamp"])
+        if not _segment_ends(path, sid):
+            read_segment(files, sid, entry)
 
 
 # --- writing (under the baseline's lock) ---------------------------------------------
@@ -224,15 +258,18 @@ def check_writable(files: Files) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise BaselineError(
             f"cannot save into baseline folder {folder}: {existing} is not writable (permissions "
-            "or a read-only file system); point --gpuperf-baseline-dir at a folder you can write"
+            "or a read-only file system); point --gpuperf-baseline-dir (the CLI's --dir) at a "
+            "folder you can write"
         )
+    _check_owned(files, existing)
     for path, kind in ((files.index, "file"), (files.runs_dir, "folder")):
         if path.is_symlink():
             target = os.readlink(path)
             raise BaselineError(
                 f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
                 f"{target}); a save would replace the link, not update what it points to. Point "
-                "--gpuperf-baseline-dir at the folder that holds the real files, or replace the "
+                "--gpuperf-baseline-dir (the CLI's --dir) at the folder that holds the real "
+                "files, or replace the "
                 f"link by its {kind}."
             )
     problem = lock_file_problem(files.lock)
@@ -252,6 +289,47 @@ def check_writable(files: Files) -> None:
         raise BaselineError(
             f"cannot save into baseline {files.stem!r}: {files.runs_dir} is not a folder (a "
             "baseline's runs are kept there); move it away"
+        )
+
+
+def _user_of(path: Path) -> str:
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return "another user"
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _check_owned(files: Files, folder: Path) -> None:
+    """Files of the baseline that another user owns and a save could not write: the runs
+    folder (a save writes a segment into it), the index in a sticky folder (only its
+    owner may replace it), the lock file (it must at least be readable)."""
+    if not files.root.is_dir():
+        return
+    problem = None
+    me = getattr(os, "geteuid", lambda: 0)()
+    if files.runs_dir.is_dir() and not os.access(files.runs_dir, os.W_OK | os.X_OK):
+        problem = (files.runs_dir, "is not writable by you")
+    elif (
+        files.index.is_file()
+        and os.stat(folder).st_mode & stat.S_ISVTX
+        and me != 0
+        and os.lstat(files.index).st_uid != me
+    ):
+        problem = (files.index, "is in a sticky folder, where only its owner may replace it")
+    elif files.lock.is_file() and not os.access(files.lock, os.R_OK):
+        problem = (files.lock, "is not readable by you")
+    if problem is not None:
+        path, why = problem
+        raise BaselineError(
+            f"cannot save into baseline {files.stem!r}: {path} belongs to {_user_of(path)} and "
+            f"{why}. Save under a name of your own, ask {_user_of(path)} to save, or point "
+            "--gpuperf-baseline-dir (the CLI's --dir) at a folder of your own"
         )
 
 
@@ -391,11 +469,54 @@ def discard(files: Files, sids: list[str]) -> None:
             files.runs_dir.rmdir()  # only when empty
 
 
+#: How much of a file's start and end :func:`is_own_segment` reads.
+_SNIFF = 4096
+
+
+def _ends(path: Path) -> tuple[bytes, bytes]:
+    """The first and the last :data:`_SNIFF` bytes of ``path`` (empty when unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            start = f.read(_SNIFF)
+            f.seek(max(0, os.fstat(f.fileno()).st_size - _SNIFF))
+            return start, f.read(_SNIFF)
+    except OSError:
+        return b"", b""
+
+
+def _segment_ends(path: Path, sid: str, ends: tuple[bytes, bytes] | None = None) -> bool:
+    """Whether ``path`` ends as :func:`write_segment` ends segment ``sid``."""
+    tail = (
+        f'  "schema": {json.dumps(schema.SEGMENT_SCHEMA)},\n'
+        f'  "schema_version": {schema.SCHEMA_VERSION},\n'
+        f'  "segment": {json.dumps(sid)},\n'
+    ).encode()
+    end = (ends or _ends(path))[1]
+    return tail in end and end.endswith(b"}\n")
+
+
+def looks_like_segment(path: Path) -> bool:
+    """Whether ``path`` begins as a segment does (a baseline folder pointed at a ``NAME.runs``
+    folder: its segments are not baselines)."""
+    return path.parent.name.endswith(".runs") and _ends(path)[0].startswith(b'{\n  "baseline": ')
+
+
+def is_own_segment(files: Files, path: Path) -> bool:
+    """Whether ``path`` is a segment this store wrote for baseline ``files``: it begins
+    with the baseline's name and ends with the segment schema and its own id, as
+    :func:`write_segment` lays them out. A user's file, or another baseline's index,
+    that happens to have a segment-like name in ``NAME.runs/`` is not."""
+    ends = _ends(path)
+    head = ('{\n  "baseline": ' + json.dumps(files.stem) + ",\n").encode()
+    return ends[0].startswith(head) and _segment_ends(path, path.stem, ends)
+
+
 def collect_garbage(files: Files, keep: set[str]) -> int:
-    """Delete the segments named by neither ``keep`` (the new and the previous index)."""
+    """Delete the segments named by neither ``keep`` (the new and the previous index),
+    and only those this store wrote for this baseline (:func:`is_own_segment`)."""
     removed = 0
     for path in segment_files(files):
-        if path.stem not in keep:
+        if path.stem not in keep and is_own_segment(files, path):
             try:
                 path.unlink()
                 removed += 1

@@ -195,7 +195,11 @@ class BaselineStore:
         """Names of the baselines in the directory, sorted (none if it does not exist)."""
         if not self.root.is_dir():
             return []
-        return sorted(p.stem for p in self.root.glob("*.json") if p.is_file() and is_name(p.stem))
+        return sorted(
+            p.stem
+            for p in self.root.glob("*.json")
+            if p.is_file() and is_name(p.stem) and not layout.looks_like_segment(p)
+        )
 
     def strays(self) -> list[tuple[Path, str]]:
         """JSON files in the folder that look like baselines but cannot be one, with why."""
@@ -252,12 +256,15 @@ class BaselineStore:
     def check(self, name: str) -> None:
         """That an existing baseline ``name`` can be saved into: its index reads and validates.
 
-        Cheap (the runs are not read): the check a session makes before measuring.
+        Cheap (the runs are not read; its segments are looked at, at their two ends): the
+        check a session makes before measuring.
         """
         files = self.files(name)
         layout.check_writable(files)
         if files.index.exists():
-            self._read_index(name, files)
+            index, version = self._read_index(name, files)
+            if version > schema.DOCUMENT_VERSION:
+                layout.check_segments(files, index)
 
     def overview(self, name: str) -> Overview:
         """What ``name`` holds, from its index alone (a version-1/2 file is read whole)."""
@@ -377,6 +384,7 @@ class BaselineStore:
         index, version = self._read_index(name, files)
         if version <= schema.DOCUMENT_VERSION:
             return layout.index_from_document(files, index), version, set()
+        layout.check_segments(files, index)  # the runs this save keeps are still readable
         return index, version, set(index["segments"])
 
     @contextlib.contextmanager

@@ -176,6 +176,17 @@ def _policy(args: argparse.Namespace) -> Any:
         raise UsageProblem(str(e)) from None
 
 
+def _verdict_settings(args: argparse.Namespace) -> Any:
+    """The gate's verdict settings that the command line gives: what fails beyond the time."""
+    from pytest_gpuperf.verdict import VerdictSettings
+
+    return VerdictSettings(
+        fail_on=args.fail_on,
+        gate_secondary=args.gate_secondary,
+        numerics=args.numerics,
+    )
+
+
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import compare
     from pytest_gpuperf.reporting import verdicts as v
@@ -187,19 +198,18 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
             _check_output(option, path, args)
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
-    outcome = compare(reference, candidate, policy)
+    outcome = compare(reference, candidate, policy, _verdict_settings(args))
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
     spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on)
     print(render([r.result for r in rows], spec), file=out)  # the plugin's summary
+    for failures in outcome.failures.values():  # beyond the time: secondary metrics, numerics
+        for failure in failures:
+            print(failure, file=out)
     _write_reports(args, outcome.results, outcome.histories, reference.label)
-    gated = [
-        r for r in rows if r.kind in (v.REGRESSION, v.INCONCLUSIVE, v.IMPROVEMENT, v.NO_CHANGE)
-    ]
-    failing = {v.REGRESSION} | ({v.INCONCLUSIVE} if args.fail_on == "inconclusive" else set())
-    if any(r.kind in failing for r in rows):
+    if outcome.failed:  # the gate's own rule (verdict.decide.outcome), not a copy of it
         return GATE_FAILED
-    if not gated:
+    if not outcome.m:
         print(
             f"nothing was gated: no benchmark of {candidate.label} has comparable runs in "
             f"{reference.label}",
@@ -446,7 +456,22 @@ def _add_compare(
         "--threshold", type=_fraction, help="smallest slowdown that fails (default 0.03)"
     )
     p.add_argument(
-        "--alpha", type=_probability, help="false-failure rate of the comparison (default 0.01)"
+        "--alpha",
+        type=_probability,
+        help="false-failure rate of one figure of one unchanged benchmark (default 0.0002, "
+        "as the gate)",
+    )
+    p.add_argument(
+        "--gate-secondary",
+        choices=("none", "memory", "first-call", "allocations", "all"),
+        default="none",
+        help="also exit 1 when these secondary metrics grew, as --gpuperf-gate-secondary",
+    )
+    p.add_argument(
+        "--numerics",
+        choices=("off", "report", "gate"),
+        default="report",
+        help="compare the outputs' numerics, as --gpuperf-numerics (gate: a change exits 1)",
     )
     p.add_argument("--markdown", metavar="PATH", help="also write the Markdown report here")
     p.add_argument("--html", metavar="PATH", help="also write the HTML report here")

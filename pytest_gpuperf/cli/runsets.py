@@ -6,8 +6,10 @@ the candidate, its runs under its newest environment and settings are
 judged against the reference's comparable runs by the plugin's own rule
 (:class:`pytest_gpuperf.verdict.judge.Judge`, which the gate calls too): the
 same match of fingerprint and measurement settings, the same noise classes,
-the same telemetry check. The one difference: nothing can be re-measured, so
-every verdict is final (a suspect that needed more runs is inconclusive).
+the same telemetry check, the same secondary metrics and numerics, and the same
+rule for what fails (``verdict.decide.outcome``). The one difference: nothing can be
+re-measured, so every verdict is final (a suspect that needed more runs is inconclusive):
+the gate run with ``--gpuperf-reruns=0`` (tests/plugin/test_one_rule.py holds them to it).
 
 Pure Python: no torch, no pytest.
 """
@@ -32,7 +34,8 @@ from pytest_gpuperf.reporting import json_report
 from pytest_gpuperf.reporting.history import BenchHistory
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.verdict import DecisionPolicy
+    from pytest_gpuperf.verdict import DecisionPolicy, VerdictSettings
+    from pytest_gpuperf.verdict.judge import Judge
 
 
 class RunFileError(GpuPerfError):
@@ -198,41 +201,82 @@ class Outcome:
     histories: dict[str, BenchHistory]
     #: benchmarks judged against comparable reference runs (the gated family)
     m: int
+    #: what each benchmark's verdict does (verdict.decide.outcome: "fail", "warn", "pass"),
+    #: by its key, as the gate acts on it
+    outcomes: dict[str, str] = field(default_factory=dict)
+    #: what fails a benchmark beyond its time (a gated secondary metric, gated numerics), by
+    #: its key
+    failures: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def kinds(self) -> list[str]:
         return [str(r.comparison.kind if r.comparison is not None else None) for r in self.results]
 
+    def failing(self) -> list[str]:
+        """The benchmarks the gate would fail, by key (the same rule: ``outcome()`` and the
+        failures beyond the time)."""
+        from pytest_gpuperf.verdict.decide import FAIL
 
-def compare(reference: RunSet, candidate: RunSet, policy: DecisionPolicy | None = None) -> Outcome:
-    """Judge every benchmark of ``candidate`` against ``reference``; every verdict is final."""
+        return [k for k, o in self.outcomes.items() if o == FAIL or self.failures.get(k)]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failing())
+
+
+def compare(
+    reference: RunSet,
+    candidate: RunSet,
+    policy: DecisionPolicy | None = None,
+    settings: VerdictSettings | None = None,
+) -> Outcome:
+    """Judge every benchmark of ``candidate`` against ``reference`` as the gate does
+    (:meth:`~pytest_gpuperf.verdict.judge.Judge.verdict`: the time, then the secondary
+    metrics and the numerics, and what the test does), with every verdict final."""
     from pytest_gpuperf.verdict import DEFAULT_POLICY
-    from pytest_gpuperf.verdict.judge import Judge, run_stat
+    from pytest_gpuperf.verdict.judge import Judge
 
     ref, cand = reference.baseline, candidate.baseline
-    judge = Judge(ref, policy or DEFAULT_POLICY)
+    judge = Judge(ref, policy or DEFAULT_POLICY, settings=settings)
     results: list[Result] = []
     hist: dict[str, BenchHistory] = {}
+    outcomes: dict[str, str] = {}
+    failures: dict[str, tuple[str, ...]] = {}
     gated = 0
     for key, entry in cand.benchmarks.items():
         if not entry.runs:
             continue
-        last, same = _newest(entry)
-        fp = cand.fingerprints.get(last.fingerprint_id, {})
-        own = candidate.results.get(key)
-        res = copy.deepcopy(own) if own else result_from_record(entry, last, fp)
-        res.policy = dict(last.policy)
-        c = judge.decide(res, [run_stat(r) for r in same], last=True, fp=fp)
-        res.comparison = c
-        res.diagnosis = None  # the run file's diagnosis explained another verdict
+        res, verdict = _judged(judge, candidate, key, entry)
         results.append(res)
+        outcomes[key] = verdict.outcome
+        if verdict.failures:
+            failures[key] = verdict.failures
         match = judge.match(res)
-        gated += c.gated
+        gated += verdict.comparison.gated
         ref_entry = ref.benchmarks.get(key)
         hist[key] = BenchHistory(
             baseline=ref.name,
             comparable=match.runs if match.status == br.MATCH else (),
             runs=list(ref_entry.runs) if ref_entry else [],
-            fingerprint_id=last.fingerprint_id,
+            fingerprint_id=_newest(entry)[0].fingerprint_id,
             reason=match.reason,
         )
-    return Outcome(results, hist, gated)
+    return Outcome(results, hist, gated, outcomes, failures)
+
+
+def _judged(judge: Judge, candidate: RunSet, key: str, entry: br.BenchmarkEntry) -> Any:
+    """One benchmark of the candidate as a result with its final verdict (the gate's
+    :meth:`Judge.decide` and :meth:`Judge.conclude`), and that :class:`Verdict`."""
+    from pytest_gpuperf.verdict.judge import run_stat
+
+    last, same = _newest(entry)
+    fp = candidate.baseline.fingerprints.get(last.fingerprint_id, {})
+    own = candidate.results.get(key)
+    res = copy.deepcopy(own) if own else result_from_record(entry, last, fp)
+    res.policy = dict(last.policy)
+    if own is None and last.numerics:
+        res.numerics = [dict(x) for x in last.numerics]
+    c = judge.decide(res, [run_stat(r) for r in same], last=True, fp=fp)
+    verdict = judge.conclude(res, c, [list(r.numerics) if r.numerics else None for r in same])
+    res.comparison = verdict.comparison
+    res.diagnosis = None  # the run file's diagnosis explained another verdict
+    return res, verdict

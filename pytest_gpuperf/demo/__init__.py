@@ -319,14 +319,54 @@ def hint() -> str:
     )
 
 
+def _refusal(folder: Path) -> str | None:
+    """Why ``folder`` cannot hold the demo (None when it can): the demo writes its own
+    ``pytest.ini``, benchmarks, baseline and reports there, and runs pytest in it, so it
+    takes only a new folder or an empty one of the user's."""
+    if folder.is_symlink():
+        target = os.readlink(folder)
+        return f"{folder} is a symbolic link (to {target}): give the path of a real folder"
+    if folder.exists() and not folder.is_dir():
+        return f"{folder} exists and is not a folder"
+    if not folder.exists():
+        return None
+    if (folder / ".gpuperf").exists():
+        return f"{folder} holds an earlier demo's baseline (.gpuperf/)"
+    try:
+        entries = sorted(e.name for e in os.scandir(folder))
+    except OSError as e:
+        return f"{folder} cannot be read: {e.strerror or e}"
+    if entries:
+        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+        return (
+            f"{folder} is not empty ({len(entries)} entries: {shown}); the demo would "
+            "overwrite files there and run its conftest.py"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    return None
+
+
+def _demo_folder(path: str | None) -> Path:
+    """The folder the demo runs in, made here; a :class:`GpuPerfError` (a usage error)
+    says why a given ``path`` cannot be used."""
+    from pytest_gpuperf.errors import GpuPerfError
+
+    if not path:
+        return prepare(Path(tempfile.mkdtemp(prefix="gpuperf-demo-")))
+    folder = Path(path)
+    fix = "give a new or empty folder (--path), or leave --path out for a new temporary one"
+    problem = _refusal(folder)
+    if problem is not None:
+        raise GpuPerfError(f"{problem}: {fix}")
+    try:
+        return prepare(folder.resolve())
+    except OSError as e:
+        raise GpuPerfError(
+            f"cannot make the demo's folder {folder}: {e.strerror or e}: {fix}"
+        ) from e
+
+
 def main(path: str | None, runs: int, out: TextIO) -> int:
     """Run the demo in ``path`` (a new temporary folder when None)."""
-    folder = Path(path) if path else Path(tempfile.mkdtemp(prefix="gpuperf-demo-"))
-    if (folder / ".gpuperf").exists():
-        from pytest_gpuperf.errors import GpuPerfError
-
-        raise GpuPerfError(
-            f"{folder} holds an earlier demo's baseline (.gpuperf/): give an empty or new "
-            "folder (--path), or leave --path out for a new temporary one"
-        )
-    return Demo(prepare(folder.resolve()), runs, out).run()
+    return Demo(_demo_folder(path), runs, out).run()

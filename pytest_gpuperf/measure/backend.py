@@ -213,6 +213,9 @@ class Mode:
     launch_free: str | None = None
     #: the pytest-benchmark export names its results without "@mode"
     plain_name: bool = False
+    #: what its one time is, as the outputs name the figure a verdict compared ("" for
+    #: plain "time"; a mode that times device and end-to-end time names those)
+    figure_name: str = ""
     #: it times every rank of a process group in step (a test marked ``world_size=``);
     #: such a test is measured in these modes only, and other tests never in them
     group: bool = False
@@ -305,6 +308,7 @@ register(
         selected=lambda p: bool(p.cuda_graph),
         factory="pytest_gpuperf.measure.cuda:make_graph_timer",
         noise_class="graph",
+        figure_name="graph replay",
     )
 )
 register(

@@ -3,9 +3,11 @@
 Called once per benchmark on the output of its first call, before the
 timed rounds, so it costs no measured time: one pass over each output
 tensor (in float64, in chunks of :data:`CHUNK` elements, on the tensor's own
-device), then :data:`~pytest_gpuperf.verdict.numerics.SAMPLES` values and a handful
-of statistics copied to the CPU. Only device-agnostic torch ops, so CUDA
-and CPU outputs give the same fingerprint for the same values.
+device; a tensor of more than :data:`MAX_READ` elements through an evenly strided
+view of that many, so the cost is bounded), then
+:data:`~pytest_gpuperf.verdict.numerics.SAMPLES` values and a handful of statistics
+copied to the CPU. Only device-agnostic torch ops, so CUDA and CPU outputs give the
+same fingerprint for the same values.
 
 torch is imported inside the functions (STYLE.md: importing the plugin never
 imports torch).
@@ -14,6 +16,7 @@ imports torch).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +26,15 @@ from pytest_gpuperf.verdict.numerics import MAX_TENSORS, encode, sample_indices
 CHUNK = 1 << 22
 #: How deep a returned structure is walked.
 MAX_DEPTH = 8
+#: How many objects of a returned structure are looked at, at most (self-references and
+#: huge containers cost no more than this).
+MAX_NODES = 10_000
+#: How long the walk may take, in seconds, at most (a container whose iteration is slow).
+MAX_WALK_S = 1.0
+#: Elements of one tensor whose values are read, at most: a larger tensor is read through
+#: an evenly strided view of this many elements or fewer (on its own device), so its cost
+#: is bounded (four :data:`CHUNK` passes).
+MAX_READ = 4 * CHUNK
 
 
 def fingerprint_output(out: Any) -> list[dict[str, Any]] | None:
@@ -32,24 +44,77 @@ def fingerprint_output(out: Any) -> list[dict[str, Any]] | None:
     """
     import torch
 
-    found: list[tuple[str, Any]] = []
-    _walk(out, "out", 0, found, torch.Tensor)
-    if not found:
+    walk = _Walk(torch.Tensor)
+    walk.visit(out, "out", 0)
+    if not walk.found:
         return None
-    return [_entry(path, t) for path, t in found[:MAX_TENSORS]]
+    return [_entry(path, t) for path, t in walk.found[:MAX_TENSORS]]
 
 
-def _walk(x: Any, path: str, depth: int, found: list[tuple[str, Any]], tensor: type) -> None:
-    if len(found) >= MAX_TENSORS or depth > MAX_DEPTH:
-        return
-    if isinstance(x, tensor):
-        found.append((path, x))
-    elif isinstance(x, (tuple, list)):
-        for i, y in enumerate(x):
-            _walk(y, f"{path}[{i}]", depth + 1, found, tensor)
-    elif isinstance(x, Mapping):
-        for k, y in x.items():
-            _walk(y, f"{path}[{k!r}]", depth + 1, found, tensor)
+def _key(k: Any) -> str:
+    """A dict key as a path shows it: its ``repr``, or its type when that fails."""
+    try:
+        text = repr(k)
+    except Exception:
+        return f"<{type(k).__name__} key>"
+    return text if isinstance(text, str) else f"<{type(k).__name__} key>"
+
+
+class _Walk:
+    """The tensors of a returned structure, found within :data:`MAX_DEPTH`,
+    :data:`MAX_NODES` and :data:`MAX_WALK_S`; each container is entered once (a
+    structure that holds itself is not walked again), and one whose iteration raises
+    is left out."""
+
+    def __init__(self, tensor: type):
+        self.tensor = tensor
+        self.found: list[tuple[str, Any]] = []
+        self.seen: set[int] = set()
+        self.nodes = 0
+        self.deadline = time.monotonic() + MAX_WALK_S
+
+    def _spent(self) -> bool:
+        return (
+            len(self.found) >= MAX_TENSORS
+            or self.nodes >= MAX_NODES
+            or time.monotonic() > self.deadline
+        )
+
+    def visit(self, x: Any, path: str, depth: int) -> None:
+        if depth > MAX_DEPTH or self._spent():
+            return
+        self.nodes += 1
+        if isinstance(x, self.tensor):
+            self.found.append((path, x))
+            return
+        if not isinstance(x, (tuple, list, Mapping)) or id(x) in self.seen:
+            return
+        self.seen.add(id(x))
+        try:
+            if isinstance(x, Mapping):
+                for k, y in x.items():
+                    self.visit(y, f"{path}[{_key(k)}]", depth + 1)
+                    if self._spent():
+                        return
+            else:
+                for i, y in enumerate(x):
+                    self.visit(y, f"{path}[{i}]", depth + 1)
+                    if self._spent():
+                        return
+        except Exception:  # a container whose iteration fails: what was found stays
+            return
+
+
+def _read_view(x: Any) -> Any:
+    """``x``, or an evenly strided view of at most :data:`MAX_READ` of its elements
+    (no copy: a slice with a step along each dimension in turn)."""
+    for dim in range(x.dim()):
+        if x.numel() <= MAX_READ:
+            break
+        step = min(math.ceil(x.numel() / MAX_READ), x.shape[dim])
+        if step > 1:
+            x = x[(slice(None),) * dim + (slice(None, None, step),)]
+    return x
 
 
 def _entry(path: str, t: Any) -> dict[str, Any]:
@@ -64,8 +129,9 @@ def _entry(path: str, t: Any) -> dict[str, Any]:
             x = t.detach()
             if x.is_complex():
                 x = torch.view_as_real(x)
-            flat = x.reshape(-1)
+            flat = _read_view(x).reshape(-1)
             entry.update(_stats(flat))
+            entry["numel"] = int(t.numel())  # the statistics may be of a strided view
             idx = sample_indices(flat.numel())
             picked = flat[torch.tensor(idx, dtype=torch.long, device=flat.device)]
             entry["samples"] = [encode(v) for v in picked.to(torch.float64).cpu().tolist()]

@@ -179,6 +179,16 @@ def changepoints(
     return sorted(cps)
 
 
+#: The fewest steady rounds a measurement is called steady on (:func:`classify`).
+MIN_KEPT = 5
+
+
+def _within_level(head: Sequence[float], tail: Sequence[float], tol: float) -> bool:
+    """Whether every round of ``head`` lies within ``tol`` of the median of ``tail``."""
+    level = median(_logs(tail))
+    return all(abs(z - level) <= math.log1p(tol) for z in _logs(head))
+
+
 def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
     """Where the final steady level starts, and how many material level changes came before.
 
@@ -190,6 +200,11 @@ def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
     trimmed as leftover transient; two or more changes mean the level moves.
     """
     cut = mser_cut(values)
+    if 0 < len(values) - cut < MIN_KEPT and _within_level(values[:cut], values[cut:], tol):
+        # MSER trims scatter too: in a short series (a slow function's few rounds), a cut
+        # that leaves too few rounds to call steady, of a head within tol of the level, is
+        # no transient
+        cut = 0
     tail = list(values[cut:])
     cps = changepoints(tail)
     if not cps:
@@ -235,6 +250,6 @@ def classify(
     """
     if changes >= 2:
         return SHIFT
-    if drift or kept < max(5, wanted // 2):
+    if drift or kept < max(MIN_KEPT, wanted // 2):
         return NO_STEADY_STATE
     return STEADY if warmup_settled else WARMUP_CAPPED

@@ -12,8 +12,10 @@ an inconclusive line names its threshold and that smallest slowdown.
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+from pytest_gpuperf.measure import backend
+from pytest_gpuperf.reporting.units import RATIO_FROM, fmt_change, fmt_pct, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
@@ -24,6 +26,7 @@ from pytest_gpuperf.verdict import (
     Comparison,
     FigureVerdict,
 )
+from pytest_gpuperf.verdict.comparison import BELOW_RESOLUTION
 
 _TITLE = {
     REGRESSION: "REGRESSION",
@@ -34,53 +37,98 @@ _TITLE = {
     DIFFERENT_ENVIRONMENT: "different environment",
 }
 
-#: From twice as slow on, a ratio reads better than a percentage ("9.4x", not "+840 %").
-_RATIO_FROM = 1.0
-
 
 def _pct(x: float | None) -> str:
-    """Percent with one decimal, two below 1 % (noise levels of 0.25 % matter); a ratio from 2x."""
-    if x is not None and (not math.isfinite(x) or x >= _RATIO_FROM):
-        return f"{x + 1:.3g}x" if math.isfinite(x) else "inf"
+    """A size (a threshold, a resolution, a noise level), unsigned: percent with one decimal,
+    two below 1 % (noise levels of 0.25 % matter); from 2x on a ratio, as a change reads."""
+    if x is not None and (not math.isfinite(x) or x + 1 >= RATIO_FROM):
+        return fmt_change(x + 1)
     if x is not None and abs(x) < 0.01:
         return fmt_pct(x, digits=2)
     return fmt_pct(x, digits=1)
 
 
 def _signed(x: float | None) -> str:
-    if x is not None and (not math.isfinite(x) or x >= _RATIO_FROM):
-        return f"{x + 1:.3g}x" if math.isfinite(x) else "inf"
-    return fmt_pct(x, digits=1, sign=True)
+    """A change (a slowdown as a fraction), as every output writes it (units.fmt_change)."""
+    return "-" if x is None else fmt_change(x + 1)
+
+
+#: What each figure of a verdict is, as the outputs name it (``Comparison.figure``).
+FIGURE_NAMES = {"device": "device time", "end-to-end": "end-to-end time", "time": "time"}
+
+
+def figure_name(figure: str | None, mode: str | None = None) -> str:
+    """The name of the figure a verdict compared: ``device time``, ``end-to-end time``, or
+    the one time of a mode that times one (its registered ``figure_name``: ``graph replay``)."""
+    if figure in (None, "time") and mode:
+        named = backend.MODES.get(mode)
+        if named is not None and named.figure_name:
+            return named.figure_name
+    return FIGURE_NAMES.get(figure or "time", f"{figure} time")
+
+
+def change_text(comparison: Any, mode: str | None = None) -> str:
+    """The change the gate used, with its figure: ``2.96x device time``, ``+4.1 % time``
+    (``-`` without one). Every output writes a verdict's change with this."""
+    ratio = getattr(comparison, "ratio", None)
+    if ratio is None:
+        return "-"
+    return f"{fmt_change(ratio)} {figure_name(comparison.figure, mode)}"
 
 
 def _runs(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
 
 
-def _figure(name: str | None) -> str:
-    return f"{name} time" if name and name != "time" else "time"
+def _figure(name: str | None, mode: str | None = None) -> str:
+    return figure_name(name, mode)
+
+
+def _interval(c: Comparison | FigureVerdict) -> str:
+    """`` (90 % CI +4.8 % to +7.5 %)``, or ``""`` without one."""
+    if c.ratio_low is None or c.ratio_high is None:
+        return ""
+    level = getattr(c, "ci_level", 0.90)
+    return f" ({100 * level:.0f} % CI {_signed(c.ratio_low - 1)} to {_signed(c.ratio_high - 1)})"
 
 
 def _change(c: Comparison | FigureVerdict) -> str:
     """``+6.1 % (90 % CI +4.8 % to +7.5 %)``."""
     if c.ratio is None:
         return "-"
-    level = getattr(c, "ci_level", 0.90)
-    ci = ""
-    if c.ratio_low is not None and c.ratio_high is not None:
-        ci = f" ({100 * level:.0f} % CI {_signed(c.ratio_low - 1)} to {_signed(c.ratio_high - 1)})"
-    return f"{_signed(c.ratio - 1)}{ci}"
+    return f"{_signed(c.ratio - 1)}{_interval(c)}"
 
 
-def change_of(c: Comparison) -> str:
+def change_of(c: Comparison, mode: str | None = None) -> str:
     """The change and the figure it is of: ``77.7x end-to-end time``, ``+12.0 % time``."""
-    if c.ratio is None:
-        return "-"
-    return f"{_signed(c.ratio - 1)} {_figure(c.figure)}"
+    return change_text(c, mode)
 
 
-def summary_line(c: Comparison) -> str:
-    """One line: kind, change with interval, the figure, and the number that decided it."""
+def resolution_of(c: Comparison) -> str:
+    """What the verdict could tell, for the same line as its label: a regression's and a
+    no change's threshold in force, an inconclusive verdict's resolution."""
+    if c.kind == NO_CHANGE:
+        return f"threshold {_pct(c.threshold_in_force)}"
+    if c.kind == INCONCLUSIVE:
+        return f"would catch >= {_pct(c.resolution)}"
+    if c.kind == REGRESSION:
+        return f"threshold {_pct(c.threshold_in_force)}"
+    return ""
+
+
+def label_of(c: Comparison) -> str:
+    """The verdict's label with its resolution: ``no change (threshold 8.0 %)``,
+    ``INCONCLUSIVE / below resolution (would catch >= 2.04x)``, ``REGRESSION (threshold
+    61.3 %)``; the others by their title."""
+    title = _TITLE.get(c.kind, c.kind)
+    if c.kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
+        title += " / below resolution"
+    more = resolution_of(c)
+    return f"{title} ({more})" if more else title
+
+
+def summary_line(c: Comparison, mode: str | None = None) -> str:
+    """One line: kind, change with the figure and its interval, and what decided it."""
     who = f"{c.name}: " if c.name else ""
     title = _TITLE.get(c.kind, c.kind)
     if not c.final:
@@ -89,24 +137,27 @@ def summary_line(c: Comparison) -> str:
         return f"{who}{title}, current {fmt_time(c.current_s)}"
     if c.kind == DIFFERENT_ENVIRONMENT:
         differs = "; ".join(c.environment)
-        return f"{who}{title} ({differs}), not gated: {_change(c)}"
-    line = f"{who}{title} {_change(c)}, {_figure(c.figure)}"
+        return f"{who}{title} ({differs}), not gated: {change_of(c, mode)}{_interval(c)}"
+    line = f"{who}{title} {change_of(c, mode)}{_interval(c)}"
     if c.kind == REGRESSION:
         line += f", {_runs(c.r)}, threshold {_pct(c.threshold_in_force)}"
     elif c.kind == INCONCLUSIVE:
+        below = " below resolution:" if c.why == BELOW_RESOLUTION else ""
         line += (
-            f": threshold {_pct(c.threshold_in_force)}, could have caught >= {_pct(c.resolution)}"
+            f":{below} threshold {_pct(c.threshold_in_force)}, would catch >= {_pct(c.resolution)}"
         )
-        if c.reasons:
+        if c.reasons and c.why != BELOW_RESOLUTION:
             line += f"; {c.reasons[0]}"
-    elif c.kind == NO_CHANGE and c.resolution is not None:
-        line += f"; would have caught >= {_pct(c.resolution)}"
+    elif c.kind == NO_CHANGE:
+        line += f": threshold {_pct(c.threshold_in_force)}"
+        if c.resolution is not None:
+            line += f", would have caught >= {_pct(c.resolution)}"
     return line
 
 
-def explain(c: Comparison) -> str:
+def explain(c: Comparison, mode: str | None = None) -> str:
     """The multi-line explanation of a verdict, for the test's failure text or a warning."""
-    lines = [_headline(c)]
+    lines = [_headline(c, mode)]
     if c.kind == NO_BASELINE:
         lines.append(
             f"  current    {fmt_time(c.current_s)} ({_runs(c.r)}); no baseline runs in this "
@@ -123,7 +174,7 @@ def explain(c: Comparison) -> str:
         lines.append(f"  why        {reason}")
     if c.ratio is None:
         return "\n".join(lines + _notes(c))
-    lines.append(f"  figure     {_figure(c.figure)} (noise class {c.klass})")
+    lines.append(f"  figure     {_figure(c.figure, mode)} (noise class {c.klass})")
     lines.append(f"  current    {fmt_time(c.current_s)}  {_side(c.current_runs)}")
     lines.append(f"  baseline   {fmt_time(c.baseline_s)}  {_side(c.baseline_runs)}")
     lines.append(f"  change     {_change(c)}{_corrected(c)}")
@@ -139,9 +190,9 @@ def explain(c: Comparison) -> str:
     return "\n".join(lines + _notes(c))
 
 
-def _headline(c: Comparison) -> str:
+def _headline(c: Comparison, mode: str | None = None) -> str:
     who = c.name or "benchmark"
-    change = "" if c.ratio is None else f" {_signed(c.ratio - 1)}"
+    change = "" if c.ratio is None else f" {change_of(c, mode)}"
     if c.kind == REGRESSION:
         state = "confirmed" if c.final else f"suspect after {_runs(c.r)}"
         return f"gpuperf: {who} is slower than its baseline:{change} (REGRESSION, {state})"
@@ -152,11 +203,12 @@ def _headline(c: Comparison) -> str:
         )
     if c.kind == NO_CHANGE:
         return (
-            f"gpuperf: {who}: no change{change}; a slowdown of {_pct(c.resolution)} or more "
-            "would have been caught"
+            f"gpuperf: {who}: no change{change} (threshold {_pct(c.threshold_in_force)}); a "
+            f"slowdown of {_pct(c.resolution)} or more would have been caught"
         )
     if c.kind == INCONCLUSIVE:
-        return f"gpuperf: {who}: INCONCLUSIVE{change}"
+        below = " / below resolution" if c.why == BELOW_RESOLUTION else ""
+        return f"gpuperf: {who}: INCONCLUSIVE{below}{change} ({resolution_of(c)})"
     if c.kind == NO_BASELINE:
         return f"gpuperf: {who}: no baseline"
     return f"gpuperf: {who}: different environment, not gated{change}"

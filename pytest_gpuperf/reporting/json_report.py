@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.explain import change_text
 
 SCHEMA = "pytest-gpuperf/results"
 SCHEMA_VERSION = 1
@@ -36,6 +37,10 @@ def build(
         if eid is not None:
             environments[eid] = env
         d["environment_id"] = eid
+        if r.comparison is not None and isinstance(d.get("comparison"), dict):
+            # the change the gate used, as every other output writes it (a reader's convenience;
+            # loading ignores it)
+            d["comparison"]["change"] = change_text(r.comparison, r.id.mode)
         out_results.append(d)
     return {
         "schema": SCHEMA,

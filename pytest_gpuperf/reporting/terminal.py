@@ -37,7 +37,13 @@ from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
-from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
+from pytest_gpuperf.reporting.units import (
+    fmt_bytes,
+    fmt_change,
+    fmt_pct,
+    fmt_result_rate,
+    fmt_time,
+)
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
 WIDTH = 120
@@ -45,8 +51,6 @@ WIDTH = 120
 MIN_NAME = 28
 #: Fewer kept rounds than this have no distribution-free 95 % interval of their median.
 MIN_CI_ROUNDS = 6
-
-_HUGE = 10.0  # beyond +-1000 % a change says nothing more than "huge"
 
 
 def _median_cell(r: Result) -> str:
@@ -82,26 +86,28 @@ def _flag(r: Result) -> str:
     return ", ".join(flags)
 
 
-def _signed(x: float) -> str:
-    if not math.isfinite(x) or abs(x) >= _HUGE:
-        return "> +1000 %" if x > 0 else "< -1000 %"
-    return fmt_pct(x, sign=True)
-
-
 _LABELS = {"different-environment": "other environment", "no-change": "no change"}
 _LABELS["no-baseline"] = "no baseline"
 
 
 def verdict_cell(r: Result) -> str:
-    """``+4.1 % REGRESSION``: the change against the baseline and the verdict, in one cell."""
+    """``2.96x REGRESSION (threshold 61.3 %)``, ``+1.2 % no change (threshold 8.0 %)``,
+    ``+58.6 % INCONCLUSIVE / below resolution (would catch >= 2.04x)``: the change the gate
+    used (reporting/units.py:fmt_change) and the verdict with its resolution, in one cell."""
+    from pytest_gpuperf.reporting.explain import figure_name, label_of
+
     c = r.comparison
     if c is None:
         return "-"
     kind = c.kind
-    label = kind.upper() if kind in ("regression", "inconclusive") else _LABELS.get(kind, kind)
+    if kind in ("regression", "inconclusive", "no-change"):
+        label = label_of(c)
+    else:
+        label = _LABELS.get(kind, kind)
     if c.ratio is None or kind == "no-baseline":
         return label
-    return f"{_signed(c.ratio - 1)} {label}"
+    name = figure_name(c.figure, r.id.mode)  # a plain "time" goes without saying
+    return f"{fmt_change(c.ratio)}{'' if name == 'time' else ' ' + name} {label}"
 
 
 @dataclass(frozen=True)

@@ -53,3 +53,21 @@ def fmt_result_rate(result: Any) -> str:
     from pytest_gpuperf.measure.collectives import rate_text
 
     return rate_text(result) or fmt_rate(result.tflops, result.gbps)
+
+
+#: From twice as slow on, a change reads as a ratio ("2.96x"), below as a percentage.
+RATIO_FROM = 2.0
+
+
+def fmt_change(ratio: float | None) -> str:
+    """One change, one format, in every output: ``+6.1 %`` and ``-30.0 %`` below twice as
+    slow (two decimals below 1 %: noise levels of 0.25 % matter), ``2.96x`` from there on
+    (``86.1x``, ``1234x``); ``-`` when unknown, ``inf`` when infinite."""
+    if ratio is None or math.isnan(ratio):
+        return "-"
+    if not math.isfinite(ratio):
+        return "inf"
+    if ratio >= RATIO_FROM:
+        return f"{ratio:.3g}x" if ratio < 100 else f"{ratio:.0f}x"
+    x = ratio - 1.0
+    return fmt_pct(x, digits=2 if abs(x) < 0.01 else 1, sign=True)

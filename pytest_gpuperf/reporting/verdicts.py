@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+from pytest_gpuperf.reporting.explain import change_text
+from pytest_gpuperf.reporting.units import fmt_change, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
@@ -33,6 +34,7 @@ from pytest_gpuperf.verdict import (
     REGRESSION,
     Comparison,
 )
+from pytest_gpuperf.verdict.comparison import BELOW_RESOLUTION
 
 __all__ = [
     "DIFFERENT_ENVIRONMENT",
@@ -109,6 +111,9 @@ class Row:
     @property
     def label(self) -> str:
         text = LABELS.get(self.kind, self.kind)
+        c = self.result.comparison
+        if c is not None and self.kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
+            text += " / below resolution"
         return text if self.final else f"{text} (suspect)"
 
     @property
@@ -133,10 +138,6 @@ def _num(v: float | None) -> float | None:
     return None
 
 
-def _signed(x: float | None) -> str:
-    return fmt_pct(x, digits=1, sign=True)
-
-
 def row(result: Result) -> Row:
     c = result.comparison
     if c is None:
@@ -153,10 +154,10 @@ def row(result: Result) -> Row:
             runs="-",
         )
     ratio, lo, hi = _num(c.ratio), _num(c.ratio_low), _num(c.ratio_high)
-    change = _signed(ratio - 1) if ratio is not None else "-"
+    change = change_text(c, result.id.mode) if ratio is not None else "-"
     if lo is not None and hi is not None:
         level = _num(c.ci_level) or 0.9
-        interval = f"{_signed(lo - 1)} to {_signed(hi - 1)} ({100 * level:.0f} % CI)"
+        interval = f"{fmt_change(lo)} to {fmt_change(hi)} ({100 * level:.0f} % CI)"
     else:
         interval = "-"
     current = _num(c.current_s)
@@ -220,7 +221,7 @@ def summary_line(result: Result) -> str:
         return f"{result.id.display}: {fmt_time(result.median if result.rounds else None)}"
     from pytest_gpuperf.reporting.explain import summary_line as _summary_line
 
-    return _summary_line(_with_name(c, result))
+    return _summary_line(_with_name(c, result), result.id.mode)
 
 
 def explanation(result: Result) -> str:
@@ -230,7 +231,7 @@ def explanation(result: Result) -> str:
         return ""
     from pytest_gpuperf.reporting.explain import explain
 
-    return explain(_with_name(c, result))
+    return explain(_with_name(c, result), result.id.mode)
 
 
 def _with_name(c: Comparison, result: Result) -> Comparison:

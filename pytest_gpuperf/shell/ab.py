@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.shell.ab_tree import ABError, BaseTree
+from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, remove_stale
 from pytest_gpuperf.shell.gate import Gate, Judgement
 
 if TYPE_CHECKING:
@@ -87,11 +87,23 @@ class ABGate(Gate):
         except ABError as e:
             raise pytest.UsageError(str(e)) from None
         config.add_cleanup(tree.remove)
+        _say_stale(remove_stale(tree.toplevel))
         try:
             base_ids = _collect_base(run, tree)
         except ABError as e:
             tree.remove()
             raise pytest.UsageError(str(e)) from None
+        except KeyboardInterrupt:
+            tree.remove()
+            import sys
+
+            print(
+                f"gpuperf: interrupted (Ctrl-C) while collecting the base tree of "
+                f"--gpuperf-ab={ref}; nothing was measured, and its worktree was removed",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
         gate = cls(run, tree, base_ids)
         config.pluginmanager.register(gate, "gpuperf-ab")
         return gate
@@ -167,6 +179,23 @@ class ABGate(Gate):
         self.process_s += child.wall_s
         return child
 
+    def _check(self, child: ChildRun, side: str, pending: Sequence[str]) -> None:
+        """Keep ``child``'s runs; a test it did not measure, or a child that failed, is an
+        error of that test (``failed_side``), shown in its failure and in the terminal."""
+        from pytest_gpuperf.shell.gate import CHILD_RAN, child_failure
+
+        got = {r.id.nodeid for r in child.results}
+        self.paired.add(side, child.results)
+        missing = [n for n in pending if n not in got]
+        what = f"A/B ({'base' if side == 'base' else 'current'} tree)"
+        error = child_failure(child, missing, len(pending), what)
+        if not error:
+            return
+        for n in missing if child.returncode in CHILD_RAN else pending:
+            if n not in self.failed_side:
+                self.failed_side[n] = error
+                self.child_errors.append(f"{n}: {error.splitlines()[0]}")
+
     def _pairs(self, nodeids: Sequence[str], device: str, progress: Progress | None) -> None:
         """Pairs of fresh processes for ``nodeids`` until each one's verdicts are final."""
         from pytest_gpuperf.shell.progress import silent
@@ -187,15 +216,7 @@ class ABGate(Gate):
                 )
                 with (progress or silent()).task(label):
                     child = self._run(side, pending, device)
-                got = {r.id.nodeid for r in child.results}
-                self.paired.add(side, child.results)
-                for n in pending:
-                    if n not in got:
-                        self.failed_side.setdefault(
-                            n,
-                            f"the {side} tree's process measured nothing (exit "
-                            f"{child.returncode}): {child.log_tail[-400:]}",
-                        )
+                self._check(child, side, pending)
             for n in pending:
                 self.pairs_of[n] = i + 1
             self.baseline = paired_baseline(
@@ -253,7 +274,8 @@ class ABGate(Gate):
             if new:
                 c = with_note(c, f"new: not in {self.tree.label}")
             elif item.nodeid in self.failed_side:
-                c = with_note(c, self.failed_side[item.nodeid])
+                c = with_note(c, "a fresh process of the A/B pairs failed: see the error")
+                out.failures.append(f"gpuperf: ERROR: {self.failed_side[item.nodeid]}")
             else:
                 pairs = self.pairs_of.get(item.nodeid, 0)
                 c = with_note(
@@ -295,6 +317,20 @@ def _base_args(run: RunContext, tree: BaseTree, forwarded: Any) -> tuple[list[st
         else:
             out.append(a)
     return out, root
+
+
+def _say_stale(removed: list[str]) -> None:
+    """Report the A/B worktrees of killed sessions that this one removed."""
+    if not removed:
+        return
+    import sys
+
+    print(
+        f"gpuperf: removed {len(removed)} A/B worktree(s) that killed sessions left: "
+        + ", ".join(removed),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _collect_base(run: RunContext, tree: BaseTree) -> list[str]:

@@ -47,8 +47,85 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         raise ABError("--gpuperf-ab needs git, and no git executable is on the PATH") from None
 
 
+#: In a worktree's temporary directory: locked by the session that uses it, for as long as
+#: it lives (the kernel lets go when the process dies, even by SIGKILL).
+OWNER_LOCK = "owner.lock"
+
+
+def _hold_owner_lock(tmp: Path) -> int | None:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: stale trees are not found
+        return None
+    fd = os.open(tmp / OWNER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _abandoned(tmp: Path) -> bool:
+    """Whether the session that made the worktree in ``tmp`` is gone (its lock is free)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return False
+    try:
+        fd = os.open(tmp / OWNER_LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False  # not made by this version, or not ours: left alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live session holds it
+    finally:
+        os.close(fd)
+    return True
+
+
+def remove_stale(where: Path) -> list[str]:
+    """Remove the A/B worktrees of this repository that killed sessions left (registered
+    with git, their temporary directory's owner lock free); returns their paths."""
+    listed = _git(["worktree", "list", "--porcelain"], where)
+    if listed.returncode != 0:
+        return []
+    removed = []
+    for line in listed.stdout.splitlines():
+        if not line.startswith("worktree "):
+            continue
+        path = Path(line[len("worktree ") :])
+        tmp = path.parent
+        if path.name != "base" or not tmp.name.startswith("gpuperf-ab-") or not _abandoned(tmp):
+            continue
+        _git(["worktree", "remove", "--force", str(path)], where)
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(str(path))
+    if removed:
+        _git(["worktree", "prune"], where)
+    return removed
+
+
 def within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+def _commit_of(ref: str, where: Path, top: str) -> str:
+    """The commit REF names: a commit, a branch, a tag (peeled), ``:/message``..."""
+    obj = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref], where)
+    if obj.returncode != 0 or not obj.stdout.strip():
+        raise ABError(
+            f"--gpuperf-ab={ref}: git knows no commit, branch or tag {ref!r} in {top} (in CI, "
+            "fetch it first: actions/checkout with fetch-depth: 0)"
+        )
+    sha = obj.stdout.strip()
+    kind = _git(["cat-file", "-t", sha], where).stdout.strip()
+    if kind == "tag":  # an annotated tag: the commit it tags
+        peeled = _git(["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], where)
+        kind, sha = ("commit", peeled.stdout.strip()) if peeled.returncode == 0 else ("tag", sha)
+    if kind != "commit":
+        raise ABError(
+            f"--gpuperf-ab={ref}: {ref!r} names a {kind or 'git object'} ({sha[:12]}), not a "
+            "commit: A/B checks out a whole commit; give a commit, branch or tag"
+        )
+    return sha
 
 
 @dataclass
@@ -61,6 +138,8 @@ class BaseTree:
     path: Path
     tmp: Path
     removed: bool = field(default=False)
+    #: the descriptor that holds :data:`OWNER_LOCK` (in the session that made the tree)
+    owner_fd: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -70,6 +149,11 @@ class BaseTree:
     @classmethod
     def resolve(cls, ref: str, where: Path) -> tuple[str, Path]:
         """(the commit REF names, the repository's top-level directory) from git."""
+        if not ref.isprintable():
+            raise ABError(
+                f"--gpuperf-ab={ref!r}: a REF has no control characters (a newline, a tab, an "
+                "escape); give a commit, branch or tag"
+            )
         top = _git(["rev-parse", "--show-toplevel"], where)
         if top.returncode != 0:
             raise ABError(
@@ -77,34 +161,36 @@ class BaseTree:
                 f"({top.stderr.strip() or 'git rev-parse failed'}); A/B checks REF out with "
                 "git, so run pytest from a clone"
             )
-        sha = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], where)
-        if sha.returncode != 0 or not sha.stdout.strip():
-            raise ABError(
-                f"--gpuperf-ab={ref}: git knows no commit, branch or tag {ref!r} in "
-                f"{top.stdout.strip()} (in CI, fetch it first: actions/checkout with "
-                "fetch-depth: 0)"
-            )
-        return sha.stdout.strip(), Path(top.stdout.strip()).resolve()
+        return _commit_of(ref, where, top.stdout.strip()), Path(top.stdout.strip()).resolve()
 
     @classmethod
     def create(cls, ref: str, where: Path) -> BaseTree:
-        """Check REF out, detached, into a new temporary directory."""
+        """Check REF out, detached, into a new temporary directory. The directory holds
+        :data:`OWNER_LOCK`, locked while this session lives (see :func:`remove_stale`)."""
         sha, top = cls.resolve(ref, where)
         tmp = Path(tempfile.mkdtemp(prefix="gpuperf-ab-")).resolve()
+        owner = _hold_owner_lock(tmp)
         path = tmp / "base"
         added = _git(["worktree", "add", "--detach", "--force", str(path), sha], top)
         if added.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
+            if owner is not None:
+                os.close(owner)
             raise ABError(
                 f"--gpuperf-ab={ref}: git worktree add failed: {added.stderr.strip()[-500:]}"
             )
-        return cls(ref, sha, top, path, tmp)
+        tree = cls(ref, sha, top, path, tmp)
+        tree.owner_fd = owner
+        return tree
 
     def remove(self) -> None:
         """Remove the worktree and its temporary directory (idempotent; never raises)."""
         if self.removed:
             return
         self.removed = True
+        if self.owner_fd is not None:
+            os.close(self.owner_fd)
+            self.owner_fd = None
         _git(["worktree", "remove", "--force", str(self.path)], self.toplevel)
         shutil.rmtree(self.tmp, ignore_errors=True)
         _git(["worktree", "prune"], self.toplevel)
@@ -244,7 +330,19 @@ def collection_error(tree: BaseTree, errors: list[dict[str, str]]) -> str:
     more = f"\n  ... and {len(errors) - 3} more" if len(errors) > 3 else ""
     return (
         f"--gpuperf-ab={tree.ref}: the base tree {tree.label} cannot be collected: "
-        f"{len(errors)} file(s) failed to import:\n" + "\n".join(lines) + more
+        f"{len(errors)} file(s) failed to import:\n" + "\n".join(lines) + more + _submodules(tree)
+    )
+
+
+def _submodules(tree: BaseTree) -> str:
+    """A hint where the base tree has git submodules: a worktree does not check them out."""
+    if not (tree.path / ".gitmodules").is_file():
+        return ""
+    return (
+        f"\n{tree.label} has git submodules (.gitmodules), which a worktree does not check "
+        "out: their folders are empty in the base tree, so code in them cannot be imported "
+        "there. Install that code (pip install) so that both trees import it, or move it out "
+        "of the submodule"
     )
 
 

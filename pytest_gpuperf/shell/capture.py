@@ -640,11 +640,15 @@ def _evidence(
     c_s = comparison.current_s if comparison is not None else None
     if c_s is None and result is not None and result.rounds:
         c_s = result.median
+    from pytest_gpuperf.reporting.explain import change_text
+
+    mode = result.id.mode if result is not None else None
     ev = Evidence(
         key=key,
         display=result.id.display if result is not None else key,
         baseline_s=b_s,
         current_s=c_s,
+        change=change_text(comparison, mode) if comparison is not None else "",
         analysis=prof.get("analysis"),
         baseline_inventory=base_inv,
         child_median_s=prof.get("child_median_s"),

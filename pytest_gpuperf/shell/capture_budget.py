@@ -410,7 +410,7 @@ def _tests(results: Iterable[Result]) -> dict[str, _Test]:
         t.results.append(r)
         c = r.comparison
         if c is not None and c.ratio is not None and c.ratio > t.slowdown:
-            t.slowdown, t.change = float(c.ratio), change_of(c)
+            t.slowdown, t.change = float(c.ratio), change_of(c, r.id.mode)
         for a in entries:
             _read_entry(t, a)
     return out

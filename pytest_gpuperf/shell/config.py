@@ -28,6 +28,9 @@ class ConfigError(ValueError):
 class Setting:
     value: Any
     source: str  # "call", "marker", "cli", "ini", "default"
+    #: the value as the user wrote it (command line or ini), before parsing: what a child
+    #: pytest is handed, so that it parses exactly what this session parsed
+    given: Any = None
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,10 @@ class GpuPerfConfig:
             raw_cli = cli.get(opt.name)
             raw_ini = ini.get(opt.name)
             if opt.cli and raw_cli is not None:
-                out[opt.name] = Setting(_parse(opt.name, raw_cli, opt.flag_name), "cli")
+                out[opt.name] = Setting(_parse(opt.name, raw_cli, opt.flag_name), "cli", raw_cli)
             elif opt.cli and raw_ini not in (None, ""):
                 where = f"{opt.ini_name} in the ini file"
-                out[opt.name] = Setting(_parse(opt.name, raw_ini, where), "ini")
+                out[opt.name] = Setting(_parse(opt.name, raw_ini, where), "ini", raw_ini)
             else:
                 out[opt.name] = Setting(opt.default, "default")
         return cls(settings=out)

@@ -125,6 +125,8 @@ class Gate:
         #: makes the fresh processes of a confirmation (default shell.rerun.run_child); a
         #: torchrun rank 0 sets its own, which starts a fresh process on every rank
         self.child_runner: Callable[..., ChildRun] | None = None
+        #: the fresh processes that failed (each also fails its test): the terminal lists them
+        self.child_errors: list[str] = []
 
     @classmethod
     def load(cls, run: RunContext) -> Gate:
@@ -235,13 +237,15 @@ class Gate:
             for res in child.results:
                 if res.id.key not in mine:
                     self.ahead.setdefault(res.id.key, []).append(res)
+            missing = [r.id.key for r in pending if matching(child.results, r.id.key) is None]
+            failed = child_failure(child, missing, len(pending))
+            if failed:
+                self.child_errors.append(f"{nodeid}: {failed.splitlines()[0]}")
+                out.failures.append(f"gpuperf: ERROR: {failed}")
             for r in pending:
                 again = matching(child.results, r.id.key)
                 if again is None:
-                    why = (
-                        f"the confirmation run failed (exit {child.returncode}): "
-                        f"{child.log_tail[-300:]}"
-                    )
+                    why = f"the confirmation process failed (exit {child.returncode})"
                     runs.verdicts[r.id.key] = self.rule.verdict(
                         r, runs.current[r.id.key], last=True, note=why
                     )
@@ -311,8 +315,42 @@ class Gate:
         if v.outcome == FAIL:
             from pytest_gpuperf.reporting.explain import explain
 
-            out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c)}")
+            out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c, r.id.mode)}")
         elif v.outcome == WARN:
             from pytest_gpuperf.reporting.explain import summary_line
 
-            out.warnings.append(f"[{r.id.mode}] {summary_line(c)}")
+            out.warnings.append(f"[{r.id.mode}] {summary_line(c, r.id.mode)}")
+
+
+#: A child pytest's exit statuses that still mean it ran its tests (0: all passed; 1: some
+#: failed, each on its own; a benchmark it measured is still read back).
+CHILD_RAN = (0, 1)
+
+
+def child_failure(
+    child: ChildRun, missing: Sequence[str], wanted: int, what: str = "confirmation"
+) -> str:
+    """The error of a fresh process that did not do its job, or "" when it did: an exit status
+    other than 0 or 1 (a usage error, an internal error, a crash, a timeout), or ``missing``
+    benchmarks (of the ``wanted`` it had to measure) not in its results. Its text names the
+    status, the end of the child's output, the command to see it again, and the way out."""
+    import shlex
+
+    if child.returncode in CHILD_RAN and not missing:
+        return ""
+    why = f"exit {child.returncode}"
+    if child.returncode in CHILD_RAN:
+        why += f", {len(missing)} of {wanted} benchmark(s) not measured"
+    tail = "\n".join("    " + ln for ln in child.log_tail.strip().splitlines()[-8:])
+    return (
+        f"the fresh {what} process failed ({why}); the verdict stands unconfirmed\n"
+        f"  its output ends:\n{tail}\n"
+        f"  run it alone to see all of it: {shlex.join(_without_json(child.command))}\n"
+        "  fix what it reports (an option it cannot take, a test that fails in a fresh process), "
+        "or pass --gpuperf-reruns=0 to judge without fresh processes"
+    )
+
+
+def _without_json(cmd: Sequence[str]) -> list[str]:
+    """A child's command without the temporary JSON file it wrote (gone by now)."""
+    return [a for a in cmd if not a.startswith("--gpuperf-json=")]

@@ -34,17 +34,61 @@ from typing import Any
 from pytest_gpuperf.baseline import filelock
 from pytest_gpuperf.errors import DeviceBusy
 
+LOCK_DIR_ENV = "GPUPERF_LOCK_DIR"
+
 
 def lock_dir() -> Path:
     """The folder of the per-device lock files: ``GPUPERF_LOCK_DIR``, else
     ``<tmp>/pytest-gpuperf-locks``.
 
     Shared by all users of the machine (two users on one GPU is the case to
-    prevent): :func:`pytest_gpuperf.baseline.filelock.locked` creates it sticky and
-    writable by everyone, and refuses it if it is a symbolic link.
+    prevent): :func:`pytest_gpuperf.baseline.filelock.shared_locked` creates it sticky
+    and writable by everyone, refuses it if it is a symbolic link, and gives each user
+    a lock file of its own there. A relative ``GPUPERF_LOCK_DIR`` is made absolute once,
+    at the session's start (:func:`settle_lock_dir`), for this process and its children.
     """
-    env = os.environ.get("GPUPERF_LOCK_DIR")
-    return Path(env) if env else Path(tempfile.gettempdir()) / "pytest-gpuperf-locks"
+    env = os.environ.get(LOCK_DIR_ENV)
+    return Path(env).absolute() if env else Path(tempfile.gettempdir()) / "pytest-gpuperf-locks"
+
+
+def settle_lock_dir(base: Path) -> str | None:
+    """At a session's start: a relative ``GPUPERF_LOCK_DIR`` resolved against ``base``
+    (the folder pytest was started in) and put back into the environment, so that
+    every process of the session (xdist workers, re-runs, A/B base processes, which run
+    in other folders) uses one folder; then why no lock can be taken there, or None.
+    """
+    env = os.environ.get(LOCK_DIR_ENV)
+    if env and not os.path.isabs(env):
+        os.environ[LOCK_DIR_ENV] = str(base / env)
+    if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
+        return None
+    folder = lock_dir()
+    problem = filelock.shared_folder_problem(folder, "cpu")
+    if problem is None:
+        return None
+    where = f"{LOCK_DIR_ENV}={os.environ[LOCK_DIR_ENV]}" if env else "the default lock folder"
+    return (
+        f"gpuperf: cannot use {where}: {problem}{_folder_owner(folder)}. Point {LOCK_DIR_ENV} "
+        "at a folder of your own, e.g. GPUPERF_LOCK_DIR=$HOME/.cache/pytest-gpuperf-locks "
+        "(every user who measures on this machine's devices should share one folder: a "
+        "folder of your own does not keep other users off them)"
+    )
+
+
+def _folder_owner(folder: Path) -> str:
+    """`` (the folder belongs to user NAME)`` where it belongs to another user."""
+    try:
+        uid = os.lstat(folder).st_uid
+    except OSError:
+        return ""
+    if uid == getattr(os, "geteuid", lambda: uid)():
+        return ""
+    try:
+        import pwd
+
+        return f" (the folder belongs to user {pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):
+        return f" (the folder belongs to uid {uid})"
 
 
 def _safe(name: str) -> str:
@@ -69,7 +113,7 @@ def device_lock(
     if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
         yield
         return
-    path = lock_dir() / f"{_safe(device_key)}.lock"
+    folder, name = lock_dir(), _safe(device_key)
 
     def told(holder: str) -> Any:
         if on_wait is not None:
@@ -77,13 +121,13 @@ def device_lock(
         return None
 
     try:
-        ctx = filelock.locked(path, timeout=timeout_s, on_wait=told, owner=owner, shared=True)
+        ctx = filelock.shared_locked(folder, name, timeout=timeout_s, on_wait=told, owner=owner)
         ctx.__enter__()
     except filelock.LockTimeout as e:
         raise DeviceBusy(
             f"{device_key} stayed busy for {timeout_s:.0f} s: it is being measured by "
-            f"{e.holder} (lock file {path}). Wait for that run to end, or stop it; "
-            "--gpuperf-lock-timeout sets how long to wait."
+            f"{e.holder}. Wait for that run to end, or stop it; --gpuperf-lock-timeout sets "
+            "how long to wait."
         ) from None
     taken = time.time()
     try:

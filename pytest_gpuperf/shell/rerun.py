@@ -74,7 +74,32 @@ def forwarded_args(run: RunContext) -> list[str]:
     args = ["--rootdir", str(run.rootpath), "-p", "no:cacheprovider", "-p", "no:randomly"]
     if run.inipath is not None:
         args += ["-c", str(run.inipath)]
-    return args + _plugin_args(run) + _cli_settings(run, _NOT_FORWARDED)
+    return (
+        args
+        + _plugin_args(run)
+        + _override_args(run, _NOT_FORWARDED)
+        + _cli_settings(run, _NOT_FORWARDED)
+    )
+
+
+def _override_args(run: RunContext, leave_out: frozenset[str]) -> list[str]:
+    """The ``-o gpuperf_NAME=VALUE`` ini overrides of the command line, as given (a child
+    reads the ini file, not this command line), but those of ``leave_out``."""
+    out: list[str] = []
+    inv = list(run.invocation_args)
+    for i, a in enumerate(inv):
+        if a in ("-o", "--override-ini") and i + 1 < len(inv):
+            value = inv[i + 1]
+        elif a.startswith("--override-ini="):
+            value = a.split("=", 1)[1]
+        elif a.startswith("-o") and len(a) > 2:
+            value = a[2:]
+        else:
+            continue
+        key = value.split("=", 1)[0].strip()
+        if key.startswith("gpuperf_") and key.removeprefix("gpuperf_") not in leave_out:
+            out += ["-o", value]
+    return out
 
 
 def _plugin_args(run: RunContext) -> list[str]:
@@ -90,19 +115,36 @@ def _plugin_args(run: RunContext) -> list[str]:
 
 
 def _cli_settings(run: RunContext, leave_out: frozenset[str]) -> list[str]:
-    """The gpuperf options given on the command line, but ``leave_out``, as arguments."""
+    """The gpuperf options given on the command line, but ``leave_out``, as arguments: each
+    exactly as the user wrote it (``Setting.given``), whatever the type its parser makes of
+    it (a tuple, a bool, a number), so that the child parses what this session parsed."""
+    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
+
     args: list[str] = []
     for name, setting in run.resolved.settings.items():
         if setting.source != "cli" or name in leave_out:
             continue
-        value = setting.value
-        flag = "--gpuperf-" + name.replace("_", "-")
-        if isinstance(value, bool):
-            if value:
-                args.append(flag)
-        elif value is not None and not callable(value):
-            args.append(f"{flag}={value}")
+        opt = OPTIONS_BY_NAME[name]
+        given = setting.given if setting.given is not None else option_text(setting.value)
+        if opt.flag:
+            if given is True or setting.value is True:
+                args.append(opt.flag_name)
+        elif given is not None:
+            args.append(f"{opt.flag_name}={given}")
     return args
+
+
+def option_text(value: Any) -> str | None:
+    """A parsed option value back as the text its parser reads (a setting made without the
+    user's own words): ``("median", "ci")`` -> ``median,ci``, ``True`` -> ``true``; None
+    for a value no text stands for (a callable, None)."""
+    if value is None or callable(value):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return ",".join(str(x) for x in value)
+    return str(value)
 
 
 def capture_command(run: RunContext, nodeid: str) -> str:
@@ -245,7 +287,24 @@ def run_pytest_child(
 
 
 def is_child(config: pytest.Config) -> bool:
-    return bool(config.getoption("gpuperf_child", False)) or os.environ.get(CHILD_ENV) == "1"
+    """Whether this pytest is a child the plugin started: every command line
+    :func:`run_pytest_child` and the group launcher build carries :data:`CHILD_FLAG`
+    (its environment's :data:`CHILD_ENV` alone may have leaked into a user's shell)."""
+    return bool(config.getoption("gpuperf_child", False))
+
+
+def leaked_child_marker(config: pytest.Config) -> str | None:
+    """A :data:`CHILD_ENV` in the environment of a session the plugin did not start: it is
+    removed from this process's environment (so nothing here, nor a child of this session,
+    takes the session for a child) and the warning to show is returned; None otherwise."""
+    if CHILD_ENV not in os.environ or is_child(config):
+        return None
+    value = os.environ.pop(CHILD_ENV)
+    return (
+        f"{CHILD_ENV}={value!r} is set in the environment, but this pytest was not started "
+        f"by pytest-gpuperf (its command line has no {CHILD_FLAG}): ignored, and this session "
+        f"saves, reports and captures as usual. Unset {CHILD_ENV} where it was exported."
+    )
 
 
 def matching(results: Sequence[Result], key: str) -> Result | None:

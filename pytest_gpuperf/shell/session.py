@@ -112,6 +112,7 @@ class GpuPerfSession:
         #: starts the ranks of world_size= tests where this process is no rank
         self.groups: GroupLauncher | None = None
         self._check_capture_skip()
+        self._check_lock_dir()
         self._open_baselines()
 
     def _rank_session(self) -> RankSession | None:
@@ -141,6 +142,16 @@ class GpuPerfSession:
         """Whether this process writes what the session leaves (baselines, reports): not an
         xdist worker (the controller does), not a rank other than 0."""
         return not is_worker(self.config) and (self.ranks is None or self.ranks.lead)
+
+    def _check_lock_dir(self) -> None:
+        """The per-device lock folder, once for the session: a relative GPUPERF_LOCK_DIR
+        made absolute for every process of it, and one where no lock can be taken is a
+        usage error here, not a traceback in every test."""
+        from pytest_gpuperf.shell.locks import settle_lock_dir
+
+        problem = settle_lock_dir(self.config.invocation_params.dir)
+        if problem and not self.settings.session.disable and not is_worker(self.config):
+            raise pytest.UsageError(problem)
 
     def _check_capture_skip(self) -> None:
         """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
@@ -414,6 +425,7 @@ class GpuPerfSession:
         """Judge the test's results (re-measuring suspects), capture evidence; the failures."""
         from pytest_gpuperf.shell.capture import should_capture
         from pytest_gpuperf.shell.gate import Judgement
+        from pytest_gpuperf.verdict.comparison import REGRESSION
 
         judgement = Judgement()
         if self.gate is not None:
@@ -428,8 +440,13 @@ class GpuPerfSession:
         failed = bool(judgement.failures)
         if should_capture(self.settings.capture.mode, failed):
             report = self._capture(item, results, judgement)
-            if report is not None and failed:
+            slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
+            if report is not None and failed and slower:
                 judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
+            elif report is not None and failed:
+                # failed on its output or memory, not on its time: the diagnosis of a slowdown
+                # does not open the failure (it would say "slower" where the time did not fail)
+                judgement.failures = [*judgement.failures, report.details()]
             elif failed:
                 judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
         return judgement.failures
@@ -766,6 +783,30 @@ class GpuPerfSession:
             self.save_error = str(e)
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        except KeyboardInterrupt:  # Ctrl-C while saving, or while waiting for the lock
+            self._save_interrupted(session)
+
+    def _save_interrupted(self, session: pytest.Session) -> None:
+        """A Ctrl-C during the save: a clear line and exit code 2, not a traceback. A save
+        commits in one step (the index is replaced atomically), so the baseline holds all
+        of this session's runs or none of them; which, its index says."""
+        from pytest_gpuperf.baseline.store import BaselineStore
+
+        name = self.settings.session.save
+        assert name is not None
+        try:
+            sessions = BaselineStore(self.run.baseline_dir).overview(name).sessions
+            committed = any(self.run_id in s.run_ids for s in sessions)
+        except Exception:  # no baseline yet, or unreadable: this run is not in it
+            committed = False
+        if committed:
+            self.saved = f"baseline {name!r}: saved (the Ctrl-C came after the save was complete)"
+        else:
+            self.save_error = (
+                "the save was interrupted (Ctrl-C); the baseline is as it was before. Run the "
+                "session again to save"
+            )
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
@@ -793,6 +834,8 @@ class GpuPerfSession:
                 f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
                 f"{self.gate.rerun_s:.1f} s"
             )
+        for error in self.gate.child_errors if self.gate is not None else []:
+            tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
                 tr.write_line(line)

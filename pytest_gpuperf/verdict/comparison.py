@@ -28,6 +28,10 @@ INCONCLUSIVE = "inconclusive"
 NO_BASELINE = "no-baseline"
 DIFFERENT_ENVIRONMENT = "different-environment"
 KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE, NO_BASELINE, DIFFERENT_ENVIRONMENT)
+#: Which kind of inconclusive (``why``): a slowdown the interval cannot rule out though none
+#: beyond the threshold in force was seen (too small to tell, never "no change"); a suspect no
+#: run could confirm; runs without a steady level whose rounds span the threshold.
+BELOW_RESOLUTION, UNCONFIRMED, UNSTEADY = "below-resolution", "unconfirmed", "unsteady"
 #: Kinds that were gated (compared with comparable baseline runs).
 GATED_KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)
 

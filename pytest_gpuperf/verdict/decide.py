@@ -42,12 +42,15 @@ from pytest_gpuperf.measure import backend
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.verdict import host_speed
 from pytest_gpuperf.verdict.comparison import (
+    BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
     INCONCLUSIVE,
     NO_BASELINE,
     NO_CHANGE,
     REGRESSION,
+    UNCONFIRMED,
+    UNSTEADY,
     Comparison,
     FigureVerdict,
 )
@@ -303,8 +306,7 @@ def decide_figure(
     slower = loc.center([x.lo for x in cur], s) - loc.center([x.hi for x in base], s)
     faster = loc.center([x.lo for x in base], s) - loc.center([x.hi for x in cur], s)
     upper = -faster  # the largest slowdown the runs' ranges allow
-    z = policy.z
-    floor_log = math.log1p(policy.threshold)
+    z, floor_log = policy.z, math.log1p(policy.threshold)
     cutoff = max(floor_log, z * se)
     # Beyond the class's process modes, two runs settle a regression; beyond their square
     # (at least 2.25x), one does: a mode larger than measured is then still no failure.
@@ -315,11 +317,13 @@ def decide_figure(
     cut_full = max(floor_log, z * se_full)
     resolution = _exp(cut_full + z_of(1 - policy.power) * se_full) - 1.0
     half = z_of((1 - policy.ci_level) / 2) * se
-    if not like_for_like:
-        one_run += allowance  # a run measured another way (host not hidden) counts its host
-    kind, final, reasons = _classify(
+    one_run += 0.0 if like_for_like else allowance  # measured another way: counts its host
+    kind, final, reasons, why = _classify(
         slower, faster, upper, cutoff, floor_log, decisive, one_run, r, klass, last=last
     )
+    if kind == NO_CHANGE and d + half >= cutoff:  # not ruled out: too small to tell
+        kind, final, why = INCONCLUSIVE, True, BELOW_RESOLUTION
+        reasons.append(_below_resolution(d, d + half, cutoff, resolution, policy.ci_level))
     return FigureVerdict(
         figure=figure,
         klass=klass.name,
@@ -347,6 +351,19 @@ def decide_figure(
         reasons=tuple(reasons),
         baseline_runs=tuple(math.exp(y) for y in ys),
         current_runs=tuple(math.exp(x.y) for x in cur),
+        why=why,
+    )
+
+
+def _below_resolution(d: float, high: float, cutoff: float, resolution: float, level: float) -> str:
+    """Why a figure is inconclusive, not "no change": no slowdown beyond the threshold was
+    seen, but the interval's upper end (``high``, log) does not rule one out (a 1.6x
+    slowdown on a noisy CPU baseline is too small to tell, never "no change")."""
+    return (
+        f"below resolution: {_pct(_exp(d) - 1)} slower, its {level:.0%} interval reaches "
+        f"{_pct(_exp(high) - 1)}, beyond the {_pct(_exp(cutoff) - 1)} threshold in force; it "
+        f"would catch >= {_pct(resolution)} (more baseline runs, or a quieter machine, "
+        "catch less)"
     )
 
 
@@ -376,10 +393,11 @@ def _classify(
     klass: NoiseClass,
     *,
     last: bool,
-) -> tuple[str, bool, list[str]]:
-    """The figure's kind, whether it is final, and the reasons when it is inconclusive
-    (all sizes as log ratios; ``r`` current runs; ``last``: no more runs can be made)."""
+) -> tuple[str, bool, list[str], str]:
+    """The figure's kind, whether it is final, and the reasons and which kind of inconclusive
+    it is (all sizes as log ratios; ``r`` current runs; ``last``: no more runs can be made)."""
     reasons: list[str] = []
+    why = ""
     suspect = slower > max(floor_log, cutoff / 2)
     if slower > cutoff or (suspect and not last):
         # Above the cutoff: a regression, final once decisive or confirmed. Between half the
@@ -391,9 +409,10 @@ def _classify(
         if not final and last and slower <= cutoff:
             kind, final = NO_CHANGE, True
         elif not final and last:
-            kind, final = INCONCLUSIVE, True
+            kind, final, why = INCONCLUSIVE, True, UNCONFIRMED
             reasons.append(
-                f"{_pct(_exp(slower) - 1)} slower in all {r} run{'s' if r != 1 else ''}, above "
+                f"at least {_pct(_exp(slower) - 1)} slower in all {r} run{'s' if r != 1 else ''} "
+                f"(their conservative bound), above "
                 f"its {_pct(_exp(cutoff) - 1)} threshold, but not confirmed: its class "
                 f"({klass.name}) needs {klass.runs} fresh-process runs below "
                 f"{_pct(_exp(decisive) - 1)} (process modes alone reach "
@@ -404,7 +423,7 @@ def _classify(
     elif upper > cutoff:
         # Runs without a steady level leave room for a slowdown above the cutoff (their rounds
         # span it): undecidable on these runs; a fresh process may hold a steady level.
-        kind, final = INCONCLUSIVE, last
+        kind, final, why = INCONCLUSIVE, last, UNSTEADY
         reasons.append(
             f"runs without a steady level: their rounds allow anything from "
             f"{_pct(_exp(slower) - 1)} to {_pct(_exp(upper) - 1)} slower, across the "
@@ -412,7 +431,7 @@ def _classify(
         )
     else:
         kind, final = NO_CHANGE, True
-    return kind, final, reasons
+    return kind, final, reasons, why
 
 
 def _pct(x: float) -> str:
@@ -601,7 +620,12 @@ def _why_regression(f: FigureVerdict) -> str:
     else:
         how = f"in every one of {runs}, as its class ({f.klass}) requires"
     what = "time" if f.figure == TIME else f"{f.figure} time"
-    return f"{what} {_pct(f.slower)} slower, above its {_pct(f.cutoff)} threshold, {how}"
+    # ``slower`` is the runs' conservative bound, not the change the outputs show (the fast
+    # modes' ratio): said as what it is
+    return (
+        f"{what} at least {_pct(f.slower)} slower (the runs' conservative bound), above its "
+        f"{_pct(f.cutoff)} threshold, {how}"
+    )
 
 
 def _unsteady(runs: Sequence[RunStat], side: str) -> str | None:

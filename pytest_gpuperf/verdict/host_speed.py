@@ -283,8 +283,10 @@ def _combine(
         line = f"the host ran {_ratio(h)} than when the baseline was saved; {name} " + (
             f"{_change(raw.ratio)} is within that"
             if corr.slower <= corr.cutoff / 2
-            else f"{_change(raw.ratio)} is {_change(loose.ratio)} beyond that, short of its "
-            f"{_change(1 + corr.cutoff)} threshold"
+            else f"{_change(raw.ratio)} is {_change(loose.ratio)} with the host taken out, but "
+            f"with the canary's own error its interval reaches down to "
+            f"{_change(corr.ratio_low)}, under the {_change(1 + corr.cutoff)} threshold; "
+            "--gpuperf-ab=REF measures both sides on one host"
         )
         return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
     if _may_hide(raw, loose):

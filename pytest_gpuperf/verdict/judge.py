@@ -194,8 +194,10 @@ class Judge:
             )
             if numerics is not None:
                 c = replace(c, numerics=numerics)
-                if numerics.fails:
-                    failures.append(f"{who}: {explain_numerics(numerics)}")
+                if numerics.fails:  # what failed is the output, never the time: said first
+                    text = explain_numerics(numerics).removeprefix("numerics: ")
+                    text = text.removeprefix("output changed (numerics gated: fails): ")
+                    failures.append(f"gpuperf: output changed: {who} (numerics gated): {text}")
         return Verdict(c, outcome(c, self.policy.fail_on), tuple(failures))
 
     def secondary(

@@ -13,7 +13,7 @@ from pytest_gpuperf.measure import allocation
 from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.cuda import CudaEventsTimer
 from pytest_gpuperf.measure.memory import allocator_counters
-from pytest_gpuperf.shell.fixture import plain_window
+from pytest_gpuperf.shell.fixture import LEAD_S, WINDOW_S, plain_window
 from pytest_gpuperf.telemetry import activity as act
 from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 from tests.conftest import requires_cuda
@@ -29,8 +29,10 @@ def _window(fn: Any, *args: Any) -> dict[str, Any]:
         w = tel.activity_window()
         if not w.wanted:
             pytest.skip(f"no GPM here: {w.reason}")
+        # as the fixture reads it: the GPU busy with the same calls for one GPM refresh first
+        plain_window(timer.plain_calls, 1e-3, LEAD_S, 100_000)
         w.start()
-        calls, seconds = plain_window(timer.plain_calls, 1e-3, 0.12, 100_000)
+        calls, seconds = plain_window(timer.plain_calls, 1e-3, WINDOW_S, 100_000)
         return w.stop(window_s=seconds, calls=calls)
     finally:
         tel.close()

@@ -122,6 +122,46 @@ def test_a_3x_slower_commit_fails_its_benchmark_and_passes_the_unchanged_one(
     assert len(worktrees(repo)) == 1
 
 
+def test_a_3x_slower_commit_fails_with_the_table_options(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    """Options whose values are tuples reach both trees' processes as the user gave them."""
+    (repo / "mypkg" / "__init__.py").write_text(PACKAGE.format(cost=1_200_000))
+    commit(repo, "3x slower")
+    result = ab(
+        pytester,
+        "--gpuperf-ab=HEAD~1",
+        "--gpuperf-columns=median,verdict",
+        "--gpuperf-group-by=func",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*REGRESSION*3x*", "FAILED test_bench.py::test_pkg*"])
+    assert "ERROR" not in result.stdout.str()
+
+
+def test_a_pair_process_that_fails_is_an_error_of_the_test(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    """Not a silent verdict: each test the pairs could not measure fails, with the child's
+    own words, and the terminal says so."""
+    pytester.makeconftest(
+        VIRTUAL_TIME_CONFTEST
+        + "\n\ndef pytest_configure(config):\n"
+        + "    if config.getoption('gpuperf_child') and not config.option.collectonly:\n"
+        + "        raise pytest.UsageError('--gpuperf-made-up: this child cannot start')\n"
+    )
+    commit(repo, "children that cannot start")
+    result = ab(pytester, "--gpuperf-ab=HEAD~1")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR: the fresh A/B (* tree) process failed (exit 4)*",
+            "*--gpuperf-made-up: this child cannot start*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["gpuperf: ERROR: test_bench.py::test_pkg: the fresh A/B*"])
+
+
 def test_the_base_tree_runs_its_own_code(pytester: pytest.Pytester, repo: Path) -> None:
     """An unchanged tree (REF = HEAD): the package resolves to the worktree, nothing fails."""
     result = ab(pytester, "--gpuperf-ab=HEAD", "--gpuperf-json=o.json")
@@ -185,3 +225,40 @@ def test_outside_a_git_repository_is_a_usage_error(
     result = ab(pytester, "--gpuperf-ab=HEAD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpuperf-ab=HEAD: * is not inside a git repository*"])
+
+
+#: In the base tree's collecting process only: Ctrl-C the A/B session, then hang.
+CTRL_C_FROM_BASE = """
+import os, signal, time
+if os.environ.get("GPUPERF_AB_CHECK"):
+    os.kill(os.getppid(), signal.SIGINT)
+    time.sleep(120)
+"""
+
+
+def test_ctrl_c_during_the_base_collection_says_so(pytester: pytest.Pytester, repo: Path) -> None:
+    """T19: Ctrl-C while the base tree was being collected exited 2 with no output at all."""
+    import signal
+    import sys
+
+    conftest = repo / "conftest.py"
+    original = conftest.read_text()
+    conftest.write_text(original + CTRL_C_FROM_BASE)
+    commit(repo, "a base whose collection is interrupted")
+    conftest.write_text(original)
+    commit(repo, "current")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *FAST, *QUIET,
+         "--gpuperf-ab=HEAD~1"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        # SIGINT as at a terminal (a shell's background job may have it ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout + done.stderr
+    assert "interrupted (Ctrl-C) while collecting the base tree of --gpuperf-ab=HEAD~1" in (
+        done.stderr
+    )
+    assert len(worktrees(repo)) == 1

@@ -104,7 +104,7 @@ def test_a_registered_backend_measures_saves_and_judges(pytester: pytest.Pyteste
 
     slower = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=out.json", slowdown=1.5)
     slower.assert_outcomes(failed=1)
-    slower.stdout.fnmatch_lines(["*test_sum: REGRESSION +*, time, 1 run*"])
+    slower.stdout.fnmatch_lines(["*test_sum: REGRESSION +* time (90 % CI*), 1 run*"])
     (result,) = _results(pytester)
     comparison = result["comparison"]
     assert comparison["kind"] == "regression"  # type: ignore[index]

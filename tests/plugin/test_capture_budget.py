@@ -93,7 +93,10 @@ def test_first_diagnoses_at_the_verdicts_the_rest_after_the_last_largest_first(
     out = result.stdout.str()
     # each failure opens with its diagnosis, made at its verdict; the hook's tool waited
     assert out.count("later_tool: deferred: runs after the session's last verdict") == 2
-    assert "test_small is +" in out and "test_big is +" in out
+    assert (
+        "test_small is slower than its baseline: " in out
+        and "test_big is slower than its baseline: " in out
+    )
     # after the last verdict, the largest slowdown first (test_small failed first)
     order = (pytester.path / "order.txt").read_text().split()
     assert order == ["test_big", "test_small"]
@@ -149,7 +152,9 @@ def test_with_no_budget_every_regression_is_left_over_with_a_command_that_captur
             cwd=pytester.path, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
     assert later.returncode == 1, later.stdout[-3000:]
-    assert "test_big is +" in later.stdout  # its diagnosis opens the failure
+    assert (
+        "test_big is slower than its baseline: " in later.stdout
+    )  # its diagnosis opens the failure
     assert (pytester.path / "order.txt").read_text().split() == ["test_big"]
 
 

@@ -128,3 +128,18 @@ def test_the_baseline_lock_waits_as_long_as_lock_timeout_says(
             "*saved 1 run(s) of 1 benchmark(s) into baseline 'main'*",
         ]
     )
+
+
+def test_an_unusable_lock_folder_stops_the_session_once_at_its_start(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T13: GPUPERF_LOCK_DIR=/proc gave a FileNotFoundError traceback in every test."""
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", "/proc")
+    monkeypatch.setenv("GO", str(pytester.path / "go"))
+    pytester.makepyfile(test_lock=BENCH, test_more=BENCH.replace("test_add", "test_more"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("cannot use GPUPERF_LOCK_DIR=/proc") == 1, err
+    assert "Traceback" not in err + result.stdout.str()
+    assert not (pytester.path / "go").exists()  # no test ran

@@ -98,7 +98,7 @@ def test_an_output_change_fails_only_when_numerics_are_gated(pytester: pytest.Py
     gated = run(pytester, "--gpuperf-baseline=main", "--gpuperf-numerics=gate", change="shift")
     gated.assert_outcomes(failed=1)
     gated.stdout.fnmatch_lines(
-        ["*test_seeded [[]cpu[]]: numerics: output changed*largest relative difference*"]
+        ["gpuperf: output changed: test_seeded [[]cpu[]]*largest relative difference*"]
     )
     # a tolerance wider than the change: passes
     run(
@@ -108,6 +108,32 @@ def test_an_output_change_fails_only_when_numerics_are_gated(pytester: pytest.Py
         "--gpuperf-numerics-tolerance=0.5",
         change="shift",
     ).assert_outcomes(passed=1)
+
+
+def test_a_numerics_failure_says_the_output_changed_and_nothing_about_speed(
+    pytester: pytest.Pytester,
+) -> None:
+    """With the capture on (the default): the failure opens with what failed, the output,
+    and neither the headline nor the short summary speaks of a slowdown."""
+    pytester.makepyfile(test_bench=BENCH)
+    run(pytester, "--gpuperf-save=main").assert_outcomes(passed=1)
+    gated = run_with_env(
+        pytester, {"CHANGE": "shift"}, "-p", "no:cacheprovider", *FAST,
+        "--gpuperf-reruns=0", "--gpuperf-inventory=never", "--gpuperf-capture=on-failure",
+        "--gpuperf-baseline=main", "--gpuperf-numerics=gate", "-rf",
+    )  # fmt: skip
+    gated.assert_outcomes(failed=1)
+    lines = gated.stdout.lines
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("____") and "test_seeded" in ln)
+    headline = lines[start + 1]
+    assert headline.startswith("gpuperf: output changed: test_seeded [cpu]"), headline
+    assert "largest relative difference" in headline and "tolerance 0.001" in headline
+    short = next(ln for ln in lines if ln.startswith("FAILED test_bench.py::test_seeded"))
+    assert "output changed" in short, short
+    failure = "\n".join(lines[start : lines.index(next(ln for ln in lines if "gpuperf" in ln
+                                                        and ln.startswith("=")))])  # fmt: skip
+    for word in ("slower", "faster", "Likely cause", "REGRESSION"):
+        assert word not in failure, (word, failure)
 
 
 def test_the_marker_gates_numerics(pytester: pytest.Pytester) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 import types
 from typing import Any
 
@@ -376,12 +377,19 @@ class _PlainTimer:
 
 
 class _FakeWindow:
-    def __init__(self, wanted: bool) -> None:
+    def __init__(self, wanted: bool, timer: _PlainTimer | None = None) -> None:
         self.wanted = wanted
         self.started = False
+        self.timer = timer
+        #: the timer's calls when the window opened (the lead-in's)
+        self.calls_before = 0
 
     def start(self) -> None:
+        import time
+
         self.started = True
+        self.calls_before = self.timer.calls if self.timer else 0
+        self.opened_at = time.perf_counter()
 
     def stop(self, **facts: Any) -> dict[str, Any]:
         assert self.started
@@ -407,9 +415,16 @@ def _raw(per_call: float) -> Any:
 
 
 def test_the_window_reads_gpm_over_about_a_tenth_of_a_second_of_plain_calls() -> None:
-    timer, window = _PlainTimer(), _FakeWindow(wanted=True)
+    from pytest_gpuperf.shell.fixture import LEAD_S
+
+    timer = _PlainTimer()
+    window = _FakeWindow(wanted=True, timer=timer)
+    t0 = time.perf_counter()
     activity, memory = _bench("cuda", window)._window(timer, _raw(1e-3), None, None)
-    assert activity is not None and activity["calls"] == timer.calls > 0
+    # the GPU kept busy with the same calls for one GPM refresh before the window opens,
+    # and the window counts only its own calls
+    assert window.calls_before > 0 and window.opened_at - t0 >= LEAD_S
+    assert activity is not None and activity["calls"] == timer.calls - window.calls_before > 0
     assert activity["window_s"] >= 0.12
     # no allocator counters here (no CUDA): the memory figure says why, it is not left blank
     assert memory is not None and memory["available"] is False and memory["reason"]

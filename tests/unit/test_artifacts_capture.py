@@ -117,9 +117,11 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
         "first": "ok", "missing": "skipped", "broken": "failed", "last": "ok"
     }  # fmt: skip
     assert doc["collectors"][0]["files"] == ["first/out.txt"]
-    assert doc["diagnosis"][r.id.key]["paragraph"].startswith("test_a is +25.0 % slower")
+    assert doc["diagnosis"][r.id.key]["paragraph"].startswith(
+        "test_a is slower than its baseline: +25.0 % time"
+    )
     msg = rep.message()
-    assert msg.startswith("test_a is +25.0 % slower")
+    assert msg.startswith("test_a is slower than its baseline: +25.0 % time")
     assert "missing: skipped: tool-x not found on PATH" in msg and "first/out.txt" in msg
     arts = rep.artifacts()
     assert arts[-1]["collector"] == "manifest" and json.dumps(arts)
@@ -129,7 +131,9 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
     assert r.comparison is None  # the capture adds no verdict
     from pytest_gpuperf.reporting.verdicts import artifacts, diagnosis
 
-    assert diagnosis(r)[0].startswith("test_a is +25.0 % slower")  # what the CI reports show
+    assert diagnosis(r)[0].startswith(
+        "test_a is slower than its baseline: +25.0 % time"
+    )  # what the CI reports show
     assert any(a.note == "skipped: tool-x not found on PATH" for a in artifacts(r))
 
 

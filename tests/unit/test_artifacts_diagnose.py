@@ -52,7 +52,7 @@ def test_a_host_sync_in_the_loop() -> None:
     assert "synchronises with the host 8 time(s) per call (none in the baseline)" in d.paragraph
     assert "aten::_local_scalar_dense" in d.paragraph
     assert "The GPU was idle" in d.paragraph
-    assert d.paragraph.startswith("test_x is +275.0 % slower than its baseline (80 µs -> 300 µs")
+    assert d.paragraph.startswith("test_x is slower than its baseline: 3.75x time (80 µs -> 300 µs")
 
 
 def test_a_pageable_host_to_device_copy_on_the_real_trace() -> None:
@@ -162,7 +162,7 @@ def test_launch_bound_work() -> None:
 def test_without_a_profile_the_message_says_so() -> None:
     d = dg.diagnose(dg.Evidence(key="k", display="test_k", baseline_s=1e-3, current_s=1.2e-3))
     assert d.causes == [] and "No profile could be taken" in d.paragraph
-    assert d.paragraph.startswith("test_k is +20.0 % slower")
+    assert d.paragraph.startswith("test_k is slower than its baseline: +20.0 % time")
 
 
 def test_extra_lines_from_hooks_are_appended() -> None:

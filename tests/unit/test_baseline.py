@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import io
 import json
 import math
 import os
@@ -41,6 +43,7 @@ from pytest_gpuperf.errors import (
 )
 from pytest_gpuperf.model import BenchId, Result
 from tests.unit.reporting_data import CPU_ENV, GPU_ENV
+from tests.unit.test_locks import needs_root
 
 DATA = Path(__file__).parent.parent / "data"
 T0 = dt.datetime(2025, 11, 29, 19, 38, tzinfo=dt.timezone.utc)
@@ -528,10 +531,14 @@ def test_a_bad_index_or_segment_is_a_clear_error_naming_it(store: BaselineStore,
         store.load("main")
     msg = str(exc.value)
     assert re.search(problem, msg), msg
-    assert "The file was left untouched." in msg
+    note = "Nothing was changed." if kind == "segment-missing" else "The file was left untouched."
+    assert note in msg
     assert str(target) in msg
     if which == "segment":
         assert "Restore main.runs/ together with main.json" in msg
+        # T6: the repair that keeps the later runs, not "delete both"
+        assert f"prune main --dir {store.root} --before 2025-11-29T19:38:01+00:00" in msg
+        assert "delete both" not in msg
     assert store_files(store) == before
 
 
@@ -1326,3 +1333,166 @@ def test_baseline_options_parse_and_default() -> None:
         GpuPerfConfig.from_values({"save": "../x"}, {})
     with pytest.raises(ConfigError, match=r"gpuperf_keep_runs in the ini file: .* >= 1"):
         GpuPerfConfig.from_values({}, {"keep_runs": "0"})
+
+
+def test_the_segment_collector_leaves_files_that_are_not_this_baselines_segments(
+    store: BaselineStore,
+) -> None:
+    """T4: any segment-named ``*.json`` in ``NAME.runs/`` was deleted: a user's notes, the
+    index of a baseline saved into that folder, a segment of another baseline."""
+    store.save("main", [make_result(run_id="r0")], keep_runs=1, now=T0)
+    runs = store.files("main").runs_dir
+    [own] = _segments(store)
+    nested = BaselineStore(runs)
+    nested.save("nested", [make_result(run_id="n0")], now=T0)
+    (runs / "notes.json").write_text("{}\n")
+    foreign = runs / "20250101T000000Z-0123abcd.json"
+    foreign.write_text(own.read_text().replace('"baseline": "main"', '"baseline": "other"'))
+    strays = {p: p.read_bytes() for p in (runs / "nested.json", runs / "notes.json", foreign)}
+    for i in (1, 2):  # the second save collects r0's segment, dropped by the first
+        store.save("main", [make_result(run_id=f"r{i}")], keep_runs=1, now=T0 + dt.timedelta(i))
+    assert {p: p.read_bytes() for p in strays} == strays
+    assert not own.exists()  # this baseline's own dropped segment still goes
+    assert [r.run_id for r in nested.load("nested").benchmarks[KEY].runs] == ["n0"]
+    assert nested.names() == ["nested", "notes"]  # main's segments are no baselines
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
+
+
+def _forge(store: BaselineStore, edit: Callable[[dict[str, Any]], Any]) -> Path:
+    """Edit the one segment of ``main`` and record its new SHA-256 in the index."""
+    [seg] = _segments(store)
+    doc = json.loads(seg.read_text())
+    edit(doc)
+    seg.write_text(json.dumps(doc))  # NaN as NaN, as a hand or a tool would write it
+    sha = hashlib.sha256(seg.read_bytes()).hexdigest()
+    _edit_json(store.path("main"), lambda d: d["segments"][seg.stem].update(sha256=sha))
+    return seg
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("fast", "median: expected a number > 0"), (math.nan, "median"), (-1e300, "median")],
+)
+def test_a_segment_whose_sha256_matches_is_still_validated(
+    store: BaselineStore, value: Any, problem: str
+) -> None:
+    """T16: a segment forged with its SHA-256 updated in the index was trusted: "fast" gave
+    a bare "could not convert string to float", NaN and -1e300 were accepted."""
+    store.save("main", [make_result(run_id="a")], now=T0)
+    seg = _forge(store, lambda d: _first_run(d).update(median=value))
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert f"baseline file {seg} (a segment of main.json) cannot be used" in msg
+    assert problem in msg and "prune main" in msg
+
+
+def test_the_remedy_for_a_deeply_nested_segment_is_not_garbled(store: BaselineStore) -> None:
+    """T16: "(a segment of m.json)" was put inside the suggested git command."""
+    store.save("main", [make_result(run_id="a")], now=T0)
+    [seg] = _segments(store)
+    deep = "[" * 50_000 + "]" * 50_000
+    text = seg.read_text().replace('"run_id": "a"', f'"run_id": "a", "x": {deep}', 1)
+    seg.write_text(text)
+    sha = hashlib.sha256(seg.read_bytes()).hexdigest()
+    _edit_json(store.path("main"), lambda d: d["segments"][seg.stem].update(sha256=sha))
+    with pytest.raises(CorruptBaseline) as exc:
+        store.load("main")
+    msg = str(exc.value)
+    assert "nested more than" in msg and "git checkout" not in msg
+    assert f"baseline file {seg} (a segment of main.json) cannot be used" in msg
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "empty"])
+def test_a_save_into_a_baseline_with_a_broken_segment_is_refused_with_the_repair(
+    store: BaselineStore, damage: str
+) -> None:
+    """T6: the save succeeded and left the baseline unreadable; the remedy said to delete
+    everything, although ``prune --before`` repairs it and keeps the later runs."""
+    from pytest_gpuperf.cli import main as cli
+
+    store.save("main", [make_result(run_id="r0")], now=T0)
+    [broken] = _segments(store)
+    store.save("main", [make_result(run_id="r1")], now=T0 + dt.timedelta(days=1))
+    if damage == "missing":
+        broken.unlink()
+    else:
+        broken.write_bytes(broken.read_bytes()[: 40 if damage == "truncated" else 0])
+    before = store_files(store)
+    with pytest.raises(CorruptBaseline) as pre:
+        store.check("main")  # the session's check before measuring
+    with pytest.raises(CorruptBaseline) as exc:
+        store.save("main", [make_result(run_id="r2")], now=T0 + dt.timedelta(days=2))
+    assert str(exc.value) == str(pre.value) and str(broken) in str(exc.value)
+    assert store_files(store) == before
+    repair = re.search(r"pytest-gpuperf (prune .*?) \(", str(exc.value))
+    assert repair is not None
+    assert cli.main(repair.group(1).split(), out=io.StringIO()) == 0
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1"]
+    store.save("main", [make_result(run_id="r2")], now=T0 + dt.timedelta(days=2))
+    assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1", "r2"]
+
+
+def _open_to_all(tmp_path: Path) -> None:
+    """Let another user reach ``tmp_path`` (pytest's own folders are private)."""
+    import tempfile
+
+    tmp_path.chmod(0o755)
+    for parent in tmp_path.parents:
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o755)
+
+
+def _check_as_nobody(root: str) -> str:
+    try:
+        BaselineStore(root).check("m")
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return "ok"
+
+
+def _prune_as_nobody(root: str) -> str:
+    import contextlib
+    import io as _io
+
+    from pytest_gpuperf.cli import main as cli
+
+    err = _io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["prune", "m", "--dir", root, "--keep-runs", "1"], out=_io.StringIO())
+    return f"{code}: {err.getvalue()}"
+
+
+@needs_root
+def test_the_check_before_measuring_sees_files_of_another_user(tmp_path: Path) -> None:
+    """T23: a writable folder whose NAME.runs/ (or lock file) belongs to another user passed
+    the check before measuring; the save then failed after the measurement."""
+    from tests.unit.test_locks import _as_nobody
+
+    _open_to_all(tmp_path)
+    root = tmp_path / "baselines"
+    BaselineStore(root).save("m", [make_result(run_id="a")], now=T0)  # root's files, 0644/0755
+    root.chmod(0o777)
+    found = _as_nobody(_check_as_nobody, str(root))
+    assert found.startswith("BaselineError: cannot save into baseline 'm':"), found
+    assert "m.runs belongs to user root and is not writable by you" in found
+    assert "--gpuperf-baseline-dir (the CLI's --dir)" in found
+    root.chmod(0o1777)  # sticky: only the index's owner may replace it
+    (root / "m.runs").chmod(0o777)
+    found = _as_nobody(_check_as_nobody, str(root))
+    assert "m.json belongs to user root and is in a sticky folder" in found, found
+
+
+@needs_root
+def test_the_cli_names_its_own_option_for_a_folder_it_cannot_write(tmp_path: Path) -> None:
+    """T23: the CLI prune's error named --gpuperf-baseline-dir, not the CLI's --dir."""
+    from tests.unit.test_locks import _as_nobody
+
+    _open_to_all(tmp_path)
+    root = tmp_path / "baselines"
+    BaselineStore(root).save("m", [make_result(run_id="a")], now=T0)
+    root.chmod(0o755)
+    said = _as_nobody(_prune_as_nobody, str(root))
+    assert said.startswith("2: ") and "is not writable" in said, said
+    assert "the CLI's --dir" in said

@@ -236,7 +236,7 @@ def test_the_diagnosis_names_the_distributed_cause_in_its_first_sentence(
     d = diagnose(ev)
     assert d.cause == cause
     first = _first_sentence(d.paragraph)
-    assert first.startswith("test_step is +75.0 % slower than its baseline")
+    assert first.startswith("test_step is slower than its baseline: +75.0 % time")
     assert named in first
 
 

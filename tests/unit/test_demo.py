@@ -138,3 +138,52 @@ def test_fewer_than_two_runs_is_a_usage_error(capsys: pytest.CaptureFixture[str]
         cli.main(["demo", "--runs", "1"])
     assert e.value.code == 2
     assert "expected 2 or more runs" in capsys.readouterr().err
+
+
+def _refused(path: Path | str, capsys: pytest.CaptureFixture[str]) -> str:
+    """The demo's usage error for ``path`` (rc 2, no traceback), with nothing run."""
+    code = cli.main(["demo", "--path", str(path)], out=io.StringIO())
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR, err
+    assert "Traceback" not in err
+    return err
+
+
+def test_a_folder_with_files_of_the_users_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """T3: the demo overwrote a project's pytest.ini, test_demo.py, ... and ran its conftest."""
+    mine = {
+        "pytest.ini": "[pytest]\naddopts = -x\n",
+        "test_demo.py": "def test_mine(): pass\n",
+        "conftest.py": "raise SystemExit('the conftest ran')\n",
+        "report.html": "<p>mine</p>",
+    }
+    for name, text in mine.items():
+        (tmp_path / name).write_text(text)
+    err = _refused(tmp_path, capsys)
+    assert "is not empty (4 entries" in err and "new or empty folder" in err
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == mine
+
+
+def test_a_file_a_link_or_a_dangling_link_as_path_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """T12: a traceback and rc 1 before; a dangling link made its target and ran there."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert "exists and is not a folder" in _refused(afile, capsys)
+    (tmp_path / "tofile").symlink_to(afile)
+    assert "is a symbolic link" in _refused(tmp_path / "tofile", capsys)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert "is a symbolic link" in _refused(tmp_path / "dangling", capsys)
+    assert not (tmp_path / "nowhere").exists()
+    assert "cannot make the demo's folder" in _refused(afile / "sub", capsys)
+
+
+def test_a_place_where_no_folder_can_be_made_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """T12: a read-only place (even root cannot make a folder in /proc)."""
+    err = _refused("/proc/gpuperf-demo-here", capsys)
+    assert "cannot make the demo's folder" in err and "--path" in err

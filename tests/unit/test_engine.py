@@ -142,3 +142,21 @@ def test_a_drifting_slow_function_cut_short_by_the_time_cap_is_still_unstable():
     raw = run(timer)
     assert raw.time_capped
     assert raw.stability in (NO_STEADY_STATE, SHIFT)
+
+
+def test_a_slow_function_with_short_settings_is_not_unstable_at_no_spread():
+    """T24: with rounds=5 and warmup_ms=20, a 2 s function was flagged UNSTABLE ("the timings
+    never settled") at 0.0 % spread: MSER trimmed rounds that differ by 0.05 %, leaving
+    fewer than 5. Rounds within the shift tolerance of the level are not a transient."""
+    for seed in range(20):
+        timer = FakeTimer(lambda i: 2.0, noise=0.0005, seed=seed)
+        raw = run(timer, rounds=5, warmup_ms=20, min_warmup_ms=5, round_ms=1)
+        assert raw.stability == WARMUP_CAPPED, (seed, raw.rounds)
+        assert len(raw.rounds) == 5 and raw.trimmed == 0
+
+
+def test_a_material_transient_is_still_trimmed_from_a_short_series():
+    costs = [2.6, 2.3, 2.0] + [2.0] * 20
+    timer = FakeTimer(lambda i: costs[min(i, len(costs) - 1)], noise=0.0005)
+    raw = run(timer, rounds=8, warmup_ms=20, min_warmup_ms=5, round_ms=1)
+    assert all(abs(r / 2.0 - 1) < 0.01 for r in raw.rounds)

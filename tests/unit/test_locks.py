@@ -62,7 +62,8 @@ def test_a_busy_device_times_out_naming_the_holder(
     holder.start()
     try:
         deadline = time.monotonic() + 10
-        while not (tmp_path / "gpu-x.lock").exists() or not (tmp_path / "gpu-x.lock").read_text():
+        own = tmp_path / f"gpu-x.u{os.geteuid()}.lock"
+        while not own.exists() or not own.read_text():
             assert time.monotonic() < deadline
             time.sleep(0.02)
         waits: list[str] = []
@@ -105,42 +106,31 @@ def test_the_default_lock_folder_is_shared_and_sticky(shared_tmp: Path) -> None:
     folder = shared_tmp / "pytest-gpuperf-locks"
     assert folder.is_dir() and not folder.is_symlink()
     assert folder.stat().st_mode & 0o7777 == 0o1777
-    assert (folder / "cpu.lock").stat().st_mode & 0o777 == 0o666
+    own = folder / f"cpu.u{os.geteuid()}.lock"  # this user's own, readable by all
+    assert own.stat().st_mode & 0o777 == 0o644 and own.stat().st_uid == os.geteuid()
 
 
-def test_a_symlink_planted_as_a_lock_file_truncates_nothing(shared_tmp: Path) -> None:
-    """ln -s victim.txt <lockdir>/cpu.lock made a run truncate victim.txt (defect 1)."""
+def test_files_planted_as_lock_files_neither_stop_the_lock_nor_are_written(
+    shared_tmp: Path,
+) -> None:
+    """ln -s victim.txt <lockdir>/cpu.lock made a run truncate victim.txt (defect 1); then
+    refusing it stopped every run (T5). Links, hard links and FIFOs planted under the
+    shared name or this user's own are now nobody's lock: left as they are, unwritten."""
     folder = shared_tmp / "pytest-gpuperf-locks"
     folder.mkdir()
     victim = shared_tmp / "victim.txt"
     victim.write_text("precious")
     (folder / "cpu.lock").symlink_to(victim)
-    with (
-        pytest.raises(GpuPerfError, match=r"cpu\.lock is a symbolic link.*remove it"),
-        device_lock("cpu"),
-    ):
-        pass
+    (folder / f"cpu.u{os.geteuid()}.lock").symlink_to(victim)
+    os.link(victim, folder / "cpu.u1.lock")
+    os.mkfifo(folder / "cpu.u2.lock")  # opening a FIFO would block for ever
+    planted = sorted(p.name for p in folder.iterdir())
+    for _ in range(2):
+        with device_lock("cpu", timeout_s=1, owner="tests/t.py::test_x"):
+            one_off = [p for p in folder.iterdir() if p.name not in planted]
+            assert len(one_off) == 1 and "test_x" in one_off[0].read_text()
     assert victim.read_text() == "precious"
-
-
-def test_a_hard_link_or_a_fifo_planted_as_a_lock_file_is_refused(shared_tmp: Path) -> None:
-    folder = shared_tmp / "pytest-gpuperf-locks"
-    folder.mkdir()
-    victim = shared_tmp / "victim.txt"
-    victim.write_text("precious")
-    os.link(victim, folder / "cpu.lock")
-    with (
-        pytest.raises(GpuPerfError, match=r"cpu\.lock has other names \(hard links\)"),
-        device_lock("cpu"),
-    ):
-        pass
-    assert victim.read_text() == "precious"
-    os.mkfifo(folder / "gpu-x.lock")  # opening a FIFO would block for ever
-    with (
-        pytest.raises(GpuPerfError, match=r"gpu-x\.lock is not a regular file"),
-        device_lock("gpu-x"),
-    ):
-        pass
+    assert sorted(p.name for p in folder.iterdir()) == planted  # the one-off file is gone
 
 
 def test_a_symlink_planted_as_the_lock_folder_is_refused(shared_tmp: Path) -> None:
@@ -204,3 +194,76 @@ def test_a_second_user_can_take_the_lock(shared_tmp: Path, old_style: bool) -> N
     assert busy.startswith("DeviceBusy: cpu stayed busy"), busy
     assert "(user root): tests/test_root.py::test_mm" in busy
     assert _as_nobody(_try_lock, 5.0) == "took it"
+
+
+def _plant_and_try(folder: str) -> str:
+    """As the second user: take the lock in ``folder`` where root planted files."""
+    os.environ["GPUPERF_LOCK_DIR"] = folder
+    return _try_lock(2.0)
+
+
+@needs_root
+def test_files_another_user_plants_do_not_deny_the_lock(shared_tmp: Path) -> None:
+    """T5: any user could stop every other user's benchmarks with a link, a FIFO or a 0600
+    file as cpu.lock in the shared sticky folder, which the victim cannot remove."""
+    folder = shared_tmp / "pytest-gpuperf-locks"
+    with device_lock("cpu"):  # made by root, sticky and open to all
+        pass
+    victim = shared_tmp / "victim.txt"
+    victim.write_text("precious")
+    (folder / "cpu.lock").symlink_to(victim)
+    nobody_own = folder / "cpu.u65534.lock"  # the second user's own name, taken first
+    os.close(os.open(nobody_own, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.mkfifo(folder / "cpu.u65534.x.lock")
+    assert _as_nobody(_plant_and_try, str(folder)) == "took it"
+    assert victim.read_text() == "precious" and nobody_own.stat().st_size == 0
+
+
+@needs_root
+def test_a_lock_folder_another_user_keeps_closed_fails_once_naming_them(
+    shared_tmp: Path,
+) -> None:
+    """T5: a lock folder of another user without write access gave a raw PermissionError
+    in every test; now one problem at the start names its owner and a fix that works."""
+    from pytest_gpuperf.shell.locks import settle_lock_dir
+
+    folder = shared_tmp / "pytest-gpuperf-locks"
+    folder.mkdir()
+    folder.chmod(0o755)
+    problem = _as_nobody(settle_lock_dir, shared_tmp)
+    assert "cannot use the default lock folder" in problem, problem
+    assert "Permission denied" in problem and "belongs to user root" in problem
+    assert "GPUPERF_LOCK_DIR=$HOME/.cache/pytest-gpuperf-locks" in problem
+
+
+def test_a_relative_lock_dir_is_resolved_once_against_the_sessions_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T13: a relative GPUPERF_LOCK_DIR was used relative to each process's own folder (A/B
+    base processes run elsewhere, so they used another lock folder)."""
+    from pytest_gpuperf.shell.locks import settle_lock_dir
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", "rel_locks")
+    assert settle_lock_dir(tmp_path) is None
+    assert os.environ["GPUPERF_LOCK_DIR"] == str(tmp_path / "rel_locks")  # children inherit it
+    with device_lock("cpu"):
+        pass
+    assert (tmp_path / "rel_locks").is_dir() and not (elsewhere / "rel_locks").exists()
+
+
+@pytest.mark.parametrize("kind", ["proc", "too-long", "a-file"])
+def test_an_unusable_lock_dir_is_one_clear_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """T13: /proc, a 300-character name or a file gave a traceback in every test."""
+    from pytest_gpuperf.shell.locks import settle_lock_dir
+
+    (tmp_path / "a-file").write_text("x")
+    value = {"proc": "/proc", "too-long": str(tmp_path / ("x" * 300)), "a-file": "a-file"}[kind]
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", value)
+    problem = settle_lock_dir(tmp_path)
+    assert problem is not None and problem.startswith("gpuperf: cannot use GPUPERF_LOCK_DIR=")
+    assert "Point GPUPERF_LOCK_DIR at a folder of your own" in problem

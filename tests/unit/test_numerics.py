@@ -241,3 +241,91 @@ def test_the_adapter_combines_chunks_exactly(monkeypatch: pytest.MonkeyPatch) ->
     assert whole is not None and chunked is not None
     for s in nm.STATS:
         assert chunked[0]["stats"][s] == pytest.approx(whole[0]["stats"][s], rel=1e-12)
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr boom")
+
+
+def test_a_key_whose_repr_raises_is_named_by_its_type() -> None:
+    """T9: a dict key whose ``repr`` raised failed the benchmark."""
+    torch = pytest.importorskip("torch")
+    from pytest_gpuperf.measure import numerics as adapter
+
+    fp = adapter.fingerprint_output({_BadRepr(): torch.ones(3)})
+    assert fp is not None and [e["path"] for e in fp] == ["out[<_BadRepr key>]"]
+
+
+class _CountingDict(dict):  # type: ignore[type-arg]
+    calls = 0
+
+    def items(self) -> Any:
+        type(self).calls += 1
+        return super().items()
+
+
+def test_a_structure_that_holds_itself_is_walked_once() -> None:
+    """T9: self-references were walked to depth 8 each time (16 of them: minutes)."""
+    torch = pytest.importorskip("torch")
+    from pytest_gpuperf.measure import numerics as adapter
+
+    _CountingDict.calls = 0
+    d = _CountingDict()
+    for i in range(4):
+        d[i] = d  # 4**8 paths to walk without a record of what was entered
+    lst: list[Any] = []
+    lst.extend([lst] * 4)
+    d["t"] = (lst, torch.ones(2))
+    fp = adapter.fingerprint_output(d)
+    assert _CountingDict.calls == 1
+    assert fp is not None and [e["path"] for e in fp] == ["out['t'][1]"]
+
+
+def test_the_walk_stops_at_its_node_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from pytest_gpuperf.measure import numerics as adapter
+
+    monkeypatch.setattr(adapter, "MAX_NODES", 50)
+    out = [[] for _ in range(100)] + [torch.ones(2)]
+    assert adapter.fingerprint_output(out) is None
+    assert adapter.fingerprint_output([torch.ones(2), *out]) is not None
+
+
+def test_a_huge_tensor_is_read_through_a_strided_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """T9: a 200M-element output cost 7.8 s and 1.1 GB; now at most MAX_READ elements are
+    read, through a view on the tensor's own device (no copy of the whole)."""
+    torch = pytest.importorskip("torch")
+    from pytest_gpuperf.measure import numerics as adapter
+
+    monkeypatch.setattr(adapter, "MAX_READ", 1000)
+    read: list[int] = []
+    stats = adapter._stats
+    monkeypatch.setattr(adapter, "_stats", lambda flat: read.append(flat.numel()) or stats(flat))
+    t = torch.arange(100 * 97, dtype=torch.float32).reshape(100, 97) / (100 * 97)
+    view = adapter._read_view(t)
+    assert view.numel() <= 1000 and view.data_ptr() == t.data_ptr()
+    assert view.device == t.device
+    fp = adapter.fingerprint_output(t.t())  # non-contiguous too
+    assert fp is not None and read and max(read) <= 1000
+    [e] = fp
+    assert e["numel"] == 9700 and e["shape"] == [97, 100] and nm.problem(fp) is None
+    assert e["stats"]["mean"] == pytest.approx(0.5, abs=0.05)
+
+
+def test_the_walk_stops_at_its_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """T9: bounded time as well as nodes (a container whose iteration is slow): the walk
+    reads the clock as it goes and stops once MAX_WALK_S has passed."""
+    torch = pytest.importorskip("torch")
+    from pytest_gpuperf.measure import numerics as adapter
+
+    now = [0.0]
+
+    def clock() -> float:  # each look at the clock: a tenth of a second later
+        now[0] += 0.1
+        return now[0]
+
+    monkeypatch.setattr(adapter.time, "monotonic", clock)
+    out = [[] for _ in range(100)] + [torch.ones(2)]
+    assert adapter.fingerprint_output(out) is None
+    assert now[0] < 0.1 * 30  # stopped within a few looks past the budget

@@ -168,3 +168,25 @@ def test_a_step_summary_never_goes_into_a_baseline(tmp_path: Path) -> None:
         assert out.errors[0].startswith("cannot append to $GITHUB_STEP_SUMMARY: refusing")
     assert index.read_bytes() == before
     assert not (tmp_path / "b" / "new.json").exists()
+
+
+def test_a_child_gets_the_ini_overrides_of_the_command_line_as_given() -> None:
+    """``-o gpuperf_columns=median,verdict`` reaches a child as typed (not the ini file's
+    value); overrides of what a child never inherits, and other plugins' keys, stay out."""
+    from types import SimpleNamespace
+
+    from pytest_gpuperf.shell.rerun import forwarded_args
+
+    run = SimpleNamespace(
+        rootpath=Path("/r"),
+        inipath=None,
+        invocation_args=(
+            "-o", "gpuperf_columns=median,verdict", "--override-ini=gpuperf_group_by=func",
+            "-ogpuperf_html=r.html", "-o", "other_key=1",
+        ),
+        resolved=SimpleNamespace(settings={}),
+    )  # fmt: skip
+    args = forwarded_args(run)  # type: ignore[arg-type]
+    assert args[args.index("-o") :] == [
+        "-o", "gpuperf_columns=median,verdict", "-o", "gpuperf_group_by=func",
+    ]  # fmt: skip

@@ -25,7 +25,7 @@ def test_errors_for_regressions_then_warnings_for_inconclusive() -> None:
     assert levels == ["error", "error", "warning"]
     _, props, message = parse(lines[0])
     assert props["file"] == "tests/test_ops.py" and props["line"] == "12"
-    assert props["title"] == "gpuperf regression%3A test_mm[8192-bf16] [cuda-events] +21.0 %25"
+    assert props["title"] == "gpuperf regression%3A test_mm[8192-bf16] [cuda-events] +21.0 %25 time"
     assert message.startswith("gpuperf: test_mm[8192-bf16] is slower than its baseline")
     assert "\n" not in message and "%0A  baseline" in message
 

@@ -12,7 +12,7 @@ def test_one_result_gets_plain_names() -> None:
     props = dict(junit_properties([result(kind="regression", ratio=1.062)]))
     assert props["gpuperf.verdict"] == "regression"
     assert props["gpuperf.ratio"] == "1.062"
-    assert props["gpuperf.change"] == "+6.2 %"
+    assert props["gpuperf.change"] == "+6.2 % time"
     assert props["gpuperf.interval"] == "+4.6 % to +7.8 % (90 % CI)"
     assert props["gpuperf.baseline_s"] == "0.0005"
     assert float(props["gpuperf.median_s"]) == pytest.approx(5.31e-4, rel=0.02)

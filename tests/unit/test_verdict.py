@@ -47,6 +47,7 @@ from pytest_gpuperf.verdict import (
     needs_confirmation,
     outcome,
 )
+from pytest_gpuperf.verdict.decide import BELOW_RESOLUTION
 from pytest_gpuperf.verdict.numerics import CHANGED, NumericsComparison
 from pytest_gpuperf.verdict.robust import fast_spread, min_mean, min_var
 from pytest_gpuperf.verdict.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
@@ -261,6 +262,45 @@ class HostBound:
         if self.rng.random() < self.p_slow:
             e2e *= self.rng.uniform(1.3, 2.1)
         return run(T * math.exp(self.rng.gauss(0.0, 0.01)), e2e=e2e)
+
+
+def test_a_1_6x_slowdown_below_resolution_is_never_no_change() -> None:
+    """The newcomer's CPU case: all 5 current runs (46-66 us) slower than all 3 baseline runs
+    (29.8-37.9 us), 1.6x with a 90 % interval of about 1.3x to 2x, across the threshold in
+    force. Too small to tell: inconclusive below resolution (which
+    --gpuperf-fail-on=inconclusive fails), never "no change"."""
+    base = [run(x * 1e-6) for x in (29.8, 33.0, 37.9)]
+    cur = [run(x * 1e-6) for x in (46.0, 50.0, 55.0, 60.0, 66.0)]
+    c = decide(base, cur, mode=MODE_CPU, last=True)
+    assert c.ratio is not None and 1.5 < c.ratio < 1.7
+    assert c.ratio_high is not None and c.threshold_in_force is not None
+    assert c.ratio_high - 1 >= c.threshold_in_force > c.ratio - 1  # the interval spans it
+    assert (c.kind, c.why, c.final) == (INCONCLUSIVE, BELOW_RESOLUTION, True)
+    assert (outcome(c), outcome(c, "inconclusive")) == (WARN, FAIL)
+    assert "below resolution" in c.reasons[0] and "would catch >=" in c.reasons[0]
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.05, 1.2, 1.6, 2.5])
+def test_no_change_only_when_the_interval_s_upper_end_is_below_the_threshold(
+    factor: float,
+) -> None:
+    """Whatever the noise and the number of runs: "no change" means the interval's upper end
+    is below the threshold in force; below resolution means it is not."""
+    rng = random.Random(int(factor * 100))
+    labels = set()
+    for _ in range(300):
+        sd = rng.choice((0.02, 0.1, 0.2))
+        draw = lambda f=1.0, sd=sd: run(T * f * math.exp(rng.gauss(0, sd)))  # noqa: E731
+        base = [draw() for _ in range(rng.choice((1, 3, 5)))]
+        c = session(base, lambda draw=draw: draw(factor))
+        assert c.ratio_high is not None and c.threshold_in_force is not None
+        if c.kind == NO_CHANGE:
+            assert c.ratio_high - 1 < c.threshold_in_force
+        elif c.kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
+            assert c.ratio_high - 1 >= c.threshold_in_force
+        labels.add((c.kind, c.why))
+    if factor == 1.0:
+        assert (NO_CHANGE, "") in labels
 
 
 def _aa(draw, mode: str, n: int) -> tuple[float, float]:

@@ -115,6 +115,9 @@ class Evidence:
     display: str = ""
     baseline_s: float | None = None
     current_s: float | None = None
+    #: the change the gate used, with its figure, as every output writes it ("2.96x time";
+    #: reporting/explain.py:change_text); "" when not known (then the two times' ratio)
+    change: str = ""
     analysis: ProfileAnalysis | None = None
     baseline_inventory: Mapping[str, Any] | None = None
     kernel_diff: KernelDiff | None = None
@@ -232,12 +235,18 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
 
 
 def _headline(ev: Evidence, cause: str = "") -> str:
-    """``<name> is +12.3 % slower than its baseline (...)``, or ``<name> regressed.``;
-    with ``cause``, it follows in the same sentence (``...: rank imbalance: ...``)."""
+    """``<name> is slower than its baseline: 2.96x time (...)``, or ``<name> regressed.``;
+    with ``cause``, it follows in the same sentence (``...: rank imbalance: ...``). The change
+    is the gate's (``ev.change``), else the two times' ratio, written as every output does."""
+    from pytest_gpuperf.reporting.units import fmt_change
+
     head = f"{ev.display or ev.key}"
-    if ev.ratio is not None:
+    change = ev.change if ev.change and ev.change != "-" else ""
+    if not change and ev.ratio is not None:
+        change = f"{fmt_change(ev.ratio)} time"
+    if change:
         head += (
-            f" is {100 * (ev.ratio - 1):+.1f} % slower than its baseline "
+            f" is slower than its baseline: {change} "
             f"({fmt_time(ev.baseline_s)} -> {fmt_time(ev.current_s)} per call)"
         )
     else:
