@@ -9,6 +9,7 @@ rounds by :mod:`pytest_gpuperf.measure.summary`; nothing derived is stored as tr
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,27 @@ NO_STEADY_STATE = "no-steady-state"  # the transient never ended
 UNSTABLE_CLASSES = (SHIFT, NO_STEADY_STATE)
 
 
+#: What must not reach a report raw: C0 and C1 controls (ESC, newline), DEL, the Unicode line
+#: and paragraph separators and the bidirectional controls.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters written as escapes (``\\x1b``, ``\\n``), as pytest
+    writes them in test ids: a name cannot colour the terminal, start a line of its own
+    (GitHub's ``::error::``) or make the JUnit XML not well-formed."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def short_test_id(nodeid: str) -> str:
+    """The test's part of a nodeid (``test_x[a::b]`` of ``f.py::C::test_x[a::b]``): a ``::``
+    in the parameters' ids, between the brackets, does not cut it."""
+    head, bracket, ids = nodeid.partition("[")
+    return head.rsplit("::", 1)[-1] + bracket + ids
+
+
 @dataclass(frozen=True)
 class BenchId:
     """Identity of one benchmark: which test, which named measurement, which timing mode.
@@ -51,6 +73,16 @@ class BenchId:
     mode: str = MODE_CPU
     params: tuple[tuple[str, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        # Names and parameters come from users' code and files: escaped once, here, for
+        # every report (pytest escapes its test ids itself; a run file may not).
+        object.__setattr__(self, "nodeid", printable(self.nodeid))
+        if self.name is not None:
+            object.__setattr__(self, "name", printable(self.name))
+        if any(_UNPRINTABLE.search(k + v) for k, v in self.params):
+            params = tuple((printable(k), printable(v)) for k, v in self.params)
+            object.__setattr__(self, "params", params)
+
     @property
     def key(self) -> str:
         base = self.nodeid if self.name is None else f"{self.nodeid}::{self.name}"
@@ -59,7 +91,7 @@ class BenchId:
     @property
     def display(self) -> str:
         """The test id as a user reads it: the nodeid's last part plus the measurement name."""
-        short = self.nodeid.rsplit("::", 1)[-1]
+        short = short_test_id(self.nodeid)
         return short if self.name is None else f"{short}::{self.name}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -32,11 +32,12 @@ DEFAULT_DIR = ".gpuperf/baselines"
 #: quantile (29 vs 39 degrees of freedom with the prior's 10), while they keep staler
 #: runs and grow the file by half.
 DEFAULT_KEEP_RUNS = 20
-#: A baseline name is a plain file name: no separators, not hidden, not "." or "..".
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+#: A baseline name is a plain file name: no separators, not hidden, not "." or "..", and
+#: not starting with "-" (a command line would read ``-n`` as an option).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 #: What :data:`NAME_PATTERN` accepts, said to a user.
 NAME_RULE = (
-    "use letters, digits, '.', '_' and '-' (at most 100, not starting with '.'), "
+    "use letters, digits, '.', '_' and '-' (at most 100, not starting with '.' or '-'), "
     "e.g. main or nightly-h200"
 )
 
@@ -46,6 +47,11 @@ def check_name(name: str) -> str:
 
     A name ending in ``.json`` is refused: the file would be ``main.json.json``.
     """
+    if isinstance(name, str) and name.startswith("-") and NAME_PATTERN.fullmatch(name.lstrip("-")):
+        raise InvalidBaselineName(
+            f"invalid baseline name {name!r}: a name cannot start with '-' (a command line "
+            f"reads it as an option); use {name.lstrip('-')!r}"
+        )
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InvalidBaselineName(f"invalid baseline name {name!r}: {NAME_RULE}")
     if name.lower().endswith(".json"):

@@ -1,22 +1,31 @@
 """Writing files so that a reader never sees half of one, and output files where they belong.
 
-Output files (``--gpuperf-json``, ``--gpuperf-markdown``/``--gpuperf-html``,
-``export -o``, ``compare --markdown/--html``) go through :func:`write_output`:
-never over a baseline (only ``--gpuperf-save`` and ``prune`` write those),
-written through a symbolic link the user made (the link stays), never through
-one another user planted, and checked before any work with
-:func:`output_target`.
+Every output file (``--gpuperf-json/-markdown/-html/-csv``, ``export -o``,
+``compare --markdown/--html/--csv``, ``$GITHUB_STEP_SUMMARY``) goes through
+:func:`write_output`, under one rule, checked before any work with
+:func:`output_target`: a regular file, or a new one, is written atomically;
+``-`` and ``/dev/stdout`` are standard output (in a pipe too); a FIFO or a
+character device is written to as a stream, never replaced and never opened for
+reading; a baseline (by its parsed content, or its place) or anything else (a
+folder, a socket) is refused with the reason. A symbolic link the user made is
+written through (the link stays), never one another user planted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import json
 import os
 import re
 import socket
+import stat
+import sys
 import tempfile
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gpuperf.errors import OutputError
@@ -46,11 +55,24 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             os.fsync(f.fileno())
         with contextlib.suppress(OSError):
             os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
+        _refuse_to_replace(target)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _refuse_to_replace(target: Path) -> None:
+    """A FIFO, a device, a socket or a folder is never replaced by a file (a rename over
+    ``/dev/null`` would replace the system's)."""
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        # an OSError: every writer (the store's too) reports those with the file's name
+        raise OSError(errno.EEXIST, f"it is {_kind(mode)}, not a file: never replaced", str(target))
 
 
 #: This host, as temporary file names carry it (a PID means nothing on another host).
@@ -103,11 +125,32 @@ def _alive(pid: int) -> bool:
 
 # --- output files ----------------------------------------------------------------------
 
-#: What marks a file as a pytest-gpuperf baseline (index, one-file, segment), in its text.
-_BASELINE_MARK = b'"schema": "pytest-gpuperf/baseline'
-#: Files up to this size are searched whole for the mark; larger ones at both ends.
+#: What marks a file as a pytest-gpuperf baseline (index, one-file, segment): its ``schema``.
+_BASELINE_SCHEMA = "pytest-gpuperf/baseline"
+#: The same in a file that does not parse (damaged, or too large to read whole): any spacing,
+#: minified or not, ``/`` escaped or not.
+_BASELINE_MARK = re.compile(rb'"schema"\s*:\s*"pytest-gpuperf(?:\\?/)baseline')
+#: Files up to this size are parsed whole; larger ones searched for the mark at both ends.
 _SNIFF_WHOLE = 16 << 20
 _SNIFF_ENDS = 1 << 20
+#: The names that mean the standard streams (``-``: standard output, as for ``export -o``).
+STANDARD_STREAMS: dict[str, int] = {
+    "-": 1, "/dev/stdout": 1, "/dev/fd/1": 1, "/proc/self/fd/1": 1,
+    "/dev/stderr": 2, "/dev/fd/2": 2, "/proc/self/fd/2": 2,
+}  # fmt: skip
+#: How long a FIFO output waits for a process that reads it.
+FIFO_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where an output goes, and how: ``file`` (a regular or a new file, replaced
+    atomically), ``stream`` (a FIFO or a character device: written to, never replaced),
+    or ``fd`` (standard output or error, ``fd`` its number)."""
+
+    path: Path
+    kind: str
+    fd: int = -1
 
 
 def nearest_existing(path: Path) -> Path:
@@ -120,20 +163,64 @@ def nearest_existing(path: Path) -> Path:
 
 def output_target(
     path: str | os.PathLike[str], *, what: str, baseline_dirs: Sequence[Path] = ()
-) -> Path:
-    """The regular file that writing output ``path`` (option ``what``) will replace.
+) -> OutputTarget:
+    """Where writing output ``path`` (option ``what``) goes; nothing is written or opened.
 
-    Raises :class:`OutputError` when it must not or cannot be written: it is a
-    pytest-gpuperf baseline, or in one of ``baseline_dirs`` (a baseline's
-    place); a folder; under a file or an unwritable folder; a symbolic link of
-    another user (one of your own is followed: the link stays, its target is
-    written). Nothing is written; call it before the work whose output it is.
+    ``-`` and ``/dev/stdout`` (``/dev/stderr``) are the standard streams; a FIFO or a
+    character device (``/dev/null``) is a stream, written to and never replaced; a regular
+    file, or a new one, is replaced atomically. Raises :class:`OutputError` when it must
+    not or cannot be written: it is a pytest-gpuperf baseline (by its parsed content), or
+    in one of ``baseline_dirs`` (a baseline's place); a folder, a socket, a block device;
+    under a file or an unwritable folder; a symbolic link of another user (one of your own
+    is followed: the link stays, its target is written). Call it before the work whose
+    output it is.
     """
+    fd = STANDARD_STREAMS.get(os.fspath(path))
+    if fd is not None:
+        return OutputTarget(Path(os.fspath(path)), "fd", fd)
     target = _follow_links(Path(path), what)
-    if target.is_dir():
-        raise OutputError(f"{what}: cannot write {path}: it is a folder; give a file name")
-    folder = target.parent
-    existing = nearest_existing(folder)
+    try:
+        mode = os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as e:
+        raise OutputError(
+            f"{what}: cannot write {path}: {e.strerror or e}; choose another path"
+        ) from None
+    refusal = _place_reason(target, baseline_dirs)
+    if mode is not None and not stat.S_ISREG(mode):
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            if refusal:
+                _refuse_baseline(path, what, refusal)
+            return OutputTarget(target, "stream")
+        raise OutputError(
+            f"{what}: cannot write {path}: it is {_kind(mode)}, not a file; give the path of "
+            "a file (or of a FIFO, or - for standard output)"
+        )
+    _check_folder(path, target, what)
+    if not refusal and mode is not None:
+        refusal = _content_reason(target)
+    if refusal:
+        _refuse_baseline(path, what, refusal)
+    return OutputTarget(target, "file")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "not a regular file"
+
+
+def _check_folder(path: str | os.PathLike[str], target: Path, what: str) -> None:
+    existing = nearest_existing(target.parent)
     if not existing.is_dir():
         raise OutputError(
             f"{what}: cannot write {path}: {existing} is a file, not a folder; choose another path"
@@ -143,14 +230,14 @@ def output_target(
             f"{what}: cannot write {path}: {existing} is not writable (permissions or a "
             "read-only file system); choose another path"
         )
-    refusal = _baseline_reason(target, baseline_dirs)
-    if refusal:
-        raise OutputError(
-            f"{what}: refusing to write {path}: it is a pytest-gpuperf baseline{refusal}; only "
-            "--gpuperf-save and pytest-gpuperf prune write baselines; choose another path, "
-            "e.g. gpuperf-results.json"
-        )
-    return target
+
+
+def _refuse_baseline(path: str | os.PathLike[str], what: str, refusal: str) -> None:
+    raise OutputError(
+        f"{what}: refusing to write {path}: it is a pytest-gpuperf baseline{refusal}; only "
+        "--gpuperf-save and pytest-gpuperf prune write baselines; choose another path, "
+        "e.g. gpuperf-results.json"
+    )
 
 
 def write_output(
@@ -159,16 +246,79 @@ def write_output(
     *,
     what: str,
     baseline_dirs: Sequence[Path] = (),
+    append: bool = False,
 ) -> Path:
-    """Write output ``path`` atomically after :func:`output_target`'s checks; returns the file
-    written (a link's target). ``OutputError`` or ``OSError`` when it cannot be."""
+    """Write output ``path`` after :func:`output_target`'s checks: a file atomically (or,
+    ``append``, at its end), a stream as a stream; returns where it went (a link's target).
+    ``OutputError`` or ``OSError`` when it cannot be."""
     target = output_target(path, what=what, baseline_dirs=baseline_dirs)
-    atomic_write_text(target, text)
-    return target
+    data = text.encode("utf-8")
+    if target.kind == "fd":
+        stream = sys.stdout if target.fd == 1 else sys.stderr
+        with contextlib.suppress(ValueError, OSError):
+            stream.flush()
+        _write_all(target.fd, data)
+    elif target.kind == "stream":
+        _write_stream(target.path, data, what)
+    elif append:
+        _append_file(target.path, data, what)
+    else:
+        atomic_write_bytes(target.path, data)
+    return target.path
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_stream(path: Path, data: bytes, what: str) -> None:
+    """Write to a FIFO or a character device: opened for writing only, never created,
+    truncated or replaced; a FIFO that nobody reads is given up after :data:`FIFO_WAIT_S`."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, flags)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO or time.monotonic() > deadline:
+                if e.errno == errno.ENXIO:
+                    raise OutputError(
+                        f"{what}: cannot write {path}: it is a FIFO and no process read it "
+                        f"within {FIFO_WAIT_S:g} s; start its reader first"
+                    ) from None
+                raise
+            time.sleep(0.05)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+            raise OutputError(f"{what}: cannot write {path}: it changed while being written")
+        os.set_blocking(fd, True)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _append_file(path: Path, data: bytes, what: str) -> None:
+    """Add ``data`` at the end of regular file ``path`` (made if missing), in one write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutputError(f"{what}: cannot write {path}: it changed while being written")
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _follow_links(path: Path, what: str) -> Path:
-    """``path`` with links of its last part resolved, each owned by this user (or refused)."""
+    """``path`` with links of its last part resolved, each owned by this user (or refused).
+
+    A link the kernel resolves to no path (``/dev/fd/N`` of a pipe) is returned as it is.
+    """
     uid = os.geteuid() if hasattr(os, "geteuid") else None
     for _ in range(40):
         if not path.is_symlink():
@@ -180,12 +330,15 @@ def _follow_links(path: Path, what: str) -> Path:
                 f"(uid {owner}), which could send the output into someone's file; remove it or "
                 "choose another path"
             )
-        path = path.parent / os.readlink(path)
+        following = path.parent / os.readlink(path)
+        if not os.path.lexists(following) and os.path.exists(path):
+            return path  # a link of /proc (a pipe, a socket): what the kernel opens
+        path = following
     raise OutputError(f"{what}: cannot write {path}: too many levels of symbolic links")
 
 
-def _baseline_reason(target: Path, baseline_dirs: Sequence[Path]) -> str:
-    """Why ``target`` is (the place of) a baseline: '' if it is not."""
+def _place_reason(target: Path, baseline_dirs: Sequence[Path]) -> str:
+    """Why ``target`` is a baseline's place: '' if it is not."""
     real = Path(os.path.realpath(target))
     for folder in baseline_dirs:
         base = Path(os.path.realpath(folder))
@@ -193,15 +346,61 @@ def _baseline_reason(target: Path, baseline_dirs: Sequence[Path]) -> str:
             return f" or a baseline's place (the baseline folder {folder})"
         if base in real.parents and any(p.suffix == ".runs" for p in real.parents if p != base):
             return f" (a segment's place in the baseline folder {folder})"
+    return _store_place(real)
+
+
+def _store_place(real: Path) -> str:
+    """Why ``real`` is a baseline's place in a folder no option named (a file named by an
+    environment variable): in ``NAME.runs/`` beside ``NAME.json``, or a ``.json``/``.lock``
+    beside such a pair. '' if it is not."""
+    parent = real.parent
+    if parent.suffix == ".runs" and parent.with_suffix(".json").is_file():
+        return f" (a segment's place of the baseline {parent.with_suffix('.json')})"
+    if real.suffix not in (".json", ".lock"):
+        return ""
     try:
-        size = target.stat().st_size
-        with open(target, "rb") as f:
-            if size <= _SNIFF_WHOLE:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return ""
+    for entry in entries:
+        index = parent / (entry.name[: -len(".runs")] + ".json")
+        if entry.name.endswith(".runs") and entry.is_dir(follow_symlinks=False) and index.is_file():
+            return f" or a baseline's place (the baseline folder {parent})"
+    return ""
+
+
+def _content_reason(target: Path) -> str:
+    """Whether regular file ``target`` is a baseline by its content: '' if it is not.
+    Opened only after :func:`os.stat` said it is a regular file, without blocking."""
+    try:
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return ""
+            if st.st_size <= _SNIFF_WHOLE:
                 data = f.read()
             else:
                 data = f.read(_SNIFF_ENDS)
                 f.seek(-_SNIFF_ENDS, os.SEEK_END)
                 data += f.read()
-    except OSError:
-        return ""
-    return " (its content says so)" if _BASELINE_MARK in data else ""
+        except OSError:
+            return ""
+    return " (its content says so)" if is_baseline_text(data, whole=len(data) == st.st_size) else ""
+
+
+def is_baseline_text(data: bytes, *, whole: bool = True) -> bool:
+    """Whether ``data`` (a file's bytes; ``whole``: all of them) is a pytest-gpuperf baseline:
+    its parsed ``schema``, whatever the spacing; by the mark when it does not parse."""
+    if whole:
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, dict):
+            schema = doc.get("schema")
+            return isinstance(schema, str) and schema.startswith(_BASELINE_SCHEMA)
+    return _BASELINE_MARK.search(data) is not None

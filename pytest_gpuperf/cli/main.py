@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.model import printable, short_test_id
 
 _T = TypeVar("_T")
 
@@ -60,8 +62,19 @@ def load_source(arg: str, directory: str) -> Any:
     from pytest_gpuperf.cli.runsets import from_baseline, read_file
 
     if _is_path(arg):
+        if _names_a_baseline_file(arg, directory):  # show main.json: the baseline main
+            return from_baseline(BaselineStore(directory).load(arg[: -len(".json")]))
         return read_file(Path(arg))
     return from_baseline(BaselineStore(directory).load(arg))
+
+
+def _names_a_baseline_file(arg: str, directory: str) -> bool:
+    """``NAME.json`` given alone, no such file here, and the baseline NAME in ``directory``."""
+    from pytest_gpuperf.baseline import is_name
+
+    if not arg.endswith(".json") or os.sep in arg or "/" in arg or os.path.lexists(arg):
+        return False
+    return is_name(arg[: -len(".json")]) and (Path(directory) / arg).is_file()
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -92,7 +105,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
         for s in o.sessions:
-            extra = f"  commit {s.commit[:12]}" if s.commit else ""
+            extra = f"  commit {printable(s.commit[:12])}" if s.commit else ""
             print(
                 f"  {s.timestamp}  run {', '.join(s.run_ids)}  environment {s.fingerprint_id}  "
                 f"{s.benchmarks} benchmark(s){extra}",
@@ -125,7 +138,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
                 mean = sum(logs) / len(logs)
                 sd = math.sqrt(sum((y - mean) ** 2 for y in logs) / (len(logs) - 1))
             params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
-            short = entry.nodeid.rsplit("::", 1)[-1]
+            short = short_test_id(entry.nodeid)
             name = short if entry.name is None else f"{short}::{entry.name}"
             rows.append(
                 [

@@ -4,7 +4,8 @@ One row per measurement, in the order of ``--gpuperf-sort``. Times are seconds,
 memory bytes, rates TFLOP/s and GB/s, the change a ratio (current over
 baseline); an empty cell is an unknown value. The test's parameters get a
 column each (``param:shape``, ``param:dtype``), so that a sweep can be
-pivoted directly.
+pivoted directly. A text cell that a spreadsheet would read as a formula gets a
+leading ``'`` (:func:`cell`).
 
 Pure Python: no torch, no pytest.
 """
@@ -65,6 +66,22 @@ def _num(x: Any) -> Any:
     return repr(x) if isinstance(x, float) else x
 
 
+#: What makes a spreadsheet read a cell as a formula (CSV injection), when it is not a number.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(x: Any) -> Any:
+    """``x``, with a text that a spreadsheet would run as a formula (``=HYPERLINK(...)``,
+    ``+1+1``, ``@SUM(A1)``) made plain text by a leading ``'``; numbers (``-2.5``) stay."""
+    if not isinstance(x, str) or not x.startswith(_FORMULA_STARTS):
+        return x
+    try:
+        float(x)
+    except ValueError:
+        return "'" + x
+    return x
+
+
 def row(r: Result) -> dict[str, Any]:
     s = r.summary
     measured = bool(r.rounds)
@@ -105,7 +122,7 @@ def row(r: Result) -> dict[str, Any]:
     }
     for k, x in r.id.params:
         out[f"param:{k}"] = x
-    return out
+    return {k: cell(x) for k, x in out.items()}
 
 
 def render(results: Sequence[Result], *, sort: str = "collection") -> str:

@@ -160,10 +160,10 @@ class Output:
 
 
 def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
-    from pytest_gpuperf.baseline.fileio import write_output
+    from pytest_gpuperf.baseline.fileio import STANDARD_STREAMS, write_output
     from pytest_gpuperf.errors import OutputError
 
-    target = where.cwd / str(value)
+    target = Path(value) if str(value) in STANDARD_STREAMS else where.cwd / str(value)
     try:
         write_output(
             target, o.text(ctx, target), what=f"--gpuperf-{o.option}",
@@ -182,6 +182,8 @@ def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Wr
 def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
     """Under GitHub Actions (per ``--gpuperf-github``): append to ``$GITHUB_STEP_SUMMARY``,
     and the annotations of the regressed tests."""
+    from pytest_gpuperf.baseline.fileio import write_output
+    from pytest_gpuperf.errors import OutputError
     from pytest_gpuperf.reporting import github
 
     environ = where.environ
@@ -192,9 +194,13 @@ def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
         name = ctx.baseline.name if ctx.baseline is not None else None
         text = github.step_summary(ctx.results, baseline=name)
         try:
-            with open(summary_file, "a", encoding="utf-8") as f:
-                f.write(text + "\n")
+            write_output(
+                where.cwd / summary_file, text + "\n", what="$GITHUB_STEP_SUMMARY",
+                baseline_dirs=where.baseline_dirs, append=True,
+            )  # fmt: skip
             out.messages.append("step summary added to $GITHUB_STEP_SUMMARY")
+        except OutputError as e:
+            out.errors.append(f"cannot append to {e}")
         except OSError as e:
             out.errors.append(
                 f"cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {e.strerror or e}"

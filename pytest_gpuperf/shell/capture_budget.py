@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.layout import Layout
 from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED, Collector
+from pytest_gpuperf.model import short_test_id
 from pytest_gpuperf.shell.capture import (
     NO_TIME,
     CaptureReport,
@@ -428,7 +429,7 @@ def _read_entry(t: _Test, a: Mapping[str, Any]) -> None:
 
 
 def _short(nodeid: str) -> str:
-    return nodeid.rsplit("::", 1)[-1]
+    return short_test_id(nodeid)
 
 
 def _pass_lines(t: _Test, report: CaptureReport, before: set[str], tools: list[str]) -> list[str]:

@@ -43,7 +43,7 @@ import pytest
 
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.markers import world_size
 
 if TYPE_CHECKING:
@@ -407,7 +407,7 @@ def _crash_text(spec: LaunchSpec, error: Exception) -> str:
 
 
 def _hang_text(spec: LaunchSpec, stuck: RankStatus) -> str:
-    test = (stuck.test or "its start").rsplit("::", 1)[-1]
+    test = short_test_id(stuck.test or "its start")
     lines = [
         f"{test} did not finish on its {spec.world_size} ranks within {spec.timeout_s:g} s "
         "(--gpuperf-dist-timeout): every rank was killed, and nothing of it was saved."

@@ -144,8 +144,11 @@ def _log_hold(device_key: str, owner: str | None, taken: float) -> None:
         return
     line = {"device": device_key, "owner": owner, "pid": os.getpid(), "taken": taken,
             "released": time.time()}  # fmt: skip
-    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
+    from pytest_gpuperf.baseline.fileio import write_output  # never over a baseline or a device
+    from pytest_gpuperf.errors import OutputError
+
+    with contextlib.suppress(OSError, OutputError):
+        write_output(path, json.dumps(line) + "\n", what="GPUPERF_LOCK_LOG", append=True)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
@@ -96,6 +96,8 @@ class GpuPerfSession:
         self.child = is_child(config)
         self.gate: Gate | None = None
         self.saved: str | None = None
+        #: the baseline this session's runs went into: only once the save happened
+        self.saved_to: str | None = None
         self.save_error: str | None = None
         self.ci: CiOutputs | None = None
         self.progress: Progress | None = None
@@ -744,7 +746,7 @@ class GpuPerfSession:
                 "device": self.settings.session.device,
                 "baseline": self.settings.session.baseline,
                 "ab": self.gate.session_info() if self.gate else None,
-                "saved_to": self.settings.session.save,
+                "saved_to": self.saved_to,
                 "fingerprint_extra": extra,
                 "gpu_state": self.gpu_state,
                 "capture": self.captures.to_dict(self.results) if self.captures else None,
@@ -764,7 +766,7 @@ class GpuPerfSession:
         results = [r for r in self.results if id(r) not in failed]
         note = ""
         if self.not_saved:
-            tests = sorted({r.id.nodeid.rsplit("::", 1)[-1] for r in self.not_saved})
+            tests = sorted({short_test_id(r.id.nodeid) for r in self.not_saved})
             note = (
                 f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
                 f"({', '.join(tests)})"
@@ -782,6 +784,7 @@ class GpuPerfSession:
                 meta=run_meta(self.config),
             )
             self.saved += note
+            self.saved_to = self.settings.session.save
         except BaselineError as e:
             self.save_error = str(e)
             if session.exitstatus == 0:

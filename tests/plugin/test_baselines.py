@@ -339,3 +339,29 @@ def test_an_interrupted_session_saves_nothing_and_says_so(pytester: pytest.Pytes
         ]
     )
     assert not (pytester.path / ".gpuperf" / "baselines" / "main.json").exists()
+
+
+@pytest.mark.parametrize(
+    "body, rc",
+    [
+        ("gpu_bench(spin, 0.0002)\n    raise KeyboardInterrupt", 2),  # Ctrl-C after measuring
+        ("gpu_bench(spin, 0.0002)\n    assert False", 1),  # a failed test's runs are not saved
+    ],
+)
+def test_the_results_json_says_saved_to_only_when_the_save_happened(
+    pytester: pytest.Pytester, body: str, rc: int
+) -> None:
+    """T15: the JSON said saved_to: NAME although the terminal said NOT saved."""
+    pytester.makepyfile(
+        test_one=BENCH.split("@pytest")[0] + f"def test_one(gpu_bench):\n    {body}\n"
+    )
+    result = run(pytester, "--gpuperf-save=s15", "--gpuperf-json=o.json")
+    assert result.ret == rc
+    assert json.loads((pytester.path / "o.json").read_text())["session"]["saved_to"] is None
+    assert not (pytester.path / ".gpuperf" / "baselines" / "s15.json").exists()
+    pytester.makepyfile(
+        test_one=BENCH.split("@pytest")[0]
+        + "def test_one(gpu_bench):\n    gpu_bench(spin, 0.0002)\n"
+    )
+    run(pytester, "--gpuperf-save=s15", "--gpuperf-json=o.json").assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "o.json").read_text())["session"]["saved_to"] == "s15"

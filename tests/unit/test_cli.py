@@ -7,8 +7,10 @@ import io
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -449,3 +451,79 @@ def test_console_script_runs(bdir: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "4 no change" in done.stdout
+
+
+# --- special output paths (T1, T7, T22) -----------------------------------------
+
+
+@pytest.mark.parametrize("target", ["/dev/stdout", "-"])
+def test_export_to_standard_output_works_in_a_pipe(bdir: Path, target: str) -> None:
+    """T22: `export -o /dev/stdout | head` failed with "No such file or directory"."""
+    code = (
+        "import sys; from pytest_gpuperf.cli.main import main; "
+        f"sys.exit(main(['export', 'main', '--format', 'csv', '-o', {target!r}, "
+        f"'--dir', {str(bdir)!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().splitlines()[0].startswith("benchmark,key,nodeid,")
+
+
+def test_compare_writes_its_report_into_a_fifo(bdir: Path, tmp_path: Path) -> None:
+    """T7: a FIFO as an output hung the CLI (the baseline sniff opened it for reading)."""
+    fifo = tmp_path / "report.md"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    box: list[int] = []
+    argv = ("compare", "main", "pr", "--markdown", str(fifo), "--dir", str(bdir))
+    worker = threading.Thread(target=lambda: box.append(run(*argv)[0]), daemon=True)
+    worker.start()
+    worker.join(30)
+    try:
+        assert box, "compare --markdown <a FIFO> hung"
+        text, _ = reader.communicate(timeout=30)
+    finally:
+        reader.kill()  # a reader left waiting on a FIFO nobody writes
+    code = box[0]
+    assert code == cli.GATE_FAILED
+    assert b"| test_mm[4096]" in text or b"test_mm[4096]" in text
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device node needs root")
+def test_export_into_a_device_node_keeps_the_node(bdir: Path, tmp_path: Path) -> None:
+    """T1: `export -o <a copy of /dev/null>` replaced the node by a regular file."""
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    code, _ = run("export", "main", "--format", "markdown", "-o", str(node), "--dir", str(bdir))
+    assert code == cli.OK
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+# --- names (T25) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["-n", "--x", "-main"])
+def test_a_name_that_reads_as_an_option_is_refused_with_what_to_type(name: str) -> None:
+    """T25: --gpuperf-save=-n made a baseline the CLI could reach only as `show -- -n`."""
+    from pytest_gpuperf.baseline import check_name, is_name
+    from pytest_gpuperf.errors import InvalidBaselineName
+
+    with pytest.raises(
+        InvalidBaselineName, match=rf"cannot start with '-'.*use '{name.lstrip('-')}'"
+    ):
+        check_name(name)
+    assert not is_name(name) and is_name("a-b") and is_name("_x")
+
+
+def test_show_name_dot_json_shows_the_baseline_of_that_name(
+    bdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """T25: `show main.json` with baseline main said "main.json: no such file"."""
+    monkeypatch.chdir(tmp_path)
+    assert run("show", "main", "--dir", str(bdir)) == run("show", "main.json", "--dir", str(bdir))
+    code, text = run("compare", "main.json", "pr.json", "--dir", str(bdir))
+    assert code == cli.GATE_FAILED and "test_mm[4096]" in text
+    (tmp_path / "main.json").write_text("{}")  # a file of that name here is what it means
+    code, _ = run("show", "main.json", "--dir", str(bdir))
+    assert code == cli.INPUT_ERROR

@@ -155,6 +155,21 @@ def test_a_child_is_given_no_output_option_of_its_parent() -> None:
     assert [a for a in args if a.startswith("--gpuperf-")] == ["--gpuperf-rounds=7"]
 
 
+def test_a_step_summary_never_goes_into_a_baseline(tmp_path: Path) -> None:
+    """T2: $GITHUB_STEP_SUMMARY naming a baseline's index got the Markdown appended to it."""
+    results = session()
+    save_history(tmp_path / "b", results)
+    index = tmp_path / "b" / "main.json"
+    before = index.read_bytes()
+    for summary, dirs in ((index, []), (tmp_path / "b" / "new.json", [tmp_path / "b"])):
+        env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+        out = write_ci_outputs(settings(), results, env=env, baseline_dirs=dirs)
+        assert len(out.errors) == 1 and "it is a pytest-gpuperf baseline" in out.errors[0]
+        assert out.errors[0].startswith("cannot append to $GITHUB_STEP_SUMMARY: refusing")
+    assert index.read_bytes() == before
+    assert not (tmp_path / "b" / "new.json").exists()
+
+
 def test_a_child_gets_the_ini_overrides_of_the_command_line_as_given() -> None:
     """``-o gpuperf_columns=median,verdict`` reaches a child as typed (not the ini file's
     value); overrides of what a child never inherits, and other plugins' keys, stay out."""

@@ -50,3 +50,28 @@ def test_results_without_rounds_are_left_out() -> None:
     r = result(kind=None)
     r.rounds = []
     assert json.loads(pytest_benchmark([r]))["benchmarks"] == []
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_made_plain_text() -> None:
+    """T11: `=HYPERLINK(...)`, `+1+1`, `-2+3`, `@SUM(A1)` reached the CSV raw."""
+    import csv
+    import io
+
+    from pytest_gpuperf.model import BenchId
+    from pytest_gpuperf.reporting import csv_report
+
+    attacks = ['=HYPERLINK("http://x","c")', "+1+1", "-2+3", "@SUM(A1)"]
+    assert csv_report.cell("\t=1") == "'\t=1" and csv_report.cell("\r=1") == "'\r=1"
+    results = []
+    for i, attack in enumerate(attacks):
+        r = result(f"test_p[{i}]", ratio=0.5)
+        r.id = BenchId(r.id.nodeid, attack, r.id.mode, (("p", attack), ("n", "-1.5")))
+        results.append(r)
+    rows = list(csv.DictReader(io.StringIO(csv_report.render(results))))
+    assert len(rows) == len(attacks)
+    for got, attack in zip(rows, attacks, strict=True):
+        for column in ("name", "param:p"):
+            assert got[column] == "'" + attack  # text, shown as typed
+        assert all(not str(x).startswith(("=", "+", "@", "\t")) for x in got.values())
+        assert got["param:n"] == "-1.5"  # a number is not a formula
+        assert float(got["median_s"]) > 0 and got["ratio"] == "0.5"

@@ -188,3 +188,17 @@ def test_table_options_parse_and_name_the_fix() -> None:
         sort_key("fastest")
     with pytest.raises(OptionValueError, match=r"unknown group key 'params'.*param:NAME"):
         group_keys("params")
+
+
+@pytest.mark.parametrize(
+    "test", ["test_id[::error::start]", "test_id[%0A::warning::pct]", "Test::test_id[a::b-c]"]
+)
+def test_a_test_id_with_double_colons_is_not_cut(test: str) -> None:
+    """T20: `test_id[::error::start]` showed as `start]` in the table, flags and titles."""
+    r = result(test, kind="regression", ratio=2.0)
+    want = test.removeprefix("Test::")  # the class goes, the parameters' ids stay whole
+    assert r.id.display == want
+    assert want in render([r], TableSpec(verbose=True))
+    from pytest_gpuperf.model import short_test_id
+
+    assert short_test_id(r.id.nodeid) == want
