@@ -116,8 +116,8 @@ def clock(monkeypatch, gpu_bench):
     monkeypatch.setitem(type(gpu_bench)._measure_modes.__globals__, "time", virtual)
     cpu = importlib.import_module("pytest_gpuperf.measure.cpu")  # what make_timer imports
     monkeypatch.setattr(cpu, "time", virtual)
-    # the host-speed canary on the same clock: it reads 0 s per op, which the verdict takes
-    # as no canary, so a busy machine cannot make a virtual-time run look host-slower
+    # the host-speed canary on the same clock: it reads 0 s per op, which is no canary, so a
+    # busy machine cannot make a virtual-time run look host-slower
     canary = importlib.import_module("pytest_gpuperf.measure.canary")
     monkeypatch.setattr(canary, "time", virtual)
     return virtual

@@ -62,10 +62,10 @@ def fold(text: str, width: int = WIDTH) -> str:
     continuation lines indented under its value (``  change     +6.1 % ...`` continues
     under ``+6.1``; ``kernels: ...`` under what follows the colon, up to 16 columns) or,
     for a line without a label, 4 columns in. A word longer than the room (a path) is
-    kept whole."""
+    kept whole, and so is a line holding a command to copy (``python -m pytest ...``)."""
     out = []
     for line in text.splitlines():
-        if len(line) <= width:
+        if len(line) <= width or " -m pytest " in line:
             out.append(line)
             continue
         m = _LABELLED.match(line)

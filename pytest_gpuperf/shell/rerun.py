@@ -40,6 +40,7 @@ CHILD_ENV = "GPUPERF_CHILD"
 _NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
     {
         "save",
+        "save_plateaus",  # what a save keeps: a child never saves
         "baseline",
         "ab",
         "only",

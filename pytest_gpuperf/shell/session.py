@@ -866,7 +866,7 @@ class GpuPerfSession:
         if self.captures is not None:
             for line in self.captures.summary_lines(self.results):
                 # a command to copy stays on one line
-                tr.write_line(line if "python -m pytest " in line else fold(line))
+                tr.write_line(fold(line))
         for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
             tr.write_line(fold(line))
         if self._lock is not None and self._lock.waited():

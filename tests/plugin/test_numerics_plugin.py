@@ -127,6 +127,9 @@ def test_a_numerics_failure_says_the_output_changed_and_nothing_about_speed(
     start = next(i for i, ln in enumerate(lines) if ln.startswith("____") and "test_seeded" in ln)
     headline = lines[start + 1]
     assert headline.startswith("gpuperf: output changed: test_seeded [cpu]"), headline
+    # the headline is folded at 120 columns: its continuation lines are indented
+    cont = [ln.strip() for ln in lines[start + 2 : start + 4] if ln.startswith(" ")]
+    headline = " ".join([headline, *cont])
     assert "largest relative difference" in headline and "tolerance 0.001" in headline
     short = next(ln for ln in lines if ln.startswith("FAILED test_bench.py::test_seeded"))
     assert "output changed" in short, short

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import types
 from collections.abc import Iterator
 
 import pytest
@@ -121,3 +122,17 @@ def test_a_profile_function_is_found() -> None:
         prof.disable()
     assert found is not None
     assert "cProfile" in found or "sys.monitoring profiler" in found
+
+
+def test_a_clock_that_did_not_move_records_no_canary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frozen clock (a test's virtual one) gives 0 s per op: that is no measurement of the
+    host, so the run carries no canary (not one that reads infinitely fast)."""
+    import time as real_time
+
+    frozen = types.SimpleNamespace(perf_counter=lambda: 1.0)
+    monkeypatch.setattr(canary, "time", frozen)
+    window = canary.CanaryWindow(canary.canary_for("cpu"))
+    with window.phase(lambda name: contextlib.nullcontext())(canary.PHASE):
+        real_time.sleep(0.001)
+    assert window.bursts and max(window.bursts) == 0.0
+    assert window.record() is None

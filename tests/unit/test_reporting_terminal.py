@@ -202,3 +202,16 @@ def test_a_test_id_with_double_colons_is_not_cut(test: str) -> None:
     from pytest_gpuperf.model import short_test_id
 
     assert short_test_id(r.id.nodeid) == want
+
+
+def test_fold_wraps_a_long_line_and_keeps_a_command_to_copy_whole() -> None:
+    from pytest_gpuperf.reporting.terminal import fold
+
+    prose = "  why        " + "a slowdown beyond its threshold " * 8
+    assert all(len(ln) <= 120 for ln in fold(prose).splitlines())
+    assert len(fold(prose).splitlines()) > 1
+    cmd = (
+        "  run it alone to see all of it: /venv/bin/python -m pytest t.py::x "
+        + "--gpuperf-x=1 " * 12
+    )
+    assert fold(cmd) == cmd  # one line, to copy and paste
