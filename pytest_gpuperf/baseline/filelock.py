@@ -97,6 +97,28 @@ _DIR_FD = os.open in os.supports_dir_fd and _NOFOLLOW != 0
 OnWait = Callable[[str], "AbstractContextManager[Any] | None"]
 
 
+def owner_of(path: Path) -> str | None:
+    """Who owns ``path``: ``user NAME`` (``uid N`` where the name is unknown), or None where
+    it cannot be read."""
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return None
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _write_holder(fd: int, owner: str | None) -> None:
+    """Who holds the lock, into its file (best effort: a reader only shows it)."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (holder_text(owner)[:200] + "\n").encode(), 0)
+
+
 def holder_text(owner: str | None = None) -> str:
     """``pid 123 on host (user alice): tests/test_x.py::test_mm``: who holds a lock."""
     try:
@@ -132,9 +154,7 @@ def locked(
     try:
         _acquire(fd, path, timeout, poll, on_wait)
         if writable:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, (holder_text(owner)[:200] + "\n").encode(), 0)
+            _write_holder(fd, owner)
         try:
             yield
         finally:
@@ -437,9 +457,7 @@ def shared_locked(
     try:
         _wait_for(lambda: _try_take(dir_fd, fd, folder, name, own), folder / own, timeout,
                   poll, on_wait)  # fmt: skip
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (holder_text(owner)[:200] + "\n").encode(), 0)
+        _write_holder(fd, owner)
         try:
             yield
         finally:

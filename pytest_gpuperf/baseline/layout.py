@@ -37,7 +37,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.fileio import atomic_write_bytes, nearest_existing
 from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporaries_of
-from pytest_gpuperf.baseline.filelock import lock_file_problem
+from pytest_gpuperf.baseline.filelock import lock_file_problem, owner_of
 from pytest_gpuperf.errors import BaselineError, CorruptBaseline
 
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
@@ -293,16 +293,7 @@ def check_writable(files: Files) -> None:
 
 
 def _user_of(path: Path) -> str:
-    try:
-        uid = os.lstat(path).st_uid
-    except OSError:
-        return "another user"
-    try:
-        import pwd
-
-        return f"user {pwd.getpwuid(uid).pw_name}"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
+    return owner_of(path) or "another user"
 
 
 def _check_owned(files: Files, folder: Path) -> None:

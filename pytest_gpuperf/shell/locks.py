@@ -83,12 +83,7 @@ def _folder_owner(folder: Path) -> str:
         return ""
     if uid == getattr(os, "geteuid", lambda: uid)():
         return ""
-    try:
-        import pwd
-
-        return f" (the folder belongs to user {pwd.getpwuid(uid).pw_name})"
-    except (ImportError, KeyError):
-        return f" (the folder belongs to uid {uid})"
+    return f" (the folder belongs to {filelock.owner_of(folder) or f'uid {uid}'})"
 
 
 def _safe(name: str) -> str:
