@@ -122,3 +122,20 @@ def clock(monkeypatch, gpu_bench):
     monkeypatch.setattr(canary, "time", virtual)
     return virtual
 """
+
+
+def slowed_bench(test: str, ns_per_call: int) -> str:
+    """A test module of one benchmark, ``test``, on :data:`VIRTUAL_TIME_CONFTEST`'s clock: each
+    call costs ``ns_per_call`` times the environment's ``SLOWDOWN`` (1 when unset)."""
+    return f"""
+import os
+
+
+def {test}(clock, gpu_bench):
+    factor = float(os.environ.get("SLOWDOWN", "1"))
+
+    def call():
+        clock.ns += int({ns_per_call} * factor)
+
+    gpu_bench(call)
+"""

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_gpuperf.shell.options import OPTIONS
 from pytest_gpuperf.shell.rerun import _NOT_FORWARDED
-from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env, slowed_bench
 from tests.plugin.test_baselines import QUIET
 
 #: The conftest's addition: each child the plugin starts, one JSON line in $CHILD_LOG.
@@ -39,18 +39,7 @@ def _recorded(targets, **kw):
 _rerun.run_pytest_child = _recorded
 """
 
-BENCH = """
-import os
-
-
-def test_pkg(clock, gpu_bench):
-    factor = float(os.environ.get("SLOWDOWN", "1"))
-
-    def call():
-        clock.ns += int(400_000 * factor)
-
-    gpu_bench(call)
-"""
+BENCH = slowed_bench("test_pkg", 400_000)
 
 #: A command-line value of every option a child inherits, as a user would type it; a new
 #: option gets one here (or is one a child never inherits: rerun._NOT_FORWARDED).

@@ -9,21 +9,10 @@ import re
 
 import pytest
 
-from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env, slowed_bench
 from tests.plugin.test_baselines import QUIET
 
-BENCH = """
-import os
-
-
-def test_loop(clock, gpu_bench):
-    factor = float(os.environ.get("SLOWDOWN", "1"))
-
-    def call():
-        clock.ns += int(40_000 * factor)
-
-    gpu_bench(call)
-"""
+BENCH = slowed_bench("test_loop", 40_000)
 
 
 def _run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.RunResult:

@@ -17,20 +17,9 @@ import pytest
 
 from pytest_gpuperf.cli.main import main as cli
 from pytest_gpuperf.reporting.units import fmt_change, fmt_pct
-from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env
+from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env, slowed_bench
 
-BENCH = """
-import os
-
-
-def test_pkg(clock, gpu_bench):
-    factor = float(os.environ.get("SLOWDOWN", "1"))
-
-    def call():
-        clock.ns += int(400_000 * factor)
-
-    gpu_bench(call)
-"""
+BENCH = slowed_bench("test_pkg", 400_000)
 
 
 def _run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.RunResult:
