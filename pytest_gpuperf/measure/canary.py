@@ -177,11 +177,12 @@ class CanaryWindow:
         the rounds' time on a CPU, the bursts themselves and what the canary cost."""
         if self.canary is None or not self.bursts:
             return None
-        if not statistics.median(self.bursts) > 0:
+        op_s = statistics.median(self.bursts)
+        if not op_s > 0:
             return None  # a clock that did not move (a test's virtual one): nothing measured
         out: dict[str, Any] = {
             "kind": self.canary.kind,
-            "op_s": float(f"{statistics.median(self.bursts):.4g}"),
+            "op_s": float(f"{op_s:.4g}"),
             "bursts": [float(f"{x:.4g}") for x in self.bursts],
             "cost_s": float(f"{self.cost_s:.3g}"),
         }
