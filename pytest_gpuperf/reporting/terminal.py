@@ -639,7 +639,33 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     if counts:
         counted = ", ".join(f"{n} {k}" for k, n in counts.items())
         lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
+    lines.extend(_not_comparable_line(results, spec))
     return lines
+
+
+def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    """Under ``-q``, one line that says why timings were not comparable (a tracer or
+    profiler on one side only), since the folded verdicts no longer show it."""
+    from pytest_gpuperf.verdict.host_speed import NOT_COMPARABLE
+
+    hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
+    if not hit:
+        return []
+    tracers = sorted({r.tracer for r in hit if r.tracer})
+    what = (
+        f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
+        if tracers
+        else "the baseline's runs were measured under a tracer or profiler, this run's not"
+    )
+    n = len(hit)
+    return [
+        fold(
+            f"not comparable: {what}, so {n} {'verdict is' if n == 1 else 'verdicts are'} "
+            "inconclusive, never a regression; save a baseline under the same tracer, or "
+            "run without it",
+            spec.width,
+        )
+    ]
 
 
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:

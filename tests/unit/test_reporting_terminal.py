@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_gpuperf.reporting.terminal import (
@@ -215,3 +217,23 @@ def test_fold_wraps_a_long_line_and_keeps_a_command_to_copy_whole() -> None:
         + "--gpuperf-x=1 " * 12
     )
     assert fold(cmd) == cmd  # one line, to copy and paste
+
+
+def test_quiet_says_why_timings_under_a_tracer_are_not_comparable() -> None:
+    results = [
+        result(f"test_{i}", kind="inconclusive", ratio=7.6, seed=i) for i in range(5)
+    ]
+    for r in results:
+        assert r.comparison is not None
+        r.comparison = replace(r.comparison, why="not-comparable")
+        r.tracer = "sys.settrace (a Python tracer: coverage.py, a debugger)"
+    quiet = render(results, TableSpec(quiet=True))
+    after = quiet[quiet.index("verdicts:") :]
+    assert "5 inconclusive (passed)" in after
+    said = " ".join(after.split())
+    assert "not comparable: a tracer or profiler (sys.settrace" in said
+    assert "5 verdicts are inconclusive, never a regression" in said
+    assert widest(quiet) <= WIDTH
+    # without a tracer on either side, no such line
+    plain = render([result("test_x", kind="inconclusive", ratio=1.6)], TableSpec(quiet=True))
+    assert "not comparable" not in plain
