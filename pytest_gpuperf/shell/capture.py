@@ -765,15 +765,37 @@ def _child_runner(
     return run
 
 
+#: What a spare Python for a CUDA capture does once its imports are done: start the CUDA
+#: context and torch.profiler's CUDA tracing once (CUPTI's one-time start, seconds on an H200
+#: host: bench/gpu/profiler_warm.py), so the first diagnosis's profiled window does not pay
+#: it. It holds the device's lock meanwhile, as a measurement does, so no benchmark of any
+#: process is measured on that GPU while it runs.
+CUDA_PRELUDE = """
+import torch
+if torch.cuda.is_available():
+    from torch.profiler import ProfilerActivity, profile
+    from pytest_gpuperf.shell.locks import device_key, device_lock
+    _who = "a spare Python starting the profiler"
+    with device_lock(device_key("cuda"), timeout_s=60.0, owner=_who):
+        _x = torch.ones(1, device="cuda")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            _x.add_(1.0)
+            torch.cuda.synchronize()
+        del _x
+"""
+
+
 class SparePool:
     """The next capture child's Python, started ahead (a ``SparePython`` of
     :mod:`pytest_gpuperf.artifacts.collectors.process`): each child without a tool's prefix
     (the profiler's) takes the spare that imported during the capture before, and starts
-    the one for the capture after. A session's first capture has none: it starts the first."""
+    the one for the capture after. A session's first capture has none: it starts the first.
+    On CUDA each spare also starts the profiler once (:data:`CUDA_PRELUDE`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         self._next: SparePython | None = None
         self.used = 0
+        self.prelude = CUDA_PRELUDE if device == "cuda" else ""
 
     def take(self) -> SparePython | None:
         import os
@@ -783,7 +805,7 @@ class SparePool:
 
         spare, self._next = self._next, None
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-        self._next = SparePython({**env, CHILD_ENV: "1"})
+        self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
         if spare is not None and spare.usable:
             self.used += 1
             return spare

@@ -192,7 +192,7 @@ class SessionCapture:
         self.baselines_of = baselines_of
         self.ledger = Ledger(Layout(artifacts_root(run, self.settings), run_id).run_dir / LEDGER)
         #: the next profiler child's Python, importing while a capture runs
-        self.spares = SparePool()
+        self.spares = SparePool(run.settings.session.device)
         #: lines of the pass after the verdicts, for the terminal summary
         self.later_lines: list[str] = []
         self.leftovers: list[Leftover] = []

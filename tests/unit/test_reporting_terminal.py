@@ -220,9 +220,7 @@ def test_fold_wraps_a_long_line_and_keeps_a_command_to_copy_whole() -> None:
 
 
 def test_quiet_says_why_timings_under_a_tracer_are_not_comparable() -> None:
-    results = [
-        result(f"test_{i}", kind="inconclusive", ratio=7.6, seed=i) for i in range(5)
-    ]
+    results = [result(f"test_{i}", kind="inconclusive", ratio=7.6, seed=i) for i in range(5)]
     for r in results:
         assert r.comparison is not None
         r.comparison = replace(r.comparison, why="not-comparable")

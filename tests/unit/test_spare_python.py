@@ -83,3 +83,35 @@ def test_the_pool_hands_out_the_spare_started_at_the_capture_before() -> None:
     second.close()
     pool.close()
     assert pool._next is None
+
+
+def test_a_spare_runs_its_prelude_before_it_waits_and_survives_a_failing_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_p.py").write_text(
+        "import builtins\n\ndef test_p():\n    assert builtins.WARMED == 'yes'\n"
+    )
+    mark = tmp_path / "warmed"
+    prelude = (
+        f"import builtins, pathlib\nbuiltins.WARMED = 'yes'\npathlib.Path({str(mark)!r}).touch()\n"
+    )
+    spare = SparePython(_env(), modules=(), prelude=prelude)
+    run = spare.run("pytest", ["test_p.py", "-q", "-p", "no:cacheprovider"], env=_env(),
+                    cwd=tmp_path, timeout_s=60)  # fmt: skip
+    assert run.returncode == 0, run.output[-2000:]
+    assert mark.exists()  # the prelude ran in the spare, before the request
+    broken = SparePython(_env(), modules=(), prelude="raise SystemExit(3)\n")
+    (tmp_path / "test_q.py").write_text("def test_q():\n    pass\n")
+    run = broken.run("pytest", ["test_q.py", "-q", "-p", "no:cacheprovider"], env=_env(),
+                     cwd=tmp_path, timeout_s=60)  # fmt: skip
+    assert run.returncode == 0 and "1 passed" in run.output
+
+
+def test_a_cuda_pool_starts_the_profiler_in_its_spares_under_the_device_lock() -> None:
+    from pytest_gpuperf.shell.capture import CUDA_PRELUDE
+
+    assert SparePool("cuda").prelude == CUDA_PRELUDE and SparePool("cpu").prelude == ""
+    assert (
+        'device_lock(device_key("cuda")' in CUDA_PRELUDE and "ProfilerActivity.CUDA" in CUDA_PRELUDE
+    )
+    compile(CUDA_PRELUDE, "<prelude>", "exec")

@@ -148,6 +148,10 @@ for name in {modules!r}:
         __import__(name)
     except Exception:
         pass
+try:
+    exec({prelude!r})
+except BaseException:
+    pass
 line = sys.stdin.readline()
 if not line:
     sys.exit(0)
@@ -176,18 +180,21 @@ class SparePython:
     ``python -m MODULE ARGS`` command: a child that starts warm.
 
     It imports while nothing is measured (a session's captures start the next one during a
-    capture: :mod:`pytest_gpuperf.shell.capture_budget`) and then waits, idle, without
-    touching a GPU (torch is imported, CUDA is not started). Used once; :meth:`close` ends
-    one not used.
+    capture: :mod:`pytest_gpuperf.shell.capture_budget`), runs ``prelude`` (Python source,
+    its errors ignored: the caller's warm-up, such as the profiler's one-time start) and
+    then waits, idle. Used once; :meth:`close` ends one not used.
     """
 
     def __init__(
-        self, env: Mapping[str, str], modules: Sequence[str] = ("torch", "pytest")
+        self,
+        env: Mapping[str, str],
+        modules: Sequence[str] = ("torch", "pytest"),
+        prelude: str = "",
     ) -> None:
         self.base_env = dict(env)
         self.started = time.perf_counter()
         self.proc: subprocess.Popen[str] | None = None
-        code = _SPARE.format(modules=tuple(modules))
+        code = _SPARE.format(modules=tuple(modules), prelude=prelude)
         with contextlib.suppress(OSError):
             self.proc = _popen(
                 [sys.executable, "-c", code], env=self.base_env, cwd=None, stdin=subprocess.PIPE
