@@ -238,13 +238,14 @@ def run_pytest_child(
     """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
     --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
 
-    The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1`` and
+    The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1``, this
+    process's id for the child to watch (it ends itself when we are killed outright) and
     ``env``. It runs in its own process group, killed whole at the timeout: a child under
     a profiler (nsys, ncu) is a grandchild that must not outlive us. ``spare``, a Python
     started ahead with its imports done, runs a child without a ``prefix`` instead of a new
     process (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`).
     """
-    from pytest_gpuperf.artifacts.collectors.process import run_process
+    from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
 
     with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
         out = Path(tmp) / "results.json"
@@ -264,6 +265,7 @@ def run_pytest_child(
         for name in drop_env:
             child_env.pop(name, None)
         child_env[CHILD_ENV] = "1"
+        child_env.update(parent_env())  # the child ends itself once we are gone
         if env:
             child_env.update(env)
         if spare is not None and not prefix and spare.usable:
