@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -33,6 +36,52 @@ if TYPE_CHECKING:
 
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
+
+#: The temp folders of a session's children (``gpuperf-child``; the A/B base collection's
+#: ``gpuperf-ab-check``), named ``KIND-PID-XXXXXXXX`` after the session's process
+#: (:func:`temp_prefix`) so that a later session can tell those of a dead one.
+_STALE_NAME = re.compile(r"gpuperf-(?:child|ab-check)-([1-9][0-9]{0,9})-[a-z0-9_]+")
+
+
+def temp_prefix(kind: str) -> str:
+    """The prefix of a temp folder of this session's: ``KIND-PID-``."""
+    return f"{kind}-{os.getpid()}-"
+
+
+def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
+    """Remove the children's temp folders that a session killed outright left in ``tmp``
+    (the temp folder): this user's folders whose name's pid runs no process. A name that
+    does not parse, a live pid, a link, a file and another user's folder are left alone.
+    Never raises; returns what it removed."""
+    removed: list[Path] = []
+    try:
+        folder = Path(tmp or tempfile.gettempdir())
+        uid = os.geteuid()
+        for path in folder.glob("gpuperf-*-*-*"):
+            m = _STALE_NAME.fullmatch(path.name)
+            if m is None or _pid_runs(int(m.group(1))):
+                continue
+            try:
+                st = os.lstat(path)
+                if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+                    shutil.rmtree(path)
+                    removed.append(path)
+            except OSError:
+                continue
+    except Exception:
+        pass
+    return removed
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
 
 #: gpuperf options a child never inherits (it has its own say, or must not do them): every
 #: output of the session's end (reporting/outputs.py; the child writes its JSON where
@@ -247,7 +296,7 @@ def run_pytest_child(
     """
     from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
 
-    with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
         cmd = [
             *prefix,
