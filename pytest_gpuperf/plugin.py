@@ -33,6 +33,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     from pytest_gpuperf.shell.xdist import pin_this_worker
 
     pin_this_worker()
+    if getattr(early_config.known_args_namespace, "gpuperf_child", False):
+        # before any conftest runs (one may hang): end with the session that started us
+        from pytest_gpuperf.artifacts.collectors.process import watch_parent
+
+        watch_parent()
 
 
 @pytest.hookimpl(tryfirst=True)

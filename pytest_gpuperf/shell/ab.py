@@ -344,7 +344,7 @@ def _collect_base(run: RunContext, tree: BaseTree) -> list[str]:
         read_check,
         shadow_error,
     )
-    from pytest_gpuperf.shell.rerun import forwarded_args, run_pytest_child
+    from pytest_gpuperf.shell.rerun import forwarded_args, run_pytest_child, temp_prefix
 
     config = run.config
     args, _ = _base_args(run, tree, forwarded_args)
@@ -362,7 +362,7 @@ def _collect_base(run: RunContext, tree: BaseTree) -> list[str]:
     for flag, value in (("-k", config.option.keyword), ("-m", config.option.markexpr)):
         if value:
             args += [flag, str(value)]
-    with tempfile.TemporaryDirectory(prefix="gpuperf-ab-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-ab-check")) as tmp:
         out = Path(tmp) / "check.json"
         env = {**tree.env("base"), CHECK_ENV: str(out)}
         child = run_pytest_child(

@@ -273,6 +273,9 @@ class BaseTreeCheck:
         self.current = current
         self.benchmarks: list[str] = []
         self.errors: list[dict[str, str]] = []
+        #: why the check cannot be written (said once; the parent then reports a failed
+        #: collection)
+        self.refused: str | None = None
 
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -290,25 +293,43 @@ class BaseTreeCheck:
         self._write()
 
     def _write(self) -> None:
+        """Write the check as every output is written (``baseline.fileio``'s rule): never
+        over a baseline, and only into a regular file (or a new one) replaced atomically:
+        the parent's temp file, never a FIFO, a device or a folder. Never raises."""
+        if self.refused is not None:
+            return
+        from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target
+        from pytest_gpuperf.errors import OutputError
+        from pytest_gpuperf.model import printable
+
         doc: dict[str, Any] = {
             "benchmarks": self.benchmarks,
             "errors": self.errors,
             "shadowed": shadowing_modules(self.base, self.current),
         }
-        self.out.write_text(json.dumps(doc))
+        try:
+            target = output_target(self.out, what=CHECK_ENV)
+            if target.kind != "file":
+                raise OutputError(
+                    f"{CHECK_ENV}: cannot write {self.out}: it is not a regular file; this "
+                    "variable is pytest-gpuperf's own (an A/B base process's): unset it"
+                )
+            atomic_write_text(target.path, json.dumps(doc))
+        except (OutputError, OSError) as e:
+            self.refused = printable(str(e))
+            print(f"gpuperf: {self.refused}", file=sys.stderr)
 
 
 def register_check(config: pytest.Config, is_benchmark: Callable[[pytest.Item], bool]) -> None:
-    """In a base process (``GPUPERF_AB_CHECK`` set): load :class:`BaseTreeCheck`."""
+    """In a base process (a child with ``GPUPERF_AB_CHECK`` and the trees' roots set): load
+    :class:`BaseTreeCheck`. The variable leaked into any other session is ignored."""
+    from pytest_gpuperf.shell.rerun import is_child
+
     out = os.environ.get(CHECK_ENV)
-    if not out:
+    base, current = os.environ.get(BASE_ENV), os.environ.get(CURRENT_ENV)
+    if not (out and base and current) or not is_child(config):
         return
-    check = BaseTreeCheck(
-        Path(out),
-        Path(os.environ[BASE_ENV]).resolve(),
-        Path(os.environ[CURRENT_ENV]).resolve(),
-        is_benchmark,
-    )
+    check = BaseTreeCheck(Path(out), Path(base).resolve(), Path(current).resolve(), is_benchmark)
     config.pluginmanager.register(check, "gpuperf-ab-check")
 
 

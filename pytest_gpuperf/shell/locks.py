@@ -33,6 +33,7 @@ from typing import Any
 
 from pytest_gpuperf.baseline import filelock
 from pytest_gpuperf.errors import DeviceBusy
+from pytest_gpuperf.model import printable
 
 LOCK_DIR_ENV = "GPUPERF_LOCK_DIR"
 
@@ -56,8 +57,16 @@ def settle_lock_dir(base: Path) -> str | None:
     (the folder pytest was started in) and put back into the environment, so that
     every process of the session (xdist workers, re-runs, A/B base processes, which run
     in other folders) uses one folder; then why no lock can be taken there, or None.
+    A value with control characters (a line break, an escape) is refused as it is: no
+    folder of locks is named so, and the name would reach the terminal.
     """
     env = os.environ.get(LOCK_DIR_ENV)
+    if env and printable(env) != env:
+        return _cannot_use(
+            f"{LOCK_DIR_ENV}={printable(env)}",
+            "the value holds control characters (a line break, an escape), which a folder "
+            "of locks is never named with",
+        )
     if env and not os.path.isabs(env):
         os.environ[LOCK_DIR_ENV] = str(base / env)
     if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
@@ -67,11 +76,17 @@ def settle_lock_dir(base: Path) -> str | None:
     if problem is None:
         return None
     where = f"{LOCK_DIR_ENV}={os.environ[LOCK_DIR_ENV]}" if env else "the default lock folder"
-    return (
-        f"gpuperf: cannot use {where}: {problem}{_folder_owner(folder)}. Point {LOCK_DIR_ENV} "
-        "at a folder of your own, e.g. GPUPERF_LOCK_DIR=$HOME/.cache/pytest-gpuperf-locks "
-        "(every user who measures on this machine's devices should share one folder: a "
-        "folder of your own does not keep other users off them)"
+    return _cannot_use(where, problem + _folder_owner(folder))
+
+
+def _cannot_use(where: str, problem: str) -> str:
+    """The start's error for a lock folder that cannot be used, with the remedy (escaped:
+    a path may hold any character)."""
+    return printable(
+        f"gpuperf: cannot use {where}: {problem}. Point {LOCK_DIR_ENV} at a folder of your "
+        "own, e.g. GPUPERF_LOCK_DIR=$HOME/.cache/pytest-gpuperf-locks (every user who "
+        "measures on this machine's devices should share one folder: a folder of your own "
+        "does not keep other users off them)"
     )
 
 

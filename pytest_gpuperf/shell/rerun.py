@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -33,6 +36,52 @@ if TYPE_CHECKING:
 
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
+
+#: The temp folders of a session's children (``gpuperf-child``; the A/B base collection's
+#: ``gpuperf-ab-check``), named ``KIND-PID-XXXXXXXX`` after the session's process
+#: (:func:`temp_prefix`) so that a later session can tell those of a dead one.
+_STALE_NAME = re.compile(r"gpuperf-(?:child|ab-check)-([1-9][0-9]{0,9})-[a-z0-9_]+")
+
+
+def temp_prefix(kind: str) -> str:
+    """The prefix of a temp folder of this session's: ``KIND-PID-``."""
+    return f"{kind}-{os.getpid()}-"
+
+
+def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
+    """Remove the children's temp folders that a session killed outright left in ``tmp``
+    (the temp folder): this user's folders whose name's pid runs no process. A name that
+    does not parse, a live pid, a link, a file and another user's folder are left alone.
+    Never raises; returns what it removed."""
+    removed: list[Path] = []
+    try:
+        folder = Path(tmp or tempfile.gettempdir())
+        uid = os.geteuid()
+        for path in folder.glob("gpuperf-*-*-*"):
+            m = _STALE_NAME.fullmatch(path.name)
+            if m is None or _pid_runs(int(m.group(1))):
+                continue
+            try:
+                st = os.lstat(path)
+                if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+                    shutil.rmtree(path)
+                    removed.append(path)
+            except OSError:
+                continue
+    except Exception:
+        pass
+    return removed
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
 
 #: gpuperf options a child never inherits (it has its own say, or must not do them): every
 #: output of the session's end (reporting/outputs.py; the child writes its JSON where
@@ -238,15 +287,16 @@ def run_pytest_child(
     """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
     --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
 
-    The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1`` and
+    The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1``, this
+    process's id for the child to watch (it ends itself when we are killed outright) and
     ``env``. It runs in its own process group, killed whole at the timeout: a child under
     a profiler (nsys, ncu) is a grandchild that must not outlive us. ``spare``, a Python
     started ahead with its imports done, runs a child without a ``prefix`` instead of a new
     process (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`).
     """
-    from pytest_gpuperf.artifacts.collectors.process import run_process
+    from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
 
-    with tempfile.TemporaryDirectory(prefix="gpuperf-child-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
         cmd = [
             *prefix,
@@ -264,6 +314,7 @@ def run_pytest_child(
         for name in drop_env:
             child_env.pop(name, None)
         child_env[CHILD_ENV] = "1"
+        child_env.update(parent_env())  # the child ends itself once we are gone
         if env:
             child_env.update(env)
         if spare is not None and not prefix and spare.usable:

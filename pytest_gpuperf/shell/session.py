@@ -26,7 +26,7 @@ from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
-from pytest_gpuperf.shell.rerun import is_child
+from pytest_gpuperf.shell.rerun import is_child, remove_stale_folders
 from pytest_gpuperf.shell.settings import RunContext
 
 if TYPE_CHECKING:
@@ -113,6 +113,8 @@ class GpuPerfSession:
         self.groups: GroupLauncher | None = None
         self._check_capture_skip()
         self._check_lock_dir()
+        if not self.child and self.lead:
+            remove_stale_folders()  # the children's temp folders of a session killed outright
         self._open_baselines()
 
     def _rank_session(self) -> RankSession | None:

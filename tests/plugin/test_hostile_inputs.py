@@ -2,9 +2,12 @@
 
 Benchmark names, parametrize ids and values, and marker values with control characters,
 ``::``, path separators and CSV formula starts; output paths that are devices, FIFOs,
-links, folders, baselines and read-only places; ``GPUPERF_*`` environment values. None may
-raise a traceback, touch a non-regular file, or change a baseline; the JUnit XML stays
-well-formed, the terminal shows no raw control character and no line starts with
+links, folders, baselines and read-only places; ``GPUPERF_*`` environment values (among
+them lock folders that are a file, a FIFO, a link to a folder elsewhere, under a file or
+with control characters, and the A/B base process's check file at any of those places).
+None may raise a traceback, touch a non-regular file, or change a baseline; a lock folder
+no lock can be taken in fails the session once, at its start, naming the fix; the JUnit
+XML stays well-formed, the terminal shows no raw control character and no line starts with
 ``::error``/``::warning`` (GitHub's workflow commands) from a name.
 
 ``GPUPERF_FUZZ_SEED`` picks another seed (the failing seed is in the assertion message);
@@ -85,6 +88,10 @@ def places(root: Path) -> dict[str, Path]:
         p["device"] = root / "null"
         os.mknod(p["device"], 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     p["socket"] = root / "sock"
+    p["elsewhere"] = root.parent / f"elsewhere-{root.name}"  # a folder of another place
+    p["elsewhere"].mkdir()
+    p["folder-link"] = root / "folder-link"
+    p["folder-link"].symlink_to(p["elsewhere"])
     return p
 
 
@@ -125,11 +132,8 @@ def drain(fifo: Path, stop: threading.Event) -> threading.Thread:
 
 
 def environment(rng: random.Random, p: dict[str, Path]) -> dict[str, str]:
-    """GPUPERF_* values: paths from the places, junk text, the internal switches.
-
-    Left out until harden-b is merged: GPUPERF_LOCK_DIR values that are not a folder of
-    one's own (T5, T13: the lock) and GPUPERF_AB_CHECK (the A/B child's).
-    """
+    """GPUPERF_* values: paths from the places, junk text, the internal switches, lock
+    folders that are no folder of one's own, the A/B base process's check file."""
     pool = {
         "GPUPERF_LOCK_LOG": lambda: str(rng.choice(list(p.values()))),
         "GPUPERF_NO_LOCK": lambda: rng.choice(["1", "0", hostile(rng)]),
@@ -138,10 +142,43 @@ def environment(rng: random.Random, p: dict[str, Path]) -> dict[str, str]:
         "GPUPERF_GROUP_PROFILE": lambda: hostile(rng),
         "GITHUB_STEP_SUMMARY": lambda: str(rng.choice(list(p.values()))),
         "GPUPERF_CHILD": lambda: rng.choice(["1", "0", hostile(rng)]),
-        "GPUPERF_LOCK_DIR": lambda: rng.choice(["", str(p["folder"] / "locks")]),
+        "GPUPERF_LOCK_DIR": lambda: rng.choice(lock_dirs(p, rng)),
+        "GPUPERF_AB_CHECK": lambda: (
+            str(p[rng.choice(CHECK_PLACES)]) if rng.random() < 0.8 else hostile(rng)
+        ),
+        "GPUPERF_AB_BASE": lambda: rng.choice([str(p["folder"]), hostile(rng)]),
+        "GPUPERF_PARENT": lambda: rng.choice(["1:0", f"{os.getpid()}:1", hostile(rng)]),
     }
     # an environment value cannot hold a NUL byte: the OS refuses it before any plugin runs
     return {k: make().replace("\x00", "") for k, make in pool.items() if rng.random() < 0.6}
+
+
+#: GPUPERF_AB_CHECK places: none may be written (a session is no A/B base process).
+CHECK_PLACES = ["fifo", "folder", "copy", "baseline", "fifo-link", "regular", "dangling"] + (
+    ["device"] if IS_ROOT else []
+)
+#: GPUPERF_LOCK_DIR values no lock can be taken in: each fails the session once, at its
+#: start, naming the fix (unless GPUPERF_NO_LOCK=1 turns the locks off).
+BAD_LOCK_DIRS = ("regular", "fifo", "folder-link", "under-file")
+
+
+def lock_dirs(p: dict[str, Path], rng: random.Random) -> list[str]:
+    good = ["", str(p["folder"] / "locks"), "rel_locks", str(p["folder"] / "a" / "b" / "c" / "d")]
+    bad = [str(p[name]) for name in BAD_LOCK_DIRS] + ["locks" + hostile(rng) + "\n"]
+    if not IS_ROOT:
+        bad.append(str(p["read-only"].parent))
+    return good + bad
+
+
+def bad_lock_dir(env: dict[str, str], p: dict[str, Path]) -> bool:
+    value = env.get("GPUPERF_LOCK_DIR", "")
+    if any(not c.isprintable() for c in value):
+        return True  # refused as it is, locks or not
+    if env.get("GPUPERF_NO_LOCK") == "1":
+        return False
+    return value in {str(p[n]) for n in BAD_LOCK_DIRS} or (
+        not IS_ROOT and value == str(p["read-only"].parent)
+    )
 
 
 #: Places a session writes into; the others it refuses (at its start, before measuring).
@@ -205,8 +242,15 @@ def one_session(pytester: pytest.Pytester, rng: random.Random, index: int) -> No
             t.join(5)
         check_session(result, root / "j.xml", label)
         assert snapshot(root) | snapshot(store) == before, label
+        if bad_lock_dir(env, p):
+            text = "\n".join(result.outlines + result.errlines)
+            assert result.ret == 4, f"{label}: a bad lock folder did not stop the start"
+            assert text.count("cannot use GPUPERF_LOCK_DIR") <= 1, label
+            if "cannot use GPUPERF_LOCK_DIR" in text:  # (else another usage error came first)
+                assert "Point GPUPERF_LOCK_DIR at a folder of your own" in text, label
     p["read-only"].parent.chmod(0o755)
     pytester.path.joinpath(f"places{index}").rename(pytester.path / f"done{index}")
+    assert not any(p["elsewhere"].iterdir()), "written into the folder a link points at"
 
 
 def run_with_env(pytester: pytest.Pytester, env: dict[str, str], *args: str) -> pytest.RunResult:
@@ -317,3 +361,31 @@ def test_a_session_never_writes_into_a_baseline_or_over_a_device(
     assert b"<html" in html.lower() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
     if IS_ROOT:
         assert stat.S_ISCHR(os.lstat(pytester.path / "null").st_mode)
+
+
+@pytest.mark.parametrize("place", ["fifo", "folder", "copy", "fifo-link", "device"])
+def test_an_ab_base_process_writes_its_check_only_into_a_regular_file(
+    pytester: pytest.Pytester, place: str
+) -> None:
+    """GPUPERF_AB_CHECK in a real base process (a --gpuperf-child with the trees' roots):
+    a FIFO hung it, a folder raised, a device node or a baseline's copy was written over."""
+    if place == "device" and not IS_ROOT:
+        pytest.skip("needs root, to make a device node (a copy of /dev/null) in tmp_path")
+    pytester.makepyfile(test_one="def test_one(gpu_bench):\n    gpu_bench(lambda: None)\n")
+    p = places(pytester.path / "places")
+    golden = Path(__file__).parent.parent / "data" / "baseline-v3" / "golden.json"
+    p["copy"].write_bytes(golden.read_bytes())
+    before = snapshot(pytester.path / "places")
+    env = {
+        "GPUPERF_AB_CHECK": str(p[place]),
+        "GPUPERF_AB_BASE": str(pytester.path),
+        "GPUPERF_AB_CURRENT": str(p["folder"]),
+    }
+    result = run_with_env(pytester, env, "-p", "no:cacheprovider", "--gpuperf-child",
+                          "--collect-only", "-q")  # fmt: skip
+    text = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 0, text[-3000:]
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
+    assert text.count("gpuperf: GPUPERF_AB_CHECK: ") == 1, text[-3000:]  # said once
+    assert snapshot(pytester.path / "places") == before
+    assert p["copy"].read_bytes() == golden.read_bytes()

@@ -100,3 +100,61 @@ def test_a_worktree_a_killed_session_left_is_removed_by_the_next(repo: Path) -> 
     finally:
         live.remove()
     assert git(repo, "worktree", "list").count("\n") == 0
+
+
+def _check_places(root: Path) -> dict[str, Path]:
+    """Where a hostile GPUPERF_AB_CHECK may point (device nodes only as copies, as root)."""
+    golden = Path(__file__).parent.parent / "data" / "baseline-v3" / "golden.json"
+    p = {"folder": root / "dir", "fifo": root / "fifo", "baseline": root / "main.json"}
+    p["folder"].mkdir()
+    os.mkfifo(p["fifo"])
+    shutil.copy(golden, p["baseline"])
+    p["baseline-link"] = root / "to-baseline.json"
+    p["baseline-link"].symlink_to(p["baseline"])
+    p["fifo-link"] = root / "to-fifo"
+    p["fifo-link"].symlink_to(p["fifo"])
+    p["under-file"] = p["baseline"] / "check.json"
+    if os.geteuid() == 0:
+        import stat
+
+        p["device"] = root / "null"
+        os.mknod(p["device"], 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return p
+
+
+def test_the_base_check_is_written_only_into_a_regular_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GPUPERF_AB_CHECK goes through the outputs' rule: a folder raised, a FIFO hung the base
+    process, a device node or a baseline (through a link too) was written over."""
+    import stat
+    import threading
+
+    from pytest_gpuperf.shell.ab_tree import BaseTreeCheck, read_check
+
+    p = _check_places(tmp_path)
+    before = {name: (os.lstat(path).st_mode, os.lstat(path).st_rdev) for name, path in p.items()
+              if os.path.lexists(path)}  # fmt: skip
+    golden = p["baseline"].read_bytes()
+    for name, path in p.items():
+        check = BaseTreeCheck(path, tmp_path, tmp_path / "current", lambda item: True)
+        done = threading.Thread(target=lambda c=check: (c._write(), c._write()), daemon=True)
+        done.start()
+        done.join(10)
+        assert not done.is_alive(), f"{name}: writing the check hung"
+        assert check.refused is not None, name
+        assert "\n" not in check.refused and CHECK_NAME in check.refused, check.refused
+    err = capsys.readouterr().err
+    assert err.count("gpuperf: GPUPERF_AB_CHECK") == len(p)  # once per process, not per write
+    after = {name: (os.lstat(path).st_mode, os.lstat(path).st_rdev) for name, path in p.items()
+             if os.path.lexists(path)}  # fmt: skip
+    assert after == before and p["baseline"].read_bytes() == golden
+    assert stat.S_ISFIFO(os.lstat(p["fifo"]).st_mode)
+    # the parent's own place, a new file in its temp folder, is written
+    out = tmp_path / "tmpdir" / "check.json"
+    out.parent.mkdir()
+    BaseTreeCheck(out, tmp_path, tmp_path / "current", lambda item: True)._write()
+    assert read_check(out) == {"benchmarks": [], "errors": [], "shadowed": []}
+
+
+CHECK_NAME = "GPUPERF_AB_CHECK"

@@ -285,16 +285,46 @@ def test_a_relative_lock_dir_is_resolved_once_against_the_sessions_folder(
     assert (tmp_path / "rel_locks").is_dir() and not (elsewhere / "rel_locks").exists()
 
 
-@pytest.mark.parametrize("kind", ["proc", "too-long", "a-file"])
+KINDS = [
+    "proc", "too-long", "a-file", "a-fifo", "a-link-to-a-folder", "under-a-file",
+    "control-characters", "control-characters-under-a-file", "read-only",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_an_unusable_lock_dir_is_one_clear_problem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    """T13: /proc, a 300-character name or a file gave a traceback in every test."""
+    """T13: /proc, a 300-character name or a file gave a traceback in every test; a FIFO, a
+    link to a folder elsewhere, a path under a file, control characters (which reached the
+    terminal raw) and a folder one cannot write are each one problem, escaped, naming the
+    fix, and nothing is made or changed there."""
+    from pytest_gpuperf.model import printable
     from pytest_gpuperf.shell.locks import settle_lock_dir
 
+    if kind == "read-only" and os.geteuid() == 0:
+        pytest.skip("root writes into a read-only folder: needs a user other than root")
     (tmp_path / "a-file").write_text("x")
-    value = {"proc": "/proc", "too-long": str(tmp_path / ("x" * 300)), "a-file": "a-file"}[kind]
+    os.mkfifo(tmp_path / "a-fifo")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "a-link").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "ro").mkdir(mode=0o555)
+    value = {
+        "proc": "/proc",
+        "too-long": str(tmp_path / ("x" * 300)),
+        "a-file": "a-file",
+        "a-fifo": str(tmp_path / "a-fifo"),
+        "a-link-to-a-folder": str(tmp_path / "a-link"),
+        "under-a-file": str(tmp_path / "a-file" / "deep" / "locks"),
+        "control-characters": "locks\n::error::x\x1b[31m",
+        "control-characters-under-a-file": str(tmp_path / "a-file") + "/\n::error::y\x1b[0m",
+        "read-only": str(tmp_path / "ro" / "locks"),
+    }[kind]
+    before = sorted(p.name for p in tmp_path.iterdir())
     monkeypatch.setenv("GPUPERF_LOCK_DIR", value)
     problem = settle_lock_dir(tmp_path)
     assert problem is not None and problem.startswith("gpuperf: cannot use GPUPERF_LOCK_DIR=")
     assert "Point GPUPERF_LOCK_DIR at a folder of your own" in problem
+    assert printable(problem) == problem  # no raw line break or escape reaches the terminal
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert (tmp_path / "a-file").read_text() == "x" and not any((tmp_path / "elsewhere").iterdir())

@@ -1,7 +1,8 @@
 """The output rule under a seeded, time-bounded fuzz, in one process: the CLI's
-``export -o`` and ``compare --markdown/--html/--csv``, and the session's report writer with
-``$GITHUB_STEP_SUMMARY``, pointed at devices, FIFOs, sockets, links, folders, baselines
-(pretty and minified) and read-only places, with hostile names in the results.
+``export -o`` and ``compare --markdown/--html/--csv``, the session's report writer with
+``$GITHUB_STEP_SUMMARY``, and an A/B base process's check file (``GPUPERF_AB_CHECK``),
+pointed at devices, FIFOs, sockets, links, folders, baselines (pretty and minified) and
+read-only places, with hostile names in the results.
 
 No call may raise, touch a non-regular file or a link, or change a baseline; the CLI exits
 with 0-3, and a refusal says why. ``GPUPERF_FUZZ_SEED`` picks another seed.
@@ -29,6 +30,7 @@ from pytest_gpuperf.cli import main as cli
 from pytest_gpuperf.model import BenchId
 from pytest_gpuperf.reporting.ci import write_ci_outputs
 from pytest_gpuperf.reporting.settings import ReportSettings
+from pytest_gpuperf.shell.ab_tree import BaseTreeCheck
 from tests.unit.reporting_data import T0, session
 
 SEED = int(os.environ.get("GPUPERF_FUZZ_SEED", "24"))
@@ -162,6 +164,12 @@ def test_outputs_at_hostile_places(
                     settings, results(rng), env=env, cwd=tmp_path, baseline_dirs=[store]
                 )
             assert len(written.errors) + len(written.messages) >= 4, (values, written)
+            # the A/B base process's check file (GPUPERF_AB_CHECK): a regular or new file only
+            check_at = p[rng.choice(sorted(p))]
+            check = BaseTreeCheck(check_at, tmp_path, tmp_path / "current", lambda item: True)
+            check._write()
+            err = capfd.readouterr().err
+            assert "Traceback" not in err and err.count("\n") <= 1, (check_at, err)
             assert snapshot(root, store) == before, label
             cases += 1
     p["read-only"].parent.chmod(0o755)

@@ -5,6 +5,11 @@ python -m pytest ...``). Killing only the profiler would leave that
 grandchild running, holding the GPU and its lock, so every program runs in
 its own session and the whole process group is killed: at the budget, and
 when the caller is interrupted (Ctrl-C).
+
+A caller killed outright (SIGKILL) cannot do that, so each child also watches its caller:
+:func:`parent_env` names this process to the child (pid and start time, so that a reused
+pid is not taken for it), and :func:`watch_parent`, started by the child, kills the child's
+own process group once that process is gone.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +28,10 @@ from pathlib import Path
 from typing import Any
 
 TAIL_LINES = 15
+
+#: ``PID:START`` of the process that started a child (:func:`parent_env`)
+PARENT_ENV = "GPUPERF_PARENT"
+_WATCH_THREAD = "gpuperf-parent-watch"
 
 
 @dataclass
@@ -59,6 +69,82 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         proc.kill()
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` from the 3rd (the state) on, None where unreadable.
+
+    The 2nd, the command's name in parentheses, may hold spaces and ``)``: the fields
+    after it start after the last ``)``.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2 :].decode("ascii", "replace").split()
+
+
+def parent_env() -> dict[str, str]:
+    """What a child's environment gets so that it can watch this process: ``PID:START``
+    (START, field 22 of ``/proc/PID/stat``, empty without /proc)."""
+    fields = _stat(os.getpid())
+    start = fields[19] if fields and len(fields) > 19 else ""
+    return {PARENT_ENV: f"{os.getpid()}:{start}"}
+
+
+def _parent_alive(pid: int, start: str) -> bool:
+    """Whether the process ``pid`` started at ``start`` still runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: the pid was reused, unless /proc says otherwise
+    if not start:
+        return True
+    fields = _stat(pid)
+    if fields is None or len(fields) < 20:
+        return False
+    return fields[0] not in ("Z", "X") and fields[19] == start
+
+
+def watch_parent(poll_s: float = 0.5) -> bool:
+    """In a child: a daemon thread that, every ``poll_s``, checks that the process named by
+    :data:`PARENT_ENV` still runs, and when it is gone kills this process's group (what a
+    profiler started goes too) or, where the group is the parent's own, this process.
+
+    Started once per process; never raises (no watchdog then). Returns whether one runs.
+    """
+    try:
+        pid_text, _, start = os.environ.get(PARENT_ENV, "").partition(":")
+        pid = int(pid_text) if pid_text.isdigit() else 0
+        if pid <= 1 or pid == os.getpid() or not _parent_alive(pid, start):
+            return False
+        if any(t.name == _WATCH_THREAD for t in threading.enumerate()):
+            return True
+        fields = _stat(pid)
+        group = os.getpgrp()
+        own_group = group > 1 and (fields is None or fields[2] != str(group))
+        thread = threading.Thread(
+            target=_watch, args=(pid, start, own_group, poll_s), name=_WATCH_THREAD, daemon=True
+        )
+        thread.start()
+        return True
+    except Exception:
+        return False
+
+
+def _watch(pid: int, start: str, own_group: bool, poll_s: float) -> None:
+    try:
+        while _parent_alive(pid, start):
+            time.sleep(poll_s)
+        if own_group:
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    except Exception:
+        return
 
 
 def run_process(
@@ -143,6 +229,11 @@ def _finish(
 #: Python command it is given (``-m module args`` only), in the environment and folder given.
 _SPARE = """
 import json, os, runpy, sys
+try:
+    from pytest_gpuperf.artifacts.collectors.process import watch_parent
+    watch_parent()
+except Exception:
+    pass
 for name in {modules!r}:
     try:
         __import__(name)
@@ -191,7 +282,7 @@ class SparePython:
         modules: Sequence[str] = ("torch", "pytest"),
         prelude: str = "",
     ) -> None:
-        self.base_env = dict(env)
+        self.base_env = {**env, **parent_env()}
         self.started = time.perf_counter()
         self.proc: subprocess.Popen[str] | None = None
         code = _SPARE.format(modules=tuple(modules), prelude=prelude)
