@@ -315,6 +315,8 @@ class TableSpec:
     width: int = WIDTH
     #: the session's --gpuperf-fail-on: whose detail went into a failure text
     fail_on: str = "regression"
+    #: the run's timing modes (pytest_gpuperf.registry); None: the built-in ones
+    modes: backend.Modes | None = None
 
 
 def _shorten(text: str, width: int) -> str:
@@ -430,17 +432,20 @@ def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str
     return textwrap.wrap("; ".join(parts), spec.width) if parts else []
 
 
-def launch_overhead(results: Sequence[Result]) -> list[tuple[Result, Result, float]]:
+def launch_overhead(
+    results: Sequence[Result], modes: backend.Modes | None = None
+) -> list[tuple[Result, Result, float]]:
     """Pairs of results of one measurement, timed with and without launch overhead (CUDA
-    events and CUDA-graph replay: a mode's ``launch_free``), with the launch-overhead share."""
+    events and CUDA-graph replay: a mode's ``launch_free``, in ``modes``), with the
+    launch-overhead share."""
     by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
     for r in results:
         by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
     out = []
-    for modes in by_key.values():
-        for mode, ev in modes.items():
-            twin = backend.get(mode).launch_free
-            gr = modes.get(twin) if twin else None
+    for of_mode in by_key.values():
+        for mode, ev in of_mode.items():
+            twin = backend.get(mode, modes).launch_free
+            gr = of_mode.get(twin) if twin else None
             if gr and ev.median > 0:
                 out.append((ev, gr, max(0.0, (ev.median - gr.median) / ev.median)))
     return out
@@ -675,7 +680,7 @@ def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     if spec.quiet and not spec.verbose:
         return "\n".join([render_table(results, spec), *quiet_lines(results, spec)])
     lines = [render_table(results, spec), *legend(results, spec)]
-    overhead = launch_overhead(results)
+    overhead = launch_overhead(results, spec.modes)
     if overhead:
         lines.append("")
         lines.append("launch overhead (CUDA events vs graph replay):")

@@ -328,6 +328,7 @@ class GpuPerfSession:
             after_measure=hooks,
             activity=self._activity(device),
             adjust_policy=child_policy() if self.child else None,
+            modes=self.run.registry.modes,
             group=group,
         )
         return GpuBench(ctx)
@@ -853,6 +854,7 @@ class GpuPerfSession:
                 verbose=verbosity > 0,
                 quiet=verbosity < 0,
                 fail_on=self.settings.verdict.fail_on,
+                modes=self.run.registry.modes,
             )
             tr.section("gpuperf")
             tr.write_line(render(self.results, spec))
