@@ -1,8 +1,9 @@
 """What plugins add to the package, gathered once per run through pluggy hooks.
 
-The timing modes are not kept in a module-level registry: every run asks the
-hooks of :class:`Specs` once and keeps the answer (:class:`Registry`), as
-pytest-xdist asks ``pytest_xdist_make_scheduler`` for its scheduler.
+The timing modes and the output formats are not kept in a module-level registry:
+every run asks the hooks of :class:`Specs` once and keeps the answer
+(:class:`Registry`), as pytest-xdist asks ``pytest_xdist_make_scheduler`` for its
+scheduler.
 
 * A pytest session builds it in ``pytest_configure`` (:func:`build` on
   ``config.hook``, ``shell/settings.py RunContext``): the package's own
@@ -36,6 +37,7 @@ from typing import Any, cast
 import pluggy
 
 from pytest_gpuperf.measure.backend import BUILTIN_MODES, Mode, Modes
+from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS, OUTPUTS, Output
 
 #: The project name of the CLI's plugin manager, and the entry-point group it loads.
 PROJECT = "pytest_gpuperf"
@@ -76,6 +78,27 @@ class Specs:
         own values (``cuda_graph``: False for CUDA events, True for CUDA graphs).
         """
 
+    @_spec
+    def pytest_gpuperf_output_formats(self) -> list[Output]:  # type: ignore[empty-body]
+        """Return outputs (:class:`pytest_gpuperf.reporting.outputs.Output`) that the session
+        writes at its end, after the built-in ones, each when its option has a value.
+
+        ``Output(option, what, render)``: ``render(ctx, target)`` returns the file's text
+        from the :class:`~pytest_gpuperf.reporting.outputs.ReportContext`; the option
+        (``--gpuperf-<option>``, the file's path) is the plugin's own, added in its
+        ``pytest_addoption``. An option taken twice fails::
+
+            # conftest.py
+            from pytest_gpuperf.reporting.outputs import Output
+
+            def pytest_addoption(parser):
+                parser.addoption("--gpuperf-tsv", default=None)
+
+            def pytest_gpuperf_output_formats():
+                return [Output("tsv", "TSV", lambda ctx, target: "\\n".join(
+                    f"{r.id.key}\\t{r.median!r}" for r in ctx.results) + "\\n")]
+        """
+
 
 class BuiltIns:
     """The package's own implementations of :class:`Specs`."""
@@ -84,17 +107,38 @@ class BuiltIns:
     def pytest_gpuperf_timing_modes(self) -> list[Mode]:
         return list(BUILTIN_MODES)
 
+    @_builtin
+    def pytest_gpuperf_output_formats(self) -> list[Output]:
+        return list(OUTPUTS)
+
 
 @dataclass(frozen=True)
 class Registry:
     """What the hooks returned, built once per run (:func:`build`)."""
 
     modes: Modes
+    #: every output of a session's end, the built-in ones (``reporting/outputs.py``) first
+    outputs: tuple[Output, ...] = OUTPUTS
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for o in self.outputs:
+            if o.option in seen:
+                raise ValueError(
+                    f"two output formats are named {o.option!r} (--gpuperf-{o.option}); "
+                    "pick another name for the plugin's"
+                )
+            seen.add(o.option)
 
     @classmethod
     def builtin(cls) -> Registry:
         """The built-in entries alone (a run whose plugins add nothing)."""
         return cls(Modes(BUILTIN_MODES))
+
+    @property
+    def added_outputs(self) -> tuple[Output, ...]:
+        """The outputs the plugins added (their options are the plugins' own)."""
+        return tuple(o for o in self.outputs if o.option not in OUTPUT_OPTIONS)
 
 
 def _flat(lists: Iterable[Iterable[Any] | None]) -> list[Any]:
@@ -103,7 +147,10 @@ def _flat(lists: Iterable[Iterable[Any] | None]) -> list[Any]:
 
 def build(hook: Any) -> Registry:
     """The registry from a hook relay (``config.hook``, or :func:`plugin_manager`'s)."""
-    return Registry(Modes(_flat(hook.pytest_gpuperf_timing_modes())))
+    return Registry(
+        Modes(_flat(hook.pytest_gpuperf_timing_modes())),
+        tuple(_flat(hook.pytest_gpuperf_output_formats())),
+    )
 
 
 class _Manager(pluggy.PluginManager):

@@ -208,11 +208,22 @@ class GpuPerfSession:
         from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS
 
         values = self.settings.report.output_values()
-        return [
+        files = [
             (f"--gpuperf-{o.option}", str(values[o.option]))
             for o in FILE_OUTPUTS
             if values[o.option]
         ]
+        added = self._added_outputs()
+        return files + [(f"--gpuperf-{o.option}", str(v)) for o, v in added.items() if o.render]
+
+    def _added_outputs(self) -> dict[Any, Any]:
+        """The outputs plugins added (registry.py), each with its option's value if given."""
+        out = {}
+        for o in self.run.registry.added_outputs:
+            value = self.config.getoption("gpuperf_" + o.option.replace("-", "_"), None)
+            if value:
+                out[o] = value
+        return out
 
     def _baseline_dirs(self) -> list[Path]:
         return [self.run.baseline_dir]
@@ -754,6 +765,7 @@ class GpuPerfSession:
             },
             only=("json",) if self.child else None,
             baseline_dirs=self._baseline_dirs(),
+            added=self._added_outputs(),
         )
         if self.ci.errors and session.exitstatus == 0:
             # A report that was asked for and not written is a failed job (what CI reads).
