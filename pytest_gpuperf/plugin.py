@@ -22,9 +22,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_gpuperf import registry
     from pytest_gpuperf.shell import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
+    pluginmanager.add_hookspecs(registry.Specs)
+    pluginmanager.register(registry.BuiltIns(), "gpuperf-builtins")
+    # the modules that declare modes for pytest and the CLI alike (registry.py)
+    pluginmanager.load_setuptools_entrypoints(registry.PROJECT)
 
 
 @pytest.hookimpl(tryfirst=True)

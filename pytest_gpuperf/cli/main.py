@@ -12,13 +12,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.model import printable, short_test_id
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.registry import Registry
 
 _T = TypeVar("_T")
 
@@ -187,6 +190,14 @@ def _verdict_settings(args: argparse.Namespace) -> Any:
     )
 
 
+def _registry() -> Registry:
+    """What the plugins add (timing modes), as a pytest session gets it: the built-in
+    hook implementations and the ``pytest_gpuperf`` entry points (pytest_gpuperf.registry)."""
+    from pytest_gpuperf.registry import build, plugin_manager
+
+    return build(plugin_manager().hook)
+
+
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import compare
     from pytest_gpuperf.reporting import verdicts as v
@@ -198,10 +209,11 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
             _check_output(option, path, args)
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
-    outcome = compare(reference, candidate, policy, _verdict_settings(args))
+    modes = _registry().modes
+    outcome = compare(reference, candidate, policy, _verdict_settings(args), modes=modes)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
-    spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on)
+    spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on, modes=modes)
     print(render([r.result for r in rows], spec), file=out)  # the plugin's summary
     for failures in outcome.failures.values():  # beyond the time: secondary metrics, numerics
         for failure in failures:
@@ -299,7 +311,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     args.format = args.format or export_format(args.output)
     if args.format == "pytest-benchmark":
         when = _dt.datetime.fromisoformat(side.baseline.updated)
-        text = export.pytest_benchmark(results, created=when)
+        text = export.pytest_benchmark(results, created=when, modes=_registry().modes)
     else:
         ctx = ReportContext(
             results,

@@ -34,6 +34,7 @@ from pytest_gpuperf.reporting import json_report
 from pytest_gpuperf.reporting.history import BenchHistory
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.measure.backend import Modes
     from pytest_gpuperf.verdict import DecisionPolicy, VerdictSettings
     from pytest_gpuperf.verdict.judge import Judge
 
@@ -228,15 +229,17 @@ def compare(
     candidate: RunSet,
     policy: DecisionPolicy | None = None,
     settings: VerdictSettings | None = None,
+    modes: Modes | None = None,
 ) -> Outcome:
     """Judge every benchmark of ``candidate`` against ``reference`` as the gate does
     (:meth:`~pytest_gpuperf.verdict.judge.Judge.verdict`: the time, then the secondary
-    metrics and the numerics, and what the test does), with every verdict final."""
+    metrics and the numerics, and what the test does), with every verdict final;
+    ``modes``: the run's timing modes (the CLI's registry; default the built-in ones)."""
     from pytest_gpuperf.verdict import DEFAULT_POLICY
     from pytest_gpuperf.verdict.judge import Judge
 
     ref, cand = reference.baseline, candidate.baseline
-    judge = Judge(ref, policy or DEFAULT_POLICY, settings=settings)
+    judge = Judge(ref, policy or DEFAULT_POLICY, settings=settings, modes=modes)
     results: list[Result] = []
     hist: dict[str, BenchHistory] = {}
     outcomes: dict[str, str] = {}

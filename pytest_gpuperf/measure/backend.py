@@ -1,5 +1,5 @@
 """Timing backends: what a timer does (:class:`Timer`), what it times (:class:`Invocation`),
-and the modes that make one (:data:`MODES`).
+and the modes that make one (:class:`Modes`).
 
 A mode is one way of timing a call (CUDA events, CUDA-graph replay, the CPU's
 clock); its name is in every result and baseline key (``BenchId.mode``).
@@ -8,13 +8,16 @@ device it runs on and the settings that select it, how its timer is made, the
 settings that make two of its results comparable, its noise class for the
 verdict, the remedy for a noisy result, and what the reports do with it.
 
-A new backend is one module with its timer and a factory
-(:class:`TimerFactory`: ``factory(call, policy)``, ``call`` the benchmark's
-:class:`Invocation`), plus one :func:`register` call (the built-in ones are at
-the end of this module; a plugin or a conftest may register its own). Pure
-Python: the verdict and the reports read the descriptions; a built-in mode's
-factory is a dotted path (``"module:function"``) imported only when a timer is
-made, so torch is not.
+The modes of a session are a :class:`Modes`, built once per pytest session or
+CLI run from what every ``pytest_gpuperf_timing_modes()`` hook returns
+(:mod:`pytest_gpuperf.registry`): the package's own hook returns
+:data:`BUILTIN_MODES`, a plugin or a conftest returns its own. There is no
+module-level registry to change. A new backend is one module with its timer and a
+factory (:class:`TimerFactory`: ``factory(call, policy)``, ``call`` the
+benchmark's :class:`Invocation`), plus its :class:`Mode` returned by that hook
+(docs/architecture.md, "Where to add things"). Pure Python: the verdict and the
+reports read the descriptions; a built-in mode's factory is a dotted path
+(``"module:function"``) imported only when a timer is made, so torch is not.
 
 ``gpu_bench(fn, *args, setup=make)`` runs ``make()`` before every call of
 ``fn``, untimed, as pytest-benchmark's ``pedantic(setup=...)`` does
@@ -35,7 +38,7 @@ the invocation itself inside it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -219,6 +222,9 @@ class Mode:
     #: it times every rank of a process group in step (a test marked ``world_size=``);
     #: such a test is measured in these modes only, and other tests never in them
     group: bool = False
+    #: the name of a mode declared before it whose place it takes (that mode is then not
+    #: measured, and its results are judged as this one's); None: a mode beside the others
+    replaces: str | None = None
 
     def policy_record(self, policy: MeasurePolicy) -> dict[str, Any]:
         """The parts of the policy that make two results comparable (stored with each)."""
@@ -236,56 +242,111 @@ class Mode:
         return factory(call, policy)
 
 
-#: The registered modes, by name, in the order a benchmark measured in several runs them.
-MODES: dict[str, Mode] = {}
+class Modes:
+    """The timing modes of one pytest session or one CLI run, by name, in the order a
+    benchmark measured in several runs them.
+
+    Built once from the modes every ``pytest_gpuperf_timing_modes`` hook returns
+    (:func:`pytest_gpuperf.registry.build`), the built-in ones (:data:`BUILTIN_MODES`)
+    first; never changed afterwards. A mode whose name is taken fails, unless it
+    declares ``replaces=`` that name: a mode with ``replaces`` takes the named mode's
+    place (its position, and the named mode is gone).
+    """
+
+    def __init__(self, modes: Iterable[Mode] = ()):
+        by_name: dict[str, Mode] = {}
+        for mode in modes:
+            if mode.replaces is not None:
+                if mode.replaces not in by_name:
+                    raise ValueError(
+                        f"timing mode {mode.name!r} replaces {mode.replaces!r}, which is not "
+                        f"declared (known: {', '.join(by_name) or 'none'}); a mode replaces only "
+                        "one returned before it (the built-in ones come first)"
+                    )
+                if mode.name != mode.replaces and mode.name in by_name:
+                    raise ValueError(f"two timing modes are named {mode.name!r}")
+                by_name = {
+                    (mode.name if n == mode.replaces else n): (mode if n == mode.replaces else m)
+                    for n, m in by_name.items()
+                }
+                continue
+            if mode.name in by_name:
+                raise ValueError(
+                    f"two timing modes are named {mode.name!r}; pick another name, or declare "
+                    f"Mode(..., replaces={mode.name!r}) to take the other's place"
+                )
+            by_name[mode.name] = mode
+        self._by_name = by_name
+
+    def __iter__(self) -> Iterator[Mode]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    def get(self, name: str | None) -> Mode:
+        """The mode of this name; for an unknown name, a description that selects nothing."""
+        if name is not None and name in self._by_name:
+            return self._by_name[name]
+        return _unknown(str(name), self.names)
+
+    def for_benchmark(
+        self, device: str, policy: MeasurePolicy, *, group: bool = False
+    ) -> list[Mode]:
+        """The modes a benchmark on ``device`` with ``policy`` is measured in, in order
+        (``group``: a distributed benchmark, measured on every rank in step). Every mode of
+        the device whose ``selected`` says yes is measured: modes that are alternatives
+        select on one setting (``cuda_graph``), each on its own values."""
+        return [
+            m
+            for m in self._by_name.values()
+            if m.device == device and m.group == group and m.selected(policy)
+        ]
 
 
-def register(mode: Mode, *, replace: bool = False) -> Mode:
-    """Add a timing mode (``replace``: over one of the same name)."""
-    if mode.name in MODES and not replace:
-        raise ValueError(
-            f"a timing mode named {mode.name!r} is already registered; pick another name, "
-            "or pass replace=True to change it"
-        )
-    MODES[mode.name] = mode
-    return mode
-
-
-def _unknown(name: str) -> Mode:
+def _unknown(name: str, known: Sequence[str]) -> Mode:
     def refuse(*args: Any, **kwargs: Any) -> Timer:
-        raise ValueError(f"no timing mode named {name!r} is registered (known: {', '.join(MODES)})")
+        raise ValueError(f"no timing mode named {name!r} is registered (known: {', '.join(known)})")
 
     # What results of a mode this process does not know (a plugin's, read back by the
     # CLI) are judged as: two figures, classes from the runs, as CUDA events.
     return Mode(name, device="", selected=lambda policy: False, factory=refuse, hides_host=True)
 
 
-def get(name: str | None) -> Mode:
-    """The mode of this name; for an unknown name, a description that selects nothing."""
-    if name is not None and name in MODES:
-        return MODES[name]
-    return _unknown(str(name))
+def get(name: str | None, modes: Modes | None = None) -> Mode:
+    """The mode of this name in ``modes`` (default: the built-in ones)."""
+    return (BUILTIN if modes is None else modes).get(name)
 
 
-def modes_for(device: str, policy: MeasurePolicy, *, group: bool = False) -> list[Mode]:
-    """The modes a benchmark on ``device`` with ``policy`` is measured in, in order
-    (``group``: a distributed benchmark, measured on every rank in step)."""
-    return [
-        m for m in MODES.values() if m.device == device and m.group == group and m.selected(policy)
-    ]
+def modes_for(
+    device: str, policy: MeasurePolicy, *, group: bool = False, modes: Modes | None = None
+) -> list[Mode]:
+    """The modes of ``modes`` (default: the built-in ones) a benchmark is measured in."""
+    return (BUILTIN if modes is None else modes).for_benchmark(device, policy, group=group)
 
 
-def make_timer(mode: str, call: Invocation, policy: MeasurePolicy) -> Timer:
+def make_timer(
+    mode: str, call: Invocation, policy: MeasurePolicy, modes: Modes | None = None
+) -> Timer:
     """A timer of mode ``mode`` for ``call`` (``fn(*args, **kwargs)``)."""
-    return get(mode).make_timer(call, policy)
+    return get(mode, modes).make_timer(call, policy)
 
 
-def policy_record(policy: MeasurePolicy, mode: str) -> dict[str, Any]:
+def policy_record(policy: MeasurePolicy, mode: str, modes: Modes | None = None) -> dict[str, Any]:
     """The parts of the policy that make two results of ``mode`` comparable."""
-    return get(mode).policy_record(policy)
+    return get(mode, modes).policy_record(policy)
 
 
-register(
+#: The built-in modes, in the order a benchmark measured in several runs them; the
+#: package's own ``pytest_gpuperf_timing_modes`` hook returns them (pytest_gpuperf.registry).
+BUILTIN_MODES: tuple[Mode, ...] = (
     Mode(
         MODE_EVENTS,
         device="cuda",
@@ -299,9 +360,7 @@ register(
         flushes_l2=True,
         noisy_remedy="use cuda_graph=True for launch-bound work, ",
         launch_free=MODE_GRAPH,
-    )
-)
-register(
+    ),
     Mode(
         MODE_GRAPH,
         device="cuda",
@@ -309,9 +368,7 @@ register(
         factory="pytest_gpuperf.measure.cuda:make_graph_timer",
         noise_class="graph",
         figure_name="graph replay",
-    )
-)
-register(
+    ),
     Mode(
         MODE_CPU,
         device="cpu",
@@ -319,9 +376,7 @@ register(
         factory="pytest_gpuperf.measure.cpu:make_cpu_timer",
         noise_class="cpu",
         plain_name=True,
-    )
-)
-register(
+    ),
     Mode(
         MODE_CUDA_DIST,
         device="cuda",
@@ -333,9 +388,7 @@ register(
         # not measured apart yet: the class of host-bound device time, the wider one
         noise_class="launches",
         group=True,
-    )
-)
-register(
+    ),
     Mode(
         MODE_CPU_DIST,
         device="cpu",
@@ -344,5 +397,7 @@ register(
         record=(("figures", "slowest-rank"),),
         noise_class="cpu",
         group=True,
-    )
+    ),
 )
+#: The built-in modes alone (what a pure function judges by when it is given no registry).
+BUILTIN: Modes = Modes(BUILTIN_MODES)

@@ -83,9 +83,12 @@ def setup_note(result: Result) -> str | None:
     )
 
 
-def flag_notes(result: Result, policy: MeasurePolicy, *, setup: bool = False) -> list[str]:
+def flag_notes(
+    result: Result, policy: MeasurePolicy, *, setup: bool = False, mode: backend.Mode | None = None
+) -> list[str]:
     """What is wrong with a result, each with what to do about it (``setup``: the benchmark
-    was given ``setup=``, so each call was timed alone)."""
+    was given ``setup=``, so each call was timed alone; ``mode``: its timing mode's
+    description, default the built-in mode of its name)."""
     notes = []
     s = result.summary
     on_gpu = result.device == "cuda"
@@ -113,7 +116,7 @@ def flag_notes(result: Result, policy: MeasurePolicy, *, setup: bool = False) ->
             "host could not run ahead of it; its end-to-end time is the figure to read"
         )
     if s.n and max(s.rel_iqr, s.rel_ci) > policy.noise_threshold:
-        remedy = backend.get(result.id.mode).noisy_remedy
+        remedy = (mode or backend.get(result.id.mode)).noisy_remedy
         notes.append(
             f"noisy: rounds scatter {100 * s.rel_iqr:.1f} % (IQR/median) and the median is known "
             f"to ±{100 * s.rel_ci:.1f} %; {remedy}raise round_ms or rounds, or stop other work "

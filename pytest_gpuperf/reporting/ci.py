@@ -16,11 +16,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.settings import ReportSettings
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.reporting.outputs import Output
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ def write_ci_outputs(
     session: Mapping[str, Any] | None = None,
     only: Sequence[str] | None = None,
     baseline_dirs: Sequence[Path] = (),
+    added: Mapping[Output, Any] | None = None,
 ) -> CiOutputs:
     """Write each output of :data:`.outputs.OUTPUTS` whose option is set: the report files
     (``--gpuperf-json``, ``-markdown``, ``-html``, ``-csv``) and, under GitHub Actions (per
@@ -57,9 +61,11 @@ def write_ci_outputs(
     paths are taken from ``cwd`` (the current directory, as ``--junitxml``);
     ``session`` the JSON's session block; ``only``: just these files, no GitHub
     outputs (a confirmation child writes its JSON and nothing else);
-    ``baseline_dirs`` are never written into (nor is any baseline file).
+    ``baseline_dirs`` are never written into (nor is any baseline file);
+    ``added``: the outputs plugins added (``pytest_gpuperf_output_formats``), with the
+    value of each one's option, written after the built-in ones.
     """
-    from pytest_gpuperf.reporting.outputs import ReportContext, write_outputs
+    from pytest_gpuperf.reporting.outputs import OUTPUTS, ReportContext, write_outputs
 
     environ = os.environ if env is None else env
     root = rootdir or Path.cwd()
@@ -71,9 +77,11 @@ def write_ci_outputs(
         session=session or {},
         sort=settings.sort,
     )
+    values: dict[str, Any] = dict(settings.output_values())
+    values.update((o.option, value) for o, value in (added or {}).items())
     written = write_outputs(
-        settings.output_values(), ctx, only=only, cwd=cwd, baseline_dirs=baseline_dirs,
-        environ=environ,
+        values, ctx, only=only, cwd=cwd, baseline_dirs=baseline_dirs,
+        environ=environ, outputs=(*OUTPUTS, *(added or {})),
     )  # fmt: skip
     return CiOutputs(
         annotations=written.annotations, messages=written.messages, errors=written.errors

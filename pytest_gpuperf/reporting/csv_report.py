@@ -20,8 +20,10 @@ from typing import Any
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
+from pytest_gpuperf.reporting.columns import added_columns
 
-#: The fixed columns, in order; the ``param:NAME`` columns follow ``params``.
+#: The fixed columns, in order; the ``param:NAME`` columns follow ``params``, and the
+#: declared columns beyond these (``reporting/columns.py:added_columns``) come last.
 COLUMNS: tuple[str, ...] = (
     "benchmark",
     "key",
@@ -122,7 +124,14 @@ def row(r: Result) -> dict[str, Any]:
     }
     for k, x in r.id.params:
         out[f"param:{k}"] = x
+    for col in added_columns():  # the declared columns beyond these (reporting/columns.py)
+        x = col.raw(r)
+        out[col.key] = _num(x) if isinstance(x, (int, float)) else _text(x)
     return {k: cell(x) for k, x in out.items()}
+
+
+def _text(x: Any) -> str:
+    return "" if x is None else str(x)
 
 
 def render(results: Sequence[Result], *, sort: str = "collection") -> str:
@@ -134,6 +143,7 @@ def render(results: Sequence[Result], *, sort: str = "collection") -> str:
     fields = list(COLUMNS)
     at = fields.index("params") + 1
     fields[at:at] = [f"param:{k}" for k in params]
+    fields += [c.key for c in added_columns() if c.key not in fields]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", restval="")
     writer.writeheader()

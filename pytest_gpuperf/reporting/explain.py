@@ -57,12 +57,15 @@ def _signed(x: float | None) -> str:
 FIGURE_NAMES = {"device": "device time", "end-to-end": "end-to-end time", "time": "time"}
 
 
-def figure_name(figure: str | None, mode: str | None = None) -> str:
+def figure_name(
+    figure: str | None, mode: str | None = None, modes: backend.Modes | None = None
+) -> str:
     """The name of the figure a verdict compared: ``device time``, ``end-to-end time``, or
-    the one time of a mode that times one (its registered ``figure_name``: ``graph replay``)."""
+    the one time of a mode that times one (its ``figure_name`` in ``modes``, default the
+    built-in ones: ``graph replay``)."""
     if figure in (None, "time") and mode:
-        named = backend.MODES.get(mode)
-        if named is not None and named.figure_name:
+        named = backend.get(mode, modes)
+        if named.figure_name:
             return named.figure_name
     return FIGURE_NAMES.get(figure or "time", f"{figure} time")
 

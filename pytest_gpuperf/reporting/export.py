@@ -68,7 +68,7 @@ def _stats(rounds: Sequence[float], iterations: int) -> dict[str, Any]:
     }
 
 
-def _benchmark(r: Result) -> dict[str, Any]:
+def _benchmark(r: Result, modes: backend.Modes | None) -> dict[str, Any]:
     c = r.comparison
     params = dict(r.id.params)
     policy = r.policy or {}
@@ -86,7 +86,8 @@ def _benchmark(r: Result) -> dict[str, Any]:
     }
     if c is not None:
         extra.update(ratio=c.ratio, baseline_s=c.baseline_s)
-    name = r.id.display if backend.get(r.id.mode).plain_name else f"{r.id.display}@{r.id.mode}"
+    plain = backend.get(r.id.mode, modes).plain_name
+    name = r.id.display if plain else f"{r.id.display}@{r.id.mode}"
     return {
         "group": None,
         "name": name,
@@ -129,15 +130,17 @@ def pytest_benchmark(
     *,
     created: _dt.datetime | None = None,
     commit_info: Mapping[str, Any] | None = None,
+    modes: backend.Modes | None = None,
 ) -> str:
-    """The ``--benchmark-json`` document of ``results`` (results without rounds are left out)."""
+    """The ``--benchmark-json`` document of ``results`` (results without rounds are left out;
+    ``modes``: the run's timing modes, default the built-in ones)."""
     measured = [r for r in results if r.rounds]
     env = next((r.environment for r in measured if r.environment), None)
     when = created or _dt.datetime.now(_dt.timezone.utc)
     doc = {
         "machine_info": machine_info(env),
         "commit_info": dict(commit_info or {}),
-        "benchmarks": [_benchmark(r) for r in measured],
+        "benchmarks": [_benchmark(r, modes) for r in measured],
         "datetime": when.isoformat(),
         "version": FORMAT_VERSION,
         "generator": f"pytest-gpuperf {__version__}",

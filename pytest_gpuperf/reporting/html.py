@@ -24,8 +24,8 @@ from pytest_gpuperf.reporting import svg
 from pytest_gpuperf.reporting import verdicts as v
 from pytest_gpuperf.reporting.activity import lines as activity_lines
 from pytest_gpuperf.reporting.activity import memory_changes
+from pytest_gpuperf.reporting.columns import MIN_CI_ROUNDS, added_columns
 from pytest_gpuperf.reporting.history import BenchHistory
-from pytest_gpuperf.reporting.terminal import MIN_CI_ROUNDS
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
 
 #: Badge colours by verdict kind.
@@ -99,8 +99,9 @@ def _anchor(i: int) -> str:
 
 
 def _summary_table(rows: Sequence[v.Row]) -> str:
+    added = added_columns()  # the declared columns beyond this table's own (reporting/columns.py)
     head = "".join(
-        f"<th>{h}</th>"
+        f"<th>{escape(h)}</th>"
         for h in (
             "verdict",
             "benchmark",
@@ -111,6 +112,7 @@ def _summary_table(rows: Sequence[v.Row]) -> str:
             "baseline",
             "current",
             "runs",
+            *(c.header for c in added),
         )
     )
     body = []
@@ -126,7 +128,8 @@ def _summary_table(rows: Sequence[v.Row]) -> str:
             f'<td class="num">{escape(r.baseline)}</td>'
             f'<td class="num">{escape(r.current)}</td>'
             f'<td class="num">{escape(r.runs)}</td>'
-            "</tr>"
+            + "".join(f'<td class="num">{escape(c.cell(r.result))}</td>' for c in added)
+            + "</tr>"
         )
     # in a box of its own that scrolls, so a narrow window never cuts a column off
     table = f'<table class="verdicts"><tr>{head}</tr>{"".join(body)}</table>'

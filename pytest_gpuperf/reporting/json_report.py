@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.columns import added_columns
 from pytest_gpuperf.reporting.explain import change_text
 
 SCHEMA = "pytest-gpuperf/results"
@@ -30,6 +31,7 @@ def build(
 ) -> dict[str, Any]:
     environments: dict[str, Any] = {}
     out_results = []
+    added = added_columns()
     for r in results:
         d = r.to_dict()
         env = d.pop("environment", None)
@@ -41,6 +43,8 @@ def build(
             # the change the gate used, as every other output writes it (a reader's convenience;
             # loading ignores it)
             d["comparison"]["change"] = change_text(r.comparison, r.id.mode)
+        if added:  # the declared columns beyond the result's own fields (a reader's convenience)
+            d["columns"] = {c.key: c.raw(r) for c in added}
         out_results.append(d)
     return {
         "schema": SCHEMA,

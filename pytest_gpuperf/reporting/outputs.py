@@ -234,16 +234,18 @@ def write_outputs(
     cwd: Path | None = None,
     baseline_dirs: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
+    outputs: Sequence[Output] = OUTPUTS,
 ) -> Written:
     """Write each output whose option has a value in ``values`` (``{option: value}``, e.g.
     ``ReportSettings.output_values()``; ``only``: just these); relative paths are taken
     from ``cwd`` (the current directory, as ``--junitxml``). No output is written into
     ``baseline_dirs`` or over a baseline file, nor through another user's symbolic link
     (:func:`pytest_gpuperf.baseline.fileio.write_output`). ``environ``: the process
-    environment (default: none), where the GitHub output looks for GitHub Actions."""
+    environment (default: none), where the GitHub output looks for GitHub Actions.
+    ``outputs``: the run's (``pytest_gpuperf.registry``: these and the plugins')."""
     where = Where(cwd or Path.cwd(), baseline_dirs, {} if environ is None else environ)
     out = Written()
-    for o in OUTPUTS:
+    for o in outputs:
         value = values.get(o.option)
         if not value or (only is not None and o.option not in only):
             continue

@@ -38,20 +38,21 @@ from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
-from pytest_gpuperf.reporting.units import (
-    fmt_bytes,
-    fmt_change,
-    fmt_pct,
-    fmt_result_rate,
-    fmt_time,
+from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
+from pytest_gpuperf.reporting.columns import (
+    DEFAULT_COLUMNS,
+    DROP_ORDER,
+    flag_text,
+    full_columns,
+    params_text,
 )
+from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
+from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
 WIDTH = 120
 #: A benchmark name is never shortened below this.
 MIN_NAME = 28
-#: Fewer kept rounds than this have no distribution-free 95 % interval of their median.
-MIN_CI_ROUNDS = 6
 
 
 _LABELLED = re.compile(r"^(\s*)(\S[^:]*?(?::|\s{2,})\s*)?")
@@ -83,145 +84,6 @@ def fold(text: str, width: int = WIDTH) -> str:
         )
     return "\n".join(out)
 
-
-def _median_cell(r: Result) -> str:
-    return fmt_time(r.summary.median if r.rounds else None)
-
-
-def _ci_cell(r: Result) -> str:
-    s = r.summary
-    if s.n < MIN_CI_ROUNDS:
-        return "-"
-    return "±" + fmt_pct(s.rel_ci)
-
-
-def _stat(name: str) -> Callable[[Result], str]:
-    def cell(r: Result) -> str:
-        return fmt_time(getattr(r.summary, name) if r.rounds else None)
-
-    return cell
-
-
-def _params(r: Result) -> str:
-    return ", ".join(f"{k}={v}" for k, v in r.id.params) or "-"
-
-
-def _flag(r: Result) -> str:
-    flags = []
-    if r.unstable:
-        flags.append("UNSTABLE")
-    elif r.stability == "warmup-capped":
-        flags.append("warm-up capped")
-    if any(n.startswith("noisy") for n in r.notes):
-        flags.append("NOISY")
-    if any(n.startswith("plateau:") for n in r.notes):
-        flags.append("PLATEAU")
-    return ", ".join(flags)
-
-
-_LABELS = {"different-environment": "other environment", "no-change": "no change"}
-_LABELS["no-baseline"] = "no baseline"
-
-
-def verdict_cell(r: Result) -> str:
-    """``2.96x REGRESSION (threshold 61.3 %)``, ``+1.2 % no change (threshold 8.0 %)``,
-    ``+58.6 % INCONCLUSIVE / below resolution (would catch >= 2.04x)``: the change the gate
-    used (reporting/units.py:fmt_change) and the verdict with its resolution, in one cell."""
-    from pytest_gpuperf.reporting.explain import figure_name, label_of
-
-    c = r.comparison
-    if c is None:
-        return "-"
-    kind = c.kind
-    if kind in ("regression", "inconclusive", "no-change"):
-        label = label_of(c)
-    else:
-        label = _LABELS.get(kind, kind)
-    if c.ratio is None or kind == "no-baseline":
-        return label
-    name = figure_name(c.figure, r.id.mode)  # a plain "time" goes without saying
-    return f"{fmt_change(c.ratio)}{'' if name == 'time' else ' ' + name} {label}"
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    header: str
-    cell: Callable[[Result], str]
-    #: what the column means, for the legend under the table ("" for none)
-    legend: str = ""
-
-
-COLUMNS: dict[str, Column] = {
-    c.key: c
-    for c in (
-        Column("name", "benchmark", lambda r: r.id.display),
-        Column("params", "params", _params),
-        Column("mode", "mode", lambda r: r.id.mode),
-        Column("median", "median", _median_cell, "median: per-call time of the steady state"),
-        Column("mean", "mean", _stat("mean"), "mean: of the rounds"),
-        Column("min", "min", _stat("min"), "min: the fastest round"),
-        Column("max", "max", _stat("max"), "max: the slowest round"),
-        Column(
-            "spread",
-            "spread",
-            lambda r: fmt_pct(r.summary.rel_iqr),
-            "spread: IQR of the rounds over the median",
-        ),
-        Column(
-            "ci",
-            "95% CI",
-            _ci_cell,
-            "95% CI: of the median, from the rounds kept ('-' with fewer than "
-            f"{MIN_CI_ROUNDS} rounds, where no such interval exists)",
-        ),
-        Column(
-            "rounds",
-            "rounds",
-            lambda r: f"{r.summary.n}x{r.calls_per_round}",
-            "rounds: rounds kept x calls per round (leading rounds that were still settling are "
-            "dropped)",
-        ),
-        Column(
-            "first_call",
-            "first call",
-            lambda r: fmt_time(r.first_call_s),
-            "first call: compile, autotune and lazy init land there, never in the median",
-        ),
-        Column("memory", "memory", lambda r: fmt_bytes(r.peak_memory_bytes), "memory: peak"),
-        Column("throughput", "throughput", lambda r: fmt_result_rate(r)),
-        Column("flag", "flag", _flag, "flag: see flags below"),
-        Column("verdict", "vs baseline", verdict_cell),
-    )
-}
-#: Every column, in the order ``-v`` shows them.
-FULL_COLUMNS: tuple[str, ...] = (
-    "name",
-    "params",
-    "mode",
-    "median",
-    "spread",
-    "ci",
-    "rounds",
-    "first_call",
-    "memory",
-    "throughput",
-    "flag",
-    "verdict",
-)
-#: The default verbosity's columns (``mode`` too when a session mixes timing modes).
-DEFAULT_COLUMNS: tuple[str, ...] = (
-    "name",
-    "median",
-    "ci",
-    "spread",
-    "first_call",
-    "throughput",
-    "flag",
-    "verdict",
-)
-#: Dropped in this order while a default table is wider than :data:`WIDTH`.
-DROP_ORDER: tuple[str, ...] = ("first_call", "spread", "throughput", "mode")
 
 #: ``--gpuperf-sort`` keys: (key function, what it means).
 _VERDICT_RANK = {
@@ -281,7 +143,7 @@ def _group_value(r: Result, key: str) -> str:
     if key == "name":
         return r.id.name or "-"
     if key == "param":
-        return _params(r)
+        return params_text(r)
     if key.startswith("param:"):
         want = key.split(":", 1)[1]
         return next((v for k, v in r.id.params if k == want), "-")
@@ -315,6 +177,8 @@ class TableSpec:
     width: int = WIDTH
     #: the session's --gpuperf-fail-on: whose detail went into a failure text
     fail_on: str = "regression"
+    #: the run's timing modes (pytest_gpuperf.registry); None: the built-in ones
+    modes: backend.Modes | None = None
 
 
 def _shorten(text: str, width: int) -> str:
@@ -343,7 +207,7 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
     if spec.columns is not None:
         cols = ["name", *(c for c in spec.columns if c != "name")]
     elif spec.verbose:
-        cols = list(FULL_COLUMNS)
+        cols = full_columns()
     else:
         cols = list(DEFAULT_COLUMNS)
         if len({r.id.mode for r in results}) > 1:
@@ -430,17 +294,20 @@ def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str
     return textwrap.wrap("; ".join(parts), spec.width) if parts else []
 
 
-def launch_overhead(results: Sequence[Result]) -> list[tuple[Result, Result, float]]:
+def launch_overhead(
+    results: Sequence[Result], modes: backend.Modes | None = None
+) -> list[tuple[Result, Result, float]]:
     """Pairs of results of one measurement, timed with and without launch overhead (CUDA
-    events and CUDA-graph replay: a mode's ``launch_free``), with the launch-overhead share."""
+    events and CUDA-graph replay: a mode's ``launch_free``, in ``modes``), with the
+    launch-overhead share."""
     by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
     for r in results:
         by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
     out = []
-    for modes in by_key.values():
-        for mode, ev in modes.items():
-            twin = backend.get(mode).launch_free
-            gr = modes.get(twin) if twin else None
+    for of_mode in by_key.values():
+        for mode, ev in of_mode.items():
+            twin = backend.get(mode, modes).launch_free
+            gr = of_mode.get(twin) if twin else None
             if gr and ev.median > 0:
                 out.append((ev, gr, max(0.0, (ev.median - gr.median) / ev.median)))
     return out
@@ -626,7 +493,7 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
         lines.insert(0, "verdicts:")
     counts: dict[str, int] = {}
     for r in results:
-        flags = [f for f in _flag(r).split(", ") if f] or (["other note"] if r.notes else [])
+        flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
         n = r.comparison.numerics if r.comparison is not None else None
         if n is not None and n.kind == CHANGED:
             flags.append("output changed")
@@ -675,7 +542,7 @@ def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     if spec.quiet and not spec.verbose:
         return "\n".join([render_table(results, spec), *quiet_lines(results, spec)])
     lines = [render_table(results, spec), *legend(results, spec)]
-    overhead = launch_overhead(results)
+    overhead = launch_overhead(results, spec.modes)
     if overhead:
         lines.append("")
         lines.append("launch overhead (CUDA events vs graph replay):")

@@ -222,7 +222,9 @@ class ABGate(Gate):
             self.baseline = paired_baseline(
                 self.tree.label, self.paired.base, fingerprint_extra=self.extra
             )
-            self.rule = Judge(self.baseline, self.policy, self.extra, self.verdict)
+            self.rule = Judge(
+                self.baseline, self.policy, self.extra, self.verdict, modes=self.rule.modes
+            )
             still = []
             for n in pending:
                 if n in self.failed_side:

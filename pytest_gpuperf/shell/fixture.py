@@ -137,6 +137,8 @@ class BenchContext:
     #: this rank's process group (measure.distributed.Group), in a test marked world_size=:
     #: the benchmark is timed on every rank in step; None otherwise
     group: Any = None
+    #: the session's timing modes (pytest_gpuperf.registry); None: the built-in ones
+    modes: backend.Modes | None = None
 
 
 @dataclass
@@ -370,7 +372,9 @@ class GpuBench:
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
             nbytes=nbytes,
             env=ctx.environment() if ctx.environment else None,
-            modes=backend.modes_for(ctx.device, mine.measure, group=ctx.group is not None),
+            modes=backend.modes_for(
+                ctx.device, mine.measure, group=ctx.group is not None, modes=ctx.modes
+            ),
             collective=collective,
         )
 
@@ -418,7 +422,7 @@ class GpuBench:
             )
             if ctx.group is not None:
                 result.extra = {**result.extra, "group": self._group_record(got, plan)}
-            result.notes.extend(flag_notes(result, policy, setup=call.has_setup))
+            result.notes.extend(flag_notes(result, policy, setup=call.has_setup, mode=mode))
             if got.tracer:
                 result.notes.append(tracer_note(got.tracer))
             self.results.append(result)

@@ -112,7 +112,10 @@ class Gate:
         #: the session's verdict settings (the judge applies a benchmark's own over them)
         self.verdict: VerdictSettings = run.settings.verdict
         self.policy: DecisionPolicy = self.verdict.decision_policy()
-        self.rule = Judge(baseline, self.policy, fingerprint_extra(config) or None, self.verdict)
+        self.rule = Judge(
+            baseline, self.policy, fingerprint_extra(config) or None, self.verdict,
+            modes=run.registry.modes,
+        )  # fmt: skip
         self.budget = ConfirmBudget(factor=self.verdict.confirm_budget)
         self.rerun_count = 0
         self.rerun_s = 0.0

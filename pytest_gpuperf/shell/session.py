@@ -210,11 +210,22 @@ class GpuPerfSession:
         from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS
 
         values = self.settings.report.output_values()
-        return [
+        files = [
             (f"--gpuperf-{o.option}", str(values[o.option]))
             for o in FILE_OUTPUTS
             if values[o.option]
         ]
+        added = self._added_outputs()
+        return files + [(f"--gpuperf-{o.option}", str(v)) for o, v in added.items() if o.render]
+
+    def _added_outputs(self) -> dict[Any, Any]:
+        """The outputs plugins added (registry.py), each with its option's value if given."""
+        out = {}
+        for o in self.run.registry.added_outputs:
+            value = self.config.getoption("gpuperf_" + o.option.replace("-", "_"), None)
+            if value:
+                out[o] = value
+        return out
 
     def _baseline_dirs(self) -> list[Path]:
         return [self.run.baseline_dir]
@@ -330,6 +341,7 @@ class GpuPerfSession:
             after_measure=hooks,
             activity=self._activity(device),
             adjust_policy=child_policy() if self.child else None,
+            modes=self.run.registry.modes,
             group=group,
         )
         return GpuBench(ctx)
@@ -755,6 +767,7 @@ class GpuPerfSession:
             },
             only=("json",) if self.child else None,
             baseline_dirs=self._baseline_dirs(),
+            added=self._added_outputs(),
         )
         if self.ci.errors and session.exitstatus == 0:
             # A report that was asked for and not written is a failed job (what CI reads).
@@ -855,6 +868,7 @@ class GpuPerfSession:
                 verbose=verbosity > 0,
                 quiet=verbosity < 0,
                 fail_on=self.settings.verdict.fail_on,
+                modes=self.run.registry.modes,
             )
             tr.section("gpuperf")
             tr.write_line(render(self.results, spec))

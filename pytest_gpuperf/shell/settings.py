@@ -29,6 +29,8 @@ from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.registry import Registry
+from pytest_gpuperf.registry import build as build_registry
 from pytest_gpuperf.reporting.settings import ReportSettings
 from pytest_gpuperf.settings_fields import option, settings_from
 from pytest_gpuperf.verdict.policy import VerdictSettings
@@ -159,10 +161,12 @@ class RunContext:
     config: pytest.Config
     settings: Settings
     resolved: GpuPerfConfig
+    #: what the plugins' ``pytest_gpuperf_*`` registry hooks returned, asked once
+    registry: Registry = field(default_factory=Registry.builtin)
 
     @classmethod
     def build(cls, config: pytest.Config, resolved: GpuPerfConfig) -> RunContext:
-        return cls(config, Settings.from_config(resolved), resolved)
+        return cls(config, Settings.from_config(resolved), resolved, build_registry(config.hook))
 
     @property
     def rootpath(self) -> Path:

@@ -224,12 +224,20 @@ def _exp(x: float) -> float:
     return math.inf if x > 700 else math.exp(x)
 
 
+def _described(mode: str | backend.Mode | None) -> backend.Mode:
+    """A mode's description: given, or a built-in mode's by name (a plugin's mode is known
+    to the run's registry only: its caller passes the description, as the Judge does)."""
+    return mode if isinstance(mode, backend.Mode) else backend.get(mode)
+
+
 def classes_for(
-    baseline: Sequence[RunStat], mode: str | None, policy: DecisionPolicy = DEFAULT_POLICY
+    baseline: Sequence[RunStat],
+    mode: str | backend.Mode | None,
+    policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> dict[str, NoiseClass]:
     """The noise class of each figure of a benchmark: its mode's (:mod:`..measure.backend`),
     or for a mode of two figures, from what its baseline runs show."""
-    klass = backend.get(mode).noise_class
+    klass = _described(mode).noise_class
     if klass is not None:
         return {TIME: CLASSES[klass] if isinstance(klass, str) else klass}
     fast_dev = min(x.median_s for x in baseline)
@@ -461,7 +469,7 @@ def decide(
     current: Sequence[RunStat],
     *,
     policy: DecisionPolicy = DEFAULT_POLICY,
-    mode: str | None = None,
+    mode: str | backend.Mode | None = None,
     look: int | None = None,
     last: bool = False,
     name: str | None = None,
@@ -470,7 +478,8 @@ def decide(
 ) -> Comparison:
     """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs.
 
-    ``mode`` is the timing backend (it picks the figures' noise classes).
+    ``mode`` is the timing backend, by name or description (it picks the figures' noise
+    classes).
     ``last``: no further run can be added, so a suspect becomes inconclusive.
     ``environment_reason``: why the current run's conditions differ from the
     baseline's (telemetry); it holds back a regression that is not decisive.
@@ -645,8 +654,10 @@ def _same_hiding(base: Sequence[RunStat], cur: Sequence[RunStat]) -> bool:
     return all(x.host_hidden is None or x.host_hidden in b for x in cur) if b else True
 
 
-def _hidden_notes(base: Sequence[RunStat], cur: Sequence[RunStat], mode: str | None) -> list[str]:
-    if not backend.get(mode).hides_host:
+def _hidden_notes(
+    base: Sequence[RunStat], cur: Sequence[RunStat], mode: str | backend.Mode | None
+) -> list[str]:
+    if not _described(mode).hides_host:
         return []
     b = [x.host_hidden for x in base if x.host_hidden is not None]
     c = [x.host_hidden for x in cur if x.host_hidden is not None]

@@ -19,6 +19,7 @@ from typing import Any
 from pytest_gpuperf.baseline import records as br
 from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
+from pytest_gpuperf.measure.backend import BUILTIN, Modes
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
 from pytest_gpuperf.verdict.comparison import Comparison
@@ -88,7 +89,8 @@ class Judge:
 
     ``fingerprint_extra`` is what users' plugins add to the environment
     fingerprint; ``settings`` are the session's verdict settings, over which
-    each result's own (``Result.gate``) apply. Each result's match with the
+    each result's own (``Result.gate``) apply; ``modes`` the run's timing modes
+    (the built-in ones by default). Each result's match with the
     baseline is computed once and kept (:meth:`match`) for the verdict, the
     secondary metrics, the capture and the reports.
     """
@@ -99,8 +101,12 @@ class Judge:
         policy: DecisionPolicy = DEFAULT_POLICY,
         fingerprint_extra: Mapping[str, Any] | None = None,
         settings: VerdictSettings | None = None,
+        modes: Modes | None = None,
     ):
         self.baseline = baseline
+        #: the run's timing modes (pytest_gpuperf.registry): each result's mode is judged by
+        #: its description there (its noise class, whether it hides the host)
+        self.modes = BUILTIN if modes is None else modes
         self.policy = policy
         self.fingerprint_extra = dict(fingerprint_extra) if fingerprint_extra else None
         self.settings = settings if settings is not None else VerdictSettings()
@@ -143,7 +149,7 @@ class Judge:
             return decide(
                 [run_stat(r) for r in other] or [current[0]],
                 current,
-                mode=result.id.mode,
+                mode=self.modes.get(result.id.mode),
                 environment_diff=[label + d for d in match.differences] or ["environment"],
                 **common,
             )
@@ -153,7 +159,7 @@ class Judge:
         c = decide(
             [run_stat(r) for r in match.runs],
             current,
-            mode=result.id.mode,
+            mode=self.modes.get(result.id.mode),
             environment_reason=reason,
             **common,
         )

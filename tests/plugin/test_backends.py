@@ -1,14 +1,17 @@
-"""A timing backend from outside the package: one timer class and one registry entry.
+"""A timing backend from outside the package: one timer class and one hook.
 
 The conftest below is all a new backend needs: a deterministic virtual-clock timer
 (every call costs exactly 0.5 ms x SLOWDOWN) and its :class:`~pytest_gpuperf.measure.
-backend.Mode`, with a noise class of its own. It replaces the CPU mode's place for these
-runs (the CPU mode is deselected), so what is measured cannot depend on the machine.
+backend.Mode`, with a noise class of its own, returned by ``pytest_gpuperf_timing_modes``.
+It takes the CPU mode's place (``replaces="cpu"``), so what is measured cannot depend on
+the machine; the registry is the session's, so nothing outlives the pytester run.
 """
 
 from __future__ import annotations
 
+import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,10 +19,7 @@ from tests.conftest import FAST
 from tests.plugin.virtual_clock import TIMER
 
 BACKEND_CONFTEST = f"""
-import dataclasses
 import os
-
-import pytest
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.verdict.policy import NoiseClass
@@ -40,17 +40,12 @@ VIRTUAL = backend.Mode(
     record=(("clock", "virtual"),),
     noise_class=NoiseClass("virtual", noise=0.001, mode=1.05, runs=1),
     noisy_remedy="check the virtual clock, ",
+    replaces="cpu",
 )
 
 
-@pytest.fixture(autouse=True)
-def virtual_clock_mode(monkeypatch):
-    # For the test's duration only: pytester runs in this process.
-    monkeypatch.setitem(backend.MODES, VIRTUAL.name, VIRTUAL)
-    cpu = backend.MODES["cpu"]
-    monkeypatch.setitem(
-        backend.MODES, "cpu", dataclasses.replace(cpu, selected=lambda policy: False)
-    )
+def pytest_gpuperf_timing_modes():
+    return [VIRTUAL]
 """
 
 TESTS = """
@@ -110,3 +105,42 @@ def test_a_registered_backend_measures_saves_and_judges(pytester: pytest.Pyteste
     assert comparison["kind"] == "regression"  # type: ignore[index]
     # judged against the backend's own noise class: one run is evidence enough
     assert comparison["r"] == 1  # type: ignore[index]
+
+
+def _install_entry_point(site: Path, module: str, source: str) -> None:
+    """A distribution on ``site`` whose ``pytest_gpuperf`` entry point is ``module``."""
+    site.mkdir()
+    (site / f"{module}.py").write_text(source)
+    info = site / f"{module}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[pytest_gpuperf]\nvirtual = {module}\n")
+
+
+def test_a_mode_of_an_entry_point_is_the_same_mode_in_pytest_and_the_cli(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One module in the ``pytest_gpuperf`` entry-point group: pytest measures in its mode,
+    and the CLI, with its own plugin manager, knows the mode's description too."""
+    from pytest_gpuperf.cli.main import main
+    from pytest_gpuperf.registry import build, plugin_manager
+
+    source = BACKEND_CONFTEST.replace("    replaces=", "    plain_name=True,\n    replaces=")
+    _install_entry_point(pytester.path / "site", "gpuperf_virtual_mode", source)
+    monkeypatch.syspath_prepend(str(pytester.path / "site"))
+    modes = build(plugin_manager().hook).modes
+    assert modes.get("virtual-clock").plain_name and "cpu" not in modes
+
+    pytester.makepyfile(test_virtual=TESTS)
+    for _ in range(2):
+        run(pytester, "--gpuperf-save=main", "--gpuperf-json=out.json").assert_outcomes(passed=1)
+    assert [r["id"]["mode"] for r in _results(pytester)] == ["virtual-clock"]  # type: ignore[index]
+    run(pytester, "--gpuperf-save=slow", slowdown=1.5).assert_outcomes(passed=1)
+
+    out = io.StringIO()
+    assert main(["export", "main", "--format", "pytest-benchmark"], out) == 0
+    (bench,) = json.loads(out.getvalue())["benchmarks"]
+    assert bench["name"] == "test_sum"  # the mode's plain_name, not "test_sum@virtual-clock"
+    out = io.StringIO()
+    assert main(["compare", "main", "slow"], out) == 1, out.getvalue()
+    assert "REGRESSION" in out.getvalue()

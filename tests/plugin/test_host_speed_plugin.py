@@ -19,7 +19,6 @@ from tests.conftest import FAST, run_with_env
 from tests.plugin.virtual_clock import TIMER
 
 CONFTEST = f"""
-import dataclasses
 import os
 
 import pytest
@@ -44,16 +43,16 @@ VIRTUAL = backend.Mode(
     comparable=("noise_threshold",),
     record=(("clock", "virtual"),),
     noise_class="cpu",
+    replaces="cpu",
 )
+
+
+def pytest_gpuperf_timing_modes():
+    return [VIRTUAL]
 
 
 @pytest.fixture(autouse=True)
 def virtual_host(monkeypatch):
-    monkeypatch.setitem(backend.MODES, VIRTUAL.name, VIRTUAL)
-    cpu = backend.MODES["cpu"]
-    monkeypatch.setitem(
-        backend.MODES, "cpu", dataclasses.replace(cpu, selected=lambda policy: False)
-    )
     fake = None if os.environ.get("HOST") == "none" else FakeCanary()
     monkeypatch.setitem(canary._CANARIES, "cpu", fake)
     monkeypatch.setattr(canary, "thread_schedstat", lambda: None)

@@ -1,5 +1,6 @@
-"""The timing-mode registry (measure/backend.py): the built-in modes as the fixture, the
-verdict and the reports used them before the registry, and what a new mode may declare."""
+"""The timing modes (measure/backend.py, built per run by pytest_gpuperf/registry.py): the
+built-in modes as the fixture, the verdict and the reports used them before the registry,
+and what a new mode may declare."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, MODES
+from pytest_gpuperf.registry import build, plugin_manager
 from pytest_gpuperf.verdict.decide import TIME, classes_for
 from pytest_gpuperf.verdict.policy import CLASSES, NoiseClass
 from tests.unit.test_rings import ADAPTER, ring_of
@@ -23,7 +25,8 @@ def _names(device: str, cuda_graph: bool | str) -> list[str]:
 
 
 def test_every_mode_of_the_results_is_registered_in_the_order_it_is_measured() -> None:
-    assert tuple(backend.MODES)[: len(MODES)] == MODES
+    assert backend.BUILTIN.names[: len(MODES)] == MODES
+    assert build(plugin_manager(entry_points=False).hook).modes.names == MODES
 
 
 @pytest.mark.parametrize(
@@ -55,9 +58,7 @@ def test_the_verdict_takes_each_modes_noise_class() -> None:
     assert backend.get(MODE_EVENTS).noise_class is None  # derived from the runs
     own = NoiseClass("virtual", noise=0.001, mode=1.05, runs=1)
     mode = replace(backend.get(MODE_CPU), name="virtual-clock", noise_class=own)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(backend.MODES, mode.name, mode)
-        assert classes_for([], "virtual-clock") == {TIME: own}
+    assert classes_for([], mode) == {TIME: own}  # judged by the description it is given
 
 
 def test_only_cuda_events_flushes_l2_hides_the_host_and_has_a_remedy() -> None:
@@ -82,16 +83,37 @@ def test_an_unknown_mode_selects_nothing_and_says_which_exist() -> None:
 
 def test_a_name_is_registered_once_unless_replaced() -> None:
     cpu = backend.get(MODE_CPU)
-    with pytest.raises(ValueError, match="already registered"):
-        backend.register(cpu)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(backend, "MODES", dict(backend.MODES))
-        assert backend.register(cpu, replace=True) is cpu
+    with pytest.raises(ValueError, match=r"two timing modes are named 'cpu'.*replaces='cpu'"):
+        backend.Modes([*backend.BUILTIN_MODES, cpu])
+    again = replace(cpu, noise_class="graph", replaces=MODE_CPU)
+    modes = backend.Modes([*backend.BUILTIN_MODES, again])
+    assert modes.get(MODE_CPU) is again and modes.names == backend.BUILTIN.names
+
+
+def test_a_mode_that_replaces_another_takes_its_place_and_the_other_is_gone() -> None:
+    process = replace(backend.get(MODE_CPU), name="cpu-process", replaces=MODE_CPU)
+    modes = backend.Modes([*backend.BUILTIN_MODES, process])
+    assert modes.names.index("cpu-process") == backend.BUILTIN.names.index(MODE_CPU)
+    assert MODE_CPU not in modes
+    assert [m.name for m in modes.for_benchmark("cpu", MeasurePolicy())] == ["cpu-process"]
+    with pytest.raises(ValueError, match=r"replaces 'tpu', which is not declared"):
+        backend.Modes([replace(process, replaces="tpu")])
+
+
+def test_nothing_outside_a_registry_holds_modes() -> None:
+    """No module-level registry to change: a run's modes are what its hooks returned."""
+    mutable = [
+        name
+        for name, value in vars(backend).items()
+        if isinstance(value, (dict, list, set)) and not name.startswith("__")
+    ]
+    assert mutable == []
+    assert not hasattr(backend, "register") and not hasattr(backend, "MODES")
 
 
 def test_built_in_factories_live_in_adapter_modules_the_core_never_imports() -> None:
     """The registry is core (no torch); each factory is a path to an adapter's function."""
-    for mode in backend.MODES.values():
+    for mode in backend.BUILTIN_MODES:
         assert isinstance(mode.factory, str), mode.name
         module, _, attr = mode.factory.partition(":")
         assert ring_of(module.removeprefix("pytest_gpuperf.")) == ADAPTER

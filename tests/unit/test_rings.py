@@ -35,6 +35,7 @@ RINGS: dict[str, str] = {
     "values": CORE,
     "settings_fields": CORE,
     "jsonsafe": CORE,
+    "registry": CORE,
     "verdict": CORE,
     "baseline": CORE,
     "reporting": CORE,

@@ -1,0 +1,175 @@
+"""What plugins add to the package, gathered once per run through pluggy hooks.
+
+The timing modes and the output formats are not kept in a module-level registry:
+every run asks the hooks of :class:`Specs` once and keeps the answer
+(:class:`Registry`), as pytest-xdist asks ``pytest_xdist_make_scheduler`` for its
+scheduler.
+
+* A pytest session builds it in ``pytest_configure`` (:func:`build` on
+  ``config.hook``, ``shell/settings.py RunContext``): the package's own
+  :class:`BuiltIns`, then every plugin and conftest.py.
+* ``pytest-gpuperf`` (the CLI, no pytest) builds the same one with its own
+  plugin manager (:func:`plugin_manager`): the same specs, :class:`BuiltIns`, and
+  the modules of the ``pytest_gpuperf`` entry-point group, which pytest loads too
+  (``plugin.py pytest_addhooks``). So a mode declared by such a module is judged
+  alike by the gate and by ``pytest-gpuperf compare``; one declared in a
+  conftest.py is known to pytest only.
+
+A hook implementation is a plain function named after its spec, in a
+conftest.py, a pytest plugin or an entry-point module::
+
+    # conftest.py
+    from pytest_gpuperf.measure.backend import Mode
+
+    def pytest_gpuperf_timing_modes():
+        return [Mode("cpu-process", device="cpu", selected=lambda p: True,
+                     factory="mypkg.timers:make", noise_class="cpu", replaces="cpu")]
+
+Pure Python: imports pluggy, never pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pluggy
+
+from pytest_gpuperf.measure.backend import BUILTIN_MODES, Mode, Modes
+from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS, OUTPUTS, Output
+
+#: The project name of the CLI's plugin manager, and the entry-point group it loads.
+PROJECT = "pytest_gpuperf"
+#: The hooks' prefix: a function so named is a hook implementation without a marker.
+PREFIX = "pytest_gpuperf_"
+
+# Each spec and built-in implementation carries the markers of both managers: pytest's
+# ("pytest", what ``pytest.hookspec`` is) and the CLI's.
+_specs = (pluggy.HookspecMarker("pytest"), pluggy.HookspecMarker(PROJECT))
+_impls = (pluggy.HookimplMarker("pytest"), pluggy.HookimplMarker(PROJECT))
+
+
+def _spec(fn: Any) -> Any:
+    for mark in _specs:
+        fn = mark(fn)
+    return fn
+
+
+def _builtin(fn: Any) -> Any:
+    for mark in _impls:
+        fn = mark(tryfirst=True)(fn)  # the built-in ones first
+    return fn
+
+
+class Specs:
+    """The hooks every run (a pytest session, a CLI command) calls once to build its
+    :class:`Registry`. They take no argument: what they return must not depend on the
+    session's options, so that pytest and the CLI build the same registry."""
+
+    @_spec
+    def pytest_gpuperf_timing_modes(self) -> list[Mode]:  # type: ignore[empty-body]
+        """Return timing modes (:class:`pytest_gpuperf.measure.backend.Mode`) to add.
+
+        The built-in ones come first; a mode takes the place of one returned before it
+        with ``replaces=`` its name (a name taken twice otherwise fails). Every mode of a
+        benchmark's device whose ``selected(policy)`` is true measures it: make the
+        modes of one device exclude each other by selecting on one setting, each on its
+        own values (``cuda_graph``: False for CUDA events, True for CUDA graphs).
+        """
+
+    @_spec
+    def pytest_gpuperf_output_formats(self) -> list[Output]:  # type: ignore[empty-body]
+        """Return outputs (:class:`pytest_gpuperf.reporting.outputs.Output`) that the session
+        writes at its end, after the built-in ones, each when its option has a value.
+
+        ``Output(option, what, render)``: ``render(ctx, target)`` returns the file's text
+        from the :class:`~pytest_gpuperf.reporting.outputs.ReportContext`; the option
+        (``--gpuperf-<option>``, the file's path) is the plugin's own, added in its
+        ``pytest_addoption``. An option taken twice fails::
+
+            # conftest.py
+            from pytest_gpuperf.reporting.outputs import Output
+
+            def pytest_addoption(parser):
+                parser.addoption("--gpuperf-tsv", default=None)
+
+            def pytest_gpuperf_output_formats():
+                return [Output("tsv", "TSV", lambda ctx, target: "\\n".join(
+                    f"{r.id.key}\\t{r.median!r}" for r in ctx.results) + "\\n")]
+        """
+
+
+class BuiltIns:
+    """The package's own implementations of :class:`Specs`."""
+
+    @_builtin
+    def pytest_gpuperf_timing_modes(self) -> list[Mode]:
+        return list(BUILTIN_MODES)
+
+    @_builtin
+    def pytest_gpuperf_output_formats(self) -> list[Output]:
+        return list(OUTPUTS)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """What the hooks returned, built once per run (:func:`build`)."""
+
+    modes: Modes
+    #: every output of a session's end, the built-in ones (``reporting/outputs.py``) first
+    outputs: tuple[Output, ...] = OUTPUTS
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for o in self.outputs:
+            if o.option in seen:
+                raise ValueError(
+                    f"two output formats are named {o.option!r} (--gpuperf-{o.option}); "
+                    "pick another name for the plugin's"
+                )
+            seen.add(o.option)
+
+    @classmethod
+    def builtin(cls) -> Registry:
+        """The built-in entries alone (a run whose plugins add nothing)."""
+        return cls(Modes(BUILTIN_MODES))
+
+    @property
+    def added_outputs(self) -> tuple[Output, ...]:
+        """The outputs the plugins added (their options are the plugins' own)."""
+        return tuple(o for o in self.outputs if o.option not in OUTPUT_OPTIONS)
+
+
+def _flat(lists: Iterable[Iterable[Any] | None]) -> list[Any]:
+    return [x for got in lists if got for x in got]
+
+
+def build(hook: Any) -> Registry:
+    """The registry from a hook relay (``config.hook``, or :func:`plugin_manager`'s)."""
+    return Registry(
+        Modes(_flat(hook.pytest_gpuperf_timing_modes())),
+        tuple(_flat(hook.pytest_gpuperf_output_formats())),
+    )
+
+
+class _Manager(pluggy.PluginManager):
+    """pluggy's manager, taking ``pytest_gpuperf_*`` functions without a marker (as pytest
+    takes ``pytest_*`` ones), so that one plugin module serves pytest and the CLI."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name.startswith(PREFIX) and callable(getattr(plugin, name, None)):
+            return cast(pluggy.HookimplOpts, {})
+        return opts
+
+
+def plugin_manager(*, entry_points: bool = True) -> pluggy.PluginManager:
+    """The CLI's plugin manager: the specs, the built-in implementations and (with
+    ``entry_points``) the modules of the ``pytest_gpuperf`` entry-point group."""
+    pm = _Manager(PROJECT)
+    pm.add_hookspecs(Specs)
+    pm.register(BuiltIns(), "gpuperf-builtins")
+    if entry_points:
+        pm.load_setuptools_entrypoints(PROJECT)
+    return pm

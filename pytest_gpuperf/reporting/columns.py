@@ -1,0 +1,211 @@
+"""The columns of the outputs, declared once: a column is a key, a header, how to read its
+value from a :class:`~pytest_gpuperf.model.Result` and how to write that value as text.
+
+The terminal table (``reporting/terminal.py``) draws every column of
+:data:`COLUMNS` (``--gpuperf-columns`` picks them by key). The HTML summary table,
+the CSV and the JSON report had their own columns before this declaration and keep
+them (:data:`OWN_COLUMNS`); every other declared column is added to each of them from
+here (:func:`added_columns`): the HTML as a header and the cell text, the CSV and the
+JSON (``results[].columns``) as the raw value. So a new column is one entry in
+:data:`COLUMNS` (and its key in :data:`FULL_COLUMNS` or :data:`DEFAULT_COLUMNS` if the
+terminal should show it without being asked), and nothing else to copy.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
+
+#: Fewer kept rounds than this have no distribution-free 95 % interval of their median.
+MIN_CI_ROUNDS = 6
+
+
+def _text(x: Any) -> str:
+    return "" if x is None else str(x)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of every table-like output."""
+
+    key: str
+    header: str
+    #: its value for one result: a number in SI units (seconds, bytes), a text, or None
+    value: Callable[[Result], Any]
+    #: the value as the terminal and the HTML show it
+    fmt: Callable[[Any], str] = _text
+    #: what the column means, for the legend under the terminal's table ("" for none)
+    legend: str = ""
+
+    def cell(self, r: Result) -> str:
+        return self.fmt(self.value(r))
+
+    def raw(self, r: Result) -> Any:
+        """The value for the CSV and the JSON: a finite number or a text, else None."""
+        x = self.value(r)
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        return x if x is None or isinstance(x, (bool, int, float, str)) else str(x)
+
+
+def _median(r: Result) -> float | None:
+    return r.summary.median if r.rounds else None
+
+
+def _ci(r: Result) -> float | None:
+    return r.summary.rel_ci if r.summary.n >= MIN_CI_ROUNDS else None
+
+
+def _ci_text(x: float | None) -> str:
+    return "-" if x is None else "±" + fmt_pct(x)
+
+
+def _stat(name: str) -> Callable[[Result], Any]:
+    def value(r: Result) -> Any:
+        return getattr(r.summary, name) if r.rounds else None
+
+    return value
+
+
+def params_text(r: Result) -> str:
+    return ", ".join(f"{k}={v}" for k, v in r.id.params) or "-"
+
+
+def flag_text(r: Result) -> str:
+    flags = []
+    if r.unstable:
+        flags.append("UNSTABLE")
+    elif r.stability == "warmup-capped":
+        flags.append("warm-up capped")
+    if any(n.startswith("noisy") for n in r.notes):
+        flags.append("NOISY")
+    if any(n.startswith("plateau:") for n in r.notes):
+        flags.append("PLATEAU")
+    return ", ".join(flags)
+
+
+_LABELS = {"different-environment": "other environment", "no-change": "no change"}
+_LABELS["no-baseline"] = "no baseline"
+
+
+def verdict_cell(r: Result) -> str:
+    """``2.96x REGRESSION (threshold 61.3 %)``, ``+1.2 % no change (threshold 8.0 %)``,
+    ``+58.6 % INCONCLUSIVE / below resolution (would catch >= 2.04x)``: the change the gate
+    used (reporting/units.py:fmt_change) and the verdict with its resolution, in one cell."""
+    from pytest_gpuperf.reporting.explain import figure_name, label_of
+    from pytest_gpuperf.reporting.units import fmt_change
+
+    c = r.comparison
+    if c is None:
+        return "-"
+    kind = c.kind
+    if kind in ("regression", "inconclusive", "no-change"):
+        label = label_of(c)
+    else:
+        label = _LABELS.get(kind, kind)
+    if c.ratio is None or kind == "no-baseline":
+        return label
+    name = figure_name(c.figure, r.id.mode)  # a plain "time" goes without saying
+    return f"{fmt_change(c.ratio)}{'' if name == 'time' else ' ' + name} {label}"
+
+
+COLUMNS: dict[str, Column] = {
+    c.key: c
+    for c in (
+        Column("name", "benchmark", lambda r: r.id.display),
+        Column("params", "params", params_text),
+        Column("mode", "mode", lambda r: r.id.mode),
+        Column("median", "median", _median, fmt_time, "median: per-call time of the steady state"),
+        Column("mean", "mean", _stat("mean"), fmt_time, "mean: of the rounds"),
+        Column("min", "min", _stat("min"), fmt_time, "min: the fastest round"),
+        Column("max", "max", _stat("max"), fmt_time, "max: the slowest round"),
+        Column(
+            "spread",
+            "spread",
+            lambda r: r.summary.rel_iqr,
+            fmt_pct,
+            "spread: IQR of the rounds over the median",
+        ),
+        Column(
+            "ci",
+            "95% CI",
+            _ci,
+            _ci_text,
+            "95% CI: of the median, from the rounds kept ('-' with fewer than "
+            f"{MIN_CI_ROUNDS} rounds, where no such interval exists)",
+        ),
+        Column(
+            "rounds",
+            "rounds",
+            lambda r: f"{r.summary.n}x{r.calls_per_round}",
+            legend="rounds: rounds kept x calls per round (leading rounds that were still "
+            "settling are dropped)",
+        ),
+        Column(
+            "first_call",
+            "first call",
+            lambda r: r.first_call_s,
+            fmt_time,
+            "first call: compile, autotune and lazy init land there, never in the median",
+        ),
+        Column("memory", "memory", lambda r: r.peak_memory_bytes, fmt_bytes, "memory: peak"),
+        Column("throughput", "throughput", fmt_result_rate),
+        Column("flag", "flag", flag_text, legend="flag: see flags below"),
+        Column("verdict", "vs baseline", verdict_cell),
+    )
+}
+#: The columns the HTML, the CSV and the JSON show their own way (they had them before this
+#: declaration); every other column of :data:`COLUMNS` is added to them (:func:`added_columns`).
+OWN_COLUMNS: frozenset[str] = frozenset(
+    {"name", "params", "mode", "median", "mean", "min", "max", "spread", "ci", "rounds"}
+    | {"first_call", "memory", "throughput", "flag", "verdict"}
+)
+#: The terminal's columns in the order ``-v`` shows them (the added ones go before ``flag``).
+FULL_COLUMNS: tuple[str, ...] = (
+    "name",
+    "params",
+    "mode",
+    "median",
+    "spread",
+    "ci",
+    "rounds",
+    "first_call",
+    "memory",
+    "throughput",
+    "flag",
+    "verdict",
+)
+#: The default verbosity's columns (``mode`` too when a session mixes timing modes).
+DEFAULT_COLUMNS: tuple[str, ...] = (
+    "name",
+    "median",
+    "ci",
+    "spread",
+    "first_call",
+    "throughput",
+    "flag",
+    "verdict",
+)
+#: Dropped in this order while a default table is wider than the terminal's width.
+DROP_ORDER: tuple[str, ...] = ("first_call", "spread", "throughput", "mode")
+
+
+def added_columns() -> list[Column]:
+    """The declared columns beyond :data:`OWN_COLUMNS`, in their order: each output adds
+    them (read when an output is drawn, so a column declared since counts)."""
+    return [c for k, c in COLUMNS.items() if k not in OWN_COLUMNS]
+
+
+def full_columns() -> list[str]:
+    """``-v``'s columns: :data:`FULL_COLUMNS` with the added ones before ``flag``."""
+    cols = list(FULL_COLUMNS)
+    at = cols.index("flag")
+    cols[at:at] = [c.key for c in added_columns() if c.key not in cols]
+    return cols
