@@ -360,7 +360,20 @@ def in_ab_session(c: Comparison) -> Comparison:
         "; the base and this tree ran in alternating fresh processes, and the host's speed "
         "changed between them"
     )
-    return replace(c, reasons=tuple(r.replace(AB_HINT, said) for r in c.reasons))
+    return replace(
+        c,
+        reasons=tuple(
+            r.replace(AB_HINT, said)
+            .replace(SINCE_SAVED, "in this tree's processes than in the base's")
+            .replace(BASELINE_RUNS, "some of the base's processes")
+            for r in c.reasons
+        ),
+    )
+
+
+#: how a host-slower line names the baseline's side; an A/B session names the base instead
+SINCE_SAVED = "than when the baseline was saved"
+BASELINE_RUNS = "some of the baseline's runs"
 
 
 NO_CANARY_NOTE = (

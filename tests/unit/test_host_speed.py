@@ -104,6 +104,8 @@ def test_a_slow_host_is_not_a_regression_and_the_verdict_says_so_in_one_line() -
     # in an A/B session both sides ran in alternation already: it says that instead
     ab = in_ab_session(c)
     assert AB_HINT not in ab.reasons[0] and "alternating fresh processes" in ab.reasons[0]
+    assert "baseline" not in ab.reasons[0]  # no baseline in an A/B session: the base's processes
+    assert ab.reasons[0].startswith("the host ran 1.7x slower in this tree's processes than in")
 
 
 def test_a_host_slow_period_that_ends_gives_no_change() -> None:
