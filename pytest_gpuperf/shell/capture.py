@@ -811,6 +811,19 @@ class SparePool:
             return spare
         return None
 
+    def settle(self, timeout_s: float = 20.0) -> float:
+        """Before the session measures again: wait until the next spare has done its imports
+        and prelude, so none of it runs beside a measurement; one not ready within
+        ``timeout_s`` is ended (the next capture starts cold). Returns the seconds waited."""
+        spare = self._next
+        if spare is None:
+            return 0.0
+        t = time.monotonic()
+        if not spare.wait_ready(timeout_s):
+            spare.close()
+            self._next = None
+        return time.monotonic() - t
+
     def close(self) -> None:
         if self._next is not None:
             self._next.close()

@@ -237,6 +237,9 @@ class SessionCapture:
             baselines=self.baselines_of(results), progress=progress, plan=plan,
             run_child=self.runner_for(nodeid, device),
         )  # fmt: skip
+        # the spare for the next capture imported meanwhile: ready, or ended, before the
+        # session measures its next benchmark (its imports would slow the host measured)
+        self.spares.settle()
         if report is not None:
             self._spent(nodeid, 1, report)
             report.apply(results)

@@ -115,3 +115,27 @@ def test_a_cuda_pool_starts_the_profiler_in_its_spares_under_the_device_lock() -
         'device_lock(device_key("cuda")' in CUDA_PRELUDE and "ProfilerActivity.CUDA" in CUDA_PRELUDE
     )
     compile(CUDA_PRELUDE, "<prelude>", "exec")
+
+
+def test_the_pool_waits_for_its_next_spare_before_the_session_measures_again() -> None:
+    pool = SparePool()
+    pool.prelude = ""
+    assert pool.take() is None  # starts the next one
+    waited = pool.settle(timeout_s=60)
+    nxt = pool._next
+    assert nxt is not None and nxt.ready and nxt.usable  # imported, idle, kept
+    assert waited < 60
+    pool.close()
+
+
+def test_a_spare_not_ready_in_time_is_ended_so_it_cannot_run_beside_a_measurement() -> None:
+    pool = SparePool()
+    pool.prelude = "import time\ntime.sleep(60)\n"
+    pool.take()
+    slow = pool._next
+    assert slow is not None
+    t0 = time.monotonic()
+    pool.settle(timeout_s=1.0)
+    assert time.monotonic() - t0 < 10
+    assert pool._next is None and not slow.usable  # ended, not left importing
+    pool.close()

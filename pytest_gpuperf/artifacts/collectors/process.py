@@ -171,7 +171,12 @@ def run_process(
 
 
 def _popen(
-    cmd: Sequence[str], *, env: Mapping[str, str] | None, cwd: Path | str | None, stdin: Any
+    cmd: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: Path | str | None,
+    stdin: Any,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         list(cmd),
@@ -183,6 +188,7 @@ def _popen(
         text=True,
         errors="replace",
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
 
 
@@ -243,6 +249,12 @@ try:
     exec({prelude!r})
 except BaseException:
     pass
+try:  # ready: tell the parent, which waits for it before it measures again
+    _fd = int(os.environ.pop("GPUPERF_SPARE_READY_FD"))
+    os.write(_fd, b"1")
+    os.close(_fd)
+except Exception:
+    pass
 line = sys.stdin.readline()
 if not line:
     sys.exit(0)
@@ -271,9 +283,10 @@ class SparePython:
     ``python -m MODULE ARGS`` command: a child that starts warm.
 
     It imports while nothing is measured (a session's captures start the next one during a
-    capture: :mod:`pytest_gpuperf.shell.capture_budget`), runs ``prelude`` (Python source,
-    its errors ignored: the caller's warm-up, such as the profiler's one-time start) and
-    then waits, idle. Used once; :meth:`close` ends one not used.
+    capture, and wait for it to be ready, :meth:`wait_ready`, before measuring again:
+    :mod:`pytest_gpuperf.shell.capture_budget`), runs ``prelude`` (Python source, its
+    errors ignored: the caller's warm-up, such as the profiler's one-time start), says it
+    is ready and then waits, idle. Used once; :meth:`close` ends one not used.
     """
 
     def __init__(
@@ -286,10 +299,49 @@ class SparePython:
         self.started = time.perf_counter()
         self.proc: subprocess.Popen[str] | None = None
         code = _SPARE.format(modules=tuple(modules), prelude=prelude)
-        with contextlib.suppress(OSError):
+        self._ready_fd: int | None = None
+        self.ready = False
+        try:
+            r, w = os.pipe()
+        except OSError:
+            r = w = -1
+        env = {**self.base_env, "GPUPERF_SPARE_READY_FD": str(w)} if w >= 0 else self.base_env
+        try:
             self.proc = _popen(
-                [sys.executable, "-c", code], env=self.base_env, cwd=None, stdin=subprocess.PIPE
-            )
+                [sys.executable, "-c", code], env=env, cwd=None, stdin=subprocess.PIPE,
+                pass_fds=(w,) if w >= 0 else (),
+            )  # fmt: skip
+        except OSError:
+            self.proc = None
+        if w >= 0:
+            os.close(w)
+            if self.proc is not None:
+                self._ready_fd = r
+            else:
+                os.close(r)
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Whether the spare has done its imports and prelude, waiting at most ``timeout_s``
+        (False at once for one that failed to start or ended)."""
+        if self.ready or self._ready_fd is None:
+            return self.ready
+        import select
+
+        try:
+            got, _, _ = select.select([self._ready_fd], [], [], max(timeout_s, 0.0))
+            if got and os.read(self._ready_fd, 1):
+                self.ready = True
+        except (OSError, ValueError):
+            pass
+        if self.ready or not self.usable:
+            self._close_ready()
+        return self.ready
+
+    def _close_ready(self) -> None:
+        if self._ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._ready_fd)
+            self._ready_fd = None
 
     @property
     def usable(self) -> bool:
@@ -311,9 +363,11 @@ class SparePython:
         cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
         ask = {"module": module, "args": cmd[3:], "env": dict(env), "cwd": str(cwd or os.getcwd())}
         proc, self.proc = self.proc, None
+        self._close_ready()
         return _finish(proc, cmd, time.perf_counter(), timeout_s, log_path, json.dumps(ask) + "\n")
 
     def close(self) -> None:
+        self._close_ready()
         if self.proc is not None:
             _kill_group(self.proc)
             with contextlib.suppress(Exception):
