@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# `pytest-gpuperf demo` once from an empty folder (step 2 passes, step 3 fails the planted
-# benchmark): gate-b's demo step alone, for the one-call plan of acceptance.sh. Run the plan
-# again for the next demo; the summaries of the calls are put side by side.
-GATE_B_STEPS=demo${DEMO_N:-1} exec bash "$(dirname "$0")/part-gate-b.sh"
+# `pytest-gpuperf demo` from an empty folder (step 2 passes, step 3 fails the planted
+# benchmark): gate-b's demo step alone, for acceptance.sh's plans. DEMO_N: the demos to run,
+# each from its own empty folder ("1 2": two; default one).
+steps=""
+for n in ${DEMO_N:-1}; do steps="$steps demo$n"; done
+GATE_B_STEPS=${steps# } exec bash "$(dirname "$0")/part-gate-b.sh"
