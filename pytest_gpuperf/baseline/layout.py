@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporar
 from pytest_gpuperf.baseline.filelock import lock_file_problem, owner_of
 from pytest_gpuperf.errors import BaselineError, CorruptBaseline
 
+#: What :func:`assemble` turns each run into, given the run and the policies table.
+Convert = Callable[[dict[str, Any], Mapping[str, Any]], Any]
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
 READ_ATTEMPTS = 5
 
@@ -155,16 +157,27 @@ def read_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> dict[str, 
     return doc
 
 
-def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
-    """The document (version-2 form) of a version-3 index: every run it names, in order."""
-    segments: dict[str, dict[str, Any]] = {}
+def assemble(
+    files: Files, index: Mapping[str, Any], convert: Convert | None = None
+) -> dict[str, Any]:
+    """The document (version-2 form) of a version-3 index: every run it names, in order.
+
+    Segments are read one at a time, in the order their first run is named, and each
+    run is handed to ``convert(run, policies)`` as its segment is read (the document
+    then holds what it returns), so that no more than one segment is held as JSON.
+    """
+    refs: dict[str, list[tuple[list[Any], int, str, str, str, str]]] = {}
     benchmarks: dict[str, Any] = {}
     for key, bench in index["benchmarks"].items():
-        runs = []
-        for sid, dig, fid, pid in bench["runs"]:
-            seg = segments.get(sid)
-            if seg is None:
-                seg = segments[sid] = read_segment(files, sid, index["segments"][sid])["runs"]
+        runs: list[Any] = [None] * len(bench["runs"])
+        for i, (sid, dig, fid, pid) in enumerate(bench["runs"]):
+            refs.setdefault(sid, []).append((runs, i, key, dig, fid, pid))
+        benchmarks[key] = {**{k: bench[k] for k in ("nodeid", "name", "mode", "params")}}
+        benchmarks[key]["runs"] = runs
+    policies = index["policies"]
+    for sid, named in refs.items():
+        seg = read_segment(files, sid, index["segments"][sid])["runs"]
+        for runs, i, key, dig, fid, pid in named:
             run = (seg.get(key) or {}).get(dig)
             if run is None:
                 raise _broken_segment(
@@ -174,9 +187,8 @@ def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
                     f"it has no run {dig} of benchmark {key!r}, which {files.index.name} lists",
                 )
             run["fingerprint"], run["policy"] = fid, pid  # the index's ids are canonical
-            runs.append(run)
-        benchmarks[key] = {**{k: bench[k] for k in ("nodeid", "name", "mode", "params")}}
-        benchmarks[key]["runs"] = runs
+            runs[i] = run if convert is None else convert(run, policies)
+        del seg
     return {
         "schema": schema.SCHEMA,
         "schema_version": schema.DOCUMENT_VERSION,
@@ -187,8 +199,9 @@ def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def load(files: Files) -> tuple[dict[str, Any], int]:
-    """The document of baseline ``files`` and the schema version it was read from.
+def load(files: Files, convert: Convert | None = None) -> tuple[dict[str, Any], int]:
+    """The document of baseline ``files`` and the schema version it was read from
+    (with ``convert``, each run of a version-3 baseline as it returns it: :func:`assemble`).
 
     ``FileNotFoundError`` when there is no ``NAME.json``; ``CorruptBaseline``
     naming the file (index or segment) that cannot be used.
@@ -200,7 +213,7 @@ def load(files: Files) -> tuple[dict[str, Any], int]:
         if version <= schema.DOCUMENT_VERSION:
             return doc, version
         try:
-            return assemble(files, doc), version
+            return assemble(files, doc, convert), version
         except _SegmentGone as gone:
             if data == previous:  # the same index twice: the segment is really missing
                 break

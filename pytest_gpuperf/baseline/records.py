@@ -297,6 +297,7 @@ class Baseline:
     """
 
     def __init__(self, name: str, path: Path, doc: Mapping[str, Any], read_version: int):
+        """``doc``: a document of any version, migrated; its runs may already be records."""
         self.name = name
         self.path = path
         #: the schema version the file was written in (migrated to the current one in memory)
@@ -316,7 +317,10 @@ class Baseline:
                 name=b["name"],
                 mode=b["mode"],
                 params=dict(b["params"]),
-                runs=[RunRecord.from_dict(r, doc["policies"]) for r in b["runs"]],
+                runs=[
+                    r if isinstance(r, RunRecord) else RunRecord.from_dict(r, doc["policies"])
+                    for r in b["runs"]
+                ],
             )
             for key, b in doc["benchmarks"].items()
         }

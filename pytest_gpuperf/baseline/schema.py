@@ -134,10 +134,18 @@ POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
 NONNEG: Check = (lambda v: _is_number(v) and v >= 0, "a number >= 0")
 TIMESTAMP: Check = (_is_timestamp, "an ISO 8601 timestamp with a time zone")
 OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
-ROUNDS: Check = (
-    lambda v: isinstance(v, list) and len(v) > 0 and all(_is_number(x) and x >= 0 for x in v),
-    "a non-empty list of numbers >= 0",
-)
+
+
+def _is_rounds(v: Any) -> bool:
+    """A non-empty list of numbers >= 0 (all floats, as a save writes them, checked at C speed)."""
+    if not isinstance(v, list) or not v:
+        return False
+    if set(map(type, v)) == {float}:
+        return all(map(math.isfinite, v)) and min(v) >= 0
+    return all(_is_number(x) and x >= 0 for x in v)
+
+
+ROUNDS: Check = (_is_rounds, "a non-empty list of numbers >= 0")
 
 #: Fields of one run in version 1, all required: name -> check.
 RUN_FIELDS_V1: dict[str, Check] = {
@@ -347,6 +355,8 @@ def _benchmark(bench: Any, where: str) -> None:
 def _run(
     run: Any, required: Mapping[str, Check], optional: Mapping[str, Check], where: str
 ) -> None:
+    if _run_ok(run, required, optional):
+        return  # the usual case, checked without naming every place; else said where below
     _check(run, OBJECT, where)
     _fields(run, set(required), set(optional), where)
     for name, check in (*required.items(), *optional.items()):
@@ -354,6 +364,51 @@ def _run(
             _check(run[name], check, f"{where}.{name}")
     for opaque in _OPAQUE:
         _json_value(run.get(opaque), f"{where}.{opaque}")
+
+
+def _run_ok(run: Any, required: Mapping[str, Check], optional: Mapping[str, Check]) -> bool:
+    """Whether :func:`_run` accepts ``run`` (True only when it does; False when it may not,
+    and then :func:`_run` says what is wrong, where)."""
+    if type(run) is not dict:
+        return False
+    keys = run.keys()
+    if not keys >= required.keys() or not keys <= required.keys() | optional.keys():
+        return False
+    for name, value in run.items():
+        pred = (required.get(name) or optional[name])[0]
+        if not pred(value):
+            return False
+    return all(_plain_ok(run.get(opaque), 0) for opaque in _OPAQUE)
+
+
+_SCALAR_TYPES = (str, int, bool, type(None))
+
+
+def _plain_ok(x: Any, depth: int) -> bool:
+    """Whether :func:`_json_value` accepts ``x`` at ``depth`` (False also for what it might
+    not: a type json does not make). Recursion is bounded by :data:`MAX_NESTING`."""
+    t = type(x)
+    if t is float:
+        return math.isfinite(x)
+    if t is dict:
+        items: Any = x.values()
+    elif t is list:
+        items = x
+    else:
+        return t in _SCALAR_TYPES
+    if depth >= MAX_NESTING:
+        return False
+    for y in items:
+        ty = type(y)
+        if ty is float:
+            if not math.isfinite(y):
+                return False
+        elif ty is dict or ty is list:
+            if not _plain_ok(y, depth + 1):
+                return False
+        elif ty not in _SCALAR_TYPES:
+            return False
+    return True
 
 
 def _tables(doc: Mapping[str, Any]) -> None:
@@ -561,13 +616,15 @@ def load_json(data: bytes) -> Any:
     Empty, not UTF-8, merge-conflict markers, truncated or invalid JSON (with
     line and column), a key given twice.
     """
-    if not data.strip():
+    if not data or data.isspace():
         raise SchemaProblem("the file is empty (truncated, or an interrupted copy)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SchemaProblem(f"not UTF-8 text (invalid byte at offset {e.start})") from None
-    if re.search(r"^(<<<<<<<|>>>>>>>) ", text, re.MULTILINE):
+    if (b"<<<<<<< " in data or b">>>>>>> " in data) and re.search(
+        r"^(<<<<<<<|>>>>>>>) ", text, re.MULTILINE
+    ):
         raise SchemaProblem(
             "it contains git merge-conflict markers (<<<<<<< / >>>>>>>)",
             "Resolve the conflict by keeping one side (git checkout --ours or --theirs on "
@@ -592,7 +649,10 @@ def load_json(data: bytes) -> Any:
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """json's hook: a key given twice (a block pasted twice) would silently lose one."""
-    out: dict[str, Any] = {}
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    out = {}
     for k, v in pairs:
         if k in out:
             raise SchemaProblem(f"the key {k!r} appears twice in one object")

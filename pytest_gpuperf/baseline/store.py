@@ -39,10 +39,7 @@ from pytest_gpuperf.baseline import (
 )
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S, LockTimeout, OnWait, locked
 from pytest_gpuperf.baseline.fingerprint import BUILTIN_KEYS, fingerprint
-from pytest_gpuperf.baseline.records import (
-    Baseline,
-    record_from_result,
-)
+from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
 from pytest_gpuperf.errors import (
     BaselineError,
     BaselineLocked,
@@ -236,14 +233,11 @@ class BaselineStore:
     def load(self, name: str) -> Baseline:
         """Read, validate and migrate baseline ``name``; its files are never changed."""
         files = self.files(name)
-        doc, version = self._load(name, files)
-        return Baseline(name, files.index, doc, version)
-
-    def _load(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
         try:
-            return layout.load(files)
+            doc, version = layout.load(files, RunRecord.from_dict)
         except FileNotFoundError:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
+        return Baseline(name, files.index, doc, version)
 
     def _read_index(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
         """The index (a version-1/2 file is read whole and returned as a document)."""
@@ -609,7 +603,7 @@ def load_file(path: Path) -> Baseline:
     """
     files = layout.Files(path.parent, path.stem)
     try:
-        doc, version = layout.load(files)
+        doc, version = layout.load(files, RunRecord.from_dict)
     except FileNotFoundError:
         raise BaselineError(f"no such baseline file: {path}") from None
     return Baseline(path.stem, path, doc, version)
