@@ -366,6 +366,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--all", action="store_true", help="count helper modules as stops too")
     ap.add_argument("--calls", action="store_true", help="list each call of the route")
+    ap.add_argument("--only-save", action="store_true", help="only the save journey")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpuperf-journey-") as tmp:
         root = Path(tmp)
@@ -380,26 +381,8 @@ def main() -> int:
         # The baseline, measured under the same profiler (it slows the timed calls down as
         # much), so that the verdict below is the usual "no change"; its calls are not shown.
         record([*fast, "--gpuperf-save=main", "test_bench.py"], ("", ""), Value())
-        calls = record(
-            [*fast, "--gpuperf-baseline=main", "--gpuperf-save=main", "test_bench.py"],
-            ("shell.fixture", "__call__"),
-            _journey_values(),
-        )
-        ends = [i for i, c in enumerate(calls) if c.module == "baseline.store"]
-        report(
-            "measure -> verdict -> saved run (from gpu_bench(...))",
-            calls[: ends[-1] + 1] if ends else calls,
-            args.all,
-            args.calls,
-        )
-        calls = record(
-            [*fast, "--gpuperf-baseline=main", "test_bench.py"],
-            ("plugin", "pytest_configure"),
-            Value(text="main"),
-        )
-        first = next((i for i, c in enumerate(calls) if c.module == "shell.fixture"), None)
-        report("--gpuperf-baseline (from pytest_configure to the first benchmark)",
-               calls[:first], args.all, args.calls)  # fmt: skip
+        if not args.only_save:
+            _first_two(fast, args)
         calls = record(
             [*fast, "--gpuperf-save=main", "test_bench.py"],
             ("shell.baselines", "save"),
@@ -408,6 +391,30 @@ def main() -> int:
         )
         report("save (shell/baselines.py:save, to its return)", calls, args.all, args.calls)
     return 0
+
+
+def _first_two(fast: list[str], args: argparse.Namespace) -> None:
+    """The journeys from ``gpu_bench(...)`` and from ``pytest_configure``."""
+    calls = record(
+        [*fast, "--gpuperf-baseline=main", "--gpuperf-save=main", "test_bench.py"],
+        ("shell.fixture", "__call__"),
+        _journey_values(),
+    )
+    ends = [i for i, c in enumerate(calls) if c.module == "baseline.store"]
+    report(
+        "measure -> verdict -> saved run (from gpu_bench(...))",
+        calls[: ends[-1] + 1] if ends else calls,
+        args.all,
+        args.calls,
+    )
+    calls = record(
+        [*fast, "--gpuperf-baseline=main", "test_bench.py"],
+        ("plugin", "pytest_configure"),
+        Value(text="main"),
+    )
+    first = next((i for i, c in enumerate(calls) if c.module == "shell.fixture"), None)
+    report("--gpuperf-baseline (from pytest_configure to the first benchmark)",
+           calls[:first], args.all, args.calls)  # fmt: skip
 
 
 if __name__ == "__main__":

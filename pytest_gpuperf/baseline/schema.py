@@ -1,4 +1,5 @@
-"""The baseline file format: its versions, their validation, migrations, stable text.
+"""The baseline file format: its versions, their validation, migrations, stable text, and
+a save's runs merged into an index (:func:`add_runs`).
 
 Version history:
 
@@ -50,9 +51,11 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf import __version__
 from pytest_gpuperf.verdict.numerics import is_fingerprint
 
 SCHEMA = "pytest-gpuperf/baseline"
@@ -225,6 +228,13 @@ def is_canary(v: Any) -> bool:
         and all(_is_number(x) and x > 0 for x in bursts)
     )
 
+
+#: The optional fields of a run a save has just recorded: its numerics fingerprint was
+#: checked when it was recorded (so that a save does not check it twice).
+_WRITTEN_OPTIONAL: dict[str, Check] = {
+    **RUN_OPTIONAL_V2,
+    "numerics": (lambda v: isinstance(v, list), "a list of tensor entries"),
+}
 
 #: Run fields whose content is free-form JSON.
 _OPAQUE = ("meta", "policy", "telemetry", "extra", "memory")
@@ -490,8 +500,15 @@ def validate_index(doc: Any) -> None:
                     raise SchemaProblem(f"{rwhere}: {_describe(value)} is not in the {what} table")
 
 
-def validate_segment(doc: Any, segment: str | None = None) -> None:
-    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-3 segment (``segment``)."""
+def validate_segment(
+    doc: Any, segment: str | None = None, *, numerics_checked: bool = False
+) -> None:
+    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-3 segment (``segment``).
+
+    ``numerics_checked``: the runs' ``numerics`` were checked already, as a save checks
+    them when it records a result (:func:`~pytest_gpuperf.baseline.records.record_from_result`).
+    """
+    optional = _WRITTEN_OPTIONAL if numerics_checked else RUN_OPTIONAL_V2
     if not isinstance(doc, dict):
         raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
     _fields(doc, _SEGMENT_FIELDS, set(), "top level")
@@ -513,7 +530,7 @@ def validate_segment(doc: Any, segment: str | None = None) -> None:
         for digest, run in by_digest.items():
             where = f"runs[{key!r}][{digest!r}]"
             _check(digest, _DIGEST, where)
-            _run(run, RUN_REQUIRED_V2, RUN_OPTIONAL_V2, where)
+            _run(run, RUN_REQUIRED_V2, optional, where)
 
 
 # --- versions and migration --------------------------------------------------
@@ -608,6 +625,18 @@ def parse(data: bytes) -> tuple[dict[str, Any], int]:
     """
     doc, version = upgrade(load_json(data))
     return canonical_ids(doc), version
+
+
+def read_index(data: bytes) -> tuple[dict[str, Any], int]:
+    """Bytes of ``NAME.json`` -> (a document for versions 1-2, or a version-3 index; the
+    version it was written in), with canonical ids; a :class:`SchemaProblem` says why not."""
+    raw = load_json(data)
+    version = read_version(raw)
+    if version <= DOCUMENT_VERSION:
+        doc, version = upgrade(raw)
+        return canonical_ids(doc), version
+    validate_index(raw)
+    return canonical_ids(raw, index=True), version
 
 
 def load_json(data: bytes) -> Any:
@@ -801,3 +830,185 @@ def plain(obj: Any) -> Any:
     if obj is None or isinstance(obj, (str, int, bool)):
         return obj
     return str(obj)
+
+
+# --- a save's runs, added to an index --------------------------------------------
+
+
+class RefusedWrite(SchemaProblem):
+    """What a save made is not valid (a bug): it is not written. ``segment``: in which."""
+
+    def __init__(self, problem: str, segment: str | None = None):
+        super().__init__(problem)
+        self.segment = segment
+
+
+@dataclass
+class Addition:
+    """What :func:`add_runs` made of a save: the new segment (none if every run was there
+    already), the new index as text, and the counts the save reports."""
+
+    segment_id: str | None
+    segment: bytes
+    index: bytes
+    added: int
+    dropped: int
+    benchmarks: int
+    #: the segments the new index names
+    segments: frozenset[str]
+
+
+def empty_document(name: str, stamp: str) -> dict[str, Any]:
+    """A document (the in-memory form of any version) with no benchmarks."""
+    return {
+        "schema": SCHEMA,
+        "schema_version": DOCUMENT_VERSION,
+        "name": name,
+        "plugin_version": __version__,
+        "created": stamp,
+        "updated": stamp,
+        "fingerprints": {},
+        "policies": {},
+        "benchmarks": {},
+    }
+
+
+def empty_index(name: str, stamp: str) -> dict[str, Any]:
+    """A version-3 index with no benchmarks."""
+    return {**empty_document(name, stamp), "schema_version": SCHEMA_VERSION, "segments": {}}
+
+
+def add_runs(
+    index: dict[str, Any],
+    fps: Mapping[str, dict[str, Any]],
+    runs: Sequence[tuple[Mapping[str, Any], dict[str, Any]]],
+    skipped: list[tuple[str, str]],
+    *,
+    name: str,
+    stamp: str,
+    keep_runs: int,
+) -> Addition:
+    """Add ``runs`` (benchmark identity, record) to ``index``, in place: their fingerprints
+    ``fps``, one new segment, each benchmark trimmed to its newest ``keep_runs`` runs per
+    fingerprint, then entries no run uses any more dropped. Returns the segment and the
+    index as the files' bytes, both validated (:class:`RefusedWrite` if not). A run
+    already saved (a retried job) is added to ``skipped`` instead.
+    """
+    index["fingerprints"].update(fps)
+    policies, benches = index["policies"], index["benchmarks"]
+    segment: dict[str, dict[str, dict[str, Any]]] = {}
+    touched: list[tuple[str, str, str, str]] = []
+    for bid, rec in runs:
+        key, fid = bid["key"], rec["fingerprint"]
+        dig, pid = digest(rec), content_id(rec["policy"])
+        entry = benches.get(key)
+        if (entry and any(r[1] == dig and r[2] == fid for r in entry["runs"])) or dig in (
+            segment.get(key) or {}
+        ):
+            # The same run saved again (a retried job): once is enough. Distinct runs
+            # that share a run id (subprocesses of one session) are kept.
+            skipped.append((key, f"run {rec['run_id']} is already saved"))
+            continue
+        entry = benches.setdefault(key, {"runs": []})
+        entry.update(
+            nodeid=bid["nodeid"],
+            name=bid.get("name"),
+            mode=bid["mode"],
+            params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
+        )
+        policies[pid] = rec["policy"]
+        segment.setdefault(key, {})[dig] = {**rec, "policy": pid}
+        touched.append((key, dig, fid, pid))
+    sid, data = None, b""
+    if touched:
+        sid = segment_id(stamp, segment)
+        doc = {
+            "schema": SEGMENT_SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "baseline": name,
+            "segment": sid,
+            "timestamp": stamp,
+            "runs": segment,
+        }
+        try:
+            validate_segment(doc, sid, numerics_checked=True)
+        except SchemaProblem as e:
+            raise RefusedWrite(str(e), sid) from None
+        data = dumps(doc, compact_depth=3).encode("utf-8")
+        index["segments"][sid] = segment_entry(data, stamp, segment)
+        for key, dig, fid, pid in touched:
+            benches[key]["runs"].append([sid, dig, fid, pid])
+    dropped = 0
+    for key, fid in {(key, fid) for key, _, fid, _ in touched}:
+        dropped += trim(benches[key]["runs"], fid, keep_runs)
+    drop_unused(index)
+    index.update(name=name, updated=stamp)
+    return Addition(
+        sid,
+        data,
+        index_bytes(index),
+        len(touched),
+        dropped,
+        len({key for key, _, _, _ in touched}),
+        frozenset(index["segments"]),
+    )
+
+
+def segment_entry(
+    data: bytes, stamp: str, runs: Mapping[str, Mapping[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """The index's entry of a segment whose bytes are ``data``, saved at ``stamp``."""
+    all_runs = [r for by_digest in runs.values() for r in by_digest.values()]
+    entry: dict[str, Any] = {
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "timestamp": stamp,
+        "runs": len(all_runs),
+        "run_ids": sorted({r["run_id"] for r in all_runs}),
+    }
+    for r in all_runs:  # the first run's commit that says one
+        meta = r.get("meta") or {}
+        for k in ("git_sha", "ci_sha"):
+            if isinstance(meta.get(k), str) and meta[k]:
+                entry["commit"] = meta[k]
+                return entry
+    return entry
+
+
+def index_bytes(index: dict[str, Any]) -> bytes:
+    """``index`` as the bytes of ``NAME.json`` (stamped with this version), validated."""
+    index["schema"] = SCHEMA
+    index["schema_version"] = SCHEMA_VERSION
+    index["plugin_version"] = __version__
+    try:
+        validate_index(index)
+    except SchemaProblem as e:  # a bug: never write what we would refuse to read
+        raise RefusedWrite(str(e)) from None
+    return dumps(index).encode("utf-8")
+
+
+def trim(runs: list[list[str]], fid: str, keep: int) -> int:
+    """Drop the oldest runs of fingerprint ``fid`` beyond ``keep``; returns how many."""
+    idx = [i for i, r in enumerate(runs) if r[2] == fid]
+    drop = set(idx[: max(0, len(idx) - keep)])
+    if drop:
+        runs[:] = [r for i, r in enumerate(runs) if i not in drop]
+    return len(drop)
+
+
+def drop_unused(index: dict[str, Any]) -> tuple[int, int]:
+    """Remove benchmarks without runs, and table entries and segments no run refers to;
+    returns how many benchmarks and fingerprints went."""
+    benches = index["benchmarks"]
+    empty = [k for k, b in benches.items() if not b["runs"]]
+    for k in empty:
+        del benches[k]
+    refs = [r for b in benches.values() for r in b["runs"]]
+    used_fps = {r[2] for r in refs}
+    unused = [f for f in index["fingerprints"] if f not in used_fps]
+    for f in unused:
+        del index["fingerprints"][f]
+    used = {r[3] for r in refs}
+    index["policies"] = {p: v for p, v in index["policies"].items() if p in used}
+    used = {r[0] for r in refs}
+    index["segments"] = {s: v for s, v in index["segments"].items() if s in used}
+    return len(empty), len(unused)
