@@ -616,17 +616,6 @@ def upgrade(doc: Any) -> tuple[dict[str, Any], int]:
 # --- reading --------------------------------------------------------------------
 
 
-def parse(data: bytes) -> tuple[dict[str, Any], int]:
-    """Bytes of a one-file baseline (versions 1, 2) -> (document, version it was written in).
-
-    Every problem is a :class:`SchemaProblem` that says what is wrong (see
-    :func:`load_json`), the wrong shape (with the JSON path), a newer schema
-    version. A version-3 index is read by the store, with its segments.
-    """
-    doc, version = upgrade(load_json(data))
-    return canonical_ids(doc), version
-
-
 def read_index(data: bytes) -> tuple[dict[str, Any], int]:
     """Bytes of ``NAME.json`` -> (a document for versions 1-2, or a version-3 index; the
     version it was written in), with canonical ids; a :class:`SchemaProblem` says why not."""
