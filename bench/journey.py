@@ -9,7 +9,13 @@ prints two journeys:
   baseline saved first (under the same profiler, which slows the timed calls as much; its
   calls are not shown);
 * **--gpuperf-baseline**: from ``pytest_configure`` (where the option is resolved) to the
-  first benchmark, the baseline loaded and its gate ready.
+  first benchmark, the baseline loaded and its gate ready;
+* **save**: the call of ``shell/baselines.py:save`` that appends the session's run to a
+  baseline of one saved run, from its start to its return (the figure issue 28 bounds).
+
+Each journey also says how often it *returns to a module already left*: its stops less its
+modules (a module entered once and left for good is one stop; every later stop in it is a
+return).
 
 Each journey is shown as a sequence of *stops* (a stop: one or more calls in a row in one
 module; a run of 3 or more repeats of 2 to 4 stops, such as the measurement loop's rounds,
@@ -207,10 +213,14 @@ def _climbs(frame: Any, mod: str) -> bool:
 class Tracer:
     """The profiler hook: the journey's calls, from the first call of ``start``."""
 
-    def __init__(self, start: tuple[str, str], value: Value):
+    def __init__(self, start: tuple[str, str], value: Value, *, until_return: bool = False):
         self.start = start
         self.value = value
         self.started = False
+        #: with ``until_return``, the journey ends when the first call of ``start`` returns
+        self.until_return = until_return
+        self.start_frame: int | None = None
+        self.ended = False
         self.calls: list[Call] = []
         #: per running call: its arguments where it was handed the value itself, its Call
         self.open: dict[int, tuple[list[Any], Call | None]] = {}
@@ -219,19 +229,22 @@ class Tracer:
         if event not in ("call", "return"):
             return
         mod = _module(frame)
-        if mod is None:
+        if mod is None or self.ended:
             return
         code = frame.f_code
         if event == "call":
             self._enter(frame, mod, code)
         else:
             self._leave(frame, code, arg)
+            if self.until_return and id(frame) == self.start_frame:
+                self.ended = True
 
     def _enter(self, frame: Any, mod: str, code: Any) -> None:
         if not self.started:
             if (mod, code.co_name) != self.start:
                 return
             self.started = True
+            self.start_frame = id(frame)
         args = _arguments(frame)
         handed = any(self.value.holds(a) for a in args)
         direct = handed and any(self.value.holds(a, holders=False) for a in args)
@@ -257,9 +270,12 @@ class Tracer:
             call.route = True
 
 
-def record(argv: list[str], start: tuple[str, str], value: Value) -> list[Call]:
-    """The package's calls, in order, from the first call of ``start`` (module, function)."""
-    tracer = Tracer(start, value)
+def record(
+    argv: list[str], start: tuple[str, str], value: Value, *, until_return: bool = False
+) -> list[Call]:
+    """The package's calls, in order, from the first call of ``start`` (module, function),
+    to its return with ``until_return``."""
+    tracer = Tracer(start, value, until_return=until_return)
     sys.setprofile(tracer)
     try:
         _quietly(argv)
@@ -309,7 +325,7 @@ def _line(name: str, calls: list[Call]) -> None:
     read = sum(len(block) for block, _ in folded)
     print(
         f"  {name}: {len(modules)} modules, {len(stops)} stops ({read} as read, each loop once), "
-        f"{climbs} climbs back up"
+        f"{len(stops) - len(modules)} returns to a module already left, {climbs} climbs back up"
     )
     text = " -> ".join(f"[{' -> '.join(block)}] x{n}" if n > 1 else block[0] for block, n in folded)
     print(textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="    "))
@@ -338,10 +354,19 @@ def _journey_values() -> Value:
     return Value(types=(RawMeasurement, Result, RunStat, Comparison), returned_by=("time_round",))
 
 
+def _saved_types() -> tuple[type, ...]:
+    """What the save journey's route follows: the session's results, and what is made
+    of them (a run record, a segment, the summary)."""
+    from pytest_gpuperf.model import Result
+
+    return (Result,)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--all", action="store_true", help="count helper modules as stops too")
     ap.add_argument("--calls", action="store_true", help="list each call of the route")
+    ap.add_argument("--only-save", action="store_true", help="only the save journey")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpuperf-journey-") as tmp:
         root = Path(tmp)
@@ -356,27 +381,40 @@ def main() -> int:
         # The baseline, measured under the same profiler (it slows the timed calls down as
         # much), so that the verdict below is the usual "no change"; its calls are not shown.
         record([*fast, "--gpuperf-save=main", "test_bench.py"], ("", ""), Value())
+        if not args.only_save:
+            _first_two(fast, args)
         calls = record(
-            [*fast, "--gpuperf-baseline=main", "--gpuperf-save=main", "test_bench.py"],
-            ("shell.fixture", "__call__"),
-            _journey_values(),
+            [*fast, "--gpuperf-save=main", "test_bench.py"],
+            ("shell.baselines", "save"),
+            Value(types=_saved_types()),
+            until_return=True,
         )
-        ends = [i for i, c in enumerate(calls) if c.module == "baseline.store"]
-        report(
-            "measure -> verdict -> saved run (from gpu_bench(...))",
-            calls[: ends[-1] + 1] if ends else calls,
-            args.all,
-            args.calls,
-        )
-        calls = record(
-            [*fast, "--gpuperf-baseline=main", "test_bench.py"],
-            ("plugin", "pytest_configure"),
-            Value(text="main"),
-        )
-        first = next((i for i, c in enumerate(calls) if c.module == "shell.fixture"), None)
-        report("--gpuperf-baseline (from pytest_configure to the first benchmark)",
-               calls[:first], args.all, args.calls)  # fmt: skip
+        report("save (shell/baselines.py:save, to its return)", calls, args.all, args.calls)
     return 0
+
+
+def _first_two(fast: list[str], args: argparse.Namespace) -> None:
+    """The journeys from ``gpu_bench(...)`` and from ``pytest_configure``."""
+    calls = record(
+        [*fast, "--gpuperf-baseline=main", "--gpuperf-save=main", "test_bench.py"],
+        ("shell.fixture", "__call__"),
+        _journey_values(),
+    )
+    ends = [i for i, c in enumerate(calls) if c.module == "baseline.store"]
+    report(
+        "measure -> verdict -> saved run (from gpu_bench(...))",
+        calls[: ends[-1] + 1] if ends else calls,
+        args.all,
+        args.calls,
+    )
+    calls = record(
+        [*fast, "--gpuperf-baseline=main", "test_bench.py"],
+        ("plugin", "pytest_configure"),
+        Value(text="main"),
+    )
+    first = next((i for i, c in enumerate(calls) if c.module == "shell.fixture"), None)
+    report("--gpuperf-baseline (from pytest_configure to the first benchmark)",
+           calls[:first], args.all, args.calls)  # fmt: skip
 
 
 if __name__ == "__main__":

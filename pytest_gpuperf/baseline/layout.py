@@ -24,22 +24,23 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.fileio import atomic_write_bytes, nearest_existing
 from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporaries_of
-from pytest_gpuperf.baseline.filelock import lock_file_problem, owner_of
-from pytest_gpuperf.errors import BaselineError, CorruptBaseline
+from pytest_gpuperf.baseline.filelock import LockTimeout, OnWait, lock_file_problem, owner_of
+from pytest_gpuperf.baseline.filelock import locked as lock
+from pytest_gpuperf.errors import BaselineError, BaselineLocked, CorruptBaseline, UnsafePath
 
+#: What :func:`assemble` turns each run into, given the run and the policies table.
+Convert = Callable[[dict[str, Any], Mapping[str, Any]], Any]
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
 READ_ATTEMPTS = 5
 
@@ -76,10 +77,6 @@ class _SegmentGone(Exception):
         self.stamp = stamp
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 # --- reading -------------------------------------------------------------------------
 
 
@@ -101,15 +98,9 @@ def read_bytes(path: Path) -> bytes:
 def parse_index(files: Files, data: bytes) -> tuple[dict[str, Any], int]:
     """Bytes of ``NAME.json`` -> (a document for versions 1-2, or a version-3 index; version)."""
     try:
-        raw = schema.load_json(data)
-        version = schema.read_version(raw)
-        if version <= schema.DOCUMENT_VERSION:
-            doc, version = schema.upgrade(raw)
-            return schema.canonical_ids(doc), version
-        schema.validate_index(raw)
+        return schema.read_index(data)
     except schema.SchemaProblem as e:
         raise CorruptBaseline(str(files.index), str(e), e.remedy) from None
-    return schema.canonical_ids(raw, index=True), version
 
 
 def segment_remedy(files: Files, stamp: str) -> str:
@@ -155,16 +146,27 @@ def read_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> dict[str, 
     return doc
 
 
-def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
-    """The document (version-2 form) of a version-3 index: every run it names, in order."""
-    segments: dict[str, dict[str, Any]] = {}
+def assemble(
+    files: Files, index: Mapping[str, Any], convert: Convert | None = None
+) -> dict[str, Any]:
+    """The document (version-2 form) of a version-3 index: every run it names, in order.
+
+    Segments are read one at a time, in the order their first run is named, and each
+    run is handed to ``convert(run, policies)`` as its segment is read (the document
+    then holds what it returns), so that no more than one segment is held as JSON.
+    """
+    refs: dict[str, list[tuple[list[Any], int, str, str, str, str]]] = {}
     benchmarks: dict[str, Any] = {}
     for key, bench in index["benchmarks"].items():
-        runs = []
-        for sid, dig, fid, pid in bench["runs"]:
-            seg = segments.get(sid)
-            if seg is None:
-                seg = segments[sid] = read_segment(files, sid, index["segments"][sid])["runs"]
+        runs: list[Any] = [None] * len(bench["runs"])
+        for i, (sid, dig, fid, pid) in enumerate(bench["runs"]):
+            refs.setdefault(sid, []).append((runs, i, key, dig, fid, pid))
+        benchmarks[key] = {**{k: bench[k] for k in ("nodeid", "name", "mode", "params")}}
+        benchmarks[key]["runs"] = runs
+    policies = index["policies"]
+    for sid, named in refs.items():
+        seg = read_segment(files, sid, index["segments"][sid])["runs"]
+        for runs, i, key, dig, fid, pid in named:
             run = (seg.get(key) or {}).get(dig)
             if run is None:
                 raise _broken_segment(
@@ -174,9 +176,8 @@ def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
                     f"it has no run {dig} of benchmark {key!r}, which {files.index.name} lists",
                 )
             run["fingerprint"], run["policy"] = fid, pid  # the index's ids are canonical
-            runs.append(run)
-        benchmarks[key] = {**{k: bench[k] for k in ("nodeid", "name", "mode", "params")}}
-        benchmarks[key]["runs"] = runs
+            runs[i] = run if convert is None else convert(run, policies)
+        del seg
     return {
         "schema": schema.SCHEMA,
         "schema_version": schema.DOCUMENT_VERSION,
@@ -187,8 +188,9 @@ def assemble(files: Files, index: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def load(files: Files) -> tuple[dict[str, Any], int]:
-    """The document of baseline ``files`` and the schema version it was read from.
+def load(files: Files, convert: Convert | None = None) -> tuple[dict[str, Any], int]:
+    """The document of baseline ``files`` and the schema version it was read from
+    (with ``convert``, each run of a version-3 baseline as it returns it: :func:`assemble`).
 
     ``FileNotFoundError`` when there is no ``NAME.json``; ``CorruptBaseline``
     naming the file (index or segment) that cannot be used.
@@ -200,7 +202,7 @@ def load(files: Files) -> tuple[dict[str, Any], int]:
         if version <= schema.DOCUMENT_VERSION:
             return doc, version
         try:
-            return assemble(files, doc), version
+            return assemble(files, doc, convert), version
         except _SegmentGone as gone:
             if data == previous:  # the same index twice: the segment is really missing
                 break
@@ -345,39 +347,73 @@ def write_segment(
         ) from None
     data = schema.dumps(doc, compact_depth=3).encode("utf-8")
     atomic_write_bytes(files.segment(sid), data)
-    all_runs = [r for by_digest in runs.values() for r in by_digest.values()]
-    entry: dict[str, Any] = {
-        "sha256": sha256(data),
-        "timestamp": stamp,
-        "runs": len(all_runs),
-        "run_ids": sorted({r["run_id"] for r in all_runs}),
-    }
-    commit = next(
-        (
-            (r.get("meta") or {}).get(k)
-            for r in all_runs
-            for k in ("git_sha", "ci_sha")
-            if isinstance((r.get("meta") or {}).get(k), str) and (r.get("meta") or {}).get(k)
-        ),
-        None,
-    )
-    if commit:
-        entry["commit"] = commit
-    return sid, entry
+    return sid, schema.segment_entry(data, stamp, runs)
 
 
 def write_index(files: Files, index: dict[str, Any]) -> None:
     """Replace ``NAME.json`` by ``index`` (the commit of a save or a prune)."""
-    index["schema"] = schema.SCHEMA
-    index["schema_version"] = schema.SCHEMA_VERSION
-    index["plugin_version"] = __version__
     try:
-        schema.validate_index(index)
-    except schema.SchemaProblem as e:  # a bug: never write what we would refuse to read
+        data = schema.index_bytes(index)
+    except schema.RefusedWrite as e:  # a bug: never write what we would refuse to read
         raise BaselineError(
             f"refusing to write an invalid baseline to {files.index}: {e}"
         ) from None
-    atomic_write_bytes(files.index, schema.dumps(index).encode("utf-8"))
+    atomic_write_bytes(files.index, data)
+
+
+def commit(
+    files: Files,
+    add: schema.Addition,
+    previous: Mapping[str, Any],
+    written: list[str],
+    *,
+    write: bool,
+) -> None:
+    """The end of a save, under the lock: check that the segments the index had
+    (``previous``, their entries) are still whole; then, with ``write``, write the new
+    segment, replace the index (the commit), and delete the segments no index names any
+    more. If the index cannot be written, the segments this save wrote (``written``, a
+    migration's, and the new one) go again and the baseline is as it was."""
+    check_segments(files, {"segments": previous})
+    if not write:
+        return
+    if add.segment_id is not None:
+        atomic_write_bytes(files.segment(add.segment_id), add.segment)
+        written = [*written, add.segment_id]
+    try:
+        atomic_write_bytes(files.index, add.index)
+    except BaseException:
+        discard(files, [s for s in written if s not in previous])
+        raise
+    collect_garbage(files, set(previous) | add.segments)
+
+
+@contextlib.contextmanager
+def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) -> Iterator[None]:
+    """Hold the baseline's lock (removing what a writer killed mid-write left); lock and
+    file-system failures become errors that say what to do."""
+    name = files.stem
+
+    def told(holder: str) -> Any:
+        if on_wait is not None:
+            return on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
+        return None
+
+    try:
+        with lock(files.lock, timeout=timeout, on_wait=told, owner=f"{action} baseline {name}"):
+            remove_temporaries(files)
+            yield
+    except LockTimeout as e:
+        raise BaselineLocked(
+            f"{e} (--gpuperf-lock-timeout, or the command's --lock-timeout, sets how long to wait)"
+        ) from None
+    except UnsafePath as e:
+        raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
+    except OSError as e:  # disk full, read-only, no locks on this file system, ...
+        raise BaselineError(
+            f"cannot {action} baseline file {files.index}: {e.strerror or e}. "
+            "The file is as it was before."
+        ) from e
 
 
 def index_from_document(files: Files, doc: Mapping[str, Any]) -> dict[str, Any]:

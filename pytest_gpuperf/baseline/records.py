@@ -107,7 +107,7 @@ class RunRecord:
             timestamp=d["timestamp"],
             fingerprint_id=d["fingerprint"],
             median=float(d["median"]),
-            rounds=tuple(float(x) for x in d["rounds"]),
+            rounds=tuple(map(float, d["rounds"])),
             calls_per_round=int(d["calls_per_round"]),
             stability=d["stability"],
             policy=dict(policies[d["policy"]]),
@@ -123,7 +123,7 @@ class RunRecord:
             plugin_version=d.get("plugin_version"),
             warmup_rounds=d.get("warmup_rounds"),
             trimmed=d.get("trimmed"),
-            e2e_rounds=tuple(float(x) for x in d.get("e2e_rounds") or ()),
+            e2e_rounds=tuple(map(float, d.get("e2e_rounds") or ())),
             host_hidden=d.get("host_hidden"),
             host_s=d.get("host_s"),
             numerics=tuple(d["numerics"]) if d.get("numerics") else None,
@@ -136,11 +136,12 @@ class RunRecord:
 def record_from_result(
     result: Result | Mapping[str, Any],
     *,
-    fingerprint_id: str,
+    fingerprint_id: str | None = None,
     timestamp: str,
     meta: Mapping[str, Any] | None = None,
     run_id: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    fingerprint: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The stored form of one result (a :class:`Result` or its ``to_dict()``).
 
@@ -149,8 +150,13 @@ def record_from_result(
     adds nothing to the between-run spread. Fields without a value are left
     out. ``policy`` is the policy record itself here; the store replaces it
     by its id in the file's policies table. ``extra`` (or the result's own
-    ``extra``, if it has one) is stored as it is. Raises ``ValueError`` for a
+    ``extra``, if it has one) is stored as it is. The run's environment is
+    ``fingerprint_id``, or the id of ``fingerprint``. Raises ``ValueError`` for a
     result that cannot be a baseline run (no rounds, non-finite or zero times).
+
+    In three steps, each in one module: the figures, then the opaque values made
+    plain (:mod:`.schema`), then the numerics fingerprint checked (:mod:`.numerics
+    <pytest_gpuperf.verdict.numerics>`).
     """
     d = result_fields(result) if isinstance(result, Result) else dict(result)
     key = d.get("id", {}).get("key", "?")
@@ -167,7 +173,7 @@ def record_from_result(
         "run_id": str(run_id or d.get("run_id") or uuid.uuid4().hex[:12]),
         "timestamp": timestamp,
         "fingerprint": fingerprint_id,
-        "policy": schema.plain(d.get("policy") or {}),
+        "policy": None,
         "median": _sig(median, 6),
         "rounds": [_sig(x, 4) for x in rounds],
         "calls_per_round": int(d["calls_per_round"]),
@@ -191,22 +197,46 @@ def record_from_result(
         value = summary.get(name) if name == "rel_iqr" else d.get(name)
         if isinstance(value, (int, float)) and math.isfinite(value):
             rec[name] = _sig(value, 4)
-    for name, value in (("meta", meta), ("telemetry", d.get("telemetry"))):
-        if value:
-            rec[name] = schema.plain(value)
-    if d.get("numerics") and is_fingerprint(d["numerics"]):
-        rec["numerics"] = schema.plain(d["numerics"])
+    return _with_opaque(rec, d, meta, extra, fingerprint)
+
+
+def _with_opaque(
+    rec: dict[str, Any],
+    d: Mapping[str, Any],
+    meta: Mapping[str, Any] | None,
+    extra: Mapping[str, Any] | None,
+    fingerprint: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """``rec`` completed with the fingerprint's id and the opaque values as plain JSON
+    (:mod:`.schema`), the numerics fingerprint checked last, and fields without a value
+    left out."""
     memory = d.get("memory")
-    if isinstance(memory, Mapping) and memory.get("available"):
-        rec["memory"] = schema.plain(memory)
-    if schema.is_canary(d.get("host_canary")):
-        rec["host_canary"] = schema.plain(d["host_canary"])
-    if isinstance(d.get("tracer"), str) and d["tracer"]:
-        rec["tracer"] = d["tracer"]
-    extra = {**(d.get("extra") or {}), **(extra or {})}
-    if extra:
-        rec["extra"] = schema.plain(extra)
-    return {k: v for k, v in rec.items() if v is not None}
+    opaque = {  # in the order a run has always listed them
+        "meta": meta,
+        "telemetry": d.get("telemetry"),
+        "numerics": d.get("numerics"),
+        "memory": memory if isinstance(memory, Mapping) and memory.get("available") else None,
+        "host_canary": d.get("host_canary"),
+        "tracer": d["tracer"] if isinstance(d.get("tracer"), str) else None,
+        "extra": {**(d.get("extra") or {}), **(extra or {})},
+    }
+    if fingerprint is not None:
+        rec["fingerprint"] = schema.fingerprint_id(fingerprint)
+    rec["policy"] = schema.plain(d.get("policy") or {})
+    for name, value in opaque.items():
+        if not value:
+            rec[name] = None
+        elif name == "tracer":
+            rec[name] = value
+        elif name != "host_canary" or schema.is_canary(value):
+            rec[name] = schema.plain(value)
+    if rec["numerics"] is not None and not is_fingerprint(d["numerics"]):
+        rec["numerics"] = None
+    out: dict[str, Any] = {}
+    for k, v in rec.items():  # a loop, not a comprehension: no step back into this module
+        if v is not None:
+            out[k] = v
+    return out
 
 
 def result_fields(r: Result) -> dict[str, Any]:
@@ -297,6 +327,7 @@ class Baseline:
     """
 
     def __init__(self, name: str, path: Path, doc: Mapping[str, Any], read_version: int):
+        """``doc``: a document of any version, migrated; its runs may already be records."""
         self.name = name
         self.path = path
         #: the schema version the file was written in (migrated to the current one in memory)
@@ -316,7 +347,10 @@ class Baseline:
                 name=b["name"],
                 mode=b["mode"],
                 params=dict(b["params"]),
-                runs=[RunRecord.from_dict(r, doc["policies"]) for r in b["runs"]],
+                runs=[
+                    r if isinstance(r, RunRecord) else RunRecord.from_dict(r, doc["policies"])
+                    for r in b["runs"]
+                ],
             )
             for key, b in doc["benchmarks"].items()
         }

@@ -1,4 +1,5 @@
-"""The baseline file format: its versions, their validation, migrations, stable text.
+"""The baseline file format: its versions, their validation, migrations, stable text, and
+a save's runs merged into an index (:func:`add_runs`).
 
 Version history:
 
@@ -50,9 +51,11 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf import __version__
 from pytest_gpuperf.verdict.numerics import is_fingerprint
 
 SCHEMA = "pytest-gpuperf/baseline"
@@ -134,10 +137,18 @@ POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
 NONNEG: Check = (lambda v: _is_number(v) and v >= 0, "a number >= 0")
 TIMESTAMP: Check = (_is_timestamp, "an ISO 8601 timestamp with a time zone")
 OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
-ROUNDS: Check = (
-    lambda v: isinstance(v, list) and len(v) > 0 and all(_is_number(x) and x >= 0 for x in v),
-    "a non-empty list of numbers >= 0",
-)
+
+
+def _is_rounds(v: Any) -> bool:
+    """A non-empty list of numbers >= 0 (all floats, as a save writes them, checked at C speed)."""
+    if not isinstance(v, list) or not v:
+        return False
+    if set(map(type, v)) == {float}:
+        return all(map(math.isfinite, v)) and min(v) >= 0
+    return all(_is_number(x) and x >= 0 for x in v)
+
+
+ROUNDS: Check = (_is_rounds, "a non-empty list of numbers >= 0")
 
 #: Fields of one run in version 1, all required: name -> check.
 RUN_FIELDS_V1: dict[str, Check] = {
@@ -217,6 +228,13 @@ def is_canary(v: Any) -> bool:
         and all(_is_number(x) and x > 0 for x in bursts)
     )
 
+
+#: The optional fields of a run a save has just recorded: its numerics fingerprint was
+#: checked when it was recorded (so that a save does not check it twice).
+_WRITTEN_OPTIONAL: dict[str, Check] = {
+    **RUN_OPTIONAL_V2,
+    "numerics": (lambda v: isinstance(v, list), "a list of tensor entries"),
+}
 
 #: Run fields whose content is free-form JSON.
 _OPAQUE = ("meta", "policy", "telemetry", "extra", "memory")
@@ -347,6 +365,8 @@ def _benchmark(bench: Any, where: str) -> None:
 def _run(
     run: Any, required: Mapping[str, Check], optional: Mapping[str, Check], where: str
 ) -> None:
+    if _run_ok(run, required, optional):
+        return  # the usual case, checked without naming every place; else said where below
     _check(run, OBJECT, where)
     _fields(run, set(required), set(optional), where)
     for name, check in (*required.items(), *optional.items()):
@@ -354,6 +374,51 @@ def _run(
             _check(run[name], check, f"{where}.{name}")
     for opaque in _OPAQUE:
         _json_value(run.get(opaque), f"{where}.{opaque}")
+
+
+def _run_ok(run: Any, required: Mapping[str, Check], optional: Mapping[str, Check]) -> bool:
+    """Whether :func:`_run` accepts ``run`` (True only when it does; False when it may not,
+    and then :func:`_run` says what is wrong, where)."""
+    if type(run) is not dict:
+        return False
+    keys = run.keys()
+    if not keys >= required.keys() or not keys <= required.keys() | optional.keys():
+        return False
+    for name, value in run.items():
+        pred = (required.get(name) or optional[name])[0]
+        if not pred(value):
+            return False
+    return all(_plain_ok(run.get(opaque), 0) for opaque in _OPAQUE)
+
+
+_SCALAR_TYPES = (str, int, bool, type(None))
+
+
+def _plain_ok(x: Any, depth: int) -> bool:
+    """Whether :func:`_json_value` accepts ``x`` at ``depth`` (False also for what it might
+    not: a type json does not make). Recursion is bounded by :data:`MAX_NESTING`."""
+    t = type(x)
+    if t is float:
+        return math.isfinite(x)
+    if t is dict:
+        items: Any = x.values()
+    elif t is list:
+        items = x
+    else:
+        return t in _SCALAR_TYPES
+    if depth >= MAX_NESTING:
+        return False
+    for y in items:
+        ty = type(y)
+        if ty is float:
+            if not math.isfinite(y):
+                return False
+        elif ty is dict or ty is list:
+            if not _plain_ok(y, depth + 1):
+                return False
+        elif ty not in _SCALAR_TYPES:
+            return False
+    return True
 
 
 def _tables(doc: Mapping[str, Any]) -> None:
@@ -435,8 +500,15 @@ def validate_index(doc: Any) -> None:
                     raise SchemaProblem(f"{rwhere}: {_describe(value)} is not in the {what} table")
 
 
-def validate_segment(doc: Any, segment: str | None = None) -> None:
-    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-3 segment (``segment``)."""
+def validate_segment(
+    doc: Any, segment: str | None = None, *, numerics_checked: bool = False
+) -> None:
+    """Raise :class:`SchemaProblem` unless ``doc`` is a valid version-3 segment (``segment``).
+
+    ``numerics_checked``: the runs' ``numerics`` were checked already, as a save checks
+    them when it records a result (:func:`~pytest_gpuperf.baseline.records.record_from_result`).
+    """
+    optional = _WRITTEN_OPTIONAL if numerics_checked else RUN_OPTIONAL_V2
     if not isinstance(doc, dict):
         raise SchemaProblem(f"top level: expected an object, got {_describe(doc)}")
     _fields(doc, _SEGMENT_FIELDS, set(), "top level")
@@ -458,7 +530,7 @@ def validate_segment(doc: Any, segment: str | None = None) -> None:
         for digest, run in by_digest.items():
             where = f"runs[{key!r}][{digest!r}]"
             _check(digest, _DIGEST, where)
-            _run(run, RUN_REQUIRED_V2, RUN_OPTIONAL_V2, where)
+            _run(run, RUN_REQUIRED_V2, optional, where)
 
 
 # --- versions and migration --------------------------------------------------
@@ -544,15 +616,16 @@ def upgrade(doc: Any) -> tuple[dict[str, Any], int]:
 # --- reading --------------------------------------------------------------------
 
 
-def parse(data: bytes) -> tuple[dict[str, Any], int]:
-    """Bytes of a one-file baseline (versions 1, 2) -> (document, version it was written in).
-
-    Every problem is a :class:`SchemaProblem` that says what is wrong (see
-    :func:`load_json`), the wrong shape (with the JSON path), a newer schema
-    version. A version-3 index is read by the store, with its segments.
-    """
-    doc, version = upgrade(load_json(data))
-    return canonical_ids(doc), version
+def read_index(data: bytes) -> tuple[dict[str, Any], int]:
+    """Bytes of ``NAME.json`` -> (a document for versions 1-2, or a version-3 index; the
+    version it was written in), with canonical ids; a :class:`SchemaProblem` says why not."""
+    raw = load_json(data)
+    version = read_version(raw)
+    if version <= DOCUMENT_VERSION:
+        doc, version = upgrade(raw)
+        return canonical_ids(doc), version
+    validate_index(raw)
+    return canonical_ids(raw, index=True), version
 
 
 def load_json(data: bytes) -> Any:
@@ -561,13 +634,15 @@ def load_json(data: bytes) -> Any:
     Empty, not UTF-8, merge-conflict markers, truncated or invalid JSON (with
     line and column), a key given twice.
     """
-    if not data.strip():
+    if not data or data.isspace():
         raise SchemaProblem("the file is empty (truncated, or an interrupted copy)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SchemaProblem(f"not UTF-8 text (invalid byte at offset {e.start})") from None
-    if re.search(r"^(<<<<<<<|>>>>>>>) ", text, re.MULTILINE):
+    if (b"<<<<<<< " in data or b">>>>>>> " in data) and re.search(
+        r"^(<<<<<<<|>>>>>>>) ", text, re.MULTILINE
+    ):
         raise SchemaProblem(
             "it contains git merge-conflict markers (<<<<<<< / >>>>>>>)",
             "Resolve the conflict by keeping one side (git checkout --ours or --theirs on "
@@ -592,7 +667,10 @@ def load_json(data: bytes) -> Any:
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """json's hook: a key given twice (a block pasted twice) would silently lose one."""
-    out: dict[str, Any] = {}
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    out = {}
     for k, v in pairs:
         if k in out:
             raise SchemaProblem(f"the key {k!r} appears twice in one object")
@@ -741,3 +819,185 @@ def plain(obj: Any) -> Any:
     if obj is None or isinstance(obj, (str, int, bool)):
         return obj
     return str(obj)
+
+
+# --- a save's runs, added to an index --------------------------------------------
+
+
+class RefusedWrite(SchemaProblem):
+    """What a save made is not valid (a bug): it is not written. ``segment``: in which."""
+
+    def __init__(self, problem: str, segment: str | None = None):
+        super().__init__(problem)
+        self.segment = segment
+
+
+@dataclass
+class Addition:
+    """What :func:`add_runs` made of a save: the new segment (none if every run was there
+    already), the new index as text, and the counts the save reports."""
+
+    segment_id: str | None
+    segment: bytes
+    index: bytes
+    added: int
+    dropped: int
+    benchmarks: int
+    #: the segments the new index names
+    segments: frozenset[str]
+
+
+def empty_document(name: str, stamp: str) -> dict[str, Any]:
+    """A document (the in-memory form of any version) with no benchmarks."""
+    return {
+        "schema": SCHEMA,
+        "schema_version": DOCUMENT_VERSION,
+        "name": name,
+        "plugin_version": __version__,
+        "created": stamp,
+        "updated": stamp,
+        "fingerprints": {},
+        "policies": {},
+        "benchmarks": {},
+    }
+
+
+def empty_index(name: str, stamp: str) -> dict[str, Any]:
+    """A version-3 index with no benchmarks."""
+    return {**empty_document(name, stamp), "schema_version": SCHEMA_VERSION, "segments": {}}
+
+
+def add_runs(
+    index: dict[str, Any],
+    fps: Mapping[str, dict[str, Any]],
+    runs: Sequence[tuple[Mapping[str, Any], dict[str, Any]]],
+    skipped: list[tuple[str, str]],
+    *,
+    name: str,
+    stamp: str,
+    keep_runs: int,
+) -> Addition:
+    """Add ``runs`` (benchmark identity, record) to ``index``, in place: their fingerprints
+    ``fps``, one new segment, each benchmark trimmed to its newest ``keep_runs`` runs per
+    fingerprint, then entries no run uses any more dropped. Returns the segment and the
+    index as the files' bytes, both validated (:class:`RefusedWrite` if not). A run
+    already saved (a retried job) is added to ``skipped`` instead.
+    """
+    index["fingerprints"].update(fps)
+    policies, benches = index["policies"], index["benchmarks"]
+    segment: dict[str, dict[str, dict[str, Any]]] = {}
+    touched: list[tuple[str, str, str, str]] = []
+    for bid, rec in runs:
+        key, fid = bid["key"], rec["fingerprint"]
+        dig, pid = digest(rec), content_id(rec["policy"])
+        entry = benches.get(key)
+        if (entry and any(r[1] == dig and r[2] == fid for r in entry["runs"])) or dig in (
+            segment.get(key) or {}
+        ):
+            # The same run saved again (a retried job): once is enough. Distinct runs
+            # that share a run id (subprocesses of one session) are kept.
+            skipped.append((key, f"run {rec['run_id']} is already saved"))
+            continue
+        entry = benches.setdefault(key, {"runs": []})
+        entry.update(
+            nodeid=bid["nodeid"],
+            name=bid.get("name"),
+            mode=bid["mode"],
+            params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
+        )
+        policies[pid] = rec["policy"]
+        segment.setdefault(key, {})[dig] = {**rec, "policy": pid}
+        touched.append((key, dig, fid, pid))
+    sid, data = None, b""
+    if touched:
+        sid = segment_id(stamp, segment)
+        doc = {
+            "schema": SEGMENT_SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "baseline": name,
+            "segment": sid,
+            "timestamp": stamp,
+            "runs": segment,
+        }
+        try:
+            validate_segment(doc, sid, numerics_checked=True)
+        except SchemaProblem as e:
+            raise RefusedWrite(str(e), sid) from None
+        data = dumps(doc, compact_depth=3).encode("utf-8")
+        index["segments"][sid] = segment_entry(data, stamp, segment)
+        for key, dig, fid, pid in touched:
+            benches[key]["runs"].append([sid, dig, fid, pid])
+    dropped = 0
+    for key, fid in {(key, fid) for key, _, fid, _ in touched}:
+        dropped += trim(benches[key]["runs"], fid, keep_runs)
+    drop_unused(index)
+    index.update(name=name, updated=stamp)
+    return Addition(
+        sid,
+        data,
+        index_bytes(index),
+        len(touched),
+        dropped,
+        len({key for key, _, _, _ in touched}),
+        frozenset(index["segments"]),
+    )
+
+
+def segment_entry(
+    data: bytes, stamp: str, runs: Mapping[str, Mapping[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """The index's entry of a segment whose bytes are ``data``, saved at ``stamp``."""
+    all_runs = [r for by_digest in runs.values() for r in by_digest.values()]
+    entry: dict[str, Any] = {
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "timestamp": stamp,
+        "runs": len(all_runs),
+        "run_ids": sorted({r["run_id"] for r in all_runs}),
+    }
+    for r in all_runs:  # the first run's commit that says one
+        meta = r.get("meta") or {}
+        for k in ("git_sha", "ci_sha"):
+            if isinstance(meta.get(k), str) and meta[k]:
+                entry["commit"] = meta[k]
+                return entry
+    return entry
+
+
+def index_bytes(index: dict[str, Any]) -> bytes:
+    """``index`` as the bytes of ``NAME.json`` (stamped with this version), validated."""
+    index["schema"] = SCHEMA
+    index["schema_version"] = SCHEMA_VERSION
+    index["plugin_version"] = __version__
+    try:
+        validate_index(index)
+    except SchemaProblem as e:  # a bug: never write what we would refuse to read
+        raise RefusedWrite(str(e)) from None
+    return dumps(index).encode("utf-8")
+
+
+def trim(runs: list[list[str]], fid: str, keep: int) -> int:
+    """Drop the oldest runs of fingerprint ``fid`` beyond ``keep``; returns how many."""
+    idx = [i for i, r in enumerate(runs) if r[2] == fid]
+    drop = set(idx[: max(0, len(idx) - keep)])
+    if drop:
+        runs[:] = [r for i, r in enumerate(runs) if i not in drop]
+    return len(drop)
+
+
+def drop_unused(index: dict[str, Any]) -> tuple[int, int]:
+    """Remove benchmarks without runs, and table entries and segments no run refers to;
+    returns how many benchmarks and fingerprints went."""
+    benches = index["benchmarks"]
+    empty = [k for k, b in benches.items() if not b["runs"]]
+    for k in empty:
+        del benches[k]
+    refs = [r for b in benches.values() for r in b["runs"]]
+    used_fps = {r[2] for r in refs}
+    unused = [f for f in index["fingerprints"] if f not in used_fps]
+    for f in unused:
+        del index["fingerprints"][f]
+    used = {r[3] for r in refs}
+    index["policies"] = {p: v for p, v in index["policies"].items() if p in used}
+    used = {r[0] for r in refs}
+    index["segments"] = {s: v for s, v in index["segments"].items() if s in used}
+    return len(empty), len(unused)

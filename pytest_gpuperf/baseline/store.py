@@ -21,14 +21,12 @@ Pure Python: no torch, no pytest.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import (
     DEFAULT_KEEP_RUNS,
     NAME_RULE,
@@ -37,18 +35,11 @@ from pytest_gpuperf.baseline import (
     layout,
     schema,
 )
-from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S, LockTimeout, OnWait, locked
+from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S, OnWait
 from pytest_gpuperf.baseline.fingerprint import BUILTIN_KEYS, fingerprint
-from pytest_gpuperf.baseline.records import (
-    Baseline,
-    record_from_result,
-)
-from pytest_gpuperf.errors import (
-    BaselineError,
-    BaselineLocked,
-    UnknownBaseline,
-    UnsafePath,
-)
+from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
+from pytest_gpuperf.baseline.schema import empty_document
+from pytest_gpuperf.errors import BaselineError, CorruptBaseline, UnknownBaseline
 from pytest_gpuperf.model import Result
 
 
@@ -236,14 +227,11 @@ class BaselineStore:
     def load(self, name: str) -> Baseline:
         """Read, validate and migrate baseline ``name``; its files are never changed."""
         files = self.files(name)
-        doc, version = self._load(name, files)
-        return Baseline(name, files.index, doc, version)
-
-    def _load(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
         try:
-            return layout.load(files)
+            doc, version = layout.load(files, RunRecord.from_dict)
         except FileNotFoundError:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
+        return Baseline(name, files.index, doc, version)
 
     def _read_index(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
         """The index (a version-1/2 file is read whole and returned as a document)."""
@@ -323,108 +311,70 @@ class BaselineStore:
         The runs go into one new segment, and the index is rewritten; the
         runs already stored are not read. An existing file that cannot be read
         is left as it is (:class:`CorruptBaseline`).
+
+        One pass: record the results (:mod:`.fingerprint`, :mod:`.records`), check the
+        name and the files, lock, read the index, merge the runs into it
+        (:func:`.schema.add_runs`), write the segment, then the index (:func:`.layout.commit`).
         """
         if keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
-        files = self.files(name)
-        path = files.index
         stamp = _stamp(now or _now())
-        new_fps, new_runs, skipped = _records(results, stamp, meta, fingerprint_extra, extras)
+        new_fps, new_runs, skipped = _record(results, stamp, meta, fingerprint_extra, extras)
+        # check
+        files = layout.Files(self.root, check_name(name))
         if not new_runs:
-            return SaveSummary(name, path, False, 0, 0, 0, (), keep_runs, None, tuple(skipped))
-
-        layout.check_writable(files)
-        with self._locked(files, "save into"):
-            layout.check_writable(files)
-            created = not path.exists()
-            index, version, before = self._index_to_save_into(name, files, stamp, created)
-            segment, added, touched = _merge(index, new_fps, new_runs, skipped)
-            # Segments this save writes: gone again if its commit fails (a migration's too).
-            migrated = version != schema.SCHEMA_VERSION
-            written: list[str] = list(index["segments"]) if migrated else []
-            if added:
-                sid, entry = layout.write_segment(files, stamp, segment)
-                written.append(sid)
-                for key, dig, fid, pid in touched:
-                    index["benchmarks"][key]["runs"].append([sid, dig, fid, pid])
-                index["segments"][sid] = entry
-            dropped = sum(
-                _trim(index["benchmarks"][key]["runs"], fid, keep_runs)
-                for key, fid in {(key, fid) for key, _, fid, _ in touched}
+            return SaveSummary(
+                name, files.index, False, 0, 0, 0, (), keep_runs, None, tuple(skipped)
             )
-            _drop_empty(index)
-            if added or version != schema.SCHEMA_VERSION:
-                index.update(name=name, updated=stamp)
+        layout.check_writable(files)
+        # lock, read, merge, write the segment, write the index
+        with layout.locked(files, "save into", self.lock_timeout, self.on_wait):
+            layout.check_writable(files)
+            created = not files.index.exists()
+            if created:
+                index, version = schema.empty_index(name, stamp), schema.SCHEMA_VERSION
+            else:
                 try:
-                    layout.write_index(files, index)
-                except BaseException:
-                    layout.discard(files, [s for s in written if s not in before])
-                    raise
-                layout.collect_garbage(files, before | set(index["segments"]))
+                    data = layout.read_bytes(files.index)
+                except FileNotFoundError:
+                    raise UnknownBaseline(name, str(self.root), self.names()) from None
+                try:
+                    index, version = schema.read_index(data)
+                except schema.SchemaProblem as e:
+                    raise CorruptBaseline(str(files.index), str(e), e.remedy) from None
+            migrated = version != schema.SCHEMA_VERSION
+            if migrated:  # a version-1/2 file: its runs become segments first
+                index = layout.index_from_document(files, index)
+            previous = {} if migrated else dict(index["segments"])
+            written = list(index["segments"]) if migrated else []
+            try:
+                add = schema.add_runs(
+                    index, new_fps, new_runs, skipped, name=name, stamp=stamp, keep_runs=keep_runs
+                )
+            except schema.RefusedWrite as e:  # a bug: never write what we would refuse to read
+                what = f"segment {e.segment} of" if e.segment else "baseline to"
+                raise BaselineError(
+                    f"refusing to write an invalid {what} {files.index}: {e}"
+                ) from None
+            layout.commit(files, add, previous, written, write=bool(add.added) or migrated)
         return SaveSummary(
             name=name,
-            path=path,
-            created=created and bool(added),
-            added=added,
-            dropped=dropped,
-            benchmarks=len({key for key, _, _, _ in touched}),
+            path=files.index,
+            created=created and bool(add.added),
+            added=add.added,
+            dropped=add.dropped,
+            benchmarks=add.benchmarks,
             fingerprints=tuple(sorted(new_fps)),
             keep_runs=keep_runs,
-            migrated_from=None if version == schema.SCHEMA_VERSION else version,
+            migrated_from=version if migrated else None,
             skipped=tuple(skipped),
         )
-
-    def _index_to_save_into(
-        self, name: str, files: layout.Files, stamp: str, created: bool
-    ) -> tuple[dict[str, Any], int, set[str]]:
-        """The index a save adds to (an empty one, or the stored one, migrated from a
-        document), the stored file's version, and the segments it already had."""
-        if created:
-            return empty_index(name, stamp), schema.SCHEMA_VERSION, set()
-        index, version = self._read_index(name, files)
-        if version <= schema.DOCUMENT_VERSION:
-            return layout.index_from_document(files, index), version, set()
-        layout.check_segments(files, index)  # the runs this save keeps are still readable
-        return index, version, set(index["segments"])
-
-    @contextlib.contextmanager
-    def _locked(self, files: layout.Files, action: str) -> Iterator[None]:
-        """Hold the baseline's lock; turn lock and file-system failures into clear errors."""
-        name = files.stem
-        on_wait = self.on_wait
-
-        def told(holder: str) -> Any:
-            if on_wait is not None:
-                return on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
-            return None
-
-        try:
-            with locked(
-                files.lock,
-                timeout=self.lock_timeout,
-                on_wait=told,
-                owner=f"{action} baseline {name}",
-            ):
-                layout.remove_temporaries(files)
-                yield
-        except LockTimeout as e:
-            raise BaselineLocked(
-                f"{e} (--gpuperf-lock-timeout, or the command's --lock-timeout, sets how long "
-                "to wait)"
-            ) from None
-        except UnsafePath as e:
-            raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
-        except OSError as e:  # disk full, read-only, no locks on this file system, ...
-            raise BaselineError(
-                f"cannot {action} baseline file {files.index}: {e.strerror or e}. "
-                "The file is as it was before."
-            ) from e
 
     def delete(self, name: str) -> Path:
         """Remove baseline ``name`` (its index and its runs); :class:`UnknownBaseline` if none."""
         files = self._existing(name)
         layout.check_writable(files)
-        with self._locked(files, "delete"):
+        with layout.locked(files, "delete", self.lock_timeout, self.on_wait):
             layout.check_writable(files)
             if not files.index.exists():  # deleted by another process meanwhile
                 raise UnknownBaseline(name, str(self.root), self.names())
@@ -456,7 +406,7 @@ class BaselineStore:
         files = self._existing(name)
         key_set = set(keys) if keys is not None else None
         layout.check_writable(files)
-        with self._locked(files, "prune"):
+        with layout.locked(files, "prune", self.lock_timeout, self.on_wait):
             layout.check_writable(files)
             index, version = self._read_index(name, files)
             if version <= schema.DOCUMENT_VERSION and not dry_run:
@@ -474,7 +424,7 @@ class BaselineStore:
                 )
             report = _prune_runs(index, keep_runs, fingerprint_id, key_set, before)
             removed = sum(e.removed for e in report)
-            n_bench, n_fp = _drop_empty(index)
+            n_bench, n_fp = schema.drop_unused(index)
             if not dry_run and (removed or version != schema.SCHEMA_VERSION):
                 index.update(updated=_stamp(now or _now()))
                 layout.write_index(files, index)
@@ -482,7 +432,7 @@ class BaselineStore:
         return PruneSummary(name, files.index, removed, n_bench, n_fp, report, dry_run)
 
 
-def _records(
+def _record(
     results: Sequence[Result | Mapping[str, Any]],
     stamp: str,
     meta: Mapping[str, Any] | None,
@@ -494,33 +444,32 @@ def _records(
     list[tuple[str, str]],
 ]:
     """The runs a save stores: their fingerprints by id, (benchmark identity, record) pairs,
-    and the (key, why) of each result that cannot be stored (no environment, a bad field)."""
+    and the (key, why) of each result that cannot be stored (no environment, a bad field).
+
+    Each result's environment first, then its run; loops, not comprehensions, so that
+    the save does not step back into this module between them.
+    """
+    fps: list[dict[str, Any] | None] = []
+    for r in results:
+        env = r.environment if isinstance(r, Result) else r.get("environment")
+        fps.append(fingerprint(env, fingerprint_extra) if env else None)
     new_fps: dict[str, dict[str, Any]] = {}
     new_runs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
     skipped: list[tuple[str, str]] = []
-    for r in results:
-        if isinstance(r, Result):
-            ident, env = r.id.to_dict(), r.environment
-        else:
-            ident, env = r.get("id", {}), r.get("environment")
+    for r, fp in zip(results, fps, strict=True):
+        ident = r.id.to_dict() if isinstance(r, Result) else r.get("id", {})
         key = ident.get("key", "?")
-        if not env:
+        if fp is None:
             skipped.append((key, "no environment recorded, so no fingerprint"))
             continue
-        fp = fingerprint(env, fingerprint_extra)
-        fid = schema.fingerprint_id(fp)
         try:
             rec = record_from_result(
-                r,
-                fingerprint_id=fid,
-                timestamp=stamp,
-                meta=meta,
-                extra=(extras or {}).get(key),
+                r, timestamp=stamp, meta=meta, extra=(extras or {}).get(key), fingerprint=fp
             )
         except ValueError as e:
             skipped.append((key, str(e)))
             continue
-        new_fps[fid] = fp
+        new_fps[rec["fingerprint"]] = fp
         new_runs.append((ident, rec))
     return new_fps, new_runs, skipped
 
@@ -609,50 +558,10 @@ def load_file(path: Path) -> Baseline:
     """
     files = layout.Files(path.parent, path.stem)
     try:
-        doc, version = layout.load(files)
+        doc, version = layout.load(files, RunRecord.from_dict)
     except FileNotFoundError:
         raise BaselineError(f"no such baseline file: {path}") from None
     return Baseline(path.stem, path, doc, version)
-
-
-def _merge(
-    index: dict[str, Any],
-    fps: Mapping[str, dict[str, Any]],
-    runs: Sequence[tuple[Mapping[str, Any], dict[str, Any]]],
-    skipped: list[tuple[str, str]],
-) -> tuple[dict[str, dict[str, dict[str, Any]]], int, list[tuple[str, str, str, str]]]:
-    """Add ``runs`` (benchmark identity, record) to ``index``'s tables and benchmarks.
-
-    Returns the new segment's runs (``{key: {digest: run}}``), how many were
-    added, and their references ``(key, digest, fingerprint, policy)``, for
-    the caller to append once the segment has its id.
-    """
-    index["fingerprints"].update(fps)
-    policies, benches = index["policies"], index["benchmarks"]
-    segment: dict[str, dict[str, dict[str, Any]]] = {}
-    touched: list[tuple[str, str, str, str]] = []
-    for bid, rec in runs:
-        key, fid = bid["key"], rec["fingerprint"]
-        dig, pid = schema.digest(rec), schema.content_id(rec["policy"])
-        entry = benches.get(key)
-        if (entry and any(r[1] == dig and r[2] == fid for r in entry["runs"])) or dig in (
-            segment.get(key) or {}
-        ):
-            # The same run saved again (a retried job): once is enough. Distinct runs
-            # that share a run id (subprocesses of one session) are kept.
-            skipped.append((key, f"run {rec['run_id']} is already saved"))
-            continue
-        entry = benches.setdefault(key, {"runs": []})
-        entry.update(
-            nodeid=bid["nodeid"],
-            name=bid.get("name"),
-            mode=bid["mode"],
-            params={str(k): str(v) for k, v in (bid.get("params") or {}).items()},
-        )
-        policies[pid] = rec["policy"]
-        segment.setdefault(key, {})[dig] = {**rec, "policy": pid}
-        touched.append((key, dig, fid, pid))
-    return segment, len(touched), touched
 
 
 def _selected(
@@ -668,33 +577,6 @@ def _selected(
     if keys is not None and key not in keys:
         return False
     return before is None or stamps[ref[0]] < before
-
-
-def _trim(runs: list[list[str]], fid: str, keep: int) -> int:
-    """Drop the oldest runs of fingerprint ``fid`` beyond ``keep``; returns how many."""
-    idx = [i for i, r in enumerate(runs) if r[2] == fid]
-    drop = set(idx[: max(0, len(idx) - keep)])
-    if drop:
-        runs[:] = [r for i, r in enumerate(runs) if i not in drop]
-    return len(drop)
-
-
-def _drop_empty(index: dict[str, Any]) -> tuple[int, int]:
-    """Remove benchmarks without runs, and table entries and segments no run refers to."""
-    benches = index["benchmarks"]
-    empty = [k for k, b in benches.items() if not b["runs"]]
-    for k in empty:
-        del benches[k]
-    refs = [r for b in benches.values() for r in b["runs"]]
-    used_fps = {r[2] for r in refs}
-    unused = [f for f in index["fingerprints"] if f not in used_fps]
-    for f in unused:
-        del index["fingerprints"][f]
-    used = {r[3] for r in refs}
-    index["policies"] = {p: v for p, v in index["policies"].items() if p in used}
-    used = {r[0] for r in refs}
-    index["segments"] = {s: v for s, v in index["segments"].items() if s in used}
-    return len(empty), len(unused)
 
 
 def _index_of_document(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -715,12 +597,6 @@ def _index_of_document(doc: Mapping[str, Any]) -> dict[str, Any]:
             refs.append([sid, "", run["fingerprint"], run["policy"]])
         benchmarks[key] = {"runs": refs}
     return {**doc, "segments": segments, "benchmarks": benchmarks}
-
-
-def empty_index(name: str, stamp: str) -> dict[str, Any]:
-    """A version-3 index with no benchmarks."""
-    doc = empty_document(name, stamp)
-    return {**doc, "schema_version": schema.SCHEMA_VERSION, "segments": {}}
 
 
 def document_of(
@@ -755,18 +631,3 @@ def document_of(
         entry["runs"].append({**rec, "policy": pid})
         kept[r.id.key] = r
     return doc, kept
-
-
-def empty_document(name: str, stamp: str) -> dict[str, Any]:
-    """A document (the in-memory form of any version) with no benchmarks."""
-    return {
-        "schema": schema.SCHEMA,
-        "schema_version": schema.DOCUMENT_VERSION,
-        "name": name,
-        "plugin_version": __version__,
-        "created": stamp,
-        "updated": stamp,
-        "fingerprints": {},
-        "policies": {},
-        "benchmarks": {},
-    }
