@@ -71,3 +71,19 @@ def test_a_single_baseline_run_is_explained_without_inf() -> None:
     text = explain(c)
     assert "one baseline run: the prior alone" in text
     assert not re.search(r"\binf\b", text)
+
+
+def test_an_inconclusive_label_names_why_when_the_runs_were_not_comparable_or_the_host_moved() -> (
+    None
+):
+    from dataclasses import replace
+
+    from pytest_gpuperf.reporting.explain import label_of
+    from pytest_gpuperf.verdict.comparison import Comparison
+
+    c = Comparison(kind="inconclusive", final=True, look=1, looks=1, ratio=5.12, resolution=2.52)
+    assert label_of(c) == "INCONCLUSIVE (would catch >= 3.52x)"
+    traced = label_of(replace(c, why="not-comparable"))
+    assert "not comparable" in traced and "would catch" not in traced
+    host = label_of(replace(c, why="host-slower"))
+    assert "host" in host and "would catch" not in host
