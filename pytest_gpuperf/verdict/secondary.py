@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from pytest_gpuperf.measure.summary import median
-from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_time
+from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_time
 
 PEAK_MEMORY = "peak_memory"
 FIRST_CALL = "first_call"

@@ -36,6 +36,7 @@ RINGS: dict[str, str] = {
     "settings_fields": CORE,
     "jsonsafe": CORE,
     "registry": CORE,
+    "units": CORE,
     "verdict": CORE,
     "baseline": CORE,
     "reporting": CORE,

@@ -261,7 +261,7 @@ def _headline(ev: Evidence, cause: str = "") -> str:
     """``<name> is slower than its baseline: 2.96x time (...)``, or ``<name> regressed.``;
     with ``cause``, it follows in the same sentence (``...: rank imbalance: ...``). The change
     is the gate's (``ev.change``), else the two times' ratio, written as every output does."""
-    from pytest_gpuperf.reporting.units import fmt_change
+    from pytest_gpuperf.units import fmt_change
 
     head = f"{ev.display or ev.key}"
     change = ev.change if ev.change and ev.change != "-" else ""
