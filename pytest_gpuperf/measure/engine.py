@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.steady_state import (
     classify,
@@ -26,7 +27,6 @@ from pytest_gpuperf.measure.steady_state import (
     settled,
     steady_tail,
 )
-from pytest_gpuperf.model import UNSTABLE_CLASSES
 
 
 class Round(NamedTuple):

@@ -48,7 +48,7 @@ RINGS: dict[str, str] = {
     "measure.environment": ADAPTER,
     "measure.memory": ADAPTER,
     "measure.nvtx_ranges": ADAPTER,
-    "measure.numerics": ADAPTER,
+    "measure.numerics": ADAPTER,  # measure.numerics_format (the format) is core
     "measure.distributed": ADAPTER,
     "telemetry": CORE,
     "telemetry.nvml": ADAPTER,
