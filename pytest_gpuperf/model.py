@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.measure import names
 from pytest_gpuperf.measure.peaks import of_peak
 from pytest_gpuperf.measure.summary import Summary, summarize
-
-if TYPE_CHECKING:
-    # Imported where used: the verdict's package imports this module.
-    from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
-    from pytest_gpuperf.verdict.comparison import Comparison
+from pytest_gpuperf.outcome import Comparison, Diagnosis
 
 #: The measurement's labels (timing modes, stability classes), defined by
 #: :mod:`pytest_gpuperf.measure.names`, importable from here too.
@@ -272,9 +268,6 @@ class Result:
     def from_dict(cls, d: dict[str, Any]) -> Result:
         """Back from :meth:`to_dict` (a JSON ``comparison`` without a ``kind`` holds only a
         diagnosis: no verdict)."""
-        from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
-        from pytest_gpuperf.verdict.comparison import Comparison
-
         known = {f for f in cls.__dataclass_fields__} - {"id", "comparison", "diagnosis"}
         kwargs = {k: v for k, v in d.items() if k in known}
         c = d.get("comparison") or {}

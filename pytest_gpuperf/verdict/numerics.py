@@ -36,12 +36,19 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.measure import numerics_format
-from pytest_gpuperf.measure.numerics_format import STATS, Fingerprint, decode, encode
+from pytest_gpuperf.measure.numerics_format import STATS, Fingerprint, decode
+from pytest_gpuperf.outcome import (
+    NO_BASELINE,
+    NUMERICS_CHANGED,
+    NUMERICS_SAME,
+    NUMERICS_UNSEEDED,
+)
+from pytest_gpuperf.outcome import NumericsComparison as NumericsComparison
 
 #: The fingerprint's format (:mod:`pytest_gpuperf.measure.numerics_format`), importable
 #: from here too.
@@ -50,15 +57,15 @@ MAX_TENSORS = numerics_format.MAX_TENSORS
 sample_indices = numerics_format.sample_indices
 problem = numerics_format.problem
 is_fingerprint = numerics_format.is_fingerprint
+encode = numerics_format.encode
 
 #: Options of ``numerics=``: no fingerprint / report a change / fail on a change.
 OFF, REPORT, GATE = "off", "report", "gate"
 
 #: :attr:`NumericsComparison.kind` values.
-SAME = "same"
-CHANGED = "changed"
-UNSEEDED = "unseeded"
-NO_BASELINE = "no-baseline"
+SAME = NUMERICS_SAME
+CHANGED = NUMERICS_CHANGED
+UNSEEDED = NUMERICS_UNSEEDED
 
 UNSEEDED_ADVICE = (
     "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
@@ -146,53 +153,6 @@ def spread(fps: Sequence[Fingerprint]) -> Difference:
         if (d.changes and not worst.changes) or d.rel > worst.rel:
             worst = d
     return worst
-
-
-@dataclass(frozen=True)
-class NumericsComparison:
-    """The current output's fingerprint against the baseline's (JSON-safe via ``to_dict``).
-
-    ``kind``: :data:`SAME`, :data:`CHANGED` (beyond ``tolerance``, or a change
-    of dtype, shape, structure or NaN/Inf count), :data:`UNSEEDED` (runs of the
-    same code differ among themselves: nothing is concluded) or
-    :data:`NO_BASELINE` (no baseline run has a fingerprint).
-    """
-
-    kind: str
-    tolerance: float
-    max_rel: float | None = None
-    where: str = ""
-    current: float | None = None
-    baseline: float | None = None
-    changes: tuple[str, ...] = ()
-    #: the largest difference among the baseline's runs of the same code, and the current runs
-    baseline_spread: float | None = None
-    current_spread: float | None = None
-    baseline_runs: int = 0
-    current_runs: int = 0
-    gated: bool = False
-
-    @property
-    def fails(self) -> bool:
-        return self.gated and self.kind == CHANGED
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["changes"] = list(self.changes)
-        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
-            v = d[k]
-            if isinstance(v, float) and not math.isfinite(v):
-                d[k] = encode(v)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NumericsComparison:
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        kw["changes"] = tuple(kw.get("changes") or ())
-        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
-            if isinstance(kw.get(k), str):
-                kw[k] = decode(kw[k])
-        return cls(**kw)
 
 
 @dataclass(frozen=True)

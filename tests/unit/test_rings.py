@@ -35,6 +35,7 @@ RINGS: dict[str, str] = {
     "values": CORE,
     "settings_fields": CORE,
     "jsonsafe": CORE,
+    "outcome": CORE,
     "registry": CORE,
     "units": CORE,
     "verdict": CORE,
