@@ -7,8 +7,9 @@ statistics of its finite values (mean, mean of absolute values, min, max,
 standard deviation, in float64), how many values are NaN or infinite, and
 :data:`SAMPLES` values read at fixed flat positions (:func:`sample_indices`:
 the same positions for the same number of elements). The device adapter
-:mod:`pytest_gpuperf.measure.numerics` computes it; this module defines the
-format, validates it, and compares fingerprints.
+:mod:`pytest_gpuperf.measure.numerics` computes it,
+:mod:`pytest_gpuperf.measure.numerics_format` defines and validates its format, and
+this module compares fingerprints.
 
 A fingerprint is a JSON list of tensor entries::
 
