@@ -96,6 +96,7 @@ HELPERS = (
     "measure.nvtx_ranges",
     "telemetry",
     "reporting.units",
+    "units",
     "baseline.fileio",
     "baseline.filelock",
 )

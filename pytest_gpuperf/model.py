@@ -11,32 +11,27 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_gpuperf.jsonsafe import json_safe
+from pytest_gpuperf.measure import names
 from pytest_gpuperf.measure.peaks import of_peak
 from pytest_gpuperf.measure.summary import Summary, summarize
+from pytest_gpuperf.outcome import Comparison, Diagnosis
 
-if TYPE_CHECKING:
-    # Imported where used: the verdict's package imports this module.
-    from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
-    from pytest_gpuperf.verdict.comparison import Comparison
-
-#: Timing backends, as they appear in results and baseline keys.
-MODE_EVENTS = "cuda-events"
-MODE_GRAPH = "cuda-graph"
-MODE_CPU = "cpu"
-#: every rank of a process group timed in step, the slowest rank's time (world_size=)
-MODE_CUDA_DIST = "cuda-dist"
-MODE_CPU_DIST = "cpu-dist"
-MODES = (MODE_EVENTS, MODE_GRAPH, MODE_CPU, MODE_CUDA_DIST, MODE_CPU_DIST)
-
-#: Stability classes of one measurement (see measure/steady_state.py).
-STEADY = "steady"  # the warm-up settled and the measured rounds hold one level
-WARMUP_CAPPED = "warmup-capped"  # warm-up budget ran out, but the measured rounds are flat
-SHIFT = "shift"  # the level changed during the measurement
-NO_STEADY_STATE = "no-steady-state"  # the transient never ended
-UNSTABLE_CLASSES = (SHIFT, NO_STEADY_STATE)
+#: The measurement's labels (timing modes, stability classes), defined by
+#: :mod:`pytest_gpuperf.measure.names`, importable from here too.
+MODE_EVENTS = names.MODE_EVENTS
+MODE_GRAPH = names.MODE_GRAPH
+MODE_CPU = names.MODE_CPU
+MODE_CUDA_DIST = names.MODE_CUDA_DIST
+MODE_CPU_DIST = names.MODE_CPU_DIST
+MODES = names.MODES
+STEADY = names.STEADY
+WARMUP_CAPPED = names.WARMUP_CAPPED
+SHIFT = names.SHIFT
+NO_STEADY_STATE = names.NO_STEADY_STATE
+UNSTABLE_CLASSES = names.UNSTABLE_CLASSES
 
 
 #: What must not reach a report raw: C0 and C1 controls (ESC, newline), DEL, the Unicode line
@@ -273,9 +268,6 @@ class Result:
     def from_dict(cls, d: dict[str, Any]) -> Result:
         """Back from :meth:`to_dict` (a JSON ``comparison`` without a ``kind`` holds only a
         diagnosis: no verdict)."""
-        from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
-        from pytest_gpuperf.verdict.comparison import Comparison
-
         known = {f for f in cls.__dataclass_fields__} - {"id", "comparison", "diagnosis"}
         kwargs = {k: v for k, v in d.items() if k in known}
         c = d.get("comparison") or {}

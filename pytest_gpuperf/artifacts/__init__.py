@@ -21,29 +21,59 @@ Pieces, by ring:
 * the orchestration, which needs the pytest session, is the shell's
   :mod:`pytest_gpuperf.shell.capture` (the policy, the registry, :func:`capture`).
 
-This face re-exports what a conftest's collector or diagnose hook uses.
+This face names what a conftest's collector or diagnose hook uses, and loads each
+on first use (PEP 562): importing a module under it, such as the pure
+:mod:`.analysis.diagnose`, loads no collector.
 """
 
 from __future__ import annotations
 
-from pytest_gpuperf.artifacts.analysis.diagnose import CAUSES, Diagnosis, Evidence
-from pytest_gpuperf.artifacts.analysis.inventory import (
-    KernelDiff,
-    combine,
-    diff_inventories,
-    inventory_from_trace,
-)
-from pytest_gpuperf.artifacts.analysis.layout import Layout, safe_name, write_manifest
-from pytest_gpuperf.artifacts.collectors.base import (
-    FAILED,
-    OK,
-    SKIPPED,
-    TIMEOUT,
-    CaptureContext,
-    Collector,
-    CollectorResult,
-)
-from pytest_gpuperf.artifacts.collectors.child import measure_hooks
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.artifacts.analysis.diagnose import CAUSES, Diagnosis, Evidence
+    from pytest_gpuperf.artifacts.analysis.inventory import (
+        KernelDiff,
+        combine,
+        diff_inventories,
+        inventory_from_trace,
+    )
+    from pytest_gpuperf.artifacts.analysis.layout import Layout, safe_name, write_manifest
+    from pytest_gpuperf.artifacts.collectors.base import (
+        FAILED,
+        OK,
+        SKIPPED,
+        TIMEOUT,
+        CaptureContext,
+        Collector,
+        CollectorResult,
+    )
+    from pytest_gpuperf.artifacts.collectors.child import measure_hooks
+
+#: each name of the face -> the module that defines it
+_HOMES = {
+    **dict.fromkeys(("CAUSES", "Diagnosis", "Evidence"), "analysis.diagnose"),
+    **dict.fromkeys(
+        ("KernelDiff", "combine", "diff_inventories", "inventory_from_trace"), "analysis.inventory"
+    ),
+    **dict.fromkeys(("Layout", "safe_name", "write_manifest"), "analysis.layout"),
+    **dict.fromkeys(
+        ("FAILED", "OK", "SKIPPED", "TIMEOUT", "CaptureContext", "Collector", "CollectorResult"),
+        "collectors.base",
+    ),
+    "measure_hooks": "collectors.child",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CAUSES",

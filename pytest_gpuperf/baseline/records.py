@@ -22,8 +22,8 @@ from typing import Any
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.fingerprint import differences
+from pytest_gpuperf.measure.numerics_format import is_fingerprint
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.verdict.numerics import is_fingerprint
 
 #: :attr:`Match.status` values.
 MATCH = "match"

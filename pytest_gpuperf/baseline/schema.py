@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.verdict.numerics import is_fingerprint
+from pytest_gpuperf.measure.numerics_format import is_fingerprint
 
 SCHEMA = "pytest-gpuperf/baseline"
 #: The ``schema`` of a version-3 segment (the runs of one save).

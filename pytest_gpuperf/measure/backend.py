@@ -44,11 +44,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.measure.engine import Round
+from pytest_gpuperf.measure.names import (
+    MODE_CPU,
+    MODE_CPU_DIST,
+    MODE_CUDA_DIST,
+    MODE_EVENTS,
+    MODE_GRAPH,
+)
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import MODE_CPU, MODE_CPU_DIST, MODE_CUDA_DIST, MODE_EVENTS, MODE_GRAPH
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.verdict.policy import NoiseClass
+    from pytest_gpuperf.measure.noise import NoiseClass
 
 
 class Timer(Protocol):

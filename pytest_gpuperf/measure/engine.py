@@ -4,7 +4,8 @@
 :class:`~pytest_gpuperf.measure.policy.MeasurePolicy`. The loop calls the
 timer itself, round after round; between two rounds it calls ``tick`` (the
 progress line's, which writes at most once a second). The loop is pure
-Python and is unit-tested with a synthetic timer.
+Python and is unit-tested with a synthetic timer; :func:`run` is the whole loop, one
+function to read top to bottom.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
+from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.steady_state import (
     classify,
@@ -26,7 +28,6 @@ from pytest_gpuperf.measure.steady_state import (
     settled,
     steady_tail,
 )
-from pytest_gpuperf.model import UNSTABLE_CLASSES
 
 
 class Round(NamedTuple):
@@ -63,6 +64,7 @@ def _ranks(r: tuple[float, float, int] | Round) -> tuple[float, ...] | None:
     return r[4] if len(r) > 4 else None  # type: ignore[misc]
 
 
+_T = TypeVar("_T")
 PhaseHook = Callable[[str], AbstractContextManager[object]]
 #: called between two rounds, never inside one
 Tick = Callable[[], None]
@@ -145,77 +147,84 @@ def run(
     phase: PhaseHook = _no_phase,
     tick: Tick = _no_tick,
 ) -> RawMeasurement:
-    """Measure the steady state of whatever ``timer`` times (after its first call)."""
+    """Measure the steady state of what ``timer`` times (after its first call): size the rounds,
+    warm up until they settle, measure a pass of rounds (two if the first holds no steady level),
+    classify them, keep the steady tail. Only the timer runs fn; ``tick`` runs between rounds."""
     t0 = clock()
     with phase("calibrate"):
         calls = calibrate(timer, policy, tick)
+
+    # Warm up: rounds until they settle (after min_warmup_ms) or warmup_ms is spent.
+    warmup: list[float] = []
+    walls: list[float] = []  # each warm-up round's host time, for a timer of two figures
     with phase("warmup"), _gc_paused():
         w0 = clock()
-        warm = _warm_up(timer, policy, calls, clock, w0, tick)
+        while True:
+            a = clock()
+            r = timer.time_round(calls)
+            if _e2e(r) is not None:
+                walls.append(clock() - a)
+            tick()
+            warmup.append(r[0])
+            elapsed_ms = (clock() - w0) * 1000.0
+            warm = elapsed_ms >= policy.min_warmup_ms
+            warmed = warm and settled(warmup, policy.settle_window, policy.settle_tol)
+            if warmed or elapsed_ms >= policy.warmup_ms:
+                break
     warmup_s = clock() - w0
-    deadline = _deadline(policy, warm.walls, t0)
-    rounds = _Rounds(timer, warm.calls, clock, t0, deadline, tick)
+    calls = r[2]  # the calls per round the timer made (its last warm-up round's)
+    deadline = _deadline(policy, walls, t0)
+
+    # Measure a pass, and one more if it holds no steady level (the deadline may end one at 5)
+    rounds: list[float] = []
+    taken: list[tuple[tuple[float, float, int] | Round, float, float]] = []  # (r, start, end)
+    capped = False
     with phase("measure"), _gc_paused():
-        start, changes, drift = _measure_steady(rounds, policy)
-    stability, start = _classify(rounds, policy, start, changes, drift, warm.settled)
-    kept = rounds.measured[start:]
-    e2e = [x for x in rounds.second[start:] if x is not None]
-    by_rank = [x for x in rounds.ranks[start:] if x is not None]
+        for _ in range(2):
+            for i in range(policy.rounds):
+                if i >= 5 and clock() > deadline:
+                    capped = True
+                    break
+                a = clock()
+                r = timer.time_round(calls)
+                b = clock()
+                tick()
+                rounds.append(r[0])
+                taken.append((r, a - t0, b - t0))
+            start, changes = steady_tail(rounds, policy.shift_tol)
+            drift = drifting(rounds[start:], policy.shift_tol)
+            if len(rounds) - start >= policy.rounds // 2 and changes < 2 and not drift:
+                break
+
+    # Classify (against the rounds a time cap let us take); unsteady: keep all but the transient
+    wanted = min(policy.rounds, len(rounds)) if capped else policy.rounds
+    drift = drift or (capped and drifting(rounds, policy.shift_tol))
+    stability = classify(len(rounds) - start, wanted, changes, warmup_settled=warmed, drift=drift)
+    if stability in UNSTABLE_CLASSES:
+        start = mser_cut(rounds)
+    kept, tail = rounds[start:], taken[start:]
     return RawMeasurement(
         rounds=kept,
-        calls_per_round=warm.calls,
-        warmup=warm.rounds,
+        calls_per_round=calls,
+        warmup=warmup,
         trimmed=start,
         stability=stability,
-        settled=warm.settled,
+        settled=warmed,
         warmup_s=warmup_s,
         wall_s=clock() - t0,
-        spans=rounds.spans[start:],
+        spans=[(a, b) for _, a, b in tail],
         t0=t0,
         level_changes=changes,
-        e2e_rounds=e2e if len(e2e) == len(kept) else [],
-        time_capped=rounds.capped,
-        rank_rounds=by_rank if len(by_rank) == len(kept) else [],
+        e2e_rounds=_every([_e2e(r) for r, _, _ in tail]),
+        time_capped=capped,
+        rank_rounds=_every([_ranks(r) for r, _, _ in tail]),
     )
 
 
-@dataclass
-class _Warmup:
-    #: seconds per call of each warm-up round
-    rounds: list[float]
-    #: the host time of each warm-up round, for a timer that takes two figures
-    walls: list[float]
-    settled: bool
-    #: calls per round (the last round's)
-    calls: int
-
-
-def _warm_up(
-    timer: RoundTimer,
-    policy: MeasurePolicy,
-    calls: int,
-    clock: Callable[[], float],
-    w0: float,
-    tick: Tick = _no_tick,
-) -> _Warmup:
-    """Run rounds until they settle (after ``min_warmup_ms``) or ``warmup_ms`` is spent."""
-    warm: list[float] = []
-    walls: list[float] = []
-    while True:
-        a = clock()
-        r = timer.time_round(calls)
-        per_call, calls_done = r[0], r[2]
-        if _e2e(r) is not None:
-            walls.append(clock() - a)
-        tick()
-        warm.append(per_call)
-        elapsed_ms = (clock() - w0) * 1000.0
-        if elapsed_ms >= policy.min_warmup_ms and settled(
-            warm, policy.settle_window, policy.settle_tol
-        ):
-            return _Warmup(warm, walls, True, calls_done)
-        if elapsed_ms >= policy.warmup_ms:
-            return _Warmup(warm, walls, False, calls_done)
+def _every(values: list[_T | None]) -> list[_T]:
+    """``values`` when every round has one, else empty (a timer gives a figure or none)."""
+    kept = [v for v in values if v is not None]
+    return kept if len(kept) == len(values) else []
 
 
 def _deadline(policy: MeasurePolicy, walls: list[float], t0: float) -> float:
@@ -230,80 +239,3 @@ def _deadline(policy: MeasurePolicy, walls: list[float], t0: float) -> float:
         recent = sorted(walls[-policy.settle_window :])
         round_s = min(4 * round_s, max(round_s, recent[len(recent) // 2]))
     return t0 + policy.warmup_ms / 1000.0 + 2.5 * policy.rounds * round_s
-
-
-@dataclass
-class _Rounds:
-    """The measured rounds so far, and the time cap that stops a pass early."""
-
-    timer: RoundTimer
-    calls: int
-    clock: Callable[[], float]
-    t0: float
-    deadline: float
-    tick: Tick = _no_tick
-    measured: list[float] = field(default_factory=list)
-    #: the timer's second figure of each round (None where it has none)
-    second: list[float | None] = field(default_factory=list)
-    #: each rank's time per call of each round (a process group's timer; None otherwise)
-    ranks: list[tuple[float, ...] | None] = field(default_factory=list)
-    spans: list[tuple[float, float]] = field(default_factory=list)
-    capped: bool = False
-
-    def measure(self, n_rounds: int) -> None:
-        """One pass: up to ``n_rounds`` rounds, at least 5 before the deadline may stop it."""
-        for i in range(n_rounds):
-            if i >= 5 and self.clock() > self.deadline:
-                self.capped = True
-                break
-            a = self.clock()
-            r = self.timer.time_round(self.calls)
-            b = self.clock()
-            self.tick()
-            self.measured.append(r[0])
-            self.second.append(_e2e(r))
-            self.ranks.append(_ranks(r))
-            self.spans.append((a - self.t0, b - self.t0))
-
-
-def _measure_steady(rounds: _Rounds, policy: MeasurePolicy) -> tuple[int, int, bool]:
-    """Measure a pass, and a second one if the first shows no steady level.
-
-    Returns the steady tail's start, the level changes before it, and whether it drifts.
-    """
-    rounds.measure(policy.rounds)
-    start, changes = steady_tail(rounds.measured, policy.shift_tol)
-    drift = drifting(rounds.measured[start:], policy.shift_tol)
-    if len(rounds.measured) - start < policy.rounds // 2 or changes >= 2 or drift:
-        # Too little steady data, or a moving level: measure once more and look again.
-        rounds.measure(policy.rounds)
-        start, changes = steady_tail(rounds.measured, policy.shift_tol)
-        drift = drifting(rounds.measured[start:], policy.shift_tol)
-    return start, changes, drift
-
-
-def _classify(
-    rounds: _Rounds,
-    policy: MeasurePolicy,
-    start: int,
-    changes: int,
-    drift: bool,
-    is_settled: bool,
-) -> tuple[str, int]:
-    """The measurement's stability class, and the first round to keep."""
-    measured = rounds.measured
-    wanted = policy.rounds
-    if rounds.capped:
-        # The time cap, not the data, limited the rounds (a function of seconds per call gets
-        # 5 per pass): judge the kept rounds against those it let us measure, and look for a
-        # drift over all of them, the kept ones being too few for drifting().
-        wanted = min(wanted, len(measured))
-        drift = drift or drifting(measured, policy.shift_tol)
-    stability = classify(
-        len(measured) - start, wanted, changes, warmup_settled=is_settled, drift=drift
-    )
-    if stability in UNSTABLE_CLASSES:
-        # No steady level: every round after the initial transient is evidence of where its
-        # level lies (the verdict bounds it by their range), not only the last segment.
-        start = mser_cut(measured)
-    return stability, start

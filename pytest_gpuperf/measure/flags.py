@@ -1,15 +1,47 @@
 """What is wrong with one measurement, each with what to do about it (``Result.notes``).
 
-Pure Python: reads the result, its policy and its mode's description (:mod:`.backend`).
+Pure Python: reads the result (any :class:`Measured`: a :class:`pytest_gpuperf.model.Result`
+is one), its policy and its mode's description (:mod:`.backend`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.measure.summary import Summary
+
+
+class _Identity(Protocol):
+    @property
+    def mode(self) -> str: ...
+
+
+class Measured(Protocol):
+    """What the notes read of one measurement: the fields of a result that say how it went."""
+
+    @property
+    def id(self) -> _Identity: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def rounds(self) -> Sequence[float]: ...
+    @property
+    def warmup(self) -> Sequence[float]: ...
+    @property
+    def first_call_s(self) -> float | None: ...
+    @property
+    def stability(self) -> str: ...
+    @property
+    def environment(self) -> dict[str, Any] | None: ...
+    @property
+    def host_hidden(self) -> bool | None: ...
+    @property
+    def summary(self) -> Summary: ...
+
 
 #: The Linux scheduler's tick at CONFIG_HZ=250, the common default: a thread that loses
 #: its core to another process waits about a whole number of ticks.
@@ -24,7 +56,7 @@ PLATEAU_MAX_TICKS = 16
 PLATEAU_NOTE = "plateau:"
 
 
-def quantum_plateau(result: Result) -> int | None:
+def quantum_plateau(result: Measured) -> int | None:
     """The number of scheduler ticks a CPU median snapped to, or None.
 
     With more than one torch thread and another process on a core, each call can end
@@ -53,7 +85,7 @@ def quantum_plateau(result: Result) -> int | None:
     return None
 
 
-def plateau_note(result: Result, ticks: int) -> str:
+def plateau_note(result: Measured, ticks: int) -> str:
     """What was wrong and how to re-run, in one note."""
     threads = (result.environment or {}).get("torch_threads")
     many = f" with {threads} torch threads" if isinstance(threads, int) and threads > 1 else ""
@@ -71,7 +103,7 @@ def plateau_note(result: Result, ticks: int) -> str:
 SETUP_ALONE_S = 20e-6
 
 
-def setup_note(result: Result) -> str | None:
+def setup_note(result: Measured) -> str | None:
     """With ``setup=``, each call is timed alone: say so when the call is too short for that."""
     if not result.rounds or result.summary.median >= SETUP_ALONE_S:
         return None
@@ -84,7 +116,11 @@ def setup_note(result: Result) -> str | None:
 
 
 def flag_notes(
-    result: Result, policy: MeasurePolicy, *, setup: bool = False, mode: backend.Mode | None = None
+    result: Measured,
+    policy: MeasurePolicy,
+    *,
+    setup: bool = False,
+    mode: backend.Mode | None = None,
 ) -> list[str]:
     """What is wrong with a result, each with what to do about it (``setup``: the benchmark
     was given ``setup=``, so each call was timed alone; ``mode``: its timing mode's

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_gpuperf.verdict.numerics import MAX_TENSORS, encode, sample_indices
+from pytest_gpuperf.measure.numerics_format import MAX_TENSORS, encode, sample_indices
 
 #: Elements converted to float64 at a time (32 MiB), so a large output needs little memory.
 CHUNK = 1 << 22

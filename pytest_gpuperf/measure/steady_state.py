@@ -17,8 +17,8 @@ import itertools
 import math
 from collections.abc import Sequence
 
+from pytest_gpuperf.measure.names import NO_STEADY_STATE, SHIFT, STEADY, WARMUP_CAPPED
 from pytest_gpuperf.measure.summary import mad, median
-from pytest_gpuperf.model import NO_STEADY_STATE, SHIFT, STEADY, WARMUP_CAPPED
 
 #: 1.4826 * MAD estimates the standard deviation of a normal sample.
 MAD_TO_SD = 1.4826

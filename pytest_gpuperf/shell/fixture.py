@@ -184,6 +184,17 @@ class _Measured(NamedTuple):
     tracer: str | None = None
 
 
+def _telemetry(raw: engine.RawMeasurement, finishers: list[Any]) -> dict[str, Any] | None:
+    """What the telemetry probes found over the measurement (each finisher is handed it)."""
+    telemetry: dict[str, Any] | None = None
+    for finish in finishers:
+        if callable(finish):
+            extra = finish(raw)
+            if extra:
+                telemetry = {**(telemetry or {}), **extra}
+    return telemetry
+
+
 def _describe(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__name__
 
@@ -458,11 +469,18 @@ class GpuBench:
         first: _FirstCall,
         call: backend.Invocation,
     ) -> _Measured:
-        """Measure one mode under the device lock: the first call (once per benchmark), the
-        rounds with their probes, then the after-measure hooks; the timer is closed after."""
+        """Measure one mode under the device lock, top to bottom: the first call (once per
+        benchmark), the loop (:func:`~pytest_gpuperf.measure.engine.run`) inside the telemetry
+        probes with the host-speed canary just before and after its rounds, the window of
+        plain calls that the activity (GPM) and the allocator's per-call figures are read
+        over, then the after-measure hooks; the timer is closed after."""
         __tracebackhide__ = True
         ctx = self._ctx
         policy = plan.policy
+        clock = time.perf_counter
+        # A group's loop reads rank 0's clock, so that every rank decides alike.
+        loop_clock = ctx.group.clock if ctx.group is not None else clock
+        on_gpu = ctx.device == "cuda"
         with contextlib.ExitStack() as stack:
             stack.callback(timer.close)
             t_start = time.perf_counter()
@@ -477,11 +495,17 @@ class GpuBench:
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                 tracer = _active_tracer()
-                with ctx.progress(label, ticker=False) as task:
-                    # The progress line ticks between rounds, never inside one.
-                    raw, telemetry, memory = self._with_probes(
-                        bid, timer, policy, task.tick, window
-                    )
+                phase = window.phase(functools.partial(ctx.phase_range, bid))
+                # The progress line ticks between rounds, never inside one.
+                with ctx.progress(label, ticker=False) as task, contextlib.ExitStack() as probes:
+                    finishers = [probes.enter_context(p(bid, clock)) for p in ctx.probes]
+                    before = allocator_counters() if on_gpu else None
+                    raw = engine.run(timer, policy, clock=loop_clock, phase=phase, tick=task.tick)
+                    after = allocator_counters() if on_gpu else None
+                    activity, memory = self._window(timer, raw, before, after)
+                    telemetry = _telemetry(raw, finishers)
+                if activity is not None:
+                    telemetry = {**(telemetry or {}), "activity": activity}
                 hidden = timer.host_hidden(len(raw.rounds))
                 host = timer.host_time(len(raw.rounds))
             wall = time.perf_counter() - t_start
@@ -514,40 +538,6 @@ class GpuBench:
         if verdict.numerics != "off":  # once, untimed: one call's output
             first.numerics = fingerprint(first.output)
         return first.seconds
-
-    def _with_probes(
-        self,
-        bid: BenchId,
-        timer: backend.Timer,
-        policy: MeasurePolicy,
-        tick: engine.Tick,
-        window: CanaryWindow,
-    ) -> tuple[engine.RawMeasurement, dict[str, Any] | None, dict[str, Any] | None]:
-        """The measurement loop on ``timer``, inside the telemetry probes, with the host-speed
-        canary sampled just before and after its measured rounds (``window``), then the window
-        of plain calls that the activity (GPM) and the allocator's per-call figures are read
-        over: (the measurement, its telemetry, its memory behaviour)."""
-        ctx = self._ctx
-        clock = time.perf_counter
-        # A group's loop reads rank 0's clock, so that every rank decides alike.
-        loop_clock = ctx.group.clock if ctx.group is not None else clock
-        phase = window.phase(functools.partial(ctx.phase_range, bid))
-        on_gpu = ctx.device == "cuda"
-        with contextlib.ExitStack() as stack:
-            finishers = [stack.enter_context(p(bid, clock)) for p in ctx.probes]
-            before = allocator_counters() if on_gpu else None
-            raw = engine.run(timer, policy, clock=loop_clock, phase=phase, tick=tick)
-            after = allocator_counters() if on_gpu else None
-            activity, memory = self._window(timer, raw, before, after)
-            telemetry: dict[str, Any] | None = None
-            for finish in finishers:
-                if callable(finish):
-                    extra = finish(raw)
-                    if extra:
-                        telemetry = {**(telemetry or {}), **extra}
-        if activity is not None:
-            telemetry = {**(telemetry or {}), "activity": activity}
-        return raw, telemetry, memory
 
     def _window(
         self,

@@ -135,7 +135,7 @@ class RunStat:
 
     @property
     def unstable(self) -> bool:
-        from pytest_gpuperf.model import UNSTABLE_CLASSES
+        from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
 
         return self.stability in UNSTABLE_CLASSES
 
@@ -154,8 +154,8 @@ class RunStat:
         tracer: str | None = None,
     ) -> RunStat:
         """From a run's rounds (a result's or a stored run's)."""
+        from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
         from pytest_gpuperf.measure.summary import median
-        from pytest_gpuperf.model import UNSTABLE_CLASSES
 
         unstable = stability in UNSTABLE_CLASSES
         e2e = [x for x in e2e_rounds if x > 0 and math.isfinite(x)]

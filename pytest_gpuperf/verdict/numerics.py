@@ -7,8 +7,9 @@ statistics of its finite values (mean, mean of absolute values, min, max,
 standard deviation, in float64), how many values are NaN or infinite, and
 :data:`SAMPLES` values read at fixed flat positions (:func:`sample_indices`:
 the same positions for the same number of elements). The device adapter
-:mod:`pytest_gpuperf.measure.numerics` computes it; this module defines the
-format, validates it, and compares fingerprints.
+:mod:`pytest_gpuperf.measure.numerics` computes it,
+:mod:`pytest_gpuperf.measure.numerics_format` defines and validates its format, and
+this module compares fingerprints.
 
 A fingerprint is a JSON list of tensor entries::
 
@@ -36,114 +37,41 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-#: Values sampled per tensor.
-SAMPLES = 16
-#: Tensors kept per output (the first ones found, depth first); more are counted, not kept.
-MAX_TENSORS = 32
-#: The statistics of an entry, in the order they are reported.
-STATS = ("mean", "abs_mean", "min", "max", "std")
+from pytest_gpuperf.measure import numerics_format
+from pytest_gpuperf.measure.numerics_format import STATS, Fingerprint, decode
+from pytest_gpuperf.outcome import (
+    NO_BASELINE,
+    NUMERICS_CHANGED,
+    NUMERICS_SAME,
+    NUMERICS_UNSEEDED,
+)
+from pytest_gpuperf.outcome import NumericsComparison as NumericsComparison
+
+#: The fingerprint's format (:mod:`pytest_gpuperf.measure.numerics_format`), importable
+#: from here too.
+SAMPLES = numerics_format.SAMPLES
+MAX_TENSORS = numerics_format.MAX_TENSORS
+sample_indices = numerics_format.sample_indices
+problem = numerics_format.problem
+is_fingerprint = numerics_format.is_fingerprint
+encode = numerics_format.encode
+
 #: Options of ``numerics=``: no fingerprint / report a change / fail on a change.
 OFF, REPORT, GATE = "off", "report", "gate"
 
 #: :attr:`NumericsComparison.kind` values.
-SAME = "same"
-CHANGED = "changed"
-UNSEEDED = "unseeded"
-NO_BASELINE = "no-baseline"
+SAME = NUMERICS_SAME
+CHANGED = NUMERICS_CHANGED
+UNSEEDED = NUMERICS_UNSEEDED
 
 UNSEEDED_ADVICE = (
     "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
     "for the numerics comparison to mean anything"
 )
-
-Fingerprint = Sequence[Mapping[str, Any]]
-
-
-def sample_indices(numel: int, k: int = SAMPLES) -> list[int]:
-    """``k`` flat positions spread evenly over ``numel`` elements, first and last included.
-
-    Deterministic: the same positions for the same ``numel``. All positions
-    when there are at most ``k`` elements.
-    """
-    if numel <= 0:
-        return []
-    if numel <= k:
-        return list(range(numel))
-    return [(i * (numel - 1)) // (k - 1) for i in range(k)]
-
-
-def encode(x: float) -> float | str:
-    """A float as JSON keeps it: non-finite values as ``"nan"``, ``"inf"``, ``"-inf"``."""
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return float(x)
-
-
-def decode(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float, str)) else math.nan
-
-
-# --- validation (the baseline's run field, the results file) ---------------------------
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def problem(fp: Any) -> str | None:
-    """What is wrong with a stored fingerprint, or None when it is valid."""
-    if not isinstance(fp, list):
-        return "expected a list of tensor entries"
-    for i, e in enumerate(fp):
-        at = f"[{i}]"
-        if not isinstance(e, dict):
-            return f"{at}: expected an object"
-        unknown = set(e) - {"path", "shape", "dtype", "numel", "nan", "inf", "stats", "samples"}
-        unknown -= {"skipped"}
-        if unknown:
-            return f"{at}: unknown field {', '.join(sorted(map(repr, unknown)))}"
-        if not (isinstance(e.get("path"), str) and e["path"]):
-            return f"{at}.path: expected a non-empty string"
-        if not (isinstance(e.get("dtype"), str) and e["dtype"]):
-            return f"{at}.dtype: expected a non-empty string"
-        shape = e.get("shape")
-        if not (isinstance(shape, list) and all(_count(d) for d in shape)):
-            return f"{at}.shape: expected a list of whole numbers >= 0"
-        if "skipped" in e:
-            if not isinstance(e["skipped"], str):
-                return f"{at}.skipped: expected a string"
-            continue
-        for name in ("numel", "nan", "inf"):
-            if not _count(e.get(name)):
-                return f"{at}.{name}: expected a whole number >= 0"
-        stats = e.get("stats")
-        if not (isinstance(stats, dict) and set(stats) == set(STATS)):
-            return f"{at}.stats: expected an object of {', '.join(STATS)}"
-        if not all(v is None or _number(v) for v in stats.values()):
-            return f"{at}.stats: expected finite numbers or null"
-        samples = e.get("samples")
-        if not (
-            isinstance(samples, list)
-            and len(samples) <= SAMPLES
-            and all(_number(v) or v in ("nan", "inf", "-inf") for v in samples)
-        ):
-            return f'{at}.samples: expected at most {SAMPLES} numbers or "nan"/"inf"/"-inf"'
-    return None
-
-
-def is_fingerprint(fp: Any) -> bool:
-    return problem(fp) is None
-
 
 # --- comparison -------------------------------------------------------------------------
 
@@ -226,53 +154,6 @@ def spread(fps: Sequence[Fingerprint]) -> Difference:
         if (d.changes and not worst.changes) or d.rel > worst.rel:
             worst = d
     return worst
-
-
-@dataclass(frozen=True)
-class NumericsComparison:
-    """The current output's fingerprint against the baseline's (JSON-safe via ``to_dict``).
-
-    ``kind``: :data:`SAME`, :data:`CHANGED` (beyond ``tolerance``, or a change
-    of dtype, shape, structure or NaN/Inf count), :data:`UNSEEDED` (runs of the
-    same code differ among themselves: nothing is concluded) or
-    :data:`NO_BASELINE` (no baseline run has a fingerprint).
-    """
-
-    kind: str
-    tolerance: float
-    max_rel: float | None = None
-    where: str = ""
-    current: float | None = None
-    baseline: float | None = None
-    changes: tuple[str, ...] = ()
-    #: the largest difference among the baseline's runs of the same code, and the current runs
-    baseline_spread: float | None = None
-    current_spread: float | None = None
-    baseline_runs: int = 0
-    current_runs: int = 0
-    gated: bool = False
-
-    @property
-    def fails(self) -> bool:
-        return self.gated and self.kind == CHANGED
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["changes"] = list(self.changes)
-        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
-            v = d[k]
-            if isinstance(v, float) and not math.isfinite(v):
-                d[k] = encode(v)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NumericsComparison:
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        kw["changes"] = tuple(kw.get("changes") or ())
-        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
-            if isinstance(kw.get(k), str):
-                kw[k] = decode(kw[k])
-        return cls(**kw)
 
 
 @dataclass(frozen=True)

@@ -9,60 +9,15 @@ figure's own baseline runs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_gpuperf.measure.noise import NoiseClass as NoiseClass
 from pytest_gpuperf.settings_fields import option, settings_from
 from pytest_gpuperf.verdict.robust import z_of
 
 FAIL_ON = ("regression", "inconclusive")
-
-
-@dataclass(frozen=True)
-class NoiseClass:
-    """How the fast mode of one kind of figure moves between fresh processes.
-
-    ``noise`` is the prior SD (log scale, ~relative) of a process's level
-    around the fast mode; with ``noise_small`` set, that is its value for
-    calls of ``small_s`` or less, falling log-log to ``noise`` at
-    ``large_s``. ``mode`` is the largest slowdown (a ratio) that process
-    modes alone produced in the measurements: beyond it (plus the noise's
-    own margin) one run is evidence enough. Below it a regression needs
-    ``runs`` fresh-process runs, every one of them slower, because any one
-    of them may have landed in a slow mode: with a share p of slow processes,
-    all ``runs`` are slow by chance with probability p^runs (0.1 % for the
-    host class's 25 % and 5 runs).
-    """
-
-    name: str
-    noise: float
-    mode: float
-    runs: int
-    noise_small: float | None = None
-    small_s: float = 20e-6
-    large_s: float = 200e-6
-    about: str = ""
-    #: (seconds, noise): the prior for calls of that time or less, falling log-log to the
-    #: prior at ``small_s`` (calls of a few µs timed by an event pair each move more)
-    tiny: tuple[float, float] | None = None
-
-    def prior(self, median_s: float) -> float:
-        small = self.noise if self.noise_small is None else self.noise_small
-        if self.tiny is not None and median_s < self.small_s:
-            tiny_s, tiny = self.tiny
-            return _loglog(median_s, tiny_s, tiny, self.small_s, small)
-        if self.noise_small is None:
-            return self.noise
-        return _loglog(median_s, self.small_s, self.noise_small, self.large_s, self.noise)
-
-
-def _loglog(t: float, t0: float, y0: float, t1: float, y1: float) -> float:
-    """y0 at t0 or less, y1 at t1 or more, log-log linear between."""
-    t = min(max(t, t0), t1)
-    frac = math.log(t / t0) / math.log(t1 / t0)
-    return math.exp(math.log(y0) + frac * math.log(y1 / y0))
 
 
 #: Calls of a few µs, each timed by its own event pair, move more between processes than the

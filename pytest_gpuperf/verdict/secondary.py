@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from pytest_gpuperf.measure.summary import median
-from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_time
+from pytest_gpuperf.outcome import SecondaryComparison as SecondaryComparison
+from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_time
 
 PEAK_MEMORY = "peak_memory"
 FIRST_CALL = "first_call"
@@ -63,29 +63,6 @@ _LABELS = {
 }
 
 HIGHER, LOWER, SAME, NO_BASELINE = "higher", "lower", "same", "no-baseline"
-
-
-@dataclass(frozen=True)
-class SecondaryComparison:
-    metric: str
-    kind: str  # higher / lower / same / no-baseline
-    current: float | None
-    baseline: float | None  # median of the baseline values
-    baseline_min: float | None
-    baseline_max: float | None
-    n: int
-    tolerance: float
-    slack: float
-    ratio: float | None  # current / baseline median
-    upper: float | None  # above this: "higher"
-    lower: float | None  # below this: "lower"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SecondaryComparison:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 def compare_secondary(

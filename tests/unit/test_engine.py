@@ -160,3 +160,29 @@ def test_a_material_transient_is_still_trimmed_from_a_short_series():
     timer = FakeTimer(lambda i: costs[min(i, len(costs) - 1)], noise=0.0005)
     raw = run(timer, rounds=8, warmup_ms=20, min_warmup_ms=5, round_ms=1)
     assert all(abs(r / 2.0 - 1) < 0.01 for r in raw.rounds)
+
+
+def test_the_loop_is_one_function_that_calls_its_pieces_by_name():
+    """One function a reader follows top to bottom, of at most 80 lines: it calls the timer
+    and the statistics by name, and only it (and the round sizing) runs rounds."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(engine))
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    loop = functions["run"]
+    assert loop.end_lineno is not None and loop.end_lineno - loop.lineno + 1 <= 80
+
+    def called(fn: ast.FunctionDef) -> set[str]:
+        return {
+            c.func.attr if isinstance(c.func, ast.Attribute) else c.func.id
+            for c in ast.walk(fn)
+            if isinstance(c, ast.Call) and isinstance(c.func, (ast.Attribute, ast.Name))
+        }
+
+    pieces = {"calibrate", "time_round", "settled", "steady_tail", "drifting", "classify"}
+    assert pieces | {"mser_cut"} <= called(loop)
+    assert {name for name, fn in functions.items() if "time_round" in called(fn)} == {
+        "run",
+        "calibrate",
+    }

@@ -36,6 +36,7 @@ from pytest_gpuperf.artifacts.analysis.inventory import (
     short_name,
 )
 from pytest_gpuperf.artifacts.analysis.timeline import ProfileAnalysis
+from pytest_gpuperf.outcome import Diagnosis as Diagnosis
 
 HOST_SYNC = "host-sync"
 H2D_COPY = "h2d-copy"
@@ -164,49 +165,6 @@ class Evidence:
 
 
 @dataclass
-class Diagnosis:
-    """What the evidence capture found for one benchmark (``key``): the paragraph that
-    opens the failure message, the causes (most likely first), the details under it."""
-
-    key: str
-    paragraph: str
-    causes: list[str]
-    details: list[str] = field(default_factory=list)
-
-    @property
-    def cause(self) -> str | None:
-        """The most likely cause (first of :attr:`causes`)."""
-        return self.causes[0] if self.causes else None
-
-    def text(self) -> str:
-        out = [self.paragraph]
-        if self.details:
-            out.append("")
-            out.extend(f"  {d}" for d in self.details)
-        return "\n".join(out)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "cause": self.cause,
-            "causes": list(self.causes),
-            "paragraph": self.paragraph,
-            "details": list(self.details),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Diagnosis:
-        """Back from :meth:`to_dict` (``cause`` is the first of ``causes``)."""
-        causes = d.get("causes") or ([d["cause"]] if d.get("cause") else [])
-        return cls(
-            key=str(d.get("key") or ""),
-            paragraph=str(d.get("paragraph") or ""),
-            causes=[str(c) for c in causes],
-            details=[str(x) for x in d.get("details") or ()],
-        )
-
-
-@dataclass
 class _Finding:
     cause: str
     weight: float  # how well it explains the slowdown (0..1+)
@@ -261,7 +219,7 @@ def _headline(ev: Evidence, cause: str = "") -> str:
     """``<name> is slower than its baseline: 2.96x time (...)``, or ``<name> regressed.``;
     with ``cause``, it follows in the same sentence (``...: rank imbalance: ...``). The change
     is the gate's (``ev.change``), else the two times' ratio, written as every output does."""
-    from pytest_gpuperf.reporting.units import fmt_change
+    from pytest_gpuperf.units import fmt_change
 
     head = f"{ev.display or ev.key}"
     change = ev.change if ev.change and ev.change != "-" else ""
