@@ -253,11 +253,25 @@ def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[s
     }
 
 
-def step_load(root: str) -> dict[str, Any]:
+def step_load(root: str, collected: int | None = None) -> dict[str, Any]:
+    """Load as ``--gpuperf-baseline`` does: where the package's store takes ``nodeids``, the
+    session's two steps (at configure, the index and the segments' ends; after collection,
+    the runs of the ``collected`` first benchmarks' tests, all by default); otherwise (main
+    before issue 28's load) the whole baseline, as its session did at configure."""
+    import inspect
+
     from pytest_gpuperf.baseline.store import BaselineStore
 
+    store = BaselineStore(root)
+    index = json.loads((Path(root) / "main.json").read_text())  # pytest's collection, untimed
+    nodeids = sorted({b["nodeid"] for b in index["benchmarks"].values()})[:collected]
+    del index
     t, c = time.perf_counter(), cpu_s()
-    b = BaselineStore(root).load("main")
+    if "nodeids" in inspect.signature(store.load).parameters:
+        store.load("main", nodeids=())
+        b = store.load("main", nodeids=nodeids)
+    else:
+        b = store.load("main")
     took = time.perf_counter() - t
     runs = sum(len(e.runs) for e in b.benchmarks.values())
     return {"load_s": took, "cpu_s": cpu_s() - c, "peak_mb": peak_mb(), "runs": runs}
@@ -316,10 +330,32 @@ def main() -> int:
         help="also time the save, the load and show with the package of another checkout "
         "(e.g. main), alternately with this one, each on its own copy of the store",
     )
+    ap.add_argument(
+        "--collected",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="the loads measured: a session that collected the tests of the first N "
+        "benchmarks, for each N (default: all of them)",
+    )
+    ap.add_argument(
+        "--only-load",
+        action="store_true",
+        help="time the loads only (and --against's), on the store a run with the same --dir "
+        "built before",
+    )
     args = ap.parse_args()
     n, runs = args.benchmarks, args.runs
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gpuperf-scale-"))
     root = work / "baselines"
+    collected = args.collected or [n]
+    if args.only_load:
+        if not (root / "main.json").is_file():
+            raise SystemExit(f"--only-load: no store in {root}; build it first with --dir")
+        loads(root, collected)
+        if args.against:
+            against(root, work, Path(args.against).resolve(), n, 0, collected, steps=("load",))
+        return 0
     shutil.rmtree(root, ignore_errors=True)
     print(f"store: {n} benchmarks x {runs} runs, 30 rounds, telemetry and kernel inventory")
     t = time.perf_counter()
@@ -373,11 +409,7 @@ def main() -> int:
         raise SystemExit(f"show failed: {out.stderr}")
     print(f"pytest-gpuperf show: {time.perf_counter() - t:.2f} s (interpreter included)")
 
-    load = child("load", str(root))
-    print(
-        f"load as --gpuperf-baseline does: {load['load_s']:.2f} s, "
-        f"peak {load['peak_mb']:.0f} MB, {load['runs']} runs"
-    )
+    loads(root, collected)
 
     first_run = runs + 1 + args.repeat
     barrier = work / "go"
@@ -413,16 +445,36 @@ def main() -> int:
         f"{failed or ''}, {check['missing_runs']} run(s) missing afterwards"
     )
     if args.against:
-        against(root, work, Path(args.against).resolve(), n, runs + 1 + args.repeat + args.savers)
+        first = runs + 1 + args.repeat + args.savers
+        against(root, work, Path(args.against).resolve(), n, first, collected)
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
-def against(root: Path, work: Path, other: Path, n: int, first_run: int, rounds: int = 3) -> None:
+def loads(root: Path, collected: list[int]) -> None:
+    """One load as ``--gpuperf-baseline`` does per number of benchmarks collected."""
+    for c in collected:
+        load = child("load", str(root), c)
+        print(
+            f"load as --gpuperf-baseline does, {c} benchmarks collected: {load['load_s']:.2f} s, "
+            f"{load['cpu_s']:.2f} s CPU, peak {load['peak_mb']:.0f} MB, {load['runs']} runs"
+        )
+
+
+def against(
+    root: Path,
+    work: Path,
+    other: Path,
+    n: int,
+    first_run: int,
+    collected: list[int],
+    rounds: int = 3,
+    steps: tuple[str, ...] = ("save", "load", "show"),
+) -> None:
     """Save, load and show, alternately with ``other``'s package and this one's (who goes
     first alternates too), each on its own copy of the store; medians of wall and CPU time,
-    the highest peak."""
+    the highest peak. A load per number in ``collected``."""
     trees = {"this": ROOT, "other": other}
     copies = {}
     for label in trees:
@@ -430,17 +482,27 @@ def against(root: Path, work: Path, other: Path, n: int, first_run: int, rounds:
         shutil.rmtree(copies[label], ignore_errors=True)
         shutil.copytree(root, copies[label])
     got: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    named = [
+        f"load-{c}" if s == "load" else s
+        for s in steps
+        for c in (collected if s == "load" else [0])
+    ]
     for i in range(rounds):
-        for step in ("save", "load", "show"):
+        for step in named:
             for label in ("this", "other") if i % 2 else ("other", "this"):
-                extra = (n, first_run + i) if step == "save" else ()
-                d = child(step, str(copies[label]), *extra, tree=trees[label])
+                if step == "save":
+                    extra: tuple[Any, ...] = (n, first_run + i)
+                elif step.startswith("load-"):
+                    extra = (int(step[5:]),)
+                else:
+                    extra = ()
+                d = child(step.split("-")[0], str(copies[label]), *extra, tree=trees[label])
                 got.setdefault((step, label), []).append(d)
     print(f"against {other} (alternately, {rounds} times each; medians):")
-    for step in ("save", "load", "show"):
+    for step in named:
         for label in ("other", "this"):
             ds = got[step, label]
-            wall = sorted(d[f"{step}_s"] for d in ds)[len(ds) // 2]
+            wall = sorted(d[f"{step.split('-')[0]}_s"] for d in ds)[len(ds) // 2]
             cpu = sorted(d["cpu_s"] for d in ds)[len(ds) // 2]
             peak = max(d["peak_mb"] for d in ds)
             print(f"  {step} ({label}): {wall:.2f} s wall, {cpu:.2f} s CPU, peak {peak:.0f} MB")

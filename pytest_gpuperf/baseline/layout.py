@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import stat
@@ -41,6 +42,8 @@ from pytest_gpuperf.errors import BaselineError, BaselineLocked, CorruptBaseline
 
 #: What :func:`assemble` turns each run into, given the run and the policies table.
 Convert = Callable[[dict[str, Any], Mapping[str, Any]], Any]
+#: Which benchmarks :func:`assemble` reads, given a benchmark's index entry (None: all).
+Select = Callable[[Mapping[str, Any]], bool]
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
 READ_ATTEMPTS = 5
 
@@ -127,17 +130,31 @@ def _broken_segment(files: Files, sid: str, stamp: str, problem: str) -> Corrupt
     )
 
 
-def read_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+def read_segment(
+    files: Files, sid: str, entry: Mapping[str, Any], keys: set[str] | None = None
+) -> dict[str, Any]:
     """Segment ``sid``, validated (also when its bytes are those the index recorded: an
-    index can be forged, or edited together with the segment)."""
+    index can be forged, or edited together with the segment).
+
+    With ``keys``, the runs of other benchmarks may be left out, unparsed (their
+    benchmarks then have no runs): only where the bytes are those the index records
+    (SHA-256) and laid out as :func:`write_segment` writes them. What is kept is validated
+    as the whole would be; a problem is reported as the whole segment's (:func:`_runs_of`).
+    """
     path = files.segment(sid)
     try:
         data = read_bytes(path)
     except FileNotFoundError:
         raise _SegmentGone(path, entry["timestamp"]) from None
     try:
-        doc: dict[str, Any] = schema.load_json(data)
-        schema.validate_segment(doc, sid)
+        try:
+            doc: dict[str, Any] = schema.load_json(_runs_of(data, sid, entry, keys))
+            schema.validate_segment(doc, sid)
+        except (RecursionError, schema.SchemaProblem):
+            if keys is None:
+                raise
+            doc = schema.load_json(data)  # the problem as the whole segment has it
+            schema.validate_segment(doc, sid)
     except RecursionError:
         problem = f"the JSON is nested more than {schema.MAX_NESTING} levels deep"
         raise _broken_segment(files, sid, entry["timestamp"], problem) from None
@@ -146,26 +163,71 @@ def read_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> dict[str, 
     return doc
 
 
+#: How a segment's lines begin (:func:`write_segment`, ``compact_depth=3``): a benchmark's
+#: key at depth 2, each of its runs on one line at depth 3.
+_BENCH_LINE = b'    "'
+_RUN_LINE = b'      "'
+
+
+def _runs_of(data: bytes, sid: str, entry: Mapping[str, Any], keys: set[str] | None) -> bytes:
+    """``data`` without the run lines of benchmarks not in ``keys``, where the segment is
+    the one the index records and laid out as a save writes it; else ``data`` as it is.
+
+    A benchmark left out keeps its key with no runs (``"key": {\n    }``), so the rest
+    is the same JSON, validated the same way."""
+    if keys is None or entry.get("sha256") != hashlib.sha256(data).hexdigest():
+        return data
+    if not _segment_ends(Path(sid), sid, (b"", data[-_SNIFF:])):
+        return data
+    wanted = {json.dumps(k, ensure_ascii=False).encode("utf-8") for k in keys}
+    out: list[bytes] = []
+    keep = False
+    for line in data.split(b"\n"):
+        if line.startswith(_RUN_LINE):
+            if keep:
+                out.append(line)
+            continue
+        if line.startswith(_BENCH_LINE) and line.endswith(b": {"):
+            keep = line[4:-3] in wanted
+        out.append(line)
+    return b"\n".join(out)
+
+
 def assemble(
-    files: Files, index: Mapping[str, Any], convert: Convert | None = None
+    files: Files,
+    index: Mapping[str, Any],
+    convert: Convert | None = None,
+    select: Select | None = None,
 ) -> dict[str, Any]:
     """The document (version-2 form) of a version-3 index: every run it names, in order.
 
     Segments are read one at a time, in the order their first run is named, and each
     run is handed to ``convert(run, policies)`` as its segment is read (the document
     then holds what it returns), so that no more than one segment is held as JSON.
+
+    With ``select``, only the benchmarks whose index entry it accepts: the segments
+    that hold none of their runs are not read, only checked at their two ends (as
+    :func:`check_segments` does); in the others, the runs of other benchmarks are
+    left unparsed where they can be (:func:`read_segment`).
     """
     refs: dict[str, list[tuple[list[Any], int, str, str, str, str]]] = {}
     benchmarks: dict[str, Any] = {}
+    others: set[str] = set()  # the segments of the benchmarks not selected
     for key, bench in index["benchmarks"].items():
+        if select is not None and not select(bench):
+            others.update(ref[0] for ref in bench["runs"])
+            continue
         runs: list[Any] = [None] * len(bench["runs"])
         for i, (sid, dig, fid, pid) in enumerate(bench["runs"]):
             refs.setdefault(sid, []).append((runs, i, key, dig, fid, pid))
         benchmarks[key] = {**{k: bench[k] for k in ("nodeid", "name", "mode", "params")}}
         benchmarks[key]["runs"] = runs
     policies = index["policies"]
+    keys = None if select is None else set(benchmarks)
+    for sid in sorted(others - set(refs)):
+        _check_segment(files, sid, index["segments"][sid])
     for sid, named in refs.items():
-        seg = read_segment(files, sid, index["segments"][sid])["runs"]
+        seg = read_segment(files, sid, index["segments"][sid], keys)["runs"]
         for runs, i, key, dig, fid, pid in named:
             run = (seg.get(key) or {}).get(dig)
             if run is None:
@@ -188,9 +250,12 @@ def assemble(
     }
 
 
-def load(files: Files, convert: Convert | None = None) -> tuple[dict[str, Any], int]:
+def load(
+    files: Files, convert: Convert | None = None, select: Select | None = None
+) -> tuple[dict[str, Any], int]:
     """The document of baseline ``files`` and the schema version it was read from
-    (with ``convert``, each run of a version-3 baseline as it returns it: :func:`assemble`).
+    (with ``convert``, each run of a version-3 baseline as it returns it; with ``select``,
+    only the benchmarks it accepts: :func:`assemble`).
 
     ``FileNotFoundError`` when there is no ``NAME.json``; ``CorruptBaseline``
     naming the file (index or segment) that cannot be used.
@@ -202,7 +267,7 @@ def load(files: Files, convert: Convert | None = None) -> tuple[dict[str, Any], 
         if version <= schema.DOCUMENT_VERSION:
             return doc, version
         try:
-            return assemble(files, doc, convert), version
+            return assemble(files, doc, convert, select), version
         except _SegmentGone as gone:
             if data == previous:  # the same index twice: the segment is really missing
                 break
@@ -230,11 +295,20 @@ def check_segments(files: Files, index: Mapping[str, Any]) -> None:
     validated when it is not laid out as a save writes it): a save into a baseline
     with a broken segment would succeed and leave it unreadable."""
     for sid, entry in index["segments"].items():
-        path = files.segment(sid)
-        if not path.is_file():
-            raise _missing_segment(files, path, entry["timestamp"])
-        if not _segment_ends(path, sid):
-            read_segment(files, sid, entry)
+        try:
+            _check_segment(files, sid, entry)
+        except _SegmentGone as gone:
+            raise _missing_segment(files, gone.path, gone.stamp) from None
+
+
+def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
+    """That segment ``sid`` is there (else :class:`_SegmentGone`) and whole at its two
+    ends, or valid when it is not laid out as a save writes it."""
+    path = files.segment(sid)
+    if not path.is_file():
+        raise _SegmentGone(path, entry["timestamp"])
+    if not _segment_ends(path, sid):
+        read_segment(files, sid, entry)
 
 
 # --- writing (under the baseline's lock) ---------------------------------------------

@@ -22,7 +22,7 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,11 +224,23 @@ class BaselineStore:
             raise UnknownBaseline(name, str(self.root), self.names())
         return files
 
-    def load(self, name: str) -> Baseline:
-        """Read, validate and migrate baseline ``name``; its files are never changed."""
+    def load(self, name: str, *, nodeids: Collection[str] | None = None) -> Baseline:
+        """Read, validate and migrate baseline ``name``; its files are never changed.
+
+        With ``nodeids`` (pytest node ids, as results record them), only the
+        benchmarks of those tests, with their runs: the others are left out, and their
+        runs are not parsed where their segment is the one the index records
+        (:func:`.layout.read_segment`). Every segment is still looked at, at its two
+        ends, and every run kept is validated, so the errors are those of a whole load
+        (``nodeids=()``: the index and those checks only). A version-1/2 file is read whole.
+        """
         files = self.files(name)
+        select = None
+        if nodeids is not None:
+            wanted = set(nodeids)
+            select = lambda bench: bench["nodeid"] in wanted  # noqa: E731
         try:
-            doc, version = layout.load(files, RunRecord.from_dict)
+            doc, version = layout.load(files, RunRecord.from_dict, select)
         except FileNotFoundError:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
         return Baseline(name, files.index, doc, version)

@@ -130,15 +130,35 @@ class Gate:
         self.child_runner: Callable[..., ChildRun] | None = None
         #: the fresh processes that failed (each also fails its test): the terminal lists them
         self.child_errors: list[str] = []
+        #: whether the runs of the collected tests are still to be read (:meth:`read_runs`)
+        self.runs_to_read = False
 
     @classmethod
     def load(cls, run: RunContext) -> Gate:
-        """Load ``--gpuperf-baseline``; a missing or broken file raises a BaselineError."""
+        """Open ``--gpuperf-baseline``: its index, and its segments at their two ends; a
+        missing or broken file raises a BaselineError. The runs come after collection,
+        only those of the collected tests (:meth:`read_runs`)."""
         from pytest_gpuperf.baseline.store import BaselineStore
 
         name = run.settings.session.baseline
         assert name is not None, "a gate is loaded when --gpuperf-baseline is set"
-        return cls(run, BaselineStore(run.baseline_dir).load(name))
+        gate = cls(run, BaselineStore(run.baseline_dir).load(name, nodeids=()))
+        gate.runs_to_read = True
+        return gate
+
+    def read_runs(self, nodeids: Sequence[str]) -> None:
+        """Read the baseline's runs of the tests ``nodeids`` (the session's, once collected),
+        and only those: a BaselineError as :meth:`load` raises it. Once; a gate not made by
+        :meth:`load` (A/B) has nothing to read."""
+        from pytest_gpuperf.baseline.store import BaselineStore
+        from pytest_gpuperf.model import printable
+
+        if not self.runs_to_read:
+            return
+        self.runs_to_read = False
+        ids = {printable(n) for n in nodeids}  # as results, and so the store, write them
+        self.baseline = BaselineStore(self.run.baseline_dir).load(self.baseline.name, nodeids=ids)
+        self.rule.baseline = self.baseline
 
     def set_collected(self, nodeids: Sequence[str]) -> None:
         """The benchmarks of the session, in order (the budget's estimate, the look-ahead)."""

@@ -251,10 +251,31 @@ class GpuPerfSession:
         benchmarks = [i for i in items if is_benchmark(i)]
         if not self.child:  # a confirmation child runs a few of them: their params are fewer
             check_group_by(self.settings.report.group_by or (), benchmarks)
+        if self.gate is not None:
+            self._read_baseline_runs([i.nodeid for i in benchmarks])
         if benchmarks:
             self.ensure_device()
         if self.gate is not None:
             self.gate.set_collected([i.nodeid for i in benchmarks])
+
+    def _read_baseline_runs(self, nodeids: Sequence[str]) -> None:
+        """The gate's baseline runs of the collected tests, before anything is measured: a
+        broken segment stops the session as a broken index does (_open_baselines)."""
+        from pytest_gpuperf.errors import BaselineError
+
+        assert self.gate is not None
+        try:
+            self.gate.read_runs(nodeids)
+        except BaselineError as e:
+            raise pytest.UsageError(str(e)) from None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        """The xdist controller collects nothing: the first worker's collection (each
+        collects the session's tests) says which runs its gate reads, before any test is
+        sent to a worker. Its reports and summary use them."""
+        if self.gate is not None:
+            self._read_baseline_runs(ids)
 
     def _group_items(self, items: list[pytest.Item]) -> None:
         """Tests marked world_size= run on ranks this process starts (shell/group.py)."""

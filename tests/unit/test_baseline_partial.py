@@ -1,0 +1,106 @@
+"""Issue 28: a session's load keeps only the runs of the tests it collected.
+
+``BaselineStore.load(name, nodeids=...)`` is what ``--gpuperf-baseline`` does after
+collection; its errors are those of a whole load.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.store import BaselineStore
+from pytest_gpuperf.errors import CorruptBaseline
+from tests.unit.test_baseline import KEY, T0, make_result, store_files
+
+MM = "tests/test_ops.py::test_mm[4096-bf16]"
+ADD = "tests/test_ops.py::test_add"
+ADD_KEY = f"{ADD}@cuda-events"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BaselineStore:
+    s = BaselineStore(tmp_path / "baselines")
+    for day in range(3):
+        results = [make_result(MM, run_id=f"r{day}"), make_result(ADD, run_id=f"r{day}")]
+        s.save("main", results, now=T0 + dt.timedelta(days=day))
+    return s
+
+
+def _segments(store: BaselineStore) -> list[Path]:
+    return sorted((store.root / "main.runs").glob("*.json"))
+
+
+def _forge(store: BaselineStore, seg: Path, key: str, **fields: Any) -> None:
+    """Change a run of ``key`` in ``seg``, written as a save lays it out, and record the
+    segment's new SHA-256 in the index (what a forger who knows the format does)."""
+    doc = json.loads(seg.read_text())
+    next(iter(doc["runs"][key].values())).update(fields)
+    seg.write_text(schema.dumps(doc, compact_depth=3))
+    sha = hashlib.sha256(seg.read_bytes()).hexdigest()
+    index = json.loads(store.path("main").read_text())
+    index["segments"][seg.stem]["sha256"] = sha
+    store.path("main").write_text(schema.dumps(index))
+
+
+def test_only_the_collected_tests_runs_are_kept_and_they_are_those_of_a_whole_load(
+    store: BaselineStore,
+) -> None:
+    whole = store.load("main")
+    part = store.load("main", nodeids=[MM, "tests/test_other.py::test_not_in_it"])
+    assert list(part.benchmarks) == [KEY]
+    assert part.benchmarks[KEY] == whole.benchmarks[KEY]
+    assert (part.fingerprints, part.policies) == (whole.fingerprints, whole.policies)
+    assert store.load("main", nodeids=()).benchmarks == {}
+
+
+def test_a_forged_run_of_a_collected_test_is_refused_as_a_whole_load_refuses_it(
+    store: BaselineStore,
+) -> None:
+    seg = _segments(store)[1]
+    _forge(store, seg, KEY, median="fast")
+    before = store_files(store)
+    with pytest.raises(CorruptBaseline) as whole:
+        store.load("main")
+    with pytest.raises(CorruptBaseline) as part:
+        store.load("main", nodeids=[MM])
+    assert str(part.value) == str(whole.value)
+    assert f"baseline file {seg} (a segment of main.json) cannot be used" in str(part.value)
+    assert store_files(store) == before
+
+
+def test_a_forged_run_of_a_test_not_collected_is_not_read(store: BaselineStore) -> None:
+    """Only the runs a session uses are parsed and validated (where the segment is the one
+    the index records); a whole load (the CLI) still refuses the forged one."""
+    _forge(store, _segments(store)[1], ADD_KEY, median="fast")
+    with pytest.raises(CorruptBaseline):
+        store.load("main")
+    assert len(store.load("main", nodeids=[MM]).benchmarks[KEY].runs) == 3
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "edited"])
+def test_a_broken_segment_is_refused_even_with_no_collected_test_in_it(
+    store: BaselineStore, damage: str
+) -> None:
+    """A missing or cut segment is found at its two ends, as before collection; one edited
+    by hand (its SHA-256 no longer the index's) is read whole and validated."""
+    seg = _segments(store)[0]
+    if damage == "missing":
+        seg.unlink()
+    elif damage == "truncated":
+        seg.write_bytes(seg.read_bytes()[:100])
+    else:
+        seg.write_text(seg.read_text().replace('"median": ', '"median": "fast", "x": ', 1))
+    with pytest.raises(CorruptBaseline) as whole:
+        store.load("main")
+    with pytest.raises(CorruptBaseline) as part:
+        store.load("main", nodeids=[MM] if damage == "edited" else ())
+    assert str(part.value) == str(whole.value)
+    assert re.search(r"main\.runs/.*\.json", str(part.value))
