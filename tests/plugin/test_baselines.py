@@ -323,6 +323,9 @@ def test_an_interrupted_session_saves_nothing_and_says_so(pytester: pytest.Pytes
         test_two="""
         import os, signal
 
+        # Ctrl-C as at a terminal: a shell's background job starts with SIGINT ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         def test_first(gpu_bench):
             gpu_bench(sum, range(10))
 

@@ -50,6 +50,9 @@ from pathlib import Path
 import pytest
 from pytest_gpuperf.baseline import filelock
 
+# Ctrl-C as at a terminal: a shell's background job (a CI runner's) starts with SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def pause(seconds):
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(seconds)
