@@ -154,6 +154,7 @@ class RunStat:
         tracer: str | None = None,
     ) -> RunStat:
         """From a run's rounds (a result's or a stored run's)."""
+        from pytest_gpuperf.measure.canary import op_time
         from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
         from pytest_gpuperf.measure.summary import median
 
@@ -171,7 +172,7 @@ class RunStat:
             power_capped=_power_capped(telemetry),
             host_s=host_s,
             canary_kind=canary.get("kind"),
-            canary_op_s=canary.get("op_s"),
+            canary_op_s=op_time(canary),
             canary_share=canary.get("share"),
             tracer=tracer or None,
         )
