@@ -102,7 +102,7 @@ def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
         if m is None:
             continue
         if not all_of_them and (
-            m.group(2) != _HOST or m.group(1) is None or _alive(int(m.group(1)))
+            m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1)))
         ):
             continue
         try:
@@ -113,12 +113,14 @@ def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs. Another user's counts, and so does a pid that cannot be
+    asked about (too large): what cannot be judged is never taken over or removed."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # another user's process: alive
+    except (OSError, OverflowError):  # another user's process, or a pid not to be asked about
         return True
     return True
 

@@ -15,7 +15,8 @@ benchmark (the ``"measure"`` phase of :func:`pytest_gpuperf.measure.engine.run`)
   a shared machine half of them can be 2-4x slower (the CPU checks' saves of 2026-12-04: 3 of
   6 bursts at 7-14 us against 2.5-3 us), which moved a median by 2x while the host's own speed
   had not changed, and a baseline whose canaries said so failed unchanged code under a
-  neighbour. The fastest burst is the host's speed while it runs (:func:`op_time`).
+  neighbour. The fastest burst is the host's speed while it runs
+  (:func:`pytest_gpuperf.verdict.host_speed.op_time`).
 * **share**: the part of the rounds' wall time the measuring thread spent on a CPU rather
   than waiting for one (``/proc/thread-self/schedstat``: run time over run time plus
   run-queue wait). A neighbour on the same core halves it; a benchmark that sleeps or waits
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -175,7 +176,7 @@ class CanaryWindow:
         return hook
 
     def record(self) -> dict[str, Any] | None:
-        """``Result.host_canary``: the op time (:func:`op_time`, seconds), the share of the
+        """``Result.host_canary``: the op time (the fastest burst, seconds), the share of the
         rounds' time on a CPU, the bursts themselves and what the canary cost."""
         if self.canary is None or not self.bursts:
             return None
@@ -191,18 +192,6 @@ class CanaryWindow:
         if self.share is not None:
             out["share"] = round(self.share, 4)
         return out
-
-
-def op_time(record: Mapping[str, Any] | None) -> float | None:
-    """The op time of a recorded canary: its fastest burst where the bursts are kept (so runs
-    saved when ``op_s`` was the bursts' median are read the same way), else ``op_s``."""
-    if not record:
-        return None
-    bursts = [b for b in record.get("bursts") or () if isinstance(b, (int, float)) and b > 0]
-    if bursts:
-        return float(min(bursts))
-    op = record.get("op_s")
-    return float(op) if isinstance(op, (int, float)) and op > 0 else None
 
 
 def torch_profiler_active() -> str | None:

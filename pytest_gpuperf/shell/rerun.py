@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
+from pytest_gpuperf.baseline.fileio import pid_alive
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
 
@@ -59,7 +60,7 @@ def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
         uid = os.geteuid()
         for path in folder.glob("gpuperf-*-*-*"):
             m = _STALE_NAME.fullmatch(path.name)
-            if m is None or _pid_runs(int(m.group(1))):
+            if m is None or pid_alive(int(m.group(1))):
                 continue
             try:
                 st = os.lstat(path)
@@ -71,16 +72,6 @@ def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
     except Exception:
         pass
     return removed
-
-
-def _pid_runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 #: gpuperf options a child never inherits (it has its own say, or must not do them): every

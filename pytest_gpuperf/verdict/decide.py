@@ -154,9 +154,9 @@ class RunStat:
         tracer: str | None = None,
     ) -> RunStat:
         """From a run's rounds (a result's or a stored run's)."""
-        from pytest_gpuperf.measure.canary import op_time
         from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
         from pytest_gpuperf.measure.summary import median
+        from pytest_gpuperf.verdict.host_speed import op_time
 
         unstable = stability in UNSTABLE_CLASSES
         e2e = [x for x in e2e_rounds if x > 0 and math.isfinite(x)]

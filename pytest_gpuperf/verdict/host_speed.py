@@ -43,7 +43,7 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -105,6 +105,18 @@ RUNS_BEFORE_HOST_SLOWER = 2
 _NAMES = {"device": "device time", "end-to-end": "end-to-end", "time": "time"}
 
 Decide = Callable[..., FigureVerdict]
+
+
+def op_time(record: Mapping[str, Any] | None) -> float | None:
+    """The op time of a recorded canary: its fastest burst where the bursts are kept (so runs
+    saved when ``op_s`` was the bursts' median are read the same way), else ``op_s``."""
+    if not record:
+        return None
+    bursts = [b for b in record.get("bursts") or () if isinstance(b, (int, float)) and b > 0]
+    if bursts:
+        return float(min(bursts))
+    op = record.get("op_s")
+    return float(op) if isinstance(op, (int, float)) and op > 0 else None
 
 
 def factor(run: RunLike, *, share: bool = True) -> float | None:

@@ -12,6 +12,7 @@ import pytest
 from pytest_gpuperf.baseline.schema import is_canary
 from pytest_gpuperf.measure import canary
 from pytest_gpuperf.measure.tracing import active_tracer
+from pytest_gpuperf.verdict.host_speed import op_time
 
 
 class CountingCanary:
@@ -142,6 +143,6 @@ def test_the_op_time_is_the_fastest_burst_so_slow_bursts_do_not_move_it() -> Non
     # the CPU checks' save of 2026-12-04: 3 of 6 bursts interrupted (8-12 us against 2.5-3.2 us)
     # moved the median to 5.9 us while the host ran as fast as ever
     bursts = [2.542e-06, 8.541e-06, 2.83e-06, 3.201e-06, 1.187e-05, 8.617e-06]
-    assert canary.op_time({"kind": "torch-cpu", "op_s": 5.871e-06, "bursts": bursts}) == 2.542e-06
-    assert canary.op_time({"kind": "torch-cpu", "op_s": 3e-06}) == 3e-06  # no bursts kept
-    assert canary.op_time(None) is None and canary.op_time({"kind": "x"}) is None
+    assert op_time({"kind": "torch-cpu", "op_s": 5.871e-06, "bursts": bursts}) == 2.542e-06
+    assert op_time({"kind": "torch-cpu", "op_s": 3e-06}) == 3e-06  # no bursts kept
+    assert op_time(None) is None and op_time({"kind": "x"}) is None
