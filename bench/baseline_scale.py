@@ -20,7 +20,7 @@ What it prints, each measured in a fresh process:
 - ``--savers`` processes saving one session each at the same moment, with the default
   lock timeout: whether every run of every saver is in the store afterwards.
 
-The targets (issue 28): save <= 2 s and <= 150 MB; the load <= 3 s and <= 200 MB;
+The targets (docs/performance.md, "The baseline store at scale"): save <= 2 s and <= 150 MB; the load <= 3 s and <= 200 MB;
 list <= 1 s; 8 concurrent saves lose no run. The figures are recorded in
 docs/performance.md.
 """
@@ -256,8 +256,8 @@ def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[s
 def step_load(root: str, collected: int | None = None) -> dict[str, Any]:
     """Load as ``--gpuperf-baseline`` does: where the package's store takes ``nodeids``, the
     session's two steps (at configure, the index and the segments' ends; after collection,
-    the runs of the ``collected`` first benchmarks' tests, all by default); otherwise (main
-    before issue 28's load) the whole baseline, as its session did at configure."""
+    the runs of the ``collected`` first benchmarks' tests, all by default); otherwise (a package
+    from before that two-step load) the whole baseline, as its session did at configure."""
     import inspect
 
     from pytest_gpuperf.baseline.store import BaselineStore

@@ -11,7 +11,8 @@ prints two journeys:
 * **--gpuperf-baseline**: from ``pytest_configure`` (where the option is resolved) to the
   first benchmark, the baseline loaded and its gate ready;
 * **save**: the call of ``shell/baselines.py:save`` that appends the session's run to a
-  baseline of one saved run, from its start to its return (the figure issue 28 bounds).
+  baseline of one saved run, from its start to its return (at most 12 stops and 3 returns:
+  docs/performance.md, "A save in one pass").
 
 Each journey also says how often it *returns to a module already left*: its stops less its
 modules (a module entered once and left for good is one stop; every later stop in it is a

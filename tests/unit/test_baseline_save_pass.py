@@ -1,4 +1,4 @@
-"""A save in one pass (issue 28): what it writes, and what it refuses, is what it was."""
+"""A save in one pass: what it writes, and what it refuses, is what it was."""
 
 from __future__ import annotations
 
