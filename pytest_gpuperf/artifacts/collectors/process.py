@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.baseline.fileio import pid_alive
+
 TAIL_LINES = 15
 
 #: ``PID:START`` of the process that started a child (:func:`parent_env`)
@@ -94,13 +96,10 @@ def parent_env() -> dict[str, str]:
 
 
 def _parent_alive(pid: int, start: str) -> bool:
-    """Whether the process ``pid`` started at ``start`` still runs (a zombie does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    """Whether the process ``pid`` started at ``start`` still runs (a zombie does not; an
+    answer of another user's process is the pid reused, unless /proc says otherwise)."""
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        pass  # another user's process: the pid was reused, unless /proc says otherwise
     if not start:
         return True
     fields = _stat(pid)
