@@ -5,7 +5,8 @@ fresh process to the next; the host-speed canary (measure/canary.py) says how mu
 is the host. This script measures both on the machine it runs on: ``--processes`` fresh
 pytest processes, each measuring the side-by-side's four functions (bench/side_by_side.py:
 a 256^2 matmul, a pure-Python loop, a 1M-float add, a sort of 100k floats, one torch thread)
-and cpu_checks' ``work`` and ``ops``, with the plugin's defaults. Per benchmark it prints:
+and bench/canary_check.py's (``work``, ``ops``, a 128^2 matmul), with the plugin's defaults.
+Per benchmark (``FILE:TEST``) it prints:
 
 * ``spread``: max/min of the process levels (medians), and their robust SD (log, MAD*1.4826);
 * the same with each process's host factor taken out (as verdict/host_speed.py does: the
@@ -34,39 +35,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from canary_check import SUITE as HOST_SUITE
 from side_by_side import COMMON, GP_TESTS
 
 from pytest_gpuperf.verdict.host_speed import SAME_HOST, factor
-
-EXTRA = """
-
-def work(n=3000):
-    s = 0
-    for i in range(n):
-        s += i * i
-    return s
-
-
-def ops():
-    for _ in range(20):
-        Y.mul_(1.0)
-    return Y
-
-
-Y = torch.ones(16)
-"""
-
-EXTRA_TESTS = """
-from bench_common import ops, work
-
-
-def test_work(gpu_bench):
-    gpu_bench(work)
-
-
-def test_ops(gpu_bench):
-    gpu_bench(ops)
-"""
 
 
 class _Run:
@@ -95,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="gpuperf-cpu-modes-") as tmp:
             root = Path(tmp)
-            (root / "bench_common.py").write_text(COMMON + EXTRA)
-            (root / "test_bench.py").write_text(GP_TESTS + EXTRA_TESTS)
+            (root / "bench_common.py").write_text(COMMON)
+            (root / "test_bench.py").write_text(GP_TESTS)
+            (root / "test_host.py").write_text(HOST_SUITE)
             (root / "pytest.ini").write_text("[pytest]\n")
             for i in range(args.processes):
                 out = root / f"r{i}.json"
@@ -106,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                     cwd=root, capture_output=True, text=True, timeout=300, check=False,
                 )  # fmt: skip
                 for r in json.loads(out.read_text())["results"]:
-                    name = r["id"]["nodeid"].split("::")[-1]
+                    name = r["id"]["nodeid"].replace(".py::", ":")
                     levels.setdefault(name, []).append(r["summary"]["median"])
                     f = factor(_Run(r.get("host_canary")))  # type: ignore[arg-type]
                     factors.setdefault(name, []).append(f if f is not None else math.nan)
@@ -119,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.processes} fresh processes, neighbour {'on' if args.neighbour else 'off'}, "
         f"load {load0:.2f} -> {load1:.2f} on {os.cpu_count()} cores"
     )
-    print(f"{'benchmark':14} {'median':>10} {'max/min':>8} {'rsd':>6} | {'host out':>8} "
+    print(f"{'benchmark':24} {'median':>10} {'max/min':>8} {'rsd':>6} | {'host out':>8} "
           f"{'rsd':>6} | {'factors max/min':>15}")  # fmt: skip
     for name, ys in levels.items():
         logs = [math.log(y) for y in ys]
@@ -131,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         fr = math.exp(max(fs) - ref) if not any(math.isnan(f) for f in fs) else math.nan
         print(
-            f"{name:14} {statistics.median(ys) * 1e6:8.1f}us {math.exp(max(logs) - min(logs)):8.3f} "
+            f"{name:24} {statistics.median(ys) * 1e6:8.1f}us {math.exp(max(logs) - min(logs)):8.3f} "
             f"{mad_sd(logs):6.3f} | {math.exp(max(shifted) - min(shifted)):8.3f} "
             f"{mad_sd(shifted):6.3f} | {fr:15.3f}"
         )
