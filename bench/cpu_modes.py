@@ -10,11 +10,12 @@ Per benchmark (``FILE:TEST``) it prints:
 
 * ``spread``: max/min of the process levels (medians), and their robust SD (log, MAD*1.4826);
 * the same with each process's host factor taken out (as verdict/host_speed.py does: the
-  factor over the fastest host's, within the 1.10 dead band left as measured);
+  factor over the fastest host's, within the CPU canary's dead band left as measured);
 * the host factors' own spread.
 
     python3 bench/cpu_modes.py --processes 10
     python3 bench/cpu_modes.py --processes 10 --neighbour   # a busy loop runs throughout
+    python3 bench/cpu_modes.py --processes 10 --raw /tmp/rows.json   # and each process's rows
 
 A number without its conditions is not a result: the load average before and after is
 printed, and ``--neighbour`` starts one busy-loop process for the whole run.
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from canary_check import SUITE as HOST_SUITE
 from side_by_side import COMMON, GP_TESTS
 
-from pytest_gpuperf.verdict.host_speed import SAME_HOST, factor
+from pytest_gpuperf.verdict.host_speed import SAME_HOST_BY_KIND, factor
 
 
 class _Run:
@@ -57,12 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--processes", type=int, default=10)
     p.add_argument("--neighbour", action="store_true", help="a busy loop runs throughout")
+    p.add_argument("--raw", type=Path, help="also write each process's rows (level, canary) here")
     args = p.parse_args(argv)
     busy = None
     if args.neighbour:
         busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     levels: dict[str, list[float]] = {}
     factors: dict[str, list[float]] = {}
+    raw: list[dict[str, object]] = []
     load0 = os.getloadavg()[0]
     try:
         with tempfile.TemporaryDirectory(prefix="gpuperf-cpu-modes-") as tmp:
@@ -83,11 +86,15 @@ def main(argv: list[str] | None = None) -> int:
                     levels.setdefault(name, []).append(r["summary"]["median"])
                     f = factor(_Run(r.get("host_canary")))  # type: ignore[arg-type]
                     factors.setdefault(name, []).append(f if f is not None else math.nan)
+                    raw.append({"process": i, "name": name, "median": r["summary"]["median"],
+                                "canary": r.get("host_canary")})  # fmt: skip
     finally:
         if busy is not None:
             busy.kill()
     load1 = os.getloadavg()[0]
-    band = math.log(SAME_HOST)
+    if args.raw:
+        args.raw.write_text(json.dumps(raw, indent=1))
+    band = math.log(SAME_HOST_BY_KIND["torch-cpu"])
     print(
         f"{args.processes} fresh processes, neighbour {'on' if args.neighbour else 'off'}, "
         f"load {load0:.2f} -> {load1:.2f} on {os.cpu_count()} cores"

@@ -212,15 +212,18 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
 
 def is_canary(v: Any) -> bool:
     """Whether ``v`` is a run's host-speed canary as :mod:`pytest_gpuperf.measure.canary`
-    records it: ``kind`` a string, ``op_s`` > 0, ``share`` (if any) in (0, 1], ``bursts``
-    (if any) numbers > 0."""
+    records it: ``kind`` a string, ``op_s`` > 0, ``share`` (if any) in (0, 1], ``others``
+    (if any) a number >= 0, ``bursts`` (if any) numbers > 0."""
     if not isinstance(v, dict) or not isinstance(v.get("kind"), str):
         return False
     op: Any = v.get("op_s")
     share: Any = v.get("share", 1.0)
     bursts: Any = v.get("bursts", [1.0])
+    others: Any = v.get("others", 0.0)
     return (
         _is_number(op)
+        and _is_number(others)
+        and others >= 0
         and op > 0
         and _is_number(share)
         and 0 < share <= 1

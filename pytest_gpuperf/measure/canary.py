@@ -21,6 +21,11 @@ benchmark (the ``"measure"`` phase of :func:`pytest_gpuperf.measure.engine.run`)
   than waiting for one (``/proc/thread-self/schedstat``: run time over run time plus
   run-queue wait). A neighbour on the same core halves it; a benchmark that sleeps or waits
   for the GPU does not move it (waiting is neither).
+* **others**: how many of the machine's CPUs other processes kept busy during the rounds
+  (``/proc/stat``'s busy time, steal included, less this process's own CPU time, over the
+  rounds' wall time). A neighbour on another core leaves the share at 1 but shares the
+  caches and the memory with the benchmark: a run is on a quiet host only when both say so
+  (:func:`pytest_gpuperf.verdict.host_speed.quiet`).
 
 What it does not see: torch's intra-op threads on a busy CPU machine (a parallel CPU op
 whose worker waits a scheduler slice costs milliseconds at random, and a canary op split
@@ -35,6 +40,7 @@ functions only; without torch the ops are plain Python calls.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -108,6 +114,33 @@ def canary_for(device: str) -> HostCanary | None:
     return _CANARIES[device]
 
 
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has spent busy since boot (``/proc/stat``: every state
+    but idle and I/O wait, so a hypervisor's steal counts), or None where it cannot say."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        if fields[0] != "cpu":
+            return None
+        ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+        return (sum(ticks) - ticks[3] - ticks[4]) / _CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _clock_ticks() -> float:
+    try:
+        return float(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, ValueError, OSError):  # not POSIX: there is no /proc/stat either
+        return 100.0
+
+
+_CLK_TCK = _clock_ticks()
+
+#: rounds shorter than this leave "others" unmeasured: /proc/stat counts in ticks (10 ms)
+OTHERS_MIN_S = 0.05
+
+
 def thread_schedstat() -> tuple[int, int] | None:
     """(ns on a CPU, ns waiting for one) of the calling thread, or None where the kernel
     does not say (``/proc/thread-self/schedstat``: Linux with scheduler statistics)."""
@@ -128,7 +161,9 @@ class CanaryWindow:
         self.bursts: list[float] = []
         self.cost_s = 0.0
         self._start: tuple[float, tuple[int, int] | None] | None = None
+        self._machine: tuple[float, float] | None = None
         self.share: float | None = None
+        self.others: float | None = None
 
     def _sample(self) -> None:
         if self.canary is None:
@@ -146,15 +181,22 @@ class CanaryWindow:
 
     def _open(self) -> None:
         self._sample()
+        busy = machine_busy_s()
+        self._machine = None if busy is None else (busy, time.process_time())
         self._start = (time.perf_counter(), thread_schedstat())
 
     def _close(self) -> None:
         end = thread_schedstat()
+        wall = time.perf_counter() - self._start[0] if self._start is not None else 0.0
+        busy = machine_busy_s()
         if self._start is not None and self._start[1] is not None and end is not None:
             run = end[0] - self._start[1][0]
             wait = end[1] - self._start[1][1]
             if run > 0 and wait >= 0:
                 self.share = run / (run + wait)
+        if self._machine is not None and busy is not None and wall >= OTHERS_MIN_S:
+            own = time.process_time() - self._machine[1]
+            self.others = max(0.0, (busy - self._machine[0] - own) / wall)
         self._sample()
 
     def phase(self, inner: PhaseHook) -> PhaseHook:
@@ -177,7 +219,8 @@ class CanaryWindow:
 
     def record(self) -> dict[str, Any] | None:
         """``Result.host_canary``: the op time (the fastest burst, seconds), the share of the
-        rounds' time on a CPU, the bursts themselves and what the canary cost."""
+        rounds' time on a CPU, the CPUs other processes kept busy meanwhile, the bursts
+        themselves and what the canary cost."""
         if self.canary is None or not self.bursts:
             return None
         op_s = min(self.bursts)
@@ -191,6 +234,8 @@ class CanaryWindow:
         }
         if self.share is not None:
             out["share"] = round(self.share, 4)
+        if self.others is not None:
+            out["others"] = round(self.others, 3)
         return out
 
 

@@ -131,6 +131,8 @@ class RunStat:
     canary_kind: str | None = None
     canary_op_s: float | None = None
     canary_share: float | None = None
+    #: CPUs other processes kept busy during the rounds (None: not measured)
+    canary_others: float | None = None
     tracer: str | None = None
 
     @property
@@ -174,6 +176,7 @@ class RunStat:
             canary_kind=canary.get("kind"),
             canary_op_s=op_time(canary),
             canary_share=canary.get("share"),
+            canary_others=canary.get("others"),
             tracer=tracer or None,
         )
 
@@ -548,6 +551,7 @@ def _figures(
         notes.append(note)
     verdicts = []
     for figure, klass in classes.items():
+        klass = host_speed.on_quiet_host(klass, base, cur)
         b, c = _levels(base, figure), _levels(cur, figure)
         if b is None or c is None:
             if figure != E2E:

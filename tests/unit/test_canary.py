@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import time as real_time
 import types
 from collections.abc import Iterator
 
@@ -130,7 +132,7 @@ def test_a_clock_that_did_not_move_records_no_canary(monkeypatch: pytest.MonkeyP
     host, so the run carries no canary (not one that reads infinitely fast)."""
     import time as real_time
 
-    frozen = types.SimpleNamespace(perf_counter=lambda: 1.0)
+    frozen = types.SimpleNamespace(perf_counter=lambda: 1.0, process_time=lambda: 1.0)
     monkeypatch.setattr(canary, "time", frozen)
     window = canary.CanaryWindow(canary.canary_for("cpu"))
     with window.phase(lambda name: contextlib.nullcontext())(canary.PHASE):
@@ -146,3 +148,38 @@ def test_the_op_time_is_the_fastest_burst_so_slow_bursts_do_not_move_it() -> Non
     assert op_time({"kind": "torch-cpu", "op_s": 5.871e-06, "bursts": bursts}) == 2.542e-06
     assert op_time({"kind": "torch-cpu", "op_s": 3e-06}) == 3e-06  # no bursts kept
     assert op_time(None) is None and op_time({"kind": "x"}) is None
+
+
+def test_the_window_reads_the_cpus_other_processes_kept_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``others``: the machine's busy CPU seconds during the rounds, less this process's own,
+    over the rounds' wall time (here 1 s of rounds, 2.5 busy CPU-seconds, 1 s of our own)."""
+    clock = iter([0.0, 1.0])
+    busy = iter([100.0, 102.5])
+    own = iter([5.0, 6.0])
+    fake = types.SimpleNamespace(perf_counter=lambda: next(clock), process_time=lambda: next(own))
+    monkeypatch.setattr(canary, "time", fake)
+    monkeypatch.setattr(canary, "machine_busy_s", lambda: next(busy))
+    window = canary.CanaryWindow(None)
+    window._open()
+    window._close()
+    assert window.others == pytest.approx(1.5)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux's /proc/stat")
+def test_a_busy_neighbour_process_shows_in_others() -> None:
+    import subprocess
+    import sys
+
+    window = canary.CanaryWindow(canary.canary_for("cpu"))
+    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        real_time.sleep(0.3)  # the neighbour is running
+        with window.phase(lambda name: contextlib.nullcontext())(canary.PHASE):
+            real_time.sleep(0.5)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    record = window.record()
+    assert record is not None and record["others"] >= 0.7, record

@@ -315,3 +315,81 @@ def test_canaries_with_interrupted_bursts_in_the_baseline_do_not_fail_unchanged_
         cpu(3 * t, 0.5, [3.069e-06, 2.975e-06]) for t in (210.8e-6, 207.0e-6, 209.3e-6, 209.0e-6)
     ]
     assert decide(base, slower, mode=MODE_CPU, last=True).kind == REGRESSION
+
+
+# --- a CPU run that had the host to itself: the quieter class ----------------------------------
+
+
+def quiet_cpu(t: float, *, host: float = 1.0, others: float | None = 0.02) -> RunStat:
+    """A CPU run on a quiet host: its thread always on a CPU, the other CPUs idle."""
+    canary: dict[str, object] = {"kind": "torch-cpu", "op_s": 2e-6 * host, "share": 0.9998}
+    if others is not None:
+        canary["others"] = others
+    return RunStat.of(t, [t] * 30, "steady", canary=canary)
+
+
+def test_runs_on_a_quiet_host_on_both_sides_are_judged_in_the_quiet_cpu_class() -> None:
+    from pytest_gpuperf.verdict.host_speed import QUIET_CPU, on_quiet_host, quiet
+    from pytest_gpuperf.verdict.policy import CLASSES
+
+    base = [quiet_cpu(T * x) for x in (1.0, 1.03, 1.06)]
+    assert all(quiet(x) for x in base)
+    assert on_quiet_host(CLASSES["cpu"], base, [quiet_cpu(T)]).name == QUIET_CPU
+    # one run beside a neighbour (another core busy, or its own core shared), or a run that
+    # did not read the machine: the "cpu" class, whose prior is what neighbours do
+    for loud in (quiet_cpu(T, others=1.0), cpu_run(T, share=0.6), quiet_cpu(T, others=None)):
+        assert not quiet(loud)
+        assert on_quiet_host(CLASSES["cpu"], base, [loud]).name == "cpu"
+        assert on_quiet_host(CLASSES["cpu"], [*base[:2], loud], [quiet_cpu(T)]).name == "cpu"
+    # other classes are never changed by it
+    assert on_quiet_host(CLASSES["host"], base, [quiet_cpu(T)]).name == "host"
+    c = decide(base, [quiet_cpu(T * 1.01)], mode=MODE_CPU)
+    assert c.klass == QUIET_CPU
+
+
+def test_a_1_5x_cpu_slowdown_on_a_quiet_host_fails_and_is_inconclusive_beside_a_neighbour() -> None:
+    # the side-by-side's pure-Python loop: three baseline processes 1.02-1.1x apart, the canary's
+    # op time moving up to 1.2x between processes as it does on the idle 2-core machine
+    base = [quiet_cpu(18e-6 * x, host=h) for x, h in ((1.0, 1.0), (1.04, 1.2), (1.1, 1.08))]
+    rng = random.Random(3)
+    caught = 0
+    for _ in range(20):
+        c = session(
+            base,
+            lambda: quiet_cpu(1.5 * 18e-6 * rng.uniform(1.0, 1.1), host=rng.uniform(1.0, 1.2)),
+            mode=MODE_CPU,
+        )
+        caught += (c.kind, c.final) == (REGRESSION, True)
+    assert caught == 20
+    # the same runs but the current ones beside a neighbour on another core: the "cpu" class,
+    # which cannot tell 1.5x from what a neighbour does
+    loud = session(base, lambda: quiet_cpu(1.5 * 18e-6, others=1.0), mode=MODE_CPU)
+    assert loud.klass == "cpu" and loud.kind != REGRESSION
+
+
+def test_unchanged_cpu_code_on_a_quiet_host_never_fails() -> None:
+    # levels 1.16x apart at most between processes, canaries 1.23x (bench/cpu_modes.py, idle)
+    rng = random.Random(11)
+    for trial in range(200):
+        base = [quiet_cpu(T * rng.uniform(1.0, 1.16), host=rng.uniform(1.0, 1.23)) for _ in "abc"]
+        c = session(
+            base,
+            lambda: quiet_cpu(T * rng.uniform(1.0, 1.16), host=rng.uniform(1.0, 1.23)),
+            mode=MODE_CPU,
+        )
+        assert c.kind != REGRESSION, (trial, c.reasons)
+
+
+def test_a_cpu_canary_s_own_noise_between_processes_is_not_the_host() -> None:
+    # the CPU canary's op time moves up to 1.23x between idle processes: within its band, so
+    # a 1.6x slowdown is judged as measured, not explained by a host that did not change
+    from pytest_gpuperf.verdict.host_speed import SAME_HOST_BY_KIND
+
+    base = [quiet_cpu(T * x) for x in (1.0, 1.02, 1.05)]
+    cur = [quiet_cpu(1.6 * T, host=1.22) for _ in range(3)]
+    assert HostSpeed.of(base, cur).band == SAME_HOST_BY_KIND["torch-cpu"]
+    assert HostSpeed.of(base, cur).shifts() == ([0.0] * 3, [0.0] * 3)
+    c = decide(base, cur, mode=MODE_CPU, last=True)
+    assert (c.kind, c.why) == (REGRESSION, "")
+    # a canary of launches keeps the narrower band of its own measurements
+    assert HostSpeed.of(BASE, [run(3 * T, host=1.2)]).band == 1.10
