@@ -11,11 +11,14 @@ Per benchmark (``FILE:TEST``) it prints:
 * ``spread``: max/min of the process levels (medians), and their robust SD (log, MAD*1.4826);
 * the same with each process's host factor taken out (as verdict/host_speed.py does: the
   factor over the fastest host's, within the CPU canary's dead band left as measured);
-* the host factors' own spread.
+* the host factors' own spread;
+* in how many processes the run was on a quiet host (verdict/host_speed.py ``quiet``: the
+  ``cpu-quiet`` class needs every run of both sides so).
 
     python3 bench/cpu_modes.py --processes 10
     python3 bench/cpu_modes.py --processes 10 --neighbour   # a busy loop runs throughout
     python3 bench/cpu_modes.py --processes 10 --raw /tmp/rows.json   # and each process's rows
+    python3 bench/cpu_modes.py --processes 10 --suite examples       # the README's examples
 
 A number without its conditions is not a result: the load average before and after is
 printed, and ``--neighbour`` starts one busy-loop process for the whole run.
@@ -27,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from canary_check import SUITE as HOST_SUITE
 from side_by_side import COMMON, GP_TESTS
 
-from pytest_gpuperf.verdict.host_speed import SAME_HOST_BY_KIND, factor
+from pytest_gpuperf.verdict.host_speed import SAME_HOST_BY_KIND, factor, quiet
 
 
 class _Run:
@@ -47,6 +51,7 @@ class _Run:
         c = canary or {}
         self.canary_op_s = c.get("op_s")
         self.canary_share = c.get("share")
+        self.canary_others = c.get("others")
 
 
 def mad_sd(xs: list[float]) -> float:
@@ -59,21 +64,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=10)
     p.add_argument("--neighbour", action="store_true", help="a busy loop runs throughout")
     p.add_argument("--raw", type=Path, help="also write each process's rows (level, canary) here")
+    p.add_argument(
+        "--suite",
+        type=Path,
+        help="measure the tests of this folder instead (e.g. examples/), copied, as they are",
+    )
     args = p.parse_args(argv)
     busy = None
     if args.neighbour:
         busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     levels: dict[str, list[float]] = {}
     factors: dict[str, list[float]] = {}
+    quiets: dict[str, list[bool]] = {}
     raw: list[dict[str, object]] = []
     load0 = os.getloadavg()[0]
     try:
         with tempfile.TemporaryDirectory(prefix="gpuperf-cpu-modes-") as tmp:
-            root = Path(tmp)
-            (root / "bench_common.py").write_text(COMMON)
-            (root / "test_bench.py").write_text(GP_TESTS)
-            (root / "test_host.py").write_text(HOST_SUITE)
-            (root / "pytest.ini").write_text("[pytest]\n")
+            root = Path(tmp) / "suite"
+            if args.suite:
+                shutil.copytree(args.suite, root, ignore=shutil.ignore_patterns(".gpuperf*"))
+            else:
+                root.mkdir()
+                (root / "bench_common.py").write_text(COMMON)
+                (root / "test_bench.py").write_text(GP_TESTS)
+                (root / "test_host.py").write_text(HOST_SUITE)
+                (root / "pytest.ini").write_text("[pytest]\n")
             for i in range(args.processes):
                 out = root / f"r{i}.json"
                 subprocess.run(
@@ -86,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                     levels.setdefault(name, []).append(r["summary"]["median"])
                     f = factor(_Run(r.get("host_canary")))  # type: ignore[arg-type]
                     factors.setdefault(name, []).append(f if f is not None else math.nan)
+                    quiets.setdefault(name, []).append(quiet(_Run(r.get("host_canary"))))  # type: ignore[arg-type]
                     raw.append({"process": i, "name": name, "median": r["summary"]["median"],
                                 "canary": r.get("host_canary")})  # fmt: skip
     finally:
@@ -99,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.processes} fresh processes, neighbour {'on' if args.neighbour else 'off'}, "
         f"load {load0:.2f} -> {load1:.2f} on {os.cpu_count()} cores"
     )
-    print(f"{'benchmark':24} {'median':>10} {'max/min':>8} {'rsd':>6} | {'host out':>8} "
-          f"{'rsd':>6} | {'factors max/min':>15}")  # fmt: skip
+    w = max([24, *(len(n) for n in levels)])
+    print(f"{'benchmark':{w}} {'median':>10} {'max/min':>8} {'rsd':>6} | {'host out':>8} "
+          f"{'rsd':>6} | {'factors max/min':>15} | quiet")  # fmt: skip
     for name, ys in levels.items():
         logs = [math.log(y) for y in ys]
         fs = factors[name]
@@ -111,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
         fr = math.exp(max(fs) - ref) if not any(math.isnan(f) for f in fs) else math.nan
         print(
-            f"{name:24} {statistics.median(ys) * 1e6:8.1f}us {math.exp(max(logs) - min(logs)):8.3f} "
+            f"{name:{w}} {statistics.median(ys) * 1e6:8.1f}us {math.exp(max(logs) - min(logs)):8.3f} "
             f"{mad_sd(logs):6.3f} | {math.exp(max(shifted) - min(shifted)):8.3f} "
-            f"{mad_sd(shifted):6.3f} | {fr:15.3f}"
+            f"{mad_sd(shifted):6.3f} | {fr:15.3f} | {sum(quiets[name])}/{len(ys)}"
         )
     return 0
 

@@ -551,13 +551,13 @@ def _figures(
         notes.append(note)
     verdicts = []
     for figure, klass in classes.items():
-        klass = host_speed.on_quiet_host(klass, base, cur)
         b, c = _levels(base, figure), _levels(cur, figure)
         if b is None or c is None:
             if figure != E2E:
                 raise ValueError(f"figure {figure!r} missing from a run")
             notes.append("end-to-end time missing from some runs (older baseline): not compared")
             continue
+        klass = host_speed.on_quiet_host(klass, base, cur, [x.y for x in b])
         rule = functools.partial(
             decide_figure, figure, klass=klass, policy=policy, last=last,
             floor=min(floor, 0.05), like_for_like=figure != DEVICE or _same_hiding(base, cur),

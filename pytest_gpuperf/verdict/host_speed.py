@@ -159,16 +159,24 @@ def quiet(run: RunLike) -> bool:
 
 
 def on_quiet_host(
-    klass: NoiseClass, base: Sequence[RunLike], current: Sequence[RunLike]
+    klass: NoiseClass,
+    base: Sequence[RunLike],
+    current: Sequence[RunLike],
+    base_levels: Sequence[float] = (),
 ) -> NoiseClass:
     """``klass``, or for a "cpu" figure whose runs were all measured on a quiet host (both
     sides), the quieter :data:`QUIET_CPU` class: the "cpu" class's prior is what neighbours do
     to a CPU timing, and with none on either side it is several times the spread. One run
-    beside a neighbour, or a baseline without the reading, keeps the "cpu" class."""
+    beside a neighbour, a baseline without the reading, or a baseline whose own levels (log,
+    ``base_levels``) spread beyond the quiet class's process modes (a benchmark noisy in
+    itself) keeps the "cpu" class."""
     runs = [*base, *current]
     if klass.name != "cpu" or not runs or not all(quiet(x) for x in runs):
         return klass
-    return CLASSES[QUIET_CPU]
+    calm = CLASSES[QUIET_CPU]
+    if base_levels and max(base_levels) - min(base_levels) > math.log(calm.mode):
+        return klass
+    return calm
 
 
 def _median(xs: Sequence[float]) -> float:

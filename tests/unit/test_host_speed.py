@@ -393,3 +393,14 @@ def test_a_cpu_canary_s_own_noise_between_processes_is_not_the_host() -> None:
     assert (c.kind, c.why) == (REGRESSION, "")
     # a canary of launches keeps the narrower band of its own measurements
     assert HostSpeed.of(BASE, [run(3 * T, host=1.2)]).band == 1.10
+
+
+def test_a_benchmark_noisy_in_itself_keeps_the_cpu_class_on_a_quiet_host() -> None:
+    # bench/cpu_checks.py's `noisy`: its level moves +-30 % between processes on any host. Its
+    # baseline's own spread is beyond the quiet class's modes, so the wide class judges it
+    base = [quiet_cpu(T * x) for x in (0.75, 1.0, 1.3)]
+    for _ in range(3):
+        c = decide(base, [quiet_cpu(T * 1.3)], mode=MODE_CPU)
+        assert c.klass == "cpu"
+    calm = [quiet_cpu(T * x) for x in (1.0, 1.05, 1.1)]
+    assert decide(calm, [quiet_cpu(T * 1.05)], mode=MODE_CPU).klass == "cpu-quiet"
