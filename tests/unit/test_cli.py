@@ -34,10 +34,12 @@ def session_results(
         level = 1e-3 * (i + 1) * (slow or {}).get(test, 1.0)
         # run-to-run noise of about 0.5 %, seeded: a run's level moves, its rounds follow
         run_level = level * (1 + 0.005 * ((seed * 7 + i * 3) % 5 - 2) / 2)
-        r = result(test, kind=None, level=run_level, seed=seed * 10 + i)
-        r.rounds = rounds(run_level, noise=0.003, seed=seed * 10 + i)
+        measured = {
+            "rounds": rounds(run_level, noise=0.003, seed=seed * 10 + i),
+            "environment": {**GPU_ENV, **env},
+        }
+        r = result(test, kind=None, level=run_level, seed=seed * 10 + i, measured=measured)
         r.run_id = f"run-{seed}"
-        r.environment = {**GPU_ENV, **env}
         out.append(r)
     return out
 
