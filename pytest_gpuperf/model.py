@@ -10,8 +10,8 @@ rounds by :mod:`pytest_gpuperf.measure.summary`; nothing derived is stored as tr
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import FrozenInstanceError, asdict, dataclass, field, fields, replace
+from typing import Any, Generic, NoReturn, TypeVar, overload
 
 from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.measure import names
@@ -112,9 +112,10 @@ class BenchId:
 _TYPED_FIELDS = frozenset({"id", "comparison", "diagnosis"})
 
 
-@dataclass
-class Result:
-    """Everything one measurement of one benchmark produced in one process.
+@dataclass(frozen=True)
+class Measurement:
+    """What one measurement of one benchmark measured, in one process: made once by the
+    measurement engine, then never changed (a changed copy is ``dataclasses.replace``).
 
     Times are seconds per call. ``rounds`` are the retained steady-state
     rounds: each is the time of one call, as the median (events with L2
@@ -138,27 +139,10 @@ class Result:
     flops: float | None = None
     bytes: float | None = None
     device_name: str | None = None
-    #: NVML telemetry summary and captured artifacts: filled by later stages, JSON-safe dicts
-    telemetry: dict[str, Any] | None = None
-    #: the verdict against the baseline (the gate's, or ``pytest-gpuperf compare``'s, with
-    #: the secondary metrics and numerics); None when not compared
-    comparison: Comparison | None = None
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
     #: the measurement settings that make two results comparable
     policy: dict[str, Any] = field(default_factory=dict)
-    #: the verdict settings in force for this benchmark (threshold, secondary gates),
-    #: resolved like every option: gpu_bench(...) > marker > command line > ini > default
-    gate: dict[str, Any] = field(default_factory=dict)
     #: where it ran (environment.collect_environment); shared by a session's results
     environment: dict[str, Any] | None = None
-    run_id: str | None = None
-    #: where the test is defined: ``[path relative to the rootdir, 1-based line]`` (from
-    #: pytest's ``item.location``); CI annotations point there. None when unknown.
-    location: list[Any] | None = None
-    #: opaque per-run data stored with a baseline run (``"kernels"``: the kernel
-    #: inventory of artifacts/analysis/inventory.py); empty for most results
-    extra: dict[str, Any] = field(default_factory=dict)
     #: the second figure of the CUDA events backend, one value per kept round: the
     #: end-to-end time per call of back-to-back calls, host included (``rounds`` then
     #: hold device time with the host hidden). Empty for other backends.
@@ -173,9 +157,6 @@ class Result:
     #: the numeric fingerprint of one call's output (:mod:`pytest_gpuperf.verdict.numerics`); None
     #: when the function returned no tensor or ``numerics="off"``
     numerics: list[dict[str, Any]] | None = None
-    #: where the time went, from the evidence capture (``--gpuperf-capture``); the JSON keeps
-    #: it as ``comparison["diagnosis"]``. None when not captured
-    diagnosis: Diagnosis | None = None
     #: memory behaviour per call, from the caching allocator's counters
     #: (:mod:`pytest_gpuperf.measure.allocation`); ``{"available": False, "reason"}`` on the
     #: CPU; None when not measured
@@ -187,6 +168,139 @@ class Result:
     #: the tracer or profiler active while it was measured (coverage.py, a debugger, ...),
     #: None without one (:mod:`pytest_gpuperf.measure.tracing`)
     tracer: str | None = None
+
+
+#: the fields of :class:`Measurement`, which :class:`Result` reads through and never writes
+MEASURED = tuple(f.name for f in fields(Measurement))
+
+#: the order of the keys of ``Result.to_dict()``: the one :class:`Result` had as a single
+#: dataclass, kept so that reports, baselines and xdist's dicts stay byte for byte the same
+_DICT_ORDER = (
+    "id", "device", "rounds", "calls_per_round", "first_call_s", "warmup", "trimmed",
+    "stability", "warmup_s", "wall_s", "l2_flush", "peak_memory_bytes", "flops", "bytes",
+    "device_name", "telemetry", "comparison", "artifacts", "notes", "policy", "gate",
+    "environment", "run_id", "location", "extra", "e2e_rounds", "host_hidden", "host_s",
+    "numerics", "diagnosis", "memory", "host_canary", "tracer",
+)  # fmt: skip
+
+T = TypeVar("T")
+
+
+class _Measured(Generic[T]):
+    """A field of :class:`Result` read from its measurement; assigning it raises."""
+
+    name: str
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Measured[T]: ...
+    @overload
+    def __get__(self, obj: Result, owner: type) -> T: ...
+    def __get__(self, obj: Result | None, owner: type) -> T | _Measured[T]:
+        if obj is None:
+            return self
+        value: T = getattr(obj.measurement, self.name)
+        return value
+
+    def __set__(self, obj: Result, value: T) -> NoReturn:
+        raise FrozenInstanceError(
+            f"cannot assign Result.{self.name}: it is part of the measurement, which does not "
+            f"change once made; build the Result with {self.name}=..., or give it a new "
+            f"measurement: dataclasses.replace(result.measurement, {self.name}=...)"
+        )
+
+
+@dataclass(init=False)
+class Result:
+    """One benchmark's :class:`Measurement` and what later stages add to it in the session:
+    the telemetry, the verdict, the captured artifacts and their diagnosis, notes, where the
+    test is and which run it belongs to.
+
+    The measured fields read through (``result.rounds`` is ``result.measurement.rounds``)
+    and cannot be assigned. ``Result(id=..., rounds=..., ..., notes=...)`` takes the
+    measured fields and the outcome's, as the single dataclass it once was did, or a made
+    ``measurement=``.
+    """
+
+    measurement: Measurement
+    #: NVML telemetry summary and captured artifacts: filled by later stages, JSON-safe dicts
+    telemetry: dict[str, Any] | None = None
+    #: the verdict against the baseline (the gate's, or ``pytest-gpuperf compare``'s, with
+    #: the secondary metrics and numerics); None when not compared
+    comparison: Comparison | None = None
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: the verdict settings in force for this benchmark (threshold, secondary gates),
+    #: resolved like every option: gpu_bench(...) > marker > command line > ini > default
+    gate: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    #: where the test is defined: ``[path relative to the rootdir, 1-based line]`` (from
+    #: pytest's ``item.location``); CI annotations point there. None when unknown.
+    location: list[Any] | None = None
+    #: opaque per-run data stored with a baseline run (``"kernels"``: the kernel
+    #: inventory of artifacts/analysis/inventory.py); empty for most results
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: where the time went, from the evidence capture (``--gpuperf-capture``); the JSON keeps
+    #: it as ``comparison["diagnosis"]``. None when not captured
+    diagnosis: Diagnosis | None = None
+
+    def __init__(
+        self,
+        *args: Any,
+        measurement: Measurement | None = None,
+        telemetry: dict[str, Any] | None = None,
+        comparison: Comparison | None = None,
+        artifacts: list[dict[str, Any]] | None = None,
+        notes: list[str] | None = None,
+        gate: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        location: list[Any] | None = None,
+        extra: dict[str, Any] | None = None,
+        diagnosis: Diagnosis | None = None,
+        **measured: Any,
+    ) -> None:
+        if measurement is None:
+            measurement = Measurement(*args, **measured)
+        elif args or measured:
+            given = [*MEASURED[: len(args)], *measured]
+            raise TypeError(f"Result: measurement= given with measured fields {given}")
+        self.measurement = measurement
+        self.telemetry = telemetry
+        self.comparison = comparison
+        self.artifacts = [] if artifacts is None else artifacts
+        self.notes = [] if notes is None else notes
+        self.gate = {} if gate is None else gate
+        self.run_id = run_id
+        self.location = location
+        self.extra = {} if extra is None else extra
+        self.diagnosis = diagnosis
+
+    id = _Measured[BenchId]()
+    device = _Measured[str]()
+    rounds = _Measured[list[float]]()
+    calls_per_round = _Measured[int]()
+    first_call_s = _Measured[float]()
+    warmup = _Measured[list[float]]()
+    trimmed = _Measured[int]()
+    stability = _Measured[str]()
+    warmup_s = _Measured[float]()
+    wall_s = _Measured[float]()
+    l2_flush = _Measured[bool]()
+    peak_memory_bytes = _Measured[int | None]()
+    flops = _Measured[float | None]()
+    bytes = _Measured[float | None]()
+    device_name = _Measured[str | None]()
+    policy = _Measured[dict[str, Any]]()
+    environment = _Measured[dict[str, Any] | None]()
+    e2e_rounds = _Measured[list[float]]()
+    host_hidden = _Measured[bool | None]()
+    host_s = _Measured[float | None]()
+    numerics = _Measured[list[dict[str, Any]] | None]()
+    memory = _Measured[dict[str, Any] | None]()
+    host_canary = _Measured[dict[str, Any] | None]()
+    tracer = _Measured[str | None]()
 
     @property
     def summary(self) -> Summary:
@@ -234,19 +348,26 @@ class Result:
 
     def make_plain(self) -> None:
         """Turn the free-form fields (telemetry, policy, environment, extra, numerics, ...)
-        into the plain JSON values :meth:`to_dict` writes, in place: NumPy scalars into
-        numbers, tuples into lists, NaN and infinity into None. The session does this once
-        a test is reported, so that a result kept in the process that measured it holds
-        the same values as one sent as a dict from an xdist worker. The identity, the
-        verdict and the diagnosis are typed and stay as they are."""
+        into the plain JSON values :meth:`to_dict` writes: NumPy scalars into numbers,
+        tuples into lists, NaN and infinity into None; the measured ones in a new
+        :class:`Measurement`, the outcome's in place. The session does this once a test is
+        reported, so that a result kept in the process that measured it holds the same
+        values as one sent as a dict from an xdist worker. The identity, the verdict and
+        the diagnosis are typed and stay as they are."""
+        m = self.measurement
+        plain = {n: json_safe(getattr(m, n)) for n in MEASURED if n not in _TYPED_FIELDS}
+        self.measurement = replace(m, **plain)
         for f in fields(self):
-            if f.name not in _TYPED_FIELDS:
+            if f.name != "measurement" and f.name not in _TYPED_FIELDS:
                 setattr(self, f.name, json_safe(getattr(self, f.name)))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON builtins (the results JSON, xdist's channel): the verdict as
-        ``Comparison.to_dict()`` with the diagnosis under its ``"diagnosis"`` key."""
-        d = asdict(self)
+        """JSON builtins (the results JSON, xdist's channel): the measured and the outcome's
+        fields side by side, the verdict as ``Comparison.to_dict()`` with the diagnosis
+        under its ``"diagnosis"`` key."""
+        flat = asdict(self)
+        flat.update(flat.pop("measurement"))
+        d = {name: flat[name] for name in _DICT_ORDER}
         d["id"] = self.id.to_dict()
         d["comparison"] = self._comparison_dict()
         del d["diagnosis"]
@@ -268,7 +389,7 @@ class Result:
     def from_dict(cls, d: dict[str, Any]) -> Result:
         """Back from :meth:`to_dict` (a JSON ``comparison`` without a ``kind`` holds only a
         diagnosis: no verdict)."""
-        known = {f for f in cls.__dataclass_fields__} - {"id", "comparison", "diagnosis"}
+        known = set(_DICT_ORDER) - {"id", "comparison", "diagnosis"}
         kwargs = {k: v for k, v in d.items() if k in known}
         c = d.get("comparison") or {}
         diagnosis = c.get("diagnosis")

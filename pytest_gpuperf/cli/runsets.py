@@ -20,7 +20,7 @@ import copy
 import datetime as _dt
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -274,10 +274,16 @@ def _judged(judge: Judge, candidate: RunSet, key: str, entry: br.BenchmarkEntry)
     last, same = _newest(entry)
     fp = candidate.baseline.fingerprints.get(last.fingerprint_id, {})
     own = candidate.results.get(key)
-    res = copy.deepcopy(own) if own else result_from_record(entry, last, fp)
-    res.policy = dict(last.policy)
-    if own is None and last.numerics:
-        res.numerics = [dict(x) for x in last.numerics]
+    # Judged under the newest run's settings: a measurement is never changed, so the
+    # result gets a new one with that policy (and, from a record, that fingerprint).
+    if own is not None:
+        res = copy.deepcopy(own)
+        res.measurement = replace(res.measurement, policy=dict(last.policy))
+    else:
+        res = result_from_record(entry, last, fp)  # made with the run's policy
+        if last.numerics:
+            numerics = [dict(x) for x in last.numerics]
+            res.measurement = replace(res.measurement, numerics=numerics)
     c = judge.decide(res, [run_stat(r) for r in same], last=True, fp=fp)
     verdict = judge.conclude(res, c, [list(r.numerics) if r.numerics else None for r in same])
     res.comparison = verdict.comparison

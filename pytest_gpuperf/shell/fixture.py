@@ -402,6 +402,9 @@ class GpuBench:
             timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
             got = self._measure_mode(timer, bid, who, plan, first, call)
+            extra = got.extra
+            if ctx.group is not None:
+                extra = {**extra, "group": self._group_record(got, plan)}
             result = Result(
                 id=bid,
                 device=ctx.device,
@@ -422,7 +425,7 @@ class GpuBench:
                 environment=env,
                 policy=record,
                 gate=dict(plan.gate),
-                extra=got.extra,
+                extra=extra,
                 e2e_rounds=list(got.raw.e2e_rounds),
                 host_hidden=got.host_hidden,
                 host_s=got.host_s,
@@ -431,8 +434,6 @@ class GpuBench:
                 host_canary=got.host_canary,
                 tracer=got.tracer,
             )
-            if ctx.group is not None:
-                result.extra = {**result.extra, "group": self._group_record(got, plan)}
             result.notes.extend(flag_notes(result, policy, setup=call.has_setup, mode=mode))
             if got.tracer:
                 result.notes.append(tracer_note(got.tracer))

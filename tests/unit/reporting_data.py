@@ -93,11 +93,14 @@ def result(
     level: float = 5.0e-4,
     line: int | None = 12,
     seed: int = 0,
+    measured: dict[str, Any] | None = None,
     **kw: Any,
 ) -> Result:
+    """A result of ``test``; ``measured`` overrides measured fields (``rounds``, ``id``, ...),
+    ``kw`` goes to its comparison."""
     nodeid = f"tests/test_ops.py::{test}"
     cur = level * (ratio or 1.0)
-    res = Result(
+    fields: dict[str, Any] = dict(
         id=BenchId(nodeid, name, mode, (("shape", "4096x4096"), ("dtype", "bfloat16"))),
         device="cuda",
         rounds=rounds(cur, seed=seed),
@@ -108,6 +111,10 @@ def result(
         peak_memory_bytes=3 * 2**25,
         policy=dict(POLICY),
         environment=dict(GPU_ENV),
+    )
+    fields.update(measured or {})
+    res = Result(
+        **fields,
         run_id="20251129T193800Z-abc123",
         location=["tests/test_ops.py", line] if line else None,
     )
@@ -147,7 +154,7 @@ def session() -> list[Result]:
 
 def save_history(root: Any, results: list[Result], runs: int = 6, name: str = "main") -> Any:
     """Save ``runs`` earlier runs of each result's benchmark into baseline ``name`` under ``root``."""
-    import copy
+    from dataclasses import replace
 
     from pytest_gpuperf.baseline.store import BaselineStore
 
@@ -155,12 +162,10 @@ def save_history(root: Any, results: list[Result], runs: int = 6, name: str = "m
     for i in range(runs):
         batch = []
         for res in results:
-            old = copy.deepcopy(res)
-            old.comparison = None
             ratio = res.comparison.ratio if res.comparison is not None else None
             level = res.median / (ratio or 1.0)
-            old.rounds = rounds(level * (1 + 0.004 * (i % 3 - 1)), seed=100 + i)
-            old.run_id = f"run-{i}"
-            batch.append(old)
+            old_rounds = rounds(level * (1 + 0.004 * (i % 3 - 1)), seed=100 + i)
+            measured = replace(res.measurement, rounds=old_rounds)
+            batch.append(replace(res, measurement=measured, comparison=None, run_id=f"run-{i}"))
         store.save(name, batch, now=T0 + dt.timedelta(hours=i))
     return store.load(name)

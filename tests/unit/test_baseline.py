@@ -198,9 +198,7 @@ def test_a_result_kept_in_process_saves_what_a_workers_dict_saves(store: Baselin
          "stats": {"mean": 0.0, "abs_mean": 1e200, "min": -1e200, "max": 1e200,
                    "std": math.inf}},
     ]  # fmt: skip
-    kept = make_result()
-    kept.numerics = fp
-    kept.telemetry = {"clocks": (1980, 1755), "power_w": math.nan}
+    kept = make_result(numerics=fp, telemetry={"clocks": (1980, 1755), "power_w": math.nan})
     sent = Result.from_dict(kept.to_dict())
     kept.make_plain()
     assert kept.numerics == sent.numerics and kept.telemetry == sent.telemetry
@@ -214,8 +212,7 @@ def test_a_result_kept_in_process_saves_what_a_workers_dict_saves(store: Baselin
 def test_results_that_cannot_be_runs_are_skipped_with_a_reason(store: BaselineStore) -> None:
     good = make_result()
     empty = make_result("tests/t.py::test_empty", n=0)
-    no_env = make_result("tests/t.py::test_noenv")
-    no_env.environment = None
+    no_env = make_result("tests/t.py::test_noenv", environment=None)
     summary = store.save("main", [good, empty, no_env], now=T0)
     assert summary.added == 1
     assert dict(summary.skipped) == {

@@ -11,16 +11,17 @@ from pytest_gpuperf.verdict.judge import run_stat
 ENV = {"device": "cuda", "gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-1", "driver": "580"}
 
 
-def result(device_s: float, e2e_s: float, hidden: bool) -> Result:
+def result(device_s: float, e2e_s: float | None, hidden: bool | None) -> Result:
+    """A CUDA events result; with ``e2e_s`` None, one without the second figure."""
     return Result(
         id=BenchId("t.py::test_step", None, MODE_EVENTS),
         device="cuda",
         rounds=[device_s] * 20,
         calls_per_round=10,
         first_call_s=0.01,
-        e2e_rounds=[e2e_s] * 20,
+        e2e_rounds=[] if e2e_s is None else [e2e_s] * 20,
         host_hidden=hidden,
-        host_s=0.6 * e2e_s,
+        host_s=None if e2e_s is None else 0.6 * e2e_s,
         environment=dict(ENV),
         policy={"round_ms": 5.0, "rounds": 30, "warmup_ms": 500.0, "figures": "device+e2e"},
     )
@@ -41,8 +42,7 @@ def test_both_figures_survive_a_save_and_a_load(tmp_path: Path) -> None:
 
 def test_a_run_without_the_second_figure_stores_neither_field(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
-    r = result(50e-6, 210e-6, True)
-    r.e2e_rounds, r.host_hidden, r.host_s = [], None, None
+    r = result(50e-6, None, None)
     store.save("main", [r], keep_runs=20, meta={})
     text = "".join(p.read_text() for p in tmp_path.rglob("*.json"))
     assert '"rounds"' in text  # the run is there (its segment)...

@@ -26,7 +26,10 @@ TESTS = ["test_mm[4096]", "test_add[1M]", "test_softmax[8k]", "test_ln[4k]"]
 
 
 def session_results(
-    slow: dict[str, float] | None = None, seed: int = 0, **env: Any
+    slow: dict[str, float] | None = None,
+    seed: int = 0,
+    numerics: list[dict[str, Any]] | None = None,
+    **env: Any,
 ) -> list[Result]:
     """One session: every benchmark once; ``slow`` scales a benchmark's level."""
     out = []
@@ -34,10 +37,13 @@ def session_results(
         level = 1e-3 * (i + 1) * (slow or {}).get(test, 1.0)
         # run-to-run noise of about 0.5 %, seeded: a run's level moves, its rounds follow
         run_level = level * (1 + 0.005 * ((seed * 7 + i * 3) % 5 - 2) / 2)
-        r = result(test, kind=None, level=run_level, seed=seed * 10 + i)
-        r.rounds = rounds(run_level, noise=0.003, seed=seed * 10 + i)
+        measured = {
+            "rounds": rounds(run_level, noise=0.003, seed=seed * 10 + i),
+            "environment": {**GPU_ENV, **env},
+            "numerics": numerics,
+        }
+        r = result(test, kind=None, level=run_level, seed=seed * 10 + i, measured=measured)
         r.run_id = f"run-{seed}"
-        r.environment = {**GPU_ENV, **env}
         out.append(r)
     return out
 
@@ -527,3 +533,26 @@ def test_show_name_dot_json_shows_the_baseline_of_that_name(
     (tmp_path / "main.json").write_text("{}")  # a file of that name here is what it means
     code, _ = run("show", "main.json", "--dir", str(bdir))
     assert code == cli.INPUT_ERROR
+
+
+def test_compare_judges_the_newest_stored_run_with_its_fingerprint_and_policy(
+    tmp_path: Path,
+) -> None:
+    """A stored run becomes a result with the run's policy and numerics fingerprint, made
+    with them (a measurement is not changed after it is made)."""
+    from pytest_gpuperf.cli import runsets
+
+    fp = [{"path": "out", "shape": [2], "dtype": "torch.float32", "numel": 2, "nan": 0,
+           "inf": 0, "samples": [1.0, -1.0],
+           "stats": {"mean": 0.0, "abs_mean": 1.0, "min": -1.0, "max": 1.0, "std": 1.0}}]  # fmt: skip
+    store = BaselineStore(tmp_path)
+    for s in range(4):
+        store.save("main", session_results(seed=s), now=T0 + dt.timedelta(hours=s))
+    store.save("pr", session_results(seed=20, numerics=fp), now=T0 + dt.timedelta(days=1))
+    main, cand = store.load("main"), store.load("pr")
+    got = runsets.compare(runsets.from_baseline(main), runsets.from_baseline(cand))
+    assert len(got.results) == len(TESTS)
+    for r in got.results:
+        entry = cand.benchmarks[r.id.key]
+        assert r.numerics == fp and r.policy == dict(entry.runs[-1].policy)
+        assert r.comparison is not None and r.diagnosis is None

@@ -9,12 +9,19 @@ from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.model import BenchId, Result
 
 
-def cpu_result(median: float, *, threads: int = 1, first: float = 1e-3, jitter: float = 0.001):
+def cpu_result(
+    median: float,
+    *,
+    threads: int = 1,
+    first: float = 1e-3,
+    jitter: float = 0.001,
+    device: str = "cpu",
+) -> Result:
     rng = random.Random(1)
     rounds = [median * (1 + rng.uniform(-jitter, jitter)) for _ in range(30)]
     return Result(
         id=BenchId("t.py::test_add", mode="cpu"),
-        device="cpu",
+        device=device,
         rounds=rounds,
         calls_per_round=1,
         first_call_s=first,
@@ -41,9 +48,7 @@ def test_times_off_the_tick_or_scattered_or_on_the_gpu_are_not_plateaus() -> Non
     assert quantum_plateau(cpu_result(6.0e-3, threads=2)) is None  # 1.5 ticks
     assert quantum_plateau(cpu_result(52.85e-6, threads=2, first=40e-6)) is None
     assert quantum_plateau(cpu_result(8.0e-3, threads=2, jitter=0.4)) is None  # wide CI
-    r = cpu_result(8.0e-3, threads=2)
-    r.device = "cuda"
-    assert quantum_plateau(r) is None
+    assert quantum_plateau(cpu_result(8.0e-3, threads=2, device="cuda")) is None
     assert not any(
         n.startswith(PLATEAU_NOTE) for n in flag_notes(cpu_result(6e-3), MeasurePolicy())
     )

@@ -17,9 +17,9 @@ HOSTILE = "\x1b[31mansi\n::error::byname\r\x00\x7f\u2028\u202ex"
 
 
 def hostile_result() -> Result:
-    r = result("test_x[0]", kind="regression", ratio=2.0)
-    r.id = BenchId(r.id.nodeid, HOSTILE, r.id.mode, (("p", HOSTILE), ("q", "a\nb")))
-    return r
+    params = (("p", HOSTILE), ("q", "a\nb"))
+    bid = BenchId("tests/test_ops.py::test_x[0]", HOSTILE, "cuda-events", params)
+    return result("test_x[0]", kind="regression", ratio=2.0, measured={"id": bid})
 
 
 def test_printable_escapes_every_control_character_as_pytest_does() -> None:

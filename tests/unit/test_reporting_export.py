@@ -47,8 +47,7 @@ def test_fullnames_are_unique_across_modes_and_names() -> None:
 
 
 def test_results_without_rounds_are_left_out() -> None:
-    r = result(kind=None)
-    r.rounds = []
+    r = result(kind=None, measured={"rounds": []})
     assert json.loads(pytest_benchmark([r]))["benchmarks"] == []
 
 
@@ -64,9 +63,9 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_made_plain_text() -> None:
     assert csv_report.cell("\t=1") == "'\t=1" and csv_report.cell("\r=1") == "'\r=1"
     results = []
     for i, attack in enumerate(attacks):
-        r = result(f"test_p[{i}]", ratio=0.5)
-        r.id = BenchId(r.id.nodeid, attack, r.id.mode, (("p", attack), ("n", "-1.5")))
-        results.append(r)
+        bid = BenchId(f"tests/test_ops.py::test_p[{i}]", attack, "cuda-events",
+                      (("p", attack), ("n", "-1.5")))  # fmt: skip
+        results.append(result(f"test_p[{i}]", ratio=0.5, measured={"id": bid}))
     rows = list(csv.DictReader(io.StringIO(csv_report.render(results))))
     assert len(rows) == len(attacks)
     for got, attack in zip(rows, attacks, strict=True):

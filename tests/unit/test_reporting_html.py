@@ -13,7 +13,7 @@ import pytest
 
 from pytest_gpuperf.reporting import html, svg
 from pytest_gpuperf.reporting.history import histories
-from tests.unit.reporting_data import HOSTILE, result, save_history, session
+from tests.unit.reporting_data import HOSTILE, result, rounds, save_history, session
 
 
 def report(tmp_path: Path) -> str:
@@ -142,8 +142,8 @@ def test_history_axis_shows_commits_when_runs_recorded_them() -> None:
 
 
 def test_environment_table_leaves_out_what_was_not_recorded() -> None:
-    r = result("test_a", kind=None)
-    r.environment = {"gpu_name": "NVIDIA H200", "triton": None, "cudnn": None}
+    env = {"gpu_name": "NVIDIA H200", "triton": None, "cudnn": None}
+    r = result("test_a", kind=None, measured={"environment": env})
     page = html.render([r])
     env = page[page.index("<h3>Environment</h3>") :]
     assert "NVIDIA H200" in env and "None" not in env and "triton" not in env
@@ -155,15 +155,15 @@ def test_a_shapes_sweep_gets_a_throughput_by_shape_plot() -> None:
     results = []
     for dtype, speed in (("bfloat16", 2.0), ("float32", 1.0)):
         for i, n in enumerate((256, 1024, 4096)):
-            r = result("x", kind="no-change", ratio=1.0, level=1e-5 * 4**i / speed)
-            r.id = BenchId(
+            bid = BenchId(
                 f"tests/test_mm.py::test_mm[{n}-{dtype}]",
                 None,
                 "cuda-events",
                 (("shape", f"{n}x{n}x{n}"), ("dtype", dtype)),
             )
-            r.flops = 2.0 * n**3
-            results.append(r)
+            measured = {"id": bid, "flops": 2.0 * n**3}
+            level = 1e-5 * 4**i / speed
+            results.append(result("x", kind="no-change", ratio=1.0, level=level, measured=measured))
     results.append(result("test_other", kind=None))  # no shapes: no plot
     page = html.render(results)
     assert "<h2>By shape</h2>" in page
@@ -286,8 +286,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 
 
 def test_few_rounds_have_no_interval_in_the_html_either() -> None:
-    r = result("test_few", kind=None)
-    r.rounds = r.rounds[:5]
+    r = result("test_few", kind=None, measured={"rounds": rounds(5.0e-4)[:5]})
     assert "- (fewer than 6 rounds: no such interval exists)" in html.render([r])
 
 
@@ -312,11 +311,11 @@ def test_the_by_shape_series_never_take_the_baseline_or_current_colours() -> Non
     results = []
     for dtype in ("bfloat16", "float32", "float16"):
         for n in (256, 1024):
-            r = result("x", kind="no-change", ratio=1.0, level=1e-5 * n / 256)
-            r.id = BenchId(f"t.py::test_mm[{n}-{dtype}]", None, "cuda-events",
-                           (("shape", f"{n}x{n}"), ("dtype", dtype)))  # fmt: skip
-            r.flops = 2.0 * n**3
-            results.append(r)
+            bid = BenchId(f"t.py::test_mm[{n}-{dtype}]", None, "cuda-events",
+                          (("shape", f"{n}x{n}"), ("dtype", dtype)))  # fmt: skip
+            measured = {"id": bid, "flops": 2.0 * n**3}
+            level = 1e-5 * n / 256
+            results.append(result("x", kind="no-change", ratio=1.0, level=level, measured=measured))
     page = html.render(results)
     sweep = page[page.index("<h2>By shape</h2>") :]
     sweep = sweep[: sweep.index("</figure>")]

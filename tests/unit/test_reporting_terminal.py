@@ -147,8 +147,9 @@ def test_flags_each_note_once_with_its_benchmarks() -> None:
 def test_few_rounds_have_no_interval_instead_of_a_contradictory_one() -> None:
     """5 kept rounds: the median's 95 % interval would be their whole range (one outlier
     makes it ±250 % next to a 0.7 % spread); the table says '-' and the legend why."""
-    r = result("test_few", kind=None)
-    r.rounds = [*rounds(1e-3, n=4, noise=0.002), 3.5e-3]
+    r = result(
+        "test_few", kind=None, measured={"rounds": [*rounds(1e-3, n=4, noise=0.002), 3.5e-3]}
+    )
     text = render([r])
     row = next(line for line in text.splitlines() if line.startswith("test_few"))
     assert row.split()[3] == "-"
@@ -220,11 +221,14 @@ def test_fold_wraps_a_long_line_and_keeps_a_command_to_copy_whole() -> None:
 
 
 def test_quiet_says_why_timings_under_a_tracer_are_not_comparable() -> None:
-    results = [result(f"test_{i}", kind="inconclusive", ratio=7.6, seed=i) for i in range(5)]
+    tracer = {"tracer": "sys.settrace (a Python tracer: coverage.py, a debugger)"}
+    results = [
+        result(f"test_{i}", kind="inconclusive", ratio=7.6, seed=i, measured=tracer)
+        for i in range(5)
+    ]
     for r in results:
         assert r.comparison is not None
         r.comparison = replace(r.comparison, why="not-comparable")
-        r.tracer = "sys.settrace (a Python tracer: coverage.py, a debugger)"
     quiet = render(results, TableSpec(quiet=True))
     after = quiet[quiet.index("verdicts:") :]
     assert "5 inconclusive (passed)" in after
