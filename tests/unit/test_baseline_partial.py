@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.records import RunRecord, _Entries
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import CorruptBaseline
 from tests.unit.test_baseline import KEY, T0, make_result, store_files
@@ -69,9 +70,11 @@ def test_a_forged_run_of_a_collected_test_is_refused_as_a_whole_load_refuses_it(
     before = store_files(store)
     with pytest.raises(CorruptBaseline) as whole:
         store.load("main")
-    with pytest.raises(CorruptBaseline) as part:
-        store.load("main", nodeids=[MM])
-    assert str(part.value) == str(whole.value)
+    loaded = store.load("main", nodeids=[MM])  # its runs are read when first used
+    for use in (lambda: loaded.benchmarks[KEY], lambda: loaded.match(KEY, {}, None)):
+        with pytest.raises(CorruptBaseline) as part:
+            use()
+        assert str(part.value) == str(whole.value)
     assert f"baseline file {seg} (a segment of main.json) cannot be used" in str(part.value)
     assert store_files(store) == before
 
@@ -104,3 +107,54 @@ def test_a_broken_segment_is_refused_even_with_no_collected_test_in_it(
         store.load("main", nodeids=[MM] if damage == "edited" else ())
     assert str(part.value) == str(whole.value)
     assert re.search(r"main\.runs/.*\.json", str(part.value))
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The run ids :meth:`RunRecord.from_dict` makes records of, from now on."""
+    made: list[str] = []
+    real = RunRecord.from_dict
+
+    def counted(d: Any, policies: Any) -> RunRecord:
+        made.append(d["run_id"])
+        return real(d, policies)
+
+    monkeypatch.setattr(RunRecord, "from_dict", counted)
+    return made
+
+
+def test_a_session_load_reads_a_benchmarks_runs_when_first_used_and_keeps_few(
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every test collected, no run is parsed by the load itself: a benchmark's are
+    read when the gate first asks for them, and only the last few entries are kept."""
+    whole = store.load("main")
+    made = _counting(monkeypatch)
+    part = store.load("main", nodeids=[MM, ADD])
+    assert made == [] and set(part.benchmarks) == {KEY, ADD_KEY}
+    assert part.stored_runs() == 6 and KEY in part.benchmarks
+    assert part.benchmarks[KEY] == whole.benchmarks[KEY]
+    assert made == ["r0", "r1", "r2"]
+    assert part.benchmarks.get(KEY) is part.benchmarks[KEY]  # kept while recent
+    monkeypatch.setattr(_Entries, "KEEP", 1)
+    assert part.benchmarks[ADD_KEY] == whole.benchmarks[ADD_KEY]
+    assert part.benchmarks[KEY] == whole.benchmarks[KEY]  # let go, so read again
+    assert len(made) == 9
+
+
+def test_a_segment_changed_or_removed_after_the_load_is_caught_when_its_runs_are_read(
+    store: BaselineStore,
+) -> None:
+    """The run lines found at the load are read again only from the same file; a file
+    replaced since is read whole and validated, a removed one is reported missing."""
+    seg = _segments(store)[1]
+    part = store.load("main", nodeids=[MM])
+    _forge(store, seg, KEY, median="fast")
+    with pytest.raises(CorruptBaseline) as whole:
+        store.load("main")
+    with pytest.raises(CorruptBaseline) as late:
+        part.benchmarks[KEY]
+    assert str(late.value) == str(whole.value)
+    seg.unlink()
+    with pytest.raises(CorruptBaseline, match=r"the file is missing, and main\.json lists"):
+        part.benchmarks[KEY]
+
