@@ -158,3 +158,15 @@ def test_a_segment_changed_or_removed_after_the_load_is_caught_when_its_runs_are
     with pytest.raises(CorruptBaseline, match=r"the file is missing, and main\.json lists"):
         part.benchmarks[KEY]
 
+
+def test_a_judge_lets_go_of_the_runs_of_the_benchmarks_it_judged(store: BaselineStore) -> None:
+    from pytest_gpuperf.verdict.judge import Judge
+
+    judge = Judge(store.load("main", nodeids=[MM, ADD]))
+    mm, add = make_result(MM, run_id="now"), make_result(ADD, run_id="now")
+    first = judge.match(mm)
+    assert first.status == "match" and len(first.runs) == 3
+    judge.match(add)
+    judge.forget([KEY])
+    assert [k for k, _ in judge._matches] == [ADD_KEY]
+    assert judge.match(mm) == first
