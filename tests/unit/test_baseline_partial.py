@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.baseline.records import RunRecord, _Entries
+from pytest_gpuperf.baseline.records import RunRecord
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import CorruptBaseline
 from tests.unit.test_baseline import KEY, T0, make_result, store_files
@@ -127,6 +127,8 @@ def test_a_session_load_reads_a_benchmarks_runs_when_first_used_and_keeps_few(
 ) -> None:
     """With every test collected, no run is parsed by the load itself: a benchmark's are
     read when the gate first asks for them, and only the last few entries are kept."""
+    from pytest_gpuperf.baseline import records
+
     whole = store.load("main")
     made = _counting(monkeypatch)
     part = store.load("main", nodeids=[MM, ADD])
@@ -135,7 +137,7 @@ def test_a_session_load_reads_a_benchmarks_runs_when_first_used_and_keeps_few(
     assert part.benchmarks[KEY] == whole.benchmarks[KEY]
     assert made == ["r0", "r1", "r2"]
     assert part.benchmarks.get(KEY) is part.benchmarks[KEY]  # kept while recent
-    monkeypatch.setattr(_Entries, "KEEP", 1)
+    monkeypatch.setattr(records._Entries, "KEEP", 1)
     assert part.benchmarks[ADD_KEY] == whole.benchmarks[ADD_KEY]
     assert part.benchmarks[KEY] == whole.benchmarks[KEY]  # let go, so read again
     assert len(made) == 9
