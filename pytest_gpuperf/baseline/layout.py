@@ -232,7 +232,7 @@ def assemble(
     lazy: dict[str, LazyRuns] = {}
     for sid, named in refs.items():
         entry = index["segments"][sid]
-        scanned = None if keys is None else _scan(files, sid, entry, keys)
+        scanned = None if keys is None else _scan(files, sid, entry, {n[2] for n in named})
         if scanned is not None:
             for runs, i, key, dig, fid, pid in named:
                 later = lazy.get(key)
@@ -306,8 +306,9 @@ def _scan(files: Files, sid: str, entry: Mapping[str, Any], keys: set[str]) -> _
     """Segment ``sid`` checked without parsing its runs: where its bytes are those the
     index records (SHA-256) and laid out as :func:`write_segment` writes them, the rest of
     it (every benchmark's key, the segment's own fields) is parsed and validated as the
-    whole would be, and the run lines of the benchmarks in ``keys`` are located for
-    :class:`LazyRuns`. None where the segment is not such a one (it is then read whole)."""
+    whole would be, and the run lines of the benchmarks in ``keys`` (those the index names
+    runs of in it) are located for :class:`LazyRuns`. None where the segment is not such a
+    one, or a benchmark's lines are not found (it is then read whole)."""
     path = files.segment(sid)
     try:
         with open(path, "rb") as f:
@@ -345,7 +346,7 @@ def _scan(files: Files, sid: str, entry: Mapping[str, Any], keys: set[str]) -> _
     except (RecursionError, schema.SchemaProblem):
         return None  # read_segment reports the problem as the whole segment has it
     runs = doc.pop("runs")
-    if any(runs.get(k) for k in keys):
+    if len(blocks) < len(keys) or any(runs.get(k) for k in keys):
         return None  # runs of a selected benchmark not where a save writes them
     return _Scanned(sid, entry, doc, blocks, stat)
 

@@ -172,3 +172,28 @@ def test_a_judge_lets_go_of_the_runs_of_the_benchmarks_it_judged(store: Baseline
     judge.forget([KEY])
     assert [k for k, _ in judge._matches] == [ADD_KEY]
     assert judge.match(mm) == first
+
+
+@pytest.mark.parametrize("layout", ["as saved", "reindented"])
+def test_odd_names_and_a_segment_laid_out_otherwise_give_the_runs_of_a_whole_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """Keys with quotes, backslashes and accents are found in a segment as saved (read on
+    first use); a segment laid out otherwise (its SHA-256 recorded) is read at the load."""
+    odd = 'tests/test_ops.py::test_x[é"\\\\ 1]'
+    store = BaselineStore(tmp_path / "baselines")
+    for day in range(2):
+        results = [make_result(odd, run_id=f"r{day}"), make_result(ADD, run_id=f"r{day}")]
+        store.save("main", results, now=T0 + dt.timedelta(days=day))
+    if layout == "reindented":
+        for seg in _segments(store):
+            seg.write_text(json.dumps(json.loads(seg.read_text()), indent=1))
+            index = json.loads(store.path("main").read_text())
+            index["segments"][seg.stem]["sha256"] = hashlib.sha256(seg.read_bytes()).hexdigest()
+            store.path("main").write_text(schema.dumps(index))
+    whole = store.load("main")
+    made = _counting(monkeypatch)
+    part = store.load("main", nodeids=[odd])
+    assert len(made) == (2 if layout == "reindented" else 0)
+    (key,) = part.benchmarks
+    assert part.benchmarks[key] == whole.benchmarks[key] and len(whole.benchmarks[key].runs) == 2
