@@ -207,8 +207,11 @@ def assemble(
 
     With ``select``, only the benchmarks whose index entry it accepts: the segments
     that hold none of their runs are not read, only checked at their two ends (as
-    :func:`check_segments` does); in the others, the runs of other benchmarks are
-    left unparsed where they can be (:func:`read_segment`).
+    :func:`check_segments` does). In the others, a segment whose bytes are the ones
+    the index records and laid out as a save writes it is checked without its runs
+    (:func:`_scan`), and a benchmark's ``runs`` are then a :class:`LazyRuns`: read,
+    validated and converted when first asked for, not before; the runs of other
+    segments are read and validated now (:func:`read_segment`).
     """
     refs: dict[str, list[tuple[list[Any], int, str, str, str, str]]] = {}
     benchmarks: dict[str, Any] = {}
@@ -226,20 +229,24 @@ def assemble(
     keys = None if select is None else set(benchmarks)
     for sid in sorted(others - set(refs)):
         _check_segment(files, sid, index["segments"][sid])
+    lazy: dict[str, LazyRuns] = {}
     for sid, named in refs.items():
-        seg = read_segment(files, sid, index["segments"][sid], keys)["runs"]
+        entry = index["segments"][sid]
+        scanned = None if keys is None else _scan(files, sid, entry, {n[2] for n in named})
+        if scanned is not None:
+            for runs, i, key, dig, fid, pid in named:
+                later = lazy.get(key)
+                if later is None:
+                    later = lazy[key] = LazyRuns(files, key, len(runs), convert, policies)
+                later.add(i, scanned, dig, fid, pid)
+            continue
+        seg = read_segment(files, sid, entry, keys)["runs"]
         for runs, i, key, dig, fid, pid in named:
-            run = (seg.get(key) or {}).get(dig)
-            if run is None:
-                raise _broken_segment(
-                    files,
-                    sid,
-                    index["segments"][sid]["timestamp"],
-                    f"it has no run {dig} of benchmark {key!r}, which {files.index.name} lists",
-                )
-            run["fingerprint"], run["policy"] = fid, pid  # the index's ids are canonical
-            runs[i] = run if convert is None else convert(run, policies)
+            runs[i] = _run_of(files, sid, entry, seg, key, dig, fid, pid, convert, policies)
         del seg
+    for key, later in lazy.items():
+        later.ready = benchmarks[key]["runs"]
+        benchmarks[key]["runs"] = later
     return {
         "schema": schema.SCHEMA,
         "schema_version": schema.DOCUMENT_VERSION,
@@ -248,6 +255,174 @@ def assemble(
         "policies": index["policies"],
         "benchmarks": benchmarks,
     }
+
+
+def _run_of(
+    files: Files,
+    sid: str,
+    entry: Mapping[str, Any],
+    seg: Mapping[str, Any],
+    key: str,
+    dig: str,
+    fid: str,
+    pid: str,
+    convert: Convert | None,
+    policies: Mapping[str, Any],
+) -> Any:
+    """Run ``dig`` of benchmark ``key`` in the (validated) runs ``seg`` of segment ``sid``,
+    with the index's ids, converted; a segment without it is broken."""
+    run = (seg.get(key) or {}).get(dig)
+    if run is None:
+        raise _broken_segment(
+            files,
+            sid,
+            entry["timestamp"],
+            f"it has no run {dig} of benchmark {key!r}, which {files.index.name} lists",
+        )
+    run["fingerprint"], run["policy"] = fid, pid  # the index's ids are canonical
+    return run if convert is None else convert(run, policies)
+
+
+@dataclass(frozen=True)
+class _Scanned:
+    """A segment checked without its runs (:func:`_scan`): where each selected
+    benchmark's run lines are, and what identifies the file that was read."""
+
+    sid: str
+    entry: Mapping[str, Any]
+    #: the segment's fields other than its runs, as validated
+    head: Mapping[str, Any]
+    #: benchmark key -> (start, end) of its run lines in the file
+    blocks: Mapping[str, tuple[int, int]]
+    #: (device, inode, size, modification time in ns) of the file read
+    stat: tuple[int, int, int, int]
+
+
+def _file_id(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _scan(files: Files, sid: str, entry: Mapping[str, Any], keys: set[str]) -> _Scanned | None:
+    """Segment ``sid`` checked without parsing its runs: where its bytes are those the
+    index records (SHA-256) and laid out as :func:`write_segment` writes them, the rest of
+    it (every benchmark's key, the segment's own fields) is parsed and validated as the
+    whole would be, and the run lines of the benchmarks in ``keys`` (those the index names
+    runs of in it) are located for :class:`LazyRuns`. None where the segment is not such a
+    one, or a benchmark's lines are not found (it is then read whole)."""
+    path = files.segment(sid)
+    try:
+        with open(path, "rb") as f:
+            stat = _file_id(os.fstat(f.fileno()))
+            data = f.read()
+    except OSError:
+        return None  # read_segment says what is wrong
+    if entry.get("sha256") != hashlib.sha256(data).hexdigest():
+        return None
+    if not _segment_ends(path, sid, (b"", data[-_SNIFF:])):
+        return None
+    wanted = {json.dumps(k, ensure_ascii=False).encode("utf-8"): k for k in keys}
+    rest: list[bytes] = []
+    blocks: dict[str, tuple[int, int]] = {}
+    pos = at = 0  # the rest is kept from pos on; benchmark lines are looked for from at on
+    while True:
+        start = data.find(b"\n" + _BENCH_LINE, at)
+        eol = data.find(b"\n", start + 1) if start >= 0 else -1
+        close = data.find(b"\n    }", eol) if eol >= 0 else -1
+        if close < 0:
+            break
+        line, at = data[start + 1 : eol], eol
+        if not line.endswith(b": {"):
+            continue
+        rest.append(data[pos:eol])
+        key = wanted.get(line[4:-3])
+        if key is not None:
+            blocks[key] = (eol + 1, close)
+        pos = at = close
+    rest.append(data[pos:])
+    del data
+    try:
+        doc = schema.load_json(b"".join(rest))
+        schema.validate_segment(doc, sid)
+    except (RecursionError, schema.SchemaProblem):
+        return None  # read_segment reports the problem as the whole segment has it
+    runs = doc.pop("runs")
+    if len(blocks) < len(keys) or any(runs.get(k) for k in keys):
+        return None  # runs of a selected benchmark not where a save writes them
+    return _Scanned(sid, entry, doc, blocks, stat)
+
+
+class LazyRuns:
+    """The runs of one benchmark, read from the segments that hold them when first asked
+    for (:meth:`load`), each validated as :func:`read_segment` validates a segment; a
+    problem is reported as the whole segment's. Not kept: each call reads them again."""
+
+    def __init__(
+        self,
+        files: Files,
+        key: str,
+        n: int,
+        convert: Convert | None,
+        policies: Mapping[str, Any],
+    ):
+        self.files = files
+        self.key = key
+        self.convert = convert
+        self.policies = policies
+        #: the runs read already (from segments read whole), None where still to read
+        self.ready: list[Any] = [None] * n
+        self._later: list[tuple[int, _Scanned, str, str, str]] = []
+
+    def __len__(self) -> int:
+        return len(self.ready)
+
+    def add(self, i: int, scanned: _Scanned, dig: str, fid: str, pid: str) -> None:
+        self._later.append((i, scanned, dig, fid, pid))
+
+    def __call__(self) -> list[Any]:
+        return self.load()
+
+    def load(self) -> list[Any]:
+        """The runs, in order, read, validated and converted now."""
+        out = list(self.ready)
+        by_segment: dict[str, list[tuple[int, _Scanned, str, str, str]]] = {}
+        for later in self._later:
+            by_segment.setdefault(later[1].sid, []).append(later)
+        for sid, named in by_segment.items():
+            scanned = named[0][1]
+            seg = self._runs_in(scanned)
+            for i, _, dig, fid, pid in named:
+                out[i] = _run_of(
+                    self.files, sid, scanned.entry, seg, self.key, dig, fid, pid,
+                    self.convert, self.policies,
+                )  # fmt: skip
+        return out
+
+    def _runs_in(self, scanned: _Scanned) -> dict[str, Any]:
+        """The validated runs of this benchmark in ``scanned``'s segment (``{key: runs}``):
+        its run lines where the file is the one scanned, else the whole segment read again."""
+        path = self.files.segment(scanned.sid)
+        start, end = scanned.blocks.get(self.key, (0, 0))
+        try:
+            with open(path, "rb") as f:
+                same = _file_id(os.fstat(f.fileno())) == scanned.stat
+                f.seek(start)
+                lines = f.read(end - start) if same else b""
+        except FileNotFoundError:
+            raise _missing_segment(self.files, path, scanned.entry["timestamp"]) from None
+        except OSError:
+            same = False
+        if same:
+            try:
+                runs = schema.load_json(b"{" + lines + b"}") if lines else {}
+                schema.validate_segment({**scanned.head, "runs": {self.key: runs}}, scanned.sid)
+                return {self.key: runs}
+            except (RecursionError, schema.SchemaProblem):
+                pass  # the problem as the whole segment has it, below
+        try:
+            seg = read_segment(self.files, scanned.sid, scanned.entry)
+        except _SegmentGone as gone:
+            raise _missing_segment(self.files, gone.path, gone.stamp) from None
+        return dict(seg["runs"])
 
 
 def load(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -319,6 +319,62 @@ class Match:
         return f"different {what}: {'; '.join(self.differences)}"
 
 
+def _entry(key: str, b: Mapping[str, Any], policies: Mapping[str, Any]) -> BenchmarkEntry:
+    """A benchmark of a document (its runs as dicts or records, or a callable returning
+    them) as an entry of records."""
+    runs = b["runs"]() if callable(b["runs"]) else b["runs"]
+    return BenchmarkEntry(
+        key=key,
+        nodeid=b["nodeid"],
+        name=b["name"],
+        mode=b["mode"],
+        params=dict(b["params"]),
+        runs=[r if isinstance(r, RunRecord) else RunRecord.from_dict(r, policies) for r in runs],
+    )
+
+
+class _Entries(Mapping[str, BenchmarkEntry]):
+    """The benchmarks of a baseline whose runs are read when first asked for (a load
+    with ``nodeids``: :class:`pytest_gpuperf.baseline.layout.LazyRuns`): an entry is
+    made on each access, and only the last :data:`KEEP` are kept, so that a session that
+    judges its benchmarks one by one never holds every run. A problem with a run is
+    raised (a ``CorruptBaseline``) by the access that reads it."""
+
+    #: how many entries are kept (a test's benchmarks are judged, then reported)
+    KEEP = 16
+
+    def __init__(self, benches: Mapping[str, Mapping[str, Any]], policies: Mapping[str, Any]):
+        self._benches = benches
+        self._policies = policies
+        self._kept: dict[str, BenchmarkEntry] = {}
+
+    def __getitem__(self, key: str) -> BenchmarkEntry:
+        entry = self._kept.pop(key, None)
+        if entry is None:
+            entry = _entry(key, self._benches[key], self._policies)
+            while len(self._kept) >= self.KEEP:
+                del self._kept[next(iter(self._kept))]
+        self._kept[key] = entry  # the most recently used last
+        return entry
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._benches
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._benches)
+
+    def __len__(self) -> int:
+        return len(self._benches)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def stored_runs(self) -> int:
+        return sum(len(b["runs"]) for b in self._benches.values())
+
+
 class Baseline:
     """A loaded baseline: fingerprints and policies by id, benchmarks by key (read-only view).
 
@@ -340,20 +396,18 @@ class Baseline:
         }
         #: measurement policy records by id (runs carry theirs resolved, as ``RunRecord.policy``)
         self.policies: dict[str, dict[str, Any]] = {k: dict(v) for k, v in doc["policies"].items()}
-        self.benchmarks: dict[str, BenchmarkEntry] = {
-            key: BenchmarkEntry(
-                key=key,
-                nodeid=b["nodeid"],
-                name=b["name"],
-                mode=b["mode"],
-                params=dict(b["params"]),
-                runs=[
-                    r if isinstance(r, RunRecord) else RunRecord.from_dict(r, doc["policies"])
-                    for r in b["runs"]
-                ],
-            )
-            for key, b in doc["benchmarks"].items()
-        }
+        benches = doc["benchmarks"]
+        self.benchmarks: Mapping[str, BenchmarkEntry]
+        if any(callable(b["runs"]) for b in benches.values()):
+            self.benchmarks = _Entries(benches, doc["policies"])
+        else:
+            self.benchmarks = {key: _entry(key, b, doc["policies"]) for key, b in benches.items()}
+
+    def stored_runs(self) -> int:
+        """How many runs the benchmarks loaded have, counted without reading them."""
+        if isinstance(self.benchmarks, _Entries):
+            return self.benchmarks.stored_runs()
+        return sum(len(e.runs) for e in self.benchmarks.values())
 
     def __repr__(self) -> str:
         return (

@@ -12,6 +12,7 @@ from typing import Any
 from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import MATCH, Baseline, RunRecord
 from pytest_gpuperf.baseline.schema import fingerprint_id
+from pytest_gpuperf.errors import BaselineError
 from pytest_gpuperf.model import Result
 
 
@@ -48,7 +49,11 @@ def histories(
     out: dict[str, BenchHistory] = {}
     for r in results:
         key = r.id.key
-        entry = baseline.benchmarks.get(key)
+        try:  # a baseline loaded for a session reads a benchmark's runs here
+            entry = baseline.benchmarks.get(key)
+        except BaselineError as e:  # the test's failure said it (shell/session.py)
+            out[key] = BenchHistory(baseline.name, (), (), None, str(e))
+            continue
         runs = list(entry.runs) if entry else []
         if not r.environment:
             out[key] = BenchHistory(baseline.name, (), runs, None, "no environment recorded")

@@ -462,6 +462,7 @@ class GpuPerfSession:
 
     def _verdict(self, item: pytest.Item, results: list[Result]) -> list[str]:
         """Judge the test's results (re-measuring suspects), capture evidence; the failures."""
+        from pytest_gpuperf.errors import BaselineError
         from pytest_gpuperf.shell.capture import should_capture
         from pytest_gpuperf.shell.gate import Judgement
         from pytest_gpuperf.verdict.comparison import REGRESSION
@@ -473,9 +474,12 @@ class GpuPerfSession:
                 self.gate.look_ahead = False
             # Inconclusive verdicts pass; their detail is printed once, in the terminal
             # summary's inconclusive block (reporting/terminal.py), not as warnings.
-            judgement = self.gate.judge(
-                item, results, device=self.ensure_device(), progress=self._progress()
-            )
+            try:
+                judgement = self.gate.judge(
+                    item, results, device=self.ensure_device(), progress=self._progress()
+                )
+            except BaselineError as e:  # a run of this test's, read now, that cannot be used
+                return [f"gpuperf: no verdict: {e}"]
         failed = bool(judgement.failures)
         if should_capture(self.settings.capture.mode, failed):
             report = self._capture(item, results, judgement)
@@ -514,11 +518,15 @@ class GpuPerfSession:
     def _baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
         """The baseline runs of each result's benchmark (by key), for a kernel diff."""
         from pytest_gpuperf.baseline import records as br
+        from pytest_gpuperf.errors import BaselineError
 
         baselines: dict[str, Any] = {}
         if self.gate is not None:
             for r in results:
-                match = self.gate.rule.match(r)
+                try:
+                    match = self.gate.rule.match(r)
+                except BaselineError:  # said in the test's failure (_verdict)
+                    continue
                 if match.status == br.MATCH:
                     baselines[r.id.key] = match.runs
         return baselines

@@ -12,7 +12,7 @@ Pure Python: no torch, no pytest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -120,6 +120,14 @@ class Judge:
                 fp = fingerprint(result.environment or {}, self.fingerprint_extra)
             self._matches[key] = self.baseline.match(result.id.key, fp, result.policy)
         return self._matches[key]
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Let go of the baseline runs of benchmarks ``keys`` (judged): a session of
+        thousands of benchmarks would otherwise hold all their runs; :meth:`match` reads
+        them again if asked."""
+        gone = set(keys)
+        for cached in [k for k in self._matches if k[0] in gone]:
+            del self._matches[cached]
 
     def policy_for(self, result: Result) -> DecisionPolicy:
         """The session's policy, with this benchmark's own threshold where it has one."""

@@ -114,6 +114,39 @@ def test_corrupt_baseline_is_a_clear_error_and_is_left_untouched(
             assert path.read_bytes() == before
 
 
+def test_a_forged_run_read_when_its_test_is_judged_fails_that_test_with_the_remedy(
+    pytester: pytest.Pytester,
+) -> None:
+    """A run whose segment the index vouches for (its SHA-256 forged too) is read when its
+    test is judged: that test fails with what is wrong and how to repair it, no traceback;
+    the other test is judged as usual."""
+    import hashlib
+
+    from pytest_gpuperf.baseline import schema
+
+    pytester.makepyfile(test_spin=BENCH)
+    run(pytester, "--gpuperf-save=main").assert_outcomes(passed=2)
+    folder = pytester.path / ".gpuperf" / "baselines"
+    (seg,) = (folder / "main.runs").glob("*.json")
+    doc = json.loads(seg.read_text())
+    key = next(k for k in doc["runs"] if "changed" in k)
+    next(iter(doc["runs"][key].values()))["median"] = "fast"
+    seg.write_text(schema.dumps(doc, compact_depth=3))
+    index = json.loads((folder / "main.json").read_text())
+    index["segments"][seg.stem]["sha256"] = hashlib.sha256(seg.read_bytes()).hexdigest()
+    (folder / "main.json").write_text(schema.dumps(index))
+    result = run(pytester, "--gpuperf-baseline=main", NO_RERUNS)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*gpuperf: no verdict: baseline file", "*FAILED test_spin.py::test_spin?changed?*"]
+    )
+    text = " ".join(result.stdout.str().split())  # the failure text is folded
+    assert f"{seg.name} (a segment of main.json) cannot be used: runs[" in text
+    assert "median: expected a number > 0, got the string 'fast'" in text
+    assert "pytest-gpuperf prune main" in text
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_a_save_that_cannot_happen_stops_before_measuring(pytester: pytest.Pytester) -> None:
     """The baseline folder is a file: this was found only after measuring (defect 15)."""
     pytester.makepyfile(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline.records import RunRecord
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import CorruptBaseline
 from tests.unit.test_baseline import KEY, T0, make_result, store_files
@@ -69,9 +70,11 @@ def test_a_forged_run_of_a_collected_test_is_refused_as_a_whole_load_refuses_it(
     before = store_files(store)
     with pytest.raises(CorruptBaseline) as whole:
         store.load("main")
-    with pytest.raises(CorruptBaseline) as part:
-        store.load("main", nodeids=[MM])
-    assert str(part.value) == str(whole.value)
+    loaded = store.load("main", nodeids=[MM])  # its runs are read when first used
+    for use in (lambda: loaded.benchmarks[KEY], lambda: loaded.match(KEY, {}, None)):
+        with pytest.raises(CorruptBaseline) as part:
+            use()
+        assert str(part.value) == str(whole.value)
     assert f"baseline file {seg} (a segment of main.json) cannot be used" in str(part.value)
     assert store_files(store) == before
 
@@ -104,3 +107,93 @@ def test_a_broken_segment_is_refused_even_with_no_collected_test_in_it(
         store.load("main", nodeids=[MM] if damage == "edited" else ())
     assert str(part.value) == str(whole.value)
     assert re.search(r"main\.runs/.*\.json", str(part.value))
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The run ids :meth:`RunRecord.from_dict` makes records of, from now on."""
+    made: list[str] = []
+    real = RunRecord.from_dict
+
+    def counted(d: Any, policies: Any) -> RunRecord:
+        made.append(d["run_id"])
+        return real(d, policies)
+
+    monkeypatch.setattr(RunRecord, "from_dict", counted)
+    return made
+
+
+def test_a_session_load_reads_a_benchmarks_runs_when_first_used_and_keeps_few(
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every test collected, no run is parsed by the load itself: a benchmark's are
+    read when the gate first asks for them, and only the last few entries are kept."""
+    from pytest_gpuperf.baseline import records
+
+    whole = store.load("main")
+    made = _counting(monkeypatch)
+    part = store.load("main", nodeids=[MM, ADD])
+    assert made == [] and set(part.benchmarks) == {KEY, ADD_KEY}
+    assert part.stored_runs() == 6 and KEY in part.benchmarks
+    assert part.benchmarks[KEY] == whole.benchmarks[KEY]
+    assert made == ["r0", "r1", "r2"]
+    assert part.benchmarks.get(KEY) is part.benchmarks[KEY]  # kept while recent
+    monkeypatch.setattr(records._Entries, "KEEP", 1)
+    assert part.benchmarks[ADD_KEY] == whole.benchmarks[ADD_KEY]
+    assert part.benchmarks[KEY] == whole.benchmarks[KEY]  # let go, so read again
+    assert len(made) == 9
+
+
+def test_a_segment_changed_or_removed_after_the_load_is_caught_when_its_runs_are_read(
+    store: BaselineStore,
+) -> None:
+    """The run lines found at the load are read again only from the same file; a file
+    replaced since is read whole and validated, a removed one is reported missing."""
+    seg = _segments(store)[1]
+    part = store.load("main", nodeids=[MM])
+    _forge(store, seg, KEY, median="fast")
+    with pytest.raises(CorruptBaseline) as whole:
+        store.load("main")
+    with pytest.raises(CorruptBaseline) as late:
+        part.benchmarks[KEY]
+    assert str(late.value) == str(whole.value)
+    seg.unlink()
+    with pytest.raises(CorruptBaseline, match=r"the file is missing, and main\.json lists"):
+        part.benchmarks[KEY]
+
+
+def test_a_judge_lets_go_of_the_runs_of_the_benchmarks_it_judged(store: BaselineStore) -> None:
+    from pytest_gpuperf.verdict.judge import Judge
+
+    judge = Judge(store.load("main", nodeids=[MM, ADD]))
+    mm, add = make_result(MM, run_id="now"), make_result(ADD, run_id="now")
+    first = judge.match(mm)
+    assert first.status == "match" and len(first.runs) == 3
+    judge.match(add)
+    judge.forget([KEY])
+    assert [k for k, _ in judge._matches] == [ADD_KEY]
+    assert judge.match(mm) == first
+
+
+@pytest.mark.parametrize("layout", ["as saved", "reindented"])
+def test_odd_names_and_a_segment_laid_out_otherwise_give_the_runs_of_a_whole_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """Keys with quotes, backslashes and accents are found in a segment as saved (read on
+    first use); a segment laid out otherwise (its SHA-256 recorded) is read at the load."""
+    odd = 'tests/test_ops.py::test_x[é"\\\\ 1]'
+    store = BaselineStore(tmp_path / "baselines")
+    for day in range(2):
+        results = [make_result(odd, run_id=f"r{day}"), make_result(ADD, run_id=f"r{day}")]
+        store.save("main", results, now=T0 + dt.timedelta(days=day))
+    if layout == "reindented":
+        for seg in _segments(store):
+            seg.write_text(json.dumps(json.loads(seg.read_text()), indent=1))
+            index = json.loads(store.path("main").read_text())
+            index["segments"][seg.stem]["sha256"] = hashlib.sha256(seg.read_bytes()).hexdigest()
+            store.path("main").write_text(schema.dumps(index))
+    whole = store.load("main")
+    made = _counting(monkeypatch)
+    part = store.load("main", nodeids=[odd])
+    assert len(made) == (2 if layout == "reindented" else 0)
+    (key,) = part.benchmarks
+    assert part.benchmarks[key] == whole.benchmarks[key] and len(whole.benchmarks[key].runs) == 2
