@@ -1,4 +1,4 @@
-"""Issue 28: a session's load keeps only the runs of the tests it collected.
+"""A session's load keeps only the runs of the tests it collected.
 
 ``BaselineStore.load(name, nodeids=...)`` is what ``--gpuperf-baseline`` does after
 collection; its errors are those of a whole load.
