@@ -27,7 +27,11 @@ benchmark), with K baseline runs and r current runs, each a fresh process:
 The benchmark's verdict: a regression if any figure is one, else inconclusive
 if any is, else an improvement if any is, else no change. Every step is
 monotone in the current times: slower current rounds can only move a verdict
-towards REGRESSION, never away from it.
+towards REGRESSION, never away from it. One choice looks at how the current
+runs spread among themselves, not at how slow they are: a CPU figure on a quiet
+host is in the quieter class only while its runs lie within 1.2x of each other
+(:func:`.host_speed.on_quiet_host`); a slowdown that moves every run alike
+keeps that spread, so a larger one is never judged more leniently.
 """
 
 from __future__ import annotations
@@ -557,7 +561,7 @@ def _figures(
                 raise ValueError(f"figure {figure!r} missing from a run")
             notes.append("end-to-end time missing from some runs (older baseline): not compared")
             continue
-        klass = host_speed.on_quiet_host(klass, base, cur, [x.y for x in b])
+        klass = host_speed.on_quiet_host(klass, base, cur, [x.y for x in b], [x.y for x in c])
         rule = functools.partial(
             decide_figure, figure, klass=klass, policy=policy, last=last,
             floor=min(floor, 0.05), like_for_like=figure != DEVICE or _same_hiding(base, cur),

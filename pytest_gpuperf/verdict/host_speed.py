@@ -113,10 +113,11 @@ QUIET_SHARE = 0.97
 QUIET_OTHERS = 0.25
 #: the class of a "cpu" figure whose runs, on both sides, were all measured on a quiet host
 QUIET_CPU = "cpu-quiet"
-#: ... and whose baseline's own runs (two or more) lie within this ratio: on the idle machine
-#: a benchmark's processes moved 1.03-1.22x, and a large memory-bound one 1.64x
-#: (bench/cpu_modes.py --suite examples): a baseline that spreads wider is noisy in itself
-CALM_BASELINE = 1.2
+#: ... and whose runs of each side (two or more in the baseline) lie within this ratio: on the
+#: idle machine a benchmark's processes moved 1.03-1.22x, and a large memory-bound one 1.64x
+#: (bench/cpu_modes.py --suite examples): runs that spread wider are of a benchmark noisy in
+#: itself
+CALM = 1.2
 #: how far (log) a run's host factor may miss the slowdown its host caused: added to the
 #: noise of a figure judged with the host taken out. On the 2-core CPU machine the canary
 #: saw a neighbour process's slowdown within 6-26 % (bench/canary_check.py premise).
@@ -167,19 +168,27 @@ def on_quiet_host(
     base: Sequence[RunLike],
     current: Sequence[RunLike],
     base_levels: Sequence[float] = (),
+    current_levels: Sequence[float] = (),
 ) -> NoiseClass:
     """``klass``, or for a "cpu" figure whose runs were all measured on a quiet host (both
     sides), the quieter :data:`QUIET_CPU` class: the "cpu" class's prior is what neighbours do
-    to a CPU timing, and with none on either side it is several times the spread. One run
-    beside a neighbour, a baseline without the reading, or a baseline whose own levels (log,
-    ``base_levels``) are fewer than two or spread beyond :data:`CALM_BASELINE` (a benchmark
-    noisy in itself, or one that cannot show it is not) keeps the "cpu" class."""
+    to a CPU timing, and with none on either side it is several times the spread.
+
+    The levels (log) must show a benchmark calm in itself: the baseline's, two or more,
+    within :data:`CALM`, and the current runs' too. A benchmark whose level moves +-30 %
+    between processes on any host can land three baseline runs within 1.2x (one time in
+    five); its current runs then spread wider, and the "cpu" class judges it. One run beside
+    a neighbour, or a baseline without the reading, keeps the "cpu" class as well."""
     runs = [*base, *current]
     if klass.name != "cpu" or not runs or not all(quiet(x) for x in runs):
         return klass
-    if len(base_levels) < 2 or max(base_levels) - min(base_levels) > math.log(CALM_BASELINE):
+    if len(base_levels) < 2 or not all(_calm(ys) for ys in (base_levels, current_levels)):
         return klass
     return CLASSES[QUIET_CPU]
+
+
+def _calm(levels: Sequence[float]) -> bool:
+    return not levels or max(levels) - min(levels) <= math.log(CALM)
 
 
 def _median(xs: Sequence[float]) -> float:
