@@ -420,7 +420,7 @@ def test_slow_processes_of_a_calm_looking_benchmark_on_a_quiet_host_do_not_fail_
     base = [quiet_cpu(t * 1e-6) for t in fast[:3]]
     for order in ([*slow, slow[0], fast[3]], [slow[0], slow[1], slow[0], slow[1], fast[4]]):
         draws = iter(order)
-        c = session(base, lambda: quiet_cpu(next(draws) * 1e-6), mode=MODE_CPU)
+        c = session(base, lambda d=draws: quiet_cpu(next(d) * 1e-6), mode=MODE_CPU)
         assert c.kind != REGRESSION, c.reasons
 
 
