@@ -323,7 +323,7 @@ def judge_figure(
     return _combine(figure, raw, strict, loose, last, math.exp(max(sb, default=0.0)), band)
 
 
-def _may_hide(raw: FigureVerdict, corrected: FigureVerdict, band: float = SAME_HOST) -> bool:
+def _may_hide(raw: FigureVerdict, corrected: FigureVerdict, band: float) -> bool:
     """Whether the runs with (some) host taken out show, or cannot rule out, a slowdown that
     the runs as measured do not: a regression, or a larger ratio whose interval reaches above
     its threshold."""
@@ -342,7 +342,7 @@ def _combine(
     loose: FigureVerdict,
     last: bool,
     worst_base: float,
-    band: float = SAME_HOST,
+    band: float,
 ) -> FigureVerdict:
     """The verdict as measured (``raw``) and with the host taken out (``corr``, its noise
     widened by the canary's; ``loose``, not widened), as one; the host's slowdown it states
