@@ -56,14 +56,6 @@ class RoundTimer(Protocol):
         ...
 
 
-def _e2e(r: tuple[float, float, int] | Round) -> float | None:
-    return r[3] if len(r) > 3 else None  # type: ignore[misc]
-
-
-def _ranks(r: tuple[float, float, int] | Round) -> tuple[float, ...] | None:
-    return r[4] if len(r) > 4 else None  # type: ignore[misc]
-
-
 _T = TypeVar("_T")
 PhaseHook = Callable[[str], AbstractContextManager[object]]
 #: called between two rounds, never inside one
@@ -161,8 +153,8 @@ def run(
         w0 = clock()
         while True:
             a = clock()
-            r = timer.time_round(calls)
-            if _e2e(r) is not None:
+            r = Round(*timer.time_round(calls))
+            if r.e2e is not None:
                 walls.append(clock() - a)
             tick()
             warmup.append(r[0])
@@ -177,7 +169,7 @@ def run(
 
     # Measure a pass, and one more if it holds no steady level (the deadline may end one at 5)
     rounds: list[float] = []
-    taken: list[tuple[tuple[float, float, int] | Round, float, float]] = []  # (r, start, end)
+    taken: list[tuple[Round, float, float]] = []  # (round, start, end)
     capped = False
     with phase("measure"), _gc_paused():
         for _ in range(2):
@@ -186,7 +178,7 @@ def run(
                     capped = True
                     break
                 a = clock()
-                r = timer.time_round(calls)
+                r = Round(*timer.time_round(calls))
                 b = clock()
                 tick()
                 rounds.append(r[0])
@@ -215,9 +207,9 @@ def run(
         spans=[(a, b) for _, a, b in tail],
         t0=t0,
         level_changes=changes,
-        e2e_rounds=_every([_e2e(r) for r, _, _ in tail]),
+        e2e_rounds=_every([r.e2e for r, _, _ in tail]),
         time_capped=capped,
-        rank_rounds=_every([_ranks(r) for r, _, _ in tail]),
+        rank_rounds=_every([r.ranks for r, _, _ in tail]),
     )
 
 

@@ -36,6 +36,7 @@ from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
 from pytest_gpuperf.shell.settings import PerTest, Settings
+from pytest_gpuperf.telemetry.probe import gather
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.child import InventorySettings
@@ -184,15 +185,12 @@ class _Measured(NamedTuple):
     tracer: str | None = None
 
 
-def _telemetry(raw: engine.RawMeasurement, finishers: list[Any]) -> dict[str, Any] | None:
-    """What the telemetry probes found over the measurement (each finisher is handed it)."""
-    telemetry: dict[str, Any] | None = None
-    for finish in finishers:
-        if callable(finish):
-            extra = finish(raw)
-            if extra:
-                telemetry = {**(telemetry or {}), **extra}
-    return telemetry
+def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
+    """How long one plain call takes, from the kept rounds (the longer of the device's median
+    and the slowest end-to-end round); None without rounds."""
+    if not rounds:
+        return None
+    return max(statistics.median(rounds), max(e2e_rounds, default=0.0))
 
 
 def _describe(fn: Any) -> str:
@@ -503,8 +501,9 @@ class GpuBench:
                     before = allocator_counters() if on_gpu else None
                     raw = engine.run(timer, policy, clock=loop_clock, phase=phase, tick=task.tick)
                     after = allocator_counters() if on_gpu else None
-                    activity, memory = self._window(timer, raw, before, after)
-                    telemetry = _telemetry(raw, finishers)
+                    per_call = _per_call(raw.rounds, raw.e2e_rounds)
+                    activity, memory = self._window(timer, per_call, before, after)
+                    telemetry = gather(finishers, raw)
                 if activity is not None:
                     telemetry = {**(telemetry or {}), "activity": activity}
                 hidden = timer.host_hidden(len(raw.rounds))
@@ -543,20 +542,20 @@ class GpuBench:
     def _window(
         self,
         timer: backend.Timer,
-        raw: engine.RawMeasurement,
+        per_call: float | None,
         before: Mapping[str, int] | None,
         after: Mapping[str, int] | None,
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """(activity, memory) over a window of plain calls after the measurement: GPM needs
-        about 0.12 s of them; without GPM a few calls give the allocator's figures."""
+        """(activity, memory) over a window of plain calls after the measurement, each taking
+        about ``per_call`` seconds (None: no round was kept): GPM needs about 0.12 s of them;
+        without GPM a few calls give the allocator's figures."""
         ctx = self._ctx
         if ctx.device != "cuda":
             return None, allocation.unavailable(allocation.CPU_REASON)
         plain = getattr(timer, "plain_calls", None)
-        if ctx.activity is None or plain is None or not raw.rounds:
+        if ctx.activity is None or plain is None or per_call is None:
             return None, None
         window = ctx.activity()
-        per_call = max(statistics.median(raw.rounds), max(raw.e2e_rounds, default=0.0))
         target, most = (WINDOW_S, WINDOW_MAX_CALLS) if window.wanted else (0.02, 20)
         if window.wanted:
             plain_window(plain, per_call, LEAD_S, most)

@@ -36,6 +36,18 @@ SLOW_METRICS_S = 0.05
 Finish = Callable[[Any], dict[str, Any]]
 
 
+def gather(finishers: list[Any], raw: Any) -> dict[str, Any] | None:
+    """What the telemetry probes found over the measurement ``raw`` (each finisher is handed
+    it), merged; None when none found anything."""
+    telemetry: dict[str, Any] | None = None
+    for finish in finishers:
+        if callable(finish):
+            extra = finish(raw)
+            if extra:
+                telemetry = {**(telemetry or {}), **extra}
+    return telemetry
+
+
 def torch_device_identity() -> tuple[int, str | None]:
     """(current CUDA device index, its UUID) as torch sees them."""
     import torch
