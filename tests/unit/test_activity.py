@@ -406,21 +406,13 @@ def _bench(device: str, window: _FakeWindow | None) -> Any:
                                  after_measure=[], activity=activity))  # fmt: skip
 
 
-def _raw(per_call: float) -> Any:
-    from tests.unit.test_telemetry import raw_with_spans
-
-    raw = raw_with_spans(0.0, [(0.0, 0.01)] * 6)
-    raw.rounds = [per_call] * 6
-    return raw
-
-
 def test_the_window_reads_gpm_over_about_a_tenth_of_a_second_of_plain_calls() -> None:
     from pytest_gpuperf.shell.fixture import LEAD_S
 
     timer = _PlainTimer()
     window = _FakeWindow(wanted=True, timer=timer)
     t0 = time.perf_counter()
-    activity, memory = _bench("cuda", window)._window(timer, _raw(1e-3), None, None)
+    activity, memory = _bench("cuda", window)._window(timer, 1e-3, None, None)
     # the GPU kept busy with the same calls for one GPM refresh before the window opens,
     # and the window counts only its own calls
     assert window.calls_before > 0 and window.opened_at - t0 >= LEAD_S
@@ -432,7 +424,7 @@ def test_the_window_reads_gpm_over_about_a_tenth_of_a_second_of_plain_calls() ->
 
 def test_without_gpm_the_window_is_a_few_calls_for_the_allocator() -> None:
     timer, window = _PlainTimer(), _FakeWindow(wanted=False)
-    _bench("cuda", window)._window(timer, _raw(1e-3), None, None)
+    _bench("cuda", window)._window(timer, 1e-3, None, None)
     assert timer.calls <= 20
 
 
@@ -440,11 +432,20 @@ def test_a_cpu_benchmark_gets_no_window_and_says_why_memory_is_missing() -> None
     from pytest_gpuperf.measure.allocation import CPU_REASON
 
     timer = _PlainTimer()
-    activity, memory = _bench("cpu", _FakeWindow(wanted=True))._window(
-        timer, _raw(1e-3), None, None
-    )
+    activity, memory = _bench("cpu", _FakeWindow(wanted=True))._window(timer, 1e-3, None, None)
     assert activity is None and memory == {"available": False, "reason": CPU_REASON}
     assert timer.calls == 0
     # --gpuperf-activity=false: no window, nothing read
-    activity, memory = _bench("cuda", None)._window(timer, _raw(1e-3), None, None)
+    activity, memory = _bench("cuda", None)._window(timer, 1e-3, None, None)
     assert (activity, memory, timer.calls) == (None, None, 0)
+    # no round kept: no per-call time to size the window by, no window
+    activity, memory = _bench("cuda", _FakeWindow(wanted=True))._window(timer, None, None, None)
+    assert (activity, memory, timer.calls) == (None, None, 0)
+
+
+def test_the_window_is_sized_by_the_longer_of_the_median_and_the_slowest_end_to_end_round():
+    from pytest_gpuperf.shell.fixture import _per_call
+
+    assert _per_call([], []) is None
+    assert _per_call([1.0, 3.0, 2.0], []) == 2.0
+    assert _per_call([1.0, 3.0, 2.0], [1.5, 2.5]) == 2.5
