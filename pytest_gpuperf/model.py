@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable
-from dataclasses import FrozenInstanceError, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, FrozenInstanceError, asdict, dataclass, field, fields, replace
 from typing import Any, Generic, NoReturn, TypeVar, overload
 
 from pytest_gpuperf.jsonsafe import json_safe
@@ -331,7 +331,8 @@ class Result:
     The measured fields read through (``result.rounds`` is ``result.measurement.rounds``)
     and cannot be assigned, nor changed in place. ``Result(id=..., rounds=..., ...,
     notes=...)`` takes the measured fields and the outcome's, as the single dataclass it once
-    was did, or a made ``measurement=``.
+    was did, or a made ``measurement=``; an outcome field not given, or given None, gets
+    its declared default.
     """
 
     measurement: Measurement
@@ -356,36 +357,21 @@ class Result:
     #: it as ``comparison["diagnosis"]``. None when not captured
     diagnosis: Diagnosis | None = None
 
-    def __init__(
-        self,
-        *args: Any,
-        measurement: Measurement | None = None,
-        telemetry: dict[str, Any] | None = None,
-        comparison: Comparison | None = None,
-        artifacts: list[dict[str, Any]] | None = None,
-        notes: list[str] | None = None,
-        gate: dict[str, Any] | None = None,
-        run_id: str | None = None,
-        location: list[Any] | None = None,
-        extra: dict[str, Any] | None = None,
-        diagnosis: Diagnosis | None = None,
-        **measured: Any,
-    ) -> None:
+    def __init__(self, *args: Any, measurement: Measurement | None = None, **given: Any) -> None:
+        # The outcome's fields are this dataclass's own (their defaults included), the
+        # other keywords the measured ones: one list of fields, in the field declarations.
+        measured = {k: v for k, v in given.items() if k not in _OUTCOME_NAMES}
         if measurement is None:
             measurement = Measurement(*args, **measured)
         elif args or measured:
-            given = [*MEASURED[: len(args)], *measured]
-            raise TypeError(f"Result: measurement= given with measured fields {given}")
+            named = [*MEASURED[: len(args)], *measured]
+            raise TypeError(f"Result: measurement= given with measured fields {named}")
         self.measurement = measurement
-        self.telemetry = telemetry
-        self.comparison = comparison
-        self.artifacts = [] if artifacts is None else artifacts
-        self.notes = [] if notes is None else notes
-        self.gate = {} if gate is None else gate
-        self.run_id = run_id
-        self.location = location
-        self.extra = {} if extra is None else extra
-        self.diagnosis = diagnosis
+        for f in _OUTCOME:
+            value = given.get(f.name)
+            if value is None:  # not given, or None: the field's default
+                value = f.default if f.default_factory is MISSING else f.default_factory()
+            setattr(self, f.name, value)
 
     id = _Measured[BenchId]()
     device = _Measured[str]()
@@ -509,3 +495,8 @@ class Result:
             diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None,
             **kwargs,
         )
+
+
+#: the fields of :class:`Result` that are not its measurement: the outcome's
+_OUTCOME = tuple(f for f in fields(Result) if f.name != "measurement")
+_OUTCOME_NAMES = frozenset(f.name for f in _OUTCOME)

@@ -331,3 +331,15 @@ def test_the_outcome_stays_free_to_change() -> None:
     r.extra["kernels"] = []
     assert type(r.notes) is list and type(r.gate) is dict
     assert r.notes == ["n"] and r.gate == {"threshold": 0.1}
+
+
+def test_the_flat_constructor_takes_the_outcome_fields_and_their_defaults() -> None:
+    r = Result(BenchId("t.py::x"), "cpu", [1.0], 1, 0.1, notes=["n"], run_id="run")
+    assert r.notes == ["n"] and r.run_id == "run" and r.rounds == [1.0]
+    assert r.artifacts == [] and r.gate == {} and r.extra == {} and r.telemetry is None
+    r2 = Result(BenchId("t.py::y"), "cpu", [1.0], 1, 0.1)
+    assert r2.notes is not r.notes and r2.artifacts is not r.artifacts  # each its own
+    r3 = Result(measurement=r.measurement, notes=None, gate=None)
+    assert r3.notes == [] and r3.gate == {}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        Result(BenchId("t.py::x"), "cpu", [1.0], 1, 0.1, nope=1)
