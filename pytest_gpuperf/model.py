@@ -128,7 +128,7 @@ def _refuse(self: FrozenList[Any] | FrozenDict[Any, Any], *args: Any, **kwargs: 
 def _freeze(value: Any, name: str) -> Any:
     """``value`` with every list and dict in it, at any depth, made a :class:`FrozenList` or
     :class:`FrozenDict` (one already frozen is kept as it is); anything else as it is."""
-    if isinstance(value, (FrozenList, FrozenDict)):
+    if isinstance(value, _FROZEN):
         return value
     if isinstance(value, list):
         return FrozenList(value, name)
@@ -136,6 +136,9 @@ def _freeze(value: Any, name: str) -> Any:
         return FrozenDict(value, name)
     return value
 
+
+#: the types of the values a frozen list or dict keeps as they are, checked in one go
+_SCALARS = frozenset({float, int, str, bool, type(None)})
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -153,10 +156,11 @@ class FrozenList(list[T]):
     _field: str
 
     def __init__(self, items: Iterable[T] = (), field: str = "") -> None:
-        super().__init__(items)
-        for i, v in enumerate(list.__iter__(self)):
-            if isinstance(v, (list, dict)):
-                list.__setitem__(self, i, _freeze(v, field))
+        list.__init__(self, items)
+        if not _SCALARS.issuperset(map(type, self)):  # the rounds: floats, a fast check
+            for i, v in enumerate(self):
+                if isinstance(v, (list, dict)):
+                    list.__setitem__(self, i, _freeze(v, field))
         self._field = field
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -180,10 +184,11 @@ class FrozenDict(dict[K, V]):
     _field: str
 
     def __init__(self, items: Any = (), field: str = "") -> None:
-        super().__init__(items)
-        for k, v in dict.items(self):
-            if isinstance(v, (list, dict)):
-                dict.__setitem__(self, k, _freeze(v, field))
+        dict.__init__(self, items)
+        if not _SCALARS.issuperset(map(type, self.values())):
+            for k, v in self.items():
+                if isinstance(v, (list, dict)):
+                    dict.__setitem__(self, k, _freeze(v, field))
         self._field = field
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -195,6 +200,8 @@ class FrozenDict(dict[K, V]):
     def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict[K, V]:
         return type(self)(copy.deepcopy(dict(self), memo), self._field)
 
+
+_FROZEN = (FrozenList, FrozenDict)
 
 for _name in (
     "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
@@ -277,9 +284,8 @@ class Measurement:
         # numerics' items, ...) become read-only lists and dicts, at every depth.
         for name in MEASURED:
             value = getattr(self, name)
-            frozen = _freeze(value, name)
-            if frozen is not value:
-                object.__setattr__(self, name, frozen)
+            if isinstance(value, (list, dict)) and not isinstance(value, _FROZEN):
+                object.__setattr__(self, name, _freeze(value, name))
 
 
 #: the fields of :class:`Measurement`, which :class:`Result` reads through and never writes
