@@ -117,7 +117,7 @@ class FrozenValueError(FrozenInstanceError, TypeError):
 
 
 def _refuse(self: FrozenList[Any] | FrozenDict[Any, Any], *args: Any, **kwargs: Any) -> NoReturn:
-    name = self._field or "field"
+    name = getattr(self, "_field", "") or "field"  # "" when not made through __init__
     raise FrozenValueError(
         f"cannot change the measured {name} in place: a measurement does not change once "
         f"made; change a copy (list(...), dict(...)) or give the result a new measurement: "

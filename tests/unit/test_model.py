@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.model import MEASURED, BenchId, Measurement, Result
+from pytest_gpuperf.model import MEASURED, BenchId, FrozenDict, FrozenList, Measurement, Result
 from pytest_gpuperf.outcome import Diagnosis
 from tests.unit.reporting_data import result
 
@@ -343,3 +343,14 @@ def test_the_flat_constructor_takes_the_outcome_fields_and_their_defaults() -> N
     assert r3.notes == [] and r3.gate == {}
     with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
         Result(BenchId("t.py::x"), "cpu", [1.0], 1, 0.1, nope=1)
+
+
+def test_a_frozen_list_or_dict_made_by_hand_names_no_field() -> None:
+    for empty in (FrozenList.__new__(FrozenList), FrozenDict.__new__(FrozenDict)):
+        with pytest.raises(
+            FrozenInstanceError, match=r"replace\(result.measurement, field=\.\.\.\)"
+        ):
+            empty.clear()
+    assert FrozenList([[1], {"a": [2]}]) == [[1], {"a": [2]}]
+    with pytest.raises(TypeError):
+        FrozenList([[1], {"a": [2]}])[1]["a"].append(3)
