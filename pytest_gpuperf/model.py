@@ -2,15 +2,18 @@
 
 Pure Python (no torch, no pytest). A :class:`Result` travels from a worker to
 the controller as ``Result.to_dict()`` and is written to JSON files, so every
-field is a JSON-safe builtin, but for the verdict and the diagnosis: typed values,
-dicts only in ``to_dict`` and ``from_dict``. Statistics are derived from the raw
+field is a JSON-safe builtin (the measurement's lists and dicts read-only subclasses of
+``list`` and ``dict``), but for the verdict and the diagnosis: typed values, dicts only in
+``to_dict`` and ``from_dict``. Statistics are derived from the raw
 rounds by :mod:`pytest_gpuperf.measure.summary`; nothing derived is stored as truth.
 """
 
 from __future__ import annotations
 
+import copy
 import re
-from dataclasses import FrozenInstanceError, asdict, dataclass, field, fields, replace
+from collections.abc import Iterable
+from dataclasses import MISSING, FrozenInstanceError, asdict, dataclass, field, fields, replace
 from typing import Any, Generic, NoReturn, TypeVar, overload
 
 from pytest_gpuperf.jsonsafe import json_safe
@@ -108,6 +111,110 @@ class BenchId:
         )
 
 
+class FrozenValueError(FrozenInstanceError, TypeError):
+    """A measured list or dict was changed in place. A :class:`FrozenInstanceError`, as
+    assigning a measured field is, and a :class:`TypeError`, as changing a tuple is."""
+
+
+def _refuse(self: FrozenList[Any] | FrozenDict[Any, Any], *args: Any, **kwargs: Any) -> NoReturn:
+    name = getattr(self, "_field", "") or "field"  # "" when not made through __init__
+    raise FrozenValueError(
+        f"cannot change the measured {name} in place: a measurement does not change once "
+        f"made; change a copy (list(...), dict(...)) or give the result a new measurement: "
+        f"dataclasses.replace(result.measurement, {name}=...)"
+    )
+
+
+def _freeze(value: Any, name: str) -> Any:
+    """``value`` with every list and dict in it, at any depth, made a :class:`FrozenList` or
+    :class:`FrozenDict` (one already frozen is kept as it is); anything else as it is."""
+    if isinstance(value, _FROZEN):
+        return value
+    if isinstance(value, list):
+        return FrozenList(value, name)
+    if isinstance(value, dict):
+        return FrozenDict(value, name)
+    return value
+
+
+#: the types of the values a frozen list or dict keeps as they are, checked in one go
+_SCALARS = frozenset({float, int, str, bool, type(None)})
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
+
+
+class FrozenList(list[T]):
+    """A list of a measurement (``rounds``, ``numerics``, a list inside ``environment``): a
+    ``list`` to read (equal to the same plain list, written the same by ``json.dumps``),
+    whose in-place changes (``append``, ``sort``, ``x[0] = ...``, ``+=``) raise
+    :class:`FrozenValueError`. Copies (``list(x)``, ``x[:]``, ``x + [...]``) are plain lists;
+    the lists and dicts in it are frozen too."""
+
+    __slots__ = ("_field",)
+    _field: str
+
+    def __init__(self, items: Iterable[T] = (), field: str = "") -> None:
+        list.__init__(self, items)
+        if not _SCALARS.issuperset(map(type, self)):  # the rounds: floats, a fast check
+            for i, v in enumerate(self):
+                if isinstance(v, (list, dict)):
+                    list.__setitem__(self, i, _freeze(v, field))
+        self._field = field
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (list(self), self._field))
+
+    def __copy__(self) -> FrozenList[T]:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList[T]:
+        return type(self)(copy.deepcopy(list(self), memo), self._field)
+
+
+class FrozenDict(dict[K, V]):
+    """A dict of a measurement (``policy``, ``environment``, ``memory``, ``host_canary``, an
+    item of ``numerics``): a ``dict`` to read, whose in-place changes (``d[k] = ...``,
+    ``update``, ``setdefault``, ``pop``, ``|=``) raise :class:`FrozenValueError`. Copies
+    (``dict(d)``, ``d.copy()``, ``d | {...}``, ``{**d}``) are plain dicts; the lists and dicts
+    in it are frozen too."""
+
+    __slots__ = ("_field",)
+    _field: str
+
+    def __init__(self, items: Any = (), field: str = "") -> None:
+        dict.__init__(self, items)
+        if not _SCALARS.issuperset(map(type, self.values())):
+            for k, v in self.items():
+                if isinstance(v, (list, dict)):
+                    dict.__setitem__(self, k, _freeze(v, field))
+        self._field = field
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self), self._field))
+
+    def __copy__(self) -> FrozenDict[K, V]:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict[K, V]:
+        return type(self)(copy.deepcopy(dict(self), memo), self._field)
+
+
+_FROZEN = (FrozenList, FrozenDict)
+
+for _name in (
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+    "__setitem__", "__delitem__", "__iadd__", "__imul__",
+):  # fmt: skip
+    setattr(FrozenList, _name, _refuse)
+for _name in (
+    "__setitem__", "__delitem__", "update", "setdefault", "pop", "popitem", "clear", "__ior__",
+):  # fmt: skip
+    setattr(FrozenDict, _name, _refuse)
+del _name
+
+
 #: the fields of :class:`Result` that hold typed objects, not free-form JSON values
 _TYPED_FIELDS = frozenset({"id", "comparison", "diagnosis"})
 
@@ -116,6 +223,9 @@ _TYPED_FIELDS = frozenset({"id", "comparison", "diagnosis"})
 class Measurement:
     """What one measurement of one benchmark measured, in one process: made once by the
     measurement engine, then never changed (a changed copy is ``dataclasses.replace``).
+    The freeze is deep: its lists and dicts, and those nested in them, are made a
+    :class:`FrozenList` or :class:`FrozenDict` when it is made, which read as plain ones and
+    raise :class:`FrozenValueError` on a change in place.
 
     Times are seconds per call. ``rounds`` are the retained steady-state
     rounds: each is the time of one call, as the median (events with L2
@@ -169,6 +279,14 @@ class Measurement:
     #: None without one (:mod:`pytest_gpuperf.measure.tracing`)
     tracer: str | None = None
 
+    def __post_init__(self) -> None:
+        # Deep, not only the fields: the lists and dicts (rounds, policy, environment, the
+        # numerics' items, ...) become read-only lists and dicts, at every depth.
+        for name in MEASURED:
+            value = getattr(self, name)
+            if isinstance(value, (list, dict)) and not isinstance(value, _FROZEN):
+                object.__setattr__(self, name, _freeze(value, name))
+
 
 #: the fields of :class:`Measurement`, which :class:`Result` reads through and never writes
 MEASURED = tuple(f.name for f in fields(Measurement))
@@ -182,8 +300,6 @@ _DICT_ORDER = (
     "environment", "run_id", "location", "extra", "e2e_rounds", "host_hidden", "host_s",
     "numerics", "diagnosis", "memory", "host_canary", "tracer",
 )  # fmt: skip
-
-T = TypeVar("T")
 
 
 class _Measured(Generic[T]):
@@ -219,9 +335,10 @@ class Result:
     test is and which run it belongs to.
 
     The measured fields read through (``result.rounds`` is ``result.measurement.rounds``)
-    and cannot be assigned. ``Result(id=..., rounds=..., ..., notes=...)`` takes the
-    measured fields and the outcome's, as the single dataclass it once was did, or a made
-    ``measurement=``.
+    and cannot be assigned, nor changed in place. ``Result(id=..., rounds=..., ...,
+    notes=...)`` takes the measured fields and the outcome's, as the single dataclass it once
+    was did, or a made ``measurement=``; an outcome field not given, or given None, gets
+    its declared default.
     """
 
     measurement: Measurement
@@ -246,36 +363,21 @@ class Result:
     #: it as ``comparison["diagnosis"]``. None when not captured
     diagnosis: Diagnosis | None = None
 
-    def __init__(
-        self,
-        *args: Any,
-        measurement: Measurement | None = None,
-        telemetry: dict[str, Any] | None = None,
-        comparison: Comparison | None = None,
-        artifacts: list[dict[str, Any]] | None = None,
-        notes: list[str] | None = None,
-        gate: dict[str, Any] | None = None,
-        run_id: str | None = None,
-        location: list[Any] | None = None,
-        extra: dict[str, Any] | None = None,
-        diagnosis: Diagnosis | None = None,
-        **measured: Any,
-    ) -> None:
+    def __init__(self, *args: Any, measurement: Measurement | None = None, **given: Any) -> None:
+        # The outcome's fields are this dataclass's own (their defaults included), the
+        # other keywords the measured ones: one list of fields, in the field declarations.
+        measured = {k: v for k, v in given.items() if k not in _OUTCOME_NAMES}
         if measurement is None:
             measurement = Measurement(*args, **measured)
         elif args or measured:
-            given = [*MEASURED[: len(args)], *measured]
-            raise TypeError(f"Result: measurement= given with measured fields {given}")
+            named = [*MEASURED[: len(args)], *measured]
+            raise TypeError(f"Result: measurement= given with measured fields {named}")
         self.measurement = measurement
-        self.telemetry = telemetry
-        self.comparison = comparison
-        self.artifacts = [] if artifacts is None else artifacts
-        self.notes = [] if notes is None else notes
-        self.gate = {} if gate is None else gate
-        self.run_id = run_id
-        self.location = location
-        self.extra = {} if extra is None else extra
-        self.diagnosis = diagnosis
+        for f in _OUTCOME:
+            value = given.get(f.name)
+            if value is None:  # not given, or None: the field's default
+                value = f.default if f.default_factory is MISSING else f.default_factory()
+            setattr(self, f.name, value)
 
     id = _Measured[BenchId]()
     device = _Measured[str]()
@@ -399,3 +501,8 @@ class Result:
             diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None,
             **kwargs,
         )
+
+
+#: the fields of :class:`Result` that are not its measurement: the outcome's
+_OUTCOME = tuple(f for f in fields(Result) if f.name != "measurement")
+_OUTCOME_NAMES = frozenset(f.name for f in _OUTCOME)

@@ -25,6 +25,10 @@ def pytest_gpuperf_session_finish(config: pytest.Config, results: list[Result]) 
         def pytest_gpuperf_session_finish(config, results):
             for r in results:
                 print(r.id.key, r.median)
+
+    What was measured (``r.rounds``, ``r.policy``, ``r.environment``, ...) is read-only, the
+    lists and dicts inside it too: change a copy (``dict(r.environment)``) or
+    ``r.to_dict()``, which is plain JSON values.
     """
 
 
