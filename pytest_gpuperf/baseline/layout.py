@@ -318,7 +318,7 @@ class _Reread:
         runs = self.runs.pop(key)
         if not self.runs:
             self.stat = None
-        return {} if runs is None else {key: runs}
+        return {} if runs is None else {key: json.loads(runs)}
 
     def keep(
         self, stat: tuple[int, int, int, int] | None, runs: Mapping[str, Any], keys: Iterable[str]
@@ -327,9 +327,14 @@ class _Reread:
         of the file of ``stat``, read whole; nothing is kept without its ``stat``."""
         self.stat, self.runs = stat, {}
         if stat is not None:
-            self.runs = {k: runs.get(k) for k in keys}
+            self.runs = {k: _compact(runs.get(k)) for k in keys}
             if not self.runs:
                 self.stat = None
+
+
+def _compact(runs: Any) -> str | None:
+    """Validated runs kept for later as JSON text: a few times smaller than the objects."""
+    return None if runs is None else json.dumps(runs, ensure_ascii=False, separators=(",", ":"))
 
 
 def _file_id(st: os.stat_result) -> tuple[int, int, int, int]:
