@@ -31,6 +31,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import random
 import resource
 import shutil
@@ -253,11 +254,13 @@ def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[s
     }
 
 
-def step_load(root: str, collected: int | None = None) -> dict[str, Any]:
+def step_load(root: str, collected: int | None = None, replaced: bool = False) -> dict[str, Any]:
     """Load as ``--gpuperf-baseline`` does: where the package's store takes ``nodeids``, the
     session's two steps (at configure, the index and the segments' ends; after collection,
     the runs of the ``collected`` first benchmarks' tests, all by default); otherwise (a package
-    from before that two-step load) the whole baseline, as its session did at configure."""
+    from before that two-step load) the whole baseline, as its session did at configure.
+    ``replaced``: every segment is replaced (the same bytes, a new file renamed over it)
+    between the load and the use of the runs, untimed."""
     import inspect
 
     from pytest_gpuperf.baseline.store import BaselineStore
@@ -276,6 +279,11 @@ def step_load(root: str, collected: int | None = None) -> dict[str, Any]:
     if not hasattr(b, "stored_runs"):  # a package whose load keeps every run as a record
         runs = sum(len(e.runs) for e in b.benchmarks.values())
         return {"load_s": took, "cpu_s": cpu, "peak_mb": peak, "runs": runs}
+    if replaced:
+        for seg in sorted((Path(root) / "main.runs").glob("*.json")):
+            new = seg.with_name(seg.name + ".new")
+            new.write_bytes(seg.read_bytes())
+            os.replace(new, seg)
     # then each benchmark's runs once, one after the other, as the gate judges them
     t, c = time.perf_counter(), cpu_s()
     used = sum(len(b.benchmarks[key].runs) for key in b.benchmarks)
@@ -358,6 +366,12 @@ def main() -> int:
         help="time the loads only (and --against's), on the store a run with the same --dir "
         "built before",
     )
+    ap.add_argument(
+        "--replaced",
+        action="store_true",
+        help="in the loads, replace every segment (the same bytes, a new file) between the "
+        "load and the use of the runs, as a save by another process does mid-session",
+    )
     args = ap.parse_args()
     n, runs = args.benchmarks, args.runs
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="gpuperf-scale-"))
@@ -366,9 +380,18 @@ def main() -> int:
     if args.only_load:
         if not (root / "main.json").is_file():
             raise SystemExit(f"--only-load: no store in {root}; build it first with --dir")
-        loads(root, collected)
+        loads(root, collected, args.replaced)
         if args.against:
-            against(root, work, Path(args.against).resolve(), n, 0, collected, steps=("load",))
+            against(
+                root,
+                work,
+                Path(args.against).resolve(),
+                n,
+                0,
+                collected,
+                steps=("load",),
+                replaced=args.replaced,
+            )
         return 0
     shutil.rmtree(root, ignore_errors=True)
     print(f"store: {n} benchmarks x {runs} runs, 30 rounds, telemetry and kernel inventory")
@@ -423,7 +446,7 @@ def main() -> int:
         raise SystemExit(f"show failed: {out.stderr}")
     print(f"pytest-gpuperf show: {time.perf_counter() - t:.2f} s (interpreter included)")
 
-    loads(root, collected)
+    loads(root, collected, args.replaced)
 
     first_run = runs + 1 + args.repeat
     barrier = work / "go"
@@ -460,23 +483,27 @@ def main() -> int:
     )
     if args.against:
         first = runs + 1 + args.repeat + args.savers
-        against(root, work, Path(args.against).resolve(), n, first, collected)
+        against(
+            root, work, Path(args.against).resolve(), n, first, collected, replaced=args.replaced
+        )
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
-def loads(root: Path, collected: list[int]) -> None:
-    """One load as ``--gpuperf-baseline`` does per number of benchmarks collected."""
+def loads(root: Path, collected: list[int], replaced: bool = False) -> None:
+    """One load as ``--gpuperf-baseline`` does per number of benchmarks collected
+    (``replaced``: every segment replaced between the load and the use of the runs)."""
     for c in collected:
-        load = child("load", str(root), c)
+        load = child("load", str(root), c, replaced)
         print(
             f"load as --gpuperf-baseline does, {c} benchmarks collected: {load['load_s']:.2f} s, "
             f"{load['cpu_s']:.2f} s CPU, peak {load['peak_mb']:.0f} MB, {load['runs']} runs"
         )
         if "use_s" in load:
             print(
-                f"  then each benchmark's runs read once, as the gate judges them: "
+                f"  then each benchmark's runs read once, as the gate judges them"
+                f"{' (every segment replaced since the load)' if replaced else ''}: "
                 f"{load['use_s']:.2f} s, {load['use_cpu_s']:.2f} s CPU, peak "
                 f"{load['use_peak_mb']:.0f} MB, {load['used']} runs"
             )
@@ -491,6 +518,7 @@ def against(
     collected: list[int],
     rounds: int = 3,
     steps: tuple[str, ...] = ("save", "load", "show"),
+    replaced: bool = False,
 ) -> None:
     """Save, load and show, alternately with ``other``'s package and this one's (who goes
     first alternates too), each on its own copy of the store; medians of wall and CPU time,
@@ -513,7 +541,7 @@ def against(
                 if step == "save":
                     extra: tuple[Any, ...] = (n, first_run + i)
                 elif step.startswith("load-"):
-                    extra = (int(step[5:]),)
+                    extra = (int(step[5:]), replaced)
                 else:
                     extra = ()
                 d = child(step.split("-")[0], str(copies[label]), *extra, tree=trees[label])
@@ -526,6 +554,13 @@ def against(
             cpu = sorted(d["cpu_s"] for d in ds)[len(ds) // 2]
             peak = max(d["peak_mb"] for d in ds)
             print(f"  {step} ({label}): {wall:.2f} s wall, {cpu:.2f} s CPU, peak {peak:.0f} MB")
+            if all("use_s" in d for d in ds):
+                use = sorted(d["use_s"] for d in ds)[len(ds) // 2]
+                peak = max(d["use_peak_mb"] for d in ds)
+                print(
+                    f"    then the runs used{' (segments replaced)' if replaced else ''}: "
+                    f"{use:.2f} s wall, peak {peak:.0f} MB"
+                )
 
 
 if __name__ == "__main__":

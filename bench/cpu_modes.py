@@ -19,6 +19,11 @@ Per benchmark (``FILE:TEST``) it prints:
     python3 bench/cpu_modes.py --processes 10 --neighbour   # a busy loop runs throughout
     python3 bench/cpu_modes.py --processes 10 --raw /tmp/rows.json   # and each process's rows
     python3 bench/cpu_modes.py --processes 10 --suite examples       # the README's examples
+    python3 bench/cpu_modes.py --replay /tmp/rows.json   # the figures of saved rows, unmeasured
+
+A benchmark some of whose runs carry no canary (or canaries of different kinds) is judged
+as measured by the plugin (verdict/host_speed.py ``HostSpeed.of``): its "host out" and
+"factors" columns say ``n/a`` rather than take out the host of only some of its runs.
 
 A number without its conditions is not a result: the load average before and after is
 printed, and ``--neighbour`` starts one busy-loop process for the whole run.
@@ -36,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -43,20 +49,61 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from canary_check import SUITE as HOST_SUITE
 from side_by_side import COMMON, GP_TESTS
 
-from pytest_gpuperf.verdict.host_speed import SAME_HOST_BY_KIND, factor, quiet
-
-
-class _Run:
-    def __init__(self, canary: dict[str, object] | None) -> None:
-        c = canary or {}
-        self.canary_op_s = c.get("op_s")
-        self.canary_share = c.get("share")
-        self.canary_others = c.get("others")
+from pytest_gpuperf.verdict.decide import RunStat
+from pytest_gpuperf.verdict.host_speed import HostSpeed, quiet
 
 
 def mad_sd(xs: list[float]) -> float:
     m = statistics.median(xs)
     return 1.4826 * statistics.median([abs(x - m) for x in xs])
+
+
+def run_of(row: dict[str, Any]) -> RunStat:
+    """A raw row (``--raw``) as the verdict sees the run: its level and its canary."""
+    median = float(row["median"])
+    return RunStat.of(median, (median,), "steady", canary=row.get("canary"))
+
+
+def host_out(logs: list[float], runs: list[RunStat]) -> tuple[list[float], float] | None:
+    """The levels (log) with each run's host taken out, as the plugin does
+    (``HostSpeed.shifts``), and the host factors' max/min; None where the plugin judges the
+    runs as measured (a run without a canary, or canaries of different kinds)."""
+    speed = HostSpeed.of(runs, ())
+    if speed is None:
+        return None
+    shifts, _ = speed.shifts()
+    return [y - d for y, d in zip(logs, shifts, strict=True)], math.exp(
+        max(speed.base) - min(speed.base)
+    )
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The figures per benchmark of raw rows (``--raw``), one line each after a header."""
+    levels: dict[str, list[float]] = {}
+    runs: dict[str, list[RunStat]] = {}
+    for row in rows:
+        levels.setdefault(row["name"], []).append(row["median"])
+        runs.setdefault(row["name"], []).append(run_of(row))
+    w = max([24, *(len(n) for n in levels)])
+    out = [
+        f"{'benchmark':{w}} {'median':>10} {'max/min':>8} {'rsd':>6} | {'host out':>8} "
+        f"{'rsd':>6} | {'factors max/min':>15} | quiet"
+    ]
+    for name, ys in levels.items():
+        logs = [math.log(y) for y in ys]
+        out_ = host_out(logs, runs[name])
+        if out_ is None:
+            host = f"{'n/a':>8} {'n/a':>6} | {'n/a':>15}"
+        else:
+            shifted, fr = out_
+            host = (
+                f"{math.exp(max(shifted) - min(shifted)):8.3f} {mad_sd(shifted):6.3f} | {fr:15.3f}"
+            )
+        out.append(
+            f"{name:{w}} {statistics.median(ys) * 1e6:8.1f}us {math.exp(max(logs) - min(logs)):8.3f} "
+            f"{mad_sd(logs):6.3f} | {host} | {sum(quiet(x) for x in runs[name])}/{len(ys)}"
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,14 +116,20 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="measure the tests of this folder instead (e.g. examples/), copied, as they are",
     )
+    p.add_argument(
+        "--replay", type=Path, help="measure nothing: the figures of rows saved with --raw"
+    )
     args = p.parse_args(argv)
+    if args.replay:
+        rows = json.loads(args.replay.read_text())
+        n = len({r["process"] for r in rows})
+        print(f"{n} processes replayed from {args.replay}")
+        print("\n".join(table(rows)))
+        return 0
     busy = None
     if args.neighbour:
         busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    levels: dict[str, list[float]] = {}
-    factors: dict[str, list[float]] = {}
-    quiets: dict[str, list[bool]] = {}
-    raw: list[dict[str, object]] = []
+    raw: list[dict[str, Any]] = []
     load0 = os.getloadavg()[0]
     try:
         with tempfile.TemporaryDirectory(prefix="gpuperf-cpu-modes-") as tmp:
@@ -98,10 +151,6 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
                 for r in json.loads(out.read_text())["results"]:
                     name = r["id"]["nodeid"].replace(".py::", ":")
-                    levels.setdefault(name, []).append(r["summary"]["median"])
-                    f = factor(_Run(r.get("host_canary")))  # type: ignore[arg-type]
-                    factors.setdefault(name, []).append(f if f is not None else math.nan)
-                    quiets.setdefault(name, []).append(quiet(_Run(r.get("host_canary"))))  # type: ignore[arg-type]
                     raw.append({"process": i, "name": name, "median": r["summary"]["median"],
                                 "canary": r.get("host_canary")})  # fmt: skip
     finally:
@@ -110,28 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     load1 = os.getloadavg()[0]
     if args.raw:
         args.raw.write_text(json.dumps(raw, indent=1))
-    band = math.log(SAME_HOST_BY_KIND["torch-cpu"])
     print(
         f"{args.processes} fresh processes, neighbour {'on' if args.neighbour else 'off'}, "
         f"load {load0:.2f} -> {load1:.2f} on {os.cpu_count()} cores"
     )
-    w = max([24, *(len(n) for n in levels)])
-    print(f"{'benchmark':{w}} {'median':>10} {'max/min':>8} {'rsd':>6} | {'host out':>8} "
-          f"{'rsd':>6} | {'factors max/min':>15} | quiet")  # fmt: skip
-    for name, ys in levels.items():
-        logs = [math.log(y) for y in ys]
-        fs = factors[name]
-        ref = min(f for f in fs if not math.isnan(f))
-        shifted = [
-            y - ((f - ref) if not math.isnan(f) and f - ref > band else 0.0)
-            for y, f in zip(logs, fs, strict=True)
-        ]
-        fr = math.exp(max(fs) - ref) if not any(math.isnan(f) for f in fs) else math.nan
-        print(
-            f"{name:{w}} {statistics.median(ys) * 1e6:8.1f}us {math.exp(max(logs) - min(logs)):8.3f} "
-            f"{mad_sd(logs):6.3f} | {math.exp(max(shifted) - min(shifted)):8.3f} "
-            f"{mad_sd(shifted):6.3f} | {fr:15.3f} | {sum(quiets[name])}/{len(ys)}"
-        )
+    print("\n".join(table(raw)))
     return 0
 
 

@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,6 +296,45 @@ class _Scanned:
     blocks: Mapping[str, tuple[int, int]]
     #: (device, inode, size, modification time in ns) of the file read
     stat: tuple[int, int, int, int]
+    #: the runs of the file that replaced it since, read once for all its benchmarks
+    reread: _Reread = field(default_factory=lambda: _Reread(), compare=False, repr=False)
+
+
+class _Reread:
+    """A scanned segment replaced since its scan is read whole, and validated, once: the
+    runs of the scanned benchmarks that still want theirs are kept here, each handed out
+    once (then let go), while the file is the one that was read (:attr:`stat`); a file
+    replaced again is read again."""
+
+    def __init__(self) -> None:
+        self.stat: tuple[int, int, int, int] | None = None
+        self.runs: dict[str, Any] = {}
+
+    def take(self, key: str, stat: tuple[int, int, int, int] | None) -> dict[str, Any] | None:
+        """``{key: runs}`` as read from the file of ``stat``, handed out once; None where
+        that file was not read whole (or ``key``'s runs were handed out already)."""
+        if stat is None or stat != self.stat or key not in self.runs:
+            return None
+        runs = self.runs.pop(key)
+        if not self.runs:
+            self.stat = None
+        return {} if runs is None else {key: json.loads(runs)}
+
+    def keep(
+        self, stat: tuple[int, int, int, int] | None, runs: Mapping[str, Any], keys: Iterable[str]
+    ) -> None:
+        """The runs of the benchmarks ``keys`` (None where the segment has none of theirs)
+        of the file of ``stat``, read whole; nothing is kept without its ``stat``."""
+        self.stat, self.runs = stat, {}
+        if stat is not None:
+            self.runs = {k: _compact(runs.get(k)) for k in keys}
+            if not self.runs:
+                self.stat = None
+
+
+def _compact(runs: Any) -> str | None:
+    """Validated runs kept for later as JSON text: a few times smaller than the objects."""
+    return None if runs is None else json.dumps(runs, ensure_ascii=False, separators=(",", ":"))
 
 
 def _file_id(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -354,7 +393,9 @@ def _scan(files: Files, sid: str, entry: Mapping[str, Any], keys: set[str]) -> _
 class LazyRuns:
     """The runs of one benchmark, read from the segments that hold them when first asked
     for (:meth:`load`), each validated as :func:`read_segment` validates a segment; a
-    problem is reported as the whole segment's. Not kept: each call reads them again."""
+    problem is reported as the whole segment's. Not kept: each call reads them again (a
+    segment replaced since the load is read whole once for the benchmarks scanned in it:
+    :class:`_Reread`)."""
 
     def __init__(
         self,
@@ -399,12 +440,15 @@ class LazyRuns:
 
     def _runs_in(self, scanned: _Scanned) -> dict[str, Any]:
         """The validated runs of this benchmark in ``scanned``'s segment (``{key: runs}``):
-        its run lines where the file is the one scanned, else the whole segment read again."""
+        its run lines where the file is the one scanned, else the file that replaced it, read
+        whole once for all the benchmarks scanned in it (:class:`_Reread`)."""
         path = self.files.segment(scanned.sid)
         start, end = scanned.blocks.get(self.key, (0, 0))
+        now: tuple[int, int, int, int] | None = None
         try:
             with open(path, "rb") as f:
-                same = _file_id(os.fstat(f.fileno())) == scanned.stat
+                now = _file_id(os.fstat(f.fileno()))
+                same = now == scanned.stat
                 f.seek(start)
                 lines = f.read(end - start) if same else b""
         except FileNotFoundError:
@@ -418,11 +462,18 @@ class LazyRuns:
                 return {self.key: runs}
             except (RecursionError, schema.SchemaProblem):
                 pass  # the problem as the whole segment has it, below
+            now = None  # the file is the one scanned: nothing to keep for the others
+        taken = scanned.reread.take(self.key, now)
+        if taken is not None:
+            return taken
         try:
             seg = read_segment(self.files, scanned.sid, scanned.entry)
         except _SegmentGone as gone:
             raise _missing_segment(self.files, gone.path, gone.stamp) from None
-        return dict(seg["runs"])
+        # ``now`` was taken before the read: a file replaced in between is read again
+        runs = seg["runs"]
+        scanned.reread.keep(now, runs, (k for k in scanned.blocks if k != self.key))
+        return {self.key: runs[self.key]} if self.key in runs else {}
 
 
 def load(

@@ -235,7 +235,7 @@ class HostSpeed:
         host ran than the fastest host of all the runs, or 0 within the :attr:`band`. The
         fastest host is the reference, as the fastest run is the fast mode's: slow periods
         only ever add."""
-        ref = min(*self.base, *self.current)
+        ref = min((*self.base, *self.current))  # one run of all: its own reference
         band = math.log(self.band)
 
         def shift(f: float) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,71 @@ def test_a_segment_changed_or_removed_after_the_load_is_caught_when_its_runs_are
     seg.unlink()
     with pytest.raises(CorruptBaseline, match=r"the file is missing, and main\.json lists"):
         part.benchmarks[KEY]
+
+
+def _replace(seg: Path, tick: int, **fields: Any) -> None:
+    """``seg`` replaced by a new file renamed over it, as a save writes one, with ``fields``
+    changed in every run (its modification time ``tick`` seconds on, so that a file of the
+    same size on a reused inode is still another file)."""
+    doc = json.loads(seg.read_text())
+    for runs in doc["runs"].values():
+        for run in runs.values():
+            run.update(fields)
+    new = seg.with_suffix(".new")
+    new.write_text(schema.dumps(doc, compact_depth=3))
+    at = seg.stat().st_mtime_ns + tick * 1_000_000_000
+    os.utime(new, ns=(at, at))
+    os.replace(new, seg)
+
+
+def test_a_segment_replaced_after_the_load_is_read_once_for_all_its_benchmarks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment replaced since the load is read whole and validated once, and each of its
+    benchmarks' runs served from that read (then let go); replaced again, it is read again."""
+    from pytest_gpuperf.baseline import layout, records
+
+    nodeids = [f"tests/test_ops.py::test_op[{i}]" for i in range(6)]
+    store = BaselineStore(tmp_path / "baselines")
+    for day in range(2):
+        results = [make_result(n, run_id=f"r{day}") for n in nodeids]
+        store.save("main", results, now=T0 + dt.timedelta(days=day))
+    seg = _segments(store)[0]
+    part = store.load("main", nodeids=nodeids)
+    keys = list(part.benchmarks)
+    reads: list[str] = []
+    read_segment = layout.read_segment
+
+    def counted(files: Any, sid: str, *args: Any) -> dict[str, Any]:
+        reads.append(sid)
+        return read_segment(files, sid, *args)
+
+    monkeypatch.setattr(layout, "read_segment", counted)
+    monkeypatch.setattr(records._Entries, "KEEP", 1)  # every access reads the runs again
+
+    def medians(key: str) -> list[float]:
+        return [r.median for r in part.benchmarks[key].runs]
+
+    before = [medians(k) for k in keys]
+    assert reads == [] and all(m[0] != 7e-4 for m in before)
+    _replace(seg, 1, median=7e-4)
+    got = {k: part.benchmarks[k] for k in keys}
+    assert reads == [seg.stem]  # six benchmarks, one read
+    lazy = [part.benchmarks._benches[k]["runs"] for k in keys]  # type: ignore[attr-defined]
+    assert all(later._later[0][1].reread.runs == {} for later in lazy)  # all let go
+    whole = store.load("main")
+    assert got == {k: whole.benchmarks[k] for k in keys}
+    assert [[r.median for r in e.runs] for e in got.values()] == [[7e-4, m[1]] for m in before]
+    reads.clear()
+    _replace(seg, 2, median=8e-4)
+    assert [medians(k)[0] for k in keys[:3]] == [8e-4] * 3
+    assert reads == [seg.stem]
+    _replace(seg, 3, median=9e-4)  # the runs kept for the other three are of the file before
+    assert [medians(k)[0] for k in keys[3:]] == [9e-4] * 3
+    assert reads == [seg.stem] * 2
+    _forge(store, seg, keys[0], median="fast")
+    with pytest.raises(CorruptBaseline, match="median"):
+        part.benchmarks[keys[0]]
 
 
 def test_a_judge_lets_go_of_the_runs_of_the_benchmarks_it_judged(store: BaselineStore) -> None:

@@ -453,3 +453,9 @@ def test_a_slowdown_of_every_run_alike_keeps_the_quiet_class() -> None:
         assert last is None or rank >= last
         last = rank
     assert last == 2
+
+
+def test_the_shifts_of_a_single_run_are_none() -> None:
+    # bench/cpu_modes.py asks for the shifts of one side's runs, one run with --processes 1
+    assert HostSpeed((math.log(3.0),), ()).shifts() == ([0.0], [])
+    assert HostSpeed((0.0,), (math.log(2.0),)).shifts() == ([0.0], [math.log(2.0)])
