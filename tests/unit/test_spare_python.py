@@ -107,6 +107,23 @@ def test_a_spare_runs_its_prelude_before_it_waits_and_survives_a_failing_one(
     assert run.returncode == 0 and "1 passed" in run.output
 
 
+def test_a_spare_whose_prelude_imported_the_plugin_runs_pytest_under_filterwarnings_error(
+    tmp_path: Path,
+) -> None:
+    """The CUDA prelude imports the plugin's lock module; pytest marks an installed plugin for
+    assertion rewriting and warns when it is imported already, an error under
+    ``filterwarnings = error`` (the child exited 1 before profiling, on an H200 where the
+    plugin was installed from its wheel). ``-p`` marks a module the same way here."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    (tmp_path / "test_w.py").write_text("def test_w():\n    pass\n")
+    args = ["test_w.py", "-q", "-p", "no:cacheprovider", "-p", "pytest_gpuperf.shell.locks"]
+    prelude = "import pytest_gpuperf.shell.locks\n"
+    spare = SparePython(_env(), modules=("pytest",), prelude=prelude)
+    run = spare.run("pytest", args, env=_env(), cwd=tmp_path, timeout_s=60)
+    assert run.returncode == 0 and "1 passed" in run.output, run.output[-2000:]
+    assert "PytestAssertRewriteWarning" not in run.output
+
+
 def test_a_cuda_pool_starts_the_profiler_in_its_spares_under_the_device_lock() -> None:
     from pytest_gpuperf.shell.capture import CUDA_PRELUDE
 

@@ -271,6 +271,11 @@ if logs is not None:
         logs._init_logs()
     except Exception:
         pass
+# The plugin's own modules, imported above for the parent watch and the prelude, go: pytest
+# marks an installed plugin for assertion rewriting and warns when it finds it imported, an
+# error under `filterwarnings = error`; imported again by pytest, it is as in a fresh process
+for _name in [m for m in sys.modules if m == "pytest_gpuperf" or m.startswith("pytest_gpuperf.")]:
+    del sys.modules[_name]
 sys.argv = [ask["module"], *ask["args"]]
 sys.path[0] = os.getcwd()
 runpy.run_module(ask["module"], run_name="__main__", alter_sys=True)
