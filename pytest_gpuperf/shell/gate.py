@@ -123,6 +123,8 @@ class Gate:
         #: test, and keeps their results as the next run of each (one more fresh process)
         self.order: list[str] = []
         self.ahead: dict[str, list[Result]] = {}
+        #: the tests that needed a fresh process (from the second on, a child looks ahead)
+        self.suspects: set[str] = set()
         # an xdist worker does not know which tests it will run next
         self.look_ahead = not hasattr(config, "workerinput")
         #: makes the fresh processes of a confirmation (default shell.rerun.run_child); a
@@ -195,8 +197,14 @@ class Gate:
         return []
 
     def _child_targets(self, nodeid: str) -> list[str]:
-        """This test, and as many of the session's later benchmarks as the budget allows."""
-        later = self._later(nodeid)
+        """This test, and, once another test of the session needed a fresh process too, as
+        many of the session's later benchmarks as the budget allows (their results are kept
+        as their next run). A session's first suspect is re-measured alone: one suspect among
+        unchanged benchmarks is the common case (a host-bound figure on a slower host), and
+        there the later benchmarks' runs are never used. A session of many suspects pays one
+        process start more."""
+        later = self._later(nodeid) if self.suspects - {nodeid} else []
+        self.suspects.add(nodeid)
         n = self.budget.tests_that_fit(1 + len(later))
         return [nodeid, *later][: max(n, 0)]
 
