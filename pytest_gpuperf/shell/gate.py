@@ -235,7 +235,7 @@ class Gate:
             note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)
         for r in results:
             self._conclude(r, runs, note, out)
-        self.rule.forget(r.id.key for r in results)
+        self.rule.forget([r.id.key for r in results])
         return out
 
     def _confirm(
