@@ -52,6 +52,31 @@ summary=$OUT/summary.txt
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader 2>&1 | head -2
   python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)' 2>&1
 } > "$summary"
+# The plugin that runs is the one installed (the wheel that prepare.sh built), not the tree's
+# files: every pytest the parts start from another folder imports the wheel. A wheel older
+# than the tree measures old code under new scripts (2026-12-05, call 3): stop at once, then.
+stale=$(cd / && python3 - "$ROOT/pytest_gpuperf" <<'PY'
+import hashlib, pathlib, sys
+try:
+    import pytest_gpuperf
+except ImportError:
+    sys.exit(0)
+def digest(root):
+    h = hashlib.sha256()
+    for f in sorted(pathlib.Path(root).rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+installed = pathlib.Path(pytest_gpuperf.__file__).parent
+if installed.resolve() != pathlib.Path(sys.argv[1]).resolve() and digest(installed) != digest(sys.argv[1]):
+    print(installed)
+PY
+)
+if [ -n "$stale" ]; then
+  echo "acceptance: the installed pytest_gpuperf ($stale) is not this tree's: run" \
+    "'bash ../shared/device/prepare.sh' on the development machine again (it rebuilds the" \
+    "project's wheel), then call again" | tee -a "$summary" >&2
+  exit 2
+fi
 rc_all=0
 T_END=$(( $(date +%s) + ${ACCEPTANCE_S:-560} ))
 for part in "${parts[@]}"; do
