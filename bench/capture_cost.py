@@ -244,6 +244,18 @@ def session_figures(doc: Mapping[str, Any], wall_s: float | None) -> list[str]:
             f"{len(firsts) - len(at_verdict)} waited for the pass after the last verdict (the "
             "first diagnoses' half of the budget was spent)"
         )
+    # A first diagnosis that failed is not in the median above: say so, loudly (on the H200
+    # six of seven once failed in under a second and the median was taken over one).
+    failed = [
+        str(t.get("nodeid", "?")).rsplit("::", 1)[-1]
+        for t in cap.get("tests") or ()
+        if (t.get("tools") or {}).get("torch_profiler", {}).get("status") == "failed"
+    ]
+    if failed:
+        lines.append(
+            f"FIRST DIAGNOSIS FAILED for {len(failed)} of {len(cap.get('tests') or ())} "
+            f"regressed test(s): {', '.join(failed)} (each one's torch_profiler/child.log says why)"
+        )
     for name in ("nsys", "ncu"):
         walls = [
             float((t.get("tools") or {}).get(name, {}).get("wall_s") or 0.0)
