@@ -196,14 +196,12 @@ def _part_of(x: Any, args: list[Any], depth: int = 2) -> bool:
     """Whether ``x`` is one of ``args`` or an attribute of one: not made by the call. An
     attribute read through a part the object holds (``Result.rounds`` is its measurement's)
     is an attribute too: two levels deep."""
-    if any(x is a for a in args):
-        return True
-    if not depth:
-        return False
-    attrs = [v for a in args for v in getattr(a, "__dict__", {}).values()]
-    return any(x is v for v in attrs) or _part_of(
-        x, [v for v in attrs if hasattr(v, "__dict__")], depth - 1
-    )
+    level = list(args)
+    for _ in range(depth + 1):
+        if any(x is v for v in level):
+            return True
+        level = [v for a in level for v in getattr(a, "__dict__", {}).values()]
+    return False
 
 
 def _climbs(frame: Any, mod: str) -> bool:
