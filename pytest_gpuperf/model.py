@@ -284,8 +284,9 @@ class Measurement:
         # numerics' items, ...) become read-only lists and dicts, at every depth.
         for name in MEASURED:
             value = getattr(self, name)
-            if isinstance(value, (list, dict)) and not isinstance(value, _FROZEN):
-                object.__setattr__(self, name, _freeze(value, name))
+            frozen = _freeze(value, name)
+            if frozen is not value:
+                object.__setattr__(self, name, frozen)
 
 
 #: the fields of :class:`Measurement`, which :class:`Result` reads through and never writes
