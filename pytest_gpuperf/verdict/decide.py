@@ -44,7 +44,6 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.verdict import host_speed
 from pytest_gpuperf.verdict.comparison import (
     BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
@@ -57,6 +56,17 @@ from pytest_gpuperf.verdict.comparison import (
     UNSTEADY,
     Comparison,
     FigureVerdict,
+)
+from pytest_gpuperf.verdict.host_speed import (
+    AB_HINT,
+    CANARY_NOISE,
+    HOST_CLASSES,
+    HOST_SLOWER,
+    NOT_COMPARABLE,
+    RUNS_BEFORE_HOST_SLOWER,
+    HostReading,
+    HostSpeed,
+    quiet_class,
 )
 from pytest_gpuperf.verdict.policy import CLASSES, DEFAULT_POLICY, DecisionPolicy, NoiseClass
 from pytest_gpuperf.verdict.robust import fast_spread, min_mean, min_var, moderate, z_of
@@ -526,7 +536,7 @@ def decide(
     # A confirmed regression of one figure settles the benchmark; otherwise every figure must.
     final = lead.final if lead.kind == REGRESSION else all(v.final for v in verdicts)
     kind = lead.kind
-    reasons = host_speed.benchmark_reasons(lead, verdicts)
+    reasons = _benchmark_reasons(lead, verdicts)
     if kind == REGRESSION and environment_reason and lead.slower <= lead.decisive:
         # A clock regime the baseline never saw can explain a non-decisive slowdown.
         reasons.append(f"environment: {environment_reason}")
@@ -546,13 +556,14 @@ def _figures(
     last: bool,
     notes: list[str],
 ) -> list[FigureVerdict]:
-    """Each figure's verdict (:func:`decide_figure`), with the tracers and the host's speed
-    taken into account (:mod:`.host_speed`); what the reader should know goes to ``notes``."""
+    """Each figure's verdict (:func:`decide_figure`), with the tracers and the host's speed,
+    read once for all figures (:class:`.host_speed.HostReading`), taken into account
+    (:func:`_with_host`); what the reader should know goes to ``notes``."""
+    host = HostReading.of(base, cur, [k.name for k in classes.values()])
     floor = max([x.within_se for x in (*base, *cur) if x.within_se is not None] or [0.0])
-    allowance = _unlike_allowance(base, cur)
-    note = host_speed.canary_note(base, cur, [k.name for k in classes.values()])
-    if note:
-        notes.append(note)
+    allowance = _unlike_allowance(base, host.speed)
+    if host.note:
+        notes.append(host.note)
     verdicts = []
     for figure, klass in classes.items():
         b, c = _levels(base, figure), _levels(cur, figure)
@@ -561,26 +572,189 @@ def _figures(
                 raise ValueError(f"figure {figure!r} missing from a run")
             notes.append("end-to-end time missing from some runs (older baseline): not compared")
             continue
-        klass = host_speed.on_quiet_host(klass, base, cur, [x.y for x in b], [x.y for x in c])
+        klass = quiet_class(klass, host.all_quiet, [x.y for x in b], [x.y for x in c])
         rule = functools.partial(
             decide_figure, figure, klass=klass, policy=policy, last=last,
             floor=min(floor, 0.05), like_for_like=figure != DEVICE or _same_hiding(base, cur),
             allowance=allowance,
         )  # fmt: skip
-        verdicts.append(host_speed.judge_figure(figure, klass, b, c, base, cur, rule, last=last))
+        verdicts.append(_with_host(figure, klass, b, c, rule, host, last=last))
     return verdicts
 
 
-def _unlike_allowance(base: Sequence[RunStat], cur: Sequence[RunStat]) -> float:
+def _unlike_allowance(base: Sequence[RunStat], speed: HostSpeed | None) -> float:
     """How much more (log) a device figure measured with its host not hidden may show of the
     same code: the baseline's end-to-end over device time (what the host adds to a call),
-    times the host's slowdown where the canary knows it."""
+    times the host's slowdown where the canary knows it (``speed``)."""
     e2e = [x.e2e_s for x in base if x.e2e_s is not None]
     if not e2e:
         return math.inf
     extra = max(0.0, math.log(min(e2e) / min(x.median_s for x in base)))
-    speed = host_speed.HostSpeed.of(base, cur)
     return extra + (max(0.0, math.log(speed.ratio)) if speed is not None else 0.0)
+
+
+# --- a figure paid at the host's speed: the rule as measured and with the host out --------
+
+#: how a figure is named in a sentence
+_NAMES = {"device": "device time", "end-to-end": "end-to-end", "time": "time"}
+
+
+def _with_host(
+    figure: str,
+    klass: NoiseClass,
+    base: Sequence[Level],
+    cur: Sequence[Level],
+    rule: Callable[..., FigureVerdict],
+    host: HostReading,
+    *,
+    last: bool,
+) -> FigureVerdict:
+    """One figure's verdict (``rule``: :func:`decide_figure` on two sides' levels), with the
+    tracers and the host's speed of the runs (``host``) taken into account
+    (:mod:`.host_speed`'s docstring): the rule on the levels as measured and, where the
+    hosts ran at different speeds, on the levels with the host taken out, as one."""
+    if host.tracers and host.paid_by_host(figure, klass):
+        v = rule(base, cur)
+        why = (
+            f"{_NAMES.get(figure, figure)} not comparable: {host.tracers}; a tracer slows host "
+            "work several times, by how much Python it runs, so this is never a regression. "
+            "Compare runs measured alike (save a baseline under the same tracer, or run "
+            "without it)"
+        )
+        return replace(v, kind=INCONCLUSIVE, final=True, why=NOT_COMPARABLE, reasons=(why,))
+    speed = host.speed if klass.name in HOST_CLASSES else None
+    raw = rule(base, cur)
+    if speed is None:
+        return raw
+    sb, sc = host.shifts
+    if not any(sb) and not any(sc):
+        return raw
+    b, c = _shifted(base, sb), _shifted(cur, sc)
+    loose = rule(b, c)
+    band = speed.band
+    if raw.kind == REGRESSION and raw.ratio / loose.ratio <= band:
+        return raw  # the runs compared (the fast modes) ran on hosts alike: nothing to explain
+    # To fail, the slowdown must stand with the host out even if each factor missed by
+    # CANARY_NOISE; to say that the host may hide one, the factors as measured are enough.
+    strict = rule(b, c, extra_noise=CANARY_NOISE)
+    if raw.kind != REGRESSION and not _may_hide(raw, loose, band) and any(sb):
+        # The baseline's slow hosts taken out and the current runs as measured: a canary
+        # that over-states a current run's host must not cancel a slowdown the baseline hid.
+        mixed = rule(b, cur, extra_noise=CANARY_NOISE)
+        if _may_hide(raw, mixed, band):
+            loose = mixed
+    return _as_one(figure, raw, strict, loose, last, math.exp(max(sb, default=0.0)), band)
+
+
+def _shifted(levels: Sequence[Level], by: Sequence[float]) -> list[Level]:
+    """The levels, each lowered by its run's shift (:attr:`.host_speed.HostReading.shifts`)."""
+    return [
+        replace(x, y=x.y - d, lo=x.lo - d, hi=x.hi - d) for x, d in zip(levels, by, strict=True)
+    ]
+
+
+def _may_hide(raw: FigureVerdict, corrected: FigureVerdict, band: float) -> bool:
+    """Whether the runs with (some) host taken out show, or cannot rule out, a slowdown that
+    the runs as measured do not: a regression, or a larger ratio whose interval reaches above
+    its threshold."""
+    if corrected.kind == REGRESSION:
+        return True
+    return corrected.ratio > raw.ratio * band and (
+        corrected.kind == INCONCLUSIVE
+        or (corrected.kind == NO_CHANGE and corrected.ratio_high > 1 + corrected.cutoff)
+    )
+
+
+def _as_one(
+    figure: str,
+    raw: FigureVerdict,
+    corr: FigureVerdict,
+    loose: FigureVerdict,
+    last: bool,
+    worst_base: float,
+    band: float,
+) -> FigureVerdict:
+    """The verdict as measured (``raw``) and with the host taken out (``corr``, its noise
+    widened by the canary's; ``loose``, not widened), as one; the host's slowdown it states
+    is what taking the host out changed in the runs compared (``worst_base``: the slowest
+    host of the baseline's runs, over the fastest host)."""
+    if raw.kind == INCONCLUSIVE and raw.final:
+        return raw
+    name, h = _NAMES.get(figure, figure), raw.ratio / loose.ratio
+    if raw.kind == REGRESSION and corr.kind == REGRESSION:
+        final = raw.final and corr.final
+        if not final or abs(math.log(h)) <= math.log(band):
+            return replace(raw, final=final)
+        line = (
+            f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
+            f"{_change(raw.ratio)} is {_change(loose.ratio)} beyond that"
+        )
+        return replace(raw, reasons=(*raw.reasons, line))
+    if raw.kind == REGRESSION:
+        if not last and raw.r < RUNS_BEFORE_HOST_SLOWER:
+            return replace(raw, final=False)  # one more fresh process: a short slow period ends
+        line = f"the host ran {_ratio(h)} than when the baseline was saved; {name} " + (
+            f"{_change(raw.ratio)} is within that"
+            if corr.slower <= corr.cutoff / 2
+            else f"{_change(raw.ratio)} is {_change(loose.ratio)} with the host taken out, but "
+            f"with the canary's own error its interval reaches down to "
+            f"{_change(corr.ratio_low)}, under the {_change(1 + corr.cutoff)} threshold; "
+            "--gpuperf-ab=REF measures both sides on one host"
+        )
+        return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
+    if _may_hide(raw, loose, band):
+        if loose.kind == REGRESSION and not loose.final:
+            # a suspect with the host taken out: look again (inconclusive until then, not a
+            # regression: the runs as measured are not slower)
+            return replace(raw, kind=INCONCLUSIVE, final=False, why=HOST_SLOWER)
+        if abs(math.log(h)) > math.log(band):
+            line = (
+                f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
+                f"{_change(raw.ratio)} as measured may hide a slowdown of {_change(loose.ratio)}"
+            )
+        else:  # the baseline's slow hosts widened its spread
+            line = (
+                f"some of the baseline's runs ran on a host up to {_ratio(worst_base)}; with "
+                f"the host taken out their spread is narrower, and {name} "
+                f"{_change(raw.ratio)} may be a slowdown"
+            )
+        return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
+    if raw.kind == IMPROVEMENT and corr.kind != IMPROVEMENT:
+        return replace(raw, kind=NO_CHANGE)  # faster only as the host was
+    return raw
+
+
+def _ratio(h: float) -> str:
+    if h >= 1:
+        return f"{h:.2g}x slower" if h < 10 else f"{h:.3g}x slower"
+    return f"{1 / h:.2g}x faster"
+
+
+def _change(ratio: float) -> str:
+    """``+80 %``, ``-3.1 %``, ``4.2x``."""
+    if not math.isfinite(ratio):
+        return "inf"
+    if ratio >= 2:
+        return f"{ratio:.3g}x"
+    pct = 100 * (ratio - 1)
+    return f"{pct:+.0f} %" if abs(pct) >= 10 else f"{pct:+.1f} %"
+
+
+def _benchmark_reasons(lead: FigureVerdict, figures: Sequence[FigureVerdict]) -> list[str]:
+    """The benchmark's reasons: the deciding figure's, and where the host or a tracer
+    decided it, the other figures' verdicts in the same line and what to run instead."""
+    reasons = list(lead.reasons)
+    if lead.why not in (HOST_SLOWER, NOT_COMPARABLE) or not reasons:
+        return reasons
+    others = [
+        f"{_NAMES.get(f.figure, f.figure)} {_change(f.ratio)}, {f.kind.replace('-', ' ')}"
+        for f in figures
+        if f is not lead
+    ]
+    line = "; ".join([reasons[0], *others])
+    if lead.why == HOST_SLOWER:
+        line += AB_HINT
+    return [line, *reasons[1:]]
 
 
 def _compare(

@@ -1,4 +1,5 @@
-"""Host-bound figures judged against how fast the host runs now, and timings under a tracer.
+"""How fast the hosts of both sides ran, and under which tracers: what the rule needs to judge
+host-bound figures.
 
 A figure paid at the host's speed (the "host" class: end-to-end time of host-bound work;
 the "cpu" class: the CPU backend) moves with the host: a slow period of the host, a
@@ -7,11 +8,12 @@ cannot tell that from slower code. Each run carries the host-speed canary measur
 its rounds (:mod:`pytest_gpuperf.measure.canary`); its **host factor** is the canary's time
 per op over the share of the rounds' time its thread spent on a CPU.
 
-For such a figure the rule (:func:`~pytest_gpuperf.verdict.decide.decide_figure`) is
-applied twice: to the runs as measured, and to the runs with each one's host factor taken
-out (its level lowered by how much slower its host ran than the fastest host of all the
-runs, beyond a dead band for the canary's own noise, :data:`SAME_HOST` or its kind's; the
-noise of that judgement widened by :data:`CANARY_NOISE`, how far a factor may miss). Then:
+This module reads the hosts of a comparison's runs once (:class:`HostReading`); the rule
+(:mod:`pytest_gpuperf.verdict.decide`) then judges such a figure twice: the runs as
+measured, and the runs with each one's host factor taken out (its level lowered by how much
+slower its host ran than the fastest host of all the runs, beyond a dead band for the
+canary's own noise, :data:`SAME_HOST` or its kind's; the noise of that judgement widened by
+:data:`CANARY_NOISE`, how far a factor may miss). Then:
 
 * as measured a regression, and the runs compared (the two fast modes) ran on hosts alike:
   the verdict as measured;
@@ -48,18 +50,11 @@ Pure Python: no torch, no pytest.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, Protocol
 
-from pytest_gpuperf.verdict.comparison import (
-    IMPROVEMENT,
-    INCONCLUSIVE,
-    NO_CHANGE,
-    REGRESSION,
-    Comparison,
-    FigureVerdict,
-)
+from pytest_gpuperf.verdict.comparison import Comparison
 from pytest_gpuperf.verdict.policy import CLASSES, NoiseClass
 
 
@@ -80,22 +75,7 @@ class RunLike(Protocol):
     def host_hidden(self) -> bool | None: ...
 
 
-class LevelLike(Protocol):
-    """A run's level on one figure, log seconds (:class:`~pytest_gpuperf.verdict.decide.Level`)."""
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    @property
-    def y(self) -> float: ...
-    @property
-    def lo(self) -> float: ...
-    @property
-    def hi(self) -> float: ...
-
-
-L = TypeVar("L", bound=LevelLike)
-
-#: ``why`` of an inconclusive verdict this module gives
+#: ``why`` of an inconclusive verdict the host or a tracer decided
 HOST_SLOWER, NOT_COMPARABLE = "host-slower", "not-comparable"
 #: the noise classes whose figures are paid at the host's speed
 HOST_CLASSES = ("host", "cpu", "cpu-quiet")
@@ -124,10 +104,6 @@ CALM = 1.2
 CANARY_NOISE = 0.12
 #: fresh-process runs after which a slowdown the host explains is left inconclusive
 RUNS_BEFORE_HOST_SLOWER = 2
-#: how a figure is named in a sentence
-_NAMES = {"device": "device time", "end-to-end": "end-to-end", "time": "time"}
-
-Decide = Callable[..., FigureVerdict]
 
 
 def op_time(record: Mapping[str, Any] | None) -> float | None:
@@ -180,7 +156,19 @@ def on_quiet_host(
     five); its current runs then spread wider, and the "cpu" class judges it. One run beside
     a neighbour, or a baseline without the reading, keeps the "cpu" class as well."""
     runs = [*base, *current]
-    if klass.name != "cpu" or not runs or not all(quiet(x) for x in runs):
+    all_quiet = bool(runs) and all(quiet(x) for x in runs)
+    return quiet_class(klass, all_quiet, base_levels, current_levels)
+
+
+def quiet_class(
+    klass: NoiseClass,
+    all_quiet: bool,
+    base_levels: Sequence[float],
+    current_levels: Sequence[float],
+) -> NoiseClass:
+    """:func:`on_quiet_host`, with whether every run of both sides was measured on a quiet
+    host (``all_quiet``: :attr:`HostReading.all_quiet`)."""
+    if klass.name != "cpu" or not all_quiet:
         return klass
     if len(base_levels) < 2 or not all(_calm(ys) for ys in (base_levels, current_levels)):
         return klass
@@ -244,12 +232,6 @@ class HostSpeed:
         return [shift(f) for f in self.base], [shift(f) for f in self.current]
 
 
-def _shifted(levels: Sequence[L], by: Sequence[float]) -> list[L]:
-    return [
-        replace(x, y=x.y - d, lo=x.lo - d, hi=x.hi - d) for x, d in zip(levels, by, strict=True)
-    ]
-
-
 def tracer_change(base: Sequence[RunLike], current: Sequence[RunLike]) -> str | None:
     """What differs in tracers between the two sides, or None when they were measured alike."""
     b = {x.tracer for x in base}
@@ -268,163 +250,47 @@ def tracer_change(base: Sequence[RunLike], current: Sequence[RunLike]) -> str | 
     )
 
 
-def _host_dependent(figure: str, klass: NoiseClass, runs: Sequence[RunLike]) -> bool:
-    """Whether a figure is paid at the host's speed: its class says so, or it is device time
-    that did not have the host hidden on every run."""
-    if klass.name in HOST_CLASSES:
-        return True
-    return figure == "device" and any(x.host_hidden is not True for x in runs)
+@dataclass(frozen=True)
+class HostReading:
+    """The hosts of both sides' runs, read once per comparison: what the rule needs of them
+    for every figure (``HostReading.of``)."""
 
+    #: what differs in tracers between the two sides (:func:`tracer_change`), None: alike
+    tracers: str | None
+    #: the host factors of both sides (None unless every run has a canary of one kind)
+    speed: HostSpeed | None
+    #: how much each run's level is lowered to take its host out, base and current runs
+    #: (:meth:`HostSpeed.shifts`; empty without a :attr:`speed`)
+    shifts: tuple[tuple[float, ...], tuple[float, ...]]
+    #: every run of both sides was measured on a quiet host (:func:`quiet`)
+    all_quiet: bool
+    #: every run's device figure is device time alone (the host hidden)
+    device_alone: bool
+    #: :data:`NO_CANARY_NOTE` where a host-bound figure is judged without a canary
+    note: str | None = None
 
-def judge_figure(
-    figure: str,
-    klass: NoiseClass,
-    base: Sequence[L],
-    cur: Sequence[L],
-    base_runs: Sequence[RunLike],
-    cur_runs: Sequence[RunLike],
-    decide: Decide,
-    *,
-    last: bool,
-) -> FigureVerdict:
-    """One figure's verdict (``decide``: the rule on two sides' levels), with the tracers and
-    the host's speed taken into account (module docstring)."""
-    change = tracer_change(base_runs, cur_runs)
-    if change and _host_dependent(figure, klass, [*base_runs, *cur_runs]):
-        v = decide(base, cur)
-        why = (
-            f"{_NAMES.get(figure, figure)} not comparable: {change}; a tracer slows host "
-            "work several times, by how much Python it runs, so this is never a regression. "
-            "Compare runs measured alike (save a baseline under the same tracer, or run "
-            "without it)"
+    @classmethod
+    def of(
+        cls, base: Sequence[RunLike], current: Sequence[RunLike], classes: Sequence[str] = ()
+    ) -> HostReading:
+        """The reading of ``base`` and ``current`` runs, whose figures are of ``classes``
+        (the noise classes' names: for the note on a baseline without a canary)."""
+        runs = [*base, *current]
+        speed = HostSpeed.of(base, current)
+        base_shifts, current_shifts = speed.shifts() if speed is not None else ([], [])
+        return cls(
+            tracers=tracer_change(base, current),
+            speed=speed,
+            shifts=(tuple(base_shifts), tuple(current_shifts)),
+            all_quiet=bool(runs) and all(quiet(x) for x in runs),
+            device_alone=all(x.host_hidden is True for x in runs),
+            note=canary_note(base, current, classes),
         )
-        return replace(v, kind=INCONCLUSIVE, final=True, why=NOT_COMPARABLE, reasons=(why,))
-    speed = HostSpeed.of(base_runs, cur_runs) if klass.name in HOST_CLASSES else None
-    raw = decide(base, cur)
-    if speed is None:
-        return raw
-    sb, sc = speed.shifts()
-    if not any(sb) and not any(sc):
-        return raw
-    b, c = _shifted(base, sb), _shifted(cur, sc)
-    loose = decide(b, c)
-    band = speed.band
-    if raw.kind == REGRESSION and raw.ratio / loose.ratio <= band:
-        return raw  # the runs compared (the fast modes) ran on hosts alike: nothing to explain
-    # To fail, the slowdown must stand with the host out even if each factor missed by
-    # CANARY_NOISE; to say that the host may hide one, the factors as measured are enough.
-    strict = decide(b, c, extra_noise=CANARY_NOISE)
-    if raw.kind != REGRESSION and not _may_hide(raw, loose, band) and any(sb):
-        # The baseline's slow hosts taken out and the current runs as measured: a canary
-        # that over-states a current run's host must not cancel a slowdown the baseline hid.
-        mixed = decide(b, cur, extra_noise=CANARY_NOISE)
-        if _may_hide(raw, mixed, band):
-            loose = mixed
-    return _combine(figure, raw, strict, loose, last, math.exp(max(sb, default=0.0)), band)
 
-
-def _may_hide(raw: FigureVerdict, corrected: FigureVerdict, band: float) -> bool:
-    """Whether the runs with (some) host taken out show, or cannot rule out, a slowdown that
-    the runs as measured do not: a regression, or a larger ratio whose interval reaches above
-    its threshold."""
-    if corrected.kind == REGRESSION:
-        return True
-    return corrected.ratio > raw.ratio * band and (
-        corrected.kind == INCONCLUSIVE
-        or (corrected.kind == NO_CHANGE and corrected.ratio_high > 1 + corrected.cutoff)
-    )
-
-
-def _combine(
-    figure: str,
-    raw: FigureVerdict,
-    corr: FigureVerdict,
-    loose: FigureVerdict,
-    last: bool,
-    worst_base: float,
-    band: float,
-) -> FigureVerdict:
-    """The verdict as measured (``raw``) and with the host taken out (``corr``, its noise
-    widened by the canary's; ``loose``, not widened), as one; the host's slowdown it states
-    is what taking the host out changed in the runs compared (``worst_base``: the slowest
-    host of the baseline's runs, over the fastest host)."""
-    if raw.kind == INCONCLUSIVE and raw.final:
-        return raw
-    name, h = _NAMES.get(figure, figure), raw.ratio / loose.ratio
-    if raw.kind == REGRESSION and corr.kind == REGRESSION:
-        final = raw.final and corr.final
-        if not final or abs(math.log(h)) <= math.log(band):
-            return replace(raw, final=final)
-        line = (
-            f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
-            f"{_change(raw.ratio)} is {_change(loose.ratio)} beyond that"
-        )
-        return replace(raw, reasons=(*raw.reasons, line))
-    if raw.kind == REGRESSION:
-        if not last and raw.r < RUNS_BEFORE_HOST_SLOWER:
-            return replace(raw, final=False)  # one more fresh process: a short slow period ends
-        line = f"the host ran {_ratio(h)} than when the baseline was saved; {name} " + (
-            f"{_change(raw.ratio)} is within that"
-            if corr.slower <= corr.cutoff / 2
-            else f"{_change(raw.ratio)} is {_change(loose.ratio)} with the host taken out, but "
-            f"with the canary's own error its interval reaches down to "
-            f"{_change(corr.ratio_low)}, under the {_change(1 + corr.cutoff)} threshold; "
-            "--gpuperf-ab=REF measures both sides on one host"
-        )
-        return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
-    if _may_hide(raw, loose, band):
-        if loose.kind == REGRESSION and not loose.final:
-            # a suspect with the host taken out: look again (inconclusive until then, not a
-            # regression: the runs as measured are not slower)
-            return replace(raw, kind=INCONCLUSIVE, final=False, why=HOST_SLOWER)
-        if abs(math.log(h)) > math.log(band):
-            line = (
-                f"the host ran {_ratio(h)} than when the baseline was saved; {name} "
-                f"{_change(raw.ratio)} as measured may hide a slowdown of {_change(loose.ratio)}"
-            )
-        else:  # the baseline's slow hosts widened its spread
-            line = (
-                f"some of the baseline's runs ran on a host up to {_ratio(worst_base)}; with "
-                f"the host taken out their spread is narrower, and {name} "
-                f"{_change(raw.ratio)} may be a slowdown"
-            )
-        return replace(raw, kind=INCONCLUSIVE, final=True, why=HOST_SLOWER, reasons=(line,))
-    if raw.kind == IMPROVEMENT and corr.kind != IMPROVEMENT:
-        return replace(raw, kind=NO_CHANGE)  # faster only as the host was
-    return raw
-
-
-def _ratio(h: float) -> str:
-    if h >= 1:
-        return f"{h:.2g}x slower" if h < 10 else f"{h:.3g}x slower"
-    return f"{1 / h:.2g}x faster"
-
-
-def _change(ratio: float) -> str:
-    """``+80 %``, ``-3.1 %``, ``4.2x``."""
-    if not math.isfinite(ratio):
-        return "inf"
-    if ratio >= 2:
-        return f"{ratio:.3g}x"
-    pct = 100 * (ratio - 1)
-    return f"{pct:+.0f} %" if abs(pct) >= 10 else f"{pct:+.1f} %"
-
-
-def benchmark_reasons(lead: FigureVerdict, figures: Sequence[FigureVerdict]) -> list[str]:
-    """The benchmark's reasons: the deciding figure's, and where the host or a tracer
-    decided it, the other figures' verdicts in the same line and what to run instead."""
-    reasons = list(lead.reasons)
-    if lead.why not in (HOST_SLOWER, NOT_COMPARABLE) or not reasons:
-        return reasons
-    others = [
-        f"{_NAMES.get(f.figure, f.figure)} {_change(f.ratio)}, {f.kind.replace('-', ' ')}"
-        for f in figures
-        if f is not lead
-    ]
-    line = "; ".join([reasons[0], *others])
-    if lead.why == HOST_SLOWER:
-        line += AB_HINT
-    return [line, *reasons[1:]]
+    def paid_by_host(self, figure: str, klass: NoiseClass) -> bool:
+        """Whether a figure is paid at the host's speed: its class says so, or it is device
+        time that did not have the host hidden on every run."""
+        return klass.name in HOST_CLASSES or (figure == "device" and not self.device_alone)
 
 
 #: what a host-slower verdict against a stored baseline suggests
