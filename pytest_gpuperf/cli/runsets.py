@@ -269,7 +269,6 @@ def compare(
 def _judged(judge: Judge, candidate: RunSet, key: str, entry: br.BenchmarkEntry) -> Any:
     """One benchmark of the candidate as a result with its final verdict (the gate's
     :meth:`Judge.decide` and :meth:`Judge.conclude`), and that :class:`Verdict`."""
-    from pytest_gpuperf.verdict.judge import run_stat
 
     last, same = _newest(entry)
     fp = candidate.baseline.fingerprints.get(last.fingerprint_id, {})
@@ -284,7 +283,7 @@ def _judged(judge: Judge, candidate: RunSet, key: str, entry: br.BenchmarkEntry)
         if last.numerics:
             numerics = [dict(x) for x in last.numerics]
             res.measurement = replace(res.measurement, numerics=numerics)
-    c = judge.decide(res, [run_stat(r) for r in same], last=True, fp=fp)
+    c = judge.decide(res, same, last=True, fp=fp)
     verdict = judge.conclude(res, c, [list(r.numerics) if r.numerics else None for r in same])
     res.comparison = verdict.comparison
     res.diagnosis = None  # the run file's diagnosis explained another verdict

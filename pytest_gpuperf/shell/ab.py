@@ -199,7 +199,6 @@ class ABGate(Gate):
     def _pairs(self, nodeids: Sequence[str], device: str, progress: Progress | None) -> None:
         """Pairs of fresh processes for ``nodeids`` until each one's verdicts are final."""
         from pytest_gpuperf.shell.progress import silent
-        from pytest_gpuperf.verdict import RunStat
         from pytest_gpuperf.verdict.judge import Judge
         from pytest_gpuperf.verdict.paired import BASE, pair_order, paired_baseline
 
@@ -233,9 +232,7 @@ class ABGate(Gate):
                 last = i + 1 >= most
                 final = all(
                     self.rule.decide(
-                        self.paired.current[k][0],
-                        [RunStat.from_result(r) for r in self.paired.current[k]],
-                        last=last,
+                        self.paired.current[k][0], self.paired.current[k], last=last
                     ).final
                     for k in keys
                 )
@@ -259,7 +256,6 @@ class ABGate(Gate):
         device: str,
         progress: Progress | None = None,
     ) -> Judgement:
-        from pytest_gpuperf.verdict import RunStat
         from pytest_gpuperf.verdict.decide import with_note
         from pytest_gpuperf.verdict.host_speed import in_ab_session
 
@@ -271,8 +267,7 @@ class ABGate(Gate):
         out.rerun_s = time.perf_counter() - started
         for r in results:
             runs = self.paired.runs("current", r.id.key)
-            stats = [RunStat.from_result(x) for x in runs] or [RunStat.from_result(r)]
-            c: Comparison = in_ab_session(self.rule.decide(r, stats, last=True))
+            c: Comparison = in_ab_session(self.rule.decide(r, runs or [r], last=True))
             if new:
                 c = with_note(c, f"new: not in {self.tree.label}")
             elif item.nodeid in self.failed_side:

@@ -139,36 +139,44 @@ class Judge:
     def decide(
         self,
         result: Result,
-        current: Sequence[RunStat],
+        runs: Sequence[Result | RunRecord],
         *,
         last: bool = False,
         policy: DecisionPolicy | None = None,
         fp: Mapping[str, Any] | None = None,
     ) -> Comparison:
-        """The verdict on ``current`` runs of ``result``'s benchmark (``result`` is the first)."""
+        """The verdict on ``runs`` of ``result``'s benchmark (``result`` is the first; results
+        of fresh processes or stored runs, which :meth:`RunStat.from_run` reads alike).
+
+        What the rule needs of the result comes first: its policy, the baseline's runs it
+        matches, and why the conditions differ (another environment, or the telemetry); then
+        both sides' runs as the rule sees them, and the rule."""
         pol = policy or self.policy_for(result)
         match = self.match(result, fp)
+        stored: Sequence[RunRecord] = ()
+        diff: list[str] = []
+        reason = note = None
+        if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
+            stored = self.baseline.runs(result.id.key, match.fingerprint_id or "")
+            label = "" if match.status == br.OTHER_ENVIRONMENT else "measurement settings: "
+            diff = [label + d for d in match.differences] or ["environment"]
+        elif match.status != br.NO_BENCHMARK:
+            stored = match.runs
+            reason, note = environment_reason(
+                stored, result.median, result.telemetry, pol.threshold
+            )
+        current = [RunStat.from_run(r) for r in runs]
+        base = [RunStat.from_run(r) for r in stored]
         common: dict[str, Any] = {"policy": pol, "name": result.id.display, "last": last}
         if match.status == br.NO_BENCHMARK:
             return decide([], current, **common)
-        if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
-            other = self.baseline.runs(result.id.key, match.fingerprint_id or "")
-            label = "" if match.status == br.OTHER_ENVIRONMENT else "measurement settings: "
-            return decide(
-                [run_stat(r) for r in other] or [current[0]],
-                current,
-                mode=self.modes.get(result.id.mode),
-                environment_diff=[label + d for d in match.differences] or ["environment"],
-                **common,
-            )
-        reason, note = environment_reason(
-            match.runs, result.median, result.telemetry, pol.threshold
-        )
         c = decide(
-            [run_stat(r) for r in match.runs],
+            # another environment's runs, none left: the verdict is the difference alone
+            base or current[:1] if diff else base,
             current,
             mode=self.modes.get(result.id.mode),
             environment_reason=reason,
+            environment_diff=diff,
             **common,
         )
         return with_note(c, note) if note else c
@@ -179,7 +187,7 @@ class Judge:
         """The verdict on ``runs`` of ``result``'s benchmark (``result`` first, then the runs
         of fresh processes), with ``note`` added, and, once it is final, its secondary
         metrics and numerics (:meth:`conclude`)."""
-        c = self.decide(result, [RunStat.from_result(r) for r in runs], last=last)
+        c = self.decide(result, runs, last=last)
         if note:
             c = with_note(c, note)
         if not c.final:
