@@ -100,6 +100,9 @@ class Row:
     kind: str
     #: False while the verdict waits for a confirmation run (a suspect, not yet a verdict)
     final: bool
+    #: the kind as the reports name it: ``regression``, ``inconclusive / below resolution``,
+    #: ``regression (suspect)``
+    label: str
     ratio: float | None
     change: str
     interval: str
@@ -107,14 +110,6 @@ class Row:
     current: str
     #: baseline runs / current runs that the verdict used ("20 / 3"), "-" without a verdict
     runs: str
-
-    @property
-    def label(self) -> str:
-        text = LABELS.get(self.kind, self.kind)
-        c = self.result.comparison
-        if c is not None and self.kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
-            text += " / below resolution"
-        return text if self.final else f"{text} (suspect)"
 
     @property
     def name(self) -> str:
@@ -138,6 +133,14 @@ def _num(v: float | None) -> float | None:
     return None
 
 
+def _label(kind: str, final: bool, c: Comparison | None) -> str:
+    """:attr:`Row.label` of a verdict of ``kind`` (``c``: the comparison, None without one)."""
+    text = LABELS.get(kind, kind)
+    if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
+        text += " / below resolution"
+    return text if final else f"{text} (suspect)"
+
+
 def row(result: Result) -> Row:
     c = result.comparison
     if c is None:
@@ -146,6 +149,7 @@ def row(result: Result) -> Row:
             result=result,
             kind=NOT_COMPARED,
             final=True,
+            label=_label(NOT_COMPARED, True, None),
             ratio=None,
             change="-",
             interval="-",
@@ -153,6 +157,7 @@ def row(result: Result) -> Row:
             current=fmt_time(current),
             runs="-",
         )
+    label = _label(c.kind, c.final, c)
     ratio, lo, hi = _num(c.ratio), _num(c.ratio_low), _num(c.ratio_high)
     change = change_text(c, result.id.mode) if ratio is not None else "-"
     if lo is not None and hi is not None:
@@ -167,6 +172,7 @@ def row(result: Result) -> Row:
         result=result,
         kind=c.kind,
         final=c.final,
+        label=label,
         ratio=ratio,
         change=change,
         interval=interval,
