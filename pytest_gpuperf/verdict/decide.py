@@ -24,6 +24,11 @@ benchmark), with K baseline runs and r current runs, each a fresh process:
 5. IMPROVEMENT by the mirror rule (final at once); otherwise NO CHANGE, with
    the smallest slowdown the figure would have caught (its resolution).
 
+A figure paid at the host's speed is judged so twice, as measured and with each run's
+host taken out, and the two verdicts made one; a tracer on one side only leaves it
+inconclusive. The hosts of both sides are read once per benchmark
+(:class:`.host_speed.HostReading`, whose module says why and how).
+
 The benchmark's verdict: a regression if any figure is one, else inconclusive
 if any is, else an improvement if any is, else no change. Every step is
 monotone in the current times: slower current rounds can only move a verdict
