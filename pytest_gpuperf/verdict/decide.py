@@ -35,7 +35,7 @@ monotone in the current times: slower current rounds can only move a verdict
 towards REGRESSION, never away from it. One choice looks at how the current
 runs spread among themselves, not at how slow they are: a CPU figure on a quiet
 host is in the quieter class only while its runs lie within 1.2x of each other
-(:func:`.host_speed.on_quiet_host`); a slowdown that moves every run alike
+(:func:`.host_speed.quiet_class`); a slowdown that moves every run alike
 keeps that spread, so a larger one is never judged more leniently.
 """
 

@@ -36,7 +36,7 @@ a canary (a baseline saved before it existed) are judged as measured.
 
 A "cpu" figure whose runs on both sides were all measured on a quiet host (:func:`quiet`:
 the measuring thread had a CPU, and other processes left the machine's other CPUs idle) is
-judged in the quieter "cpu-quiet" class (:func:`on_quiet_host`): the "cpu" class's prior is
+judged in the quieter "cpu-quiet" class (:func:`quiet_class`): the "cpu" class's prior is
 what neighbours do to a CPU timing, several times the spread between processes without them.
 
 A tracer or profiler (coverage.py, a debugger, cProfile, torch.profiler) active on one side
@@ -139,35 +139,22 @@ def quiet(run: RunLike) -> bool:
     )
 
 
-def on_quiet_host(
-    klass: NoiseClass,
-    base: Sequence[RunLike],
-    current: Sequence[RunLike],
-    base_levels: Sequence[float] = (),
-    current_levels: Sequence[float] = (),
-) -> NoiseClass:
-    """``klass``, or for a "cpu" figure whose runs were all measured on a quiet host (both
-    sides), the quieter :data:`QUIET_CPU` class: the "cpu" class's prior is what neighbours do
-    to a CPU timing, and with none on either side it is several times the spread.
-
-    The levels (log) must show a benchmark calm in itself: the baseline's, two or more,
-    within :data:`CALM`, and the current runs' too. A benchmark whose level moves +-30 %
-    between processes on any host can land three baseline runs within 1.2x (one time in
-    five); its current runs then spread wider, and the "cpu" class judges it. One run beside
-    a neighbour, or a baseline without the reading, keeps the "cpu" class as well."""
-    runs = [*base, *current]
-    all_quiet = bool(runs) and all(quiet(x) for x in runs)
-    return quiet_class(klass, all_quiet, base_levels, current_levels)
-
-
 def quiet_class(
     klass: NoiseClass,
     all_quiet: bool,
     base_levels: Sequence[float],
     current_levels: Sequence[float],
 ) -> NoiseClass:
-    """:func:`on_quiet_host`, with whether every run of both sides was measured on a quiet
-    host (``all_quiet``: :attr:`HostReading.all_quiet`)."""
+    """``klass``, or for a "cpu" figure whose runs were all measured on a quiet host (both
+    sides: ``all_quiet``, :attr:`HostReading.all_quiet`), the quieter :data:`QUIET_CPU` class:
+    the "cpu" class's prior is what neighbours do to a CPU timing, and with none on either
+    side it is several times the spread.
+
+    The levels (log) must show a benchmark calm in itself: the baseline's, two or more,
+    within :data:`CALM`, and the current runs' too. A benchmark whose level moves +-30 %
+    between processes on any host can land three baseline runs within 1.2x (one time in
+    five); its current runs then spread wider, and the "cpu" class judges it. One run beside
+    a neighbour, or a baseline without the reading, keeps the "cpu" class as well."""
     if klass.name != "cpu" or not all_quiet:
         return klass
     if len(base_levels) < 2 or not all(_calm(ys) for ys in (base_levels, current_levels)):

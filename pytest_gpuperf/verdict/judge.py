@@ -42,11 +42,6 @@ from pytest_gpuperf.verdict.secondary import (
 )
 
 
-def run_stat(rec: RunRecord) -> RunStat:
-    """A stored run as the verdict sees it."""
-    return RunStat.from_run(rec)
-
-
 def environment_reason(
     runs: Sequence[RunRecord],
     median_s: float,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.model import MODE_EVENTS, BenchId, Result
-from pytest_gpuperf.verdict.judge import run_stat
+from pytest_gpuperf.verdict.decide import RunStat
 
 ENV = {"device": "cuda", "gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-1", "driver": "580"}
 
@@ -35,7 +35,7 @@ def test_both_figures_survive_a_save_and_a_load(tmp_path: Path) -> None:
     (rec,) = entry.runs
     assert rec.e2e_rounds == tuple([210e-6] * 20) and rec.host_hidden is True
     assert rec.host_s == 126e-6
-    stat = run_stat(rec)
+    stat = RunStat.from_run(rec)
     assert stat.median_s == 50e-6 and stat.e2e_s == 210e-6 and stat.host_hidden is True
     assert stat.host_s == 126e-6
 

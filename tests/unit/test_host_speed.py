@@ -329,11 +329,17 @@ def quiet_cpu(t: float, *, host: float = 1.0, others: float | None = 0.02) -> Ru
 
 
 def test_runs_on_a_quiet_host_on_both_sides_are_judged_in_the_quiet_cpu_class() -> None:
-    from pytest_gpuperf.verdict.host_speed import QUIET_CPU, on_quiet_host, quiet
-    from pytest_gpuperf.verdict.policy import CLASSES
+    from pytest_gpuperf.verdict.host_speed import QUIET_CPU, HostReading, quiet, quiet_class
+    from pytest_gpuperf.verdict.policy import CLASSES, NoiseClass
 
     base = [quiet_cpu(T * x) for x in (1.0, 1.03, 1.06)]
     levels = [math.log(T * x) for x in (1.0, 1.03, 1.06)]
+
+    def on_quiet_host(
+        klass: NoiseClass, b: list[RunStat], c: list[RunStat], lv: list[float]
+    ) -> NoiseClass:
+        return quiet_class(klass, HostReading.of(b, c).all_quiet, lv, [])
+
     assert all(quiet(x) for x in base)
     assert on_quiet_host(CLASSES["cpu"], base, [quiet_cpu(T)], levels).name == QUIET_CPU
     # one run beside a neighbour (another core busy, or its own core shared), or a run that
