@@ -65,3 +65,23 @@ def test_without_a_new_column_the_outputs_have_only_their_own() -> None:
     assert all("columns" not in d for d in doc["results"])
     header = csv_report.render(results).splitlines()[0].split(",")
     assert header[-1] == "run_id"
+
+
+def test_the_columns_and_sort_options_help_lists_every_key_there_is() -> None:
+    """The ``--gpuperf-columns`` and ``--gpuperf-sort`` help texts (and docs/reference.md, made
+    from them) name their keys by hand: a column or an order added without its word there
+    fails here."""
+    import re
+
+    from pytest_gpuperf.reporting.terminal import SORT_KEYS
+    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
+
+    def listed(help_text: str) -> list[str]:
+        words = help_text.split(": ", 1)[1].split("; ", 1)[0]
+        return [w for w in re.split(r"[,\s]+", words) if w and w != "(regressions"]
+
+    columns = " ".join(OPTIONS_BY_NAME["columns"].help.split())
+    assert listed(columns) == [k for k in COLUMNS if k != "name"]
+    order = " ".join(OPTIONS_BY_NAME["sort"].help.split())
+    keys = [w for w in re.findall(r"[a-z_]+", order.split(": ", 1)[1]) if w in SORT_KEYS]
+    assert sorted(keys) == sorted(SORT_KEYS)
