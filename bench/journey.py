@@ -46,7 +46,12 @@ module of a higher ring (core < device adapters < pytest shell < command line), 
 being the nearest ``pytest_gpuperf`` frame down the stack, when the callee is in the pytest
 shell or already on the stack (it called down and is called back): a core loop calling a
 closure of the fixture is one; a return to the shell is not, nor the core calling an
-adapter object it was handed (a timer, an NVTX range: the way the rings are built).
+adapter object it was handed (a timer, an NVTX range: the way the rings are built). A
+*callback* is a call into a module that is on the stack below its caller's, the caller being
+in another module: a module called back, before its call returned, by one it called (a rule
+handing another module a function of its own to call for each figure; a store handing its
+reader a function to convert each run). A module going on with its own next step after a
+call returned is a return, not a callback.
 
     python3 bench/journey.py            # both journeys, both figures
     python3 bench/journey.py --all      # helpers counted as stops too
@@ -133,6 +138,8 @@ class Call:
     up: bool
     #: handed the value, or handed it back
     route: bool = False
+    #: its module is on the stack below its caller's: a module called back by one it called
+    back: bool = False
 
 
 @dataclass
@@ -219,6 +226,21 @@ def _climbs(frame: Any, mod: str) -> bool:
     return ring(mod) >= RING["shell"] or mod in below
 
 
+def _calls_back(frame: Any, mod: str) -> bool:
+    """Whether the call of ``frame`` (in ``mod``) is a *callback*: its caller is in another
+    module, and ``mod`` is further down the stack (``mod`` called down, and is called back
+    before that call returned). A module's calls of its own functions, and a call into a
+    module that is not waiting on the caller (the timer the loop was handed), are not."""
+    below: list[str] = []
+    f = frame.f_back
+    while f is not None:
+        m = _module(f)
+        if m is not None:
+            below.append(m)
+        f = f.f_back
+    return bool(below) and below[0] != mod and mod in below[1:]
+
+
 class Tracer:
     """The profiler hook: the journey's calls, from the first call of ``start``."""
 
@@ -259,7 +281,13 @@ class Tracer:
         direct = handed and any(self.value.holds(a, holders=False) for a in args)
         call = None
         if not code.co_filename.startswith("<") and code.co_name != "<module>":
-            call = Call(mod, code.co_name, up=_climbs(frame, mod), route=handed)
+            call = Call(
+                mod,
+                code.co_name,
+                up=_climbs(frame, mod),
+                route=handed,
+                back=_calls_back(frame, mod),
+            )
             self.calls.append(call)
         self.open[id(frame)] = (args if direct else [], call)
 
@@ -329,12 +357,14 @@ def _folded(stops: list[str]) -> list[tuple[list[str], int]]:
 def _line(name: str, calls: list[Call]) -> None:
     stops = _stops(calls)
     climbs = sum(c.up for c in calls)
+    back = sum(c.back for c in calls)
     modules = list(dict.fromkeys(stops))
     folded = _folded(stops)
     read = sum(len(block) for block, _ in folded)
     print(
         f"  {name}: {len(modules)} modules, {len(stops)} stops ({read} as read, each loop once), "
-        f"{len(stops) - len(modules)} returns to a module already left, {climbs} climbs back up"
+        f"{len(stops) - len(modules)} returns to a module already left, {climbs} climbs back up, "
+        f"{back} callbacks"
     )
     text = " -> ".join(f"[{' -> '.join(block)}] x{n}" if n > 1 else block[0] for block, n in folded)
     print(textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="    "))
@@ -349,7 +379,8 @@ def report(title: str, calls: list[Call], everything: bool, each: bool = False) 
     if each:
         print("  the route's calls:")
         for c in route:
-            print(f"    {c.module}.{c.function}" + ("  (climbs back up)" if c.up else ""))
+            mark = ("  (climbs back up)" if c.up else "") + ("  (a callback)" if c.back else "")
+            print(f"    {c.module}.{c.function}" + mark)
     helpers = sorted({c.module for c in calls if is_helper(c.module)})
     if helpers and not everything:
         print("  helpers along the way: " + ", ".join(helpers))

@@ -1,0 +1,65 @@
+"""The journeys that bench/journey.py follows keep the shape docs/architecture.md describes:
+no module called back by one it called, on any route, and no climb back up to a higher ring;
+and its callback count sees a callback when there is one."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def journey(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("journey", ROOT / "bench" / "journey.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "journey", module)  # its dataclasses look it up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_route_has_a_callback_or_climbs_back_up() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "journey.py")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    ).stdout
+    routes = re.findall(r"route of the value: .*?, (\d+) climbs back up, (\d+) callbacks", out)
+    assert routes == [("0", "0")] * 3, out
+    save = re.search(r"save \(.*?\n  all calls: \d+ modules, (\d+) stops .*?, (\d+) returns", out)
+    assert save is not None and int(save[1]) <= 12 and int(save[2]) <= 3, out
+
+
+def _frames_of(*modules: str) -> Any:
+    """A chain of fake frames, the innermost first, each in a module of the package."""
+
+    class Frame:
+        def __init__(self, module: str, back: Any) -> None:
+            self.f_back = back
+            self.f_globals = {"__name__": f"pytest_gpuperf.{module}"}
+
+    frame = None
+    for m in reversed(modules):
+        frame = Frame(m, frame)
+    return frame
+
+
+def test_a_module_called_back_by_one_it_called_is_a_callback(journey: ModuleType) -> None:
+    # host_speed, called by the rule, calls the rule back
+    frame = _frames_of("verdict.decide", "verdict.host_speed", "verdict.decide", "shell.gate")
+    assert journey._calls_back(frame, "verdict.decide")
+    # the rule calling its own function, or a module not waiting on the caller: not one
+    assert not journey._calls_back(_frames_of("verdict.decide", "verdict.decide"), "verdict.decide")
+    frame = _frames_of("measure.cpu", "measure.engine", "shell.fixture")
+    assert not journey._calls_back(frame, "measure.cpu")
