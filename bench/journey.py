@@ -211,9 +211,8 @@ def _part_of(x: Any, args: list[Any], depth: int = 2) -> bool:
     return False
 
 
-def _climbs(frame: Any, mod: str) -> bool:
-    """Whether the call of ``frame`` (in ``mod``) climbs back up: from a module into one of a
-    higher ring, the shell's, or one already on the stack (a caller's closure or method)."""
+def _below(frame: Any) -> list[str]:
+    """The package modules down the stack from ``frame``'s caller, nearest first."""
     below: list[str] = []
     f = frame.f_back
     while f is not None:
@@ -221,6 +220,13 @@ def _climbs(frame: Any, mod: str) -> bool:
         if m is not None:
             below.append(m)
         f = f.f_back
+    return below
+
+
+def _climbs(frame: Any, mod: str) -> bool:
+    """Whether the call of ``frame`` (in ``mod``) climbs back up: from a module into one of a
+    higher ring, the shell's, or one already on the stack (a caller's closure or method)."""
+    below = _below(frame)
     if not below or ring(below[0]) >= ring(mod):
         return False  # called by pytest or the test itself, or not upwards
     return ring(mod) >= RING["shell"] or mod in below
@@ -231,13 +237,7 @@ def _calls_back(frame: Any, mod: str) -> bool:
     module, and ``mod`` is further down the stack (``mod`` called down, and is called back
     before that call returned). A module's calls of its own functions, and a call into a
     module that is not waiting on the caller (the timer the loop was handed), are not."""
-    below: list[str] = []
-    f = frame.f_back
-    while f is not None:
-        m = _module(f)
-        if m is not None:
-            below.append(m)
-        f = f.f_back
+    below = _below(frame)
     return bool(below) and below[0] != mod and mod in below[1:]
 
 
