@@ -157,14 +157,14 @@ def run(
             if r.e2e is not None:
                 walls.append(clock() - a)
             tick()
-            warmup.append(r[0])
+            warmup.append(r.per_call)
             elapsed_ms = (clock() - w0) * 1000.0
             warm = elapsed_ms >= policy.min_warmup_ms
             warmed = warm and settled(warmup, policy.settle_window, policy.settle_tol)
             if warmed or elapsed_ms >= policy.warmup_ms:
                 break
     warmup_s = clock() - w0
-    calls = r[2]  # the calls per round the timer made (its last warm-up round's)
+    calls = r.calls  # the calls per round the timer made (its last warm-up round's)
     deadline = _deadline(policy, walls, t0)
 
     # Measure a pass, and one more if it holds no steady level (the deadline may end one at 5)
@@ -181,7 +181,7 @@ def run(
                 r = Round(*timer.time_round(calls))
                 b = clock()
                 tick()
-                rounds.append(r[0])
+                rounds.append(r.per_call)
                 taken.append((r, a - t0, b - t0))
             start, changes = steady_tail(rounds, policy.shift_tol)
             drift = drifting(rounds[start:], policy.shift_tol)
