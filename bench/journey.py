@@ -223,21 +223,21 @@ def _below(frame: Any) -> list[str]:
     return below
 
 
-def _climbs(frame: Any, mod: str) -> bool:
-    """Whether the call of ``frame`` (in ``mod``) climbs back up: from a module into one of a
-    higher ring, the shell's, or one already on the stack (a caller's closure or method)."""
-    below = _below(frame)
+def _climbs(below: list[str], mod: str) -> bool:
+    """Whether a call into ``mod`` (``below``: the modules down the stack, :func:`_below`)
+    climbs back up: from a module into one of a higher ring, the shell's, or one already on
+    the stack (a caller's closure or method)."""
     if not below or ring(below[0]) >= ring(mod):
         return False  # called by pytest or the test itself, or not upwards
     return ring(mod) >= RING["shell"] or mod in below
 
 
-def _calls_back(frame: Any, mod: str) -> bool:
-    """Whether the call of ``frame`` (in ``mod``) is a *callback*: its caller is in another
-    module, and ``mod`` is further down the stack (``mod`` called down, and is called back
-    before that call returned). A module's calls of its own functions, and a call into a
-    module that is not waiting on the caller (the timer the loop was handed), are not."""
-    below = _below(frame)
+def _calls_back(below: list[str], mod: str) -> bool:
+    """Whether a call into ``mod`` (``below``: the modules down the stack, :func:`_below`) is
+    a *callback*: its caller is in another module, and ``mod`` is further down the stack
+    (``mod`` called down, and is called back before that call returned). A module's calls of
+    its own functions, and a call into a module that is not waiting on the caller (the timer
+    the loop was handed), are not."""
     return bool(below) and below[0] != mod and mod in below[1:]
 
 
@@ -281,12 +281,13 @@ class Tracer:
         direct = handed and any(self.value.holds(a, holders=False) for a in args)
         call = None
         if not code.co_filename.startswith("<") and code.co_name != "<module>":
+            below = _below(frame)  # walked once per call: the hook runs on every call
             call = Call(
                 mod,
                 code.co_name,
-                up=_climbs(frame, mod),
+                up=_climbs(below, mod),
                 route=handed,
-                back=_calls_back(frame, mod),
+                back=_calls_back(below, mod),
             )
             self.calls.append(call)
         self.open[id(frame)] = (args if direct else [], call)
