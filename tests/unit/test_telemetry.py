@@ -535,7 +535,11 @@ def test_probe_summarises_a_measurement(fake: Any) -> None:
     assert out["sm_clock_mhz"]["max"] == 1980 and out["sm_clock_mhz"]["min"] == 1590
     assert out["sm_clock_max_mhz"] == 1980 and out["power_w"]["median"] == 250
     assert out["gpu_util_pct"]["median"] == 97
-    assert 0.3 < out["clock_events"]["SW power cap"] < 0.7
+    # the cap's share of the time is the share of the rounds' time after the switch, as the
+    # clock saw it: on a loaded machine the sleeps overrun unevenly, so 4 of 8 is not half
+    after = (spans[-1][1] - (switch - t0)) / (spans[-1][1] - spans[0][0])
+    assert abs(out["clock_events"]["SW power cap"] - after) < 0.2, after
+    assert 0.0 < out["clock_events"]["SW power cap"] < 1.0
     assert out["throttled_rounds"][-1] == 7 and 0 not in out["throttled_rounds"]
     assert set(range(4, 8)) <= set(out["throttled_rounds"]) and len(out["throttled_rounds"]) <= 5
     assert out["low_clock_rounds"] == []  # 1590 is 80 % of the max
