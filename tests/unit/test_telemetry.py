@@ -640,11 +640,13 @@ def test_the_sampler_keeps_its_interval() -> None:
         return Sample(time.perf_counter(), 1980)
 
     s = nvml_mod.Sampler(read, interval_s=0.005)
+    t0 = time.perf_counter()
     s.start()
     time.sleep(0.2)
     s.stop()
+    ran = time.perf_counter() - t0  # on a loaded machine the sleep overruns: count by the clock
     assert s.error is None
-    assert 10 <= len(s.samples) <= 45  # about 40; loose for loaded CI machines
+    assert ran / 0.005 / 4 <= len(s.samples) <= ran / 0.005 + 5, (len(s.samples), ran)
 
 
 # --- regimes and cycles --------------------------------------------------------------------
