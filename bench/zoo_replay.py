@@ -90,7 +90,7 @@ def load(folder: Path) -> dict[str, list[Run]]:
             case = r.id.nodeid.split("[", 1)[1].rstrip("]")
             kind = BY_NAME[case].kind if case in BY_NAME else "?"
             good = kind == "unchanged" or not _is_bad(variant, case)
-            out[case].append(Run(RunStat.from_result(r), r.id.mode, good, (started, js.name)))
+            out[case].append(Run(RunStat.from_run(r), r.id.mode, good, (started, js.name)))
     for runs in out.values():
         runs.sort(key=lambda x: x.when)
     return out

@@ -216,8 +216,6 @@ class RunStat:
             tracer=getattr(run, "tracer", None),
         )
 
-    from_result = from_run
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -167,7 +167,7 @@ class Judge:
             return decide([], current, **common)
         c = decide(
             # another environment's runs, none left: the verdict is the difference alone
-            base or current[:1] if diff else base,
+            (base or current[:1]) if diff else base,
             current,
             mode=self.modes.get(result.id.mode),
             environment_reason=reason,
