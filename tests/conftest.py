@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 
 import pytest
@@ -39,6 +41,11 @@ def _keep_torch_modules() -> None:
 
 
 _keep_torch_modules()
+
+# The suite's own lock folder, shared by its xdist workers (they inherit the controller's
+# environment) but by no other session on the machine: another user's benchmark must not
+# make this suite wait, nor print its "waited ... for the machine's CPU" lines here.
+os.environ.setdefault("GPUPERF_LOCK_DIR", tempfile.mkdtemp(prefix="gpuperf-test-locks-"))
 
 pytest_plugins = ["pytester"]
 
