@@ -2,7 +2,7 @@
 
 Runs a one-benchmark pytest session in this process (CPU backend, a tiny workload) with a
 profiler hook that sees every call into, and return from, a ``pytest_gpuperf`` module, and
-prints two journeys:
+prints three journeys (docs/architecture.md shows today's figures):
 
 * **measure -> verdict -> saved run**: from the ``gpu_bench(...)`` call to the baseline
   written, in a session run with ``--gpuperf-baseline=main --gpuperf-save=main`` against a
@@ -11,8 +11,7 @@ prints two journeys:
 * **--gpuperf-baseline**: from ``pytest_configure`` (where the option is resolved) to the
   first benchmark, the baseline loaded and its gate ready;
 * **save**: the call of ``shell/baselines.py:save`` that appends the session's run to a
-  baseline of one saved run, from its start to its return (at most 12 stops and 3 returns:
-  docs/performance.md, "A save in one pass").
+  baseline of one saved run, from its start to its return.
 
 Each journey also says how often it *returns to a module already left*: its stops less its
 modules (a module entered once and left for good is one stop; every later stop in it is a
@@ -21,7 +20,8 @@ return).
 Each journey is shown as a sequence of *stops* (a stop: one or more calls in a row in one
 module; a run of 3 or more repeats of 2 to 4 stops, such as the measurement loop's rounds,
 is written once with its count, ``[measure.engine -> measure.cpu] x40``, and counted in
-full; "as read" counts it once, as a reader reads it), with two figures:
+full; "as read" counts it once, as a reader reads it: the full count follows the number of
+warm-up rounds, which changes from run to run), with two figures:
 
 * **all calls**: every call of the journey. Code without source to read is not a call
   here: the ``__init__`` that ``@dataclass`` generates (a dataclass built is one step of
