@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,8 @@ class ABGate(Gate):
         self.processes = 0
         self.process_s = 0.0
         self.current_ids: list[str] = []
+        #: the current side checked out too (a commit of --gpuperf-bisect); None: this tree
+        self.current_tree: BaseTree | None = None
 
     # --- set-up ---------------------------------------------------------------------
 
@@ -87,9 +89,9 @@ class ABGate(Gate):
         except ABError as e:
             raise pytest.UsageError(str(e)) from None
         config.add_cleanup(tree.remove)
-        _say_stale(remove_stale(tree.toplevel))
+        say_stale(remove_stale(tree.toplevel))
         try:
-            base_ids = _collect_base(run, tree)
+            base_ids = collect_base(run, tree)
         except ABError as e:
             tree.remove()
             raise pytest.UsageError(str(e)) from None
@@ -159,22 +161,13 @@ class ABGate(Gate):
     # --- the pairs ------------------------------------------------------------------
 
     def _run(self, side: str, nodeids: Sequence[str], device: str) -> ChildRun:
-        from pytest_gpuperf.shell.rerun import forwarded_args, run_child, run_pytest_child
+        from pytest_gpuperf.shell.rerun import run_child
 
-        env = self.tree.env(side)
-        if side != "base":
-            child = run_child(self.run, list(nodeids), device=device, env=env)
+        tree = self.tree if side == "base" else self.current_tree
+        if tree is None:
+            child = run_child(self.run, list(nodeids), device=device, env=self.tree.env(side))
         else:
-            args, root = _base_args(self.run, self.tree, forwarded_args)
-            targets = [_target(root, n) for n in nodeids]
-            child = run_pytest_child(
-                targets,
-                device=device,
-                args=args,
-                env=env,
-                timeout_s=600.0,
-                cwd=self.tree.base_of(self.config.invocation_params.dir),
-            )
+            child = run_in_tree(self.run, tree, nodeids, device=device)
         self.processes += 1
         self.process_s += child.wall_s
         return child
@@ -196,7 +189,7 @@ class ABGate(Gate):
                 self.failed_side[n] = error
                 self.child_errors.append(f"{n}: {error.splitlines()[0]}")
 
-    def _pairs(self, nodeids: Sequence[str], device: str, progress: Progress | None) -> None:
+    def pairs(self, nodeids: Sequence[str], device: str, progress: Progress | None) -> None:
         """Pairs of fresh processes for ``nodeids`` until each one's verdicts are final."""
         from pytest_gpuperf.shell.progress import silent
         from pytest_gpuperf.verdict.judge import Judge
@@ -241,6 +234,17 @@ class ABGate(Gate):
             pending = still
         self.measured.update(nodeids)
 
+    def verdicts(self) -> dict[str, Comparison]:
+        """Each measured benchmark's verdict on the pairs so far, by key (those of a test whose
+        fresh process failed are left out: :attr:`failed_side` says why)."""
+        from pytest_gpuperf.verdict.host_speed import in_ab_session
+
+        return {
+            k: in_ab_session(self.rule.decide(runs[0], runs, last=True))
+            for k, runs in self.paired.current.items()
+            if runs[0].id.nodeid not in self.failed_side
+        }
+
     def _targets(self, nodeid: str) -> list[str]:
         """This test and, where the session's order is known, every later one in both trees."""
         have = set(self.base_ids)
@@ -263,7 +267,7 @@ class ABGate(Gate):
         started = time.perf_counter()
         new = item.nodeid not in set(self.base_ids)
         if not new and item.nodeid not in self.measured:
-            self._pairs(self._targets(item.nodeid), device, progress)
+            self.pairs(self._targets(item.nodeid), device, progress)
         out.rerun_s = time.perf_counter() - started
         for r in results:
             runs = self.paired.runs("current", r.id.key)
@@ -285,6 +289,33 @@ class ABGate(Gate):
             v = self.rule.conclude(r, c, outputs)
             self._record(r, v, out, against=f" against {self.tree.ref} {self.tree.sha}")
         return out
+
+
+def run_in_tree(
+    run: RunContext,
+    tree: BaseTree,
+    nodeids: Sequence[str],
+    *,
+    device: str,
+    env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    timeout_s: float = 600.0,
+    **kw: Any,
+) -> ChildRun:
+    """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini file
+    and code (``kw``: :func:`~pytest_gpuperf.shell.rerun.run_pytest_child`'s)."""
+    from pytest_gpuperf.shell.rerun import forwarded_args, run_pytest_child
+
+    args, root = _base_args(run, tree, forwarded_args)
+    return run_pytest_child(
+        [_target(root, n) for n in nodeids],
+        device=device,
+        args=[*args, *extra_args],
+        env={**tree.env("base"), **(env or {})},
+        timeout_s=timeout_s,
+        cwd=tree.base_of(run.invocation_dir),
+        **kw,
+    )
 
 
 def _target(root: Path, nodeid: str) -> str:
@@ -316,7 +347,7 @@ def _base_args(run: RunContext, tree: BaseTree, forwarded: Any) -> tuple[list[st
     return out, root
 
 
-def _say_stale(removed: list[str]) -> None:
+def say_stale(removed: list[str]) -> None:
     """Report the A/B worktrees of killed sessions that this one removed."""
     if not removed:
         return
@@ -330,46 +361,33 @@ def _say_stale(removed: list[str]) -> None:
     )
 
 
-def _collect_base(run: RunContext, tree: BaseTree) -> list[str]:
+def collect_base(run: RunContext, tree: BaseTree) -> list[str]:
     """The base tree's benchmarks among the session's selection, from one collecting process.
 
     Raises ABError when the base tree cannot be collected or imports the current tree's code.
     """
-    from pytest_gpuperf.shell.ab_tree import (
-        CHECK_ENV,
-        collection_error,
-        read_check,
-        shadow_error,
-    )
-    from pytest_gpuperf.shell.rerun import forwarded_args, run_pytest_child, temp_prefix
+    from pytest_gpuperf.shell.ab_tree import CHECK_ENV, collection_error, read_check, shadow_error
+    from pytest_gpuperf.shell.rerun import temp_prefix
 
     config = run.config
-    args, _ = _base_args(run, tree, forwarded_args)
-    here = config.invocation_params.dir
-    targets = []
+    targets = []  # absolute: run_in_tree leaves them as they are
     for a in config.args:
         path, sep, rest = a.partition("::")
-        p = Path(path)
-        p = p if p.is_absolute() else here / p
-        base = tree.base_of(p)
+        base = tree.base_of(run.invocation_dir / path)
         if base.exists():
             targets.append(str(base) + sep + rest)
     if not targets:
         return []
+    args = ["--collect-only"]
     for flag, value in (("-k", config.option.keyword), ("-m", config.option.markexpr)):
         if value:
             args += [flag, str(value)]
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-ab-check")) as tmp:
         out = Path(tmp) / "check.json"
-        env = {**tree.env("base"), CHECK_ENV: str(out)}
-        child = run_pytest_child(
-            targets,
-            device=run.settings.session.device,
-            args=[*args, "--collect-only"],
-            env=env,
-            timeout_s=600.0,
-            cwd=tree.base_of(here),
-        )
+        child = run_in_tree(
+            run, tree, targets, device=run.settings.session.device, env={CHECK_ENV: str(out)},
+            extra_args=args,
+        )  # fmt: skip
         found = read_check(out)
     if found.get("errors"):
         raise ABError(collection_error(tree, found["errors"]))
@@ -377,7 +395,7 @@ def _collect_base(run: RunContext, tree: BaseTree) -> list[str]:
         raise ABError(shadow_error(tree, found["shadowed"]))
     if "benchmarks" not in found:
         raise ABError(
-            f"--gpuperf-ab={tree.ref}: collecting the base tree {tree.label} failed "
+            f"{tree.flag}={tree.ref}: collecting the base tree {tree.label} failed "
             f"(exit {child.returncode}):\n{child.log_tail}"
         )
     return [str(b) for b in found["benchmarks"]]

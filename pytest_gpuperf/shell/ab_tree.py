@@ -38,13 +38,16 @@ class ABError(Exception):
     """``--gpuperf-ab`` cannot be done; the message says why and what to do."""
 
 
-def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``git ARGS`` in ``cwd``, its output read as text (never raises for git's exit status)."""
     try:
         return subprocess.run(
             ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=300
         )
     except FileNotFoundError:
-        raise ABError("--gpuperf-ab needs git, and no git executable is on the PATH") from None
+        raise ABError(
+            "--gpuperf-ab and --gpuperf-bisect need git, and no git executable is on the PATH"
+        ) from None
 
 
 #: In a worktree's temporary directory: locked by the session that uses it, for as long as
@@ -84,7 +87,7 @@ def _abandoned(tmp: Path) -> bool:
 def remove_stale(where: Path) -> list[str]:
     """Remove the A/B worktrees of this repository that killed sessions left (registered
     with git, their temporary directory's owner lock free); returns their paths."""
-    listed = _git(["worktree", "list", "--porcelain"], where)
+    listed = git(["worktree", "list", "--porcelain"], where)
     if listed.returncode != 0:
         return []
     removed = []
@@ -95,11 +98,11 @@ def remove_stale(where: Path) -> list[str]:
         tmp = path.parent
         if path.name != "base" or not tmp.name.startswith("gpuperf-ab-") or not _abandoned(tmp):
             continue
-        _git(["worktree", "remove", "--force", str(path)], where)
+        git(["worktree", "remove", "--force", str(path)], where)
         shutil.rmtree(tmp, ignore_errors=True)
         removed.append(str(path))
     if removed:
-        _git(["worktree", "prune"], where)
+        git(["worktree", "prune"], where)
     return removed
 
 
@@ -107,22 +110,22 @@ def within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _commit_of(ref: str, where: Path, top: str) -> str:
+def _commit_of(ref: str, where: Path, top: str, flag: str) -> str:
     """The commit REF names: a commit, a branch, a tag (peeled), ``:/message``..."""
-    obj = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref], where)
+    obj = git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref], where)
     if obj.returncode != 0 or not obj.stdout.strip():
         raise ABError(
-            f"--gpuperf-ab={ref}: git knows no commit, branch or tag {ref!r} in {top} (in CI, "
+            f"{flag}={ref}: git knows no commit, branch or tag {ref!r} in {top} (in CI, "
             "fetch it first: actions/checkout with fetch-depth: 0)"
         )
     sha = obj.stdout.strip()
-    kind = _git(["cat-file", "-t", sha], where).stdout.strip()
+    kind = git(["cat-file", "-t", sha], where).stdout.strip()
     if kind == "tag":  # an annotated tag: the commit it tags
-        peeled = _git(["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], where)
+        peeled = git(["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], where)
         kind, sha = ("commit", peeled.stdout.strip()) if peeled.returncode == 0 else ("tag", sha)
     if kind != "commit":
         raise ABError(
-            f"--gpuperf-ab={ref}: {ref!r} names a {kind or 'git object'} ({sha[:12]}), not a "
+            f"{flag}={ref}: {ref!r} names a {kind or 'git object'} ({sha[:12]}), not a "
             "commit: A/B checks out a whole commit; give a commit, branch or tag"
         )
     return sha
@@ -138,48 +141,50 @@ class BaseTree:
     path: Path
     tmp: Path
     removed: bool = field(default=False)
+    #: the option that asked for the tree, for its errors
+    flag: str = "--gpuperf-ab"
     #: the descriptor that holds :data:`OWNER_LOCK` (in the session that made the tree)
     owner_fd: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
         """``HEAD~1 (1a2b3c4d5e6f)``: what the reports call the base side."""
+        if self.sha.startswith(self.ref):
+            return self.sha[:12]
         return f"{self.ref} ({self.sha[:12]})"
 
     @classmethod
-    def resolve(cls, ref: str, where: Path) -> tuple[str, Path]:
+    def resolve(cls, ref: str, where: Path, flag: str = "--gpuperf-ab") -> tuple[str, Path]:
         """(the commit REF names, the repository's top-level directory) from git."""
         if not ref.isprintable():
             raise ABError(
-                f"--gpuperf-ab={ref!r}: a REF has no control characters (a newline, a tab, an "
+                f"{flag}={ref!r}: a REF has no control characters (a newline, a tab, an "
                 "escape); give a commit, branch or tag"
             )
-        top = _git(["rev-parse", "--show-toplevel"], where)
+        top = git(["rev-parse", "--show-toplevel"], where)
         if top.returncode != 0:
             raise ABError(
-                f"--gpuperf-ab={ref}: {where} is not inside a git repository "
+                f"{flag}={ref}: {where} is not inside a git repository "
                 f"({top.stderr.strip() or 'git rev-parse failed'}); A/B checks REF out with "
                 "git, so run pytest from a clone"
             )
-        return _commit_of(ref, where, top.stdout.strip()), Path(top.stdout.strip()).resolve()
+        return _commit_of(ref, where, top.stdout.strip(), flag), Path(top.stdout.strip()).resolve()
 
     @classmethod
-    def create(cls, ref: str, where: Path) -> BaseTree:
+    def create(cls, ref: str, where: Path, flag: str = "--gpuperf-ab") -> BaseTree:
         """Check REF out, detached, into a new temporary directory. The directory holds
         :data:`OWNER_LOCK`, locked while this session lives (see :func:`remove_stale`)."""
-        sha, top = cls.resolve(ref, where)
+        sha, top = cls.resolve(ref, where, flag)
         tmp = Path(tempfile.mkdtemp(prefix="gpuperf-ab-")).resolve()
         owner = _hold_owner_lock(tmp)
         path = tmp / "base"
-        added = _git(["worktree", "add", "--detach", "--force", str(path), sha], top)
+        added = git(["worktree", "add", "--detach", "--force", str(path), sha], top)
         if added.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             if owner is not None:
                 os.close(owner)
-            raise ABError(
-                f"--gpuperf-ab={ref}: git worktree add failed: {added.stderr.strip()[-500:]}"
-            )
-        tree = cls(ref, sha, top, path, tmp)
+            raise ABError(f"{flag}={ref}: git worktree add failed: {added.stderr.strip()[-500:]}")
+        tree = cls(ref, sha, top, path, tmp, flag=flag)
         tree.owner_fd = owner
         return tree
 
@@ -191,9 +196,9 @@ class BaseTree:
         if self.owner_fd is not None:
             os.close(self.owner_fd)
             self.owner_fd = None
-        _git(["worktree", "remove", "--force", str(self.path)], self.toplevel)
+        git(["worktree", "remove", "--force", str(self.path)], self.toplevel)
         shutil.rmtree(self.tmp, ignore_errors=True)
-        _git(["worktree", "prune"], self.toplevel)
+        git(["worktree", "prune"], self.toplevel)
 
     def base_of(self, path: Path) -> Path:
         """The base tree's counterpart of ``path`` (a path in the current tree)."""
@@ -350,7 +355,7 @@ def collection_error(tree: BaseTree, errors: list[dict[str, str]]) -> str:
         lines.append(f"  {path}:\n" + "\n".join("    " + ln for ln in text[-6:]))
     more = f"\n  ... and {len(errors) - 3} more" if len(errors) > 3 else ""
     return (
-        f"--gpuperf-ab={tree.ref}: the base tree {tree.label} cannot be collected: "
+        f"{tree.flag}={tree.ref}: the base tree {tree.label} cannot be collected: "
         f"{len(errors)} file(s) failed to import:\n" + "\n".join(lines) + more + _submodules(tree)
     )
 
@@ -371,7 +376,7 @@ def shadow_error(tree: BaseTree, shadowed: list[list[str]]) -> str:
     """The error of a base process that imported the current tree's code."""
     names = "\n".join(f"  {m} from {f}" for m, f in shadowed[:5])
     return (
-        f"--gpuperf-ab={tree.ref}: the base tree's processes imported code of the current "
+        f"{tree.flag}={tree.ref}: the base tree's processes imported code of the current "
         f"tree ({tree.toplevel}), not of {tree.label}:\n{names}\n"
         "An installed copy of the package under test (pip install -e .) comes before the base "
         "worktree on sys.path. Import it from the repository instead: a src/ or flat layout "
