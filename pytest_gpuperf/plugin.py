@@ -62,8 +62,14 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.shell.ab_tree import register_check
 
         register_check(config, is_benchmark)
-    session = GpuPerfSession(RunContext.build(config, cfg))
+    run = RunContext.build(config, cfg)
+    session = GpuPerfSession(run)
     config.stash[SESSION_KEY] = session
+    if run.settings.session.bisect:  # a search of the git history instead of the tests
+        from pytest_gpuperf.shell import bisect
+
+        bisect.check(run)
+        config.pluginmanager.register(bisect.BisectSession(run, session), "gpuperf-bisect")
     config.pluginmanager.register(session, "gpuperf-session")
     if session.ranks is not None:  # one rank of a process group (torchrun's, or the plugin's)
         config.pluginmanager.register(session.ranks, "gpuperf-ranks")

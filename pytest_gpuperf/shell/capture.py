@@ -347,7 +347,7 @@ def _capture(
         lock = _session_lock(device, settings.budget_s)
     todo = list(collectors if collectors is not None else collectors_for(config))
     done = _run_collectors(ctx, todo, settings, lock, progress, plan)
-    ab = bool(run is not None and run.settings.session.ab)
+    ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
     diagnoses, diffs = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
     if diffs:
         (directory / "kernel_diff.json").write_text(json.dumps(diffs, indent=1, default=str))

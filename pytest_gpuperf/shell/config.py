@@ -91,6 +91,18 @@ class GpuPerfConfig:
                         f"turns measuring off: nothing would be "
                         f"{'saved' if name == 'save' else 'compared'}; drop one of them"
                     )
+        if self._value("bisect_bad") and not self._value("bisect"):
+            raise ConfigError(
+                f"{self.where('bisect_bad')} is the other end of --gpuperf-bisect=GOOD: give GOOD "
+                "too, or drop it"
+            )
+        for name in ("ab", "baseline", "save", "disable") if self._value("bisect") else ():
+            if self._value(name):
+                raise ConfigError(
+                    f"{self.where('bisect')} runs no test of this session (it measures each "
+                    f"commit in processes of its own), and {self.where(name)} acts on them; drop "
+                    "one of them"
+                )
         if self._value("only") and self._value("skip"):
             raise ConfigError(
                 f"{self.where('only')} and {self.where('skip')} together deselect every test; "

@@ -210,6 +210,29 @@ OPTIONS: tuple[Option, ...] = (
         metavar="REF",
     ),
     Option(
+        "bisect",
+        text,
+        None,
+        "instead of running the tests, find the first commit after git revision GOOD where each "
+        "selected benchmark is slower than at GOOD, by A/Bs of single commits (docs/bisect.md)",
+        metavar="GOOD",
+    ),
+    Option(
+        "bisect_bad",
+        text,
+        None,
+        "the other end of --gpuperf-bisect (default: the working tree as it is)",
+        metavar="REF",
+    ),
+    Option(
+        "bisect_budget",
+        positive_float,
+        3600.0,
+        "seconds --gpuperf-bisect may measure; the ranges a step that would not fit leaves are "
+        "reported as not narrowed",
+        metavar="SECONDS",
+    ),
+    Option(
         "baseline_dir",
         text,
         baseline.DEFAULT_DIR,

@@ -107,6 +107,10 @@ _NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
 _NOT_IN_CAPTURE_COMMAND = OUTPUT_OPTIONS | frozenset(
     {"save", "baseline", "ab", "only", "skip", "disable", "capture", "capture_session_budget"}
 )
+#: A search of the history (shell/bisect.py) is its session's own, in no command it starts.
+_BISECT = frozenset({"bisect", "bisect_bad", "bisect_budget"})
+_NOT_FORWARDED |= _BISECT
+_NOT_IN_CAPTURE_COMMAND |= _BISECT
 
 
 def forwarded_args(run: RunContext) -> list[str]:

@@ -95,6 +95,8 @@ class GpuPerfSession:
         self.deselected = 0
         self.child = is_child(config)
         self.gate: Gate | None = None
+        #: what feature plugins add to the JSON's session block (``--gpuperf-bisect``'s search)
+        self.session_info: dict[str, Any] = {}
         self.saved: str | None = None
         #: the baseline this session's runs went into: only once the save happened
         self.saved_to: str | None = None
@@ -793,6 +795,7 @@ class GpuPerfSession:
                 "fingerprint_extra": extra,
                 "gpu_state": self.gpu_state,
                 "capture": self.captures.to_dict(self.results) if self.captures else None,
+                **self.session_info,
             },
             only=("json",) if self.child else None,
             baseline_dirs=self._baseline_dirs(),
