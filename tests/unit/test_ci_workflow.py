@@ -42,6 +42,11 @@ def test_the_ab_job_gates_pull_requests_against_their_base_commit() -> None:
     assert "BASE_SHA: ${{ github.event.pull_request.base.sha }}" in job
     assert '--gpuperf-ab="$BASE_SHA"' in job
     assert "--gpuperf-baseline" not in job and "pip install -e" not in job
+    # a slower pull request: its first slower commit, from where it branched off to its head
+    bisect = job[job.index("name: Find the first slower commit") :]
+    assert "if: failure() && steps.ab.outcome == 'failure'" in bisect
+    assert '--gpuperf-bisect="$(git merge-base "$BASE_SHA" "$HEAD_SHA")"' in bisect
+    assert '--gpuperf-bisect-bad="$HEAD_SHA"' in bisect
     # the stored-baseline comparison stands aside for pull requests when the A/B job gates them
     assert "vars.GPUPERF_GATE != 'ab'" in text[: text.index("\n  gpuperf-ab:")]
 
