@@ -1,6 +1,6 @@
 """The words of a ``--gpuperf-bisect`` search (:mod:`pytest_gpuperf.verdict.bisection`'s
-record): a line per step as it ends, the answer per benchmark, the GitHub step summary's line.
-A verdict is written as every output writes it (:mod:`.explain`)."""
+record): a line per step, the answer per benchmark, the GitHub step summary's line. A verdict
+is written as every output writes it (:mod:`.explain`)."""
 
 from __future__ import annotations
 
@@ -12,42 +12,42 @@ from pytest_gpuperf.reporting.markdown import escape
 from pytest_gpuperf.units import fmt_change
 from pytest_gpuperf.verdict import bisection as b
 
-#: what a step's verdict told the search
-TOLD = {b.SLOWER: "slower", b.NOT_SLOWER: "not slower", b.UNDECIDED: "undecided",
-        b.SKIPPED: "skipped"}  # fmt: skip
 #: the benchmarks left out of the search, and why
 LEFT_OUT = {
     b.NOT_SLOWER_AT_BAD: "not slower at BAD than at GOOD",
     b.UNDECIDED_AT_BAD: "undecided at BAD",
-    b.NOT_MEASURED: "not measured at BAD",
+    b.NOT_MEASURED: "skipped at BAD (not measured there)",
 }
 
 
 def commit_text(c: b.Commit, total: int) -> str:
     """``5e4f3a2b1c "make it slower" (commit 7 of 12)``."""
     subject = c.subject if len(c.subject) <= 60 else c.subject[:59] + "…"
-    where = "GOOD" if c.index == 0 else f"commit {c.index} of {total}"
-    return f'{c.short} "{subject}" ({where})'
+    return f'{c.short} "{subject}" ({f"commit {c.index} of {total}" if c.index else "GOOD"})'
 
 
 def _change(c: Comparison | None) -> str:
-    """``3.00x (2.98x to 3.02x)``: the change and its interval."""
+    """`` 3.00x (2.98x to 3.02x)``: the change and its interval."""
     if c is None or c.ratio is None:
         return ""
-    interval = ""
-    if c.ratio_low is not None and c.ratio_high is not None:
-        interval = f" ({fmt_change(c.ratio_low)} to {fmt_change(c.ratio_high)})"
-    return f" {fmt_change(c.ratio)}{interval}"
+    if c.ratio_low is None or c.ratio_high is None:
+        return f" {fmt_change(c.ratio)}"
+    return f" {fmt_change(c.ratio)} ({fmt_change(c.ratio_low)} to {fmt_change(c.ratio_high)})"
+
+
+def _verdict(c: Comparison | None, a: b.Answer) -> str:
+    """A verdict in the words of every output, without the benchmark's name (said before)."""
+    return summary_line(replace(c, name=None), a.key.rsplit("@", 1)[-1]) if c else ""
 
 
 def step_line(step: b.Step, total: int) -> str:
-    """One line per step: the commit, what each benchmark told, the processes and time."""
-    against = "GOOD" if step.against.index == 0 else f"its parent {step.against.short}"
+    """The commit, what each benchmark told (with the failure that skipped it), the cost."""
     told = "; ".join(
-        f"{key}: {TOLD[o]}{_change(step.verdicts.get(key))}"
+        f"{key}: {o.replace('-', ' ')}{_change(step.verdicts.get(key))}"
         + (f" ({step.errors[key].splitlines()[0].split(';')[0]})" if key in step.errors else "")
         for key, o in step.outcomes.items()
     )
+    against = f"its parent {step.against.short}" if step.against.index else "GOOD"
     again = " again" if step.purpose == "again" else ""
     return (
         f"gpuperf bisect step {step.number}: {commit_text(step.commit, total)}{again} against "
@@ -56,49 +56,37 @@ def step_line(step: b.Step, total: int) -> str:
 
 
 def summary_lines(report: b.Report) -> list[str]:
-    """The answer per benchmark, after a line on the whole search."""
-    total = report.bad.index
+    """A line on the whole search, then the answer of each benchmark."""
+    good, bad, total = report.good, report.bad, report.bad.index
     lines = [
-        f"gpuperf bisect {report.good.ref} ({report.good.short})..{report.bad.ref} "
-        f"({report.bad.short}): {total} commit(s) on the first-parent line, "
-        f"{len(report.steps)} step(s), {report.processes} fresh processes, "
-        f"{report.wall_s:.0f} s (budget {report.budget_s:.0f} s)"
+        f"gpuperf bisect {good.ref} ({good.short})..{bad.ref} ({bad.short}): {total} commit(s) "
+        f"on the first-parent line, {len(report.steps)} step(s), {report.processes} fresh "
+        f"processes, {report.wall_s:.0f} s (budget {report.budget_s:.0f} s)"
     ]
     for a in report.answers:
         lines += [f"  {line}" for line in _answer(a, total)]
-    if report.stopped:
-        lines.append(f"  stopped early: {report.stopped}")
-    return lines
+    return lines + ([f"  stopped early: {report.stopped}"] if report.stopped else [])
 
 
 def _answer(a: b.Answer, total: int) -> list[str]:
     if a.status in LEFT_OUT:
         return [f"{a.key}: {LEFT_OUT[a.status]} ({_verdict(a.against_good, a) or a.why}): left out"]
     if a.status == b.NOT_NARROWED:
-        lines = [
-            f"{a.key}: slower at BAD, not narrowed to one commit: the first slower one is one "
-            f"of {len(a.candidates)}: " + ", ".join(commit_text(c, total) for c in a.candidates)
+        untold = ", ".join(f"commit {i} {o}" for i, o in a.untold.items())
+        return [
+            f"{a.key}: slower at BAD, not narrowed to one commit: the first slower one is one of "
+            f"{len(a.candidates)}: " + ", ".join(commit_text(c, total) for c in a.candidates),
+            *([f"  those that could not tell: {untold}"] if untold else []),
+            *([f"  {a.why}"] if a.why else []),
         ]
-        if a.untold:
-            told = ", ".join(f"commit {i} {TOLD[o]}" for i, o in a.untold.items())
-            lines.append(f"  those that could not tell: {told}")
-        return lines + ([f"  {a.why}"] if a.why else [])
     assert a.commit is not None and a.parent is not None
-    lines = [
+    return [
         f"{a.key}: first slower commit {commit_text(a.commit, total)}",
         f"  against its parent {a.parent.short}: {_verdict(a.against_parent, a) or a.why}",
         f"  against GOOD: {_verdict(a.against_good, a) or '-'}",
+        *([f"  diagnosis: {' '.join(a.diagnosis.paragraph.split())}"] if a.diagnosis else []),
+        *([f"  evidence: {a.evidence}"] if a.evidence else []),
     ]
-    if a.diagnosis is not None:
-        lines.append(f"  diagnosis: {' '.join(a.diagnosis.paragraph.split())}")
-    if a.evidence:
-        lines.append(f"  evidence: {a.evidence}")
-    return lines
-
-
-def _verdict(c: Comparison | None, a: b.Answer) -> str:
-    """A verdict in the words of every output, without the benchmark's name (said before)."""
-    return summary_line(replace(c, name=None), a.key.rsplit("@", 1)[-1]) if c else ""
 
 
 def github_line(report: b.Report) -> str:
@@ -107,16 +95,13 @@ def github_line(report: b.Report) -> str:
     for a in report.answers:
         if a.status == b.FOUND and a.commit is not None:
             vs = _change(a.against_parent).strip() or "-"
-            parts.append(
-                f"{escape(a.key)} first slower at {a.commit.short} "
-                f"{escape(a.commit.subject)} ({escape(vs)} against its parent)"
-            )
+            said = f"first slower at {a.commit.short} {a.commit.subject} ({vs} against its parent)"
         elif a.status == b.NOT_NARROWED:
-            parts.append(f"{escape(a.key)} slower, not narrowed ({len(a.candidates)} commits)")
+            said = f"slower, not narrowed to one of {len(a.candidates)} commits"
         else:
-            parts.append(f"{escape(a.key)} {escape(LEFT_OUT[a.status])}")
+            said = LEFT_OUT[a.status]
+        parts.append(f"{escape(a.key)} {escape(said)}")
     return (
-        f"**gpuperf bisect** {report.good.short}..{report.bad.short}: "
-        + "; ".join(parts)
-        + f". {len(report.steps)} steps, {report.wall_s:.0f} s."
+        f"**gpuperf bisect** {report.good.short}..{report.bad.short}: {'; '.join(parts)}. "
+        f"{len(report.steps)} steps, {report.wall_s:.0f} s."
     )

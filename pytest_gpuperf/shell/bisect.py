@@ -1,16 +1,13 @@
 """``--gpuperf-bisect=GOOD``: the first commit of GOOD..BAD where each selected benchmark is
 slower than at GOOD, by the gate's rule.
 
-Registered by ``plugin.py`` only when the option is on, it takes over the session's test loop
-(``pytest_runtestloop``, as pytest-xdist's ``DSession`` does): no test runs in this process.
-GOOD is checked out and collected once, as A/B's base tree; every step is an A/B
-(:class:`~pytest_gpuperf.shell.ab.ABGate`: its pairs of alternating fresh processes, the
-gate's rule) of one commit, checked out beside it, against GOOD, and the search
-(:mod:`~pytest_gpuperf.verdict.bisection`) picks the commits. An undecided step is measured
-once more if the budget allows. The commit found is measured against its parent and
-diagnosed against it, as the gate captures a regression. BAD is by default the working tree
-as it is, A/B's current side. The user's work tree, index and branch are never touched: each
-commit is checked out in a worktree of its own, removed after its step and on Ctrl-C.
+Registered only when the option is on, it takes over the test loop (pytest-xdist's
+``DSession`` pattern): no test runs in this process. Every step is an A/B
+(:class:`~pytest_gpuperf.shell.ab.ABGate`) of one commit against GOOD, each checked out in a
+worktree of its own (never the user's tree, index or branch); the search
+(:mod:`~pytest_gpuperf.verdict.bisection`) picks the commits. An undecided step is measured once
+more if the budget allows; the commit found is measured against its parent and diagnosed
+against it, as the gate captures a regression.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,20 +25,12 @@ from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, git
 from pytest_gpuperf.verdict import bisection as b
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.artifacts.collectors.base import ChildRunner
     from pytest_gpuperf.outcome import Comparison
     from pytest_gpuperf.shell.ab import ABGate
-    from pytest_gpuperf.shell.capture import CaptureReport
     from pytest_gpuperf.shell.session import GpuPerfSession
     from pytest_gpuperf.shell.settings import RunContext, SessionSettings
 
 FLAG = "--gpuperf-bisect"
-#: what a benchmark that step 1 (BAD against GOOD) leaves out is
-LEFT_OUT = {b.NOT_SLOWER: b.NOT_SLOWER_AT_BAD, b.UNDECIDED: b.UNDECIDED_AT_BAD,
-            b.SKIPPED: b.NOT_MEASURED}  # fmt: skip
-#: how the session's last line counts the answers (no test ran)
-STATS = {b.FOUND: "slower", b.NOT_NARROWED: "slower", b.NOT_SLOWER_AT_BAD: "not slower",
-         b.UNDECIDED_AT_BAD: "undecided", b.NOT_MEASURED: "not measured"}  # fmt: skip
 
 
 def check(run: RunContext) -> None:
@@ -122,18 +112,14 @@ class BisectSession:
         try:
             self._bisect(nodeids)
         except KeyboardInterrupt:
-            print(
-                f"gpuperf: {FLAG} interrupted (Ctrl-C) after {len(report.steps)} step(s); its "
-                "worktrees are removed",
-                file=sys.stderr,
-                flush=True,
-            )
+            done = f"after {len(report.steps)} step(s); its worktrees are removed"
+            print(f"gpuperf: {FLAG} interrupted (Ctrl-C) {done}", file=sys.stderr, flush=True)
             raise
         finally:
             if self.good_tree is not None:
                 self.good_tree.remove()
         report.wall_s = time.monotonic() - self.started
-        session.testsfailed = len(report.slower)
+        session.testsfailed = len(report.failing(self.run.settings.verdict.fail_on))
         self.session.session_info["bisect"] = report.to_dict()
         self._github(report)
         return True
@@ -149,8 +135,9 @@ class BisectSession:
             tr.write_line(line)
         for error in self.errors:
             tr.write_line(f"gpuperf: {error}", red=True)
-        for a in self.report.answers:
-            tr.stats.setdefault(STATS[a.status], []).append(a)
+        for a in self.report.answers:  # the last line counts them (no test ran)
+            word = "slower" if a.status in (b.FOUND, b.NOT_NARROWED) else a.status
+            tr.stats.setdefault(word.replace("-", " "), []).append(a)
 
     def _say(self, line: str) -> None:
         tr = self.run.config.pluginmanager.get_plugin("terminalreporter")
@@ -187,7 +174,7 @@ class BisectSession:
             if o != b.SLOWER:
                 against = self.vs_good.get((bad.index, key))
                 why = errors.get(key, "")
-                report.answers.append(b.Answer(key, LEFT_OUT[o], against_good=against, why=why))
+                report.answers.append(b.Answer(key, o, against_good=against, why=why))
         search = b.Search(bad.index, [k for k, o in told.items() if o == b.SLOWER])
         while (probe := search.next_probe()) is not None:
             if not self._room():
@@ -244,10 +231,9 @@ class BisectSession:
         for key in keys if keys is not None else [*step.verdicts, *gate.failed_side]:
             c = step.verdicts.get(key)
             step.outcomes[key] = b.outcome(c.kind if c is not None else None)
+            failed = gate.failed_side.get(self.nodeid_of.get(key, key), "not measured")
             if c is None:
-                step.errors[key] = gate.failed_side.get(
-                    self.nodeid_of.get(key, key), "not measured"
-                )
+                step.errors[key] = failed
             elif against.index == 0:
                 self.vs_good[(commit.index, key)] = c
         self.gates[(commit.index, against.index)] = gate
@@ -330,58 +316,40 @@ class BisectSession:
             mine = [k for k in slower if self.nodeid_of[k] == nodeid]
             base = {k: gate.paired.base[k] for k in mine if gate.paired.base.get(k)}
             tool = TorchProfilerCollector()
-            firsts = [rs[0] for rs in base.values()]
-            got = self._capture(parent, "-parent", nodeid, firsts, mine, collectors=[tool])
-            profiles = saved_profiles(got.directory / tool.name) if got is not None else {}
+            firsts = [rs[0] for rs in base.values()]  # none when GOOD's processes failed
+            got = firsts and self._capture(parent, "-parent", firsts, keys=mine, collectors=[tool])
+            profiles = saved_profiles(got.directory / tool.name) if got else {}
             for key, runs in base.items():
                 for r in runs if profiles.get(key) else ():
                     r.extra = {**(r.extra or {}), "kernels": profiles[key]["inventory"]}
             current = [gate.paired.current[k][0] for k in mine]
             got = self._capture(
-                commit, "", nodeid, current, mine, comparisons=verdicts, baselines=base
+                commit, "", current, keys=mine, comparisons=verdicts, baselines=base
             )
             if got is not None:
                 out |= {k: (d, str(got.directory)) for k, d in got.diagnoses.items()}
         return out
 
-    def _capture(
-        self,
-        commit: b.Commit,
-        tag: str,
-        nodeid: str,
-        results: list[Any],
-        keys: list[str],
-        **kw: Any,
-    ) -> CaptureReport | None:
-        """:func:`~pytest_gpuperf.shell.capture.capture` of ``nodeid`` at ``commit``, in the
-        folder ``<run id>-bisect-<sha><tag>``."""
+    def _capture(self, commit: b.Commit, tag: str, results: list[Any], **kw: Any) -> Any:
+        """:func:`~pytest_gpuperf.shell.capture.capture` of the test of ``results`` at
+        ``commit`` (its folder ``<run id>-bisect-<sha><tag>``)."""
+        from pytest_gpuperf.shell.ab import run_in_tree
         from pytest_gpuperf.shell.capture import capture
 
+        device, nodeid = self.session.ensure_device(), results[0].id.nodeid
         tree = self._tree(commit)
+        runner = partial(run_in_tree, self.run, tree, [nodeid], device=device) if tree else None
         try:
             return capture(
-                self.run, nodeid, results, device=self.session.ensure_device(),
-                run_id=f"{self.session.run_id}-bisect-{commit.short}{tag}", keys=keys,
-                run_child=self._runner(tree, nodeid), progress=self.progress, **kw,
+                self.run, nodeid, results, device=device, run_child=runner,
+                run_id=f"{self.session.run_id}-bisect-{commit.short}{tag}", progress=self.progress,
+                **kw,
             )  # fmt: skip
         finally:
             self._release(tree)
 
-    def _runner(self, tree: BaseTree | None, nodeid: str) -> ChildRunner | None:
-        """How a capture runs ``nodeid`` in ``tree`` (None: its own way, in this tree)."""
-        from pytest_gpuperf.shell.ab import run_in_tree
-
-        if tree is None:
-            return None
-
-        def run(**kw: Any) -> Any:
-            return run_in_tree(self.run, tree, [nodeid], device=self.session.ensure_device(), **kw)
-
-        return run
-
     def _github(self, report: b.Report) -> None:
-        """The search's line in ``$GITHUB_STEP_SUMMARY`` (under GitHub Actions, per
-        ``--gpuperf-github``)."""
+        """The search's line in ``$GITHUB_STEP_SUMMARY`` (per ``--gpuperf-github``)."""
         import os
 
         from pytest_gpuperf.baseline.fileio import write_output

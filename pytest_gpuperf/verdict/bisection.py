@@ -22,15 +22,10 @@ from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.outcome import IMPROVEMENT, NO_CHANGE, REGRESSION, Comparison, Diagnosis
 
 SLOWER, NOT_SLOWER, UNDECIDED, SKIPPED = "slower", "not-slower", "undecided", "skipped"
-#: what became of a benchmark: its first slower commit; a range it could not narrow; not
-#: slower at BAD, undecided there, or not measured there (these three are left out)
-FOUND, NOT_NARROWED, NOT_SLOWER_AT_BAD, UNDECIDED_AT_BAD, NOT_MEASURED = (
-    "found",
-    "not-narrowed",
-    "not-slower",
-    "undecided",
-    "not-measured",
-)
+#: what became of a benchmark: its first slower commit; a range it could not narrow; or what
+#: BAD told, when it was not slower there (then it is left out of the search)
+FOUND, NOT_NARROWED = "found", "not-narrowed"
+NOT_SLOWER_AT_BAD, UNDECIDED_AT_BAD, NOT_MEASURED = NOT_SLOWER, UNDECIDED, SKIPPED
 
 
 def outcome(kind: str | None) -> str:
@@ -78,8 +73,9 @@ class Search:
         widest = max(open_ranges, key=lambda r: len(r.candidates()))
         middle = (widest.good + widest.bad) / 2
         index = min(widest.candidates(), key=lambda i: (abs(i - middle), i))
-        keys = [k for k, r in self.ranges.items() if r.good < index < r.bad]
-        return index, [k for k in keys if index not in self.ranges[k].tried]
+        return index, [
+            k for k, r in self.ranges.items() if r.good < index < r.bad and index not in r.tried
+        ]
 
     def record(self, index: int, outcomes: Mapping[str, str]) -> None:
         """What commit ``index`` told each benchmark (an :func:`outcome`)."""
@@ -167,9 +163,11 @@ class Report:
     #: why the search stopped before every range was narrowed ("" when it did not)
     stopped: str = ""
 
-    @property
-    def slower(self) -> list[Answer]:
-        return [a for a in self.answers if a.status in (FOUND, NOT_NARROWED)]
+    def failing(self, fail_on: str) -> list[Answer]:
+        """What fails the session, as the gate's ``--gpuperf-fail-on`` says: the benchmarks
+        slower at BAD, and with "inconclusive" those undecided there too."""
+        fail = (FOUND, NOT_NARROWED, UNDECIDED_AT_BAD)[: 3 if fail_on == "inconclusive" else 2]
+        return [a for a in self.answers if a.status in fail]
 
     @property
     def processes(self) -> int:

@@ -73,15 +73,22 @@ def commit(where: Path, message: str) -> str:
     return git(where, "rev-parse", "HEAD")
 
 
-@pytest.fixture
-def repo(pytester: pytest.Pytester) -> Path:
-    """A git repository: a package and its benchmarks, committed once (the base)."""
+def make_repo(pytester: pytest.Pytester, package: str, bench: str) -> Path:
+    """A git repository (nothing committed yet): the package ``mypkg`` beside ``test_bench.py``,
+    on the virtual clock."""
     root = pytester.path
     git(root, "init", "-q", "-b", "main")
     pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
     (root / "mypkg").mkdir()
-    (root / "mypkg" / "__init__.py").write_text(PACKAGE.format(cost=400_000))
-    pytester.makepyfile(test_bench=BENCH)
+    (root / "mypkg" / "__init__.py").write_text(package)
+    pytester.makepyfile(test_bench=bench)
+    return root
+
+
+@pytest.fixture
+def repo(pytester: pytest.Pytester) -> Path:
+    """A git repository: a package and its benchmarks, committed once (the base)."""
+    root = make_repo(pytester, PACKAGE.format(cost=400_000), BENCH)
     commit(root, "base")
     return root
 

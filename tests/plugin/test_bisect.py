@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST
-from tests.plugin.test_ab import commit, git, worktrees
+from tests.conftest import FAST, run_with_env
+from tests.plugin.test_ab import commit, git, make_repo, worktrees
 from tests.plugin.test_baselines import QUIET
 
 #: the package under test: each benchmark's cost per call, in ns of virtual time
@@ -109,12 +109,7 @@ def history(root: Path, n: int, changes: dict[int, Change]) -> list[str]:
 @pytest.fixture
 def repo(pytester: pytest.Pytester) -> Path:
     """A git repository: a package of two benchmarks, 400 and 300 µs per call, committed."""
-    root = pytester.path
-    git(root, "init", "-q", "-b", "main")
-    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
-    (root / "mypkg").mkdir()
-    (root / "mypkg" / "__init__.py").write_text(PACKAGE.format(costs={"a": 400_000, "b": 300_000}))
-    pytester.makepyfile(test_bench=BENCH)
+    root = make_repo(pytester, PACKAGE.format(costs={"a": 400_000, "b": 300_000}), BENCH)
     # what the search writes, and what pytester's runs leave beside it
     (root / ".gitignore").write_text("o.json\n.gpuperf/\nstdout\nstderr\nrunpytest-*\n")
     commit(root, "good")
@@ -219,14 +214,28 @@ def test_two_benchmarks_slowed_at_different_commits_past_a_broken_and_docs_commi
 def test_a_history_with_nothing_slower_reports_none_and_exits_0(
     pytester: pytest.Pytester, repo: Path
 ) -> None:
-    history(repo, 5, {2: docs})
+    """A/A, through a merge: the search follows first parents (the merge is one commit, its
+    branch's two are not), and says so in the GitHub step summary too."""
+    history(repo, 2, {2: docs})
+    git(repo, "checkout", "-q", "-b", "side")
+    history(repo, 2, {})
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    history(repo, 1, {})
     before = state(repo)
-    result = bisect(pytester, "--gpuperf-bisect=HEAD~5", "--gpuperf-json=o.json")
+    summary = pytester.path.parent / "step-summary.md"
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    result = run_with_env(
+        pytester, env, "-p", "no:cacheprovider", *FAST, *QUIET, "--gpuperf-bisect=HEAD~4",
+        "--gpuperf-json=o.json",
+    )  # fmt: skip
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert {a["status"] for a in answers(repo).values()} == {"not-slower"}
     doc = json.loads((repo / "o.json").read_text())["session"]["bisect"]
-    assert len(doc["steps"]) == 1  # BAD against GOOD told it all
+    assert (doc["bad"]["index"], len(doc["steps"])) == (4, 1)  # BAD against GOOD told it all
     result.stdout.fnmatch_lines(["=* 2 not slower in *"])
+    assert summary.read_text().startswith("**gpuperf bisect** ")
+    assert "test\\_a@cpu not slower at BAD than at GOOD" in summary.read_text()
     assert state(repo) == before
 
 

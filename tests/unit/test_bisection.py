@@ -14,14 +14,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from pytest_gpuperf.outcome import (
-    DIFFERENT_ENVIRONMENT,
-    IMPROVEMENT,
-    INCONCLUSIVE,
-    NO_BASELINE,
-    NO_CHANGE,
-    REGRESSION,
-)
+from pytest_gpuperf import outcome as kinds
 from pytest_gpuperf.verdict import bisection as b
 
 
@@ -94,8 +87,17 @@ def test_whatever_cannot_tell_the_range_holds_the_truth() -> None:
 
 
 def test_outcome_reads_the_gates_verdict() -> None:
-    assert b.outcome(REGRESSION) == b.SLOWER
-    assert b.outcome(NO_CHANGE) == b.outcome(IMPROVEMENT) == b.NOT_SLOWER
-    for kind in (INCONCLUSIVE, NO_BASELINE, DIFFERENT_ENVIRONMENT):
+    assert b.outcome(kinds.REGRESSION) == b.SLOWER
+    assert b.outcome(kinds.NO_CHANGE) == b.outcome(kinds.IMPROVEMENT) == b.NOT_SLOWER
+    for kind in (kinds.INCONCLUSIVE, kinds.NO_BASELINE, kinds.DIFFERENT_ENVIRONMENT):
         assert b.outcome(kind) == b.UNDECIDED
     assert b.outcome(None) == b.SKIPPED
+
+
+def test_what_fails_the_session_follows_fail_on() -> None:
+    c = b.Commit(0, "0" * 40, "good")
+    report = b.Report(c, c, 60.0)
+    report.answers = [b.Answer(str(i), status) for i, status in enumerate(
+        [b.FOUND, b.NOT_NARROWED, b.UNDECIDED_AT_BAD, b.NOT_SLOWER_AT_BAD, b.NOT_MEASURED])]  # fmt: skip
+    assert [a.key for a in report.failing("regression")] == ["0", "1"]
+    assert [a.key for a in report.failing("inconclusive")] == ["0", "1", "2"]
