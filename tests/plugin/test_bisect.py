@@ -275,6 +275,10 @@ def test_a_budget_too_small_for_a_probe_reports_the_range_not_narrowed(
             ["--gpuperf-bisect=HEAD~1", "--gpuperf-bisect-bad=HEAD~1"],
             "*--gpuperf-bisect=HEAD~1: * is not an older commit of HEAD~1's*",
         ),
+        (
+            ["--gpuperf-bisect=HEAD~1", "-k", "no_such_test"],
+            "*--gpuperf-bisect: no benchmark is selected (*): name their files, or drop -k / -m",
+        ),
     ],
 )
 def test_a_bisection_that_cannot_be_done_is_a_usage_error(
