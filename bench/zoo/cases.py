@@ -37,6 +37,12 @@ class Case:
     gpu_only: bool = False
     #: options passed to gpu_bench (e.g. cuda_graph)
     options: dict[str, Any] = field(default_factory=dict)
+    #: the cause (a code of pytest_gpuperf.artifacts.analysis.diagnose.CAUSES) the first
+    #: sentence of the bad variant's diagnosis must name on a GPU, and on the CPU ("": the
+    #: CPU's profile shows no slowdown to diagnose); tests/unit/test_diagnosis_replay.py
+    #: checks them on recorded evidence
+    cause: str = ""
+    cpu_cause: str = ""
 
 
 def _on_gpu(device: str) -> bool:
@@ -896,38 +902,38 @@ def _launches(device: str, scale: float) -> Fn:
 CASES: tuple[Case, ...] = (
     Case("triton_autotune_cut", "Triton matmul autotune configs cut to one small tile",
          "triton-lang/triton python/tutorials/03-matrix-multiplication.py", _triton_matmul,
-         gpu_only=True),
+         gpu_only=True, cause="triton-config"),
     Case("autocast_dropped", "bf16 autocast lost around an MLP block: fp32 GEMMs",
-         "pytorch/tutorials recipes_source/recipes/amp_recipe.py", _autocast_dropped),
+         "pytorch/tutorials recipes_source/recipes/amp_recipe.py", _autocast_dropped, cause="gemm-precision"),
     Case("tf32_off", "fp32 matmul precision reset to 'highest' (TF32 off)",
-         "pytorch docs notes/cuda.rst, TensorFloat-32", _tf32_off),
+         "pytorch docs notes/cuda.rst, TensorFloat-32", _tf32_off, cause="gemm-precision"),
     Case("channels_last_lost", "ResNet block input no longer channels_last",
          "pytorch/vision torchvision/models/resnet.py BasicBlock; memory_format_tutorial",
-         _channels_last_lost),
+         _channels_last_lost, cause="layout"),
     Case("contiguous_heads", ".contiguous() copies of q, k, v before SDPA",
-         "karpathy/nanoGPT model.py CausalSelfAttention", _contiguous_heads),
+         "karpathy/nanoGPT model.py CausalSelfAttention", _contiguous_heads, cause="extra-copy"),
     Case("sdpa_mask_fallback", "explicit causal mask: SDPA leaves the flash backend",
          "huggingface/transformers causal-mask + sdpa attention", _sdpa_mask_fallback,
-         gpu_only=True),
+         gpu_only=True, cause="sdpa-backend"),
     Case("decode_item_sync", ".item() per token in a decode loop (host sync per step)",
-         "karpathy/nanoGPT model.py generate()", _decode_item_sync),
+         "karpathy/nanoGPT model.py generate()", _decode_item_sync, cause="host-sync"),
     Case("item_per_layer", "float(h[0, 0]) logged after each layer of a 4-layer bf16 MLP",
-         "debug logging in a forward", _item_per_layer),
+         "debug logging in a forward", _item_per_layer, cause="host-sync"),
     Case("graph_break_in_loop", "logger.debug inside the layer loop: the whole frame runs eager",
          "karpathy/nanoGPT GPT.forward layer loop; torch.compile graph-break docs",
-         _graph_break_in_loop),
+         _graph_break_in_loop, cause="compiled-code-gone"),
     Case("recompile_on_float", "math.exp(float) inside torch.compile: recompiles to the limit",
-         "pytorch docs, torch.compile recompilation and guards", _recompile_on_float),
+         "pytorch docs, torch.compile recompilation and guards", _recompile_on_float, cause="recompile"),
     Case("h2d_pageable", "8 MB pageable host-to-device copy of a table on every call",
-         "pytorch/tutorials pinned-memory recipe", _h2d_pageable, gpu_only=True),
+         "pytorch/tutorials pinned-memory recipe", _h2d_pageable, gpu_only=True, cause="h2d-copy"),
     Case("rotary_host_rebuild", "rotary cos/sin tables rebuilt on the host every forward",
          "meta-llama/llama model.py precompute_freqs_cis; HF LlamaRotaryEmbedding",
-         _rotary_host_rebuild),
+         _rotary_host_rebuild, cause="h2d-copy"),
     Case("python_loop_adds", "32 small adds in a Python loop instead of one",
-         "torch._foreach_* rationale (pytorch/pytorch torch/optim)", _python_loop_adds),
+         "torch._foreach_* rationale (pytorch/pytorch torch/optim)", _python_loop_adds, cause="per-tensor-kernels"),
     Case("optimizer_foreach_off", "AdamW fused=True -> foreach=False (per-parameter kernels)",
          "pytorch docs torch.optim, foreach and fused implementations",
-         _optimizer_foreach_off),
+         _optimizer_foreach_off, cause="per-tensor-kernels"),
     Case("benign_matmul_operator", "torch.matmul(a, b) -> a @ b", "-",
          _benign_matmul_operator, kind="benign"),
     Case("benign_softmax_method", "torch.softmax(x, -1) -> x.softmax(-1)", "-",
@@ -935,13 +941,13 @@ CASES: tuple[Case, ...] = (
     Case("benign_compiled_refactor", "compiled block split into helper functions", "-",
          _benign_compiled_refactor, kind="benign"),
     Case("mul_256M_plus5", "memory-bound mul on 5 % more elements", "synthetic",
-         _scaled(0.05, _mul_256m), kind="synthetic"),
+         _scaled(0.05, _mul_256m), kind="synthetic", cause="kernel-slower"),
     Case("gemm_4096_plus5", "bf16 GEMM with K 5 % larger", "synthetic",
-         _scaled(0.05, _gemm_4096), kind="synthetic"),
+         _scaled(0.05, _gemm_4096), kind="synthetic", cause="kernel-slower"),
     Case("layernorm_plus5", "bf16 LayerNorm on 5 % more rows", "synthetic",
-         _scaled(0.05, _layernorm), kind="synthetic"),
+         _scaled(0.05, _layernorm), kind="synthetic", cause="kernel-slower"),
     Case("launches_plus10", "20 -> 22 small launches (host-bound, +10 %)", "synthetic",
-         _scaled(0.10, _launches), kind="synthetic"),
+         _scaled(0.10, _launches), kind="synthetic", cause="more-kernels"),
     # tiny kernels, unchanged: the same code in both variants
     Case("tiny_layer_norm", "unchanged: LayerNorm(1024) on 4096 x 1024 fp32 (~20 us)",
          "pytest_gpuperf/demo/benchmarks.py test_layer_norm", _tiny_layer_norm,
@@ -967,17 +973,17 @@ CASES: tuple[Case, ...] = (
     # realistic slowdowns of 1.2-1.5x
     Case("linear_bias_unfused", "the fc1 bias added by its own kernel, not in the GEMM epilogue",
          "NVIDIA/Megatron-LM megatron/core/transformer/mlp.py skip_bias_add",
-         _linear_bias_unfused),
+         _linear_bias_unfused, cause="unfused-ops"),
     Case("autocast_fp32_weights", "bf16 inference with fp32 weights under autocast",
          "pytorch docs amp; HF from_pretrained(torch_dtype=torch.bfloat16)",
-         _autocast_fp32_weights),
+         _autocast_fp32_weights, cause="extra-copy"),
     Case("dropout_left_on", "t5-small feed-forward served in train mode (dropout on)",
-         "huggingface/transformers modeling_t5.py T5DenseActDense", _dropout_left_on),
+         "huggingface/transformers modeling_t5.py T5DenseActDense", _dropout_left_on, cause="more-kernels"),
     Case("key_transpose_contiguous", "k.transpose(-2, -1).contiguous() before q @ k^T",
-         "huggingface/transformers GPT2Attention._attn", _key_transpose_contiguous),
+         "huggingface/transformers GPT2Attention._attn", _key_transpose_contiguous, cause="extra-copy"),
     Case("sdpa_efficient_backend", "flash SDPA turned off: the memory-efficient kernel",
          "torch.backends.cuda.enable_flash_sdp(False) in training scripts",
-         _sdpa_efficient_backend, gpu_only=True),
+         _sdpa_efficient_backend, gpu_only=True, cause="sdpa-backend"),
 )  # fmt: skip
 
 BY_NAME = {c.name: c for c in CASES}
@@ -1044,9 +1050,139 @@ CASES = (
     *CASES,
     Case("autocast_dropped_tf32", "bf16 autocast lost, TF32 allowed: fp32 GEMMs on TF32",
          "karpathy/nanoGPT train.py (autocast + allow_tf32); pytorch docs notes/cuda.rst",
-         _autocast_dropped_tf32),
+         _autocast_dropped_tf32, cause="gemm-precision"),
     Case("kv_cache_cat", "KV cache grown by torch.cat per step instead of written in place",
-         "huggingface/transformers cache_utils.py DynamicCache vs StaticCache", _kv_cache_cat),
+         "huggingface/transformers cache_utils.py DynamicCache vs StaticCache", _kv_cache_cat, cause="allocation-churn"),
+)  # fmt: skip
+BY_NAME = {c.name: c for c in CASES}
+
+
+# --- the patterns issue 38 names: unfused ops, recomputation, per-tensor kernels, copies --------
+
+
+def _layernorm_handwritten(device: str, bad: bool) -> Fn:
+    # facebookresearch/ConvNeXt models/convnext.py LayerNorm: its channels_first branch
+    # normalises with elementwise ops (u = x.mean(...); s = (x - u).pow(2).mean(...);
+    # x = (x - u) / torch.sqrt(s + eps); weight * x + bias), where the channels_last branch
+    # calls F.layer_norm, one fused kernel. Here both normalise the last dim of a
+    # 4096 x 2048 bf16 activation; the bad variant is the hand-written one.
+    import torch
+    import torch.nn.functional as F
+
+    rows, width = (4096, 2048) if _on_gpu(device) else (256, 256)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    x = torch.randn(rows, width, device=device, dtype=dtype)
+    weight = torch.ones(width, device=device, dtype=dtype)
+    bias = torch.zeros(width, device=device, dtype=dtype)
+
+    def handwritten() -> Any:
+        u = x.mean(-1, keepdim=True)
+        s = (x - u).pow(2).mean(-1, keepdim=True)
+        return weight * ((x - u) / torch.sqrt(s + 1e-6)) + bias
+
+    return handwritten if bad else (lambda: F.layer_norm(x, (width,), weight, bias, 1e-6))
+
+
+def _gelu_tanh_handwritten(device: str, bad: bool) -> Fn:
+    # huggingface/transformers activations.py NewGELUActivation (GPT-2's "gelu_new"):
+    # 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) in eager elementwise ops;
+    # PytorchGELUTanh in the same file calls F.gelu(x, approximate="tanh"), one kernel.
+    import torch
+    import torch.nn.functional as F
+
+    rows, width = (8192, 4096) if _on_gpu(device) else (256, 256)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    x = torch.randn(rows, width, device=device, dtype=dtype)
+    c = math.sqrt(2.0 / math.pi)
+
+    def handwritten() -> Any:
+        return 0.5 * x * (1.0 + torch.tanh(c * (x + 0.044715 * torch.pow(x, 3.0))))
+
+    return handwritten if bad else (lambda: F.gelu(x, approximate="tanh"))
+
+
+def _checkpoint_recompute(device: str, bad: bool) -> Fn:
+    # huggingface/transformers gradient_checkpointing_enable() (modeling_utils.py: each layer
+    # called through torch.utils.checkpoint.checkpoint): a training step's forward and backward
+    # of a 4-layer MLP stack, the bad variant with every layer checkpointed, so the backward
+    # runs each layer's forward again (its GEMMs and activations) to rebuild what was not kept.
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    tokens, width, depth = (4096, 2048, 4) if _on_gpu(device) else (64, 128, 4)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    layers = [
+        torch.nn.Sequential(
+            torch.nn.Linear(width, 2 * width), torch.nn.GELU(), torch.nn.Linear(2 * width, width)
+        ).to(device, dtype)
+        for _ in range(depth)
+    ]
+    params = [p for layer in layers for p in layer.parameters()]
+    x = torch.randn(tokens, width, device=device, dtype=dtype, requires_grad=True)
+
+    def run() -> Any:
+        h = x
+        for layer in layers:
+            h = checkpoint(layer, h, use_reentrant=False) if bad else layer(h)
+        return torch.autograd.grad(h.float().pow(2).mean(), params)
+
+    return run
+
+
+def _clip_grad_foreach_off(device: str, bad: bool) -> Fn:
+    # torch.nn.utils.clip_grad_norm_ (as HF Trainer and nanoGPT's train.py call it every step)
+    # with foreach=False: one norm kernel and one scale kernel per parameter instead of the
+    # multi-tensor kernels of the default foreach path (pytorch docs, clip_grad_norm_ foreach).
+    import torch
+
+    width, depth = (1024, 24) if _on_gpu(device) else (64, 8)
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)]).to(device)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    params = list(model.parameters())
+
+    def run() -> Any:
+        return torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=not bad)
+
+    return run
+
+
+def _h2d_pinned_lost(device: str, bad: bool) -> Fn:
+    # pytorch/tutorials intermediate_source/pinmem_nonblock.py, and DataLoader(pin_memory=True):
+    # a batch staged in page-locked (pinned) host memory is copied with non_blocking=True by
+    # DMA; the bad variant's staging buffer lost its pin_memory() in a refactor, so the same
+    # 64 MB copy goes through the driver's pageable path, and non_blocking no longer overlaps.
+    import torch
+
+    n = 16 * 2**20
+    staged = torch.rand(n)
+    if not bad:
+        staged = staged.pin_memory()
+    out = torch.empty(n, device=device)
+
+    def run() -> Any:
+        return out.copy_(staged, non_blocking=True)
+
+    return run
+
+
+CASES = (
+    *CASES,
+    Case("layernorm_handwritten", "LayerNorm written as mean/sub/pow/div/mul/add ops",
+         "facebookresearch/ConvNeXt models/convnext.py LayerNorm (channels_first)",
+         _layernorm_handwritten, cause="unfused-ops", cpu_cause="unfused-ops"),
+    Case("gelu_tanh_handwritten", "tanh-GELU written as elementwise ops (gelu_new)",
+         "huggingface/transformers activations.py NewGELUActivation", _gelu_tanh_handwritten,
+         cause="unfused-ops", cpu_cause="unfused-ops"),
+    Case("checkpoint_recompute", "every layer checkpointed: backward recomputes the forward",
+         "huggingface/transformers gradient_checkpointing_enable; torch.utils.checkpoint",
+         _checkpoint_recompute, cause="recompute", cpu_cause="recompute"),
+    Case("clip_grad_foreach_off", "clip_grad_norm_(foreach=False): per-parameter kernels",
+         "pytorch docs torch.nn.utils.clip_grad_norm_; nanoGPT train.py", _clip_grad_foreach_off,
+         cause="per-tensor-kernels", cpu_cause="per-tensor-kernels"),
+    Case("h2d_pinned_lost", "64 MB batch copied from pageable instead of pinned memory",
+         "pytorch/tutorials intermediate_source/pinmem_nonblock.py", _h2d_pinned_lost,
+         gpu_only=True, cause="h2d-copy"),
 )  # fmt: skip
 BY_NAME = {c.name: c for c in CASES}
 

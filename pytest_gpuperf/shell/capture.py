@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis, Evidence, diagnose
-from pytest_gpuperf.artifacts.analysis.inventory import combine, diff_inventories
+from pytest_gpuperf.artifacts.analysis.inventory import combine
 from pytest_gpuperf.artifacts.analysis.layout import Layout, read_manifest, write_manifest
 from pytest_gpuperf.artifacts.collectors.base import (
     DEFERRED,
@@ -112,7 +112,6 @@ class CaptureReport:
     diagnoses: dict[str, Diagnosis]
     wall_s: float
     manifest: Path | None = None
-    kernel_diffs: dict[str, Any] = field(default_factory=dict)
     #: when the verdict came, how long after it the first diagnosis was ready, and each
     #: pass's tools and seconds (see PassPlan)
     timing: dict[str, Any] = field(default_factory=dict)
@@ -348,14 +347,13 @@ def _capture(
     todo = list(collectors if collectors is not None else collectors_for(config))
     done = _run_collectors(ctx, todo, settings, lock, progress, plan)
     ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
-    diagnoses, diffs = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
-    if diffs:
-        (directory / "kernel_diff.json").write_text(json.dumps(diffs, indent=1, default=str))
+    diagnoses, evidence = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
+    if evidence:
+        (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
     timing = _pass_timing(timing, plan, done, t0)
     wall = sum(float(p["wall_s"]) for p in timing["passes"])
     report = CaptureReport(
-        nodeid, directory, _merged(earlier, done), diagnoses, wall, kernel_diffs=diffs,
-        timing=timing,
+        nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
     )  # fmt: skip
     report.manifest = _write_manifest(report, ctx, run_id)
     return report
@@ -546,10 +544,11 @@ def _diagnose_all(
     *,
     ab: bool = False,
 ) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
-    """The diagnosis of each captured benchmark, and its kernel diff where there is one
-    (``ab``: against a base tree, not a saved baseline)."""
+    """The diagnosis of each captured benchmark, and the evidence it read, as JSON
+    (``evidence.json``: bench/diag_replay.py diagnoses it again; ``ab``: against a base tree,
+    not a saved baseline)."""
     diagnoses: dict[str, Diagnosis] = {}
-    diffs: dict[str, Any] = {}
+    evidence: dict[str, Any] = {}
     by_key = {r.id.key: r for r in results}
     for key in ctx.keys:
         try:
@@ -557,8 +556,7 @@ def _diagnose_all(
                 ctx, key, by_key.get(key), comparisons.get(key), (baselines or {}).get(key)
             )
             ev.ab = ab
-            if ev.kernel_diff is not None:
-                diffs[key] = ev.kernel_diff.to_dict()
+            evidence[key] = ev.to_record()
             extra = _hook_lines(config, by_key.get(key), ev)
             diagnoses[key] = diagnose(ev, extra)
         except Exception as e:  # the diagnosis must never turn a verdict into an error
@@ -566,7 +564,7 @@ def _diagnose_all(
                 key, f"{key}: the diagnosis failed ({type(e).__name__}: {e}).", [],
                 [traceback.format_exc(limit=5)],
             )  # fmt: skip
-    return diagnoses, diffs
+    return diagnoses, evidence
 
 
 def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> Path | None:
@@ -654,6 +652,7 @@ def _evidence(
         baseline_s=b_s,
         current_s=c_s,
         change=change_text(comparison, mode) if comparison is not None else "",
+        verdict=comparison.kind if comparison is not None else "",
         analysis=prof.get("analysis"),
         baseline_inventory=base_inv,
         child_median_s=prof.get("child_median_s"),
@@ -666,9 +665,6 @@ def _evidence(
         baseline_group=_baseline_group(baseline_runs),
     )
     _resource_evidence(ev, result, baseline_runs)
-    cur_inv = prof.get("inventory")
-    if base_inv and cur_inv:
-        ev.kernel_diff = diff_inventories(base_inv, cur_inv, ev.slowdown_s)
     ev.ncu = list((ctx.state.get("ncu") or {}).values())
     ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
     ev.nsys = list(ctx.state.get("nsys_findings") or [])

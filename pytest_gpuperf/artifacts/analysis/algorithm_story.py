@@ -3,28 +3,28 @@
 When the kernel set changes, the kernel names say *what* runs; a user needs
 *which choice* changed and what usually causes it. Four choices are told:
 
-* **SDPA backend** (:func:`sdpa_story`): flash, memory-efficient, cuDNN or math,
+* **SDPA backend** (:func:`sdpa`): flash, memory-efficient, cuDNN or math,
   from the attention kernels' names and, where the probe ran
   (:mod:`pytest_gpuperf.artifacts.collectors.algorithms`), from the backend SDPA
   picks for the call's arguments; an ``attn_mask`` where ``is_causal=True`` was
   before is named, also when the backend stays the same (cuDNN takes the mask,
   and computes the blocks a causal call skips);
-* **GEMM precision** (:func:`precision_story`): bf16/fp16 GEMMs replaced by
+* **GEMM precision** (:func:`precision`): bf16/fp16 GEMMs replaced by
   fp32 ones on TF32 tensor cores or on CUDA cores, or the reverse, from the
   kernels' names (``bf16``, ``tf32``, ``f32f32_f32f32``/``ffma``, ``sgemm``), the
   cast kernels autocast launches, and the probe's dtypes, autocast state and
   fp32 matmul precision; the setting that usually causes it is named;
-* **cuDNN convolution algorithm and layout** (:func:`conv_story`): implicit
+* **cuDNN convolution algorithm and layout** (:func:`conv`): implicit
   GEMM, Winograd, FFT; NHWC or NCHW kernels (a conversion kernel appearing is
   the layout story of :mod:`.compile_story`);
-* **cuBLAS/cuBLASLt heuristics at equal precision** (:func:`heuristic_story`):
+* **cuBLAS/cuBLASLt heuristics at equal precision** (:func:`heuristic`):
   another tile, split-K or stream-K.
 
 cuBLAS's Hopper kernels (``nvjet_sm90_...``) do not name their dtype (``h``
 and ``v`` in them are not the dtype: both run bf16 GEMMs on an H200), so
 their precision comes from the probe or from the cast kernels around them.
-Each story leads with the choice and names kernels after; it absorbs the
-kernels it accounts for, so the diagnosis does not tell them again.
+Each story leads with the choice and names kernels after; it claims the kernels it
+accounts for (:mod:`.attribution`), so the diagnosis does not tell them again.
 """
 
 from __future__ import annotations
@@ -34,8 +34,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.artifacts.analysis.compile_story import Story, is_conv, is_conversion
-from pytest_gpuperf.artifacts.analysis.inventory import KernelChange, KernelDiff, short_name
+from pytest_gpuperf.artifacts.analysis import inventory
+from pytest_gpuperf.artifacts.analysis.attribution import (
+    Evidence,
+    Finding,
+    Ledger,
+    is_elementwise,
+    timing,
+)
+from pytest_gpuperf.artifacts.analysis.compile_story import is_conv, is_conversion
+from pytest_gpuperf.artifacts.analysis.inventory import KernelChange, short_name
 
 SDPA_BACKEND = "sdpa-backend"
 GEMM_PRECISION = "gemm-precision"
@@ -64,7 +72,6 @@ _PRECISION = (
         re.compile(r"sgemm|f32f32_f32f32|ffma|gemv\w*<int, int, float|gemvx\S*<int, int, float"),
     ),
 )
-_GEMM = re.compile(r"gemm|nvjet|cutlass|xmma|cublas|matmul|wgmma|_mma|gemv", re.I)
 _CAST = re.compile(r"(bfloat16|float16|half)_copy_kernel", re.I)
 _TILE = re.compile(
     r"tilesize(\d+x\d+)(?:x\d+)?|nvjet_sm\d+_\w+?_(\d+x\d+)_\d+x\d+|_(\d+x\d+)_\d+x\d+_",
@@ -85,7 +92,8 @@ def sdpa_backend(name: str) -> str | None:
 
 
 def is_gemm(name: str) -> bool:
-    return bool(_GEMM.search(name)) and sdpa_backend(name) is None and not is_conv(name)
+    """A GEMM kernel, not an attention or a convolution kernel (which run GEMMs inside)."""
+    return inventory.is_gemm(name) and sdpa_backend(name) is None and not is_conv(name)
 
 
 def gemm_precision(name: str) -> str | None:
@@ -179,27 +187,6 @@ def _side(changes: Iterable[KernelChange], current: bool) -> _Side:
     return s
 
 
-def _share(net_us: float, slowdown_us: float | None) -> float | None:
-    return net_us / slowdown_us if slowdown_us and slowdown_us > 0 else None
-
-
-def _cost(members: Sequence[KernelChange], slowdown_us: float | None) -> tuple[float, float | None]:
-    """What the kernels of a story add per call (µs), and their share of the slowdown."""
-    net = sum(c.delta_us for c in members)
-    return net, _share(net, slowdown_us)
-
-
-def _weight(share: float | None, base: float = 1.0) -> float:
-    return base + 0.3 * min(max(share if share is not None else 0.5, 0.0), 1.0)
-
-
-def _timing(members: Sequence[KernelChange], share: float | None) -> str:
-    base = sum(c.base_us for c in members)
-    cur = sum(c.cur_us for c in members)
-    text = f"{base:.1f} -> {cur:.1f} µs per call"
-    return text + (f", {100 * share:.0f} % of the slowdown" if share is not None else "")
-
-
 def _names(members: Sequence[KernelChange], status: str, most: int = 2) -> str:
     names = [short_name(c.name, 60) for c in members if c.status == status][:most]
     return ", ".join(names)
@@ -247,58 +234,56 @@ def _sdpa_why(
     )
 
 
-def _math_part(c: KernelChange) -> bool:
-    """A kernel of the math backend's attention: its GEMMs and its softmax."""
-    return bool(_SOFTMAX.search(c.name)) or is_gemm(c.name)
+def _probes(ev: Evidence) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """The baseline's and the current probe, each None when it was skipped or not taken."""
+    out = []
+    for probe in ((ev.baseline_inventory or {}).get("probe"), ev.current_probe):
+        ok = isinstance(probe, Mapping) and not probe.get("skipped")
+        out.append(probe if ok else None)
+    return out[0], out[1]
 
 
-def sdpa_story(
-    kd: KernelDiff,
-    base_probe: Mapping[str, Any] | None,
-    cur_probe: Mapping[str, Any] | None,
-    slowdown_us: float | None,
-) -> Story | None:
+def _math(c: KernelChange) -> bool:
+    """A kernel of the math backend's attention that appeared: its GEMMs and its softmax."""
+    return c.status == "appeared" and bool(_SOFTMAX.search(c.name) or is_gemm(c.name))
+
+
+def _sides(led: Ledger) -> tuple[_Side, _Side]:
+    changes = led.kd.changes if led.kd is not None else []
+    return _side(changes, False), _side(changes, True)
+
+
+def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     """The attention's backend changed, or kept its backend but gained an explicit mask."""
-    base, cur = _side(kd.changes, False), _side(kd.changes, True)
+    base_probe, cur_probe = _probes(ev)
+    base, cur = _sides(led)
     was, now = _backend(base, base_probe, cur), _backend(cur, cur_probe, base)
     b_facts, c_facts = _sdpa_facts(base_probe), _sdpa_facts(cur_probe)
-    members = [
-        c
-        for c in kd.changes
-        if sdpa_backend(c.name)
-        or (
-            now == "math"
-            and c.status == "appeared"
-            and (_SOFTMAX.search(c.name) or is_gemm(c.name))
-        )
-    ]
-    if not members or (was is None and now is None):
-        return None
-    net, share = _cost(members, slowdown_us)
-    if net <= 0:
-        return None
+    members = [c for c in led.free() if sdpa_backend(c.name) or (now == "math" and _math(c))]
+    if not members or (was is None and now is None) or sum(c.delta_us for c in members) <= 0:
+        return []
     flags = (cur_probe or {}).get("flags")
     if was and now and was != now:
-        sentence = (
+        text = (
             f"the attention now runs the {now} backend instead of {was} "
             f"({_sdpa_why(was, b_facts, c_facts, flags)}): "
         )
     elif (c_facts or {}).get("mask") and not (b_facts or {}).get("mask") and b_facts:
         shape = (c_facts or {}).get("mask_shape")
-        sentence = (
+        text = (
             f"the attention still runs the {now or was} backend, but with an explicit "
             f"attn_mask{f' of shape {shape}' if shape else ''} where is_causal=True was before: "
             "it reads the mask and computes the blocks a causal call skips; pass "
             "is_causal=True and no mask: "
         )
     else:
-        return None
+        return []
     kernels = [c for c in members if sdpa_backend(c.name)]
     new = _names(kernels, "appeared") or _names(kernels, "slower")
     old = _names(kernels, "vanished")
-    sentence += (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
-    sentence += f" ({_timing(members, share)})"
-    return Story(SDPA_BACKEND, _weight(share, 1.1), sentence, {c.name for c in members})
+    text += (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
+    text += f" ({timing(members)})"
+    return [Finding(SDPA_BACKEND, text, frozenset(c.name for c in members))]
 
 
 # --- GEMM precision --------------------------------------------------------------------
@@ -361,50 +346,45 @@ def _precision_why(
     return "the inputs' dtype or the autocast dtype changed", ""
 
 
-def precision_story(
-    kd: KernelDiff,
-    base_probe: Mapping[str, Any] | None,
-    cur_probe: Mapping[str, Any] | None,
-    slowdown_us: float | None,
-) -> Story | None:
+def precision(ev: Evidence, led: Ledger) -> list[Finding]:
     """The GEMMs run in another precision: the precision first, the setting, then kernels."""
-    base, cur = _side(kd.changes, False), _side(kd.changes, True)
+    base_probe, cur_probe = _probes(ev)
+    base, cur = _sides(led)
     was, now = _precision(base, base_probe), _precision(cur, cur_probe)
     if was is None or now is None or was == now or (was == "bf16/fp16" and now in _LOW):
-        return None
-    members = [
-        c
-        for c in kd.changes
-        if c.status != "same" and c.kind == "kernel" and (is_gemm(c.name) or _CAST.search(c.name))
-    ]
+        return []
+    free = led.free()
+    members = [c for c in free if c.kind == "kernel" and (is_gemm(c.name) or _CAST.search(c.name))]
+    twins = [c for c in free if c.status in ("appeared", "vanished") and is_elementwise(c.name)]
+    if {c.status for c in twins} == {"appeared", "vanished"}:
+        members += twins  # the elementwise ops around the GEMMs, now in the other dtype too
     cpu = not members  # a CPU profile lists operators: the probes alone tell its precision
     if cpu:
-        members = [c for c in kd.changes if c.kind == "op" and _CPU_MATMUL.match(c.name)]
+        members = [c for c in free if c.kind == "op" and _CPU_MATMUL.match(c.name)]
     swapped = any(is_gemm(c.name) and c.status in ("appeared", "vanished") for c in members)
     if not swapped and (probe_precision(base_probe) is None or probe_precision(cur_probe) is None):
-        return None  # no kernel was swapped, and only both probes could tell
-    net, share = _cost(members, slowdown_us)
-    if net <= 0:
-        return None
+        return []  # no kernel was swapped, and only both probes could tell
+    if sum(c.delta_us for c in members) <= 0:
+        return []
     was_name, now_name = _NAMES.get(was, was), _NAMES.get(now, now)
     why, where = _precision_why(was, now, base_probe, cur_probe)
     if cpu and was_name != now_name:
         head = f"the matmuls now run in {now_name} instead of {was_name} ({why.split(';')[0]})"
-        ops = ", ".join(sorted({c.name for c in members})[:3])
-        sentence = f"{head}: {ops} ({_timing(members, share)})"
-        return Story(GEMM_PRECISION, _weight(share, 1.15), sentence, {c.name for c in members})
-    if was_name != now_name:
-        head = f"the GEMMs now run in {now_name} instead of {was_name} ({why})"
-        head += f", {where}" if where else ""
+        text = f"{head}: {', '.join(sorted({c.name for c in members})[:3])} ({timing(members)})"
     else:
-        head = (
-            f"the GEMMs now run in {_precision_text(now)} instead of {_precision_text(was)} ({why})"
-        )
-    new = _names([c for c in members if is_gemm(c.name)], "appeared")
-    old = _names([c for c in members if is_gemm(c.name)], "vanished")
-    kernels = (f": {new}" + (f" replaced {old}" if old else "")) if new else ""
-    sentence = f"{head}{kernels} ({_timing(members, share)})"
-    return Story(GEMM_PRECISION, _weight(share, 1.15), sentence, {c.name for c in members})
+        if was_name != now_name:
+            head = f"the GEMMs now run in {now_name} instead of {was_name} ({why})"
+            head += f", {where}" if where else ""
+        else:
+            head = (
+                f"the GEMMs now run in {_precision_text(now)} instead of {_precision_text(was)} "
+                f"({why})"
+            )
+        gemms = [c for c in members if is_gemm(c.name)]
+        new, old = _names(gemms, "appeared"), _names(gemms, "vanished")
+        kernels = (f": {new}" + (f" replaced {old}" if old else "")) if new else ""
+        text = f"{head}{kernels} ({timing(members)})"
+    return [Finding(GEMM_PRECISION, text, frozenset(c.name for c in members))]
 
 
 # --- convolutions ------------------------------------------------------------------------
@@ -434,23 +414,19 @@ def _conv_desc(c: KernelChange) -> str:
     return " in ".join(parts[:2]) + (f" ({parts[2]})" if len(parts) > 2 else "") if parts else "?"
 
 
-def conv_story(
-    kd: KernelDiff,
-    base_probe: Mapping[str, Any] | None,
-    cur_probe: Mapping[str, Any] | None,
-    slowdown_us: float | None,
-) -> Story | None:
+def conv(ev: Evidence, led: Ledger) -> list[Finding]:
     """cuDNN runs the convolutions with another algorithm or layout (no conversions: those
     are the layout story), with what usually causes it."""
-    convs = [c for c in kd.changes if c.kind == "kernel" and is_conv(c.name)]
-    convs = [c for c in convs if not is_conversion(c.name)]
+    base_probe, cur_probe = _probes(ev)
+    convs = [
+        c
+        for c in led.free()
+        if c.kind == "kernel" and is_conv(c.name) and not is_conversion(c.name)
+    ]
     new = [c for c in convs if c.status == "appeared"]
     old = [c for c in convs if c.status == "vanished"]
-    if not new or not old:
-        return None
-    net, share = _cost(convs, slowdown_us)
-    if net <= 0:
-        return None
+    if not new or not old or sum(c.delta_us for c in convs) <= 0:
+        return []
     a, b = max(old, key=lambda c: c.base_us), max(new, key=lambda c: c.cur_us)
     why = "cuDNN's heuristic chose another algorithm for these shapes and dtypes"
     if conv_layout(a.name) and conv_layout(b.name) and conv_layout(a.name) != conv_layout(b.name):
@@ -463,11 +439,11 @@ def conv_story(
     bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in (base_probe, cur_probe)]
     if bench[0] is True and bench[1] is False:
         why += "; torch.backends.cudnn.benchmark is off now (it was on): cuDNN no longer times them"
-    sentence = (
+    text = (
         f"cuDNN now runs the convolutions as {_conv_desc(b)} instead of {_conv_desc(a)} ({why}): "
-        f"{short_name(b.name, 60)} replaced {short_name(a.name, 60)} ({_timing(convs, share)})"
+        f"{short_name(b.name, 60)} replaced {short_name(a.name, 60)} ({timing(convs)})"
     )
-    return Story(CONV_ALGORITHM, _weight(share, 0.9), sentence, {c.name for c in convs})
+    return [Finding(CONV_ALGORITHM, text, frozenset(c.name for c in convs))]
 
 
 # --- cuBLAS heuristics at equal precision ------------------------------------------------
@@ -477,34 +453,30 @@ def _shapes(probe: Mapping[str, Any] | None) -> list[Any]:
     return [e.get("shapes") for e in _ops(probe, *_MATMUL_OPS)]
 
 
-def heuristic_story(
-    kd: KernelDiff,
-    base_probe: Mapping[str, Any] | None,
-    cur_probe: Mapping[str, Any] | None,
-    slowdown_us: float | None,
-) -> Story | None:
+def heuristic(ev: Evidence, led: Ledger) -> list[Finding]:
     """cuBLAS picked other GEMM kernels at the same precision: tile, split-K, stream-K."""
-    gemms = [c for c in kd.changes if c.kind == "kernel" and is_gemm(c.name)]
+    base_probe, cur_probe = _probes(ev)
+    free = led.free()
+    gemms = [c for c in free if c.kind == "kernel" and is_gemm(c.name)]
     new = [c for c in gemms if c.status == "appeared"]
     old = [c for c in gemms if c.status == "vanished"]
     if not new or not old:
-        return None
+        return []
     a, b = max(old, key=lambda c: c.base_us), max(new, key=lambda c: c.cur_us)
     pa, pb = gemm_precision(a.name), gemm_precision(b.name)
-    same = pa == pb or (pa is None and pb is None)
-    if not same or probe_precision(base_probe) != probe_precision(cur_probe):
-        return None
-    reduce = [c for c in kd.changes if c.status == "appeared" and _SPLIT.search(c.name)]
+    if pa != pb or probe_precision(base_probe) != probe_precision(cur_probe):
+        return []
+    reduce = [c for c in free if c.status == "appeared" and _SPLIT.search(c.name)]
     members = list({c.name: c for c in [*gemms, *reduce]}.values())
-    net, share = _cost(members, slowdown_us)
-    if net <= 0:
-        return None
+    if sum(c.delta_us for c in members) <= 0:
+        return []
     changes = []
     if tile(a.name) and tile(b.name) and tile(a.name) != tile(b.name):
         changes.append(f"tile {tile(a.name)} -> {tile(b.name)}")
     if (_SPLIT.search(b.name) or reduce) and not _SPLIT.search(a.name):
-        extra = f" with {short_name(reduce[0].name, 40)}" if reduce else ""
-        changes.append("now split-K" + extra)
+        changes.append(
+            "now split-K" + (f" with {short_name(reduce[0].name, 40)}" if reduce else "")
+        )
     elif _SPLIT.search(a.name) and not _SPLIT.search(b.name):
         changes.append("no longer split-K")
     sb, sc = _shapes(base_probe), _shapes(cur_probe)
@@ -514,48 +486,9 @@ def heuristic_story(
         else "its heuristic follows the shapes, the strides and alignment (a size not a "
         "multiple of 16, a non-contiguous input) and the workspace (CUBLAS_WORKSPACE_CONFIG)"
     )
-    precision = f"at the same precision ({pa})" if pa else "at the same precision"
-    sentence = (
-        f"cuBLAS picked another GEMM kernel {precision}"
+    text = (
+        f"cuBLAS picked another GEMM kernel at the same precision{f' ({pa})' if pa else ''}"
         + (f": {', '.join(changes)}" if changes else "")
-        + f"; {why}: {short_name(b.name, 60)} replaced {short_name(a.name, 60)} "
-        f"({_timing(members, share)})"
+        + f"; {why}: {short_name(b.name, 60)} replaced {short_name(a.name, 60)} ({timing(members)})"
     )
-    return Story(GEMM_HEURISTIC, 0.35 + 0.65 * min(max(share or 0.5, 0.0), 1.0), sentence,
-                 {c.name for c in members})  # fmt: skip
-
-
-def algorithm_stories(
-    kd: KernelDiff,
-    baseline_inventory: Mapping[str, Any] | None,
-    current_probe: Mapping[str, Any] | None,
-    slowdown_us: float | None,
-    *,
-    skip: set[str] | frozenset[str] = frozenset(),
-) -> list[Story]:
-    """Every algorithm story of a kernel diff, strongest first; ``skip``: kernels another
-    story (the layout's) already tells, whose convolutions are left to it."""
-    if kd.slowdown_us is None:
-        slowdown_us = None  # the profiles disagree with the measurement: no shares
-    base_probe = (baseline_inventory or {}).get("probe")
-    if not isinstance(base_probe, Mapping) or base_probe.get("skipped"):
-        base_probe = None
-    cur_probe = current_probe if isinstance(current_probe, Mapping) else None
-    if cur_probe is not None and cur_probe.get("skipped"):
-        cur_probe = None
-    out = []
-    for rule in (sdpa_story, precision_story, heuristic_story, conv_story):
-        if rule is conv_story and skip:
-            continue
-        st = rule(kd, base_probe, cur_probe, slowdown_us)
-        if st is not None and not (st.kernels & set(skip)):
-            out.append(st)
-    taken: set[str] = set()
-    kept: list[Story] = []
-    for st in sorted(out, key=lambda s: -s.weight):
-        if st.cause == GEMM_HEURISTIC and any(s.cause == GEMM_PRECISION for s in kept):
-            continue  # a precision change picks other kernels: the heuristic is not the news
-        if st.kernels - taken or not st.kernels:
-            kept.append(st)
-            taken |= st.kernels
-    return kept
+    return [Finding(GEMM_HEURISTIC, text, frozenset(c.name for c in members))]

@@ -8,19 +8,18 @@ Three questions the kernel diff alone answers badly:
   in dynamo's own words (a graph break in a loop skips the whole frame; the
   recompile limit sends every later call to eager). :func:`trace_decision`
   decides from both sides whether the compile log is worth a child process;
-  :func:`compiler_stories` tells the story.
+  :func:`compiler` tells the story, and claims every change of the kernels
+  when the compiled code is gone (the eager kernels are its consequence).
 * **Did the layout change?** Layout conversions (``nchwToNhwcKernel``,
   ``nhwcToNchwKernel``, ``.contiguous()`` copies) appearing while the
   convolutions or GEMMs change variant are one cause, with one fix
-  (:func:`layout_story`).
+  (:func:`layout`).
 * **Did a Triton kernel's launch config change?** Grid, block (so
   ``num_warps``) and, where the autotune log gives it, the chosen config
-  (:func:`triton_config_stories`).
+  (:func:`triton_configs`).
 
-Each story is a :class:`Story`: a cause, a weight (how well it explains the
-slowdown; compiler stories that explain it outrank everything else) and a
-sentence, plus the kernel names it accounts for, so that the diagnosis does
-not tell them again one by one.
+Each story is an :class:`~.attribution.Finding` that claims the terms of the slowdown its
+cause explains (:mod:`.attribution`).
 """
 
 from __future__ import annotations
@@ -28,23 +27,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.artifacts.analysis.inventory import (
-    KernelDiff,
-    base_function,
-    is_gemm,
-    short_name,
+from pytest_gpuperf.artifacts.analysis.attribution import (
+    EVERYTHING,
+    Evidence,
+    Finding,
+    Ledger,
+    timing,
 )
+from pytest_gpuperf.artifacts.analysis.inventory import base_function, is_gemm, short_name
 
 COMPILED_CODE_GONE = "compiled-code-gone"
 GRAPH_BREAK = "graph-break"
 RECOMPILE = "recompile"
+FALLBACK = "fallback"
 LAYOUT = "layout"
 TRITON_CONFIG = "triton-config"
-#: Causes that belong to the compiler: they come first when they explain the slowdown.
-COMPILER_CAUSES = (COMPILED_CODE_GONE, RECOMPILE, GRAPH_BREAK)
+CAUSES = (COMPILED_CODE_GONE, RECOMPILE, GRAPH_BREAK, FALLBACK, LAYOUT, TRITON_CONFIG)
 
 #: Operator or annotation names that mark compiled code in a profile.
 COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
@@ -71,18 +72,6 @@ _VENDOR = re.compile(
 _AUTOTUNE = re.compile(
     r"Triton autotuning for function (\w+)(.{0,2000}?)best config selected: ([^;\n]*)", re.S
 )
-
-
-@dataclass
-class Story:
-    cause: str
-    weight: float
-    sentence: str
-    #: kernel names this story accounts for (the diagnosis leaves them out of its other findings)
-    kernels: set[str] = field(default_factory=set)
-
-
-# --- compiled code on each side ------------------------------------------------------
 
 
 @dataclass
@@ -273,52 +262,39 @@ def _loc(where: str | None, code: str | None = None) -> str:
     return f" at {_short_path(where)}" + (f": `{code}`" if code else "")
 
 
-def compiler_stories(
-    baseline_inventory: Mapping[str, Any] | None,
-    current_inventory: Mapping[str, Any] | None,
-    compile_report: Mapping[str, Any] | None,
-    *,
-    current_regions: float | None = None,
-) -> list[Story]:
-    """What the compiler did differently, in dynamo's words, strongest first.
-
-    ``compile_report`` is the TORCH_TRACE summary (:meth:`CompileReport.to_dict`) or
-    the dynamo counters' (fewer facts); ``current_regions`` the current profile's
-    compiled regions per call when the inventory does not say.
-    """
-    base = compiled_code(baseline_inventory)
-    cur = compiled_code(current_inventory)
-    if cur is not None and current_regions is not None and cur.regions_per_call is None:
-        cur.regions_per_call = current_regions
-    comp = compile_report or {}
-    out: list[Story] = []
-    b_regions = base.regions_per_call if base else None
-    c_regions = cur.regions_per_call if cur else current_regions
+def _regions(ev: Evidence) -> tuple[CompiledCode | None, float | None, float | None, bool]:
+    """The baseline's compiled code, both sides' compiled regions per call, and whether the
+    compiled code is gone (the baseline ran some, the current profile none)."""
+    base = compiled_code(ev.baseline_inventory)
+    cur = compiled_code(ev.current_inventory)
+    now = ev.analysis.compiled_regions if ev.analysis is not None else None
+    if cur is not None and cur.regions_per_call is None:
+        cur.regions_per_call = now
     gone = bool(base and base.compiled and cur is not None and not cur.compiled)
-    fell = (
-        not gone
-        and b_regions is not None
-        and c_regions is not None
-        and b_regions >= 1
-        and c_regions < b_regions - 0.5
-    )
-    rose = b_regions is not None and c_regions is not None and c_regions > b_regions + 0.5
-    regions = (
-        f"{b_regions:g} -> {c_regions:g} compiled regions per call"
-        if (b_regions is not None and c_regions is not None)
-        else ""
-    )
+    b = base.regions_per_call if base else None
+    return base, b, cur.regions_per_call if cur else now, gone
+
+
+def compiler(ev: Evidence, led: Ledger) -> list[Finding]:
+    """What the compiler did differently, in dynamo's words: the compiled code gone (or the
+    recompile limit sending calls to eager) claims every change of the kernels and the idle
+    time; a new graph break the kernels it moved; recompiles and fallbacks claim nothing."""
+    comp = ev.compile or {}
+    base, before, now, gone = _regions(ev)
+    known = before is not None and now is not None
+    b, c = before or 0.0, now or 0.0
+    fell = not gone and known and b >= 1 and c < b - 0.5
+    rose = known and c > b + 0.5
+    regions = f"{b:g} -> {c:g} compiled regions per call" if known else ""
     failures = [f for f in comp.get("frame_failures") or [] if isinstance(f, Mapping)]
     limit = next((f for f in failures if f.get("limit")), None)
-    skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
     recompiles = [r for r in comp.get("recompile_details") or [] if isinstance(r, Mapping)]
-    n_recompiles = len(comp.get("recompiles") or [])
-
+    out = []
     if limit is not None:
         strong = gone or fell or base is None
-        out.append(
-            _limit_story(limit, recompiles, n_recompiles, strong, regions if gone or fell else "")
-        )
+        text = _limit_sentence(limit, recompiles, len(comp.get("recompiles") or []),
+                               regions if gone or fell else "")  # fmt: skip
+        out.append(Finding(RECOMPILE, text, EVERYTHING if strong else frozenset(), idle=strong))
     elif gone or fell:
         head = (
             f"the compiled code is gone: the baseline ran {base.describe() if base else '?'}, "
@@ -326,64 +302,58 @@ def compiler_stories(
             if gone
             else f"fewer compiled regions run: {regions}, so part of the function runs eagerly"
         )
-        out.append(
-            Story(COMPILED_CODE_GONE, 2.0 if gone else 1.6, head + _why_eager(comp, skipped))
-        )
-
+        skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
+        out.append(Finding(COMPILED_CODE_GONE, head + _why_eager(comp, skipped), EVERYTHING, True))
     breaks = [g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)]
     breaks = [g for g in breaks if not g.get("eager")] if out else breaks
     if breaks or rose:
-        if rose:
-            weight = 1.5
-        elif b_regions is not None and c_regions is not None and b_regions >= c_regions > 0:
-            weight = 0.3  # as many compiled regions as the baseline: the break is not new
-        else:
-            weight = 0.5
-        out.append(_break_story(breaks, weight, regions if rose else ""))
+        counted = known and max(b, c) > 0
+        out.append(_break(breaks, regions if rose else "", rose if counted else _moved(led)))
     if recompiles and limit is None:
         r = recompiles[-1]
-        out.append(
-            Story(
-                RECOMPILE,
-                0.4,
-                f"torch.compile recompiled {n_recompiles} time(s): the guard `{r.get('guard')}` "
-                "failed" + _loc(r.get("where"), r.get("code")),
-            )
+        text = (
+            f"torch.compile recompiled {len(comp.get('recompiles') or [])} time(s): the guard "
+            f"`{r.get('guard')}` failed" + _loc(r.get("where"), r.get("code"))
         )
+        out.append(Finding(RECOMPILE, text))
+    fallbacks = comp.get("fallbacks") or []
+    if fallbacks:
+        text = f"ops left to eager ATen (fallbacks): {', '.join(fallbacks[:4])}"
+        out.append(Finding(FALLBACK, text))
     return out
 
 
-def _limit_story(
-    limit: Mapping[str, Any],
-    recompiles: Sequence[Mapping[str, Any]],
-    n_recompiles: int,
-    strong: bool,
-    regions: str,
-) -> Story:
-    """The recompile limit was hit: which function, which guard failed, and the remedy.
-    ``strong`` when the compiled code fell or there is no baseline to compare with."""
+def _moved(led: Ledger) -> frozenset[str] | bool:
+    """Without compiled regions to compare: the Triton kernels that appeared or vanished."""
+    moved = frozenset(
+        c.name
+        for c in led.free("appeared", "vanished")
+        if base_function(c.name).startswith("triton_")
+    )
+    return moved or False
+
+
+def _limit_sentence(
+    limit: Mapping[str, Any], recompiles: Sequence[Mapping[str, Any]], n: int, regions: str
+) -> str:
+    """The recompile limit was hit: which function, which guard failed, and the remedy."""
     lim = limit["limit"]
     guard = recompiles[-1] if recompiles else {}
     # the log names the function on the first recompile's reasons only
     named = [r["function"] for r in recompiles if r.get("function")]
     fn = limit.get("function") or (named[0] if named else "?")
     value = f" = {lim['value']}" if lim.get("value") is not None else ""
-    return Story(
-        RECOMPILE,
-        2.2 if strong else 0.9,
-        f"torch.compile recompiled `{fn}` "
-        f"{max(n_recompiles - 1, 0)} time(s) and hit the recompile limit "
-        f"(torch._dynamo.config.{lim.get('name')}{value}), so the calls that miss the "
-        "cache run eagerly"
-        + (f" ({regions})" if regions else "")
-        + (
-            f"; the guard that failed: `{guard.get('guard')}`"
-            + _loc(guard.get("where"), guard.get("code"))
-            if guard.get("guard")
-            else ""
-        )
-        + "; a Python number that changes on every call is baked into the graph as a "
-        "constant: pass it as a tensor, or mark it dynamic",
+    failed = (
+        f"; the guard that failed: `{guard.get('guard')}`"
+        + _loc(guard.get("where"), guard.get("code"))
+        if guard.get("guard")
+        else ""
+    )
+    return (
+        f"torch.compile recompiled `{fn}` {max(n - 1, 0)} time(s) and hit the recompile limit "
+        f"(torch._dynamo.config.{lim.get('name')}{value}), so the calls that miss the cache run "
+        f"eagerly{f' ({regions})' if regions else ''}{failed}; a Python number that changes on "
+        "every call is baked into the graph as a constant: pass it as a tensor, or mark it dynamic"
     )
 
 
@@ -408,21 +378,24 @@ def _why_eager(comp: Mapping[str, Any], skipped: Sequence[Mapping[str, Any]]) ->
     return ""
 
 
-def _break_story(breaks: Sequence[Mapping[str, Any]], weight: float, regions: str) -> Story:
+def _break(
+    breaks: Sequence[Mapping[str, Any]], regions: str, claims: frozenset[str] | bool
+) -> Finding:
     """torch.compile broke the graph: how often, the first reason and where, and what it costs
-    (``regions``: the compiled regions per call, when they rose)."""
+    (``regions``: the compiled regions per call, when they rose). ``claims``: True when the
+    break is new (every change is its doing), the kernels it moved, or False (not new)."""
     g = breaks[0] if breaks else {}
-    return Story(
-        GRAPH_BREAK,
-        weight,
+    text = (
         "torch.compile broke the graph"
         + (f" {len(breaks)} time(s)" if breaks else "")
         + (f': "{g.get("reason")}"' if g.get("reason") else "")
         + _loc(g.get("where"), g.get("code"))
         + (f"; {regions}" if regions else "")
         + "; the pieces compile apart, so fusions across the break are lost and each "
-        "piece adds its own launch overhead",
+        "piece adds its own launch overhead"
     )
+    kernels = EVERYTHING if claims is True else (claims or frozenset())
+    return Finding(GRAPH_BREAK, text, kernels, idle=bool(claims))
 
 
 def _code_of(comp: Mapping[str, Any], where: str | None) -> str:
@@ -456,63 +429,56 @@ def _strip_layout(name: str) -> str:
     return _LAYOUT_TOKEN.sub("", base_function(name))
 
 
-def layout_story(kd: KernelDiff, slowdown_us: float | None) -> Story | None:
-    """Conversions appeared while convolutions/GEMMs changed variant: one layout cause."""
+def layout(ev: Evidence, led: Ledger) -> list[Finding]:
+    """Conversions appeared while convolutions/GEMMs changed variant: one layout cause, with
+    the kernels that change with the layout (batch norm's channels-last and NCHW variants)."""
+    free = led.free()
     conv = [
         c
-        for c in kd.changes
-        if is_conversion(c.name, c.kind)
-        and (
-            c.status == "appeared"
-            or (c.status in ("count", "slower") and c.cur_launches > c.base_launches)
-        )
+        for c in free
+        if is_conversion(c.name, c.kind) and c.cur_launches > c.base_launches and c.delta_us > 0
     ]
     swapped = [
         c
-        for c in kd.changes
+        for c in free
         if c.status in ("appeared", "vanished")
         and not is_conversion(c.name, c.kind)
         and (is_conv(c.name) or is_gemm(c.name))
     ]
-    if (
-        not conv
-        or not any(c.status == "appeared" for c in swapped)
-        or not any(c.status == "vanished" for c in swapped)
-    ):
-        return None
-    # kernels that changed with the layout (BN, pooling: one variant per layout)
-    gone = {_strip_layout(c.name): c for c in kd.changes if c.status == "vanished"}
+    new = next((c for c in swapped if c.status == "appeared"), None)
+    old = next((c for c in swapped if c.status == "vanished"), None)
+    if not conv or new is None or old is None:
+        return []
+    gone = {_strip_layout(c.name): c for c in free if c.status == "vanished"}
     along = [
         c
-        for c in kd.changes
+        for c in free
         if c.status == "appeared"
         and c not in swapped
         and c not in conv
         and (_layout_of(c.name) or _strip_layout(c.name) in gone)
     ]
-    along_gone = [gone[_strip_layout(c.name)] for c in along if _strip_layout(c.name) in gone]
-    members = conv + swapped + along + along_gone
-    net = sum(c.delta_us for c in members)
-    share = net / slowdown_us if slowdown_us and slowdown_us > 0 else None
-    new_conv = next(c for c in swapped if c.status == "appeared")
-    old_conv = next(c for c in swapped if c.status == "vanished")
-    was, now = _layout_of(old_conv.name), _layout_of(new_conv.name)
+    members = (
+        conv
+        + swapped
+        + along
+        + [gone[_strip_layout(c.name)] for c in along if _strip_layout(c.name) in gone]
+    )
+    was, now = _layout_of(old.name), _layout_of(new.name)
     direction = f" ({was} -> {now})" if was and now and was != now else ""
     convs = ", ".join(f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in conv[:3])
-    conv_us = sum(c.cur_us - c.base_us for c in conv)
-    sentence = (
-        f"the memory layout changed: layout conversions appeared ({convs}; {conv_us:.1f} µs "
-        f"per call) and the convolutions/GEMMs changed variant{direction}: "
-        f"{short_name(new_conv.name, 60)} replaced {short_name(old_conv.name, 60)}"
-        + ("; with them " + ", ".join(short_name(c.name, 40) for c in along[:2]) if along else "")
-        + (f" ({net:+.1f} µs per call together" if net else " (")
-        + (f", {100 * share:.0f} % of the slowdown)" if share is not None else ")")
-        + "; channels_last is lost on the way: keep it end to end "
-        "(model.to(memory_format=torch.channels_last) and the input "
+    with_them = (
+        "; with them " + ", ".join(short_name(c.name, 40) for c in along[:2]) if along else ""
+    )
+    text = (
+        f"the memory layout changed: layout conversions appeared ({convs}; "
+        f"{sum(c.delta_us for c in conv):.1f} µs per call) and the convolutions/GEMMs changed "
+        f"variant{direction}: {short_name(new.name, 60)} replaced {short_name(old.name, 60)}"
+        f"{with_them} ({timing(members)} together); channels_last is lost on the way: keep it "
+        "end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
-    weight = 1.0 + 0.3 * min(max(share if share is not None else 0.5, 0.0), 1.0)
-    return Story(LAYOUT, weight, sentence, {c.name for c in members})
+    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
 
 
 def is_triton(name: str, known: Iterable[str] = ()) -> bool:
@@ -557,85 +523,55 @@ def _config_text(k: Mapping[str, Any], cfg: Mapping[str, str] | None) -> str:
     return ", ".join(parts) or "?"
 
 
-def triton_config_stories(
-    kd: KernelDiff,
-    baseline_inventory: Mapping[str, Any] | None,
-    current_inventory: Mapping[str, Any] | None,
-    *,
-    current_configs: Mapping[str, Mapping[str, str]] | None = None,
-    slowdown_us: float | None = None,
-) -> list[Story]:
+def triton_configs(ev: Evidence, led: Ledger) -> list[Finding]:
     """Triton kernels whose launch config (grid, num_warps, autotuned config) changed.
 
-    Configs come from an inventory entry's ``config`` or, for the current run,
-    from ``current_configs`` (the autotune log); without them the grid and the
-    block (``num_warps`` = threads / 32) are what both profiles give.
+    Configs come from an inventory entry's ``config`` or, for the current run, from the
+    autotune log (``ev.triton_configs``); without them the grid and the block (``num_warps``
+    = threads / 32) are what both profiles give.
     """
-    cur_cfgs = dict(current_configs or {})
-    base = {k.get("name"): k for k in (baseline_inventory or {}).get("kernels") or []}
-    cur = {k.get("name"): k for k in (current_inventory or {}).get("kernels") or []}
-    out: list[Story] = []
-    for c in kd.changes:
+    cur_cfgs = dict(ev.triton_configs or {})
+    base = {k.get("name"): k for k in (ev.baseline_inventory or {}).get("kernels") or []}
+    cur = {k.get("name"): k for k in (ev.current_inventory or {}).get("kernels") or []}
+    out = []
+    for c in led.free("slower"):
         b, n = base.get(c.name), cur.get(c.name)
-        if b is None or n is None or c.kind != "kernel":
-            continue
         fn = short_name(c.name, 200)
-        if not is_triton(fn, cur_cfgs):
+        if b is None or n is None or c.kind != "kernel" or not is_triton(fn, cur_cfgs):
             continue
-        b_cfg = b.get("config")
-        n_cfg = n.get("config") or cur_cfgs.get(fn)
-        changed = (
-            b.get("grid") != n.get("grid")
-            or b.get("block") != n.get("block")
-            or (b_cfg is not None and n_cfg is not None and dict(b_cfg) != dict(n_cfg))
+        b_cfg, n_cfg = b.get("config"), n.get("config") or cur_cfgs.get(fn)
+        cfg_moved = b_cfg is not None and n_cfg is not None and dict(b_cfg) != dict(n_cfg)
+        if b.get("grid") == n.get("grid") and b.get("block") == n.get("block") and not cfg_moved:
+            continue
+        text = (
+            f"the Triton kernel {fn} runs with another launch config: before "
+            f"{_config_text(b, b_cfg)}, now {_config_text(n, n_cfg)}; {c.base_us:.1f} -> "
+            f"{c.cur_us:.1f} µs per call; the autotuner chose another config (a cut config list, "
+            "another autotune key or size hint): pin the config that ran before, or restore the "
+            "configs"
         )
-        if not changed or c.delta_us <= 0:
-            continue
-        share = c.delta_us / slowdown_us if slowdown_us and slowdown_us > 0 else c.share
-        if share is not None and share < 0.05:
-            continue
-        out.append(
-            Story(
-                TRITON_CONFIG,
-                0.35 + 0.65 * min(max(share if share is not None else 0.5, 0.0), 1.0),
-                f"the Triton kernel {fn} runs with another launch config: before "
-                f"{_config_text(b, b_cfg)}, now {_config_text(n, n_cfg)}; "
-                f"{c.base_us:.1f} -> {c.cur_us:.1f} µs per call"
-                + (f" ({100 * share:.0f} % of the slowdown)" if share is not None else "")
-                + "; the autotuner chose another config (a cut config list, another autotune "
-                "key or size hint): pin the config that ran before, or restore the configs",
-                {c.name},
-            )
-        )
+        out.append(Finding(TRITON_CONFIG, text, frozenset((c.name,))))
     return out
 
 
-def absorbed(stories: Sequence[Story]) -> set[str]:
-    """Kernel names the stories account for."""
-    names: set[str] = set()
-    for s in stories:
-        names |= s.kernels
-    return names
-
-
-__all__ = [
-    "COMPILED_CODE_GONE",
-    "COMPILER_CAUSES",
-    "GRAPH_BREAK",
-    "LAYOUT",
-    "RECOMPILE",
-    "TRITON_CONFIG",
-    "CompiledCode",
-    "Story",
-    "absorbed",
-    "compiled_code",
-    "compiler_stories",
-    "frame_failure",
-    "layout_story",
-    "parse_autotune_log",
-    "recompile_reason",
-    "recompile_reasons",
-    "source_line",
-    "trace_decision",
-    "triton_config_stories",
-]
+def details(comp: Mapping[str, Any] | None) -> list[str]:
+    """The compile log's lines under the diagnosis: frames dynamo gave up on, and the counts."""
+    comp = comp or {}
+    out = []
+    for f in comp.get("frame_failures") or []:
+        if isinstance(f, Mapping) and (f.get("eager") or f.get("limit")):
+            out.append(
+                f"compile: dynamo gave up on {f.get('function')} ({f.get('type')}): "
+                f"{f.get('reason')}"
+                + (f" at {f.get('where')}" if f.get("where") else "")
+                + (f"; hint: {f.get('hint')}" if f.get("hint") else "")
+            )
+    if comp.get("graphs") is not None:
+        breaks = int(comp.get("graph_break_count") or len(comp.get("graph_breaks") or []))
+        fallbacks = comp.get("fallbacks") or []
+        out.append(
+            f"compile: {comp.get('graphs')} graph(s), {breaks} graph break(s), "
+            f"{len(comp.get('recompiles') or [])} recompile(s)"
+            + (f", fallbacks {fallbacks}" if fallbacks else "")
+        )
+    return out

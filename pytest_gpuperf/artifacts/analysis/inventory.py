@@ -21,7 +21,7 @@ choices depended on: dtypes, autocast, TF32 precision, the SDPA mask and backend
 
 Names are normalised (:func:`normalize`) so that the same kernel matches
 across runs; launches and times are per call of the benchmarked function.
-On the CPU the entries are the top-level operators instead (``kind: "op"``).
+On the CPU the entries are the operators by their self time instead (``kind: "op"``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pytest_gpuperf.artifacts.analysis.timeline import (
     ProfileAnalysis,
     Trace,
     analyze,
-    top_level_ops,
+    op_self_times,
 )
 
 INVENTORY_SCHEMA = 1
@@ -60,7 +60,10 @@ SUMMARY_FIELDS = (
     "compiled_regions_per_call",
     "other_us_per_call",
 )
-_GEMM = re.compile(r"gemm|nvjet|cutlass|xmma|cublas|matmul|wgmma|_mma|hgemm|sgemm", re.I)
+_GEMM = re.compile(
+    r"gemm|nvjet|cutlass|xmma|cublas|matmul|wgmma|_mma|gemv|^aten::(?:mm|bmm|addmm|baddbmm|linear)$",
+    re.I,
+)
 
 
 def _sig(x: float, digits: int = 4) -> float:
@@ -163,7 +166,7 @@ def inventory_from_trace(
             it["n"] += 1
             it["us"] += act.dur
     else:
-        for name, us, count in top_level_ops(trace):
+        for name, us, count in op_self_times(trace):
             items[(name, "op")] = {"name": name, "kind": "op", "n": count, "us": us, "args": {}}
     ranked = sorted(items.values(), key=lambda it: -it["us"])
     kernels = []

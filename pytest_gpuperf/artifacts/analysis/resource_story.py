@@ -17,12 +17,13 @@ Two kinds of evidence beside the kernels, both measured with every CUDA result
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gpuperf.artifacts.analysis.compile_story import Story, is_conversion
-from pytest_gpuperf.artifacts.analysis.inventory import KernelDiff, short_name
+from pytest_gpuperf.artifacts.analysis.attribution import Evidence, Finding, Ledger
+from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.telemetry import activity as act
 
 ALLOCATION_CHURN = "allocation-churn"
@@ -32,8 +33,8 @@ MORE_ALLOCATIONS = 0.5
 MORE_BYTES = float(2**20)
 #: cudaMalloc calls per call beyond the baseline's by this much: the cache is not reused.
 MORE_DEVICE_ALLOCS = 0.5
-#: Kernels a fresh buffer brings (zero-fill, concatenation into it, copies into it).
-_BUFFER_KERNELS = ("fill", "zero", "cat", "copy", "memset")
+#: Kernels that fill a fresh buffer (zero-fill, a concatenation into it).
+_BUFFER_KERNELS = re.compile(r"CatArray|cat_|fill|zero|Memset", re.I)
 
 
 def _fig(m: Mapping[str, Any] | None, key: str) -> float | None:
@@ -55,71 +56,55 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def allocation_story(
-    baseline: Sequence[Mapping[str, Any] | None],
-    current: Mapping[str, Any] | None,
-    kd: KernelDiff | None = None,
-) -> Story | None:
-    """A buffer allocated per call, or a cache that is not reused, told from the allocator's
-    figures (baseline runs' ``memory`` against the current result's)."""
-    if not current or not current.get("available"):
-        return None
-    allocs, b_allocs = (
-        _fig(current, "allocations_per_call"),
-        _base(baseline, "allocations_per_call"),
-    )
-    size, b_size = (
-        _fig(current, "allocated_bytes_per_call"),
-        _base(baseline, "allocated_bytes_per_call"),
-    )
-    dev, b_dev = _fig(current, "device_allocs_per_call"), _base(baseline, "device_allocs_per_call")
-    retries, b_retries = _fig(current, "alloc_retries"), _base(baseline, "alloc_retries")
-    parts: list[str] = []
-    weight = 0.0
-    if allocs is not None and b_allocs is not None and allocs >= b_allocs + MORE_ALLOCATIONS:
-        grown = (size or 0.0) - (b_size or 0.0)
-        if grown >= MORE_BYTES:
-            parts.append(
-                f"a buffer is allocated on every call: {b_allocs:g} -> {allocs:g} allocations per "
-                f"call, {_fmt_bytes(b_size or 0.0)} -> {_fmt_bytes(size or 0.0)} allocated per "
-                "call (the caching allocator's counts); each fresh buffer is written in full "
-                "again (and zero-filled by torch.zeros): allocate it once and reuse it (out=, "
-                "a preallocated cache written in place)"
+def allocation(ev: Evidence, led: Ledger) -> list[Finding]:
+    """A buffer allocated per call, a cache that is not reused, allocator retries, told from the
+    allocator's figures (baseline runs' ``memory`` against the current result's). More
+    allocations are a cause only with the kernels that fill the fresh buffers (a torch.cat, a
+    zero-fill) or cudaMalloc calls; otherwise they are a symptom of the work that made them."""
+    base, cur = ev.baseline_memory, ev.current_memory
+    if not cur or not cur.get("available"):
+        return []
+    allocs, b_allocs = _fig(cur, "allocations_per_call"), _base(base, "allocations_per_call")
+    size, b_size = _fig(cur, "allocated_bytes_per_call"), _base(base, "allocated_bytes_per_call")
+    dev, b_dev = _fig(cur, "device_allocs_per_call"), _base(base, "device_allocs_per_call")
+    retries, b_retries = _fig(cur, "alloc_retries"), _base(base, "alloc_retries")
+    out = []
+    grew = allocs is not None and b_allocs is not None and allocs >= b_allocs + MORE_ALLOCATIONS
+    if grew and (size or 0.0) - (b_size or 0.0) >= MORE_BYTES:
+        fills = [c for c in led.free() if c.delta_us > 0 and _BUFFER_KERNELS.search(c.name)]
+        counts = (
+            f"{b_allocs:g} -> {allocs:g} allocations per call, {_fmt_bytes(b_size or 0.0)} -> "
+            f"{_fmt_bytes(size or 0.0)} allocated per call (the caching allocator's counts)"
+        )
+        if fills:
+            text = (
+                f"a buffer is allocated on every call: {counts}; with it "
+                + ", ".join(
+                    f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in fills[:2]
+                )
+                + "; each fresh buffer is written in full again (a torch.cat into a new tensor, "
+                "torch.zeros): allocate it once and write into it in place (out=, index_copy_, "
+                "a preallocated cache)"
             )
-            weight = 0.75
+            out.append(Finding(ALLOCATION_CHURN, text, frozenset(c.name for c in fills)))
+        else:
+            text = f"{counts}: the buffers of the work above, not a cause of their own"
+            out.append(Finding(ALLOCATION_CHURN, text, symptom=True))
     if dev is not None and b_dev is not None and dev >= b_dev + MORE_DEVICE_ALLOCS:
-        parts.append(
+        text = (
             f"{b_dev:g} -> {dev:g} cudaMalloc calls per call: the allocator's cache is not "
             "reused (torch.cuda.empty_cache() inside the call, or sizes that change every "
             "call); each cudaMalloc/cudaFree costs tens of µs and cudaFree synchronises"
         )
-        weight = max(weight, 0.9)
+        out.append(Finding(ALLOCATION_CHURN, text, idle=True))
     if retries and not b_retries:
-        parts.append(
+        text = (
             f"{retries:g} allocator retries during the measurement, none in the baseline: "
             "cudaMalloc failed and the cache was flushed (fragmentation, or memory running out; "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps against fragmentation)"
         )
-        weight = max(weight, 0.8)
-    if not parts:
-        return None
-    absorbed: set[str] = set()
-    if kd is not None:
-        new = [
-            c
-            for c in kd.changes
-            if c.status in ("appeared", "count", "slower")
-            and c.delta_us > 0
-            and any(t in c.name.lower() for t in _BUFFER_KERNELS)
-            and not is_conversion(c.name)
-        ]
-        if new:
-            weight += 0.4  # the kernels that fill the fresh buffers are in the profile too
-            parts[0] += "; with it " + ", ".join(
-                f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in new[:2]
-            )
-            absorbed = {c.name for c in new}
-    return Story(ALLOCATION_CHURN, weight, "; ".join(parts), absorbed)
+        out.append(Finding(ALLOCATION_CHURN, text, idle=True))
+    return out
 
 
 def activity_sentences(

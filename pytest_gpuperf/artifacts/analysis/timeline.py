@@ -494,19 +494,31 @@ def _syncs(trace: Trace, apis: Sequence[ApiCall]) -> list[SyncStat]:
     return sorted(out.values(), key=lambda s: -s.count)
 
 
-def top_level_ops(trace: Trace) -> list[tuple[str, float, int]]:
-    """CPU operators directly inside the profiled calls: (name, total µs, count).
+def op_self_times(trace: Trace) -> list[tuple[str, float, int]]:
+    """CPU operators inside the profiled calls, by the time spent in each outside the operators
+    it called: (name, total self µs, count), the largest first.
 
-    The stand-in for kernels when the benchmark runs on the CPU.
+    The stand-in for kernels when the benchmark runs on the CPU: like a kernel, an operator's
+    self time is where its work is done, so ``aten::addmm`` under ``aten::linear`` (and a
+    forward recomputed inside a backward) is counted where it runs.
     """
     starts = [c[0] for c in trace.calls]
     totals: dict[str, list[float]] = {}
-    covered_until: dict[Any, float] = {}
+    open_ops: dict[Any, list[list[Any]]] = {}  # per thread: [end, name, self µs] of open ops
+
+    def close(stack: list[list[Any]], until: float) -> None:
+        while stack and stack[-1][0] <= until:
+            _, name, own = stack.pop()
+            totals.setdefault(name, []).append(own)
+
     for start, end, name, tid in trace.ops:
         if _call_of(start, starts, trace.calls) is None:
             continue
-        if start < covered_until.get(tid, -math.inf):
-            continue  # nested inside an op already counted
-        covered_until[tid] = end
-        totals.setdefault(name, []).append(end - start)
+        stack = open_ops.setdefault(tid, [])
+        close(stack, start)
+        if stack:
+            stack[-1][2] -= end - start  # the parent's own time excludes this op
+        stack.append([end, name, end - start])
+    for stack in open_ops.values():
+        close(stack, math.inf)
     return sorted(((k, sum(v), len(v)) for k, v in totals.items()), key=lambda t: -t[1])

@@ -1,0 +1,265 @@
+"""The slowdown split between what the profiles measure, and the one ranking. Pure Python.
+
+A slowdown (µs per call) is made of *terms* the profiles can measure: each kernel, copy or
+CPU operator whose time per call changed (:class:`~.inventory.KernelDiff`), and the growth
+of the time the device waited (the GPU's idle time; on the CPU, the time outside the
+profiled operators). Each story (:mod:`.diagnose` calls them, causes first, symptoms last)
+claims the terms its cause explains; a term goes to the first story that claims it, so a
+cause's consequences (the eager kernels of a lost compile, the intermediates of unfused ops)
+are not told again as causes. A finding's *share* is the µs of its terms over the slowdown;
+:func:`rank` orders the findings by it, and a finding that explains little never leads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_gpuperf.artifacts.analysis.inventory import (
+    KernelChange,
+    KernelDiff,
+    diff_inventories,
+    short_name,
+)
+from pytest_gpuperf.artifacts.analysis.timeline import ProfileAnalysis
+
+#: A finding leads only when it explains at least this share of the slowdown.
+MIN_LEAD = 0.25
+#: ... and is told at all (after the lead) from this share on.
+MIN_TOLD = 0.05
+#: Claims every free term (a cause that makes everything else run differently).
+EVERYTHING = frozenset({"*"})
+
+
+@dataclass
+class Evidence:
+    """Everything known about one regressed benchmark (all parts optional).
+
+    The kernel diff is made from the two inventories when it is not given. :meth:`to_record`
+    and :meth:`from_record` turn it into JSON and back (``evidence.json`` in a capture's
+    folder), so a diagnosis can be made again elsewhere from what the capture saw.
+    """
+
+    key: str
+    display: str = ""
+    baseline_s: float | None = None
+    current_s: float | None = None
+    #: the change the gate used, with its figure, as every output writes it ("2.96x time";
+    #: reporting/explain.py:change_text); "" when not known (then the two times' ratio)
+    change: str = ""
+    #: the verdict's kind ("regression", "no-change", ...); "" when not known. A benchmark
+    #: captured without a slowdown (a numerics failure, capture=always) gets no causes.
+    verdict: str = ""
+    analysis: ProfileAnalysis | None = None
+    baseline_inventory: Mapping[str, Any] | None = None
+    kernel_diff: KernelDiff | None = None
+    ncu: Sequence[Mapping[str, Any]] = ()
+    compile: Mapping[str, Any] | None = None
+    nsys: Sequence[str] = ()
+    child_median_s: float | None = None
+    #: rounds behind ``child_median_s`` (a capture child re-measures briefly)
+    child_rounds: int | None = None
+    #: where the profile was taken ("a fresh process of the current code"), as the details say
+    profiled_in: str | None = None
+    #: the current profile's inventory (for the compiled code and launch configs it shows)
+    current_inventory: Mapping[str, Any] | None = None
+    #: Triton kernel -> the config its autotuner chose in the current run (the autotune log)
+    triton_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: what the library's choices depended on in the profiler's process (the baseline's is
+    #: its inventory's ``probe``): artifacts/collectors/algorithms.py
+    current_probe: Mapping[str, Any] | None = None
+    #: the GPU's activity (NVML GPM) of the current result and of the baseline's runs
+    current_activity: Mapping[str, Any] | None = None
+    baseline_activity: Sequence[Mapping[str, Any] | None] = ()
+    #: the caching allocator's figures per call, current and of the baseline's runs
+    current_memory: Mapping[str, Any] | None = None
+    baseline_memory: Sequence[Mapping[str, Any] | None] = ()
+    #: a distributed benchmark's group now and in the baseline (``Result.extra["group"]``:
+    #: ``comms``, its collectives from the ranks' profiles; ``nccl``, its NCCL setup)
+    group: Mapping[str, Any] | None = None
+    baseline_group: Mapping[str, Any] | None = None
+    #: measured against a base tree (``--gpuperf-ab``), not a saved baseline
+    ab: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kernel_diff is None and self.baseline_inventory and self.current_inventory:
+            self.kernel_diff = diff_inventories(
+                self.baseline_inventory, self.current_inventory, self.slowdown_s
+            )
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline_s and self.current_s:
+            return self.current_s / self.baseline_s
+        return None
+
+    @property
+    def slowdown_s(self) -> float | None:
+        if self.baseline_s is None or self.current_s is None:
+            return None
+        return self.current_s - self.baseline_s
+
+    @property
+    def slower(self) -> bool:
+        """Whether there is a slowdown to explain: none when the verdict saw no change or a
+        speed-up (a test failed by its numerics, a capture of every benchmark)."""
+        if self.verdict in ("no-change", "improvement"):
+            return False
+        return self.slowdown_s is None or self.slowdown_s > 0
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-safe dict of everything above (the kernel diff as it reads, for people)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["analysis"] = self.analysis.to_dict() if self.analysis is not None else None
+        out["kernel_diff"] = self.kernel_diff.to_dict() if self.kernel_diff is not None else None
+        return out
+
+    @classmethod
+    def from_record(cls, d: Mapping[str, Any]) -> Evidence:
+        """Back from :meth:`to_record`; the kernel diff is made again from the inventories."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"analysis", "kernel_diff"}
+        kw = {k: v for k, v in d.items() if k in known}
+        a = d.get("analysis")
+        return cls(**kw, analysis=ProfileAnalysis.from_dict(a) if a else None)
+
+
+@dataclass
+class Finding:
+    """One cause, the sentence that tells it, and what of the slowdown it explains."""
+
+    cause: str
+    sentence: str
+    #: names of the kernel changes it explains (:data:`EVERYTHING`: all still free)
+    kernels: frozenset[str] = frozenset()
+    #: whether it explains the growth of the device's waiting (idle) time
+    idle: bool = False
+    #: µs per call it explains that no profile term holds (a collective's wait, cudaMalloc)
+    extra_us: float | None = None
+    #: a symptom (more allocations, GPM figures): never leads; told with the lead when it
+    #: explains nothing itself
+    symptom: bool = False
+    #: filled by :meth:`Ledger.claim`: µs per call of the terms it got, None when unmeasured
+    us: float | None = None
+    share: float | None = None
+    #: the changes it got, largest first (for the sentences that name them)
+    got: list[KernelChange] = field(default_factory=list)
+
+
+class Ledger:
+    """The slowdown's terms and who claimed them."""
+
+    def __init__(self, kd: KernelDiff | None, idle_us: float | None, slowdown_us: float | None):
+        self.kd = kd
+        self.slowdown_us = slowdown_us if slowdown_us and slowdown_us > 0 else None
+        self.changes = {c.name: c for c in (kd.notable if kd is not None else [])}
+        self.idle_us = idle_us
+        self.taken: set[str] = set()
+        self.idle_taken = False
+
+    def free(self, *statuses: str) -> list[KernelChange]:
+        """The changes no finding claimed yet (of these statuses), largest change first."""
+        out = [c for n, c in self.changes.items() if n not in self.taken]
+        return [c for c in out if not statuses or c.status in statuses]
+
+    @property
+    def idle_free(self) -> float:
+        """The idle time's growth (µs per call) while no finding claimed it, else 0."""
+        return 0.0 if self.idle_taken or self.idle_us is None else self.idle_us
+
+    def claim(self, f: Finding) -> Finding:
+        names = set(f.kernels)
+        if f.kernels == EVERYTHING:
+            names = set(self.changes)
+        got = [self.changes[n] for n in names if n in self.changes and n not in self.taken]
+        self.taken |= {c.name for c in got}
+        f.got = sorted(got, key=lambda c: -abs(c.delta_us))
+        parts = [c.delta_us for c in got]
+        if f.idle and not self.idle_taken and self.idle_us is not None:
+            parts.append(self.idle_us)
+            self.idle_taken = True
+        if f.extra_us is not None:
+            parts.append(f.extra_us)
+        idle_unknown = f.idle and self.idle_us is None and not f.kernels
+        measured = bool(parts) or (self.kd is not None and not idle_unknown)
+        f.us = sum(parts) if measured else None
+        return f
+
+
+def rank(findings: Sequence[Finding], ledger: Ledger) -> list[Finding]:
+    """The one ranking: measured findings that explain a real share of the slowdown, largest
+    first; then findings the profiles cannot measure (a compile log, a transport, the
+    allocator's counts), in the order their stories came; then those that explain little.
+    Symptoms come last. Shares are of the slowdown, or of what the findings explain together
+    when that is more (the profiled calls ran slower than the measured ones)."""
+    total = max(ledger.slowdown_us or 0.0, sum(max(f.us or 0.0, 0.0) for f in findings))
+    for f in findings:
+        f.share = f.us / total if f.us is not None and total > 0 else None
+
+    def tier(f: Finding) -> int:
+        if f.symptom:
+            return 3
+        if f.share is None:
+            return 1
+        return 0 if f.share >= MIN_LEAD else 2
+
+    order = {id(f): i for i, f in enumerate(findings)}
+    return sorted(findings, key=lambda f: (tier(f), -(f.share or 0.0), order[id(f)]))
+
+
+def leads(f: Finding) -> bool:
+    """Whether a ranked finding may open the diagnosis."""
+    return not f.symptom and (f.share is None or f.share >= MIN_LEAD)
+
+
+def told(f: Finding) -> bool:
+    """Whether a finding after the lead is worth a sentence."""
+    return not f.symptom and (f.share is None or f.share >= MIN_TOLD)
+
+
+# --- what a kernel (or, on the CPU, an operator) is -------------------------------------
+
+_ELEMENTWISE = re.compile(
+    r"elementwise|reduce_kernel|unrolled|vectorized|pointwise|^aten::(?:add|sub|mul|div|pow|sqrt"
+    r"|rsqrt|mean|sum|exp|tanh|sigmoid|neg|var|std|abs|reciprocal|clamp|maximum|minimum|where"
+    r"|lerp|addcmul|addcdiv|linalg_vector_norm|norm|relu|square)_?$",
+    re.I,
+)
+_MULTI_TENSOR = re.compile(r"multi_tensor_apply|_foreach_|fused_adam|FusedAdam|fused_sgd", re.I)
+_COPY_KERNEL = re.compile(
+    r"direct_copy|copy_kernel|contiguous|^aten::(?:copy_|clone|contiguous|_to_copy)$", re.I
+)
+_CAST = re.compile(r"(bfloat16|float16|half)_copy_kernel|^aten::_to_copy$", re.I)
+_SYNC_OPS = re.compile(r"_local_scalar_dense|aten::item", re.I)
+
+
+def is_elementwise(name: str) -> bool:
+    return bool(_ELEMENTWISE.search(name)) and not _COPY_KERNEL.search(name)
+
+
+def is_multi_tensor(name: str) -> bool:
+    return bool(_MULTI_TENSOR.search(name))
+
+
+def is_copy_kernel(name: str) -> bool:
+    return bool(_COPY_KERNEL.search(name))
+
+
+def is_cast(name: str) -> bool:
+    return bool(_CAST.search(name))
+
+
+def names(changes: Iterable[KernelChange], most: int = 3, width: int = 48) -> str:
+    """``a 2x per call, b 1x per call`` for the sentences."""
+    return ", ".join(
+        f"{short_name(c.name, width)} {c.cur_launches:g}x per call" for c in list(changes)[:most]
+    )
+
+
+def timing(changes: Sequence[KernelChange]) -> str:
+    """``876.4 -> 10747.0 µs per call`` over a story's kernels."""
+    base = sum(c.base_us for c in changes)
+    cur = sum(c.cur_us for c in changes)
+    return f"{base:.1f} -> {cur:.1f} µs per call"

@@ -1,0 +1,429 @@
+"""What the kernels and the device's waiting say: the stories of the work itself. Pure Python.
+
+Each story reads the terms of the slowdown still free in the :class:`~.attribution.Ledger`
+and returns the :class:`~.attribution.Finding` that claims those its cause explains, told in
+the words of the cause, with the fix that fits it: copies by direction and source memory,
+host syncs, per-tensor kernels where multi-tensor ones ran, recomputed work, fused ops run
+as elementwise ones, extra copies and casts, then each kernel left on its own, and the time
+the device waited that nothing else explains. :mod:`.diagnose` calls them in that order,
+after the compiler's and the libraries' stories.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_gpuperf.artifacts.analysis import attribution as at
+from pytest_gpuperf.artifacts.analysis.algorithm_story import gemm_precision
+from pytest_gpuperf.artifacts.analysis.attribution import Evidence, Finding, Ledger
+from pytest_gpuperf.artifacts.analysis.inventory import (
+    KernelChange,
+    base_function,
+    is_gemm,
+    short_name,
+)
+from pytest_gpuperf.artifacts.analysis.timeline import ProfileAnalysis, copy_direction
+from pytest_gpuperf.units import fmt_bytes
+
+HOST_SYNC = "host-sync"
+H2D_COPY = "h2d-copy"
+D2H_COPY = "d2h-copy"
+EXTRA_COPY = "extra-copy"
+PER_TENSOR = "per-tensor-kernels"
+RECOMPUTE = "recompute"
+UNFUSED = "unfused-ops"
+KERNEL_VARIANT = "kernel-variant"
+KERNEL_SLOWER = "kernel-slower"
+MORE_KERNELS = "more-kernels"
+LAUNCH_BOUND = "launch-bound"
+GPU_IDLE = "gpu-idle"
+HOST_TIME = "host-time"
+CAUSES = (H2D_COPY, D2H_COPY, HOST_SYNC, PER_TENSOR, RECOMPUTE, UNFUSED, EXTRA_COPY,
+          KERNEL_VARIANT, KERNEL_SLOWER, MORE_KERNELS, LAUNCH_BOUND, GPU_IDLE,
+          HOST_TIME)  # fmt: skip
+
+#: Operators whose host sync belongs to a copy, not to user code.
+_COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone")
+_WHAT = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device"}
+#: (pattern on a vanished kernel's name, the fused op it ran, how to keep it fused)
+_FUSED = (
+    (re.compile(r"layer_?norm", re.I), "LayerNorm", "F.layer_norm (nn.LayerNorm)"),
+    (re.compile(r"rms_?norm", re.I), "RMSNorm", "F.rms_norm (nn.RMSNorm)"),
+    (re.compile(r"softmax", re.I), "softmax", "torch.softmax"),
+    (re.compile(r"gelu", re.I), "GELU", "F.gelu (approximate='tanh' for the tanh form)"),
+    (re.compile(r"silu|swish", re.I), "SiLU", "F.silu"),
+    (re.compile(r"_bias_|bias_?act|^aten::addmm$", re.I), "a GEMM with its bias in the epilogue",
+     "F.linear(x, weight, bias), which adds the bias inside the GEMM"),
+)  # fmt: skip
+
+
+def _syncs_grew(ev: Evidence) -> bool:
+    a, base = ev.analysis, ev.baseline_inventory or {}
+    if a is None:
+        return False
+    return a.syncs_per_call > float(base.get("syncs_per_call") or 0.0) + 0.25
+
+
+def host_sync(ev: Evidence, led: Ledger) -> list[Finding]:
+    """New host syncs: the GPU drains and idles while the host waits (with the device-to-host
+    copies the syncing ops read)."""
+    a, base = ev.analysis, ev.baseline_inventory or {}
+    if a is None or a.device != "cuda" or a.syncs_per_call <= 0:
+        return []
+    if base and not _syncs_grew(ev):
+        return []
+    ops = sorted({op for s in a.syncs for op in s.ops})
+    if ops and all(op.startswith(_COPY_OPS) for op in ops):
+        return []  # a copy's own sync: the copy's story tells it
+    d2h = [c for c in led.free() if c.kind == "memcpy" and copy_direction(c.name) == "DtoH"]
+    calls = ", ".join(f"{s.name} x{s.count / a.calls:g}" for s in a.syncs)
+    new = " (none in the baseline)" if base and not base.get("syncs_per_call") else ""
+    where = " from " + ", ".join(ops[:3]) if ops else ""
+    sentence = (
+        f"the benchmarked function synchronises with the host {a.syncs_per_call:g} time(s) per "
+        f"call{new}: {calls}{where}; the GPU drains and idles while "
+        "the host waits (.item(), .cpu(), printing or branching on a GPU value, "
+        "torch.cuda.synchronize()): keep the value on the GPU, or read it once after the loop"
+    )
+    return [Finding(HOST_SYNC, sentence, frozenset(c.name for c in d2h), idle=True)]
+
+
+def _memory(name: str) -> str:
+    m = re.search(r"\((\w+) -> (\w+)\)", name)
+    if not m:
+        return ""
+    host = m.group(1) if m.group(1) != "Device" else m.group(2)
+    return host.lower() if host in ("Pageable", "Pinned") else ""
+
+
+def copies(ev: Evidence, led: Ledger) -> list[Finding]:
+    """Copies between host and device (and on the device), by direction and host memory."""
+    memcpy = [c for c in led.free() if c.kind == "memcpy"]
+    out = []
+    for direction in ("HtoD", "DtoH", "DtoD"):
+        group = [c for c in memcpy if copy_direction(c.name) == direction]
+        if sum(c.delta_us for c in group) > 0:
+            out.append(_copy_finding(ev, direction, group))
+    if ev.kernel_diff is None:
+        out += _copies_without_baseline(ev)
+    return out
+
+
+def _copy_finding(ev: Evidence, direction: str, group: Sequence[KernelChange]) -> Finding:
+    inv = {k.get("name"): k for k in (ev.current_inventory or {}).get("kernels") or []}
+    n0, n1 = sum(c.base_launches for c in group), sum(c.cur_launches for c in group)
+    size = sum(
+        c.cur_launches * float(inv.get(c.name, {}).get("bytes_per_launch") or 0) for c in group
+    )
+    was = {_memory(c.name) for c in group if c.base_launches > 0} - {""}
+    now = {_memory(c.name) for c in group if c.cur_launches > 0} - {""}
+    what = _WHAT[direction]
+    synced = ev.analysis is not None and any(
+        op.startswith(_COPY_OPS) for s in ev.analysis.syncs for op in s.ops
+    )
+    amount = f"{n1:g} per call{f', {fmt_bytes(size)}' if size else ''}, " + (
+        at.timing(group) if n0 else f"{sum(c.cur_us for c in group):.1f} µs per call"
+    )
+    if direction == "HtoD" and was == {"pinned"} and now == {"pageable"}:
+        text = (
+            f"the {what} copy now reads pageable memory instead of pinned ({amount}): the driver "
+            "stages a pageable source through a pinned buffer of its own, at a fraction of the "
+            "bandwidth and without overlap; pin the source (tensor.pin_memory(), "
+            "DataLoader(pin_memory=True)) and copy with non_blocking=True"
+        )
+    elif direction == "HtoD":
+        new = " (none in the baseline)" if n0 == 0 else f" (was {n0:g} per call)"
+        src = " from pageable memory" if "pageable" in now else ""
+        text = (
+            f"a {what} copy inside the benchmarked function{src}{new}: {amount}"
+            f"{' plus the host sync it forces' if synced else ''}; keep the tensor on the GPU "
+            "(move it once, outside the call), or copy from pinned memory (pin_memory()) with "
+            "non_blocking=True"
+        )
+    elif direction == "DtoH":
+        text = (
+            f"{what} copies: {n0:g} -> {amount}; .cpu(), .item(), .tolist(), .numpy() or printing "
+            "a tensor copies it to the host and waits for it: keep it on the GPU"
+        )
+    else:
+        text = (
+            f"{what} copies: {n0:g} -> {amount}; clone(), copy_() or a torch.cat into a new "
+            "tensor copies the data on every call: write in place, or reuse the buffer"
+        )
+    cause = {"HtoD": H2D_COPY, "DtoH": D2H_COPY}.get(direction, EXTRA_COPY)
+    idle = direction != "DtoD" and (synced or "pageable" in now)
+    return Finding(cause, text, frozenset(c.name for c in group), idle=idle)
+
+
+def _copies_without_baseline(ev: Evidence) -> list[Finding]:
+    """Without a baseline inventory: the host-to-device copies the profile shows."""
+    a = ev.analysis
+    if a is None or a.device != "cuda":
+        return []
+    n, size = a.copies_per_call("HtoD")
+    stat = next((c for c in a.copies if c.direction == "HtoD"), None)
+    if n <= 0 or stat is None:
+        return []
+    src = " from pageable memory" if stat.pageable else ""
+    return [
+        Finding(
+            H2D_COPY,
+            f"a host-to-device copy inside the benchmarked function: {n:g} per call, "
+            f"{fmt_bytes(size)}{src}, {stat.dur_us / a.calls:.0f} µs per call of copy time; keep "
+            "the tensor on the GPU, or copy once from pinned memory with non_blocking=True",
+        )
+    ]
+
+
+def _per_launch(c: KernelChange, current: bool) -> float:
+    n = c.cur_launches if current else c.base_launches
+    return (c.cur_us if current else c.base_us) / n if n else 0.0
+
+
+def per_tensor(ev: Evidence, led: Ledger) -> list[Finding]:
+    """Many small launches where fewer ran: per-tensor kernels in place of multi-tensor
+    (foreach, fused) ones, or one op's work split into a loop of smaller launches."""
+    free = led.free()
+    gone = [c for c in free if at.is_multi_tensor(c.name) and c.cur_launches < c.base_launches]
+    more = [
+        c
+        for c in free
+        if at.is_elementwise(c.name) and c.cur_launches > c.base_launches and c.delta_us > 0
+    ]
+    idle = not _syncs_grew(ev)
+    n0, n1 = sum(c.base_launches for c in more), sum(c.cur_launches for c in more)
+    if gone and (n1 - n0 >= 4 or led.idle_free > 0):
+        launches = f", {n0:g} -> {n1:g} small kernel launches per call ({at.names(more)})"
+        text = (
+            f"per-tensor kernels replaced the multi-tensor ones: {_short(gone)} gone"
+            f"{launches if n1 - n0 >= 4 else ''}: a loop over the tensors launches kernels for "
+            "each one (an optimizer with foreach=False, clip_grad_norm_(foreach=False), a "
+            "hand-written loop); pass foreach=True or fused=True, or use the torch._foreach_* ops"
+        )
+        return [Finding(PER_TENSOR, text, frozenset(c.name for c in gone + more), idle=idle)]
+    split = [
+        c
+        for c in more
+        if c.base_launches > 0
+        and c.cur_launches >= 2 * c.base_launches
+        and _per_launch(c, True) < 0.8 * _per_launch(c, False)
+    ]
+    if not split:
+        return []
+    c = max(split, key=lambda k: k.delta_us)
+    times = c.cur_launches / c.base_launches
+    # what runs as often more as the split op, with it: the same loop body
+    body = [
+        k
+        for k in free
+        if k.base_launches and abs(k.cur_launches / k.base_launches - times) <= 0.1 * times
+    ]
+    text = (
+        f"{short_name(c.name)} launches {c.base_launches:g} -> {c.cur_launches:g} per call, each "
+        f"smaller ({_per_launch(c, False):.1f} -> {_per_launch(c, True):.1f} µs per launch): the "
+        "work is split into a loop of small launches, each paying its launch cost; batch it "
+        "(one op over a stacked tensor, torch._foreach_* for a list of tensors)"
+    )
+    return [Finding(PER_TENSOR, text, frozenset(k.name for k in [*split, *body]), idle=idle)]
+
+
+def recompute(ev: Evidence, led: Ledger) -> list[Finding]:
+    """The same GEMMs (and the kernels around them) run more often, each as long as before:
+    work is done again, as activation checkpointing does in backward."""
+    again = [
+        c
+        for c in led.free("slower", "count")
+        if c.base_launches > 0
+        and c.cur_launches >= c.base_launches + 0.5
+        and abs(_per_launch(c, True) - _per_launch(c, False)) <= 0.35 * _per_launch(c, False)
+    ]
+    gemms = [c for c in again if is_gemm(c.name)]
+    if not gemms:
+        return []
+    n0, n1 = sum(c.base_launches for c in gemms), sum(c.cur_launches for c in gemms)
+    text = (
+        f"work is recomputed: the same GEMMs run {n0:g} -> {n1:g} times per call at the same time "
+        f"per launch ({_short(gemms)}; {at.timing(again)} with the kernels around them); "
+        "activation checkpointing (torch.utils.checkpoint, gradient_checkpointing_enable()) "
+        "runs each checkpointed forward again in backward: checkpoint fewer layers, or none "
+        "where the memory allows (or a loop now runs more iterations)"
+    )
+    return [Finding(RECOMPUTE, text, frozenset(c.name for c in again))]
+
+
+def _fused(name: str) -> tuple[str, str] | None:
+    for pattern, op, fix in _FUSED:
+        if pattern.search(name):
+            return op, fix
+    return None
+
+
+def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
+    """A fused op (LayerNorm, softmax, GELU, a GEMM's bias epilogue, ...) gone, and elementwise
+    kernels doing its work: ops that ran fused run one kernel each."""
+    free = led.free()
+    for old in (c for c in free if c.status == "vanished" and _fused(c.name)):
+        op, fix = _fused(old.name) or ("", "")
+        pattern = next(p for p, o, _ in _FUSED if o == op)
+        parts = [
+            c
+            for c in free
+            if at.is_elementwise(c.name)
+            and c.delta_us > 0
+            and c.cur_launches > c.base_launches
+            and not pattern.search(c.name)
+        ]
+        if not parts:
+            continue
+        swap = _same_gemm(old, free) if is_gemm(old.name) else None
+        if is_gemm(old.name) and swap is None:
+            continue  # a GEMM gone without one of its precision in its place: not an epilogue
+        claimed = [old, *parts, *([swap] if swap else [])]
+        n = sum(c.cur_launches - c.base_launches for c in parts)
+        text = (
+            f"ops that ran fused now run one kernel each: {op} ({short_name(old.name, 60)}, "
+            f"{old.base_us:.1f} µs per call) is gone and {n:g} more elementwise kernels per "
+            f"call do its work ({at.names(parts)}; {at.timing(claimed)} together), each reading "
+            f"and writing the whole tensor; use {fix}, or torch.compile to fuse them"
+        )
+        return [
+            Finding(UNFUSED, text, frozenset(c.name for c in claimed), idle=not _syncs_grew(ev))
+        ]
+    return []
+
+
+def _same_gemm(old: KernelChange, free: Sequence[KernelChange]) -> KernelChange | None:
+    """The GEMM that took the place of ``old`` at the same precision (its epilogue lost)."""
+    new = [
+        c
+        for c in free
+        if c.status == "appeared"
+        and is_gemm(c.name)
+        and gemm_precision(c.name) == gemm_precision(old.name)
+    ]
+    return max(new, key=lambda c: c.cur_us, default=None)
+
+
+def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
+    """Copy kernels that appeared or run more often: casts, or copies of non-contiguous data."""
+    grown = [
+        c
+        for c in led.free("appeared", "count", "slower")
+        if at.is_copy_kernel(c.name) and c.delta_us > 0 and c.kind != "memcpy"
+    ]
+    casts = [c for c in grown if at.is_cast(c.name)]
+    out = []
+    if casts:
+        text = (
+            f"dtype casts run on every call: {at.names(casts)} ({at.timing(casts)}): tensors "
+            "kept in one dtype are cast to another on each call (fp32 weights under autocast "
+            "are cast to bf16 on every forward); keep them in the dtype the computation uses "
+            "(model.to(torch.bfloat16))"
+        )
+        out.append(Finding(EXTRA_COPY, text, frozenset(c.name for c in casts)))
+    rest = [c for c in grown if c not in casts]
+    if rest:
+        text = (
+            f"an extra copy appeared: {at.names(rest)} ({at.timing(rest)}); a non-contiguous or "
+            "wrongly typed input is copied on every call (.contiguous(), .to(...), reshape() of "
+            "a transposed view): pass the view on, or make it contiguous once, outside the call"
+        )
+        out.append(Finding(EXTRA_COPY, text, frozenset(c.name for c in rest)))
+    return out
+
+
+def kernels(ev: Evidence, led: Ledger) -> list[Finding]:
+    """The changes no story explained, each on its own: a variant swap, a slower kernel, a new
+    one or one launched more often."""
+    out = []
+    used: set[str] = set()
+    for old, new in ev.kernel_diff.variants if ev.kernel_diff is not None else []:
+        pair = [c for c in led.free() if c.name in (old, new)]
+        if len(pair) == 2 and sum(c.delta_us for c in pair) > 0:
+            used |= {old, new}
+            why = (
+                "an input's dtype, layout (contiguity, strides) or shape changed the library's "
+                "choice"
+                if is_gemm(new)
+                else "the generated or chosen kernel changed (for Triton kernels: the fusion "
+                "changed)"
+            )
+            text = (
+                f"a different kernel variant runs: {short_name(new)} replaced {short_name(old)} "
+                f"({at.timing(pair)}); {why}"
+            )
+            out.append(Finding(KERNEL_VARIANT, text, frozenset((old, new))))
+    for c in led.free("slower", "appeared", "count"):
+        if c.delta_us > 0 and c.name not in used:
+            out.append(Finding(*_change(c), frozenset((c.name,))))
+    return out
+
+
+def _change(c: KernelChange) -> tuple[str, str]:
+    name = short_name(c.name)
+    if c.status == "slower":
+        text = f"{name} got slower: {c.base_us:.1f} -> {c.cur_us:.1f} µs per call{c.note}"
+        return KERNEL_SLOWER, text
+    if c.status == "appeared":
+        text = f"new kernel {name}: {c.cur_launches:g}x per call, {c.cur_us:.1f} µs"
+        if "dropout" in c.name.lower():
+            text += "; dropout runs: the model is in training mode (call model.eval() to serve it)"
+        return MORE_KERNELS, text
+    return MORE_KERNELS, f"{name} launches {c.base_launches:g} -> {c.cur_launches:g} per call"
+
+
+def idle(ev: Evidence, led: Ledger) -> list[Finding]:
+    """The device's waiting that no story explained: a launch-bound GPU, a host that comes
+    late, or (on the CPU) time outside the profiled operators."""
+    a = ev.analysis
+    if a is None:
+        return []
+    grew = led.idle_free
+    if a.device != "cuda":
+        if led.idle_us is None or grew <= 0:
+            return []
+        text = (
+            f"the time between the profiled ops grew by {grew:.1f} µs per call: Python code "
+            "between the ops (a loop, sorted(), tensors built on the host, ...), which "
+            "torch.profiler does not break down; profile the function with cProfile"
+        )
+        return [Finding(HOST_TIME, text, idle=True)]
+    if led.idle_us is not None and grew <= 0:
+        return []
+    busy = f"busy {100 * (a.busy_fraction or 0):.0f} % of the profiled calls"
+    b_busy = (ev.baseline_inventory or {}).get("busy_fraction")
+    if isinstance(b_busy, (int, float)):
+        busy += f", {100 * b_busy:.0f} % in the baseline"
+    if a.launch_bound:
+        text = (
+            f"launch-bound: the GPU waits for the host ({busy}): {'; '.join(a.launch_notes)} (CUDA "
+            "graphs or torch.compile(mode='reduce-overhead') remove the launch cost)"
+        )
+        return [Finding(LAUNCH_BOUND, text, idle=True)]
+    if (a.busy_fraction or 0.0) >= 0.8 and led.idle_us is None:
+        return []
+    gap = f"; the longest gap: {a.gaps[0].cause}" if a.gaps else ""
+    text = f"the GPU waits for the host: {busy}{gap}"
+    return [Finding(GPU_IDLE, text, idle=True)]
+
+
+def waiting_us(inv: Mapping[str, Any] | None, a: ProfileAnalysis | None = None) -> float | None:
+    """The time per call the device waited in an inventory's profile (µs): the GPU's idle time,
+    or on the CPU the time outside the profiled operators (from the analysis ``a`` of a GPU
+    profile when there is no inventory)."""
+    if not inv and a is not None and a.device == "cuda" and a.calls:
+        return (a.window_us - a.busy_us) / a.calls
+    if not inv or not isinstance(inv.get("per_call_us"), (int, float)):
+        return None
+    per_call = float(inv["per_call_us"])
+    if inv.get("device") == "cuda":
+        busy = inv.get("busy_fraction")
+        return per_call * (1.0 - float(busy)) if isinstance(busy, (int, float)) else None
+    ops = sum(float(k.get("us_per_call") or 0) for k in inv.get("kernels") or [])
+    return per_call - ops - float(inv.get("other_us_per_call") or 0.0)
+
+
+def _short(changes: Sequence[KernelChange]) -> str:
+    return ", ".join(sorted({base_function(c.name)[:48] for c in changes})[:3])
