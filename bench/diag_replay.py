@@ -13,7 +13,7 @@ expects (``bench/zoo/cases.py``), the one the current code names first, and its 
 
 Captures made before ``evidence.json`` existed are rebuilt from their files (the profile's
 ``*.analysis.json``, the manifest's compile findings, the session's results JSON and its
-baseline folder): ``--export ... --baseline NAME``. ``tests/unit/test_diagnosis_replay.py`` checks
+baseline folder). ``tests/unit/test_diagnosis_replay.py`` checks
 the first cause of every recorded case.
 """
 
@@ -52,8 +52,9 @@ def records(work: Path, baseline: str | None) -> list[dict[str, Any]]:
     for path in sorted(work.rglob("evidence.json")):
         for rec in json.loads(path.read_text()).values():
             out.append(rec)
-    if not out and baseline:
-        out = _rebuilt(work, baseline)
+    names = [b.stem for b in (work / "baselines").glob("*.json")]
+    if not out and (baseline or len(names) == 1):
+        out = _rebuilt(work, baseline or names[0])
     for rec in out:
         rec["case"] = case_of(rec["key"])
     return out
@@ -119,13 +120,20 @@ def main() -> int:
     p.add_argument("--export", type=Path, nargs="+", metavar="WORK",
                    help="gather the evidence records of these capture work folders")  # fmt: skip
     p.add_argument("--out", type=Path, help="the record file --export writes")
-    p.add_argument("--baseline", help="rebuild older captures against this baseline's runs")
+    p.add_argument("--baseline", help="rebuild older captures against this baseline's runs "
+                   "(default: the one baseline in WORK/baselines)")  # fmt: skip
     p.add_argument("--source", default="", help="where the evidence comes from (kept in the file)")
+    p.add_argument("--slower", action="store_true", help="keep only the records with a slowdown")
     args = p.parse_args()
     if args.export:
         recs = [r for w in args.export for r in records(w, args.baseline)]
+        if args.slower:  # a verdict of no change leaves nothing to diagnose
+            recs = [r for r in recs if Evidence.from_record(r).slower]
+        for r in recs:
+            r.pop("kernel_diff", None)  # made again from the inventories when read
+        lines = ",\n".join(json.dumps(r, sort_keys=True) for r in recs)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"source": args.source, "records": recs}, indent=1) + "\n")
+        args.out.write_text(f'{{"source": {json.dumps(args.source)}, "records": [\n{lines}\n]}}\n')
         print(f"{len(recs)} record(s) -> {args.out}")
         return 0
     bad = 0

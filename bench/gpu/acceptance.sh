@@ -16,8 +16,8 @@
 # The plans, each one device call of at most 9 minutes (budgets in seconds, as measured on the
 # H200 on 2026-12-04, bench/results/h200-2026-12-04/):
 #   a (issue 22, the gate): capture 140, gate-a 200, ab 130, demo 85            (555 s)
-#   b (issues 25, 27 and the rest): gpu-tests 135, dist 60, activity 120, demo 95,
-#     examples 130                                                                (540 s)
+#   b (issues 25, 27 and the rest): gpu-tests 135, dist 60, activity 90, demo 95,
+#     examples 130                                                                (510 s)
 # `all` is both, for one machine held long enough (about 18 minutes); make it two calls,
 # `a` then `b`. A first plan of every part in 535 s (2026-12-04, call 1) cut most of them.
 # gate-a in the plans runs the 13 cases issue 22 added (tiny A/A, host-side benign refactors,
@@ -29,12 +29,14 @@
 # is in no plan yet: one call of its own, `bash bench/gpu/acceptance.sh bisect` (240 s).
 # dist2 is for the two-GPU machine (nvidia-h200-x2), in no plan: two calls, one per phase
 # (DIST2_PHASE=a, then DIST2_PHASE=b; see bench/gpu/part-dist2.sh).
+# diag (issue 38), in no plan: the zoo's slowdowns diagnosed, each case's first cause checked
+# and its evidence brought back for bench/diag_replay.py (`ACCEPTANCE_S=300 ... diag`).
 set -u
 ROOT=$(pwd)
 OUT=${OUT:-/tmp/acceptance-out}
 mkdir -p "$OUT"
-declare -A BUDGET=([gpu-tests]=135 [dist]=60 [activity]=120 [capture]=140 [gate-a]=200 [ab]=130
-                  [demo]=90 [examples]=130 [gate-b]=360 [dist2]=540 [bisect]=240)
+declare -A BUDGET=([gpu-tests]=135 [dist]=60 [activity]=90 [capture]=140 [gate-a]=200 [ab]=130
+                  [demo]=90 [examples]=130 [gate-b]=360 [dist2]=540 [bisect]=240 [diag]=240)
 PLAN_A=(capture gate-a ab demo=85)
 PLAN_B=(gpu-tests dist activity demo=95 examples)
 NEW_CASES=tiny_layer_norm,tiny_softmax,tiny_elementwise_chain,tiny_rmsnorm,benign_attention_unbind,benign_more_python,benign_op_sequence,benign_extra_view,linear_bias_unfused,autocast_fp32_weights,dropout_left_on,key_transpose_contiguous,sdpa_efficient_backend

@@ -2,10 +2,9 @@
 
     python3 bench/gpu/activity_check.py examples LOG JSON HTML
     python3 bench/gpu/activity_check.py table JSON
-    python3 bench/gpu/activity_check.py zoo JSON
 
 Exit status 1 when a check fails (the line says which); the files stay for a replay on
-the CPU (bench/activity_replay.py).
+the CPU.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -57,36 +55,9 @@ def table(path: Path) -> bool:
     return mul.get("bound") == "memory-bound"
 
 
-def zoo(path: Path) -> bool:
-    """Each regressed case's first sentence; the SDPA and autocast cases must open with the
-    algorithm or precision story, the churn case with the allocator's figures."""
-    doc = json.loads(path.read_text())
-    want = {
-        "sdpa_mask_fallback": "sdpa-backend",
-        "autocast_dropped": "gemm-precision",
-        "autocast_dropped_tf32": "gemm-precision",
-        "kv_cache_cat": "allocation-churn",
-    }
-    ok = True
-    for r in doc["results"]:
-        case = r["id"]["key"].split("[", 1)[-1].split("]", 1)[0]
-        c: dict[str, Any] = r.get("comparison") or {}
-        d = c.get("diagnosis") or {}
-        para = d.get("paragraph") or ""
-        first = para.split("Likely cause: ", 1)[-1].split(". ", 1)[0] if para else "(no diagnosis)"
-        print(f"  {case}: {c.get('kind')} {c.get('ratio')}, cause {d.get('cause')}")
-        print(f"    {first}")
-        gpm = [s for s in para.split(". ") if s.startswith(("GPU activity", "GPM now"))]
-        for s in gpm:
-            print(f"    {s}")
-        if case in want:
-            ok &= d.get("cause") == want[case]
-    return ok
-
-
 def main() -> int:
     what, *paths = sys.argv[1:]
-    check = {"examples": examples, "table": table, "zoo": zoo}[what]
+    check = {"examples": examples, "table": table}[what]
     return 0 if check(*map(Path, paths)) else 1
 
 

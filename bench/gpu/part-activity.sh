@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
-# The activity part: what the GPU was doing (NVML GPM), memory behaviour per call, and the
-# algorithm/precision story of a changed kernel set. Budget 150 s ($BUDGET_S); every step has
-# its own cap and is skipped, with a line, when the budget left cannot hold it.
+# The activity part: what the GPU was doing (NVML GPM) and memory behaviour per call. Budget
+# 90 s ($BUDGET_S); every step has its own cap and is skipped, with a line, when the budget
+# left cannot hold it.
 #
 #   1. sanity + detail: two example benchmarks (the memory-bound 256M mul and the 4096^3 bf16
 #      GEMM) with -v, JSON and HTML: activity in the result detail, the JSON and the HTML, and
 #      the mul called memory-bound from GPM alone (no ncu). Stops the part if it fails.
 #   2. the GPM table: bf16 / fp16 / fp32 with TF32 / fp32 GEMMs and the zoo's MLP block,
 #      which figures move (bench/activity_table.py).
-#   3. the zoo: a one-run baseline of the good variants of sdpa_mask_fallback,
-#      autocast_dropped, autocast_dropped_tf32 and kv_cache_cat, then their bad variants with
-#      torch.profiler capture of each (capture=always, no re-runs: the diagnosis is wanted
-#      whatever the verdict; ncu, nsys, TORCH_TRACE skipped): each diagnosis' first sentence.
-#   4. the overhead of the activity window (bench/activity_overhead.py, short).
-#   5. the other example benchmarks, as in 1.
-# Everything stays in $WORK (baselines, results, captures with kernel lists and probes, GPM
-# windows): `python bench/activity_replay.py <unpacked folder>` re-checks the stories on a CPU.
+#   3. the overhead of the activity window (bench/activity_overhead.py, short).
+#   4. the other example benchmarks, as in 1.
+# Everything stays in $WORK (results, GPM windows). The zoo's algorithm, precision and
+# allocation cases (sdpa_mask_fallback, autocast_dropped, autocast_dropped_tf32, kv_cache_cat)
+# are diagnosed with the others by the diag part (bench/gpu/part-diag.sh).
 set -u
 T0=$(date +%s)
 S=$WORK/summary.txt
@@ -58,28 +55,11 @@ if [ "${ACTIVITY_TABLE:-1}" = 1 ]; then
   python3 bench/gpu/activity_check.py table "$WORK/activity-table.json" >> "$S" 2>&1
 fi
 
-# 3. the zoo's algorithm, precision and allocation cases, diagnosed
-CASES="sdpa_mask_fallback or autocast_dropped or kv_cache_cat"
-ZOO=("${PYT[@]}" bench/zoo/test_zoo.py -k "$CASES" --gpuperf-baseline-dir="$WORK/baselines")
-step zoo-save 30 "${ZOO[@]}" --gpuperf-save=act --gpuperf-json="$WORK/zoo-good.json"
-export GPUPERF_ZOO="bad:sdpa_mask_fallback,autocast_dropped,autocast_dropped_tf32,kv_cache_cat"
-step zoo-bad 80 "${ZOO[@]}" --gpuperf-baseline=act --gpuperf-reruns=0 -v \
-  --gpuperf-capture=always --gpuperf-capture-skip=nsys,ncu,torch_trace \
-  --gpuperf-capture-budget=40 --gpuperf-artifacts-dir="$WORK/artifacts" \
-  --gpuperf-json="$WORK/zoo-bad.json" --gpuperf-html="$WORK/zoo-bad.html"
-unset GPUPERF_ZOO
-echo "  (rc 1 is expected there: the bad variants fail their gate)" >> "$S"
-if [ -f "$WORK/zoo-bad.json" ]; then
-  echo "zoo diagnoses (first sentence; GPM sentences under it):" >> "$S"
-  python3 bench/gpu/activity_check.py zoo "$WORK/zoo-bad.json" >> "$S" 2>&1 \
-    || echo "  a case did not open with its algorithm/precision/allocation story" >> "$S"
-fi
-
-# 4. the activity window's overhead
+# 3. the activity window's overhead
 step overhead 30 python3 bench/activity_overhead.py --reps 3 --json "$WORK/activity-overhead.json"
 grep -E "^(GPU|one GPM|add_|matmul|GPM)" "$WORK/overhead.log" >> "$S"
 
-# 5. the other example benchmarks
+# 4. the other example benchmarks
 step examples 40 "${PYT[@]}" examples -k "not scale_inplace and not 4096x4096x4096-bfloat16" -v \
   --gpuperf-json="$WORK/examples.json" --gpuperf-html="$WORK/examples.html"
 [ -f "$WORK/examples.json" ] && python3 bench/gpu/activity_check.py examples \

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PLANTS = [
     ("sync", "examples/test_planted.py::test_elementwise_chain", dg.HOST_SYNC),
     ("h2d", "examples/test_planted.py::test_scale_by_table", dg.H2D_COPY),
-    ("variant", "examples/test_planted.py::test_matmul_bf16", dg.KERNEL_VARIANT),
+    ("variant", "examples/test_planted.py::test_matmul_bf16", dg.GEMM_PRECISION),
     ("graph_break", "examples/test_compiled_model.py::test_compiled_mlp", dg.GRAPH_BREAK),
 ]
 

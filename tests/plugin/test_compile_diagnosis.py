@@ -100,10 +100,11 @@ def _paragraph(pytester: pytest.Pytester, plant: str, test: str) -> tuple[str, d
 
 
 def _likely(paragraph: str) -> str:
-    """The sentence that names the cause: the one after the head's numbers."""
-    _head, sep, rest = paragraph.partition(" per call). Likely cause: ")
-    assert sep, paragraph
-    return "Likely cause: " + rest.split(". Also: ")[0]
+    """The cause as the first sentence names it, after the head's numbers and its share."""
+    from pytest_gpuperf.artifacts.analysis.diagnose import lead
+
+    assert re.search(r" per call\); likely cause, \d+ % of the slowdown: ", paragraph), paragraph
+    return lead(paragraph).split(". Also")[0]
 
 
 def test_a_graph_break_in_a_loop_is_named_first_as_compiled_code_gone(
@@ -113,7 +114,7 @@ def test_a_graph_break_in_a_loop_is_named_first_as_compiled_code_gone(
     first = _likely(paragraph)
     assert diag["cause"] == "compiled-code-gone", paragraph
     assert first.startswith(
-        "Likely cause: the compiled code is gone: the baseline ran 1 compiled region(s) per call"
+        "the compiled code is gone: the baseline ran 1 compiled region(s) per call"
     ), paragraph
     assert '"graph break in loop"' in first and "Tensor.item()" in first
     assert 'test_compiled.py:11: `if "loop_break" in PLANT and x.sum().item() > 1e9:`' in first
@@ -138,7 +139,7 @@ def test_recompiles_to_the_limit_are_named_first_with_the_guard(
     first = _likely(paragraph)
     assert diag["cause"] == "recompile", paragraph
     assert re.match(
-        r"Likely cause: torch.compile recompiled `scaled` \d+ time\(s\) and hit the recompile "
+        r"torch.compile recompiled `scaled` \d+ time\(s\) and hit the recompile "
         r"limit \(torch._dynamo.config.(recompile_limit|cache_size_limit) = \d+\)",
         first,
     ), paragraph

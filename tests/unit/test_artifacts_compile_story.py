@@ -9,6 +9,7 @@ import pytest
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis import diagnose as dg
 from pytest_gpuperf.artifacts.analysis.inventory import diff_inventories
+from pytest_gpuperf.artifacts.collectors.torch_profiler import parse_autotune_log
 from pytest_gpuperf.artifacts.collectors.torch_trace import parse_log
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"
@@ -228,7 +229,7 @@ def test_a_triton_config_change_names_before_and_after() -> None:
         "BLOCK_SIZE_K: 32, GROUP_SIZE_M: 8, num_warps: 4, num_ctas: 1, num_stages: 4, "
         "maxnreg: None;\n"
     )
-    cfgs = cs.parse_autotune_log(log)
+    cfgs = parse_autotune_log(log)
     assert cfgs["matmul_kernel"]["num_stages"] == "4" and "maxnreg" not in cfgs["matmul_kernel"]
     d = dg.diagnose(_ev(base, cur, 35.0, 60.0, triton_configs=cfgs))
     assert d.cause == dg.TRITON_CONFIG, d.paragraph

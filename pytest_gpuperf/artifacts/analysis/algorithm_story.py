@@ -1,30 +1,15 @@
 """Which algorithm a library chose, and why that changed. Pure Python.
 
-When the kernel set changes, the kernel names say *what* runs; a user needs
-*which choice* changed and what usually causes it. Four choices are told:
-
-* **SDPA backend** (:func:`sdpa`): flash, memory-efficient, cuDNN or math,
-  from the attention kernels' names and, where the probe ran
-  (:mod:`pytest_gpuperf.artifacts.collectors.algorithms`), from the backend SDPA
-  picks for the call's arguments; an ``attn_mask`` where ``is_causal=True`` was
-  before is named, also when the backend stays the same (cuDNN takes the mask,
-  and computes the blocks a causal call skips);
-* **GEMM precision** (:func:`precision`): bf16/fp16 GEMMs replaced by
-  fp32 ones on TF32 tensor cores or on CUDA cores, or the reverse, from the
-  kernels' names (``bf16``, ``tf32``, ``f32f32_f32f32``/``ffma``, ``sgemm``), the
-  cast kernels autocast launches, and the probe's dtypes, autocast state and
-  fp32 matmul precision; the setting that usually causes it is named;
-* **cuDNN convolution algorithm and layout** (:func:`conv`): implicit
-  GEMM, Winograd, FFT; NHWC or NCHW kernels (a conversion kernel appearing is
-  the layout story of :mod:`.compile_story`);
-* **cuBLAS/cuBLASLt heuristics at equal precision** (:func:`heuristic`):
-  another tile, split-K or stream-K.
-
-cuBLAS's Hopper kernels (``nvjet_sm90_...``) do not name their dtype (``h``
-and ``v`` in them are not the dtype: both run bf16 GEMMs on an H200), so
-their precision comes from the probe or from the cast kernels around them.
-Each story leads with the choice and names kernels after; it claims the kernels it
-accounts for (:mod:`.attribution`), so the diagnosis does not tell them again.
+Kernel names say *what* runs; a user needs *which choice* changed and what usually causes
+it. Four choices are told, from the kernels' names and from the probe of one call
+(:mod:`pytest_gpuperf.artifacts.collectors.algorithms`: dtypes, autocast, the fp32 matmul
+precision, the SDPA mask and backend): the SDPA backend (:func:`sdpa`; an explicit mask where
+``is_causal=True`` was is named even when cuDNN keeps the backend), the GEMMs' precision
+(:func:`precision`: bf16/fp16, TF32 tensor cores or CUDA cores, and the setting that moves
+them), cuBLAS's kernel at equal precision (:func:`heuristic`: tile, split-K) and cuDNN's
+convolution algorithm (:func:`conv`). cuBLAS's Hopper kernels (``nvjet_sm90_...``) do not
+name their dtype, so their precision comes from the probe or from the cast kernels around
+them. Each story claims the kernels it accounts for (:mod:`.attribution`).
 """
 
 from __future__ import annotations
@@ -206,6 +191,27 @@ def _backend(side: _Side, probe: Mapping[str, Any] | None, other: _Side) -> str 
     return None
 
 
+def _sdpa_head(
+    was: str | None,
+    now: str | None,
+    base_probe: Mapping[str, Any] | None,
+    cur_probe: Mapping[str, Any] | None,
+) -> str | None:
+    """What changed in the attention: its backend, or a mask where is_causal=True was."""
+    b, c = _sdpa_facts(base_probe) or {}, _sdpa_facts(cur_probe) or {}
+    if was and now and was != now:
+        why = _sdpa_why(was, b, c, (cur_probe or {}).get("flags"))
+        return f"the attention now runs the {now} backend instead of {was} ({why})"
+    if not (c.get("mask") and b and not b.get("mask")):
+        return None
+    shape = f" of shape {c['mask_shape']}" if c.get("mask_shape") else ""
+    return (
+        f"the attention still runs the {now or was} backend, but with an explicit attn_mask"
+        f"{shape} where is_causal=True was before: it reads the mask and computes the blocks a "
+        "causal call skips; pass is_causal=True and no mask"
+    )  # fmt: skip
+
+
 def _sdpa_why(
     was: str, base: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, flags: Any
 ) -> str:
@@ -258,32 +264,16 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     base_probe, cur_probe = _probes(ev)
     base, cur = _sides(led)
     was, now = _backend(base, base_probe, cur), _backend(cur, cur_probe, base)
-    b_facts, c_facts = _sdpa_facts(base_probe), _sdpa_facts(cur_probe)
-    members = [c for c in led.free() if sdpa_backend(c.name) or (now == "math" and _math(c))]
-    if not members or (was is None and now is None) or sum(c.delta_us for c in members) <= 0:
+    head = _sdpa_head(was, now, base_probe, cur_probe)
+    if head is None:
         return []
-    flags = (cur_probe or {}).get("flags")
-    if was and now and was != now:
-        text = (
-            f"the attention now runs the {now} backend instead of {was} "
-            f"({_sdpa_why(was, b_facts, c_facts, flags)}): "
-        )
-    elif (c_facts or {}).get("mask") and not (b_facts or {}).get("mask") and b_facts:
-        shape = (c_facts or {}).get("mask_shape")
-        text = (
-            f"the attention still runs the {now or was} backend, but with an explicit "
-            f"attn_mask{f' of shape {shape}' if shape else ''} where is_causal=True was before: "
-            "it reads the mask and computes the blocks a causal call skips; pass "
-            "is_causal=True and no mask: "
-        )
-    else:
-        return []
-    kernels = [c for c in members if sdpa_backend(c.name)]
+    members = [k for k in led.free() if sdpa_backend(k.name) or (now == "math" and _math(k))]
+    kernels = [k for k in members if sdpa_backend(k.name)]
     new = _names(kernels, "appeared") or _names(kernels, "slower")
     old = _names(kernels, "vanished")
-    text += (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
-    text += f" ({timing(members)})"
-    return [Finding(SDPA_BACKEND, text, frozenset(c.name for c in members))]
+    named = (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
+    text = f"{head}: {named} ({timing(members)})"
+    return [Finding(SDPA_BACKEND, text, frozenset(k.name for k in members))]
 
 
 # --- GEMM precision --------------------------------------------------------------------
@@ -353,38 +343,38 @@ def precision(ev: Evidence, led: Ledger) -> list[Finding]:
     was, now = _precision(base, base_probe), _precision(cur, cur_probe)
     if was is None or now is None or was == now or (was == "bf16/fp16" and now in _LOW):
         return []
-    free = led.free()
-    members = [c for c in free if c.kind == "kernel" and (is_gemm(c.name) or _CAST.search(c.name))]
-    twins = [c for c in free if c.status in ("appeared", "vanished") and is_elementwise(c.name)]
-    if {c.status for c in twins} == {"appeared", "vanished"}:
-        members += twins  # the elementwise ops around the GEMMs, now in the other dtype too
-    cpu = not members  # a CPU profile lists operators: the probes alone tell its precision
-    if cpu:
-        members = [c for c in free if c.kind == "op" and _CPU_MATMUL.match(c.name)]
-    swapped = any(is_gemm(c.name) and c.status in ("appeared", "vanished") for c in members)
-    if not swapped and (probe_precision(base_probe) is None or probe_precision(cur_probe) is None):
+    members = _precision_members(led.free())
+    gemms = [c for c in members if is_gemm(c.name)]
+    swapped = any(c.status in ("appeared", "vanished") for c in gemms)
+    if not swapped and None in (probe_precision(base_probe), probe_precision(cur_probe)):
         return []  # no kernel was swapped, and only both probes could tell
-    if sum(c.delta_us for c in members) <= 0:
-        return []
     was_name, now_name = _NAMES.get(was, was), _NAMES.get(now, now)
     why, where = _precision_why(was, now, base_probe, cur_probe)
-    if cpu and was_name != now_name:
-        head = f"the matmuls now run in {now_name} instead of {was_name} ({why.split(';')[0]})"
-        text = f"{head}: {', '.join(sorted({c.name for c in members})[:3])} ({timing(members)})"
+    if members and members[0].kind == "op" and was_name != now_name:
+        ops = ", ".join(sorted({c.name for c in members})[:3])
+        text = f"the matmuls now run in {now_name} instead of {was_name} ({why}): {ops}"
     else:
+        old, new = _precision_text(was), _precision_text(now)
         if was_name != now_name:
-            head = f"the GEMMs now run in {now_name} instead of {was_name} ({why})"
-            head += f", {where}" if where else ""
+            old, new, where = was_name, now_name, f", {where}" if where else ""
         else:
-            head = (
-                f"the GEMMs now run in {_precision_text(now)} instead of {_precision_text(was)} "
-                f"({why})"
-            )
-        gemms = [c for c in members if is_gemm(c.name)]
-        new, old = _names(gemms, "appeared"), _names(gemms, "vanished")
-        kernels = (f": {new}" + (f" replaced {old}" if old else "")) if new else ""
-        text = f"{head}{kernels} ({timing(members)})"
+            where = ""
+        text = f"the GEMMs now run in {new} instead of {old} ({why}){where}"
+        if _names(gemms, "appeared"):
+            text += f": {_names(gemms, 'appeared')}"
+            text += f" replaced {_names(gemms, 'vanished')}" if _names(gemms, "vanished") else ""
+    text += f" ({timing(members)})"
     return [Finding(GEMM_PRECISION, text, frozenset(c.name for c in members))]
+
+
+def _precision_members(free: Sequence[KernelChange]) -> list[KernelChange]:
+    """The GEMMs and casts of a precision change, with the elementwise kernels that changed
+    dtype with them; on the CPU (whose profile lists operators) the matmul operators."""
+    out = [c for c in free if c.kind == "kernel" and (is_gemm(c.name) or _CAST.search(c.name))]
+    twins = [c for c in free if c.status in ("appeared", "vanished") and is_elementwise(c.name)]
+    if {c.status for c in twins} == {"appeared", "vanished"}:
+        out += twins
+    return out or [c for c in free if c.kind == "op" and _CPU_MATMUL.match(c.name)]
 
 
 # --- convolutions ------------------------------------------------------------------------
@@ -414,20 +404,33 @@ def _conv_desc(c: KernelChange) -> str:
     return " in ".join(parts[:2]) + (f" ({parts[2]})" if len(parts) > 2 else "") if parts else "?"
 
 
+def _swap(changes: Sequence[KernelChange]) -> tuple[KernelChange, KernelChange] | None:
+    """The largest kernel that vanished and the largest that appeared, if both did."""
+    old = max((c for c in changes if c.status == "vanished"), key=lambda c: c.base_us, default=None)
+    new = max((c for c in changes if c.status == "appeared"), key=lambda c: c.cur_us, default=None)
+    return (old, new) if old is not None and new is not None else None
+
+
 def conv(ev: Evidence, led: Ledger) -> list[Finding]:
     """cuDNN runs the convolutions with another algorithm or layout (no conversions: those
     are the layout story), with what usually causes it."""
-    base_probe, cur_probe = _probes(ev)
-    convs = [
-        c
-        for c in led.free()
-        if c.kind == "kernel" and is_conv(c.name) and not is_conversion(c.name)
-    ]
-    new = [c for c in convs if c.status == "appeared"]
-    old = [c for c in convs if c.status == "vanished"]
-    if not new or not old or sum(c.delta_us for c in convs) <= 0:
+    convs = [c for c in led.free("appeared", "vanished") if c.kind == "kernel" and is_conv(c.name)]
+    convs = [c for c in convs if not is_conversion(c.name)]
+    swap = _swap(convs)
+    if swap is None:
         return []
-    a, b = max(old, key=lambda c: c.base_us), max(new, key=lambda c: c.cur_us)
+    old, new = swap
+    text = (
+        f"cuDNN now runs the convolutions as {_conv_desc(new)} instead of {_conv_desc(old)} "
+        f"({_conv_why(old, new, *_probes(ev))}): {short_name(new.name, 60)} replaced "
+        f"{short_name(old.name, 60)} ({timing(convs)})"
+    )
+    return [Finding(CONV_ALGORITHM, text, frozenset(c.name for c in convs))]
+
+
+def _conv_why(
+    a: KernelChange, b: KernelChange, base: Mapping[str, Any] | None, cur: Mapping[str, Any] | None
+) -> str:
     why = "cuDNN's heuristic chose another algorithm for these shapes and dtypes"
     if conv_layout(a.name) and conv_layout(b.name) and conv_layout(a.name) != conv_layout(b.name):
         why = (
@@ -436,14 +439,10 @@ def conv(ev: Evidence, led: Ledger) -> list[Finding]:
         )
     elif gemm_precision(a.name) != gemm_precision(b.name):
         why = "the inputs' dtype changed (autocast or a .to(dtype))"
-    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in (base_probe, cur_probe)]
-    if bench[0] is True and bench[1] is False:
+    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in (base, cur)]
+    if bench == [True, False]:
         why += "; torch.backends.cudnn.benchmark is off now (it was on): cuDNN no longer times them"
-    text = (
-        f"cuDNN now runs the convolutions as {_conv_desc(b)} instead of {_conv_desc(a)} ({why}): "
-        f"{short_name(b.name, 60)} replaced {short_name(a.name, 60)} ({timing(convs)})"
-    )
-    return [Finding(CONV_ALGORITHM, text, frozenset(c.name for c in convs))]
+    return why
 
 
 # --- cuBLAS heuristics at equal precision ------------------------------------------------
@@ -458,37 +457,40 @@ def heuristic(ev: Evidence, led: Ledger) -> list[Finding]:
     base_probe, cur_probe = _probes(ev)
     free = led.free()
     gemms = [c for c in free if c.kind == "kernel" and is_gemm(c.name)]
-    new = [c for c in gemms if c.status == "appeared"]
-    old = [c for c in gemms if c.status == "vanished"]
-    if not new or not old:
+    swap = _swap(gemms)
+    if swap is None or probe_precision(base_probe) != probe_precision(cur_probe):
         return []
-    a, b = max(old, key=lambda c: c.base_us), max(new, key=lambda c: c.cur_us)
-    pa, pb = gemm_precision(a.name), gemm_precision(b.name)
-    if pa != pb or probe_precision(base_probe) != probe_precision(cur_probe):
+    old, new = swap
+    if gemm_precision(old.name) != gemm_precision(new.name):
         return []
     reduce = [c for c in free if c.status == "appeared" and _SPLIT.search(c.name)]
     members = list({c.name: c for c in [*gemms, *reduce]}.values())
-    if sum(c.delta_us for c in members) <= 0:
-        return []
-    changes = []
-    if tile(a.name) and tile(b.name) and tile(a.name) != tile(b.name):
-        changes.append(f"tile {tile(a.name)} -> {tile(b.name)}")
-    if (_SPLIT.search(b.name) or reduce) and not _SPLIT.search(a.name):
-        changes.append(
-            "now split-K" + (f" with {short_name(reduce[0].name, 40)}" if reduce else "")
-        )
-    elif _SPLIT.search(a.name) and not _SPLIT.search(b.name):
-        changes.append("no longer split-K")
-    sb, sc = _shapes(base_probe), _shapes(cur_probe)
-    why = (
-        f"the matmul shapes changed ({sb[0]} -> {sc[0]})"
-        if sb and sc and sb != sc
-        else "its heuristic follows the shapes, the strides and alignment (a size not a "
-        "multiple of 16, a non-contiguous input) and the workspace (CUBLAS_WORKSPACE_CONFIG)"
-    )
+    changes = _heuristic_changes(old.name, new.name, reduce)
+    why = _heuristic_why(_shapes(base_probe), _shapes(cur_probe))
+    pa = gemm_precision(old.name)
     text = (
         f"cuBLAS picked another GEMM kernel at the same precision{f' ({pa})' if pa else ''}"
         + (f": {', '.join(changes)}" if changes else "")
-        + f"; {why}: {short_name(b.name, 60)} replaced {short_name(a.name, 60)} ({timing(members)})"
+        + f"; {why}: {short_name(new.name, 60)} replaced {short_name(old.name, 60)} "
+        f"({timing(members)})"
     )
     return [Finding(GEMM_HEURISTIC, text, frozenset(c.name for c in members))]
+
+
+def _heuristic_why(sb: list[Any], sc: list[Any]) -> str:
+    if sb and sc and sb != sc:
+        return f"the matmul shapes changed ({sb[0]} -> {sc[0]})"
+    return (
+        "its heuristic follows the shapes, the strides and alignment (a size not a multiple of "
+        "16, a non-contiguous input) and the workspace (CUBLAS_WORKSPACE_CONFIG)"
+    )
+
+
+def _heuristic_changes(a: str, b: str, reduce: Sequence[KernelChange]) -> list[str]:
+    """What changed between GEMM kernels ``a`` and ``b``: the tile, split-K."""
+    out = [f"tile {tile(a)} -> {tile(b)}"] if tile(a) and tile(b) and tile(a) != tile(b) else []
+    if (_SPLIT.search(b) or reduce) and not _SPLIT.search(a):
+        out.append("now split-K" + (f" with {short_name(reduce[0].name, 40)}" if reduce else ""))
+    elif _SPLIT.search(a) and not _SPLIT.search(b):
+        out.append("no longer split-K")
+    return out

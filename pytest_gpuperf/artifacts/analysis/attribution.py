@@ -169,22 +169,23 @@ class Ledger:
         """The idle time's growth (µs per call) while no finding claimed it, else 0."""
         return 0.0 if self.idle_taken or self.idle_us is None else self.idle_us
 
-    def claim(self, f: Finding) -> Finding:
-        names = set(f.kernels)
-        if f.kernels == EVERYTHING:
-            names = set(self.changes)
-        got = [self.changes[n] for n in names if n in self.changes and n not in self.taken]
+    def claim(self, f: Finding) -> Finding | None:
+        """Give ``f`` the free terms it claims and the µs they add up to (None: unmeasured);
+        a finding whose kernels add nothing to the slowdown gets nothing and is dropped."""
+        names = set(self.changes) if f.kernels == EVERYTHING else f.kernels
+        got = [c for n, c in self.changes.items() if n in names and n not in self.taken]
+        parts = [c.delta_us for c in got]
+        if f.kernels and f.kernels != EVERYTHING and not f.idle and sum(parts) <= 0:
+            return None
         self.taken |= {c.name for c in got}
         f.got = sorted(got, key=lambda c: -abs(c.delta_us))
-        parts = [c.delta_us for c in got]
         if f.idle and not self.idle_taken and self.idle_us is not None:
-            parts.append(self.idle_us)
+            parts.append(max(self.idle_us, 0.0))  # waiting that shrank explains no slowdown
             self.idle_taken = True
         if f.extra_us is not None:
             parts.append(f.extra_us)
-        idle_unknown = f.idle and self.idle_us is None and not f.kernels
-        measured = bool(parts) or (self.kd is not None and not idle_unknown)
-        f.us = sum(parts) if measured else None
+        unknown = f.idle and self.idle_us is None and not f.kernels
+        f.us = sum(parts) if parts or (self.kd is not None and not unknown) else None
         return f
 
 

@@ -24,7 +24,6 @@ cause explains (:mod:`.attribution`).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +36,12 @@ from pytest_gpuperf.artifacts.analysis.attribution import (
     Ledger,
     timing,
 )
-from pytest_gpuperf.artifacts.analysis.inventory import base_function, is_gemm, short_name
+from pytest_gpuperf.artifacts.analysis.inventory import (
+    KernelChange,
+    base_function,
+    is_gemm,
+    short_name,
+)
 
 COMPILED_CODE_GONE = "compiled-code-gone"
 GRAPH_BREAK = "graph-break"
@@ -49,15 +53,6 @@ CAUSES = (COMPILED_CODE_GONE, RECOMPILE, GRAPH_BREAK, FALLBACK, LAYOUT, TRITON_C
 
 #: Operator or annotation names that mark compiled code in a profile.
 COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
-_SKIPPED = re.compile(
-    r"skipping (?:the )?(?:frame|function)|falling back to eager|frame skipped", re.I
-)
-_LIMIT = re.compile(r"recompile[ _]limit|cache[ _]size[ _]limit", re.I)
-_LIMIT_VALUE = re.compile(
-    r"\(currently set to (\d+)\)|\b(?:recompile_limit|cache_size_limit) \((\d+)\)"
-)
-_LIMIT_KIND = re.compile(r"Limit type: (\w+)")
-_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 _CONVERSION = re.compile(
     r"nchwToNhwc|nhwcToNchw|nchw_?2_?nhwc|nhwc_?2_?nchw|nchw_?to_?nhwc|nhwc_?to_?nchw"
     r"|convert\w*layout|layout\w*convert|reorder|direct_copy_kernel|copy_kernel",
@@ -68,9 +63,6 @@ _CONV = re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|mkldnn_convol
 _LAYOUT_TOKEN = re.compile(r"_?(?:channels_last|nhwc\w*?|nchw\w*?|NHWC|NCHW)(?=_|$|<|\b)", re.I)
 _VENDOR = re.compile(
     r"^(?:sm\d+_|nvjet|cutlass|ampere_|volta_|turing_|hopper_|cudnn|cublas|gemv|gemmk)", re.I
-)
-_AUTOTUNE = re.compile(
-    r"Triton autotuning for function (\w+)(.{0,2000}?)best config selected: ([^;\n]*)", re.S
 )
 
 
@@ -138,119 +130,8 @@ def trace_decision(
     )
 
 
-# --- TORCH_TRACE facts ---------------------------------------------------------------
-
-
 def _short_path(path: str) -> str:
     return "/".join(path.split("/")[-2:]) if path.count("/") > 1 else path
-
-
-def source_line(text: str, filename: str | None = None, lineno: int | None = None) -> str:
-    """The user's source text after the last ``File "...", line N`` frame (of that file:line)."""
-    lines = text.splitlines()
-    found = ""
-    for i, ln in enumerate(lines):
-        m = _FILE_LINE.search(ln)
-        if not m or "/torch/" in m.group(1) or i + 1 >= len(lines):
-            continue
-        if filename is not None and (m.group(1) != filename or int(m.group(2)) != lineno):
-            continue
-        nxt = lines[i + 1].strip()
-        if nxt and not nxt.startswith(("File ", "^")):
-            found = nxt
-    return found
-
-
-def recompile_reason(reason: str) -> dict[str, str]:
-    """``0/7: scale == 1.008  # code  # file:3 in g`` (and its stack) to guard, where, code."""
-    text = reason.strip()
-    first = text.splitlines()[0] if text else ""
-    guard, _, comment = first.partition("  #")
-    guard = guard.strip()
-    m = re.match(r"\d+/\d+:\s*(.*)$", guard)
-    out = {"entry": guard.split(":", 1)[0] if m else "", "guard": m.group(1) if m else guard}
-    frames = _FILE_LINE.findall(text)
-    if frames:
-        f, line, fn = frames[-1]
-        out["where"] = f"{f}:{line}"
-        out["function"] = fn
-        out["code"] = source_line(text)
-    elif comment:
-        parts = [p.strip() for p in comment.split("  #")]
-        out["code"] = parts[0].lstrip("# ").strip()
-        if len(parts) > 1:
-            out["where"] = parts[-1]
-    return out
-
-
-def recompile_reasons(payload: str) -> list[str]:
-    """The reasons of one ``recompile_reasons`` artifact: raw text (one) or a JSON list."""
-    text = payload.strip()
-    if text.startswith("["):
-        try:
-            return [str(x) for x in json.loads(text)]
-        except ValueError:
-            pass
-    return [text] if text else []
-
-
-def frame_failure(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A frame dynamo gave up on, from its ``compilation_metrics`` (``None`` if it compiled).
-
-    ``eager`` says whether the frame now runs eagerly (skipped, or the recompile
-    limit hit); ``limit`` names the limit and its value when that was the reason.
-    """
-    ftype, reason = metrics.get("fail_type"), str(metrics.get("fail_reason") or "")
-    if not ftype:
-        return None
-    blocks = [b.strip() for b in reason.split("*** While handling this graph break") if b.strip()]
-    first = blocks[0].splitlines()[0].strip() if blocks else str(ftype)
-    out: dict[str, Any] = {
-        "function": metrics.get("co_name"),
-        "compile_id": metrics.get("compile_id"),
-        "type": str(ftype),
-        "reason": first,
-        "eager": bool(_SKIPPED.search(reason)),
-    }
-    explanations = re.findall(r"Explanation: (.*)", reason)
-    if len(blocks) > 1:  # dynamo's own account of why the frame was skipped
-        skip = blocks[-1].split("***", 1)[-1].strip().splitlines()
-        out["skip_reason"] = skip[0].strip() if skip else ""
-        if explanations:
-            out["skip_explanation"] = explanations[-1].strip()
-    elif explanations:
-        out["explanation"] = explanations[0].strip()
-    hint = re.search(r"Hint: (.*)", reason)
-    if hint:
-        out["hint"] = hint.group(1).strip()
-    fname, line = metrics.get("fail_user_frame_filename"), metrics.get("fail_user_frame_lineno")
-    if fname and line:
-        out["where"] = f"{fname}:{line}"
-    elif metrics.get("co_filename") and metrics.get("co_firstlineno"):
-        out["where"] = f"{metrics['co_filename']}:{metrics['co_firstlineno']}"
-    low = reason.lower()
-    if _LIMIT.search(reason) and ("exceed" in low or "limit hit" in low or "reached" in low):
-        m = _LIMIT_VALUE.search(reason)
-        kind = _LIMIT_KIND.search(reason)
-        name = (
-            kind.group(1)
-            if kind
-            else ("cache_size_limit" if "cache_size" in low else "recompile_limit")
-        )
-        value = int(next(g for g in m.groups() if g)) if m else _config_value(metrics, name)
-        out["limit"] = {"name": name, "value": value}
-        out["eager"] = True
-    return out
-
-
-def _config_value(metrics: Mapping[str, Any], name: str) -> int | None:
-    """A limit from the ``dynamo_config`` that compilation metrics carry (a JSON string)."""
-    try:
-        cfg = json.loads(str(metrics.get("dynamo_config") or "{}"))
-        v = cfg.get(name, cfg.get("recompile_limit", cfg.get("cache_size_limit")))
-        return int(v) if isinstance(v, (int, float)) else None
-    except (ValueError, AttributeError):
-        return None
 
 
 # --- the stories ---------------------------------------------------------------------
@@ -262,17 +143,31 @@ def _loc(where: str | None, code: str | None = None) -> str:
     return f" at {_short_path(where)}" + (f": `{code}`" if code else "")
 
 
-def _regions(ev: Evidence) -> tuple[CompiledCode | None, float | None, float | None, bool]:
-    """The baseline's compiled code, both sides' compiled regions per call, and whether the
-    compiled code is gone (the baseline ran some, the current profile none)."""
+@dataclass(frozen=True)
+class _Regions:
+    """What the compiled regions per call of both sides say."""
+
+    base: CompiledCode | None
+    text: str  # "1 -> 0 compiled regions per call"; "" when a side does not say
+    gone: bool  # the baseline ran compiled code, the current profile none
+    fell: bool  # fewer regions: part of the function runs eagerly
+    rose: bool  # more regions: a new graph break
+    counted: bool  # both sides say, and one ran some
+
+
+def _regions(ev: Evidence) -> _Regions:
     base = compiled_code(ev.baseline_inventory)
     cur = compiled_code(ev.current_inventory)
     now = ev.analysis.compiled_regions if ev.analysis is not None else None
-    if cur is not None and cur.regions_per_call is None:
-        cur.regions_per_call = now
-    gone = bool(base and base.compiled and cur is not None and not cur.compiled)
+    c = cur.regions_per_call if cur is not None and cur.regions_per_call is not None else now
     b = base.regions_per_call if base else None
-    return base, b, cur.regions_per_call if cur else now, gone
+    gone = bool(base and base.compiled and cur is not None and not cur.compiled)
+    if b is None or c is None:
+        return _Regions(base, "", gone, False, False, False)
+    text = f"{b:g} -> {c:g} compiled regions per call"
+    return _Regions(
+        base, text, gone, not gone and b >= 1 and c < b - 0.5, c > b + 0.5, max(b, c) > 0
+    )
 
 
 def compiler(ev: Evidence, led: Ledger) -> list[Finding]:
@@ -280,47 +175,49 @@ def compiler(ev: Evidence, led: Ledger) -> list[Finding]:
     recompile limit sending calls to eager) claims every change of the kernels and the idle
     time; a new graph break the kernels it moved; recompiles and fallbacks claim nothing."""
     comp = ev.compile or {}
-    base, before, now, gone = _regions(ev)
-    known = before is not None and now is not None
-    b, c = before or 0.0, now or 0.0
-    fell = not gone and known and b >= 1 and c < b - 0.5
-    rose = known and c > b + 0.5
-    regions = f"{b:g} -> {c:g} compiled regions per call" if known else ""
-    failures = [f for f in comp.get("frame_failures") or [] if isinstance(f, Mapping)]
-    limit = next((f for f in failures if f.get("limit")), None)
-    recompiles = [r for r in comp.get("recompile_details") or [] if isinstance(r, Mapping)]
-    out = []
-    if limit is not None:
-        strong = gone or fell or base is None
-        text = _limit_sentence(limit, recompiles, len(comp.get("recompiles") or []),
-                               regions if gone or fell else "")  # fmt: skip
-        out.append(Finding(RECOMPILE, text, EVERYTHING if strong else frozenset(), idle=strong))
-    elif gone or fell:
-        head = (
-            f"the compiled code is gone: the baseline ran {base.describe() if base else '?'}, "
-            "the current code runs none, so the function runs eagerly"
-            if gone
-            else f"fewer compiled regions run: {regions}, so part of the function runs eagerly"
-        )
-        skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
-        out.append(Finding(COMPILED_CODE_GONE, head + _why_eager(comp, skipped), EVERYTHING, True))
+    r = _regions(ev)
+    out = _eager(comp, r)
     breaks = [g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)]
-    breaks = [g for g in breaks if not g.get("eager")] if out else breaks
-    if breaks or rose:
-        counted = known and max(b, c) > 0
-        out.append(_break(breaks, regions if rose else "", rose if counted else _moved(led)))
-    if recompiles and limit is None:
-        r = recompiles[-1]
-        text = (
-            f"torch.compile recompiled {len(comp.get('recompiles') or [])} time(s): the guard "
-            f"`{r.get('guard')}` failed" + _loc(r.get("where"), r.get("code"))
-        )
+    breaks = [g for g in breaks if not (out and g.get("eager"))]
+    if breaks or r.rose:
+        out.append(_break(breaks, r.text if r.rose else "", r.rose if r.counted else _moved(led)))
+    recompiles = [x for x in comp.get("recompile_details") or [] if isinstance(x, Mapping)]
+    if recompiles and not any(f.cause == RECOMPILE for f in out):
+        x = recompiles[-1]
+        text = f"torch.compile recompiled {len(comp.get('recompiles') or [])} time(s): the guard "
+        text += f"`{x.get('guard')}` failed" + _loc(x.get("where"), x.get("code"))
         out.append(Finding(RECOMPILE, text))
-    fallbacks = comp.get("fallbacks") or []
-    if fallbacks:
-        text = f"ops left to eager ATen (fallbacks): {', '.join(fallbacks[:4])}"
+    if comp.get("fallbacks"):
+        text = f"ops left to eager ATen (fallbacks): {', '.join(comp['fallbacks'][:4])}"
         out.append(Finding(FALLBACK, text))
     return out
+
+
+def _eager(comp: Mapping[str, Any], r: _Regions) -> list[Finding]:
+    """The recompile limit hit, or the compiled code gone: calls that run eagerly."""
+    failures = [f for f in comp.get("frame_failures") or [] if isinstance(f, Mapping)]
+    limit = next((f for f in failures if f.get("limit")), None)
+    fell = r.gone or r.fell
+    if limit is not None:
+        recompiles = [x for x in comp.get("recompile_details") or [] if isinstance(x, Mapping)]
+        n = len(comp.get("recompiles") or [])
+        text = _limit_sentence(limit, recompiles, n, r.text if fell else "")
+        strong = fell or r.base is None  # the compiled code fell, or nothing says it did not
+        return [Finding(RECOMPILE, text, EVERYTHING if strong else frozenset(), idle=strong)]
+    if not fell:
+        return []
+    skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
+    text = _gone_sentence(r) + _why_eager(comp, skipped)
+    return [Finding(COMPILED_CODE_GONE, text, EVERYTHING, idle=True)]
+
+
+def _gone_sentence(r: _Regions) -> str:
+    if r.gone:
+        return (
+            f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
+            "the current code runs none, so the function runs eagerly"
+        )
+    return f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
 
 
 def _moved(led: Ledger) -> frozenset[str] | bool:
@@ -433,52 +330,55 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
     """Conversions appeared while convolutions/GEMMs changed variant: one layout cause, with
     the kernels that change with the layout (batch norm's channels-last and NCHW variants)."""
     free = led.free()
-    conv = [
-        c
-        for c in free
-        if is_conversion(c.name, c.kind) and c.cur_launches > c.base_launches and c.delta_us > 0
-    ]
-    swapped = [
-        c
-        for c in free
-        if c.status in ("appeared", "vanished")
-        and not is_conversion(c.name, c.kind)
-        and (is_conv(c.name) or is_gemm(c.name))
-    ]
+    conv = [c for c in free if is_conversion(c.name, c.kind) and c.cur_launches > c.base_launches]
+    swapped = [c for c in led.free("appeared", "vanished") if _swappable(c)]
     new = next((c for c in swapped if c.status == "appeared"), None)
     old = next((c for c in swapped if c.status == "vanished"), None)
     if not conv or new is None or old is None:
         return []
-    gone = {_strip_layout(c.name): c for c in free if c.status == "vanished"}
-    along = [
-        c
-        for c in free
-        if c.status == "appeared"
-        and c not in swapped
-        and c not in conv
-        and (_layout_of(c.name) or _strip_layout(c.name) in gone)
-    ]
-    members = (
-        conv
-        + swapped
-        + along
-        + [gone[_strip_layout(c.name)] for c in along if _strip_layout(c.name) in gone]
-    )
+    along = _along(free, conv + swapped)
+    members = conv + swapped + along
+    text = _layout_sentence(conv, old, new, along, timing(members))
+    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
+
+
+def _layout_sentence(
+    conv: Sequence[KernelChange],
+    old: KernelChange,
+    new: KernelChange,
+    along: Sequence[KernelChange],
+    together: str,
+) -> str:
     was, now = _layout_of(old.name), _layout_of(new.name)
     direction = f" ({was} -> {now})" if was and now and was != now else ""
     convs = ", ".join(f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in conv[:3])
-    with_them = (
-        "; with them " + ", ".join(short_name(c.name, 40) for c in along[:2]) if along else ""
-    )
-    text = (
+    appeared = [short_name(c.name, 40) for c in along if c.status == "appeared"][:2]
+    return (
         f"the memory layout changed: layout conversions appeared ({convs}; "
         f"{sum(c.delta_us for c in conv):.1f} µs per call) and the convolutions/GEMMs changed "
         f"variant{direction}: {short_name(new.name, 60)} replaced {short_name(old.name, 60)}"
-        f"{with_them} ({timing(members)} together); channels_last is lost on the way: keep it "
-        "end to end (model.to(memory_format=torch.channels_last) and the input "
+        + (f"; with them {', '.join(appeared)}" if appeared else "")
+        + f" ({together} together); channels_last is lost on the way: "
+        "keep it end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
-    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
+
+
+def _swappable(c: KernelChange) -> bool:
+    """A convolution or GEMM kernel, whose variant follows the layout."""
+    return not is_conversion(c.name, c.kind) and (is_conv(c.name) or is_gemm(c.name))
+
+
+def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:
+    """Kernels that appeared with a layout in their name, or in place of one that vanished
+    whose name differs only by its layout (with that one)."""
+    gone = {_strip_layout(c.name): c for c in free if c.status == "vanished" and c not in taken}
+    out: list[KernelChange] = []
+    for c in free:
+        twin = gone.get(_strip_layout(c.name))
+        if c.status == "appeared" and c not in taken and (twin or _layout_of(c.name)):
+            out += [c, twin] if twin else [c]
+    return out
 
 
 def is_triton(name: str, known: Iterable[str] = ()) -> bool:
@@ -487,19 +387,6 @@ def is_triton(name: str, known: Iterable[str] = ()) -> bool:
         return True
     plain = re.fullmatch(r"[A-Za-z_]\w*", name) is not None
     return plain and not _VENDOR.match(name) and not name.startswith(("Memcpy", "Memset"))
-
-
-def parse_autotune_log(text: str) -> dict[str, dict[str, str]]:
-    """``TRITON_PRINT_AUTOTUNING=1`` output: the best config per kernel (the last one printed)."""
-    out: dict[str, dict[str, str]] = {}
-    for m in _AUTOTUNE.finditer(text):
-        cfg: dict[str, str] = {}
-        for part in m.group(3).split(","):
-            k, sep, v = part.partition(":")
-            if sep and v.strip() not in ("None", ""):
-                cfg[k.strip()] = v.strip()
-        out[m.group(1)] = cfg
-    return out
 
 
 def _threads(block: Sequence[int] | None) -> int | None:

@@ -84,7 +84,8 @@ STORIES: tuple[Story, ...] = (
     cs.triton_configs,
     ws.host_sync,
     ws.copies,
-    ws.per_tensor,
+    ws.multi_tensor,
+    ws.split_launches,
     ws.recompute,
     rs.allocation,
     ws.extra_copies,
@@ -97,10 +98,13 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     """The paragraph that opens the failure message, with the details under it."""
     slow_us = ev.slowdown_s * 1e6 if ev.slowdown_s is not None else None
     b, c = ws.waiting_us(ev.baseline_inventory), ws.waiting_us(ev.current_inventory, ev.analysis)
+    if ev.kernel_diff is not None and ev.kernel_diff.slowdown_us is None:
+        slow_us = None  # the profiles disagree with the measurement: shares of what they show
     led = Ledger(ev.kernel_diff, c - b if b is not None and c is not None else None, slow_us)
-    found = [led.claim(f) for story in STORIES for f in story(ev, led)] if ev.slower else []
-    ranked = rank(found, led)
-    parts = _paragraph(ev, ranked) + [s.rstrip(".") + "." for s in extra_lines]
+    claimed = [led.claim(f) for story in STORIES for f in story(ev, led)] if ev.slower else []
+    ranked = rank([f for f in claimed if f is not None], led)
+    of = "the slowdown" if led.slowdown_us or ev.kernel_diff is None else "what the profiles show"
+    parts = _paragraph(ev, ranked, of) + [s.rstrip(".") + "." for s in extra_lines]
     paragraph, details = " ".join(parts), _details(ev)
     if ev.analysis is not None and ev.analysis.device != "cuda":
         paragraph, details = cpu_words(paragraph), [cpu_words(d) for d in details]
@@ -132,7 +136,7 @@ def cpu_words(text: str) -> str:
     return _GPU_WORD.sub(lambda m: _GPU_WORDS[m.group(1)], text)
 
 
-def _headline(ev: Evidence, cause: Finding | None = None) -> str:
+def _headline(ev: Evidence, cause: Finding | None = None, of: str = "the slowdown") -> str:
     """``<name> is slower than its baseline: 2.96x time (...)``, or ``<name> regressed``; with
     ``cause``, the sentence goes on with it and its share (``; likely cause, 85 % of the
     slowdown: ...``). The change is the gate's (``ev.change``), else the two times' ratio."""
@@ -149,7 +153,7 @@ def _headline(ev: Evidence, cause: Finding | None = None) -> str:
         head += " regressed"
     if cause is None:
         return head + "."
-    share = f", {min(100 * cause.share, 100):.0f} % of the slowdown" if cause.share else ""
+    share = f", {min(100 * cause.share, 100):.0f} % of {of}" if cause.share else ""
     return f"{head}{LEAD}{share}: {cause.sentence}."
 
 
@@ -157,12 +161,12 @@ def _time(s: float | None) -> str:
     return fmt_time(s) if s is not None else "?"
 
 
-def _paragraph(ev: Evidence, ranked: Sequence[Finding]) -> list[str]:
+def _paragraph(ev: Evidence, ranked: Sequence[Finding], of: str) -> list[str]:
     """The paragraph's sentences: the headline with the lead cause, its consequences (the
     symptoms, the GPM figures that moved, what bounds the work), the next causes, and what
     Nsight Compute says of the hottest kernel when a kernel change leads."""
     first = ranked[0] if ranked and leads(ranked[0]) else None
-    parts = [_headline(ev, first)]
+    parts = [_headline(ev, first, of)]
     symptoms = [f.sentence for f in ranked if f.symptom]
     if first is not None:
         parts += [f"With it: {s}." for s in symptoms]

@@ -26,6 +26,7 @@ On the CPU the entries are the operators by their self time instead (``kind: "op
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
@@ -91,8 +92,10 @@ def _strip_params(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize(name: str) -> str:
-    """The key a kernel is matched by: no ``void``, no parameter list, single spaces."""
+    """The key a kernel is matched by: no ``void``, no parameter list, single spaces (cached: a
+    trace names the same few kernels thousands of times)."""
     n = re.sub(r"\s+", " ", name.strip())
     if n.startswith("void "):
         n = n[5:]
@@ -259,7 +262,6 @@ class KernelChange:
     cur_us: float
     base_launches: float
     cur_launches: float
-    share: float | None  # of the slowdown this change explains
     note: str = ""
 
     @property
@@ -268,7 +270,6 @@ class KernelChange:
 
     def describe(self) -> str:
         nm = short_name(self.name)
-        share = f", {100 * self.share:.0f} % of the slowdown" if self.share is not None else ""
         launches = ""
         if abs(self.cur_launches - self.base_launches) > 1e-6 and self.status not in (
             "appeared",
@@ -276,13 +277,13 @@ class KernelChange:
         ):
             launches = f", launches {self.base_launches:g} -> {self.cur_launches:g} per call"
         if self.status == "appeared":
-            return f"appeared: {nm} ({self.cur_launches:g}x per call, {self.cur_us:.1f} µs{share})"
+            return f"appeared: {nm} ({self.cur_launches:g}x per call, {self.cur_us:.1f} µs)"
         if self.status == "vanished":
             return f"vanished: {nm} (was {self.base_launches:g}x per call, {self.base_us:.1f} µs)"
         pct = 100 * self.delta_us / self.base_us if self.base_us else math.inf
         return (
             f"{self.status}: {nm} {self.base_us:.1f} -> {self.cur_us:.1f} µs per call "
-            f"({pct:+.0f} %{share}{launches}){self.note}"
+            f"({pct:+.0f} %{launches}){self.note}"
         )
 
 
@@ -345,7 +346,6 @@ class KernelDiff:
                     "cur_us": c.cur_us,
                     "base_launches": c.base_launches,
                     "cur_launches": c.cur_launches,
-                    "share": c.share,
                 }
                 for c in self.changes
             ],
@@ -360,7 +360,7 @@ def diff_inventories(
 ) -> KernelDiff:
     """Attribute a slowdown (current - baseline time per call, seconds) to kernels.
 
-    Each kernel's change in GPU time per call is its share of the slowdown;
+    Each kernel's change in GPU time per call is what it adds to the slowdown;
     kernels only in the current inventory *appeared*, only in the baseline
     *vanished*. A vanished and an appeared GEMM (or kernels of one family)
     are reported as a variant swap: the library chose another algorithm. The
@@ -370,7 +370,7 @@ def diff_inventories(
     base = {(k["name"], k.get("kind", "kernel")): k for k in baseline_inv.get("kernels", [])}
     cur = {(k["name"], k.get("kind", "kernel")): k for k in current_inv.get("kernels", [])}
     changes = [
-        _kernel_change(key, base.get(key), cur.get(key), slowdown_us)
+        _kernel_change(key, base.get(key), cur.get(key))
         for key in list(base) + [k for k in cur if k not in base]
     ]
     changes.sort(key=lambda ch: -abs(ch.delta_us))
@@ -404,10 +404,8 @@ def _kernel_change(
     key: tuple[str, str],
     b: Mapping[str, Any] | None,
     c: Mapping[str, Any] | None,
-    slowdown_us: float | None,
 ) -> KernelChange:
-    """One kernel (name, kind) compared: its status, times and launches per call, and the
-    share of the slowdown its change in time explains."""
+    """One kernel (name, kind) compared: its status, times and launches per call."""
     b_us = float(b["us_per_call"]) if b else 0.0
     c_us = float(c["us_per_call"]) if c else 0.0
     b_n = float(b["launches"]) if b else 0.0
@@ -430,8 +428,7 @@ def _kernel_change(
     note = ""
     if b and c and b.get("grid") and c.get("grid") and b.get("grid") != c.get("grid"):
         note = f", grid {b['grid']} -> {c['grid']}"
-    share = (c_us - b_us) / slowdown_us if slowdown_us and slowdown_us > 0 else None
-    return KernelChange(key[0], key[1], status, b_us, c_us, b_n, c_n, share, note)
+    return KernelChange(key[0], key[1], status, b_us, c_us, b_n, c_n, note)
 
 
 def _variants(changes: Sequence[KernelChange]) -> list[tuple[str, str]]:
@@ -451,29 +448,15 @@ def _variants(changes: Sequence[KernelChange]) -> list[tuple[str, str]]:
 def _attribute(
     changes: Sequence[KernelChange], slowdown_us: float | None, gpu_delta: float
 ) -> tuple[float | None, list[str]]:
-    """Check the kernels' shares against the measurement; returns the slowdown to attribute
-    (None when the profiles disagree with it) and the notes that say why shares changed."""
-    notes = []
+    """Check the profiles against the measurement: the slowdown to attribute (None when they
+    disagree by more than 2x) and the note that says so."""
     if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
-        # The profiles disagree with the measurement: list the changes, attribute nothing.
-        for c in changes:
-            c.share = None
-        notes.append(
+        note = (
             f"the profiled time per call changed by {gpu_delta:+.1f} µs while the measured "
-            f"slowdown is {slowdown_us:+.1f} µs: changes are listed, not attributed"
+            f"slowdown is {slowdown_us:+.1f} µs: shares are of what the profiles show"
         )
-        slowdown_us = None
-    elif slowdown_us is not None and gpu_delta > slowdown_us:
-        # Profiled kernels grew more than the measurement (profiling overhead, other
-        # clocks): shares of the kernels' own growth, which sums to 100 %.
-        pos = sum(c.delta_us for c in changes if c.delta_us > 0) or 1.0
-        for c in changes:
-            c.share = c.delta_us / pos
-        notes.append(
-            f"the profiled kernels grew by {gpu_delta:.1f} µs per call, more than the measured "
-            f"{slowdown_us:.1f} µs: shares are of the kernels' growth"
-        )
-    return slowdown_us, notes
+        return None, [note]
+    return slowdown_us, []
 
 
 def _num(v: Any) -> float | None:

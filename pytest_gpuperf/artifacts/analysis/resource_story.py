@@ -25,6 +25,7 @@ from typing import Any
 from pytest_gpuperf.artifacts.analysis.attribution import Evidence, Finding, Ledger
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.telemetry import activity as act
+from pytest_gpuperf.units import fmt_bytes
 
 ALLOCATION_CHURN = "allocation-churn"
 #: More allocations per call than the baseline's by this much is news ...
@@ -49,11 +50,12 @@ def _base(baseline: Sequence[Mapping[str, Any] | None], key: str) -> float | Non
     return statistics.median(vals) if vals else None
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
+def _grew(
+    base: Sequence[Mapping[str, Any] | None], cur: Mapping[str, Any], key: str, by: float
+) -> tuple[float, float] | None:
+    """(baseline, now) of a figure that grew by ``by`` or more over the baseline's runs."""
+    now, was = _fig(cur, key), _base(base, key)
+    return (was, now) if now is not None and was is not None and now >= was + by else None
 
 
 def allocation(ev: Evidence, led: Ledger) -> list[Finding]:
@@ -64,47 +66,47 @@ def allocation(ev: Evidence, led: Ledger) -> list[Finding]:
     base, cur = ev.baseline_memory, ev.current_memory
     if not cur or not cur.get("available"):
         return []
-    allocs, b_allocs = _fig(cur, "allocations_per_call"), _base(base, "allocations_per_call")
-    size, b_size = _fig(cur, "allocated_bytes_per_call"), _base(base, "allocated_bytes_per_call")
-    dev, b_dev = _fig(cur, "device_allocs_per_call"), _base(base, "device_allocs_per_call")
-    retries, b_retries = _fig(cur, "alloc_retries"), _base(base, "alloc_retries")
     out = []
-    grew = allocs is not None and b_allocs is not None and allocs >= b_allocs + MORE_ALLOCATIONS
-    if grew and (size or 0.0) - (b_size or 0.0) >= MORE_BYTES:
-        fills = [c for c in led.free() if c.delta_us > 0 and _BUFFER_KERNELS.search(c.name)]
-        counts = (
-            f"{b_allocs:g} -> {allocs:g} allocations per call, {_fmt_bytes(b_size or 0.0)} -> "
-            f"{_fmt_bytes(size or 0.0)} allocated per call (the caching allocator's counts)"
-        )
-        if fills:
-            text = (
-                f"a buffer is allocated on every call: {counts}; with it "
-                + ", ".join(
-                    f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in fills[:2]
-                )
-                + "; each fresh buffer is written in full again (a torch.cat into a new tensor, "
-                "torch.zeros): allocate it once and write into it in place (out=, index_copy_, "
-                "a preallocated cache)"
-            )
-            out.append(Finding(ALLOCATION_CHURN, text, frozenset(c.name for c in fills)))
-        else:
-            text = f"{counts}: the buffers of the work above, not a cause of their own"
-            out.append(Finding(ALLOCATION_CHURN, text, symptom=True))
-    if dev is not None and b_dev is not None and dev >= b_dev + MORE_DEVICE_ALLOCS:
+    allocs = _grew(base, cur, "allocations_per_call", MORE_ALLOCATIONS)
+    size = _grew(base, cur, "allocated_bytes_per_call", MORE_BYTES)
+    if allocs and size:
+        out.append(_buffers(led, allocs, size))
+    dev = _grew(base, cur, "device_allocs_per_call", MORE_DEVICE_ALLOCS)
+    if dev:
         text = (
-            f"{b_dev:g} -> {dev:g} cudaMalloc calls per call: the allocator's cache is not "
+            f"{dev[0]:g} -> {dev[1]:g} cudaMalloc calls per call: the allocator's cache is not "
             "reused (torch.cuda.empty_cache() inside the call, or sizes that change every "
             "call); each cudaMalloc/cudaFree costs tens of µs and cudaFree synchronises"
         )
         out.append(Finding(ALLOCATION_CHURN, text, idle=True))
-    if retries and not b_retries:
+    retries = _grew(base, cur, "alloc_retries", 1.0)
+    if retries and not retries[0]:
         text = (
-            f"{retries:g} allocator retries during the measurement, none in the baseline: "
+            f"{retries[1]:g} allocator retries during the measurement, none in the baseline: "
             "cudaMalloc failed and the cache was flushed (fragmentation, or memory running out; "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps against fragmentation)"
         )
         out.append(Finding(ALLOCATION_CHURN, text, idle=True))
     return out
+
+
+def _buffers(led: Ledger, allocs: tuple[float, float], size: tuple[float, float]) -> Finding:
+    """More allocations per call: a cause with the kernels that fill them, else a symptom."""
+    counts = (
+        f"{allocs[0]:g} -> {allocs[1]:g} allocations per call, {fmt_bytes(size[0])} -> "
+        f"{fmt_bytes(size[1])} allocated per call (the caching allocator's counts)"
+    )
+    fills = [c for c in led.free() if c.delta_us > 0 and _BUFFER_KERNELS.search(c.name)]
+    if not fills:
+        return Finding(ALLOCATION_CHURN, f"{counts}: the buffers of the work above, not a cause "
+                       "of their own", symptom=True)  # fmt: skip
+    named = ", ".join(f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in fills[:2])
+    text = (
+        f"a buffer is allocated on every call: {counts}; with it {named}; each fresh buffer is "
+        "written in full again (a torch.cat into a new tensor, torch.zeros): allocate it once "
+        "and write into it in place (out=, index_copy_, a preallocated cache)"
+    )
+    return Finding(ALLOCATION_CHURN, text, frozenset(c.name for c in fills))
 
 
 def activity_sentences(
@@ -173,7 +175,7 @@ def details(
             if cur is None:
                 continue
             was = _base(baseline_memory, key)
-            show = _fmt_bytes if form == "bytes" else form.format
+            show = fmt_bytes if form == "bytes" else form.format
             cells.append(
                 f"{label} {show(was)} -> {show(cur)}" if was is not None else f"{label} {show(cur)}"
             )

@@ -46,7 +46,20 @@ CAUSES = (H2D_COPY, D2H_COPY, HOST_SYNC, PER_TENSOR, RECOMPUTE, UNFUSED, EXTRA_C
 
 #: Operators whose host sync belongs to a copy, not to user code.
 _COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone")
-_WHAT = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device"}
+#: per copy direction: the cause, its words, and what to do
+_COPIES = {
+    "HtoD": (H2D_COPY, "host-to-device", "keep the tensor on the GPU (move it once, outside the "
+             "call), or copy from pinned memory (pin_memory()) with non_blocking=True"),
+    "DtoH": (D2H_COPY, "device-to-host", ".cpu(), .item(), .tolist(), .numpy() or printing a "
+             "tensor copies it to the host and waits for it: keep it on the GPU"),
+    "DtoD": (EXTRA_COPY, "device-to-device", "clone(), copy_() or a torch.cat into a new tensor "
+             "copies the data on every call: write in place, or reuse the buffer"),
+}  # fmt: skip
+_PAGEABLE = (
+    "the driver stages a pageable source through a pinned buffer of its own, at a fraction of the "
+    "bandwidth and without overlap; pin the source (tensor.pin_memory(), "
+    "DataLoader(pin_memory=True)) and copy with non_blocking=True"
+)
 #: (pattern on a vanished kernel's name, the fused op it ran, how to keep it fused)
 _FUSED = (
     (re.compile(r"layer_?norm", re.I), "LayerNorm", "F.layer_norm (nn.LayerNorm)"),
@@ -102,79 +115,51 @@ def copies(ev: Evidence, led: Ledger) -> list[Finding]:
     """Copies between host and device (and on the device), by direction and host memory."""
     memcpy = [c for c in led.free() if c.kind == "memcpy"]
     out = []
-    for direction in ("HtoD", "DtoH", "DtoD"):
+    for direction in _COPIES:
         group = [c for c in memcpy if copy_direction(c.name) == direction]
         if sum(c.delta_us for c in group) > 0:
             out.append(_copy_finding(ev, direction, group))
-    if ev.kernel_diff is None:
-        out += _copies_without_baseline(ev)
     return out
 
 
 def _copy_finding(ev: Evidence, direction: str, group: Sequence[KernelChange]) -> Finding:
-    inv = {k.get("name"): k for k in (ev.current_inventory or {}).get("kernels") or []}
+    cause, what, fix = _COPIES[direction]
     n0, n1 = sum(c.base_launches for c in group), sum(c.cur_launches for c in group)
-    size = sum(
-        c.cur_launches * float(inv.get(c.name, {}).get("bytes_per_launch") or 0) for c in group
-    )
-    was = {_memory(c.name) for c in group if c.base_launches > 0} - {""}
-    now = {_memory(c.name) for c in group if c.cur_launches > 0} - {""}
-    what = _WHAT[direction]
-    synced = ev.analysis is not None and any(
-        op.startswith(_COPY_OPS) for s in ev.analysis.syncs for op in s.ops
-    )
-    amount = f"{n1:g} per call{f', {fmt_bytes(size)}' if size else ''}, " + (
-        at.timing(group) if n0 else f"{sum(c.cur_us for c in group):.1f} µs per call"
-    )
-    if direction == "HtoD" and was == {"pinned"} and now == {"pageable"}:
-        text = (
-            f"the {what} copy now reads pageable memory instead of pinned ({amount}): the driver "
-            "stages a pageable source through a pinned buffer of its own, at a fraction of the "
-            "bandwidth and without overlap; pin the source (tensor.pin_memory(), "
-            "DataLoader(pin_memory=True)) and copy with non_blocking=True"
-        )
-    elif direction == "HtoD":
-        new = " (none in the baseline)" if n0 == 0 else f" (was {n0:g} per call)"
-        src = " from pageable memory" if "pageable" in now else ""
-        text = (
-            f"a {what} copy inside the benchmarked function{src}{new}: {amount}"
-            f"{' plus the host sync it forces' if synced else ''}; keep the tensor on the GPU "
-            "(move it once, outside the call), or copy from pinned memory (pin_memory()) with "
-            "non_blocking=True"
-        )
-    elif direction == "DtoH":
-        text = (
-            f"{what} copies: {n0:g} -> {amount}; .cpu(), .item(), .tolist(), .numpy() or printing "
-            "a tensor copies it to the host and waits for it: keep it on the GPU"
-        )
+    was = {_memory(c.name) for c in group if c.base_launches > 0}
+    now = {_memory(c.name) for c in group if c.cur_launches > 0}
+    synced = _copy_synced(ev) and direction == "HtoD"
+    if was == {"pinned"} and now == {"pageable"}:
+        text = f"the {what} copy now reads pageable memory instead of pinned ({_amount(ev, group)})"
+        text += f": {_PAGEABLE}"
     else:
+        src = " from pageable memory" if "pageable" in now else ""
+        new = " (none in the baseline)" if n0 == 0 else f" (was {n0:g} per call)"
+        sync = " plus the host sync it forces" if synced else ""
+        noun = f"a {what} copy" if n1 == 1 else f"{what} copies"
         text = (
-            f"{what} copies: {n0:g} -> {amount}; clone(), copy_() or a torch.cat into a new "
-            "tensor copies the data on every call: write in place, or reuse the buffer"
+            f"{noun} inside the benchmarked function{src}{new}: {_amount(ev, group)}{sync}; {fix}"
         )
-    cause = {"HtoD": H2D_COPY, "DtoH": D2H_COPY}.get(direction, EXTRA_COPY)
-    idle = direction != "DtoD" and (synced or "pageable" in now)
+    idle = synced or "pageable" in now
     return Finding(cause, text, frozenset(c.name for c in group), idle=idle)
 
 
-def _copies_without_baseline(ev: Evidence) -> list[Finding]:
-    """Without a baseline inventory: the host-to-device copies the profile shows."""
+def _amount(ev: Evidence, group: Sequence[KernelChange]) -> str:
+    """``1 per call, 8.0 MiB, 623.2 µs per call``: the copies now, with their bytes."""
+    inv = {k.get("name"): k for k in (ev.current_inventory or {}).get("kernels") or []}
+    size = sum(
+        c.cur_launches * float(inv.get(c.name, {}).get("bytes_per_launch") or 0) for c in group
+    )
+    new = all(c.base_launches == 0 for c in group)
+    return (
+        f"{sum(c.cur_launches for c in group):g} per call{f', {fmt_bytes(size)}' if size else ''}, "
+        + (f"{sum(c.cur_us for c in group):.1f} µs per call" if new else at.timing(group))
+    )
+
+
+def _copy_synced(ev: Evidence) -> bool:
+    """Whether the profile's host syncs come from copies (a copy from pageable memory)."""
     a = ev.analysis
-    if a is None or a.device != "cuda":
-        return []
-    n, size = a.copies_per_call("HtoD")
-    stat = next((c for c in a.copies if c.direction == "HtoD"), None)
-    if n <= 0 or stat is None:
-        return []
-    src = " from pageable memory" if stat.pageable else ""
-    return [
-        Finding(
-            H2D_COPY,
-            f"a host-to-device copy inside the benchmarked function: {n:g} per call, "
-            f"{fmt_bytes(size)}{src}, {stat.dur_us / a.calls:.0f} µs per call of copy time; keep "
-            "the tensor on the GPU, or copy once from pinned memory with non_blocking=True",
-        )
-    ]
+    return a is not None and any(op.startswith(_COPY_OPS) for s in a.syncs for op in s.ops)
 
 
 def _per_launch(c: KernelChange, current: bool) -> float:
@@ -182,51 +167,64 @@ def _per_launch(c: KernelChange, current: bool) -> float:
     return (c.cur_us if current else c.base_us) / n if n else 0.0
 
 
-def per_tensor(ev: Evidence, led: Ledger) -> list[Finding]:
-    """Many small launches where fewer ran: per-tensor kernels in place of multi-tensor
-    (foreach, fused) ones, or one op's work split into a loop of smaller launches."""
+def _more_launches(led: Ledger) -> list[KernelChange]:
+    """Elementwise kernels launched more often per call, at more time."""
     free = led.free()
-    gone = [c for c in free if at.is_multi_tensor(c.name) and c.cur_launches < c.base_launches]
-    more = [
-        c
-        for c in free
-        if at.is_elementwise(c.name) and c.cur_launches > c.base_launches and c.delta_us > 0
+    return [c for c in free if at.is_elementwise(c.name) and c.cur_launches > c.base_launches
+            and c.delta_us > 0]  # fmt: skip
+
+
+def multi_tensor(ev: Evidence, led: Ledger) -> list[Finding]:
+    """Per-tensor kernels in place of multi-tensor (foreach, fused) ones: an optimizer or a
+    gradient clipping with foreach=False, a hand-written loop over the tensors."""
+    gone = [
+        c for c in led.free() if at.is_multi_tensor(c.name) and c.cur_launches < c.base_launches
     ]
-    idle = not _syncs_grew(ev)
+    more = _more_launches(led)
     n0, n1 = sum(c.base_launches for c in more), sum(c.cur_launches for c in more)
-    if gone and (n1 - n0 >= 4 or led.idle_free > 0):
-        launches = f", {n0:g} -> {n1:g} small kernel launches per call ({at.names(more)})"
-        text = (
-            f"per-tensor kernels replaced the multi-tensor ones: {_short(gone)} gone"
-            f"{launches if n1 - n0 >= 4 else ''}: a loop over the tensors launches kernels for "
-            "each one (an optimizer with foreach=False, clip_grad_norm_(foreach=False), a "
-            "hand-written loop); pass foreach=True or fused=True, or use the torch._foreach_* ops"
-        )
-        return [Finding(PER_TENSOR, text, frozenset(c.name for c in gone + more), idle=idle)]
+    if not gone or (n1 - n0 < 4 and led.idle_free <= 0):
+        return []
+    launches = f", {n0:g} -> {n1:g} small kernel launches per call ({at.names(more)})"
+    text = (
+        f"per-tensor kernels replaced the multi-tensor ones: {_short(gone)} gone"
+        f"{launches if n1 - n0 >= 4 else ''}: a loop over the tensors launches kernels for each "
+        "one (an optimizer with foreach=False, clip_grad_norm_(foreach=False), a hand-written "
+        "loop); pass foreach=True or fused=True, or use the torch._foreach_* ops"
+    )
+    return [
+        Finding(PER_TENSOR, text, frozenset(c.name for c in gone + more), idle=not _syncs_grew(ev))
+    ]
+
+
+def split_launches(ev: Evidence, led: Ledger) -> list[Finding]:
+    """One op's work split into a loop of smaller launches (with the ops of the loop's body)."""
     split = [
         c
-        for c in more
-        if c.base_launches > 0
-        and c.cur_launches >= 2 * c.base_launches
+        for c in _more_launches(led)
+        if c.cur_launches >= 2 * c.base_launches > 0
         and _per_launch(c, True) < 0.8 * _per_launch(c, False)
     ]
     if not split:
         return []
     c = max(split, key=lambda k: k.delta_us)
     times = c.cur_launches / c.base_launches
-    # what runs as often more as the split op, with it: the same loop body
+    # the ops that run as many times more with it: the loop's body
     body = [
         k
-        for k in free
-        if k.base_launches and abs(k.cur_launches / k.base_launches - times) <= 0.1 * times
+        for k in led.free()
+        if abs(k.cur_launches - times * k.base_launches) <= 0.1 * k.cur_launches
     ]
     text = (
         f"{short_name(c.name)} launches {c.base_launches:g} -> {c.cur_launches:g} per call, each "
-        f"smaller ({_per_launch(c, False):.1f} -> {_per_launch(c, True):.1f} µs per launch): the "
+        f"smaller ({_per_launch(c, False):.1f} -> {_per_launch(c, True):.1f} µs each): the "
         "work is split into a loop of small launches, each paying its launch cost; batch it "
         "(one op over a stacked tensor, torch._foreach_* for a list of tensors)"
     )
-    return [Finding(PER_TENSOR, text, frozenset(k.name for k in [*split, *body]), idle=idle)]
+    return [
+        Finding(
+            PER_TENSOR, text, frozenset(k.name for k in [*split, *body]), idle=not _syncs_grew(ev)
+        )
+    ]
 
 
 def recompute(ev: Evidence, led: Ledger) -> list[Finding]:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.artifacts.analysis.compile_story import parse_autotune_log
 from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace, short_name
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
 from pytest_gpuperf.artifacts.analysis.timeline import (
@@ -49,6 +49,9 @@ from pytest_gpuperf.artifacts.collectors.child import (
 
 #: The collector that reads the compile log the profiler's child writes.
 TRACE_TOOL = "torch_trace"
+_AUTOTUNE = re.compile(
+    r"Triton autotuning for function (\w+)(.{0,2000}?)best config selected: ([^;\n]*)", re.S
+)
 
 
 def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
@@ -242,6 +245,19 @@ def _summary(analysis: ProfileAnalysis, inv: Mapping[str, Any]) -> dict[str, Any
             for k in inv["kernels"][:5]
         ],
     }
+
+
+def parse_autotune_log(text: str) -> dict[str, dict[str, str]]:
+    """``TRITON_PRINT_AUTOTUNING=1`` output: the best config per kernel (the last one printed)."""
+    out: dict[str, dict[str, str]] = {}
+    for m in _AUTOTUNE.finditer(text):
+        cfg: dict[str, str] = {}
+        for part in m.group(3).split(","):
+            k, sep, v = part.partition(":")
+            if sep and v.strip() not in ("None", ""):
+                cfg[k.strip()] = v.strip()
+        out[m.group(1)] = cfg
+    return out
 
 
 def _autotune_configs(log: Path) -> dict[str, dict[str, str]]:

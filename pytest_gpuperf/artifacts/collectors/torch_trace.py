@@ -26,18 +26,12 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.artifacts.analysis.compile_story import (
-    frame_failure,
-    recompile_reason,
-    recompile_reasons,
-    source_line,
-    trace_decision,
-)
+from pytest_gpuperf.artifacts.analysis.compile_story import trace_decision
 from pytest_gpuperf.artifacts.analysis.inventory import base_function
 from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
@@ -53,8 +47,133 @@ _HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*\})\s*$")
 _TRITON_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''", re.M)
 _FALLBACK = re.compile(r"torch\.ops\.aten\.(\w+)\.(?:default|\w+)\(")
 _EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
+_SKIPPED = re.compile(
+    r"skipping (?:the )?(?:frame|function)|falling back to eager|frame skipped", re.I
+)
+_LIMIT = re.compile(r"recompile[ _]limit|cache[ _]size[ _]limit", re.I)
+_LIMIT_VALUE = re.compile(
+    r"\(currently set to (\d+)\)|\b(?:recompile_limit|cache_size_limit) \((\d+)\)"
+)
+_LIMIT_KIND = re.compile(r"Limit type: (\w+)")
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 #: tlparse's HTML report is an extra: it never holds the diagnosis up for long.
 TLPARSE_TIMEOUT_S = 20.0
+
+
+# --- what the log says, in dynamo's words -----------------------------------------
+
+
+def source_line(text: str, filename: str | None = None, lineno: int | None = None) -> str:
+    """The user's source text after the last ``File "...", line N`` frame (of that file:line)."""
+    lines = text.splitlines()
+    found = ""
+    for i, ln in enumerate(lines):
+        m = _FILE_LINE.search(ln)
+        if not m or "/torch/" in m.group(1) or i + 1 >= len(lines):
+            continue
+        if filename is not None and (m.group(1) != filename or int(m.group(2)) != lineno):
+            continue
+        nxt = lines[i + 1].strip()
+        if nxt and not nxt.startswith(("File ", "^")):
+            found = nxt
+    return found
+
+
+def recompile_reason(reason: str) -> dict[str, str]:
+    """``0/7: scale == 1.008  # code  # file:3 in g`` (and its stack) to guard, where, code."""
+    text = reason.strip()
+    first = text.splitlines()[0] if text else ""
+    guard, _, comment = first.partition("  #")
+    guard = guard.strip()
+    m = re.match(r"\d+/\d+:\s*(.*)$", guard)
+    out = {"entry": guard.split(":", 1)[0] if m else "", "guard": m.group(1) if m else guard}
+    frames = _FILE_LINE.findall(text)
+    if frames:
+        f, line, fn = frames[-1]
+        out["where"] = f"{f}:{line}"
+        out["function"] = fn
+        out["code"] = source_line(text)
+    elif comment:
+        parts = [p.strip() for p in comment.split("  #")]
+        out["code"] = parts[0].lstrip("# ").strip()
+        if len(parts) > 1:
+            out["where"] = parts[-1]
+    return out
+
+
+def recompile_reasons(payload: str) -> list[str]:
+    """The reasons of one ``recompile_reasons`` artifact: raw text (one) or a JSON list."""
+    text = payload.strip()
+    if text.startswith("["):
+        try:
+            return [str(x) for x in json.loads(text)]
+        except ValueError:
+            pass
+    return [text] if text else []
+
+
+def frame_failure(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A frame dynamo gave up on, from its ``compilation_metrics`` (``None`` if it compiled).
+
+    ``eager`` says whether the frame now runs eagerly (skipped, or the recompile
+    limit hit); ``limit`` names the limit and its value when that was the reason.
+    """
+    ftype, reason = metrics.get("fail_type"), str(metrics.get("fail_reason") or "")
+    if not ftype:
+        return None
+    blocks = [b.strip() for b in reason.split("*** While handling this graph break") if b.strip()]
+    first = blocks[0].splitlines()[0].strip() if blocks else str(ftype)
+    out: dict[str, Any] = {
+        "function": metrics.get("co_name"),
+        "compile_id": metrics.get("compile_id"),
+        "type": str(ftype),
+        "reason": first,
+        "eager": bool(_SKIPPED.search(reason)),
+    }
+    explanations = re.findall(r"Explanation: (.*)", reason)
+    if len(blocks) > 1:  # dynamo's own account of why the frame was skipped
+        skip = blocks[-1].split("***", 1)[-1].strip().splitlines()
+        out["skip_reason"] = skip[0].strip() if skip else ""
+        if explanations:
+            out["skip_explanation"] = explanations[-1].strip()
+    elif explanations:
+        out["explanation"] = explanations[0].strip()
+    hint = re.search(r"Hint: (.*)", reason)
+    if hint:
+        out["hint"] = hint.group(1).strip()
+    fname, line = metrics.get("fail_user_frame_filename"), metrics.get("fail_user_frame_lineno")
+    if fname and line:
+        out["where"] = f"{fname}:{line}"
+    elif metrics.get("co_filename") and metrics.get("co_firstlineno"):
+        out["where"] = f"{metrics['co_filename']}:{metrics['co_firstlineno']}"
+    limit = _limit(reason, metrics)
+    if limit is not None:
+        out["limit"], out["eager"] = limit, True
+    return out
+
+
+def _limit(reason: str, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The recompile limit a failure reason says was hit, with its value, or None."""
+    low = reason.lower()
+    if not _LIMIT.search(reason) or not any(w in low for w in ("exceed", "limit hit", "reached")):
+        return None
+    kind = _LIMIT_KIND.search(reason)
+    name = (
+        kind.group(1) if kind else "cache_size_limit" if "cache_size" in low else "recompile_limit"
+    )
+    m = _LIMIT_VALUE.search(reason)
+    value = int(next(g for g in m.groups() if g)) if m else _config_value(metrics, name)
+    return {"name": name, "value": value}
+
+
+def _config_value(metrics: Mapping[str, Any], name: str) -> int | None:
+    """A limit from the ``dynamo_config`` that compilation metrics carry (a JSON string)."""
+    try:
+        cfg = json.loads(str(metrics.get("dynamo_config") or "{}"))
+        v = cfg.get(name, cfg.get("recompile_limit", cfg.get("cache_size_limit")))
+        return int(v) if isinstance(v, (int, float)) else None
+    except (ValueError, AttributeError):
+        return None
 
 
 def trace_env(log_dir: Path) -> dict[str, str]:
@@ -355,8 +474,3 @@ class TorchTraceCollector:
                 if k.get("kind") == "kernel" and base_function(k["name"]).startswith("triton_"):
                     names.append(base_function(k["name"]))
         return list(dict.fromkeys(names))
-
-
-def kernels_in(names: Sequence[str]) -> list[str]:
-    """Triton kernel names among ``names`` (profiler kernel names)."""
-    return [base_function(n) for n in names if base_function(n).startswith("triton_")]
