@@ -8,11 +8,12 @@
 # evidence.json) into one small file and checks each case's first cause against the one
 # bench/zoo/cases.py expects (ok / BAD per case, in the summary).
 #
-# Cases (DIAG_CASES, comma-separated): the realistic ones and the synthetic small slowdowns,
-# not recompile_on_float (its bad variant compiles 8 graphs from a cold cache: the CPU's
-# recorded evidence covers it). Budget about 240 s: the save ~50 s, the session's measuring
-# ~60 s, its captures the rest; capture_cost.py cuts the session's capture budget to end in
-# time, and the cases it leaves are listed as leftovers.
+# Cases (DIAG_CASES, comma-separated): the 25 realistic slowdowns but recompile_on_float (its
+# bad variant compiles 8 graphs from a cold cache; the CPU's recorded evidence covers it);
+# the synthetic +5 % cases can be added (mul_256M_plus5,gemm_4096_plus5,layernorm_plus5,
+# launches_plus10). Budget about 240 s: the save ~60 s, the session's measuring ~50 s, its
+# captures the rest; capture_cost.py cuts the session's capture budget to end in time, and
+# the cases it leaves are listed as leftovers.
 #
 # What comes back (diag.tgz): diag/evidence-records.json (the records, ~10 KB a case), the
 # capture's manifests, analyses and logs, the session's results; the traces are left out.
@@ -24,7 +25,7 @@ T0=$(date +%s)
 out=$WORK/capcost
 summary=$WORK/summary.txt
 say() { echo "$*" | tee -a "$summary"; }
-DEFAULT=triton_autotune_cut,autocast_dropped,tf32_off,channels_last_lost,contiguous_heads,sdpa_mask_fallback,decode_item_sync,item_per_layer,graph_break_in_loop,h2d_pageable,rotary_host_rebuild,python_loop_adds,optimizer_foreach_off,linear_bias_unfused,autocast_fp32_weights,dropout_left_on,key_transpose_contiguous,sdpa_efficient_backend,autocast_dropped_tf32,kv_cache_cat,layernorm_handwritten,gelu_tanh_handwritten,checkpoint_recompute,clip_grad_foreach_off,h2d_pinned_lost,mul_256M_plus5,gemm_4096_plus5,layernorm_plus5,launches_plus10
+DEFAULT=triton_autotune_cut,autocast_dropped,tf32_off,channels_last_lost,contiguous_heads,sdpa_mask_fallback,decode_item_sync,item_per_layer,graph_break_in_loop,h2d_pageable,rotary_host_rebuild,python_loop_adds,optimizer_foreach_off,linear_bias_unfused,autocast_fp32_weights,dropout_left_on,key_transpose_contiguous,sdpa_efficient_backend,autocast_dropped_tf32,kv_cache_cat,layernorm_handwritten,gelu_tanh_handwritten,checkpoint_recompute,clip_grad_foreach_off,h2d_pinned_lost
 CASES=${DIAG_CASES:-$DEFAULT}
 if ! python3 -c 'import torch, pytest_gpuperf.plugin; assert torch.cuda.is_available()' > "$WORK/sanity.log" 2>&1; then
   say "diag: STOPPED at the sanity step (no CUDA, or the plugin does not import): $(tail -2 "$WORK/sanity.log" | tr '\n' ' ')"

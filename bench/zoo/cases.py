@@ -1057,11 +1057,11 @@ CASES = (
 BY_NAME = {c.name: c for c in CASES}
 
 
-# --- the patterns issue 38 names: unfused ops, recomputation, per-tensor kernels, copies --------
+# --- unfused ops, recomputation, per-tensor kernels, a copy that lost its pinned memory --------
 
 
 def _layernorm_handwritten(device: str, bad: bool) -> Fn:
-    # facebookresearch/ConvNeXt models/convnext.py LayerNorm: its channels_first branch
+    # ConvNeXt (facebookresearch) models/convnext.py LayerNorm: its channels_first branch
     # normalises with elementwise ops (u = x.mean(...); s = (x - u).pow(2).mean(...);
     # x = (x - u) / torch.sqrt(s + eps); weight * x + bias), where the channels_last branch
     # calls F.layer_norm, one fused kernel. Here both normalise the last dim of a
@@ -1169,7 +1169,7 @@ def _h2d_pinned_lost(device: str, bad: bool) -> Fn:
 CASES = (
     *CASES,
     Case("layernorm_handwritten", "LayerNorm written as mean/sub/pow/div/mul/add ops",
-         "facebookresearch/ConvNeXt models/convnext.py LayerNorm (channels_first)",
+         "ConvNeXt (facebookresearch) models/convnext.py LayerNorm (channels_first)",
          _layernorm_handwritten, cause="unfused-ops", cpu_cause="unfused-ops"),
     Case("gelu_tanh_handwritten", "tanh-GELU written as elementwise ops (gelu_new)",
          "huggingface/transformers activations.py NewGELUActivation", _gelu_tanh_handwritten,

@@ -61,7 +61,7 @@ def test_the_first_sentence_names_the_cause_on_recorded_evidence(rec: dict[str, 
 
 # --- the issue's patterns: the cause, not the allocations that come with it -------------------
 #
-# Kernel names and figures of an H100 run of 13 realistic cases (issue 38): each slowed down
+# Kernel names and figures of an H100 run of 13 realistic cases: each slowed down
 # with more allocations per call, which the old diagnosis named first with the advice to
 # preallocate a buffer, whatever the cause.
 

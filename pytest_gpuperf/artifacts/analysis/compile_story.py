@@ -1,25 +1,12 @@
 """Compiler, layout and launch-config stories of a regression. Pure Python.
 
-Three questions the kernel diff alone answers badly:
-
-* **Did the compiled code go?** The baseline's inventory says how many
-  torch.compile regions ran per call and which Triton kernels; if they
-  vanished, the function now runs eagerly, and the TORCH_TRACE log says why
-  in dynamo's own words (a graph break in a loop skips the whole frame; the
-  recompile limit sends every later call to eager). :func:`trace_decision`
-  decides from both sides whether the compile log is worth a child process;
-  :func:`compiler` tells the story, and claims every change of the kernels
-  when the compiled code is gone (the eager kernels are its consequence).
-* **Did the layout change?** Layout conversions (``nchwToNhwcKernel``,
-  ``nhwcToNchwKernel``, ``.contiguous()`` copies) appearing while the
-  convolutions or GEMMs change variant are one cause, with one fix
-  (:func:`layout`).
-* **Did a Triton kernel's launch config change?** Grid, block (so
-  ``num_warps``) and, where the autotune log gives it, the chosen config
-  (:func:`triton_configs`).
-
-Each story is an :class:`~.attribution.Finding` that claims the terms of the slowdown its
-cause explains (:mod:`.attribution`).
+Three questions the kernel diff alone answers badly: did the compiled code go (the
+baseline's inventory says how many torch.compile regions and Triton kernels ran; the
+TORCH_TRACE log says why in dynamo's words: :func:`compiler`, which claims every kernel
+change when the code runs eagerly, and :func:`trace_decision`, whether the log is worth a
+child process)? did the layout change (conversions appearing while the convolutions or GEMMs
+change variant: :func:`layout`)? did a Triton kernel's launch config change
+(:func:`triton_configs`)? Each story is a :class:`~.attribution.Finding`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Where the time went: evidence of one regressed benchmark to a short paragraph. Pure Python.
 
-First the slowdown is split between what the profiles measure (:mod:`.attribution`): the
-kernels, copies and operators whose time per call changed, and the time the device waited.
-Then the stories claim those terms, causes before the symptoms they bring, in the order of
-:data:`STORIES`: a distributed group's collectives, what the compiler did differently
-(:mod:`.compile_story`), a layout change, fused ops run unfused, the libraries' choice of
-algorithm (:mod:`.algorithm_story`), a Triton config, host syncs, copies, per-tensor
-kernels, recomputation, the allocator (:mod:`.resource_story`), extra copies, each kernel
-left, the device's waiting (:mod:`.work_story`). The first sentence names the finding that
-explains the largest share of the slowdown, with its share (:func:`.attribution.rank`);
-what follows from it (more allocations, the GPU's units idling) is told as a consequence.
+The slowdown is split between what the profiles measure (:mod:`.attribution`); the stories
+claim those terms in the order of :data:`STORIES`, causes before the symptoms they bring
+(:mod:`.compile_story`, :mod:`.algorithm_story`, :mod:`.resource_story`, :mod:`.work_story`),
+and the first sentence names the finding that explains the largest share, with its share.
 """
 
 from __future__ import annotations
@@ -27,27 +21,18 @@ from pytest_gpuperf.artifacts.analysis.attribution import Evidence as Evidence
 from pytest_gpuperf.artifacts.analysis.attribution import Finding, Ledger, leads, rank, told
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.outcome import Diagnosis as Diagnosis
-from pytest_gpuperf.units import fmt_bytes as fmt_bytes
 from pytest_gpuperf.units import fmt_change, fmt_time
 
-HOST_SYNC, H2D_COPY, D2H_COPY, EXTRA_COPY = ws.HOST_SYNC, ws.H2D_COPY, ws.D2H_COPY, ws.EXTRA_COPY
-PER_TENSOR, RECOMPUTE, UNFUSED = ws.PER_TENSOR, ws.RECOMPUTE, ws.UNFUSED
+HOST_SYNC, H2D_COPY, EXTRA_COPY, UNFUSED = ws.HOST_SYNC, ws.H2D_COPY, ws.EXTRA_COPY, ws.UNFUSED
+PER_TENSOR, RECOMPUTE, LAUNCH_BOUND = ws.PER_TENSOR, ws.RECOMPUTE, ws.LAUNCH_BOUND
 KERNEL_VARIANT, KERNEL_SLOWER, MORE_KERNELS = ws.KERNEL_VARIANT, ws.KERNEL_SLOWER, ws.MORE_KERNELS
-LAUNCH_BOUND, GPU_IDLE, HOST_TIME = ws.LAUNCH_BOUND, ws.GPU_IDLE, ws.HOST_TIME
 COMPILED_CODE_GONE, GRAPH_BREAK, RECOMPILE = cs.COMPILED_CODE_GONE, cs.GRAPH_BREAK, cs.RECOMPILE
-FALLBACK, LAYOUT, TRITON_CONFIG = cs.FALLBACK, cs.LAYOUT, cs.TRITON_CONFIG
+LAYOUT, TRITON_CONFIG, ALLOCATION_CHURN = cs.LAYOUT, cs.TRITON_CONFIG, rs.ALLOCATION_CHURN
 SDPA_BACKEND, GEMM_PRECISION = als.SDPA_BACKEND, als.GEMM_PRECISION
 CONV_ALGORITHM, GEMM_HEURISTIC = als.CONV_ALGORITHM, als.GEMM_HEURISTIC
-ALLOCATION_CHURN = rs.ALLOCATION_CHURN
-#: a distributed benchmark's causes (artifacts/analysis/comms.py)
 TRANSPORT_FALLBACK, RANK_IMBALANCE = comms.TRANSPORT, comms.RANK_IMBALANCE
-LOST_OVERLAP, MORE_COLLECTIVES, MESSAGE_SIZE = (
-    comms.LOST_OVERLAP,
-    comms.MORE_COLLECTIVES,
-    comms.MESSAGE_SIZE,
-)
-GROUP_CAUSES = comms.CAUSES
-CAUSES = (*GROUP_CAUSES, *cs.CAUSES, *als.CAUSES, ALLOCATION_CHURN, *ws.CAUSES)
+LOST_OVERLAP, MORE_COLLECTIVES = comms.LOST_OVERLAP, comms.MORE_COLLECTIVES
+CAUSES = (*comms.CAUSES, *cs.CAUSES, *als.CAUSES, ALLOCATION_CHURN, *ws.CAUSES)
 #: What opens the cause in the first sentence; :func:`lead` reads the cause back from it.
 LEAD = "; likely cause"
 
@@ -171,7 +156,7 @@ def _paragraph(ev: Evidence, ranked: Sequence[Finding], of: str) -> list[str]:
     if first is not None:
         parts += [f"With it: {s}." for s in symptoms]
     gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
-    parts += [f"{s}." for s in gpm]
+    parts += [f"With it: {s}." if first else f"{s}." for s in gpm]  # what follows, not a cause
     rest = [f for f in ranked if f is not first and told(f)]
     if first is None and rest:
         parts.append("No change in the profiles explains much of it; the largest:")

@@ -1,18 +1,10 @@
 """What the GPU's units and the allocator say about a regression. Pure Python.
 
-Two kinds of evidence beside the kernels, both measured with every CUDA result
-(no capture needed):
-
-* the activity (NVML GPM, :mod:`pytest_gpuperf.telemetry.activity`): which
-  figures moved against the baseline's runs (the diagnosis cites the figure that
-  moved, chosen from the data: "tensor activity fell 69 % -> 6 %: the GEMMs
-  left the tensor cores"), and what bounds the work now ("DRAM bandwidth at
-  77 % of peak: memory-bound"), so a memory-bound kernel is called so without
-  Nsight Compute;
-* the caching allocator's figures per call
-  (:mod:`pytest_gpuperf.measure.allocation`): a buffer allocated on every call
-  where one was reused, ``cudaMalloc`` calls per call (a cache that is not
-  reused), allocator retries (fragmentation, memory running out).
+Both are measured with every CUDA result, no capture needed: the activity (NVML GPM,
+:mod:`pytest_gpuperf.telemetry.activity`): the figures that moved, told as what follows from
+the cause, and what bounds the work now; and the caching allocator's figures per call
+(:mod:`pytest_gpuperf.measure.allocation`): buffers allocated and filled per call, a cache
+not reused, retries. More allocations alone are a symptom, never the cause.
 """
 
 from __future__ import annotations
