@@ -147,27 +147,32 @@ def _time(s: float | None) -> str:
 
 
 def _paragraph(ev: Evidence, ranked: Sequence[Finding], of: str) -> list[str]:
-    """The paragraph's sentences: the headline with the lead cause, its consequences (the
+    """The paragraph's sentences: the headline with the lead cause, what comes with it (the
     symptoms, the GPM figures that moved, what bounds the work), the next causes, and what
     Nsight Compute says of the hottest kernel when a kernel change leads."""
     first = ranked[0] if ranked and leads(ranked[0]) else None
-    parts = [_headline(ev, first, of)]
     symptoms = [f.sentence for f in ranked if f.symptom]
-    if first is not None:
-        parts += [f"With it: {s}." for s in symptoms]
     gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
-    parts += [f"With it: {s}." if first else f"{s}." for s in gpm]  # what follows, not a cause
-    rest = [f for f in ranked if f is not first and told(f)]
-    if first is None and rest:
-        parts.append("No change in the profiles explains much of it; the largest:")
-        parts += [f"{f.sentence}{_share(f)}." for f in rest[:3]]
-    else:
-        parts += [f"Also{_share(f)}: {f.sentence}." for f in rest[:3]]
-    if first is not None and first.cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY):
+    rest = [f for f in ranked if f is not first and told(f)][:3]
+    if first is None:
+        return [_headline(ev, None, of), *_unled(ev, rest, symptoms, gpm)]
+    parts = [_headline(ev, first, of), *(f"With it: {s}." for s in [*symptoms, *gpm])]
+    parts += [f"Also{_share(f)}: {f.sentence}." for f in rest]
+    if first.cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY):
         parts += _ncu_sentence(ev, first)
-    if first is None and not rest:
-        parts += [*(f"{s[0].upper()}{s[1:]}." for s in symptoms), *_nothing(ev, gpm)]
     return parts
+
+
+def _unled(
+    ev: Evidence, rest: Sequence[Finding], symptoms: Sequence[str], gpm: Sequence[str]
+) -> list[str]:
+    """The sentences after a headline that names no cause: the GPM figures, then the largest
+    findings when none explains much, else the symptoms and why nothing is named."""
+    parts = [f"{s}." for s in gpm]
+    if rest:
+        parts.append("No change in the profiles explains much of it; the largest:")
+        return parts + [f"{f.sentence}{_share(f)}." for f in rest]
+    return parts + [f"{s[0].upper()}{s[1:]}." for s in symptoms] + _nothing(ev, gpm)
 
 
 def _share(f: Finding) -> str:
