@@ -24,6 +24,7 @@ from pytest_gpuperf.artifacts.analysis.attribution import (
     Evidence,
     Finding,
     Ledger,
+    is_cast,
     is_elementwise,
     timing,
 )
@@ -57,7 +58,6 @@ _PRECISION = (
         re.compile(r"sgemm|f32f32_f32f32|ffma|gemv\w*<int, int, float|gemvx\S*<int, int, float"),
     ),
 )
-_CAST = re.compile(r"(bfloat16|float16|half)_copy_kernel", re.I)
 _TILE = re.compile(
     r"tilesize(\d+x\d+)(?:x\d+)?|nvjet_sm\d+_\w+?_(\d+x\d+)_\d+x\d+|_(\d+x\d+)_\d+x\d+_",
     re.I,
@@ -105,8 +105,8 @@ def _ops(probe: Mapping[str, Any] | None, *names: str) -> list[Mapping[str, Any]
 
 
 #: The CPU profile's matmul operators (its inventory lists operators, not kernels).
-_CPU_MATMUL = re.compile(r"aten::(linear|matmul|mm|bmm|addmm|baddbmm|addbmm|einsum)\b")
 _MATMUL_OPS = ("linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "einsum")
+_CPU_MATMUL = re.compile(rf"aten::({'|'.join(_MATMUL_OPS)})\b")
 
 
 def probe_precision(probe: Mapping[str, Any] | None) -> str | None:
@@ -164,7 +164,7 @@ def _side(changes: Iterable[KernelChange], current: bool) -> _Side:
             s.sdpa[backend] = s.sdpa.get(backend, 0.0) + us
         elif _SOFTMAX.search(c.name):
             s.softmax_us += us
-        elif _CAST.search(c.name):
+        elif is_cast(c.name):
             s.casts_us += us
         elif is_gemm(c.name):
             prec = gemm_precision(c.name) or "?"
@@ -370,7 +370,7 @@ def precision(ev: Evidence, led: Ledger) -> list[Finding]:
 def _precision_members(free: Sequence[KernelChange]) -> list[KernelChange]:
     """The GEMMs and casts of a precision change, with the elementwise kernels that changed
     dtype with them; on the CPU (whose profile lists operators) the matmul operators."""
-    out = [c for c in free if c.kind == "kernel" and (is_gemm(c.name) or _CAST.search(c.name))]
+    out = [c for c in free if c.kind == "kernel" and (is_gemm(c.name) or is_cast(c.name))]
     twins = [c for c in free if c.status in ("appeared", "vanished") and is_elementwise(c.name)]
     if {c.status for c in twins} == {"appeared", "vanished"}:
         out += twins

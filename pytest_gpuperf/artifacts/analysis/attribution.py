@@ -136,7 +136,8 @@ class Finding:
     kernels: frozenset[str] = frozenset()
     #: whether it explains the growth of the device's waiting (idle) time
     idle: bool = False
-    #: µs per call it explains that no profile term holds (a collective's wait, cudaMalloc)
+    #: µs per call it explains that no profile term holds (a collective's wait, cudaMalloc);
+    #: with ``idle``, its own measure of the waiting it claims
     extra_us: float | None = None
     #: a symptom (more allocations, GPM figures): never leads; told with the lead when it
     #: explains nothing itself
@@ -179,11 +180,12 @@ class Ledger:
             return None
         self.taken |= {c.name for c in got}
         f.got = sorted(got, key=lambda c: -abs(c.delta_us))
-        if f.idle and not self.idle_taken and self.idle_us is not None:
-            parts.append(max(self.idle_us, 0.0))  # waiting that shrank explains no slowdown
-            self.idle_taken = True
-        if f.extra_us is not None:
+        waited = f.idle and not self.idle_taken and self.idle_us is not None
+        self.idle_taken |= waited
+        if f.extra_us is not None:  # its own measure (of the waiting, when it claims that)
             parts.append(f.extra_us)
+        elif waited:
+            parts.append(max(self.idle_us or 0.0, 0.0))  # waiting that shrank explains nothing
         unknown = f.idle and self.idle_us is None and not f.kernels
         f.us = sum(parts) if parts or (self.kd is not None and not unknown) else None
         return f

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gpuperf.artifacts.analysis.attribution import Finding
 from pytest_gpuperf.measure.collectives import normalize
 
 CALL_PREFIX = "gpuperf/call#"
@@ -420,17 +421,6 @@ def _ops(first_call: Sequence[Collective]) -> dict[str, dict[str, Any]]:
 # --- against the baseline ------------------------------------------------------------
 
 
-@dataclass
-class Finding:
-    """One distributed cause of a slowdown: its name, how well it explains it, the sentence,
-    and the µs per call of the slowdown it explains where the profiles measure it."""
-
-    cause: str
-    weight: float
-    sentence: str
-    us: float | None = None
-
-
 def fmt_us(us: float) -> str:
     if abs(us) >= 1000:
         return f"{us / 1000:.3g} ms"
@@ -449,19 +439,22 @@ def findings(
     current: Mapping[str, Any] | None,
     slowdown_us: float | None,
 ) -> list[Finding]:
-    """What changed in the group's collectives against the baseline, most telling first.
-
-    ``slowdown_us`` is how much slower a call got (µs; None when unknown): each finding's
-    weight is the share of it that the change explains.
+    """What changed in the group's collectives against the baseline: the changes the profiles
+    measure (with the µs per call of the slowdown they explain, ``slowdown_us``: None when
+    unknown) first, then those they only name, a late rank last.
     """
     if not current:
         return []
     base = baseline or {}
-    out = [f for f in (_imbalance(base, current, slowdown_us), _overlap(base, current, slowdown_us))
+    out = [f for f in (_imbalance(base, current, slowdown_us), _overlap(base, current))
            if f is not None]  # fmt: skip
-    out += _buckets(base, current)
-    out += _algorithm(base, current)
-    return sorted(out, key=lambda f: -f.weight)
+    late = [f for f in out if f.extra_us is None]
+    return (
+        [f for f in out if f not in late]
+        + _buckets(base, current)
+        + _algorithm(base, current)
+        + late
+    )
 
 
 def _algorithm(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:
@@ -475,13 +468,7 @@ def _algorithm(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]
         f"{', '.join(sorted(was))} (a message-size or topology change, or NCCL_ALGO / "
         "NCCL_PROTO set)"
     )
-    return [Finding(ALGORITHM, 0.45, sentence)]
-
-
-def _share(delta_us: float, slowdown_us: float | None, fallback: float) -> float:
-    if slowdown_us and slowdown_us > 0:
-        return max(0.0, min(delta_us / slowdown_us, 1.2))
-    return fallback
+    return [Finding(ALGORITHM, sentence)]
 
 
 def _imbalance(
@@ -494,7 +481,6 @@ def _imbalance(
     grew = caused - was
     if caused <= 0 or grew <= 0.1 * max(call_us, 1e-9):
         return None
-    weight = _share(grew, slowdown_us, 0.6 if not base else 0.8)
     if slowdown_us and grew < 0.3 * slowdown_us:
         return None
     mine, theirs = float(st.get("compute_us") or 0.0), float(st.get("others_compute_us") or 0.0)
@@ -503,24 +489,20 @@ def _imbalance(
         # it arrived late without computing more: the host or the machine held it up
         return Finding(
             RANK_IMBALANCE,
-            0.3,
             f"a late rank: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
             f"without computing more than they did ({fmt_us(mine)} against {fmt_us(theirs)}): "
             f"something outside its compute (the host, the machine) held it up{before}",
         )
     return Finding(
         RANK_IMBALANCE,
-        0.4 + 0.6 * min(weight, 1.0),
         f"rank imbalance: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
         f"(its compute before the collectives: {fmt_us(mine)} per call, the others' "
         f"{fmt_us(theirs)}){before}",
-        grew,
+        extra_us=grew,
     )
 
 
-def _overlap(
-    base: Mapping[str, Any], cur: Mapping[str, Any], slowdown_us: float | None
-) -> Finding | None:
+def _overlap(base: Mapping[str, Any], cur: Mapping[str, Any]) -> Finding | None:
     was, now = base.get("overlap"), cur.get("overlap")
     if not isinstance(was, (int, float)) or not isinstance(now, (int, float)):
         return None
@@ -528,13 +510,11 @@ def _overlap(
         return None
     comm = statistics.fmean(float(r.get("comm_us") or 0.0) for r in cur.get("per_rank") or [{}])
     exposed = comm * (was - now)
-    weight = _share(exposed, slowdown_us, 0.7)
     return Finding(
         LOST_OVERLAP,
-        0.4 + 0.55 * min(weight, 1.0),
         f"lost overlap: {100 * now:.0f} % of the collectives' time overlaps compute, "
         f"{100 * was:.0f} % in the baseline ({fmt_us(exposed)} per call no longer hidden)",
-        exposed,
+        extra_us=exposed,
     )
 
 
@@ -553,11 +533,11 @@ def _buckets(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:
         if n0 and n1 >= 1.5 * n0:
             why = "(a smaller bucket size, or gradients no longer fused into buckets)"
             sentence = f"more, smaller collectives: {op} {n0} -> {n1} per call{sizes} {why}"
-            out.append(Finding(MORE_COLLECTIVES, 0.9, sentence))
+            out.append(Finding(MORE_COLLECTIVES, sentence))
         elif n0 and n1 * 1.5 <= n0 and sized:
             sentence = f"fewer, larger collectives: {op} {n0} -> {n1} per call{sizes}"
-            out.append(Finding(MESSAGE_SIZE, 0.5, sentence))
+            out.append(Finding(MESSAGE_SIZE, sentence))
         elif n0 == n1 and sized and b1 >= 1.5 * b0:
             sentence = f"message-size change: {op}{sizes}, {n1} per call"
-            out.append(Finding(MESSAGE_SIZE, 0.8, sentence))
+            out.append(Finding(MESSAGE_SIZE, sentence))
     return out

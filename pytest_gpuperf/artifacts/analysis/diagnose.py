@@ -51,8 +51,9 @@ def _group(ev: Evidence, led: Ledger) -> list[Finding]:
     moved = nccl_log.transport_change(base.get("nccl"), cur.get("nccl"))
     if moved:
         out.append(Finding(TRANSPORT_FALLBACK, moved))
-    for f in comms.findings(base.get("comms"), cur.get("comms"), led.slowdown_us):
-        out.append(Finding(f.cause, f.sentence, extra_us=f.us))
+    out += comms.findings(base.get("comms"), cur.get("comms"), led.slowdown_us)
+    if out:  # the ranks' waiting (GPU idle; on the CPU, time outside the ops) is its doing
+        out[0].idle = True
     return out
 
 

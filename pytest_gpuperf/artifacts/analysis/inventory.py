@@ -26,6 +26,7 @@ On the CPU the entries are the operators by their self time instead (``kind: "op
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -270,17 +271,14 @@ class KernelChange:
 
     def describe(self) -> str:
         nm = short_name(self.name)
-        launches = ""
-        if abs(self.cur_launches - self.base_launches) > 1e-6 and self.status not in (
-            "appeared",
-            "vanished",
-        ):
-            launches = f", launches {self.base_launches:g} -> {self.cur_launches:g} per call"
         if self.status == "appeared":
             return f"appeared: {nm} ({self.cur_launches:g}x per call, {self.cur_us:.1f} µs)"
         if self.status == "vanished":
             return f"vanished: {nm} (was {self.base_launches:g}x per call, {self.base_us:.1f} µs)"
         pct = 100 * self.delta_us / self.base_us if self.base_us else math.inf
+        moved = abs(self.cur_launches - self.base_launches) > 1e-6
+        launches = f", launches {self.base_launches:g} -> {self.cur_launches:g} per call"
+        launches = launches if moved else ""
         return (
             f"{self.status}: {nm} {self.base_us:.1f} -> {self.cur_us:.1f} µs per call "
             f"({pct:+.0f} %{launches}){self.note}"
@@ -292,12 +290,9 @@ class KernelDiff:
     """Which kernels explain a slowdown (all times per call, µs)."""
 
     slowdown_us: float | None
-    base_per_call_us: float | None
-    cur_per_call_us: float | None
     gpu_delta_us: float
     changes: list[KernelChange] = field(default_factory=list)
     variants: list[tuple[str, str]] = field(default_factory=list)  # (vanished, appeared)
-    base_runs: int = 1
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -329,28 +324,8 @@ class KernelDiff:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "slowdown_us": self.slowdown_us,
-            "gpu_delta_us": self.gpu_delta_us,
-            "explained": self.explained,
-            "base_per_call_us": self.base_per_call_us,
-            "cur_per_call_us": self.cur_per_call_us,
-            "base_runs": self.base_runs,
-            "variants": [list(v) for v in self.variants],
-            "changes": [
-                {
-                    "name": c.name,
-                    "kind": c.kind,
-                    "status": c.status,
-                    "base_us": c.base_us,
-                    "cur_us": c.cur_us,
-                    "base_launches": c.base_launches,
-                    "cur_launches": c.cur_launches,
-                }
-                for c in self.changes
-            ],
-            "lines": self.lines(limit=20),
-        }
+        """For people (``evidence.json``): the fields, the share explained, the lines."""
+        return {**dataclasses.asdict(self), "explained": self.explained, "lines": self.lines(20)}
 
 
 def diff_inventories(
@@ -390,12 +365,9 @@ def diff_inventories(
         )
     return KernelDiff(
         slowdown_us=slowdown_us,
-        base_per_call_us=_num(baseline_inv.get("per_call_us")),
-        cur_per_call_us=_num(current_inv.get("per_call_us")),
         gpu_delta_us=gpu_delta,
         changes=changes,
         variants=_variants(changes),
-        base_runs=int(baseline_inv.get("runs") or 1),
         notes=notes,
     )
 
@@ -457,10 +429,6 @@ def _attribute(
         )
         return None, [note]
     return slowdown_us, []
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) else None
 
 
 def _family(name: str) -> str:

@@ -9,9 +9,10 @@ not reused, retries. More allocations alone are a symptom, never the cause.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.attribution import Evidence, Finding, Ledger
@@ -130,11 +131,28 @@ _DETAIL_KEYS = (
     "dram_bw_util_pct",
 )
 _MEMORY_KEYS = (
-    ("allocations_per_call", "allocations per call", "{:g}"),
-    ("allocated_bytes_per_call", "allocated per call", "bytes"),
-    ("device_allocs_per_call", "cudaMalloc per call", "{:g}"),
-    ("alloc_retries", "retries", "{:g}"),
+    ("allocations_per_call", "allocations per call", "{:g}".format),
+    ("allocated_bytes_per_call", "allocated per call", fmt_bytes),
+    ("device_allocs_per_call", "cudaMalloc per call", "{:g}".format),
+    ("alloc_retries", "retries", "{:g}".format),
 )
+
+
+def _cells(
+    base: Sequence[Mapping[str, Any] | None],
+    cur: Mapping[str, Any] | None,
+    figures: Sequence[tuple[str, str, Callable[[Any], str]]],
+) -> str:
+    """``label baseline -> now`` of each figure the current side has (``label now`` alone
+    when the baseline's runs lack it)."""
+    cells = []
+    for key, label, show in figures:
+        now, was = _fig(cur, key), _base(base, key)
+        if now is not None:
+            cells.append(
+                f"{label} {show(was)} -> {show(now)}" if was is not None else f"{label} {show(now)}"
+            )
+    return ", ".join(cells)
 
 
 def details(
@@ -146,30 +164,14 @@ def details(
     """The diagnosis' detail lines: the activity and allocator figures, baseline -> now."""
     out = []
     if act.usable(current_activity):
-        cells = []
-        for k in _DETAIL_KEYS:
-            cur = _fig(current_activity, k)
-            if cur is None:
-                continue
-            was = _base(baseline_activity, k)
-            cells.append(
-                f"{act.LABELS[k]} {act.fmt(k, was)} -> {act.fmt(k, cur)}"
-                if was is not None
-                else f"{act.LABELS[k]} {act.fmt(k, cur)}"
-            )
-        out.append("activity (GPM, baseline -> now): " + ", ".join(cells))
+        gpm = [(k, act.LABELS[k], functools.partial(act.fmt, k)) for k in _DETAIL_KEYS]
+        out.append(
+            "activity (GPM, baseline -> now): " + _cells(baseline_activity, current_activity, gpm)
+        )
     elif current_activity and current_activity.get("reason"):
         out.append(f"activity (GPM): unavailable: {current_activity['reason']}")
     if current_memory and current_memory.get("available"):
-        cells = []
-        for key, label, form in _MEMORY_KEYS:
-            cur = _fig(current_memory, key)
-            if cur is None:
-                continue
-            was = _base(baseline_memory, key)
-            show = fmt_bytes if form == "bytes" else form.format
-            cells.append(
-                f"{label} {show(was)} -> {show(cur)}" if was is not None else f"{label} {show(cur)}"
-            )
-        out.append("allocator (baseline -> now): " + ", ".join(cells))
+        out.append(
+            "allocator (baseline -> now): " + _cells(baseline_memory, current_memory, _MEMORY_KEYS)
+        )
     return out

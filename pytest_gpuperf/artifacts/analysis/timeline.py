@@ -118,21 +118,21 @@ class ProfileAnalysis:
     """The profiled calls, summarised (times in µs; ``*_per_call`` divide by ``calls``)."""
 
     calls: int
-    device: str  # "cuda" when GPU activities were seen, else "cpu"
+    device: str  # "cuda" when GPU activities were seen, else "cpu" (the GPU's figures 0)
     window_us: float
     cpu_per_call_us: float
-    gpu_time_us: float  # sum of activity durations
-    busy_us: float  # union of activity intervals within the window
-    busy_fraction: float | None
-    kernels: int
-    median_kernel_us: float | None
-    gaps: list[Gap]
-    idle_us: float
-    syncs: list[SyncStat]
-    copies: list[CopyStat]
-    launch_bound: bool
-    launch_notes: list[str]
     compiled: bool
+    syncs: list[SyncStat]
+    gpu_time_us: float = 0.0  # sum of activity durations
+    busy_us: float = 0.0  # union of activity intervals within the window
+    busy_fraction: float | None = None
+    kernels: int = 0
+    median_kernel_us: float | None = None
+    gaps: list[Gap] = field(default_factory=list)
+    idle_us: float = 0.0
+    copies: list[CopyStat] = field(default_factory=list)
+    launch_bound: bool = False
+    launch_notes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: torch.compile'd regions entered per call (a new graph break adds one)
     compiled_regions: float = 0.0
@@ -316,11 +316,8 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
         window = (calls[-1][1] - calls[0][0]) if calls else 0.0
         return ProfileAnalysis(
             calls=n, device="cpu", window_us=window, cpu_per_call_us=cpu_per_call,
-            gpu_time_us=0.0, busy_us=0.0, busy_fraction=None, kernels=0,
-            median_kernel_us=None, gaps=[], idle_us=0.0,
             syncs=_syncs(trace, [a for a in trace.apis if a.call is not None]),
-            copies=[], launch_bound=False, launch_notes=[], compiled=compiled, notes=notes,
-            compiled_regions=regions,
+            compiled=compiled, notes=notes, compiled_regions=regions,
         )  # fmt: skip
 
     w0 = calls[0][0]
