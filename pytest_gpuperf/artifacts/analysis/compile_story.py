@@ -11,6 +11,7 @@ change variant: :func:`layout`)? did a Triton kernel's launch config change
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -376,20 +377,11 @@ def is_triton(name: str, known: Iterable[str] = ()) -> bool:
     return plain and not _VENDOR.match(name) and not name.startswith(("Memcpy", "Memset"))
 
 
-def _threads(block: Sequence[int] | None) -> int | None:
-    if not block:
-        return None
-    n = 1
-    for b in block:
-        n *= int(b)
-    return n
-
-
 def _config_text(k: Mapping[str, Any], cfg: Mapping[str, str] | None) -> str:
     parts = []
     if k.get("grid"):
         parts.append("grid " + "x".join(str(x) for x in k["grid"]))
-    threads = _threads(k.get("block"))
+    threads = math.prod(int(b) for b in k["block"]) if k.get("block") else None
     if cfg:
         parts.append(", ".join(f"{a}={b}" for a, b in cfg.items()))
     elif threads:

@@ -354,15 +354,9 @@ def diff_inventories(
     c_other = float(current_inv.get("other_us_per_call") or 0.0)
     gpu_delta += c_other - b_other
     slowdown_us, notes = _attribute(changes, slowdown_us, gpu_delta)
-    if (
-        baseline_inv.get("device_name")
-        and current_inv.get("device_name")
-        and (baseline_inv["device_name"] != current_inv["device_name"])
-    ):
-        notes.append(
-            f"inventories from different GPUs: {baseline_inv['device_name']} vs "
-            f"{current_inv['device_name']}"
-        )
+    gpus = baseline_inv.get("device_name"), current_inv.get("device_name")
+    if all(gpus) and gpus[0] != gpus[1]:
+        notes.append(f"inventories from different GPUs: {gpus[0]} vs {gpus[1]}")
     return KernelDiff(
         slowdown_us=slowdown_us,
         gpu_delta_us=gpu_delta,

@@ -265,14 +265,7 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
     for old in (c for c in free if c.status == "vanished" and _fused(c.name)):
         op, fix = _fused(old.name) or ("", "")
         pattern = next(p for p, o, _ in _FUSED if o == op)
-        parts = [
-            c
-            for c in free
-            if at.is_elementwise(c.name)
-            and c.delta_us > 0
-            and c.cur_launches > c.base_launches
-            and not pattern.search(c.name)
-        ]
+        parts = [c for c in _more_launches(led) if not pattern.search(c.name)]
         if not parts:
             continue
         swap = _same_gemm(old, free) if is_gemm(old.name) else None
