@@ -235,23 +235,13 @@ _COPY_KERNEL = re.compile(
     r"direct_copy|copy_kernel|contiguous|^aten::(?:copy_|clone|contiguous|_to_copy)$", re.I
 )
 _CAST = re.compile(r"(bfloat16|float16|half)_copy_kernel|^aten::_to_copy$", re.I)
-_SYNC_OPS = re.compile(r"_local_scalar_dense|aten::item", re.I)
 
 
 def is_elementwise(name: str) -> bool:
     return bool(_ELEMENTWISE.search(name)) and not _COPY_KERNEL.search(name)
 
 
-def is_multi_tensor(name: str) -> bool:
-    return bool(_MULTI_TENSOR.search(name))
-
-
-def is_copy_kernel(name: str) -> bool:
-    return bool(_COPY_KERNEL.search(name))
-
-
-def is_cast(name: str) -> bool:
-    return bool(_CAST.search(name))
+is_multi_tensor, is_copy_kernel, is_cast = _MULTI_TENSOR.search, _COPY_KERNEL.search, _CAST.search
 
 
 def names(changes: Iterable[KernelChange], most: int = 3, width: int = 48) -> str:

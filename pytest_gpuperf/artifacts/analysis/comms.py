@@ -449,12 +449,8 @@ def findings(
     out = [f for f in (_imbalance(base, current, slowdown_us), _overlap(base, current))
            if f is not None]  # fmt: skip
     late = [f for f in out if f.extra_us is None]
-    return (
-        [f for f in out if f not in late]
-        + _buckets(base, current)
-        + _algorithm(base, current)
-        + late
-    )
+    out = [f for f in out if f not in late] + _buckets(base, current) + _algorithm(base, current)
+    return out + late
 
 
 def _algorithm(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:

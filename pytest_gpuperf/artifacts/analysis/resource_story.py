@@ -37,9 +37,7 @@ def _fig(m: Mapping[str, Any] | None, key: str) -> float | None:
 
 
 def _base(baseline: Sequence[Mapping[str, Any] | None], key: str) -> float | None:
-    vals = [
-        v for v in (_fig(b, key) for b in baseline if b and b.get("available")) if v is not None
-    ]
+    vals = [v for b in baseline if b and b.get("available") and (v := _fig(b, key)) is not None]
     return statistics.median(vals) if vals else None
 
 

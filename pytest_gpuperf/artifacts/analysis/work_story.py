@@ -287,23 +287,15 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
 
 def _same_gemm(old: KernelChange, free: Sequence[KernelChange]) -> KernelChange | None:
     """The GEMM that took the place of ``old`` at the same precision (its epilogue lost)."""
-    new = [
-        c
-        for c in free
-        if c.status == "appeared"
-        and is_gemm(c.name)
-        and gemm_precision(c.name) == gemm_precision(old.name)
-    ]
-    return max(new, key=lambda c: c.cur_us, default=None)
+    new = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
+    same = [c for c in new if gemm_precision(c.name) == gemm_precision(old.name)]
+    return max(same, key=lambda c: c.cur_us, default=None)
 
 
 def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
     """Copy kernels that appeared or run more often: casts, or copies of non-contiguous data."""
-    grown = [
-        c
-        for c in led.free("appeared", "count", "slower")
-        if at.is_copy_kernel(c.name) and c.delta_us > 0 and c.kind != "memcpy"
-    ]
+    grown = [c for c in led.free("appeared", "count", "slower") if c.kind != "memcpy"]
+    grown = [c for c in grown if at.is_copy_kernel(c.name) and c.delta_us > 0]
     casts = [c for c in grown if at.is_cast(c.name)]
     out = []
     if casts:
