@@ -170,6 +170,12 @@ class Ledger:
         """The idle time's growth (µs per call) while no finding claimed it, else 0."""
         return 0.0 if self.idle_taken or self.idle_us is None else self.idle_us
 
+    def _waiting(self, f: Finding) -> float | None:
+        """The idle term's growth (µs) when ``f`` claims it first (waiting that shrank: 0)."""
+        free = None if self.idle_taken or self.idle_us is None else max(self.idle_us, 0.0)
+        self.idle_taken |= f.idle
+        return free if f.idle else None
+
     def claim(self, f: Finding) -> Finding | None:
         """Give ``f`` the free terms it claims and the µs they add up to (None: unmeasured);
         a finding whose kernels add nothing to the slowdown gets nothing and is dropped."""
@@ -180,12 +186,9 @@ class Ledger:
             return None
         self.taken |= {c.name for c in got}
         f.got = sorted(got, key=lambda c: -abs(c.delta_us))
-        waited = f.idle and not self.idle_taken and self.idle_us is not None
-        self.idle_taken |= waited
-        if f.extra_us is not None:  # its own measure (of the waiting, when it claims that)
-            parts.append(f.extra_us)
-        elif waited:
-            parts.append(max(self.idle_us or 0.0, 0.0))  # waiting that shrank explains nothing
+        waited = self._waiting(f)
+        own = f.extra_us if f.extra_us is not None else waited  # its measure of the waiting first
+        parts += [own] if own is not None else []
         unknown = f.idle and self.idle_us is None and not f.kernels
         f.us = sum(parts) if parts or (self.kd is not None and not unknown) else None
         return f

@@ -73,10 +73,8 @@ _FUSED = (
 
 
 def _syncs_grew(ev: Evidence) -> bool:
-    a, base = ev.analysis, ev.baseline_inventory or {}
-    if a is None:
-        return False
-    return a.syncs_per_call > float(base.get("syncs_per_call") or 0.0) + 0.25
+    base = float((ev.baseline_inventory or {}).get("syncs_per_call") or 0.0)
+    return ev.analysis is not None and ev.analysis.syncs_per_call > base + 0.25
 
 
 def host_sync(ev: Evidence, led: Ledger) -> list[Finding]:
