@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
+from pytest_gpuperf.errors import BenchOutOfMemory, DeviceBusy, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
 from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
 from pytest_gpuperf.measure.flags import flag_notes
@@ -483,7 +483,10 @@ class GpuBench:
         with contextlib.ExitStack() as stack:
             stack.callback(timer.close)
             t_start = time.perf_counter()
-            stack.enter_context(ctx.lock())
+            try:
+                stack.enter_context(ctx.lock())
+            except DeviceBusy as e:  # from this hidden frame: the test's line shows, not the lock's
+                raise DeviceBusy(str(e)) from None
             with ctx.phase_range(bid, "benchmark"):
                 first_s = first.seconds
                 if first_s is None:

@@ -153,7 +153,7 @@ class GpuPerfSession:
         usage error here, not a traceback in every test."""
         from pytest_gpuperf.shell.locks import settle_lock_dir
 
-        problem = settle_lock_dir(self.config.invocation_params.dir)
+        problem = settle_lock_dir(self.config.invocation_params.dir, self._baseline_dirs())
         if problem and not self.settings.session.disable and not is_worker(self.config):
             raise pytest.UsageError(problem)
 
@@ -917,8 +917,8 @@ class GpuPerfSession:
                 tr.write_line(fold(line))
         for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
             tr.write_line(fold(line))
-        if self._lock is not None and self._lock.waited():
-            tr.write_line(fold(self._lock.waited()))
+        for line in self._lock.summary_lines() if self._lock is not None else []:
+            tr.write_line(fold(line))
         if self.saved:  # its first line names the baseline's file: a long path stays whole
             tr.write_line(self.saved)
         if self.save_error:
