@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.measure.memory import first_line
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS, RankEnv
 from pytest_gpuperf.shell.group import RESULTS_FILE, status_path, write_json_atomic
 from pytest_gpuperf.shell.markers import world_size
@@ -55,6 +56,15 @@ def _short(report: pytest.TestReport) -> str:
     errors = [ln for ln in lines if ln.startswith("E ")]
     keep = (errors or lines)[-8:]
     return "\n".join(keep)[:2000]
+
+
+def _say(session: pytest.Session, line: str) -> None:
+    """A line on the terminal after the tests (stdout where there is no terminal)."""
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(line, red=True)
+    else:
+        print(line)
 
 
 class RankSession:
@@ -328,10 +338,15 @@ class RankSession:
             try:
                 group = self.group or self.join("cpu")
                 status = group.agree_max(status)
-                session.exitstatus = status
-            except Exception as e:  # a peer gone: keep this rank's own status
-                print(f"gpuperf: {self.env.label()}: the ranks could not agree on the exit "
-                      f"status ({type(e).__name__}: {e})")  # fmt: skip
+            except Exception as e:  # no group, or a peer gone: this rank cannot vouch alone
+                status = status or pytest.ExitCode.TESTS_FAILED
+                _say(session, (
+                    f"gpuperf: {self.env.label()}: the ranks could not agree on the exit status "
+                    f"({type(e).__name__}: {first_line(e)}), so this session fails: its "
+                    "benchmarks ran on rank 0 alone. If this process is no rank of a group, "
+                    "unset RANK and WORLD_SIZE (left over from a launcher?)"
+                ))  # fmt: skip
+            session.exitstatus = status
         self._doc.update(finished=True, exitstatus=status)
         self._write()
 

@@ -371,6 +371,34 @@ def test_torchrun_runs_the_examples_saves_once_and_every_rank_exits_alike(
     assert len(_runs(pytester, "d")) == 1
 
 
+def test_rank_variables_left_over_from_a_launcher_do_not_turn_the_gate_off(
+    pytester: pytest.Pytester, own_locks: Path
+) -> None:
+    """R6: RANK=1 WORLD_SIZE=2 leaked into a session made it a rank 1 with no group: every
+    benchmark skipped ("runs on rank 0 alone"), nothing saved, exit status 0. Without
+    MASTER_ADDR it is refused at the start; with a group that never answers, it fails."""
+    import socket
+
+    pytester.makepyfile(test_one=TORCHRUN_EXTRA)
+    leaked = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+    res = run_with_env(pytester, leaked, *ARGS, "-k", "rank_zero", "--gpuperf-save=x")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*MASTER_ADDR is not set, but RANK and WORLD_SIZE are*unset RANK*"])
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    leaked |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    args = ["-k", "rank_zero", "--gpuperf-save=x", "--gpuperf-dist-timeout=3"]
+    res = run_with_env(pytester, leaked, *ARGS, *args)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED, res.stdout.str()
+    res.stdout.fnmatch_lines(
+        ["gpuperf: rank 1 of 2: the ranks could not agree on the exit status (*), so this "
+         "session fails: its benchmarks ran on rank 0 alone. If this process is no rank of a "
+         "group, unset RANK and WORLD_SIZE*"]
+    )  # fmt: skip
+    assert not _runs(pytester, "x")
+
+
 BESIDE_XDIST = """
 import pytest
 import torch
