@@ -36,7 +36,7 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, printable
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
 from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
@@ -518,7 +518,7 @@ def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if not hit:
         return []
-    tracers = sorted({r.tracer for r in hit if r.tracer})
+    tracers = sorted({printable(r.tracer) for r in hit if r.tracer})
     what = (
         f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
         if tracers

@@ -32,7 +32,7 @@ from pytest_gpuperf.measure.memory import (
 )
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.tracing import active_tracer, tracer_note
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
 from pytest_gpuperf.shell.settings import PerTest, Settings
@@ -623,9 +623,10 @@ class GpuBench:
 
 
 def _active_tracer() -> str | None:
-    """The tracers and profilers active in this thread (Python's, and torch's profiler)."""
+    """The tracers and profilers active in this thread (Python's, and torch's profiler),
+    escaped as names are: a conftest names its trace function as it likes."""
     found = [t for t in (active_tracer(), torch_profiler_active()) if t]
-    return "; ".join(found) or None
+    return printable("; ".join(found)) or None
 
 
 def inventory_settings(settings: Settings | None) -> InventorySettings | None:
