@@ -58,6 +58,25 @@ def _short(report: pytest.TestReport) -> str:
     return "\n".join(keep)[:2000]
 
 
+@contextlib.contextmanager
+def peer_env(port: int, env: Mapping[str, str] | None) -> Iterator[dict[str, str]]:
+    """A fresh rank's variables: this rank's place, rank 0's new store, and a folder to
+    report to (named after this process), removed when the fresh rank is done."""
+    import shutil
+    import tempfile
+
+    from pytest_gpuperf.shell.rerun import temp_prefix
+
+    out = dict(env or {})
+    out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
+    out.update(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", GPUPERF_NO_LOCK="1")
+    out[GROUP_DIR_ENV] = tempfile.mkdtemp(prefix=temp_prefix("gpuperf-peer"))
+    try:
+        yield out
+    finally:
+        shutil.rmtree(out[GROUP_DIR_ENV], ignore_errors=True)
+
+
 def _say(session: pytest.Session, line: str) -> None:
     """A line on the terminal after the tests (stdout where there is no terminal)."""
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -270,29 +289,15 @@ class RankSession:
             child = self._run_peer_child(item.nodeid, msg)
             self.group.all_gather(child.returncode)
 
-    def _peer_env(self, port: int, env: Mapping[str, str] | None) -> dict[str, str]:
-        """A fresh rank's variables: this rank's place, rank 0's new store."""
-        import tempfile
-
-        out = dict(env or {})
-        out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
-        out.update(
-            MASTER_PORT=str(port),
-            TORCHELASTIC_USE_AGENT_STORE="True",
-            GPUPERF_NO_LOCK="1",
-        )
-        out[GROUP_DIR_ENV] = tempfile.mkdtemp(prefix="gpuperf-peer-")
-        return out
-
     def _run_peer_child(self, nodeid: str, msg: Mapping[str, Any]) -> ChildRun:
         from pytest_gpuperf.shell.rerun import run_child
 
-        return run_child(
-            self.run, list(msg.get("targets") or [nodeid]), device=self.device or "cpu",
-            extra_args=list(msg.get("extra_args") or ()),
-            env=self._peer_env(int(msg["port"]), msg.get("env")),
-            prefix=list(msg.get("prefix") or ()), timeout_s=float(msg["timeout_s"]),
-        )  # fmt: skip
+        with peer_env(int(msg["port"]), msg.get("env")) as env:
+            return run_child(
+                self.run, list(msg.get("targets") or [nodeid]), device=self.device or "cpu",
+                extra_args=list(msg.get("extra_args") or ()), env=env,
+                prefix=list(msg.get("prefix") or ()), timeout_s=float(msg["timeout_s"]),
+            )  # fmt: skip
 
     def run_child(
         self,
@@ -321,8 +326,9 @@ class RankSession:
             "extra_args": list(kw.get("extra_args") or ()),
         })  # fmt: skip
         try:
-            mine = run_child(run, targets[:1], device=device, timeout_s=timeout_s,
-                             env=self._peer_env(store.port, env), **kw)  # fmt: skip
+            with peer_env(store.port, env) as peer:
+                mine = run_child(run, targets[:1], device=device, timeout_s=timeout_s,
+                                 env=peer, **kw)  # fmt: skip
         finally:
             self.group.all_gather(0)
         return mine
