@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
+from pytest_gpuperf.interrupt import how as interrupted_by
 from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
 from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.baselines import fingerprint_extra
@@ -836,13 +837,13 @@ class GpuPerfSession:
             self.save_error = str(e)
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except KeyboardInterrupt:  # Ctrl-C while saving, or while waiting for the lock
-            self._save_interrupted(session)
+        except KeyboardInterrupt as e:  # Ctrl-C (or SIGTERM) while saving or waiting to
+            self._save_interrupted(session, interrupted_by(e))
 
-    def _save_interrupted(self, session: pytest.Session) -> None:
-        """A Ctrl-C during the save: a clear line and exit code 2, not a traceback. A save
-        commits in one step (the index is replaced atomically), so the baseline holds all
-        of this session's runs or none of them; which, its index says."""
+    def _save_interrupted(self, session: pytest.Session, by: str) -> None:
+        """A Ctrl-C (``by``: or SIGTERM) during the save: a clear line and exit code 2, not
+        a traceback. A save commits in one step (the index is replaced atomically), so the
+        baseline holds all of this session's runs or none of them; which, its index says."""
         from pytest_gpuperf.baseline.store import BaselineStore
 
         name = self.settings.session.save
@@ -853,10 +854,10 @@ class GpuPerfSession:
         except Exception:  # no baseline yet, or unreadable: this run is not in it
             committed = False
         if committed:
-            self.saved = f"baseline {name!r}: saved (the Ctrl-C came after the save was complete)"
+            self.saved = f"baseline {name!r}: saved (the {by} came after the save was complete)"
         else:
             self.save_error = (
-                "the save was interrupted (Ctrl-C); the baseline is as it was before. Run the "
+                f"the save was interrupted ({by}); the baseline is as it was before. Run the "
                 "session again to save"
             )
         session.exitstatus = pytest.ExitCode.INTERRUPTED
