@@ -68,12 +68,21 @@ def is_worker(config: pytest.Config) -> bool:
 HEADER_WIDTH = 120
 
 
-def _fit(template: str, *, cpu: str, width: int) -> str:
-    """``template`` with ``{cpu}`` filled in, the CPU model shortened (``…``) to fit ``width``."""
-    room = width - len(template.replace("{cpu}", ""))
-    if len(cpu) > room:
-        cpu = cpu[: max(room - 1, 8)].rstrip() + "…"
-    return template.replace("{cpu}", cpu)
+def _fit(template: str, *, name: str, width: int) -> list[str]:
+    """``template`` with ``{name}`` (a device's model) filled in: one line of at most
+    ``width`` characters, the name shortened (``…``) to no less than 8 to fit; where even
+    that is too long (a long torch version, ``--gpuperf-device=cpu``), two lines, split
+    after the template's first ``"; "``."""
+    parts = [template]
+    if len(template.replace("{name}", name[:8])) > width and "; " in template:
+        head, tail = template.split("; ", 1)
+        parts = [head + ";", tail]
+    lines = []
+    for part in parts:
+        room = width - len(part.replace("{name}", ""))
+        short = name if len(name) <= room else name[: max(room - 1, 8)].rstrip() + "…"
+        lines.append(part.replace("{name}", short))
+    return lines
 
 
 class GpuPerfSession:
@@ -630,7 +639,8 @@ class GpuPerfSession:
             self.gpu_state = collect_gpu_state()
         if tr is None:
             return
-        tr.write_line("gpuperf: " + self._where_line(device))
+        for line in self._where_lines(device):
+            tr.write_line("gpuperf: " + line)
         if self.gpu_state is not None:
             from pytest_gpuperf.telemetry.header import render_header
 
@@ -641,9 +651,9 @@ class GpuPerfSession:
             ):
                 tr.write_line("gpuperf: " + line)
 
-    def _where_line(self, device: str) -> str:
+    def _where_lines(self, device: str) -> list[str]:
         """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
-        rounds of 10 ms, warm-up ≤ 500 ms``: one line, at most 120 characters."""
+        rounds of 10 ms, warm-up ≤ 500 ms``: one line of at most 120 characters, or two."""
         measure = self.settings.measure
         env = self._environment()
         how = (
@@ -655,24 +665,24 @@ class GpuPerfSession:
             timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
                 graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
             )
-            return (
-                f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
-                f", torch {env.get('torch')}): {timing}, {how}"
-            )
-        from pytest_gpuperf.measure.device import cuda_unavailable_reason
+            where = f"{{name}} (cuda:{env.get('gpu_index', 0)}, torch {env.get('torch')}): {timing}"
+            name = str(env.get("gpu_name") or "the GPU")
+        else:
+            from pytest_gpuperf.measure.device import cuda_unavailable_reason
 
-        why = (
-            "--gpuperf-device=cpu"
-            if self.settings.session.device == "cpu"
-            else cuda_unavailable_reason(short=True)
-        )
-        threads = env.get("torch_threads")
+            why = (
+                "--gpuperf-device=cpu"
+                if self.settings.session.device == "cpu"
+                else cuda_unavailable_reason(short=True)
+            )
+            threads = env.get("torch_threads")
+            where = (
+                f"the CPU: {{name}}, {threads} thread{'s' if threads != 1 else ''}, torch "
+                f"{env.get('torch')} ({why})"
+            )
+            name = str(env.get("cpu_model") or "unknown CPU")
         return _fit(
-            "measuring on the CPU: {cpu}, "
-            f"{threads} thread{'s' if threads != 1 else ''}, torch {env.get('torch')} ({why}); "
-            + how,
-            cpu=str(env.get("cpu_model") or "unknown CPU"),
-            width=HEADER_WIDTH - len("gpuperf: "),
+            f"measuring on {where}; {how}", name=name, width=HEADER_WIDTH - len("gpuperf: ")
         )
 
     # --- results -------------------------------------------------------------
