@@ -120,9 +120,3 @@ def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
         node_rank=number("GROUP_RANK", rank // max(local_world, 1)),
         group_dir=environ.get(GROUP_DIR_ENV) or None,
     )
-
-
-def without_rank(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without the rank variables: for a process that is no rank of this group
-    (a fresh process of a test that runs on rank 0 alone)."""
-    return {k: v for k, v in environ.items() if k not in RANK_VARS}

@@ -190,12 +190,6 @@ def _shorten(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - keep // 2 :]
 
 
-def _table_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
-    """The width tabulate's "simple" format draws (it pads a header by 2 at least)."""
-    widths = [max([len(h) + 2, *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-    return sum(widths) + 2 * (len(widths) - 1)
-
-
 def _tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     from tabulate import tabulate
 

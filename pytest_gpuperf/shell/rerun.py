@@ -363,11 +363,3 @@ def matching(results: Sequence[Result], key: str) -> Result | None:
         if r.id.key == key:
             return r
     return None
-
-
-def summarize_child(run: ChildRun) -> dict[str, Any]:
-    return {
-        "returncode": run.returncode,
-        "wall_s": round(run.wall_s, 3),
-        "results": len(run.results),
-    }

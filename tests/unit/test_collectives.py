@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pytest_gpuperf.measure import collectives as c
-from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RankEnvError, rank_env, without_rank
+from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RankEnvError, rank_env
 from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.reporting.units import fmt_result_rate
 from pytest_gpuperf.values import OptionValueError, collective_name
@@ -159,8 +159,3 @@ def test_rank_variables_left_over_without_a_group_are_no_rank(missing: str) -> N
         leaked["MASTER_ADDR"] = "127.0.0.1"
     with pytest.raises(RankEnvError, match=f"{missing} is not set, but RANK and WORLD_SIZE are"):
         rank_env(leaked)
-
-
-def test_a_child_that_is_no_rank_loses_the_rank_variables() -> None:
-    out = without_rank({**TORCHRUN, "PATH": "/bin", GROUP_DIR_ENV: "/x"})
-    assert out == {"PATH": "/bin"}

@@ -26,7 +26,7 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,8 +355,3 @@ class TorchTraceCollector:
                 if k.get("kind") == "kernel" and base_function(k["name"]).startswith("triton_"):
                     names.append(base_function(k["name"]))
         return list(dict.fromkeys(names))
-
-
-def kernels_in(names: Sequence[str]) -> list[str]:
-    """Triton kernel names among ``names`` (profiler kernel names)."""
-    return [base_function(n) for n in names if base_function(n).startswith("triton_")]
