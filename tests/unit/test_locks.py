@@ -309,7 +309,7 @@ def _take_and_report(folder: str, started: str, log: str) -> None:
 
 @needs_root
 def test_the_owner_of_a_lock_folder_cannot_let_two_sessions_measure_at_once(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R4: a 1777 lock folder of another user was accepted; its owner deleted a held
     cpu.u0.lock, and a second session took a fresh one: the two holds overlapped 3.86 s.
@@ -321,6 +321,7 @@ def test_the_owner_of_a_lock_folder_cannot_let_two_sessions_measure_at_once(
     folder.mkdir()
     folder.chmod(0o1777)
     os.chown(folder, 65534, 65534)  # nobody's, open to all
+    monkeypatch.setenv("GPUPERF_LOCK_DIR", str(folder))  # the suite's own, back at the end
     log, started = tmp_path / "spans.jsonl", tmp_path / "started"
     ctx = mp.get_context("spawn")
     first = ctx.Process(target=_take_and_report, args=(str(folder), str(started), str(log)))
@@ -335,11 +336,7 @@ def test_the_owner_of_a_lock_folder_cannot_let_two_sessions_measure_at_once(
     spans = [json.loads(line) for line in log.read_text().splitlines()]
     held = sorted(s for s in spans if isinstance(s, list))
     assert all(b >= a_end for (_, a_end), (b, _) in itertools.pairwise(held)), held
-    os.environ["GPUPERF_LOCK_DIR"] = str(folder)
-    try:
-        problem = settle_lock_dir(tmp_path)
-    finally:
-        del os.environ["GPUPERF_LOCK_DIR"]
+    problem = settle_lock_dir(tmp_path)
     assert problem is not None and "belongs to user nobody" in problem, problem
     assert "delete the lock files of others" in problem and "remove it" not in problem
 
