@@ -407,38 +407,23 @@ def test_rank_variables_left_over_from_a_launcher_do_not_turn_the_gate_off(
     assert not _runs(pytester, "x")
 
 
-TORCHRUN_HANG = """
-import time
-import pytest
-import torch
-import torch.distributed as dist
-
-
-@pytest.mark.gpuperf(world_size=2)
-def test_ar(gpu_bench):
-    if dist.get_rank() == 1:
-        time.sleep(600)
-    gpu_bench(dist.all_reduce, torch.ones(16))
-"""
-
-
 def test_under_torchrun_a_hanging_rank_is_named_by_the_one_that_waited(
     pytester: pytest.Pytester, own_locks: Path
 ) -> None:
     """R12: under torchrun, a rank that hung left rank 0 with a raw gloo traceback ("Timed
     out waiting 20000ms for recv") and "the ranks could not agree on the exit status";
     the plugin-launched path names each rank's place."""
-    pytester.makepyfile(test_hang=TORCHRUN_HANG)
+    pytester.makepyfile(test_bad=BAD_TESTS)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "--tee=3", "-m", "pytest", "-p", "no:cacheprovider", *FAST,
+           "--tee=3", "-m", "pytest", "-p", "no:cacheprovider", *FAST, "-k", "test_hang",
            "--gpuperf-dist-timeout=5"]  # fmt: skip
     res = pytester.run(*cmd, timeout=300)
     out = res.stdout.str()
     assert res.ret != 0
-    failure = out.split("[default0]:" + "_" * 35 + " test_ar ")[1].split("short test summary")[0]
+    failure = out.split(" test_hang ___")[1].split("short test summary")[0]
     assert re.search(
-        r"rank 0 of 2: a collective of test_ar waited 5 s \(--gpuperf-dist-timeout\) for the "
-        r"other ranks, and timed out:\n\[default0\]:  rank 1 was in test_ar for [\d.]+ s\n",
+        r"rank 0 of 2: a collective of test_hang waited 5 s \(--gpuperf-dist-timeout\) for the "
+        r"other ranks, and timed out:\n\[default0\]:  rank 1 was in test_hang for [\d.]+ s\n",
         failure,
     ), failure
     assert "Traceback" not in failure and "distributed_c10d.py" not in failure, failure
