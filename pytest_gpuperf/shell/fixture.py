@@ -19,6 +19,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import pytest
+
 from pytest_gpuperf.errors import BenchOutOfMemory, DeviceBusy, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
 from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
@@ -483,10 +485,13 @@ class GpuBench:
         with contextlib.ExitStack() as stack:
             stack.callback(timer.close)
             t_start = time.perf_counter()
+            busy = None
             try:
                 stack.enter_context(ctx.lock())
-            except DeviceBusy as e:  # from this hidden frame: the test's line shows, not the lock's
-                raise DeviceBusy(str(e)) from None
+            except DeviceBusy as e:
+                busy = e
+            if busy is not None:  # the text alone, as for "no verdict": no traceback
+                pytest.fail(f"gpuperf: {busy}", pytrace=False)
             with ctx.phase_range(bid, "benchmark"):
                 first_s = first.seconds
                 if first_s is None:
