@@ -2,7 +2,8 @@
 # Issue 37 (hardening, third pass) on a GPU, outside the store: the header's lines within 120
 # columns; the device lock in the machine's shared place (/dev/shm, whatever TMPDIR says):
 # two sessions with two TMPDIRs never hold the GPU at once (GPUPERF_LOCK_LOG); a lock log
-# that is a FIFO refused at the start; SIGTERM of a save (as `timeout` sends) says NOT saved.
+# that is a FIFO refused at the start; SIGTERM of a save (as `timeout` sends) says NOT saved;
+# a lock held elsewhere fails the benchmark with its text alone, no traceback.
 # DEVICE=cpu runs it on a machine without a GPU (a dry run of the script).
 set -u
 DEVICE=${DEVICE:-cuda}
@@ -74,5 +75,24 @@ PY
     "baseline written: $([ -e .gpuperf/baselines/s.json ] && echo yes || echo no)"
   grep -m1 'NOT saved' s4.txt
   grep -q 'NOT saved' s4.txt && [ ! -e .gpuperf/baselines/s.json ] || rc=1
+
+  # 4. another process holds the GPU's lock: each benchmark fails with the text alone (R7)
+  python3 - "$DEVICE" > holder.txt 2>&1 <<'PY' &
+import sys, time
+from pytest_gpuperf.shell.locks import device_key, device_lock
+with device_lock(device_key(sys.argv[1]), owner="part-hard's holder"):
+    print("holding", flush=True)
+    time.sleep(60)
+PY
+  hp=$!
+  for _ in $(seq 300); do grep -q holding holder.txt && break; sleep 0.1; done
+  timeout 60 python3 -m pytest test_hard.py -k "mm and 256" "${FAST[@]}" \
+    --gpuperf-lock-timeout=1 > s5.txt 2>&1
+  rc5=$?
+  kill "$hp"; wait "$hp" 2>/dev/null
+  inside=$(sed -n '/ FAILURES /,/ short test summary /p' s5.txt | grep -c 'Traceback\|locks.py\|^E ')
+  echo "a lock held elsewhere: rc $rc5 (want 1); $(grep -m1 -o 'gpuperf: .\{0,40\}stayed busy for 1 s' s5.txt);" \
+    "traceback lines in the failure: $inside (want 0)"
+  [ "$rc5" -eq 1 ] && [ "$inside" -eq 0 ] && grep -q 'stayed busy' s5.txt || rc=1
 } > summary.txt 2>&1
 exit $rc
