@@ -48,6 +48,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", markers.MARKER_HELP)
+    from pytest_gpuperf.interrupt import sigterm_as_ctrl_c
+
+    config.add_cleanup(sigterm_as_ctrl_c())  # a CI cancellation ends the run as Ctrl-C does
     try:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:

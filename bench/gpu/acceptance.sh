@@ -31,12 +31,14 @@
 # (DIST2_PHASE=a, then DIST2_PHASE=b; see bench/gpu/part-dist2.sh).
 # diag (issue 38), in no plan: the zoo's slowdowns diagnosed, each case's first cause checked
 # and its evidence brought back for bench/diag_replay.py (`ACCEPTANCE_S=300 ... diag`).
+# hard (issue 37, outside the store: the header, the lock place, the lock log, SIGTERM) is in
+# no plan: `bash bench/gpu/acceptance.sh hard`, or after a plan's parts where time is left.
 set -u
 ROOT=$(pwd)
 OUT=${OUT:-/tmp/acceptance-out}
 mkdir -p "$OUT"
 declare -A BUDGET=([gpu-tests]=135 [dist]=60 [activity]=90 [capture]=140 [gate-a]=200 [ab]=130
-                  [demo]=90 [examples]=130 [gate-b]=360 [dist2]=540 [bisect]=240 [diag]=240)
+                  [demo]=90 [examples]=130 [gate-b]=360 [dist2]=540 [bisect]=240 [diag]=240 [hard]=150)
 PLAN_A=(capture gate-a ab demo=85)
 PLAN_B=(gpu-tests dist activity demo=95 examples)
 NEW_CASES=tiny_layer_norm,tiny_softmax,tiny_elementwise_chain,tiny_rmsnorm,benign_attention_unbind,benign_more_python,benign_op_sequence,benign_extra_view,linear_bias_unfused,autocast_fp32_weights,dropout_left_on,key_transpose_contiguous,sdpa_efficient_backend

@@ -18,6 +18,7 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
 from pytest_gpuperf.model import printable, short_test_id
 
 if TYPE_CHECKING:
@@ -598,6 +599,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error, 0 on --help
     stream = out or sys.stdout
+    restore = sigterm_as_ctrl_c()  # a CI cancellation ends a command as Ctrl-C does
     try:
         code: int = args.func(args, stream)
     except GpuPerfError as e:
@@ -606,8 +608,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except ValueError as e:  # a bad value the store refused (keep_runs, fingerprint, ...)
         print(f"pytest-gpuperf {args.command}: error: {e}", file=sys.stderr)
         return INPUT_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        said = f"pytest-gpuperf {args.command}: interrupted ({how(e)})"
+        if args.command == "prune":  # its index is replaced in one step
+            said += (
+                f"; baseline {args.name!r} is whole, pruned or as it was (pytest-gpuperf show "
+                f"{args.name} says which)"
+            )
+        print(printable(said), file=sys.stderr)
         return INTERRUPTED
     except BrokenPipeError:  # `pytest-gpuperf list | head`
         return OK
+    finally:
+        restore()
     return code

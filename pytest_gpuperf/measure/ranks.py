@@ -53,8 +53,6 @@ class RankEnv:
     local_world_size: int
     #: the node's rank (torchrun's GROUP_RANK); 0 on one machine
     node_rank: int
-    master_addr: str
-    master_port: int
     #: the plugin's folder for the ranks it started (None: torchrun started this one)
     group_dir: str | None = None
 
@@ -80,17 +78,26 @@ def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
     """The rank this environment describes, or None outside a process group.
 
     A process is a rank when ``RANK`` and ``WORLD_SIZE`` are both set (what
-    ``init_process_group(init_method="env://")`` reads); a half-set or nonsensical
-    environment raises :class:`RankEnvError`, naming the variable.
+    ``init_process_group(init_method="env://")`` reads, with ``MASTER_ADDR`` and
+    ``MASTER_PORT``); a half-set or nonsensical environment raises :class:`RankEnvError`,
+    naming the variable: ``RANK`` and ``WORLD_SIZE`` left over from a launcher, with no
+    group behind them, must not make a session a rank that skips its benchmarks.
     """
     if "RANK" not in environ or "WORLD_SIZE" not in environ:
         return None
 
+    def unset(name: str) -> RankEnvError:
+        return RankEnvError(
+            f"{name} is not set, but RANK and WORLD_SIZE are, so no process group can be "
+            "joined (torchrun sets them all; were RANK and WORLD_SIZE left over from a "
+            "launcher?)"
+        )
+
     def number(name: str, default: int | None = None) -> int:
         raw = environ.get(name)
-        if raw is None or raw == "":
+        if not raw:
             if default is None:
-                raise RankEnvError(f"{name} is not set, but RANK and WORLD_SIZE are")
+                raise unset(name)
             return default
         try:
             return int(raw)
@@ -101,6 +108,9 @@ def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
     rank = number("RANK")
     if world < 1 or not 0 <= rank < world:
         raise RankEnvError(f"RANK={rank} and WORLD_SIZE={world} do not describe a rank")
+    if not environ.get("MASTER_ADDR"):
+        raise unset("MASTER_ADDR")
+    number("MASTER_PORT")
     local_world = number("LOCAL_WORLD_SIZE", world)
     return RankEnv(
         rank=rank,
@@ -108,13 +118,5 @@ def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
         local_rank=number("LOCAL_RANK", rank % max(local_world, 1)),
         local_world_size=local_world,
         node_rank=number("GROUP_RANK", rank // max(local_world, 1)),
-        master_addr=environ.get("MASTER_ADDR") or "127.0.0.1",
-        master_port=number("MASTER_PORT", 29500),
         group_dir=environ.get(GROUP_DIR_ENV) or None,
     )
-
-
-def without_rank(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without the rank variables: for a process that is no rank of this group
-    (a fresh process of a test that runs on rank 0 alone)."""
-    return {k: v for k, v in environ.items() if k not in RANK_VARS}

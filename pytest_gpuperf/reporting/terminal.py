@@ -36,7 +36,7 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, printable
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
 from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
@@ -188,12 +188,6 @@ def _shorten(text: str, width: int) -> str:
     keep = width - 1
     head = keep - keep // 2
     return text[:head] + "…" + text[len(text) - keep // 2 :]
-
-
-def _table_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
-    """The width tabulate's "simple" format draws (it pads a header by 2 at least)."""
-    widths = [max([len(h) + 2, *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-    return sum(widths) + 2 * (len(widths) - 1)
 
 
 def _tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -518,7 +512,7 @@ def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if not hit:
         return []
-    tracers = sorted({r.tracer for r in hit if r.tracer})
+    tracers = sorted({printable(r.tracer) for r in hit if r.tracer})
     what = (
         f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
         if tracers

@@ -95,12 +95,14 @@ class ABGate(Gate):
         except ABError as e:
             tree.remove()
             raise pytest.UsageError(str(e)) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupt.py)
             tree.remove()
             import sys
 
+            from pytest_gpuperf.interrupt import how
+
             print(
-                f"gpuperf: interrupted (Ctrl-C) while collecting the base tree of "
+                f"gpuperf: interrupted ({how(e)}) while collecting the base tree of "
                 f"--gpuperf-ab={ref}; nothing was measured, and its worktree was removed",
                 file=sys.stderr,
                 flush=True,

@@ -197,10 +197,6 @@ class CaptureReport:
         }
 
 
-def _entry_of(artifact: Any, collectors: set[str]) -> bool:
-    return isinstance(artifact, Mapping) and artifact.get("collector") in collectors
-
-
 def _rel(p: Path, base: Path) -> str:
     try:
         return str(p.relative_to(base))

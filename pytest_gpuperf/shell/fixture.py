@@ -19,7 +19,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pytest_gpuperf.errors import BenchOutOfMemory, GpuPerfError
+import pytest
+
+from pytest_gpuperf.errors import BenchOutOfMemory, DeviceBusy, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
 from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
 from pytest_gpuperf.measure.flags import flag_notes
@@ -32,7 +34,7 @@ from pytest_gpuperf.measure.memory import (
 )
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.tracing import active_tracer, tracer_note
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
 from pytest_gpuperf.shell.settings import PerTest, Settings
@@ -483,7 +485,13 @@ class GpuBench:
         with contextlib.ExitStack() as stack:
             stack.callback(timer.close)
             t_start = time.perf_counter()
-            stack.enter_context(ctx.lock())
+            busy = None
+            try:
+                stack.enter_context(ctx.lock())
+            except DeviceBusy as e:
+                busy = e
+            if busy is not None:  # the text alone, as for "no verdict": no traceback
+                pytest.fail(f"gpuperf: {busy}", pytrace=False)
             with ctx.phase_range(bid, "benchmark"):
                 first_s = first.seconds
                 if first_s is None:
@@ -620,9 +628,10 @@ class GpuBench:
 
 
 def _active_tracer() -> str | None:
-    """The tracers and profilers active in this thread (Python's, and torch's profiler)."""
+    """The tracers and profilers active in this thread (Python's, and torch's profiler),
+    escaped as names are: a conftest names its trace function as it likes."""
     found = [t for t in (active_tracer(), torch_profiler_active()) if t]
-    return "; ".join(found) or None
+    return printable("; ".join(found)) or None
 
 
 def inventory_settings(settings: Settings | None) -> InventorySettings | None:

@@ -140,21 +140,28 @@ class Outcome:
 
 def outcome_of(nodeid: str, statuses: Sequence[RankStatus], results: list[Result]) -> Outcome:
     """One test's outcome from every rank's report: failed where any rank failed (each
-    failing rank named), skipped where rank 0 skipped it, else passed with rank 0's results."""
-    failed = [
-        (s.rank, s.outcomes[nodeid]) for s in statuses
-        if s.outcomes.get(nodeid, {}).get("outcome") == "failed"
-    ]  # fmt: skip
+    failing rank named, and each that skipped it, the likely cause), skipped where rank 0
+    skipped it, else passed with rank 0's results."""
+
+    def of(outcome: str) -> list[tuple[int, dict[str, Any]]]:
+        return [(s.rank, s.outcomes[nodeid]) for s in statuses
+                if s.outcomes.get(nodeid, {}).get("outcome") == outcome]  # fmt: skip
+
+    failed, skipped = of("failed"), of("skipped")
     if failed:
         # a rank whose error is that a peer left failed because of another: listed last
         failed.sort(key=lambda ro: _after_a_peer(str(ro[1].get("text", ""))))
-        lines = [
+        lines = [f"rank {r} ({o.get('when', 'call')}) skipped it: {o.get('text', '')}; a rank "
+                 "that skips leaves the others waiting in its collectives: skip on every rank, "
+                 "or on none" for r, o in skipped] + [
             f"rank {r} ({o.get('when', 'call')})"
             + (" (when a peer left)" if _after_a_peer(str(o.get("text", ""))) else "")
             + f": {o.get('text', '')}"
             for r, o in failed
-        ]
+        ]  # fmt: skip
         head = f"the test failed on {len(failed)} of its {len(statuses)} rank(s)"
+        if skipped:
+            head += f", after rank {', '.join(str(r) for r, _ in skipped)} skipped it alone"
         return Outcome("failed", head + ":\n" + "\n".join(lines))
     lead = statuses[0].outcomes.get(nodeid, {}) if statuses else {}
     if lead.get("outcome") == "skipped":
@@ -372,6 +379,9 @@ def watch(running: _Running) -> str | None:
                 return None
         except Exception as e:  # a rank exited with an error; torch stopped the others
             running.kill(dump=False)
+            index = getattr(e, "error_index", None)
+            if isinstance(index, int) and RankStatus.read(spec.folder, index).finished:
+                return None  # its session ended (a failed test stops it): the rest start anew
             return _crash_text(spec, e)
         stuck = running.overstayed()
         if stuck is not None:

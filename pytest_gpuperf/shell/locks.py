@@ -1,22 +1,28 @@
-"""One measurement at a time per device, across processes: a file lock per GPU.
+"""One measurement at a time per device, across processes: a file lock per device.
 
-Two xdist workers, or two pytest sessions on one machine, must never measure
-on the same GPU at the same time. The lock is an ``fcntl.flock`` on a file
-named after the device (the GPU's UUID, or ``cpu``) in a directory shared by
-every process of the machine (every user's: see :mod:`pytest_gpuperf.baseline.filelock`
-for why that is safe), and it is held only while a benchmark is being
-measured, so the rest of a test (set-up, correctness checks) runs in
-parallel. The kernel releases a lock when its process dies, so a crash never
-leaves a device locked.
+Two xdist workers, or two pytest sessions on one machine, must never measure on the same
+device at the same time. The lock is an ``fcntl.flock`` on a file named after the device
+(the GPU's UUID, or ``cpu``), held only while a benchmark is measured, so the rest of a
+test (set-up, correctness checks) runs in parallel. The kernel releases a lock when its
+process dies, so a crash never leaves a device locked.
+
+The lock files go where every process of every user of the machine finds them:
+``GPUPERF_LOCK_DIR``, else the first of :data:`SHARED_PLACES` that is root's folder,
+sticky and writable by everyone. Never the temp folder, which ``TMPDIR`` moves per user
+or service (two sessions with two of them measured at once); ``/dev/shm`` first, since a
+service with a private ``/tmp`` (systemd's ``PrivateTmp``) still shares it. There only
+root and a lock file's owner can delete it, so no user can break another's hold; a
+folder of another user is refused (its owner could), and planted files are harmless
+(:mod:`pytest_gpuperf.baseline.filelock`).
 
 A test marked ``world_size=`` measures on several devices at once: it holds the lock
 of each (:func:`devices_locked`), taken in one fixed order (sorted by name) by every
 process, so two groups, or a group and xdist workers, never wait for each other in a
 cycle. On the CPU a group takes the machine's one ``cpu`` lock once, for all its ranks.
 
-With ``GPUPERF_LOCK_LOG`` set to a file, each hold appends a line there when it ends
-(JSON: the device, the holder, when it was taken and released), so a run can show
-afterwards that no two holders of one device overlapped.
+With ``GPUPERF_LOCK_LOG`` set to a file, each hold appends a line there once the lock is
+let go (JSON: the device, the holder, when it was taken and released), so a run can
+show afterwards that no two holders of one device overlapped (:class:`HoldLog`).
 """
 
 from __future__ import annotations
@@ -25,38 +31,49 @@ import contextlib
 import json
 import os
 import re
+import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.baseline import filelock
-from pytest_gpuperf.errors import DeviceBusy
+from pytest_gpuperf.errors import DeviceBusy, OutputError
 from pytest_gpuperf.model import printable
 
 LOCK_DIR_ENV = "GPUPERF_LOCK_DIR"
+LOG_ENV = "GPUPERF_LOCK_LOG"
+#: Where the lock files go without GPUPERF_LOCK_DIR (module docstring).
+SHARED_PLACES = ("/dev/shm", "/tmp")
+#: What every lock file's name starts with: a shared place holds other files too.
+PREFIX = "pytest-gpuperf-"
 
 
 def lock_dir() -> Path:
-    """The folder of the per-device lock files: ``GPUPERF_LOCK_DIR``, else
-    ``<tmp>/pytest-gpuperf-locks``.
-
-    Shared by all users of the machine (two users on one GPU is the case to
-    prevent): :func:`pytest_gpuperf.baseline.filelock.shared_locked` creates it sticky
-    and writable by everyone, refuses it if it is a symbolic link, and gives each user
-    a lock file of its own there. A relative ``GPUPERF_LOCK_DIR`` is made absolute once,
-    at the session's start (:func:`settle_lock_dir`), for this process and its children.
-    """
+    """The folder of the per-device lock files: ``GPUPERF_LOCK_DIR`` (made absolute once,
+    at the session's start, by :func:`settle_lock_dir`, for this process and its
+    children), else the machine's shared place (module docstring)."""
     env = os.environ.get(LOCK_DIR_ENV)
-    return Path(env).absolute() if env else Path(tempfile.gettempdir()) / "pytest-gpuperf-locks"
+    if env:
+        return Path(env).absolute()
+    for place in SHARED_PLACES:
+        with contextlib.suppress(OSError):
+            st = os.stat(place)
+            mine = st.st_uid in (0, getattr(os, "geteuid", lambda: 0)())
+            if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o1002 == 0o1002 and mine:
+                return Path(os.path.realpath(place))
+    if os.path.isdir(SHARED_PLACES[-1]):  # none fits: the last, whose check says why
+        return Path(SHARED_PLACES[-1])
+    return Path(tempfile.gettempdir()) / "pytest-gpuperf-locks"  # Windows
 
 
-def settle_lock_dir(base: Path) -> str | None:
+def settle_lock_dir(base: Path, baseline_dirs: Sequence[Path] = ()) -> str | None:
     """At a session's start: a relative ``GPUPERF_LOCK_DIR`` resolved against ``base``
     (the folder pytest was started in) and put back into the environment, so that
     every process of the session (xdist workers, re-runs, A/B base processes, which run
-    in other folders) uses one folder; then why no lock can be taken there, or None.
+    in other folders) uses one folder; then why no lock can be taken there, or why
+    ``GPUPERF_LOCK_LOG`` cannot be written (a baseline, a folder, a FIFO...), or None.
     A value with control characters (a line break, an escape) is refused as it is: no
     folder of locks is named so, and the name would reach the terminal.
     """
@@ -71,34 +88,22 @@ def settle_lock_dir(base: Path) -> str | None:
         os.environ[LOCK_DIR_ENV] = str(base / env)
     if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
         return None
-    folder = lock_dir()
-    problem = filelock.shared_folder_problem(folder, "cpu")
-    if problem is None:
-        return None
-    where = f"{LOCK_DIR_ENV}={os.environ[LOCK_DIR_ENV]}" if env else "the default lock folder"
-    return _cannot_use(where, problem + _folder_owner(folder))
+    problem = filelock.shared_folder_problem(lock_dir(), PREFIX + "cpu")
+    if problem is not None:
+        where = f"{LOCK_DIR_ENV}={os.environ[LOCK_DIR_ENV]}" if env else "the default lock folder"
+        return _cannot_use(where, problem)
+    return HoldLog.problem(baseline_dirs)
 
 
 def _cannot_use(where: str, problem: str) -> str:
     """The start's error for a lock folder that cannot be used, with the remedy (escaped:
     a path may hold any character)."""
     return printable(
-        f"gpuperf: cannot use {where}: {problem}. Point {LOCK_DIR_ENV} at a folder of your "
-        "own, e.g. GPUPERF_LOCK_DIR=$HOME/.cache/pytest-gpuperf-locks (every user who "
-        "measures on this machine's devices should share one folder: a folder of your own "
-        "does not keep other users off them)"
+        f"gpuperf: cannot use {where}: {problem}. Point {LOCK_DIR_ENV} at a folder that root "
+        "or you own, e.g. GPUPERF_LOCK_DIR=$HOME/.cache/pytest-gpuperf-locks (every user who "
+        "measures on this machine's devices should share one folder, made by root: a folder "
+        "of your own does not keep other users off them)"
     )
-
-
-def _folder_owner(folder: Path) -> str:
-    """`` (the folder belongs to user NAME)`` where it belongs to another user."""
-    try:
-        uid = os.lstat(folder).st_uid
-    except OSError:
-        return ""
-    if uid == getattr(os, "geteuid", lambda: uid)():
-        return ""
-    return f" (the folder belongs to {filelock.owner_of(folder) or f'uid {uid}'})"
 
 
 def _safe(name: str) -> str:
@@ -112,6 +117,7 @@ def device_lock(
     timeout_s: float = filelock.DEFAULT_TIMEOUT_S,
     on_wait: filelock.OnWait | None = None,
     owner: str | None = None,
+    log: HoldLog | None = None,
 ) -> Iterator[None]:
     """Hold the lock of ``device_key`` for the duration of the block.
 
@@ -119,23 +125,25 @@ def device_lock(
     ``on_wait`` is called once, with a message naming the holder, when the
     lock is busy (what it returns, if a context manager, lasts while waiting);
     the wait ends with :class:`~pytest_gpuperf.errors.DeviceBusy` after ``timeout_s``.
+    The hold goes to ``log`` (a fresh :class:`HoldLog` if None) once the lock is let go.
     """
     if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
         yield
         return
-    folder, name = lock_dir(), _safe(device_key)
 
     def told(holder: str) -> Any:
         if on_wait is not None:
             return on_wait(f"waiting for {device_key}: it is being measured by {holder}")
         return None
 
+    held = filelock.shared_locked(
+        lock_dir(), PREFIX + _safe(device_key), timeout=timeout_s, on_wait=told, owner=owner
+    )
     try:
-        ctx = filelock.shared_locked(folder, name, timeout=timeout_s, on_wait=told, owner=owner)
-        ctx.__enter__()
+        held.__enter__()
     except filelock.LockTimeout as e:
         raise DeviceBusy(
-            f"{device_key} stayed busy for {timeout_s:.0f} s: it is being measured by "
+            f"{device_key} stayed busy for {timeout_s:g} s: it is being measured by "
             f"{e.holder}. Wait for that run to end, or stop it; --gpuperf-lock-timeout sets "
             "how long to wait."
         ) from None
@@ -143,22 +151,56 @@ def device_lock(
     try:
         yield
     finally:
-        _log_hold(device_key, owner, taken)
-        ctx.__exit__(None, None, None)
+        held.__exit__(None, None, None)
+        (log or HoldLog()).add(device_key, owner, taken)
 
 
-def _log_hold(device_key: str, owner: str | None, taken: float) -> None:
-    """One line in ``GPUPERF_LOCK_LOG`` for a hold that ends now (nothing when unset)."""
-    path = os.environ.get("GPUPERF_LOCK_LOG")
-    if not path:
-        return
-    line = {"device": device_key, "owner": owner, "pid": os.getpid(), "taken": taken,
-            "released": time.time()}  # fmt: skip
-    from pytest_gpuperf.baseline.fileio import write_output  # never over a baseline or a device
-    from pytest_gpuperf.errors import OutputError
+class HoldLog:
+    """``GPUPERF_LOCK_LOG``: one JSON line per hold, appended after the lock is let go (a
+    slow file never holds a device). The first write that fails ends the log, and
+    :attr:`error` says so, once."""
 
-    with contextlib.suppress(OSError, OutputError):
-        write_output(path, json.dumps(line) + "\n", what="GPUPERF_LOCK_LOG", append=True)
+    def __init__(self) -> None:
+        self.path = os.environ.get(LOG_ENV) or None
+        self.error = ""
+
+    @staticmethod
+    def problem(baseline_dirs: Sequence[Path] = ()) -> str | None:
+        """Why ``GPUPERF_LOCK_LOG`` cannot take the lines (checked at the start, as the
+        outputs are), or None."""
+        from pytest_gpuperf.baseline.fileio import output_target
+
+        path = os.environ.get(LOG_ENV)
+        if not path:
+            return None
+        try:
+            kind = output_target(path, what=LOG_ENV, baseline_dirs=baseline_dirs).kind
+        except OutputError as e:
+            return printable(f"gpuperf: {e}")
+        if kind == "file":
+            return None
+        return printable(
+            f"gpuperf: {LOG_ENV}: cannot append to {path}: it is not a file (a FIFO, a device "
+            "or a standard stream), and every process of the session appends its holds to "
+            "it; give the path of a file, e.g. GPUPERF_LOCK_LOG=holds.jsonl"
+        )
+
+    def add(self, device_key: str, owner: str | None, taken: float) -> None:
+        if self.path is None:
+            return
+        from pytest_gpuperf.baseline.fileio import write_output  # never a baseline or a device
+
+        line = {"device": device_key, "owner": owner, "pid": os.getpid(), "taken": taken,
+                "released": time.time()}  # fmt: skip
+        try:
+            write_output(self.path, json.dumps(line) + "\n", what=LOG_ENV, append=True)
+        except (OSError, OutputError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            self.error = printable(
+                f"gpuperf: {LOG_ENV}: a hold of {device_key} could not be appended to "
+                f"{self.path} ({why}); later holds of this process were not logged"
+            )
+            self.path = None
 
 
 @contextlib.contextmanager
@@ -208,10 +250,11 @@ class DeviceLock:
         self.on_wait = on_wait
         self._key: str | None = None
         #: seconds this session waited for another process's measurements, in how many waits,
-        #: and who held the lock the last time (for the terminal summary: :meth:`waited`)
+        #: and who held the lock the last time (for the terminal summary: :meth:`summary_lines`)
         self.waited_s = 0.0
         self.waits = 0
         self.last_holder = ""
+        self.log = HoldLog()
 
     @contextlib.contextmanager
     def hold(self, owner: str) -> Iterator[None]:
@@ -224,21 +267,22 @@ class DeviceLock:
             return self.on_wait(message) if self.on_wait is not None else None
 
         t0 = time.monotonic()
-        with device_lock(self._key, timeout_s=self.timeout_s, on_wait=on_wait, owner=owner):
+        with device_lock(
+            self._key, timeout_s=self.timeout_s, on_wait=on_wait, owner=owner, log=self.log
+        ):
             if told:
                 self.waited_s += time.monotonic() - t0
                 self.waits += 1
                 self.last_holder = told[-1].split(": it is being measured by ", 1)[-1]
             yield
 
-    def waited(self) -> str:
-        """One line for the summary when this session waited for the lock ("" when not): even
-        under ``-q``, a session that took longer because another one was measuring says so."""
-        if not self.waits:
-            return ""
+    def summary_lines(self) -> list[str]:
+        """For the summary, even under ``-q``: how long this session waited for the lock
+        (it took longer because another one was measuring), and a lock log that failed."""
         which = "the machine's CPU" if self._key == "cpu" else f"{self._key}"
-        return (
+        waited = (
             f"gpuperf: waited {self.waited_s:.1f} s ({self.waits} wait(s)) for {which}: another "
             f"process was measuring on it (last: {self.last_holder}); one measurement at a time "
             "per device, across processes (--gpuperf-lock-timeout)"
         )
+        return [line for line in (waited if self.waits else "", self.log.error) if line]

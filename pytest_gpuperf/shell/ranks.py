@@ -22,6 +22,7 @@ gloo on the CPU) and left when the session ends.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -32,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.measure.memory import first_line
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS, RankEnv
+from pytest_gpuperf.model import short_test_id
 from pytest_gpuperf.shell.group import RESULTS_FILE, status_path, write_json_atomic
 from pytest_gpuperf.shell.markers import world_size
 
@@ -55,6 +58,48 @@ def _short(report: pytest.TestReport) -> str:
     errors = [ln for ln in lines if ln.startswith("E ")]
     keep = (errors or lines)[-8:]
     return "\n".join(keep)[:2000]
+
+
+@contextlib.contextmanager
+def peer_env(port: int, env: Mapping[str, str] | None) -> Iterator[dict[str, str]]:
+    """A fresh rank's variables: this rank's place, rank 0's new store, and a folder to
+    report to (named after this process), removed when the fresh rank is done."""
+    import shutil
+    import tempfile
+
+    from pytest_gpuperf.shell.rerun import temp_prefix
+
+    out = dict(env or {})
+    out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
+    out.update(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", GPUPERF_NO_LOCK="1")
+    out[GROUP_DIR_ENV] = tempfile.mkdtemp(prefix=temp_prefix("gpuperf-peer"))
+    try:
+        yield out
+    finally:
+        shutil.rmtree(out[GROUP_DIR_ENV], ignore_errors=True)
+
+
+#: the key, in the group's store, under which each of torchrun's ranks says where it is
+STORE_KEY = "gpuperf/where"
+
+
+def _store() -> Any:
+    """The default process group's store (torchrun's agent, or rank 0's), or None."""
+    try:
+        from torch.distributed import distributed_c10d
+
+        return distributed_c10d._get_default_store()
+    except Exception:
+        return None
+
+
+def _say(session: pytest.Session, line: str) -> None:
+    """A line on the terminal after the tests (stdout where there is no terminal)."""
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(line, red=True)
+    else:
+        print(line)
 
 
 class RankSession:
@@ -80,6 +125,8 @@ class RankSession:
         self.folder = Path(env.group_dir) if env.group_dir else None
         self._doc: dict[str, Any] = {"rank": env.rank, "pid": os.getpid(), "outcomes": {}}
         self._had_benchmarks = False
+        #: a collective of a distributed test timed out: the group is out of step
+        self.broken = False
         #: the test whose verdict is being made (rank 0's child runs follow its kind)
         self.current: pytest.Item | None = None
         self._write()
@@ -144,6 +191,7 @@ class RankSession:
         """Join the process group before the first distributed test."""
         if self.is_benchmark(item) and self.in_step(item):
             self.join(self._session_device())
+            self._write()  # torchrun's ranks: where this one is, now that the others can read
 
     def lock(self, owner: str) -> AbstractContextManager[object]:
         """Held around each measurement of a distributed test: the first rank of each node
@@ -181,9 +229,41 @@ class RankSession:
     # --- what a rank of the plugin's group reports ----------------------------------------
 
     def _write(self) -> None:
+        """Where this rank is and how its tests went: the plugin's ranks, to the group's
+        folder (the launcher reads it); torchrun's, once in the group, to its store (the
+        others name this rank from it when a collective of theirs fails)."""
         if self.folder is not None:
             with contextlib.suppress(OSError):
                 write_json_atomic(status_path(self.folder, self.env.rank), self._doc)
+            return
+        store = _store() if self.group is not None else None
+        if store is not None:
+            last = self._doc.get("last")
+            doc = {k: self._doc.get(k) for k in ("test", "since")}
+            doc["last"] = {"nodeid": last, **self._doc["outcomes"].get(last, {})} if last else None
+            with contextlib.suppress(Exception):
+                store.set(f"{STORE_KEY}/{self.env.rank}", json.dumps(doc))
+
+    def _the_others(self) -> list[str]:
+        """Where each other rank was, as it last told the store (torchrun's ranks)."""
+        store = _store()
+        lines = []
+        for r in (r for r in range(self.env.world_size) if r != self.env.rank):
+            key = f"{STORE_KEY}/{r}"
+            doc: dict[str, Any] = {}
+            with contextlib.suppress(Exception):
+                doc = json.loads(store.get(key)) if store and store.check([key]) else {}
+            last, test = doc.get("last") or {}, doc.get("test")
+            if test:
+                where = f"was in {short_test_id(test)} for {time.time() - doc['since']:.1f} s"
+            elif last.get("outcome") in ("skipped", "failed"):
+                where = f"had {last['outcome']} {short_test_id(last['nodeid'])}: {last.get('text')}"
+            elif last:
+                where = f"was between tests, after {short_test_id(last['nodeid'])}"
+            else:
+                where = "had not said where it was (not in the group yet?)"
+            lines.append(f"rank {r} {where}")
+        return lines
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self._doc.update(test=nodeid, since=time.time())
@@ -192,21 +272,43 @@ class RankSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield
-        if self.folder is None:
-            return report
         outcomes = self._doc["outcomes"]
         mine = outcomes.setdefault(item.nodeid, {"outcome": "passed", "when": "setup"})
         if report.failed or (report.skipped and mine["outcome"] == "passed"):
             mine.update(outcome=report.outcome, when=report.when, text=_short(report))
-        if call.when == "call" and self.lead:
+        self._doc["last"] = item.nodeid
+        if self.folder is None:
+            if report.failed and self.group is not None and self.in_step(item):
+                self._name_the_others(item, call, report)
+        elif call.when == "call" and self.lead:
             self._keep_results(item)
         self._write()
         return report
 
+    def _name_the_others(
+        self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+    ) -> None:
+        """A distributed test failed on this rank of torchrun's: say where the others were.
+        A collective that timed out waited for one of them: the test's failure is then
+        that, in a few lines, in place of the backend's traceback; and the group, out of
+        step, does not meet again at the end (a second timeout)."""
+        others = "\n".join(f"  {line}" for line in self._the_others())
+        error = call.excinfo.value if call.excinfo is not None else None
+        if error is None or "timed out" not in str(error).lower():
+            report.sections.append(("gpuperf: where the other ranks were", others))
+            return
+        self.broken = True
+        timeout = self.run.settings.session.dist_timeout
+        report.longrepr = (
+            f"{self.env.label()}: a collective of {short_test_id(item.nodeid)} waited "
+            f"{timeout:g} s (--gpuperf-dist-timeout) for the other ranks, and timed out:\n"
+            f"{others}\nA rank that never reaches a collective the others wait in (an "
+            "exception, a branch on the rank, a slow rank) hangs them all.\n"
+            f"({type(error).__name__}: {first_line(error)})"
+        )
+
     def _keep_results(self, item: pytest.Item) -> None:
         """Rank 0: this test's results, one line of ``results.jsonl``, as soon as it ran."""
-        import json
-
         results = self._results(item)
         assert self.folder is not None
         line = json.dumps({"nodeid": item.nodeid, "results": [r.to_dict() for r in results]})
@@ -260,29 +362,15 @@ class RankSession:
             child = self._run_peer_child(item.nodeid, msg)
             self.group.all_gather(child.returncode)
 
-    def _peer_env(self, port: int, env: Mapping[str, str] | None) -> dict[str, str]:
-        """A fresh rank's variables: this rank's place, rank 0's new store."""
-        import tempfile
-
-        out = dict(env or {})
-        out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
-        out.update(
-            MASTER_PORT=str(port),
-            TORCHELASTIC_USE_AGENT_STORE="True",
-            GPUPERF_NO_LOCK="1",
-        )
-        out[GROUP_DIR_ENV] = tempfile.mkdtemp(prefix="gpuperf-peer-")
-        return out
-
     def _run_peer_child(self, nodeid: str, msg: Mapping[str, Any]) -> ChildRun:
         from pytest_gpuperf.shell.rerun import run_child
 
-        return run_child(
-            self.run, list(msg.get("targets") or [nodeid]), device=self.device or "cpu",
-            extra_args=list(msg.get("extra_args") or ()),
-            env=self._peer_env(int(msg["port"]), msg.get("env")),
-            prefix=list(msg.get("prefix") or ()), timeout_s=float(msg["timeout_s"]),
-        )  # fmt: skip
+        with peer_env(int(msg["port"]), msg.get("env")) as env:
+            return run_child(
+                self.run, list(msg.get("targets") or [nodeid]), device=self.device or "cpu",
+                extra_args=list(msg.get("extra_args") or ()), env=env,
+                prefix=list(msg.get("prefix") or ()), timeout_s=float(msg["timeout_s"]),
+            )  # fmt: skip
 
     def run_child(
         self,
@@ -311,8 +399,9 @@ class RankSession:
             "extra_args": list(kw.get("extra_args") or ()),
         })  # fmt: skip
         try:
-            mine = run_child(run, targets[:1], device=device, timeout_s=timeout_s,
-                             env=self._peer_env(store.port, env), **kw)  # fmt: skip
+            with peer_env(store.port, env) as peer:
+                mine = run_child(run, targets[:1], device=device, timeout_s=timeout_s,
+                                 env=peer, **kw)  # fmt: skip
         finally:
             self.group.all_gather(0)
         return mine
@@ -324,14 +413,26 @@ class RankSession:
         """torchrun's workers take the worst exit status of any rank; the plugin's ranks say
         they finished."""
         status = int(session.exitstatus)
-        if not self.env.spawned and self._had_benchmarks:
+        if self.broken:  # a collective timed out: the others may never come to agree
+            status = status or pytest.ExitCode.TESTS_FAILED
+        elif not self.env.spawned and self._had_benchmarks:
+            joined = self.group is not None
             try:
                 group = self.group or self.join("cpu")
                 status = group.agree_max(status)
-                session.exitstatus = status
-            except Exception as e:  # a peer gone: keep this rank's own status
-                print(f"gpuperf: {self.env.label()}: the ranks could not agree on the exit "
-                      f"status ({type(e).__name__}: {e})")  # fmt: skip
+            except Exception as e:  # no group, or a peer gone: this rank cannot vouch alone
+                status = status or pytest.ExitCode.TESTS_FAILED
+                why = (
+                    "a rank left the group, or is out of step"
+                    if joined
+                    else "its benchmarks ran on rank 0 alone. If this process is no rank of a "
+                    "group, unset RANK and WORLD_SIZE (left over from a launcher?)"
+                )
+                _say(session, (
+                    f"gpuperf: {self.env.label()}: the ranks could not agree on the exit status "
+                    f"({type(e).__name__}: {first_line(e)}), so this session fails: {why}"
+                ))  # fmt: skip
+        session.exitstatus = status
         self._doc.update(finished=True, exitstatus=status)
         self._write()
 

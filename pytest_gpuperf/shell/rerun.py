@@ -38,10 +38,14 @@ if TYPE_CHECKING:
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
 
-#: The temp folders of a session's children (``gpuperf-child``; the A/B base collection's
-#: ``gpuperf-ab-check``), named ``KIND-PID-XXXXXXXX`` after the session's process
-#: (:func:`temp_prefix`) so that a later session can tell those of a dead one.
-_STALE_NAME = re.compile(r"gpuperf-(?:child|ab-check)-([1-9][0-9]{0,9})-[a-z0-9_]+")
+#: The temp folders of a session's processes (``gpuperf-child``; the A/B base collection's
+#: ``gpuperf-ab-check``; a torchrun rank's fresh peers' ``gpuperf-peer``; the kernel
+#: inventory's and a rank's profile, ``gpuperf-inventory`` and ``gpuperf-group-profile``),
+#: named ``KIND-PID-XXXXXXXX`` after the process that made them (:func:`temp_prefix`) so
+#: that a later session can tell those of a dead one.
+_STALE_NAME = re.compile(
+    r"gpuperf-(?:child|ab-check|peer|inventory|group-profile)-([1-9][0-9]{0,9})-[a-z0-9_]+"
+)
 
 
 def temp_prefix(kind: str) -> str:
@@ -359,11 +363,3 @@ def matching(results: Sequence[Result], key: str) -> Result | None:
         if r.id.key == key:
             return r
     return None
-
-
-def summarize_child(run: ChildRun) -> dict[str, Any]:
-    return {
-        "returncode": run.returncode,
-        "wall_s": round(run.wall_s, 3),
-        "results": len(run.results),
-    }

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
+from pytest_gpuperf.interrupt import how as interrupted_by
 from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
 from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.baselines import fingerprint_extra
@@ -67,12 +68,21 @@ def is_worker(config: pytest.Config) -> bool:
 HEADER_WIDTH = 120
 
 
-def _fit(template: str, *, cpu: str, width: int) -> str:
-    """``template`` with ``{cpu}`` filled in, the CPU model shortened (``…``) to fit ``width``."""
-    room = width - len(template.replace("{cpu}", ""))
-    if len(cpu) > room:
-        cpu = cpu[: max(room - 1, 8)].rstrip() + "…"
-    return template.replace("{cpu}", cpu)
+def _fit(template: str, *, name: str, width: int) -> list[str]:
+    """``template`` with ``{name}`` (a device's model) filled in: one line of at most
+    ``width`` characters, the name shortened (``…``) to no less than 8 to fit; where even
+    that is too long (a long torch version, ``--gpuperf-device=cpu``), two lines, split
+    after the template's first ``"; "``."""
+    parts = [template]
+    if len(template.replace("{name}", name[:8])) > width and "; " in template:
+        head, tail = template.split("; ", 1)
+        parts = [head + ";", tail]
+    lines = []
+    for part in parts:
+        room = width - len(part.replace("{name}", ""))
+        short = name if len(name) <= room else name[: max(room - 1, 8)].rstrip() + "…"
+        lines.append(part.replace("{name}", short))
+    return lines
 
 
 class GpuPerfSession:
@@ -153,7 +163,7 @@ class GpuPerfSession:
         usage error here, not a traceback in every test."""
         from pytest_gpuperf.shell.locks import settle_lock_dir
 
-        problem = settle_lock_dir(self.config.invocation_params.dir)
+        problem = settle_lock_dir(self.config.invocation_params.dir, self._baseline_dirs())
         if problem and not self.settings.session.disable and not is_worker(self.config):
             raise pytest.UsageError(problem)
 
@@ -629,7 +639,8 @@ class GpuPerfSession:
             self.gpu_state = collect_gpu_state()
         if tr is None:
             return
-        tr.write_line("gpuperf: " + self._where_line(device))
+        for line in self._where_lines(device):
+            tr.write_line("gpuperf: " + line)
         if self.gpu_state is not None:
             from pytest_gpuperf.telemetry.header import render_header
 
@@ -640,9 +651,9 @@ class GpuPerfSession:
             ):
                 tr.write_line("gpuperf: " + line)
 
-    def _where_line(self, device: str) -> str:
+    def _where_lines(self, device: str) -> list[str]:
         """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
-        rounds of 10 ms, warm-up ≤ 500 ms``: one line, at most 120 characters."""
+        rounds of 10 ms, warm-up ≤ 500 ms``: one line of at most 120 characters, or two."""
         measure = self.settings.measure
         env = self._environment()
         how = (
@@ -654,24 +665,24 @@ class GpuPerfSession:
             timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
                 graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
             )
-            return (
-                f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
-                f", torch {env.get('torch')}): {timing}, {how}"
-            )
-        from pytest_gpuperf.measure.device import cuda_unavailable_reason
+            where = f"{{name}} (cuda:{env.get('gpu_index', 0)}, torch {env.get('torch')}): {timing}"
+            name = str(env.get("gpu_name") or "the GPU")
+        else:
+            from pytest_gpuperf.measure.device import cuda_unavailable_reason
 
-        why = (
-            "--gpuperf-device=cpu"
-            if self.settings.session.device == "cpu"
-            else cuda_unavailable_reason(short=True)
-        )
-        threads = env.get("torch_threads")
+            why = (
+                "--gpuperf-device=cpu"
+                if self.settings.session.device == "cpu"
+                else cuda_unavailable_reason(short=True)
+            )
+            threads = env.get("torch_threads")
+            where = (
+                f"the CPU: {{name}}, {threads} thread{'s' if threads != 1 else ''}, torch "
+                f"{env.get('torch')} ({why})"
+            )
+            name = str(env.get("cpu_model") or "unknown CPU")
         return _fit(
-            "measuring on the CPU: {cpu}, "
-            f"{threads} thread{'s' if threads != 1 else ''}, torch {env.get('torch')} ({why}); "
-            + how,
-            cpu=str(env.get("cpu_model") or "unknown CPU"),
-            width=HEADER_WIDTH - len("gpuperf: "),
+            f"measuring on {where}; {how}", name=name, width=HEADER_WIDTH - len("gpuperf: ")
         )
 
     # --- results -------------------------------------------------------------
@@ -836,13 +847,13 @@ class GpuPerfSession:
             self.save_error = str(e)
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except KeyboardInterrupt:  # Ctrl-C while saving, or while waiting for the lock
-            self._save_interrupted(session)
+        except KeyboardInterrupt as e:  # Ctrl-C (or SIGTERM) while saving or waiting to
+            self._save_interrupted(session, interrupted_by(e))
 
-    def _save_interrupted(self, session: pytest.Session) -> None:
-        """A Ctrl-C during the save: a clear line and exit code 2, not a traceback. A save
-        commits in one step (the index is replaced atomically), so the baseline holds all
-        of this session's runs or none of them; which, its index says."""
+    def _save_interrupted(self, session: pytest.Session, by: str) -> None:
+        """A Ctrl-C (``by``: or SIGTERM) during the save: a clear line and exit code 2, not
+        a traceback. A save commits in one step (the index is replaced atomically), so the
+        baseline holds all of this session's runs or none of them; which, its index says."""
         from pytest_gpuperf.baseline.store import BaselineStore
 
         name = self.settings.session.save
@@ -853,10 +864,10 @@ class GpuPerfSession:
         except Exception:  # no baseline yet, or unreadable: this run is not in it
             committed = False
         if committed:
-            self.saved = f"baseline {name!r}: saved (the Ctrl-C came after the save was complete)"
+            self.saved = f"baseline {name!r}: saved (the {by} came after the save was complete)"
         else:
             self.save_error = (
-                "the save was interrupted (Ctrl-C); the baseline is as it was before. Run the "
+                f"the save was interrupted ({by}); the baseline is as it was before. Run the "
                 "session again to save"
             )
         session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -917,8 +928,8 @@ class GpuPerfSession:
                 tr.write_line(fold(line))
         for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
             tr.write_line(fold(line))
-        if self._lock is not None and self._lock.waited():
-            tr.write_line(fold(self._lock.waited()))
+        for line in self._lock.summary_lines() if self._lock is not None else []:
+            tr.write_line(fold(line))
         if self.saved:  # its first line names the baseline's file: a long path stays whole
             tr.write_line(self.saved)
         if self.save_error:

@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from pytest_gpuperf.model import printable
 from pytest_gpuperf.verdict.comparison import Comparison
 from pytest_gpuperf.verdict.policy import CLASSES, NoiseClass
 
@@ -220,13 +221,14 @@ class HostSpeed:
 
 
 def tracer_change(base: Sequence[RunLike], current: Sequence[RunLike]) -> str | None:
-    """What differs in tracers between the two sides, or None when they were measured alike."""
+    """What differs in tracers between the two sides, or None when they were measured alike
+    (their names escaped: any conftest can name a trace function, and a file any tracer)."""
     b = {x.tracer for x in base}
     c = {x.tracer for x in current}
     if b == c:
         return None
-    now = sorted(t for t in c if t)
-    then = sorted(t for t in b if t)
+    now = sorted(printable(t) for t in c if t)
+    then = sorted(printable(t) for t in b if t)
     if now and not then:
         return f"a tracer ({'; '.join(now)}) was active in this run, in none of the baseline's"
     if then and not now:

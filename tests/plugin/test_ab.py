@@ -234,23 +234,27 @@ def test_outside_a_git_repository_is_a_usage_error(
     result.stderr.fnmatch_lines(["*--gpuperf-ab=HEAD: * is not inside a git repository*"])
 
 
-#: In the base tree's collecting process only: Ctrl-C the A/B session, then hang.
+#: In the base tree's collecting process only: Ctrl-C (or SIG) the A/B session, then hang.
 CTRL_C_FROM_BASE = """
 import os, signal, time
 if os.environ.get("GPUPERF_AB_CHECK"):
-    os.kill(os.getppid(), signal.SIGINT)
+    os.kill(os.getppid(), getattr(signal, "{sig}"))
     time.sleep(120)
 """
 
 
-def test_ctrl_c_during_the_base_collection_says_so(pytester: pytest.Pytester, repo: Path) -> None:
-    """T19: Ctrl-C while the base tree was being collected exited 2 with no output at all."""
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_during_the_base_collection_says_so(
+    pytester: pytest.Pytester, repo: Path, sig: str
+) -> None:
+    """T19: Ctrl-C while the base tree was being collected exited 2 with no output at all.
+    R10: SIGTERM (a CI cancellation) exited 143, silent, its worktree left registered."""
     import signal
     import sys
 
     conftest = repo / "conftest.py"
     original = conftest.read_text()
-    conftest.write_text(original + CTRL_C_FROM_BASE)
+    conftest.write_text(original + CTRL_C_FROM_BASE.format(sig=sig))
     commit(repo, "a base whose collection is interrupted")
     conftest.write_text(original)
     commit(repo, "current")
@@ -265,7 +269,8 @@ def test_ctrl_c_during_the_base_collection_says_so(pytester: pytest.Pytester, re
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout + done.stderr
-    assert "interrupted (Ctrl-C) while collecting the base tree of --gpuperf-ab=HEAD~1" in (
+    by = "Ctrl-C" if sig == "SIGINT" else sig
+    assert f"interrupted ({by}) while collecting the base tree of --gpuperf-ab=HEAD~1" in (
         done.stderr
     )
     assert len(worktrees(repo)) == 1

@@ -138,6 +138,13 @@ def test_hang(gpu_bench):
 def test_disagree(gpu_bench):
     assert dist.get_rank() == 0, "rank 1 does not agree"
     gpu_bench(dist.all_reduce, torch.ones(16))
+
+
+@pytest.mark.gpuperf(world_size=2)
+def test_skip_alone(gpu_bench):
+    if dist.get_rank() == 1:
+        pytest.skip("rank 1 has no data")
+    gpu_bench(dist.all_reduce, torch.ones(16))
 """
 
 
@@ -156,8 +163,9 @@ def test_a_rank_that_crashes_or_hangs_is_stopped_with_what_each_rank_did_and_not
 ) -> None:
     pytester.makepyfile(test_bad=BAD_TESTS)
     res = pytester.runpytest_subprocess(*ARGS, "--gpuperf-save=d", "--gpuperf-dist-timeout=10")
-    res.assert_outcomes(failed=3)
+    res.assert_outcomes(failed=4)
     out = res.stdout.str()
+    assert "rank 1 (call) skipped it: Skipped: rank 1 has no data; a rank that skips" in out
     assert "rank 1 of 2 exited with status 3 in test_crash; the other ranks were stopped, and " \
            "nothing of the test was saved." in out  # fmt: skip
     assert "test_hang did not finish on its 2 ranks within 10 s (--gpuperf-dist-timeout): every " \
@@ -372,6 +380,57 @@ def test_torchrun_runs_the_examples_saves_once_and_every_rank_exits_alike(
     failed = {r: re.findall(rf"\[default{r}\]:FAILED (\S+) - (.{{20}})", out) for r in (0, 1)}
     assert failed[0] == failed[1] and [f[0] for f in failed[0]] == ["test_extra.py::test_planted"]
     assert len(_runs(pytester, "d")) == 1
+
+
+def test_rank_variables_left_over_from_a_launcher_do_not_turn_the_gate_off(
+    pytester: pytest.Pytester, own_locks: Path
+) -> None:
+    """R6: RANK=1 WORLD_SIZE=2 leaked into a session made it a rank 1 with no group: every
+    benchmark skipped ("runs on rank 0 alone"), nothing saved, exit status 0. Without
+    MASTER_ADDR it is refused at the start; with a group that never answers, it fails."""
+    import socket
+
+    pytester.makepyfile(test_one=TORCHRUN_EXTRA)
+    leaked = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+    res = run_with_env(pytester, leaked, *ARGS, "-k", "rank_zero", "--gpuperf-save=x")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*MASTER_ADDR is not set, but RANK and WORLD_SIZE are*unset RANK*"])
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    leaked |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    args = ["-k", "rank_zero", "--gpuperf-save=x", "--gpuperf-dist-timeout=3"]
+    res = run_with_env(pytester, leaked, *ARGS, *args)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED, res.stdout.str()
+    res.stdout.fnmatch_lines(
+        ["gpuperf: rank 1 of 2: the ranks could not agree on the exit status (*), so this "
+         "session fails: its benchmarks ran on rank 0 alone. If this process is no rank of a "
+         "group, unset RANK and WORLD_SIZE*"]
+    )  # fmt: skip
+    assert not _runs(pytester, "x")
+
+
+def test_under_torchrun_a_hanging_rank_is_named_by_the_one_that_waited(
+    pytester: pytest.Pytester, own_locks: Path
+) -> None:
+    """R12: under torchrun, a rank that hung left rank 0 with a raw gloo traceback ("Timed
+    out waiting 20000ms for recv") and "the ranks could not agree on the exit status";
+    the plugin-launched path names each rank's place."""
+    pytester.makepyfile(test_bad=BAD_TESTS)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--tee=3", "-m", "pytest", "-p", "no:cacheprovider", *FAST, "-k", "test_hang",
+           "--gpuperf-dist-timeout=5"]  # fmt: skip
+    res = pytester.run(*cmd, timeout=300)
+    out = res.stdout.str()
+    assert res.ret != 0
+    failure = out.split(" test_hang ___")[1].split("short test summary")[0]
+    assert re.search(
+        r"rank 0 of 2: a collective of test_hang waited 5 s \(--gpuperf-dist-timeout\) for the "
+        r"other ranks, and timed out:\n\[default0\]:  rank 1 was in test_hang for [\d.]+ s\n",
+        failure,
+    ), failure
+    assert "Traceback" not in failure and "distributed_c10d.py" not in failure, failure
+    assert "[default0]:gpuperf: rank 0 of 2: the ranks could not agree" not in out  # no 2nd wait
 
 
 BESIDE_XDIST = """

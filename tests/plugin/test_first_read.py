@@ -104,6 +104,30 @@ def test_a_passing_quiet_run_of_seven_benchmarks_fits_in_15_lines(
     assert sum("test_layer_norm" in ln for ln in lines) == 1  # its row, no detail
 
 
+def test_the_header_fits_120_columns_on_a_cpu_asked_for(pytester: pytest.Pytester) -> None:
+    """A newcomer's header was 129 characters: an 8-character CPU model ("AMD EPYC"), which
+    the line could shorten no further, 2 threads, --gpuperf-device=cpu, 10 rounds."""
+    pytester.makeconftest(
+        VIRTUAL_TIME_CONFTEST + "\nimport torch\ntorch.set_num_threads(2)\n"
+        "from pytest_gpuperf.measure import environment\n"
+        "_real = environment.collect_environment\n"
+        "environment.collect_environment = lambda *a, **k: {**_real(*a, **k), "
+        "'cpu_model': 'AMD EPYC'}\n"
+    )
+    pytester.makepyfile(
+        test_one="def test_one(clock, gpu_bench):\n"
+        "    def work():\n"
+        "        clock.ns += 100_000\n"
+        "    gpu_bench(work)\n"
+    )
+    result = pytester.runpytest_subprocess(*QUIET, *FAST, "--gpuperf-device=cpu", timeout=300)
+    result.assert_outcomes(passed=1)
+    header = [ln for ln in result.stdout.lines if ln.startswith("gpuperf: ")][:2]
+    assert header[0].startswith("gpuperf: measuring on the CPU: AMD EPYC, 2 threads, torch ")
+    assert "(--gpuperf-device=cpu)" in header[0] and "10 rounds of 1 ms" in " ".join(header)
+    assert all(len(ln) <= 120 for ln in header), header
+
+
 def test_every_line_of_a_failing_compare_fits_120_columns(pytester: pytest.Pytester) -> None:
     """The failure text (diagnosis headline, verdict block, details), the progress lines,
     the summary: what the plugin writes, in 120 columns; a long path may stay whole."""

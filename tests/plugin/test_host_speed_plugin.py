@@ -190,3 +190,39 @@ def test_timings_under_a_tracer_are_not_comparable_and_never_a_regression(
         pytester, {"TRACE": "1"}, *cpu, "--gpuperf-baseline=main", "--gpuperf-fail-on=inconclusive"
     )
     strict.assert_outcomes(failed=1)
+
+
+HOSTILE_TRACER = """
+import os
+import sys
+
+
+def _trace(frame, event, arg):
+    return None
+
+
+_trace.__qualname__ = _trace.__module__ = "evil\\x1b[31m\\n::error::tracer\\r"
+if os.environ.get("TRACE") == "1":
+    sys.settrace(_trace)
+"""
+
+
+def test_a_tracers_name_is_escaped_in_every_output(pytester: pytest.Pytester) -> None:
+    """R11: the name of a trace function (any conftest sets it) reached the terminal, the
+    Markdown report and the step summary raw: 7 ESC bytes, and lines starting
+    ``::error::tracer``, which GitHub runs as a workflow command."""
+    pytester.makeconftest(HOSTILE_TRACER)
+    pytester.makepyfile(test_py="def test_spin(gpu_bench):\n    gpu_bench(sum, range(50))\n")
+    cpu = ("--gpuperf-device=cpu",)
+    gpuperf(pytester, {}, *cpu, "--gpuperf-save=main").assert_outcomes(passed=1)
+    env = {"TRACE": "1", "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": "summary.md"}
+    out = gpuperf(pytester, env, *cpu, "--gpuperf-baseline=main", "--gpuperf-markdown=m.md", "-v")
+    out.assert_outcomes(passed=1)
+    assert "evil\\x1b[31m\\n::error::tracer\\r" in out.stdout.str()
+    for name, text in [
+        ("terminal", out.stdout.str() + out.stderr.str()),
+        ("markdown", (pytester.path / "m.md").read_text()),
+        ("step summary", (pytester.path / "summary.md").read_text()),
+    ]:
+        assert "\x1b" not in text and "\r" not in text, name
+        assert not [ln for ln in text.splitlines() if ln.startswith("::error")], name

@@ -3,6 +3,7 @@ timeout of --gpuperf-lock-timeout (issues 12 and 13)."""
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
 import sys
 import textwrap
@@ -82,6 +83,51 @@ def test_waiting_for_the_device_says_who_holds_it(pytester: pytest.Pytester, go:
             "gpuperf: waiting for cpu: *: done in * s",
         ]
     )
+
+
+def test_a_device_lock_timeout_fails_the_test_with_a_plain_text(
+    pytester: pytest.Pytester, go: Path
+) -> None:
+    """R7: a device-lock timeout failed each benchmark with a 60-line traceback through the
+    plugin's insides (contextlib, shell/locks.py, filelock.py, the fixture's locals), then
+    with the test's source and its fixture's repr: now the text alone, as for "no verdict"."""
+    take = (
+        "from pytest_gpuperf.shell.locks import device_lock\n"
+        "with device_lock('cpu', owner='tests/test_other.py::test_mm'):"
+    )
+    with holder(HOLD.format(take=take), str(go), FOREVER):
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", *FAST, "--gpuperf-lock-timeout=0.5", "--showlocals"
+        )
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    failure = out.split(" FAILURES ")[1].split(" short test summary info ")[0]
+    body = " ".join(line for line in failure.splitlines()[2:] if line.strip(" ="))
+    assert fnmatch.fnmatch(
+        body,
+        "gpuperf: cpu stayed busy for 0.5 s: it is being measured by pid * (user *): "
+        "tests/test_other.py::test_mm. Wait for that run to end, or stop it; "
+        "--gpuperf-lock-timeout sets how long to wait.",
+    ), failure
+    result.stdout.fnmatch_lines(
+        ["FAILED *::test_add - Failed: gpuperf: cpu stayed busy for 0.5 s*"]
+    )
+
+
+def test_a_lock_log_that_is_no_file_stops_the_session_at_its_start(
+    pytester: pytest.Pytester, go: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R9: GPUPERF_LOCK_LOG naming a FIFO no process read cost 10 s per benchmark, with the
+    machine's lock held, and said nothing (26.0 s instead of 6.9 s for two benchmarks)."""
+    import os
+
+    os.mkfifo(pytester.path / "holds.fifo")
+    monkeypatch.setenv("GPUPERF_LOCK_LOG", str(pytester.path / "holds.fifo"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *FAST, timeout=60)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("GPUPERF_LOCK_LOG: cannot append to") == 1, err
+    assert "give the path of a file" in err and not go.exists()  # no test ran
 
 
 def test_the_baseline_lock_waits_as_long_as_lock_timeout_says(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FAST, run_with_env
-from tests.plugin.test_baselines import BENCH, NO_RERUNS, QUIET, run
+from tests.plugin.test_baselines import BENCH, NO_RERUNS, QUIET
 
 
 def test_a_leaked_child_marker_does_not_silently_turn_saving_off(
@@ -42,8 +42,8 @@ def interrupt(*args, **kwargs):
 def pytest_sessionfinish(session):
     layout.atomic_write_bytes = interrupt
 """
-#: Ctrl-C while the save waits for the baseline's lock, which this process holds on a
-#: descriptor of its own: a real SIGINT, sent from within the wait's first pause.
+#: Ctrl-C (or SIG) while the save waits for the baseline's lock, which this process holds
+#: on a descriptor of its own: a real signal, sent from within the wait's first pause.
 CTRL_C_WAITING = """
 import os, signal, time, types
 from pathlib import Path
@@ -54,7 +54,7 @@ from pytest_gpuperf.baseline import filelock
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def pause(seconds):
-    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), getattr(signal, os.environ.get("SIG", "SIGINT")))
     time.sleep(seconds)
 
 @pytest.hookimpl(tryfirst=True)
@@ -66,19 +66,28 @@ def pytest_sessionfinish(session):
 """
 
 
-@pytest.mark.parametrize("conftest", [CTRL_C_WRITING, CTRL_C_WAITING], ids=["writing", "lock"])
+@pytest.mark.parametrize(
+    ("conftest", "sig"),
+    [(CTRL_C_WRITING, "SIGINT"), (CTRL_C_WAITING, "SIGINT"), (CTRL_C_WAITING, "SIGTERM")],
+    ids=["writing", "lock", "lock-sigterm"],
+)
 def test_ctrl_c_during_the_save_says_not_saved_and_exits_2(
-    pytester: pytest.Pytester, conftest: str
+    pytester: pytest.Pytester, conftest: str, sig: str
 ) -> None:
     """T8: Ctrl-C during the save, or while waiting for the baseline's lock, printed a raw
-    traceback from pytest_sessionfinish, rc 1, and no "NOT saved" line."""
+    traceback from pytest_sessionfinish, rc 1, and no "NOT saved" line. R10: SIGTERM (a CI
+    cancellation, `timeout`, `docker stop`) ended it with rc 143 and no word at all."""
     pytester.makepyfile(test_spin=BENCH)
     pytester.makeconftest(conftest)
-    result = run(pytester, "--gpuperf-save=main", NO_RERUNS, "--gpuperf-lock-timeout=600")
+    result = run_with_env(
+        pytester, {"SIG": sig}, "-p", "no:cacheprovider", *FAST, *QUIET, "--gpuperf-save=main",
+        NO_RERUNS, "--gpuperf-lock-timeout=600",
+    )  # fmt: skip
     assert result.ret == pytest.ExitCode.INTERRUPTED
     out = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    by = "Ctrl-C" if sig == "SIGINT" else sig
     result.stdout.fnmatch_lines(
-        ["*the baseline was NOT saved: the save was interrupted (Ctrl-C); the baseline is as it*"]
+        [f"*the baseline was NOT saved: the save was interrupted ({by}); the baseline is as it*"]
     )
     assert not (pytester.path / ".gpuperf" / "baselines" / "main.json").exists()

@@ -284,6 +284,37 @@ def test_prune_keep_runs_and_before(bdir: Path) -> None:
     assert all(len(e.runs) == 2 for e in runs.values())
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_prune_says_so_and_leaves_the_baseline_whole(
+    bdir: Path, capsys: pytest.CaptureFixture[str], sig: str
+) -> None:
+    """R10: Ctrl-C of `pytest-gpuperf prune` exited 130 without a word; SIGTERM (a CI
+    cancellation) ended it on the spot."""
+    import signal
+
+    from pytest_gpuperf.baseline.filelock import locked
+
+    before = sorted((p.name, p.read_bytes()) for p in bdir.rglob("*") if p.is_file())
+    on_term = signal.getsignal(signal.SIGTERM)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), getattr(signal, sig)))
+    try:
+        with locked(bdir / ".main.json.lock", owner="another save"):  # prune waits for it
+            timer.start()
+            code, _ = run("prune", "main", "--keep-runs", "1", "--dir", str(bdir))
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert code == cli.INTERRUPTED
+    by = "Ctrl-C" if sig == "SIGINT" else sig
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"pytest-gpuperf prune: interrupted ({by}); baseline 'main' is whole, pruned or as it "
+        "was (pytest-gpuperf show main says which)"
+    )
+    assert sorted((p.name, p.read_bytes()) for p in bdir.rglob("*") if p.is_file()) == before
+    assert signal.getsignal(signal.SIGTERM) is on_term  # as before the command
+
+
 def test_prune_by_fingerprint(bdir: Path) -> None:
     fid = next(iter(BaselineStore(bdir).load("same").fingerprints))
     code, out = run("prune", "same", "--fingerprint", fid, "--dir", str(bdir))

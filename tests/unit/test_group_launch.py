@@ -76,6 +76,26 @@ def test_a_tests_outcome_is_the_worst_of_its_ranks_each_failing_rank_named(tmp_p
     assert g.outcome_of("c", statuses, []) == g.Outcome("skipped", "no GPU")
 
 
+def test_a_rank_that_skips_alone_is_named_as_the_cause(tmp_path: Path) -> None:
+    """R12: rank 1 called pytest.skip alone; rank 0 then failed in its collective, and the
+    failure showed only rank 0's "Connection closed by peer"."""
+    peer = {"outcome": "failed", "when": "call", "done": True,
+            "text": "E  RuntimeError: Connection closed by peer [127.0.0.1]:4242"}  # fmt: skip
+    skip = {"outcome": "skipped", "when": "call", "done": True, "text": "Skipped: no data here"}
+    _status(tmp_path, 0, {"a": peer})
+    _status(tmp_path, 1, {"a": skip})
+    statuses = [g.RankStatus.read(tmp_path, r) for r in (0, 1)]
+    failed = g.outcome_of("a", statuses, [])
+    assert failed.kind == "failed"
+    assert failed.text.splitlines() == [
+        "the test failed on 1 of its 2 rank(s), after rank 1 skipped it alone:",
+        "rank 1 (call) skipped it: Skipped: no data here; a rank that skips leaves the others "
+        "waiting in its collectives: skip on every rank, or on none",
+        "rank 0 (call) (when a peer left): E  RuntimeError: Connection closed by peer "
+        "[127.0.0.1]:4242",
+    ]
+
+
 def test_rank_zeros_results_are_read_back_and_a_line_cut_by_a_kill_is_dropped(
     tmp_path: Path,
 ) -> None:

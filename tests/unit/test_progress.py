@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pytest_gpuperf.shell.progress import Progress, silent
 
 
@@ -125,11 +127,31 @@ def test_from_config_quiet_under_q_and_in_workers() -> None:
 def test_the_header_shortens_a_long_cpu_model_to_fit() -> None:
     from pytest_gpuperf.shell.session import _fit
 
-    template = "measuring on the CPU: {cpu}, 2 threads, torch 2.13.0+cpu (no CUDA); 30 rounds"
-    short = _fit(template, cpu="AMD EPYC", width=120)
-    assert short == template.replace("{cpu}", "AMD EPYC")
-    long = _fit(template, cpu="Intel(R) Xeon(R) Platinum 8480+ " * 3, width=100)
+    template = "measuring on the CPU: {name}, 2 threads, torch 2.13.0+cpu (no CUDA); 30 rounds"
+    short = _fit(template, name="AMD EPYC", width=120)
+    assert short == [template.replace("{name}", "AMD EPYC")]
+    (long,) = _fit(template, name="Intel(R) Xeon(R) Platinum 8480+ " * 3, width=100)
     assert len(long) == 100 and "Intel(R) Xeon(R)" in long and "…," in long
+
+
+@pytest.mark.parametrize("why", ["no CUDA", "--gpuperf-device=cpu", "no GPU found"])
+@pytest.mark.parametrize("torch", ["2.13.0+cpu", "2.10.0.dev20251201+cu128"])
+@pytest.mark.parametrize("name", ["AMD EPYC", "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz"])
+def test_every_header_line_fits_120_columns(why: str, torch: str, name: str) -> None:
+    """The newcomer's header of 129 characters on a CPU machine (AMD EPYC, 2 threads,
+    --gpuperf-device=cpu): the CPU model could shorten no further, and the line stayed
+    long. A line that cannot fit is now two, each within the 120 columns."""
+    from pytest_gpuperf.shell.session import HEADER_WIDTH, _fit
+
+    template = (
+        f"measuring on the CPU: {{name}}, 128 threads, torch {torch} ({why}); 1000 rounds of "
+        "1000 ms, warm-up ≤ 10000 ms"
+    )
+    lines = _fit(template, name=name, width=HEADER_WIDTH - len("gpuperf: "))
+    assert all(len("gpuperf: " + line) <= HEADER_WIDTH for line in lines), lines
+    text = " ".join(lines)
+    assert f"torch {torch} ({why});" in text and "1000 rounds of 1000 ms" in text
+    assert name[:8] in text and (len(lines) == 1 or lines[1].startswith("1000 rounds"))
 
 
 def test_a_long_label_is_shortened_in_the_middle_to_120_columns() -> None:

@@ -40,6 +40,7 @@ CORE, ADAPTER, SHELL, CLI = "core", "device adapter", "pytest shell", "CLI"
 RINGS: dict[str, str] = {
     "": CORE,  # the package face: the errors, the version
     "model": CORE,
+    "interrupt": CORE,
     "errors": CORE,
     "values": CORE,
     "settings_fields": CORE,
@@ -91,6 +92,7 @@ BASICS, MEASUREMENT, RESULTS, STORE, VERDICT, ANALYSIS, REPORTING, RUN_SETUP = (
 LAYER_ORDER = (BASICS, MEASUREMENT, RESULTS, STORE, VERDICT, ANALYSIS, REPORTING, RUN_SETUP)
 LAYERS: dict[str, str] = {
     "": BASICS,  # the package face: the errors, the version
+    "interrupt": BASICS,  # SIGTERM as Ctrl-C
     "errors": BASICS,
     "jsonsafe": BASICS,
     "settings_fields": BASICS,

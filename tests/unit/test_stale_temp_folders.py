@@ -85,3 +85,55 @@ def test_a_session_removes_them_at_its_start_and_names_its_own_after_itself(
     child = run_pytest_child(["missing.py"], device="cpu", timeout_s=120, cwd=pytester.path)
     (json_arg,) = [a for a in child.command if a.startswith("--gpuperf-json=")]
     assert Path(json_arg.split("=", 1)[1]).parent.name.startswith(f"gpuperf-child-{os.getpid()}-")
+
+
+#: The kernel inventory of a save, killed outright (SIGKILL) as its profile starts.
+KILLED_IN_THE_INVENTORY = """
+import os, signal
+from pytest_gpuperf.artifacts.collectors import child
+
+def killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+child.profile_calls = killed
+"""
+
+
+def test_a_save_killed_in_its_inventory_leaves_no_folder_for_good(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R16: each save killed outright during its kernel inventory left an empty
+    gpuperf-inventory-* folder that no later session removed (13 after the kill loops)."""
+    import signal
+
+    from tests.conftest import FAST
+
+    tmp = pytester.path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    pytester.makeconftest(KILLED_IN_THE_INVENTORY)
+    pytester.makepyfile(test_one="def test_one(gpu_bench):\n    gpu_bench(sum, range(10))\n")
+    args = ["-p", "no:cacheprovider", *FAST]
+    killed = pytester.runpytest_subprocess(*args, "--gpuperf-save=main")
+    assert killed.ret == -signal.SIGKILL, killed.stdout.str()
+    (left,) = tmp.glob("gpuperf-inventory-*")
+    pytester.makeconftest("")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    assert not left.exists()
+
+
+def test_a_torchrun_ranks_fresh_peer_reports_to_a_folder_removed_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank's fresh peer (a confirmation under torchrun) reported to a folder that was
+    never removed, whose name no later session could tell from another's."""
+    from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV
+    from pytest_gpuperf.shell.ranks import peer_env
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("RANK", "1")
+    with peer_env(29501, {"X": "1"}) as env:
+        folder = Path(env[GROUP_DIR_ENV])
+        assert folder.is_dir() and folder.name.startswith(f"gpuperf-peer-{os.getpid()}-")
+        assert (env["RANK"], env["MASTER_PORT"], env["X"]) == ("1", "29501", "1")
+    assert not folder.exists()

@@ -402,7 +402,9 @@ class InventoryHook:
         from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace
         from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
 
-        with tempfile.TemporaryDirectory(prefix="gpuperf-inventory-") as tmp:
+        # named after this process, as the session's children's folders are: a later
+        # session removes it if this one is killed meanwhile (shell/rerun.py)
+        with tempfile.TemporaryDirectory(prefix=f"gpuperf-inventory-{os.getpid()}-") as tmp:
             path = Path(tmp) / "trace.json"
             try:
                 profile_calls(

@@ -19,6 +19,7 @@ benchmarked function may be a collective that all ranks must make):
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -84,7 +85,8 @@ class GroupHook:
             out["nccl"] = nccl
         if self.profile:
             n = window_calls(self.calls, per_call_s, 1.0)
-            with tempfile.TemporaryDirectory(prefix="gpuperf-group-profile-") as tmp:
+            prefix = f"gpuperf-group-profile-{os.getpid()}-"  # as the inventory's (child.py)
+            with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
                 comms, inv = profile_group(
                     self.group, call, device=self.device, calls=n,
                     trace_path=Path(tmp) / "trace.json",
@@ -105,7 +107,6 @@ def group_hooks(
     (:class:`GroupCapture`, when its spec is in the environment), else :class:`GroupHook`
     (``profile`` is forced on by :data:`PROFILE_ENV`)."""
     import json
-    import os
     import sys
 
     from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
