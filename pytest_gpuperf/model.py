@@ -174,7 +174,7 @@ class FrozenList(list[T]):
 
 
 class FrozenDict(dict[K, V]):
-    """A dict of a measurement (``policy``, ``environment``, ``memory``, ``host_canary``, an
+    """A dict of a measurement (``policy``, ``environment``, ``memory``, ``contention``, an
     item of ``numerics``): a ``dict`` to read, whose in-place changes (``d[k] = ...``,
     ``update``, ``setdefault``, ``pop``, ``|=``) raise :class:`FrozenValueError`. Copies
     (``dict(d)``, ``d.copy()``, ``d | {...}``, ``{**d}``) are plain dicts; the lists and dicts
@@ -271,10 +271,10 @@ class Measurement:
     #: (:mod:`pytest_gpuperf.measure.allocation`); ``{"available": False, "reason"}`` on the
     #: CPU; None when not measured
     memory: dict[str, Any] | None = None
-    #: how fast the host ran around the measured rounds (:mod:`pytest_gpuperf.measure.canary`):
-    #: ``kind``, ``op_s`` (seconds per canary op), ``share`` (of the rounds' time on a CPU),
-    #: ``bursts``, ``cost_s``. None where no canary could run
-    host_canary: dict[str, Any] | None = None
+    #: whether the measured rounds had the CPUs they needed
+    #: (:mod:`pytest_gpuperf.measure.contention`): ``waited``, ``threads``, ``clock``. None
+    #: where nothing was measured
+    contention: dict[str, Any] | None = None
     #: the tracer or profiler active while it was measured (coverage.py, a debugger, ...),
     #: None without one (:mod:`pytest_gpuperf.measure.tracing`)
     tracer: str | None = None
@@ -299,7 +299,7 @@ _DICT_ORDER = (
     "stability", "warmup_s", "wall_s", "l2_flush", "peak_memory_bytes", "flops", "bytes",
     "device_name", "telemetry", "comparison", "artifacts", "notes", "policy", "gate",
     "environment", "run_id", "location", "extra", "e2e_rounds", "host_hidden", "host_s",
-    "numerics", "diagnosis", "memory", "host_canary", "tracer",
+    "numerics", "diagnosis", "memory", "contention", "tracer",
 )  # fmt: skip
 
 
@@ -402,7 +402,7 @@ class Result:
     host_s = _Measured[float | None]()
     numerics = _Measured[list[dict[str, Any]] | None]()
     memory = _Measured[dict[str, Any] | None]()
-    host_canary = _Measured[dict[str, Any] | None]()
+    contention = _Measured[dict[str, Any] | None]()
     tracer = _Measured[str | None]()
 
     @property

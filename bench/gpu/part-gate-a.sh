@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gate-a (issue 22): the zoo in fresh processes, every one of which also measures the host-speed
-# canary; one set of processes serves every figure:
+# gate-a (issue 22): the zoo in fresh processes, each run with its contention record (how long
+# its threads waited for a CPU); one set of processes serves every figure:
 #   - the new cases' ground truth (zoo_truth.py: 1.2-1.5x slowdowns, benign refactors, tiny A/A);
 #   - 3 saves of the good variants (the baseline, and good runs of the pool);
 #   - A/A sessions against it (the zoo's A/A in fresh sessions, and good runs of the pool);
@@ -12,7 +12,7 @@
 # leaves room for it; what was skipped is said. Everything is replayed here at the end
 # (zoo_replay.py, zoo_report.py) and, from the tarball, again on the CPU machine:
 #   python3 bench/zoo_replay.py --truth truth.json --truth truth-new.json g0/sessions g1/sessions,g1/pool
-#   python3 bench/zoo_replay.py --ab ... ; python3 bench/zoo_replay.py --canary ...
+#   python3 bench/zoo_replay.py --ab ...
 #
 # A dry run of the script's logic on the CPU machine (minutes, a few cases, tiny budgets):
 #   ZOO_DEVICE=cpu GATE_NGPU=2 ZOO_ARGS="-k 'tiny_softmax or python_loop_adds' --gpuperf-rounds=6" \
@@ -38,7 +38,7 @@ GATE_A_RUN_S=${GATE_A_RUN_S:-150}
 GATE_A_TRUTH=${GATE_A_TRUTH:-1}
 TRUTH_CASES=tiny_layer_norm,tiny_softmax,tiny_elementwise_chain,tiny_rmsnorm,benign_attention_unbind,benign_more_python,benign_op_sequence,benign_extra_view,linear_bias_unfused,autocast_fp32_weights,dropout_left_on,key_transpose_contiguous,sdpa_efficient_backend
 
-# 1. sanity: one tiny benchmark end to end in a fresh process, its canary recorded (seconds)
+# 1. sanity: one tiny benchmark end to end in a fresh process, its contention recorded (seconds)
 t=$(date +%s)
 CUDA_VISIBLE_DEVICES=0 timeout 90 $PY -m pytest bench/zoo -q -p no:cacheprovider --rootdir bench/zoo \
   -k tiny_layer_norm --gpuperf-capture=never --gpuperf-device="$ZOO_DEVICE" \
@@ -46,11 +46,10 @@ CUDA_VISIBLE_DEVICES=0 timeout 90 $PY -m pytest bench/zoo -q -p no:cacheprovider
 if ! $PY - "$WORK/sanity.json" "$ZOO_DEVICE" >> "$S" 2>&1 <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"][0]
-c = r.get("host_canary") or {}
-want = "cuda-launch" if sys.argv[2] == "cuda" else "torch-cpu"
-assert c.get("kind") == want and c.get("op_s", 0) > 0, f"no {want} canary: {c}"
-print(f"sanity: tiny_layer_norm {r['summary']['median'] * 1e6:.2f} us; canary {c['op_s'] * 1e6:.2f} us "
-      f"per launch, share {c.get('share')}, cost {c.get('cost_s', 0) * 1e3:.2f} ms of a {r['wall_s']:.2f} s measurement")
+c = r.get("contention") or {}
+assert "waited" in c and "threads" in c, f"no contention record: {c}"
+print(f"sanity: tiny_layer_norm {r['summary']['median'] * 1e6:.2f} us; waited {c['waited']}, "
+      f"threads {c['threads']}, a {r['wall_s']:.2f} s measurement")
 EOF
 then
   say "gate-a: STOPPED at the sanity step ($(($(date +%s) - t)) s): see sanity.log"; tail -5 "$WORK/sanity.log" >> "$S"; exit 1
@@ -104,12 +103,10 @@ G1=$(ls -d "$WORK/g1/sessions" "$WORK/g1/pool" 2>/dev/null | paste -sd, -)
 if [ -n "$POOLS" ] && [ "${GATE_A_REPLAY:-1}" = 1 ]; then
   timeout 60 $PY bench/zoo_replay.py $TRUTH $POOLS > "$WORK/replay-stored.txt" 2>&1
   timeout 60 $PY bench/zoo_replay.py --ab $TRUTH $POOLS > "$WORK/replay-ab.txt" 2>&1
-  timeout 30 $PY bench/zoo_replay.py --canary $POOLS > "$WORK/replay-canary.txt" 2>&1
   REPORT=$(ls -d "$WORK"/g*/sessions 2>/dev/null)
   timeout 30 $PY bench/zoo_report.py $TRUTH $REPORT > "$WORK/report.txt" 2>&1
   say "zoo_report.py (the sessions as a user ran them):"; grep -E "^(realistic|synthetic|benign refactors|unchanged tiny|A/A|wall)" "$WORK/report.txt" | sed 's/^/  /' >> "$S"
   say "zoo_replay.py (stored baseline, 3 runs):"; grep -E "^stored baseline" "$WORK/replay-stored.txt" | sed 's/^/  /' >> "$S"
   say "zoo_replay.py --ab (time-adjacent pairs):"; grep -E "^A/B pairs" "$WORK/replay-ab.txt" | sed 's/^/  /' >> "$S"
-  say "zoo_replay.py --canary (spread between processes as measured / with the host out):"; grep -E "^class" "$WORK/replay-canary.txt" | sed 's/^/  /' >> "$S"
 fi
 say "gate-a: done in $(($(date +%s) - T0)) s"

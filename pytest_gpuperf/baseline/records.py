@@ -85,8 +85,9 @@ class RunRecord:
     #: the caching allocator's figures per call (pytest_gpuperf.measure.allocation); None: not
     #: recorded (a CPU run, or a file written before they were)
     memory: Mapping[str, Any] | None = None
-    #: the host-speed canary of the run (``Result.host_canary``); None: not recorded (older runs)
-    host_canary: Mapping[str, Any] | None = None
+    #: whether the run's rounds had the CPUs they needed (``Result.contention``); None: not
+    #: recorded
+    contention: Mapping[str, Any] | None = None
     #: the tracer or profiler active in the run; None: none (or not recorded, older runs)
     tracer: str | None = None
 
@@ -128,7 +129,7 @@ class RunRecord:
             host_s=d.get("host_s"),
             numerics=tuple(d["numerics"]) if d.get("numerics") else None,
             memory=d.get("memory"),
-            host_canary=d.get("host_canary"),
+            contention=d.get("contention"),
             tracer=d.get("tracer"),
         )
 
@@ -216,7 +217,7 @@ def _with_opaque(
         "telemetry": d.get("telemetry"),
         "numerics": d.get("numerics"),
         "memory": memory if isinstance(memory, Mapping) and memory.get("available") else None,
-        "host_canary": d.get("host_canary"),
+        "contention": d.get("contention"),
         "tracer": d["tracer"] if isinstance(d.get("tracer"), str) else None,
         "extra": {**(d.get("extra") or {}), **(extra or {})},
     }
@@ -228,7 +229,7 @@ def _with_opaque(
             rec[name] = None
         elif name == "tracer":
             rec[name] = value
-        elif name != "host_canary" or schema.is_canary(value):
+        elif name != "contention" or schema.is_contention(value):
             rec[name] = schema.plain(value)
     if rec["numerics"] is not None and not is_fingerprint(d["numerics"]):
         rec["numerics"] = None
@@ -272,7 +273,7 @@ def result_fields(r: Result) -> dict[str, Any]:
         "host_s": r.host_s,
         "numerics": r.numerics,
         "memory": r.memory,
-        "host_canary": r.host_canary,
+        "contention": r.contention,
         "tracer": r.tracer,
     }
 

@@ -27,8 +27,8 @@ Version history:
    reader): the optional run field ``numerics``, the numeric fingerprint of the
    benchmark's output (:mod:`pytest_gpuperf.verdict.numerics`, which validates it);
    then the optional run fields ``memory``, the caching allocator's figures per call
-   (:mod:`pytest_gpuperf.measure.allocation`), ``host_canary`` (how fast the host ran around
-   the run's rounds, :mod:`pytest_gpuperf.measure.canary`) and ``tracer`` (the tracer or
+   (:mod:`pytest_gpuperf.measure.allocation`), ``contention`` (whether the run's rounds had the
+   CPUs they needed, :mod:`pytest_gpuperf.measure.contention`) and ``tracer`` (the tracer or
    profiler active while it was measured, :mod:`pytest_gpuperf.measure.tracing`), and, inside
    the opaque ``telemetry``, ``activity``: a summary of the GPU's activity (NVML GPM) over the
    run.
@@ -201,34 +201,29 @@ RUN_OPTIONAL_V2: dict[str, Check] = {
     "numerics": (is_fingerprint, "a numerics fingerprint (a list of tensor entries)"),
     # the caching allocator's figures per call (measure/allocation.py), CUDA runs only
     "memory": OBJECT,
-    # the host-speed canary (measure/canary.py) and the tracer active while measuring
-    "host_canary": (
-        lambda v: is_canary(v),
-        "a host-speed canary (an object with kind, op_s > 0, and optionally share in (0, 1])",
+    # whether the rounds had their CPUs (measure/contention.py), the tracer while measuring
+    "contention": (
+        lambda v: is_contention(v),
+        "a contention record (an object with waited >= 0, threads >= 1, clock thread or wall)",
     ),
     "tracer": STR,
 }
 
 
-def is_canary(v: Any) -> bool:
-    """Whether ``v`` is a run's host-speed canary as :mod:`pytest_gpuperf.measure.canary`
-    records it: ``kind`` a string, ``op_s`` > 0, ``share`` (if any) in (0, 1], ``others``
-    (if any) a number >= 0, ``bursts`` (if any) numbers > 0."""
-    if not isinstance(v, dict) or not isinstance(v.get("kind"), str):
+def is_contention(v: Any) -> bool:
+    """Whether ``v`` is a run's contention as :mod:`pytest_gpuperf.measure.contention` records
+    it: ``waited`` (if any) a number >= 0, ``threads`` (if any) >= 1, ``clock`` (if any)
+    "thread" or "wall"."""
+    if not isinstance(v, dict):
         return False
-    op: Any = v.get("op_s")
-    share: Any = v.get("share", 1.0)
-    bursts: Any = v.get("bursts", [1.0])
-    others: Any = v.get("others", 0.0)
+    waited: Any = v.get("waited", 0.0)
+    threads: Any = v.get("threads", 1.0)
     return (
-        _is_number(op)
-        and _is_number(others)
-        and others >= 0
-        and op > 0
-        and _is_number(share)
-        and 0 < share <= 1
-        and isinstance(bursts, list)
-        and all(_is_number(x) and x > 0 for x in bursts)
+        _is_number(waited)
+        and waited >= 0
+        and _is_number(threads)
+        and threads >= 1
+        and v.get("clock", "wall") in ("thread", "wall")
     )
 
 

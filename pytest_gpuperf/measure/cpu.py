@@ -1,4 +1,19 @@
-"""CPU backend: host wall time with ``perf_counter_ns`` (torch CPU work is synchronous)."""
+"""CPU backend: the measuring thread's CPU time, or wall time (torch CPU work is synchronous).
+
+Work done on the measuring thread alone is timed by that thread's CPU time
+(``time.thread_time_ns``): a neighbour process that takes the core away, or a slow
+period of the scheduler, adds wall time but no CPU time of this thread (with two busy
+neighbours, a Python loop's wall median moved 122-244 µs, its thread's CPU time
+123-137 µs). Work that also runs on other threads (torch's intra-op threads) or sleeps
+(a ``time.sleep``, a collective waiting on a peer) is timed by wall time, which the CPU
+time of one thread would miss. Which one is decided once per timer, on its first rounds
+(:data:`PROBE_ROUNDS`): the thread clock when the process's CPU time stayed within
+:data:`ONE_THREAD` of the thread's and the thread was never blocked for more than
+:data:`BLOCKED` of the wall time (neither running nor waiting for a CPU:
+``/proc/thread-self/schedstat``; without it, when one round ran with at least
+``1 - BLOCKED`` of its wall time on the thread's CPU clock). The choice is the run's
+``contention["clock"]`` (:mod:`.contention`).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +22,26 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.measure.backend import Invocation
+from pytest_gpuperf.measure.contention import thread_schedstat
 from pytest_gpuperf.measure.policy import MeasurePolicy
 
 if TYPE_CHECKING:
     from pytest_gpuperf.measure.backend import Timer
 
+THREAD, WALL = "thread", "wall"
+#: rounds (the engine's first, calibrating ones) and wall time the clock is chosen on
+PROBE_ROUNDS, PROBE_S = 3, 0.002
+#: the process's CPU time at most this many times the thread's: the work is on this thread
+ONE_THREAD = 1.1
+#: the thread blocked (sleeping, waiting for I/O or a peer) at most this share of the time
+BLOCKED = 0.1
+
 
 class CpuTimer:
     """Rounds of back-to-back calls; with ``setup=``, each call timed alone after its setup.
 
-    A round's value is the mean time per call; with ``setup`` it is the sum of
-    the calls' own times (setup left out) over the calls.
+    A round's value is the mean time per call on the timer's :attr:`clock`; with ``setup``
+    it is the sum of the calls' own times (setup left out) over the calls.
     """
 
     mode = "cpu"
@@ -30,6 +54,9 @@ class CpuTimer:
         self._call: Callable[[], Any] = (
             self._setup if self._setup is not None else (lambda: fn(*args, **kwargs))
         )
+        #: THREAD or WALL, once the first rounds have shown which (None until then)
+        self.clock: str | None = None
+        self._probe = _Probe()
 
     def first_call(self) -> tuple[float, Any]:
         if self._setup is not None:
@@ -42,15 +69,38 @@ class CpuTimer:
         pass
 
     def time_round(self, calls: int) -> tuple[float, float, int]:
-        call = self._call
-        clock = time.perf_counter_ns
-        t = clock()
+        if self.clock is None:
+            return self._probe_round(calls)
+        tick = time.thread_time_ns if self.clock == THREAD else time.perf_counter_ns
+        t = time.perf_counter_ns()
         if self._setup is not None:
-            return calls_alone_ns(self._setup, calls) / 1e9 / calls, (clock() - t) / 1e9, calls
+            per_call = calls_alone_ns(self._setup, calls, tick) / 1e9 / calls
+            return per_call, (time.perf_counter_ns() - t) / 1e9, calls
+        call = self._call
+        a = tick()
         for _ in range(calls):
             call()
-        dt = (clock() - t) / 1e9
-        return dt / calls, dt, calls
+        per_call = (tick() - a) / 1e9 / calls
+        return per_call, (time.perf_counter_ns() - t) / 1e9, calls
+
+    def _probe_round(self, calls: int) -> tuple[float, float, int]:
+        """A round timed on both clocks (and the scheduler's statistics), its wall time
+        returned; the clock is chosen once the probe has seen enough."""
+        p = self._probe
+        sched = thread_schedstat()
+        proc, thread = time.process_time_ns(), time.thread_time_ns()
+        t = time.perf_counter_ns()
+        if self._setup is not None:
+            calls_alone_ns(self._setup, calls, time.perf_counter_ns)
+        else:
+            call = self._call
+            for _ in range(calls):
+                call()
+        wall = time.perf_counter_ns() - t
+        p.add(wall, time.thread_time_ns() - thread, time.process_time_ns() - proc, sched)
+        if p.rounds >= PROBE_ROUNDS and p.wall >= PROBE_S * 1e9:
+            self.clock = p.clock()
+        return wall / 1e9 / calls, wall / 1e9, calls
 
     def reset_peak_memory(self) -> None:
         pass
@@ -68,9 +118,41 @@ class CpuTimer:
         pass
 
 
-def calls_alone_ns(call: Invocation, calls: int) -> int:
-    """Nanoseconds of ``calls`` calls, each timed alone after its (untimed) setup."""
-    clock = time.perf_counter_ns
+class _Probe:
+    """What the first rounds showed: their wall, thread and process CPU time, how long the
+    thread was blocked, and the largest share of a round's wall time on the thread's clock."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.wall = self.thread = self.proc = self.blocked = 0
+        self.best = 0.0
+        self.sched = True
+
+    def add(self, wall: int, thread: int, proc: int, before: tuple[int, int] | None) -> None:
+        after = thread_schedstat()
+        self.rounds += 1
+        self.wall += wall
+        self.thread += thread
+        self.proc += proc
+        self.best = max(self.best, thread / wall if wall > 0 else 0.0)
+        if before is None or after is None:
+            self.sched = False
+        else:  # the CPU time from the thread's clock: schedstat's lags by up to a tick
+            self.blocked += max(0, wall - thread - (after[1] - before[1]))
+
+    def clock(self) -> str:
+        if self.proc > ONE_THREAD * self.thread:
+            return WALL
+        if self.sched:
+            return THREAD if self.blocked <= BLOCKED * self.wall else WALL
+        return THREAD if self.best >= 1 - BLOCKED else WALL
+
+
+def calls_alone_ns(
+    call: Invocation, calls: int, clock: Callable[[], int] = time.perf_counter_ns
+) -> int:
+    """Nanoseconds of ``calls`` calls on ``clock``, each timed alone after its (untimed)
+    setup."""
     timed = 0
     for _ in range(calls):
         call.prepare()

@@ -178,6 +178,9 @@ class GroupTimer:
         self._group = group
         self._device = group.device
         self._events: tuple[list[Any], list[Any]] = ([], [])
+        #: the clock of a CPU group's rounds (measure/contention.py): wall time, a peer's
+        #: waits included
+        self.clock = "wall" if self._device == "cpu" else None
 
     def first_call(self) -> tuple[float, Any]:
         g = self._group

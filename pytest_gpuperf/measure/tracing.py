@@ -4,11 +4,11 @@
 from a conftest make every Python line, call or op of the benchmark pay for a callback:
 host time runs several times slower, by an amount that depends on how much Python the
 code runs. A run measured so is compared only with runs measured the same way
-(:mod:`pytest_gpuperf.verdict.host_speed`). Read at the start of each measurement, in the
+(:mod:`pytest_gpuperf.verdict.decide`). Read at the start of each measurement, in the
 thread that measures (trace functions are per thread).
 
-Pure Python: the interpreter's own hooks, no torch (its profiler is asked by the
-fixture through :func:`pytest_gpuperf.measure.canary.torch_profiler_active`).
+Pure Python: the interpreter's own hooks, and torch's profiler asked only where torch is
+imported already.
 """
 
 from __future__ import annotations
@@ -84,3 +84,15 @@ def tracer_note(tracer: str) -> str:
         "without one, so these timings compare only with runs measured under the same tracer "
         "(a baseline saved without one gives 'not comparable')"
     )
+
+
+def torch_profiler_active() -> str | None:
+    """``"torch.profiler"`` while a torch (autograd) profiler records in this process."""
+    torch = sys.modules.get("torch")  # a profiler that is on has torch imported already
+    if torch is None:
+        return None
+    try:
+        on = bool(torch.autograd.profiler._is_profiler_enabled)
+    except AttributeError:
+        return None
+    return "torch.profiler" if on else None

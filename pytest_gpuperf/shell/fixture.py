@@ -23,7 +23,7 @@ import pytest
 
 from pytest_gpuperf.errors import BenchOutOfMemory, DeviceBusy, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
-from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
+from pytest_gpuperf.measure.contention import ContentionWindow
 from pytest_gpuperf.measure.flags import flag_notes
 from pytest_gpuperf.measure.memory import (
     allocator_counters,
@@ -33,7 +33,7 @@ from pytest_gpuperf.measure.memory import (
     release_memory,
 )
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.measure.tracing import active_tracer, tracer_note
+from pytest_gpuperf.measure.tracing import active_tracer, torch_profiler_active, tracer_note
 from pytest_gpuperf.model import BenchId, Result, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
@@ -182,8 +182,9 @@ class _Measured(NamedTuple):
     peak_memory: int | None
     extra: dict[str, Any]
     memory: dict[str, Any] | None
-    #: the host-speed canary around the rounds (measure/canary.py), and the tracer then active
-    host_canary: dict[str, Any] | None = None
+    #: whether the rounds had the CPUs they needed (measure/contention.py), and the tracer
+    #: then active
+    contention: dict[str, Any] | None = None
     tracer: str | None = None
 
 
@@ -431,7 +432,7 @@ class GpuBench:
                 host_s=got.host_s,
                 numerics=first.numerics,
                 memory=got.memory,
-                host_canary=got.host_canary,
+                contention=got.contention,
                 tracer=got.tracer,
             )
             result.notes.extend(flag_notes(result, policy, setup=call.has_setup, mode=mode))
@@ -472,7 +473,7 @@ class GpuBench:
     ) -> _Measured:
         """Measure one mode under the device lock, top to bottom: the first call (once per
         benchmark), the loop (:func:`~pytest_gpuperf.measure.engine.run`) inside the telemetry
-        probes with the host-speed canary just before and after its rounds, the window of
+        probes with the scheduler read just before and after its rounds, the window of
         plain calls that the activity (GPM) and the allocator's per-call figures are read
         over, then the after-measure hooks; the timer is closed after."""
         __tracebackhide__ = True
@@ -498,7 +499,7 @@ class GpuBench:
                     first_s = self._first_call(timer, bid, who, plan.verdict, first)
                 with ctx.phase_range(bid, "prepare"):
                     timer.prepare()
-                window = CanaryWindow(canary_for(ctx.device))  # made before the memory reset
+                window = ContentionWindow()
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                 tracer = _active_tracer()
@@ -520,7 +521,8 @@ class GpuBench:
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
         return _Measured(
-            first_s, raw, telemetry, hidden, host, wall, peak, extra, memory, window.record(),
+            first_s, raw, telemetry, hidden, host, wall, peak, extra, memory,
+            window.record(getattr(timer, "clock", None)),
             tracer,
         )  # fmt: skip
 

@@ -22,7 +22,7 @@ KEYS = [
     "stability", "warmup_s", "wall_s", "l2_flush", "peak_memory_bytes", "flops", "bytes",
     "device_name", "telemetry", "comparison", "artifacts", "notes", "policy", "gate",
     "environment", "run_id", "location", "extra", "e2e_rounds", "host_hidden", "host_s",
-    "numerics", "memory", "host_canary", "tracer", "summary", "tflops", "gbps", "of_peak",
+    "numerics", "memory", "contention", "tracer", "summary", "tflops", "gbps", "of_peak",
 ]  # fmt: skip
 
 #: a value of the right kind for every measured field, to try to assign
@@ -49,7 +49,7 @@ NEW: dict[str, Any] = {
     "host_s": 9.0,
     "numerics": [],
     "memory": {},
-    "host_canary": {},
+    "contention": {},
     "tracer": "other",
 }
 
@@ -68,7 +68,7 @@ def full_result() -> Result:
             "host_s": 2e-4,
             "numerics": [{"path": "out", "shape": [2], "stats": {"std": 0.5}}],
             "memory": {"available": True, "allocated_per_call_bytes": 0},
-            "host_canary": {"kind": "cpu", "op_s": 1e-6, "share": 0.01},
+            "contention": {"waited": 0.01, "threads": 1.0, "clock": "thread"},
             "tracer": "sys.settrace",
         },
     )
@@ -211,8 +211,8 @@ CHANGES: list[tuple[str, Any]] = [
     ("environment[k][0][k].pop", lambda o: o.environment["gpus"][0]["clocks"].pop()),
     ("memory[k] =", lambda o: o.memory.__setitem__("available", False)),
     ("memory.setdefault", lambda o: o.memory.setdefault("reason", "x")),
-    ("host_canary[k] =", lambda o: o.host_canary.__setitem__("share", 0.5)),
-    ("host_canary.clear", lambda o: o.host_canary.clear()),
+    ("contention[k] =", lambda o: o.contention.__setitem__("waited", 0.5)),
+    ("contention.clear", lambda o: o.contention.clear()),
 ]
 
 
@@ -252,7 +252,7 @@ def test_the_frozen_lists_and_dicts_read_as_plain_ones() -> None:
     plain = json.loads(json.dumps(r.to_dict()))
     for name in ("rounds", "warmup", "e2e_rounds", "numerics"):
         assert isinstance(getattr(m, name), list) and getattr(m, name) == plain[name]
-    for name in ("policy", "environment", "memory", "host_canary"):
+    for name in ("policy", "environment", "memory", "contention"):
         assert isinstance(getattr(m, name), dict) and getattr(m, name) == plain[name]
         assert json.dumps(getattr(m, name)) == json.dumps(plain[name])
         assert repr(getattr(m, name)) == repr(plain[name])

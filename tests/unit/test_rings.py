@@ -52,7 +52,6 @@ RINGS: dict[str, str] = {
     "baseline": CORE,
     "reporting": CORE,
     "measure": CORE,
-    "measure.canary": ADAPTER,
     "measure.cpu": ADAPTER,
     "measure.cuda": ADAPTER,
     "measure.device": ADAPTER,

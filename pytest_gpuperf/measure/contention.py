@@ -1,0 +1,121 @@
+"""Whether the measured rounds had the CPUs they needed: what a run records beside its timings.
+
+A timing taken while the process waited for a CPU measures the machine, not the code. Two
+numbers, read over the measured rounds (the ``"measure"`` phase of
+:func:`pytest_gpuperf.measure.engine.run`) from the kernel's scheduler statistics:
+
+* ``waited``: how long the process's threads were ready to run but waited for a CPU
+  (``/proc/self/task/*/schedstat``, the run-queue delay), over the rounds' wall time.
+  Another process on the core, or more torch threads than free cores, raise it; a
+  benchmark that sleeps or waits for the GPU does not (waiting is not wanting a CPU).
+* ``threads``: the process's CPU time over the measuring thread's: 1 for work done on the
+  measuring thread alone, about N for an op split over N busy threads.
+
+The CPU timer (:mod:`.cpu`) takes waits for a CPU out of single-threaded work by timing the
+measuring thread's own CPU time (``clock`` "thread"); a figure that still counts them (wall
+time, host time on a GPU) is not evidence once ``waited`` is material
+(:mod:`pytest_gpuperf.verdict.decide`). Pure Python (the standard library and ``/proc``);
+where the kernel does not say, ``waited`` is not recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+#: the engine's phase whose rounds the record speaks for
+PHASE = "measure"
+
+PhaseHook = Callable[[str], AbstractContextManager[object]]
+
+
+def thread_schedstat() -> tuple[int, int] | None:
+    """(ns on a CPU, ns waiting for one) of the calling thread, or None where the kernel
+    does not say (``/proc/thread-self/schedstat``: Linux with scheduler statistics)."""
+    return _schedstat("/proc/thread-self/schedstat")
+
+
+def process_wait_ns() -> int | None:
+    """Nanoseconds the process's threads have waited for a CPU, summed (None: not known)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    total, seen = 0, False
+    for tid in tasks:
+        got = _schedstat(f"/proc/self/task/{tid}/schedstat")
+        if got is not None:  # a thread that ended meanwhile is gone: its waits with it
+            total += got[1]
+            seen = True
+    return total if seen else None
+
+
+def _schedstat(path: str) -> tuple[int, int] | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            run, wait = f.read().split()[:2]
+        return int(run), int(wait)
+    except (OSError, ValueError):
+        return None
+
+
+class ContentionWindow:
+    """The contention of one benchmark's measured rounds: :meth:`phase` wraps the engine's
+    phase hook; :meth:`record` is what the run keeps."""
+
+    def __init__(self) -> None:
+        self._start: tuple[float, int | None, int, int] | None = None
+        self.waited: float | None = None
+        self.threads: float | None = None
+
+    def _open(self) -> None:
+        wait = process_wait_ns()
+        self._start = (time.perf_counter(), wait, time.process_time_ns(), time.thread_time_ns())
+
+    def _close(self) -> None:
+        if self._start is None:
+            return
+        wall0, wait0, proc0, thread0 = self._start
+        thread = time.thread_time_ns() - thread0
+        proc = time.process_time_ns() - proc0
+        wait = process_wait_ns()
+        wall = time.perf_counter() - wall0
+        if wait is not None and wait0 is not None and wall > 0:
+            self.waited = max(0.0, (wait - wait0) / 1e9 / wall)
+        if thread > 0:
+            self.threads = max(1.0, proc / thread)
+
+    def phase(self, inner: PhaseHook) -> PhaseHook:
+        """``inner`` with the scheduler read just before and just after :data:`PHASE`."""
+
+        @contextlib.contextmanager
+        def hook(name: str) -> Iterator[object]:
+            if name != PHASE:
+                with inner(name) as value:
+                    yield value
+                return
+            self._open()
+            try:
+                with inner(name) as value:
+                    yield value
+            finally:
+                self._close()
+
+        return hook
+
+    def record(self, clock: str | None = None) -> dict[str, Any] | None:
+        """``contention`` of a run: ``waited`` and ``threads`` (what was measured of them),
+        and the ``clock`` the timer read (``"thread"`` or ``"wall"``; None: the timer's
+        own figure, a GPU's)."""
+        out: dict[str, Any] = {}
+        if clock is not None:
+            out["clock"] = clock
+        if self.waited is not None:
+            out["waited"] = round(self.waited, 4)
+        if self.threads is not None:
+            out["threads"] = round(self.threads, 2)
+        return out or None
