@@ -13,9 +13,6 @@ the same code in both variants: all its runs are good runs. Four replays:
 * ``--ab``: ``--gpuperf-ab``'s pairs: runs of the two variants that ran next to each other in
   time are a pair (base, current); a session adds pairs until every verdict is final or
   ``--max-runs`` pairs are in, the base runs as its baseline. A/A: pairs of good runs;
-* ``--canary``: how well the host-speed canary tracks the host: per case, the spread of each
-  figure's levels between processes as measured and with each run's host factor taken out,
-  and their correlation with the factor;
 * ``--spread``: each case's good runs per figure, as ratios to the fastest (the data behind
   the noise classes).
 
@@ -42,7 +39,6 @@ from pathlib import Path
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.verdict import DecisionPolicy, RunStat, classes_for, decide
-from pytest_gpuperf.verdict.host_speed import HostSpeed, factor
 
 sys.path.insert(0, str(Path(__file__).parent / "zoo"))
 from cases import BY_NAME
@@ -332,46 +328,6 @@ def spread(pools: list[str]) -> None:
                 print(f"{case:26} {fig:10} {name:8} {lo * 1e6:9.1f} us  {ratios}")
 
 
-def canary(pools: list[str]) -> None:
-    """Does the canary track the host? Per case and figure: the levels' spread (max / min)
-    between processes as measured and with each run's host factor taken out, and the
-    correlation of the log level with the log factor."""
-    print(f"{'case':26} {'figure':10} {'class':8} {'runs':>4} {'spread':>7} {'host out':>8} "
-          f"{'corr':>6}  host factors (x fastest)")  # fmt: skip
-    summary: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for folder in pools:
-        for case, runs in sorted(load_all(folder).items()):
-            good = [x.stat for x in runs if x.good]
-            if len(good) < 3 or HostSpeed.of(good, []) is None:
-                continue
-            fs = [factor(x) for x in good]
-            classes = classes_for(good, runs[0].mode)
-            for fig, klass in classes.items():
-                ys = [math.log(x.e2e_s if fig == "end-to-end" else x.median_s) for x in good]
-                raw = math.exp(max(ys) - min(ys))
-                out = [y - f for y, f in zip(ys, fs, strict=True)]
-                fixed = math.exp(max(out) - min(out))
-                r = _corr(ys, fs)
-                hosts = " ".join(f"{math.exp(f - min(fs)):.2f}" for f in sorted(fs))
-                print(f"{case:26} {fig:10} {klass.name:8} {len(good):4} {raw:7.3f} "
-                      f"{fixed:8.3f} {r:6.2f}  {hosts}")  # fmt: skip
-                summary[klass.name].append((raw, fixed))
-    for name, xs in sorted(summary.items()):
-        print(
-            f"class {name}: median spread {statistics.median(a for a, _ in xs):.3f} as measured, "
-            f"{statistics.median(b for _, b in xs):.3f} with the host out ({len(xs)} figures)"
-        )
-
-
-def _corr(xs: list[float], ys: list[float]) -> float:
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
-    sy = math.sqrt(sum((y - my) ** 2 for y in ys))
-    if not sx or not sy:
-        return float("nan")
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (sx * sy)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
@@ -385,22 +341,15 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=200, help="--ab: sessions per case")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--truth", type=Path, action="append", default=[])
-    ap.add_argument(
-        "--location", default="fast", choices=("fast", "median", "mean"),
-        help="how a side's runs are summarised (fast: the plugin's rule)",
-    )  # fmt: skip
     ap.add_argument("--ab", action="store_true", help="replay --gpuperf-ab's pairs")
-    ap.add_argument("--canary", action="store_true", help="how well the canary tracks the host")
     ap.add_argument("--spread", action="store_true", help="each case's good runs per figure")
     args = ap.parse_args()
     if args.spread:
         return spread(args.pools)
-    if args.canary:
-        return canary(args.pools)
     truth: dict = {}
     for t in args.truth:
         truth.update({row["case"]: row for row in json.loads(t.read_text())})
-    policy = DecisionPolicy(max_runs=args.max_runs, location=args.location)
+    policy = DecisionPolicy(max_runs=args.max_runs)
     rng = random.Random(args.seed)
     tally = Tally()
     data_by_gpu = [load_all(arg) for arg in args.pools]

@@ -36,8 +36,10 @@ DIFFERENT_ENVIRONMENT = "different-environment"
 KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE, NO_BASELINE, DIFFERENT_ENVIRONMENT)
 #: Which kind of inconclusive (``why``): a slowdown the interval cannot rule out though none
 #: beyond the threshold in force was seen (too small to tell, never "no change"); a suspect no
-#: run could confirm; runs without a steady level whose rounds span the threshold.
-BELOW_RESOLUTION, UNCONFIRMED, UNSTEADY = "below-resolution", "unconfirmed", "unsteady"
+#: run could confirm; no good evidence on a side (runs without a steady level, or that waited
+#: for a CPU); a tracer or profiler on one side only.
+BELOW_RESOLUTION, UNCONFIRMED = "below-resolution", "unconfirmed"
+UNMEASURABLE, NOT_COMPARABLE = "unmeasurable", "not-comparable"
 #: Kinds that were gated (compared with comparable baseline runs).
 GATED_KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)
 
@@ -243,9 +245,9 @@ class Comparison:
     secondary: tuple[SecondaryComparison, ...] = ()
     #: the output's numerics against the baseline's (the gate adds it; None when not compared)
     numerics: NumericsComparison | None = None
-    #: for kind inconclusive, which kind: "below-resolution", "unconfirmed", "unsteady",
-    #: "environment", "not-comparable" (a tracer or profiler on one side only) or
-    #: "host-slower" (the host-speed canary cannot tell the host from the code)
+    #: for kind inconclusive, which kind: "below-resolution", "unconfirmed", "unmeasurable"
+    #: (no good evidence on a side), "environment" or "not-comparable" (a tracer or profiler
+    #: on one side only)
     why: str = ""
 
     @property

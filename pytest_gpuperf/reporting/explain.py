@@ -113,14 +113,14 @@ def resolution_of(c: Comparison) -> str:
     if c.kind == NO_CHANGE:
         return f"threshold {_pct(c.threshold_in_force)}"
     if c.kind == INCONCLUSIVE:
-        from pytest_gpuperf.verdict.host_speed import HOST_SLOWER, NOT_COMPARABLE
+        from pytest_gpuperf.verdict.comparison import NOT_COMPARABLE, UNMEASURABLE
 
-        # the runs could not be compared, or the host explains them: a resolution beside such
-        # a change (5.1x, "would catch >= 3.5x") would read as a contradiction
+        # the runs could not be compared, or are no evidence: a resolution beside such a
+        # change (5.1x, "would catch >= 3.5x") would read as a contradiction
         if c.why == NOT_COMPARABLE:
             return "not comparable: a tracer on one side"
-        if c.why == HOST_SLOWER:
-            return "the host's speed changed"
+        if c.why == UNMEASURABLE:
+            return "unmeasurable now"
         return f"would catch >= {_pct(c.resolution)}"
     if c.kind == REGRESSION:
         return f"threshold {_pct(c.threshold_in_force)}"

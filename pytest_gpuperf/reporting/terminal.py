@@ -507,7 +507,7 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
 def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """Under ``-q``, one line that says why timings were not comparable (a tracer or
     profiler on one side only), since the folded verdicts no longer show it."""
-    from pytest_gpuperf.verdict.host_speed import NOT_COMPARABLE
+    from pytest_gpuperf.verdict.comparison import NOT_COMPARABLE
 
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if not hit:

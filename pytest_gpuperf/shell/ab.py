@@ -263,7 +263,6 @@ class ABGate(Gate):
         progress: Progress | None = None,
     ) -> Judgement:
         from pytest_gpuperf.verdict.decide import with_note
-        from pytest_gpuperf.verdict.host_speed import in_ab_session
 
         out = Judgement()
         started = time.perf_counter()
@@ -273,7 +272,7 @@ class ABGate(Gate):
         out.rerun_s = time.perf_counter() - started
         for r in results:
             runs = self.paired.runs("current", r.id.key)
-            c: Comparison = in_ab_session(self.rule.decide(r, runs or [r], last=True))
+            c: Comparison = self.rule.decide(r, runs or [r], last=True)
             if new:
                 c = with_note(c, f"new: not in {self.tree.label}")
             elif item.nodeid in self.failed_side:

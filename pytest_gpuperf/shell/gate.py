@@ -171,24 +171,6 @@ class Gate:
         """What the session's JSON says about the gate beyond the baseline's name."""
         return None
 
-    def summary_lines(self, results: Sequence[Result]) -> list[str]:
-        """What the terminal summary says once about the session's verdicts (``results``:
-        the session's, an xdist worker's included): a baseline saved before the host-speed
-        canary, in one line."""
-        from pytest_gpuperf.verdict.host_speed import NO_CANARY_NOTE
-
-        names = list(
-            dict.fromkeys(
-                r.id.display
-                for r in results
-                if r.comparison is not None and NO_CANARY_NOTE in r.comparison.notes
-            )
-        )
-        if not names:
-            return []
-        who = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return [f"gpuperf: {who}: {NO_CANARY_NOTE}"]
-
     def _later(self, nodeid: str) -> list[str]:
         """The session's benchmarks after this test, where this process knows the order
         and may look ahead (none otherwise)."""

@@ -926,8 +926,6 @@ class GpuPerfSession:
             for line in self.captures.summary_lines(self.results):
                 # a command to copy stays on one line
                 tr.write_line(fold(line))
-        for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
-            tr.write_line(fold(line))
         for line in self._lock.summary_lines() if self._lock is not None else []:
             tr.write_line(fold(line))
         if self.saved:  # its first line names the baseline's file: a long path stays whole

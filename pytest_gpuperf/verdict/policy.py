@@ -88,18 +88,6 @@ CLASSES: dict[str, NoiseClass] = {
             "job moved one matmul by 2-10x on a 2-core machine, and a benchmark's level can "
             "move +-30 % between processes; CPU baselines catch large slowdowns only",
         ),
-        NoiseClass(
-            "cpu-quiet",
-            noise=0.06,
-            mode=1.7,
-            runs=5,
-            about="CPU timings of runs that each had the host to themselves (the canary: the "
-            "measuring thread on a CPU for >= 97 % of the rounds, other processes busy on "
-            "<= 0.25 CPUs), of a benchmark whose baseline runs lie within 1.2x: on the idle "
-            "2-core machine 10 fresh processes of 17 CPU benchmarks moved 1.03-1.22x (robust "
-            "SD <= 0.086), but a 64 MB in-place scale had slow processes 1.5-1.64x, 3 in 10 "
-            "(against 2.6-2.9x beside busy neighbours)",
-        ),
     )
 }
 
@@ -122,9 +110,9 @@ class DecisionPolicy:
       against the baseline's own spread, less when that spread contradicts it
       (:func:`~pytest_gpuperf.verdict.robust.moderate`).
     * ``own_cap`` 2: the baseline's own spread raises the class prior at most
-      this many times: with 3 runs, its faster half may hold a slow process
-      (which the minimum already ignores); a benchmark noisier than 2x its
-      class belongs to another class.
+      this many times: a benchmark noisier than 2x its class belongs to another
+      class (on the H200 a host-bound end-to-end figure whose baseline held two
+      processes of a slow period of three would otherwise hide a 3x slowdown).
     * ``noise_floor`` 0.25 %: no figure is trusted to be quieter between processes.
     * ``host_bound`` 1.1: an end-to-end time this many times the device time
       marks host-bound work (its end-to-end figure is in the "host" class,
@@ -149,9 +137,6 @@ class DecisionPolicy:
     host_share: float = 0.5
     power_share: float = 0.5
     fail_on: str = "regression"
-    #: how a side's runs are summarised: "fast" (the rule); "median" or "mean" only to
-    #: compare on measured data (bench/zoo_replay.py --location)
-    location: str = "fast"
 
     def __post_init__(self) -> None:
         if not 0 <= self.threshold < 1:
@@ -162,8 +147,6 @@ class DecisionPolicy:
             raise ValueError(f"need max_runs >= 1, got {self.max_runs}")
         if self.fail_on not in FAIL_ON:
             raise ValueError(f"fail_on must be one of {FAIL_ON}, got {self.fail_on!r}")
-        if self.location not in ("fast", "median", "mean"):
-            raise ValueError(f"location must be fast, median or mean, got {self.location!r}")
 
     @property
     def z(self) -> float:

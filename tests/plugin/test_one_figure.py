@@ -3,8 +3,7 @@ failure's headline and diagnosis, the table, the verdicts block, the JSON, HTML,
 Markdown, JUnit and GitHub outputs, and in ``pytest-gpuperf compare``.
 
 On the virtual clock (tests/conftest.py): the planted 30x slowdown is the same in every
-process whatever the machine does; one run settles it, beyond what the host-speed canary of a
-loaded machine can explain (at 10x it may not: verdict/host_speed.py).
+process whatever the machine does, and one run settles it.
 """
 
 from __future__ import annotations
