@@ -1,9 +1,10 @@
 """On a machine without a GPU, the examples measure torch's CPU work on one thread.
 
-With torch's default of one thread per core, a parallel op whose worker thread loses its
-core to another process waits a whole scheduler tick (about 4 ms): the median then snaps to
-4, 8 or 16 ms, whatever the code costs, and the plugin flags it ``PLATEAU`` and keeps it out
-of a saved baseline. One thread keeps the CPU figures about the code (the demo does the same).
+With torch's default of one thread per core, a parallel op's worker threads compete with
+every other process for the cores: timed by wall time, they measure the machine more than
+the code, and the plugin flags such a run ``CONTENDED`` and leaves it out of its verdicts.
+One thread is timed by its own CPU time, which a busy machine does not move (the demo does
+the same).
 """
 
 import torch

@@ -29,6 +29,14 @@ from typing import Any
 
 #: the engine's phase whose rounds the record speaks for
 PHASE = "measure"
+#: A figure that counts waits for a CPU is no evidence once the run's threads waited for one
+#: this share of its rounds' time: waits of 5 % add up to 5 % to the figure, beyond the 3 %
+#: threshold. On the 2-core CPU machine, wall-clock runs that waited so spread 1.5-3x between
+#: processes (the gloo examples at 0.57-1.19; a 2-thread torch.mm at 0.93, beside a 157x
+#: plateau), while runs on the thread's own clock did not move with it (bench/cpu_pools.py)
+WAITED = 0.05
+#: the first word of the note a contended run carries (measure/flags.py)
+CONTENDED = "contended:"
 
 PhaseHook = Callable[[str], AbstractContextManager[object]]
 

@@ -6,11 +6,11 @@ is one), its policy and its mode's description (:mod:`.backend`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from pytest_gpuperf.measure import backend
+from pytest_gpuperf.measure.contention import CONTENDED, WAITED
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.summary import Summary
 
@@ -41,60 +41,24 @@ class Measured(Protocol):
     def host_hidden(self) -> bool | None: ...
     @property
     def summary(self) -> Summary: ...
+    @property
+    def contention(self) -> Mapping[str, Any] | None: ...
 
 
-#: The Linux scheduler's tick at CONFIG_HZ=250, the common default: a thread that loses
-#: its core to another process waits about a whole number of ticks.
-SCHED_TICK_S = 0.004
-#: How close to a whole number of ticks a median must sit (fraction of one tick).
-PLATEAU_SNAP = 0.025
-#: A plateau has a tight interval: the waits are all one length.
-PLATEAU_CI = 0.03
-#: Plateaus from 1 to this many ticks are looked for.
-PLATEAU_MAX_TICKS = 16
-#: The first words of the plateau note: what a save reads to keep such a run out.
-PLATEAU_NOTE = "plateau:"
-
-
-def quantum_plateau(result: Measured) -> int | None:
-    """The number of scheduler ticks a CPU median snapped to, or None.
-
-    With more than one torch thread and another process on a core, each call can end
-    up waiting for a descheduled worker thread: the per-call median then sits on a
-    multiple of the tick (7.96 ms, 15.96 ms) with a tight interval, far above what the
-    function costs. The signs, all required: a CPU result, its median within
-    :data:`PLATEAU_SNAP` of 1 to :data:`PLATEAU_MAX_TICKS` ticks, an interval under
-    :data:`PLATEAU_CI`, and either more than one torch thread or a call seen at least 3x
-    faster than the median (the first call, a warm-up round or a round).
-    """
-    if result.device != "cpu" or not result.rounds:
+def contention_note(result: Measured) -> str | None:
+    """What a run whose figure counts waits for a CPU says when its threads waited for one
+    beyond :data:`~.contention.WAITED` of its rounds' time: the rule leaves it out."""
+    c = result.contention or {}
+    waited, threads = c.get("waited"), c.get("threads") or 1.0
+    if waited is None or waited <= WAITED or c.get("clock") == "thread":
         return None
-    s = result.summary
-    m = s.median
-    ticks = round(m / SCHED_TICK_S)
-    if not 1 <= ticks <= PLATEAU_MAX_TICKS or abs(m - ticks * SCHED_TICK_S) > (
-        PLATEAU_SNAP * SCHED_TICK_S
-    ):
-        return None
-    if s.n < 3 or s.rel_ci > PLATEAU_CI:
-        return None
-    threads = (result.environment or {}).get("torch_threads")
-    fastest = min([*result.rounds, *result.warmup, result.first_call_s or math.inf])
-    if (isinstance(threads, int) and threads > 1) or fastest * 3 <= m:
-        return ticks
-    return None
-
-
-def plateau_note(result: Measured, ticks: int) -> str:
-    """What was wrong and how to re-run, in one note."""
-    threads = (result.environment or {}).get("torch_threads")
-    many = f" with {threads} torch threads" if isinstance(threads, int) and threads > 1 else ""
+    many = threads > 1.1
     return (
-        f"{PLATEAU_NOTE} the median {1e3 * result.summary.median:.2f} ms sits on {ticks} "
-        f"scheduler tick(s) of {1e3 * SCHED_TICK_S:g} ms{many}: the calls waited for a core "
-        "another process held, so it measures the scheduler, not the code; re-run with one "
-        "torch thread (torch.set_num_threads(1)) on a quieter machine (a save keeps it out of "
-        "the baseline unless --gpuperf-save-plateaus)"
+        f"{CONTENDED} its threads waited for a CPU {100 * waited:.0f} % of the rounds' time"
+        + (f" (the work ran on {threads:.1f} threads)" if many else "")
+        + ": the timings measure the machine, not the code, and no verdict counts them; re-run "
+        + ("with one torch thread (torch.set_num_threads(1)) " if many else "")
+        + "on an idle machine"
     )
 
 
@@ -161,7 +125,7 @@ def flag_notes(
     short = setup_note(result) if setup else None
     if short is not None:
         notes.append(short)
-    ticks = quantum_plateau(result)
-    if ticks is not None:
-        notes.append(plateau_note(result, ticks))
+    contended = contention_note(result)
+    if contended is not None:
+        notes.append(contended)
     return notes

@@ -86,8 +86,8 @@ def flag_text(r: Result) -> str:
         flags.append("warm-up capped")
     if any(n.startswith("noisy") for n in r.notes):
         flags.append("NOISY")
-    if any(n.startswith("plateau:") for n in r.notes):
-        flags.append("PLATEAU")
+    if any(n.startswith("contended:") for n in r.notes):
+        flags.append("CONTENDED")
     return ", ".join(flags)
 
 

@@ -1,7 +1,7 @@
 """The text of a verdict: what a user reads in a failed test and in the summary.
 
 :func:`explain` gives the multi-line explanation (the failure message of a
-regression): which figure decided, the two fast modes and their runs, the
+regression): which figure decided, the two sides' levels and their runs, the
 slowdown with its interval, the threshold in force and why it is that wide,
 what would have been decisive, the noise and where it came from, the
 smallest slowdown the benchmark could have caught, and every figure's
@@ -188,7 +188,7 @@ def explain(c: Comparison, mode: str | None = None) -> str:
     lines.append(f"  figure     {_figure(c.figure, mode)} (noise class {c.klass})")
     lines.append(f"  current    {fmt_time(c.current_s)}  {_side(c.current_runs)}")
     lines.append(f"  baseline   {fmt_time(c.baseline_s)}  {_side(c.baseline_runs)}")
-    lines.append(f"  change     {_change(c)}{_corrected(c)}")
+    lines.append(f"  change     {_change(c)}")
     lines.append(f"  threshold  {_threshold(c)}")
     lines.append(f"  confirm    {_confirm(c)}")
     lines.append(f"  noise      {_noise(c)}")
@@ -229,16 +229,7 @@ def _side(runs: tuple[float, ...]) -> str:
     if len(runs) <= 1:
         return "one run" if runs else ""
     shown = ", ".join(fmt_time(x) for x in runs[:8]) + (", ..." if len(runs) > 8 else "")
-    return f"fastest of {len(runs)} runs ({shown})"
-
-
-def _corrected(c: Comparison) -> str:
-    if len(c.current_runs) == len(c.baseline_runs):
-        return ""
-    return (
-        f", the fast modes compared (the fastest of {len(c.current_runs)} against the fastest "
-        f"of {len(c.baseline_runs)}, each corrected for its number of runs)"
-    )
+    return f"median of {len(runs)} runs ({shown})"
 
 
 def _threshold(c: Comparison) -> str:
@@ -275,11 +266,10 @@ def _z(c: Comparison) -> str:
 
 def _noise(c: Comparison) -> str:
     text = (
-        f"{_pct(c.noise)} between processes, for the fast mode: class {c.klass} prior "
-        f"{_pct(c.noise_prior)}"
+        f"{_pct(c.noise)} between processes: class {c.klass} prior {_pct(c.noise_prior)}"
     )
     if c.noise_own is not None:
-        text += f", the baseline's faster half {_pct(c.noise_own)}"
+        text += f", the baseline's runs {_pct(c.noise_own)} (their median deviation)"
     else:
         text += " (one baseline run: the prior alone)"
     return text

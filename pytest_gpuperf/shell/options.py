@@ -247,14 +247,6 @@ OPTIONS: tuple[Option, ...] = (
         "is learnt from them",
         metavar="N",
     ),
-    Option(
-        "save_plateaus",
-        parse_bool,
-        False,
-        "with --gpuperf-save, save CPU results flagged 'plateau:' too (medians that snapped to "
-        "the scheduler's tick while another process held a core; left out by default)",
-        flag=True,
-    ),
     # --- verdict ---
     Option(
         "threshold",

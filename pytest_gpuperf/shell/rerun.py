@@ -84,7 +84,6 @@ def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
 _NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
     {
         "save",
-        "save_plateaus",  # what a save keeps: a child never saves
         "baseline",
         "ab",
         "only",

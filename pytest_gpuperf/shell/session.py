@@ -829,8 +829,6 @@ class GpuPerfSession:
                 f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
                 f"({', '.join(tests)})"
             )
-        results, plateau_note = self._without_plateaus(results)
-        note += plateau_note
         if not results:
             self.saved = f"baseline {self.settings.session.save!r}: nothing saved{note}"
             return
@@ -871,25 +869,6 @@ class GpuPerfSession:
                 "session again to save"
             )
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-
-    def _without_plateaus(self, results: list[Result]) -> tuple[list[Result], str]:
-        """The results a save keeps, and the one line that says which it left out and how to
-        re-run: a CPU median on the scheduler's tick (measure/flags.py) is not the code's time,
-        and saved it would make every later run look faster."""
-        from pytest_gpuperf.measure.flags import PLATEAU_NOTE
-
-        if self.settings.session.save_plateaus:
-            return results, ""
-        bad = [r for r in results if any(n.startswith(PLATEAU_NOTE) for n in r.notes)]
-        if not bad:
-            return results, ""
-        out = {id(r) for r in bad}
-        kept = [r for r in results if id(r) not in out]
-        what = "1 result" if len(bad) == 1 else f"{len(bad)} results"
-        return kept, (
-            f"\nnot saved: {what} on scheduler-tick plateaus (PLATEAU: busy core); re-run on 1 "
-            "torch thread or --gpuperf-save-plateaus"
-        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from pytest_gpuperf.reporting.terminal import fold

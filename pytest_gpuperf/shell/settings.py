@@ -66,8 +66,6 @@ class SessionSettings:
     #: the baselines' folder, relative to the rootdir (:attr:`RunContext.baseline_dir`)
     baseline_dir: str = option("baseline_dir", DEFAULT_DIR)
     keep_runs: int = option("keep_runs", DEFAULT_KEEP_RUNS)
-    #: save CPU results whose median snapped to the scheduler's tick (measure/flags.py)
-    save_plateaus: bool = option("save_plateaus", False)
 
 
 @dataclass(frozen=True)

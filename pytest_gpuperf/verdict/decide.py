@@ -4,10 +4,10 @@ Pure functions and frozen value objects (no pytest, no torch). The rule, per
 figure (device time, end-to-end time, or the one time of a CUDA-graph or CPU
 benchmark), with K baseline runs and r current runs, each a fresh process:
 
-1. Only good evidence counts (:meth:`RunStat.bad`). A run that held no steady
-   level, or whose figure counts time its threads spent waiting for a CPU (wall
-   time, host time) while they waited for one more than :data:`WAITED` of its
-   rounds' time, is left out. With no good current run the verdict waits for a
+1. Only good evidence counts (:meth:`RunStat.bad`). A run whose figure counts
+   time its threads spent waiting for a CPU (wall time, host time) while they
+   waited for one more than :data:`~pytest_gpuperf.measure.contention.WAITED` of
+   its rounds' time is left out. With no good current run the verdict waits for a
    fresh process; if that one is bad too, it is INCONCLUSIVE, ``why``
    "unmeasurable", saying what was seen and what to do.
 2. Each run's level is the log of its median round, and each side's level the
@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.measure import backend
+from pytest_gpuperf.measure.contention import WAITED
 from pytest_gpuperf.model import Result, printable
 from pytest_gpuperf.verdict.comparison import (
     BELOW_RESOLUTION,
@@ -68,10 +69,6 @@ FAIL, WARN, PASS, PENDING = "fail", "warn", "pass", "pending"
 DEVICE, E2E, TIME = "device", "end-to-end", "time"
 #: Calls faster than this end to end are launch-bound whatever their device time.
 LAUNCH_BOUND_S = 30e-6
-#: A run whose figure counts waits for a CPU is bad evidence once its threads waited for one
-#: this share of its rounds' time: waits of 5 % add up to 5 % to the figure, beyond the 3 %
-#: threshold, and runs that waited so on the 2-core CPU machine spread 1.5-3x (bench/cpu_pools)
-WAITED = 0.05
 #: bad runs of a benchmark, one the session's and one a fresh process's, make it unmeasurable
 BAD_RUNS = 2
 

@@ -23,11 +23,12 @@ def test_regression_message_says_which_figure_and_why_it_is_sure() -> None:
     text = explain(c)
     assert text.startswith("gpuperf: test_mm is slower than its baseline: +10.")
     assert "(REGRESSION, confirmed)" in text
-    assert "why        time at least 10.0 % slower" in text and "in every one of 2 runs" in text
-    assert re.search(r"current    220\.0 µs  fastest of 2 runs \(220\.0 µs, 220\.4 µs\)", text)
-    assert "baseline   199.4 µs  fastest of 3 runs" in text
+    assert "why        time at least 9.9 % slower (its fastest run)" in text
+    assert "in every one of 2 runs" in text
+    assert re.search(r"current    220\.2 µs  median of 2 runs \(220\.0 µs, 220\.4 µs\)", text)
+    assert "baseline   200.2 µs  median of 3 runs" in text
     assert re.search(r"change     \+10\.\d % \(90 % CI \+\d+\.\d % to \+\d+\.\d %\)", text)
-    assert "threshold  3.7 % in force, widened by the noise above the configured 3.0 %" in text
+    assert "threshold  3.0 % in force: the configured minimum" in text
     assert "confirm    beyond " in text and "one run settles a regression" in text
     assert "noise class graph" in text
     assert "resolution slowdowns of" in text and "95 % of the time" in text
@@ -73,9 +74,7 @@ def test_a_single_baseline_run_is_explained_without_inf() -> None:
     assert not re.search(r"\binf\b", text)
 
 
-def test_an_inconclusive_label_names_why_when_the_runs_were_not_comparable_or_no_evidence() -> (
-    None
-):
+def test_an_inconclusive_label_names_why_when_the_runs_were_not_comparable_or_no_evidence() -> None:
     from dataclasses import replace
 
     from pytest_gpuperf.reporting.explain import label_of

@@ -43,7 +43,6 @@ SAMPLES: dict[str, Any] = {
     "bisect_budget": "600",
     "baseline_dir": "perf/baselines",
     "keep_runs": "3",
-    "save_plateaus": "true",
     "threshold": "0.1",
     "alpha": "0.01",
     "fail_on": "inconclusive",
