@@ -265,9 +265,7 @@ def _z(c: Comparison) -> str:
 
 
 def _noise(c: Comparison) -> str:
-    text = (
-        f"{_pct(c.noise)} between processes: class {c.klass} prior {_pct(c.noise_prior)}"
-    )
+    text = f"{_pct(c.noise)} between processes: class {c.klass} prior {_pct(c.noise_prior)}"
     if c.noise_own is not None:
         text += f", the baseline's runs {_pct(c.noise_own)} (their median deviation)"
     else:
