@@ -154,8 +154,9 @@ def _sig(x: float) -> float:
 def loaded(load: str, work: Path) -> Iterator[None]:
     """The machine under ``load`` while the block runs (the processes started are stopped)."""
     procs: list[subprocess.Popen[bytes]] = []
-    if load == "busy":
-        for cpu in sorted(os.sched_getaffinity(0)):
+    if load in ("busy", "busy1"):  # a busy loop on each CPU, or on the first one
+        cpus = sorted(os.sched_getaffinity(0))
+        for cpu in cpus if load == "busy" else cpus[:1]:
             procs.append(subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c",
                                            "while 1: pass"]))  # fmt: skip
     elif load == "suite":
@@ -173,7 +174,7 @@ def loaded(load: str, work: Path) -> Iterator[None]:
         procs.append(subprocess.Popen(["bash", "-c", loop], cwd=copy, env=env,
                                       start_new_session=True))  # fmt: skip
     elif load != "idle":
-        raise SystemExit(f"unknown load {load!r}: idle, busy or suite")
+        raise SystemExit(f"unknown load {load!r}: idle, busy, busy1 or suite")
     try:
         time.sleep(3 if procs else 0)  # the load is running
         yield
@@ -234,6 +235,14 @@ def record(out: Path, load: str, rounds: int, example_rounds: int) -> Path:
     env = {"GPUPERF_LOCK_DIR": str(work / "locks")}  # other users' sessions never stall it
     rows: list[dict[str, Any]] = []
     proc = itertools.count()
+    partial = out / f"pool-{load}.partial.jsonl"  # what is done so far, should the run stop
+    partial.unlink(missing_ok=True)
+
+    def keep(new: list[dict[str, Any]]) -> None:
+        rows.extend(new)
+        with partial.open("a") as f:
+            f.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in new)
+
     with loaded(load, work):
         for i in range(rounds):
             for variant in VARIANTS:
@@ -248,7 +257,7 @@ def record(out: Path, load: str, rounds: int, example_rounds: int) -> Path:
                         raise SystemExit(f"{tool} {variant} failed (rc {rc}):\n{log[-3000:]}")
                     base = {"suite": "cpu", "load": load, "variant": variant, "proc": n,
                             "load1": before, "wall_s": round(wall, 2)}  # fmt: skip
-                    rows += (_gp_rows if tool == "gp" else _pb_rows)(js, base)
+                    keep((_gp_rows if tool == "gp" else _pb_rows)(js, base))
                     print(f"  {load} round {i + 1}/{rounds} {tool} {variant:4} load {before:5.2f} "
                           f"{wall:5.1f} s", flush=True)  # fmt: skip
             if i < example_rounds:
@@ -259,7 +268,7 @@ def record(out: Path, load: str, rounds: int, example_rounds: int) -> Path:
                     raise SystemExit(f"examples failed (rc {rc}):\n{log[-3000:]}")
                 base = {"suite": "examples", "load": load, "variant": "good", "proc": n,
                         "load1": before, "wall_s": round(wall, 2)}  # fmt: skip
-                rows += _gp_rows(js, base)
+                keep(_gp_rows(js, base))
                 print(f"  {load} round {i + 1}/{rounds} examples load {before:5.2f} {wall:5.1f} s",
                       flush=True)  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
@@ -267,6 +276,7 @@ def record(out: Path, load: str, rounds: int, example_rounds: int) -> Path:
     with gzip.open(path, "wt") as f:
         for row in rows:
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    partial.unlink()
     return path
 
 
@@ -276,7 +286,7 @@ def record(out: Path, load: str, rounds: int, example_rounds: int) -> Path:
 def read_pools(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     rows = []
     for p in paths:
-        with gzip.open(p, "rt") as f:
+        with gzip.open(p, "rt") if str(p).endswith(".gz") else open(p) as f:
             rows += [json.loads(line) for line in f if line.strip()]
     return rows
 
@@ -405,6 +415,34 @@ def _q(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def examples_flow(load: str, saves: int, compares: int) -> list[str]:
+    """The README's flow, live: ``pytest examples --gpuperf-save=main`` ``saves`` times, then
+    ``--gpuperf-baseline=main`` ``compares`` times, under ``load``; one line per session."""
+    work = Path(tempfile.mkdtemp(prefix="gpuperf-flow-"))
+    shutil.copytree(ROOT / "examples", work / "examples")
+    (work / "pytest.ini").write_text("[pytest]\n")
+    env = {"GPUPERF_LOCK_DIR": str(work / "locks")}
+    lines, failed = [], 0
+    with loaded(load, work):
+        for i in range(saves + compares):
+            save = i < saves
+            js = work / f"c{i}.json"
+            args = ["examples", "--gpuperf-save=main" if save else "--gpuperf-baseline=main",
+                    f"--gpuperf-json={js}", "--gpuperf-capture=never"]  # fmt: skip
+            before, wall, rc, log = _pytest(work, args, env)
+            kinds: dict[str, int] = defaultdict(int)
+            for r in json.loads(js.read_text()).get("results", []) if js.exists() else []:
+                kinds[(r.get("comparison") or {}).get("kind", "saved" if save else "none")] += 1
+            failed += (not save) and rc != 0
+            why = "" if rc in (0, 1) else f" ({log.strip().splitlines()[-1][:80]})"
+            lines.append(f"{'save' if save else 'compare'} {i + 1}: rc {rc}{why}, {wall:.0f} s, "
+                         f"load {before:.2f}: {dict(sorted(kinds.items()))}")  # fmt: skip
+            print(lines[-1], flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    lines.append(f"compares failed: {failed} of {compares} (load {load})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -413,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, required=True, help="folder of the pool file")
     r.add_argument("--rounds", type=int, default=10, help="rounds of the cpu suite's variants")
     r.add_argument("--examples", type=int, default=6, help="rounds that also run the examples")
+    e = sub.add_parser("examples-flow", help="the README's examples: saves, then compares")
+    e.add_argument("--load", choices=("idle", "busy", "busy1", "suite"), default="busy1")
+    e.add_argument("--saves", type=int, default=3)
+    e.add_argument("--compares", type=int, default=10)
     q = sub.add_parser("replay", help="the rule on pools")
     q.add_argument("pools", nargs="+")
     q.add_argument("--sessions", type=int, default=40, help="sessions per benchmark and plant")
@@ -426,6 +468,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"recording at load {args.load}; {subprocess.getoutput('uptime')}", flush=True)
         path = record(args.out, args.load, args.rounds, args.examples)
         print(f"wrote {path}; {subprocess.getoutput('uptime')}")
+        return 0
+    if args.cmd == "examples-flow":
+        print(f"examples flow at load {args.load}; {subprocess.getoutput('uptime')}", flush=True)
+        for line in examples_flow(args.load, args.saves, args.compares)[-1:]:
+            print(line)
+        print(subprocess.getoutput("uptime"))
         return 0
     for line in replay(read_pools(args.pools), args.sessions, args.k, args.seed):
         print(line)

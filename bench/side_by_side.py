@@ -22,6 +22,10 @@ average (1 min) before each session. Needs pytest-benchmark in the same environm
 
     python3 bench/side_by_side.py --sessions 10
     python3 bench/side_by_side.py --sessions 3 --keep /tmp/sbs    # keep the folders
+    python3 bench/side_by_side.py --sessions 3 --load busy        # a busy loop on each CPU
+
+``--load`` is bench/cpu_pools.py's (idle, busy, suite). pytest-gpuperf's sessions take their
+CPU lock in a folder of their own, so another user's session never stalls them.
 
 Timings on a shared machine are only as quiet as the machine: read the load averages.
 """
@@ -131,10 +135,11 @@ def run(folder: Path, args: list[str], env: dict[str, str]) -> tuple[float, floa
     """One pytest process in ``folder``: its wall time, the load before it, rc, output."""
     before = load1()
     t0 = time.monotonic()
+    locks = {"GPUPERF_LOCK_DIR": str(folder.parent / "locks")}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=folder,
-        env={**os.environ, **env},
+        env={**os.environ, **locks, **env},
         capture_output=True,
         text=True,
         check=False,
@@ -262,6 +267,13 @@ def summary(done: list[Session], sessions: int) -> list[str]:
                 s.wall_s for s in plain
             )
             lines.append(f"  A/A compare / plain run (medians): {ratio:.2f}x")
+    gp = [s.wall_s for s in done if s.tool == "pytest-gpuperf" and s.kind == "A/B"]
+    pb = [s.wall_s for s in done if s.tool == "pytest-benchmark" and s.kind == "A/B"]
+    if gp and pb:
+        lines.append(
+            "compare with a slowdown, pytest-gpuperf over pytest-benchmark (medians): "
+            f"{statistics.median(gp) / statistics.median(pb):.2f}x"
+        )
     loads = [s.load1 for s in done]
     lines.append(
         f"load average (1 min) before the sessions: {min(loads):.2f} to {max(loads):.2f} "
@@ -276,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--saves", type=int, default=3, help="saves of each tool before comparing")
     p.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temp folder")
     p.add_argument("--json", metavar="FILE", help="also write every session's figures here")
+    p.add_argument("--load", default="idle", choices=("idle", "busy", "suite"))
     args = p.parse_args(argv)
     try:
         import pytest_benchmark  # noqa: F401
@@ -287,8 +300,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"side by side in {root}: {args.saves} saves, then {args.sessions} rounds", flush=True
         )
-        done = campaign(root, args.sessions, args.saves, log=True)
-    print()
+        from cpu_pools import loaded
+
+        with loaded(args.load, root):
+            done = campaign(root, args.sessions, args.saves, log=True)
+    print(f"\nload {args.load}; {subprocess.getoutput('uptime')}")
     for line in summary(done, args.sessions):
         print(line)
     if args.json:

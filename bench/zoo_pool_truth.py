@@ -46,7 +46,7 @@ def main() -> None:
             return statistics.median(xs) if xs else None
 
         g_e, b_e = med(good, "e2e_s"), med(bad, "e2e_s")
-        g_d, b_d = med(good, "median_s"), med(bad, "median_s")
+        g_d, b_d = med(good, "level_s"), med(bad, "level_s")
         row = {
             "case": case, "kind": kind, "source": "pool", "good_runs": len(good), "bad_runs": len(bad),
             "good_e2e": g_e, "good_device": g_d, "bad_e2e": b_e, "bad_device": b_d,

@@ -317,7 +317,7 @@ def spread(pools: list[str]) -> None:
             if not good:
                 continue
             classes = classes_for(good, runs[0].mode)
-            for fig, get in (("device", lambda x: x.median_s), ("end-to-end", lambda x: x.e2e_s)):
+            for fig, get in (("device", lambda x: x.level_s), ("end-to-end", lambda x: x.e2e_s)):
                 xs = [get(x) for x in good if get(x)]
                 if not xs:
                     continue

@@ -35,6 +35,9 @@ PHASE = "measure"
 #: processes (the gloo examples at 0.57-1.19; a 2-thread torch.mm at 0.93, beside a 157x
 #: plateau), while runs on the thread's own clock did not move with it (bench/cpu_pools.py)
 WAITED = 0.05
+#: a process whose CPU time is at most this many times its measuring thread's did the work
+#: on that thread (the CPU timer's thread clock needs it, measure/cpu.py)
+ONE_THREAD = 1.1
 #: the first word of the note a contended run carries (measure/flags.py)
 CONTENDED = "contended:"
 

@@ -8,7 +8,7 @@ neighbours, a Python loop's wall median moved 122-244 µs, its thread's CPU time
 (a ``time.sleep``, a collective waiting on a peer) is timed by wall time, which the CPU
 time of one thread would miss. Which one is decided once per timer, on its first rounds
 (:data:`PROBE_ROUNDS`): the thread clock when the process's CPU time stayed within
-:data:`ONE_THREAD` of the thread's and the thread was never blocked for more than
+:data:`~.contention.ONE_THREAD` of the thread's and the thread was never blocked for more than
 :data:`BLOCKED` of the wall time (neither running nor waiting for a CPU:
 ``/proc/thread-self/schedstat``; without it, when one round ran with at least
 ``1 - BLOCKED`` of its wall time on the thread's CPU clock). The choice is the run's
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.measure.backend import Invocation
-from pytest_gpuperf.measure.contention import thread_schedstat
+from pytest_gpuperf.measure.contention import ONE_THREAD, thread_schedstat
 from pytest_gpuperf.measure.policy import MeasurePolicy
 
 if TYPE_CHECKING:
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 THREAD, WALL = "thread", "wall"
 #: rounds (the engine's first, calibrating ones) and wall time the clock is chosen on
 PROBE_ROUNDS, PROBE_S = 3, 0.002
-#: the process's CPU time at most this many times the thread's: the work is on this thread
-ONE_THREAD = 1.1
 #: the thread blocked (sleeping, waiting for I/O or a peer) at most this share of the time
 BLOCKED = 0.1
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from pytest_gpuperf.measure import backend
-from pytest_gpuperf.measure.contention import CONTENDED, WAITED
+from pytest_gpuperf.measure.contention import CONTENDED, ONE_THREAD, WAITED
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.summary import Summary
 
@@ -50,9 +50,9 @@ def contention_note(result: Measured) -> str | None:
     beyond :data:`~.contention.WAITED` of its rounds' time: the rule leaves it out."""
     c = result.contention or {}
     waited, threads = c.get("waited"), c.get("threads") or 1.0
-    if waited is None or waited <= WAITED or c.get("clock") == "thread":
+    many = threads > ONE_THREAD
+    if waited is None or waited <= WAITED or (c.get("clock") == "thread" and not many):
         return None
-    many = threads > 1.1
     return (
         f"{CONTENDED} its threads waited for a CPU {100 * waited:.0f} % of the rounds' time"
         + (f" (the work ran on {threads:.1f} threads)" if many else "")

@@ -89,9 +89,7 @@ def test_a_neighbour_on_the_core_shows_as_waiting_for_a_cpu() -> None:
     assert record["threads"] < 1.1, record
 
 
-def test_a_sleeping_benchmark_waits_for_no_cpu_and_is_timed_on_the_wall_clock() -> None:
-    record = _measured(lambda: time.sleep(0.002))
-    assert record.get("waited", 0.0) < 0.5, record  # sleeping is not waiting for a CPU
+def test_a_sleeping_benchmark_is_timed_on_the_wall_clock() -> None:
     assert _clock(lambda: time.sleep(0.002)) == WALL
 
 

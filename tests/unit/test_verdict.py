@@ -217,6 +217,15 @@ def test_waits_below_the_limit_and_waits_the_thread_clock_left_out_are_evidence(
     assert (little.kind, little.final) == (REGRESSION, True)
 
 
+def test_a_thread_clock_that_timed_other_threads_counts_their_waits() -> None:
+    """A default-threaded op whose workers were descheduled while the clock was chosen gets
+    the thread clock, but its process used twice the thread's CPU time: the thread spun for
+    its workers, so its waits count, and such a run is no evidence."""
+    base = [waited(T * x, 0.0, "thread") for x in (1.0, 1.02, 0.99)]
+    spun = decide(base, [waited(T * 50, 0.9, "thread", threads=2.0)], mode=MODE_CPU)
+    assert (spun.kind, spun.why) == (INCONCLUSIVE, "unmeasurable")
+
+
 def test_a_baseline_without_good_runs_is_unmeasurable_at_once() -> None:
     base = [waited(T * x, 0.6) for x in (1.0, 2.5, 1.7)]
     c = decide(base, [waited(T * 2.5, 0.0)], mode=MODE_CPU)
@@ -255,14 +264,14 @@ def test_growing_a_slowdown_never_weakens_the_verdict(mode: str) -> None:
         base = [draw() for _ in range(rng.randint(1, 6))]
         cur = [draw() for _ in range(rng.randint(1, 5))]
         if mode == MODE_EVENTS:
-            base = [run(x.median_s, e2e=x.median_s * 2.5) for x in base]
-            cur = [run(x.median_s, e2e=x.median_s * 2.5) for x in cur]
+            base = [run(x.level_s, e2e=x.level_s * 2.5) for x in base]
+            cur = [run(x.level_s, e2e=x.level_s * 2.5) for x in cur]
         last = rng.random() < 0.5
         prev = -1
         prev_final = False
         for factor in (1.0, 1.1, 1.3, 1.6, 2.0, 3.0, 10.0, 100.0):
             scaled = [
-                run(x.median_s * factor, e2e=None if x.e2e_s is None else x.e2e_s * factor)
+                run(x.level_s * factor, e2e=None if x.e2e_s is None else x.e2e_s * factor)
                 for x in cur
             ]
             c = decide(base, scaled, mode=mode, last=last)
@@ -555,3 +564,13 @@ def test_policy_validation_and_settings() -> None:
         DecisionPolicy(fail_on="always")
     with pytest.raises(ValueError, match="threshold"):
         DecisionPolicy(threshold=1.5)
+
+
+def test_a_single_saved_run_gives_verdicts_against_the_class_prior() -> None:
+    """README: one saved run gives verdicts, its threshold widened by the class's prior alone
+    (no spread of its own): unchanged code is no change, a 3x slowdown a regression."""
+    for mode in (MODE_GRAPH, MODE_CPU):
+        same = decide([run(T)], [run(T * 1.001)], mode=mode)
+        assert (same.kind, same.final, same.noise_own) == (NO_CHANGE, True, None)
+        assert same.threshold_in_force is not None and same.threshold_in_force >= 0.03
+        assert session([run(T)], lambda: run(T * 3), mode=mode).kind == REGRESSION
