@@ -66,15 +66,24 @@ import torch
 
 THREADS = torch.get_num_threads()  # torch's default: one per core
 torch.set_num_threads(1)
-F = {"good": 1.0, "1.5x": 1.5, "3x": 3.0}[os.environ.get("PLANT", "good")]
+# PLANT: a variant for every benchmark (good, 1.5x, 3x), or NAME:FACTOR,... for some of them
+PLANT = os.environ.get("PLANT", "good")
+ALL = {"good": 1.0, "1.5x": 1.5, "3x": 3.0}.get(PLANT)
+SOME = {} if ALL else dict(x.split(":") for x in PLANT.split(",") if x)
+
+
+def f(name):
+    return ALL or float(SOME.get(name, 1.0))
+
+
 torch.manual_seed(0)
 A = torch.randn(256, 256)
-B = torch.randn(256, round(256 * F))
-X = torch.randn(round(1_000_000 * F))
+B = torch.randn(256, round(256 * f("matmul")))
+X = torch.randn(round(1_000_000 * f("add")))
 C = torch.randn(192, 192)
-D = torch.randn(192, round(192 * F))
-FLOATS = [random.Random(0).random() for _ in range(round(1000 * F))]
-SORTABLE = [random.Random(1).random() for _ in range(round(100_000 * F))]
+D = torch.randn(192, round(192 * f("mm")))
+FLOATS = [random.Random(0).random() for _ in range(round(1000 * f("py_loop")))]
+SORTABLE = [random.Random(1).random() for _ in range(round(100_000 * f("sort")))]
 
 
 def matmul():

@@ -1,16 +1,14 @@
-"""pytest-gpuperf beside pytest-benchmark on the CPU: the same four functions, the same plants.
+"""pytest-gpuperf beside pytest-benchmark on the CPU: the same functions, the same plants.
 
-Four benchmarks, one torch thread (``bench_common.py``):
-
-- ``matmul``: a 256x256 ``A @ B``; the ``mm3x`` plant runs it 3 times (3x);
-- ``py_loop``: the sum of squares of 1000 floats in a Python loop; the ``loop1.5x`` plant
-  loops over 500 more (1.5x);
-- ``add``: ``torch.add`` of 1M floats; ``sort``: ``sorted()`` of 100k floats (unchanged).
+The benchmarks of bench/cpu_pools.py (``pool_common.py``): a 256x256 ``matmul``, a Python
+loop over 1000 floats (``py_loop``), a 1M-float ``add``, a ``sort`` of 100k floats, on one
+torch thread, and a default-threaded 192x192 ``torch.mm`` (``mm_threads``). The A/B sessions
+make ``matmul`` 3x and ``py_loop`` 1.5x larger (``PLANT=matmul:3,py_loop:1.5``).
 
 Each tool gets its own folder and its own three saves (pytest-benchmark:
 ``--benchmark-autosave``; pytest-gpuperf: ``--gpuperf-save=base``), then ``N`` rounds of
 compare sessions, the tools interleaved: an A/A session of each (unchanged code) and an A/B
-session of each (``PLANT=mm3x,loop1.5x``). pytest-benchmark compares with
+session of each (the plants). pytest-benchmark compares with
 ``--benchmark-compare --benchmark-compare-fail=median:10%`` against its newest save;
 pytest-gpuperf with ``--gpuperf-baseline=base``, defaults otherwise. A plain run of each
 tool (no save, no baseline) gives the wall time a compare session is held against.
@@ -44,73 +42,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-COMMON = """
-import os
-import random
-
-import torch
-
-torch.set_num_threads(1)
-PLANT = os.environ.get("PLANT", "")
-torch.manual_seed(0)
-A = torch.randn(256, 256)
-B = torch.randn(256, 256)
-X = torch.randn(1_000_000)
-FLOATS = [random.Random(0).random() for _ in range(1000)]
-SORTABLE = [random.Random(1).random() for _ in range(100_000)]
-
-
-def matmul():
-    out = A @ B
-    if "mm3x" in PLANT:
-        out = A @ B
-        out = A @ B
-    return out
-
-
-def py_loop():
-    floats = FLOATS + FLOATS[:500] if "loop1.5x" in PLANT else FLOATS
-    total = 0.0
-    for f in floats:
-        total += f * f
-    return total
-
-
-def add():
-    return torch.add(X, X)
-
-
-def sort():
-    return sorted(SORTABLE)
-"""
-
-PB_TESTS = """
-from bench_common import add, matmul, py_loop, sort
-
-
-def test_matmul(benchmark):
-    benchmark(matmul)
-
-
-def test_py_loop(benchmark):
-    benchmark(py_loop)
-
-
-def test_add(benchmark):
-    benchmark(add)
-
-
-def test_sort(benchmark):
-    benchmark(sort)
-"""
-
-GP_TESTS = PB_TESTS.replace("(benchmark)", "(gpu_bench)").replace(
-    "    benchmark(", "    gpu_bench("
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_pools import COMMON, GP_TESTS, PB_TESTS, loaded
 
 #: the benchmarks with a plant in the A/B sessions, and what the plant is
 PLANTED = {"test_matmul": "3x", "test_py_loop": "1.5x"}
-TESTS = ("test_matmul", "test_py_loop", "test_add", "test_sort")
+TESTS = ("test_matmul", "test_py_loop", "test_add", "test_sort", "test_mm_threads")
+PLANTS = "matmul:3,py_loop:1.5"
 
 
 @dataclass
@@ -201,7 +139,7 @@ def prepare(root: Path) -> tuple[Path, Path]:
     for name, tests in (("pb", PB_TESTS), ("gp", GP_TESTS)):
         f = root / name
         f.mkdir(parents=True, exist_ok=True)
-        (f / "bench_common.py").write_text(COMMON)
+        (f / "pool_common.py").write_text(COMMON)
         (f / "test_bench.py").write_text(tests)
         (f / "pytest.ini").write_text("[pytest]\n")
         folders.append(f)
@@ -227,8 +165,8 @@ def campaign(root: Path, sessions: int, saves: int, log: bool) -> list[Session]:
     for _ in range(sessions):
         note(pb_session(pb, "A/A"))
         note(gp_session(gp, "A/A"))
-        note(pb_session(pb, "A/B", "mm3x,loop1.5x"))
-        note(gp_session(gp, "A/B", "mm3x,loop1.5x"))
+        note(pb_session(pb, "A/B", PLANTS))
+        note(gp_session(gp, "A/B", PLANTS))
     note(pb_session(pb, "plain"))
     note(gp_session(gp, "plain"))
     return done
@@ -300,8 +238,6 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"side by side in {root}: {args.saves} saves, then {args.sessions} rounds", flush=True
         )
-        from cpu_pools import loaded
-
         with loaded(args.load, root):
             done = campaign(root, args.sessions, args.saves, log=True)
     print(f"\nload {args.load}; {subprocess.getoutput('uptime')}")

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.measure import backend
@@ -216,9 +216,6 @@ class RunStat:
                 f" threads {self.threads:.1f}" if self.threads and self.threads > 1.1 else ""
             )
         return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _levels(runs: Sequence[RunStat], figure: str) -> list[float] | None:

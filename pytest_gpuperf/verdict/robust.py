@@ -65,11 +65,6 @@ def betainc(a: float, b: float, x: float) -> float:
     return front * f / a
 
 
-def sf(z: float) -> float:
-    """P(Z > z) for a standard normal Z."""
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
 def z_of(alpha: float) -> float:
     """The z with P(Z > z) = alpha."""
     return -_N.inv_cdf(alpha)
