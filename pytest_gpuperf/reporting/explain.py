@@ -26,7 +26,7 @@ from pytest_gpuperf.verdict import (
     Comparison,
     FigureVerdict,
 )
-from pytest_gpuperf.verdict.comparison import BELOW_RESOLUTION
+from pytest_gpuperf.verdict.comparison import BELOW_RESOLUTION, NOT_COMPARABLE, UNMEASURABLE
 
 _TITLE = {
     REGRESSION: "REGRESSION",
@@ -113,8 +113,6 @@ def resolution_of(c: Comparison) -> str:
     if c.kind == NO_CHANGE:
         return f"threshold {_pct(c.threshold_in_force)}"
     if c.kind == INCONCLUSIVE:
-        from pytest_gpuperf.verdict.comparison import NOT_COMPARABLE, UNMEASURABLE
-
         # the runs could not be compared, or are no evidence: a resolution beside such a
         # change (5.1x, "would catch >= 3.5x") would read as a contradiction
         if c.why == NOT_COMPARABLE:
@@ -152,6 +150,8 @@ def summary_line(c: Comparison, mode: str | None = None) -> str:
     line = f"{who}{title} {change_of(c, mode)}{_interval(c)}"
     if c.kind == REGRESSION:
         line += f", {_runs(c.r)}, threshold {_pct(c.threshold_in_force)}"
+    elif c.kind == INCONCLUSIVE and c.why in (UNMEASURABLE, NOT_COMPARABLE) and c.reasons:
+        line += f": {c.reasons[0]}"  # what it would catch means nothing on these runs
     elif c.kind == INCONCLUSIVE:
         below = " below resolution:" if c.why == BELOW_RESOLUTION else ""
         line += (

@@ -588,19 +588,21 @@ def _unmeasurable(
     process was bad too (or no run can be added, or the baseline has no good run); a suspect
     until then, so that the gate measures it again."""
     no_base = all(bad_base)
-    final = last or no_base or sum(1 for b in bad_cur if b) >= BAD_RUNS
+    bad_cur = [b for b in bad_cur if b]
+    final = last or no_base or len(bad_cur) >= BAD_RUNS
     threads = max((x.threads or 1.0) for x in cur)
     remedy = (
-        "torch.set_num_threads(1) (the work ran on "
-        f"{threads:.1f} threads), an idle runner, or --gpuperf-ab=REF"
-        if threads > 1.1
+        f"torch.set_num_threads(1) (the work ran on {threads:.1f} threads), an idle runner, "
+        "or --gpuperf-ab=REF"
+        if threads > ONE_THREAD
         else "an idle runner, a quieter moment, or --gpuperf-ab=REF"
     )
-    side = "the baseline's runs" if no_base else f"{sum(1 for b in bad_cur if b)} current run(s)"
+    side, codes = ("baseline", bad_base) if no_base else ("current", bad_cur)
     line = (
-        f"unmeasurable: {_NAMES.get(figure, figure)} of {side} is bad evidence "
-        f"({_left_out(bad_base, bad_cur).removeprefix('bad evidence left out: ')}); this "
-        f"benchmark cannot be measured on this machine now: {remedy}"
+        f"unmeasurable: {len(codes)} {side} run{'s' if len(codes) != 1 else ''} "
+        f"{'are' if len(codes) != 1 else 'is'} no evidence ({'; '.join(c or '' for c in codes)}: "
+        f"their threads waited that share of the time for a CPU); this benchmark cannot be "
+        f"measured on this machine now: {remedy}"
     )
     return replace(v, kind=INCONCLUSIVE, final=final, why=UNMEASURABLE, reasons=(line,))
 
