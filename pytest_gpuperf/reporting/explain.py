@@ -147,7 +147,7 @@ def summary_line(c: Comparison, mode: str | None = None) -> str:
     if c.kind == DIFFERENT_ENVIRONMENT:
         differs = "; ".join(c.environment)
         return f"{who}{title} ({differs}), not gated: {change_of(c, mode)}{_interval(c)}"
-    line = f"{who}{title} {change_of(c, mode)}{_interval(c)}"
+    line = f"{who}{title}" + (f" {change_of(c, mode)}{_interval(c)}" if c.ratio is not None else "")
     if c.kind == REGRESSION:
         line += f", {_runs(c.r)}, threshold {_pct(c.threshold_in_force)}"
     elif c.kind == INCONCLUSIVE and c.why in (UNMEASURABLE, NOT_COMPARABLE) and c.reasons:

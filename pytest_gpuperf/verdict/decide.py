@@ -645,6 +645,8 @@ def _compare(
     environment: Sequence[str],
     reasons: Sequence[str] = (),
 ) -> Comparison:
+    # no evidence, no change: the ratio of runs that are none is not shown as one
+    shown = not (kind == INCONCLUSIVE and lead.why == UNMEASURABLE)
     return Comparison(
         kind=kind,
         final=final,
@@ -654,9 +656,9 @@ def _compare(
         r=lead.r,
         baseline_s=lead.baseline_s,
         current_s=lead.current_s,
-        ratio=lead.ratio,
-        ratio_low=lead.ratio_low,
-        ratio_high=lead.ratio_high,
+        ratio=lead.ratio if shown else None,
+        ratio_low=lead.ratio_low if shown else None,
+        ratio_high=lead.ratio_high if shown else None,
         slower=lead.slower,
         threshold_in_force=lead.cutoff,
         threshold_reason=lead.cutoff_reason,

@@ -201,6 +201,7 @@ def test_a_wall_clock_run_that_waited_for_a_cpu_never_settles_a_regression() -> 
     c = decide(base, both, mode=MODE_CPU)
     assert (c.kind, c.final, c.why, outcome(c)) == (INCONCLUSIVE, True, "unmeasurable", WARN)
     assert "torch.set_num_threads(1)" in c.reasons[0] and "waited 0.90" in c.reasons[0]
+    assert c.ratio is None  # no evidence, no change shown
     # a good run after a bad one is judged on its own
     good = decide(base, [waited(T * 157, 0.9), waited(T * 3, 0.0)], mode=MODE_CPU)
     assert good.kind == REGRESSION and good.r == 1
