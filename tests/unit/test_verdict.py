@@ -376,11 +376,10 @@ def test_a_and_a_with_process_modes_fails_almost_never() -> None:
     # process in seven 1.5-2x slower than the rest
     cpu = _aa(Process(T, 0.06, 1 / 7, rng, (1.5, 2.0)), MODE_CPU, 2000)
     assert max(host[0], graph[0], cpu[0]) <= 0.003, (host, graph, cpu)
-    # one as noisy as the pools' noisiest tenth (its level moves +-30 % between processes),
-    # beyond what its class allows a baseline's spread (twice the prior): the four runs a
-    # regression of it needs, every one slower, bound its rate
+    # one as noisy as the pools' noisiest tenth (its level moves +-30 % between processes):
+    # the three runs a regression of it needs, every one slower, bound its rate
     noisy = _aa(lambda: run(T * rng.uniform(0.7, 1.3)), MODE_CPU, 2000)
-    assert noisy[0] <= 0.005, noisy
+    assert noisy[0] <= 0.01, noisy
     assert host[1] <= 0.12 and graph[1] <= 0.05 and cpu[1] <= 0.05, (host, graph, cpu)
 
 
