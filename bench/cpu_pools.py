@@ -407,8 +407,9 @@ def replay(rows: list[dict[str, Any]], sessions: int, k: int, seed: int) -> list
             t[0] += fails
             t[1] += incon
             t[2] += len(cs)
+            shown_txt = f"{med:6.3f}x" if ratios else "     - "
             lines.append(f"  {suite + ':' + bench:34} {variant:5} | {fails:4d} {incon:5d} "
-                         f"{mean_r:5.2f} {med:6.3f}x of {len(cs):3d} | {pb_txt}")  # fmt: skip
+                         f"{mean_r:5.2f} {shown_txt} of {len(cs):3d} | {pb_txt}")  # fmt: skip
         for (suite, variant), (fails, incon, n) in sorted(totals.items()):
             what = "false failures" if variant.startswith("good") else "caught"
             lines.append(f"  total {suite} {variant}: {what} {fails} of {n}"
