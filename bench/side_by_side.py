@@ -103,8 +103,12 @@ def pb_session(folder: Path, kind: str, plant: str = "") -> Session:
     return s
 
 
+#: extra options of pytest-gpuperf's sessions (--no-capture: --gpuperf-capture=never)
+GP_ARGS: list[str] = []
+
+
 def gp_session(folder: Path, kind: str, plant: str = "") -> Session:
-    args = ["-p", "no:benchmark", "-q", "--gpuperf-json=out.json"]
+    args = ["-p", "no:benchmark", "-q", "--gpuperf-json=out.json", *GP_ARGS]
     if kind == "save":
         args.append("--gpuperf-save=base")
     elif kind in ("A/A", "A/B"):
@@ -227,7 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temp folder")
     p.add_argument("--json", metavar="FILE", help="also write every session's figures here")
     p.add_argument("--load", default="idle", choices=("idle", "busy", "suite"))
+    p.add_argument(
+        "--no-capture", action="store_true",
+        help="pytest-gpuperf without its evidence capture of a regression (the rule's cost alone)",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if args.no_capture:
+        GP_ARGS.append("--gpuperf-capture=never")
     try:
         import pytest_benchmark  # noqa: F401
     except ImportError:
