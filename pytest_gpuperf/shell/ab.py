@@ -239,10 +239,8 @@ class ABGate(Gate):
     def verdicts(self) -> dict[str, Comparison]:
         """Each measured benchmark's verdict on the pairs so far, by key (those of a test whose
         fresh process failed are left out: :attr:`failed_side` says why)."""
-        from pytest_gpuperf.verdict.host_speed import in_ab_session
-
         return {
-            k: in_ab_session(self.rule.decide(runs[0], runs, last=True))
+            k: self.rule.decide(runs[0], runs, last=True)
             for k, runs in self.paired.current.items()
             if runs[0].id.nodeid not in self.failed_side
         }

@@ -55,8 +55,8 @@ def _frames_of(*modules: str) -> Any:
 
 
 def test_a_module_called_back_by_one_it_called_is_a_callback(journey: ModuleType) -> None:
-    # host_speed, called by the rule, calls the rule back
-    frame = _frames_of("verdict.decide", "verdict.host_speed", "verdict.decide", "shell.gate")
+    # a helper, called by the rule, calls the rule back
+    frame = _frames_of("verdict.decide", "verdict.robust", "verdict.decide", "shell.gate")
     assert journey._calls_back(journey._below(frame), "verdict.decide")
     # the rule calling its own function, or a module not waiting on the caller: not one
     frame = _frames_of("verdict.decide", "verdict.decide")
