@@ -46,12 +46,15 @@ class Measured(Protocol):
 
 
 def contention_note(result: Measured) -> str | None:
-    """What a run whose figure counts waits for a CPU says when its threads waited for one
-    beyond :data:`~.contention.WAITED` of its rounds' time: the rule leaves it out."""
+    """What a CPU run whose time counts waits for a CPU (the wall clock, or a thread clock
+    that timed other threads' waiting too) says when its threads waited for one beyond
+    :data:`~.contention.WAITED` of its rounds' time: the rule leaves it out. (A GPU run's
+    host-paid figures are left out the same way; its verdict's notes say so.)"""
     c = result.contention or {}
     waited, threads = c.get("waited"), c.get("threads") or 1.0
     many = threads > ONE_THREAD
-    if waited is None or waited <= WAITED or (c.get("clock") == "thread" and not many):
+    counts_waits = c.get("clock") == "wall" or (c.get("clock") == "thread" and many)
+    if waited is None or waited <= WAITED or not counts_waits:
         return None
     return (
         f"{CONTENDED} its threads waited for a CPU {100 * waited:.0f} % of the rounds' time"

@@ -34,3 +34,12 @@ def test_waits_the_thread_clock_left_out_or_under_the_limit_are_not_flagged() ->
     assert contention_note(cpu_result(None)) is None
     one = contention_note(cpu_result({"waited": 0.3, "threads": 1.0, "clock": "wall"}))
     assert one is not None and "set_num_threads" not in one
+
+
+def test_a_gpu_run_whose_host_waited_carries_no_cpu_note_but_many_threads_do() -> None:
+    # No clock: the GPU timer's own figure (device time), which waits for a CPU do not enter.
+    assert contention_note(cpu_result({"waited": 0.9, "threads": 1.0})) is None
+    assert contention_note(cpu_result({"waited": 0.9, "threads": 3.0})) is None
+    # The thread clock of a multi-threaded op counts the other threads' waits: flagged.
+    many = contention_note(cpu_result({"waited": 0.6, "threads": 2.0, "clock": "thread"}))
+    assert many is not None and "torch.set_num_threads(1)" in many
