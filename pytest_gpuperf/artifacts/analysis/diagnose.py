@@ -247,7 +247,7 @@ def _details(ev: Evidence) -> list[str]:
         reproduced = ev.ratio is None or again > (ev.ratio - 1) / 3
         out.append(
             f"re-measured in the profiler's process{rounds}: {_time(ev.child_median_s)} "
-            f"({100 * again:+.1f} % against the baseline)"
+            f"({fmt_change(1 + again)} against the baseline)"
             + ("" if reproduced else "; the slowdown did not reproduce there, so the profiles "
                "may not show it")
         )  # fmt: skip
