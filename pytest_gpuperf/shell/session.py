@@ -15,16 +15,13 @@ import functools
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
-from pytest_gpuperf.interrupt import how as interrupted_by
 from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
 from pytest_gpuperf.model import Result, short_test_id
-from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.shell.rerun import is_child, remove_stale_folders
@@ -34,7 +31,6 @@ if TYPE_CHECKING:
     from collections.abc import Generator, Sequence
 
     from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
-    from pytest_gpuperf.reporting.ci import CiOutputs
     from pytest_gpuperf.shell.capture_budget import SessionCapture
     from pytest_gpuperf.shell.fixture import PhaseRange, Probe
     from pytest_gpuperf.shell.gate import Gate
@@ -68,21 +64,12 @@ def is_worker(config: pytest.Config) -> bool:
 HEADER_WIDTH = 120
 
 
-def _fit(template: str, *, name: str, width: int) -> list[str]:
-    """``template`` with ``{name}`` (a device's model) filled in: one line of at most
-    ``width`` characters, the name shortened (``…``) to no less than 8 to fit; where even
-    that is too long (a long torch version, ``--gpuperf-device=cpu``), two lines, split
-    after the template's first ``"; "``."""
-    parts = [template]
-    if len(template.replace("{name}", name[:8])) > width and "; " in template:
-        head, tail = template.split("; ", 1)
-        parts = [head + ";", tail]
-    lines = []
-    for part in parts:
-        room = width - len(part.replace("{name}", ""))
-        short = name if len(name) <= room else name[: max(room - 1, 8)].rstrip() + "…"
-        lines.append(part.replace("{name}", short))
-    return lines
+def _fit(template: str, *, cpu: str, width: int) -> str:
+    """``template`` with ``{cpu}`` filled in, the CPU model shortened (``…``) to fit ``width``."""
+    room = width - len(template.replace("{cpu}", ""))
+    if len(cpu) > room:
+        cpu = cpu[: max(room - 1, 8)].rstrip() + "…"
+    return template.replace("{cpu}", cpu)
 
 
 class GpuPerfSession:
@@ -105,13 +92,10 @@ class GpuPerfSession:
         self.deselected = 0
         self.child = is_child(config)
         self.gate: Gate | None = None
-        #: what feature plugins add to the JSON's session block (``--gpuperf-bisect``'s search)
-        self.session_info: dict[str, Any] = {}
         self.saved: str | None = None
         #: the baseline this session's runs went into: only once the save happened
         self.saved_to: str | None = None
         self.save_error: str | None = None
-        self.ci: CiOutputs | None = None
         self.progress: Progress | None = None
         # telemetry and NVTX: made on first use, see _probes / _phase_range
         self._telemetry: NvmlTelemetry | None = None
@@ -163,7 +147,7 @@ class GpuPerfSession:
         usage error here, not a traceback in every test."""
         from pytest_gpuperf.shell.locks import settle_lock_dir
 
-        problem = settle_lock_dir(self.config.invocation_params.dir, self._baseline_dirs())
+        problem = settle_lock_dir(self.config.invocation_params.dir)
         if problem and not self.settings.session.disable and not is_worker(self.config):
             raise pytest.UsageError(problem)
 
@@ -190,11 +174,11 @@ class GpuPerfSession:
                 )
 
     def _open_baselines(self) -> None:
-        """Fail fast, before measuring anything, on a baseline that cannot be used, a save
-        that cannot happen, or an output file that cannot or must not be written."""
+        """Fail fast, before measuring anything, on a baseline that cannot be used, or a save
+        that cannot happen."""
         if self.child or (self.ranks is not None and not self.ranks.lead):
             return  # a rank other than 0 neither judges nor writes
-        from pytest_gpuperf.errors import BaselineError, OutputError
+        from pytest_gpuperf.errors import BaselineError
 
         try:
             if self.settings.session.ab:
@@ -205,42 +189,12 @@ class GpuPerfSession:
                 from pytest_gpuperf.shell.gate import Gate
 
                 self.gate = Gate.load(self.run)
-            if not is_worker(self.config):
-                if self.settings.session.save:
-                    from pytest_gpuperf.shell.baselines import check_save_target
+            if not is_worker(self.config) and self.settings.session.save:
+                from pytest_gpuperf.shell.baselines import check_save_target
 
-                    check_save_target(self.run)
-                from pytest_gpuperf.baseline.fileio import output_target
-
-                for option, path in self._outputs():
-                    output_target(path, what=option, baseline_dirs=self._baseline_dirs())
-        except (BaselineError, OutputError) as e:
+                check_save_target(self.run)
+        except BaselineError as e:
             raise pytest.UsageError(str(e)) from None
-
-    def _outputs(self) -> list[tuple[str, str]]:
-        """(option, path) of every output file this session writes."""
-        from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS
-
-        values = self.settings.report.output_values()
-        files = [
-            (f"--gpuperf-{o.option}", str(values[o.option]))
-            for o in FILE_OUTPUTS
-            if values[o.option]
-        ]
-        added = self._added_outputs()
-        return files + [(f"--gpuperf-{o.option}", str(v)) for o, v in added.items() if o.render]
-
-    def _added_outputs(self) -> dict[Any, Any]:
-        """The outputs plugins added (registry.py), each with its option's value if given."""
-        out = {}
-        for o in self.run.registry.added_outputs:
-            value = self.config.getoption("gpuperf_" + o.option.replace("-", "_"), None)
-            if value:
-                out[o] = value
-        return out
-
-    def _baseline_dirs(self) -> list[Path]:
-        return [self.run.baseline_dir]
 
     # --- collection --------------------------------------------------------
 
@@ -639,8 +593,7 @@ class GpuPerfSession:
             self.gpu_state = collect_gpu_state()
         if tr is None:
             return
-        for line in self._where_lines(device):
-            tr.write_line("gpuperf: " + line)
+        tr.write_line("gpuperf: " + self._where_line(device))
         if self.gpu_state is not None:
             from pytest_gpuperf.telemetry.header import render_header
 
@@ -651,9 +604,9 @@ class GpuPerfSession:
             ):
                 tr.write_line("gpuperf: " + line)
 
-    def _where_lines(self, device: str) -> list[str]:
+    def _where_line(self, device: str) -> str:
         """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
-        rounds of 10 ms, warm-up ≤ 500 ms``: one line of at most 120 characters, or two."""
+        rounds of 10 ms, warm-up ≤ 500 ms``: one line, at most 120 characters."""
         measure = self.settings.measure
         env = self._environment()
         how = (
@@ -665,24 +618,24 @@ class GpuPerfSession:
             timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
                 graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
             )
-            where = f"{{name}} (cuda:{env.get('gpu_index', 0)}, torch {env.get('torch')}): {timing}"
-            name = str(env.get("gpu_name") or "the GPU")
-        else:
-            from pytest_gpuperf.measure.device import cuda_unavailable_reason
+            return (
+                f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
+                f", torch {env.get('torch')}): {timing}, {how}"
+            )
+        from pytest_gpuperf.measure.device import cuda_unavailable_reason
 
-            why = (
-                "--gpuperf-device=cpu"
-                if self.settings.session.device == "cpu"
-                else cuda_unavailable_reason(short=True)
-            )
-            threads = env.get("torch_threads")
-            where = (
-                f"the CPU: {{name}}, {threads} thread{'s' if threads != 1 else ''}, torch "
-                f"{env.get('torch')} ({why})"
-            )
-            name = str(env.get("cpu_model") or "unknown CPU")
+        why = (
+            "--gpuperf-device=cpu"
+            if self.settings.session.device == "cpu"
+            else cuda_unavailable_reason(short=True)
+        )
+        threads = env.get("torch_threads")
         return _fit(
-            f"measuring on {where}; {how}", name=name, width=HEADER_WIDTH - len("gpuperf: ")
+            "measuring on the CPU: {cpu}, "
+            f"{threads} thread{'s' if threads != 1 else ''}, torch {env.get('torch')} ({why}); "
+            + how,
+            cpu=str(env.get("cpu_model") or "unknown CPU"),
+            width=HEADER_WIDTH - len("gpuperf: "),
         )
 
     # --- results -------------------------------------------------------------
@@ -760,7 +713,6 @@ class GpuPerfSession:
                     )
                 else:
                     self._save(session)
-        self._write_outputs(session)
 
     def _captures_after_verdicts(self, exitstatus: int) -> None:
         """The captures the verdicts left (Nsight passes, first diagnoses that waited), the
@@ -776,45 +728,6 @@ class GpuPerfSession:
             captures.after_verdicts(self.results, progress=self._progress())
         finally:
             captures.close()
-
-    def _write_outputs(self, session: pytest.Session) -> None:
-        """The report files (reporting/outputs.py), the GitHub step summary and annotations;
-        a confirmation or capture child writes its JSON only (its parent reads it)."""
-        import os
-
-        from pytest_gpuperf.reporting.ci import write_ci_outputs
-
-        extra = fingerprint_extra(self.config)
-        self.ci = write_ci_outputs(
-            self.settings.report,
-            self.results,
-            baseline=self.gate.baseline if self.gate else None,
-            env=os.environ,
-            rootdir=self.config.rootpath,
-            fingerprint_extra=extra or None,
-            session={
-                "run_id": self.run_id,
-                "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(
-                    timespec="seconds"
-                ),
-                "duration_s": round(time.time() - self.started, 3),
-                "args": list(self.config.invocation_params.args),
-                "device": self.settings.session.device,
-                "baseline": self.settings.session.baseline,
-                "ab": self.gate.session_info() if self.gate else None,
-                "saved_to": self.saved_to,
-                "fingerprint_extra": extra,
-                "gpu_state": self.gpu_state,
-                "capture": self.captures.to_dict(self.results) if self.captures else None,
-                **self.session_info,
-            },
-            only=("json",) if self.child else None,
-            baseline_dirs=self._baseline_dirs(),
-            added=self._added_outputs(),
-        )
-        if self.ci.errors and session.exitstatus == 0:
-            # A report that was asked for and not written is a failed job (what CI reads).
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _save(self, session: pytest.Session) -> None:
         from pytest_gpuperf.errors import BaselineError
@@ -847,13 +760,13 @@ class GpuPerfSession:
             self.save_error = str(e)
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except KeyboardInterrupt as e:  # Ctrl-C (or SIGTERM) while saving or waiting to
-            self._save_interrupted(session, interrupted_by(e))
+        except KeyboardInterrupt:  # Ctrl-C while saving, or while waiting for the lock
+            self._save_interrupted(session)
 
-    def _save_interrupted(self, session: pytest.Session, by: str) -> None:
-        """A Ctrl-C (``by``: or SIGTERM) during the save: a clear line and exit code 2, not
-        a traceback. A save commits in one step (the index is replaced atomically), so the
-        baseline holds all of this session's runs or none of them; which, its index says."""
+    def _save_interrupted(self, session: pytest.Session) -> None:
+        """A Ctrl-C during the save: a clear line and exit code 2, not a traceback. A save
+        commits in one step (the index is replaced atomically), so the baseline holds all
+        of this session's runs or none of them; which, its index says."""
         from pytest_gpuperf.baseline.store import BaselineStore
 
         name = self.settings.session.save
@@ -864,10 +777,10 @@ class GpuPerfSession:
         except Exception:  # no baseline yet, or unreadable: this run is not in it
             committed = False
         if committed:
-            self.saved = f"baseline {name!r}: saved (the {by} came after the save was complete)"
+            self.saved = f"baseline {name!r}: saved (the Ctrl-C came after the save was complete)"
         else:
             self.save_error = (
-                f"the save was interrupted ({by}); the baseline is as it was before. Run the "
+                "the save was interrupted (Ctrl-C); the baseline is as it was before. Run the "
                 "session again to save"
             )
         session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -892,29 +805,13 @@ class GpuPerfSession:
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from pytest_gpuperf.reporting.terminal import fold
-
         if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
             terminalreporter.write_line(self.ranks.summary_line())
-        if not self.lead or self.child:
-            return
-        tr = terminalreporter
-        if self.results:
-            from pytest_gpuperf.reporting.terminal import TableSpec, render
 
-            verbosity = self.config.get_verbosity()
-            report = self.settings.report
-            spec = TableSpec(
-                columns=report.columns,
-                sort=report.sort,
-                group_by=tuple(report.group_by or ()),
-                verbose=verbosity > 0,
-                quiet=verbosity < 0,
-                fail_on=self.settings.verdict.fail_on,
-                modes=self.run.registry.modes,
-            )
-            tr.section("gpuperf")
-            tr.write_line(render(self.results, spec))
+    def summarize(self, tr: Any, results: list[Result]) -> None:
+        """The terminal summary's lines of the session's verdicts, captures, lock and save."""
+        from pytest_gpuperf.reporting.terminal import fold
+
         if self.gate is not None and self.gate.rerun_count:
             tr.write_line(
                 f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
@@ -923,24 +820,17 @@ class GpuPerfSession:
         for error in self.gate.child_errors if self.gate is not None else []:
             tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
         if self.captures is not None:
-            for line in self.captures.summary_lines(self.results):
+            for line in self.captures.summary_lines(results):
                 # a command to copy stays on one line
                 tr.write_line(fold(line))
-        for line in self.gate.summary_lines(self.results) if self.gate is not None else []:
+        for line in self.gate.summary_lines(results) if self.gate is not None else []:
             tr.write_line(fold(line))
-        for line in self._lock.summary_lines() if self._lock is not None else []:
-            tr.write_line(fold(line))
+        if self._lock is not None and self._lock.waited():
+            tr.write_line(fold(self._lock.waited()))
         if self.saved:  # its first line names the baseline's file: a long path stays whole
             tr.write_line(self.saved)
         if self.save_error:
             tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
-        if self.ci is not None:
-            for line in self.ci.messages:
-                tr.write_line(line)
-            for line in self.ci.errors:
-                tr.write_line(line, red=True)
-            for line in self.ci.annotations:  # GitHub reads these at the start of a line
-                tr.write_line(line)
 
 
 def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> None:
