@@ -13,6 +13,7 @@ import pytest
 from pytest_gpuperf.shell import markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.fixture import GpuBench
+from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.outputs import OutputsPlugin
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
@@ -81,8 +82,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.shell.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(session.run_id), "gpuperf-xdist")
-    if session.lead:  # after the ranks: its end comes before theirs (both trylast)
-        config.pluginmanager.register(OutputsPlugin(session), "gpuperf-outputs")
+    if session.lead:
+        header = HeaderPlugin(session)
+        config.pluginmanager.register(header, "gpuperf-header")
+        # after the ranks: its end comes before theirs (both trylast)
+        config.pluginmanager.register(OutputsPlugin(session, header), "gpuperf-outputs")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -24,6 +24,7 @@ from pytest_gpuperf.reporting.ci import CiOutputs, write_ci_outputs
 from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output
 from pytest_gpuperf.reporting.terminal import TableSpec, render
 from pytest_gpuperf.shell.baselines import fingerprint_extra
+from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.session import GpuPerfSession
 
 
@@ -34,10 +35,11 @@ class Summarized(Protocol):
 
 
 class OutputsPlugin:
-    def __init__(self, session: GpuPerfSession):
+    def __init__(self, session: GpuPerfSession, header: HeaderPlugin):
         self.session = session
         self.config = session.config
         self.settings = session.settings
+        self.header = header
         #: the features' lines in the terminal summary, in this order
         self.parts: list[Summarized] = [session]
         self.baseline_dirs = [session.run.baseline_dir]
@@ -92,7 +94,7 @@ class OutputsPlugin:
                 "ab": gate.session_info() if gate is not None else None,
                 "saved_to": core.saved_to,
                 "fingerprint_extra": extra,
-                "gpu_state": core.gpu_state,
+                "gpu_state": self.header.gpu_state,
                 "capture": core.captures.to_dict(core.results) if core.captures else None,
             },
             only=("json",) if core.child else None,

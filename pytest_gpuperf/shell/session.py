@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
-DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
 RESULTS_KEY = pytest.StashKey[list[Result]]()
 #: Set when the test function itself did not pass (it raised, failed, skipped).
 DID_NOT_PASS_KEY = pytest.StashKey[bool]()
@@ -58,18 +57,6 @@ def is_benchmark(item: pytest.Item) -> bool:
 
 def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
-
-
-#: The header line fits a terminal of this width (the CPU model is shortened to fit).
-HEADER_WIDTH = 120
-
-
-def _fit(template: str, *, cpu: str, width: int) -> str:
-    """``template`` with ``{cpu}`` filled in, the CPU model shortened (``…``) to fit ``width``."""
-    room = width - len(template.replace("{cpu}", ""))
-    if len(cpu) > room:
-        cpu = cpu[: max(room - 1, 8)].rstrip() + "…"
-    return template.replace("{cpu}", cpu)
 
 
 class GpuPerfSession:
@@ -100,7 +87,6 @@ class GpuPerfSession:
         # telemetry and NVTX: made on first use, see _probes / _phase_range
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
-        self.gpu_state: dict[str, Any] | None = None
         #: the session's captures within its budget: made on the first capture
         self.captures: SessionCapture | None = None
         #: this process as one rank of a process group (torchrun's, or the plugin's), or None
@@ -376,11 +362,6 @@ class GpuPerfSession:
             )
         return self._lock
 
-    def _environment(self) -> dict[str, Any]:
-        from pytest_gpuperf.measure.environment import collect_environment
-
-        return collect_environment(self.ensure_device())
-
     # --- verdicts --------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
@@ -561,83 +542,6 @@ class GpuPerfSession:
         result.telemetry = telemetry or None
         result.notes.extend(telemetry_notes(result.telemetry))
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The header, once benchmarks are selected (after "collected N items"): one line
-        saying where and how benchmarks are measured; on a GPU, the GPUs' state from NVML.
-
-        Not in ``pytest_report_header``: that runs before collection, and a
-        session without benchmarks (or ``--collect-only``) must not import
-        torch or touch NVML. A CPU run never touches NVML. The xdist controller
-        collects nothing, so it prints the settings only (pytest_report_header);
-        each worker's results carry their own environment and telemetry.
-        """
-        settings = self.settings
-        if (
-            not self.lead
-            or self.config.getoption("collectonly", False)
-            or not any(is_benchmark(i) for i in session.items)
-        ):
-            return
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
-            tr = None
-        if settings.session.disable:
-            if tr is not None:
-                tr.write_line(f"gpuperf: {DISABLED}")
-            return
-        device = self.ensure_device()
-        if device == "cuda" and settings.telemetry.enabled:
-            from pytest_gpuperf.telemetry.header import collect_gpu_state
-
-            self.gpu_state = collect_gpu_state()
-        if tr is None:
-            return
-        tr.write_line("gpuperf: " + self._where_line(device))
-        if self.gpu_state is not None:
-            from pytest_gpuperf.telemetry.header import render_header
-
-            for line in render_header(
-                self.gpu_state,
-                interval_ms=settings.telemetry.interval_ms,
-                activity=settings.telemetry.activity,
-            ):
-                tr.write_line("gpuperf: " + line)
-
-    def _where_line(self, device: str) -> str:
-        """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
-        rounds of 10 ms, warm-up ≤ 500 ms``: one line, at most 120 characters."""
-        measure = self.settings.measure
-        env = self._environment()
-        how = (
-            f"{measure.rounds} rounds of {measure.round_ms:g} ms, "
-            f"warm-up ≤ {measure.warmup_ms:g} ms"
-        )
-        if device == "cuda":
-            graph = measure.cuda_graph
-            timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
-                graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
-            )
-            return (
-                f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
-                f", torch {env.get('torch')}): {timing}, {how}"
-            )
-        from pytest_gpuperf.measure.device import cuda_unavailable_reason
-
-        why = (
-            "--gpuperf-device=cpu"
-            if self.settings.session.device == "cpu"
-            else cuda_unavailable_reason(short=True)
-        )
-        threads = env.get("torch_threads")
-        return _fit(
-            "measuring on the CPU: {cpu}, "
-            f"{threads} thread{'s' if threads != 1 else ''}, torch {env.get('torch')} ({why}); "
-            + how,
-            cpu=str(env.get("cpu_model") or "unknown CPU"),
-            width=HEADER_WIDTH - len("gpuperf: "),
-        )
-
     # --- results -------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
@@ -678,19 +582,6 @@ class GpuPerfSession:
         self.results.extend(results)
         if not_saved:
             self.not_saved.extend(results)
-
-    def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        """The settings, for the xdist controller only: a process that collects says more
-        after collection (:meth:`pytest_collection_finish`), and only when it has benchmarks."""
-        if not config.getoption("numprocesses", None) or is_worker(config):
-            return []
-        session, measure = self.settings.session, self.settings.measure
-        if session.disable:
-            return [f"gpuperf: {DISABLED}"]
-        return [
-            f"gpuperf: device={session.device}, {measure.rounds} rounds of "
-            f"{measure.round_ms:g} ms after a warm-up of up to {measure.warmup_ms:g} ms"
-        ]
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._telemetry is not None:

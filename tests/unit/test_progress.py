@@ -125,7 +125,7 @@ def test_from_config_quiet_under_q_and_in_workers() -> None:
 
 
 def test_the_header_shortens_a_long_cpu_model_to_fit() -> None:
-    from pytest_gpuperf.shell.session import _fit
+    from pytest_gpuperf.shell.header import _fit
 
     template = "measuring on the CPU: {name}, 2 threads, torch 2.13.0+cpu (no CUDA); 30 rounds"
     short = _fit(template, name="AMD EPYC", width=120)

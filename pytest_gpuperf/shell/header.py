@@ -1,0 +1,113 @@
+"""The header: where and how benchmarks are measured, said once, and the GPUs' state.
+
+Registered in the process that writes the session's reports (the xdist controller, a
+session of one process, rank 0). Not in ``pytest_report_header`` but after collection: a
+session without benchmarks (or ``--collect-only``) must not import torch or touch NVML,
+and a CPU run never touches NVML. The xdist controller collects nothing, so it prints
+the settings only (``pytest_report_header``); each worker's results carry their own
+environment and telemetry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.measure.device import cuda_unavailable_reason
+from pytest_gpuperf.measure.environment import collect_environment
+from pytest_gpuperf.shell.session import GpuPerfSession, is_benchmark, is_worker
+
+DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
+#: The header line fits a terminal of this width (the CPU model is shortened to fit).
+HEADER_WIDTH = 120
+
+
+class HeaderPlugin:
+    def __init__(self, session: GpuPerfSession):
+        self.session = session
+        self.settings = session.settings
+        #: the GPUs' state from NVML at the start (CUDA, telemetry on): the JSON keeps it
+        self.gpu_state: dict[str, Any] | None = None
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """The settings, for the xdist controller only: a process that collects says more
+        after collection (:meth:`pytest_collection_finish`), and only when it has benchmarks."""
+        if not config.getoption("numprocesses", None) or is_worker(config):
+            return []
+        session, measure = self.settings.session, self.settings.measure
+        if session.disable:
+            return [f"gpuperf: {DISABLED}"]
+        return [
+            f"gpuperf: device={session.device}, {measure.rounds} rounds of "
+            f"{measure.round_ms:g} ms after a warm-up of up to {measure.warmup_ms:g} ms"
+        ]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Once benchmarks are selected (after "collected N items"): one line saying where
+        and how they are measured; on a GPU, the GPUs' state from NVML."""
+        config = session.config
+        if config.getoption("collectonly", False) or not any(map(is_benchmark, session.items)):
+            return
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if config.get_verbosity() < 0 or config.getoption("no_header"):
+            tr = None
+        if self.settings.session.disable:
+            if tr is not None:
+                tr.write_line(f"gpuperf: {DISABLED}")
+            return
+        device = self.session.ensure_device()
+        telemetry = self.settings.telemetry
+        lines = []
+        if device == "cuda" and telemetry.enabled:
+            # NVML's reader, on a GPU only: a CPU run never touches NVML
+            from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
+
+            self.gpu_state = collect_gpu_state()
+            lines = render_header(
+                self.gpu_state, interval_ms=telemetry.interval_ms, activity=telemetry.activity
+            )
+        if tr is not None:
+            for line in [self.where_line(device), *lines]:
+                tr.write_line("gpuperf: " + line)
+
+    def where_line(self, device: str) -> str:
+        """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
+        rounds of 10 ms, warm-up ≤ 500 ms``: one line, at most 120 characters."""
+        measure = self.settings.measure
+        env = collect_environment(device)
+        how = (
+            f"{measure.rounds} rounds of {measure.round_ms:g} ms, "
+            f"warm-up ≤ {measure.warmup_ms:g} ms"
+        )
+        if device == "cuda":
+            graph = measure.cuda_graph
+            timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
+                graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
+            )
+            return (
+                f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
+                f", torch {env.get('torch')}): {timing}, {how}"
+            )
+        why = (
+            "--gpuperf-device=cpu"
+            if self.settings.session.device == "cpu"
+            else cuda_unavailable_reason(short=True)
+        )
+        threads = env.get("torch_threads")
+        return _fit(
+            "measuring on the CPU: {cpu}, "
+            f"{threads} thread{'s' if threads != 1 else ''}, torch {env.get('torch')} ({why}); "
+            + how,
+            cpu=str(env.get("cpu_model") or "unknown CPU"),
+            width=HEADER_WIDTH - len("gpuperf: "),
+        )
+
+
+def _fit(template: str, *, cpu: str, width: int) -> str:
+    """``template`` with ``{cpu}`` filled in, the CPU model shortened (``…``) to fit ``width``."""
+    room = width - len(template.replace("{cpu}", ""))
+    if len(cpu) > room:
+        cpu = cpu[: max(room - 1, 8)].rstrip() + "…"
+    return template.replace("{cpu}", cpu)
