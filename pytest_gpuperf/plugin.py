@@ -15,6 +15,7 @@ from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.fixture import GpuBench
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.outputs import OutputsPlugin
+from pytest_gpuperf.shell.save import SavePlugin
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
 
@@ -82,11 +83,16 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.shell.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(session.run_id), "gpuperf-xdist")
+    save = None
+    if session.lead and not session.child and session.settings.session.save:
+        save = SavePlugin(session)
+        config.pluginmanager.register(save, "gpuperf-save")
     if session.lead:
         header = HeaderPlugin(session)
         config.pluginmanager.register(header, "gpuperf-header")
         # after the ranks: its end comes before theirs (both trylast)
-        config.pluginmanager.register(OutputsPlugin(session, header), "gpuperf-outputs")
+        outputs = OutputsPlugin(session, header, save=save)
+        config.pluginmanager.register(outputs, "gpuperf-outputs")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -46,7 +46,7 @@ class ABGate(Gate):
     """The gate of an A/B session: its baseline is the base tree's runs of this session."""
 
     def __init__(self, run: RunContext, tree: BaseTree, base_ids: Sequence[str]):
-        from pytest_gpuperf.shell.baselines import fingerprint_extra
+        from pytest_gpuperf.shell.settings import fingerprint_extra
         from pytest_gpuperf.verdict.paired import PairedRuns, paired_baseline
 
         self.tree = tree

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.shell.baselines import fingerprint_extra
+from pytest_gpuperf.shell.settings import fingerprint_extra
 from pytest_gpuperf.verdict.decide import FAIL, WARN
 
 if TYPE_CHECKING:

@@ -23,9 +23,10 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.ci import CiOutputs, write_ci_outputs
 from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output
 from pytest_gpuperf.reporting.terminal import TableSpec, render
-from pytest_gpuperf.shell.baselines import fingerprint_extra
 from pytest_gpuperf.shell.header import HeaderPlugin
+from pytest_gpuperf.shell.save import SavePlugin
 from pytest_gpuperf.shell.session import GpuPerfSession
+from pytest_gpuperf.shell.settings import fingerprint_extra
 
 
 class Summarized(Protocol):
@@ -35,13 +36,14 @@ class Summarized(Protocol):
 
 
 class OutputsPlugin:
-    def __init__(self, session: GpuPerfSession, header: HeaderPlugin):
+    def __init__(self, session: GpuPerfSession, header: HeaderPlugin, *, save: SavePlugin | None):
         self.session = session
         self.config = session.config
         self.settings = session.settings
         self.header = header
+        self.save = save
         #: the features' lines in the terminal summary, in this order
-        self.parts: list[Summarized] = [session]
+        self.parts: list[Summarized] = [p for p in (session, save) if p is not None]
         self.baseline_dirs = [session.run.baseline_dir]
         self.added = self._added_outputs()
         self.ci: CiOutputs | None = None
@@ -92,7 +94,7 @@ class OutputsPlugin:
                 "device": self.settings.session.device,
                 "baseline": self.settings.session.baseline,
                 "ab": gate.session_info() if gate is not None else None,
-                "saved_to": core.saved_to,
+                "saved_to": self.save.saved_to if self.save is not None else None,
                 "fingerprint_extra": extra,
                 "gpu_state": self.header.gpu_state,
                 "capture": core.captures.to_dict(core.results) if core.captures else None,

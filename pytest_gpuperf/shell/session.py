@@ -21,7 +21,7 @@ import pytest
 
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
-from pytest_gpuperf.model import Result, short_test_id
+from pytest_gpuperf.model import Result
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
 from pytest_gpuperf.shell.rerun import is_child, remove_stale_folders
@@ -79,11 +79,7 @@ class GpuPerfSession:
         self.deselected = 0
         self.child = is_child(config)
         self.gate: Gate | None = None
-        self.saved: str | None = None
-        #: the baseline this session's runs went into: only once the save happened
-        self.saved_to: str | None = None
-        self.save_error: str | None = None
-        self.progress: Progress | None = None
+        self._progress: Progress | None = None
         # telemetry and NVTX: made on first use, see _probes / _phase_range
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
@@ -160,8 +156,7 @@ class GpuPerfSession:
                 )
 
     def _open_baselines(self) -> None:
-        """Fail fast, before measuring anything, on a baseline that cannot be used, or a save
-        that cannot happen."""
+        """Fail fast, before measuring anything, on a baseline that cannot be used."""
         if self.child or (self.ranks is not None and not self.ranks.lead):
             return  # a rank other than 0 neither judges nor writes
         from pytest_gpuperf.errors import BaselineError
@@ -175,10 +170,6 @@ class GpuPerfSession:
                 from pytest_gpuperf.shell.gate import Gate
 
                 self.gate = Gate.load(self.run)
-            if not is_worker(self.config) and self.settings.session.save:
-                from pytest_gpuperf.shell.baselines import check_save_target
-
-                check_save_target(self.run)
         except BaselineError as e:
             raise pytest.UsageError(str(e)) from None
 
@@ -244,7 +235,7 @@ class GpuPerfSession:
 
         if self.groups is None:
             self.groups = GroupLauncher(self.run, look_ahead=False)
-        got = self.groups.outcome(item, device=self.ensure_device(), progress=self._progress())
+        got = self.groups.outcome(item, device=self.ensure_device(), progress=self.progress())
         if got.kind == "skipped":
             pytest.skip(got.text)
         if got.kind == "failed":
@@ -292,7 +283,7 @@ class GpuPerfSession:
         hooks = [] if disabled else measure_hooks(inventory_settings(self.settings), device)
         group = None
         lock = functools.partial(self._device_lock().hold, item.nodeid)
-        progress = self._progress().task
+        progress = self.progress().task
         if self.ranks is not None and self.ranks.in_step(item):
             group, lock, hooks, progress = self._rank_context(item, device, disabled)
         ctx = BenchContext(
@@ -332,7 +323,7 @@ class GpuPerfSession:
             if disabled
             else group_hooks(group, device, profile=profile, calls=self.settings.capture.calls)
         )
-        progress = self._progress().task
+        progress = self.progress().task
         if not self.ranks.lead:
             from pytest_gpuperf.shell.progress import silent
 
@@ -343,12 +334,13 @@ class GpuPerfSession:
         mode = self.settings.capture.inventory
         return mode == "always" or (mode == "auto" and bool(self.settings.session.save))
 
-    def _progress(self) -> Progress:
-        if self.progress is None:
+    def progress(self) -> Progress:
+        """The session's progress line (made on first use: the terminal comes after us)."""
+        if self._progress is None:
             from pytest_gpuperf.shell.progress import Progress
 
-            self.progress = Progress.from_config(self.config, self.settings.report.progress)
-        return self.progress
+            self._progress = Progress.from_config(self.config, self.settings.report.progress)
+        return self._progress
 
     def _device_lock(self) -> DeviceLock:
         """The device's lock; a progress line while another process holds it."""
@@ -358,7 +350,7 @@ class GpuPerfSession:
             self._lock = DeviceLock(
                 self.ensure_device(),
                 timeout_s=self.settings.session.lock_timeout,
-                on_wait=self._progress().task,
+                on_wait=self.progress().task,
             )
         return self._lock
 
@@ -423,7 +415,7 @@ class GpuPerfSession:
             # summary's inconclusive block (reporting/terminal.py), not as warnings.
             try:
                 judgement = self.gate.judge(
-                    item, results, device=self.ensure_device(), progress=self._progress()
+                    item, results, device=self.ensure_device(), progress=self.progress()
                 )
             except BaselineError as e:  # a run of this test's, read now, that cannot be used
                 return [f"gpuperf: no verdict: {e}"]
@@ -450,7 +442,7 @@ class GpuPerfSession:
             results,
             judgement.comparisons,
             device=self.ensure_device(),
-            progress=self._progress(),
+            progress=self.progress(),
         )
 
     def _captures(self) -> SessionCapture:
@@ -583,7 +575,10 @@ class GpuPerfSession:
         if not_saved:
             self.not_saved.extend(results)
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Before the save and the reports: the captures after the verdicts, then plugins
+        see the session's results."""
         if self._telemetry is not None:
             self._telemetry.close()
         if not self.lead:
@@ -593,17 +588,6 @@ class GpuPerfSession:
         if not self.child:
             self._captures_after_verdicts(exitstatus)
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
-            if self.settings.session.save and self.results:
-                if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
-                    # A partial run (Ctrl-C, a crash) is not a run of the suite: it would sit
-                    # in the baseline as one, with benchmarks missing.
-                    how = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "stopped"
-                    self.save_error = (
-                        f"the session was {how} ({len(self.results)} benchmark result(s) "
-                        "measured); run it again to save a whole run"
-                    )
-                else:
-                    self._save(session)
 
     def _captures_after_verdicts(self, exitstatus: int) -> None:
         """The captures the verdicts left (Nsight passes, first diagnoses that waited), the
@@ -616,91 +600,16 @@ class GpuPerfSession:
             captures.note_leftovers(self.results)
             return
         try:
-            captures.after_verdicts(self.results, progress=self._progress())
+            captures.after_verdicts(self.results, progress=self.progress())
         finally:
             captures.close()
-
-    def _save(self, session: pytest.Session) -> None:
-        from pytest_gpuperf.errors import BaselineError
-        from pytest_gpuperf.shell.baselines import run_meta, save
-
-        failed = {id(r) for r in self.not_saved}
-        results = [r for r in self.results if id(r) not in failed]
-        note = ""
-        if self.not_saved:
-            tests = sorted({short_test_id(r.id.nodeid) for r in self.not_saved})
-            note = (
-                f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
-                f"({', '.join(tests)})"
-            )
-        results, plateau_note = self._without_plateaus(results)
-        note += plateau_note
-        if not results:
-            self.saved = f"baseline {self.settings.session.save!r}: nothing saved{note}"
-            return
-        try:
-            self.saved = save(
-                self.run,
-                results,
-                progress=self._progress(),
-                meta=run_meta(self.config),
-            )
-            self.saved += note
-            self.saved_to = self.settings.session.save
-        except BaselineError as e:
-            self.save_error = str(e)
-            if session.exitstatus == 0:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except KeyboardInterrupt:  # Ctrl-C while saving, or while waiting for the lock
-            self._save_interrupted(session)
-
-    def _save_interrupted(self, session: pytest.Session) -> None:
-        """A Ctrl-C during the save: a clear line and exit code 2, not a traceback. A save
-        commits in one step (the index is replaced atomically), so the baseline holds all
-        of this session's runs or none of them; which, its index says."""
-        from pytest_gpuperf.baseline.store import BaselineStore
-
-        name = self.settings.session.save
-        assert name is not None
-        try:
-            sessions = BaselineStore(self.run.baseline_dir).overview(name).sessions
-            committed = any(self.run_id in s.run_ids for s in sessions)
-        except Exception:  # no baseline yet, or unreadable: this run is not in it
-            committed = False
-        if committed:
-            self.saved = f"baseline {name!r}: saved (the Ctrl-C came after the save was complete)"
-        else:
-            self.save_error = (
-                "the save was interrupted (Ctrl-C); the baseline is as it was before. Run the "
-                "session again to save"
-            )
-        session.exitstatus = pytest.ExitCode.INTERRUPTED
-
-    def _without_plateaus(self, results: list[Result]) -> tuple[list[Result], str]:
-        """The results a save keeps, and the one line that says which it left out and how to
-        re-run: a CPU median on the scheduler's tick (measure/flags.py) is not the code's time,
-        and saved it would make every later run look faster."""
-        from pytest_gpuperf.measure.flags import PLATEAU_NOTE
-
-        if self.settings.session.save_plateaus:
-            return results, ""
-        bad = [r for r in results if any(n.startswith(PLATEAU_NOTE) for n in r.notes)]
-        if not bad:
-            return results, ""
-        out = {id(r) for r in bad}
-        kept = [r for r in results if id(r) not in out]
-        what = "1 result" if len(bad) == 1 else f"{len(bad)} results"
-        return kept, (
-            f"\nnot saved: {what} on scheduler-tick plateaus (PLATEAU: busy core); re-run on 1 "
-            "torch thread or --gpuperf-save-plateaus"
-        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
             terminalreporter.write_line(self.ranks.summary_line())
 
     def summarize(self, tr: Any, results: list[Result]) -> None:
-        """The terminal summary's lines of the session's verdicts, captures, lock and save."""
+        """The terminal summary's lines of the session's verdicts, captures and lock."""
         from pytest_gpuperf.reporting.terminal import fold
 
         if self.gate is not None and self.gate.rerun_count:
@@ -718,10 +627,6 @@ class GpuPerfSession:
             tr.write_line(fold(line))
         if self._lock is not None and self._lock.waited():
             tr.write_line(fold(self._lock.waited()))
-        if self.saved:  # its first line names the baseline's file: a long path stays whole
-            tr.write_line(self.saved)
-        if self.save_error:
-            tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
 
 
 def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> None:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
@@ -36,9 +38,9 @@ from pytest_gpuperf.settings_fields import option, settings_from
 from pytest_gpuperf.verdict.policy import VerdictSettings
 
 if TYPE_CHECKING:
-    import pytest
-
     from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
+
+_EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 @dataclass(frozen=True)
@@ -202,3 +204,12 @@ class RunContext:
         """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
         path = Path(self.settings.session.baseline_dir).expanduser()
         return path if path.is_absolute() else self.rootpath / path
+
+
+def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
+    """Fields users' plugins add to the fingerprint (pytest_gpuperf_update_fingerprint), once."""
+    if _EXTRA_KEY not in config.stash:
+        extra: dict[str, Any] = {}
+        config.hook.pytest_gpuperf_update_fingerprint(config=config, fingerprint=extra)
+        config.stash[_EXTRA_KEY] = extra
+    return config.stash[_EXTRA_KEY]
