@@ -11,6 +11,7 @@ from collections.abc import Generator
 import pytest
 
 from pytest_gpuperf.shell import markers, options
+from pytest_gpuperf.shell.capturing import CapturePlugin, check_capture_skip
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.fixture import GpuBench
 from pytest_gpuperf.shell.header import HeaderPlugin
@@ -83,15 +84,27 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.shell.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(session.run_id), "gpuperf-xdist")
-    save = None
-    if session.lead and not session.child and session.settings.session.save:
+    settings = session.settings
+    writes = session.lead and not session.child  # baselines, reports, captures after verdicts
+    if writes:
+        check_capture_skip(config, settings.capture.skip)
+    # a process that judges its tests: not a child, not a rank other than 0 (a worker does)
+    judges = not session.child and (session.ranks is None or session.ranks.lead)
+    capture = save = None
+    if judges and settings.capture.mode != "never":
+        capture = CapturePlugin(
+            session, baselines_of=session._baselines_of, runner_for=session._capture_runner
+        )
+        session.capture = capture
+        config.pluginmanager.register(capture, "gpuperf-capture")
+    if writes and settings.session.save:
         save = SavePlugin(session)
         config.pluginmanager.register(save, "gpuperf-save")
     if session.lead:
         header = HeaderPlugin(session)
         config.pluginmanager.register(header, "gpuperf-header")
         # after the ranks: its end comes before theirs (both trylast)
-        outputs = OutputsPlugin(session, header, save=save)
+        outputs = OutputsPlugin(session, header, capture=capture, save=save)
         config.pluginmanager.register(outputs, "gpuperf-outputs")
 
 

@@ -23,6 +23,7 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.ci import CiOutputs, write_ci_outputs
 from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output
 from pytest_gpuperf.reporting.terminal import TableSpec, render
+from pytest_gpuperf.shell.capturing import CapturePlugin
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.save import SavePlugin
 from pytest_gpuperf.shell.session import GpuPerfSession
@@ -36,14 +37,22 @@ class Summarized(Protocol):
 
 
 class OutputsPlugin:
-    def __init__(self, session: GpuPerfSession, header: HeaderPlugin, *, save: SavePlugin | None):
+    def __init__(
+        self,
+        session: GpuPerfSession,
+        header: HeaderPlugin,
+        *,
+        capture: CapturePlugin | None,
+        save: SavePlugin | None,
+    ):
         self.session = session
         self.config = session.config
         self.settings = session.settings
         self.header = header
+        self.capture = capture
         self.save = save
         #: the features' lines in the terminal summary, in this order
-        self.parts: list[Summarized] = [p for p in (session, save) if p is not None]
+        self.parts: list[Summarized] = [p for p in (session, capture, save) if p is not None]
         self.baseline_dirs = [session.run.baseline_dir]
         self.added = self._added_outputs()
         self.ci: CiOutputs | None = None
@@ -97,7 +106,7 @@ class OutputsPlugin:
                 "saved_to": self.save.saved_to if self.save is not None else None,
                 "fingerprint_extra": extra,
                 "gpu_state": self.header.gpu_state,
-                "capture": core.captures.to_dict(core.results) if core.captures else None,
+                "capture": self.capture.to_dict(core.results) if self.capture else None,
             },
             only=("json",) if core.child else None,
             baseline_dirs=self.baseline_dirs,

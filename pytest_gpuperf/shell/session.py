@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator, Sequence
 
     from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
-    from pytest_gpuperf.shell.capture_budget import SessionCapture
+    from pytest_gpuperf.shell.capturing import CapturePlugin
     from pytest_gpuperf.shell.fixture import PhaseRange, Probe
     from pytest_gpuperf.shell.gate import Gate
     from pytest_gpuperf.shell.group import GroupItem, GroupLauncher
@@ -83,13 +83,12 @@ class GpuPerfSession:
         # telemetry and NVTX: made on first use, see _probes / _phase_range
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
-        #: the session's captures within its budget: made on the first capture
-        self.captures: SessionCapture | None = None
+        #: the capture's plugin, where this process captures (set when it is registered)
+        self.capture: CapturePlugin | None = None
         #: this process as one rank of a process group (torchrun's, or the plugin's), or None
         self.ranks: RankSession | None = self._rank_session()
         #: starts the ranks of world_size= tests where this process is no rank
         self.groups: GroupLauncher | None = None
-        self._check_capture_skip()
         self._check_lock_dir()
         if not self.child and self.lead:
             remove_stale_folders()  # the children's temp folders of a session killed outright
@@ -132,28 +131,6 @@ class GpuPerfSession:
         problem = settle_lock_dir(self.config.invocation_params.dir)
         if problem and not self.settings.session.disable and not is_worker(self.config):
             raise pytest.UsageError(problem)
-
-    def _check_capture_skip(self) -> None:
-        """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
-        from pytest_gpuperf.shell.options import CAPTURE_TOOLS
-
-        unknown = [n for n in self.settings.capture.skip or () if n not in CAPTURE_TOOLS]
-        if not unknown or self.child or not self.lead:
-            return
-        extra: list[str] = []
-        for collectors in self.config.hook.pytest_gpuperf_collectors(config=self.config):
-            extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
-        for name in unknown:
-            if name not in extra:
-                import difflib
-
-                tools = [*CAPTURE_TOOLS, *extra]
-                close = difflib.get_close_matches(name, tools, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise pytest.UsageError(
-                    f"--gpuperf-capture-skip: no capture tool named {name!r}{hint}; the tools are "
-                    f"{', '.join(tools)}"
-                )
 
     def _open_baselines(self) -> None:
         """Fail fast, before measuring anything, on a baseline that cannot be used."""
@@ -402,9 +379,7 @@ class GpuPerfSession:
     def _verdict(self, item: pytest.Item, results: list[Result]) -> list[str]:
         """Judge the test's results (re-measuring suspects), capture evidence; the failures."""
         from pytest_gpuperf.errors import BaselineError
-        from pytest_gpuperf.shell.capture import should_capture
         from pytest_gpuperf.shell.gate import Judgement
-        from pytest_gpuperf.verdict.comparison import REGRESSION
 
         judgement = Judgement()
         if self.gate is not None:
@@ -419,40 +394,9 @@ class GpuPerfSession:
                 )
             except BaselineError as e:  # a run of this test's, read now, that cannot be used
                 return [f"gpuperf: no verdict: {e}"]
-        failed = bool(judgement.failures)
-        if should_capture(self.settings.capture.mode, failed):
-            report = self._capture(item, results, judgement)
-            slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
-            if report is not None and failed and slower:
-                judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
-            elif report is not None and failed:
-                # failed on its output or memory, not on its time: the diagnosis of a slowdown
-                # does not open the failure (it would say "slower" where the time did not fail)
-                judgement.failures = [*judgement.failures, report.details()]
-            elif failed:
-                judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
+        if self.capture is not None:
+            self.capture.at_verdict(item, results, judgement)
         return judgement.failures
-
-    def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
-        """The first diagnosis of the test's regressed benchmarks, now, within the session's
-        capture budget (the capture takes the GPU lock itself); None: it waits for the
-        pass after the last verdict (shell/capture_budget.py)."""
-        return self._captures().at_verdict(
-            item.nodeid,
-            results,
-            judgement.comparisons,
-            device=self.ensure_device(),
-            progress=self.progress(),
-        )
-
-    def _captures(self) -> SessionCapture:
-        if self.captures is None:
-            from pytest_gpuperf.shell.capture_budget import SessionCapture
-
-            self.captures = SessionCapture(
-                self.run, self.run_id, self._baselines_of, runner_for=self._capture_runner
-            )
-        return self.captures
 
     def _baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
         """The baseline runs of each result's benchmark (by key), for a kernel diff."""
@@ -577,39 +521,19 @@ class GpuPerfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Before the save and the reports: the captures after the verdicts, then plugins
-        see the session's results."""
+        """Before the save and the reports (after the captures of the last verdicts, whose
+        plugin is registered later): plugins see the session's results."""
         if self._telemetry is not None:
             self._telemetry.close()
-        if not self.lead:
-            if self.captures is not None:
-                self.captures.close()
-            return
-        if not self.child:
-            self._captures_after_verdicts(exitstatus)
+        if self.lead and not self.child:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
-
-    def _captures_after_verdicts(self, exitstatus: int) -> None:
-        """The captures the verdicts left (Nsight passes, first diagnoses that waited), the
-        largest slowdowns first, before the reports are written; none after a Ctrl-C."""
-        if self.settings.capture.mode == "never" or not self.results:
-            return
-        captures = self._captures()
-        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
-            captures.close()
-            captures.note_leftovers(self.results)
-            return
-        try:
-            captures.after_verdicts(self.results, progress=self.progress())
-        finally:
-            captures.close()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
             terminalreporter.write_line(self.ranks.summary_line())
 
     def summarize(self, tr: Any, results: list[Result]) -> None:
-        """The terminal summary's lines of the session's verdicts, captures and lock."""
+        """The terminal summary's lines of the session's verdicts and lock."""
         from pytest_gpuperf.reporting.terminal import fold
 
         if self.gate is not None and self.gate.rerun_count:
@@ -619,10 +543,6 @@ class GpuPerfSession:
             )
         for error in self.gate.child_errors if self.gate is not None else []:
             tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
-        if self.captures is not None:
-            for line in self.captures.summary_lines(results):
-                # a command to copy stays on one line
-                tr.write_line(fold(line))
         for line in self.gate.summary_lines(results) if self.gate is not None else []:
             tr.write_line(fold(line))
         if self._lock is not None and self._lock.waited():

@@ -1,0 +1,123 @@
+"""``--gpuperf-capture``: the capture's plugin, in a process that judges its tests.
+
+At a test's verdict it makes the first diagnosis (:class:`VerdictStep` asks it), within
+the session's capture budget (:class:`~pytest_gpuperf.shell.capture_budget.SessionCapture`,
+made at the first capture); where the session's reports are written, it runs the captures
+the verdicts left before them, the largest slowdowns first.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.outcome import REGRESSION
+from pytest_gpuperf.reporting.terminal import fold
+from pytest_gpuperf.shell.capture import should_capture
+from pytest_gpuperf.shell.capture_budget import SessionCapture
+from pytest_gpuperf.shell.gate import Judgement
+from pytest_gpuperf.shell.options import CAPTURE_TOOLS
+from pytest_gpuperf.shell.session import GpuPerfSession
+
+
+class CapturePlugin:
+    def __init__(
+        self,
+        session: GpuPerfSession,
+        *,
+        baselines_of: Callable[[Sequence[Result]], dict[str, Any]] | None,
+        runner_for: Callable[[str, str], Any],
+    ):
+        self.session = session
+        self.settings = session.settings.capture
+        #: the baseline runs of each result's benchmark (by key), for a kernel diff: the gate's
+        self.baselines_of = baselines_of or (lambda results: {})
+        #: runner_for(nodeid, device): how a capture of that test starts its fresh process
+        #: (a distributed test's group on every rank); None: a child pytest
+        self.runner_for = runner_for
+        #: the session's captures within its budget: made on the first capture
+        self.captures: SessionCapture | None = None
+
+    def _captures(self) -> SessionCapture:
+        if self.captures is None:
+            self.captures = SessionCapture(
+                self.session.run, self.session.run_id, self.baselines_of, self.runner_for
+            )
+        return self.captures
+
+    def at_verdict(self, item: pytest.Item, results: list[Result], judgement: Judgement) -> None:
+        """The first diagnosis of the test's regressed benchmarks, now, within the session's
+        capture budget (the capture takes the GPU lock itself); its text joins the test's
+        failure. Or a note that it waits for the pass after the last verdict."""
+        failed = bool(judgement.failures)
+        if not should_capture(self.settings.mode, failed):
+            return
+        session = self.session
+        report = self._captures().at_verdict(
+            item.nodeid,
+            results,
+            judgement.comparisons,
+            device=session.ensure_device(),
+            progress=session.progress(),
+        )
+        slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
+        if report is not None and failed and slower:
+            judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
+        elif report is not None and failed:
+            # failed on its output or memory, not on its time: the diagnosis of a slowdown
+            # does not open the failure (it would say "slower" where the time did not fail)
+            judgement.failures = [*judgement.failures, report.details()]
+        elif failed:
+            judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Where the reports are written, before them (and before the core session's end:
+        registered after it): the captures the verdicts left (Nsight passes, first diagnoses
+        that waited), the largest slowdowns first; none after a Ctrl-C."""
+        results = self.session.results
+        if not self.session.lead or not results:
+            if self.captures is not None:
+                self.captures.close()
+            return
+        captures = self._captures()
+        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+            captures.close()
+            captures.note_leftovers(results)
+            return
+        try:
+            captures.after_verdicts(results, progress=self.session.progress())
+        finally:
+            captures.close()
+
+    def summarize(self, tr: Any, results: list[Result]) -> None:
+        if self.captures is not None:
+            for line in self.captures.summary_lines(results):
+                tr.write_line(fold(line))  # a command to copy stays on one line
+
+    def to_dict(self, results: list[Result]) -> dict[str, Any] | None:
+        """The session JSON's ``capture`` block."""
+        return self.captures.to_dict(results) if self.captures is not None else None
+
+
+def check_capture_skip(config: pytest.Config, skip: tuple[str, ...] | None) -> None:
+    """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
+    unknown = [n for n in skip or () if n not in CAPTURE_TOOLS]
+    if not unknown:
+        return
+    extra: list[str] = []
+    for collectors in config.hook.pytest_gpuperf_collectors(config=config):
+        extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
+    for name in unknown:
+        if name not in extra:
+            tools = [*CAPTURE_TOOLS, *extra]
+            close = difflib.get_close_matches(name, tools, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise pytest.UsageError(
+                f"--gpuperf-capture-skip: no capture tool named {name!r}{hint}; the tools are "
+                f"{', '.join(tools)}"
+            )
