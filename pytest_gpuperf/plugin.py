@@ -14,6 +14,7 @@ from pytest_gpuperf.shell import markers, options
 from pytest_gpuperf.shell.capturing import CapturePlugin, check_capture_skip
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.fixture import GpuBench
+from pytest_gpuperf.shell.gating import GatePlugin, VerdictStep
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.outputs import OutputsPlugin
 from pytest_gpuperf.shell.save import SavePlugin
@@ -90,13 +91,19 @@ def pytest_configure(config: pytest.Config) -> None:
         check_capture_skip(config, settings.capture.skip)
     # a process that judges its tests: not a child, not a rank other than 0 (a worker does)
     judges = not session.child and (session.ranks is None or session.ranks.lead)
-    capture = save = None
+    gate = capture = save = None
+    if judges and (settings.session.ab or settings.session.baseline):
+        gate = GatePlugin(session, child_runner=session._confirmation_runner)
+        config.pluginmanager.register(gate, "gpuperf-gate")
     if judges and settings.capture.mode != "never":
+        baselines_of = gate.baselines_of if gate is not None else None
         capture = CapturePlugin(
-            session, baselines_of=session._baselines_of, runner_for=session._capture_runner
+            session, baselines_of=baselines_of, runner_for=session._capture_runner
         )
-        session.capture = capture
         config.pluginmanager.register(capture, "gpuperf-capture")
+    ranks = session.ranks
+    if gate is not None or capture is not None or (ranks is not None and not session.child):
+        config.pluginmanager.register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
     if writes and settings.session.save:
         save = SavePlugin(session)
         config.pluginmanager.register(save, "gpuperf-save")
@@ -104,7 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
         header = HeaderPlugin(session)
         config.pluginmanager.register(header, "gpuperf-header")
         # after the ranks: its end comes before theirs (both trylast)
-        outputs = OutputsPlugin(session, header, capture=capture, save=save)
+        outputs = OutputsPlugin(session, header, gate=gate, capture=capture, save=save)
         config.pluginmanager.register(outputs, "gpuperf-outputs")
 
 

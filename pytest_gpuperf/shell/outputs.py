@@ -24,6 +24,7 @@ from pytest_gpuperf.reporting.ci import CiOutputs, write_ci_outputs
 from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output
 from pytest_gpuperf.reporting.terminal import TableSpec, render
 from pytest_gpuperf.shell.capturing import CapturePlugin
+from pytest_gpuperf.shell.gating import GatePlugin
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.save import SavePlugin
 from pytest_gpuperf.shell.session import GpuPerfSession
@@ -42,6 +43,7 @@ class OutputsPlugin:
         session: GpuPerfSession,
         header: HeaderPlugin,
         *,
+        gate: GatePlugin | None,
         capture: CapturePlugin | None,
         save: SavePlugin | None,
     ):
@@ -49,10 +51,11 @@ class OutputsPlugin:
         self.config = session.config
         self.settings = session.settings
         self.header = header
+        self.gate = gate
         self.capture = capture
         self.save = save
         #: the features' lines in the terminal summary, in this order
-        self.parts: list[Summarized] = [p for p in (session, capture, save) if p is not None]
+        self.parts: list[Summarized] = [p for p in (gate, capture, session, save) if p is not None]
         self.baseline_dirs = [session.run.baseline_dir]
         self.added = self._added_outputs()
         self.ci: CiOutputs | None = None
@@ -85,7 +88,7 @@ class OutputsPlugin:
         after the save; a child writes its JSON only."""
         core = self.session
         extra = fingerprint_extra(self.config)
-        gate = core.gate
+        gate = self.gate.gate if self.gate is not None else None
         self.ci = write_ci_outputs(
             self.settings.report,
             core.results,

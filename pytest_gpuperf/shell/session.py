@@ -31,9 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator, Sequence
 
     from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
-    from pytest_gpuperf.shell.capturing import CapturePlugin
     from pytest_gpuperf.shell.fixture import PhaseRange, Probe
-    from pytest_gpuperf.shell.gate import Gate
     from pytest_gpuperf.shell.group import GroupItem, GroupLauncher
     from pytest_gpuperf.shell.locks import DeviceLock
     from pytest_gpuperf.shell.progress import Progress
@@ -76,15 +74,11 @@ class GpuPerfSession:
         self.run_id = workerinput.get("gpuperf_run_id") or _new_run_id()
         self._lock: DeviceLock | None = None
         self.started = time.time()
-        self.deselected = 0
         self.child = is_child(config)
-        self.gate: Gate | None = None
         self._progress: Progress | None = None
         # telemetry and NVTX: made on first use, see _probes / _phase_range
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
-        #: the capture's plugin, where this process captures (set when it is registered)
-        self.capture: CapturePlugin | None = None
         #: this process as one rank of a process group (torchrun's, or the plugin's), or None
         self.ranks: RankSession | None = self._rank_session()
         #: starts the ranks of world_size= tests where this process is no rank
@@ -92,7 +86,6 @@ class GpuPerfSession:
         self._check_lock_dir()
         if not self.child and self.lead:
             remove_stale_folders()  # the children's temp folders of a session killed outright
-        self._open_baselines()
 
     def _rank_session(self) -> RankSession | None:
         import os
@@ -132,24 +125,6 @@ class GpuPerfSession:
         if problem and not self.settings.session.disable and not is_worker(self.config):
             raise pytest.UsageError(problem)
 
-    def _open_baselines(self) -> None:
-        """Fail fast, before measuring anything, on a baseline that cannot be used."""
-        if self.child or (self.ranks is not None and not self.ranks.lead):
-            return  # a rank other than 0 neither judges nor writes
-        from pytest_gpuperf.errors import BaselineError
-
-        try:
-            if self.settings.session.ab:
-                from pytest_gpuperf.shell.ab import ABGate
-
-                self.gate = ABGate.open(self.run)
-            elif self.settings.session.baseline:
-                from pytest_gpuperf.shell.gate import Gate
-
-                self.gate = Gate.load(self.run)
-        except BaselineError as e:
-            raise pytest.UsageError(str(e)) from None
-
     # --- collection --------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
@@ -165,37 +140,13 @@ class GpuPerfSession:
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
-                self.deselected = len(drop)
         if self.ranks is None:
             self._group_items(items)
         benchmarks = [i for i in items if is_benchmark(i)]
         if not self.child:  # a confirmation child runs a few of them: their params are fewer
             check_group_by(self.settings.report.group_by or (), benchmarks)
-        if self.gate is not None:
-            self._read_baseline_runs([i.nodeid for i in benchmarks])
         if benchmarks:
             self.ensure_device()
-        if self.gate is not None:
-            self.gate.set_collected([i.nodeid for i in benchmarks])
-
-    def _read_baseline_runs(self, nodeids: Sequence[str]) -> None:
-        """The gate's baseline runs of the collected tests, before anything is measured: a
-        broken segment stops the session as a broken index does (_open_baselines)."""
-        from pytest_gpuperf.errors import BaselineError
-
-        assert self.gate is not None
-        try:
-            self.gate.read_runs(nodeids)
-        except BaselineError as e:
-            raise pytest.UsageError(str(e)) from None
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        """The xdist controller collects nothing: the first worker's collection (each
-        collects the session's tests) says which runs its gate reads, before any test is
-        sent to a worker. Its reports and summary use them."""
-        if self.gate is not None:
-            self._read_baseline_runs(ids)
 
     def _group_items(self, items: list[pytest.Item]) -> None:
         """Tests marked world_size= run on ranks this process starts (shell/group.py)."""
@@ -331,17 +282,12 @@ class GpuPerfSession:
             )
         return self._lock
 
-    # --- verdicts --------------------------------------------------------------
+    # --- the test's body and its fresh processes ---------------------------------
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        """After the test function returned: judge its results, capture evidence, fail.
-
-        A regression fails this test with the diagnosis first, then the verdict's
-        explanation, then the captured artifacts (``--gpuperf-capture``).
-        """
         try:
-            yield
+            return (yield)
         except BaseException as e:
             # The test's own failure (an assertion, a misused fixture, a skip): what it
             # measured is reported, never saved as a baseline run.
@@ -349,18 +295,6 @@ class GpuPerfSession:
             if self.ranks is not None and self.ranks.in_step(item):
                 self.ranks.out_of_step(item, e)
             raise
-        results = item.stash.get(RESULTS_KEY, None)
-        if not results or self.child:
-            return
-        if self.ranks is not None and self.ranks.in_step(item):
-            # every rank fails or passes the same test: rank 0's verdict, sent to all
-            failures = self.ranks.agree(item, lambda: self._verdict(item, results))
-        else:
-            failures = self._verdict(item, results)
-        if failures:
-            from pytest_gpuperf.reporting.terminal import fold
-
-            pytest.fail(fold("\n\n".join(failures)), pytrace=False)
 
     def _confirmation_runner(
         self, run: RunContext, nodeid: str | list[str], *, device: str, **kw: Any
@@ -375,44 +309,6 @@ class GpuPerfSession:
         if self.groups is not None and self.groups.item(targets[0]) is not None and not kw:
             return self.groups.fresh(targets, device)
         return run_child(run, nodeid, device=device, **kw)
-
-    def _verdict(self, item: pytest.Item, results: list[Result]) -> list[str]:
-        """Judge the test's results (re-measuring suspects), capture evidence; the failures."""
-        from pytest_gpuperf.errors import BaselineError
-        from pytest_gpuperf.shell.gate import Judgement
-
-        judgement = Judgement()
-        if self.gate is not None:
-            self.gate.child_runner = self._confirmation_runner
-            if self.ranks is not None:
-                self.gate.look_ahead = False
-            # Inconclusive verdicts pass; their detail is printed once, in the terminal
-            # summary's inconclusive block (reporting/terminal.py), not as warnings.
-            try:
-                judgement = self.gate.judge(
-                    item, results, device=self.ensure_device(), progress=self.progress()
-                )
-            except BaselineError as e:  # a run of this test's, read now, that cannot be used
-                return [f"gpuperf: no verdict: {e}"]
-        if self.capture is not None:
-            self.capture.at_verdict(item, results, judgement)
-        return judgement.failures
-
-    def _baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
-        """The baseline runs of each result's benchmark (by key), for a kernel diff."""
-        from pytest_gpuperf.baseline import records as br
-        from pytest_gpuperf.errors import BaselineError
-
-        baselines: dict[str, Any] = {}
-        if self.gate is not None:
-            for r in results:
-                try:
-                    match = self.gate.rule.match(r)
-                except BaselineError:  # said in the test's failure (_verdict)
-                    continue
-                if match.status == br.MATCH:
-                    baselines[r.id.key] = match.runs
-        return baselines
 
     def _capture_runner(self, nodeid: str, device: str) -> Any:
         """How a capture starts its fresh process for ``nodeid``: on every rank (a fresh group),
@@ -533,18 +429,9 @@ class GpuPerfSession:
             terminalreporter.write_line(self.ranks.summary_line())
 
     def summarize(self, tr: Any, results: list[Result]) -> None:
-        """The terminal summary's lines of the session's verdicts and lock."""
+        """The terminal summary's line when this session waited for its device's lock."""
         from pytest_gpuperf.reporting.terminal import fold
 
-        if self.gate is not None and self.gate.rerun_count:
-            tr.write_line(
-                f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
-                f"{self.gate.rerun_s:.1f} s"
-            )
-        for error in self.gate.child_errors if self.gate is not None else []:
-            tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
-        for line in self.gate.summary_lines(results) if self.gate is not None else []:
-            tr.write_line(fold(line))
         if self._lock is not None and self._lock.waited():
             tr.write_line(fold(self._lock.waited()))
 
