@@ -10,16 +10,23 @@ from collections.abc import Generator
 
 import pytest
 
-from pytest_gpuperf.shell import markers, options
+from pytest_gpuperf import registry
+from pytest_gpuperf.artifacts.collectors.process import watch_parent
+from pytest_gpuperf.errors import GpuPerfWarning
+from pytest_gpuperf.shell import hookspecs, markers, options
+from pytest_gpuperf.shell.ab_tree import register_check
 from pytest_gpuperf.shell.capturing import CapturePlugin, check_capture_skip
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
+from pytest_gpuperf.shell.distributed import GroupPlugin, RankPlugin, this_rank
 from pytest_gpuperf.shell.fixture import GpuBench
 from pytest_gpuperf.shell.gating import GatePlugin, VerdictStep
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.outputs import OutputsPlugin
+from pytest_gpuperf.shell.rerun import leaked_child_marker, remove_stale_folders
 from pytest_gpuperf.shell.save import SavePlugin
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
+from pytest_gpuperf.shell.xdist import XdistHooks, pin_this_worker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,9 +34,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_gpuperf import registry
-    from pytest_gpuperf.shell import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
     pluginmanager.add_hookspecs(registry.Specs)
     pluginmanager.register(registry.BuiltIns(), "gpuperf-builtins")
@@ -40,79 +44,70 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     # In an xdist worker: pin the GPU before any conftest can start CUDA.
-    from pytest_gpuperf.shell.xdist import pin_this_worker
-
     pin_this_worker()
     if getattr(early_config.known_args_namespace, "gpuperf_child", False):
         # before any conftest runs (one may hang): end with the session that started us
-        from pytest_gpuperf.artifacts.collectors.process import watch_parent
-
         watch_parent()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", markers.MARKER_HELP)
-    from pytest_gpuperf.interrupt import sigterm_as_ctrl_c
-
-    config.add_cleanup(sigterm_as_ctrl_c())  # a CI cancellation ends the run as Ctrl-C does
     try:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    from pytest_gpuperf.errors import GpuPerfWarning
-    from pytest_gpuperf.shell.rerun import leaked_child_marker
-
     leaked = leaked_child_marker(config)  # GPUPERF_CHILD leaked into a user's session
     if leaked is not None:
         config.issue_config_time_warning(GpuPerfWarning(leaked), stacklevel=2)
     if os.environ.get("GPUPERF_AB_CHECK"):  # a base-tree process of --gpuperf-ab
-        from pytest_gpuperf.shell.ab_tree import register_check
-
         register_check(config, is_benchmark)
-    run = RunContext.build(config, cfg)
-    session = GpuPerfSession(run)
+    register_features(config, RunContext.build(config, cfg))
+
+
+def register_features(config: pytest.Config, run: RunContext) -> None:
+    """The core session, and a plugin object for each feature that is on.
+
+    The order is the one their hooks run in where it matters: each is registered after
+    the objects it is given, the core first.
+    """
+    rank = this_rank()  # one rank of a process group (torchrun's, or the plugin's)
+    worker = hasattr(config, "workerinput")
+    session = GpuPerfSession(run, lead=not worker and (rank is None or rank.is_lead))
     config.stash[SESSION_KEY] = session
-    if run.settings.session.bisect:  # a search of the git history instead of the tests
-        from pytest_gpuperf.shell import bisect
-
-        bisect.check(run)
-        config.pluginmanager.register(bisect.BisectSession(run, session), "gpuperf-bisect")
-    config.pluginmanager.register(session, "gpuperf-session")
-    if session.ranks is not None:  # one rank of a process group (torchrun's, or the plugin's)
-        config.pluginmanager.register(session.ranks, "gpuperf-ranks")
-    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        from pytest_gpuperf.shell.xdist import XdistHooks
-
-        config.pluginmanager.register(XdistHooks(session.run_id), "gpuperf-xdist")
-    settings = session.settings
+    register = config.pluginmanager.register
+    register(session, "gpuperf-session")
+    dist = RankPlugin(session, rank) if rank is not None else GroupPlugin(session)
+    ranks = dist.ranks if isinstance(dist, RankPlugin) else None
+    register(dist, "gpuperf-distributed")
+    if ranks is not None:
+        register(ranks, "gpuperf-ranks")
+    if config.pluginmanager.hasplugin("xdist") and not worker:
+        register(XdistHooks(session.run_id), "gpuperf-xdist")
     writes = session.lead and not session.child  # baselines, reports, captures after verdicts
     if writes:
-        check_capture_skip(config, settings.capture.skip)
+        remove_stale_folders()  # the children's temp folders of a session killed outright
+        check_capture_skip(config, run.settings.capture.skip)
     # a process that judges its tests: not a child, not a rank other than 0 (a worker does)
-    judges = not session.child and (session.ranks is None or session.ranks.lead)
+    judges = not session.child and (rank is None or rank.is_lead)
     gate = capture = save = None
-    if judges and (settings.session.ab or settings.session.baseline):
-        gate = GatePlugin(session, child_runner=session._confirmation_runner)
-        config.pluginmanager.register(gate, "gpuperf-gate")
-    if judges and settings.capture.mode != "never":
+    if judges and (run.settings.session.ab or run.settings.session.baseline):
+        gate = GatePlugin(session, child_runner=dist.confirmation_runner)
+        register(gate, "gpuperf-gate")
+    if judges and run.settings.capture.mode != "never":
         baselines_of = gate.baselines_of if gate is not None else None
-        capture = CapturePlugin(
-            session, baselines_of=baselines_of, runner_for=session._capture_runner
-        )
-        config.pluginmanager.register(capture, "gpuperf-capture")
-    ranks = session.ranks
+        capture = CapturePlugin(session, baselines_of=baselines_of, runner_for=dist.capture_runner)
+        register(capture, "gpuperf-capture")
     if gate is not None or capture is not None or (ranks is not None and not session.child):
-        config.pluginmanager.register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
-    if writes and settings.session.save:
+        register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
+    if writes and run.settings.session.save:
         save = SavePlugin(session)
-        config.pluginmanager.register(save, "gpuperf-save")
+        register(save, "gpuperf-save")
     if session.lead:
         header = HeaderPlugin(session)
-        config.pluginmanager.register(header, "gpuperf-header")
-        # after the ranks: its end comes before theirs (both trylast)
+        register(header, "gpuperf-header")
         outputs = OutputsPlugin(session, header, gate=gate, capture=capture, save=save)
-        config.pluginmanager.register(outputs, "gpuperf-outputs")
+        register(outputs, "gpuperf-outputs")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
