@@ -21,9 +21,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
+from pytest_gpuperf.artifacts.collectors.child import (
+    InventorySettings,
+    child_policy,
+    measure_hooks,
+)
 from pytest_gpuperf.errors import BenchOutOfMemory, DeviceBusy, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
 from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
+from pytest_gpuperf.measure.environment import collect_environment
 from pytest_gpuperf.measure.flags import flag_notes
 from pytest_gpuperf.measure.memory import (
     allocator_counters,
@@ -41,7 +47,6 @@ from pytest_gpuperf.shell.settings import PerTest, Settings
 from pytest_gpuperf.telemetry.probe import gather
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.artifacts.collectors.child import InventorySettings
     from pytest_gpuperf.verdict.policy import VerdictSettings
 
 #: probe(bench_id, clock) -> context manager yielding finish(raw) -> telemetry dict | None
@@ -116,15 +121,14 @@ class BenchContext:
     params: Mapping[str, Any] = field(default_factory=dict)
     display_params: tuple[tuple[str, str], ...] = ()
     disabled: bool = False
-    environment: Callable[[], dict[str, Any]] | None = None
     probes: list[Probe] = field(default_factory=list)
     phase_range: PhaseRange = _no_range
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
-    #: run after each measurement: a kernel inventory when saving a baseline, the profiled
-    #: calls of a capture child (the session passes artifacts.collectors.child.measure_hooks,
-    #: given inventory_settings(settings)); None: the fixture finds them itself, on first use
+    #: run after each measurement (a distributed test's collectives' profile); None: those
+    #: of this process, found on first use (artifacts.collectors.child.measure_hooks: a
+    #: kernel inventory when saving a baseline, the profiled calls of a capture child)
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
     #: the terminal for a step that lasts (progress.Progress.task); nothing by default
@@ -134,9 +138,6 @@ class BenchContext:
     #: activity() -> a GPM window (telemetry.probe.ActivityWindow), read over plain calls
     #: after each CUDA measurement; None: no activity and no allocator figures
     activity: Callable[[], Any] | None = None
-    #: applied to each benchmark's measurement policy: a capture child re-measures briefly
-    #: before it profiles (artifacts.collectors.child.child_policy); None: as resolved
-    adjust_policy: Callable[[MeasurePolicy], MeasurePolicy] | None = None
     #: this rank's process group (measure.distributed.Group), in a test marked world_size=:
     #: the benchmark is timed on every rank in step; None otherwise
     group: Any = None
@@ -376,13 +377,15 @@ class GpuBench:
                 from pytest_gpuperf.measure.distributed import argument_bytes
 
                 nbytes = argument_bytes(call)
+        # a capture child re-measures briefly before it profiles
+        adjust = child_policy()
         return _Plan(
-            policy=ctx.adjust_policy(mine.measure) if ctx.adjust_policy else mine.measure,
+            policy=adjust(mine.measure) if adjust is not None else mine.measure,
             verdict=mine.verdict,
             gate=mine.verdict.gate_record(),
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
             nbytes=nbytes,
-            env=ctx.environment() if ctx.environment else None,
+            env=collect_environment(ctx.device),
             modes=backend.modes_for(
                 ctx.device, mine.measure, group=ctx.group is not None, modes=ctx.modes
             ),
@@ -589,8 +592,6 @@ class GpuBench:
         hooks run its ``prepare()`` outside their profiled ranges.
         """
         if self._after is None:
-            from pytest_gpuperf.artifacts.collectors.child import measure_hooks
-
             self._after = measure_hooks(inventory_settings(self._settings), self._ctx.device)
         if not self._after:
             return {}
@@ -636,8 +637,6 @@ def _active_tracer() -> str | None:
 
 def inventory_settings(settings: Settings | None) -> InventorySettings | None:
     """What the after-measure hooks read from the session's settings."""
-    from pytest_gpuperf.artifacts.collectors.child import InventorySettings
-
     if settings is None:
         return None
     return InventorySettings(

@@ -22,10 +22,9 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, child_policy
+from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
 from pytest_gpuperf.errors import DeviceUnavailable
 from pytest_gpuperf.measure.device import resolve_device
-from pytest_gpuperf.measure.environment import collect_environment
 from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.junit import junit_properties
@@ -138,11 +137,9 @@ class GpuPerfSession:
             params=params,
             display_params=tuple((k, format_param(v)) for k, v in params.items()),
             disabled=self.settings.session.disable,
-            environment=functools.partial(collect_environment, device),
             probes=[self._nvml(device).probe],
             phase_range=self._phase_range(device),
             activity=self._activity(device),
-            adjust_policy=child_policy() if self.child else None,
             modes=self.run.registry.modes,
             **fields,
         )
