@@ -14,16 +14,13 @@ from pytest_gpuperf import registry
 from pytest_gpuperf.artifacts.collectors.process import watch_parent
 from pytest_gpuperf.errors import GpuPerfWarning
 from pytest_gpuperf.shell import hookspecs, markers, options
-from pytest_gpuperf.shell.ab_tree import register_check
-from pytest_gpuperf.shell.capturing import CapturePlugin, check_capture_skip
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.distributed import GroupPlugin, RankPlugin, this_rank
 from pytest_gpuperf.shell.fixture import GpuBench
-from pytest_gpuperf.shell.gating import GatePlugin, VerdictStep
 from pytest_gpuperf.shell.header import HeaderPlugin
+from pytest_gpuperf.shell.options import check_capture_skip
 from pytest_gpuperf.shell.outputs import OutputsPlugin
 from pytest_gpuperf.shell.rerun import leaked_child_marker, remove_stale_folders
-from pytest_gpuperf.shell.save import SavePlugin
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
 from pytest_gpuperf.shell.xdist import XdistHooks, pin_this_worker
@@ -61,12 +58,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if leaked is not None:
         config.issue_config_time_warning(GpuPerfWarning(leaked), stacklevel=2)
     if os.environ.get("GPUPERF_AB_CHECK"):  # a base-tree process of --gpuperf-ab
+        from pytest_gpuperf.shell.ab_tree import register_check
+
         register_check(config, is_benchmark)
     register_features(config, RunContext.build(config, cfg))
 
 
 def register_features(config: pytest.Config, run: RunContext) -> None:
-    """The core session, and a plugin object for each feature that is on.
+    """The core session, and a plugin object for each feature that is on (its module is
+    imported only then: a session without a baseline loads no gate, no capture).
 
     The order is the one their hooks run in where it matters: each is registered after
     the objects it is given, the core first.
@@ -92,15 +92,24 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
     judges = not session.child and (rank is None or rank.is_lead)
     gate = capture = save = None
     if judges and (run.settings.session.ab or run.settings.session.baseline):
+        from pytest_gpuperf.shell.gating import GatePlugin
+
         gate = GatePlugin(session, child_runner=dist.confirmation_runner)
         register(gate, "gpuperf-gate")
-    if judges and run.settings.capture.mode != "never":
+    mode = run.settings.capture.mode  # on-failure captures where a verdict can fail
+    if judges and (mode == "always" or (mode == "on-failure" and gate is not None)):
+        from pytest_gpuperf.shell.capturing import CapturePlugin
+
         baselines_of = gate.baselines_of if gate is not None else None
         capture = CapturePlugin(session, baselines_of=baselines_of, runner_for=dist.capture_runner)
         register(capture, "gpuperf-capture")
     if gate is not None or capture is not None or (ranks is not None and not session.child):
+        from pytest_gpuperf.shell.gating import VerdictStep
+
         register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
     if writes and run.settings.session.save:
+        from pytest_gpuperf.shell.save import SavePlugin
+
         save = SavePlugin(session)
         register(save, "gpuperf-save")
     if session.lead:

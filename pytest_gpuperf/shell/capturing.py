@@ -8,7 +8,6 @@ the verdicts left before them, the largest slowdowns first.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,7 +19,6 @@ from pytest_gpuperf.reporting.terminal import fold
 from pytest_gpuperf.shell.capture import should_capture
 from pytest_gpuperf.shell.capture_budget import SessionCapture
 from pytest_gpuperf.shell.gate import Judgement
-from pytest_gpuperf.shell.options import CAPTURE_TOOLS
 from pytest_gpuperf.shell.session import GpuPerfSession
 
 
@@ -102,22 +100,3 @@ class CapturePlugin:
     def to_dict(self, results: list[Result]) -> dict[str, Any] | None:
         """The session JSON's ``capture`` block."""
         return self.captures.to_dict(results) if self.captures is not None else None
-
-
-def check_capture_skip(config: pytest.Config, skip: tuple[str, ...] | None) -> None:
-    """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
-    unknown = [n for n in skip or () if n not in CAPTURE_TOOLS]
-    if not unknown:
-        return
-    extra: list[str] = []
-    for collectors in config.hook.pytest_gpuperf_collectors(config=config):
-        extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
-    for name in unknown:
-        if name not in extra:
-            tools = [*CAPTURE_TOOLS, *extra]
-            close = difflib.get_close_matches(name, tools, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise pytest.UsageError(
-                f"--gpuperf-capture-skip: no capture tool named {name!r}{hint}; the tools are "
-                f"{', '.join(tools)}"
-            )

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
-from pytest_gpuperf.artifacts.collectors.group import group_hooks
 from pytest_gpuperf.measure.ranks import RankEnv, RankEnvError, rank_env
 from pytest_gpuperf.shell.group import GroupError, GroupItem, GroupLauncher, as_group_items
 from pytest_gpuperf.shell.progress import silent
@@ -67,6 +66,9 @@ class RankPlugin:
         settings = self.session.settings
         device = self.session.ensure_device()
         group = self.ranks.join(device)
+        # the collectives' profile (NCCL's log, comms analysis): in a rank only
+        from pytest_gpuperf.artifacts.collectors.group import group_hooks
+
         inventory = settings.capture.inventory  # the collectives' profile, as the kernels'
         profile = inventory == "always" or (inventory == "auto" and bool(settings.session.save))
         hooks = group_hooks(group, device, profile=profile, calls=settings.capture.calls)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -23,12 +23,14 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.ci import CiOutputs, write_ci_outputs
 from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output
 from pytest_gpuperf.reporting.terminal import TableSpec, render
-from pytest_gpuperf.shell.capturing import CapturePlugin
-from pytest_gpuperf.shell.gating import GatePlugin
 from pytest_gpuperf.shell.header import HeaderPlugin
-from pytest_gpuperf.shell.save import SavePlugin
 from pytest_gpuperf.shell.session import GpuPerfSession
 from pytest_gpuperf.shell.settings import fingerprint_extra
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.shell.capturing import CapturePlugin
+    from pytest_gpuperf.shell.gating import GatePlugin
+    from pytest_gpuperf.shell.save import SavePlugin
 
 
 class Summarized(Protocol):
