@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target
+from pytest_gpuperf.errors import OutputError
+from pytest_gpuperf.model import printable
+from pytest_gpuperf.shell.rerun import is_child
 
 #: In a base process: where its BaseTreeCheck writes what it found.
 CHECK_ENV = "GPUPERF_AB_CHECK"
@@ -246,8 +252,6 @@ def shadowing_modules(base: Path, current: Path) -> list[tuple[str, str]]:
     Files of the Python installation (a virtual environment inside the repository) and
     the plugin itself are not the code under test, and are left out.
     """
-    import site
-
     installed = {
         Path(p).resolve()
         for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *site.getsitepackages())
@@ -303,9 +307,6 @@ class BaseTreeCheck:
         the parent's temp file, never a FIFO, a device or a folder. Never raises."""
         if self.refused is not None:
             return
-        from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target
-        from pytest_gpuperf.errors import OutputError
-        from pytest_gpuperf.model import printable
 
         doc: dict[str, Any] = {
             "benchmarks": self.benchmarks,
@@ -328,8 +329,6 @@ class BaseTreeCheck:
 def register_check(config: pytest.Config, is_benchmark: Callable[[pytest.Item], bool]) -> None:
     """In a base process (a child with ``GPUPERF_AB_CHECK`` and the trees' roots set): load
     :class:`BaseTreeCheck`. The variable leaked into any other session is ignored."""
-    from pytest_gpuperf.shell.rerun import is_child
-
     out = os.environ.get(CHECK_ENV)
     base, current = os.environ.get(BASE_ENV), os.environ.get(CURRENT_ENV)
     if not (out and base and current) or not is_child(config):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -38,6 +39,10 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CollectorResult,
     CudaToolCollector,
 )
+from pytest_gpuperf.artifacts.collectors.process import SparePython
+from pytest_gpuperf.reporting.explain import change_text
+from pytest_gpuperf.shell.locks import device_key, device_lock
+from pytest_gpuperf.shell.rerun import CHILD_ENV, is_child, run_child, run_pytest_child
 
 if TYPE_CHECKING:
     import pytest
@@ -272,11 +277,8 @@ def capture(
     capture in two (:class:`PassPlan`; default: every tool, now). Never raises for a
     collector's problem.
     """
-    if run is not None:
-        from pytest_gpuperf.shell.rerun import is_child
-
-        if is_child(run.config):
-            return None
+    if run is not None and is_child(run.config):
+        return None
     t0 = time.monotonic()
     try:
         return _capture(
@@ -582,8 +584,6 @@ def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> 
 
 def _session_lock(device: str, timeout_s: float) -> Callable[[], AbstractContextManager[object]]:
     def lock() -> AbstractContextManager[object]:
-        from pytest_gpuperf.shell.locks import device_key, device_lock
-
         return device_lock(device_key(device), timeout_s=timeout_s)
 
     return lock
@@ -639,7 +639,6 @@ def _evidence(
     c_s = comparison.current_s if comparison is not None else None
     if c_s is None and result is not None and result.rounds:
         c_s = result.median
-    from pytest_gpuperf.reporting.explain import change_text
 
     mode = result.id.mode if result is not None else None
     ev = Evidence(
@@ -738,8 +737,6 @@ def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidenc
 def _child_runner(
     session: RunContext, nodeid: str, device: str, spares: SparePool | None = None
 ) -> ChildRunner:
-    from pytest_gpuperf.shell.rerun import run_child
-
     def run(
         *,
         env: Mapping[str, str] | None = None,
@@ -790,11 +787,6 @@ class SparePool:
         self.prelude = CUDA_PRELUDE if device == "cuda" else ""
 
     def take(self) -> SparePython | None:
-        import os
-
-        from pytest_gpuperf.artifacts.collectors.process import SparePython
-        from pytest_gpuperf.shell.rerun import CHILD_ENV
-
         spare, self._next = self._next, None
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
         self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
@@ -835,8 +827,6 @@ def standalone_runner(
     It runs ``python -m pytest <nodeid> --gpuperf-child ...`` in ``rootdir``
     through :func:`pytest_gpuperf.shell.rerun.run_pytest_child`, with ``args`` added.
     """
-    from pytest_gpuperf.shell.rerun import run_pytest_child
-
     base_env = dict(env or {})
 
     def run(

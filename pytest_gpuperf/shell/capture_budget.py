@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.artifacts.analysis.layout import Layout
 from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED, Collector
 from pytest_gpuperf.model import short_test_id
+from pytest_gpuperf.reporting.explain import change_of
 from pytest_gpuperf.shell.capture import (
     NO_TIME,
     CaptureReport,
@@ -47,6 +48,7 @@ from pytest_gpuperf.shell.capture import (
     collectors_for,
     could_run,
 )
+from pytest_gpuperf.shell.rerun import capture_command
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRunner
@@ -316,8 +318,6 @@ class SessionCapture:
     # --- what is left over ---------------------------------------------------------
 
     def note_leftovers(self, results: Sequence[Result]) -> None:
-        from pytest_gpuperf.shell.rerun import capture_command
-
         self.leftovers = [
             Leftover(t.nodeid, t.change, t.waiting(), capture_command(self.run, t.nodeid))
             for t in sorted(_tests(results).values(), key=lambda t: -t.slowdown)
@@ -400,8 +400,6 @@ def _what(tools: Sequence[str]) -> str:
 
 def _tests(results: Iterable[Result]) -> dict[str, _Test]:
     """The captured tests of ``results``, by node id, read from their artifact entries."""
-    from pytest_gpuperf.reporting.explain import change_of
-
     out: dict[str, _Test] = {}
     for r in results:
         entries = [a for a in r.artifacts if isinstance(a, Mapping) and a.get("collector")]

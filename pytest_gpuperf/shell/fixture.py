@@ -12,6 +12,7 @@ import functools
 import inspect
 import math
 import statistics
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ from pytest_gpuperf.artifacts.collectors.child import (
 from pytest_gpuperf.errors import BenchOutOfMemory, DeviceBusy, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
 from pytest_gpuperf.measure.canary import CanaryWindow, canary_for, torch_profiler_active
+from pytest_gpuperf.measure.distributed import argument_bytes
 from pytest_gpuperf.measure.environment import collect_environment
 from pytest_gpuperf.measure.flags import flag_notes
 from pytest_gpuperf.measure.memory import (
@@ -38,7 +40,9 @@ from pytest_gpuperf.measure.memory import (
     is_oom,
     release_memory,
 )
+from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
 from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.measure.summary import median
 from pytest_gpuperf.measure.tracing import active_tracer, tracer_note
 from pytest_gpuperf.model import BenchId, Result, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
@@ -374,8 +378,6 @@ class GpuBench:
                     "@pytest.mark.gpuperf(world_size=N), or drop collective="
                 )
             if nbytes is None:
-                from pytest_gpuperf.measure.distributed import argument_bytes
-
                 nbytes = argument_bytes(call)
         # a capture child re-measures briefly before it profiles
         adjust = child_policy()
@@ -447,8 +449,6 @@ class GpuBench:
     def _group_record(self, got: _Measured, plan: _Plan) -> dict[str, Any]:
         """``Result.extra["group"]``: the group, each rank's times of the kept rounds (and
         what the after-measure hooks found about its collectives and its NCCL setup)."""
-        from pytest_gpuperf.measure.summary import median
-
         group = self._ctx.group
         by_rank = [list(r) for r in zip(*got.raw.rank_rounds, strict=True)]
         slowest = [0] * len(by_rank)
@@ -538,7 +538,6 @@ class GpuBench:
         """Time the benchmark's first call (compile, autotune, lazy init), keep it on ``first``
         with its output, and return its seconds."""
         __tracebackhide__ = True
-        from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
 
         ctx = self._ctx
         with (
@@ -616,7 +615,6 @@ class GpuBench:
         """
         if self._oom is None:
             return
-        import sys
 
         tracebacks = [self._oom.__traceback__, getattr(sys, "last_traceback", None)]
         last_exc = getattr(sys, "last_exc", None)
