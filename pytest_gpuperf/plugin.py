@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -78,45 +79,61 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
     register = config.pluginmanager.register
     register(session, "gpuperf-session")
     dist = RankPlugin(session, rank) if rank is not None else GroupPlugin(session)
-    ranks = dist.ranks if isinstance(dist, RankPlugin) else None
     register(dist, "gpuperf-distributed")
+    ranks = dist.ranks if isinstance(dist, RankPlugin) else None
     if ranks is not None:
         register(ranks, "gpuperf-ranks")
     if config.pluginmanager.hasplugin("xdist") and not worker:
         register(XdistHooks(session.run_id), "gpuperf-xdist")
-    writes = session.lead and not session.child  # baselines, reports, captures after verdicts
-    if writes:
+    if session.lead and not session.child:  # the process that leaves baselines and reports
         remove_stale_folders()  # the children's temp folders of a session killed outright
         check_capture_skip(config, run.settings.capture.skip)
     # a process that judges its tests: not a child, not a rank other than 0 (a worker does)
-    judges = not session.child and (rank is None or rank.is_lead)
-    gate = capture = save = None
-    if judges and (run.settings.session.ab or run.settings.session.baseline):
+    judges = not session.child and (ranks is None or ranks.lead)
+    gate, capture = _verdicts(session, dist) if judges else (None, None)
+    follows = ranks is not None and not session.child  # a torchrun rank agrees with rank 0
+    if gate is not None or capture is not None or follows:
+        from pytest_gpuperf.shell.gating import VerdictStep
+
+        register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
+    if session.lead:
+        _reports(session, gate, capture)
+
+
+def _verdicts(session: GpuPerfSession, dist: RankPlugin | GroupPlugin) -> Any:
+    """The gate's plugin (a baseline or A/B) and the capture's (where a verdict can fail,
+    or always), or None."""
+    settings, register = session.settings, session.config.pluginmanager.register
+    gate = capture = None
+    if settings.session.ab or settings.session.baseline:
         from pytest_gpuperf.shell.gating import GatePlugin
 
         gate = GatePlugin(session, child_runner=dist.confirmation_runner)
         register(gate, "gpuperf-gate")
-    mode = run.settings.capture.mode  # on-failure captures where a verdict can fail
-    if judges and (mode == "always" or (mode == "on-failure" and gate is not None)):
+    mode = settings.capture.mode
+    if mode == "always" or (mode == "on-failure" and gate is not None):
         from pytest_gpuperf.shell.capturing import CapturePlugin
 
         baselines_of = gate.baselines_of if gate is not None else None
         capture = CapturePlugin(session, baselines_of=baselines_of, runner_for=dist.capture_runner)
         register(capture, "gpuperf-capture")
-    if gate is not None or capture is not None or (ranks is not None and not session.child):
-        from pytest_gpuperf.shell.gating import VerdictStep
+    return gate, capture
 
-        register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
-    if writes and run.settings.session.save:
+
+def _reports(session: GpuPerfSession, gate: Any, capture: Any) -> None:
+    """Where the session's files are written: the save's plugin, the header's, the outputs'
+    (after the ranks': its end comes before theirs, both trylast)."""
+    register = session.config.pluginmanager.register
+    save = None
+    if not session.child and session.settings.session.save:
         from pytest_gpuperf.shell.save import SavePlugin
 
         save = SavePlugin(session)
         register(save, "gpuperf-save")
-    if session.lead:
-        header = HeaderPlugin(session)
-        register(header, "gpuperf-header")
-        outputs = OutputsPlugin(session, header, gate=gate, capture=capture, save=save)
-        register(outputs, "gpuperf-outputs")
+    header = HeaderPlugin(session)
+    register(header, "gpuperf-header")
+    outputs = OutputsPlugin(session, header, gate=gate, capture=capture, save=save)
+    register(outputs, "gpuperf-outputs")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
