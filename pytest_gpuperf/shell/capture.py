@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from pytest_gpuperf.verdict.comparison import Comparison
 
 NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
-POLICIES = (NEVER, ON_FAILURE, ALWAYS)
 #: The reason of a tool that the capture budget left no time for (a leftover).
 NO_TIME = "no time left in the capture budget"
 #: Where a capture's profiles are taken, as the diagnosis says it.
