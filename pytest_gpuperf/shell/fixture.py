@@ -212,6 +212,13 @@ def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> fl
         sig = inspect.signature(value)
     except (TypeError, ValueError):
         return float(value(**params))
+    return float(value(**_arguments(sig, params, what, test)))
+
+
+def _arguments(
+    sig: inspect.Signature, params: Mapping[str, Any], what: str, test: str
+) -> dict[str, Any]:
+    """The test's parameters that ``sig`` takes by name (all of them for ``**kwargs``)."""
     accepts_all = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     names = [
         n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
@@ -224,8 +231,7 @@ def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> fl
             f"{', '.join(sorted(params)) or 'none'}). Name the callable's arguments after the "
             "test's parameters, e.g. flops=lambda shape: 2 * shape[0] * shape[1] * shape[2]."
         )
-    kwargs = dict(params) if accepts_all else {n: params[n] for n in names if n in params}
-    return float(value(**kwargs))
+    return dict(params) if accepts_all else {n: params[n] for n in names if n in params}
 
 
 p_empty = inspect.Parameter.empty
@@ -284,28 +290,7 @@ class GpuBench:
         """Like calling the fixture, with ``fn``'s arguments given explicitly."""
         __tracebackhide__ = True
         ctx = self._ctx
-        if not callable(fn):
-            raise TypeError(
-                f"gpu_bench() needs a callable as its first argument, got {type(fn).__name__} "
-                f"{fn!r:.80}; pass the function itself, e.g. gpu_bench(torch.mm, a, b)"
-            )
-        unknown = sorted(set(options) - PER_TEST_OPTIONS)
-        if unknown:
-            raise TypeError(f"gpu_bench.measure() got unknown option(s): {', '.join(unknown)}")
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise TypeError(f"gpu_bench(name=...) must be a non-empty string, got {name!r}")
-        if name in self._names:
-            label = "without a name" if name is None else f"with name={name!r}"
-            raise GpuPerfError(
-                f"gpu_bench was called twice in {ctx.test_name or ctx.nodeid} {label}. Give each "
-                "measurement of one test its own name: gpu_bench(fn, name='fwd'), "
-                "gpu_bench(bwd, name='bwd')."
-            )
-        if setup is not None and not callable(setup):
-            raise TypeError(
-                f"gpu_bench(setup=...) needs a callable that makes fn's inputs, got "
-                f"{type(setup).__name__} {setup!r:.80}; e.g. setup=lambda: ((x0.clone(),), {{}})"
-            )
+        self._check_call(fn, name, setup, options)
         self._names.add(name)
         # What every mode's timer and the after-measure hooks call: made once.
         call = backend.Invocation(fn, tuple(args), dict(kwargs or {}), setup, group=ctx.group)
@@ -334,6 +319,35 @@ class GpuBench:
         return self._run(call, name, settings)
 
     # --- internals -------------------------------------------------------
+
+    def _check_call(
+        self, fn: Any, name: str | None, setup: Any, options: Mapping[str, Any]
+    ) -> None:
+        """A callable, known options, a name not measured yet in this test, a callable setup."""
+        __tracebackhide__ = True
+        ctx = self._ctx
+        if not callable(fn):
+            raise TypeError(
+                f"gpu_bench() needs a callable as its first argument, got {type(fn).__name__} "
+                f"{fn!r:.80}; pass the function itself, e.g. gpu_bench(torch.mm, a, b)"
+            )
+        unknown = sorted(set(options) - PER_TEST_OPTIONS)
+        if unknown:
+            raise TypeError(f"gpu_bench.measure() got unknown option(s): {', '.join(unknown)}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise TypeError(f"gpu_bench(name=...) must be a non-empty string, got {name!r}")
+        if name in self._names:
+            label = "without a name" if name is None else f"with name={name!r}"
+            raise GpuPerfError(
+                f"gpu_bench was called twice in {ctx.test_name or ctx.nodeid} {label}. Give each "
+                "measurement of one test its own name: gpu_bench(fn, name='fwd'), "
+                "gpu_bench(bwd, name='bwd')."
+            )
+        if setup is not None and not callable(setup):
+            raise TypeError(
+                f"gpu_bench(setup=...) needs a callable that makes fn's inputs, got "
+                f"{type(setup).__name__} {setup!r:.80}; e.g. setup=lambda: ((x0.clone(),), {{}})"
+            )
 
     def _run(
         self, call: backend.Invocation, name: str | None, settings: Mapping[str, Setting]
