@@ -73,7 +73,7 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
     the objects it is given, the core first.
     """
     rank = this_rank()  # one rank of a process group (torchrun's, or the plugin's)
-    worker = hasattr(config, "workerinput")
+    worker = run.is_worker
     session = GpuPerfSession(run, lead=not worker and (rank is None or rank.is_lead))
     config.stash[SESSION_KEY] = session
     register = config.pluginmanager.register

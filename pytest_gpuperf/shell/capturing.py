@@ -1,9 +1,8 @@
 """``--gpuperf-capture``: the capture's plugin, in a process that judges its tests.
 
-At a test's verdict it makes the first diagnosis (:class:`VerdictStep` asks it), within
-the session's capture budget (:class:`~pytest_gpuperf.shell.capture_budget.SessionCapture`,
-made at the first capture); where the session's reports are written, it runs the captures
-the verdicts left before them, the largest slowdowns first.
+The first diagnosis at a test's verdict; where the reports are written, the captures the
+verdicts left, the largest slowdowns first, within the session's budget
+(:class:`~pytest_gpuperf.shell.capture_budget.SessionCapture`).
 """
 
 from __future__ import annotations

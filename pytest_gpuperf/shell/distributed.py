@@ -1,11 +1,8 @@
 """Tests marked ``world_size=N``: the session's side, in a rank or in the process that starts them.
 
-In a process that is one rank of a process group (torchrun's worker, or a rank the
-plugin started: :mod:`pytest_gpuperf.shell.ranks`), :class:`RankPlugin` gives a test that
-runs on every rank its group, its lock and its hooks, and starts a confirmation's or a
-capture's fresh processes on every rank. In any other process, :class:`GroupPlugin`
-collects such a test as a :class:`~pytest_gpuperf.shell.group.GroupItem`, whose running
-starts its ranks (:mod:`pytest_gpuperf.shell.group`). One of the two is registered.
+In a rank of a process group (torchrun's, or one the plugin started), :class:`RankPlugin`
+gives such a test its group, lock and hooks; elsewhere :class:`GroupPlugin` collects it as
+a :class:`~pytest_gpuperf.shell.group.GroupItem` that starts its ranks. One is registered.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from pytest_gpuperf.shell.session import (
     RESULTS_KEY,
     GpuPerfSession,
     is_benchmark,
-    is_worker,
 )
 from pytest_gpuperf.shell.settings import RunContext
 
@@ -121,7 +117,7 @@ class GroupPlugin:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if as_group_items(items, self.run_item) and self.launcher is None:
             # an xdist worker does not know the tests it will run next
-            look_ahead = not is_worker(self.session.config)
+            look_ahead = not self.session.run.is_worker
             self.launcher = GroupLauncher(self.session.run, look_ahead=look_ahead)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

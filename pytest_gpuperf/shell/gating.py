@@ -1,12 +1,10 @@
 """The verdict of each test: the gate's plugin, and the step after a test's body that asks it.
 
-:class:`GatePlugin` exists where a process judges against a baseline or a base tree
-(``--gpuperf-baseline``, ``--gpuperf-ab``): it opens the gate before anything is measured,
-reads the baseline's runs of the collected tests, and says in the terminal summary what
-confirmation cost. :class:`VerdictStep` runs right after a test's body in the process that
-ran it (an xdist worker too), so that a regression fails *its own* test with its own
-explanation: the gate's verdict, then the capture's evidence, agreed on by every rank of a
-torchrun group.
+:class:`GatePlugin` (``--gpuperf-baseline``, ``--gpuperf-ab``) opens the gate before
+anything is measured and reads the baseline's runs of the collected tests.
+:class:`VerdictStep` runs right after a test's body in the process that ran it, so that a
+regression fails *its own* test: the gate's verdict, the capture's evidence, agreed on by
+every rank of a torchrun group.
 """
 
 from __future__ import annotations

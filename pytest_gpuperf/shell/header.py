@@ -1,11 +1,8 @@
 """The header: where and how benchmarks are measured, said once, and the GPUs' state.
 
-Registered in the process that writes the session's reports (the xdist controller, a
-session of one process, rank 0). Not in ``pytest_report_header`` but after collection: a
-session without benchmarks (or ``--collect-only``) must not import torch or touch NVML,
-and a CPU run never touches NVML. The xdist controller collects nothing, so it prints
-the settings only (``pytest_report_header``); each worker's results carry their own
-environment and telemetry.
+Written after collection, not in ``pytest_report_header``: a session without benchmarks
+(or ``--collect-only``) imports no torch, and a CPU run never touches NVML. The xdist
+controller collects nothing: it prints the settings only.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import pytest
 
 from pytest_gpuperf.measure.device import cuda_unavailable_reason
 from pytest_gpuperf.measure.environment import collect_environment
-from pytest_gpuperf.shell.session import GpuPerfSession, is_benchmark, is_worker
+from pytest_gpuperf.shell.session import GpuPerfSession, is_benchmark
 
 DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
 #: The header line fits a terminal of this width (the CPU model is shortened to fit).
@@ -33,7 +30,7 @@ class HeaderPlugin:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         """The settings, for the xdist controller only: a process that collects says more
         after collection (:meth:`pytest_collection_finish`), and only when it has benchmarks."""
-        if not config.getoption("numprocesses", None) or is_worker(config):
+        if not config.getoption("numprocesses", None) or self.session.run.is_worker:
             return []
         session, measure = self.settings.session, self.settings.measure
         if session.disable:

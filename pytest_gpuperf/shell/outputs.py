@@ -1,11 +1,8 @@
-"""The session's outputs, where they are written: the report files and the terminal summary.
+"""The session's outputs: the report files and the terminal summary's gpuperf section.
 
-Registered in the process that writes what the session leaves (the xdist controller, a
-session of one process, rank 0; a confirmation or capture child writes its JSON only, which
-its parent reads). Every output file is checked before anything is measured; all are
-written once, when the session ends (:mod:`pytest_gpuperf.reporting.outputs` lists them),
-after the save. The terminal's gpuperf section is written here, in one order: the table,
-each feature's lines, the files written.
+Registered where the session's reports are written (the xdist controller, a session of one
+process, rank 0; a child writes its JSON only, for its parent). Every file is checked
+before anything is measured and written once, at the end, after the save.
 """
 
 from __future__ import annotations

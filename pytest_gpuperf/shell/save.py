@@ -1,17 +1,15 @@
 """``--gpuperf-save``: the save's plugin, where the session's baselines are written.
 
-The store itself is :mod:`pytest_gpuperf.baseline`; this module gives it what only the
-session knows: the fields of ``pytest_gpuperf_update_fingerprint`` hooks, the run's git
-commit and CI ids, and the telemetry summary a saved run keeps (its clock regime and its
-activity). A run is saved whole or not at all: never the results of tests that did not
-pass, of an interrupted session, nor a CPU median on the scheduler's tick.
+The store is :mod:`pytest_gpuperf.baseline`; this gives it what only the session knows
+(the fingerprint hooks' fields, the git commit and CI ids, the telemetry a run keeps). A
+run is saved whole or not at all: never the results of tests that did not pass, of an
+interrupted session, nor a CPU median on the scheduler's tick.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +19,6 @@ from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import BaselineError
 from pytest_gpuperf.measure.flags import PLATEAU_NOTE
 from pytest_gpuperf.model import Result, short_test_id
-from pytest_gpuperf.shell.progress import Progress
 from pytest_gpuperf.shell.session import GpuPerfSession
 from pytest_gpuperf.shell.settings import RunContext, fingerprint_extra
 from pytest_gpuperf.telemetry.regime import baseline_telemetry
@@ -77,11 +74,23 @@ class SavePlugin:
         if not results:
             self.saved = f"baseline {self.name!r}: nothing saved{note}"
             return
+        # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
+        compact = [replace(r, telemetry=baseline_telemetry(r.telemetry)) for r in results]
+        settings = self.run.settings.session
         try:
-            self.saved = save(
-                self.run, results, progress=self.session.progress(), meta=run_meta(self.run)
+            store = BaselineStore(  # waits for the baseline's lock, a line naming its holder
+                self.run.baseline_dir,
+                lock_timeout=settings.lock_timeout,
+                on_wait=self.session.progress().task,
             )
-            self.saved += note
+            summary = store.save(
+                self.name,
+                compact,
+                keep_runs=settings.keep_runs,
+                meta=run_meta(self.run),
+                fingerprint_extra=fingerprint_extra(self.run.config) or None,
+            )
+            self.saved = summary.describe() + note
             self.saved_to = self.name
         except BaselineError as e:
             self.error = str(e)
@@ -132,38 +141,6 @@ class SavePlugin:
             tr.write_line(self.saved)
         if self.error:
             tr.write_line(f"gpuperf: the baseline was NOT saved: {self.error}", red=True)
-
-
-def save(
-    run: RunContext,
-    results: Sequence[Result],
-    *,
-    meta: dict[str, Any],
-    progress: Progress | None = None,
-) -> str:
-    """Append this session's results to ``--gpuperf-save``; returns the line for the summary.
-
-    Waits for the baseline's lock as long as ``--gpuperf-lock-timeout`` says, with a
-    progress line naming the holder.
-    """
-    session = run.settings.session
-    assert session.save is not None, "save() is called when --gpuperf-save is set"
-    # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
-    compact = [replace(r, telemetry=baseline_telemetry(r.telemetry)) for r in results]
-    extra = fingerprint_extra(run.config) or None
-    store = BaselineStore(
-        run.baseline_dir,
-        lock_timeout=session.lock_timeout,
-        on_wait=progress.task if progress is not None else None,
-    )
-    summary = store.save(
-        session.save,
-        compact,
-        keep_runs=session.keep_runs,
-        meta=meta,
-        fingerprint_extra=extra,
-    )
-    return summary.describe()
 
 
 def run_meta(run: RunContext) -> dict[str, Any]:

@@ -1,13 +1,9 @@
 """The core plugin object of a session: the device, the run id, the fixture's context, results.
 
-Each feature that is on adds a plugin object of its own beside it, registered in
-``pytest_configure`` (:mod:`pytest_gpuperf.plugin`): the gate, the capture, the save, the
-outputs, the ranks. They talk to the core through the test item's stash: the fixture's
-results (:data:`RESULTS_KEY`), a test that did not pass (:data:`DID_NOT_PASS_KEY`), what a
-feature changes in the fixture's context (:data:`CONTEXT_KEY`). In one process, results
-stay the objects the fixture and the gate made, from the test to the session's end; from
-an xdist worker they travel to the controller as plain dicts on the test report
-(``report.gpuperf``), which pytest-xdist serialises as it is.
+Each feature that is on adds its own plugin object (registered by :mod:`pytest_gpuperf.plugin`).
+They meet on the test item's stash: the fixture's results (:data:`RESULTS_KEY`), a test that
+did not pass (:data:`DID_NOT_PASS_KEY`), a feature's fields of the fixture's context
+(:data:`CONTEXT_KEY`). From an xdist worker, results travel on the report as plain dicts.
 """
 
 from __future__ import annotations
@@ -55,10 +51,6 @@ def is_benchmark(item: pytest.Item) -> bool:
     )
 
 
-def is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 class GpuPerfSession:
     def __init__(self, run: RunContext, *, lead: bool):
         self.run = run
@@ -88,7 +80,7 @@ class GpuPerfSession:
         # The per-device lock folder, once for the session: one where no lock can be taken
         # is a usage error here, not a traceback in every test.
         problem = settle_lock_dir(self.config.invocation_params.dir)
-        if problem and not self.settings.session.disable and not is_worker(self.config):
+        if problem and not self.settings.session.disable and not run.is_worker:
             raise pytest.UsageError(problem)
 
     def ensure_device(self) -> str:
@@ -232,7 +224,7 @@ class GpuPerfSession:
         report = yield
         if results:
             not_saved = item.stash.get(DID_NOT_PASS_KEY, False)
-            if is_worker(self.config):  # the controller reads them from the report
+            if self.run.is_worker:  # the controller reads them from the report
                 setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
                 if not_saved:
                     setattr(report, NOT_SAVED_ATTR, True)
