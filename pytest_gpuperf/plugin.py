@@ -66,12 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def register_features(config: pytest.Config, run: RunContext) -> None:
-    """The core session, and a plugin object for each feature that is on (its module is
-    imported only then: a session without a baseline loads no gate, no capture).
-
-    The order is the one their hooks run in where it matters: each is registered after
-    the objects it is given, the core first.
-    """
+    """The core session, then a plugin object for each feature that is on, its module
+    imported only then; each after the objects it is given (their hooks' order)."""
     rank = this_rank()  # one rank of a process group (torchrun's, or the plugin's)
     worker = run.is_worker
     session = GpuPerfSession(run, lead=not worker and (rank is None or rank.is_lead))
@@ -101,8 +97,7 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
 
 
 def _verdicts(session: GpuPerfSession, dist: RankPlugin | GroupPlugin) -> Any:
-    """The gate's plugin (a baseline or A/B) and the capture's (where a verdict can fail,
-    or always), or None."""
+    """The gate's plugin (a baseline or A/B), the capture's (on failure, or always)."""
     settings, register = session.settings, session.config.pluginmanager.register
     gate = capture = None
     if settings.session.ab or settings.session.baseline:
@@ -121,8 +116,8 @@ def _verdicts(session: GpuPerfSession, dist: RankPlugin | GroupPlugin) -> Any:
 
 
 def _reports(session: GpuPerfSession, gate: Any, capture: Any) -> None:
-    """Where the session's files are written: the save's plugin, the header's, the outputs'
-    (after the ranks': its end comes before theirs, both trylast)."""
+    """The save's plugin, the header's, the outputs' (after the ranks': both trylast, the
+    outputs' end comes first)."""
     register = session.config.pluginmanager.register
     save = None
     if not session.child and session.settings.session.save:

@@ -1,21 +1,10 @@
 """Typed settings, built once in ``pytest_configure``, and the run context that carries them.
 
-:mod:`.options` declares every option once; :mod:`.config` resolves each one
-(call > marker > CLI > ini > default) and remembers where its value came from.
-Here the resolved values become frozen dataclasses, one per concern, each
-field typed and tied to its option with :func:`pytest_gpuperf.values.option`:
-
-- :class:`SessionSettings`: where and whether to measure, the baselines, locks;
-- :class:`~pytest_gpuperf.measure.policy.MeasurePolicy`: how one benchmark is measured;
-- :class:`~pytest_gpuperf.verdict.policy.VerdictSettings`: how it is judged;
-- :class:`~pytest_gpuperf.artifacts.collectors.base.CaptureSettings`: evidence capture;
-- :class:`~pytest_gpuperf.reporting.settings.ReportSettings`: output files and tables;
-- :class:`TelemetrySettings`: NVML sampling and NVTX ranges;
-- :class:`WorkSettings`: the work per call (``flops``, ``bytes``; per test only).
-
-Each class lives in the lowest ring that reads it. Every option is a field of
-exactly one of them (``tests/unit/test_settings.py``), so a new option cannot
-be forgotten. Code reads ``run.settings.session.baseline``, never a name.
+:mod:`.options` declares every option; :mod:`.config` resolves each (call > marker > CLI >
+ini > default). Here the values become frozen dataclasses, one per concern (session,
+measure, verdict, capture, report, telemetry, work), each in the lowest ring that reads it.
+Every option is a field of exactly one (``tests/unit/test_settings.py``): code reads
+``run.settings.session.baseline``, never an option's name.
 """
 
 from __future__ import annotations
