@@ -469,10 +469,6 @@ def _run_collectors(
         skip.add("ncu")
     ctx.skip = frozenset(skip)
     now, later = _split(ctx, todo, plan)
-    not_here: dict[str, str] = {}
-    if any((r.extra or {}).get("group") for r in ctx.results):
-        # Nsight Compute replays each kernel alone: a collective would wait for its peers forever
-        not_here["ncu"] = "not run on a distributed test (its kernel replay deadlocks collectives)"
     done: list[CollectorResult] = []
     label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}{plan.label}"
     task_cm = progress.task(label) if progress is not None and now else contextlib.nullcontext()
@@ -483,20 +479,36 @@ def _run_collectors(
         ):
             if lock is not None and ctx.run_child is not None:
                 ctx.run_child = _children_hold_the_lock(ctx.run_child)
-            for i, col in enumerate(now, 1):
-                if task is not None:
-                    task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
-                name = _name(col)
-                if name in not_here:
-                    done.append(CollectorResult.skipped(name, not_here[name]))
-                    continue
-                done.append(_run_collector(col, ctx, skip, settings.budget_s))
+            _run_each(ctx, now, skip, settings.budget_s, task, done)
             ctx.settle()  # what the collectors left running (nsys's summaries)
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
         done += [CollectorResult.skipped(_name(c), why) for c in now[len(done) :]]
     ran, waits = iter(done), iter(later)  # in the order of ``todo``
     return [next(ran) if any(col is c for c in now) else next(waits) for col in todo]
+
+
+def _run_each(
+    ctx: CaptureContext,
+    now: Sequence[Collector],
+    skip: set[str],
+    budget_s: float,
+    task: Any,
+    done: list[CollectorResult],
+) -> None:
+    """Run the collectors of ``now`` in turn, each result appended to ``done`` as it comes."""
+    not_here: dict[str, str] = {}
+    if any((r.extra or {}).get("group") for r in ctx.results):
+        # Nsight Compute replays each kernel alone: a collective would wait for its peers forever
+        not_here["ncu"] = "not run on a distributed test (its kernel replay deadlocks collectives)"
+    for i, col in enumerate(now, 1):
+        if task is not None:
+            task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
+        name = _name(col)
+        if name in not_here:
+            done.append(CollectorResult.skipped(name, not_here[name]))
+            continue
+        done.append(_run_collector(col, ctx, skip, budget_s))
 
 
 def _split(
