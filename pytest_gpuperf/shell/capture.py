@@ -33,7 +33,6 @@ from pytest_gpuperf.artifacts.collectors.base import (
     SKIPPED,
     CaptureContext,
     CaptureSettings,
-    ChildRun,
     ChildRunner,
     Collector,
     CollectorResult,
@@ -42,7 +41,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
 from pytest_gpuperf.artifacts.collectors.process import SparePython
 from pytest_gpuperf.reporting.explain import change_text
 from pytest_gpuperf.shell.locks import device_key, device_lock
-from pytest_gpuperf.shell.rerun import CHILD_ENV, is_child, run_child, run_pytest_child
+from pytest_gpuperf.shell.rerun import CHILD_ENV, is_child, run_child
 
 if TYPE_CHECKING:
     import pytest
@@ -823,41 +822,3 @@ class SparePool:
         if self._next is not None:
             self._next.close()
             self._next = None
-
-
-def standalone_runner(
-    nodeid: str,
-    *,
-    rootdir: Path | str,
-    device: str,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-) -> ChildRunner:
-    """A child runner without a pytest session (for scripts and tests of the collectors).
-
-    It runs ``python -m pytest <nodeid> --gpuperf-child ...`` in ``rootdir``
-    through :func:`pytest_gpuperf.shell.rerun.run_pytest_child`, with ``args`` added.
-    """
-    base_env = dict(env or {})
-
-    def run(
-        *,
-        env: Mapping[str, str] | None = None,
-        prefix: Sequence[str] = (),
-        timeout_s: float,
-        log_path: Path | None = None,
-        extra_args: Sequence[str] = (),
-    ) -> ChildRun:
-        return run_pytest_child(
-            [nodeid],
-            device=device,
-            args=["-p", "no:cacheprovider", *args, *extra_args],
-            env={**base_env, **(env or {})},
-            drop_env=("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"),
-            prefix=prefix,
-            timeout_s=timeout_s,
-            cwd=rootdir,
-            log_path=log_path,
-        )
-
-    return run

@@ -6,9 +6,7 @@ second opinion must come from a new process) and by the artifact collectors
 rootdir, ini file, ``-p`` plugins and gpuperf settings, and the hidden flag
 ``--gpuperf-child``, which turns off everything a child must not do: save or
 compare baselines, capture artifacts, re-run tests itself, write reports.
-:func:`run_pytest_child` is the one place a child pytest's command is built;
-the capture's standalone runner (:func:`pytest_gpuperf.shell.capture.standalone_runner`)
-uses it too.
+:func:`run_pytest_child` is the one place a child pytest's command is built.
 """
 
 from __future__ import annotations

@@ -55,13 +55,6 @@ def worker_index(worker_id: str | None) -> int | None:
         return None
 
 
-def plan(n_workers: int, gpus: list[str]) -> dict[int, str]:
-    """Worker index -> GPU, round-robin."""
-    if not gpus:
-        return {}
-    return {i: gpus[i % len(gpus)] for i in range(n_workers)}
-
-
 def pin_this_worker() -> str | None:
     """In an xdist worker, restrict CUDA to the worker's GPU; return it (or None).
 
