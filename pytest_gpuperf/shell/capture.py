@@ -259,21 +259,12 @@ def capture(
 ) -> CaptureReport | None:
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
-    ``run`` is the session (its capture settings, hooks and child processes; ``None``:
-    no session). ``settings``: the capture settings when there is no session (default:
-    the session's, else the defaults). ``results`` are the test's results;
-    ``comparisons`` maps a benchmark key to its verdict (``Result.comparison`` is used when
-    absent); ``baselines`` maps a key to its baseline runs
-    (``RunRecord`` objects or their ``extra`` dicts) for the kernel diff.
-    ``keys`` are the benchmarks to capture (default: those whose verdict is
-    ``regression``, else all of the test's). ``lock`` is the device lock,
-    held for the whole capture so that no other benchmark is measured on the
-    GPU meanwhile (the children are told the lock is theirs); by default the
-    session's per-GPU lock when ``run`` is given. Returns ``None`` in a
-    child process. ``progress`` (a :class:`pytest_gpuperf.shell.progress.Progress`)
-    shows which tool runs while the capture lasts. ``plan`` makes this one pass of a
-    capture in two (:class:`PassPlan`; default: every tool, now). Never raises for a
-    collector's problem.
+    ``run``: the session (``None``: none; then ``settings``, else the defaults).
+    ``comparisons`` and ``baselines`` (its runs, for the kernel diff) by benchmark key;
+    ``keys``: what to capture (default: the regressions, else all). ``lock``: held for the
+    whole capture, so nothing else is measured on the GPU meanwhile (by default the
+    session's per-GPU lock). ``plan``: this pass of a capture in two (:class:`PassPlan`).
+    ``None`` in a child process; never raises for a collector's problem.
     """
     if run is not None and is_child(run.config):
         return None

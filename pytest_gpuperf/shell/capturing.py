@@ -7,6 +7,7 @@ verdicts left, the largest slowdowns first, within the session's budget
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,19 +32,16 @@ class CapturePlugin:
     ):
         self.session = session
         self.settings = session.settings.capture
-        #: the baseline runs of each result's benchmark (by key), for a kernel diff: the gate's
-        self.baselines_of = baselines_of or (lambda results: {})
-        #: runner_for(nodeid, device): how a capture of that test starts its fresh process
-        #: (a distributed test's group on every rank); None: a child pytest
-        self.runner_for = runner_for
+        # baselines_of: the gate's baseline runs of each result's benchmark, for a kernel diff
+        self._make = functools.partial(
+            SessionCapture, session.run, session.run_id, baselines_of or (lambda rs: {}), runner_for
+        )
         #: the session's captures within its budget: made on the first capture
         self.captures: SessionCapture | None = None
 
     def _captures(self) -> SessionCapture:
         if self.captures is None:
-            self.captures = SessionCapture(
-                self.session.run, self.session.run_id, self.baselines_of, self.runner_for
-            )
+            self.captures = self._make()
         return self.captures
 
     def at_verdict(self, item: pytest.Item, results: list[Result], judgement: Judgement) -> None:
