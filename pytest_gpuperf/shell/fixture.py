@@ -46,6 +46,7 @@ from pytest_gpuperf.measure.summary import median
 from pytest_gpuperf.measure.tracing import active_tracer, tracer_note
 from pytest_gpuperf.model import BenchId, Result, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
+from pytest_gpuperf.shell.markers import format_param
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
 from pytest_gpuperf.shell.settings import PerTest, Settings
 from pytest_gpuperf.telemetry.probe import gather
@@ -123,7 +124,6 @@ class BenchContext:
     record: Callable[[Result], None]
     marker: Mapping[str, Any] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
-    display_params: tuple[tuple[str, str], ...] = ()
     disabled: bool = False
     probes: list[Probe] = field(default_factory=list)
     phase_range: PhaseRange = _no_range
@@ -414,7 +414,8 @@ class GpuBench:
         first = _FirstCall()
         policy, env = plan.policy, plan.env
         for mode in plan.modes:
-            bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
+            shown = tuple((k, format_param(v)) for k, v in ctx.params.items())
+            bid = BenchId(ctx.nodeid, name, mode.name, shown)
             record = mode.policy_record(policy)
             if ctx.group is not None:  # another world size or backend is not comparable
                 record.update(world_size=ctx.group.world_size, backend=ctx.group.backend)

@@ -27,7 +27,7 @@ from pytest_gpuperf.reporting.junit import junit_properties
 from pytest_gpuperf.reporting.terminal import fold
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
 from pytest_gpuperf.shell.locks import DeviceLock, settle_lock_dir
-from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
+from pytest_gpuperf.shell.markers import FIXTURE, MARKER, marker_kwargs
 from pytest_gpuperf.shell.progress import Progress
 from pytest_gpuperf.shell.rerun import is_child
 from pytest_gpuperf.shell.settings import RunContext
@@ -127,7 +127,6 @@ class GpuPerfSession:
             record=functools.partial(self._measured, item),
             marker=marker_kwargs(item),
             params=params,
-            display_params=tuple((k, format_param(v)) for k, v in params.items()),
             disabled=self.settings.session.disable,
             probes=[self._nvml(device).probe],
             phase_range=self._phase_range(device),
