@@ -78,17 +78,14 @@ class SavePlugin:
         compact = [replace(r, telemetry=baseline_telemetry(r.telemetry)) for r in results]
         settings = self.run.settings.session
         try:
+            meta, extra = run_meta(self.run), fingerprint_extra(self.run.config) or None
             store = BaselineStore(  # waits for the baseline's lock, a line naming its holder
                 self.run.baseline_dir,
                 lock_timeout=settings.lock_timeout,
                 on_wait=self.session.progress().task,
             )
             summary = store.save(
-                self.name,
-                compact,
-                keep_runs=settings.keep_runs,
-                meta=run_meta(self.run),
-                fingerprint_extra=fingerprint_extra(self.run.config) or None,
+                self.name, compact, keep_runs=settings.keep_runs, meta=meta, fingerprint_extra=extra
             )
             self.saved = summary.describe() + note
             self.saved_to = self.name
