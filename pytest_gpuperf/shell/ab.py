@@ -1,21 +1,12 @@
 """``--gpuperf-ab=REF``: base and current tree measured in alternation, judged like a baseline.
 
-The session process (or the xdist controller) checks REF out into a temporary worktree
-(:mod:`pytest_gpuperf.shell.ab_tree`) and collects the base tree once in a fresh process,
-which says which benchmarks it has, fails clearly on a base tree that cannot be collected,
-and on one whose processes import the current tree's code. Then, for the benchmarks of
-both trees, :class:`ABGate` runs fresh processes of the base tree and of the current tree
-in pairs, ABBA... (:func:`~pytest_gpuperf.verdict.paired.pair_order`), each on the
-session's device and under its per-device lock (the children take it to measure). After
-each pair every benchmark is judged by :class:`~pytest_gpuperf.verdict.judge.Judge`, the
-base runs as its baseline and the current tree's as its current runs; a benchmark whose
-verdict is final leaves the next pair. Pairs stop when none is left, or after
-``--gpuperf-reruns`` + 1 pairs: a suspect still open is then inconclusive, as with a
-stored baseline.
-
-Without xdist the first benchmark's pairs also measure every later benchmark (one process
-per side per pair for the whole session); an xdist worker, which does not know its later
-tests, pairs each test on its own, on its own GPU.
+REF is checked out into a temporary worktree (:mod:`pytest_gpuperf.shell.ab_tree`) and
+collected once in a fresh process, which fails clearly on a base tree that cannot be
+collected or imports the current tree's code. :class:`ABGate` then runs fresh processes
+of the two trees in pairs, ABBA... (:func:`~pytest_gpuperf.verdict.paired.pair_order`),
+under the device's lock, and judges after each pair, the base runs as the baseline, until
+every verdict is final or ``--gpuperf-reruns`` + 1 pairs ran. Without xdist one pair
+measures the later benchmarks too; an xdist worker pairs each test on its own (docs/ab.md).
 """
 
 from __future__ import annotations

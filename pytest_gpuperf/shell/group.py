@@ -1,26 +1,14 @@
 """Tests marked ``world_size=N``, in a process that is no rank: their ranks are started here.
 
-In a plain ``pytest`` session (or an xdist worker, or the fresh process of a
-confirmation or a capture) a test marked ``@pytest.mark.gpuperf(world_size=N)`` is
-collected as a :class:`GroupItem`: its body never runs in this process, so none of
-its fixtures are set up here. When it runs, it starts N ranks with
-``torch.multiprocessing`` (spawned, one process per GPU, or N processes on the CPU),
-each a pytest process of its own that runs the test body with ``torch.distributed``
-initialised (:mod:`pytest_gpuperf.shell.ranks`). The consecutive tests of one world
-size share one start of the ranks (as far as this process knows the order: not in an
-xdist worker).
-
-The ranks get torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR``, ``MASTER_PORT``...) and join through a rendezvous store that this
-process hosts (``TORCHELASTIC_USE_AGENT_STORE``, as torchrun's agent does), so no two
-groups race for a port. This process holds the lock of every device of the group for
-as long as the ranks run (the CPU's one lock on the CPU, once for all ranks); the ranks
-take none. Each rank reports to the group's folder (``GPUPERF_GROUP_DIR``): its status
-and each test's outcome (``rank-<r>.json``), its output (``rank-<r>.log``), and rank 0
-each test's results (``results.jsonl``). A rank that exits with an error
-stops the others; a test that runs longer than ``--gpuperf-dist-timeout`` on its
-ranks has every rank's Python stack written to its log and then every rank killed.
-Either way the test fails with what each rank was doing, and nothing of it is saved.
+Such a test is collected as a :class:`GroupItem`, whose body never runs here: it starts N
+ranks (spawned, one per GPU, or N on the CPU), pytest processes that run the body with
+``torch.distributed`` initialised (:mod:`pytest_gpuperf.shell.ranks`); consecutive tests
+of one world size share one start. The ranks join through a store this process hosts (no
+two groups race for a port), which holds every device's lock while they run. Each rank
+reports to the group's folder (``GPUPERF_GROUP_DIR``: ``rank-<r>.json``, ``rank-<r>.log``,
+rank 0's ``results.jsonl``). A rank that fails stops the others;
+one past ``--gpuperf-dist-timeout`` has its stack written, then all are killed; the test
+fails with what each rank was doing, and nothing of it is saved (docs/distributed.md).
 """
 
 from __future__ import annotations
