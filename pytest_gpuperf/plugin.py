@@ -14,6 +14,7 @@ import pytest
 from pytest_gpuperf import registry
 from pytest_gpuperf.artifacts.collectors.process import watch_parent
 from pytest_gpuperf.errors import GpuPerfWarning
+from pytest_gpuperf.measure.ranks import RankEnv
 from pytest_gpuperf.shell import hookspecs, markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
 from pytest_gpuperf.shell.distributed import GroupPlugin, RankPlugin, this_rank
@@ -21,6 +22,7 @@ from pytest_gpuperf.shell.fixture import GpuBench
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.options import check_capture_skip
 from pytest_gpuperf.shell.outputs import OutputsPlugin
+from pytest_gpuperf.shell.ranks import RankSession
 from pytest_gpuperf.shell.rerun import leaked_child_marker, remove_stale_folders
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
@@ -69,18 +71,11 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
     """The core session, then a plugin object for each feature that is on, its module
     imported only then; each after the objects it is given (their hooks' order)."""
     rank = this_rank()  # one rank of a process group (torchrun's, or the plugin's)
-    worker = run.is_worker
-    session = GpuPerfSession(run, lead=not worker and (rank is None or rank.is_lead))
+    session = GpuPerfSession(run, lead=not run.is_worker and (rank is None or rank.is_lead))
     config.stash[SESSION_KEY] = session
     register = config.pluginmanager.register
     register(session, "gpuperf-session")
-    dist = RankPlugin(session, rank) if rank is not None else GroupPlugin(session)
-    register(dist, "gpuperf-distributed")
-    ranks = dist.ranks if isinstance(dist, RankPlugin) else None
-    if ranks is not None:
-        register(ranks, "gpuperf-ranks")
-    if config.pluginmanager.hasplugin("xdist") and not worker:
-        register(XdistHooks(session.run_id), "gpuperf-xdist")
+    dist, ranks = _distributed(session, rank)
     if session.lead and not session.child:  # the process that leaves baselines and reports
         remove_stale_folders()  # the children's temp folders of a session killed outright
         check_capture_skip(config, run.settings.capture.skip)
@@ -94,6 +89,22 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
         register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
     if session.lead:
         _reports(session, gate, capture)
+
+
+def _distributed(
+    session: GpuPerfSession, rank: RankEnv | None
+) -> tuple[RankPlugin | GroupPlugin, RankSession | None]:
+    """A rank's plugin and its rank session, or the plugin that starts ranks; xdist's hooks
+    on its controller."""
+    register = session.config.pluginmanager.register
+    dist = RankPlugin(session, rank) if rank is not None else GroupPlugin(session)
+    register(dist, "gpuperf-distributed")
+    ranks = dist.ranks if isinstance(dist, RankPlugin) else None
+    if ranks is not None:
+        register(ranks, "gpuperf-ranks")
+    if session.config.pluginmanager.hasplugin("xdist") and not session.run.is_worker:
+        register(XdistHooks(session.run_id), "gpuperf-xdist")
+    return dist, ranks
 
 
 def _verdicts(session: GpuPerfSession, dist: RankPlugin | GroupPlugin) -> Any:
