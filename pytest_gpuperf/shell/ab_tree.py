@@ -1,15 +1,10 @@
 """The base side of ``--gpuperf-ab=REF``: REF checked out in a temporary git worktree.
 
-:class:`BaseTree` resolves REF with git, checks it out detached into a temporary
-directory and removes it again (``git worktree remove``, then ``prune``). It maps paths of
-the current tree to their counterparts in the base tree, and gives a base process its
-environment: the base worktree's root and its ``src/`` first on ``PYTHONPATH`` (entries
-of the current tree mapped to the base tree), and compile caches of its own.
-
-A base process also loads :class:`BaseTreeCheck` (``GPUPERF_AB_CHECK``): it records
-which benchmarks the base tree has, which files failed to be collected, and every module
-imported from the *current* tree (an editable install shadowing the base tree's code),
-into a JSON file the parent reads.
+:class:`BaseTree` checks REF out detached, removes it again, maps the current tree's paths
+to the base tree's and gives a base process its environment (the base root and its
+``src/`` first on ``PYTHONPATH``, compile caches of its own). A base process loads
+:class:`BaseTreeCheck`: the base tree's benchmarks, its collection errors and any module
+imported from the *current* tree (an editable install shadowing the base), as JSON.
 """
 
 from __future__ import annotations
