@@ -14,6 +14,7 @@ import pytest
 from pytest_gpuperf import registry
 from pytest_gpuperf.artifacts.collectors.process import watch_parent
 from pytest_gpuperf.errors import GpuPerfWarning
+from pytest_gpuperf.interrupt import sigterm_as_ctrl_c
 from pytest_gpuperf.measure.ranks import RankEnv
 from pytest_gpuperf.shell import hookspecs, markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
@@ -53,6 +54,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", markers.MARKER_HELP)
+    config.add_cleanup(sigterm_as_ctrl_c())  # a CI cancellation ends the run as Ctrl-C does
     try:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:
@@ -74,6 +76,11 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
     session = GpuPerfSession(run, lead=not run.is_worker and (rank is None or rank.is_lead))
     config.stash[SESSION_KEY] = session
     register = config.pluginmanager.register
+    if run.settings.session.bisect:  # a search of the git history instead of the tests
+        from pytest_gpuperf.shell import bisect
+
+        bisect.check(run)
+        register(bisect.BisectSession(run, session), "gpuperf-bisect")
     register(session, "gpuperf-session")
     dist, ranks = _distributed(session, rank)
     if session.lead and not session.child:  # the process that leaves baselines and reports

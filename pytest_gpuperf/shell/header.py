@@ -66,12 +66,12 @@ class HeaderPlugin:
                 self.gpu_state, interval_ms=telemetry.interval_ms, activity=telemetry.activity
             )
         if tr is not None:
-            for line in [self.where_line(device), *lines]:
+            for line in [*self.where_lines(device), *lines]:
                 tr.write_line("gpuperf: " + line)
 
-    def where_line(self, device: str) -> str:
+    def where_lines(self, device: str) -> list[str]:
         """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
-        rounds of 10 ms, warm-up ≤ 500 ms``: one line, at most 120 characters."""
+        rounds of 10 ms, warm-up ≤ 500 ms``: one line of at most 120 characters, or two."""
         measure = self.settings.measure
         env = collect_environment(device)
         how = (
@@ -83,28 +83,37 @@ class HeaderPlugin:
             timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
                 graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
             )
-            return (
-                f"measuring on {env.get('gpu_name') or 'the GPU'} (cuda:{env.get('gpu_index', 0)}"
-                f", torch {env.get('torch')}): {timing}, {how}"
+            where = f"{{name}} (cuda:{env.get('gpu_index', 0)}, torch {env.get('torch')}): {timing}"
+            name = str(env.get("gpu_name") or "the GPU")
+        else:
+            why = (
+                "--gpuperf-device=cpu"
+                if self.settings.session.device == "cpu"
+                else cuda_unavailable_reason(short=True)
             )
-        why = (
-            "--gpuperf-device=cpu"
-            if self.settings.session.device == "cpu"
-            else cuda_unavailable_reason(short=True)
-        )
-        threads = env.get("torch_threads")
+            threads = env.get("torch_threads")
+            where = (
+                f"the CPU: {{name}}, {threads} thread{'s' if threads != 1 else ''}, torch "
+                f"{env.get('torch')} ({why})"
+            )
+            name = str(env.get("cpu_model") or "unknown CPU")
         return _fit(
-            "measuring on the CPU: {cpu}, "
-            f"{threads} thread{'s' if threads != 1 else ''}, torch {env.get('torch')} ({why}); "
-            + how,
-            cpu=str(env.get("cpu_model") or "unknown CPU"),
-            width=HEADER_WIDTH - len("gpuperf: "),
+            f"measuring on {where}; {how}", name=name, width=HEADER_WIDTH - len("gpuperf: ")
         )
 
 
-def _fit(template: str, *, cpu: str, width: int) -> str:
-    """``template`` with ``{cpu}`` filled in, the CPU model shortened (``…``) to fit ``width``."""
-    room = width - len(template.replace("{cpu}", ""))
-    if len(cpu) > room:
-        cpu = cpu[: max(room - 1, 8)].rstrip() + "…"
-    return template.replace("{cpu}", cpu)
+def _fit(template: str, *, name: str, width: int) -> list[str]:
+    """``template`` with ``{name}`` (a device's model) filled in: one line of at most
+    ``width`` characters, the name shortened (``…``) to no less than 8 to fit; where even
+    that is too long (a long torch version, ``--gpuperf-device=cpu``), two lines, split
+    after the template's first ``"; "``."""
+    parts = [template]
+    if len(template.replace("{name}", name[:8])) > width and "; " in template:
+        head, tail = template.split("; ", 1)
+        parts = [head + ";", tail]
+    lines = []
+    for part in parts:
+        room = width - len(part.replace("{name}", ""))
+        short = name if len(name) <= room else name[: max(room - 1, 8)].rstrip() + "…"
+        lines.append(part.replace("{name}", short))
+    return lines

@@ -109,6 +109,7 @@ class OutputsPlugin:
                 "fingerprint_extra": extra,
                 "gpu_state": self.header.gpu_state,
                 "capture": self.capture.to_dict(core.results) if self.capture else None,
+                **core.session_info,
             },
             only=("json",) if core.child else None,
             baseline_dirs=self.baseline_dirs,

@@ -17,6 +17,7 @@ import pytest
 
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import BaselineError
+from pytest_gpuperf.interrupt import how as interrupted_by
 from pytest_gpuperf.measure.flags import PLATEAU_NOTE
 from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.session import GpuPerfSession
@@ -93,13 +94,13 @@ class SavePlugin:
             self.error = str(e)
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except KeyboardInterrupt:  # Ctrl-C while saving, or while waiting for the lock
-            self._interrupted(session)
+        except KeyboardInterrupt as e:  # Ctrl-C (or SIGTERM) while saving or waiting to
+            self._interrupted(session, interrupted_by(e))
 
-    def _interrupted(self, session: pytest.Session) -> None:
-        """A Ctrl-C during the save: a clear line and exit code 2, not a traceback. A save
-        commits in one step (the index is replaced atomically), so the baseline holds all
-        of this session's runs or none of them; which, its index says."""
+    def _interrupted(self, session: pytest.Session, by: str) -> None:
+        """A Ctrl-C (``by``: or SIGTERM) during the save: a clear line and exit code 2, not
+        a traceback. A save commits in one step (the index is replaced atomically), so the
+        baseline holds all of this session's runs or none of them; which, its index says."""
         try:
             sessions = BaselineStore(self.run.baseline_dir).overview(self.name).sessions
             committed = any(self.session.run_id in s.run_ids for s in sessions)
@@ -107,11 +108,11 @@ class SavePlugin:
             committed = False
         if committed:
             self.saved = (
-                f"baseline {self.name!r}: saved (the Ctrl-C came after the save was complete)"
+                f"baseline {self.name!r}: saved (the {by} came after the save was complete)"
             )
         else:
             self.error = (
-                "the save was interrupted (Ctrl-C); the baseline is as it was before. Run the "
+                f"the save was interrupted ({by}); the baseline is as it was before. Run the "
                 "session again to save"
             )
         session.exitstatus = pytest.ExitCode.INTERRUPTED

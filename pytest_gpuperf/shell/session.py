@@ -67,6 +67,8 @@ class GpuPerfSession:
         self.started = time.time()
         self.device: str | None = None
         self.results: list[Result] = []
+        #: what feature plugins add to the JSON's session block (``--gpuperf-bisect``'s search)
+        self.session_info: dict[str, Any] = {}
         #: results of tests that did not pass: reported, never saved
         self.not_saved: list[Result] = []
         #: this process's results of a test between its report and the report's logging,
@@ -79,7 +81,7 @@ class GpuPerfSession:
         self._nvtx: NvtxRanges | None = None
         # The per-device lock folder, once for the session: one where no lock can be taken
         # is a usage error here, not a traceback in every test.
-        problem = settle_lock_dir(self.config.invocation_params.dir)
+        problem = settle_lock_dir(self.config.invocation_params.dir, [run.baseline_dir])
         if problem and not self.settings.session.disable and not run.is_worker:
             raise pytest.UsageError(problem)
 
@@ -258,9 +260,9 @@ class GpuPerfSession:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
 
     def summarize(self, tr: Any, results: list[Result]) -> None:
-        """The terminal summary's line when this session waited for its device's lock."""
-        if self._lock is not None and self._lock.waited():
-            tr.write_line(fold(self._lock.waited()))
+        """The terminal summary's lines of the device's lock: a wait, a lock log that failed."""
+        for line in self._lock.summary_lines() if self._lock is not None else []:
+            tr.write_line(fold(line))
 
 
 def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> None:
