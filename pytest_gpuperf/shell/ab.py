@@ -11,6 +11,7 @@ measures the later benchmarks too; an xdist worker pairs each test on its own (d
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -20,9 +21,25 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.interrupt import how
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, remove_stale
-from pytest_gpuperf.shell.gate import Gate, Judgement
+from pytest_gpuperf.shell.ab_tree import (
+    CHECK_ENV,
+    ABError,
+    BaseTree,
+    collection_error,
+    read_check,
+    remove_stale,
+    shadow_error,
+)
+from pytest_gpuperf.shell.gate import CHILD_RAN, Gate, Judgement, child_failure
+from pytest_gpuperf.shell.progress import silent
+from pytest_gpuperf.shell.rerun import forwarded_args, run_child, run_pytest_child, temp_prefix
+from pytest_gpuperf.shell.settings import fingerprint_extra
+from pytest_gpuperf.verdict.decide import with_note
+from pytest_gpuperf.verdict.host_speed import in_ab_session
+from pytest_gpuperf.verdict.judge import Judge
+from pytest_gpuperf.verdict.paired import BASE, PairedRuns, pair_order, paired_baseline, sides
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
@@ -37,9 +54,6 @@ class ABGate(Gate):
     """The gate of an A/B session: its baseline is the base tree's runs of this session."""
 
     def __init__(self, run: RunContext, tree: BaseTree, base_ids: Sequence[str]):
-        from pytest_gpuperf.shell.settings import fingerprint_extra
-        from pytest_gpuperf.verdict.paired import PairedRuns, paired_baseline
-
         self.tree = tree
         self.extra = fingerprint_extra(run.config) or None
         super().__init__(run, paired_baseline(tree.label, {}, fingerprint_extra=None))
@@ -88,9 +102,6 @@ class ABGate(Gate):
             raise pytest.UsageError(str(e)) from None
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupt.py)
             tree.remove()
-            import sys
-
-            from pytest_gpuperf.interrupt import how
 
             print(
                 f"gpuperf: interrupted ({how(e)}) while collecting the base tree of "
@@ -120,8 +131,6 @@ class ABGate(Gate):
         self.current_ids = list(nodeids)
 
     def session_info(self) -> dict[str, Any] | None:
-        from pytest_gpuperf.verdict.paired import sides
-
         s = sides(self.base_ids, self.current_ids)
         return {
             "ref": self.tree.ref,
@@ -154,8 +163,6 @@ class ABGate(Gate):
     # --- the pairs ------------------------------------------------------------------
 
     def _run(self, side: str, nodeids: Sequence[str], device: str) -> ChildRun:
-        from pytest_gpuperf.shell.rerun import run_child
-
         tree = self.tree if side == "base" else self.current_tree
         if tree is None:
             child = run_child(self.run, list(nodeids), device=device, env=self.tree.env(side))
@@ -168,8 +175,6 @@ class ABGate(Gate):
     def _check(self, child: ChildRun, side: str, pending: Sequence[str]) -> None:
         """Keep ``child``'s runs; a test it did not measure, or a child that failed, is an
         error of that test (``failed_side``), shown in its failure and in the terminal."""
-        from pytest_gpuperf.shell.gate import CHILD_RAN, child_failure
-
         got = {r.id.nodeid for r in child.results}
         self.paired.add(side, child.results)
         missing = [n for n in pending if n not in got]
@@ -184,10 +189,6 @@ class ABGate(Gate):
 
     def pairs(self, nodeids: Sequence[str], device: str, progress: Progress | None) -> None:
         """Pairs of fresh processes for ``nodeids`` until each one's verdicts are final."""
-        from pytest_gpuperf.shell.progress import silent
-        from pytest_gpuperf.verdict.judge import Judge
-        from pytest_gpuperf.verdict.paired import BASE, pair_order, paired_baseline
-
         pending = list(nodeids)
         most = self.policy.max_runs
         for i in range(most):
@@ -230,8 +231,6 @@ class ABGate(Gate):
     def verdicts(self) -> dict[str, Comparison]:
         """Each measured benchmark's verdict on the pairs so far, by key (those of a test whose
         fresh process failed are left out: :attr:`failed_side` says why)."""
-        from pytest_gpuperf.verdict.host_speed import in_ab_session
-
         return {
             k: in_ab_session(self.rule.decide(runs[0], runs, last=True))
             for k, runs in self.paired.current.items()
@@ -253,9 +252,6 @@ class ABGate(Gate):
         device: str,
         progress: Progress | None = None,
     ) -> Judgement:
-        from pytest_gpuperf.verdict.decide import with_note
-        from pytest_gpuperf.verdict.host_speed import in_ab_session
-
         out = Judgement()
         started = time.perf_counter()
         new = item.nodeid not in set(self.base_ids)
@@ -297,8 +293,6 @@ def run_in_tree(
 ) -> ChildRun:
     """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini file
     and code (``kw``: :func:`~pytest_gpuperf.shell.rerun.run_pytest_child`'s)."""
-    from pytest_gpuperf.shell.rerun import forwarded_args, run_pytest_child
-
     args, root = _base_args(run, tree, forwarded_args)
     return run_pytest_child(
         [_target(root, n) for n in nodeids],
@@ -344,8 +338,6 @@ def say_stale(removed: list[str]) -> None:
     """Report the A/B worktrees of killed sessions that this one removed."""
     if not removed:
         return
-    import sys
-
     print(
         f"gpuperf: removed {len(removed)} A/B worktree(s) that killed sessions left: "
         + ", ".join(removed),
@@ -359,9 +351,6 @@ def collect_base(run: RunContext, tree: BaseTree) -> list[str]:
 
     Raises ABError when the base tree cannot be collected or imports the current tree's code.
     """
-    from pytest_gpuperf.shell.ab_tree import CHECK_ENV, collection_error, read_check, shadow_error
-    from pytest_gpuperf.shell.rerun import temp_prefix
-
     config = run.config
     targets = []  # absolute: run_in_tree leaves them as they are
     for a in config.args:
