@@ -636,10 +636,7 @@ def _evidence(
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     base_inv = ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs)
-    b_s = comparison.baseline_s if comparison is not None else None
-    c_s = comparison.current_s if comparison is not None else None
-    if c_s is None and result is not None and result.rounds:
-        c_s = result.median
+    b_s, c_s = _times(comparison, result)
 
     mode = result.id.mode if result is not None else None
     ev = Evidence(
@@ -665,6 +662,15 @@ def _evidence(
     ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
     ev.nsys = list(ctx.state.get("nsys_findings") or [])
     return ev
+
+
+def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, Any]:
+    """The verdict's baseline and current seconds; the result's median where it has none."""
+    b_s = comparison.baseline_s if comparison is not None else None
+    c_s = comparison.current_s if comparison is not None else None
+    if c_s is None and result is not None and result.rounds:
+        c_s = result.median
+    return b_s, c_s
 
 
 def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) -> None:
