@@ -10,8 +10,8 @@ prints three journeys (docs/architecture.md shows today's figures):
   calls are not shown);
 * **--gpuperf-baseline**: from ``pytest_configure`` (where the option is resolved) to the
   first benchmark, the baseline loaded and its gate ready;
-* **save**: the call of ``shell/baselines.py:save`` that appends the session's run to a
-  baseline of one saved run, from its start to its return.
+* **save**: the call of ``shell/save.py:SavePlugin._save`` that appends the session's run
+  to a baseline of one saved run, from its start to its return.
 
 Each journey also says how often it *returns to a module already left*: its stops less its
 modules (a module entered once and left for good is one stop; every later stop in it is a
@@ -426,11 +426,11 @@ def main() -> int:
             _first_two(fast, args)
         calls = record(
             [*fast, "--gpuperf-save=main", "test_bench.py"],
-            ("shell.baselines", "save"),
+            ("shell.save", "_save"),
             Value(types=_saved_types()),
             until_return=True,
         )
-        report("save (shell/baselines.py:save, to its return)", calls, args.all, args.calls)
+        report("save (shell/save.py:SavePlugin._save, to its return)", calls, args.all, args.calls)
     return 0
 
 

@@ -7,14 +7,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from typing import Any
 
 import pytest
 
-from pytest_gpuperf.shell import markers, options
+from pytest_gpuperf import registry
+from pytest_gpuperf.artifacts.collectors.process import watch_parent
+from pytest_gpuperf.errors import GpuPerfWarning
+from pytest_gpuperf.interrupt import sigterm_as_ctrl_c
+from pytest_gpuperf.measure.ranks import RankEnv
+from pytest_gpuperf.shell import hookspecs, markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
+from pytest_gpuperf.shell.distributed import GroupPlugin, RankPlugin, this_rank
 from pytest_gpuperf.shell.fixture import GpuBench
+from pytest_gpuperf.shell.header import HeaderPlugin
+from pytest_gpuperf.shell.options import check_capture_skip
+from pytest_gpuperf.shell.outputs import OutputsPlugin
+from pytest_gpuperf.shell.ranks import RankSession
+from pytest_gpuperf.shell.rerun import leaked_child_marker, remove_stale_folders
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
+from pytest_gpuperf.shell.xdist import XdistHooks, pin_this_worker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,9 +35,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_gpuperf import registry
-    from pytest_gpuperf.shell import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
     pluginmanager.add_hookspecs(registry.Specs)
     pluginmanager.register(registry.BuiltIns(), "gpuperf-builtins")
@@ -35,29 +45,20 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     # In an xdist worker: pin the GPU before any conftest can start CUDA.
-    from pytest_gpuperf.shell.xdist import pin_this_worker
-
     pin_this_worker()
     if getattr(early_config.known_args_namespace, "gpuperf_child", False):
         # before any conftest runs (one may hang): end with the session that started us
-        from pytest_gpuperf.artifacts.collectors.process import watch_parent
-
         watch_parent()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", markers.MARKER_HELP)
-    from pytest_gpuperf.interrupt import sigterm_as_ctrl_c
-
     config.add_cleanup(sigterm_as_ctrl_c())  # a CI cancellation ends the run as Ctrl-C does
     try:
         cfg = GpuPerfConfig.from_pytest_config(config)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    from pytest_gpuperf.errors import GpuPerfWarning
-    from pytest_gpuperf.shell.rerun import leaked_child_marker
-
     leaked = leaked_child_marker(config)  # GPUPERF_CHILD leaked into a user's session
     if leaked is not None:
         config.issue_config_time_warning(GpuPerfWarning(leaked), stacklevel=2)
@@ -65,21 +66,87 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuperf.shell.ab_tree import register_check
 
         register_check(config, is_benchmark)
-    run = RunContext.build(config, cfg)
-    session = GpuPerfSession(run)
+    register_features(config, RunContext.build(config, cfg))
+
+
+def register_features(config: pytest.Config, run: RunContext) -> None:
+    """The core session, then a plugin object for each feature that is on, its module
+    imported only then; each after the objects it is given (their hooks' order)."""
+    rank = this_rank()  # one rank of a process group (torchrun's, or the plugin's)
+    session = GpuPerfSession(run, lead=not run.is_worker and (rank is None or rank.is_lead))
     config.stash[SESSION_KEY] = session
+    register = config.pluginmanager.register
     if run.settings.session.bisect:  # a search of the git history instead of the tests
         from pytest_gpuperf.shell import bisect
 
         bisect.check(run)
-        config.pluginmanager.register(bisect.BisectSession(run, session), "gpuperf-bisect")
-    config.pluginmanager.register(session, "gpuperf-session")
-    if session.ranks is not None:  # one rank of a process group (torchrun's, or the plugin's)
-        config.pluginmanager.register(session.ranks, "gpuperf-ranks")
-    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        from pytest_gpuperf.shell.xdist import XdistHooks
+        register(bisect.BisectSession(run, session), "gpuperf-bisect")
+    register(session, "gpuperf-session")
+    dist, ranks = _distributed(session, rank)
+    if session.lead and not session.child:  # the process that leaves baselines and reports
+        remove_stale_folders()  # the children's temp folders of a session killed outright
+        check_capture_skip(config, run.settings.capture.skip)
+    # a process that judges its tests: not a child, not a rank other than 0 (a worker does)
+    judges = not session.child and (ranks is None or ranks.lead)
+    gate, capture = _verdicts(session, dist) if judges else (None, None)
+    follows = ranks is not None and not session.child  # a torchrun rank agrees with rank 0
+    if gate is not None or capture is not None or follows:
+        from pytest_gpuperf.shell.gating import VerdictStep
 
-        config.pluginmanager.register(XdistHooks(session.run_id), "gpuperf-xdist")
+        register(VerdictStep(gate, capture, ranks), "gpuperf-verdict")
+    if session.lead:
+        _reports(session, gate, capture)
+
+
+def _distributed(
+    session: GpuPerfSession, rank: RankEnv | None
+) -> tuple[RankPlugin | GroupPlugin, RankSession | None]:
+    """A rank's plugin and its rank session, or the plugin that starts ranks; xdist's hooks
+    on its controller."""
+    register = session.config.pluginmanager.register
+    dist = RankPlugin(session, rank) if rank is not None else GroupPlugin(session)
+    register(dist, "gpuperf-distributed")
+    ranks = dist.ranks if isinstance(dist, RankPlugin) else None
+    if ranks is not None:
+        register(ranks, "gpuperf-ranks")
+    if session.config.pluginmanager.hasplugin("xdist") and not session.run.is_worker:
+        register(XdistHooks(session.run_id), "gpuperf-xdist")
+    return dist, ranks
+
+
+def _verdicts(session: GpuPerfSession, dist: RankPlugin | GroupPlugin) -> Any:
+    """The gate's plugin (a baseline or A/B), the capture's (on failure, or always)."""
+    settings, register = session.settings, session.config.pluginmanager.register
+    gate = capture = None
+    if settings.session.ab or settings.session.baseline:
+        from pytest_gpuperf.shell.gating import GatePlugin
+
+        gate = GatePlugin(session, child_runner=dist.confirmation_runner)
+        register(gate, "gpuperf-gate")
+    mode = settings.capture.mode
+    if mode == "always" or (mode == "on-failure" and gate is not None):
+        from pytest_gpuperf.shell.capturing import CapturePlugin
+
+        baselines_of = gate.baselines_of if gate is not None else None
+        capture = CapturePlugin(session, baselines_of=baselines_of, runner_for=dist.capture_runner)
+        register(capture, "gpuperf-capture")
+    return gate, capture
+
+
+def _reports(session: GpuPerfSession, gate: Any, capture: Any) -> None:
+    """The save's plugin, the header's, the outputs' (after the ranks': both trylast, the
+    outputs' end comes first)."""
+    register = session.config.pluginmanager.register
+    save = None
+    if not session.child and session.settings.session.save:
+        from pytest_gpuperf.shell.save import SavePlugin
+
+        save = SavePlugin(session)
+        register(save, "gpuperf-save")
+    header = HeaderPlugin(session)
+    register(header, "gpuperf-header")
+    outputs = OutputsPlugin(session, header, gate=gate, capture=capture, save=save)
+    register(outputs, "gpuperf-outputs")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,25 +1,17 @@
 """``--gpuperf-ab=REF``: base and current tree measured in alternation, judged like a baseline.
 
-The session process (or the xdist controller) checks REF out into a temporary worktree
-(:mod:`pytest_gpuperf.shell.ab_tree`) and collects the base tree once in a fresh process,
-which says which benchmarks it has, fails clearly on a base tree that cannot be collected,
-and on one whose processes import the current tree's code. Then, for the benchmarks of
-both trees, :class:`ABGate` runs fresh processes of the base tree and of the current tree
-in pairs, ABBA... (:func:`~pytest_gpuperf.verdict.paired.pair_order`), each on the
-session's device and under its per-device lock (the children take it to measure). After
-each pair every benchmark is judged by :class:`~pytest_gpuperf.verdict.judge.Judge`, the
-base runs as its baseline and the current tree's as its current runs; a benchmark whose
-verdict is final leaves the next pair. Pairs stop when none is left, or after
-``--gpuperf-reruns`` + 1 pairs: a suspect still open is then inconclusive, as with a
-stored baseline.
-
-Without xdist the first benchmark's pairs also measure every later benchmark (one process
-per side per pair for the whole session); an xdist worker, which does not know its later
-tests, pairs each test on its own, on its own GPU.
+REF is checked out into a temporary worktree (:mod:`pytest_gpuperf.shell.ab_tree`) and
+collected once in a fresh process, which fails clearly on a base tree that cannot be
+collected or imports the current tree's code. :class:`ABGate` then runs fresh processes
+of the two trees in pairs, ABBA... (:func:`~pytest_gpuperf.verdict.paired.pair_order`),
+under the device's lock, and judges after each pair, the base runs as the baseline, until
+every verdict is final or ``--gpuperf-reruns`` + 1 pairs ran. Without xdist one pair
+measures the later benchmarks too; an xdist worker pairs each test on its own (docs/ab.md).
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -29,9 +21,24 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.interrupt import how
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, remove_stale
-from pytest_gpuperf.shell.gate import Gate, Judgement
+from pytest_gpuperf.shell.ab_tree import (
+    CHECK_ENV,
+    ABError,
+    BaseTree,
+    collection_error,
+    read_check,
+    remove_stale,
+    shadow_error,
+)
+from pytest_gpuperf.shell.gate import CHILD_RAN, Gate, Judgement, child_failure
+from pytest_gpuperf.shell.progress import silent
+from pytest_gpuperf.shell.rerun import forwarded_args, run_child, run_pytest_child, temp_prefix
+from pytest_gpuperf.shell.settings import fingerprint_extra
+from pytest_gpuperf.verdict.decide import with_note
+from pytest_gpuperf.verdict.judge import Judge
+from pytest_gpuperf.verdict.paired import BASE, PairedRuns, pair_order, paired_baseline, sides
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
@@ -46,9 +53,6 @@ class ABGate(Gate):
     """The gate of an A/B session: its baseline is the base tree's runs of this session."""
 
     def __init__(self, run: RunContext, tree: BaseTree, base_ids: Sequence[str]):
-        from pytest_gpuperf.shell.baselines import fingerprint_extra
-        from pytest_gpuperf.verdict.paired import PairedRuns, paired_baseline
-
         self.tree = tree
         self.extra = fingerprint_extra(run.config) or None
         super().__init__(run, paired_baseline(tree.label, {}, fingerprint_extra=None))
@@ -97,9 +101,6 @@ class ABGate(Gate):
             raise pytest.UsageError(str(e)) from None
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupt.py)
             tree.remove()
-            import sys
-
-            from pytest_gpuperf.interrupt import how
 
             print(
                 f"gpuperf: interrupted ({how(e)}) while collecting the base tree of "
@@ -129,8 +130,6 @@ class ABGate(Gate):
         self.current_ids = list(nodeids)
 
     def session_info(self) -> dict[str, Any] | None:
-        from pytest_gpuperf.verdict.paired import sides
-
         s = sides(self.base_ids, self.current_ids)
         return {
             "ref": self.tree.ref,
@@ -163,8 +162,6 @@ class ABGate(Gate):
     # --- the pairs ------------------------------------------------------------------
 
     def _run(self, side: str, nodeids: Sequence[str], device: str) -> ChildRun:
-        from pytest_gpuperf.shell.rerun import run_child
-
         tree = self.tree if side == "base" else self.current_tree
         if tree is None:
             child = run_child(self.run, list(nodeids), device=device, env=self.tree.env(side))
@@ -177,8 +174,6 @@ class ABGate(Gate):
     def _check(self, child: ChildRun, side: str, pending: Sequence[str]) -> None:
         """Keep ``child``'s runs; a test it did not measure, or a child that failed, is an
         error of that test (``failed_side``), shown in its failure and in the terminal."""
-        from pytest_gpuperf.shell.gate import CHILD_RAN, child_failure
-
         got = {r.id.nodeid for r in child.results}
         self.paired.add(side, child.results)
         missing = [n for n in pending if n not in got]
@@ -193,10 +188,6 @@ class ABGate(Gate):
 
     def pairs(self, nodeids: Sequence[str], device: str, progress: Progress | None) -> None:
         """Pairs of fresh processes for ``nodeids`` until each one's verdicts are final."""
-        from pytest_gpuperf.shell.progress import silent
-        from pytest_gpuperf.verdict.judge import Judge
-        from pytest_gpuperf.verdict.paired import BASE, pair_order, paired_baseline
-
         pending = list(nodeids)
         most = self.policy.max_runs
         for i in range(most):
@@ -260,8 +251,6 @@ class ABGate(Gate):
         device: str,
         progress: Progress | None = None,
     ) -> Judgement:
-        from pytest_gpuperf.verdict.decide import with_note
-
         out = Judgement()
         started = time.perf_counter()
         new = item.nodeid not in set(self.base_ids)
@@ -303,8 +292,6 @@ def run_in_tree(
 ) -> ChildRun:
     """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini file
     and code (``kw``: :func:`~pytest_gpuperf.shell.rerun.run_pytest_child`'s)."""
-    from pytest_gpuperf.shell.rerun import forwarded_args, run_pytest_child
-
     args, root = _base_args(run, tree, forwarded_args)
     return run_pytest_child(
         [_target(root, n) for n in nodeids],
@@ -350,8 +337,6 @@ def say_stale(removed: list[str]) -> None:
     """Report the A/B worktrees of killed sessions that this one removed."""
     if not removed:
         return
-    import sys
-
     print(
         f"gpuperf: removed {len(removed)} A/B worktree(s) that killed sessions left: "
         + ", ".join(removed),
@@ -365,9 +350,6 @@ def collect_base(run: RunContext, tree: BaseTree) -> list[str]:
 
     Raises ABError when the base tree cannot be collected or imports the current tree's code.
     """
-    from pytest_gpuperf.shell.ab_tree import CHECK_ENV, collection_error, read_check, shadow_error
-    from pytest_gpuperf.shell.rerun import temp_prefix
-
     config = run.config
     targets = []  # absolute: run_in_tree leaves them as they are
     for a in config.args:

@@ -1,15 +1,10 @@
 """The base side of ``--gpuperf-ab=REF``: REF checked out in a temporary git worktree.
 
-:class:`BaseTree` resolves REF with git, checks it out detached into a temporary
-directory and removes it again (``git worktree remove``, then ``prune``). It maps paths of
-the current tree to their counterparts in the base tree, and gives a base process its
-environment: the base worktree's root and its ``src/`` first on ``PYTHONPATH`` (entries
-of the current tree mapped to the base tree), and compile caches of its own.
-
-A base process also loads :class:`BaseTreeCheck` (``GPUPERF_AB_CHECK``): it records
-which benchmarks the base tree has, which files failed to be collected, and every module
-imported from the *current* tree (an editable install shadowing the base tree's code),
-into a JSON file the parent reads.
+:class:`BaseTree` checks REF out detached, removes it again, maps the current tree's paths
+to the base tree's and gives a base process its environment (the base root and its
+``src/`` first on ``PYTHONPATH``, compile caches of its own). A base process loads
+:class:`BaseTreeCheck`: the base tree's benchmarks, its collection errors and any module
+imported from the *current* tree (an editable install shadowing the base), as JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -26,6 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target
+from pytest_gpuperf.errors import OutputError
+from pytest_gpuperf.model import printable
+from pytest_gpuperf.shell.rerun import is_child
 
 #: In a base process: where its BaseTreeCheck writes what it found.
 CHECK_ENV = "GPUPERF_AB_CHECK"
@@ -246,8 +247,6 @@ def shadowing_modules(base: Path, current: Path) -> list[tuple[str, str]]:
     Files of the Python installation (a virtual environment inside the repository) and
     the plugin itself are not the code under test, and are left out.
     """
-    import site
-
     installed = {
         Path(p).resolve()
         for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *site.getsitepackages())
@@ -303,9 +302,6 @@ class BaseTreeCheck:
         the parent's temp file, never a FIFO, a device or a folder. Never raises."""
         if self.refused is not None:
             return
-        from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target
-        from pytest_gpuperf.errors import OutputError
-        from pytest_gpuperf.model import printable
 
         doc: dict[str, Any] = {
             "benchmarks": self.benchmarks,
@@ -328,8 +324,6 @@ class BaseTreeCheck:
 def register_check(config: pytest.Config, is_benchmark: Callable[[pytest.Item], bool]) -> None:
     """In a base process (a child with ``GPUPERF_AB_CHECK`` and the trees' roots set): load
     :class:`BaseTreeCheck`. The variable leaked into any other session is ignored."""
-    from pytest_gpuperf.shell.rerun import is_child
-
     out = os.environ.get(CHECK_ENV)
     base, current = os.environ.get(BASE_ENV), os.environ.get(CURRENT_ENV)
     if not (out and base and current) or not is_child(config):

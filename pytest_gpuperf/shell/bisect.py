@@ -12,6 +12,7 @@ against it, as the gate captures a regression.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, git
+from pytest_gpuperf.baseline.fileio import write_output
+from pytest_gpuperf.errors import OutputError
+from pytest_gpuperf.outcome import REGRESSION
+from pytest_gpuperf.reporting import github
+from pytest_gpuperf.reporting.bisect import github_line, step_line, summary_lines
+from pytest_gpuperf.shell.ab import ABGate, collect_base, run_in_tree, say_stale
+from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, git, remove_stale
+from pytest_gpuperf.shell.capture import capture, should_capture
+from pytest_gpuperf.shell.progress import Progress
+from pytest_gpuperf.shell.session import is_benchmark
 from pytest_gpuperf.verdict import bisection as b
 
 if TYPE_CHECKING:
@@ -77,8 +87,6 @@ class BisectSession:
     """One session's search: the history, GOOD's tree, the steps, the report."""
 
     def __init__(self, run: RunContext, session: GpuPerfSession):
-        from pytest_gpuperf.shell.progress import Progress
-
         self.run, self.session = run, session
         self.progress = Progress.from_config(run.config, run.settings.report.progress)
         self.commits = history(run.settings.session, run.invocation_dir)
@@ -97,8 +105,6 @@ class BisectSession:
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         """The search instead of the tests (pytest's own loop stops on collection errors,
         and after collecting only)."""
-        from pytest_gpuperf.shell.session import is_benchmark
-
         if session.testsfailed or session.config.option.collectonly:
             return None
         nodeids = [i.nodeid for i in session.items if is_benchmark(i)]
@@ -125,8 +131,6 @@ class BisectSession:
         return True
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from pytest_gpuperf.reporting.bisect import summary_lines
-
         if self.report is None or not self.report.wall_s:  # none, or interrupted
             return
         tr = terminalreporter
@@ -147,9 +151,6 @@ class BisectSession:
     # --- the search -------------------------------------------------------------------
 
     def _bisect(self, nodeids: Sequence[str]) -> None:
-        from pytest_gpuperf.shell.ab import collect_base, say_stale
-        from pytest_gpuperf.shell.ab_tree import remove_stale
-
         report = self.report
         assert report is not None
         good, bad = report.good, report.bad
@@ -210,9 +211,6 @@ class BisectSession:
     ) -> b.Step:
         """One A/B of ``commit`` against ``against`` (``keys``: the benchmarks it must tell
         about; None: those it measures), each checked out in a worktree."""
-        from pytest_gpuperf.reporting.bisect import step_line
-        from pytest_gpuperf.shell.ab import ABGate
-
         assert self.report is not None
         t0, report = time.monotonic(), self.report
         step = b.Step(len(report.steps) + 1, commit, against, purpose)
@@ -299,13 +297,6 @@ class BisectSession:
     ) -> dict[str, tuple[Any, str]]:
         """The gate's capture of ``commit``'s slower tests against their runs at ``parent``,
         profiled first: its kernel inventory joins its runs, as a saved baseline's run has it."""
-        from pytest_gpuperf.artifacts.collectors.torch_profiler import (
-            TorchProfilerCollector,
-            saved_profiles,
-        )
-        from pytest_gpuperf.outcome import REGRESSION
-        from pytest_gpuperf.shell.capture import should_capture
-
         slower = [k for k, c in verdicts.items() if c.kind == REGRESSION]
         if gate is None or not should_capture(self.run.settings.capture.mode, bool(slower)):
             return {}
@@ -314,28 +305,40 @@ class BisectSession:
             if not self._room():
                 break
             mine = [k for k in slower if self.nodeid_of[k] == nodeid]
-            base = {k: gate.paired.base[k] for k in mine if gate.paired.base.get(k)}
-            tool = TorchProfilerCollector()
-            firsts = [rs[0] for rs in base.values()]  # none when GOOD's processes failed
-            got = firsts and self._capture(parent, "-parent", firsts, keys=mine, collectors=[tool])
-            profiles = saved_profiles(got.directory / tool.name) if got else {}
-            for key, runs in base.items():
-                for r in runs if profiles.get(key) else ():
-                    r.extra = {**(r.extra or {}), "kernels": profiles[key]["inventory"]}
-            current = [gate.paired.current[k][0] for k in mine]
-            got = self._capture(
-                commit, "", current, keys=mine, comparisons=verdicts, baselines=base
-            )
-            if got is not None:
-                out |= {k: (d, str(got.directory)) for k, d in got.diagnoses.items()}
+            out |= self._diagnose_test(commit, parent, gate, verdicts, mine)
         return out
+
+    def _diagnose_test(
+        self,
+        commit: b.Commit,
+        parent: b.Commit,
+        gate: ABGate,
+        verdicts: dict[str, Any],
+        mine: list[str],
+    ) -> dict[str, tuple[Any, str]]:
+        """One test's benchmarks ``mine``: profiled at ``parent``, then captured at ``commit``."""
+        from pytest_gpuperf.artifacts.collectors.torch_profiler import (
+            TorchProfilerCollector,
+            saved_profiles,
+        )
+
+        base = {k: gate.paired.base[k] for k in mine if gate.paired.base.get(k)}
+        tool = TorchProfilerCollector()
+        firsts = [rs[0] for rs in base.values()]  # none when GOOD's processes failed
+        got = firsts and self._capture(parent, "-parent", firsts, keys=mine, collectors=[tool])
+        profiles = saved_profiles(got.directory / tool.name) if got else {}
+        for key, runs in base.items():
+            for r in runs if profiles.get(key) else ():
+                r.extra = {**(r.extra or {}), "kernels": profiles[key]["inventory"]}
+        current = [gate.paired.current[k][0] for k in mine]
+        got = self._capture(commit, "", current, keys=mine, comparisons=verdicts, baselines=base)
+        if got is None:
+            return {}
+        return {k: (d, str(got.directory)) for k, d in got.diagnoses.items()}
 
     def _capture(self, commit: b.Commit, tag: str, results: list[Any], **kw: Any) -> Any:
         """:func:`~pytest_gpuperf.shell.capture.capture` of the test of ``results`` at
         ``commit`` (its folder ``<run id>-bisect-<sha><tag>``)."""
-        from pytest_gpuperf.shell.ab import run_in_tree
-        from pytest_gpuperf.shell.capture import capture
-
         device, nodeid = self.session.ensure_device(), results[0].id.nodeid
         tree = self._tree(commit)
         runner = partial(run_in_tree, self.run, tree, [nodeid], device=device) if tree else None
@@ -350,12 +353,6 @@ class BisectSession:
 
     def _github(self, report: b.Report) -> None:
         """The search's line in ``$GITHUB_STEP_SUMMARY`` (per ``--gpuperf-github``)."""
-        import os
-
-        from pytest_gpuperf.baseline.fileio import write_output
-        from pytest_gpuperf.errors import OutputError
-        from pytest_gpuperf.reporting import github
-        from pytest_gpuperf.reporting.bisect import github_line
 
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if not summary or not github.enabled(self.run.settings.report.github, os.environ):

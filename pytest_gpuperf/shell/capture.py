@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -32,12 +33,15 @@ from pytest_gpuperf.artifacts.collectors.base import (
     SKIPPED,
     CaptureContext,
     CaptureSettings,
-    ChildRun,
     ChildRunner,
     Collector,
     CollectorResult,
     CudaToolCollector,
 )
+from pytest_gpuperf.artifacts.collectors.process import SparePython
+from pytest_gpuperf.reporting.explain import change_text
+from pytest_gpuperf.shell.locks import device_key, device_lock
+from pytest_gpuperf.shell.rerun import CHILD_ENV, is_child, run_child
 
 if TYPE_CHECKING:
     import pytest
@@ -48,7 +52,6 @@ if TYPE_CHECKING:
     from pytest_gpuperf.verdict.comparison import Comparison
 
 NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
-POLICIES = (NEVER, ON_FAILURE, ALWAYS)
 #: The reason of a tool that the capture budget left no time for (a leftover).
 NO_TIME = "no time left in the capture budget"
 #: Where a capture's profiles are taken, as the diagnosis says it.
@@ -256,27 +259,15 @@ def capture(
 ) -> CaptureReport | None:
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
-    ``run`` is the session (its capture settings, hooks and child processes; ``None``:
-    no session). ``settings``: the capture settings when there is no session (default:
-    the session's, else the defaults). ``results`` are the test's results;
-    ``comparisons`` maps a benchmark key to its verdict (``Result.comparison`` is used when
-    absent); ``baselines`` maps a key to its baseline runs
-    (``RunRecord`` objects or their ``extra`` dicts) for the kernel diff.
-    ``keys`` are the benchmarks to capture (default: those whose verdict is
-    ``regression``, else all of the test's). ``lock`` is the device lock,
-    held for the whole capture so that no other benchmark is measured on the
-    GPU meanwhile (the children are told the lock is theirs); by default the
-    session's per-GPU lock when ``run`` is given. Returns ``None`` in a
-    child process. ``progress`` (a :class:`pytest_gpuperf.shell.progress.Progress`)
-    shows which tool runs while the capture lasts. ``plan`` makes this one pass of a
-    capture in two (:class:`PassPlan`; default: every tool, now). Never raises for a
-    collector's problem.
+    ``run``: the session (``None``: none; then ``settings``, else the defaults).
+    ``comparisons`` and ``baselines`` (its runs, for the kernel diff) by benchmark key;
+    ``keys``: what to capture (default: the regressions, else all). ``lock``: held for the
+    whole capture, so nothing else is measured on the GPU meanwhile (by default the
+    session's per-GPU lock). ``plan``: this pass of a capture in two (:class:`PassPlan`).
+    ``None`` in a child process; never raises for a collector's problem.
     """
-    if run is not None:
-        from pytest_gpuperf.shell.rerun import is_child
-
-        if is_child(run.config):
-            return None
+    if run is not None and is_child(run.config):
+        return None
     t0 = time.monotonic()
     try:
         return _capture(
@@ -468,10 +459,6 @@ def _run_collectors(
         skip.add("ncu")
     ctx.skip = frozenset(skip)
     now, later = _split(ctx, todo, plan)
-    not_here: dict[str, str] = {}
-    if any((r.extra or {}).get("group") for r in ctx.results):
-        # Nsight Compute replays each kernel alone: a collective would wait for its peers forever
-        not_here["ncu"] = "not run on a distributed test (its kernel replay deadlocks collectives)"
     done: list[CollectorResult] = []
     label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}{plan.label}"
     task_cm = progress.task(label) if progress is not None and now else contextlib.nullcontext()
@@ -482,20 +469,36 @@ def _run_collectors(
         ):
             if lock is not None and ctx.run_child is not None:
                 ctx.run_child = _children_hold_the_lock(ctx.run_child)
-            for i, col in enumerate(now, 1):
-                if task is not None:
-                    task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
-                name = _name(col)
-                if name in not_here:
-                    done.append(CollectorResult.skipped(name, not_here[name]))
-                    continue
-                done.append(_run_collector(col, ctx, skip, settings.budget_s))
+            _run_each(ctx, now, skip, settings.budget_s, task, done)
             ctx.settle()  # what the collectors left running (nsys's summaries)
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
         done += [CollectorResult.skipped(_name(c), why) for c in now[len(done) :]]
     ran, waits = iter(done), iter(later)  # in the order of ``todo``
     return [next(ran) if any(col is c for c in now) else next(waits) for col in todo]
+
+
+def _run_each(
+    ctx: CaptureContext,
+    now: Sequence[Collector],
+    skip: set[str],
+    budget_s: float,
+    task: Any,
+    done: list[CollectorResult],
+) -> None:
+    """Run the collectors of ``now`` in turn, each result appended to ``done`` as it comes."""
+    not_here: dict[str, str] = {}
+    if any((r.extra or {}).get("group") for r in ctx.results):
+        # Nsight Compute replays each kernel alone: a collective would wait for its peers forever
+        not_here["ncu"] = "not run on a distributed test (its kernel replay deadlocks collectives)"
+    for i, col in enumerate(now, 1):
+        if task is not None:
+            task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
+        name = _name(col)
+        if name in not_here:
+            done.append(CollectorResult.skipped(name, not_here[name]))
+            continue
+        done.append(_run_collector(col, ctx, skip, budget_s))
 
 
 def _split(
@@ -582,8 +585,6 @@ def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> 
 
 def _session_lock(device: str, timeout_s: float) -> Callable[[], AbstractContextManager[object]]:
     def lock() -> AbstractContextManager[object]:
-        from pytest_gpuperf.shell.locks import device_key, device_lock
-
         return device_lock(device_key(device), timeout_s=timeout_s)
 
     return lock
@@ -635,11 +636,7 @@ def _evidence(
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     base_inv = ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs)
-    b_s = comparison.baseline_s if comparison is not None else None
-    c_s = comparison.current_s if comparison is not None else None
-    if c_s is None and result is not None and result.rounds:
-        c_s = result.median
-    from pytest_gpuperf.reporting.explain import change_text
+    b_s, c_s = _times(comparison, result)
 
     mode = result.id.mode if result is not None else None
     ev = Evidence(
@@ -665,6 +662,15 @@ def _evidence(
     ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
     ev.nsys = list(ctx.state.get("nsys_findings") or [])
     return ev
+
+
+def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, Any]:
+    """The verdict's baseline and current seconds; the result's median where it has none."""
+    b_s = comparison.baseline_s if comparison is not None else None
+    c_s = comparison.current_s if comparison is not None else None
+    if c_s is None and result is not None and result.rounds:
+        c_s = result.median
+    return b_s, c_s
 
 
 def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) -> None:
@@ -738,8 +744,6 @@ def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidenc
 def _child_runner(
     session: RunContext, nodeid: str, device: str, spares: SparePool | None = None
 ) -> ChildRunner:
-    from pytest_gpuperf.shell.rerun import run_child
-
     def run(
         *,
         env: Mapping[str, str] | None = None,
@@ -790,11 +794,6 @@ class SparePool:
         self.prelude = CUDA_PRELUDE if device == "cuda" else ""
 
     def take(self) -> SparePython | None:
-        import os
-
-        from pytest_gpuperf.artifacts.collectors.process import SparePython
-        from pytest_gpuperf.shell.rerun import CHILD_ENV
-
         spare, self._next = self._next, None
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
         self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
@@ -820,43 +819,3 @@ class SparePool:
         if self._next is not None:
             self._next.close()
             self._next = None
-
-
-def standalone_runner(
-    nodeid: str,
-    *,
-    rootdir: Path | str,
-    device: str,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-) -> ChildRunner:
-    """A child runner without a pytest session (for scripts and tests of the collectors).
-
-    It runs ``python -m pytest <nodeid> --gpuperf-child ...`` in ``rootdir``
-    through :func:`pytest_gpuperf.shell.rerun.run_pytest_child`, with ``args`` added.
-    """
-    from pytest_gpuperf.shell.rerun import run_pytest_child
-
-    base_env = dict(env or {})
-
-    def run(
-        *,
-        env: Mapping[str, str] | None = None,
-        prefix: Sequence[str] = (),
-        timeout_s: float,
-        log_path: Path | None = None,
-        extra_args: Sequence[str] = (),
-    ) -> ChildRun:
-        return run_pytest_child(
-            [nodeid],
-            device=device,
-            args=["-p", "no:cacheprovider", *args, *extra_args],
-            env={**base_env, **(env or {})},
-            drop_env=("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"),
-            prefix=prefix,
-            timeout_s=timeout_s,
-            cwd=rootdir,
-            log_path=log_path,
-        )
-
-    return run

@@ -1,25 +1,12 @@
 """The session's capture budget: a first diagnosis at each verdict, the rest after the last one.
 
-A red run must cost seconds per regression, not minutes, so a session's captures share one
-budget (``--gpuperf-capture-session-budget``, 3 minutes by default) and come in two passes:
-
-1. **At the verdict**, in the process that judged the test (an xdist worker too), the first
-   diagnosis: torch.profiler and, for compiled code, TORCH_TRACE, both from one fresh child
-   that re-measures briefly and profiles a bounded window (:data:`FIRST_TOOLS`), so the
-   test's failure message opens with where the time went. These passes may spend at most
-   :data:`FIRST_SHARE` of the budget, in the order the tests fail.
-2. **After the last verdict**, in the process that writes the reports (the xdist
-   controller: it knows every verdict, and every worker has measured by then, so nothing
-   a profiler does can reach a measurement), what is missing, the largest slowdowns
-   first: the first diagnoses that did not fit, then Nsight Systems, Nsight Compute and
-   the collectors of ``pytest_gpuperf_collectors`` hooks. A pass starts only when what is
-   left of the budget covers what such a pass has taken in this session (or
-   :data:`EXPECTED_S` before there was one); every tool is killed at the budget's end.
-
-What no pass reached is left over: the terminal summary lists each such test with the one
-command that captures it later (:func:`pytest_gpuperf.shell.rerun.capture_command`). The
-seconds every process spends go to one ledger file in the session's artifacts folder
-(:class:`Ledger`), so the workers and the controller spend one budget.
+A red run must cost seconds per regression, not minutes: a session's captures share one
+budget (``--gpuperf-capture-session-budget``) in two passes. At the verdict, in the process
+that judged the test, the first diagnosis (:data:`FIRST_TOOLS`, one child), within
+:data:`FIRST_SHARE` of the budget. After the last verdict, where the reports are written
+(no measurement can run beside it then), what is missing, the largest slowdowns first, each
+pass only while the budget left covers what such a pass took. What no pass reached is
+listed with the command that captures it later. The processes share one :class:`Ledger`.
 """
 
 from __future__ import annotations
@@ -37,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.artifacts.analysis.layout import Layout
 from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED, Collector
 from pytest_gpuperf.model import short_test_id
+from pytest_gpuperf.reporting.explain import change_of
 from pytest_gpuperf.shell.capture import (
     NO_TIME,
     CaptureReport,
@@ -47,6 +35,7 @@ from pytest_gpuperf.shell.capture import (
     collectors_for,
     could_run,
 )
+from pytest_gpuperf.shell.rerun import capture_command
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRunner
@@ -316,8 +305,6 @@ class SessionCapture:
     # --- what is left over ---------------------------------------------------------
 
     def note_leftovers(self, results: Sequence[Result]) -> None:
-        from pytest_gpuperf.shell.rerun import capture_command
-
         self.leftovers = [
             Leftover(t.nodeid, t.change, t.waiting(), capture_command(self.run, t.nodeid))
             for t in sorted(_tests(results).values(), key=lambda t: -t.slowdown)
@@ -400,8 +387,6 @@ def _what(tools: Sequence[str]) -> str:
 
 def _tests(results: Iterable[Result]) -> dict[str, _Test]:
     """The captured tests of ``results``, by node id, read from their artifact entries."""
-    from pytest_gpuperf.reporting.explain import change_of
-
     out: dict[str, _Test] = {}
     for r in results:
         entries = [a for a in r.artifacts if isinstance(a, Mapping) and a.get("collector")]

@@ -12,6 +12,7 @@ import functools
 import inspect
 import math
 import statistics
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -21,9 +22,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
+from pytest_gpuperf.artifacts.collectors.child import (
+    InventorySettings,
+    child_policy,
+    measure_hooks,
+)
 from pytest_gpuperf.errors import BenchOutOfMemory, DeviceBusy, GpuPerfError
 from pytest_gpuperf.measure import allocation, backend, engine
 from pytest_gpuperf.measure.contention import ContentionWindow
+from pytest_gpuperf.measure.distributed import argument_bytes
+from pytest_gpuperf.measure.environment import collect_environment
 from pytest_gpuperf.measure.flags import flag_notes
 from pytest_gpuperf.measure.memory import (
     allocator_counters,
@@ -32,16 +40,18 @@ from pytest_gpuperf.measure.memory import (
     is_oom,
     release_memory,
 )
+from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
 from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.measure.summary import median
 from pytest_gpuperf.measure.tracing import active_tracer, torch_profiler_active, tracer_note
 from pytest_gpuperf.model import BenchId, Result, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
+from pytest_gpuperf.shell.markers import format_param
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
 from pytest_gpuperf.shell.settings import PerTest, Settings
 from pytest_gpuperf.telemetry.probe import gather
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.artifacts.collectors.child import InventorySettings
     from pytest_gpuperf.verdict.policy import VerdictSettings
 
 #: probe(bench_id, clock) -> context manager yielding finish(raw) -> telemetry dict | None
@@ -114,17 +124,15 @@ class BenchContext:
     record: Callable[[Result], None]
     marker: Mapping[str, Any] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
-    display_params: tuple[tuple[str, str], ...] = ()
     disabled: bool = False
-    environment: Callable[[], dict[str, Any]] | None = None
     probes: list[Probe] = field(default_factory=list)
     phase_range: PhaseRange = _no_range
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
-    #: run after each measurement: a kernel inventory when saving a baseline, the profiled
-    #: calls of a capture child (the session passes artifacts.collectors.child.measure_hooks,
-    #: given inventory_settings(settings)); None: the fixture finds them itself, on first use
+    #: run after each measurement (a distributed test's collectives' profile); None: those
+    #: of this process, found on first use (artifacts.collectors.child.measure_hooks: a
+    #: kernel inventory when saving a baseline, the profiled calls of a capture child)
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
     #: the terminal for a step that lasts (progress.Progress.task); nothing by default
@@ -134,9 +142,6 @@ class BenchContext:
     #: activity() -> a GPM window (telemetry.probe.ActivityWindow), read over plain calls
     #: after each CUDA measurement; None: no activity and no allocator figures
     activity: Callable[[], Any] | None = None
-    #: applied to each benchmark's measurement policy: a capture child re-measures briefly
-    #: before it profiles (artifacts.collectors.child.child_policy); None: as resolved
-    adjust_policy: Callable[[MeasurePolicy], MeasurePolicy] | None = None
     #: this rank's process group (measure.distributed.Group), in a test marked world_size=:
     #: the benchmark is timed on every rank in step; None otherwise
     group: Any = None
@@ -208,6 +213,13 @@ def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> fl
         sig = inspect.signature(value)
     except (TypeError, ValueError):
         return float(value(**params))
+    return float(value(**_arguments(sig, params, what, test)))
+
+
+def _arguments(
+    sig: inspect.Signature, params: Mapping[str, Any], what: str, test: str
+) -> dict[str, Any]:
+    """The test's parameters that ``sig`` takes by name (all of them for ``**kwargs``)."""
     accepts_all = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     names = [
         n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
@@ -220,8 +232,7 @@ def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> fl
             f"{', '.join(sorted(params)) or 'none'}). Name the callable's arguments after the "
             "test's parameters, e.g. flops=lambda shape: 2 * shape[0] * shape[1] * shape[2]."
         )
-    kwargs = dict(params) if accepts_all else {n: params[n] for n in names if n in params}
-    return float(value(**kwargs))
+    return dict(params) if accepts_all else {n: params[n] for n in names if n in params}
 
 
 p_empty = inspect.Parameter.empty
@@ -280,28 +291,7 @@ class GpuBench:
         """Like calling the fixture, with ``fn``'s arguments given explicitly."""
         __tracebackhide__ = True
         ctx = self._ctx
-        if not callable(fn):
-            raise TypeError(
-                f"gpu_bench() needs a callable as its first argument, got {type(fn).__name__} "
-                f"{fn!r:.80}; pass the function itself, e.g. gpu_bench(torch.mm, a, b)"
-            )
-        unknown = sorted(set(options) - PER_TEST_OPTIONS)
-        if unknown:
-            raise TypeError(f"gpu_bench.measure() got unknown option(s): {', '.join(unknown)}")
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise TypeError(f"gpu_bench(name=...) must be a non-empty string, got {name!r}")
-        if name in self._names:
-            label = "without a name" if name is None else f"with name={name!r}"
-            raise GpuPerfError(
-                f"gpu_bench was called twice in {ctx.test_name or ctx.nodeid} {label}. Give each "
-                "measurement of one test its own name: gpu_bench(fn, name='fwd'), "
-                "gpu_bench(bwd, name='bwd')."
-            )
-        if setup is not None and not callable(setup):
-            raise TypeError(
-                f"gpu_bench(setup=...) needs a callable that makes fn's inputs, got "
-                f"{type(setup).__name__} {setup!r:.80}; e.g. setup=lambda: ((x0.clone(),), {{}})"
-            )
+        self._check_call(fn, name, setup, options)
         self._names.add(name)
         # What every mode's timer and the after-measure hooks call: made once.
         call = backend.Invocation(fn, tuple(args), dict(kwargs or {}), setup, group=ctx.group)
@@ -330,6 +320,35 @@ class GpuBench:
         return self._run(call, name, settings)
 
     # --- internals -------------------------------------------------------
+
+    def _check_call(
+        self, fn: Any, name: str | None, setup: Any, options: Mapping[str, Any]
+    ) -> None:
+        """A callable, known options, a name not measured yet in this test, a callable setup."""
+        __tracebackhide__ = True
+        ctx = self._ctx
+        if not callable(fn):
+            raise TypeError(
+                f"gpu_bench() needs a callable as its first argument, got {type(fn).__name__} "
+                f"{fn!r:.80}; pass the function itself, e.g. gpu_bench(torch.mm, a, b)"
+            )
+        unknown = sorted(set(options) - PER_TEST_OPTIONS)
+        if unknown:
+            raise TypeError(f"gpu_bench.measure() got unknown option(s): {', '.join(unknown)}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise TypeError(f"gpu_bench(name=...) must be a non-empty string, got {name!r}")
+        if name in self._names:
+            label = "without a name" if name is None else f"with name={name!r}"
+            raise GpuPerfError(
+                f"gpu_bench was called twice in {ctx.test_name or ctx.nodeid} {label}. Give each "
+                "measurement of one test its own name: gpu_bench(fn, name='fwd'), "
+                "gpu_bench(bwd, name='bwd')."
+            )
+        if setup is not None and not callable(setup):
+            raise TypeError(
+                f"gpu_bench(setup=...) needs a callable that makes fn's inputs, got "
+                f"{type(setup).__name__} {setup!r:.80}; e.g. setup=lambda: ((x0.clone(),), {{}})"
+            )
 
     def _run(
         self, call: backend.Invocation, name: str | None, settings: Mapping[str, Setting]
@@ -374,16 +393,16 @@ class GpuBench:
                     "@pytest.mark.gpuperf(world_size=N), or drop collective="
                 )
             if nbytes is None:
-                from pytest_gpuperf.measure.distributed import argument_bytes
-
                 nbytes = argument_bytes(call)
+        # a capture child re-measures briefly before it profiles
+        adjust = child_policy()
         return _Plan(
-            policy=ctx.adjust_policy(mine.measure) if ctx.adjust_policy else mine.measure,
+            policy=adjust(mine.measure) if adjust is not None else mine.measure,
             verdict=mine.verdict,
             gate=mine.verdict.gate_record(),
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
             nbytes=nbytes,
-            env=ctx.environment() if ctx.environment else None,
+            env=collect_environment(ctx.device),
             modes=backend.modes_for(
                 ctx.device, mine.measure, group=ctx.group is not None, modes=ctx.modes
             ),
@@ -396,7 +415,8 @@ class GpuBench:
         first = _FirstCall()
         policy, env = plan.policy, plan.env
         for mode in plan.modes:
-            bid = BenchId(ctx.nodeid, name, mode.name, ctx.display_params)
+            shown = tuple((k, format_param(v)) for k, v in ctx.params.items())
+            bid = BenchId(ctx.nodeid, name, mode.name, shown)
             record = mode.policy_record(policy)
             if ctx.group is not None:  # another world size or backend is not comparable
                 record.update(world_size=ctx.group.world_size, backend=ctx.group.backend)
@@ -445,8 +465,6 @@ class GpuBench:
     def _group_record(self, got: _Measured, plan: _Plan) -> dict[str, Any]:
         """``Result.extra["group"]``: the group, each rank's times of the kept rounds (and
         what the after-measure hooks found about its collectives and its NCCL setup)."""
-        from pytest_gpuperf.measure.summary import median
-
         group = self._ctx.group
         by_rank = [list(r) for r in zip(*got.raw.rank_rounds, strict=True)]
         slowest = [0] * len(by_rank)
@@ -537,7 +555,6 @@ class GpuBench:
         """Time the benchmark's first call (compile, autotune, lazy init), keep it on ``first``
         with its output, and return its seconds."""
         __tracebackhide__ = True
-        from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
 
         ctx = self._ctx
         with (
@@ -591,8 +608,6 @@ class GpuBench:
         hooks run its ``prepare()`` outside their profiled ranges.
         """
         if self._after is None:
-            from pytest_gpuperf.artifacts.collectors.child import measure_hooks
-
             self._after = measure_hooks(inventory_settings(self._settings), self._ctx.device)
         if not self._after:
             return {}
@@ -617,7 +632,6 @@ class GpuBench:
         """
         if self._oom is None:
             return
-        import sys
 
         tracebacks = [self._oom.__traceback__, getattr(sys, "last_traceback", None)]
         last_exc = getattr(sys, "last_exc", None)
@@ -638,8 +652,6 @@ def _active_tracer() -> str | None:
 
 def inventory_settings(settings: Settings | None) -> InventorySettings | None:
     """What the after-measure hooks read from the session's settings."""
-    from pytest_gpuperf.artifacts.collectors.child import InventorySettings
-
     if settings is None:
         return None
     return InventorySettings(

@@ -11,6 +11,7 @@ verdict is not final.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,9 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.model import Result
-from pytest_gpuperf.shell.baselines import fingerprint_extra
+from pytest_gpuperf.baseline.store import BaselineStore
+from pytest_gpuperf.model import Result, printable
+from pytest_gpuperf.reporting.explain import explain, summary_line
+from pytest_gpuperf.shell.progress import silent
+from pytest_gpuperf.shell.rerun import matching, run_child
+from pytest_gpuperf.shell.settings import fingerprint_extra
 from pytest_gpuperf.verdict.decide import FAIL, WARN
+from pytest_gpuperf.verdict.judge import Judge
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
@@ -103,8 +109,6 @@ class Gate:
     """
 
     def __init__(self, run: RunContext, baseline: Baseline):
-        from pytest_gpuperf.verdict.judge import Judge
-
         config = run.config
         self.run = run
         self.config = config
@@ -140,8 +144,6 @@ class Gate:
         """Open ``--gpuperf-baseline``: its index, and its segments at their two ends; a
         missing or broken file raises a BaselineError. The runs come after collection,
         only those of the collected tests (:meth:`read_runs`)."""
-        from pytest_gpuperf.baseline.store import BaselineStore
-
         name = run.settings.session.baseline
         assert name is not None, "a gate is loaded when --gpuperf-baseline is set"
         gate = cls(run, BaselineStore(run.baseline_dir).load(name, nodeids=()))
@@ -152,9 +154,6 @@ class Gate:
         """Read the baseline's runs of the tests ``nodeids`` (the session's, once collected),
         and only those: a BaselineError as :meth:`load` raises it. Once; a gate not made by
         :meth:`load` (A/B) has nothing to read."""
-        from pytest_gpuperf.baseline.store import BaselineStore
-        from pytest_gpuperf.model import printable
-
         if not self.runs_to_read:
             return
         self.runs_to_read = False
@@ -210,7 +209,6 @@ class Gate:
         runs = _Runs(current={r.id.key: [r] for r in results})
         last = self.policy.max_runs <= 1
         runs.verdicts = {r.id.key: self.rule.verdict(r, [r], last=last) for r in results}
-        from pytest_gpuperf.shell.progress import silent
 
         # one progress line for every fresh process of this test, not one each
         with (progress or silent()).shared(f"re-measuring {item.nodeid} in fresh processes"):
@@ -234,8 +232,6 @@ class Gate:
 
         Returns why confirmation stopped early ("" when every verdict became final).
         """
-        from pytest_gpuperf.shell.rerun import matching
-
         while True:
             pending = [r for r in results if not runs.verdicts[r.id.key].comparison.final]
             if not pending:
@@ -299,9 +295,6 @@ class Gate:
         progress: Progress | None,
     ) -> ChildRun:
         """Run ``targets`` in one fresh process, and count its time against the budget."""
-        from pytest_gpuperf.shell.progress import silent
-        from pytest_gpuperf.shell.rerun import run_child
-
         ahead = len(targets) - 1
         also = f", {ahead} later benchmark{'s' if ahead > 1 else ''} with it" if ahead else ""
         label = f"run {look} of at most {self.policy.max_runs}{also}"
@@ -329,12 +322,8 @@ class Gate:
         out.comparisons[r.id.key] = c
         out.failures += v.failures
         if v.outcome == FAIL:
-            from pytest_gpuperf.reporting.explain import explain
-
             out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c, r.id.mode)}")
         elif v.outcome == WARN:
-            from pytest_gpuperf.reporting.explain import summary_line
-
             out.warnings.append(f"[{r.id.mode}] {summary_line(c, r.id.mode)}")
 
 
@@ -350,8 +339,6 @@ def child_failure(
     other than 0 or 1 (a usage error, an internal error, a crash, a timeout), or ``missing``
     benchmarks (of the ``wanted`` it had to measure) not in its results. Its text names the
     status, the end of the child's output, the command to see it again, and the way out."""
-    import shlex
-
     if child.returncode in CHILD_RAN and not missing:
         return ""
     why = f"exit {child.returncode}"

@@ -1,31 +1,20 @@
 """Tests marked ``world_size=N``, in a process that is no rank: their ranks are started here.
 
-In a plain ``pytest`` session (or an xdist worker, or the fresh process of a
-confirmation or a capture) a test marked ``@pytest.mark.gpuperf(world_size=N)`` is
-collected as a :class:`GroupItem`: its body never runs in this process, so none of
-its fixtures are set up here. When it runs, it starts N ranks with
-``torch.multiprocessing`` (spawned, one process per GPU, or N processes on the CPU),
-each a pytest process of its own that runs the test body with ``torch.distributed``
-initialised (:mod:`pytest_gpuperf.shell.ranks`). The consecutive tests of one world
-size share one start of the ranks (as far as this process knows the order: not in an
-xdist worker).
-
-The ranks get torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR``, ``MASTER_PORT``...) and join through a rendezvous store that this
-process hosts (``TORCHELASTIC_USE_AGENT_STORE``, as torchrun's agent does), so no two
-groups race for a port. This process holds the lock of every device of the group for
-as long as the ranks run (the CPU's one lock on the CPU, once for all ranks); the ranks
-take none. Each rank reports to the group's folder (``GPUPERF_GROUP_DIR``): its status
-and each test's outcome (``rank-<r>.json``), its output (``rank-<r>.log``), and rank 0
-each test's results (``results.jsonl``). A rank that exits with an error
-stops the others; a test that runs longer than ``--gpuperf-dist-timeout`` on its
-ranks has every rank's Python stack written to its log and then every rank killed.
-Either way the test fails with what each rank was doing, and nothing of it is saved.
+Such a test is collected as a :class:`GroupItem`, whose body never runs here: it starts N
+ranks (spawned, one per GPU, or N on the CPU), pytest processes that run the body with
+``torch.distributed`` initialised (:mod:`pytest_gpuperf.shell.ranks`); consecutive tests
+of one world size share one start. The ranks join through a store this process hosts (no
+two groups race for a port), which holds every device's lock while they run. Each rank
+reports to the group's folder (``GPUPERF_GROUP_DIR``: ``rank-<r>.json``, ``rank-<r>.log``,
+rank 0's ``results.jsonl``). A rank that fails stops the others;
+one past ``--gpuperf-dist-timeout`` has its stack written, then all are killed; the test
+fails with what each rank was doing, and nothing of it is saved (docs/distributed.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -34,6 +23,7 @@ import signal
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.artifacts.collectors.base import ChildRun
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.measure.distributed import nccl_environment
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS
 from pytest_gpuperf.model import Result, short_test_id
+from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
+from pytest_gpuperf.shell.progress import silent
+from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args
+from pytest_gpuperf.shell.xdist import machine_gpus
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
@@ -340,8 +336,6 @@ def _environment(env: Mapping[str, str], drop: Sequence[str]) -> Iterator[None]:
     """This process's environment with ``env`` and without ``drop`` while the ranks are
     spawned: they start with it, before they import torch (which reads OMP_NUM_THREADS
     once, at import); and no main module for them to import again."""
-    import types
-
     saved = dict(os.environ)
     main = sys.modules.get("__main__")
     try:
@@ -475,8 +469,6 @@ def run_group(
 
 def tcp_store(world_size: int) -> Any:
     """A rendezvous store on a free port of this host, for ``world_size`` ranks to join."""
-    import datetime
-
     from torch.distributed import TCPStore
 
     return TCPStore(
@@ -576,8 +568,6 @@ class GroupLauncher:
     def fresh(self, targets: Sequence[str], device: str) -> ChildRun:
         """A confirmation's fresh processes for world_size= tests: a new start of their ranks
         (the leading ``targets`` of one world size), as a child run's results."""
-        from pytest_gpuperf.artifacts.collectors.base import ChildRun
-
         first = self.item(targets[0])
         world = first.world_size if first is not None else 1
         nodeids = []
@@ -597,9 +587,6 @@ class GroupLauncher:
         self, nodeids: list[str], world: int, device: str, progress: Any = None
     ) -> dict[str, Outcome]:
         """Start ``world`` ranks that run ``nodeids``, under the lock of every device they use."""
-        from pytest_gpuperf.shell.locks import devices_locked
-        from pytest_gpuperf.shell.progress import silent
-
         gpus, why = self._gpus(world, device)
         if why:
             return {n: Outcome("skipped", why) for n in nodeids}
@@ -626,7 +613,6 @@ class GroupLauncher:
         """The GPUs of a group of ``world`` ranks (none on the CPU), or why it cannot run."""
         if device != "cuda":
             return [], None
-        from pytest_gpuperf.shell.xdist import machine_gpus
 
         gpus = machine_gpus()
         if len(gpus) < world:
@@ -639,8 +625,6 @@ class GroupLauncher:
     def _spec(
         self, nodeids: list[str], world: int, device: str, gpus: list[str], folder: Path
     ) -> LaunchSpec:
-        from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args
-
         run = self.run
         targets = []
         for n in nodeids:
@@ -670,8 +654,6 @@ class GroupLauncher:
         if world > 1 and "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
         if device == "cuda":
-            from pytest_gpuperf.measure.distributed import nccl_environment
-
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
             env["GPUPERF_PINNED_GPU"] = ",".join(gpus)
             env.update(nccl_environment(folder, os.environ.get))

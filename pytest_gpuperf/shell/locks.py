@@ -1,28 +1,13 @@
 """One measurement at a time per device, across processes: a file lock per device.
 
-Two xdist workers, or two pytest sessions on one machine, must never measure on the same
-device at the same time. The lock is an ``fcntl.flock`` on a file named after the device
-(the GPU's UUID, or ``cpu``), held only while a benchmark is measured, so the rest of a
-test (set-up, correctness checks) runs in parallel. The kernel releases a lock when its
-process dies, so a crash never leaves a device locked.
-
-The lock files go where every process of every user of the machine finds them:
-``GPUPERF_LOCK_DIR``, else the first of :data:`SHARED_PLACES` that is root's folder,
-sticky and writable by everyone. Never the temp folder, which ``TMPDIR`` moves per user
-or service (two sessions with two of them measured at once); ``/dev/shm`` first, since a
-service with a private ``/tmp`` (systemd's ``PrivateTmp``) still shares it. There only
-root and a lock file's owner can delete it, so no user can break another's hold; a
-folder of another user is refused (its owner could), and planted files are harmless
-(:mod:`pytest_gpuperf.baseline.filelock`).
-
-A test marked ``world_size=`` measures on several devices at once: it holds the lock
-of each (:func:`devices_locked`), taken in one fixed order (sorted by name) by every
-process, so two groups, or a group and xdist workers, never wait for each other in a
-cycle. On the CPU a group takes the machine's one ``cpu`` lock once, for all its ranks.
-
-With ``GPUPERF_LOCK_LOG`` set to a file, each hold appends a line there once the lock is
-let go (JSON: the device, the holder, when it was taken and released), so a run can
-show afterwards that no two holders of one device overlapped (:class:`HoldLog`).
+An ``fcntl.flock`` on a file named after the device (its UUID, or ``cpu``), held only while
+a benchmark is measured; the kernel releases it when its process dies. The files go where
+every process of every user finds them: ``GPUPERF_LOCK_DIR``, else the first of
+:data:`SHARED_PLACES` that is root's, sticky and writable by all (never the temp folder,
+which ``TMPDIR`` moves per user; ``/dev/shm`` first, shared even under ``PrivateTmp``); a
+folder of another user is refused (docs/ci.md). A ``world_size=`` test holds each of its
+devices' locks (:func:`devices_locked`), taken in one sorted order, so no two holders wait
+in a cycle. ``GPUPERF_LOCK_LOG`` gets a JSON line per hold once let go (:class:`HoldLog`).
 """
 
 from __future__ import annotations
@@ -39,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.baseline import filelock
+from pytest_gpuperf.baseline.fileio import output_target, write_output
 from pytest_gpuperf.errors import DeviceBusy, OutputError
 from pytest_gpuperf.model import printable
 
@@ -168,8 +154,6 @@ class HoldLog:
     def problem(baseline_dirs: Sequence[Path] = ()) -> str | None:
         """Why ``GPUPERF_LOCK_LOG`` cannot take the lines (checked at the start, as the
         outputs are), or None."""
-        from pytest_gpuperf.baseline.fileio import output_target
-
         path = os.environ.get(LOG_ENV)
         if not path:
             return None
@@ -188,8 +172,6 @@ class HoldLog:
     def add(self, device_key: str, owner: str | None, taken: float) -> None:
         if self.path is None:
             return
-        from pytest_gpuperf.baseline.fileio import write_output  # never a baseline or a device
-
         line = {"device": device_key, "owner": owner, "pid": os.getpid(), "taken": taken,
                 "released": time.time()}  # fmt: skip
         try:

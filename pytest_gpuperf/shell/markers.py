@@ -67,6 +67,34 @@ def marker_kwargs(item_or_def: Any) -> dict[str, Any]:
 
 def validate(test: str, marks: Sequence[Any], config: GpuPerfConfig | None) -> dict[str, Any]:
     """Check every ``gpuperf`` marker on a test; return the merged keywords."""
+    merged = _merged(test, marks)
+    for key in ("shapes", "dtypes"):
+        vals = merged.get(key)
+        if key in merged and (
+            isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence) or not vals
+        ):
+            raise MarkerError(
+                f"{test}: {key}= of @pytest.mark.gpuperf must be a non-empty list, got {vals!r}"
+            )
+    for value in merged.get("dtypes", ()):
+        _check_dtype(test, value)
+    n = merged.get("world_size", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise MarkerError(
+            f"{test}: world_size= of @pytest.mark.gpuperf must be a whole number of ranks, "
+            f"1 or more, got {n!r}; e.g. @pytest.mark.gpuperf(world_size=2)"
+        )
+    if config is not None:
+        options = {k: v for k, v in merged.items() if k in PER_TEST_OPTIONS}
+        try:
+            config.resolve(options, marker_where=f"{test}: @pytest.mark.gpuperf")
+        except ConfigError as e:
+            raise MarkerError(str(e)) from None
+    return merged
+
+
+def _merged(test: str, marks: Sequence[Any]) -> dict[str, Any]:
+    """The keywords of ``marks`` (closest first), each one known."""
     merged: dict[str, Any] = {}
     for m in marks:
         if m.args:
@@ -84,29 +112,6 @@ def validate(test: str, marks: Sequence[Any], config: GpuPerfConfig | None) -> d
                     f"Valid keywords: {', '.join(sorted(VALID_KEYWORDS))}."
                 )
             merged.setdefault(k, v)
-    for key in ("shapes", "dtypes"):
-        if key in merged:
-            vals = merged[key]
-            if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence) or not vals:
-                raise MarkerError(
-                    f"{test}: {key}= of @pytest.mark.gpuperf must be a non-empty list, got {vals!r}"
-                )
-    if "dtypes" in merged:
-        for value in merged["dtypes"]:
-            _check_dtype(test, value)
-    if "world_size" in merged:
-        n = merged["world_size"]
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise MarkerError(
-                f"{test}: world_size= of @pytest.mark.gpuperf must be a whole number of ranks, "
-                f"1 or more, got {n!r}; e.g. @pytest.mark.gpuperf(world_size=2)"
-            )
-    if config is not None:
-        options = {k: v for k, v in merged.items() if k in PER_TEST_OPTIONS}
-        try:
-            config.resolve(options, marker_where=f"{test}: @pytest.mark.gpuperf")
-        except ConfigError as e:
-            raise MarkerError(str(e)) from None
     return merged
 
 

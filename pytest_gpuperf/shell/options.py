@@ -10,9 +10,12 @@ came from (see :mod:`pytest_gpuperf.shell.config` for precedence).
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pytest
 
 from pytest_gpuperf import baseline
 from pytest_gpuperf.baseline import filelock
@@ -35,9 +38,6 @@ from pytest_gpuperf.values import (
     telemetry_interval,
     text,
 )
-
-if TYPE_CHECKING:
-    import pytest
 
 
 @dataclass(frozen=True)
@@ -517,6 +517,25 @@ PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_te
 MARKER_ONLY = frozenset({"shapes", "dtypes", "world_size"})
 #: Keywords of a gpu_bench(...) call that are not measurement options.
 CALL_ONLY = frozenset({"name", "setup"})
+
+
+def check_capture_skip(config: pytest.Config, skip: tuple[str, ...] | None) -> None:
+    """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
+    unknown = [n for n in skip or () if n not in CAPTURE_TOOLS]
+    if not unknown:
+        return
+    extra: list[str] = []
+    for collectors in config.hook.pytest_gpuperf_collectors(config=config):
+        extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
+    for name in unknown:
+        if name not in extra:
+            tools = [*CAPTURE_TOOLS, *extra]
+            close = difflib.get_close_matches(name, tools, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise pytest.UsageError(
+                f"--gpuperf-capture-skip: no capture tool named {name!r}{hint}; the tools are "
+                f"{', '.join(tools)}"
+            )
 
 
 def register(parser: pytest.Parser) -> None:

@@ -1,20 +1,10 @@
 """Progress of long steps (first call, measuring, confirmation runs, capture) on the terminal.
 
-A step that takes seconds to minutes inside one test (a torch.compile first
-call, a long measurement, a fresh-process re-measurement, an Nsight capture)
-would otherwise look like a hang. A :class:`Progress` shows it only when it
-lasts: nothing for the first ``delay_s``; then, on a terminal, one line
-rewritten in place (at most once a second) with the time so far; in a CI log
-(not a terminal), a line when it starts to last and one every ``every_s``,
-then one when it ends.
-
-Who keeps the clock ticking: a small thread, for a step that is a wait (a
-subprocess, a first call); for a measurement, no thread runs: the
-measurement loop calls :meth:`Task.tick` between its rounds
-(``task(label, ticker=False)``).
-
-Silent under ``-q`` (``--gpuperf-progress=auto``), in xdist workers (their
-output is not shown), and with ``--gpuperf-progress=off``.
+A step of seconds to minutes inside one test would otherwise look like a hang. Shown only
+once it lasts (``delay_s``): on a terminal, one line rewritten at most once a second; in a
+CI log, a line when it starts to last, one every ``every_s``, one at its end. A wait is
+ticked by a small thread; a measurement ticks between its rounds (``ticker=False``).
+Silent under ``-q``, in xdist workers, and with ``--gpuperf-progress=off``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """A pytest process that is one rank of a process group: torchrun's worker, or the plugin's.
 
-Registered in ``pytest_configure`` when the environment names a rank
-(:func:`pytest_gpuperf.measure.ranks.rank_env`). Two kinds of rank:
-
-* **the plugin's ranks** of one or more ``world_size=`` tests
-  (:mod:`pytest_gpuperf.shell.group` started them): a child session that runs those
-  tests' bodies; each rank reports its status and outcomes to the group's folder,
-  rank 0 each test's results; the launching process judges;
-* **torchrun's workers** (``torchrun --nproc_per_node=N [--nnodes=M] -m pytest ...``):
-  every rank runs the whole session. A test marked ``world_size=`` equal to the
-  group's size runs on every rank; other benchmarks run on rank 0 alone (the others
-  skip them, saying so). Rank 0 alone opens the baseline, judges, confirms in fresh
-  processes, captures, saves and writes the reports; the verdict of a distributed test
-  is sent to every rank, so that every rank passes or fails the same tests, and at the
-  end every rank takes the worst exit status of any.
-
-Either way the process group is joined at the first distributed test (NCCL on CUDA,
-gloo on the CPU) and left when the session ends.
+Made when the environment names a rank (:func:`pytest_gpuperf.measure.ranks.rank_env`).
+The plugin's ranks (started by :mod:`pytest_gpuperf.shell.group`) run the bodies of
+``world_size=`` tests and report to the group's folder; the launching process judges.
+Under torchrun every rank runs the whole session: a test whose ``world_size=`` is the
+group's size runs on every rank, other benchmarks on rank 0 alone; rank 0 alone judges,
+captures, saves and reports, and sends each verdict to every rank, so that all pass or
+fail the same tests and end with the worst exit status of any (docs/distributed.md).
+The group is joined at the first distributed test and left at the session's end.
 """
 
 from __future__ import annotations
@@ -24,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -33,11 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.measure.distributed import join_group
 from pytest_gpuperf.measure.memory import first_line
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS, RankEnv
 from pytest_gpuperf.model import short_test_id
-from pytest_gpuperf.shell.group import RESULTS_FILE, status_path, write_json_atomic
+from pytest_gpuperf.shell.group import (
+    RESULTS_FILE,
+    lock_keys,
+    status_path,
+    tcp_store,
+    write_json_atomic,
+)
+from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
+from pytest_gpuperf.shell.rerun import run_child, temp_prefix
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
@@ -64,10 +66,6 @@ def _short(report: pytest.TestReport) -> str:
 def peer_env(port: int, env: Mapping[str, str] | None) -> Iterator[dict[str, str]]:
     """A fresh rank's variables: this rank's place, rank 0's new store, and a folder to
     report to (named after this process), removed when the fresh rank is done."""
-    import shutil
-    import tempfile
-
-    from pytest_gpuperf.shell.rerun import temp_prefix
 
     out = dict(env or {})
     out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
@@ -143,8 +141,6 @@ class RankSession:
 
     def join(self, device: str) -> Group:
         if self.group is None:
-            from pytest_gpuperf.measure.distributed import join_group
-
             self.device = device
             timeout = self.run.settings.session.dist_timeout
             if self.env.spawned:
@@ -201,8 +197,6 @@ class RankSession:
 
     @contextlib.contextmanager
     def _locked(self, owner: str) -> Iterator[None]:
-        from pytest_gpuperf.shell.locks import devices_locked
-
         group = self.group
         assert group is not None, "a distributed test's group is joined before it runs"
         keys = self._node_lock_keys() if self.env.local_rank == 0 else []
@@ -217,8 +211,6 @@ class RankSession:
         if self.device != "cuda":
             return ["cpu"]
         import torch
-
-        from pytest_gpuperf.shell.group import lock_keys
 
         uuids = []
         for i in range(min(self.env.local_world_size, torch.cuda.device_count())):
@@ -363,8 +355,6 @@ class RankSession:
             self.group.all_gather(child.returncode)
 
     def _run_peer_child(self, nodeid: str, msg: Mapping[str, Any]) -> ChildRun:
-        from pytest_gpuperf.shell.rerun import run_child
-
         with peer_env(int(msg["port"]), msg.get("env")) as env:
             return run_child(
                 self.run, list(msg.get("targets") or [nodeid]), device=self.device or "cpu",
@@ -384,9 +374,6 @@ class RankSession:
     ) -> ChildRun:
         """Rank 0's fresh process: for a distributed test, one on every rank, forming a new
         group (the peers are told to start theirs); else one without this rank's variables."""
-        from pytest_gpuperf.shell.group import tcp_store
-        from pytest_gpuperf.shell.rerun import run_child
-
         item = self.current
         if item is None or not self.in_step(item) or self.group is None:
             return run_child(run, nodeid, device=device, env=env, timeout_s=timeout_s,

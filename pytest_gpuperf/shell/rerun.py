@@ -6,9 +6,7 @@ second opinion must come from a new process) and by the artifact collectors
 rootdir, ini file, ``-p`` plugins and gpuperf settings, and the hidden flag
 ``--gpuperf-child``, which turns off everything a child must not do: save or
 compare baselines, capture artifacts, re-run tests itself, write reports.
-:func:`run_pytest_child` is the one place a child pytest's command is built;
-the capture's standalone runner (:func:`pytest_gpuperf.shell.capture.standalone_runner`)
-uses it too.
+:func:`run_pytest_child` is the one place a child pytest's command is built.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import sys
@@ -25,9 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
+from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
 from pytest_gpuperf.baseline.fileio import pid_alive
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.json_report import load_results
 from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
+from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
 
 if TYPE_CHECKING:
     import pytest
@@ -166,8 +168,6 @@ def _cli_settings(run: RunContext, leave_out: frozenset[str]) -> list[str]:
     """The gpuperf options given on the command line, but ``leave_out``, as arguments: each
     exactly as the user wrote it (``Setting.given``), whatever the type its parser makes of
     it (a tuple, a bool, a number), so that the child parses what this session parsed."""
-    from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
-
     args: list[str] = []
     for name, setting in run.resolved.settings.items():
         if setting.source != "cli" or name in leave_out:
@@ -199,8 +199,6 @@ def capture_command(run: RunContext, nodeid: str) -> str:
     """The one command that captures ``nodeid``'s evidence later, from where this session ran:
     the test alone, compared with this session's baseline (or A/B reference), captured
     whatever its verdict (``--gpuperf-capture=always``), with the session's other options."""
-    import shlex
-
     path, sep, rest = nodeid.partition("::")
     target = os.path.relpath(run.rootpath / path, run.invocation_dir) + sep + rest
     args = [_interpreter(), "-m", "pytest", target]
@@ -222,8 +220,6 @@ def capture_command(run: RunContext, nodeid: str) -> str:
 def _interpreter() -> str:
     """This session's Python as a command: its name where that name finds it on PATH (the
     usual activated venv), else its full path, so that the command works as printed."""
-    import shutil
-
     exe = Path(sys.executable)
     found = shutil.which(exe.name)
     return exe.name if found and Path(found).resolve() == exe.resolve() else str(exe)
@@ -292,8 +288,6 @@ def run_pytest_child(
     started ahead with its imports done, runs a child without a ``prefix`` instead of a new
     process (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`).
     """
-    from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
-
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
         cmd = [
@@ -326,8 +320,6 @@ def run_pytest_child(
             text = f"cannot start {cmd[0]}: {run.error}"
         results: list[Result] = []
         if out.exists():
-            from pytest_gpuperf.reporting.json_report import load_results
-
             try:
                 results = load_results(json.loads(out.read_text()))
             except (ValueError, KeyError):

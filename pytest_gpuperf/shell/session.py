@@ -1,54 +1,45 @@
-"""The plugin object of one pytest session: selection, the fixture's context, results, output.
+"""The core plugin object of a session: the device, the run id, the fixture's context, results.
 
-Registered by :mod:`pytest_gpuperf.plugin` in ``pytest_configure``. In one
-process, results stay the objects the fixture and the gate made, from the test
-to the session's end. From an xdist worker they travel to the controller as
-plain dicts on the test report (``report.gpuperf``), which pytest-xdist
-serialises as it is; only the controller (a process without ``workerinput``)
-writes files.
+Each feature that is on adds its own plugin object (registered by :mod:`pytest_gpuperf.plugin`).
+They meet on the test item's stash: the fixture's results (:data:`RESULTS_KEY`), a test that
+did not pass (:data:`DID_NOT_PASS_KEY`), a feature's fields of the fixture's context
+(:data:`CONTEXT_KEY`). From an xdist worker, results travel on the report as plain dicts.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator, Sequence
+from typing import Any
 
 import pytest
 
+from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
 from pytest_gpuperf.errors import DeviceUnavailable
-from pytest_gpuperf.interrupt import how as interrupted_by
-from pytest_gpuperf.measure.ranks import RankEnvError, rank_env
-from pytest_gpuperf.model import Result, short_test_id
-from pytest_gpuperf.shell.baselines import fingerprint_extra
-from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
-from pytest_gpuperf.shell.markers import FIXTURE, MARKER, format_param, marker_kwargs
-from pytest_gpuperf.shell.rerun import is_child, remove_stale_folders
+from pytest_gpuperf.measure.device import resolve_device
+from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
+from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.junit import junit_properties
+from pytest_gpuperf.reporting.terminal import fold
+from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
+from pytest_gpuperf.shell.locks import DeviceLock, settle_lock_dir
+from pytest_gpuperf.shell.markers import FIXTURE, MARKER, marker_kwargs
+from pytest_gpuperf.shell.progress import Progress
+from pytest_gpuperf.shell.rerun import is_child
 from pytest_gpuperf.shell.settings import RunContext
-
-if TYPE_CHECKING:
-    from collections.abc import Generator, Sequence
-
-    from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
-    from pytest_gpuperf.reporting.ci import CiOutputs
-    from pytest_gpuperf.shell.capture_budget import SessionCapture
-    from pytest_gpuperf.shell.fixture import PhaseRange, Probe
-    from pytest_gpuperf.shell.gate import Gate
-    from pytest_gpuperf.shell.group import GroupItem, GroupLauncher
-    from pytest_gpuperf.shell.locks import DeviceLock
-    from pytest_gpuperf.shell.progress import Progress
-    from pytest_gpuperf.shell.ranks import RankSession
-    from pytest_gpuperf.telemetry.probe import NvmlTelemetry
+from pytest_gpuperf.telemetry.probe import NvmlTelemetry
+from pytest_gpuperf.telemetry.stream import notes as telemetry_notes
 
 SESSION_KEY = pytest.StashKey["GpuPerfSession"]()
-DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
 RESULTS_KEY = pytest.StashKey[list[Result]]()
 #: Set when the test function itself did not pass (it raised, failed, skipped).
 DID_NOT_PASS_KEY = pytest.StashKey[bool]()
+#: Fields of the fixture's :class:`BenchContext` a feature sets for one test (a rank's group).
+CONTEXT_KEY = pytest.StashKey[dict[str, Any]]()
 REPORT_ATTR = "gpuperf"
 #: On a call report whose test did not pass: its results are never saved into a baseline.
 NOT_SAVED_ATTR = "gpuperf_not_saved"
@@ -60,189 +51,138 @@ def is_benchmark(item: pytest.Item) -> bool:
     )
 
 
-def is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-#: The header line fits a terminal of this width (the CPU model is shortened to fit).
-HEADER_WIDTH = 120
-
-
-def _fit(template: str, *, name: str, width: int) -> list[str]:
-    """``template`` with ``{name}`` (a device's model) filled in: one line of at most
-    ``width`` characters, the name shortened (``…``) to no less than 8 to fit; where even
-    that is too long (a long torch version, ``--gpuperf-device=cpu``), two lines, split
-    after the template's first ``"; "``."""
-    parts = [template]
-    if len(template.replace("{name}", name[:8])) > width and "; " in template:
-        head, tail = template.split("; ", 1)
-        parts = [head + ";", tail]
-    lines = []
-    for part in parts:
-        room = width - len(part.replace("{name}", ""))
-        short = name if len(name) <= room else name[: max(room - 1, 8)].rstrip() + "…"
-        lines.append(part.replace("{name}", short))
-    return lines
-
-
 class GpuPerfSession:
-    def __init__(self, run: RunContext):
-        config = run.config
+    def __init__(self, run: RunContext, *, lead: bool):
         self.run = run
-        self.config = config
+        self.config = run.config
         self.settings = run.settings
+        #: whether this process writes what the session leaves (baselines, reports): not an
+        #: xdist worker (the controller does), not a rank other than 0
+        self.lead = lead
+        #: a process the plugin started (a confirmation, a capture, a rank of its group)
+        self.child = is_child(self.config)
+        self.run_id: str = getattr(self.config, "workerinput", {}).get("gpuperf_run_id") or (
+            _new_run_id()
+        )
+        self.started = time.time()
         self.device: str | None = None
         self.results: list[Result] = []
+        #: what feature plugins add to the JSON's session block (``--gpuperf-bisect``'s search)
+        self.session_info: dict[str, Any] = {}
+        #: results of tests that did not pass: reported, never saved
+        self.not_saved: list[Result] = []
         #: this process's results of a test between its report and the report's logging,
         #: by node id (a worker's go on the report instead)
         self._reported: dict[str, tuple[list[Result], bool]] = {}
-        #: results of tests that did not pass: reported, never saved
-        self.not_saved: list[Result] = []
-        workerinput = getattr(config, "workerinput", {})
-        self.run_id = workerinput.get("gpuperf_run_id") or _new_run_id()
+        self._progress: Progress | None = None
         self._lock: DeviceLock | None = None
-        self.started = time.time()
-        self.deselected = 0
-        self.child = is_child(config)
-        self.gate: Gate | None = None
-        #: what feature plugins add to the JSON's session block (``--gpuperf-bisect``'s search)
-        self.session_info: dict[str, Any] = {}
-        self.saved: str | None = None
-        #: the baseline this session's runs went into: only once the save happened
-        self.saved_to: str | None = None
-        self.save_error: str | None = None
-        self.ci: CiOutputs | None = None
-        self.progress: Progress | None = None
-        # telemetry and NVTX: made on first use, see _probes / _phase_range
+        # telemetry and NVTX: made on first use
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
-        self.gpu_state: dict[str, Any] | None = None
-        #: the session's captures within its budget: made on the first capture
-        self.captures: SessionCapture | None = None
-        #: this process as one rank of a process group (torchrun's, or the plugin's), or None
-        self.ranks: RankSession | None = self._rank_session()
-        #: starts the ranks of world_size= tests where this process is no rank
-        self.groups: GroupLauncher | None = None
-        self._check_capture_skip()
-        self._check_lock_dir()
-        if not self.child and self.lead:
-            remove_stale_folders()  # the children's temp folders of a session killed outright
-        self._open_baselines()
-
-    def _rank_session(self) -> RankSession | None:
-        import os
-
-        try:
-            env = rank_env(os.environ)
-        except RankEnvError as e:
-            raise pytest.UsageError(
-                f"gpuperf: the torchrun variables describe no rank: {e}; start the session "
-                "with torchrun, or unset RANK and WORLD_SIZE"
-            ) from None
-        if env is None:
-            return None
-        from pytest_gpuperf.shell.ranks import RankSession
-
-        return RankSession(
-            env,
-            self.run,
-            is_benchmark,
-            device=self.ensure_device,
-            results=lambda item: item.stash.get(RESULTS_KEY, None) or [],
-        )
-
-    @property
-    def lead(self) -> bool:
-        """Whether this process writes what the session leaves (baselines, reports): not an
-        xdist worker (the controller does), not a rank other than 0."""
-        return not is_worker(self.config) and (self.ranks is None or self.ranks.lead)
-
-    def _check_lock_dir(self) -> None:
-        """The per-device lock folder, once for the session: a relative GPUPERF_LOCK_DIR
-        made absolute for every process of it, and one where no lock can be taken is a
-        usage error here, not a traceback in every test."""
-        from pytest_gpuperf.shell.locks import settle_lock_dir
-
-        problem = settle_lock_dir(self.config.invocation_params.dir, self._baseline_dirs())
-        if problem and not self.settings.session.disable and not is_worker(self.config):
+        # The per-device lock folder, once for the session: one where no lock can be taken
+        # is a usage error here, not a traceback in every test.
+        problem = settle_lock_dir(self.config.invocation_params.dir, [run.baseline_dir])
+        if problem and not self.settings.session.disable and not run.is_worker:
             raise pytest.UsageError(problem)
 
-    def _check_capture_skip(self) -> None:
-        """--gpuperf-capture-skip names tools that exist (built in, or from collector hooks)."""
-        from pytest_gpuperf.shell.options import CAPTURE_TOOLS
+    def ensure_device(self) -> str:
+        if self.device is None:
+            try:
+                self.device = resolve_device(self.settings.session.device)
+            except DeviceUnavailable as e:
+                raise pytest.UsageError(str(e)) from None
+        return self.device
 
-        unknown = [n for n in self.settings.capture.skip or () if n not in CAPTURE_TOOLS]
-        if not unknown or self.child or not self.lead:
-            return
-        extra: list[str] = []
-        for collectors in self.config.hook.pytest_gpuperf_collectors(config=self.config):
-            extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
-        for name in unknown:
-            if name not in extra:
-                import difflib
+    def progress(self) -> Progress:
+        """The session's progress line (made on first use: the terminal comes after us)."""
+        if self._progress is None:
+            self._progress = Progress.from_config(self.config, self.settings.report.progress)
+        return self._progress
 
-                tools = [*CAPTURE_TOOLS, *extra]
-                close = difflib.get_close_matches(name, tools, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise pytest.UsageError(
-                    f"--gpuperf-capture-skip: no capture tool named {name!r}{hint}; the tools are "
-                    f"{', '.join(tools)}"
-                )
+    def device_lock(self) -> DeviceLock:
+        """The device's lock; a progress line while another process holds it."""
+        if self._lock is None:
+            self._lock = DeviceLock(
+                self.ensure_device(),
+                timeout_s=self.settings.session.lock_timeout,
+                on_wait=self.progress().task,
+            )
+        return self._lock
 
-    def _open_baselines(self) -> None:
-        """Fail fast, before measuring anything, on a baseline that cannot be used, a save
-        that cannot happen, or an output file that cannot or must not be written."""
-        if self.child or (self.ranks is not None and not self.ranks.lead):
-            return  # a rank other than 0 neither judges nor writes
-        from pytest_gpuperf.errors import BaselineError, OutputError
+    # --- the fixture -------------------------------------------------------
 
-        try:
-            if self.settings.session.ab:
-                from pytest_gpuperf.shell.ab import ABGate
+    def make_bench(self, request: pytest.FixtureRequest) -> GpuBench:
+        item = request.node
+        params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+        device = self.ensure_device()
+        fields: dict[str, Any] = {
+            "lock": functools.partial(self.device_lock().hold, item.nodeid),
+            "progress": self.progress().task,
+            **item.stash.get(CONTEXT_KEY, {}),
+        }
+        ctx = BenchContext(
+            nodeid=item.nodeid,
+            test_name=item.name,
+            config=self.run.resolved,
+            settings=self.settings,
+            device=device,
+            record=functools.partial(self._measured, item),
+            marker=marker_kwargs(item),
+            params=params,
+            disabled=self.settings.session.disable,
+            probes=[self._nvml(device).probe],
+            phase_range=self._phase_range(device),
+            activity=self._activity(device),
+            modes=self.run.registry.modes,
+            **fields,
+        )
+        return GpuBench(ctx)
 
-                self.gate = ABGate.open(self.run)
-            elif self.settings.session.baseline:
-                from pytest_gpuperf.shell.gate import Gate
+    def _measured(self, item: pytest.Item, result: Result) -> None:
+        """What the fixture hands over after each measurement: plugins add telemetry fields
+        (``pytest_gpuperf_telemetry``), what the telemetry shows becomes notes."""
+        telemetry = result.telemetry if result.telemetry is not None else {}
+        self.config.hook.pytest_gpuperf_telemetry(
+            config=self.config, bench_id=result.id, telemetry=telemetry
+        )
+        result.telemetry = telemetry or None
+        result.notes.extend(telemetry_notes(result.telemetry))
+        self.keep(item, result)
 
-                self.gate = Gate.load(self.run)
-            if not is_worker(self.config):
-                if self.settings.session.save:
-                    from pytest_gpuperf.shell.baselines import check_save_target
+    def keep(self, item: pytest.Item, result: Result) -> None:
+        """A result of ``item``'s (the fixture's, or its ranks'): this session's from now on."""
+        path, lineno, _ = item.location
+        result.run_id = self.run_id
+        result.location = [path, lineno + 1 if lineno is not None else None]
+        item.stash.setdefault(RESULTS_KEY, []).append(result)
 
-                    check_save_target(self.run)
-                from pytest_gpuperf.baseline.fileio import output_target
+    def _nvml(self, device: str) -> NvmlTelemetry:
+        if self._telemetry is None:
+            telemetry = self.settings.telemetry
+            off = None
+            if not telemetry.enabled:
+                off = "turned off (--gpuperf-telemetry=false)"
+            elif device != "cuda":
+                off = "the benchmark ran on the CPU: NVML telemetry covers CUDA benchmarks"
+            self._telemetry = NvmlTelemetry(
+                interval_ms=telemetry.interval_ms, raw=telemetry.raw, off_reason=off
+            )
+        return self._telemetry
 
-                for option, path in self._outputs():
-                    output_target(path, what=option, baseline_dirs=self._baseline_dirs())
-        except (BaselineError, OutputError) as e:
-            raise pytest.UsageError(str(e)) from None
+    def _activity(self, device: str) -> Any:
+        """The GPM window maker of the session's telemetry (CUDA, --gpuperf-activity on); none
+        in a capture child, whose own measurement only checks that the slowdown reproduces."""
+        capture_child = self.child and bool(os.environ.get(CAPTURE_ENV))
+        if device != "cuda" or not self.settings.telemetry.activity or capture_child:
+            return None
+        return self._nvml(device).activity_window
 
-    def _outputs(self) -> list[tuple[str, str]]:
-        """(option, path) of every output file this session writes."""
-        from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS
+    def _phase_range(self, device: str) -> NvtxRanges:
+        if self._nvtx is None:
+            self._nvtx = NvtxRanges(enabled=self.settings.telemetry.nvtx and device == "cuda")
+        return self._nvtx
 
-        values = self.settings.report.output_values()
-        files = [
-            (f"--gpuperf-{o.option}", str(values[o.option]))
-            for o in FILE_OUTPUTS
-            if values[o.option]
-        ]
-        added = self._added_outputs()
-        return files + [(f"--gpuperf-{o.option}", str(v)) for o, v in added.items() if o.render]
-
-    def _added_outputs(self) -> dict[Any, Any]:
-        """The outputs plugins added (registry.py), each with its option's value if given."""
-        out = {}
-        for o in self.run.registry.added_outputs:
-            value = self.config.getoption("gpuperf_" + o.option.replace("-", "_"), None)
-            if value:
-                out[o] = value
-        return out
-
-    def _baseline_dirs(self) -> list[Path]:
-        return [self.run.baseline_dir]
-
-    # --- collection --------------------------------------------------------
+    # --- results -------------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -257,435 +197,21 @@ class GpuPerfSession:
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
-                self.deselected = len(drop)
-        if self.ranks is None:
-            self._group_items(items)
         benchmarks = [i for i in items if is_benchmark(i)]
         if not self.child:  # a confirmation child runs a few of them: their params are fewer
             check_group_by(self.settings.report.group_by or (), benchmarks)
-        if self.gate is not None:
-            self._read_baseline_runs([i.nodeid for i in benchmarks])
         if benchmarks:
             self.ensure_device()
-        if self.gate is not None:
-            self.gate.set_collected([i.nodeid for i in benchmarks])
-
-    def _read_baseline_runs(self, nodeids: Sequence[str]) -> None:
-        """The gate's baseline runs of the collected tests, before anything is measured: a
-        broken segment stops the session as a broken index does (_open_baselines)."""
-        from pytest_gpuperf.errors import BaselineError
-
-        assert self.gate is not None
-        try:
-            self.gate.read_runs(nodeids)
-        except BaselineError as e:
-            raise pytest.UsageError(str(e)) from None
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        """The xdist controller collects nothing: the first worker's collection (each
-        collects the session's tests) says which runs its gate reads, before any test is
-        sent to a worker. Its reports and summary use them."""
-        if self.gate is not None:
-            self._read_baseline_runs(ids)
-
-    def _group_items(self, items: list[pytest.Item]) -> None:
-        """Tests marked world_size= run on ranks this process starts (shell/group.py)."""
-        from pytest_gpuperf.shell.group import GroupLauncher, as_group_items
-
-        if as_group_items(items, self.run_group_item):
-            if self.groups is None:
-                self.groups = GroupLauncher(self.run, look_ahead=not is_worker(self.config))
-            self.groups.set_collected(items)
-
-    def run_group_item(self, item: GroupItem) -> None:
-        """Run a world_size= test on its ranks; its results become this process's results."""
-        from pytest_gpuperf.shell.group import GroupError, GroupLauncher
-
-        if self.groups is None:
-            self.groups = GroupLauncher(self.run, look_ahead=False)
-        got = self.groups.outcome(item, device=self.ensure_device(), progress=self._progress())
-        if got.kind == "skipped":
-            pytest.skip(got.text)
-        if got.kind == "failed":
-            pytest.fail(got.text, pytrace=False)
-        if got.kind == "error":
-            raise GroupError(got.text)
-        path, lineno, _ = item.location
-        results = item.stash.setdefault(RESULTS_KEY, [])
-        for r in got.results:
-            r.run_id = self.run_id
-            r.location = [path, lineno + 1 if lineno is not None else None]
-            results.append(r)
-
-    def ensure_device(self) -> str:
-        if self.device is None:
-            from pytest_gpuperf.measure.device import resolve_device
-
-            try:
-                self.device = resolve_device(self.settings.session.device)
-            except DeviceUnavailable as e:
-                raise pytest.UsageError(str(e)) from None
-        return self.device
-
-    # --- the fixture -------------------------------------------------------
-
-    def make_bench(self, request: pytest.FixtureRequest) -> GpuBench:
-        from pytest_gpuperf.artifacts.collectors.child import child_policy, measure_hooks
-        from pytest_gpuperf.measure.environment import collect_environment
-
-        item = request.node
-        params = dict(getattr(getattr(item, "callspec", None), "params", {}))
-        results = item.stash.setdefault(RESULTS_KEY, [])
-
-        path, lineno, _ = item.location
-
-        def record(result: Result) -> None:
-            result.run_id = self.run_id
-            result.location = [path, lineno + 1 if lineno is not None else None]
-            self._after_measurement(result)
-            results.append(result)
-
-        device = self.ensure_device()
-        disabled = self.settings.session.disable
-        # Run after each measurement: the kernel inventory, a capture child's profile.
-        hooks = [] if disabled else measure_hooks(inventory_settings(self.settings), device)
-        group = None
-        lock = functools.partial(self._device_lock().hold, item.nodeid)
-        progress = self._progress().task
-        if self.ranks is not None and self.ranks.in_step(item):
-            group, lock, hooks, progress = self._rank_context(item, device, disabled)
-        ctx = BenchContext(
-            nodeid=item.nodeid,
-            test_name=item.name,
-            config=self.run.resolved,
-            settings=self.settings,
-            device=device,
-            record=record,
-            marker=marker_kwargs(item),
-            params=params,
-            display_params=tuple((k, format_param(v)) for k, v in params.items()),
-            disabled=disabled,
-            environment=functools.partial(collect_environment, device),
-            lock=lock,
-            probes=self._probes(device),
-            phase_range=self._phase_range(device),
-            progress=progress,
-            after_measure=hooks,
-            activity=self._activity(device),
-            adjust_policy=child_policy() if self.child else None,
-            modes=self.run.registry.modes,
-            group=group,
-        )
-        return GpuBench(ctx)
-
-    def _rank_context(self, item: pytest.Item, device: str, disabled: bool) -> tuple[Any, ...]:
-        """A distributed test's group, its lock, its after-measure hooks and its progress
-        line (rank 0's only)."""
-        from pytest_gpuperf.artifacts.collectors.group import group_hooks
-
-        assert self.ranks is not None
-        group = self.ranks.join(device)
-        profile = bool(inventory_settings(self.settings) and self._saves_inventory())
-        hooks = (
-            []
-            if disabled
-            else group_hooks(group, device, profile=profile, calls=self.settings.capture.calls)
-        )
-        progress = self._progress().task
-        if not self.ranks.lead:
-            from pytest_gpuperf.shell.progress import silent
-
-            progress = silent().task
-        return group, functools.partial(self.ranks.lock, item.nodeid), hooks, progress
-
-    def _saves_inventory(self) -> bool:
-        mode = self.settings.capture.inventory
-        return mode == "always" or (mode == "auto" and bool(self.settings.session.save))
-
-    def _progress(self) -> Progress:
-        if self.progress is None:
-            from pytest_gpuperf.shell.progress import Progress
-
-            self.progress = Progress.from_config(self.config, self.settings.report.progress)
-        return self.progress
-
-    def _device_lock(self) -> DeviceLock:
-        """The device's lock; a progress line while another process holds it."""
-        if self._lock is None:
-            from pytest_gpuperf.shell.locks import DeviceLock
-
-            self._lock = DeviceLock(
-                self.ensure_device(),
-                timeout_s=self.settings.session.lock_timeout,
-                on_wait=self._progress().task,
-            )
-        return self._lock
-
-    def _environment(self) -> dict[str, Any]:
-        from pytest_gpuperf.measure.environment import collect_environment
-
-        return collect_environment(self.ensure_device())
-
-    # --- verdicts --------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        """After the test function returned: judge its results, capture evidence, fail.
-
-        A regression fails this test with the diagnosis first, then the verdict's
-        explanation, then the captured artifacts (``--gpuperf-capture``).
-        """
         try:
-            yield
-        except BaseException as e:
+            return (yield)
+        except BaseException:
             # The test's own failure (an assertion, a misused fixture, a skip): what it
             # measured is reported, never saved as a baseline run.
             item.stash[DID_NOT_PASS_KEY] = True
-            if self.ranks is not None and self.ranks.in_step(item):
-                self.ranks.out_of_step(item, e)
             raise
-        results = item.stash.get(RESULTS_KEY, None)
-        if not results or self.child:
-            return
-        if self.ranks is not None and self.ranks.in_step(item):
-            # every rank fails or passes the same test: rank 0's verdict, sent to all
-            failures = self.ranks.agree(item, lambda: self._verdict(item, results))
-        else:
-            failures = self._verdict(item, results)
-        if failures:
-            from pytest_gpuperf.reporting.terminal import fold
-
-            pytest.fail(fold("\n\n".join(failures)), pytrace=False)
-
-    def _confirmation_runner(
-        self, run: RunContext, nodeid: str | list[str], *, device: str, **kw: Any
-    ) -> Any:
-        """The fresh processes of a confirmation: on every rank (a torchrun rank 0), a new
-        start of a world_size= test's ranks, or a child pytest."""
-        from pytest_gpuperf.shell.rerun import run_child
-
-        if self.ranks is not None:
-            return self.ranks.run_child(run, nodeid, device=device, **kw)
-        targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
-        if self.groups is not None and self.groups.item(targets[0]) is not None and not kw:
-            return self.groups.fresh(targets, device)
-        return run_child(run, nodeid, device=device, **kw)
-
-    def _verdict(self, item: pytest.Item, results: list[Result]) -> list[str]:
-        """Judge the test's results (re-measuring suspects), capture evidence; the failures."""
-        from pytest_gpuperf.errors import BaselineError
-        from pytest_gpuperf.shell.capture import should_capture
-        from pytest_gpuperf.shell.gate import Judgement
-        from pytest_gpuperf.verdict.comparison import REGRESSION
-
-        judgement = Judgement()
-        if self.gate is not None:
-            self.gate.child_runner = self._confirmation_runner
-            if self.ranks is not None:
-                self.gate.look_ahead = False
-            # Inconclusive verdicts pass; their detail is printed once, in the terminal
-            # summary's inconclusive block (reporting/terminal.py), not as warnings.
-            try:
-                judgement = self.gate.judge(
-                    item, results, device=self.ensure_device(), progress=self._progress()
-                )
-            except BaselineError as e:  # a run of this test's, read now, that cannot be used
-                return [f"gpuperf: no verdict: {e}"]
-        failed = bool(judgement.failures)
-        if should_capture(self.settings.capture.mode, failed):
-            report = self._capture(item, results, judgement)
-            slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
-            if report is not None and failed and slower:
-                judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
-            elif report is not None and failed:
-                # failed on its output or memory, not on its time: the diagnosis of a slowdown
-                # does not open the failure (it would say "slower" where the time did not fail)
-                judgement.failures = [*judgement.failures, report.details()]
-            elif failed:
-                judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
-        return judgement.failures
-
-    def _capture(self, item: pytest.Item, results: list[Result], judgement: Any) -> Any:
-        """The first diagnosis of the test's regressed benchmarks, now, within the session's
-        capture budget (the capture takes the GPU lock itself); None: it waits for the
-        pass after the last verdict (shell/capture_budget.py)."""
-        return self._captures().at_verdict(
-            item.nodeid,
-            results,
-            judgement.comparisons,
-            device=self.ensure_device(),
-            progress=self._progress(),
-        )
-
-    def _captures(self) -> SessionCapture:
-        if self.captures is None:
-            from pytest_gpuperf.shell.capture_budget import SessionCapture
-
-            self.captures = SessionCapture(
-                self.run, self.run_id, self._baselines_of, runner_for=self._capture_runner
-            )
-        return self.captures
-
-    def _baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
-        """The baseline runs of each result's benchmark (by key), for a kernel diff."""
-        from pytest_gpuperf.baseline import records as br
-        from pytest_gpuperf.errors import BaselineError
-
-        baselines: dict[str, Any] = {}
-        if self.gate is not None:
-            for r in results:
-                try:
-                    match = self.gate.rule.match(r)
-                except BaselineError:  # said in the test's failure (_verdict)
-                    continue
-                if match.status == br.MATCH:
-                    baselines[r.id.key] = match.runs
-        return baselines
-
-    def _capture_runner(self, nodeid: str, device: str) -> Any:
-        """How a capture starts its fresh process for ``nodeid``: on every rank (a fresh group),
-        where this process is a rank; None: a child pytest (shell/capture.py's own)."""
-        if self.ranks is None:
-            return None
-        ranks = self.ranks
-
-        def runner(**kw: Any) -> Any:
-            return ranks.run_child(self.run, nodeid, device=device, **kw)
-
-        return runner
-
-    # --- telemetry and NVTX -----------------------------------------
-
-    def _probes(self, device: str) -> list[Probe]:
-        if self._telemetry is None:
-            from pytest_gpuperf.telemetry.probe import NvmlTelemetry
-
-            telemetry = self.settings.telemetry
-            off = None
-            if not telemetry.enabled:
-                off = "turned off (--gpuperf-telemetry=false)"
-            elif device != "cuda":
-                off = "the benchmark ran on the CPU: NVML telemetry covers CUDA benchmarks"
-            self._telemetry = NvmlTelemetry(
-                interval_ms=telemetry.interval_ms,
-                raw=telemetry.raw,
-                off_reason=off,
-            )
-        return [self._telemetry.probe]
-
-    def _activity(self, device: str) -> Callable[[], Any] | None:
-        """The GPM window maker of the session's telemetry (CUDA, --gpuperf-activity on); none
-        in a capture child, whose own measurement only checks that the slowdown reproduces."""
-        import os
-
-        from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
-
-        if device != "cuda" or not self.settings.telemetry.activity:
-            return None
-        if is_child(self.config) and os.environ.get(CAPTURE_ENV):
-            return None
-        self._probes(device)
-        assert self._telemetry is not None
-        return self._telemetry.activity_window
-
-    def _phase_range(self, device: str) -> PhaseRange:
-        if self._nvtx is None:
-            from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
-
-            self._nvtx = NvtxRanges(enabled=self.settings.telemetry.nvtx and device == "cuda")
-        return self._nvtx
-
-    def _after_measurement(self, result: Result) -> None:
-        """Let plugins add telemetry fields, then turn what the telemetry shows into notes."""
-        from pytest_gpuperf.telemetry.stream import notes as telemetry_notes
-
-        telemetry = result.telemetry if result.telemetry is not None else {}
-        self.config.hook.pytest_gpuperf_telemetry(
-            config=self.config, bench_id=result.id, telemetry=telemetry
-        )
-        result.telemetry = telemetry or None
-        result.notes.extend(telemetry_notes(result.telemetry))
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The header, once benchmarks are selected (after "collected N items"): one line
-        saying where and how benchmarks are measured; on a GPU, the GPUs' state from NVML.
-
-        Not in ``pytest_report_header``: that runs before collection, and a
-        session without benchmarks (or ``--collect-only``) must not import
-        torch or touch NVML. A CPU run never touches NVML. The xdist controller
-        collects nothing, so it prints the settings only (pytest_report_header);
-        each worker's results carry their own environment and telemetry.
-        """
-        settings = self.settings
-        if (
-            not self.lead
-            or self.config.getoption("collectonly", False)
-            or not any(is_benchmark(i) for i in session.items)
-        ):
-            return
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if self.config.get_verbosity() < 0 or self.config.getoption("no_header"):
-            tr = None
-        if settings.session.disable:
-            if tr is not None:
-                tr.write_line(f"gpuperf: {DISABLED}")
-            return
-        device = self.ensure_device()
-        if device == "cuda" and settings.telemetry.enabled:
-            from pytest_gpuperf.telemetry.header import collect_gpu_state
-
-            self.gpu_state = collect_gpu_state()
-        if tr is None:
-            return
-        for line in self._where_lines(device):
-            tr.write_line("gpuperf: " + line)
-        if self.gpu_state is not None:
-            from pytest_gpuperf.telemetry.header import render_header
-
-            for line in render_header(
-                self.gpu_state,
-                interval_ms=settings.telemetry.interval_ms,
-                activity=settings.telemetry.activity,
-            ):
-                tr.write_line("gpuperf: " + line)
-
-    def _where_lines(self, device: str) -> list[str]:
-        """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
-        rounds of 10 ms, warm-up ≤ 500 ms``: one line of at most 120 characters, or two."""
-        measure = self.settings.measure
-        env = self._environment()
-        how = (
-            f"{measure.rounds} rounds of {measure.round_ms:g} ms, "
-            f"warm-up ≤ {measure.warmup_ms:g} ms"
-        )
-        if device == "cuda":
-            graph = measure.cuda_graph
-            timing = {True: "CUDA-graph replay", "both": "CUDA events and CUDA-graph replay"}.get(
-                graph, "CUDA events" + (" with an L2 flush" if measure.l2_flush else "")
-            )
-            where = f"{{name}} (cuda:{env.get('gpu_index', 0)}, torch {env.get('torch')}): {timing}"
-            name = str(env.get("gpu_name") or "the GPU")
-        else:
-            from pytest_gpuperf.measure.device import cuda_unavailable_reason
-
-            why = (
-                "--gpuperf-device=cpu"
-                if self.settings.session.device == "cpu"
-                else cuda_unavailable_reason(short=True)
-            )
-            threads = env.get("torch_threads")
-            where = (
-                f"the CPU: {{name}}, {threads} thread{'s' if threads != 1 else ''}, torch "
-                f"{env.get('torch')} ({why})"
-            )
-            name = str(env.get("cpu_model") or "unknown CPU")
-        return _fit(
-            f"measuring on {where}; {how}", name=name, width=HEADER_WIDTH - len("gpuperf: ")
-        )
-
-    # --- results -------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -695,13 +221,11 @@ class GpuPerfSession:
         if results:
             # On the item, not the report: junitxml writes the properties the teardown
             # report copies from the item.
-            from pytest_gpuperf.reporting.junit import junit_properties
-
             item.user_properties.extend(junit_properties(results))
         report = yield
         if results:
             not_saved = item.stash.get(DID_NOT_PASS_KEY, False)
-            if is_worker(self.config):  # the controller reads them from the report
+            if self.run.is_worker:  # the controller reads them from the report
                 setattr(report, REPORT_ATTR, [r.to_dict() for r in results])
                 if not_saved:
                     setattr(report, NOT_SAVED_ATTR, True)
@@ -726,198 +250,19 @@ class GpuPerfSession:
         if not_saved:
             self.not_saved.extend(results)
 
-    def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        """The settings, for the xdist controller only: a process that collects says more
-        after collection (:meth:`pytest_collection_finish`), and only when it has benchmarks."""
-        if not config.getoption("numprocesses", None) or is_worker(config):
-            return []
-        session, measure = self.settings.session, self.settings.measure
-        if session.disable:
-            return [f"gpuperf: {DISABLED}"]
-        return [
-            f"gpuperf: device={session.device}, {measure.rounds} rounds of "
-            f"{measure.round_ms:g} ms after a warm-up of up to {measure.warmup_ms:g} ms"
-        ]
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Before the save and the reports (after the captures of the last verdicts, whose
+        plugin is registered later): plugins see the session's results."""
         if self._telemetry is not None:
             self._telemetry.close()
-        if not self.lead:
-            if self.captures is not None:
-                self.captures.close()
-            return
-        if not self.child:
-            self._captures_after_verdicts(exitstatus)
+        if self.lead and not self.child:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
-            if self.settings.session.save and self.results:
-                if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
-                    # A partial run (Ctrl-C, a crash) is not a run of the suite: it would sit
-                    # in the baseline as one, with benchmarks missing.
-                    how = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "stopped"
-                    self.save_error = (
-                        f"the session was {how} ({len(self.results)} benchmark result(s) "
-                        "measured); run it again to save a whole run"
-                    )
-                else:
-                    self._save(session)
-        self._write_outputs(session)
 
-    def _captures_after_verdicts(self, exitstatus: int) -> None:
-        """The captures the verdicts left (Nsight passes, first diagnoses that waited), the
-        largest slowdowns first, before the reports are written; none after a Ctrl-C."""
-        if self.settings.capture.mode == "never" or not self.results:
-            return
-        captures = self._captures()
-        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
-            captures.close()
-            captures.note_leftovers(self.results)
-            return
-        try:
-            captures.after_verdicts(self.results, progress=self._progress())
-        finally:
-            captures.close()
-
-    def _write_outputs(self, session: pytest.Session) -> None:
-        """The report files (reporting/outputs.py), the GitHub step summary and annotations;
-        a confirmation or capture child writes its JSON only (its parent reads it)."""
-        import os
-
-        from pytest_gpuperf.reporting.ci import write_ci_outputs
-
-        extra = fingerprint_extra(self.config)
-        self.ci = write_ci_outputs(
-            self.settings.report,
-            self.results,
-            baseline=self.gate.baseline if self.gate else None,
-            env=os.environ,
-            rootdir=self.config.rootpath,
-            fingerprint_extra=extra or None,
-            session={
-                "run_id": self.run_id,
-                "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(
-                    timespec="seconds"
-                ),
-                "duration_s": round(time.time() - self.started, 3),
-                "args": list(self.config.invocation_params.args),
-                "device": self.settings.session.device,
-                "baseline": self.settings.session.baseline,
-                "ab": self.gate.session_info() if self.gate else None,
-                "saved_to": self.saved_to,
-                "fingerprint_extra": extra,
-                "gpu_state": self.gpu_state,
-                "capture": self.captures.to_dict(self.results) if self.captures else None,
-                **self.session_info,
-            },
-            only=("json",) if self.child else None,
-            baseline_dirs=self._baseline_dirs(),
-            added=self._added_outputs(),
-        )
-        if self.ci.errors and session.exitstatus == 0:
-            # A report that was asked for and not written is a failed job (what CI reads).
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    def _save(self, session: pytest.Session) -> None:
-        from pytest_gpuperf.errors import BaselineError
-        from pytest_gpuperf.shell.baselines import run_meta, save
-
-        failed = {id(r) for r in self.not_saved}
-        results = [r for r in self.results if id(r) not in failed]
-        note = ""
-        if self.not_saved:
-            tests = sorted({short_test_id(r.id.nodeid) for r in self.not_saved})
-            note = (
-                f"; not saved: {len(self.not_saved)} result(s) of tests that did not pass "
-                f"({', '.join(tests)})"
-            )
-        if not results:
-            self.saved = f"baseline {self.settings.session.save!r}: nothing saved{note}"
-            return
-        try:
-            self.saved = save(
-                self.run,
-                results,
-                progress=self._progress(),
-                meta=run_meta(self.config),
-            )
-            self.saved += note
-            self.saved_to = self.settings.session.save
-        except BaselineError as e:
-            self.save_error = str(e)
-            if session.exitstatus == 0:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except KeyboardInterrupt as e:  # Ctrl-C (or SIGTERM) while saving or waiting to
-            self._save_interrupted(session, interrupted_by(e))
-
-    def _save_interrupted(self, session: pytest.Session, by: str) -> None:
-        """A Ctrl-C (``by``: or SIGTERM) during the save: a clear line and exit code 2, not
-        a traceback. A save commits in one step (the index is replaced atomically), so the
-        baseline holds all of this session's runs or none of them; which, its index says."""
-        from pytest_gpuperf.baseline.store import BaselineStore
-
-        name = self.settings.session.save
-        assert name is not None
-        try:
-            sessions = BaselineStore(self.run.baseline_dir).overview(name).sessions
-            committed = any(self.run_id in s.run_ids for s in sessions)
-        except Exception:  # no baseline yet, or unreadable: this run is not in it
-            committed = False
-        if committed:
-            self.saved = f"baseline {name!r}: saved (the {by} came after the save was complete)"
-        else:
-            self.save_error = (
-                f"the save was interrupted ({by}); the baseline is as it was before. Run the "
-                "session again to save"
-            )
-        session.exitstatus = pytest.ExitCode.INTERRUPTED
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from pytest_gpuperf.reporting.terminal import fold
-
-        if self.ranks is not None and not self.ranks.lead and not self.child and self.results:
-            terminalreporter.write_line(self.ranks.summary_line())
-        if not self.lead or self.child:
-            return
-        tr = terminalreporter
-        if self.results:
-            from pytest_gpuperf.reporting.terminal import TableSpec, render
-
-            verbosity = self.config.get_verbosity()
-            report = self.settings.report
-            spec = TableSpec(
-                columns=report.columns,
-                sort=report.sort,
-                group_by=tuple(report.group_by or ()),
-                verbose=verbosity > 0,
-                quiet=verbosity < 0,
-                fail_on=self.settings.verdict.fail_on,
-                modes=self.run.registry.modes,
-            )
-            tr.section("gpuperf")
-            tr.write_line(render(self.results, spec))
-        if self.gate is not None and self.gate.rerun_count:
-            tr.write_line(
-                f"confirmation: {self.gate.rerun_count} fresh-process re-measurement(s) added "
-                f"{self.gate.rerun_s:.1f} s"
-            )
-        for error in self.gate.child_errors if self.gate is not None else []:
-            tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)
-        if self.captures is not None:
-            for line in self.captures.summary_lines(self.results):
-                # a command to copy stays on one line
-                tr.write_line(fold(line))
+    def summarize(self, tr: Any, results: list[Result]) -> None:
+        """The terminal summary's lines of the device's lock: a wait, a lock log that failed."""
         for line in self._lock.summary_lines() if self._lock is not None else []:
             tr.write_line(fold(line))
-        if self.saved:  # its first line names the baseline's file: a long path stays whole
-            tr.write_line(self.saved)
-        if self.save_error:
-            tr.write_line(f"gpuperf: the baseline was NOT saved: {self.save_error}", red=True)
-        if self.ci is not None:
-            for line in self.ci.messages:
-                tr.write_line(line)
-            for line in self.ci.errors:
-                tr.write_line(line, red=True)
-            for line in self.ci.annotations:  # GitHub reads these at the start of a line
-                tr.write_line(line)
 
 
 def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> None:

@@ -1,21 +1,10 @@
 """Typed settings, built once in ``pytest_configure``, and the run context that carries them.
 
-:mod:`.options` declares every option once; :mod:`.config` resolves each one
-(call > marker > CLI > ini > default) and remembers where its value came from.
-Here the resolved values become frozen dataclasses, one per concern, each
-field typed and tied to its option with :func:`pytest_gpuperf.values.option`:
-
-- :class:`SessionSettings`: where and whether to measure, the baselines, locks;
-- :class:`~pytest_gpuperf.measure.policy.MeasurePolicy`: how one benchmark is measured;
-- :class:`~pytest_gpuperf.verdict.policy.VerdictSettings`: how it is judged;
-- :class:`~pytest_gpuperf.artifacts.collectors.base.CaptureSettings`: evidence capture;
-- :class:`~pytest_gpuperf.reporting.settings.ReportSettings`: output files and tables;
-- :class:`TelemetrySettings`: NVML sampling and NVTX ranges;
-- :class:`WorkSettings`: the work per call (``flops``, ``bytes``; per test only).
-
-Each class lives in the lowest ring that reads it. Every option is a field of
-exactly one of them (``tests/unit/test_settings.py``), so a new option cannot
-be forgotten. Code reads ``run.settings.session.baseline``, never a name.
+:mod:`.options` declares every option; :mod:`.config` resolves each (call > marker > CLI >
+ini > default). Here the values become frozen dataclasses, one per concern (session,
+measure, verdict, capture, report, telemetry, work), each in the lowest ring that reads it.
+Every option is a field of exactly one (``tests/unit/test_settings.py``): code reads
+``run.settings.session.baseline``, never an option's name.
 """
 
 from __future__ import annotations
@@ -24,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
@@ -36,9 +27,9 @@ from pytest_gpuperf.settings_fields import option, settings_from
 from pytest_gpuperf.verdict.policy import VerdictSettings
 
 if TYPE_CHECKING:
-    import pytest
-
     from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
+
+_EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 @dataclass(frozen=True)
@@ -200,3 +191,12 @@ class RunContext:
         """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
         path = Path(self.settings.session.baseline_dir).expanduser()
         return path if path.is_absolute() else self.rootpath / path
+
+
+def fingerprint_extra(config: pytest.Config) -> dict[str, Any]:
+    """Fields users' plugins add to the fingerprint (pytest_gpuperf_update_fingerprint), once."""
+    if _EXTRA_KEY not in config.stash:
+        extra: dict[str, Any] = {}
+        config.hook.pytest_gpuperf_update_fingerprint(config=config, fingerprint=extra)
+        config.stash[_EXTRA_KEY] = extra
+    return config.stash[_EXTRA_KEY]

@@ -1,14 +1,9 @@
 """pytest-xdist support: one GPU per worker, pinned before CUDA starts.
 
-A worker learns its GPU from ``PYTEST_XDIST_WORKER`` (``gw3`` -> 3), which
-xdist sets before pytest parses the worker's configuration; the plugin pins
-it in ``pytest_load_initial_conftests``, the earliest hook a plugin gets,
-before any conftest could start CUDA. GPUs are taken from
-``CUDA_VISIBLE_DEVICES`` where set, else from NVML (by UUID, so the pin does
-not depend on CUDA's device order). With more workers than GPUs, workers
-share GPUs round-robin and the per-GPU lock (locks.py) serialises their
-measurements. The controller hands each worker the session's run id through
-``workerinput``; results come back on the test reports (session.py).
+A worker's GPU comes from ``PYTEST_XDIST_WORKER`` (``gw3`` -> 3), pinned in
+``pytest_load_initial_conftests``, before any conftest can start CUDA; GPUs from
+``CUDA_VISIBLE_DEVICES``, else NVML (by UUID). More workers than GPUs share them
+round-robin, and the per-GPU lock serialises their measurements.
 """
 
 from __future__ import annotations
@@ -53,13 +48,6 @@ def worker_index(worker_id: str | None) -> int | None:
         return int(worker_id[2:])
     except ValueError:
         return None
-
-
-def plan(n_workers: int, gpus: list[str]) -> dict[int, str]:
-    """Worker index -> GPU, round-robin."""
-    if not gpus:
-        return {}
-    return {i: gpus[i % len(gpus)] for i in range(n_workers)}
 
 
 def pin_this_worker() -> str | None:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.json_report import load_results
-from pytest_gpuperf.shell.capture import CaptureReport, capture, standalone_runner
+from pytest_gpuperf.shell.capture import CaptureReport, capture
 from pytest_gpuperf.verdict import REGRESSION, Comparison
+from tests.child_runner import standalone_runner
 
 
 def measure(root: Path, nodeid: str, plant: str, inventory: str, out: Path) -> Result:

@@ -203,7 +203,7 @@ def test_a_hung_tool_is_killed_at_its_budget(
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NSYS_PIDFILE", str(tmp_path / "pid"))
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
-    from pytest_gpuperf.shell.capture import standalone_runner
+    from tests.child_runner import standalone_runner
 
     runner = standalone_runner("test_x.py::test_x", rootdir=tmp_path, device="cpu")
     ctx = CaptureContext(

@@ -152,9 +152,9 @@ def test_a_capture_child_measures_briefly_before_it_profiles(
     adjust = child_policy()
     assert adjust is not None and adjust(MeasurePolicy()).rounds == 2
 
+    monkeypatch.setenv(CAPTURE_ENV, json.dumps({"tool": "torch_profiler", "measure": BRIEF}))
     cfg = GpuPerfConfig.from_values({"round_ms": 0.5}, {})
-    ctx = BenchContext("t.py::t", cfg, "cpu", record=lambda r: None, after_measure=[],
-                       adjust_policy=brief)  # fmt: skip
+    ctx = BenchContext("t.py::t", cfg, "cpu", record=lambda r: None, after_measure=[])
     bench = GpuBench(ctx)
     bench(lambda: sum(range(100)))
     (r,) = bench.results

@@ -20,7 +20,7 @@ from pytest_gpuperf.artifacts import OK, CaptureContext
 from pytest_gpuperf.artifacts.collectors.ncu import NcuCollector
 from pytest_gpuperf.artifacts.collectors.nsys import NsysCollector
 from pytest_gpuperf.artifacts.collectors.torch_trace import TorchTraceCollector
-from pytest_gpuperf.shell.capture import standalone_runner
+from tests.child_runner import standalone_runner
 
 DATA = Path(__file__).parent.parent / "data" / "artifacts"
 

@@ -130,14 +130,12 @@ def test_one_start_runs_the_next_tests_of_its_world_size(monkeypatch: pytest.Mon
 
 def test_too_few_gpus_is_a_skip_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     launcher = g.GroupLauncher.__new__(g.GroupLauncher)
-    monkeypatch.setattr("pytest_gpuperf.shell.xdist.machine_gpus", lambda: ["GPU-aaa"])
+    monkeypatch.setattr(g, "machine_gpus", lambda: ["GPU-aaa"])
     gpus, why = launcher._gpus(2, "cuda")
     assert gpus == [] and why == (
         "world_size=2 needs 2 GPUs, one per rank; this machine has 1 (GPU-aaa)"
     )
-    monkeypatch.setattr(
-        "pytest_gpuperf.shell.xdist.machine_gpus", lambda: ["GPU-b", "GPU-a", "GPU-c"]
-    )
+    monkeypatch.setattr(g, "machine_gpus", lambda: ["GPU-b", "GPU-a", "GPU-c"])
     assert launcher._gpus(2, "cuda") == (["GPU-b", "GPU-a"], None)
     assert launcher._gpus(4, "cpu") == ([], None)  # on the CPU, ranks are processes
 

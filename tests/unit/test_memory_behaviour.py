@@ -121,7 +121,7 @@ TELEMETRY = {"available": True, "sm_clock_mhz": {"median": 1980.0}, "activity": 
 
 def _saved(store: BaselineStore, **kw: Any) -> Any:
     r = make_result(**kw)
-    r.telemetry = baseline_telemetry(r.telemetry)  # what shell.baselines.save keeps
+    r.telemetry = baseline_telemetry(r.telemetry)  # what shell.save.save keeps
     store.save("main", [r], now=T0)
     return store.load("main").runs(KEY, fp_id(GPU_ENV), POLICY)[0]
 

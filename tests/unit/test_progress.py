@@ -125,7 +125,7 @@ def test_from_config_quiet_under_q_and_in_workers() -> None:
 
 
 def test_the_header_shortens_a_long_cpu_model_to_fit() -> None:
-    from pytest_gpuperf.shell.session import _fit
+    from pytest_gpuperf.shell.header import _fit
 
     template = "measuring on the CPU: {name}, 2 threads, torch 2.13.0+cpu (no CUDA); 30 rounds"
     short = _fit(template, name="AMD EPYC", width=120)
@@ -141,7 +141,7 @@ def test_every_header_line_fits_120_columns(why: str, torch: str, name: str) -> 
     """The newcomer's header of 129 characters on a CPU machine (AMD EPYC, 2 threads,
     --gpuperf-device=cpu): the CPU model could shorten no further, and the line stayed
     long. A line that cannot fit is now two, each within the 120 columns."""
-    from pytest_gpuperf.shell.session import HEADER_WIDTH, _fit
+    from pytest_gpuperf.shell.header import HEADER_WIDTH, _fit
 
     template = (
         f"measuring on the CPU: {{name}}, 128 threads, torch {torch} ({why}); 1000 rounds of "

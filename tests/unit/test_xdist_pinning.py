@@ -7,18 +7,13 @@ import pytest
 from pytest_gpuperf.shell import xdist
 
 
-def test_plan_is_round_robin() -> None:
-    assert xdist.plan(4, ["0", "1"]) == {0: "0", 1: "1", 2: "0", 3: "1"}
-    assert xdist.plan(3, []) == {}
-
-
 def test_worker_index() -> None:
     assert xdist.worker_index("gw12") == 12
     assert xdist.worker_index("master") is None
     assert xdist.worker_index(None) is None
 
 
-def test_pin_uses_the_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pin_uses_the_visible_devices_round_robin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw3")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
     monkeypatch.delenv(xdist.PINNED_ENV, raising=False)
