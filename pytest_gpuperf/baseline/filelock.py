@@ -1,27 +1,12 @@
 """Cross-process locks on lock files, safe in a folder that other users can write to.
 
-Two processes saving into one baseline must not both read the old index and write their
-own; two sessions must not measure on one device at once. ``fcntl.flock`` on a lock file
-serialises them, and the kernel releases it when its process dies (even by SIGKILL), so
-a lock is never stale. A held lock file names its holder (pid, host, user and what it is
-doing), so that a waiting process can say whom it waits for.
-
-Safety where other users can write (the device locks' folder is shared by every user):
-a lock file is opened relative to its folder's descriptor with ``O_NOFOLLOW`` and
-``O_NONBLOCK`` (no symbolic link followed, no FIFO hung on) and must be a regular file
-with one name before a byte is written to it; a shared folder must not be a symbolic link,
-and must belong to root or to this user, since a folder's owner can delete the files of
-others in it, sticky bit or not (a held lock deleted lets a second session take a new
-one). In a shared folder each user locks a file of its own (:func:`shared_locked`).
-
-Windows: ``msvcrt.locking`` on the first byte of the same file (the path checked with
-``lstat`` first). Elsewhere no lock is taken: each write is still atomic.
-
-Not the ``filelock`` package (installed with torch): releases before 3.20.1 follow a
-symbolic link planted as the lock file and truncate its target (CVE-2025-68146), a user's
-torch environment picks the version, and none checks hard links or folder owners, opens
-relative to a checked folder, names the holder, or keeps one user's planted file from
-denying the lock to the others.
+``fcntl.flock`` (``msvcrt.locking`` on Windows): the kernel releases it when its process
+dies, so a lock is never stale; a held lock file names its holder. A lock file is opened
+relative to its checked folder with ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file
+with one name; a shared folder must belong to root or to this user.
+Not the ``filelock`` package: the user's torch environment picks its version, releases
+before 3.20.1 follow a planted symbolic link (CVE-2025-68146), and none checks hard
+links or folder owners or names the holder.
 """
 
 from __future__ import annotations

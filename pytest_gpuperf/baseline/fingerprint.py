@@ -1,38 +1,11 @@
 """The environment fingerprint: which runs may be compared with each other.
 
-A baseline run is compared with a new run only when both ran on the same
-*hard* environment: the keys whose change moves timings by more than the
-gate's threshold on its own, so that a comparison across them would report
-the environment, not the code. Everything else that
-:func:`pytest_gpuperf.measure.environment.collect_environment` records is *soft*: it
-is kept for the record but never refuses a comparison.
-
-Hard keys, and why:
-
-GPU runs (``device == "cuda"``)
-    ``gpu_name``, ``compute_capability``: another GPU model is another
-    machine. ``sm_count``, ``gpu_memory_bytes``: the same name also covers
-    MIG slices and cut-down or power-capped SKUs, which these expose.
-    ``driver`` (full version): drivers ship scheduler and JIT changes, and
-    runner fleets upgrade them silently. ``cuda_runtime``, ``torch``,
-    ``triton``: they choose and generate the kernels being timed.
-CPU runs (``device == "cpu"``)
-    ``cpu_model``, ``machine``: the processor. ``torch_threads``: intra-op
-    parallelism scales CPU timings directly. ``python`` (major.minor only):
-    interpreter overhead is part of every CPU timing of small ops, while
-    patch releases do not change it. ``torch``: the kernels.
-Both
-    ``device``, so that a CPU run never matches a GPU run.
-
-Deliberately soft: ``gpu_uuid``, ``gpu_index``, ``hostname`` (a pool of
-identical runners, or several identical GPUs under pytest-xdist, must share
-one baseline); ``cudnn``, ``torch_git`` (follow from ``torch``);
-``l2_cache_bytes`` (follows from the GPU model); the host's ``cpu_model`` and
-``python`` for GPU runs (GPU time dominates, and runner fleets mix hosts).
-A project that needs more (a pinned clock, a model revision) adds keys
-through ``extra``, which a hook feeds.
-
-Pure Python: no torch, no pytest.
+Only *hard* keys refuse a comparison: those whose change alone moves timings by more
+than the gate's threshold (GPU model, SM count, memory, driver, CUDA, torch, triton;
+on the CPU: CPU model, machine, torch threads, Python major.minor). Everything else
+:func:`pytest_gpuperf.measure.environment.collect_environment` records is *soft*, kept
+for the record: the GPU's UUID and the host name stay soft so that a pool of identical
+runners, or identical GPUs under pytest-xdist, share one baseline. Pure Python.
 """
 
 from __future__ import annotations

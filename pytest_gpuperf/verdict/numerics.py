@@ -1,37 +1,12 @@
-"""Numerics beside time: the output fingerprint of a benchmark, and its comparison.
+"""Numerics beside time: comparing the output fingerprints of two sides.
 
-A benchmark that returns tensors (or a tuple, list or dict of them, nested)
-gets a small *fingerprint* of one call's output per run: for each tensor its
-path in the structure (``out``, ``out[0]``, ``out['logits']``), shape, dtype,
-statistics of its finite values (mean, mean of absolute values, min, max,
-standard deviation, in float64), how many values are NaN or infinite, and
-:data:`SAMPLES` values read at fixed flat positions (:func:`sample_indices`:
-the same positions for the same number of elements). The device adapter
-:mod:`pytest_gpuperf.measure.numerics` computes it,
-:mod:`pytest_gpuperf.measure.numerics_format` defines and validates its format, and
-this module compares fingerprints.
-
-A fingerprint is a JSON list of tensor entries::
-
-    {"path": "out", "shape": [64, 64], "dtype": "torch.float32", "numel": 4096,
-     "nan": 0, "inf": 0,
-     "stats": {"mean": ..., "abs_mean": ..., "min": ..., "max": ..., "std": ...},
-     "samples": [0.12, "nan", ...]}
-
-``stats`` values are null when no value is finite; a non-finite sample is the
-string ``"nan"``, ``"inf"`` or ``"-inf"`` (JSON has no NaN). An entry whose
-values could not be read (a sparse or meta tensor) has ``skipped`` (why)
-instead of ``stats`` and ``samples``.
-
-The comparison (:func:`compare`) reports the largest relative difference over
-the statistics and samples, and each change of structure, dtype, shape or
-count of NaN/Inf; a relative difference is taken against the larger of the
-two values and the tensor's scale (its mean absolute value), so values near
-zero do not blow it up. When the fingerprints of runs of the same code differ
-beyond the tolerance among themselves, the inputs were not seeded: the
-comparison means nothing, and says so (:data:`UNSEEDED`).
-
-Pure Python: no torch, no pytest.
+:mod:`pytest_gpuperf.measure.numerics` computes a fingerprint (per output tensor: path,
+shape, dtype, statistics of its finite values, NaN/Inf counts, :data:`SAMPLES` values at
+fixed positions) and :mod:`pytest_gpuperf.measure.numerics_format` validates it. A
+relative difference is taken against the larger of the two values and the tensor's mean
+absolute value, so values near zero do not blow it up. When runs of the same code differ
+among themselves the inputs were not seeded: the comparison means nothing and says so
+(:data:`UNSEEDED`). Pure Python.
 """
 
 from __future__ import annotations
@@ -54,14 +29,12 @@ from pytest_gpuperf.outcome import NumericsComparison as NumericsComparison
 #: The fingerprint's format (:mod:`pytest_gpuperf.measure.numerics_format`), importable
 #: from here too.
 SAMPLES = numerics_format.SAMPLES
-MAX_TENSORS = numerics_format.MAX_TENSORS
 sample_indices = numerics_format.sample_indices
 problem = numerics_format.problem
-is_fingerprint = numerics_format.is_fingerprint
 encode = numerics_format.encode
 
-#: Options of ``numerics=``: no fingerprint / report a change / fail on a change.
-OFF, REPORT, GATE = "off", "report", "gate"
+#: Options of ``numerics=`` read here: no fingerprint / fail on a change (``report``: neither).
+OFF, GATE = "off", "gate"
 
 #: :attr:`NumericsComparison.kind` values.
 SAME = NUMERICS_SAME

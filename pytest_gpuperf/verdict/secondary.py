@@ -1,29 +1,10 @@
 """Secondary metrics against the baseline: peak memory, first-call time, memory behaviour.
 
-Not tested for significance like time: neither has a usable noise model.
-
-* Peak memory (``torch.cuda.max_memory_allocated`` of the benchmark) is
-  nearly deterministic for deterministic code; it moves with allocator
-  rounding, a library's workspace or an autotuner's choice. A relative
-  tolerance (default 5 %) plus an absolute slack (default 1 MiB) against the
-  largest baseline value.
-* First-call time (compilation, autotuning, lazy initialisation) is very
-  noisy: disk caches make it vary by 10x, and a PR that changes compiled code
-  always misses the cache. It is compared with the *largest* baseline value
-  and a wide tolerance (default 50 %), so a noisy history only ever widens
-  the band. Gate it only where caches are controlled (always cold or always
-  warm).
-
-* Memory behaviour per call (:mod:`pytest_gpuperf.measure.allocation`): the caching
-  allocator's allocation requests and ``cudaMalloc`` calls per call and its retries, and
-  the host-device bytes per call of the kernel inventory (when the current run has one:
-  ``--gpuperf-inventory=always``). Counts of deterministic code do not move between
-  runs; the peak-memory tolerance applies, with a slack of half an allocation (or
-  64 KiB) per call so that a rounding of the window's calls is not a change.
-
-The band is ``[min(baseline) / (1 + tol) - slack, max(baseline) * (1 + tol) + slack]``;
-``ratio`` is current over the baseline median, for the report. Gating is the
-caller's choice (``--gpuperf-gate-secondary``).
+None has a usable noise model, so none is tested for significance like time: each is
+compared with a band around the baseline's values,
+``[min / (1 + tol) - slack, max * (1 + tol) + slack]``. First-call time is compared with
+the *largest* baseline value, so a noisy history (disk caches) only ever widens the band.
+Gating is the caller's choice (``--gpuperf-gate-secondary``).
 """
 
 from __future__ import annotations
