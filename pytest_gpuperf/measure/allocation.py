@@ -1,23 +1,9 @@
 """Memory behaviour per call, from the caching allocator's counters. Pure Python.
 
-PyTorch's CUDA caching allocator counts every allocation request and free, the
-segments it reserves from the driver (``cudaMalloc``/``cuMemMap``), the retries
-after a failed ``cudaMalloc`` (it frees its cache and tries again: a sign of
-fragmentation or of memory running out), and the memory it holds reserved
-(``torch.cuda.memory_stats``). :mod:`.memory` reads the counters
-(:data:`COUNTERS`); this module turns snapshots into ``Result.memory``::
-
-    {"available": True, "source": "torch.cuda.memory_stats", "calls": 683,
-     "allocations_per_call": 1.0, "frees_per_call": 1.0,
-     "allocated_bytes_per_call": 67108864.0, "device_allocs_per_call": 0.0,
-     "device_frees_per_call": 0.0, "alloc_retries": 0, "device_allocs": 0,
-     "reserved_bytes": 402653184, "reserved_growth_bytes": 0}
-
-The ``*_per_call`` figures come from a window of plain back-to-back calls after
-the measurement (its number of calls is exact); ``alloc_retries``,
-``device_allocs`` and ``reserved_growth_bytes`` count over the measurement itself
-(calibration, warm-up and rounds). On the CPU there are no such counters:
-``{"available": False, "reason": ...}``.
+:mod:`.memory` reads ``torch.cuda.memory_stats`` (:data:`COUNTERS`); this module turns the
+snapshots into ``Result.memory``. The ``*_per_call`` figures come from a window of plain
+calls after the measurement (an exact number of calls); ``alloc_retries``,
+``device_allocs`` and ``reserved_growth_bytes`` count over the measurement itself.
 """
 
 from __future__ import annotations

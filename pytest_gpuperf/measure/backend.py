@@ -1,38 +1,11 @@
 """Timing backends: what a timer does (:class:`Timer`), what it times (:class:`Invocation`),
 and the modes that make one (:class:`Modes`).
 
-A mode is one way of timing a call (CUDA events, CUDA-graph replay, the CPU's
-clock); its name is in every result and baseline key (``BenchId.mode``).
-Everything that differs between modes is declared on its :class:`Mode`: the
-device it runs on and the settings that select it, how its timer is made, the
-settings that make two of its results comparable, its noise class for the
-verdict, the remedy for a noisy result, and what the reports do with it.
-
-The modes of a session are a :class:`Modes`, built once per pytest session or
-CLI run from what every ``pytest_gpuperf_timing_modes()`` hook returns
-(:mod:`pytest_gpuperf.registry`): the package's own hook returns
-:data:`BUILTIN_MODES`, a plugin or a conftest returns its own. There is no
-module-level registry to change. A new backend is one module with its timer and a
-factory (:class:`TimerFactory`: ``factory(call, policy)``, ``call`` the
-benchmark's :class:`Invocation`), plus its :class:`Mode` returned by that hook
-(docs/architecture.md, "Where to add things"). Pure Python: the verdict and the
-reports read the descriptions; a built-in mode's factory is a dotted path
-(``"module:function"``) imported only when a timer is made, so torch is not.
-
-``gpu_bench(fn, *args, setup=make)`` runs ``make()`` before every call of
-``fn``, untimed, as pytest-benchmark's ``pedantic(setup=...)`` does
-(:class:`Invocation`):
-
-* with arguments given to ``gpu_bench``: ``make()`` resets them in place
-  (e.g. ``x.copy_(x0)``), and ``fn`` gets them; what ``make()`` returns is
-  ignored (``x.copy_(x0)`` returns ``x``), unless it is an ``(args, kwargs)``
-  pair, which is an error (arguments given twice);
-* without: ``make()`` returns ``(args, kwargs)``, a tuple (or list) of
-  ``fn``'s positional arguments and a dict of its keyword arguments, made
-  fresh for this call, or ``None`` (``fn`` takes no arguments).
-
-A timer calls :meth:`Invocation.prepare` outside its timed region and then
-the invocation itself inside it.
+Everything that differs between modes (device, settings, timer factory, comparable
+settings, noise class, remedy) is declared on its :class:`Mode`. A session's
+:class:`Modes` is built once from the ``pytest_gpuperf_timing_modes()`` hooks: there is
+no module-level registry to change. A built-in mode's factory is a dotted path imported
+only when a timer is made, so importing this module never imports torch.
 """
 
 from __future__ import annotations

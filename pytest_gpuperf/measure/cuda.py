@@ -100,26 +100,11 @@ class _CudaTimerBase:
 class CudaEventsTimer(_CudaTimerBase):
     """Two figures per round, from one warm-up: device time, and end-to-end time per call.
 
-    * **Device time** (the round's main value): a spin kernel holds the GPU
-      while the host enqueues the round's calls, so the GPU runs them back to
-      back from its queue and their events time the GPU alone, whatever the
-      host's cost (nvbench's blocking kernel; :mod:`.host_hiding` sizes the
-      spin). With ``l2_flush`` each call gets its own event pair, preceded by
-      a write of twice the L2 size outside the pair, and the round's value is
-      the median call; without it one pair brackets the round.
-    * **End-to-end time per call** (``Round.e2e``): the same calls back to back
-      between one event pair, no flush and no spin, as a loop in user code pays
-      them: for host-bound code, the host's time per call.
-
-    A function that waits for the GPU itself (``.item()``...) cannot have its
-    host hidden; :attr:`host_hidden` then says False and the device figure
-    includes those waits. One host synchronisation per figure and round.
-
-    With ``setup=``, each call of both figures gets its own event pair, with its
-    setup (and, for the device figure, the flush) enqueued before the pair, so
-    the setup's GPU work is never timed: the device figure is the median call,
-    the end-to-end figure the mean call. The spin is sized for the host's setup
-    and call together.
+    Device time: a spin holds the GPU while the host enqueues the round, so the events
+    time the GPU alone (:mod:`.host_hiding`); with ``l2_flush`` each call has its own
+    event pair and the round's value is the median call. End-to-end (``Round.e2e``): the
+    same calls with no flush and no spin, as a user's loop pays them. With ``setup=``
+    every call of both figures has its own pair, the setup enqueued before it.
     """
 
     mode = "cuda-events"

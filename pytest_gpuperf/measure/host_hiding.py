@@ -1,29 +1,10 @@
 """Sizing the spin kernel that holds the GPU while the host enqueues a round (pure Python).
 
-The device-time figure of the CUDA events backend times calls that the GPU
-runs back to back from its queue, with the host's work hidden: a spin kernel
-(``torch.cuda._sleep``) keeps the stream busy while the host enqueues the
-round's calls, so each call's events measure the GPU alone (nvbench's
-blocking-kernel method). That holds only if the spin outlasts the enqueue.
-This module decides how long to spin and whether a round's host was hidden;
-:mod:`pytest_gpuperf.measure.cuda` does the GPU side.
-
-* A spin is asked for in cycles of the SM clock, and the clock moves (idle,
-  boost, power cap): the rate used is the fastest seen, so a slower clock can
-  only lengthen a spin.
-* The spin is sized from the host's cost of enqueuing one call, measured on
-  the rounds that enqueue without a spin (the end-to-end figure's), plus the
-  device round's own flush and events.
-* Whether the host can be hidden at all is asked once, directly: one call
-  enqueued behind a spin far longer than the call's own host time returns
-  long before the spin ends, unless the function waits for the GPU itself
-  (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``, a copy from pageable
-  memory). Such a function is marked unhideable (:meth:`probe`): no spin is
-  used, and its device figure includes those waits (the result says so).
-* A round whose host finished after the spin ended (a slow moment of the
-  host, or a launch queue too full to take the round) is retried with a longer
-  spin and, if the host was blocked outright, fewer calls; a round whose host
-  finished within the spin but close to its end gets a longer spin next time.
+The device figure of the CUDA events backend is the GPU alone only if the spin
+outlasts the host's enqueue (nvbench's blocking-kernel method). The SM clock moves, so
+the fastest rate seen is used: a slower clock only lengthens a spin. A function that
+waits for the GPU itself (``.item()``, ``.cpu()``) can never be hidden: :meth:`probe`
+asks once and marks it. A round whose host outran the spin is retried with a longer one.
 """
 
 from __future__ import annotations
@@ -51,9 +32,8 @@ class HostHiding:
     calls: int | None = None
     #: False once the function showed that it waits for the GPU itself
     hideable: bool = True
-    #: rounds measured, and rounds whose host was hidden
+    #: rounds measured
     rounds: int = 0
-    hidden_rounds: int = 0
 
     def observe_rate(self, cycles: int, seconds: float) -> None:
         """A spin of ``cycles`` took ``seconds`` on the GPU."""
@@ -104,7 +84,6 @@ class HostHiding:
             return False
         self.observe_rate(cycles, spin_s)
         if enqueue_s <= self.hidden_share * spin_s:
-            self.hidden_rounds += 1
             return True
         expected = calls * (self.enqueue_per_call + self.overhead_per_call)
         if enqueue_s >= spin_s and spin_s >= 1.2 * expected and calls > 1:
