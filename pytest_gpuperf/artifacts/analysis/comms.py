@@ -1,25 +1,10 @@
 """The collectives of a few profiled calls, per rank and across a group. Pure Python.
 
-Each rank of a distributed benchmark profiles the same few steady-state calls
-(``gpuperf/call#<i>`` ranges, as for one process: :mod:`.timeline`) and exports its
-own torch.profiler trace. From one rank's trace, :func:`rank_comms` reads, per call,
-each collective in order:
-
-* on a GPU, NCCL's kernels (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``...), tied to
-  the call that launched them; their names carry the algorithm and protocol;
-* on the CPU, gloo's work ranges (``gloo:all_reduce``), on gloo's own threads;
-
-with the bytes of its message (the host-side op's input sizes, when the profiler
-recorded shapes), the compute its rank did since the previous collective started
-(other kernels on a GPU; the calling thread's operators on the CPU), and how much of
-the collective overlapped compute.
-
-Across ranks (:func:`combine`), a collective's time on one rank beyond its fastest
-rank's is time that rank waited for the last one to arrive: the *wait*. The rank that
-arrives last is the straggler; the wait it causes is the others' wait, and the
-compute it did before the collectives says why. :func:`findings` compares a group's
-summary with its baseline's: a rank imbalance, more and smaller collectives (a bucket
-change), a message-size change, lost overlap.
+:func:`rank_comms` reads one rank's trace: per call, each collective (NCCL kernels on a
+GPU, gloo's ranges on the CPU) with its bytes, the compute before it and its overlap.
+:func:`combine` takes the ranks together: a collective's time beyond its fastest rank's
+is *wait* for the last rank to arrive (the straggler). :func:`findings` compares a
+group's summary with its baseline's.
 """
 
 from __future__ import annotations

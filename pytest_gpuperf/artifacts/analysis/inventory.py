@@ -1,27 +1,10 @@
 """Kernel inventories: what a benchmark runs on the GPU per call, and what changed. Pure Python.
 
-An inventory is a small JSON-safe dict, stored with each baseline run
-(``Result.extra["kernels"]``, the baseline's ``extra`` slot)::
-
-    {"schema": 1, "source": "torch.profiler", "device": "cuda", "calls": 10,
-     "per_call_us": 182.0, "gpu_us_per_call": 176.1, "busy_fraction": 0.97,
-     "syncs_per_call": 0.0, "h2d_per_call": 0.0, "h2d_bytes_per_call": 0.0,
-     "d2h_per_call": 0.0, "d2h_bytes_per_call": 0.0,
-     "kernels": [{"name": "nvjet_sm90_tst_256x128_...", "kind": "kernel",
-                  "launches": 1.0, "us_per_call": 150.2, "us_per_launch": 150.2,
-                  "grid": [66, 2, 1], "block": [384, 1, 1], "registers": 168}, ...],
-     "other_us_per_call": 0.0, "compiled_regions_per_call": 1.0, "compiled": true}
-
-``compiled`` (whether torch.compile regions or Triton kernels ran; added
-after the first inventories, which lack it) and ``compiled_regions_per_call``
-let a capture tell that the compiled code of the baseline is gone; ``probe``
-(added by the hooks that take an inventory, see
-:mod:`pytest_gpuperf.artifacts.collectors.algorithms`) says what the library's
-choices depended on: dtypes, autocast, TF32 precision, the SDPA mask and backend.
-
-Names are normalised (:func:`normalize`) so that the same kernel matches
-across runs; launches and times are per call of the benchmarked function.
-On the CPU the entries are the operators by their self time instead (``kind: "op"``).
+An inventory is a small JSON-safe dict (``schema``, per-call times, syncs and copies,
+and ``kernels``: name, launches, time, grid, block), stored with each baseline run in
+``Result.extra["kernels"]``. Names are normalised (:func:`normalize`) so that the same
+kernel matches across runs; on the CPU the entries are operators (``kind: "op"``).
+Inventories older than the ``compiled`` flag lack it.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """What NCCL's own log (``NCCL_DEBUG=INFO``) says about a communicator. Pure Python.
 
-At initialisation NCCL prints one line per connection it sets up, each naming its
-transport::
-
-    host:4242:4300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
-    host:4242:4300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct
-    host:4242:4300 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0
-
-plus its version, the network it chose (``Using network Socket``), each communicator's
-``... rank 0 nranks 2 ... Init COMPLETE`` line, and the ``NCCL_*`` settings that came
-from the environment (``NCCL_P2P_DISABLE set by environment to 1.``). A transport is
-named by its first two parts (``P2P/CUMEM``, ``SHM/direct``, ``NET/Socket``, ``NET/IB``,
-``NVLS``); its *kind* is the first (``P2P``, ``SHM``, ``NET``, ...). At world size 1 a
-communicator has no peer and no connection lines: no transport, by definition.
-
-The summary of a run's logs is stored with its results (``Result.extra["group"]["nccl"]``),
-so that a later run can say whether the transport changed: a *fallback* is a move to a
-slower kind (NVLink or PCIe peer access, then host shared memory, then the network).
+From the ``Channel ... via P2P/CUMEM/read`` lines, the version, the network and the
+``NCCL_*`` settings, a summary stored with the results (``Result.extra["group"]["nccl"]``),
+so that a later run can tell a *fallback*: a move to a slower transport kind (peer access,
+then host shared memory, then the network). At world size 1 there is no transport.
 """
 
 from __future__ import annotations

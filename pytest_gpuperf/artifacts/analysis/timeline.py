@@ -1,21 +1,9 @@
 """What a torch.profiler (Kineto) trace says about a few steady-state calls. Pure Python.
 
-The profiler pass (:mod:`~pytest_gpuperf.artifacts.collectors.torch_profiler`) wraps
-each call in a ``record_function`` range named ``gpuperf/call#<i>``; everything is read
-relative to those ranges, so set-up work and the final synchronize are left
-out. From the trace's events:
-
-* ``kernel`` / ``gpu_memcpy`` / ``gpu_memset``: GPU activities, tied to the
-  call that launched them through the ``correlation`` id of their launch
-  (a ``cuda_runtime`` / ``cuda_driver`` event);
-* ``cuda_runtime`` / ``cuda_driver``: host-side API calls; the
-  synchronising ones are host syncs;
-* ``cpu_op``: operators, to say who launched or synchronised.
-
-The analysis follows the usual flow: how busy was the GPU over the calls
-(union of activity time over the window), where are the largest idle gaps
-and what the host did meanwhile, is the work launch-bound, does the call
-synchronise with the host or copy between host and device.
+Everything is read relative to the ``gpuperf/call#<i>`` ranges the profiler pass sets, so
+set-up work and the final synchronize are left out; GPU activities are tied to their call
+through the ``correlation`` id of their launch. It says how busy the GPU was, where the
+idle gaps are and what the host did meanwhile, and whether the call syncs or copies.
 """
 
 from __future__ import annotations

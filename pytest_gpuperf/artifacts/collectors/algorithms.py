@@ -1,24 +1,9 @@
 """What decides which algorithm a library picks: one call of the benchmark, watched at the API.
 
-The kernel names of a profile say *what* ran; this probe says *why*, from the
-facts a library's choice depends on, read at the torch API during one call
-(a ``TorchFunctionMode`` passes every call through unchanged):
-
-* for each matmul, linear and convolution: how often it runs per call, its
-  inputs' dtypes and shapes, whether autocast was on at that moment (and its
-  dtype), the fp32 matmul precision in force (``torch.get_float32_matmul_precision``,
-  which ``allow_tf32`` sets) and, for convolutions, the input's memory format;
-* for ``scaled_dot_product_attention``: whether an ``attn_mask`` was passed,
-  ``is_causal``, dropout, the dtypes, and the backend SDPA picks for these
-  arguments (``torch._fused_sdp_choice``, the function SDPA itself asks);
-* the global switches: the SDPA backends enabled, cuDNN's ``benchmark`` and
-  TF32 flags.
-
-It runs in the capture child after the profiled calls, and when a baseline is
-saved (with the kernel inventory), so both sides can be compared
-(:mod:`pytest_gpuperf.artifacts.analysis.algorithm_story`). It is skipped for
-compiled code (a function mode would make Dynamo trace again); the kernel names
-then speak alone.
+The kernel names of a profile say *what* ran; this probe says *why*: for matmuls,
+linears, convolutions and SDPA, the dtypes, shapes, autocast, fp32 matmul precision and
+the SDPA backend chosen, read through a ``TorchFunctionMode`` that passes every call
+through unchanged. Skipped for compiled code: a function mode would make Dynamo trace again.
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
 """The measuring process's side of a capture: calls of the benchmarked function, profiled.
 
-The fixture calls each hook of :func:`measure_hooks` once per measured
-benchmark, after its measurement, while it still holds the GPU lock::
-
-    extra = hook(bench_id, call, per_call_s)   # call() runs fn(*args, **kwargs) once
-
-Two hooks exist:
-
-* :class:`ChildCapture`, in a child process that
-  :func:`pytest_gpuperf.shell.capture.capture` started (``--gpuperf-child``
-  and the ``GPUPERF_CAPTURE`` spec in its environment): a few steady-state
-  calls under torch.profiler (the trace is written for the parent to read), or
-  bracketed by ``cudaProfilerStart/Stop`` for
-  ``nsys --capture-range=cudaProfilerApi``, or one call inside the NVTX range
-  ``gpuperf_capture`` for ``ncu --nvtx-include gpuperf_capture/``. The child
-  re-runs the test only to profile it: its spec's ``measure`` makes the
-  measurement before the profile brief (:func:`capture_policy`), and the
-  profiled window is bounded (:data:`CAPTURE_WINDOW_S`).
-* :class:`InventoryHook`, when a baseline is saved (``--gpuperf-inventory``):
-  a short torch.profiler pass in the same process, whose kernel inventory
-  goes into ``Result.extra["kernels"]`` and so into the baseline.
-
-Both then watch one more call at the torch API (:mod:`.algorithms`: dtypes,
-autocast, TF32 precision, SDPA mask and backend), kept as ``"probe"`` beside
-the profile, so that a changed kernel set can be told as the choice behind it.
-
-Neither may fail a benchmark: an error becomes a note in the status file or
-the result's ``extra``.
+The fixture calls each hook of :func:`measure_hooks` after a benchmark's measurement,
+while it still holds the GPU lock: :class:`ChildCapture` in a capture's child process
+(torch.profiler, or the window nsys and ncu record), :class:`InventoryHook` when a
+baseline is saved (the kernel inventory). Both also watch one call at the torch API
+(:mod:`.algorithms`). Neither may fail a benchmark: an error becomes a note.
 """
 
 from __future__ import annotations

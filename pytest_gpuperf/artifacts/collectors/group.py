@@ -1,20 +1,9 @@
 """The ranks' side of a distributed benchmark's evidence: its collectives and its NCCL setup.
 
-Everything here runs on every rank of the benchmark's group, in step (each call of the
-benchmarked function may be a collective that all ranks must make):
-
-* :func:`nccl_summary`: each rank reads its own NCCL log (``NCCL_DEBUG=INFO``, the file
-  ``NCCL_DEBUG_FILE`` names), and the summaries are gathered: the version, the
-  transports, the network, the ``NCCL_*`` settings (:mod:`..analysis.nccl_log`);
-* :func:`profile_group`: a few steady-state calls under torch.profiler on every rank
-  (shapes recorded, for the message sizes); each rank reads its own trace
-  (:func:`~pytest_gpuperf.artifacts.analysis.comms.rank_comms`) and the group's summary
-  is combined from all of them (:func:`~pytest_gpuperf.artifacts.analysis.comms.combine`);
-* :class:`GroupHook`: the after-measure hook of a distributed benchmark, which stores
-  both in ``Result.extra["group"]`` (the profile when a baseline is saved, as the kernel
-  inventory is), so that a later run has something to compare with;
-* :class:`GroupCapture`: the same on the ranks of a capture's fresh group, with a
-  trace and an NCCL log kept per rank.
+Everything here runs on every rank, in step (a call may be a collective all ranks must
+make): :func:`nccl_summary` and :func:`profile_group` gather each rank's NCCL log and
+profile; :class:`GroupHook` stores both in ``Result.extra["group"]`` when a baseline is
+saved, and :class:`GroupCapture` does the same in a capture's fresh group.
 """
 
 from __future__ import annotations

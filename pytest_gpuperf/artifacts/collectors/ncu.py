@@ -1,25 +1,8 @@
 """Nsight Compute: the hotspot kernels of the profiler pass, one steady-state launch each.
 
-The filters come from the kernels' real names in the profiler pass (cuBLAS
-GEMMs on Hopper are ``nvjet_sm90_...``, Inductor's are ``triton_...``:
-never a guessed pattern). The child warms up, then runs one call of the
-benchmarked function inside the NVTX range ``gpuperf_capture`` (after a minimal
-warm-up instead of a measurement); ncu profiles
-only launches of those kernels inside that range, i.e. in a steady-state
-call (after the measurement and warm-up calls: no first-call, compile or
-autotuning launches), so no ``--launch-skip`` count has to be guessed::
-
-    ncu --clock-control none --target-processes all
-        --nvtx --nvtx-include gpuperf_capture/
-        --kernel-name-base function -k "regex:^(nvjet_sm90_tst_...|triton_poi_fused_0)$"
-        --launch-count <launches of those kernels in one call, at most 3 per kernel>
-        --section SpeedOfLight --section Occupancy --section LaunchStats
-        --section MemoryWorkloadAnalysis --section WarpStateStats
-        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio"
-        -o <dir>/ncu/report -f  python -m pytest <test> --gpuperf-child ...
-    ncu -i <dir>/ncu/report.ncu-rep --csv --page raw       (one row per kernel)
-    ncu -i <dir>/ncu/report.ncu-rep --csv --page details   (sections and rule advice)
-
+The kernel filter comes from the kernels' real names in the profiler pass, never a
+guessed pattern; ncu profiles only launches inside the NVTX range ``gpuperf_capture``
+(one call after warm-up), so no ``--launch-skip`` count has to be guessed.
 ``--clock-control none``: the GPU runs at the clocks the benchmark saw.
 """
 

@@ -1,30 +1,10 @@
 """Nsight Systems: the regressed test re-run under ``nsys profile``, with summaries.
 
-The child runs the test; after a minimal warm-up (its measurement is not what
-nsys is for), it calls the benchmarked function a few times, for at most
-``CAPTURE_WINDOW_S`` seconds, between ``cudaProfilerStart`` and
-``cudaProfilerStop`` (inside the NVTX range ``gpuperf_capture``), and nsys
-records only that window::
-
-    nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
-        --capture-range=cudaProfilerApi --capture-range-end=stop
-        -o <dir>/nsys/report -f true  python -m pytest <test> --gpuperf-child ...
-
-(no CPU sampling: with it a short program wrote 2 GB; no OS-runtime trace: nothing
-here reads it, and it traces every thread's system calls). If no capture range
-was ever opened (the child failed before its window), the whole child is
-recorded instead, time permitting. Then, beside the next collector (the report is read
-on the CPU while Nsight Compute profiles on the GPU; the capture waits for both before
-its diagnosis)::
-
-    nsys stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum,nvtx_sum
-        -f csv -o <dir>/nsys/stats --force-export=true <dir>/nsys/report.nsys-rep
-    nsys analyze -f csv -o <dir>/nsys/analyze <dir>/nsys/report.nsys-rep
-
-``stats`` writes ``stats_<report>.csv``; ``analyze`` runs its expert rules
-(``cuda_api_sync``, ``cuda_memcpy_async``, ``cuda_memcpy_sync``,
-``cuda_memset_sync``, ``gpu_gaps``, ``gpu_time_util``) into
-``analyze_<rule>.csv``.
+The child brackets a few calls (at most ``CAPTURE_WINDOW_S``) with
+``cudaProfilerStart/Stop``, and nsys records only that window
+(``--capture-range=cudaProfilerApi``); if the child never opened it, the whole child
+is recorded. CPU sampling stays off: with it a short program wrote 2 GB. ``nsys stats``
+and ``nsys analyze`` then write CSV summaries, read while ncu uses the GPU.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """TORCH_TRACE: how torch.compile treated the benchmark (graph breaks, recompiles, generated code).
 
-The profiler's child (:mod:`.torch_profiler`) runs with ``TORCH_TRACE=<dir>/torch_trace/log``,
-so the log of how the current code compiled comes from the same fresh process as the
-profile, at no cost for eager code (nothing is logged) and without a re-compile: the
-Inductor and Triton caches stay as the user has them, so a compiled graph the measuring
-process built is loaded from its cache, while Dynamo still traces every frame, which is
-what the log is read for (its graph breaks, guards and recompiles; on a cache hit Inductor
-logs the output code too). Only when that child wrote no log (the profiler was skipped) is
-the test re-run here, with ``TORCH_TRACE`` alone. Then:
-
-* ``tlparse <log> -o <dir>/torch_trace/tlparse --overwrite --no-browser``
-  when tlparse is on PATH (an HTML report: open ``index.html``);
-* the log itself is read (:func:`parse_log`): graph breaks with their reason
-  and user frame, recompiles with their guard failures, compile failures,
-  ops Inductor left to ATen (fallbacks), and the generated Triton source of
-  the hotspot kernels, written to ``triton/<kernel>.py``.
-
-Log format: a glog-style prefix, one JSON object naming the event, and an
-optional payload on the following lines, each indented by a tab.
+The log comes from the profiler's child (:mod:`.torch_profiler`), run with ``TORCH_TRACE``:
+the same fresh process as the profile, with the user's Inductor caches, so nothing is
+re-compiled while Dynamo still traces every frame. Only when that child wrote no log is the
+test re-run here. The log goes to tlparse when on PATH, and is read (:func:`parse_log`).
 """
 
 from __future__ import annotations
