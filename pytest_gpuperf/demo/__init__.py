@@ -1,22 +1,9 @@
 """``pytest-gpuperf demo``: the plugin's main job, end to end, in about a minute.
 
-In a fresh folder, with three small benchmarks (:mod:`.benchmarks`), as a
-user would run them (``python -m pytest`` in new processes):
-
-1. save a baseline from ``runs`` runs, each in a fresh process (the verdict
-   learns the noise between runs from several);
-2. compare the unchanged code with it: the session must pass, no benchmark
-   a regression;
-3. plant a slowdown (``GPUPERF_DEMO_PLANT=row_loop``: rows normalised one by
-   one in a Python loop) and compare again: the session must fail, the
-   planted benchmark a regression with a diagnosis of where the time went,
-   the others not.
-
-The demo judges only what a user sees: pytest's exit codes and the
-``comparison.kind`` and ``comparison.diagnosis`` of the results JSON. It
-returns 0 when every step went as designed, so CI can run it; otherwise 1,
-saying which step did not and what to try. Part of the CLI: no pytest import
-here (pytest runs in the child processes).
+Save a baseline from fresh processes, compare unchanged code (must pass), plant a slowdown
+(``GPUPERF_DEMO_PLANT=row_loop``) and compare again (must fail, with a diagnosis). It
+judges only what a user sees (exit codes, the results JSON) and returns 0 or 1, so CI can
+run it. Part of the CLI: no pytest import here (pytest runs in the child processes).
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """GPU telemetry during measurements (NVML), and what it means for verdicts.
 
-Two rings live here. The pure modules (core: no torch, no pynvml), which the
-verdict and the reports import directly:
-
-- :mod:`.regime`: pure helpers for the verdict: :func:`regime_difference`,
-  :func:`confirm_in_cycles`.
-- :mod:`.stream`: pure summaries of a sample stream (min/median/max, time
-  share of each throttle reason, rounds marked throttled).
-- :mod:`.reasons`: readable names of NVML clock-event (throttle) reasons.
-
-The NVML modules (device adapters), which only the pytest shell imports:
-
-- :mod:`.probe`: :class:`NvmlTelemetry`, whose ``probe`` the ``gpu_bench``
-  fixture runs around each measurement; its summary becomes ``Result.telemetry``.
-- :mod:`.header`: the session header (GPU state at the start, unreliable conditions).
-- :mod:`.nvml`: NVML access and the sampler thread.
-
-This face re-exports the pure helpers only: importing it loads no NVML module.
+Two rings live here: pure modules (:mod:`.regime`, :mod:`.stream`, :mod:`.reasons`), which
+the verdict and the reports import, and NVML adapters (:mod:`.probe`, :mod:`.header`,
+:mod:`.nvml`), which only the pytest shell imports. This face re-exports the pure helpers
+only: importing it loads no NVML module.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """What the GPU's units were doing (NVML GPM activity): figures, what bounds the work, what moved.
 
-Pure Python: the figures come from :mod:`.gpm` as a plain dict,
-``Result.telemetry["activity"]``::
-
-    {"available": True, "source": "nvml-gpm", "window_s": 0.12, "calls": 683,
-     "sm_util_pct": 95.1, "sm_occupancy_pct": 77.0, "tensor_pct": 6.3,
-     "tensor_hmma_pct": 6.3, "dram_bw_util_pct": 77.2, "pcie_rx_mib_s": 19.0, ...}
-
-or ``{"available": False, "reason": "..."}``. Percentages are NVML's own: of the
-SMs busy, of the warps resident against the maximum, of the time a tensor pipe
-was active, of the theoretical DRAM bandwidth; rates are MiB/s.
-
-The figures are read over a short window of plain back-to-back calls after the
-measurement (no L2 flush, no host-hiding spin, both of which would otherwise be
-counted as the benchmark's own activity), so they describe the function alone.
-
-:func:`bound` says what limits the work from these figures alone (no Nsight
-Compute needed); :func:`moved` lists the figures that changed against the
-baseline's runs, largest first, so that a diagnosis cites the figure that
-moved rather than one a rule assumed would.
+Pure Python: the figures (``Result.telemetry["activity"]``) come from :mod:`.gpm`, read
+over plain back-to-back calls after the measurement, without the L2 flush and the spin,
+which would otherwise count as the benchmark's own activity. :func:`bound` says what
+limits the work; :func:`moved` lists the figures that changed against the baseline, so
+that a diagnosis cites a figure that moved rather than one a rule assumed would.
 """
 
 from __future__ import annotations
