@@ -36,8 +36,8 @@ from telemetry_overhead import measure_pair, pct
 from pytest_gpuperf.measure import engine
 from pytest_gpuperf.measure.backend import Invocation, make_timer
 from pytest_gpuperf.measure.memory import allocator_counters
+from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH
 from pytest_gpuperf.shell.config import GpuPerfConfig
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
 

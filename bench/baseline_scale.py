@@ -7,9 +7,8 @@
 What it builds: a baseline of ``--benchmarks`` GPU benchmarks with ``--runs``
 runs each, as a default save keeps them: 30 rounds, the telemetry summary and
 the kernel inventory (6 kernels with real-length names) of every run, git meta.
-The store is first written in schema version 2 (one JSON file, what releases
-before the sharded format wrote), then one save upgrades it; every figure after
-that is taken on the upgraded store.
+The store is first built by ``--runs`` saves in one process; every figure after
+that is taken on it.
 
 What it prints, each measured in a fresh process:
 - the save of one session (``--benchmarks`` results) into the full store:
@@ -118,15 +117,15 @@ def inventory(rng: random.Random, level: float) -> dict[str, Any]:
     }
 
 
-def session(n: int, run: int) -> tuple[list[Any], dict[str, dict[str, Any]]]:
-    """The results of one session of ``n`` benchmarks, and their inventories (``extras``)."""
-    from pytest_gpuperf.model import BenchId, Result
+def session(n: int, run: int) -> list[Any]:
+    """The runs of one session of ``n`` benchmarks, each with its kernel inventory."""
+    from pytest_gpuperf.model import BenchId, Run
 
     rng = random.Random(run)
-    results, extras = [], {}
+    runs = []
     for b in range(n):
         level = 1e-5 * (1 + b % 97)
-        r = Result(
+        r = Run(
             id=BenchId(
                 f"tests/test_model_{b // 50}.py::test_op[{b}]",
                 None,
@@ -134,69 +133,34 @@ def session(n: int, run: int) -> tuple[list[Any], dict[str, dict[str, Any]]]:
                 (("shape", f"{b}x1024"), ("dtype", "bfloat16")),
             ),
             device="cuda",
-            rounds=[level * math.exp(rng.gauss(0, 0.01)) for _ in range(30)],
+            rounds=tuple(level * math.exp(rng.gauss(0, 0.01)) for _ in range(30)),
             calls_per_round=50,
             first_call_s=0.012,
-            warmup=[level] * 12,
+            warmup=(level,) * 12,
             peak_memory_bytes=1 << 28,
             environment=GPU_ENV,
             policy=POLICY,
             run_id=f"run-{run}",
             telemetry=TELEMETRY,
+            extra=inventory(rng, level),
         )
-        results.append(r)
-        extras[r.id.key] = inventory(rng, level)
-    return results, extras
+        runs.append(r)
+    return runs
 
 
 def stamp(run: int) -> dt.datetime:
     return T0 + dt.timedelta(days=run)
 
 
-def write_v2(root: Path, n: int, runs: int) -> int:
-    """The store as schema version 2 wrote it: one JSON file. Returns its size."""
-    from pytest_gpuperf.baseline import schema
-    from pytest_gpuperf.baseline.fingerprint import fingerprint
-    from pytest_gpuperf.baseline.records import record_from_result
-    from pytest_gpuperf.baseline.schema import content_id, fingerprint_id
+def build(root: Path, n: int, runs: int) -> int:
+    """The store of ``runs`` saves of ``n`` benchmarks, saved in this process. Returns its
+    size."""
+    from pytest_gpuperf.baseline.store import BaselineStore
 
-    fp = fingerprint(GPU_ENV)
-    fid = fingerprint_id(fp)
-    doc: dict[str, Any] = {
-        "schema": schema.SCHEMA,
-        "schema_version": 2,
-        "name": "main",
-        "plugin_version": "0.1.0",
-        "created": stamp(0).isoformat(timespec="seconds"),
-        "updated": stamp(runs - 1).isoformat(timespec="seconds"),
-        "fingerprints": {fid: fp},
-        "policies": {},
-        "benchmarks": {},
-    }
+    store = BaselineStore(root)
     for run in range(runs):
-        results, extras = session(n, run)
-        ts = stamp(run).isoformat(timespec="seconds")
-        for r in results:
-            rec = record_from_result(
-                r, fingerprint_id=fid, timestamp=ts, meta=META, extra=extras[r.id.key]
-            )
-            pid = content_id(rec["policy"])
-            doc["policies"][pid] = rec["policy"]
-            entry = doc["benchmarks"].setdefault(
-                r.id.key,
-                {
-                    "nodeid": r.id.nodeid,
-                    "name": None,
-                    "mode": r.id.mode,
-                    "params": dict(r.id.params),
-                    "runs": [],
-                },
-            )
-            entry["runs"].append({**rec, "policy": pid})
-    root.mkdir(parents=True, exist_ok=True)
-    text = schema.dumps(doc)
-    (root / "main.json").write_text(text, encoding="utf-8")
-    return len(text.encode())
+        store.save("main", session(n, run), meta=META, now=stamp(run))
+    return store_bytes(root)
 
 
 def peak_mb() -> float:
@@ -229,20 +193,20 @@ def store_bytes(root: Path) -> int:
 # --- the measured steps, each run in a fresh process ------------------------------------
 
 
-def step_write_v2(root: str, n: int, runs: int) -> dict[str, Any]:
-    return {"bytes": write_v2(Path(root), n, runs)}
+def step_build(root: str, n: int, runs: int) -> dict[str, Any]:
+    return {"bytes": build(Path(root), n, runs)}
 
 
 def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[str, Any]:
     from pytest_gpuperf.baseline.store import BaselineStore
 
-    results, extras = session(n, run)
+    runs = session(n, run)
     before = peak_mb()
     if barrier:
         while not Path(barrier).exists():
             time.sleep(0.002)
     t, c = time.perf_counter(), cpu_s()
-    summary = BaselineStore(root).save("main", results, meta=META, extras=extras, now=stamp(run))
+    summary = BaselineStore(root).save("main", runs, meta=META, now=stamp(run))
     took = time.perf_counter() - t
     return {
         "save_s": took,
@@ -250,7 +214,6 @@ def step_save(root: str, n: int, run: int, barrier: str | None = None) -> dict[s
         "peak_mb": peak_mb(),
         "peak_mb_before_save": before,
         "added": summary.added,
-        "migrated_from": summary.migrated_from,
     }
 
 
@@ -396,18 +359,8 @@ def main() -> int:
     shutil.rmtree(root, ignore_errors=True)
     print(f"store: {n} benchmarks x {runs} runs, 30 rounds, telemetry and kernel inventory")
     t = time.perf_counter()
-    size = child("write_v2", str(root), n, runs)["bytes"]
-    print(
-        f"  written as schema version 2 (one file): {size / 1e6:.1f} MB "
-        f"in {time.perf_counter() - t:.1f} s"
-    )
-
-    first = child("save", str(root), n, runs)
-    print(
-        f"first save (upgrades the file): {first['save_s']:.2f} s, "
-        f"peak {first['peak_mb']:.0f} MB (migrated from v{first['migrated_from']})"
-    )
-    print(f"  store on disk now: {store_bytes(root) / 1e6:.1f} MB")
+    size = child("build", str(root), n, runs)["bytes"]
+    print(f"  built by {runs} saves: {size / 1e6:.1f} MB in {time.perf_counter() - t:.1f} s")
 
     saves = [child("save", str(root), n, runs + 1 + i) for i in range(args.repeat)]
     times = sorted(s["save_s"] for s in saves)

@@ -56,7 +56,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_gpuperf.verdict import DecisionPolicy, RunStat, decide  # noqa: E402
+from pytest_gpuperf.verdict import DecisionPolicy, RunStat  # noqa: E402
+from pytest_gpuperf.verdict.decide import decide_stats  # noqa: E402
 
 COMMON = """
 import os
@@ -343,7 +344,7 @@ def gp_sessions(
         for i, r in enumerate(runs):
             cur.append(run_stat(r))
             last = i == len(runs) - 1
-            c = decide(bstats, cur, policy=policy, mode=r["mode"], last=last, look=i + 1)
+            c = decide_stats(bstats, cur, policy=policy, mode=r["mode"], last=last, look=i + 1)
             if c.final:
                 break
         out.append(c)

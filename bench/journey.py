@@ -28,9 +28,9 @@ warm-up rounds, which changes from run to run), with two figures:
   its caller) and a module body run at its import.
 * **the route of the value**: only the calls that are handed the journey's value, or hand
   it back. The value of the first journey is what a timer's ``time_round`` returns, then
-  the ``RawMeasurement``, the ``Result``, the verdict's ``RunStat`` and ``Comparison``,
-  and a new object that a call handed one of them returns, or each part of a tuple it
-  returns (the judge's ``Verdict``, a run record, a segment of the baseline file; not one
+  the ``RawMeasurement``, the ``Run`` and the ``Result`` that holds it, the verdict's
+  ``RunStat`` and ``Comparison``, and a new object that a call handed one of them returns,
+  or each part of a tuple it returns (the judge's ``Verdict``, a run's line, a segment; not one
   of the call's arguments nor an attribute of one); that of the second is the option's value (the baseline's name), then
   what a call handed it returns (the loaded ``Baseline``) and the objects built with it
   (the gate and its judge). "Handed": an argument (``self``
@@ -389,18 +389,20 @@ def report(title: str, calls: list[Call], everything: bool, each: bool = False) 
 
 def _journey_values() -> Value:
     from pytest_gpuperf.measure.engine import RawMeasurement
-    from pytest_gpuperf.model import Result
+    from pytest_gpuperf.model import Result, Run
     from pytest_gpuperf.verdict.decide import Comparison, RunStat
 
-    return Value(types=(RawMeasurement, Result, RunStat, Comparison), returned_by=("time_round",))
+    return Value(
+        types=(RawMeasurement, Run, Result, RunStat, Comparison), returned_by=("time_round",)
+    )
 
 
 def _saved_types() -> tuple[type, ...]:
-    """What the save journey's route follows: the session's results, and what is made
-    of them (a run record, a segment, the summary)."""
-    from pytest_gpuperf.model import Result
+    """What the save journey's route follows: the session's results and their runs, and
+    what is made of them (a run's line, a segment, the summary)."""
+    from pytest_gpuperf.model import Result, Run
 
-    return (Result,)
+    return (Result, Run)
 
 
 def main() -> int:

@@ -35,8 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH
 from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
-from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, BenchId
+from pytest_gpuperf.model import BenchId
 from pytest_gpuperf.telemetry import nvml
 from pytest_gpuperf.telemetry.probe import NvmlTelemetry
 from pytest_gpuperf.telemetry.stream import Sample

@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, Run
 from pytest_gpuperf.verdict import DecisionPolicy, RunStat, classes_for, decide
 
 sys.path.insert(0, str(Path(__file__).parent / "zoo"))
@@ -45,7 +45,10 @@ from cases import BY_NAME
 
 
 @dataclass(frozen=True)
-class Run:
+class Sample:
+    """One fresh process's run of a case, as the rule sees it too, and where it came from."""
+
+    run: Run
     stat: RunStat
     mode: str
     good: bool
@@ -69,9 +72,9 @@ def _is_bad(variant: str, case: str) -> bool:
     return variant.startswith("bad:") and case in variant[4:].replace(",", " ").split()
 
 
-def load(folder: Path) -> dict[str, list[Run]]:
+def load(folder: Path) -> dict[str, list[Sample]]:
     """case -> its runs in one pool folder, in the order they were made."""
-    out: dict[str, list[Run]] = defaultdict(list)
+    out: dict[str, list[Sample]] = defaultdict(list)
     for js in sorted(folder.glob("*.json")):
         try:
             doc = json.loads(js.read_text())
@@ -86,15 +89,16 @@ def load(folder: Path) -> dict[str, list[Run]]:
             case = r.id.nodeid.split("[", 1)[1].rstrip("]")
             kind = BY_NAME[case].kind if case in BY_NAME else "?"
             good = kind == "unchanged" or not _is_bad(variant, case)
-            out[case].append(Run(RunStat.from_run(r), r.id.mode, good, (started, js.name)))
+            sample = Sample(r.run, RunStat.from_run(r.run), r.id.mode, good, (started, js.name))
+            out[case].append(sample)
     for runs in out.values():
         runs.sort(key=lambda x: x.when)
     return out
 
 
-def load_all(arg: str) -> dict[str, list[Run]]:
+def load_all(arg: str) -> dict[str, list[Sample]]:
     """One GPU's runs from the comma-separated folders in ``arg``, in the order they were made."""
-    out: dict[str, list[Run]] = defaultdict(list)
+    out: dict[str, list[Sample]] = defaultdict(list)
     for folder in arg.split(","):
         for case, runs in load(Path(folder)).items():
             out[case] += runs
@@ -153,21 +157,21 @@ class Tally:
 def replay_stored(data, args, policy, rng, tally: Tally) -> None:
     for case, runs in data.items():
         good = [x for x in runs if x.good]
-        bad = [x.stat for x in runs if not x.good]
+        bad = [x.run for x in runs if not x.good]
         if len(good) <= args.k:
             continue
         mode = good[0].mode
-        stats = [x.stat for x in good]
-        for idx in _baselines(len(stats), args.k, args.baselines, rng):
-            base = [stats[i] for i in idx]
-            rest = [stats[i] for i in range(len(stats)) if i not in idx]
+        kept = [x.run for x in good]
+        for idx in _baselines(len(kept), args.k, args.baselines, rng):
+            base = [kept[i] for i in idx]
+            rest = [kept[i] for i in range(len(kept)) if i not in idx]
             for _ in range(args.trials):
                 tally.add(case, "aa", session(base, rest, rng, policy, mode))
                 if bad:
                     tally.add(case, "ab", session(base, bad, rng, policy, mode))
 
 
-def _pairs(runs: list[Run], want_bad: bool) -> list[tuple[RunStat, RunStat]]:
+def _pairs(runs: list[Sample], want_bad: bool) -> list[tuple[Run, Run]]:
     """(base, current) runs made next to each other: each current run (a bad one, or a good
     one for A/A) with the nearest good run before or after it that no pair has taken."""
     out, used = [], set()
@@ -177,7 +181,7 @@ def _pairs(runs: list[Run], want_bad: bool) -> list[tuple[RunStat, RunStat]]:
         for j in sorted(range(len(runs)), key=lambda j: (abs(j - i), j)):
             if j != i and runs[j].good and j not in used:
                 used.update({i, j})
-                out.append((runs[j].stat, x.stat))
+                out.append((runs[j].run, x.run))
                 break
     return out
 
@@ -211,7 +215,7 @@ def replay_ab(data, args, policy, rng, tally: Tally) -> None:
                 tally.add(case, replay, ab_session(pairs, rng, policy, mode))
 
 
-def _host_bound(runs: list[Run]) -> bool:
+def _host_bound(runs: list[Sample]) -> bool:
     good = [x.stat for x in runs if x.good]
     return (
         bool(good)

@@ -92,8 +92,8 @@ class UnknownBaseline(BaselineError, LookupError):
         else:
             msg = (
                 f"no baseline named {name!r}: {directory} holds no baselines yet. "
-                f"Create one with --gpuperf-save={name} (or point --gpuperf-baseline-dir "
-                "at the directory that holds them)."
+                f"Create one with --gpuperf-save={name} (or point --gpuperf-baseline-dir, "
+                "the CLI's --dir, at the directory that holds them)."
             )
         super().__init__(msg)
 

@@ -8,6 +8,7 @@ and neither imports the other for it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -25,7 +26,7 @@ def json_safe(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, str):
         return str(obj)
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]

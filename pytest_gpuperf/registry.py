@@ -96,7 +96,7 @@ class Specs:
 
             def pytest_gpuperf_output_formats():
                 return [Output("tsv", "TSV", lambda ctx, target: "\\n".join(
-                    f"{r.id.key}\\t{r.median!r}" for r in ctx.results) + "\\n")]
+                    f"{r.id.key}\\t{r.run.median!r}" for r in ctx.results) + "\\n")]
         """
 
 

@@ -61,10 +61,10 @@ doc = json.load(open(f"{work}/ws1.json"))
 for d in doc["results"]:
     env = doc["environments"].get(d.get("environment_id") or "", {})
     r = Result.from_dict({**d, "environment": env})
-    g = r.extra["group"]
+    g = r.run.extra["group"]
     comms = g.get("comms") or {}
     print(f"dist: {r.id.key}: mode {r.id.mode}, world size {g['world_size']}, {g['backend']}, "
-          f"median {r.median * 1e6:.1f} us, algbw {r.gbps:.1f} GB/s, busbw {busbw_gbps(r):.1f} GB/s"
+          f"median {r.run.median * 1e6:.1f} us, algbw {r.run.gbps:.1f} GB/s, busbw {busbw_gbps(r.run):.1f} GB/s"
           f" (0 at world size 1); profile: {comms.get('collectives_per_call')} collective(s) per "
           f"call, algorithms {comms.get('algos')}")
     print(f"dist:   NCCL as the rank recorded it: {nccl_log.describe(g.get('nccl'))}")

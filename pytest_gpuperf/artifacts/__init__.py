@@ -90,23 +90,8 @@ __all__ = [
     "Layout",
     "combine",
     "diff_inventories",
-    "inventory_for",
     "inventory_from_trace",
     "measure_hooks",
     "safe_name",
     "write_manifest",
 ]
-
-
-def inventory_for(result: object) -> dict[str, object] | None:
-    """The kernel inventory a result carries (``Result.extra["kernels"]``), for a baseline save.
-
-    Saving needs nothing more: ``BaselineStore.save`` stores ``Result.extra``
-    with each run. Use this to pass it explicitly as
-    ``extras={r.id.key: {"kernels": inventory_for(r)}}``.
-    """
-    extra = getattr(result, "extra", None)
-    if isinstance(result, dict):
-        extra = result.get("extra")
-    inv = (extra or {}).get("kernels") if isinstance(extra, dict) else None
-    return inv if isinstance(inv, dict) else None

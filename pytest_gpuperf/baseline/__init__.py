@@ -1,5 +1,5 @@
 """Named baselines: the store (:mod:`.store`), what it holds (:mod:`.records`), the format
-(:mod:`.schema`, :mod:`.layout`), the environment's fingerprint (:mod:`.fingerprint`),
+(:mod:`.codec`, on disk :mod:`.files`), the environment's fingerprint (:mod:`.fingerprint`),
 and the file helpers (:mod:`.fileio`, :mod:`.filelock`).
 
 This module is light on purpose: the option parser and the CLI's ``--help``

@@ -1,4 +1,5 @@
-"""Writing files so that a reader never sees half of one, and output files where they belong.
+"""Writing files so that a reader never sees half of one, stable text that diffs well in
+git, and output files where they belong.
 
 Every output file (``--gpuperf-json/-markdown/-html/-csv``, ``export -o``,
 ``compare --markdown/--html/--csv``, ``$GITHUB_STEP_SUMMARY``) goes through
@@ -19,14 +20,15 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import socket
 import stat
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_gpuperf.errors import OutputError
 
@@ -42,25 +44,36 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     A process killed at any point leaves either the old file or the new one,
     never a mix, and perhaps its temporary file, which the next write of
     ``path`` removes (:func:`remove_temporaries`). The file keeps the
-    permissions of the one it replaces.
+    permissions of the one it replaces; a new one follows the umask.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_temporaries(target)
-    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(target), suffix=".tmp", dir=target.parent)
+    fd, tmp = _new_temporary(target)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
+        if target.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, target.stat().st_mode & 0o777)
         _refuse_to_replace(target)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _new_temporary(target: Path) -> tuple[int, str]:
+    """A new temporary file beside ``target``, made as ``open()`` makes a file (0666 less
+    the umask: ``mkstemp``'s 0600 would ignore it), and its path."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = str(target.parent / f"{temporary_prefix(target)}{secrets.token_hex(4)}.tmp")
+        with contextlib.suppress(FileExistsError):
+            return os.open(tmp, flags, 0o666), tmp
 
 
 def _refuse_to_replace(target: Path) -> None:
@@ -72,7 +85,9 @@ def _refuse_to_replace(target: Path) -> None:
         return
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
         # an OSError: every writer (the store's too) reports those with the file's name
-        raise OSError(errno.EEXIST, f"it is {_kind(mode)}, not a file: never replaced", str(target))
+        raise OSError(
+            errno.EEXIST, f"it is {kind_of(mode)}, not a file: never replaced", str(target)
+        )
 
 
 #: This host, as temporary file names carry it (a PID means nothing on another host).
@@ -123,6 +138,42 @@ def pid_alive(pid: int) -> bool:
     except (OSError, OverflowError):  # another user's process, or a pid not to be asked about
         return True
     return True
+
+
+# --- stable text ------------------------------------------------------------------------
+
+
+def dumps(doc: Mapping[str, Any], *, compact_depth: int | None = None) -> str:
+    """Stable text that diffs well in git: sorted keys, one per line, two-space indent; lists
+    of plain values on one line; values ``compact_depth`` levels deep on one line each (a
+    segment's runs). Ends with a newline. NaN is refused."""
+    out: list[str] = []
+    _emit(doc, 0, out, compact_depth)
+    out.append("\n")
+    return "".join(out)
+
+
+def _emit(v: Any, level: int, out: list[str], compact: int | None) -> None:
+    pad = "  " * (level + 1)
+    flat = isinstance(v, (list, tuple)) and not any(isinstance(x, (Mapping, list)) for x in v)
+    if level == compact or not isinstance(v, (Mapping, list, tuple)) or flat:
+        out.append(_LINE(v))
+    elif not v:
+        out.append("{}" if isinstance(v, Mapping) else "[]")
+    else:
+        items = sorted(v.items()) if isinstance(v, Mapping) else [(None, x) for x in v]
+        out.append("{\n" if isinstance(v, Mapping) else "[\n")
+        for i, (k, x) in enumerate(items):
+            out.append(pad + ("" if k is None else json.dumps(str(k), ensure_ascii=False) + ": "))
+            _emit(x, level + 1, out, compact)
+            out.append(",\n" if i < len(items) - 1 else "\n")
+        out.append("  " * level + ("}" if isinstance(v, Mapping) else "]"))
+
+
+#: One value on one line: sorted keys, ", " and ": " separators, no NaN (C-accelerated).
+_LINE = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(", ", ": ")
+).encode
 
 
 # --- output files ----------------------------------------------------------------------
@@ -196,7 +247,7 @@ def output_target(
                 _refuse_baseline(path, what, refusal)
             return OutputTarget(target, "stream")
         raise OutputError(
-            f"{what}: cannot write {path}: it is {_kind(mode)}, not a file; give the path of "
+            f"{what}: cannot write {path}: it is {kind_of(mode)}, not a file; give the path of "
             "a file (or of a FIFO, or - for standard output)"
         )
     _check_folder(path, target, what)
@@ -207,7 +258,7 @@ def output_target(
     return OutputTarget(target, "file")
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISSOCK(mode):

@@ -1,7 +1,7 @@
 """The baseline store: storing runs of benchmarks, and finding the comparable ones.
 
 ``--gpuperf-save=NAME`` appends one run per benchmark to baseline NAME
-(``<dir>/NAME.json`` and its runs folder, :mod:`.layout`);
+(``<dir>/NAME.json`` and its runs folder, :mod:`.files`);
 ``--gpuperf-baseline=NAME`` reads it back. A benchmark's runs are kept per
 environment fingerprint (:mod:`pytest_gpuperf.baseline.fingerprint`), the newest
 ``keep_runs`` of each, because the run-to-run noise that the verdict needs is
@@ -13,34 +13,31 @@ cross-process lock around read-merge-write (:mod:`pytest_gpuperf.baseline.filelo
 and commits by replacing the index atomically, so concurrent saves keep every
 run and a save killed half-way leaves the old baseline whole. A save reads
 and writes the index and writes its own runs; the runs already stored are
-not read, so its cost does not grow with the history. The format and its versions
-are in :mod:`pytest_gpuperf.baseline.schema`.
+not read, so its cost does not grow with the history. The format is
+:mod:`pytest_gpuperf.baseline.codec`.
 
 Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import os
+import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.baseline import (
-    DEFAULT_KEEP_RUNS,
-    NAME_RULE,
-    check_name,
-    is_name,
-    layout,
-    schema,
-)
+from pytest_gpuperf import __version__
+from pytest_gpuperf.baseline import DEFAULT_KEEP_RUNS, NAME_RULE, check_name, codec, is_name
+from pytest_gpuperf.baseline import files as disk
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S, OnWait
 from pytest_gpuperf.baseline.fingerprint import BUILTIN_KEYS, fingerprint
-from pytest_gpuperf.baseline.records import Baseline, RunRecord, record_from_result
-from pytest_gpuperf.baseline.schema import empty_document
-from pytest_gpuperf.errors import BaselineError, CorruptBaseline, UnknownBaseline
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.baseline.records import Baseline
+from pytest_gpuperf.errors import BaselineError, UnknownBaseline
+from pytest_gpuperf.model import EMPTY, Run
 
 
 def _now() -> _dt.datetime:
@@ -66,9 +63,7 @@ class SaveSummary:
     benchmarks: int
     fingerprints: tuple[str, ...]
     keep_runs: int
-    #: the schema version the file had before this save upgraded it (None: no upgrade)
-    migrated_from: int | None = None
-    #: results not saved, with why: (benchmark key, reason)
+    #: runs not saved, with why: (benchmark key, reason)
     skipped: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
@@ -81,8 +76,6 @@ class SaveSummary:
         )
         if self.dropped:
             text += f"; dropped {self.dropped} older run(s) (keeping {self.keep_runs} each)"
-        if self.migrated_from is not None:
-            text += f"; upgraded from schema version {self.migrated_from}"
         if self.skipped:
             text += f"; skipped {len(self.skipped)} result(s) that cannot be a baseline run"
         return text
@@ -163,7 +156,7 @@ class Overview:
 
 
 class BaselineStore:
-    """The baselines of one directory: ``NAME.json`` each (see :mod:`.layout`)."""
+    """The baselines of one directory: ``NAME.json`` each (see :mod:`.files`)."""
 
     def __init__(
         self,
@@ -189,7 +182,7 @@ class BaselineStore:
         return sorted(
             p.stem
             for p in self.root.glob("*.json")
-            if p.is_file() and is_name(p.stem) and not layout.looks_like_segment(p)
+            if p.is_file() and is_name(p.stem) and not disk.looks_like_segment(p)
         )
 
     def strays(self) -> list[tuple[Path, str]]:
@@ -207,8 +200,8 @@ class BaselineStore:
             out.append((p, why))
         return out
 
-    def files(self, name: str) -> layout.Files:
-        return layout.Files(self.root, check_name(name))
+    def files(self, name: str) -> disk.Files:
+        return disk.Files(self.root, check_name(name))
 
     def path(self, name: str) -> Path:
         """The baseline's index file, ``<dir>/NAME.json``."""
@@ -217,86 +210,69 @@ class BaselineStore:
     def exists(self, name: str) -> bool:
         return self.path(name).is_file()
 
-    def _existing(self, name: str) -> layout.Files:
+    def _existing(self, name: str) -> disk.Files:
         """The files of ``name``, or :class:`UnknownBaseline` (before any lock file is made)."""
-        files = self.files(name)
-        if not files.index.exists():
+        found = self.files(name)
+        if not os.path.lexists(found.index):
             raise UnknownBaseline(name, str(self.root), self.names())
-        return files
+        return found
 
     def load(self, name: str, *, nodeids: Collection[str] | None = None) -> Baseline:
-        """Read, validate and migrate baseline ``name``; its files are never changed.
+        """Read baseline ``name``, checked; its files are never changed.
 
-        With ``nodeids`` (pytest node ids, as results record them), only the
-        benchmarks of those tests, with their runs: the others are left out, and their
-        runs are not parsed where their segment is the one the index records
-        (:func:`.layout.read_segment`). Every segment is still looked at, at its two
-        ends, and every run kept is validated, so the errors are those of a whole load
-        (``nodeids=()``: the index and those checks only). A version-1/2 file is read whole.
+        With ``nodeids`` (pytest node ids, as runs record them), only the benchmarks of
+        those tests: the lines of the others are not parsed where their segment is the one
+        the index records. Every segment is still looked at, at its two ends, and every run
+        kept is checked: a broken segment is an error now, a bad run of a test's when its
+        runs are asked for (``nodeids=()``: the index and those checks only). What is read
+        is the baseline as it was at the load: a save into it afterwards changes nothing.
         """
-        files = self.files(name)
-        select = None
-        if nodeids is not None:
-            wanted = set(nodeids)
-            select = lambda bench: bench["nodeid"] in wanted  # noqa: E731
+        where = self.files(name)
+        wanted = None if nodeids is None else set(nodeids)
         try:
-            doc, version = layout.load(files, RunRecord.from_dict, select)
+            index, lines, problems = disk.read(where, wanted)
         except FileNotFoundError:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
-        return Baseline(name, files.index, doc, version)
+        return Baseline.read(name, where.index, index, lines, problems, wanted)
 
-    def _read_index(self, name: str, files: layout.Files) -> tuple[dict[str, Any], int]:
-        """The index (a version-1/2 file is read whole and returned as a document)."""
+    def _read_index(self, name: str, where: disk.Files) -> dict[str, Any]:
         try:
-            data = layout.read_bytes(files.index)
+            data = disk.read_regular(where.index)
         except FileNotFoundError:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
-        return layout.parse_index(files, data)
+        return disk.parse_index(where, data)
 
     def check(self, name: str) -> None:
-        """That an existing baseline ``name`` can be saved into: its index reads and validates.
-
-        Cheap (the runs are not read; its segments are looked at, at their two ends): the
-        check a session makes before measuring.
-        """
-        files = self.files(name)
-        layout.check_writable(files)
-        if files.index.exists():
-            index, version = self._read_index(name, files)
-            if version > schema.DOCUMENT_VERSION:
-                layout.check_segments(files, index)
+        """That baseline ``name`` can be saved into: its index reads and its segments are
+        there, whole at their two ends (the runs are not read): the check a session makes
+        before measuring."""
+        where = self.files(name)
+        disk.check_writable(where)
+        if where.index.exists() or where.index.is_symlink():
+            disk.check_segments(where, self._read_index(name, where))
 
     def overview(self, name: str) -> Overview:
-        """What ``name`` holds, from its index alone (a version-1/2 file is read whole)."""
-        files = self.files(name)
-        index, version = self._read_index(name, files)
-        if version <= schema.DOCUMENT_VERSION:
-            index = _index_of_document(index)
+        """What ``name`` holds, from its index alone."""
+        where = self.files(name)
+        index = self._read_index(name, where)
         counts: dict[tuple[str, str], int] = {}
-        n_runs = 0
         for bench in index["benchmarks"].values():
             for sid, _, fid, _ in bench["runs"]:
                 counts[sid, fid] = counts.get((sid, fid), 0) + 1
-                n_runs += 1
         segs = index["segments"]
         sessions = sorted(
             (
-                Session(
-                    segs[sid]["timestamp"],
-                    tuple(segs[sid]["run_ids"]),
-                    fid,
-                    n,
-                    segs[sid].get("commit"),
-                )
+                Session(s["timestamp"], tuple(s["run_ids"]), fid, n, s.get("commit"))
                 for (sid, fid), n in counts.items()
+                for s in [segs[sid]]
             ),
             key=lambda s: (s.timestamp, s.run_ids, s.fingerprint_id),
         )
         return Overview(
             name=name,
-            path=files.index,
+            path=where.index,
             benchmarks=len(index["benchmarks"]),
-            runs=n_runs,
+            runs=sum(counts.values()),
             environments=len(index["fingerprints"]),
             updated=index["updated"],
             sessions=tuple(sessions),
@@ -305,94 +281,63 @@ class BaselineStore:
     def save(
         self,
         name: str,
-        results: Sequence[Result | Mapping[str, Any]],
+        runs: Sequence[Run],
         *,
         keep_runs: int = DEFAULT_KEEP_RUNS,
         meta: Mapping[str, Any] | None = None,
         fingerprint_extra: Mapping[str, Any] | None = None,
-        extras: Mapping[str, Mapping[str, Any]] | None = None,
         now: _dt.datetime | None = None,
     ) -> SaveSummary:
-        """Append one run per result to baseline ``name`` (created if missing).
+        """Append ``runs`` to baseline ``name`` (created if missing).
 
-        Keeps the newest ``keep_runs`` runs of each benchmark per fingerprint;
-        other benchmarks and fingerprints are never dropped. ``meta`` (git sha,
-        CI job, ...) is stored with every run of this save; ``fingerprint_extra``
-        holds the hook-provided fingerprint keys; ``extras[key]`` is opaque
-        data stored with the run of benchmark ``key`` (the kernel inventory).
-        The runs go into one new segment, and the index is rewritten; the
-        runs already stored are not read. An existing file that cannot be read
-        is left as it is (:class:`CorruptBaseline`).
+        Keeps the newest ``keep_runs`` runs of each benchmark per fingerprint; other
+        benchmarks and fingerprints are never dropped. ``meta`` (git sha, CI job, ...) is
+        stored with every run of this save; ``fingerprint_extra`` holds the hook-provided
+        fingerprint keys. The runs go into one new segment and the index is rewritten; the
+        runs already stored are not read. A file that cannot be read is left as it is.
 
-        One pass: record the results (:mod:`.fingerprint`, :mod:`.records`), check the
-        name and the files, lock, read the index, merge the runs into it
-        (:func:`.schema.add_runs`), write the segment, then the index (:func:`.layout.commit`).
+        One pass: the runs' fingerprints and lines (:mod:`.codec`), the name and the files
+        checked, the lock, the index read and the runs merged into it
+        (:func:`.codec.add_runs`), the segment written, then the index
+        (:func:`.files.commit`).
         """
         if keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
         stamp = _stamp(now or _now())
-        new_fps, new_runs, skipped = _record(results, stamp, meta, fingerprint_extra, extras)
-        # check
-        files = layout.Files(self.root, check_name(name))
-        if not new_runs:
-            return SaveSummary(
-                name, files.index, False, 0, 0, 0, (), keep_runs, None, tuple(skipped)
-            )
-        layout.check_writable(files)
-        # lock, read, merge, write the segment, write the index
-        with layout.locked(files, "save into", self.lock_timeout, self.on_wait):
-            layout.check_writable(files)
-            created = not files.index.exists()
-            if created:
-                index, version = schema.empty_index(name, stamp), schema.SCHEMA_VERSION
-            else:
-                try:
-                    data = layout.read_bytes(files.index)
-                except FileNotFoundError:
-                    raise UnknownBaseline(name, str(self.root), self.names()) from None
-                try:
-                    index, version = schema.read_index(data)
-                except schema.SchemaProblem as e:
-                    raise CorruptBaseline(str(files.index), str(e), e.remedy) from None
-            migrated = version != schema.SCHEMA_VERSION
-            if migrated:  # a version-1/2 file: its runs become segments first
-                index = layout.index_from_document(files, index)
-            previous = {} if migrated else dict(index["segments"])
-            written = list(index["segments"]) if migrated else []
-            try:
-                add = schema.add_runs(
-                    index, new_fps, new_runs, skipped, name=name, stamp=stamp, keep_runs=keep_runs
+        new, fids, skipped = _lines(runs, stamp, meta, fingerprint_extra)
+        where = disk.Files(self.root, check_name(name))
+        if not new:
+            return SaveSummary(name, where.index, False, 0, 0, 0, (), keep_runs, tuple(skipped))
+        disk.check_writable(where)
+        with disk.locked(where, "save into", self.lock_timeout, self.on_wait):
+            disk.check_writable(where)
+            created = not os.path.lexists(where.index)
+            data = None if created else disk.read_regular(where.index)
+            try:  # read and merged in one go: the files are written after
+                index = codec.empty_index(name, stamp) if data is None else codec.read_index(data)
+                previous = dict(index["segments"])
+                add = codec.add_runs(
+                    index, new, skipped, name=name, stamp=stamp, keep_runs=keep_runs
                 )
-            except schema.RefusedWrite as e:  # a bug: never write what we would refuse to read
+            except codec.RefusedWrite as e:  # a bug: never write what we would refuse to read
                 what = f"segment {e.segment} of" if e.segment else "baseline to"
                 raise BaselineError(
-                    f"refusing to write an invalid {what} {files.index}: {e}"
+                    f"refusing to write an invalid {what} {where.index}: {e}"
                 ) from None
-            layout.commit(files, add, previous, written, write=bool(add.added) or migrated)
+            except codec.SchemaProblem as e:
+                raise disk.corrupt_index(where, e) from None
+            disk.commit(where, add, previous)
         return SaveSummary(
             name=name,
-            path=files.index,
+            path=where.index,
             created=created and bool(add.added),
             added=add.added,
             dropped=add.dropped,
             benchmarks=add.benchmarks,
-            fingerprints=tuple(sorted(new_fps)),
+            fingerprints=fids,
             keep_runs=keep_runs,
-            migrated_from=version if migrated else None,
             skipped=tuple(skipped),
         )
-
-    def delete(self, name: str) -> Path:
-        """Remove baseline ``name`` (its index and its runs); :class:`UnknownBaseline` if none."""
-        files = self._existing(name)
-        layout.check_writable(files)
-        with layout.locked(files, "delete", self.lock_timeout, self.on_wait):
-            layout.check_writable(files)
-            if not files.index.exists():  # deleted by another process meanwhile
-                raise UnknownBaseline(name, str(self.root), self.names())
-            files.index.unlink()
-            layout.collect_garbage(files, set())
-        return files.index
 
     def prune(
         self,
@@ -405,30 +350,26 @@ class BaselineStore:
         dry_run: bool = False,
         now: _dt.datetime | None = None,
     ) -> PruneSummary:
-        """Remove runs from baseline ``name``, or with ``dry_run`` only say which.
+        """Remove runs from baseline ``name``, or with ``dry_run`` only say which (reading
+        it, as a load does: a read-only store is fine).
 
-        A run is removed when it matches every selector given among
-        ``fingerprint_id``, ``keys`` (benchmark keys) and ``before`` (saved
-        earlier than this time), and, with ``keep_runs``, is not among the
-        newest ``keep_runs`` runs of its benchmark in its environment (alone,
-        ``keep_runs`` trims every benchmark of every environment). Benchmarks
-        and environments left without runs go too. Nothing else is touched.
+        A run is removed when it matches every selector given among ``fingerprint_id``,
+        ``keys`` (benchmark keys) and ``before`` (saved earlier than this time), and, with
+        ``keep_runs``, is not among the newest ``keep_runs`` runs of its benchmark in its
+        environment (alone, ``keep_runs`` trims every benchmark of every environment).
+        Benchmarks and environments left without runs go too. Nothing else is touched.
         """
         _check_prune(keep_runs, fingerprint_id, keys, before)
-        files = self._existing(name)
+        where = self._existing(name)
         key_set = set(keys) if keys is not None else None
-        layout.check_writable(files)
-        with layout.locked(files, "prune", self.lock_timeout, self.on_wait):
-            layout.check_writable(files)
-            index, version = self._read_index(name, files)
-            if version <= schema.DOCUMENT_VERSION and not dry_run:
-                index = layout.index_from_document(files, index)
-                previous: set[str] = set()
-            elif version <= schema.DOCUMENT_VERSION:
-                index = _index_of_document(index)
-                previous = set()
-            else:
-                previous = set(index["segments"])
+        if not dry_run:
+            disk.check_writable(where)
+        held = disk.locked(where, "prune", self.lock_timeout, self.on_wait)
+        with contextlib.nullcontext() if dry_run else held:
+            if not dry_run:
+                disk.check_writable(where)
+            index = self._read_index(name, where)
+            previous = set(index["segments"])
             if fingerprint_id is not None and fingerprint_id not in index["fingerprints"]:
                 have = ", ".join(sorted(index["fingerprints"])) or "none"
                 raise BaselineError(
@@ -436,54 +377,51 @@ class BaselineStore:
                 )
             report = _prune_runs(index, keep_runs, fingerprint_id, key_set, before)
             removed = sum(e.removed for e in report)
-            n_bench, n_fp = schema.drop_unused(index)
-            if not dry_run and (removed or version != schema.SCHEMA_VERSION):
+            n_bench, n_fp = codec.drop_unused(index)
+            if not dry_run and removed:
                 index.update(updated=_stamp(now or _now()))
-                layout.write_index(files, index)
-                layout.collect_garbage(files, previous | set(index["segments"]))
-        return PruneSummary(name, files.index, removed, n_bench, n_fp, report, dry_run)
+                disk.write_index(where, index)
+                disk.collect_garbage(where, previous | set(index["segments"]))
+        return PruneSummary(name, where.index, removed, n_bench, n_fp, report, dry_run)
 
 
-def _record(
-    results: Sequence[Result | Mapping[str, Any]],
+def _lines(
+    runs: Sequence[Run],
     stamp: str,
     meta: Mapping[str, Any] | None,
     fingerprint_extra: Mapping[str, Any] | None,
-    extras: Mapping[str, Mapping[str, Any]] | None,
 ) -> tuple[
-    dict[str, dict[str, Any]],
-    list[tuple[Mapping[str, Any], dict[str, Any]]],
-    list[tuple[str, str]],
+    list[tuple[Run, dict[str, Any], dict[str, Any]]], tuple[str, ...], list[tuple[str, str]]
 ]:
-    """The runs a save stores: their fingerprints by id, (benchmark identity, record) pairs,
-    and the (key, why) of each result that cannot be stored (no environment, a bad field).
-
-    Each result's environment first, then its run; loops, not comprehensions, so that
-    the save does not step back into this module between them.
-    """
-    fps: list[dict[str, Any] | None] = []
-    for r in results:
-        env = r.environment if isinstance(r, Result) else r.get("environment")
-        fps.append(fingerprint(env, fingerprint_extra) if env else None)
-    new_fps: dict[str, dict[str, Any]] = {}
-    new_runs: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
+    """What a save stores of ``runs``: (the run, its fingerprint, its line) each, the ids of
+    their fingerprints, and the (key, why) of each run that cannot be stored (no
+    environment, a bad field). The fingerprints first, then the lines."""
     skipped: list[tuple[str, str]] = []
-    for r, fp in zip(results, fps, strict=True):
-        ident = r.id.to_dict() if isinstance(r, Result) else r.get("id", {})
-        key = ident.get("key", "?")
+    fps: list[dict[str, Any] | None] = []
+    for run in runs:
+        fps.append(fingerprint(run.environment, fingerprint_extra) if run.environment else None)
+    new: list[tuple[Run, dict[str, Any], dict[str, Any]]] = []
+    fids: set[str] = set()
+    for run, fp in zip(runs, fps, strict=True):
         if fp is None:
-            skipped.append((key, "no environment recorded, so no fingerprint"))
+            skipped.append((run.id.key, "no environment recorded, so no fingerprint"))
             continue
+        saved = replace(
+            run,
+            run_id=run.run_id or uuid.uuid4().hex[:12],
+            timestamp=stamp,
+            meta=meta or EMPTY,
+            plugin_version=__version__,
+        )
+        line = codec.run_line(saved)
         try:
-            rec = record_from_result(
-                r, timestamp=stamp, meta=meta, extra=(extras or {}).get(key), fingerprint=fp
-            )
-        except ValueError as e:
-            skipped.append((key, str(e)))
+            codec.check_line(line, run.id.key)
+        except codec.SchemaProblem as e:
+            skipped.append((run.id.key, str(e)))
             continue
-        new_fps[rec["fingerprint"]] = fp
-        new_runs.append((ident, rec))
-    return new_fps, new_runs, skipped
+        new.append((saved, fp, line))
+        fids.add(codec.fingerprint_id(fp))
+    return new, tuple(sorted(fids)), skipped
 
 
 def _check_prune(
@@ -564,16 +502,14 @@ def _environment_label(fp: Mapping[str, Any]) -> str:
 
 
 def load_file(path: Path) -> Baseline:
-    """The baseline whose file is ``path`` (``NAME.json``, its runs beside it), named by its stem.
-
-    For files given by path (the CLI's ``show PATH``), whatever their name.
-    """
-    files = layout.Files(path.parent, path.stem)
+    """The baseline whose file is ``path`` (``NAME.json``, its runs beside it), named by its
+    stem, whatever its name (the CLI's ``show PATH``)."""
+    where = disk.Files(path.parent, path.stem)
     try:
-        doc, version = layout.load(files, RunRecord.from_dict)
+        index, lines, _ = disk.read(where, None)
     except FileNotFoundError:
         raise BaselineError(f"no such baseline file: {path}") from None
-    return Baseline(path.stem, path, doc, version)
+    return Baseline.read(path.stem, path, index, lines, {})
 
 
 def _selected(
@@ -589,57 +525,3 @@ def _selected(
     if keys is not None and key not in keys:
         return False
     return before is None or stamps[ref[0]] < before
-
-
-def _index_of_document(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-1/2 document seen as an index (one pseudo-segment per save), for overviews."""
-    segments: dict[str, Any] = {}
-    benchmarks: dict[str, Any] = {}
-    for key, bench in doc["benchmarks"].items():
-        refs = []
-        for run in bench["runs"]:
-            sid = f"{run['timestamp']}|{run['run_id']}"
-            seg = segments.setdefault(
-                sid, {"timestamp": run["timestamp"], "run_ids": [run["run_id"]]}
-            )
-            meta = run.get("meta") or {}
-            sha = meta.get("git_sha") or meta.get("ci_sha")
-            if sha and "commit" not in seg:
-                seg["commit"] = str(sha)
-            refs.append([sid, "", run["fingerprint"], run["policy"]])
-        benchmarks[key] = {"runs": refs}
-    return {**doc, "segments": segments, "benchmarks": benchmarks}
-
-
-def document_of(
-    name: str,
-    results: Iterable[Result],
-    *,
-    stamp: str,
-    fingerprint_extra: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, Result]]:
-    """``results`` as an in-memory document (never written) of one run each, recorded as a
-    save records them, and the results kept, by key. A result that cannot be a baseline run
-    (no environment, no rounds, a zero time) is left out, as a save leaves it out."""
-    doc = empty_document(name, stamp)
-    kept: dict[str, Result] = {}
-    for r in results:
-        if not r.environment or not r.rounds:
-            continue
-        fp = fingerprint(r.environment, fingerprint_extra)
-        fid = schema.fingerprint_id(fp)
-        try:
-            rec = record_from_result(r, fingerprint_id=fid, timestamp=stamp)
-        except ValueError:
-            continue
-        pid = schema.content_id(rec["policy"])
-        doc["fingerprints"][fid] = fp
-        doc["policies"][pid] = rec["policy"]
-        entry = doc["benchmarks"].setdefault(
-            r.id.key,
-            {"nodeid": r.id.nodeid, "name": r.id.name, "mode": r.id.mode, "runs": []},
-        )
-        entry["params"] = dict(r.id.params)
-        entry["runs"].append({**rec, "policy": pid})
-        kept[r.id.key] = r
-    return doc, kept

@@ -123,12 +123,13 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
     from tabulate import tabulate
 
+    from pytest_gpuperf.baseline.codec import SCHEMA_VERSION
     from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
 
     side = load_source(args.name, args.dir)
     b = side.baseline
     print(
-        f"baseline {b.name} ({b.path}): schema version {b.read_version}, written by "
+        f"baseline {b.name} ({b.path}): schema version {SCHEMA_VERSION}, written by "
         f"pytest-gpuperf {b.plugin_version}, created {b.created}, updated {b.updated}",
         file=out,
     )

@@ -16,20 +16,19 @@ Pure Python: no torch, no pytest.
 
 from __future__ import annotations
 
-import copy
-import datetime as _dt
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf.baseline import codec
 from pytest_gpuperf.baseline import records as br
-from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.baseline.records import Baseline, RunRecord
-from pytest_gpuperf.baseline.store import document_of, load_file
+from pytest_gpuperf.baseline.files import read_regular
+from pytest_gpuperf.baseline.records import Baseline
+from pytest_gpuperf.baseline.store import load_file
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import Result, Run
 from pytest_gpuperf.reporting import json_report
 from pytest_gpuperf.reporting.history import BenchHistory
 
@@ -74,7 +73,7 @@ def from_baseline(baseline: Baseline) -> RunSet:
 def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) -> RunSet:
     """A baseline file or a ``--gpuperf-json`` run file, told apart by its ``schema``."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         raise RunFileError(
             f"{path}: no such file. Give a baseline name (see pytest-gpuperf list) or the "
@@ -84,20 +83,20 @@ def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) ->
         raise RunFileError(f"cannot read {path}: {e.strerror or e}") from None
     try:
         doc = json.loads(data.decode("utf-8"))
-        schema.check_nesting(doc)
+        codec.check_nesting(doc, limit=codec.MAX_NESTING + 8, finite=False)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RunFileError(
             f"{path} is not a JSON file ({e}); give a file written by --gpuperf-json or a "
             "baseline file"
         ) from None
-    except (RecursionError, schema.SchemaProblem):
+    except (RecursionError, codec.SchemaProblem):
         raise RunFileError(
-            f"{path} cannot be used: its JSON is nested more than {schema.MAX_NESTING} levels "
+            f"{path} cannot be used: its JSON is nested more than {codec.MAX_NESTING} levels "
             "deep, which no file written by pytest-gpuperf is; give a file written by "
             "--gpuperf-json or a baseline file"
         ) from None
     kind = doc.get("schema") if isinstance(doc, dict) else None
-    if kind == schema.SCHEMA:
+    if kind == codec.SCHEMA:
         return from_baseline(load_file(path))
     if kind == json_report.SCHEMA:
         try:
@@ -124,46 +123,23 @@ def run_file(
     created: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> RunSet:
-    """``results`` as a one-run-per-benchmark baseline (results without environment are skipped)."""
-    stamp = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    doc, kept = document_of(label, results, stamp=stamp, fingerprint_extra=extra)
-    return RunSet(label, Baseline(label, path, doc, schema.SCHEMA_VERSION), kept)
+    """``results`` as a one-run-per-benchmark baseline (those that could not be saved, such
+    as results without an environment, are left out)."""
+    runs = [r.run for r in results]
+    baseline = Baseline.from_runs(label, runs, fingerprint_extra=extra, stamp=created)
+    baseline.path = path
+    kept = {r.id.key: r for r in results if r.id.key in baseline.benchmarks}
+    return RunSet(label, baseline, kept)
 
 
 # --- results from stored runs -----------------------------------------------------------
 
 
-def result_from_record(
-    entry: br.BenchmarkEntry, rec: RunRecord, fp: Mapping[str, Any] | None
-) -> Result:
-    """A stored run as a :class:`Result` (what a baseline keeps of it) for the reports."""
-    return Result(
-        id=BenchId(entry.nodeid, entry.name, entry.mode, tuple(entry.params.items())),
-        device=str((fp or {}).get("device") or "cpu"),
-        rounds=list(rec.rounds),
-        calls_per_round=rec.calls_per_round,
-        first_call_s=rec.first_call_s if rec.first_call_s is not None else float("nan"),
-        trimmed=rec.trimmed or 0,
-        stability=rec.stability,
-        peak_memory_bytes=rec.peak_memory_bytes,
-        flops=rec.flops,
-        bytes=rec.bytes,
-        device_name=(fp or {}).get("gpu_name"),
-        telemetry=dict(rec.telemetry) if rec.telemetry else None,
-        policy=dict(rec.policy),
-        environment=dict(fp) if fp else None,
-        run_id=rec.run_id,
-    )
-
-
-def _newest(entry: br.BenchmarkEntry) -> tuple[RunRecord, list[RunRecord]]:
+def _newest(entry: br.BenchmarkEntry) -> tuple[Run, list[Run]]:
     """The newest run, and every run of its environment and settings (oldest first)."""
-    last = entry.runs[-1]
-    same = [
-        r
-        for r in entry.runs
-        if r.fingerprint_id == last.fingerprint_id and r.policy_id == last.policy_id
-    ]
+    runs = entry.runs
+    last = runs[-1]
+    same = [r for r in runs if (r.fingerprint_id, r.policy) == (last.fingerprint_id, last.policy)]
     return last, same
 
 
@@ -177,12 +153,7 @@ def latest(side: RunSet) -> tuple[list[Result], dict[str, BenchHistory]]:
             continue
         last, same = _newest(entry)
         own = side.results.get(key)
-        res = (
-            copy.deepcopy(own)
-            if own
-            else result_from_record(entry, last, b.fingerprints.get(last.fingerprint_id))
-        )
-        results.append(res)
+        results.append(replace(own) if own else Result(last))
         hist[key] = BenchHistory(
             baseline=b.name,
             comparable=same,
@@ -271,20 +242,12 @@ def _judged(judge: Judge, candidate: RunSet, key: str, entry: br.BenchmarkEntry)
     :meth:`Judge.decide` and :meth:`Judge.conclude`), and that :class:`Verdict`."""
 
     last, same = _newest(entry)
-    fp = candidate.baseline.fingerprints.get(last.fingerprint_id, {})
+    fp = candidate.baseline.fingerprints.get(last.fingerprint_id or "", {})
     own = candidate.results.get(key)
-    # Judged under the newest run's settings: a measurement is never changed, so the
-    # result gets a new one with that policy (and, from a record, that fingerprint).
-    if own is not None:
-        res = copy.deepcopy(own)
-        res.measurement = replace(res.measurement, policy=dict(last.policy))
-    else:
-        res = result_from_record(entry, last, fp)  # made with the run's policy
-        if last.numerics:
-            numerics = [dict(x) for x in last.numerics]
-            res.measurement = replace(res.measurement, numerics=numerics)
+    # Judged under the newest run's settings (a run file's own result keeps its outputs).
+    res = Result(last) if own is None else replace(own, run=replace(own.run, policy=last.policy))
     c = judge.decide(res, same, last=True, fp=fp)
-    verdict = judge.conclude(res, c, [list(r.numerics) if r.numerics else None for r in same])
+    verdict = judge.conclude(res, c, [r.numerics for r in same])
     res.comparison = verdict.comparison
     res.diagnosis = None  # the run file's diagnosis explained another verdict
     return res, verdict

@@ -31,9 +31,10 @@ from typing import Any, Protocol
 
 
 class Measured(Protocol):
-    """What the bandwidths read of a result (:class:`pytest_gpuperf.model.Result`)."""
+    """What the bandwidths read of a run (:class:`pytest_gpuperf.model.Run`)."""
 
-    extra: dict[str, Any]
+    @property
+    def extra(self) -> Mapping[str, Any]: ...
 
     @property
     def gbps(self) -> float | None: ...

@@ -1,6 +1,6 @@
 """What is wrong with one measurement, each with what to do about it (``Result.notes``).
 
-Pure Python: reads the result (any :class:`Measured`: a :class:`pytest_gpuperf.model.Result`
+Pure Python: reads the run (any :class:`Measured`: a :class:`pytest_gpuperf.model.Run`
 is one), its policy and its mode's description (:mod:`.backend`).
 """
 
@@ -36,7 +36,7 @@ class Measured(Protocol):
     @property
     def stability(self) -> str: ...
     @property
-    def environment(self) -> dict[str, Any] | None: ...
+    def environment(self) -> Mapping[str, Any] | None: ...
     @property
     def host_hidden(self) -> bool | None: ...
     @property

@@ -85,12 +85,12 @@ def memory_line(m: Mapping[str, Any] | None) -> str:
 def lines(r: Result) -> list[str]:
     """What a report says of one result's activity, memory behaviour and peak fractions."""
     out = []
-    a = (r.telemetry or {}).get("activity")
+    a = (r.run.telemetry or {}).get("activity")
     if a:
         out.append(f"activity (GPM): {activity_line(a)}")
-    if r.memory:
-        out.append(f"allocator: {memory_line(r.memory)}")
-    p = peaks.describe(r.of_peak)
+    if r.run.memory:
+        out.append(f"allocator: {memory_line(r.run.memory)}")
+    p = peaks.describe(r.run.of_peak)
     if p:
         out.append(f"throughput: {p}")
     return out

@@ -56,11 +56,11 @@ class Column:
 
 
 def _median(r: Result) -> float | None:
-    return r.summary.median if r.rounds else None
+    return r.run.summary.median if r.run.rounds else None
 
 
 def _ci(r: Result) -> float | None:
-    return r.summary.rel_ci if r.summary.n >= MIN_CI_ROUNDS else None
+    return r.run.summary.rel_ci if r.run.summary.n >= MIN_CI_ROUNDS else None
 
 
 def _ci_text(x: float | None) -> str:
@@ -69,7 +69,7 @@ def _ci_text(x: float | None) -> str:
 
 def _stat(name: str) -> Callable[[Result], Any]:
     def value(r: Result) -> Any:
-        return getattr(r.summary, name) if r.rounds else None
+        return getattr(r.run.summary, name) if r.run.rounds else None
 
     return value
 
@@ -80,9 +80,9 @@ def params_text(r: Result) -> str:
 
 def flag_text(r: Result) -> str:
     flags = []
-    if r.unstable:
+    if r.run.unstable:
         flags.append("UNSTABLE")
-    elif r.stability == "warmup-capped":
+    elif r.run.stability == "warmup-capped":
         flags.append("warm-up capped")
     if any(n.startswith("noisy") for n in r.notes):
         flags.append("NOISY")
@@ -129,7 +129,7 @@ COLUMNS: dict[str, Column] = {
         Column(
             "spread",
             "spread",
-            lambda r: r.summary.rel_iqr,
+            lambda r: r.run.summary.rel_iqr,
             fmt_pct,
             "spread: IQR of the rounds over the median",
         ),
@@ -144,18 +144,18 @@ COLUMNS: dict[str, Column] = {
         Column(
             "rounds",
             "rounds",
-            lambda r: f"{r.summary.n}x{r.calls_per_round}",
+            lambda r: f"{r.run.summary.n}x{r.run.calls_per_round}",
             legend="rounds: rounds kept x calls per round (leading rounds that were still "
             "settling are dropped)",
         ),
         Column(
             "first_call",
             "first call",
-            lambda r: r.first_call_s,
+            lambda r: r.run.first_call_s,
             fmt_time,
             "first call: compile, autotune and lazy init land there, never in the median",
         ),
-        Column("memory", "memory", lambda r: r.peak_memory_bytes, fmt_bytes, "memory: peak"),
+        Column("memory", "memory", lambda r: r.run.peak_memory_bytes, fmt_bytes, "memory: peak"),
         Column("throughput", "throughput", fmt_result_rate),
         Column("flag", "flag", flag_text, legend="flag: see flags below"),
         Column("verdict", "vs baseline", verdict_cell),

@@ -85,8 +85,8 @@ def cell(x: Any) -> Any:
 
 
 def row(r: Result) -> dict[str, Any]:
-    s = r.summary
-    measured = bool(r.rounds)
+    s = r.run.summary
+    measured = bool(r.run.rounds)
     c = r.comparison
     out: dict[str, Any] = {
         "benchmark": r.id.display,
@@ -94,8 +94,8 @@ def row(r: Result) -> dict[str, Any]:
         "nodeid": r.id.nodeid,
         "name": r.id.name or "",
         "mode": r.id.mode,
-        "device": r.device,
-        "device_name": r.device_name or "",
+        "device": r.run.device,
+        "device_name": r.run.device_name or "",
         "params": ", ".join(f"{k}={x}" for k, x in r.id.params),
         "median_s": _num(s.median) if measured else "",
         "mean_s": _num(s.mean) if measured else "",
@@ -107,12 +107,12 @@ def row(r: Result) -> dict[str, Any]:
         "ci_low_s": _num(s.ci_low) if measured else "",
         "ci_high_s": _num(s.ci_high) if measured else "",
         "rounds": s.n,
-        "calls_per_round": r.calls_per_round,
-        "first_call_s": _num(r.first_call_s),
-        "peak_memory_bytes": _num(r.peak_memory_bytes),
-        "tflops": _num(r.tflops),
-        "gbps": _num(r.gbps),
-        "stability": r.stability,
+        "calls_per_round": r.run.calls_per_round,
+        "first_call_s": _num(r.run.first_call_s),
+        "peak_memory_bytes": _num(r.run.peak_memory_bytes),
+        "tflops": _num(r.run.tflops),
+        "gbps": _num(r.run.gbps),
+        "stability": r.run.stability,
         "flags": " | ".join(r.notes),
         "verdict": v.kind_of(r),
         "change": v.row(r).change if c is not None else "",
@@ -120,7 +120,7 @@ def row(r: Result) -> dict[str, Any]:
         "ratio_low": _num(c.ratio_low if c is not None else None),
         "ratio_high": _num(c.ratio_high if c is not None else None),
         "baseline_s": _num(c.baseline_s if c is not None else None),
-        "run_id": r.run_id or "",
+        "run_id": r.run.run_id or "",
     }
     for k, x in r.id.params:
         out[f"param:{k}"] = x

@@ -71,17 +71,17 @@ def _stats(rounds: Sequence[float], iterations: int) -> dict[str, Any]:
 def _benchmark(r: Result, modes: backend.Modes | None) -> dict[str, Any]:
     c = r.comparison
     params = dict(r.id.params)
-    policy = r.policy or {}
+    policy = r.run.policy or {}
     extra: dict[str, Any] = {
         "gpuperf_key": r.id.key,
         "mode": r.id.mode,
-        "device": r.device,
-        "device_name": r.device_name,
-        "stability": r.stability,
-        "first_call_s": r.first_call_s,
-        "peak_memory_bytes": r.peak_memory_bytes,
-        "tflops": r.tflops,
-        "gbps": r.gbps,
+        "device": r.run.device,
+        "device_name": r.run.device_name,
+        "stability": r.run.stability,
+        "first_call_s": r.run.first_call_s,
+        "peak_memory_bytes": r.run.peak_memory_bytes,
+        "tflops": r.run.tflops,
+        "gbps": r.run.gbps,
         "verdict": v.kind_of(r),
     }
     if c is not None:
@@ -101,9 +101,9 @@ def _benchmark(r: Result, modes: backend.Modes | None) -> dict[str, Any]:
             "min_rounds": policy.get("rounds"),
             "max_time": (policy.get("round_ms") or 0) / 1e3 or None,
             "min_time": None,
-            "warmup": bool(r.warmup),
+            "warmup": bool(r.run.warmup),
         },
-        "stats": _stats(r.rounds, r.calls_per_round),
+        "stats": _stats(r.run.rounds, r.run.calls_per_round),
     }
 
 
@@ -134,8 +134,8 @@ def pytest_benchmark(
 ) -> str:
     """The ``--benchmark-json`` document of ``results`` (results without rounds are left out;
     ``modes``: the run's timing modes, default the built-in ones)."""
-    measured = [r for r in results if r.rounds]
-    env = next((r.environment for r in measured if r.environment), None)
+    measured = [r for r in results if r.run.rounds]
+    env = next((r.run.environment for r in measured if r.run.environment), None)
     when = created or _dt.datetime.now(_dt.timezone.utc)
     doc = {
         "machine_info": machine_info(env),

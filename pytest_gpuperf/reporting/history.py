@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf.baseline.codec import fingerprint_id
 from pytest_gpuperf.baseline.fingerprint import fingerprint
-from pytest_gpuperf.baseline.records import MATCH, Baseline, RunRecord
-from pytest_gpuperf.baseline.schema import fingerprint_id
+from pytest_gpuperf.baseline.records import MATCH, Baseline
 from pytest_gpuperf.errors import BaselineError
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, Run
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class BenchHistory:
     """
 
     baseline: str
-    comparable: Sequence[RunRecord] = ()
-    runs: Sequence[RunRecord] = ()
+    comparable: Sequence[Run] = ()
+    runs: Sequence[Run] = ()
     fingerprint_id: str | None = None
     reason: str = ""
 
@@ -49,17 +49,17 @@ def histories(
     out: dict[str, BenchHistory] = {}
     for r in results:
         key = r.id.key
-        try:  # a baseline loaded for a session reads a benchmark's runs here
-            entry = baseline.benchmarks.get(key)
+        entry = baseline.benchmarks.get(key)
+        try:  # a session's baseline holds a run of this test that cannot be used
+            runs = list(entry.runs) if entry else []
         except BaselineError as e:  # the test's failure said it (shell/session.py)
             out[key] = BenchHistory(baseline.name, (), (), None, str(e))
             continue
-        runs = list(entry.runs) if entry else []
-        if not r.environment:
+        if not r.run.environment:
             out[key] = BenchHistory(baseline.name, (), runs, None, "no environment recorded")
             continue
-        fp = fingerprint(r.environment, fingerprint_extra)
-        match = baseline.match(key, fp, r.policy or None)
+        fp = fingerprint(r.run.environment, fingerprint_extra)
+        match = baseline.match(key, fp, r.run.policy or None)
         out[key] = BenchHistory(
             baseline=baseline.name,
             comparable=match.runs if match.status == MATCH else (),

@@ -145,8 +145,8 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
         for x in (c.current_runs if c is not None else ())
         if isinstance(x, (int, float)) and x > 0
     ]
-    if not current_runs and res.rounds:
-        current_runs = [res.median]
+    if not current_runs and res.run.rounds:
+        current_runs = [res.run.median]
     figs = []
     medians = [
         svg.Group(f"baseline ({len(comparable)})", [x.median for x in comparable], svg.BASELINE),
@@ -168,7 +168,7 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
     base_rounds = [x for run in comparable[-1:] for x in run.rounds]
     rounds = [
         svg.Group("baseline", base_rounds, svg.BASELINE),
-        svg.Group("current", list(res.rounds), svg.CURRENT),
+        svg.Group("current", list(res.run.rounds), svg.CURRENT),
     ]
     figs.append(
         _figure(
@@ -194,14 +194,14 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
                     commit=commit[:7] if commit else None,
                 )
             )
-        if res.rounds:
+        if res.run.rounds:
             points.append(
                 svg.Point(
-                    res.median,
-                    f"this run: {fmt_time(res.median)}",
+                    res.run.median,
+                    f"this run: {fmt_time(res.run.median)}",
                     svg.CURRENT,
                     True,
-                    when=_run_date(res.run_id),
+                    when=_run_date(res.run.run_id),
                     commit="this run",
                 )
             )
@@ -295,10 +295,10 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
         ("low_clock_rounds", "rounds at a low clock"),
     ):
         marks = t.get(key)
-        if isinstance(marks, list) and t.get("rounds_checked"):
+        if isinstance(marks, (list, tuple)) and t.get("rounds_checked"):
             facts.append(f"{label}: {len(marks)} of {t['rounds_checked']}")
     others = t.get("other_processes")
-    if isinstance(others, list) and others:
+    if isinstance(others, (list, tuple)) and others:
         facts.append(f"other processes on the GPU: {len(others)}")
     items = "".join(f"<li>{escape(f)}</li>" for f in facts)
     return table + (f"<ul>{items}</ul>" if items else "")
@@ -312,9 +312,9 @@ def _activity(res: Result) -> str:
 
 
 def _measurement(res: Result) -> str:
-    s = res.summary
+    s = res.run.summary
     facts = [
-        ("median", fmt_time(s.median if res.rounds else None)),
+        ("median", fmt_time(s.median if res.run.rounds else None)),
         ("spread (IQR / median)", fmt_pct(s.rel_iqr)),
         (
             "95 % CI of the median",
@@ -322,10 +322,10 @@ def _measurement(res: Result) -> str:
             if s.n >= MIN_CI_ROUNDS
             else f"- (fewer than {MIN_CI_ROUNDS} rounds: no such interval exists)",
         ),
-        ("rounds", f"{s.n} x {res.calls_per_round} calls"),
-        ("first call", fmt_time(res.first_call_s)),
-        ("stability", res.stability),
-        ("peak memory", fmt_bytes(res.peak_memory_bytes)),
+        ("rounds", f"{s.n} x {res.run.calls_per_round} calls"),
+        ("first call", fmt_time(res.run.first_call_s)),
+        ("stability", res.run.stability),
+        ("peak memory", fmt_bytes(res.run.peak_memory_bytes)),
         ("throughput", fmt_result_rate(res)),
     ]
     cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(x)}</td></tr>" for k, x in facts)
@@ -378,7 +378,7 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
     if text:
         parts.append(f"<h3>Verdict</h3><pre>{escape(text)}</pre>")
     parts.append(f"<h3>Measurement</h3>{_measurement(res)}")
-    tele = _telemetry(res.telemetry)
+    tele = _telemetry(res.run.telemetry)
     if tele:
         parts.append(f"<h3>Telemetry</h3>{tele}")
     activity = _activity(res)
@@ -394,7 +394,7 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
 
 
 def _environment(results: Sequence[Result]) -> str:
-    env = next((r.environment for r in results if r.environment), None)
+    env = next((r.run.environment for r in results if r.run.environment), None)
     if not env:
         return ""
     cells = "".join(

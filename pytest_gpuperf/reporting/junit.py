@@ -32,12 +32,12 @@ def result_properties(result: Result, prefix: str = PREFIX) -> list[tuple[str, s
     """The properties of one result; names start with ``prefix``."""
     r = v.row(result)
     c = result.comparison
-    s = result.summary
+    s = result.run.summary
     props = [
-        (f"{prefix}.median", fmt_time(s.median if result.rounds else None)),
-        (f"{prefix}.median_s", _g(s.median if result.rounds else None)),
+        (f"{prefix}.median", fmt_time(s.median if result.run.rounds else None)),
+        (f"{prefix}.median_s", _g(s.median if result.run.rounds else None)),
         (f"{prefix}.spread", fmt_pct(s.rel_iqr)),
-        (f"{prefix}.rounds", f"{s.n}x{result.calls_per_round}"),
+        (f"{prefix}.rounds", f"{s.n}x{result.run.calls_per_round}"),
         (f"{prefix}.verdict", r.label),
     ]
     if c is not None:

@@ -51,9 +51,9 @@ def _metric(r: Result, unit: str, seconds: float | None) -> float | None:
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         return None
     if unit == "TFLOP/s":
-        return (r.flops or 0.0) / seconds / 1e12
+        return (r.run.flops or 0.0) / seconds / 1e12
     if unit == "GB/s":
-        return (r.bytes or 0.0) / seconds / 1e9
+        return (r.run.bytes or 0.0) / seconds / 1e9
     return seconds
 
 
@@ -67,7 +67,7 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
     groups: dict[tuple[str, str | None, str], list[Result]] = {}
     for r in results:
         params = dict(r.id.params)
-        if SHAPE not in params or not r.rounds:
+        if SHAPE not in params or not r.run.rounds:
             continue
         base = r.id.nodeid.split("[", 1)[0]
         groups.setdefault((base, r.id.name, r.id.mode), []).append(r)
@@ -76,9 +76,9 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
         shapes = tuple(dict.fromkeys(dict(r.id.params)[SHAPE] for r in members))
         if len(shapes) < 2:
             continue
-        if all(r.flops for r in members):
+        if all(r.run.flops for r in members):
             unit = "TFLOP/s"
-        elif all(r.bytes for r in members):
+        elif all(r.run.bytes for r in members):
             unit = "GB/s"
         else:
             unit = "s"
@@ -88,7 +88,9 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
             by_series.setdefault(rest, {})[dict(r.id.params)[SHAPE]] = r
         series = []
         for label, at in by_series.items():
-            values = tuple(_metric(at[s], unit, at[s].median) if s in at else None for s in shapes)
+            values = tuple(
+                _metric(at[s], unit, at[s].run.median) if s in at else None for s in shapes
+            )
             base_values = tuple(
                 _metric(at[s], unit, _baseline_s(at[s])) if s in at else None for s in shapes
             )

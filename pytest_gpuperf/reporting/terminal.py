@@ -102,7 +102,7 @@ def _ratio(r: Result) -> float:
 
 
 def _throughput(r: Result) -> float:
-    return r.tflops or (r.gbps or 0.0) / 1e3 or 0.0
+    return r.run.tflops or (r.run.gbps or 0.0) / 1e3 or 0.0
 
 
 def _num(x: float | None) -> float:
@@ -116,13 +116,13 @@ SORT_KEYS: dict[str, tuple[Callable[[Result], Any], str]] = {
     ),
     "collection": (lambda r: 0, "the order the tests ran in"),
     "name": (lambda r: r.id.display, "benchmark name"),
-    "median": (lambda r: _num(r.summary.median if r.rounds else None), "fastest first"),
-    "mean": (lambda r: _num(r.summary.mean if r.rounds else None), "fastest first"),
-    "min": (lambda r: _num(r.summary.min if r.rounds else None), "fastest first"),
-    "max": (lambda r: _num(r.summary.max if r.rounds else None), "fastest first"),
+    "median": (lambda r: _num(r.run.summary.median if r.run.rounds else None), "fastest first"),
+    "mean": (lambda r: _num(r.run.summary.mean if r.run.rounds else None), "fastest first"),
+    "min": (lambda r: _num(r.run.summary.min if r.run.rounds else None), "fastest first"),
+    "max": (lambda r: _num(r.run.summary.max if r.run.rounds else None), "fastest first"),
     "change": (lambda r: -_ratio(r), "largest slowdown against the baseline first"),
-    "first_call": (lambda r: -(r.first_call_s or 0.0), "slowest first call first"),
-    "memory": (lambda r: -(r.peak_memory_bytes or 0), "most memory first"),
+    "first_call": (lambda r: -(r.run.first_call_s or 0.0), "slowest first call first"),
+    "memory": (lambda r: -(r.run.peak_memory_bytes or 0), "most memory first"),
     "throughput": (lambda r: -_throughput(r), "highest first"),
 }
 
@@ -302,8 +302,8 @@ def launch_overhead(
         for mode, ev in of_mode.items():
             twin = backend.get(mode, modes).launch_free
             gr = of_mode.get(twin) if twin else None
-            if gr and ev.median > 0:
-                out.append((ev, gr, max(0.0, (ev.median - gr.median) / ev.median)))
+            if gr and ev.run.median > 0:
+                out.append((ev, gr, max(0.0, (ev.run.median - gr.run.median) / ev.run.median)))
     return out
 
 
@@ -436,15 +436,15 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
         reasons: dict[str, None] = {}
         body: list[str] = []
         for r in results:
-            a = (r.telemetry or {}).get("activity")
+            a = (r.run.telemetry or {}).get("activity")
             parts = []
             if a and a.get("available"):
                 parts.append(activity_line(a))
             elif a:
                 reasons[str(a.get("reason"))] = None
-            if r.memory and r.memory.get("available"):
-                parts.append("allocator: " + memory_line(r.memory))
-            peak = describe_peak(r.of_peak)
+            if r.run.memory and r.run.memory.get("available"):
+                parts.append("allocator: " + memory_line(r.run.memory))
+            peak = describe_peak(r.run.of_peak)
             if peak:
                 parts.append(peak)
             if parts:
@@ -512,7 +512,7 @@ def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if not hit:
         return []
-    tracers = sorted({printable(r.tracer) for r in hit if r.tracer})
+    tracers = sorted({printable(r.run.tracer) for r in hit if r.run.tracer})
     what = (
         f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
         if tracers
@@ -543,7 +543,7 @@ def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
         for ev, gr, share in overhead:
             lines.append(
                 f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
-                f"(events {fmt_time(ev.median)}, graph {fmt_time(gr.median)})"
+                f"(events {fmt_time(ev.run.median)}, graph {fmt_time(gr.run.median)})"
             )
     blocks = (
         verdict_lines(results, spec),

@@ -30,4 +30,5 @@ def fmt_result_rate(result: Any) -> str:
     :mod:`pytest_gpuperf.measure.collectives`), else its FLOP/s and bytes/s."""
     from pytest_gpuperf.measure.collectives import rate_text
 
-    return rate_text(result) or fmt_rate(result.tflops, result.gbps)
+    run = result.run
+    return rate_text(run) or fmt_rate(run.tflops, run.gbps)

@@ -144,7 +144,7 @@ def _label(kind: str, final: bool, c: Comparison | None) -> str:
 def row(result: Result) -> Row:
     c = result.comparison
     if c is None:
-        current = result.median if result.rounds else None
+        current = result.run.median if result.run.rounds else None
         return Row(
             result=result,
             kind=NOT_COMPARED,
@@ -166,8 +166,8 @@ def row(result: Result) -> Row:
     else:
         interval = "-"
     current = _num(c.current_s)
-    if current is None and result.rounds:
-        current = result.median
+    if current is None and result.run.rounds:
+        current = result.run.median
     return Row(
         result=result,
         kind=c.kind,
@@ -224,7 +224,7 @@ def summary_line(result: Result) -> str:
     """One line on the verdict (``verdict`` module's wording), or the median without one."""
     c = result.comparison
     if c is None:
-        return f"{result.id.display}: {fmt_time(result.median if result.rounds else None)}"
+        return f"{result.id.display}: {fmt_time(result.run.median if result.run.rounds else None)}"
     from pytest_gpuperf.reporting.explain import summary_line as _summary_line
 
     return _summary_line(_with_name(c, result), result.id.mode)

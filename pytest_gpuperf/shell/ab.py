@@ -218,7 +218,9 @@ class ABGate(Gate):
                 last = i + 1 >= most
                 final = all(
                     self.rule.decide(
-                        self.paired.current[k][0], self.paired.current[k], last=last
+                        self.paired.current[k][0],
+                        [r.run for r in self.paired.current[k]],
+                        last=last,
                     ).final
                     for k in keys
                 )
@@ -259,7 +261,8 @@ class ABGate(Gate):
         out.rerun_s = time.perf_counter() - started
         for r in results:
             runs = self.paired.runs("current", r.id.key)
-            c: Comparison = self.rule.decide(r, runs or [r], last=True)
+            judged = [x.run for x in runs or [r]]
+            c: Comparison = self.rule.decide(r, judged, last=True)
             if new:
                 c = with_note(c, f"new: not in {self.tree.label}")
             elif item.nodeid in self.failed_side:
@@ -273,7 +276,7 @@ class ABGate(Gate):
                     f"at most {self.policy.max_runs} (--gpuperf-reruns + 1)",
                 )
             c = replace(c, name=c.name or r.id.display)
-            outputs = [x.numerics for x in runs] or [r.numerics]
+            outputs = [x.numerics for x in judged]
             v = self.rule.conclude(r, c, outputs)
             self._record(r, v, out, against=f" against {self.tree.ref} {self.tree.sha}")
         return out

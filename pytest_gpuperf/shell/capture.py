@@ -218,7 +218,7 @@ def _get(obj: Any, name: str) -> Any:
 def baseline_inventory(runs: Any) -> dict[str, Any] | None:
     """The combined inventory of a benchmark's baseline runs.
 
-    ``runs`` is a sequence of baseline runs (``RunRecord``), of their
+    ``runs`` is a sequence of baseline runs (``Run``), of their
     ``extra`` dicts, or of inventories, or one inventory.
     """
     if runs is None:
@@ -488,7 +488,7 @@ def _run_each(
 ) -> None:
     """Run the collectors of ``now`` in turn, each result appended to ``done`` as it comes."""
     not_here: dict[str, str] = {}
-    if any((r.extra or {}).get("group") for r in ctx.results):
+    if any((r.run.extra or {}).get("group") for r in ctx.results):
         # Nsight Compute replays each kernel alone: a collective would wait for its peers forever
         not_here["ncu"] = "not run on a distributed test (its kernel replay deadlocks collectives)"
     for i, col in enumerate(now, 1):
@@ -668,8 +668,8 @@ def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, A
     """The verdict's baseline and current seconds; the result's median where it has none."""
     b_s = comparison.baseline_s if comparison is not None else None
     c_s = comparison.current_s if comparison is not None else None
-    if c_s is None and result is not None and result.rounds:
-        c_s = result.median
+    if c_s is None and result is not None and result.run.rounds:
+        c_s = result.run.median
     return b_s, c_s
 
 
@@ -677,8 +677,8 @@ def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) 
     """The GPU's activity and the allocator's figures of the result and its baseline runs."""
     runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
     if result is not None:
-        ev.current_activity = (result.telemetry or {}).get("activity")
-        ev.current_memory = result.memory
+        ev.current_activity = (result.run.telemetry or {}).get("activity")
+        ev.current_memory = result.run.memory
     ev.baseline_activity = [(_get(r, "telemetry") or {}).get("activity") for r in runs]
     ev.baseline_memory = [_get(r, "memory") for r in runs]
 
@@ -686,7 +686,7 @@ def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) 
 def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, Any] | None:
     """A distributed benchmark's group as the capture saw it (its collectives, its NCCL
     setup), with the NCCL setup of the measurement itself where the capture has none."""
-    measured = dict(((result.extra or {}).get("group") or {}) if result is not None else {})
+    measured = dict(((result.run.extra or {}).get("group") or {}) if result is not None else {})
     captured = dict(prof.get("group") or {})
     if not measured and not captured:
         return None

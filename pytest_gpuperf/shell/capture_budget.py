@@ -263,7 +263,7 @@ class SessionCapture:
             label=" after the verdicts",
             spares=self.spares,
         )
-        device = t.results[0].device if t.results else "cuda"
+        device = t.results[0].run.device if t.results else "cuda"
         report = capture(
             self.run, t.nodeid, t.results, None, device=device, run_id=self.run_id,
             baselines=self.baselines_of(t.results), collectors=cols, progress=progress, plan=plan,

@@ -44,7 +44,7 @@ from pytest_gpuperf.measure.numerics import fingerprint_output as fingerprint
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.summary import median
 from pytest_gpuperf.measure.tracing import active_tracer, torch_profiler_active, tracer_note
-from pytest_gpuperf.model import BenchId, Result, printable
+from pytest_gpuperf.model import BenchId, Result, Run, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.markers import format_param
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
@@ -145,6 +145,8 @@ class BenchContext:
     #: this rank's process group (measure.distributed.Group), in a test marked world_size=:
     #: the benchmark is timed on every rank in step; None otherwise
     group: Any = None
+    #: the session's run id, which each run carries
+    run_id: str | None = None
     #: the session's timing modes (pytest_gpuperf.registry); None: the built-in ones
     modes: backend.Modes | None = None
 
@@ -173,24 +175,6 @@ class _Plan(NamedTuple):
     modes: list[backend.Mode]
     #: the collective the call makes (``collective=``), in a world_size= test
     collective: str | None = None
-
-
-class _Measured(NamedTuple):
-    """What measuring one mode gave."""
-
-    first_call_s: float
-    raw: engine.RawMeasurement
-    telemetry: dict[str, Any] | None
-    host_hidden: bool | None
-    host_s: float | None
-    wall_s: float
-    peak_memory: int | None
-    extra: dict[str, Any]
-    memory: dict[str, Any] | None
-    #: whether the rounds had the CPUs they needed (measure/contention.py), and the tracer
-    #: then active
-    contention: dict[str, Any] | None = None
-    tracer: str | None = None
 
 
 def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
@@ -413,7 +397,7 @@ class GpuBench:
         __tracebackhide__ = True
         ctx = self._ctx
         first = _FirstCall()
-        policy, env = plan.policy, plan.env
+        policy = plan.policy
         for mode in plan.modes:
             shown = tuple((k, format_param(v)) for k, v in ctx.params.items())
             bid = BenchId(ctx.nodeid, name, mode.name, shown)
@@ -422,53 +406,54 @@ class GpuBench:
                 record.update(world_size=ctx.group.world_size, backend=ctx.group.backend)
             timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
-            got = self._measure_mode(timer, bid, who, plan, first, call)
-            extra = got.extra
-            if ctx.group is not None:
-                extra = {**extra, "group": self._group_record(got, plan)}
-            result = Result(
-                id=bid,
-                device=ctx.device,
-                rounds=got.raw.rounds,
-                calls_per_round=got.raw.calls_per_round,
-                first_call_s=got.first_call_s,
-                warmup=got.raw.warmup,
-                trimmed=got.raw.trimmed,
-                stability=got.raw.stability,
-                warmup_s=got.raw.warmup_s,
-                wall_s=got.wall_s,
-                l2_flush=bool(policy.l2_flush and mode.flushes_l2),
-                peak_memory_bytes=got.peak_memory,
-                flops=plan.flops,
-                bytes=plan.nbytes,
-                device_name=(env or {}).get("gpu_name") or (env or {}).get("cpu_model"),
-                telemetry=got.telemetry,
-                environment=env,
-                policy=record,
-                gate=dict(plan.gate),
-                extra=extra,
-                e2e_rounds=list(got.raw.e2e_rounds),
-                host_hidden=got.host_hidden,
-                host_s=got.host_s,
-                numerics=first.numerics,
-                memory=got.memory,
-                contention=got.contention,
-                tracer=got.tracer,
-            )
-            result.notes.extend(flag_notes(result, policy, setup=call.has_setup, mode=mode))
-            if got.tracer:
-                result.notes.append(tracer_note(got.tracer))
+            run = self._measure_mode(timer, bid, who, plan, first, call, mode, record)
+            result = Result(run, gate=dict(plan.gate))
+            result.notes.extend(flag_notes(run, policy, setup=call.has_setup, mode=mode))
+            if run.tracer:
+                result.notes.append(tracer_note(run.tracer))
             self.results.append(result)
             ctx.record(result)
         return first.output
 
-    def _group_record(self, got: _Measured, plan: _Plan) -> dict[str, Any]:
+    def _made_run(
+        self, bid: BenchId, mode: backend.Mode, record: dict[str, Any], plan: _Plan,
+        raw: engine.RawMeasurement, **measured: Any,
+    ) -> Run:  # fmt: skip
+        """The :class:`Run` of one mode: the loop's ``raw`` measurement, what was measured
+        around it (``measured``, by the run's field names) and the benchmark's plan."""
+        env = plan.env or {}
+        if self._ctx.group is not None:
+            group = self._group_record(raw, measured["extra"], plan)
+            measured["extra"] = {**measured["extra"], "group": group}
+        return Run(
+            id=bid,
+            device=self._ctx.device,
+            rounds=tuple(raw.rounds),
+            calls_per_round=raw.calls_per_round,
+            warmup=tuple(raw.warmup),
+            trimmed=raw.trimmed,
+            stability=raw.stability,
+            warmup_s=raw.warmup_s,
+            e2e_rounds=tuple(raw.e2e_rounds),
+            l2_flush=bool(plan.policy.l2_flush and mode.flushes_l2),
+            flops=plan.flops,
+            bytes=plan.nbytes,
+            device_name=env.get("gpu_name") or env.get("cpu_model"),
+            environment=plan.env,
+            policy=record,
+            run_id=self._ctx.run_id,
+            **measured,
+        )
+
+    def _group_record(
+        self, raw: engine.RawMeasurement, extra: Mapping[str, Any], plan: _Plan
+    ) -> dict[str, Any]:
         """``Result.extra["group"]``: the group, each rank's times of the kept rounds (and
         what the after-measure hooks found about its collectives and its NCCL setup)."""
         group = self._ctx.group
-        by_rank = [list(r) for r in zip(*got.raw.rank_rounds, strict=True)]
+        by_rank = [list(r) for r in zip(*raw.rank_rounds, strict=True)]
         slowest = [0] * len(by_rank)
-        for r in got.raw.rank_rounds:
+        for r in raw.rank_rounds:
             slowest[max(range(len(r)), key=lambda i: r[i])] += 1
         return {
             "world_size": group.world_size,
@@ -477,7 +462,7 @@ class GpuBench:
             "rank_medians": [median(x) for x in by_rank],
             "slowest_counts": slowest,
             "rank_rounds": by_rank,
-            **(got.extra.get("group") or {}),
+            **(extra.get("group") or {}),
         }
 
     def _measure_mode(
@@ -488,7 +473,9 @@ class GpuBench:
         plan: _Plan,
         first: _FirstCall,
         call: backend.Invocation,
-    ) -> _Measured:
+        mode: backend.Mode,
+        record: dict[str, Any],
+    ) -> Run:
         """Measure one mode under the device lock, top to bottom: the first call (once per
         benchmark), the loop (:func:`~pytest_gpuperf.measure.engine.run`) inside the telemetry
         probes with the scheduler read just before and after its rounds, the window of
@@ -538,10 +525,11 @@ class GpuBench:
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
-        return _Measured(
-            first_s, raw, telemetry, hidden, host, wall, peak, extra, memory,
-            window.record(getattr(timer, "clock", None)),
-            tracer,
+        return self._made_run(
+            bid, mode, record, plan, raw, first_call_s=first_s, telemetry=telemetry,
+            host_hidden=hidden, host_s=host, wall_s=wall, peak_memory_bytes=peak, extra=extra,
+            memory=memory, contention=window.record(getattr(timer, "clock", None)),
+            tracer=tracer,
         )  # fmt: skip
 
     def _first_call(

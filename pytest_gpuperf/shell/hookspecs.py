@@ -24,11 +24,11 @@ def pytest_gpuperf_session_finish(config: pytest.Config, results: list[Result]) 
 
         def pytest_gpuperf_session_finish(config, results):
             for r in results:
-                print(r.id.key, r.median)
+                print(r.id.key, r.run.median)
 
-    What was measured (``r.rounds``, ``r.policy``, ``r.environment``, ...) is read-only, the
-    lists and dicts inside it too: change a copy (``dict(r.environment)``) or
-    ``r.to_dict()``, which is plain JSON values.
+    What was measured, ``r.run`` (a :class:`pytest_gpuperf.model.Run`: ``r.run.rounds``,
+    ``r.run.policy``, ...), is frozen, its tuples and mappings too: ``dataclasses.replace``
+    makes a changed copy, and ``r.to_dict()`` is plain JSON values.
     """
 
 

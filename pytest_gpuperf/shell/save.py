@@ -73,7 +73,7 @@ class SavePlugin:
             self.saved = f"baseline {self.name!r}: nothing saved{note}"
             return
         # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
-        compact = [replace(r, telemetry=baseline_telemetry(r.telemetry)) for r in results]
+        runs = [replace(r.run, telemetry=baseline_telemetry(r.run.telemetry)) for r in results]
         settings = self.run.settings.session
         try:
             meta, extra = run_meta(self.run), fingerprint_extra(self.run.config) or None
@@ -83,7 +83,7 @@ class SavePlugin:
                 on_wait=self.session.progress().task,
             )
             summary = store.save(
-                self.name, compact, keep_runs=settings.keep_runs, meta=meta, fingerprint_extra=extra
+                self.name, runs, keep_runs=settings.keep_runs, meta=meta, fingerprint_extra=extra
             )
             self.saved = summary.describe() + note
             self.saved_to = self.name

@@ -134,6 +134,7 @@ class GpuPerfSession:
             phase_range=self._phase_range(device),
             activity=self._activity(device),
             modes=self.run.registry.modes,
+            run_id=self.run_id,
             **fields,
         )
         return GpuBench(ctx)
@@ -141,18 +142,19 @@ class GpuPerfSession:
     def _measured(self, item: pytest.Item, result: Result) -> None:
         """What the fixture hands over after each measurement: plugins add telemetry fields
         (``pytest_gpuperf_telemetry``), what the telemetry shows becomes notes."""
-        telemetry = result.telemetry if result.telemetry is not None else {}
+        telemetry = dict(result.run.telemetry or {})
         self.config.hook.pytest_gpuperf_telemetry(
             config=self.config, bench_id=result.id, telemetry=telemetry
         )
-        result.telemetry = telemetry or None
-        result.notes.extend(telemetry_notes(result.telemetry))
+        result.with_run(telemetry=telemetry or None)
+        result.notes.extend(telemetry_notes(result.run.telemetry))
         self.keep(item, result)
 
     def keep(self, item: pytest.Item, result: Result) -> None:
         """A result of ``item``'s (the fixture's, or its ranks'): this session's from now on."""
         path, lineno, _ = item.location
-        result.run_id = self.run_id
+        if result.run.run_id != self.run_id:  # a rank's (the fixture's run has it)
+            result.with_run(run_id=self.run_id)
         result.location = [path, lineno + 1 if lineno is not None else None]
         item.stash.setdefault(RESULTS_KEY, []).append(result)
 
@@ -230,8 +232,6 @@ class GpuPerfSession:
                 if not_saved:
                     setattr(report, NOT_SAVED_ATTR, True)
             else:
-                for r in results:
-                    r.make_plain()  # the values a worker's dict would bring
                 self._reported[report.nodeid] = (list(results), not_saved)
         return report
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.contention import ONE_THREAD, WAITED
-from pytest_gpuperf.model import Result, printable
+from pytest_gpuperf.model import Run, printable
 from pytest_gpuperf.verdict.comparison import (
     BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
@@ -178,10 +178,8 @@ class RunStat:
         )
 
     @classmethod
-    def from_run(cls, run: Result | Any) -> RunStat:
-        """From a :class:`~pytest_gpuperf.model.Result` or a stored run (``RunRecord``): both
-        hold ``median``, ``rounds``, ``stability``, ``e2e_rounds``, ``host_hidden``,
-        ``host_s``, ``telemetry``, ``contention`` and ``tracer``."""
+    def from_run(cls, run: Run) -> RunStat:
+        """From a :class:`~pytest_gpuperf.model.Run`, measured now or stored."""
         return cls.of(
             run.median,
             run.rounds,
@@ -190,8 +188,8 @@ class RunStat:
             host_hidden=run.host_hidden,
             telemetry=run.telemetry,
             host_s=run.host_s,
-            contention=getattr(run, "contention", None),
-            tracer=getattr(run, "tracer", None),
+            contention=run.contention,
+            tracer=run.tracer,
         )
 
     def pays_host(self, figure: str) -> bool:
@@ -447,7 +445,15 @@ def _combine(figures: Sequence[FigureVerdict]) -> FigureVerdict:
     return worst
 
 
-def decide(
+def decide(baseline: Sequence[Run], current: Sequence[Run], **options: Any) -> Comparison:
+    """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs, each
+    read as the :class:`RunStat` the rule judges; ``options`` as :func:`decide_stats`'s."""
+    return decide_stats(
+        [RunStat.from_run(r) for r in baseline], [RunStat.from_run(r) for r in current], **options
+    )
+
+
+def decide_stats(
     baseline: Sequence[RunStat],
     current: Sequence[RunStat],
     *,
@@ -459,7 +465,8 @@ def decide(
     environment_reason: str | None = None,
     environment_diff: Sequence[str] = (),
 ) -> Comparison:
-    """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs.
+    """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs, as
+    the rule reads each (a pool of runs recorded as the rule reads them is judged so).
 
     ``mode`` is the timing backend, by name or description (it picks the figures' noise
     classes).

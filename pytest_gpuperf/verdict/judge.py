@@ -18,12 +18,12 @@ from typing import Any
 
 from pytest_gpuperf.baseline import records as br
 from pytest_gpuperf.baseline.fingerprint import fingerprint
-from pytest_gpuperf.baseline.records import Baseline, Match, RunRecord
+from pytest_gpuperf.baseline.records import Baseline, Match
 from pytest_gpuperf.measure.backend import BUILTIN, Modes
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, Run
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
 from pytest_gpuperf.verdict.comparison import Comparison
-from pytest_gpuperf.verdict.decide import PENDING, RunStat, decide, outcome, with_note
+from pytest_gpuperf.verdict.decide import PENDING, decide, outcome, with_note
 from pytest_gpuperf.verdict.numerics import GATE as GATE_NUMERICS
 from pytest_gpuperf.verdict.numerics import OFF, NumericsComparison, StoredFingerprint
 from pytest_gpuperf.verdict.numerics import compare as compare_numerics
@@ -43,7 +43,7 @@ from pytest_gpuperf.verdict.secondary import (
 
 
 def environment_reason(
-    runs: Sequence[RunRecord],
+    runs: Sequence[Run],
     median_s: float,
     telemetry: Mapping[str, Any] | None,
     threshold: float,
@@ -109,11 +109,11 @@ class Judge:
 
     def match(self, result: Result, fp: Mapping[str, Any] | None = None) -> Match:
         """The baseline's runs comparable with ``result`` (``fp``: its fingerprint, if known)."""
-        key = (result.id.key, result.run_id)
+        key = (result.id.key, result.run.run_id)
         if key not in self._matches:
             if fp is None:
-                fp = fingerprint(result.environment or {}, self.fingerprint_extra)
-            self._matches[key] = self.baseline.match(result.id.key, fp, result.policy)
+                fp = fingerprint(result.run.environment or {}, self.fingerprint_extra)
+            self._matches[key] = self.baseline.match(result.id.key, fp, result.run.policy)
         return self._matches[key]
 
     def forget(self, keys: Iterable[str]) -> None:
@@ -134,21 +134,21 @@ class Judge:
     def decide(
         self,
         result: Result,
-        runs: Sequence[Result | RunRecord],
+        runs: Sequence[Run],
         *,
         last: bool = False,
         policy: DecisionPolicy | None = None,
         fp: Mapping[str, Any] | None = None,
     ) -> Comparison:
-        """The verdict on ``runs`` of ``result``'s benchmark (``result`` is the first; results
-        of fresh processes or stored runs, which :meth:`RunStat.from_run` reads alike).
+        """The verdict on ``runs`` of ``result``'s benchmark (``result``'s run is the first;
+        the others of fresh processes, or stored).
 
         What the rule needs of the result comes first: its policy, the baseline's runs it
         matches, and why the conditions differ (another environment, or the telemetry); then
-        both sides' runs as the rule sees them, and the rule."""
+        the rule, on the runs of both sides."""
         pol = policy or self.policy_for(result)
         match = self.match(result, fp)
-        stored: Sequence[RunRecord] = ()
+        stored: Sequence[Run] = ()
         diff: list[str] = []
         reason = note = None
         if match.status in (br.OTHER_ENVIRONMENT, br.OTHER_POLICY):
@@ -158,10 +158,9 @@ class Judge:
         elif match.status != br.NO_BENCHMARK:
             stored = match.runs
             reason, note = environment_reason(
-                stored, result.median, result.telemetry, pol.threshold
+                stored, result.run.median, result.run.telemetry, pol.threshold
             )
-        current = [RunStat.from_run(r) for r in runs]
-        base = [RunStat.from_run(r) for r in stored]
+        current, base = list(runs), list(stored)
         common: dict[str, Any] = {"policy": pol, "name": result.id.display, "last": last}
         if match.status == br.NO_BENCHMARK:
             return decide([], current, **common)
@@ -182,12 +181,12 @@ class Judge:
         """The verdict on ``runs`` of ``result``'s benchmark (``result`` first, then the runs
         of fresh processes), with ``note`` added, and, once it is final, its secondary
         metrics and numerics (:meth:`conclude`)."""
-        c = self.decide(result, runs, last=last)
+        c = self.decide(result, [r.run for r in runs], last=last)
         if note:
             c = with_note(c, note)
         if not c.final:
             return Verdict(c, PENDING)
-        return self.conclude(result, c, [r.numerics for r in runs])
+        return self.conclude(result, c, [r.run.numerics for r in runs])
 
     def conclude(
         self, result: Result, c: Comparison, outputs: Sequence[Sequence[Mapping[str, Any]] | None]
@@ -229,18 +228,18 @@ class Judge:
         return [*self._fixed(result, runs, tolerances), *_behaviour(result, runs, tolerances)]
 
     def _fixed(
-        self, result: Result, runs: Sequence[RunRecord], tolerances: Mapping[str, float]
+        self, result: Result, runs: Sequence[Run], tolerances: Mapping[str, float]
     ) -> list[SecondaryComparison]:
         return [
             compare_secondary(
                 [r.peak_memory_bytes for r in runs],
-                result.peak_memory_bytes,
+                result.run.peak_memory_bytes,
                 tolerances[PEAK_MEMORY],
                 metric=PEAK_MEMORY,
             ),
             compare_secondary(
                 [r.first_call_s for r in runs],
-                result.first_call_s,
+                result.run.first_call_s,
                 tolerances[FIRST_CALL],
                 metric=FIRST_CALL,
             ),
@@ -257,14 +256,14 @@ class Judge:
         """The output's fingerprints (``current``: this run's first, then re-runs') against
         the comparable runs' (None without a match or without a fingerprint of this run)."""
         match = self.match(result)
-        if match.status != br.MATCH or not result.numerics:
+        if match.status != br.MATCH or not result.run.numerics:
             return None
         stored = [StoredFingerprint(r.numerics, _commit(r.meta)) for r in match.runs if r.numerics]
         return compare_numerics(stored, [c for c in current if c], tolerance, gated=gated)
 
 
 def _behaviour(
-    result: Result, runs: Sequence[RunRecord], tolerances: Mapping[str, float]
+    result: Result, runs: Sequence[Run], tolerances: Mapping[str, float]
 ) -> list[SecondaryComparison]:
     """The allocator's figures per call (``Result.memory``) and the inventory's host-device
     bytes per call, against the runs that have them, where this run has them."""
@@ -272,10 +271,10 @@ def _behaviour(
     tol = tolerances[PEAK_MEMORY]
     for metric in MEMORY_BEHAVIOUR:
         if metric == TRANSFERS:
-            cur = transfer_bytes((result.extra or {}).get("kernels"))
-            base = [transfer_bytes((r.extra or {}).get("kernels")) for r in runs]
+            cur = transfer_bytes(result.run.extra.get("kernels"))
+            base = [transfer_bytes(r.extra.get("kernels")) for r in runs]
         else:
-            cur = _figure(result.memory, metric)
+            cur = _figure(result.run.memory, metric)
             base = [_figure(r.memory, metric) for r in runs]
         if cur is not None and any(b is not None for b in base):
             out.append(compare_secondary(base, cur, tol, metric=metric))

@@ -17,12 +17,9 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.baseline import schema
 from pytest_gpuperf.baseline.records import Baseline
-from pytest_gpuperf.baseline.store import document_of
 from pytest_gpuperf.model import Result
 
 BASE, CURRENT = "base", "current"
@@ -88,13 +85,8 @@ def paired_baseline(
     fingerprint_extra: Mapping[str, Any] | None = None,
     now: _dt.datetime | None = None,
 ) -> Baseline:
-    """The base tree's runs as a baseline held in memory (never written), named ``name``.
-
-    Each run keeps its environment fingerprint and measurement settings, so the judge
-    matches them with the current runs exactly as it matches stored runs. A run that
-    cannot be a baseline run (no rounds, a zero time) is left out, as a save leaves it out.
-    """
-    stamp = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
-    every = (r for results in runs.values() for r in results)
-    doc, _ = document_of(name, every, stamp=stamp, fingerprint_extra=fingerprint_extra)
-    return Baseline(name, Path(name), doc, schema.DOCUMENT_VERSION)
+    """The base tree's runs as a baseline held in memory (never written), named ``name``:
+    matched with the current runs as stored runs are (:meth:`Baseline.from_runs`)."""
+    every = (r.run for results in runs.values() for r in results)
+    stamp = None if now is None else now.isoformat(timespec="seconds")
+    return Baseline.from_runs(name, every, fingerprint_extra=fingerprint_extra, stamp=stamp)

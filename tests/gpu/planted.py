@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, thawed
 from pytest_gpuperf.reporting.json_report import load_results
 from pytest_gpuperf.shell.capture import CaptureReport, capture
 from pytest_gpuperf.verdict import REGRESSION, Comparison
@@ -46,12 +46,17 @@ def capture_planted(
     the capture's folder to ``reports/artifacts``."""
     key = cur.id.key
     comparison = Comparison(
-        kind=REGRESSION, final=True, look=1, looks=1, baseline_s=base.median, current_s=cur.median
+        kind=REGRESSION,
+        final=True,
+        look=1,
+        looks=1,
+        baseline_s=base.run.median,
+        current_s=cur.run.median,
     )
     runner = standalone_runner(nodeid, rootdir=root, device="cuda", env={"GPUPERF_PLANT": plant})
     rep = capture(
         None, nodeid, [cur], {key: comparison}, device="cuda", run_id=run_id,
-        baselines={key: [{"extra": base.extra}]}, run_child=runner,
+        baselines={key: [{"extra": thawed(base.run.extra)}]}, run_child=runner,
         artifacts_dir=reports / "artifacts",
     )  # fmt: skip
     assert rep is not None

@@ -48,10 +48,10 @@ def test_a_planted_regression_is_diagnosed(
 ) -> None:
     reports = Path(os.environ.get("GPUPERF_REPORTS") or tmp_path)
     base = measure(ROOT, nodeid, "", "always", tmp_path / "base.json")
-    assert "kernels" in base.extra, base.extra
+    assert "kernels" in base.run.extra, base.run.extra
     cur = measure(ROOT, nodeid, plant, "never", tmp_path / "cur.json")
     key = cur.id.key
-    assert cur.median > 1.03 * base.median, (base.median, cur.median)
+    assert cur.run.median > 1.03 * base.run.median, (base.run.median, cur.run.median)
     rep = capture_planted(
         ROOT, nodeid, plant, base, cur, run_id=f"planted-{plant}", reports=reports, name=plant
     )

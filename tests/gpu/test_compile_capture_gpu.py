@@ -87,7 +87,7 @@ def test_a_compiler_regression_is_named_first(
     reports = Path(os.environ.get("GPUPERF_REPORTS") or tmp_path)
     nodeid = f"test_compiled_gpu.py::{test}"
     base = measure(tmp_path, nodeid, "", "always", tmp_path / "base.json")
-    assert base.extra["kernels"]["compiled"], base.extra
+    assert base.run.extra["kernels"]["compiled"], base.run.extra
     cur = measure(tmp_path, nodeid, plant, "never", tmp_path / "cur.json")
     key = cur.id.key
     rep = capture_planted(

@@ -19,9 +19,10 @@ import pytest
 from pytest_gpuperf.measure import engine
 from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.cuda import CudaEventsTimer
+from pytest_gpuperf.measure.names import MODE_EVENTS
 from pytest_gpuperf.measure.nvtx_ranges import NvtxRanges
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import MODE_EVENTS, BenchId
+from pytest_gpuperf.model import BenchId
 from pytest_gpuperf.telemetry import nvml
 from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
 from pytest_gpuperf.telemetry.probe import NvmlTelemetry

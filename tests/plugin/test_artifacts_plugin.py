@@ -47,11 +47,11 @@ def test_inventory_goes_with_the_result_into_a_baseline(
     )
     result.assert_outcomes(passed=1)
     (r,) = _results(pytester.path / "o.json")
-    inv = r.extra["kernels"]
+    inv = r.run.extra["kernels"]
     assert inv["schema"] == 1 and inv["device"] == "cpu" and inv["calls"] >= 2
     assert {"aten::mul", "aten::add"} <= {k["name"] for k in inv["kernels"]}
     store = BaselineStore(pytester.path / "bl")
-    store.save("main", [r])
+    store.save("main", [r.run])
     (run,) = store.load("main").benchmarks[r.id.key].runs
     assert run.extra is not None and run.extra["kernels"]["kernels"] == inv["kernels"]
 
@@ -60,7 +60,7 @@ def test_no_inventory_unless_asked(pytester: pytest.Pytester, fast_args: list[st
     pytester.makepyfile(test_bench=BENCH)
     pytester.runpytest(*fast_args, "--gpuperf-json=o.json").assert_outcomes(passed=1)
     (r,) = _results(pytester.path / "o.json")
-    assert r.extra == {}
+    assert r.run.extra == {}
 
 
 CONFTEST = """
@@ -101,7 +101,7 @@ def pytest_sessionfinish(session):
     (r,) = sess.results
     comparison = Comparison(
         kind="regression", final=True, look=1, looks=1,
-        baseline_s=base["summary"]["median"], current_s=r.median,
+        baseline_s=base["summary"]["median"], current_s=r.run.median,
     )
     report = capture(
         sess.run, r.id.nodeid, [r], {r.id.key: comparison},

@@ -122,7 +122,7 @@ def test_a_forged_run_read_when_its_test_is_judged_fails_that_test_with_the_reme
     the other test is judged as usual."""
     import hashlib
 
-    from pytest_gpuperf.baseline import schema
+    from pytest_gpuperf.baseline import fileio
 
     pytester.makepyfile(test_spin=BENCH)
     run(pytester, "--gpuperf-save=main").assert_outcomes(passed=2)
@@ -130,11 +130,11 @@ def test_a_forged_run_read_when_its_test_is_judged_fails_that_test_with_the_reme
     (seg,) = (folder / "main.runs").glob("*.json")
     doc = json.loads(seg.read_text())
     key = next(k for k in doc["runs"] if "changed" in k)
-    next(iter(doc["runs"][key].values()))["median"] = "fast"
-    seg.write_text(schema.dumps(doc, compact_depth=3))
+    next(iter(doc["runs"][key].values()))["first_call_s"] = "fast"
+    seg.write_text(fileio.dumps(doc, compact_depth=3))
     index = json.loads((folder / "main.json").read_text())
     index["segments"][seg.stem]["sha256"] = hashlib.sha256(seg.read_bytes()).hexdigest()
-    (folder / "main.json").write_text(schema.dumps(index))
+    (folder / "main.json").write_text(fileio.dumps(index))
     result = run(pytester, "--gpuperf-baseline=main", NO_RERUNS)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -142,7 +142,7 @@ def test_a_forged_run_read_when_its_test_is_judged_fails_that_test_with_the_reme
     )
     text = " ".join(result.stdout.str().split())  # the failure text is folded
     assert f"{seg.name} (a segment of main.json) cannot be used: runs[" in text
-    assert "median: expected a number > 0, got the string 'fast'" in text
+    assert "first_call_s: expected a time in seconds" in text and "'fast'" in text
     assert "pytest-gpuperf prune main" in text
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 

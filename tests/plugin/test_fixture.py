@@ -293,7 +293,7 @@ def test_in_one_process_the_session_keeps_the_results_the_test_made(
         def pytest_gpuperf_session_finish(config, results):
             same = [any(r is m for m in made) for r in results]
             print(f"RESULTS {len(results)} SAME {sum(same)}")
-            t = results[0].telemetry
+            t = results[0].run.telemetry
             print(f"PLAIN {t['pair']!r} {t['lost']!r}")  # as a worker's dict brings them
         """
     )

@@ -16,7 +16,7 @@ def pytest_addoption(parser):
 
 
 def tsv(ctx, target):
-    return "".join(f"{r.id.key}\\t{r.id.mode}\\t{len(r.rounds)}\\n" for r in ctx.results)
+    return "".join(f"{r.id.key}\\t{r.id.mode}\\t{len(r.run.rounds)}\\n" for r in ctx.results)
 
 
 def pytest_gpuperf_output_formats():

@@ -33,14 +33,14 @@ def test_a_leaked_child_marker_does_not_silently_turn_saving_off(
 #: Ctrl-C while the save writes its segment: the first write raises KeyboardInterrupt.
 CTRL_C_WRITING = """
 import pytest
-from pytest_gpuperf.baseline import layout
+from pytest_gpuperf.baseline import files
 
 def interrupt(*args, **kwargs):
     raise KeyboardInterrupt
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session):
-    layout.atomic_write_bytes = interrupt
+    files.atomic_write_bytes = interrupt
 """
 #: Ctrl-C (or SIG) while the save waits for the baseline's lock, which this process holds
 #: on a descriptor of its own: a real signal, sent from within the wait's first pause.

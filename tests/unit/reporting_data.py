@@ -7,7 +7,7 @@ import math
 import random
 from typing import Any
 
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.verdict import Comparison
 
 GPU_ENV: dict[str, Any] = {
@@ -96,7 +96,7 @@ def result(
     measured: dict[str, Any] | None = None,
     **kw: Any,
 ) -> Result:
-    """A result of ``test``; ``measured`` overrides measured fields (``rounds``, ``id``, ...),
+    """A result of ``test``; ``measured`` overrides its run's fields (``rounds``, ``id``, ...),
     ``kw`` goes to its comparison."""
     nodeid = f"tests/test_ops.py::{test}"
     cur = level * (ratio or 1.0)
@@ -113,11 +113,8 @@ def result(
         environment=dict(GPU_ENV),
     )
     fields.update(measured or {})
-    res = Result(
-        **fields,
-        run_id="20251129T193800Z-abc123",
-        location=["tests/test_ops.py", line] if line else None,
-    )
+    fields.setdefault("run_id", "20251129T193800Z-abc123")
+    res = Result(Run(**fields), location=["tests/test_ops.py", line] if line else None)
     if kind is not None:
         res.comparison = comparison(kind, ratio, baseline_s=level, **kw)
     return res
@@ -163,9 +160,8 @@ def save_history(root: Any, results: list[Result], runs: int = 6, name: str = "m
         batch = []
         for res in results:
             ratio = res.comparison.ratio if res.comparison is not None else None
-            level = res.median / (ratio or 1.0)
+            level = res.run.median / (ratio or 1.0)
             old_rounds = rounds(level * (1 + 0.004 * (i % 3 - 1)), seed=100 + i)
-            measured = replace(res.measurement, rounds=old_rounds)
-            batch.append(replace(res, measurement=measured, comparison=None, run_id=f"run-{i}"))
+            batch.append(replace(res.run, rounds=old_rounds, run_id=f"run-{i}"))
         store.save(name, batch, now=T0 + dt.timedelta(hours=i))
     return store.load(name)

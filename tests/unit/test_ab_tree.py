@@ -104,7 +104,7 @@ def test_a_worktree_a_killed_session_left_is_removed_by_the_next(repo: Path) -> 
 
 def _check_places(root: Path) -> dict[str, Path]:
     """Where a hostile GPUPERF_AB_CHECK may point (device nodes only as copies, as root)."""
-    golden = Path(__file__).parent.parent / "data" / "baseline-v3" / "golden.json"
+    golden = Path(__file__).parent.parent / "data" / "baseline-v1" / "golden.json"
     p = {"folder": root / "dir", "fifo": root / "fifo", "baseline": root / "main.json"}
     p["folder"].mkdir()
     os.mkfifo(p["fifo"])

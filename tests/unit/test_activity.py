@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.measure import peaks
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.reporting.activity import activity_line
 from pytest_gpuperf.shell.fixture import plain_window
 from pytest_gpuperf.telemetry import activity as act
@@ -347,17 +347,19 @@ def test_achieved_throughput_as_a_fraction_of_the_h200_peaks() -> None:
 
 def test_a_result_carries_its_peak_fractions_into_the_json() -> None:
     r = Result(
-        id=BenchId("t.py::test_mm[bf16]", None, "cuda-events", (("dtype", "bfloat16"),)),
-        device="cuda",
-        rounds=[176e-6] * 6,
-        calls_per_round=1,
-        first_call_s=0.1,
-        flops=2 * 4096**3,
-        device_name="NVIDIA H200",
+        Run(
+            id=BenchId("t.py::test_mm[bf16]", None, "cuda-events", (("dtype", "bfloat16"),)),
+            device="cuda",
+            rounds=(176e-6,) * 6,
+            calls_per_round=1,
+            first_call_s=0.1,
+            flops=2 * 4096**3,
+            device_name="NVIDIA H200",
+        )
     )
     assert r.to_dict()["of_peak"]["flops_of_peak"] == pytest.approx(0.789, abs=0.002)
-    cpu = Result(id=BenchId("t.py::t"), device="cpu", rounds=[1.0], calls_per_round=1,
-                 first_call_s=1.0, flops=1.0)  # fmt: skip
+    cpu = Result(Run(id=BenchId("t.py::t"), device="cpu", rounds=(1.0,), calls_per_round=1,
+                     first_call_s=1.0, flops=1.0))  # fmt: skip
     assert cpu.to_dict()["of_peak"] is None
 
 

@@ -19,7 +19,6 @@ from pytest_gpuperf.artifacts import (
     TIMEOUT,
     CaptureContext,
     CollectorResult,
-    inventory_for,
     safe_name,
 )
 from pytest_gpuperf.artifacts.analysis.layout import MAX_NAME, Layout, read_manifest
@@ -27,7 +26,7 @@ from pytest_gpuperf.artifacts.collectors.ncu import NcuCollector
 from pytest_gpuperf.artifacts.collectors.nsys import NsysCollector
 from pytest_gpuperf.artifacts.collectors.process import run_process
 from pytest_gpuperf.artifacts.collectors.torch_trace import TorchTraceCollector
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.shell.capture import baseline_inventory, capture, should_capture
 from pytest_gpuperf.verdict import REGRESSION, Comparison
 
@@ -66,7 +65,7 @@ def test_layout_and_gitignore(tmp_path: Path) -> None:
 
 
 def _result(key_name: str = "t.py::test_a", median: float = 1e-3) -> Result:
-    return Result(BenchId(key_name, None, "cpu"), "cpu", [median] * 5, 1, median)
+    return Result(Run(BenchId(key_name, None, "cpu"), "cpu", (median,) * 5, 1, median))
 
 
 class Fake:
@@ -281,9 +280,6 @@ def test_baseline_inventory_from_runs_extras_and_inventories() -> None:
     assert baseline_inventory([{"extra": {"kernels": inv}}]) == inv
     assert baseline_inventory(inv) == inv
     assert baseline_inventory([{"extra": None}]) is None
-    r = _result()
-    r.extra["kernels"] = inv
-    assert inventory_for(r) == inv and inventory_for(_result()) is None
 
 
 def test_the_gpu_lock_is_held_for_the_whole_capture(tmp_path: Path) -> None:

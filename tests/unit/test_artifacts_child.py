@@ -16,7 +16,7 @@ from pytest_gpuperf.artifacts.collectors.child import (
     read_status,
     window_calls,
 )
-from pytest_gpuperf.model import BenchId
+from pytest_gpuperf.model import BenchId, thawed
 from pytest_gpuperf.shell.config import GpuPerfConfig
 from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
 from pytest_gpuperf.shell.settings import Settings
@@ -105,7 +105,7 @@ def test_hooks_add_to_the_result_and_never_fail_it() -> None:
     assert bench(lambda a, b: a + b, 1, 2) == 3
     (r,) = bench.results
     assert seen == [("t.py::t@cpu", 3, True)]
-    assert r.extra == {
+    assert thawed(r.run.extra) == {
         "kernels": {"schema": 1},
         "after_measure_error": "MemoryError: out of memory",
     }
@@ -158,7 +158,7 @@ def test_a_capture_child_measures_briefly_before_it_profiles(
     bench = GpuBench(ctx)
     bench(lambda: sum(range(100)))
     (r,) = bench.results
-    assert len(r.rounds) <= 5 and r.policy["rounds"] == 5
+    assert len(r.run.rounds) <= 5 and r.run.policy["rounds"] == 5
 
 
 def test_a_capture_child_bounds_its_window_and_times_itself(tmp_path: Path) -> None:

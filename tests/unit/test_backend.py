@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.measure import backend
+from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH, MODES
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import MODE_CPU, MODE_EVENTS, MODE_GRAPH, MODES
 from pytest_gpuperf.registry import build, plugin_manager
 from pytest_gpuperf.verdict.decide import TIME, classes_for
 from pytest_gpuperf.verdict.policy import CLASSES, NoiseClass

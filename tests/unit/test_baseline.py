@@ -15,13 +15,15 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.baseline import schema
+from pytest_gpuperf.baseline import codec, fileio
+from pytest_gpuperf.baseline.codec import fingerprint_id
 from pytest_gpuperf.baseline.filelock import locked
 from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import (
@@ -29,9 +31,7 @@ from pytest_gpuperf.baseline.records import (
     NO_BENCHMARK,
     OTHER_ENVIRONMENT,
     OTHER_POLICY,
-    record_from_result,
 )
-from pytest_gpuperf.baseline.schema import fingerprint_id
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import (
     BaselineError,
@@ -41,7 +41,7 @@ from pytest_gpuperf.errors import (
     InvalidBaselineName,
     UnknownBaseline,
 )
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Run, thawed
 from tests.unit.reporting_data import CPU_ENV, GPU_ENV
 from tests.unit.test_locks import needs_root
 
@@ -52,7 +52,7 @@ POLICY = {"round_ms": 5.0, "rounds": 20, "warmup_ms": 500.0, "l2_flush": True}
 KEY = "tests/test_ops.py::test_mm[4096-bf16]@cuda-events"
 
 
-def make_result(
+def make_run(
     nodeid: str = "tests/test_ops.py::test_mm[4096-bf16]",
     *,
     name: str | None = None,
@@ -63,10 +63,10 @@ def make_result(
     run_id: str | None = "run-1",
     policy: dict[str, Any] | None = None,
     **kw: Any,
-) -> Result:
-    """A Result as the fixture makes it, with deterministic rounds around ``level`` seconds."""
+) -> Run:
+    """A run as the fixture makes it, with deterministic rounds around ``level`` seconds."""
     params = (("shape", "4096"), ("dtype", "bf16")) if "[" in nodeid else ()
-    rounds = [level * (1 + 0.002 * ((i * 7) % 5 - 2)) for i in range(n)]
+    rounds = tuple(level * (1 + 0.002 * ((i * 7) % 5 - 2)) for i in range(n))
     fields: dict[str, Any] = {
         "device": "cuda" if mode != "cpu" else "cpu",
         "calls_per_round": 8,
@@ -79,7 +79,7 @@ def make_result(
         "run_id": run_id,
     }
     fields.update(kw)
-    return Result(id=BenchId(nodeid, name, mode, params), rounds=rounds, **fields)
+    return Run(id=BenchId(nodeid, name, mode, params), rounds=rounds, **fields)
 
 
 @pytest.fixture
@@ -109,128 +109,130 @@ def store_files(store: BaselineStore, name: str = "main") -> dict[str, bytes]:
 # --- round trip ----------------------------------------------------------------
 
 
-def test_save_then_load_keeps_every_field(store: BaselineStore) -> None:
-    r = make_result(telemetry={"sm_clock_mhz": {"median": 1980}}, warmup=[6e-4] * 7, trimmed=2)
+def test_save_then_load_gives_back_the_run(store: BaselineStore) -> None:
     inventory = {"kernels": [{"name": "sm90_xmma_gemm", "launches": 1, "gpu_s": 5.9e-4}]}
-    summary = store.save(
-        "main",
-        [r],
-        meta={"git_sha": "deadbeef", "ci_job": 42},
-        extras={KEY: inventory},
-        now=T0,
-    )
+    r = make_run(
+        telemetry={"sm_clock_mhz": {"median": 1980}}, warmup=[6e-4] * 7, trimmed=2,
+        extra=inventory, e2e_rounds=[7e-4] * 20, host_hidden=True, host_s=1.2345678e-4,
+        tracer="sys.settrace", wall_s=1.5, warmup_s=0.5, l2_flush=True, device_name="H200",
+        memory={"available": True, "allocated_per_call_bytes": 0},
+        contention={"waited": 0.01, "threads": 1.0, "clock": "wall"},
+    )  # fmt: skip
+    summary = store.save("main", [r], meta={"git_sha": "deadbeef", "ci_job": 42}, now=T0)
     assert summary.created and summary.added == 1 and summary.dropped == 0
     assert summary.path == store.path("main") == store.root / "main.json"
 
     b = store.load("main")
-    assert b.name == "main" and b.read_version == schema.SCHEMA_VERSION
-    assert b.created == b.updated == "2025-11-29T19:38:00+00:00"
+    assert b.name == "main" and b.created == b.updated == "2025-11-29T19:38:00+00:00"
     assert list(b.fingerprints) == [fp_id(GPU_ENV)]
     entry = b.benchmarks[KEY]
     assert (entry.nodeid, entry.name, entry.mode) == (r.id.nodeid, None, "cuda-events")
     assert entry.params == {"shape": "4096", "dtype": "bf16"}
     [run] = b.runs(KEY, fp_id(GPU_ENV), POLICY)
-    assert run.run_id == "run-1"
-    assert run.timestamp == "2025-11-29T19:38:00+00:00"
-    assert run.meta == {"git_sha": "deadbeef", "ci_job": 42}
-    assert run.rounds == tuple(float(f"{x:.4g}") for x in r.rounds)  # 4 significant figures
-    assert run.median == pytest.approx(r.median, rel=1e-6)
-    assert run.log_median == pytest.approx(math.log(r.median), abs=1e-5)
-    assert run.rel_iqr == pytest.approx(r.summary.rel_iqr, rel=1e-3)
-    assert run.calls_per_round == 8 and run.stability == "steady"
-    assert run.first_call_s == 0.8412
-    assert run.peak_memory_bytes == 1 << 30
-    assert (run.flops, run.bytes) == (r.flops, r.bytes)
-    assert run.policy == POLICY
-    assert run.telemetry == {"sm_clock_mhz": {"median": 1980}}
-    assert run.extra == inventory
-    assert (run.warmup_rounds, run.trimmed) == (7, 2)
-    assert run.plugin_version == __version__
-    assert b.policies == {run.policy_id: POLICY}
+    # the run as saved: the same fields, times to 4 significant figures, with what the save
+    # and the index add (when, the commit, the plugin's version, the fingerprint)
+    four = {n: getattr(r, n) for n in ("rounds", "warmup", "e2e_rounds")}
+    assert run.id.key == r.id.key and dict(run.id.params) == dict(r.id.params)  # keys sorted
+    assert run == replace(
+        r,
+        id=run.id,
+        **{n: tuple(float(f"{x:.4g}") for x in v) for n, v in four.items()},
+        first_call_s=0.8412,
+        host_s=1.235e-4,
+        environment=fingerprint(GPU_ENV),
+        timestamp="2025-11-29T19:38:00+00:00",
+        meta={"git_sha": "deadbeef", "ci_job": 42},
+        plugin_version=__version__,
+        fingerprint_id=fp_id(GPU_ENV),
+    )
+    assert run.median == pytest.approx(r.median, rel=1e-3)
+    assert b.policies == {codec.content_id(POLICY): POLICY}
 
 
 def test_runs_share_one_policy_entry_and_stale_policies_go(store: BaselineStore) -> None:
     for i in range(3):
-        store.save("main", [make_result(run_id=f"a{i}")], keep_runs=2, now=T0)
+        store.save("main", [make_run(run_id=f"a{i}")], keep_runs=2, now=T0)
     assert len(store.load("main").policies) == 1
     other = dict(POLICY, round_ms=2.0)
     for i in range(2):
-        store.save("main", [make_result(run_id=f"b{i}", policy=other)], keep_runs=2, now=T0)
+        store.save("main", [make_run(run_id=f"b{i}", policy=other)], keep_runs=2, now=T0)
     b = store.load("main")  # the newest two runs both use the new policy
     assert list(b.policies.values()) == [other]
     assert [r.run_id for r in b.runs(KEY, fp_id(GPU_ENV), other)] == ["b0", "b1"]
 
 
 def test_runs_without_a_value_leave_the_field_out(store: BaselineStore) -> None:
-    store.save("main", [make_result(flops=None, bytes=None, peak_memory_bytes=None)], now=T0)
-    [run] = stored_runs(store)
-    assert not {"flops", "bytes", "peak_memory_bytes", "telemetry", "extra", "meta"} & set(run)
-    [rec] = store.load("main").benchmarks[KEY].runs
-    assert (rec.flops, rec.bytes, rec.extra, rec.meta) == (None, None, None, {})
+    store.save("main", [make_run(flops=None, bytes=None, peak_memory_bytes=None)], now=T0)
+    [line] = stored_runs(store)
+    assert not {"flops", "bytes", "peak_memory_bytes", "telemetry", "extra", "meta"} & set(line)
+    assert not set(codec.IN_INDEX) & set(line)  # the index holds those
+    [run] = store.load("main").benchmarks[KEY].runs
+    assert (run.flops, run.bytes, run.extra, run.meta) == (None, None, {}, {})
 
 
-def test_record_from_result_accepts_the_dict_that_travels_from_workers() -> None:
-    r = make_result()
-    a = record_from_result(r, fingerprint_id="f", timestamp="2025-01-01T00:00:00+00:00")
-    b = record_from_result(r.to_dict(), fingerprint_id="f", timestamp="2025-01-01T00:00:00+00:00")
-    assert a == b
+def test_what_a_value_is_not_is_left_out_and_the_run_saved(store: BaselineStore) -> None:
+    """A numerics value that is no fingerprint, a contention that is none and memory that
+    is not the allocator's figures are not stored; the run is."""
+    r = make_run(numerics=[{"x": 1}], contention={"waited": -1}, memory={"available": False})
+    store.save("main", [r], now=T0)
+    [line] = stored_runs(store)
+    assert not {"numerics", "contention", "memory"} & set(line)
 
 
 def test_numbers_of_other_types_are_saved_as_plain_numbers(store: BaselineStore) -> None:
-    """A result made in this process keeps what the user gave (``flops=np.prod(shape)`` is a
-    NumPy integer); the file holds plain JSON numbers."""
-    from decimal import Decimal
+    """``flops=np.prod(shape)`` is a NumPy integer; the file holds plain JSON numbers."""
 
-    r = make_result(flops=Decimal(2_000), bytes=Decimal("512.5"), peak_memory_bytes=4096.0)
+    class Scalar:  # a NumPy or torch scalar
+        def __init__(self, v: float) -> None:
+            self.v = v
+
+        def item(self) -> float:
+            return self.v
+
+    r = make_run(flops=Scalar(2000), bytes=Scalar(512.5), peak_memory_bytes=Scalar(4096))
     store.save("main", [r], now=T0)
-    [run] = stored_runs(store)
-    assert (run["flops"], run["bytes"], run["peak_memory_bytes"]) == (2000.0, 512.5, 4096)
-    assert type(run["peak_memory_bytes"]) is int
+    [line] = stored_runs(store)
+    assert (line["flops"], line["bytes"], line["peak_memory_bytes"]) == (2000, 512.5, 4096)
 
 
-def test_a_result_kept_in_process_saves_what_a_workers_dict_saves(store: BaselineStore) -> None:
-    """In one process the session keeps the result objects and makes their free-form fields
-    plain (``Result.make_plain``); an xdist worker sends ``to_dict()``. Both save the same
-    run, the output fingerprint included, whose standard deviation overflowed to inf."""
+def test_a_run_kept_in_process_saves_what_a_workers_dict_saves(store: BaselineStore) -> None:
+    """An xdist worker sends ``to_dict()``; the run it reads back is the one measured, the
+    output fingerprint included, whose standard deviation overflowed to inf."""
     fp = [
         {"path": "out", "shape": (2,), "dtype": "torch.float64", "numel": 2, "nan": 0,
          "inf": 0, "samples": [1e200, -1e200],
          "stats": {"mean": 0.0, "abs_mean": 1e200, "min": -1e200, "max": 1e200,
                    "std": math.inf}},
     ]  # fmt: skip
-    kept = make_result(numerics=fp, telemetry={"clocks": (1980, 1755), "power_w": math.nan})
-    sent = Result.from_dict(kept.to_dict())
-    kept.make_plain()
-    assert kept.numerics == sent.numerics and kept.telemetry == sent.telemetry
-    assert kept.telemetry == {"clocks": [1980, 1755], "power_w": None}
-    stamp = "2025-01-01T00:00:00+00:00"
-    a = record_from_result(kept, fingerprint_id="f", timestamp=stamp)
-    b = record_from_result(sent, fingerprint_id="f", timestamp=stamp)
-    assert a == b and a["numerics"][0]["stats"]["std"] is None
+    kept = make_run(numerics=fp, telemetry={"clocks": (1980, 1755), "power_w": math.nan})
+    sent = Run.from_dict(json.loads(json.dumps(kept.to_dict())))
+    assert sent == kept and kept.telemetry == {"clocks": (1980, 1755), "power_w": None}
+    assert codec.run_line(kept) == codec.run_line(sent)
+    assert codec.run_line(kept)["numerics"][0]["stats"]["std"] is None
 
 
 def test_results_that_cannot_be_runs_are_skipped_with_a_reason(store: BaselineStore) -> None:
-    good = make_result()
-    empty = make_result("tests/t.py::test_empty", n=0)
-    no_env = make_result("tests/t.py::test_noenv", environment=None)
+    good = make_run()
+    empty = make_run("tests/t.py::test_empty", n=0)
+    no_env = make_run("tests/t.py::test_noenv", environment=None)
     summary = store.save("main", [good, empty, no_env], now=T0)
     assert summary.added == 1
     assert dict(summary.skipped) == {
-        "tests/t.py::test_empty@cuda-events": "tests/t.py::test_empty@cuda-events: "
-        "no measured rounds",
+        "tests/t.py::test_empty@cuda-events": "tests/t.py::test_empty@cuda-events.rounds: "
+        "expected a non-empty list of times, got an empty list",
         "tests/t.py::test_noenv@cuda-events": "no environment recorded, so no fingerprint",
     }
     assert "skipped 2 result(s)" in summary.describe()
 
 
 def test_saving_the_same_run_again_adds_nothing(store: BaselineStore) -> None:
-    store.save("main", [make_result()], now=T0)
+    store.save("main", [make_run()], now=T0)
     before = store_files(store)
-    again = store.save("main", [make_result()], now=T0 + dt.timedelta(hours=1))
+    again = store.save("main", [make_run()], now=T0 + dt.timedelta(hours=1))
     assert again.added == 0 and again.skipped == ((KEY, "run run-1 is already saved"),)
     assert store_files(store) == before
     # Another run that happens to share the run id (a subprocess of one session) is kept.
-    store.save("main", [make_result(level=6e-4)], now=T0)
+    store.save("main", [make_run(level=6e-4)], now=T0)
     assert len(store.load("main").benchmarks[KEY].runs) == 2
 
 
@@ -244,8 +246,8 @@ def test_nothing_to_save_writes_nothing(store: BaselineStore) -> None:
 
 def test_names_lists_baselines_and_ignores_everything_else(store: BaselineStore) -> None:
     assert store.names() == []  # the directory does not exist yet
-    store.save("main", [make_result()], now=T0)
-    store.save("nightly-h200", [make_result()], now=T0)
+    store.save("main", [make_run()], now=T0)
+    store.save("nightly-h200", [make_run()], now=T0)
     (store.root / ".main.json.abc.tmp").write_text("{")  # left by a killed save
     (store.root / "notes.txt").write_text("hi")
     (store.root / "bad name.json").write_text("{}")
@@ -257,7 +259,7 @@ def test_invalid_names_are_refused(store: BaselineStore, name: str) -> None:
     with pytest.raises(InvalidBaselineName, match="invalid baseline name"):
         store.path(name)
     with pytest.raises(InvalidBaselineName):
-        store.save(name, [make_result()], now=T0)
+        store.save(name, [make_run()], now=T0)
     assert not store.root.exists()
 
 
@@ -265,7 +267,7 @@ def test_a_name_ending_in_json_is_refused_with_the_name_to_use(store: BaselineSt
     """--gpuperf-save=main.json made main.json.json, listed as main.json, which show could not
     open."""
     with pytest.raises(InvalidBaselineName, match=r"'main\.json'.* without \.json: use 'main'"):
-        store.save("main.json", [make_result()], now=T0)
+        store.save("main.json", [make_run()], now=T0)
     assert not store.root.exists()
     store.root.mkdir()
     (store.root / "main.json.json").write_text("{}")  # left by an older version
@@ -273,8 +275,8 @@ def test_a_name_ending_in_json_is_refused_with_the_name_to_use(store: BaselineSt
 
 
 def test_unknown_name_lists_the_existing_ones(store: BaselineStore) -> None:
-    store.save("main", [make_result()], now=T0)
-    store.save("nightly", [make_result()], now=T0)
+    store.save("main", [make_run()], now=T0)
+    store.save("nightly", [make_run()], now=T0)
     with pytest.raises(UnknownBaseline) as exc:
         store.load("mian")
     msg = str(exc.value)
@@ -294,43 +296,39 @@ def test_unknown_name_in_an_empty_directory_says_how_to_create_one(store: Baseli
 # --- bad files -----------------------------------------------------------------
 
 
-def _valid_text(tmp_path: Path) -> str:
-    """A valid one-file baseline (schema version 2), as releases before version 3 wrote it."""
-    from pytest_gpuperf.baseline import layout
-
-    s = BaselineStore(tmp_path / "src")
-    s.save("main", [make_result()], meta={"git_sha": "abc"}, now=T0)
-    s.save("main", [make_result(run_id="run-2")], now=T0)
-    doc, _ = layout.load(s.files("main"))
-    return schema.dumps(doc)
-
-
 def _edit(fn: Callable[[dict[str, Any]], Any]) -> Callable[[str], str]:
     def apply(text: str) -> str:
         doc = json.loads(text)
         fn(doc)
-        return schema.dumps(doc)
+        return fileio.dumps(doc)
 
     return apply
 
 
-def _runs(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = doc["benchmarks"][KEY]["runs"]
-    return runs
+def _refs(doc: dict[str, Any]) -> list[list[str]]:
+    refs: list[list[str]] = doc["benchmarks"][KEY]["runs"]
+    return refs
 
 
+def _one_file(doc: dict[str, Any]) -> None:
+    """The index as the pre-release one-file format had it: no segments, runs inline."""
+    del doc["segments"]
+    doc["benchmarks"][KEY]["runs"] = [{"run_id": "a"}]
+
+
+#: What is done to a baseline's index, and what the error says.
 CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
     "empty": (lambda t: "", "the file is empty"),
     "truncated": (lambda t: t[: len(t) // 2], r"truncated: the JSON ends before it is complete"),
     "truncated-at-a-line": (
-        lambda t: "\n".join(t.splitlines()[:30]) + "\n",
-        r"truncated: .*the parser stopped at line 31, column 1",
+        lambda t: "\n".join(t.splitlines()[:20]) + "\n",
+        r"truncated: .*the parser stopped at line 21, column 1",
     ),
     "hand-broken": (
         lambda t: t.replace('"mode": "cuda-events",', '"mode": "cuda-events"', 1),
         r"invalid JSON at line 5, column 7: Expecting ',' delimiter",
     ),
-    "not-utf8": (lambda t: t.replace('"abc"', '"\udcff"', 1), r"not UTF-8 text \(invalid byte at"),
+    "not-utf8": (lambda t: t.replace('"main"', '"\udcff"', 1), r"not UTF-8 text \(invalid byte at"),
     "merge-conflict": (
         lambda t: "<<<<<<< HEAD\n" + t + "=======\n" + t + ">>>>>>> main\n",
         "git merge-conflict markers",
@@ -340,7 +338,7 @@ CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
         _edit(lambda d: d.update(schema="pytest-gpuperf/results")),
         "not a pytest-gpuperf baseline file",
     ),
-    "no-schema": (_edit(lambda d: d.pop("schema")), "missing field 'schema'"),
+    "no-schema": (_edit(lambda d: d.pop("schema")), "schema: expected 'pytest-gpuperf/baseline'"),
     "version-not-int": (
         _edit(lambda d: d.update(schema_version="1")),
         "schema_version: expected a whole number >= 1, got the string '1'",
@@ -349,82 +347,55 @@ CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
         _edit(lambda d: d["benchmarks"][KEY].pop("runs")),
         re.escape(f"benchmarks['{KEY}']: missing field 'runs'"),
     ),
-    "missing-run-field": (
-        _edit(lambda d: _runs(d)[1].pop("median")),
-        re.escape(f"benchmarks['{KEY}'].runs[1]: missing field 'median'"),
-    ),
-    "wrong-type": (
-        _edit(lambda d: _runs(d)[0].update(rounds="fast")),
-        re.escape(f"benchmarks['{KEY}'].runs[0].rounds: expected a non-empty list of numbers"),
-    ),
-    "negative-median": (
-        _edit(lambda d: _runs(d)[0].update(median=-1)),
-        r"runs\[0\]\.median: expected a number > 0, got int -1",
-    ),
-    "bool-count": (
-        _edit(lambda d: _runs(d)[0].update(calls_per_round=True)),
-        r"calls_per_round: expected a whole number >= 1, got the boolean true",
-    ),
-    "nan": (
-        lambda t: re.sub(r'"rel_iqr": [^,]+', '"rel_iqr": NaN', t, count=1),
-        r"rel_iqr: expected a number >= 0, got float nan",
-    ),
-    "bad-timestamp": (
-        _edit(lambda d: _runs(d)[0].update(timestamp="yesterday")),
-        r"timestamp: expected an ISO 8601 timestamp with a time zone",
+    "unknown-field": (
+        _edit(lambda d: d["benchmarks"][KEY].update(medain=1.0)),
+        r"unknown field 'medain'",
     ),
     "naive-timestamp": (
         _edit(lambda d: d.update(updated="2025-11-29T19:38:00")),
         r"updated: expected an ISO 8601 timestamp with a time zone, got the string",
     ),
-    "huge-number": (
-        lambda t: re.sub(r'"median": [^,]+', '"median": 1' + "0" * 400, t, count=1),
-        r"runs\[0\]\.median: expected a number > 0, got int 1" + "0" * 36 + r"\.\.\.",
-    ),
     "duplicate-key": (
-        lambda t: t.replace('"median": ', '"median": 1.0,\n          "median": ', 1),
-        r"the key 'median' appears twice in one object",
-    ),
-    "unknown-field": (
-        _edit(lambda d: _runs(d)[0].update(medain=1.0)),
-        r"unknown field 'medain'",
+        lambda t: t.replace('"mode": ', '"mode": "x",\n      "mode": ', 1),
+        r"the key 'mode' appears twice in one object",
     ),
     "dangling-fingerprint": (
-        _edit(lambda d: _runs(d)[0].update(fingerprint="0123456789ab")),
-        r"fingerprint: '0123456789ab' is not in the fingerprints table",
+        _edit(lambda d: _refs(d)[0].__setitem__(2, "0123456789ab")),
+        r"runs\[0\]: the string '0123456789ab' is not in the fingerprints table",
     ),
     "dangling-policy": (
-        _edit(lambda d: _runs(d)[1].update(policy="0123456789ab")),
-        r"runs\[1\]\.policy: '0123456789ab' is not in the policies table",
-    ),
-    "null-optional-field": (
-        _edit(lambda d: _runs(d)[0].update(flops=None)),
-        r"runs\[0\]\.flops: expected a number >= 0, got null",
+        _edit(lambda d: _refs(d)[1].__setitem__(3, "0123456789ab")),
+        r"runs\[1\]: the string '0123456789ab' is not in the policies table",
     ),
     "bad-fingerprint-value": (
         _edit(lambda d: next(iter(d["fingerprints"].values())).update(driver=[580])),
         r"\['driver'\]: expected a string, number, boolean or null, got a list of 1",
     ),
     "future-version": (
-        _edit(lambda d: d.update(schema_version=schema.SCHEMA_VERSION + 1)),
-        rf"schema_version {schema.SCHEMA_VERSION + 1} was written by a newer pytest-gpuperf",
+        _edit(lambda d: d.update(schema_version=4)),
+        r"schema_version 4 was written by a newer pytest-gpuperf; this one reads version 1",
+    ),
+    "pre-release": (
+        _edit(lambda d: d.update(schema_version=3)),
+        r"it is in a pre-release format \(schema_version 3\)",
+    ),
+    "pre-release-one-file": (
+        _edit(_one_file),
+        r"it is in a pre-release format \(schema_version 1, one file\)",
     ),
 }
 
 
 @pytest.mark.parametrize("kind", list(CORRUPTIONS))
-def test_a_bad_file_is_a_clear_error_and_is_left_untouched(
-    store: BaselineStore, tmp_path: Path, kind: str
+def test_a_bad_index_is_a_clear_error_and_is_left_untouched(
+    store: BaselineStore, kind: str
 ) -> None:
     corrupt, problem = CORRUPTIONS[kind]
-    text = corrupt(_valid_text(tmp_path))
+    store.save("main", [make_run(run_id="a")], meta={"git_sha": "abc"}, now=T0)
+    store.save("main", [make_run(run_id="b")], now=T0 + dt.timedelta(days=1))
     path = store.path("main")
-    path.parent.mkdir(parents=True)
-    if kind == "not-utf8":
-        path.write_bytes(text.encode("utf-8", "surrogateescape"))
-    else:
-        path.write_text(text, encoding="utf-8")
-    before = path.read_bytes()
+    path.write_bytes(corrupt(path.read_text()).encode("utf-8", "surrogateescape"))
+    before = store_files(store)
 
     with pytest.raises(CorruptBaseline) as exc:
         store.load("main")
@@ -435,18 +406,20 @@ def test_a_bad_file_is_a_clear_error_and_is_left_untouched(
     assert exc.value.path == str(path)
     if kind == "future-version":
         assert "Upgrade pytest-gpuperf" in msg
+    elif kind.startswith("pre-release"):
+        assert "Save the baseline again: move this file (and its main.runs folder)" in msg
+        assert "--gpuperf-save=main" in msg
     elif kind == "merge-conflict":
         assert "keeping one side" in msg
     else:
         assert f"Restore it from version control (git checkout -- {path})" in msg
 
-    # A save into the broken file refuses too, and changes nothing.
+    # A save into the broken file refuses too, and so does a prune; nothing changes.
     with pytest.raises(CorruptBaseline):
-        store.save("main", [make_result(run_id="run-3")], now=T0)
+        store.save("main", [make_run(run_id="c")], now=T0)
     with pytest.raises(CorruptBaseline):
         store.prune("main", keep_runs=1)
-    assert path.read_bytes() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == [".main.json.lock", "main.json"]
+    assert store_files(store) == before
 
 
 def _segments(store: BaselineStore, name: str = "main") -> list[Path]:
@@ -456,7 +429,7 @@ def _segments(store: BaselineStore, name: str = "main") -> list[Path]:
 def _edit_json(path: Path, fn: Callable[[dict[str, Any]], Any]) -> None:
     doc = json.loads(path.read_text())
     fn(doc)
-    path.write_text(schema.dumps(doc))
+    path.write_text(fileio.dumps(doc, compact_depth=3 if "runs" in path.parent.name else None))
 
 
 def _first_ref(doc: dict[str, Any]) -> list[str]:
@@ -469,13 +442,12 @@ def _first_run(doc: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
-#: Corruptions of a version-3 baseline: which file, what is done to it, what the error says.
-V3_CORRUPTIONS: dict[str, tuple[str, Callable[[Path], Any], str]] = {
-    "index-truncated": (
-        "index",
-        lambda p: p.write_bytes(p.read_bytes()[:200]),
-        "truncated: the JSON ends before it is complete",
-    ),
+def _first_line(path: Path, fn: Callable[[dict[str, Any]], Any]) -> None:
+    _edit_json(path, lambda d: fn(_first_run(d)))
+
+
+#: What is done to a baseline's index or first segment, and what the error says.
+SEGMENT_CORRUPTIONS: dict[str, tuple[str, Callable[[Path], Any], str]] = {
     "index-dangling-segment": (
         "index",
         lambda p: _edit_json(p, lambda d: _first_ref(d).__setitem__(0, "nowhere")),
@@ -498,11 +470,6 @@ V3_CORRUPTIONS: dict[str, tuple[str, Callable[[Path], Any], str]] = {
         lambda p: p.write_bytes(p.read_bytes()[:100]),
         "truncated: the JSON ends before it is complete",
     ),
-    "segment-wrong-type": (
-        "segment",
-        lambda p: _edit_json(p, lambda d: _first_run(d).update(rounds="fast")),
-        r"rounds: expected a non-empty list of numbers",
-    ),
     "segment-run-missing": (
         "segment",
         lambda p: _edit_json(p, lambda d: d["runs"].pop(KEY)),
@@ -513,14 +480,86 @@ V3_CORRUPTIONS: dict[str, tuple[str, Callable[[Path], Any], str]] = {
         lambda p: p.unlink(),
         "the file is missing, and main.json lists runs in it",
     ),
+    "missing-run-field": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.pop("calls_per_round")),
+        r"runs\['.*'\]\['[0-9a-f]{12}'\]: missing field 'calls_per_round'",
+    ),
+    "unknown-run-field": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(median=1.0)),
+        r"unknown field 'median'",
+    ),
+    "wrong-type": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(rounds="fast")),
+        r"rounds: expected a list, each a time in seconds",
+    ),
+    "negative-time": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(first_call_s=-1)),
+        r"first_call_s: expected a time in seconds \(0, or 1e-12 to 86400\), got int -1",
+    ),
+    "bool-count": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(calls_per_round=True)),
+        r"calls_per_round: expected a whole number >= 0, got the boolean true",
+    ),
+    "zero-count": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(calls_per_round=0)),
+        r"calls_per_round: expected a whole number >= 1, got int 0",
+    ),
+    "nan": (
+        "segment",
+        lambda p: p.write_text(re.sub(r'"host_s": [^,]+', '"host_s": NaN', p.read_text(), count=1)),
+        r"host_s: expected a time in seconds .*, got float nan",
+    ),
+    "huge-number": (
+        "segment",
+        lambda p: p.write_text(
+            re.sub(r'"flops": [^,]+', '"flops": 1' + "0" * 400, p.read_text(), count=1)
+        ),
+        r"flops: expected a number >= 0, got int 1" + "0" * 36 + r"\.\.\.",
+    ),
+    "bad-timestamp": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(timestamp="yesterday")),
+        r"timestamp: expected an ISO 8601 timestamp with a time zone",
+    ),
+    "null-optional-field": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(flops=None)),
+        r"flops: expected a number >= 0, got null",
+    ),
+    "denormal-time": (  # R14: "nanx faster"
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(rounds=[5e-324] * 20)),
+        r"rounds: expected a list, each a time in seconds \(0, or 1e-12 to 86400\)",
+    ),
+    "implausible-time": (  # R14: 1e308 passed everything
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(rounds=[1e308] * 20)),
+        r"rounds: expected a list, each a time in seconds",
+    ),
+    "zero-median": (
+        "segment",
+        lambda p: _first_line(p, lambda r: r.update(rounds=[0.0] * 20)),
+        r"rounds: their median is not a time > 0",
+    ),
+    "newer-segment": (  # R15: it said "expected 3" and "Restore"
+        "segment",
+        lambda p: _edit_json(p, lambda d: d.update(schema_version=4)),
+        r"schema_version 4 was written by a newer pytest-gpuperf; this one reads version 1",
+    ),
 }
 
 
-@pytest.mark.parametrize("kind", list(V3_CORRUPTIONS))
+@pytest.mark.parametrize("kind", list(SEGMENT_CORRUPTIONS))
 def test_a_bad_index_or_segment_is_a_clear_error_naming_it(store: BaselineStore, kind: str) -> None:
-    which, corrupt, problem = V3_CORRUPTIONS[kind]
-    store.save("main", [make_result(run_id="a")], meta={"git_sha": "abc"}, now=T0)
-    store.save("main", [make_result(run_id="b")], now=T0 + dt.timedelta(days=1))
+    which, corrupt, problem = SEGMENT_CORRUPTIONS[kind]
+    store.save("main", [make_run(run_id="a", host_s=1e-4)], meta={"git_sha": "abc"}, now=T0)
+    store.save("main", [make_run(run_id="b")], now=T0 + dt.timedelta(days=1))
     target = store.path("main") if which == "index" else _segments(store)[0]
     corrupt(target)
     before = store_files(store)
@@ -531,7 +570,9 @@ def test_a_bad_index_or_segment_is_a_clear_error_naming_it(store: BaselineStore,
     note = "Nothing was changed." if kind == "segment-missing" else "The file was left untouched."
     assert note in msg
     assert str(target) in msg
-    if which == "segment":
+    if kind == "newer-segment":
+        assert "Upgrade pytest-gpuperf" in msg and "Restore" not in msg
+    elif which == "segment":
         assert "Restore main.runs/ together with main.json" in msg
         # T6: the repair that keeps the later runs, not "delete both"
         assert f"prune main --dir {store.root} --before 2025-11-29T19:38:01+00:00" in msg
@@ -540,7 +581,7 @@ def test_a_bad_index_or_segment_is_a_clear_error_naming_it(store: BaselineStore,
 
 
 def test_a_segment_edited_by_hand_is_validated_and_used(store: BaselineStore) -> None:
-    store.save("main", [make_result(run_id="a")], now=T0)
+    store.save("main", [make_run(run_id="a")], now=T0)
     [seg] = _segments(store)
     _edit_json(seg, lambda d: _first_run(d).update(stability="shift"))  # its SHA-256 changes
     [run] = store.load("main").benchmarks[KEY].runs
@@ -549,16 +590,15 @@ def test_a_segment_edited_by_hand_is_validated_and_used(store: BaselineStore) ->
 
 def test_a_save_reads_the_index_only(store: BaselineStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cost of a save does not grow with the runs already stored."""
-    from pytest_gpuperf.baseline import layout
 
     for i in range(3):
-        store.save("main", [make_result(run_id=f"r{i}")], now=T0 + dt.timedelta(days=i))
+        store.save("main", [make_run(run_id=f"r{i}")], now=T0 + dt.timedelta(days=i))
 
     def no(*args: Any) -> Any:
         raise AssertionError("a save read a segment")
 
-    monkeypatch.setattr(layout, "read_segment", no)
-    summary = store.save("main", [make_result(run_id="r3")], keep_runs=2, now=T0 + dt.timedelta(3))
+    monkeypatch.setattr(codec, "segment_lines", no)
+    summary = store.save("main", [make_run(run_id="r3")], keep_runs=2, now=T0 + dt.timedelta(3))
     assert (summary.added, summary.dropped) == (1, 2)
     monkeypatch.undo()
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2", "r3"]
@@ -567,16 +607,16 @@ def test_a_save_reads_the_index_only(store: BaselineStore, monkeypatch: pytest.M
 def test_segments_go_one_save_after_their_last_run(store: BaselineStore) -> None:
     """A segment no run refers to is deleted by the save after the one that dropped it, so a
     reader that read the index before a save still finds every segment it names."""
-    from pytest_gpuperf.baseline import layout
+    from pytest_gpuperf.baseline import files
 
-    files = store.files("main")
-    store.save("main", [make_result(run_id="r0")], keep_runs=1, now=T0)
-    old_index = layout.parse_index(files, store.path("main").read_bytes())[0]
-    store.save("main", [make_result(run_id="r1")], keep_runs=1, now=T0 + dt.timedelta(1))
+    where = store.files("main")
+    store.save("main", [make_run(run_id="r0")], keep_runs=1, now=T0)
+    old_index = files.parse_index(where, store.path("main").read_bytes())
+    store.save("main", [make_run(run_id="r1")], keep_runs=1, now=T0 + dt.timedelta(1))
     assert len(_segments(store)) == 2  # r0's segment stays for a reader of the old index
-    doc = layout.assemble(files, old_index)
-    assert [r["run_id"] for r in doc["benchmarks"][KEY]["runs"]] == ["r0"]
-    store.save("main", [make_result(run_id="r2")], keep_runs=1, now=T0 + dt.timedelta(2))
+    lines, _ = files._lines(where, old_index, None)
+    assert [json.loads(line)["run_id"] for line in lines.values()] == ["r0"]
+    store.save("main", [make_run(run_id="r2")], keep_runs=1, now=T0 + dt.timedelta(2))
     assert len(_segments(store)) == 2
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
 
@@ -585,10 +625,10 @@ def test_a_reader_whose_segment_vanished_reads_the_index_again(
     store: BaselineStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two saves between a reader's read of the index and of a segment: it starts again."""
-    from pytest_gpuperf.baseline import layout
+    from pytest_gpuperf.baseline import files
 
-    store.save("main", [make_result(run_id="r0")], keep_runs=1, now=T0)
-    real = layout.read_bytes
+    store.save("main", [make_run(run_id="r0")], keep_runs=1, now=T0)
+    real = files.read_regular
     armed = [True]
 
     def read_bytes(path: Path) -> bytes:
@@ -597,10 +637,10 @@ def test_a_reader_whose_segment_vanished_reads_the_index_again(
             armed[0] = False
             for i in (1, 2):
                 when = T0 + dt.timedelta(days=i)
-                store.save("main", [make_result(run_id=f"r{i}")], keep_runs=1, now=when)
+                store.save("main", [make_run(run_id=f"r{i}")], keep_runs=1, now=when)
         return data
 
-    monkeypatch.setattr(layout, "read_bytes", read_bytes)
+    monkeypatch.setattr(files, "read_regular", read_bytes)
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r2"]
 
 
@@ -609,18 +649,13 @@ def _nested(depth: int) -> str:
 
 
 @pytest.mark.parametrize("depth", [100_000, 200])
-@pytest.mark.parametrize("where", ["one-file", "index", "segment"])
+@pytest.mark.parametrize("where", ["index", "segment"])
 def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error(
-    store: BaselineStore, tmp_path: Path, depth: int, where: str
+    store: BaselineStore, depth: int, where: str
 ) -> None:
     """A ``meta`` nested 100,000 levels deep raised RecursionError."""
-    store.save("main", [make_result(run_id="a")], meta={"git_sha": "abc"}, now=T0)
-    if where == "one-file":
-        store.path("main").write_text(
-            _valid_text(tmp_path).replace('"git_sha": "abc"', f'"git_sha": {_nested(depth)}', 1)
-        )
-        target = store.path("main")
-    elif where == "index":
+    store.save("main", [make_run(run_id="a")], meta={"git_sha": "abc"}, now=T0)
+    if where == "index":
         target = store.path("main")
         target.write_text(
             target.read_text().replace('"round_ms": 5.0', f'"round_ms": {_nested(depth)}', 1)
@@ -640,7 +675,7 @@ def test_deeply_nested_json_is_a_clear_error_not_a_recursion_error(
 
 def test_an_unreadable_path_is_an_error_not_a_crash(store: BaselineStore) -> None:
     store.path("main").mkdir(parents=True)  # a directory where the file should be
-    with pytest.raises(BaselineError, match=r"main\.json is a folder, not a baseline file"):
+    with pytest.raises(BaselineError, match=r"main\.json is a folder, not a file"):
         store.load("main")
 
 
@@ -650,13 +685,13 @@ def test_an_unreadable_path_is_an_error_not_a_crash(store: BaselineStore) -> Non
 def test_keep_runs_trims_per_benchmark_and_fingerprint(store: BaselineStore) -> None:
     other_key = "tests/test_ops.py::test_add@cuda-events"
     for i in range(5):
-        results = [make_result(run_id=f"gpu-{i}")]
+        results = [make_run(run_id=f"gpu-{i}")]
         if i == 0:  # a benchmark saved only once must survive later saves
-            results.append(make_result("tests/test_ops.py::test_add", run_id="gpu-0"))
+            results.append(make_run("tests/test_ops.py::test_add", run_id="gpu-0"))
         summary = store.save("main", results, keep_runs=3, now=T0 + dt.timedelta(hours=i))
         assert summary.dropped == (1 if i >= 3 else 0)
     for i in range(2):
-        store.save("main", [make_result(env=dict(GPU_ENV, driver="575.57.08"), run_id=f"old-{i}")])
+        store.save("main", [make_run(env=dict(GPU_ENV, driver="575.57.08"), run_id=f"old-{i}")])
 
     b = store.load("main")
     assert [r.run_id for r in b.runs(KEY, fp_id(GPU_ENV))] == ["gpu-2", "gpu-3", "gpu-4"]
@@ -668,16 +703,16 @@ def test_keep_runs_trims_per_benchmark_and_fingerprint(store: BaselineStore) -> 
 
 def test_keep_runs_must_be_positive(store: BaselineStore) -> None:
     with pytest.raises(ValueError, match="keep_runs must be >= 1"):
-        store.save("main", [make_result()], keep_runs=0)
+        store.save("main", [make_run()], keep_runs=0)
 
 
 # --- finding comparable runs ------------------------------------------------------------
 
 
 def test_match_finds_runs_or_says_why_not(store: BaselineStore) -> None:
-    store.save("main", [make_result(run_id="a")], now=T0)
-    store.save("main", [make_result(run_id="b", env=dict(GPU_ENV, driver="575.57.08"))])
-    store.save("main", [make_result(run_id="c")], now=T0)
+    store.save("main", [make_run(run_id="a")], now=T0)
+    store.save("main", [make_run(run_id="b", env=dict(GPU_ENV, driver="575.57.08"))])
+    store.save("main", [make_run(run_id="c")], now=T0)
     b = store.load("main")
     here = fingerprint(GPU_ENV)
 
@@ -702,7 +737,7 @@ def test_match_finds_runs_or_says_why_not(store: BaselineStore) -> None:
     assert m.differences == ["round_ms 5.0 -> 2.0"]
     assert b.match(KEY, here).status == MATCH  # no policy: not filtered
 
-    assert list(b.fingerprints_of(KEY)) == [
+    assert b.benchmarks[KEY].fingerprint_ids() == [
         fp_id(GPU_ENV),
         fp_id(dict(GPU_ENV, driver="575.57.08")),
     ]
@@ -711,7 +746,7 @@ def test_match_finds_runs_or_says_why_not(store: BaselineStore) -> None:
 
 def test_policy_match_treats_equal_numbers_and_sequences_alike(store: BaselineStore) -> None:
     policy = {"round_ms": 5.0, "rounds": 20, "shape": (4096, 4096)}
-    store.save("main", [make_result(policy=policy)], now=T0)
+    store.save("main", [make_run(policy=policy)], now=T0)
     b = store.load("main")
     assert b.runs(KEY, fp_id(GPU_ENV), {"round_ms": 5, "rounds": 20.0, "shape": (4096, 4096)})
     assert b.match(KEY, fingerprint(GPU_ENV), policy).status == MATCH
@@ -719,7 +754,7 @@ def test_policy_match_treats_equal_numbers_and_sequences_alike(store: BaselineSt
 
 def test_a_hand_edited_fingerprint_is_found_under_its_new_content(store: BaselineStore) -> None:
     """Editing a fingerprint (declaring a new driver equivalent) re-keys its runs on load."""
-    store.save("main", [make_result()], now=T0)
+    store.save("main", [make_run()], now=T0)
     path = store.path("main")
     path.write_text(path.read_text().replace("580.159.04", "580.200.01"))
     b = store.load("main")
@@ -733,8 +768,8 @@ def test_a_hand_edited_fingerprint_is_found_under_its_new_content(store: Baselin
 
 def test_saving_the_same_data_twice_gives_identical_files(tmp_path: Path) -> None:
     results = [
-        make_result(),
-        make_result("tests/test_ops.py::test_add", mode="cpu", env=CPU_ENV, flops=None),
+        make_run(),
+        make_run("tests/test_ops.py::test_add", mode="cpu", env=CPU_ENV, flops=None),
     ]
     texts = []
     for where, order in (("a", results), ("b", results[::-1])):
@@ -754,9 +789,9 @@ def test_a_new_run_only_adds_lines(store: BaselineStore) -> None:
     list's last line gains its comma)."""
     import difflib
 
-    store.save("main", [make_result(run_id="a")], now=T0)
+    store.save("main", [make_run(run_id="a")], now=T0)
     before = store_files(store)
-    store.save("main", [make_result(run_id="b")], now=T0 + dt.timedelta(days=1))
+    store.save("main", [make_run(run_id="b")], now=T0 + dt.timedelta(days=1))
     after = store_files(store)
     assert set(before) < set(after) and len(after) == len(before) + 1  # one new segment
     assert all(after[f] == data for f, data in before.items() if f != "main.json")
@@ -773,7 +808,7 @@ def test_file_size_is_reasonable(store: BaselineStore) -> None:
     index: 300 benchmarks with 20 runs each make about 5 MB. This keeps it from creeping up.
     """
     for i in range(10):
-        results = [make_result(f"tests/t.py::test_{j}", run_id=f"r{i}") for j in range(30)]
+        results = [make_run(f"tests/t.py::test_{j}", run_id=f"r{i}") for j in range(30)]
         store.save("main", results, meta={"git_sha": "a" * 40}, now=T0)
     per_run = sum(len(data) for data in store_files(store).values()) / 300
     assert per_run < 1000, per_run
@@ -785,7 +820,7 @@ _HELPERS = f"""
 import datetime as dt, sys, time
 from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).parent)!r})
-from test_baseline import make_result, T0
+from test_baseline import make_run, T0
 from pytest_gpuperf.baseline.store import BaselineStore
 """
 
@@ -807,8 +842,8 @@ def test_concurrent_saves_from_many_processes_lose_nothing(tmp_path: Path) -> No
         store = BaselineStore(root)
         for i in range(saves):
             store.save("main", [
-                make_result("tests/t.py::test_shared", run_id=f"w{worker}-{i}"),
-                make_result(f"tests/t.py::test_only_{worker}", run_id=f"w{worker}-{i}"),
+                make_run("tests/t.py::test_shared", run_id=f"w{worker}-{i}"),
+                make_run(f"tests/t.py::test_only_{worker}", run_id=f"w{worker}-{i}"),
             ], keep_runs=1000)
     """
     procs = [_python(code, str(root), str(w), str(saves), str(go)) for w in range(workers)]
@@ -828,7 +863,7 @@ def test_concurrent_saves_from_many_processes_lose_nothing(tmp_path: Path) -> No
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineStore) -> None:
-    store.save("main", [make_result(run_id="old")], now=T0)
+    store.save("main", [make_run(run_id="old")], now=T0)
     before = store.path("main").read_bytes()
     code = """
         import os
@@ -836,14 +871,14 @@ def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineSt
             print("writing", flush=True)
             time.sleep(120)
         os.fsync = hang  # atomic_write_text has written the temporary file, not renamed it
-        BaselineStore(sys.argv[1]).save("main", [make_result(run_id="killed")], keep_runs=1)
+        BaselineStore(sys.argv[1]).save("main", [make_run(run_id="killed")], keep_runs=1)
     """
     proc = _python(code, str(store.root), stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
         # While it hangs inside the save, it holds the lock: another save waits, then says so.
         with pytest.raises(BaselineLocked, match=r"stayed locked by pid \d+ on "):
-            BaselineStore(store.root, lock_timeout=0.2).save("main", [make_result()], now=T0)
+            BaselineStore(store.root, lock_timeout=0.2).save("main", [make_run()], now=T0)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.kill()
@@ -856,7 +891,7 @@ def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineSt
     assert list(store.root.rglob("*.tmp"))  # what the killed save was writing
     # The kernel released the dead process's lock: the next save goes through at once, and
     # removes the temporary file the killed one left.
-    BaselineStore(store.root, lock_timeout=5).save("main", [make_result(run_id="next")], now=T0)
+    BaselineStore(store.root, lock_timeout=5).save("main", [make_run(run_id="next")], now=T0)
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["old", "next"]
     assert not list(store.root.rglob("*.tmp"))
 
@@ -865,7 +900,7 @@ def test_a_save_killed_while_writing_leaves_the_old_file_whole(store: BaselineSt
 def test_a_failed_rename_leaves_the_old_file_and_no_litter(
     store: BaselineStore, monkeypatch: pytest.MonkeyPatch, which: str
 ) -> None:
-    store.save("main", [make_result(run_id="old")], now=T0)
+    store.save("main", [make_run(run_id="old")], now=T0)
     before = store_files(store)
     real = os.replace
 
@@ -876,7 +911,7 @@ def test_a_failed_rename_leaves_the_old_file_and_no_litter(
 
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(BaselineError) as exc:
-        store.save("main", [make_result(run_id="new")], now=T0)
+        store.save("main", [make_run(run_id="new")], now=T0)
     assert str(exc.value) == (
         f"cannot save into baseline file {store.path('main')}: No space left on device. "
         "The file is as it was before."
@@ -899,7 +934,7 @@ def test_a_symlink_planted_as_the_baseline_lock_truncates_nothing(
     store.root.mkdir(parents=True)
     (store.root / ".main.json.lock").symlink_to(victim)
     with pytest.raises(BaselineError, match=r"\.main\.json\.lock is a symbolic link"):
-        store.save("main", [make_result()], now=T0)
+        store.save("main", [make_run()], now=T0)
     assert victim.read_text() == "precious"
     assert not store.exists("main")
 
@@ -909,12 +944,21 @@ def test_a_symlink_planted_as_the_baseline_lock_truncates_nothing(
     [
         ("folder-is-a-file", r"baselines is a file, not a folder; point --gpuperf-baseline-dir"),
         ("parent-is-a-file", r"parent is a file, not a folder"),
-        ("index-is-a-folder", r"main\.json is a folder, not a baseline file"),
-        ("runs-is-a-file", r"main\.runs is not a folder"),
+        ("index-is-a-folder", r"main\.json is a folder, not a file"),
+        ("runs-is-a-file", r"main\.runs is a file, not a folder"),
         ("index-is-a-symlink", r"main\.json is a symbolic link \(to .*elsewhere\.json\)"),
         ("runs-is-a-symlink", r"main\.runs is a symbolic link"),
         ("lock-is-a-symlink", r"lock file .*\.main\.json\.lock is a symbolic link \(to .*victim"),
         ("lock-is-a-hard-link", r"lock file .*\.main\.json\.lock has other names \(hard links\)"),
+        # R15: a link loop or a dangling link as the folder was called "a file"
+        (
+            "folder-is-a-link-loop",
+            r"baselines is a symbolic link to baselines, which leads nowhere",
+        ),
+        (
+            "folder-is-a-dangling-link",
+            r"baselines is a symbolic link to .*gone, which leads nowhere",
+        ),
     ],
 )
 def test_check_before_measuring_finds_what_would_stop_a_save(
@@ -926,11 +970,15 @@ def test_check_before_measuring_finds_what_would_stop_a_save(
     root = tmp_path / "baselines"
     if setup == "folder-is-a-file":
         root.write_text("")
+    elif setup == "folder-is-a-link-loop":
+        root.symlink_to("baselines")
+    elif setup == "folder-is-a-dangling-link":
+        root.symlink_to(tmp_path / "gone")
     elif setup == "parent-is-a-file":
         (tmp_path / "parent").write_text("")
         root = tmp_path / "parent" / "baselines"
     else:
-        BaselineStore(root).save("main", [make_result()], now=T0)
+        BaselineStore(root).save("main", [make_run()], now=T0)
         index, runs = root / "main.json", root / "main.runs"
         if setup == "index-is-a-folder":
             index.unlink()
@@ -959,31 +1007,23 @@ def test_check_before_measuring_finds_what_would_stop_a_save(
     with pytest.raises(BaselineError, match=problem):
         store.check("main")
     with pytest.raises(BaselineError, match=problem):
-        store.save("main", [make_result(run_id="new")], now=T0)
+        store.save("main", [make_run(run_id="new")], now=T0)
     assert sorted((str(p), p.is_symlink()) for p in tmp_path.rglob("*")) == before
     if setup.startswith("lock-"):
         assert (tmp_path / "victim").read_text() == "precious"
 
 
 def test_a_held_lock_times_out_with_a_clear_error(store: BaselineStore) -> None:
-    store.save("main", [make_result()], now=T0)
+    store.save("main", [make_run()], now=T0)
     slow = BaselineStore(store.root, lock_timeout=0.1)
     with locked(store.root / ".main.json.lock"):
         with pytest.raises(BaselineLocked, match=r"\.main\.json\.lock stayed locked"):
-            slow.save("main", [make_result(run_id="x")], now=T0)
+            slow.save("main", [make_run(run_id="x")], now=T0)
         with pytest.raises(BaselineLocked):
-            slow.delete("main")
+            slow.prune("main", keep_runs=1)
 
 
-# --- delete and prune ------------------------------------------------------------------
-
-
-def test_delete(store: BaselineStore) -> None:
-    store.save("main", [make_result()], now=T0)
-    assert store.delete("main") == store.path("main")
-    assert store.names() == []
-    with pytest.raises(UnknownBaseline):
-        store.delete("main")
+# --- prune ---------------------------------------------------------------------------------
 
 
 def _three_fingerprints(store: BaselineStore) -> tuple[str, str, str]:
@@ -993,7 +1033,7 @@ def _three_fingerprints(store: BaselineStore) -> tuple[str, str, str]:
             mode = "cpu" if env is CPU_ENV else "cuda-events"
             store.save(
                 "main",
-                [make_result(mode=mode, env=env, run_id=f"d{day}-e{j}")],
+                [make_run(mode=mode, env=env, run_id=f"d{day}-e{j}")],
                 now=T0 + dt.timedelta(days=day),
             )
     a, b, c = (fp_id(e) for e in envs)
@@ -1095,28 +1135,63 @@ def test_prune_dry_run_says_per_environment_what_it_would_remove_and_changes_not
     )
 
 
-def test_prune_and_delete_of_a_missing_baseline_leave_no_trace(tmp_path: Path) -> None:
+def test_a_dry_run_prune_of_a_read_only_store_says_what_it_would_remove(
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R15: ``prune --dry-run`` on a read-only store was refused ("cannot save into baseline
+    folder"), though it writes nothing; the prune itself is refused before anything."""
+    from pytest_gpuperf.cli import main as cli
+
+    for day in range(3):
+        store.save("main", [make_run(run_id=f"r{day}")], now=T0 + dt.timedelta(days=day))
+    before = store_files(store)
+    real_access = os.access
+
+    def read_only(path: Any, mode: int) -> bool:  # as a read-only file system, root's too
+        return False if mode & os.W_OK else real_access(path, mode)
+
+    monkeypatch.setattr(os, "access", read_only)
+    dry = store.prune("main", keep_runs=1, dry_run=True)
+    assert dry.removed_runs == 2 and "would remove 2 run(s)" in dry.describe()
+    out = io.StringIO()
+    args = ["prune", "main", "--dir", str(store.root), "--keep-runs", "1", "--dry-run"]
+    assert cli.main(args, out=out) == 0 and "would remove 2 run(s)" in out.getvalue()
+    with pytest.raises(BaselineError, match="is not writable"):
+        store.prune("main", keep_runs=1)
+    assert store_files(store) == before
+
+
+def test_a_prune_of_a_missing_baseline_leaves_no_trace(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path / "nowhere")
     with pytest.raises(UnknownBaseline):
         store.prune("main", keep_runs=1)
-    with pytest.raises(UnknownBaseline):
-        store.delete("main")
     assert not store.root.exists()
 
 
 # --- versions ------------------------------------------------------------------------------
 
 
-def golden_results() -> list[
-    tuple[list[Result], dict[str, Any], dt.datetime, dict[str, dict[str, Any]]]
-]:
-    """The saves that produce the golden file of the current schema version."""
+#: What the golden file's H100 run keeps of the allocator, its telemetry and its output.
+GOLDEN_MEMORY = {"available": True, "allocations_per_call": 0.0, "reserved_growth_bytes": 2**20}
+GOLDEN_TELEMETRY = {
+    "sm_clock_mhz": {"median": 1980.0},
+    "activity": {"sm_util_pct": 71.0, "tensor_pct": 68.9},
+}
+GOLDEN_NUMERICS = [
+    {"path": "out", "shape": [4], "dtype": "float32", "numel": 4, "nan": 0, "inf": 0,
+     "stats": {"mean": 1.5, "abs_mean": 1.5, "min": 1.0, "max": 2.0, "std": 0.5},
+     "samples": [1.0, 2.0]},
+]  # fmt: skip
+
+
+def golden_results() -> list[tuple[list[Run], dict[str, Any], dt.datetime]]:
+    """The saves that produce the golden file of the format."""
     h100 = dict(GPU_ENV, gpu_name="NVIDIA H100 80GB HBM3", gpu_memory_bytes=85_520_809_984)
     saves = []
     for i in range(3):
-        results = [
-            make_result(run_id=f"run-{i}", level=5.9312345e-4 * (1 + 0.003 * i)),
-            make_result(
+        runs = [
+            make_run(run_id=f"run-{i}", level=5.9312345e-4 * (1 + 0.003 * i)),
+            make_run(
                 "tests/test_ops.py::test_softmax",
                 name="fwd",
                 mode="cuda-graph",
@@ -1129,57 +1204,40 @@ def golden_results() -> list[
                 policy={"round_ms": 5.0, "rounds": 10, "warmup_ms": 500.0},
             ),
         ]
-        saves.append((results, {"git_sha": f"{i}" * 40}, T0 + dt.timedelta(days=i), {}))
-    cpu = make_result(
-        "tests/test_ops.py::test_add", mode="cpu", env=CPU_ENV, run_id="cpu-0", n=5, bytes=None
-    )
+        saves.append((runs, {"git_sha": f"{i}" * 40}, T0 + dt.timedelta(days=i)))
     inventory = {
         "kernels": [
             {"name": "vectorized_elementwise_kernel", "launches": 1, "gpu_s": 1.1e-6},
         ]
     }
-    saves.append(
-        (
-            [cpu, make_result(env=h100, run_id="h100-0")],
-            {},
-            T0 + dt.timedelta(days=3),
-            {"tests/test_ops.py::test_add@cpu": inventory},
-        )
-    )
+    cpu = make_run(
+        "tests/test_ops.py::test_add", mode="cpu", env=CPU_ENV, run_id="cpu-0", n=5, bytes=None,
+        extra=inventory, warmup=[2e-5, 1.5e-5], trimmed=1, wall_s=0.25, warmup_s=0.05,
+        contention={"waited": 0.02, "threads": 1.0, "clock": "thread"},
+    )  # fmt: skip
+    h100_run = make_run(
+        env=h100, run_id="h100-0", memory=GOLDEN_MEMORY, telemetry=GOLDEN_TELEMETRY,
+        e2e_rounds=[7.1e-4] * 20, host_hidden=True, host_s=2.5e-4, tracer="coverage",
+        numerics=GOLDEN_NUMERICS,
+    )  # fmt: skip
+    saves.append(([cpu, h100_run], {}, T0 + dt.timedelta(days=3)))
     return saves
 
 
 def write_golden(store: BaselineStore) -> Path:
-    for results, meta, when, extras in golden_results():
-        store.save("golden", results, keep_runs=20, meta=meta, extras=extras, now=when)
+    for runs, meta, when in golden_results():
+        store.save("golden", runs, keep_runs=20, meta=meta, now=when)
     return store.path("golden")
 
 
-def _golden(version: int) -> Path:
-    """The golden file of ``version`` (from version 3 on, the index; its runs are beside it)."""
-    if version >= 3:
-        return DATA / f"baseline-v{version}" / "golden.json"
-    return DATA / f"baseline-v{version}.json"
+#: The golden baseline of the format: its index, and its runs beside it.
+GOLDEN = DATA / "baseline-v1"
 
 
-def _install_golden(version: int, root: Path) -> str:
-    """Copy the golden baseline of ``version`` into ``root``; returns its name there."""
-    root.mkdir(parents=True, exist_ok=True)
-    if version < 3:
-        (root / "old.json").write_bytes(_golden(version).read_bytes())
-        return "old"
-    src = _golden(version).parent
-    for path in src.rglob("*"):
-        if path.is_file():
-            (root / path.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
-            (root / path.relative_to(src)).write_bytes(path.read_bytes())
-    return "golden"
-
-
-def test_the_current_golden_file_is_what_save_writes(store: BaselineStore) -> None:
+def test_the_golden_file_is_what_save_writes(store: BaselineStore) -> None:
     """Catches any unintended format change; set GPUPERF_REGEN_GOLDEN=1 to rewrite it."""
     write_golden(store)
-    assert_golden(store, _golden(schema.SCHEMA_VERSION).parent)
+    assert_golden(store, GOLDEN)
 
 
 def assert_golden(store: BaselineStore, folder: Path) -> None:
@@ -1204,107 +1262,66 @@ def assert_golden(store: BaselineStore, folder: Path) -> None:
     assert files == expected
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
-def test_golden_files_of_every_version_load(tmp_path: Path, version: int) -> None:
+def test_the_golden_file_loads(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(GOLDEN, tmp_path, dirs_exist_ok=True)
     store = BaselineStore(tmp_path)
-    name = _install_golden(version, tmp_path)
-    before = store_files(store, name)
-    b = store.load(name)
-    assert b.read_version == version
-    assert store_files(store, name) == before  # loading never rewrites
+    before = store_files(store, "golden")
+    b = store.load("golden")
+    assert store_files(store, "golden") == before  # loading never rewrites
     assert len(b.fingerprints) == 3 and len(b.policies) == 2
     runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
     assert [r.run_id for r in runs] == ["run-0", "run-1", "run-2"]
     assert [r.meta.get("git_sha") for r in runs] == ["0" * 40, "1" * 40, "2" * 40]
-    assert runs[0].median == pytest.approx(5.9312345e-4, rel=1e-5)
+    assert runs[0].median == pytest.approx(5.9312345e-4, rel=1e-3)
     graph = b.benchmarks["tests/test_ops.py::test_softmax::fwd@cuda-graph"]
     assert graph.name == "fwd" and len(graph.runs) == 3
     assert graph.runs[0].telemetry == {"sm_clock_mhz": {"median": 1980, "min": 1965}}
     assert graph.runs[0].flops is None and graph.runs[0].peak_memory_bytes is None
     assert graph.runs[0].policy == {"round_ms": 5.0, "rounds": 10, "warmup_ms": 500.0}
-    cpu = b.runs("tests/test_ops.py::test_add@cpu", fp_id(CPU_ENV))
-    assert len(cpu) == 1 and len(cpu[0].rounds) == 5
+    [cpu] = b.runs("tests/test_ops.py::test_add@cpu", fp_id(CPU_ENV))
+    assert len(cpu.rounds) == 5 and cpu.warmup == (2e-5, 1.5e-5) and cpu.trimmed == 1
+    assert thawed(cpu.extra) == {
+        "kernels": [{"name": "vectorized_elementwise_kernel", "launches": 1, "gpu_s": 1.1e-6}]
+    }
+    assert cpu.contention == {"waited": 0.02, "threads": 1.0, "clock": "thread"}
+    assert (runs[0].plugin_version, runs[0].trimmed) == ("0.1.0", 0)
+    [h100] = [r for r in b.benchmarks[KEY].runs if r.run_id == "h100-0"]
+    assert thawed(h100.memory) == GOLDEN_MEMORY and thawed(h100.telemetry) == GOLDEN_TELEMETRY
+    assert thawed(h100.numerics) == GOLDEN_NUMERICS and h100.tracer == "coverage"
+    assert (h100.e2e_rounds[0], h100.host_hidden, h100.host_s) == (7.1e-4, True, 2.5e-4)
     m = b.match(KEY, fingerprint(dict(GPU_ENV, torch="2.14.0")), POLICY)
     assert m.status == OTHER_ENVIRONMENT and m.differences == ["torch 2.13.0+cu130 -> 2.14.0"]
-    if version == 1:  # what version 1 did not record is unknown, not invented
-        assert {(r.plugin_version, r.warmup_rounds, r.trimmed, r.extra) for r in runs} == {
-            (None, None, None, None)
-        }
-    else:
-        assert cpu[0].extra == {
-            "kernels": [{"name": "vectorized_elementwise_kernel", "launches": 1, "gpu_s": 1.1e-6}]
-        }
-        assert (runs[0].plugin_version, runs[0].warmup_rounds, runs[0].trimmed) == ("0.1.0", 0, 0)
 
 
-def test_v1_migrates_to_the_same_runs_as_v2_holds(tmp_path: Path) -> None:
-    """Both goldens come from the same saves: migration must not change a value."""
-    for v in (1, 2):
-        (tmp_path / f"v{v}.json").write_bytes(_golden(v).read_bytes())
-    old, new = BaselineStore(tmp_path).load("v1"), BaselineStore(tmp_path).load("v2")
-    assert old.fingerprints == new.fingerprints and old.policies == new.policies
-    assert old.benchmarks.keys() == new.benchmarks.keys()
-    v2_only = {"extra", "plugin_version", "warmup_rounds", "trimmed"}
-    for key, entry in old.benchmarks.items():
-        for a, b in zip(entry.runs, new.benchmarks[key].runs, strict=True):
-            da, db = vars(a), vars(b)
-            assert {k: v for k, v in da.items() if k not in v2_only} == {
-                k: v for k, v in db.items() if k not in v2_only
-            }
+def test_a_pre_release_baseline_is_refused_with_how_to_save_it_again(tmp_path: Path) -> None:
+    """The formats before the first release are not read: saved again, not migrated. A save
+    into one refuses as a load does, and leaves it as it is."""
+    import shutil
 
-
-def test_saving_into_a_v1_file_upgrades_it_and_keeps_every_run(tmp_path: Path) -> None:
+    shutil.copytree(GOLDEN, tmp_path, dirs_exist_ok=True)
+    index = tmp_path / "golden.json"
+    index.write_text(index.read_text().replace('"schema_version": 1', '"schema_version": 3'))
     store = BaselineStore(tmp_path)
-    store.path("main").write_bytes(_golden(1).read_bytes())
-    summary = store.save("main", [make_result(run_id="new")], now=T0 + dt.timedelta(days=9))
-    assert summary.migrated_from == 1
-    assert "upgraded from schema version 1" in summary.describe()
-    doc = json.loads(store.path("main").read_text())
-    assert doc["schema_version"] == schema.SCHEMA_VERSION
-    b = store.load("main")
-    assert b.read_version == schema.SCHEMA_VERSION
-    runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
-    assert [r.run_id for r in runs] == ["run-0", "run-1", "run-2", "new"]
-    assert sum(len(e.runs) for e in b.benchmarks.values()) == 9
-    assert b.created == "2025-11-29T19:38:00+00:00"
-
-
-def test_an_invalid_v1_file_is_reported_in_v1_terms(tmp_path: Path) -> None:
-    doc = json.loads(_golden(1).read_text())
-    doc["benchmarks"][KEY]["runs"][0]["policy"] = "fast"
-    (tmp_path / "main.json").write_text(json.dumps(doc))
-    with pytest.raises(CorruptBaseline, match=r"runs\[0\]\.policy: expected an object"):
-        BaselineStore(tmp_path).load("main")
-
-
-def test_a_broken_migration_is_reported_as_a_bug(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(doc: dict[str, Any]) -> dict[str, Any]:
-        raise KeyError("policy")
-
-    monkeypatch.setitem(schema.MIGRATIONS, 1, broken)
-    (tmp_path / "main.json").write_bytes(_golden(1).read_bytes())
-    with pytest.raises(CorruptBaseline, match=r"cannot migrate it from schema version 1 .*a bug"):
-        BaselineStore(tmp_path).load("main")
-
-
-def test_a_future_schema_version_is_refused(tmp_path: Path) -> None:
-    doc = json.loads(_golden(2).read_text())
-    doc["schema_version"] = 99
-    (tmp_path / "main.json").write_text(json.dumps(doc))
-    with pytest.raises(CorruptBaseline) as exc:
-        BaselineStore(tmp_path).load("main")
-    assert "schema_version 99 was written by a newer pytest-gpuperf" in str(exc.value)
-    assert f"reads versions up to {schema.SCHEMA_VERSION}" in str(exc.value)
-    assert "Upgrade pytest-gpuperf" in str(exc.value)
+    before = store_files(store, "golden")
+    for act in (
+        lambda: store.load("golden"),
+        lambda: store.save("golden", [make_run(run_id="new")], now=T0),
+        lambda: store.check("golden"),
+    ):
+        with pytest.raises(CorruptBaseline) as exc:
+            act()
+        msg = str(exc.value)
+        assert "pre-release format (schema_version 3)" in msg and "--gpuperf-save=golden" in msg
+    assert store_files(store, "golden") == before
 
 
 def test_stable_dumps_is_valid_json_and_refuses_nan() -> None:
     doc = {"b": [1, 2.5, None, "x"], "a": {"z": [], "y": {}, "x": [{"k": True}]}}
-    assert json.loads(schema.dumps(doc)) == doc
+    assert json.loads(fileio.dumps(doc)) == doc
     with pytest.raises(ValueError):
-        schema.dumps({"x": float("nan")})
+        fileio.dumps({"x": float("nan")})
 
 
 # --- options ---------------------------------------------------------------------------
@@ -1337,17 +1354,17 @@ def test_the_segment_collector_leaves_files_that_are_not_this_baselines_segments
 ) -> None:
     """T4: any segment-named ``*.json`` in ``NAME.runs/`` was deleted: a user's notes, the
     index of a baseline saved into that folder, a segment of another baseline."""
-    store.save("main", [make_result(run_id="r0")], keep_runs=1, now=T0)
+    store.save("main", [make_run(run_id="r0")], keep_runs=1, now=T0)
     runs = store.files("main").runs_dir
     [own] = _segments(store)
     nested = BaselineStore(runs)
-    nested.save("nested", [make_result(run_id="n0")], now=T0)
+    nested.save("nested", [make_run(run_id="n0")], now=T0)
     (runs / "notes.json").write_text("{}\n")
     foreign = runs / "20250101T000000Z-0123abcd.json"
     foreign.write_text(own.read_text().replace('"baseline": "main"', '"baseline": "other"'))
     strays = {p: p.read_bytes() for p in (runs / "nested.json", runs / "notes.json", foreign)}
     for i in (1, 2):  # the second save collects r0's segment, dropped by the first
-        store.save("main", [make_result(run_id=f"r{i}")], keep_runs=1, now=T0 + dt.timedelta(i))
+        store.save("main", [make_run(run_id=f"r{i}")], keep_runs=1, now=T0 + dt.timedelta(i))
     assert {p: p.read_bytes() for p in strays} == strays
     assert not own.exists()  # this baseline's own dropped segment still goes
     assert [r.run_id for r in nested.load("nested").benchmarks[KEY].runs] == ["n0"]
@@ -1368,15 +1385,20 @@ def _forge(store: BaselineStore, edit: Callable[[dict[str, Any]], Any]) -> Path:
 
 @pytest.mark.parametrize(
     ("value", "problem"),
-    [("fast", "median: expected a number > 0"), (math.nan, "median"), (-1e300, "median")],
+    [
+        ("fast", "first_call_s: expected a time in seconds"),
+        (math.nan, "first_call_s"),
+        (-1e300, "first_call_s"),
+        (5e-324, "first_call_s"),
+    ],
 )
 def test_a_segment_whose_sha256_matches_is_still_validated(
     store: BaselineStore, value: Any, problem: str
 ) -> None:
     """T16: a segment forged with its SHA-256 updated in the index was trusted: "fast" gave
     a bare "could not convert string to float", NaN and -1e300 were accepted."""
-    store.save("main", [make_result(run_id="a")], now=T0)
-    seg = _forge(store, lambda d: _first_run(d).update(median=value))
+    store.save("main", [make_run(run_id="a")], now=T0)
+    seg = _forge(store, lambda d: _first_run(d).update(first_call_s=value))
     with pytest.raises(CorruptBaseline) as exc:
         store.load("main")
     msg = str(exc.value)
@@ -1386,7 +1408,7 @@ def test_a_segment_whose_sha256_matches_is_still_validated(
 
 def test_the_remedy_for_a_deeply_nested_segment_is_not_garbled(store: BaselineStore) -> None:
     """T16: "(a segment of m.json)" was put inside the suggested git command."""
-    store.save("main", [make_result(run_id="a")], now=T0)
+    store.save("main", [make_run(run_id="a")], now=T0)
     [seg] = _segments(store)
     deep = "[" * 50_000 + "]" * 50_000
     text = seg.read_text().replace('"run_id": "a"', f'"run_id": "a", "x": {deep}', 1)
@@ -1408,9 +1430,9 @@ def test_a_save_into_a_baseline_with_a_broken_segment_is_refused_with_the_repair
     everything, although ``prune --before`` repairs it and keeps the later runs."""
     from pytest_gpuperf.cli import main as cli
 
-    store.save("main", [make_result(run_id="r0")], now=T0)
+    store.save("main", [make_run(run_id="r0")], now=T0)
     [broken] = _segments(store)
-    store.save("main", [make_result(run_id="r1")], now=T0 + dt.timedelta(days=1))
+    store.save("main", [make_run(run_id="r1")], now=T0 + dt.timedelta(days=1))
     if damage == "missing":
         broken.unlink()
     else:
@@ -1419,14 +1441,14 @@ def test_a_save_into_a_baseline_with_a_broken_segment_is_refused_with_the_repair
     with pytest.raises(CorruptBaseline) as pre:
         store.check("main")  # the session's check before measuring
     with pytest.raises(CorruptBaseline) as exc:
-        store.save("main", [make_result(run_id="r2")], now=T0 + dt.timedelta(days=2))
+        store.save("main", [make_run(run_id="r2")], now=T0 + dt.timedelta(days=2))
     assert str(exc.value) == str(pre.value) and str(broken) in str(exc.value)
     assert store_files(store) == before
     repair = re.search(r"pytest-gpuperf (prune .*?) \(", str(exc.value))
     assert repair is not None
     assert cli.main(repair.group(1).split(), out=io.StringIO()) == 0
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1"]
-    store.save("main", [make_result(run_id="r2")], now=T0 + dt.timedelta(days=2))
+    store.save("main", [make_run(run_id="r2")], now=T0 + dt.timedelta(days=2))
     assert [r.run_id for r in store.load("main").benchmarks[KEY].runs] == ["r1", "r2"]
 
 
@@ -1469,7 +1491,7 @@ def test_the_check_before_measuring_sees_files_of_another_user(tmp_path: Path) -
 
     _open_to_all(tmp_path)
     root = tmp_path / "baselines"
-    BaselineStore(root).save("m", [make_result(run_id="a")], now=T0)  # root's files, 0644/0755
+    BaselineStore(root).save("m", [make_run(run_id="a")], now=T0)  # root's files, 0644/0755
     root.chmod(0o777)
     found = _as_nobody(_check_as_nobody, str(root))
     assert found.startswith("BaselineError: cannot save into baseline 'm':"), found
@@ -1488,7 +1510,7 @@ def test_the_cli_names_its_own_option_for_a_folder_it_cannot_write(tmp_path: Pat
 
     _open_to_all(tmp_path)
     root = tmp_path / "baselines"
-    BaselineStore(root).save("m", [make_result(run_id="a")], now=T0)
+    BaselineStore(root).save("m", [make_run(run_id="a")], now=T0)
     root.chmod(0o755)
     said = _as_nobody(_prune_as_nobody, str(root))
     assert said.startswith("2: ") and "is not writable" in said, said

@@ -5,18 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_gpuperf.baseline.store import BaselineStore
-from pytest_gpuperf.model import MODE_EVENTS, BenchId, Result
+from pytest_gpuperf.measure.names import MODE_EVENTS
+from pytest_gpuperf.model import BenchId, Run
 from pytest_gpuperf.verdict.decide import RunStat
 
 ENV = {"device": "cuda", "gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-1", "driver": "580"}
 
 
-def result(device_s: float, e2e_s: float | None, hidden: bool | None) -> Result:
-    """A CUDA events result; with ``e2e_s`` None, one without the second figure."""
-    return Result(
+def result(device_s: float, e2e_s: float | None, hidden: bool | None) -> Run:
+    """A CUDA events run; with ``e2e_s`` None, one without the second figure."""
+    return Run(
         id=BenchId("t.py::test_step", None, MODE_EVENTS),
         device="cuda",
-        rounds=[device_s] * 20,
+        rounds=(device_s,) * 20,
         calls_per_round=10,
         first_call_s=0.01,
         e2e_rounds=[] if e2e_s is None else [e2e_s] * 20,

@@ -1,8 +1,8 @@
 """Random mutations of valid baseline files: a load, or a clear error naming the file.
 
 A seeded generator (deterministic, quick: a few hundred mutations in a few
-seconds) damages one file of a valid baseline at a time: the one-file form of
-schema version 2, the version-3 index, or one of its segments. Byte-level
+seconds) damages one file of a valid baseline at a time: the index, or one of
+its segments. Byte-level
 damage (flips, cuts, repeats, junk) and JSON-level damage (a value replaced
 by another type, a key removed or added, deep nesting) both. Whatever comes
 out must be a loaded baseline that can be used, or a ``GpuPerfError`` whose
@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.baseline import layout, schema
 from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.verdict import RunStat
 from tests.unit.reporting_data import GPU_ENV
-from tests.unit.test_baseline import CPU_ENV, T0, make_result, store_files
+from tests.unit.test_baseline import CPU_ENV, T0, make_run, store_files
 
 MUTATIONS_PER_FILE = 60
 SEEDS = range(3)
@@ -53,30 +53,14 @@ def build(root: Path) -> BaselineStore:
     """A small valid baseline: 3 benchmarks, 2 environments, 3 saves, meta and extras."""
     store = BaselineStore(root)
     for day in range(3):
-        results = [
-            make_result(run_id=f"r{day}", level=5e-4 * (1 + 0.01 * day)),
-            make_result("tests/t.py::test_b", name="fwd", mode="cuda-graph", run_id=f"r{day}"),
-            make_result("tests/t.py::test_c", mode="cpu", env=CPU_ENV, run_id=f"r{day}", n=6),
+        inventory = {"kernels": {"kernels": [{"name": "gemm", "us": 1.5}]}}
+        runs = [
+            make_run(run_id=f"r{day}", level=5e-4 * (1 + 0.01 * day), extra=inventory),
+            make_run("tests/t.py::test_b", name="fwd", mode="cuda-graph", run_id=f"r{day}"),
+            make_run("tests/t.py::test_c", mode="cpu", env=CPU_ENV, run_id=f"r{day}", n=6),
         ]
-        extras = {results[0].id.key: {"kernels": {"kernels": [{"name": "gemm", "us": 1.5}]}}}
-        store.save(
-            "main",
-            results,
-            meta={"git_sha": f"{day}" * 40},
-            extras=extras,
-            now=T0 + dt.timedelta(days=day),
-        )
+        store.save("main", runs, meta={"git_sha": f"{day}" * 40}, now=T0 + dt.timedelta(days=day))
     return store
-
-
-def as_version_2(store: BaselineStore) -> None:
-    """Rewrite baseline main as the one-file form of schema version 2."""
-    doc, _ = layout.load(store.files("main"))
-    text = schema.dumps(doc)
-    for path in store.root.joinpath("main.runs").glob("*"):
-        path.unlink()
-    store.root.joinpath("main.runs").rmdir()
-    store.path("main").write_text(text)
 
 
 # --- mutations ----------------------------------------------------------------------
@@ -149,21 +133,19 @@ def use(store: BaselineStore) -> None:
     for key, entry in b.benchmarks.items():
         for fid in entry.fingerprint_ids():
             runs = b.runs(key, fid)
-            _ = [r.log_median for r in runs]
+            _ = [RunStat.from_run(r) for r in runs]
         b.match(key, fingerprint(GPU_ENV), None)
         b.match(key, fingerprint(CPU_ENV), {"round_ms": 5.0})
     store.overview("main")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("form", ["one-file", "index", "segment"])
+@pytest.mark.parametrize("form", ["index", "segment"])
 def test_random_damage_is_a_load_or_a_clear_error_and_changes_nothing(
     tmp_path: Path, seed: int, form: str
 ) -> None:
     rng = random.Random(f"{form}-{seed}")
     pristine = build(tmp_path / "pristine")
-    if form == "one-file":
-        as_version_2(pristine)
     clean = store_files(pristine)
     if form == "segment":
         candidates = [name for name in clean if name.startswith("main.runs/")]

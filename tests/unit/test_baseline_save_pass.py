@@ -8,13 +8,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.baseline.fingerprint import fingerprint
-from pytest_gpuperf.baseline.records import record_from_result
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import BaselineError
-from tests.unit.reporting_data import GPU_ENV
-from tests.unit.test_baseline import T0, make_result
+from pytest_gpuperf.model import thawed
+from tests.unit.test_baseline import T0, make_run
 
 NUMERICS = [
     {
@@ -38,40 +35,47 @@ def _deep(levels: int) -> Any:
 
 
 def test_a_run_the_store_would_refuse_to_read_is_not_written(tmp_path: Path) -> None:
-    """An opaque value nested deeper than a reader accepts: the save names the segment it
-    refuses to write, and leaves no file behind (no index, no runs folder)."""
+    """An opaque value nested deeper than a reader accepts: the run is not saved, with why,
+    and no file is left behind (no index, no runs folder)."""
     store = BaselineStore(tmp_path)
-    with pytest.raises(BaselineError, match=r"refusing to write an invalid segment \S+ of "):
-        store.save("main", [make_result()], extras={"k": {}}, meta={"deep": _deep(40)}, now=T0)
+    summary = store.save("main", [make_run()], meta={"deep": _deep(40)}, now=T0)
+    assert summary.added == 0 and "nested more than 32 levels deep" in summary.skipped[0][1]
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
 
 
 def test_a_refused_save_into_an_existing_baseline_leaves_it_as_it_was(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
-    store.save("main", [make_result(run_id="a")], now=T0)
+    store.save("main", [make_run(run_id="a")], now=T0)
     before = {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")}
-    with pytest.raises(BaselineError, match="refusing to write an invalid segment"):
-        store.save("main", [make_result(run_id="b")], meta={"deep": _deep(40)}, now=T0)
+    summary = store.save("main", [make_run(run_id="b")], meta={"deep": _deep(40)}, now=T0)
+    assert summary.added == 0 and "nothing saved" in summary.describe()
     assert {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")} == before
-    assert [r.run_id for r in store.load("main").benchmarks[make_result().id.key].runs] == ["a"]
+    assert [r.run_id for r in store.load("main").benchmarks[make_run().id.key].runs] == ["a"]
 
 
-def test_a_record_given_the_fingerprint_is_the_record_given_its_id() -> None:
-    fp = fingerprint(GPU_ENV)
-    r = make_result(numerics=NUMERICS)
-    by_fp = record_from_result(r, timestamp="2026-01-01T00:00:00+00:00", fingerprint=fp)
-    by_id = record_from_result(
-        r, timestamp="2026-01-01T00:00:00+00:00", fingerprint_id=schema.fingerprint_id(fp)
+def test_an_invalid_segment_is_never_written(tmp_path: Path, monkeypatch: Any) -> None:
+    """What a save made that it would refuse to read (a bug) is refused with the segment."""
+    from pytest_gpuperf.baseline import codec
+
+    store = BaselineStore(tmp_path)
+    store.save("main", [make_run(run_id="a")], now=T0)
+    before = {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")}
+    line, check = codec.run_line, codec.check_line
+    monkeypatch.setattr(codec, "run_line", lambda run: {**line(run), "x": 1})
+    # the save's own check of each run let through: the segment's check still refuses it
+    monkeypatch.setattr(
+        codec, "check_line", lambda d, where: check(d, where) if where.startswith("runs[") else None
     )
-    assert by_fp == by_id and list(by_fp) == list(by_id)
-    assert by_fp["numerics"] == NUMERICS
+    with pytest.raises(BaselineError, match=r"refusing to write an invalid segment \S+ of "):
+        store.save("main", [make_run(run_id="b")], now=T0)
+    assert {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")} == before
 
 
 def test_a_numerics_value_that_is_no_fingerprint_is_left_out_and_the_run_saved(
     tmp_path: Path,
 ) -> None:
     store = BaselineStore(tmp_path)
-    summary = store.save("main", [make_result(numerics=[{"path": "out"}])], now=T0)
+    summary = store.save("main", [make_run(numerics=[{"path": "out"}])], now=T0)
     assert summary.added == 1
     [seg] = (tmp_path / "main.runs").glob("*.json")
     runs = json.loads(seg.read_text())["runs"]
@@ -81,6 +85,6 @@ def test_a_numerics_value_that_is_no_fingerprint_is_left_out_and_the_run_saved(
 
 def test_a_saved_numerics_fingerprint_is_read_back(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
-    store.save("main", [make_result(numerics=NUMERICS)], now=T0)
-    [run] = store.load("main").benchmarks[make_result().id.key].runs
-    assert run.numerics == tuple(NUMERICS)
+    store.save("main", [make_run(numerics=NUMERICS)], now=T0)
+    [run] = store.load("main").benchmarks[make_run().id.key].runs
+    assert thawed(run.numerics) == NUMERICS

@@ -12,14 +12,14 @@ import pytest
 from pytest_gpuperf.artifacts import OK, CaptureContext, CollectorResult
 from pytest_gpuperf.artifacts.analysis.layout import read_manifest
 from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.shell.capture import NO_TIME, PassPlan, capture, could_run
 from pytest_gpuperf.shell.capture_budget import EXPECTED_S, Ledger, _tests
 from pytest_gpuperf.verdict import REGRESSION, Comparison
 
 
 def _result(nodeid: str = "t.py::test_a", ratio: float = 2.0) -> Result:
-    r = Result(BenchId(nodeid, None, "cpu"), "cpu", [1e-3] * 5, 1, 1e-3)
+    r = Result(Run(BenchId(nodeid, None, "cpu"), "cpu", (1e-3,) * 5, 1, 1e-3))
     r.comparison = Comparison(
         kind=REGRESSION, final=True, look=1, looks=1, baseline_s=1e-3 / ratio, current_s=1e-3,
         ratio=ratio, figure="time",

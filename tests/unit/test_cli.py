@@ -18,7 +18,7 @@ import pytest
 
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.cli import main as cli
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import Result, Run, thawed
 from pytest_gpuperf.reporting import json_report
 from tests.unit.reporting_data import GPU_ENV, T0, result, rounds
 
@@ -43,7 +43,7 @@ def session_results(
             "numerics": numerics,
         }
         r = result(test, kind=None, level=run_level, seed=seed * 10 + i, measured=measured)
-        r.run_id = f"run-{seed}"
+        r.with_run(run_id=f"run-{seed}")
         out.append(r)
     return out
 
@@ -52,15 +52,15 @@ def session_results(
 def bdir(tmp_path: Path) -> Path:
     store = BaselineStore(tmp_path / "baselines")
     for s in range(8):
-        store.save("main", session_results(seed=s), now=T0 + dt.timedelta(hours=s))
+        store.save("main", runs_of(seed=s), now=T0 + dt.timedelta(hours=s))
     for s in range(3):
         store.save(
             "pr",
-            session_results({"test_mm[4096]": 1.2}, seed=20 + s),
+            runs_of({"test_mm[4096]": 1.2}, seed=20 + s),
             now=T0 + dt.timedelta(days=1, hours=s),
         )
     for s in range(3):
-        store.save("same", session_results(seed=40 + s), now=T0 + dt.timedelta(days=2, hours=s))
+        store.save("same", runs_of(seed=40 + s), now=T0 + dt.timedelta(days=2, hours=s))
     return tmp_path / "baselines"
 
 
@@ -68,6 +68,11 @@ def run(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
     code = cli.main(list(argv), out=out)
     return code, out.getvalue()
+
+
+def runs_of(*args: Any, **kw: Any) -> list[Run]:
+    """The runs of :func:`session_results`, as a save stores them."""
+    return [r.run for r in session_results(*args, **kw)]
 
 
 def write_run_file(path: Path, results: list[Result]) -> Path:
@@ -219,6 +224,17 @@ def test_errors_exit_2_with_one_line(
     assert len(err.strip().splitlines()) == 1
     if "no baseline named 'mian'" in err:
         assert "Did you mean 'main'?" in err
+
+
+def test_an_empty_folder_s_error_names_the_cli_s_own_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newcomer's #13: ``show main`` in an empty folder said to point
+    --gpuperf-baseline-dir at it, which the CLI refuses; its option is --dir."""
+    code, _ = run("show", "main", "--dir", str(tmp_path))
+    err = capsys.readouterr().err
+    assert code == cli.INPUT_ERROR and "holds no baselines yet" in err
+    assert "the CLI's --dir" in err
 
 
 def test_corrupt_and_foreign_files(
@@ -569,8 +585,7 @@ def test_show_name_dot_json_shows_the_baseline_of_that_name(
 def test_compare_judges_the_newest_stored_run_with_its_fingerprint_and_policy(
     tmp_path: Path,
 ) -> None:
-    """A stored run becomes a result with the run's policy and numerics fingerprint, made
-    with them (a measurement is not changed after it is made)."""
+    """A stored run is judged as itself: its policy and its numerics fingerprint."""
     from pytest_gpuperf.cli import runsets
 
     fp = [{"path": "out", "shape": [2], "dtype": "torch.float32", "numel": 2, "nan": 0,
@@ -578,12 +593,12 @@ def test_compare_judges_the_newest_stored_run_with_its_fingerprint_and_policy(
            "stats": {"mean": 0.0, "abs_mean": 1.0, "min": -1.0, "max": 1.0, "std": 1.0}}]  # fmt: skip
     store = BaselineStore(tmp_path)
     for s in range(4):
-        store.save("main", session_results(seed=s), now=T0 + dt.timedelta(hours=s))
-    store.save("pr", session_results(seed=20, numerics=fp), now=T0 + dt.timedelta(days=1))
+        store.save("main", runs_of(seed=s), now=T0 + dt.timedelta(hours=s))
+    store.save("pr", runs_of(seed=20, numerics=fp), now=T0 + dt.timedelta(days=1))
     main, cand = store.load("main"), store.load("pr")
     got = runsets.compare(runsets.from_baseline(main), runsets.from_baseline(cand))
     assert len(got.results) == len(TESTS)
     for r in got.results:
         entry = cand.benchmarks[r.id.key]
-        assert r.numerics == fp and r.policy == dict(entry.runs[-1].policy)
+        assert r.run == entry.runs[-1] and thawed(r.run.numerics) == fp
         assert r.comparison is not None and r.diagnosis is None

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_gpuperf.measure import collectives as c
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RankEnvError, rank_env
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.reporting.units import fmt_result_rate
 from pytest_gpuperf.values import OptionValueError, collective_name
 
@@ -84,30 +84,28 @@ def test_the_message_is_the_largest_argument_a_list_counting_as_its_sum() -> Non
 
 
 def _result(median: float, nbytes: float | None, group: dict[str, object] | None) -> Result:
-    r = Result(id=BenchId("t.py::test_ar", mode="cpu-dist"), device="cpu",
-               rounds=[median] * 5, calls_per_round=1, first_call_s=median, bytes=nbytes)  # fmt: skip
-    if group is not None:
-        r.extra = {"group": group}
-    return r
+    return Result(Run(id=BenchId("t.py::test_ar", mode="cpu-dist"), device="cpu",
+                      rounds=(median,) * 5, calls_per_round=1, first_call_s=median, bytes=nbytes,
+                      extra={} if group is None else {"group": group}))  # fmt: skip
 
 
 def test_algbw_and_busbw_of_a_collective_result() -> None:
     # 1 GiB all-reduce in 3.3 ms at 2 ranks: algbw 325 GB/s, busbw the same (factor 1)
     r = _result(3.3e-3, 2**30, {"world_size": 2, "backend": "nccl", "collective": "all_reduce"})
-    assert c.algbw_gbps(r) == pytest.approx(2**30 / 3.3e-3 / 1e9)
-    assert c.busbw_gbps(r) == pytest.approx(c.algbw_gbps(r))
+    assert c.algbw_gbps(r.run) == pytest.approx(2**30 / 3.3e-3 / 1e9)
+    assert c.busbw_gbps(r.run) == pytest.approx(c.algbw_gbps(r.run))
     assert fmt_result_rate(r) == "algbw 325 GB/s, busbw 325 GB/s"
     one = _result(1e-3, 2**20, {"world_size": 1, "backend": "nccl", "collective": "all_reduce"})
-    assert c.busbw_gbps(one) == 0.0  # world size 1: nothing crosses a bus
-    assert math.isclose(c.algbw_gbps(one) or 0.0, 2**20 / 1e-3 / 1e9)
+    assert c.busbw_gbps(one.run) == 0.0  # world size 1: nothing crosses a bus
+    assert math.isclose(c.algbw_gbps(one.run) or 0.0, 2**20 / 1e-3 / 1e9)
 
 
 def test_a_result_that_times_no_collective_keeps_its_plain_throughput() -> None:
     plain = _result(1e-3, 1e6, None)
-    assert c.busbw_gbps(plain) is None
+    assert c.busbw_gbps(plain.run) is None
     assert fmt_result_rate(plain) == "1 GB/s"
     step = _result(1e-3, None, {"world_size": 2, "backend": "gloo", "collective": None})
-    assert c.busbw_gbps(step) is None and fmt_result_rate(step) == "-"
+    assert c.busbw_gbps(step.run) is None and fmt_result_rate(step) == "-"
 
 
 def test_the_slowest_rank_is_named_when_it_was_slowest_most_of_the_time() -> None:

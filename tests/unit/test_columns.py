@@ -25,7 +25,7 @@ def declared(monkeypatch: pytest.MonkeyPatch) -> Column:
     col = Column(
         "e2e",
         "e2e median",
-        lambda r: E2E if r.rounds else None,
+        lambda r: E2E if r.run.rounds else None,
         fmt_time,
         "e2e median: end to end, per call",
     )
@@ -37,7 +37,7 @@ def test_a_declared_column_is_in_the_terminal_the_html_the_csv_and_the_json(
     declared: Column,
 ) -> None:
     results = session()
-    measured = [r for r in results if r.rounds]
+    measured = [r for r in results if r.run.rounds]
     cell = fmt_time(E2E)
     # the terminal: under -v, and when asked for by key (the option knows it too)
     for spec in (TableSpec(verbose=True), TableSpec(columns=table_columns("median,e2e"))):
@@ -50,11 +50,11 @@ def test_a_declared_column_is_in_the_terminal_the_html_the_csv_and_the_json(
     assert page.count(f'<td class="num">{cell}</td>') == len(measured)
     # the CSV: a column of raw values (seconds), empty where there is none
     rows = list(csv.DictReader(io.StringIO(csv_report.render(results))))
-    assert [row["e2e"] for row in rows] == [repr(E2E) if r.rounds else "" for r in results]
+    assert [row["e2e"] for row in rows] == [repr(E2E) if r.run.rounds else "" for r in results]
     # the JSON: each result's declared columns, raw
     doc = json_report.build(results, plugin_version="0")
     assert [d["columns"] for d in doc["results"]] == [
-        {"e2e": E2E if r.rounds else None} for r in results
+        {"e2e": E2E if r.run.rounds else None} for r in results
     ]
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pytest_gpuperf.baseline.schema import is_contention
+from pytest_gpuperf.baseline.codec import is_contention
 from pytest_gpuperf.measure import contention
 from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.cpu import THREAD, WALL, CpuTimer

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from pytest_gpuperf.measure import engine
+from pytest_gpuperf.measure.names import NO_STEADY_STATE, SHIFT, STEADY, WARMUP_CAPPED
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import NO_STEADY_STATE, SHIFT, STEADY, WARMUP_CAPPED
 
 
 class FakeTimer:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import re
 
-from pytest_gpuperf.model import MODE_EVENTS, MODE_GRAPH
+from pytest_gpuperf.measure.names import MODE_EVENTS, MODE_GRAPH
+from pytest_gpuperf.model import Run
 from pytest_gpuperf.reporting.explain import explain, summary_line
-from pytest_gpuperf.verdict import RunStat, decide
+from pytest_gpuperf.verdict import decide
+from tests.unit.runs import make_run
 
 T = 200e-6
 
 
-def run(t: float, e2e: float | None = None) -> RunStat:
-    return RunStat.of(t, [t] * 30, "steady", e2e_rounds=[e2e] * 30 if e2e else ())
+def run(t: float, e2e: float | None = None) -> Run:
+    return make_run(t, [t] * 30, "steady", e2e_rounds=[e2e] * 30 if e2e else ())
 
 
 BASE = [run(T * x) for x in (1.002, 0.997, 1.001)]

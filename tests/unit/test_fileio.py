@@ -232,3 +232,26 @@ def test_a_process_substitution_is_written_as_a_stream(tmp_path: Path) -> None:
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_a_new_file_follows_the_umask_and_a_replaced_one_keeps_its_mode(tmp_path: Path) -> None:
+    """R13: new files were 0644 whatever the umask (``umask 077`` gave 0644 baselines and
+    reports); a file replaced keeps the permissions it had."""
+    from pytest_gpuperf.baseline.store import BaselineStore
+    from tests.unit.test_baseline import T0, make_run
+
+    old = os.umask(0o077)
+    try:
+        atomic_write_text(tmp_path / "new.json", "{}")
+        write_output(tmp_path / "report.md", "x", what="--gpuperf-markdown")
+        BaselineStore(tmp_path / "b").save("main", [make_run()], now=T0)
+    finally:
+        os.umask(old)
+    made = [tmp_path / "new.json", tmp_path / "report.md", *(tmp_path / "b").rglob("*.json")]
+    assert len(made) == 4
+    assert {stat.S_IMODE(p.stat().st_mode) for p in made} == {0o600}
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    kept.chmod(0o640)
+    atomic_write_text(kept, "[]")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == "[]"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_gpuperf.baseline.codec import fingerprint_id
 from pytest_gpuperf.baseline.fingerprint import CPU_KEYS, GPU_KEYS, differences, fingerprint
-from pytest_gpuperf.baseline.schema import fingerprint_id
 from tests.unit.reporting_data import CPU_ENV as SAMPLE_CPU_ENV
 from tests.unit.reporting_data import GPU_ENV as SAMPLE_GPU_ENV
 

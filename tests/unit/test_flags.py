@@ -7,11 +7,11 @@ from typing import Any
 from pytest_gpuperf.measure.contention import CONTENDED
 from pytest_gpuperf.measure.flags import contention_note, flag_notes
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Run
 
 
-def cpu_result(contention: dict[str, Any] | None) -> Result:
-    return Result(
+def cpu_result(contention: dict[str, Any] | None) -> Run:
+    return Run(
         id=BenchId("t.py::test_add", mode="cpu"),
         device="cpu",
         rounds=[1e-3] * 30,

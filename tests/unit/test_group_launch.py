@@ -16,7 +16,7 @@ from pytest_gpuperf.measure import engine
 from pytest_gpuperf.measure.backend import Invocation
 from pytest_gpuperf.measure.distributed import GroupTimer
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.shell import group as g
 from pytest_gpuperf.shell import locks
 
@@ -60,9 +60,7 @@ def test_a_tests_outcome_is_the_worst_of_its_ranks_each_failing_rank_named(tmp_p
     _status(tmp_path, 0, {"a": ok, "b": peer, "c": {"outcome": "skipped", "text": "no GPU"}})
     _status(tmp_path, 1, {"a": ok, "b": bad, "c": {"outcome": "skipped", "text": "no GPU"}})
     statuses = [g.RankStatus.read(tmp_path, r) for r in (0, 1)]
-    results = [
-        Result(id=BenchId("a"), device="cpu", rounds=[1.0], calls_per_round=1, first_call_s=1.0)
-    ]
+    results = [Result(Run(id=BenchId("a"), device="cpu", rounds=(1.0,), calls_per_round=1))]
     assert g.outcome_of("a", statuses, results).kind == "passed"
     assert g.outcome_of("a", statuses, results).results == results
     failed = g.outcome_of("b", statuses, [])
@@ -99,8 +97,8 @@ def test_a_rank_that_skips_alone_is_named_as_the_cause(tmp_path: Path) -> None:
 def test_rank_zeros_results_are_read_back_and_a_line_cut_by_a_kill_is_dropped(
     tmp_path: Path,
 ) -> None:
-    r = Result(id=BenchId("t.py::a", mode="cpu-dist"), device="cpu", rounds=[1e-3] * 5,
-               calls_per_round=1, first_call_s=1e-3)  # fmt: skip
+    r = Result(Run(id=BenchId("t.py::a", mode="cpu-dist"), device="cpu", rounds=(1e-3,) * 5,
+                   calls_per_round=1, first_call_s=1e-3))  # fmt: skip
     line = json.dumps({"nodeid": "t.py::a", "results": [r.to_dict()]})
     (tmp_path / g.RESULTS_FILE).write_text(line + "\n" + line[: len(line) // 2])
     got = g.read_results(tmp_path)

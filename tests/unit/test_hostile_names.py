@@ -68,7 +68,7 @@ def test_list_shows_a_commit_from_the_environment_escaped(tmp_path: Path) -> Non
     from pytest_gpuperf.cli import main as cli
 
     store = BaselineStore(tmp_path)
-    store.save("main", [result("test_x")], meta={"ci_sha": "dead\n::error::sha\x1b[2J"})
+    store.save("main", [result("test_x").run], meta={"ci_sha": "dead\n::error::sha\x1b[2J"})
     out = io.StringIO()
     assert cli.main(["list", "--dir", str(tmp_path)], out=out) == cli.OK
     assert "\x1b" not in out.getvalue()

@@ -1,9 +1,10 @@
 """Memory behaviour per call: the allocator's counters to figures, their storage in a baseline
-(old files stay readable, a golden file of the new fields), their verdict and their gate."""
+(the golden file holds them: tests/unit/test_baseline.py), their verdict and their gate."""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.measure import allocation
+from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.activity import memory_changes, memory_line
 from pytest_gpuperf.telemetry.regime import baseline_telemetry
 from pytest_gpuperf.verdict.judge import Judge
@@ -27,9 +29,8 @@ from pytest_gpuperf.verdict.secondary import (
     transfer_bytes,
 )
 from tests.unit.reporting_data import GPU_ENV
-from tests.unit.test_baseline import KEY, POLICY, T0, assert_golden, fp_id, make_result
+from tests.unit.test_baseline import KEY, POLICY, T0, fp_id, make_run
 
-DATA = Path(__file__).parent.parent / "data"
 MIB = float(2**20)
 
 
@@ -120,8 +121,8 @@ TELEMETRY = {"available": True, "sm_clock_mhz": {"median": 1980.0}, "activity": 
 
 
 def _saved(store: BaselineStore, **kw: Any) -> Any:
-    r = make_result(**kw)
-    r.telemetry = baseline_telemetry(r.telemetry)  # what shell.save.save keeps
+    r = make_run(**kw)
+    r = replace(r, telemetry=baseline_telemetry(r.telemetry))  # what shell.save.save keeps
     store.save("main", [r], now=T0)
     return store.load("main").runs(KEY, fp_id(GPU_ENV), POLICY)[0]
 
@@ -142,48 +143,13 @@ def test_an_unavailable_memory_figure_is_not_stored(tmp_path: Path) -> None:
     assert '"memory"' not in text
 
 
-def test_baselines_written_before_memory_and_activity_load_without_them() -> None:
-    for version, path in ((1, "baseline-v1.json"), (2, "baseline-v2.json")):
-        store = BaselineStore(DATA)
-        b = store.load(path.removesuffix(".json"))
-        assert b.read_version == version
-        runs = [r for e in b.benchmarks.values() for r in e.runs]
-        assert runs and all(r.memory is None for r in runs)
-        assert all("activity" not in (r.telemetry or {}) for r in runs)
-
-
-def activity_golden(store: BaselineStore) -> None:
-    """The saves behind tests/data/baseline-v3-activity: three runs with the new fields."""
-    for i in range(3):
-        r = make_result(
-            run_id=f"run-{i}",
-            level=5.9312345e-4 * (1 + 0.003 * i),
-            memory={**MEMORY, "reserved_growth_bytes": 2**20 * i},
-            telemetry={**TELEMETRY, "activity": {**ACTIVITY, "tensor_pct": 68.0 + i}},
-        )
-        r.telemetry = baseline_telemetry(r.telemetry)
-        store.save("golden", [r], meta={"git_sha": f"{i}" * 40}, now=T0 + dt.timedelta(days=i))
-
-
-def test_the_golden_file_with_memory_and_activity_is_what_save_writes(tmp_path: Path) -> None:
-    """Set GPUPERF_REGEN_GOLDEN=1 to rewrite it."""
-    store = BaselineStore(tmp_path)
-    activity_golden(store)
-    folder = DATA / "baseline-v3-activity"
-    assert_golden(store, folder)
-    b = BaselineStore(folder).load("golden")
-    runs = b.runs(KEY, fp_id(GPU_ENV), POLICY)
-    assert [r.memory["reserved_growth_bytes"] for r in runs] == [0, 2**20, 2**21]  # type: ignore[index]
-    assert [r.telemetry["activity"]["tensor_pct"] for r in runs] == [68.0, 69.0, 70.0]  # type: ignore[index]
-
-
 # --- the verdict and the gate ------------------------------------------------------------
 
 
 def _judge(tmp_path: Path, gate: str, per_call: float = 0.0) -> Any:
     store = BaselineStore(tmp_path)
     for i in range(3):
-        r = make_result(run_id=f"b{i}", memory={**MEMORY, "allocations_per_call": per_call})
+        r = make_run(run_id=f"b{i}", memory={**MEMORY, "allocations_per_call": per_call})
         store.save("main", [r], now=T0 + dt.timedelta(days=i))
     return Judge(store.load("main"), settings=VerdictSettings(gate_secondary=gate))
 
@@ -194,8 +160,8 @@ def test_more_allocations_per_call_fail_only_when_gated(
     tmp_path: Path, gate: str, fails: bool
 ) -> None:
     judge = _judge(tmp_path, gate)
-    cur = make_result(run_id="now", memory={**MEMORY, "allocations_per_call": 2.0,
-                                            "allocated_bytes_per_call": 64 * MIB})  # fmt: skip
+    cur = Result(make_run(run_id="now", memory={**MEMORY, "allocations_per_call": 2.0,
+                                                "allocated_bytes_per_call": 64 * MIB}))  # fmt: skip
     v = judge.verdict(cur, [cur], last=True)
     by_metric = {s.metric: s for s in v.comparison.secondary}
     assert by_metric[ALLOCATIONS].kind == HIGHER
@@ -213,6 +179,6 @@ def test_more_allocations_per_call_fail_only_when_gated(
 
 def test_a_cpu_result_compares_no_memory_behaviour(tmp_path: Path) -> None:
     judge = _judge(tmp_path, "all")
-    cur = make_result(run_id="now", memory=allocation.unavailable(allocation.CPU_REASON))
+    cur = Result(make_run(run_id="now", memory=allocation.unavailable(allocation.CPU_REASON)))
     v = judge.verdict(cur, [cur], last=True)
     assert {s.metric for s in v.comparison.secondary} == {"peak_memory", "first_call"}

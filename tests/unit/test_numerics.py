@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.baseline import schema
-from pytest_gpuperf.baseline.records import RunRecord, record_from_result
-from pytest_gpuperf.model import BenchId, Result
+from pytest_gpuperf.baseline import codec
+from pytest_gpuperf.model import BenchId, Run
 from pytest_gpuperf.verdict import numerics as nm
 
 
@@ -179,31 +178,21 @@ def test_a_bad_fingerprint_is_refused(edit: Any, problem: str) -> None:
     assert problem in (nm.problem([e]) or "")
 
 
-def _result(numerics: Any) -> Result:
-    return Result(
-        id=BenchId("t.py::test_a"),
-        device="cpu",
-        rounds=[1e-3] * 5,
-        calls_per_round=1,
-        first_call_s=0.01,
-        numerics=numerics,
-    )
+def _run(numerics: Any) -> Run:
+    return Run(id=BenchId("t.py::test_a"), device="cpu", rounds=(1e-3,) * 5, calls_per_round=1,
+               first_call_s=0.01, numerics=numerics, run_id="r",
+               timestamp="2025-01-01T00:00:00+00:00")  # fmt: skip
 
 
-def test_a_run_record_keeps_the_fingerprint_and_the_schema_validates_it() -> None:
+def test_a_stored_run_keeps_the_fingerprint_and_its_check_is_the_formats() -> None:
     fp = [entry(values(60, 64))]
-    rec = record_from_result(_result(fp), fingerprint_id="f", timestamp="2025-01-01T00:00:00+00:00")
-    assert rec["numerics"] == fp
-    rec["policy"] = "p"
-    schema._run(rec, schema.RUN_REQUIRED_V2, schema.RUN_OPTIONAL_V2, "run")
-    assert RunRecord.from_dict(rec, {"p": {}}).numerics == tuple(fp)
-    rec["numerics"] = [{"path": "out"}]
-    with pytest.raises(schema.SchemaProblem, match=r"run\.numerics: expected a numerics"):
-        schema._run(rec, schema.RUN_REQUIRED_V2, schema.RUN_OPTIONAL_V2, "run")
-    plain = record_from_result(
-        _result(None), fingerprint_id="f", timestamp="2025-01-01T00:00:00+00:00"
-    )
-    assert "numerics" not in plain
+    line = codec.run_line(_run(fp))
+    assert line["numerics"] == fp
+    codec.check_line(line, "run")
+    line["numerics"] = [{"path": "out"}]
+    with pytest.raises(codec.SchemaProblem, match=r"run\.numerics: expected a numerics"):
+        codec.check_line(line, "run")
+    assert "numerics" not in codec.run_line(_run(None))
 
 
 # --- the torch adapter -------------------------------------------------------------------

@@ -47,7 +47,7 @@ def results(rng: random.Random) -> list[Any]:
     out = []
     for r in session():
         bid = BenchId(r.id.nodeid, hostile(rng), r.id.mode, (("p", hostile(rng)),))
-        out.append(replace(r, measurement=replace(r.measurement, id=bid)))
+        out.append(replace(r, run=replace(r.run, id=bid)))
     return out
 
 
@@ -139,8 +139,8 @@ def test_outputs_at_hostile_places(
     rng = random.Random(SEED)
     monkeypatch.setattr(fileio, "FIFO_WAIT_S", 0.05, raising=False)
     store = tmp_path / "store"
-    BaselineStore(store).save("main", results(rng), now=T0)
-    BaselineStore(store).save("pr", results(rng), now=T0 + dt.timedelta(hours=1))
+    BaselineStore(store).save("main", [r.run for r in results(rng)], now=T0)
+    BaselineStore(store).save("pr", [r.run for r in results(rng)], now=T0 + dt.timedelta(hours=1))
     root = tmp_path / "places"
     root.mkdir()
     p = places(root, store)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_gpuperf.measure import backend
-from pytest_gpuperf.model import MODE_CPU
+from pytest_gpuperf.measure.names import MODE_CPU
 from pytest_gpuperf.registry import Registry, build, plugin_manager
 from pytest_gpuperf.reporting.outputs import OUTPUTS, Output
 

@@ -26,18 +26,20 @@ def report(tmp_path: Path) -> str:
         },
         {"kind": "ncu", "path": "/abs/path/gemm.ncu-rep"},
     ]
-    results[1].telemetry = {
-        "available": True,
-        "sm_clock_mhz": {"min": 1755.0, "median": 1980.0, "max": 1980.0},
-        "power_w": {"min": 310.0, "median": 452.5, "max": 690.0},
-        "throttled_share": 0.02,
-        "clock_events": {"sw_power_cap": 0.02},
-        "sm_clock_max_mhz": 1980,
-        "samples": 120,
-        "rounds_checked": 30,
-        "throttled_rounds": [3, 4],
-    }
-    results[2].telemetry = {"available": False, "reason": "NVML not installed"}
+    results[1].with_run(
+        telemetry={
+            "available": True,
+            "sm_clock_mhz": {"min": 1755.0, "median": 1980.0, "max": 1980.0},
+            "power_w": {"min": 310.0, "median": 452.5, "max": 690.0},
+            "throttled_share": 0.02,
+            "clock_events": {"sw_power_cap": 0.02},
+            "sm_clock_max_mhz": 1980,
+            "samples": 120,
+            "rounds_checked": 30,
+            "throttled_rounds": [3, 4],
+        }
+    )
+    results[2].with_run(telemetry={"available": False, "reason": "NVML not installed"})
     base = save_history(tmp_path / "baselines", results)
     return html.render(results, histories=histories(results, base), baseline="main")
 

@@ -53,8 +53,8 @@ def test_setup_time_is_not_measured() -> None:
     b(lambda: None, setup=slow_setup)
     (r,) = b.results
     # A no-op call measured behind a 4 ms setup: far below the setup's own time.
-    assert r.median < 0.002
-    assert r.calls_per_round >= 1
+    assert r.run.median < 0.002
+    assert r.run.calls_per_round >= 1
 
 
 def test_setup_returning_none_resets_the_given_arguments_in_place() -> None:

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from pytest_gpuperf.measure.names import NO_STEADY_STATE, SHIFT, STEADY, WARMUP_CAPPED
 from pytest_gpuperf.measure.steady_state import (
     changepoints,
     classify,
@@ -15,7 +16,6 @@ from pytest_gpuperf.measure.steady_state import (
     spearman_trend,
     steady_tail,
 )
-from pytest_gpuperf.model import NO_STEADY_STATE, SHIFT, STEADY, WARMUP_CAPPED
 
 
 def noisy(level: float, n: int, sd: float, rng: random.Random) -> list[float]:

@@ -17,15 +17,8 @@ from dataclasses import fields, replace
 import pytest
 
 from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
-from pytest_gpuperf.model import (
-    MODE_CPU,
-    MODE_EVENTS,
-    MODE_GRAPH,
-    NO_STEADY_STATE,
-    SHIFT,
-    BenchId,
-    Result,
-)
+from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH, NO_STEADY_STATE, SHIFT
+from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.verdict import (
     CLASSES,
     DEFAULT_POLICY,
@@ -41,7 +34,6 @@ from pytest_gpuperf.verdict import (
     WARN,
     Comparison,
     DecisionPolicy,
-    RunStat,
     classes_for,
     decide,
     needs_confirmation,
@@ -50,16 +42,18 @@ from pytest_gpuperf.verdict import (
 from pytest_gpuperf.verdict.decide import BELOW_RESOLUTION, median_var
 from pytest_gpuperf.verdict.numerics import CHANGED, NumericsComparison
 from pytest_gpuperf.verdict.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
+from tests.unit.runs import make_run, stats
 
 T = 200e-6
 
 
 def run(t: float, *, e2e: float | None = None, stability: str = "steady", spread: float = 0.0,
-        hidden: bool | None = None) -> RunStat:  # fmt: skip
-    """A run at ``t`` s per call; ``spread`` > 0 gives it rounds from t to t * (1 + spread)."""
-    rounds = [t * (1 + spread * i / 29) for i in range(30)] if spread else [t] * 30
+        hidden: bool | None = None) -> Run:  # fmt: skip
+    """A run at ``t`` s per call; ``spread`` > 0 spreads its rounds over ``spread * t``
+    around ``t``."""
+    rounds = [t * (1 + spread * (i / 29 - 0.5)) for i in range(30)] if spread else [t] * 30
     e2e_rounds = [e2e * r / t for r in rounds] if e2e else ()
-    return RunStat.of(t, rounds, stability, e2e_rounds=e2e_rounds, host_hidden=hidden)
+    return make_run(t, rounds, stability, e2e_rounds=e2e_rounds, host_hidden=hidden)
 
 
 class Process:
@@ -69,18 +63,16 @@ class Process:
                  slow: tuple[float, float] = (1.3, 2.1)):  # fmt: skip
         self.t, self.sd, self.p_slow, self.rng, self.slow = t, sd, p_slow, rng, slow
 
-    def __call__(self, factor: float = 1.0, mode: str = MODE_CPU) -> RunStat:
+    def __call__(self, factor: float = 1.0, mode: str = MODE_CPU) -> Run:
         level = self.t * factor * math.exp(self.rng.gauss(0.0, self.sd))
         if self.rng.random() < self.p_slow:
             level *= self.rng.uniform(*self.slow)
         return run(level)
 
 
-def session(
-    base: list[RunStat], draw, *, mode: str = MODE_CPU, policy=DEFAULT_POLICY
-) -> Comparison:
+def session(base: list[Run], draw, *, mode: str = MODE_CPU, policy=DEFAULT_POLICY) -> Comparison:
     """Runs added one at a time while the verdict is a suspect, as the gate does."""
-    cur: list[RunStat] = []
+    cur: list[Run] = []
     while True:
         cur.append(draw())
         c = decide(base, cur, mode=mode, policy=policy, last=len(cur) >= policy.max_runs)
@@ -184,10 +176,9 @@ def test_a_clock_regime_the_baseline_never_saw_holds_back_only_what_it_can_expla
 # --- only good evidence makes a verdict -------------------------------------------------------
 
 
-def waited(t: float, share: float, clock: str = "wall", threads: float = 1.0) -> RunStat:
+def waited(t: float, share: float, clock: str = "wall", threads: float = 1.0) -> Run:
     """A CPU run at ``t`` whose threads waited for a CPU ``share`` of its rounds' time."""
-    return RunStat.of(t, [t] * 30, "steady",
-                      contention={"waited": share, "threads": threads, "clock": clock})  # fmt: skip
+    return make_run(t, contention={"waited": share, "threads": threads, "clock": clock})
 
 
 def test_a_wall_clock_run_that_waited_for_a_cpu_never_settles_a_regression() -> None:
@@ -265,14 +256,14 @@ def test_growing_a_slowdown_never_weakens_the_verdict(mode: str) -> None:
         base = [draw() for _ in range(rng.randint(1, 6))]
         cur = [draw() for _ in range(rng.randint(1, 5))]
         if mode == MODE_EVENTS:
-            base = [run(x.level_s, e2e=x.level_s * 2.5) for x in base]
-            cur = [run(x.level_s, e2e=x.level_s * 2.5) for x in cur]
+            base = [run(x.median, e2e=x.median * 2.5) for x in base]
+            cur = [run(x.median, e2e=x.median * 2.5) for x in cur]
         last = rng.random() < 0.5
         prev = -1
         prev_final = False
         for factor in (1.0, 1.1, 1.3, 1.6, 2.0, 3.0, 10.0, 100.0):
             scaled = [
-                run(x.level_s * factor, e2e=None if x.e2e_s is None else x.e2e_s * factor)
+                run(x.median * factor, e2e=x.e2e_rounds[0] * factor if x.e2e_rounds else None)
                 for x in cur
             ]
             c = decide(base, scaled, mode=mode, last=last)
@@ -309,7 +300,7 @@ class HostBound:
     def __init__(self, rng: random.Random, p_slow: float = 0.25):
         self.rng, self.p_slow = rng, p_slow
 
-    def __call__(self, factor: float = 1.0) -> RunStat:
+    def __call__(self, factor: float = 1.0) -> Run:
         e2e = 3 * T * factor * math.exp(self.rng.gauss(0.0, 0.05))
         if self.rng.random() < self.p_slow:
             e2e *= self.rng.uniform(1.3, 2.1)
@@ -426,20 +417,20 @@ def test_a_10x_slowdown_of_a_level_moving_30_percent_between_processes_fails() -
 def test_the_classes_follow_what_the_baseline_shows() -> None:
     device_bound = [run(T, e2e=T * 1.0) for _ in range(3)]
     host_bound = [run(T, e2e=T * 2.5) for _ in range(3)]
-    assert {f: c.name for f, c in classes_for(device_bound, MODE_EVENTS).items()} == {
+    assert {f: c.name for f, c in classes_for(stats(device_bound), MODE_EVENTS).items()} == {
         "device": "device", "end-to-end": "device"}  # fmt: skip
-    assert {f: c.name for f, c in classes_for(host_bound, MODE_EVENTS).items()} == {
+    assert {f: c.name for f, c in classes_for(stats(host_bound), MODE_EVENTS).items()} == {
         "device": "launches", "end-to-end": "host"}  # fmt: skip
     tiny = [run(5e-6, e2e=6e-6) for _ in range(3)]
-    assert classes_for(tiny, MODE_EVENTS)["end-to-end"].name == "host"
+    assert classes_for(stats(tiny), MODE_EVENTS)["end-to-end"].name == "host"
     # device-bound in its baseline, but the host needs 3/4 of the device time per call: a
     # slow period of the host makes it host-bound (seen on an H200: 16 chained kernels)
     close = [replace(run(T, e2e=T * 0.97), host_s=0.75 * T) for _ in range(3)]
-    assert {f: c.name for f, c in classes_for(close, MODE_EVENTS).items()} == {
+    assert {f: c.name for f, c in classes_for(stats(close), MODE_EVENTS).items()} == {
         "device": "launches", "end-to-end": "host"}  # fmt: skip
     far = [replace(run(T, e2e=T * 0.97), host_s=0.1 * T) for _ in range(3)]
-    assert classes_for(far, MODE_EVENTS)["end-to-end"].name == "device"
-    assert classes_for(device_bound, MODE_GRAPH) == {"time": CLASSES["graph"]}
+    assert classes_for(stats(far), MODE_EVENTS)["end-to-end"].name == "device"
+    assert classes_for(stats(device_bound), MODE_GRAPH) == {"time": CLASSES["graph"]}
 
 
 def test_a_host_side_regression_is_caught_by_the_end_to_end_figure() -> None:
@@ -527,7 +518,7 @@ def _judged_result() -> Result:
     numerics = NumericsComparison(CHANGED, 1e-3, max_rel=math.inf, where="out sample 3",
                                   current=-math.inf, baseline=1.0, changes=("out NaN count 0 -> 1",),
                                   baseline_runs=3, current_runs=1, gated=True)  # fmt: skip
-    r = Result(BenchId("t.py::test_mm", None, MODE_EVENTS), "cuda", [T * 1.2] * 5, 1, 0.5)
+    r = Result(Run(BenchId("t.py::test_mm", None, MODE_EVENTS), "cuda", (T * 1.2,) * 5, 1, 0.5))
     r.comparison = replace(c, secondary=(memory, first), numerics=numerics)
     r.diagnosis = Diagnosis(r.id.key, "mm is 20 % slower.", ["kernel-slower"], ["gemm +20 %"])
     return r

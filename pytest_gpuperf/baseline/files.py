@@ -1,0 +1,506 @@
+"""A baseline's files on disk, read and written so that nothing is torn and nothing hangs.
+
+::
+
+    <dir>/NAME.json              the index (:mod:`.codec`)
+    <dir>/NAME.runs/<seg>.json   a segment: the runs of one save, one line each
+    <dir>/.NAME.json.lock        the lock every writer holds (:mod:`.filelock`)
+
+A writer (holding the lock) writes its new segment first, then replaces the index
+atomically: the index is the commit, so a writer killed at any point leaves the previous
+index and every segment it names. A segment is deleted only when neither the new index nor
+the one it replaces names it. Readers take no lock: a reader reads the index and the lines
+it needs in one pass (:func:`read`), and starts again when a segment vanished under it (a
+save dropped it meanwhile); what it read is the baseline as it was, whatever is saved
+after. Only regular files are read, without blocking: a FIFO, a device or a folder where a
+file should be is an error naming it.
+
+Pure Python: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuperf.baseline import codec
+from pytest_gpuperf.baseline.fileio import atomic_write_bytes, kind_of, nearest_existing
+from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporaries_of
+from pytest_gpuperf.baseline.filelock import LockTimeout, OnWait, lock_file_problem, owner_of
+from pytest_gpuperf.baseline.filelock import locked as lock
+from pytest_gpuperf.errors import BaselineError, BaselineLocked, CorruptBaseline, UnsafePath
+
+#: How often a reader starts again when a segment vanished under it (a save per attempt).
+READ_ATTEMPTS = 5
+#: What names the folder option in every message: the plugin's and the command line's.
+DIR_OPTION = "--gpuperf-baseline-dir (the CLI's --dir)"
+
+
+@dataclass(frozen=True)
+class Files:
+    """The paths of baseline ``stem`` in ``root``."""
+
+    root: Path
+    stem: str
+    index: Path = field(init=False, repr=False, compare=False)
+    runs_dir: Path = field(init=False, repr=False, compare=False)
+    lock: Path = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "index", self.root / f"{self.stem}.json")
+        object.__setattr__(self, "runs_dir", self.root / f"{self.stem}.runs")
+        object.__setattr__(self, "lock", self.root / f".{self.stem}.json.lock")
+
+    def segment(self, sid: str) -> Path:
+        return self.runs_dir / f"{sid}.json"
+
+
+class SegmentGone(Exception):
+    def __init__(self, path: Path, stamp: str):
+        self.path = path
+        self.stamp = stamp
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def _open(path: Path) -> int:
+    """A descriptor of regular file ``path``, opened without blocking (a FIFO would);
+    ``FileNotFoundError`` where there is none; else :class:`BaselineError` naming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        dangling = next(
+            (p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None
+        )
+        if dangling is None:
+            raise
+        problem = f"a symbolic link to {os.readlink(dangling)}, which does not exist"
+        raise _not_a_file(dangling, problem) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _not_a_file(path, "a symbolic link that leads back to itself (a loop)") from None
+        blocker = next((p for p in path.parents if os.path.lexists(p) and not p.is_dir()), None)
+        if e.errno == errno.ENOTDIR and blocker is not None:
+            what = kind_of(os.lstat(blocker).st_mode)
+            raise BaselineError(
+                f"cannot read baseline file {path}: {blocker} is {what}, not a folder; move it "
+                f"away, or point {DIR_OPTION} at the baselines' folder"
+            ) from None
+        raise BaselineError(f"cannot read baseline file {path}: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_a_file(path, kind_of(mode))
+    return fd
+
+
+def _not_a_file(path: Path, what: str) -> BaselineError:
+    return BaselineError(
+        f"baseline file {path} is {what}, not a file; pytest-gpuperf reads only regular files "
+        "and folders there. Move it away, then restore the baseline's files from version "
+        "control or save the baseline again"
+    )
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of regular file ``path`` (:func:`_open`)."""
+    with os.fdopen(_open(path), "rb") as f:
+        return f.read()
+
+
+def parse_index(files: Files, data: bytes) -> dict[str, Any]:
+    """Bytes of ``NAME.json`` -> the index, or :class:`CorruptBaseline` naming it."""
+    try:
+        return codec.read_index(data)
+    except codec.SchemaProblem as e:
+        raise corrupt_index(files, e) from None
+
+
+def corrupt_index(files: Files, e: codec.SchemaProblem) -> CorruptBaseline:
+    """What is wrong with the index ``e`` says, and what to do."""
+    remedy = e.remedy.replace("NAME", files.stem) if e.remedy else None
+    return CorruptBaseline(str(files.index), str(e), remedy)
+
+
+def segment_remedy(files: Files, stamp: str) -> str:
+    """How to repair a baseline one of whose segments (saved at ``stamp``) is broken,
+    keeping the runs saved after it."""
+    try:
+        after = (_dt.datetime.fromisoformat(stamp) + _dt.timedelta(seconds=1)).isoformat()
+    except ValueError:
+        after = "<the time just after that save>"
+    return (
+        f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you keep "
+        "them (they belong together), or remove the runs of that save and keep those saved "
+        f"after it: pytest-gpuperf prune {files.stem} --dir {files.root} --before {after} "
+        "(it also removes any runs saved earlier; see which with --dry-run first)."
+    )
+
+
+def _broken(files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str) -> CorruptBaseline:
+    remedy = e.remedy if isinstance(e, codec.FutureSchema) else None
+    return CorruptBaseline(
+        str(files.segment(sid)),
+        str(e),
+        remedy or segment_remedy(files, stamp),
+        where=f" (a segment of {files.index.name})",
+    )
+
+
+def _missing(files: Files, gone: SegmentGone) -> CorruptBaseline:
+    return CorruptBaseline(
+        str(gone.path),
+        f"the file is missing, and {files.index.name} lists runs in it",
+        segment_remedy(files, gone.stamp),
+        where=f" (a segment of {files.index.name})",
+        note="Nothing was changed.",
+    )
+
+
+#: What :func:`read` gives: the index, each run's line by (key, digest), and what is wrong
+#: with a benchmark's runs by its key (raised when its runs are asked for).
+Read = tuple[dict[str, Any], dict[tuple[str, str], bytes], dict[str, CorruptBaseline]]
+
+
+def read(files: Files, nodeids: set[str] | None) -> Read:
+    """The index of baseline ``files`` and the runs of the tests ``nodeids`` (None: all),
+    each checked, as the JSON text of its line: one pass, so that what is read is the
+    baseline as it was, whatever a save changes after.
+
+    A segment that holds none of those runs is looked at, at its two ends. A segment whose
+    bytes are those the index records, laid out as a save writes it, is read line by line:
+    the runs of other benchmarks are not parsed (:func:`.codec.segment_lines`), and a bad
+    run is the problem of its benchmark alone (a whole read raises it).
+    ``FileNotFoundError`` when there is no index; :class:`CorruptBaseline` naming the file
+    that cannot be used.
+    """
+    previous: bytes | None = None
+    for _ in range(READ_ATTEMPTS):
+        data = read_regular(files.index)
+        index = parse_index(files, data)
+        try:
+            lines, problems = _lines(files, index, nodeids)
+            if problems and nodeids is None:
+                raise next(iter(problems.values()))
+            return index, lines, problems
+        except SegmentGone as gone:
+            if data == previous:  # the same index twice: the segment is really missing
+                raise _missing(files, gone) from None
+            previous = data
+    raise BaselineError(
+        f"baseline {files.index} changed {READ_ATTEMPTS} times while it was read; try again "
+        "when the saves into it are done"
+    )
+
+
+def _lines(
+    files: Files, index: Mapping[str, Any], nodeids: set[str] | None
+) -> tuple[dict[tuple[str, str], bytes], dict[str, CorruptBaseline]]:
+    """Each segment's bytes (its two ends, where it holds no run wanted), then their lines,
+    checked."""
+    benches = {
+        key: bench
+        for key, bench in index["benchmarks"].items()
+        if nodeids is None or bench["nodeid"] in nodeids
+    }
+    wanted: dict[str, set[str]] = {}
+    for key, bench in benches.items():
+        for ref in bench["runs"]:
+            wanted.setdefault(ref[0], set()).add(key)
+    read: dict[str, tuple[bytes, bool]] = {}
+    for sid, entry in index["segments"].items():
+        if sid in wanted:
+            data = _segment_bytes(files, sid, entry)
+            read[sid] = data, _ends_as_written(data, sid)
+        else:
+            _check_segment(files, sid, entry)
+    out: dict[tuple[str, str], bytes] = {}
+    problems: dict[str, CorruptBaseline] = {}
+    for sid, (data, laid_out) in read.items():
+        entry = index["segments"][sid]
+        try:
+            lines, bad = codec.segment_lines(data, sid, entry["sha256"], wanted[sid], laid_out)
+        except codec.SchemaProblem as e:
+            raise _broken(files, sid, entry["timestamp"], e) from None
+        out.update(lines)
+        for key, wrong in bad.items():
+            problems.setdefault(key, _broken(files, sid, entry["timestamp"], wrong))
+    for key, bench in benches.items():
+        for sid, dig, _, _ in bench["runs"]:
+            if (key, dig) not in out:
+                problem = (
+                    f"it has no run {dig} of benchmark {key!r}, which {files.index.name} lists"
+                )
+                raise _broken(files, sid, index["segments"][sid]["timestamp"], problem)
+    return out, problems
+
+
+def _segment_bytes(files: Files, sid: str, entry: Mapping[str, Any]) -> bytes:
+    try:
+        return read_regular(files.segment(sid))
+    except FileNotFoundError:
+        raise SegmentGone(files.segment(sid), entry["timestamp"]) from None
+
+
+def check_segments(files: Files, index: Mapping[str, Any]) -> None:
+    """That every segment ``index`` lists is there and whole (read at its two ends, or
+    validated when not laid out as a save writes it): a save into a baseline with a broken
+    segment would succeed and leave it unreadable."""
+    for sid, entry in index["segments"].items():
+        try:
+            _check_segment(files, sid, entry)
+        except SegmentGone as gone:
+            raise _missing(files, gone) from None
+
+
+def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
+    """That segment ``sid`` is there (else :class:`SegmentGone`) and whole at its two ends,
+    or valid when it is not laid out as a save writes it."""
+    path = files.segment(sid)
+    try:
+        ends = _ends(path)
+    except FileNotFoundError:
+        raise SegmentGone(path, entry["timestamp"]) from None
+    if not _ends_as_written(ends[1], sid):
+        try:
+            codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set(), False)
+        except codec.SchemaProblem as e:
+            raise _broken(files, sid, entry["timestamp"], e) from None
+
+
+#: How much of a file's start and end :func:`_ends` reads.
+_SNIFF = 4096
+
+
+def _ends(path: Path) -> tuple[bytes, bytes]:
+    """The first and the last :data:`_SNIFF` bytes of regular file ``path``."""
+    with os.fdopen(_open(path), "rb") as f:
+        start = f.read(_SNIFF)
+        f.seek(max(0, os.fstat(f.fileno()).st_size - _SNIFF))
+        return start, f.read(_SNIFF)
+
+
+def _ends_as_written(end: bytes, sid: str) -> bool:
+    """Whether a segment's bytes end as a save ends segment ``sid``."""
+    tail = (
+        f'  "schema": {json.dumps(codec.SEGMENT_SCHEMA)},\n'
+        f'  "schema_version": {codec.SCHEMA_VERSION},\n'
+        f'  "segment": {json.dumps(sid)},\n'
+    ).encode()
+    return tail in end[-_SNIFF:] and end.endswith(b"}\n")
+
+
+def looks_like_segment(path: Path) -> bool:
+    """Whether ``path`` begins as a segment does (a baseline folder pointed at a ``NAME.runs``
+    folder: its segments are not baselines)."""
+    with contextlib.suppress(OSError, BaselineError):
+        return path.parent.name.endswith(".runs") and _ends(path)[0].startswith(
+            b'{\n  "baseline": '
+        )
+    return False
+
+
+def is_own_segment(files: Files, path: Path) -> bool:
+    """Whether ``path`` is a segment this store wrote for baseline ``files``: it begins with
+    the baseline's name and ends with the segment schema and its own id. A user's file that
+    happens to have a segment-like name in ``NAME.runs/`` is not."""
+    try:
+        start, end = _ends(path)
+    except (OSError, BaselineError):
+        return False
+    head = ('{\n  "baseline": ' + json.dumps(files.stem) + ",\n").encode()
+    return start.startswith(head) and _ends_as_written(end, path.stem)
+
+
+# --- writing (under the baseline's lock) ---------------------------------------------------
+
+
+def check_writable(files: Files) -> None:
+    """Raise :class:`BaselineError` if a save into ``files`` cannot, or must not, happen: the
+    folder (or its nearest existing parent) must be a writable folder; the index, the runs
+    folder and the lock file no symbolic links (a save replaces the index: it would replace
+    the link) nor of the wrong kind. Nothing is created."""
+    folder = files.root
+    existing = nearest_existing(folder)
+    if existing.is_symlink() and not existing.exists():
+        raise BaselineError(
+            f"cannot save into baseline folder {folder}: {existing} is a symbolic link to "
+            f"{os.readlink(existing)}, which leads nowhere (it does not exist, or it is a "
+            f"loop); point {DIR_OPTION} at a folder, or repair the link"
+        )
+    if not existing.is_dir():
+        raise BaselineError(
+            f"cannot save into baseline folder {folder}: {existing} is a file, not a folder; "
+            f"point {DIR_OPTION} at a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BaselineError(
+            f"cannot save into baseline folder {folder}: {existing} is not writable (permissions "
+            f"or a read-only file system); point {DIR_OPTION} at a folder you can write"
+        )
+    _check_owned(files, existing)
+    for path, kind in ((files.index, "file"), (files.runs_dir, "folder")):
+        if path.is_symlink():
+            raise BaselineError(
+                f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
+                f"{os.readlink(path)}); a save would replace the link, not update what it "
+                f"points to. Point {DIR_OPTION} at the folder that holds the real files, or "
+                f"replace the link by its {kind}."
+            )
+    problem = lock_file_problem(files.lock)
+    if problem:
+        target = f" (to {os.readlink(files.lock)})" if files.lock.is_symlink() else ""
+        raise BaselineError(
+            f"cannot save into baseline {files.stem!r}: its lock file {files.lock} {problem}"
+            f"{target}, which pytest-gpuperf never makes and will not open; remove it (a save "
+            "makes a new one)"
+        )
+    kinds = [(files.index, "a file", Path.is_file), (files.runs_dir, "a folder", Path.is_dir)]
+    for path, kind, check in kinds:
+        if os.path.lexists(path) and not check(path):
+            mode = os.lstat(path).st_mode
+            what = "a file" if stat.S_ISREG(mode) else kind_of(mode)
+            raise BaselineError(
+                f"cannot save into baseline {files.stem!r}: {path} is {what}, not {kind} (the "
+                "baseline is kept there); move it away"
+            )
+
+
+def _check_owned(files: Files, folder: Path) -> None:
+    """Files of the baseline that another user owns and a save could not write: the runs
+    folder, the index in a sticky folder (only its owner may replace it), the lock file."""
+    if not files.root.is_dir():
+        return
+    problem = None
+    me = getattr(os, "geteuid", lambda: 0)()
+    if files.runs_dir.is_dir() and not os.access(files.runs_dir, os.W_OK | os.X_OK):
+        problem = (files.runs_dir, "is not writable by you")
+    elif (
+        files.index.is_file()
+        and os.stat(folder).st_mode & stat.S_ISVTX
+        and me != 0
+        and os.lstat(files.index).st_uid != me
+    ):
+        problem = (files.index, "is in a sticky folder, where only its owner may replace it")
+    elif files.lock.is_file() and not os.access(files.lock, os.R_OK):
+        problem = (files.lock, "is not readable by you")
+    if problem is not None:
+        path, why = problem
+        user = owner_of(path) or "another user"
+        raise BaselineError(
+            f"cannot save into baseline {files.stem!r}: {path} belongs to {user} and {why}. "
+            f"Save under a name of your own, ask {user} to save, or point {DIR_OPTION} at a "
+            "folder of your own"
+        )
+
+
+def write_index(files: Files, index: dict[str, Any]) -> None:
+    """Replace ``NAME.json`` by ``index`` (the commit of a prune)."""
+    try:
+        data = codec.index_bytes(index)
+    except codec.RefusedWrite as e:  # a bug: never write what we would refuse to read
+        raise BaselineError(
+            f"refusing to write an invalid baseline to {files.index}: {e}"
+        ) from None
+    atomic_write_bytes(files.index, data)
+
+
+def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> None:
+    """The end of a save, under the lock: check that the segments the index had
+    (``previous``) are still whole; then, where it added runs, write the new segment,
+    replace the index (the commit), and delete the segments no index names any more. If
+    the index cannot be written, the new segment goes again and the baseline is as it was."""
+    check_segments(files, {"segments": previous})
+    if not add.added:
+        return
+    if add.segment_id is not None:
+        atomic_write_bytes(files.segment(add.segment_id), add.segment)
+    try:
+        atomic_write_bytes(files.index, add.index)
+    except BaseException:  # the segment goes again: the baseline is as it was
+        if add.segment_id is not None:
+            with contextlib.suppress(OSError):
+                files.segment(add.segment_id).unlink()
+                files.runs_dir.rmdir()  # only when empty
+        raise
+    collect_garbage(files, set(previous) | add.segments)
+
+
+@contextlib.contextmanager
+def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) -> Iterator[None]:
+    """Hold the baseline's lock (removing what a writer killed mid-write left); lock and
+    file-system failures become errors that say what to do."""
+    name = files.stem
+
+    def told(holder: str) -> Any:
+        if on_wait is not None:
+            return on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
+        return None
+
+    try:
+        with lock(files.lock, timeout=timeout, on_wait=told, owner=f"{action} baseline {name}"):
+            remove_temporaries(files)
+            yield
+    except LockTimeout as e:
+        raise BaselineLocked(
+            f"{e} (--gpuperf-lock-timeout, or the command's --lock-timeout, sets how long to wait)"
+        ) from None
+    except UnsafePath as e:
+        raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
+    except OSError as e:  # disk full, read-only, no locks on this file system, ...
+        raise BaselineError(
+            f"cannot {action} baseline file {files.index}: {e.strerror or e}. "
+            "The file is as it was before."
+        ) from e
+
+
+def segment_files(files: Files) -> Iterator[Path]:
+    """The segment files in ``NAME.runs/`` (other files there are not ours: left alone)."""
+    try:
+        entries = list(os.scandir(files.runs_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for e in entries:
+        stem, ext = os.path.splitext(e.name)
+        if ext == ".json" and codec.SEGMENT_ID.fullmatch(stem) and e.is_file(follow_symlinks=False):
+            yield Path(e.path)
+
+
+def remove_temporaries(files: Files) -> int:
+    """Remove the temporary copies of the index and segments that writers killed mid-write
+    left. Only under the baseline's lock, which keeps every other writer out."""
+    removed = remove_temporaries_of(files.index, all_of_them=True)
+    try:
+        names = os.listdir(files.runs_dir)
+    except OSError:
+        return removed
+    for name in names:
+        if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
+            with contextlib.suppress(OSError):
+                os.unlink(files.runs_dir / name)
+                removed += 1
+    return removed
+
+
+def collect_garbage(files: Files, keep: set[str]) -> int:
+    """Delete the segments named by neither ``keep`` (the new and the previous index),
+    and only those this store wrote for this baseline (:func:`is_own_segment`)."""
+    removed = 0
+    for path in segment_files(files):
+        if path.stem not in keep and is_own_segment(files, path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+    if not keep:
+        with contextlib.suppress(OSError):
+            files.runs_dir.rmdir()  # only when empty: files that are not ours stay
+    return removed
