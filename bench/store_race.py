@@ -106,19 +106,24 @@ def _cause(text: str) -> str:
     return (lines[0] if lines else text.strip().splitlines()[-1])[:300]
 
 
+#: Run in a fresh interpreter, so that the package is the one the loops ran (PYTHONPATH).
+READ = """
+import json, sys
+from pytest_gpuperf.baseline.store import BaselineStore
+b = BaselineStore(sys.argv[1]).load("m")
+print(json.dumps({k: [r.run_id for r in e.runs] for k, e in b.benchmarks.items()}))
+"""
+
+
 def whole(root: Path, keep: int, tally: Tally) -> list[str]:
     """What is wrong with the baseline at the end: it must load, and hold ``keep`` runs of
     each benchmark, each of a save that said it saved, the last of them among them."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pytest_gpuperf.baseline.store import BaselineStore
-
+    folder = str(root / ".gpuperf" / "baselines")
+    out = subprocess.run([sys.executable, "-c", READ, folder], capture_output=True, text=True)
+    if out.returncode != 0:
+        return [f"the baseline does not load: {out.stderr.strip().splitlines()[-1:]}"]
     problems = []
-    try:
-        b = BaselineStore(root / ".gpuperf" / "baselines").load("m")
-    except Exception as e:  # the report says what, not a traceback
-        return [f"the baseline does not load: {e}"]
-    for key, entry in b.benchmarks.items():
-        ids = [r.run_id for r in entry.runs]
+    for key, ids in json.loads(out.stdout).items():
         if len(ids) != keep or not set(ids) <= set(tally.saves) or tally.saves[-1] not in ids:
             problems.append(f"{key}: runs {ids}; the saves said they saved {tally.saves[-keep:]}")
     return problems

@@ -39,6 +39,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CudaToolCollector,
 )
 from pytest_gpuperf.artifacts.collectors.process import SparePython
+from pytest_gpuperf.model import thawed
 from pytest_gpuperf.reporting.explain import change_text
 from pytest_gpuperf.shell.locks import device_key, device_lock
 from pytest_gpuperf.shell.rerun import CHILD_ENV, is_child, run_child
@@ -208,11 +209,10 @@ def _rel(p: Path, base: Path) -> str:
 
 
 def _get(obj: Any, name: str) -> Any:
+    """``obj``'s ``name`` (a key, or a run's field) as plain lists and dicts."""
     if obj is None:
         return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
+    return thawed(obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None))
 
 
 def baseline_inventory(runs: Any) -> dict[str, Any] | None:
@@ -677,8 +677,8 @@ def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) 
     """The GPU's activity and the allocator's figures of the result and its baseline runs."""
     runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
     if result is not None:
-        ev.current_activity = (result.run.telemetry or {}).get("activity")
-        ev.current_memory = result.run.memory
+        ev.current_activity = _get(result.run.telemetry or {}, "activity")
+        ev.current_memory = thawed(result.run.memory)
     ev.baseline_activity = [(_get(r, "telemetry") or {}).get("activity") for r in runs]
     ev.baseline_memory = [_get(r, "memory") for r in runs]
 
@@ -686,7 +686,7 @@ def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) 
 def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, Any] | None:
     """A distributed benchmark's group as the capture saw it (its collectives, its NCCL
     setup), with the NCCL setup of the measurement itself where the capture has none."""
-    measured = dict(((result.run.extra or {}).get("group") or {}) if result is not None else {})
+    measured = dict(_get(result.run.extra, "group") or {}) if result is not None else {}
     captured = dict(prof.get("group") or {})
     if not measured and not captured:
         return None

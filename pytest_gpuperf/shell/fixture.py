@@ -529,7 +529,7 @@ class GpuBench:
             bid, mode, record, plan, raw, first_call_s=first_s, telemetry=telemetry,
             host_hidden=hidden, host_s=host, wall_s=wall, peak_memory_bytes=peak, extra=extra,
             memory=memory, contention=window.record(getattr(timer, "clock", None)),
-            tracer=tracer,
+            tracer=tracer, numerics=first.numerics,
         )  # fmt: skip
 
     def _first_call(

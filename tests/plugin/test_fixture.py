@@ -294,7 +294,7 @@ def test_in_one_process_the_session_keeps_the_results_the_test_made(
             same = [any(r is m for m in made) for r in results]
             print(f"RESULTS {len(results)} SAME {sum(same)}")
             t = results[0].run.telemetry
-            print(f"PLAIN {t['pair']!r} {t['lost']!r}")  # as a worker's dict brings them
+            print(f"PLAIN {t['pair']!r} {t['lost']!r}")  # plain and frozen, as from a worker
         """
     )
     pytester.makepyfile(
@@ -305,4 +305,4 @@ def test_in_one_process_the_session_keeps_the_results_the_test_made(
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "-s", *FAST)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*RESULTS 1 SAME 1*", "*PLAIN [[]1, 2[]] None*"])
+    result.stdout.fnmatch_lines(["*RESULTS 1 SAME 1*", "*PLAIN (1, 2) None*"])

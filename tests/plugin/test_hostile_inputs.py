@@ -373,7 +373,7 @@ def test_an_ab_base_process_writes_its_check_only_into_a_regular_file(
         pytest.skip("needs root, to make a device node (a copy of /dev/null) in tmp_path")
     pytester.makepyfile(test_one="def test_one(gpu_bench):\n    gpu_bench(lambda: None)\n")
     p = places(pytester.path / "places")
-    golden = Path(__file__).parent.parent / "data" / "baseline-v3" / "golden.json"
+    golden = Path(__file__).parent.parent / "data" / "baseline-v1" / "golden.json"
     p["copy"].write_bytes(golden.read_bytes())
     before = snapshot(pytester.path / "places")
     env = {

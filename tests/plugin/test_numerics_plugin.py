@@ -76,7 +76,7 @@ def test_an_output_change_fails_only_when_numerics_are_gated(pytester: pytest.Py
     run(pytester, "--gpuperf-save=main").assert_outcomes(passed=1)
     doc = json.loads((pytester.path / ".gpuperf/baselines/main.json").read_text())
     seg = next((pytester.path / ".gpuperf/baselines/main.runs").glob("*.json"))
-    assert '"numerics"' in seg.read_text() and doc["schema_version"] == 3
+    assert '"numerics"' in seg.read_text() and doc["schema_version"] == 1
 
     # unchanged, gated: passes and says nothing about numerics
     same = run(
