@@ -201,14 +201,22 @@ def _arguments(frame: Any) -> list[Any]:
 
 def _part_of(x: Any, args: list[Any], depth: int = 2) -> bool:
     """Whether ``x`` is one of ``args`` or an attribute of one: not made by the call. An
-    attribute read through a part the object holds (``Result.rounds`` is its measurement's)
-    is an attribute too: two levels deep."""
+    attribute read through a part the object holds (``result.run.rounds``) is an attribute
+    too: two levels deep."""
     level = list(args)
     for _ in range(depth + 1):
         if any(x is v for v in level):
             return True
-        level = [v for a in level for v in getattr(a, "__dict__", {}).values()]
+        level = [v for a in level for v in _attributes(a)]
     return False
+
+
+def _attributes(a: Any) -> list[Any]:
+    """The values of ``a``'s attributes, kept in its ``__dict__`` or its slots."""
+    if hasattr(a, "__dict__"):
+        return list(vars(a).values())
+    slots = getattr(type(a), "__slots__", ())
+    return [getattr(a, s) for s in slots if isinstance(s, str) and hasattr(a, s)]
 
 
 def _below(frame: Any) -> list[str]:
