@@ -193,6 +193,10 @@ class Run:
         return self.summary.median
 
     @property
+    def e2e_median(self) -> float | None:  # the CUDA events backend's end-to-end figure
+        return summarize(self.e2e_rounds).median if self.e2e_rounds else None
+
+    @property
     def unstable(self) -> bool:
         return self.stability in UNSTABLE_CLASSES
 

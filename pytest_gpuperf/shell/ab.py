@@ -233,7 +233,7 @@ class ABGate(Gate):
         """Each measured benchmark's verdict on the pairs so far, by key (those of a test whose
         fresh process failed are left out: :attr:`failed_side` says why)."""
         return {
-            k: self.rule.decide(runs[0], runs, last=True)
+            k: self.rule.decide(runs[0], [r.run for r in runs], last=True)
             for k, runs in self.paired.current.items()
             if runs[0].id.nodeid not in self.failed_side
         }

@@ -329,7 +329,7 @@ class BisectSession:
         profiles = saved_profiles(got.directory / tool.name) if got else {}
         for key, runs in base.items():
             for r in runs if profiles.get(key) else ():
-                r.extra = {**(r.extra or {}), "kernels": profiles[key]["inventory"]}
+                r.with_run(extra={**r.run.extra, "kernels": profiles[key]["inventory"]})
         current = [gate.paired.current[k][0] for k in mine]
         got = self._capture(commit, "", current, keys=mine, comparisons=verdicts, baselines=base)
         if got is None:
