@@ -13,6 +13,10 @@ prints three journeys (docs/architecture.md shows today's figures):
 * **save**: the call of ``shell/save.py:SavePlugin._save`` that appends the session's run
   to a baseline of one saved run, from its start to its return.
 
+The first journey also counts the *shapes of the run*: the classes the value takes from the
+loop to the rule (:data:`STAGES`), and any other class on its route that holds a copy of the
+run's rounds.
+
 Each journey also says how often it *returns to a module already left*: its stops less its
 modules (a module entered once and left for good is one stop; every later stop in it is a
 return).
@@ -154,6 +158,9 @@ class Value:
     text: str | None = None
     kept: dict[int, Any] = field(default_factory=dict)
     holders: dict[int, Any] = field(default_factory=dict)
+    #: the classes the value was seen as (not a builtin container), in the order first
+    #: seen, each with its first instance
+    seen: dict[str, Any] = field(default_factory=dict)
 
     def holds(self, x: Any, *, holders: bool = True, depth: int = 2) -> bool:
         """Whether ``x`` is the value (or, with ``holders``, holds it): itself (a string only
@@ -164,6 +171,8 @@ class Value:
         if isinstance(x, str):
             return depth == 2 and self.text is not None and x == self.text
         if id(x) in self.kept or isinstance(x, self.types):
+            if type(x).__module__ != "builtins":
+                self.seen.setdefault(type(x).__qualname__, x)
             return True
         if holders and id(x) in self.holders:
             return True
@@ -405,6 +414,24 @@ def _journey_values() -> Value:
     )
 
 
+#: The stages of the run from the loop to the rule: the loop's measurement, the run (which a
+#: ``Result`` holds, beside what the session adds), the rule's per-run statistic, its verdict.
+STAGES = ("RawMeasurement", "Run", "RunStat", "Comparison")
+
+
+def run_shapes(value: Value) -> list[str]:
+    """The shapes the route's value took: the :data:`STAGES` it passed through, and any other
+    class seen on the route holding the run's kept rounds as a field of its own (a copy of
+    the run in another shape, as a stored record was)."""
+    run = value.seen.get("Run")
+    rounds = list(run.rounds) if run is not None else None
+
+    def copies_the_run(x: Any) -> bool:
+        return any(isinstance(v, (list, tuple)) and list(v) == rounds for v in _attributes(x))
+
+    return [n for n, x in value.seen.items() if n in STAGES or copies_the_run(x)]
+
+
 def _saved_types() -> tuple[type, ...]:
     """What the save journey's route follows: the session's results and their runs, and
     what is made of them (a run's line, a segment, the summary)."""
@@ -446,10 +473,11 @@ def main() -> int:
 
 def _first_two(fast: list[str], args: argparse.Namespace) -> None:
     """The journeys from ``gpu_bench(...)`` and from ``pytest_configure``."""
+    value = _journey_values()
     calls = record(
         [*fast, "--gpuperf-baseline=main", "--gpuperf-save=main", "test_bench.py"],
         ("shell.fixture", "__call__"),
-        _journey_values(),
+        value,
     )
     ends = [i for i, c in enumerate(calls) if c.module == "baseline.store"]
     report(
@@ -458,6 +486,8 @@ def _first_two(fast: list[str], args: argparse.Namespace) -> None:
         args.all,
         args.calls,
     )
+    shapes = run_shapes(value)
+    print(f"  shapes of the run: {len(shapes)} ({', '.join(shapes)})")
     calls = record(
         [*fast, "--gpuperf-baseline=main", "test_bench.py"],
         ("plugin", "pytest_configure"),

@@ -1,7 +1,8 @@
 """The journeys that bench/journey.py follows keep the shape docs/architecture.md describes:
 no module called back by one it called, on any route, and no climb back up to a higher ring;
 and its callback count sees a callback when there is one. Stops and returns are not bounded:
-a return is a coordinator carrying on with its next step."""
+a return is a coordinator carrying on with its next step. The shapes of the run from the loop
+to the rule are counted."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def test_no_route_has_a_callback_or_climbs_back_up() -> None:
     ).stdout
     routes = re.findall(r"route of the value: .*?, (\d+) climbs back up, (\d+) callbacks", out)
     assert routes == [("0", "0")] * 3, out
+    # one run, one shape: the loop's measurement, the Run, the rule's per-run
+    # statistic and its Comparison; a stored record or a document of the run was a fifth
+    assert "shapes of the run: 4 (RawMeasurement, Run, RunStat, Comparison)" in out, out
 
 
 def _frames_of(*modules: str) -> Any:
