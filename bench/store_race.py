@@ -119,7 +119,9 @@ def whole(root: Path, keep: int, tally: Tally) -> list[str]:
     """What is wrong with the baseline at the end: it must load, and hold ``keep`` runs of
     each benchmark, each of a save that said it saved, the last of them among them."""
     folder = str(root / ".gpuperf" / "baselines")
-    out = subprocess.run([sys.executable, "-c", READ, folder], capture_output=True, text=True)
+    out = subprocess.run(  # in the loops' folder: ``-c`` puts the current folder first
+        [sys.executable, "-c", READ, folder], cwd=root, capture_output=True, text=True
+    )
     if out.returncode != 0:
         return [f"the baseline does not load: {out.stderr.strip().splitlines()[-1:]}"]
     problems = []
