@@ -102,7 +102,7 @@ def test_the_lock_log_is_written_after_the_lock_is_let_go(
             free_while_logging.append(False)
         return real(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fileio, "write_output", write)
+    monkeypatch.setattr(locks, "write_output", write)
     lock = locks.DeviceLock("cpu", timeout_s=1)
     with lock.hold("t.py::test_one"):
         pass
@@ -120,7 +120,7 @@ def test_a_lock_log_that_fails_is_said_once_and_then_left(
     monkeypatch.setenv("GPUPERF_LOCK_LOG", "/dev/full")
     tries: list[object] = []
     real = fileio.write_output
-    monkeypatch.setattr(fileio, "write_output", lambda *a, **k: tries.append(a) or real(*a, **k))
+    monkeypatch.setattr(locks, "write_output", lambda *a, **k: tries.append(a) or real(*a, **k))
     lock = locks.DeviceLock("cpu", timeout_s=1)
     for test in ("test_one", "test_two", "test_three"):
         with lock.hold(f"t.py::{test}"):
