@@ -57,7 +57,7 @@ def test_save_then_compare_fails_only_the_slower_test(pytester: pytest.Pytester)
             "*test_spin?changed? [[]cpu[]]*",
             "*REGRESSION*",
             "*current*",
-            "*baseline*fastest of 3 runs*",
+            "*baseline*median of 3 runs*",
             "*change*CI*",
             "*threshold*in force*",
             "*confirm*",
