@@ -13,6 +13,7 @@ import pytest
 
 from pytest_gpuperf.measure.device import cuda_unavailable_reason
 from pytest_gpuperf.measure.environment import collect_environment
+from pytest_gpuperf.reporting.terminal import fold
 from pytest_gpuperf.shell.session import GpuPerfSession, is_benchmark
 
 DISABLED = "benchmarks disabled (--gpuperf-disable): each benchmarked function runs once, untimed"
@@ -66,8 +67,8 @@ class HeaderPlugin:
                 self.gpu_state, interval_ms=telemetry.interval_ms, activity=telemetry.activity
             )
         if tr is not None:
-            for line in [*self.where_lines(device), *lines]:
-                tr.write_line("gpuperf: " + line)
+            for line in shown([*self.where_lines(device), *lines]):
+                tr.write_line(line)
 
     def where_lines(self, device: str) -> list[str]:
         """``measuring on the CPU: AMD EPYC 7B13, 2 threads, torch 2.13.0+cpu (no CUDA); 30
@@ -100,6 +101,12 @@ class HeaderPlugin:
         return _fit(
             f"measuring on {where}; {how}", name=name, width=HEADER_WIDTH - len("gpuperf: ")
         )
+
+
+def shown(lines: list[str]) -> list[str]:
+    """The header's lines as printed: NVML's, longer than 120 columns on a GPU with a long
+    name, wrapped like the summary's."""
+    return [fold("gpuperf: " + line, HEADER_WIDTH) for line in lines]
 
 
 def _fit(template: str, *, name: str, width: int) -> list[str]:

@@ -795,6 +795,18 @@ def test_header_of_a_healthy_gpu() -> None:
     assert len(lines) == 2
 
 
+def test_the_gpu_header_fits_120_columns() -> None:
+    """On an H100 the NVML line was 152 columns and a busy GPU's warning 212 (GPU run of
+    2026-12-07, part-hard): each is now wrapped within the header's 120."""
+    from pytest_gpuperf.shell.header import shown
+
+    busy = [{"pid": 4078, "name": "python3", "used_memory_mib": 700}]
+    state = gpu_state(name="NVIDIA H100 80GB HBM3", other_processes=busy)
+    text = "\n".join(shown(render_header(state, interval_ms=10)))
+    assert max(len(line) for line in text.splitlines()) <= 120, text
+    assert "persistence on, MIG off, ECC on" in " ".join(text.split())
+
+
 @pytest.mark.parametrize(
     ("change", "what", "remedy"),
     [
