@@ -1,18 +1,10 @@
 """What was concluded about one result: its verdict and its diagnosis, as values.
 
-- :class:`Comparison` (a benchmark's verdict) and :class:`FigureVerdict` (one figure's),
-  with the secondary metrics' (:class:`SecondaryComparison`) and the output's numerics
-  (:class:`NumericsComparison`) comparisons it holds: what
-  :func:`pytest_gpuperf.verdict.decide.decide` and the judge return;
-- :class:`Diagnosis`: what :func:`pytest_gpuperf.artifacts.analysis.diagnose.diagnose`
-  makes of the captured evidence.
-
-A :class:`~pytest_gpuperf.model.Result` carries both, so they sit beside it, below the
-verdict and the analysis that make them (which keep these names importable). Frozen and
-typed from the verdict to the reports; a dict only at the edges (``to_dict`` /
-``from_dict``: the results JSON, xdist's channel, a run file read back).
-
-Pure Python: no torch, no pytest.
+:class:`Comparison` (with :class:`FigureVerdict`, :class:`SecondaryComparison`,
+:class:`NumericsComparison`) and :class:`Diagnosis` sit beside
+:class:`~pytest_gpuperf.model.Result`, which carries both, below the verdict and the
+analysis that make them. Frozen and typed from the verdict to the reports; a dict only
+at the edges (``to_dict`` / ``from_dict``). Pure Python.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """What plugins add to the package, gathered once per run through pluggy hooks.
 
-The timing modes and the output formats are not kept in a module-level registry:
-every run asks the hooks of :class:`Specs` once and keeps the answer
-(:class:`Registry`), as pytest-xdist asks ``pytest_xdist_make_scheduler`` for its
-scheduler.
-
-* A pytest session builds it in ``pytest_configure`` (:func:`build` on
-  ``config.hook``, ``shell/settings.py RunContext``): the package's own
-  :class:`BuiltIns`, then every plugin and conftest.py.
-* ``pytest-gpuperf`` (the CLI, no pytest) builds the same one with its own
-  plugin manager (:func:`plugin_manager`): the same specs, :class:`BuiltIns`, and
-  the modules of the ``pytest_gpuperf`` entry-point group, which pytest loads too
-  (``plugin.py pytest_addhooks``). So a mode declared by such a module is judged
-  alike by the gate and by ``pytest-gpuperf compare``; one declared in a
-  conftest.py is known to pytest only.
-
-A hook implementation is a plain function named after its spec, in a
-conftest.py, a pytest plugin or an entry-point module::
-
-    # conftest.py
-    from pytest_gpuperf.measure.backend import Mode
-
-    def pytest_gpuperf_timing_modes():
-        return [Mode("cpu-process", device="cpu", selected=lambda p: True,
-                     factory="mypkg.timers:make", noise_class="cpu", replaces="cpu")]
-
-Pure Python: imports pluggy, never pytest.
+Timing modes and output formats live in no module-level registry: every run asks
+the hooks of :class:`Specs` once and keeps the answer (:class:`Registry`). A pytest
+session builds it in ``pytest_configure`` (:func:`build`); the ``pytest-gpuperf``
+CLI builds the same one with its own plugin manager (:func:`plugin_manager`) from
+:class:`BuiltIns` and the ``pytest_gpuperf`` entry-point group, so a mode declared
+there is judged alike by the gate and by ``compare``; one declared in a conftest.py
+is known to pytest only. Pure Python: imports pluggy, never pytest.
 """
 
 from __future__ import annotations

@@ -126,6 +126,11 @@ def clock(monkeypatch, gpu_bench):
     monkeypatch.setitem(type(gpu_bench)._measure_modes.__globals__, "time", virtual)
     cpu = importlib.import_module("pytest_gpuperf.measure.cpu")  # what make_timer imports
     monkeypatch.setattr(cpu, "time", virtual)
+    # what a run records of its contention, in the same time: its work is the measuring
+    # thread's alone and never waits for a CPU, so the machine's load makes no run bad evidence
+    contention = importlib.import_module("pytest_gpuperf.measure.contention")
+    monkeypatch.setattr(contention, "time", virtual)
+    monkeypatch.setattr(contention, "process_wait_ns", lambda: 0)
     return virtual
 """
 

@@ -1,26 +1,8 @@
 """Evidence for a regressed benchmark: profiles, a kernel diff, and where the time went.
 
-When a benchmark regresses, :func:`pytest_gpuperf.shell.capture.capture` re-runs
-its test in child processes under torch.profiler, Nsight Systems, Nsight Compute
-and TORCH_TRACE (each within a time budget, each skipped with the reason when
-its tool is missing), diffs the kernel inventory against the baseline's and
-writes a diagnosis that opens the failure message. Files go to
-``<artifacts_dir>/<run id>/<test>/<collector>/`` with a ``manifest.json``.
-
-Pieces, by ring:
-
-* :mod:`.analysis` (core, pure Python): :mod:`~.analysis.timeline`,
-  :mod:`~.analysis.inventory`, :mod:`~.analysis.diagnose`, and
-  :mod:`~.analysis.layout` (folders, safe names, the manifest);
-* :mod:`.collectors` (device adapters): :mod:`~.collectors.base` (the
-  :class:`Collector` protocol, :class:`CollectorResult`, :class:`CaptureContext`),
-  :mod:`~.collectors.child` (the measuring process's side), the collectors
-  :mod:`~.collectors.torch_profiler`, :mod:`~.collectors.nsys`,
-  :mod:`~.collectors.ncu`, :mod:`~.collectors.torch_trace`, and
-  :mod:`~.collectors.process` (external programs with a time budget);
-* the orchestration, which needs the pytest session, is the shell's
-  :mod:`pytest_gpuperf.shell.capture` (the policy, the registry, :func:`capture`).
-
+:mod:`.analysis` is pure Python (timeline, inventory, diagnose, layout);
+:mod:`.collectors` are the device adapters (torch.profiler, nsys, ncu, TORCH_TRACE);
+the orchestration, which needs the pytest session, is :mod:`pytest_gpuperf.shell.capture`.
 This face names what a conftest's collector or diagnose hook uses, and loads each
 on first use (PEP 562): importing a module under it, such as the pure
 :mod:`.analysis.diagnose`, loads no collector.

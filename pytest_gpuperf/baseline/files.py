@@ -1,21 +1,10 @@
 """A baseline's files on disk, read and written so that nothing is torn and nothing hangs.
 
-::
-
-    <dir>/NAME.json              the index (:mod:`.codec`)
-    <dir>/NAME.runs/<seg>.json   a segment: the runs of one save, one line each
-    <dir>/.NAME.json.lock        the lock every writer holds (:mod:`.filelock`)
-
-A writer (holding the lock) writes its new segment first, then replaces the index
-atomically: the index is the commit, so a writer killed at any point leaves the previous
-index and every segment it names. A segment is deleted only when neither the new index nor
-the one it replaces names it. Readers take no lock: a reader reads the index and the lines
-it needs in one pass (:func:`read`), and starts again when a segment vanished under it (a
-save dropped it meanwhile); what it read is the baseline as it was, whatever is saved
-after. Only regular files are read, without blocking: a FIFO, a device or a folder where a
-file should be is an error naming it.
-
-Pure Python: no torch, no pytest.
+``<dir>/NAME.json`` is the index, ``<dir>/NAME.runs/<seg>.json`` one segment per save,
+``<dir>/.NAME.json.lock`` the writers' lock. A writer writes its segment, then replaces
+the index atomically: the index is the commit, so a writer killed at any point leaves the
+previous index and every segment it names. Readers take no lock, and start again when a
+segment vanished under them. Only regular files are read, without blocking. Pure Python.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """The baseline store: storing runs of benchmarks, and finding the comparable ones.
 
-``--gpuperf-save=NAME`` appends one run per benchmark to baseline NAME
-(``<dir>/NAME.json`` and its runs folder, :mod:`.files`);
-``--gpuperf-baseline=NAME`` reads it back. A benchmark's runs are kept per
-environment fingerprint (:mod:`pytest_gpuperf.baseline.fingerprint`), the newest
-``keep_runs`` of each, because the run-to-run noise that the verdict needs is
-learnt from that history, never from the rounds of one run.
-
-Nothing is lost on bad input: a file that cannot be read is reported (which
-file, what is wrong, what to do) and never rewritten; a save holds a
-cross-process lock around read-merge-write (:mod:`pytest_gpuperf.baseline.filelock`)
-and commits by replacing the index atomically, so concurrent saves keep every
-run and a save killed half-way leaves the old baseline whole. A save reads
-and writes the index and writes its own runs; the runs already stored are
-not read, so its cost does not grow with the history. The format is
-:mod:`pytest_gpuperf.baseline.codec`.
-
-Pure Python: no torch, no pytest.
+A benchmark's runs are kept per environment fingerprint, the newest ``keep_runs`` of
+each, because the run-to-run noise the verdict needs is learnt from that history,
+never from the rounds of one run. A save holds a cross-process lock around
+read-merge-write and never reads the runs already stored, so its cost does not grow
+with the history (files: :mod:`.files`; format: :mod:`.codec`). Pure Python.
 """
 
 from __future__ import annotations

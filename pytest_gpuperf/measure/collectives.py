@@ -1,24 +1,10 @@
 """Collectives: their names, and the bandwidths nccl-tests reports for them. Pure Python.
 
-A collective of ``S`` bytes that takes ``t`` seconds has an *algorithm bandwidth*
-``algbw = S / t``. ``S`` is the size nccl-tests gives each operation: the buffer of an
-all-reduce or a broadcast, the whole gathered output of an all-gather (every rank's
-part), the whole input of a reduce-scatter, the whole buffer each rank sends in an
-all-to-all. The *bus bandwidth* ``busbw = algbw * factor(n)`` scales it to what each
-link carried, so that one figure compares across world sizes and with the hardware's
-peak (nccl-tests' PERFORMANCE.md, "Bus bandwidth"):
-
-=================  ==================
-all_reduce          2 (n - 1) / n
-all_gather          (n - 1) / n
-reduce_scatter      (n - 1) / n
-all_to_all          (n - 1) / n
-broadcast, reduce   1
-send_recv           1
-=================  ==================
-
-At world size 1 the first four factors are 0: a single rank moves nothing over a bus,
-so its bus bandwidth is 0 by definition (its algbw still says how fast the call ran).
+``algbw = S / t`` with ``S`` the size nccl-tests gives each operation, and
+``busbw = algbw * factor(n)``, what each link carried, so that one figure compares
+across world sizes and with the hardware's peak (nccl-tests' PERFORMANCE.md; the
+table is in docs/distributed.md). At world size 1 the all-reduce, all-gather,
+reduce-scatter and all-to-all factors are 0: one rank moves nothing over a bus.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Whether the measured rounds had the CPUs they needed: what a run records beside its timings.
 
-A timing taken while the process waited for a CPU measures the machine, not the code. Two
-numbers, read over the measured rounds (the ``"measure"`` phase of
-:func:`pytest_gpuperf.measure.engine.run`) from the kernel's scheduler statistics:
-
-* ``waited``: how long the process's threads were ready to run but waited for a CPU
-  (``/proc/self/task/*/schedstat``, the run-queue delay), over the rounds' wall time.
-  Another process on the core, or more torch threads than free cores, raise it; a
-  benchmark that sleeps or waits for the GPU does not (waiting is not wanting a CPU).
-* ``threads``: the process's CPU time over the measuring thread's: 1 for work done on the
-  measuring thread alone, about N for an op split over N busy threads.
-
-The CPU timer (:mod:`.cpu`) takes waits for a CPU out of single-threaded work by timing the
-measuring thread's own CPU time (``clock`` "thread"); a figure that still counts them (wall
-time, host time on a GPU) is not evidence once ``waited`` is material
-(:mod:`pytest_gpuperf.verdict.decide`). Pure Python (the standard library and ``/proc``);
-where the kernel does not say, ``waited`` is not recorded.
+A timing taken while the process waited for a CPU measures the machine, not the code.
+``waited``: the threads' run-queue delay (``/proc/self/task/*/schedstat``) over the
+measured rounds' wall time; sleeping or waiting for the GPU does not count (waiting is
+not wanting a CPU). ``threads``: the process's CPU time over the measuring thread's.
+A figure that counts waits (wall time, host time) is not evidence once ``waited`` is
+material (:mod:`pytest_gpuperf.verdict.decide`). Where the kernel does not say,
+``waited`` is not recorded.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """CPU backend: the measuring thread's CPU time, or wall time (torch CPU work is synchronous).
 
-Work done on the measuring thread alone is timed by that thread's CPU time
-(``time.thread_time_ns``): a neighbour process that takes the core away, or a slow
-period of the scheduler, adds wall time but no CPU time of this thread (with two busy
-neighbours, a Python loop's wall median moved 122-244 µs, its thread's CPU time
-123-137 µs). Work that also runs on other threads (torch's intra-op threads) or sleeps
-(a ``time.sleep``, a collective waiting on a peer) is timed by wall time, which the CPU
-time of one thread would miss. Which one is decided once per timer, on its first rounds
-(:data:`PROBE_ROUNDS`): the thread clock when the process's CPU time stayed within
-:data:`~.contention.ONE_THREAD` of the thread's and the thread was never blocked for more than
-:data:`BLOCKED` of the wall time (neither running nor waiting for a CPU:
-``/proc/thread-self/schedstat``; without it, when one round ran with at least
-``1 - BLOCKED`` of its wall time on the thread's CPU clock). The choice is the run's
-``contention["clock"]`` (:mod:`.contention`).
+Work on the measuring thread alone is timed by that thread's CPU time: a neighbour that
+takes the core adds wall time, not this thread's CPU time. Work on other threads too, or
+that sleeps, is timed by wall time, which one thread's CPU time would miss. The choice
+is made once per timer on its first :data:`PROBE_ROUNDS` rounds (:data:`BLOCKED`,
+:data:`~.contention.ONE_THREAD`) and recorded as ``contention["clock"]``.
 """
 
 from __future__ import annotations

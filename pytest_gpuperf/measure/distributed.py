@@ -1,23 +1,11 @@
 """The process group of a distributed benchmark, and its timers: every rank in step.
 
-torch is imported inside functions only. A rank of a ``world_size=`` test (or of a
-torchrun session) joins the group once (:func:`join_group`): NCCL on CUDA, gloo on
-the CPU, ``init_method="env://"`` from torchrun's variables. Beside it the plugin
-keeps a *control* group on gloo: its barriers, its clock and the gathering of each
-round's times run on the host, so they never queue behind the benchmark's own work on a
-GPU stream, and never pair with a collective of the benchmark's own.
-
-**In step.** The measurement loop (:mod:`.engine`) decides how many calls a round
-makes, when warm-up ends and when to stop from the times it reads; every rank must
-decide the same, or one rank would call a collective the others never reach. So a
-rank never reads its own clock: :class:`GroupClock` is rank 0's, broadcast, and each
-round's value is the slowest rank's (:class:`GroupTimer`), the same on every rank.
-Fed the same values, the loop makes the same decisions everywhere.
-
-**A round** (nccl-tests' method): synchronise the device, a barrier, then each rank
-times ``calls`` back-to-back calls (CUDA events on a GPU, ``perf_counter`` on the
-CPU); its time per call is gathered and the round is the slowest rank's, which is
-what a training step pays. Each rank's own time is kept (``Round.ranks``).
+torch is imported inside functions only. Beside the benchmark's group (NCCL on CUDA,
+gloo on the CPU, :func:`join_group`) the plugin keeps a *control* group on gloo for its
+barriers, clock and gathering, so they never queue behind the benchmark's GPU work.
+Every rank must make the same loop decisions, or one would call a collective the others
+never reach: so no rank reads its own clock (:class:`GroupClock` is rank 0's, broadcast)
+and each round's value is the slowest rank's (:class:`GroupTimer`), the same everywhere.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Our results in pytest-benchmark's ``--benchmark-json`` format, for the tools that read it.
 
-github-action-benchmark (``tool: pytest``) reads each benchmark's
-``fullname`` and ``stats.ops``, ``stats.stddev``, ``stats.mean`` and
-``stats.rounds``; Bencher's ``python_pytest`` adapter reads ``fullname``,
-``stats.median`` and ``stats.iqr`` (seconds). The document carries every
-field pytest-benchmark writes so that other readers find them too.
-
-Mapping: one benchmark per result; ``fullname`` is the result's baseline
-key (``tests/test_ops.py::test_mm[4096]@cuda-events``: unique, stable across
-runs); ``stats.data`` are the measured rounds (seconds per call, each the
-per-call time of one round of ``iterations`` calls); ``ops`` is calls per
-second. What pytest-benchmark has no field for (mode, stability, verdict,
-throughput) goes into ``extra_info``.
-
-Pure Python: no torch, no pytest.
+github-action-benchmark and Bencher read a few ``stats`` fields; the document carries
+every field pytest-benchmark writes, so other readers find them too. ``fullname`` is the
+result's baseline key (unique, stable across runs); what pytest-benchmark has no field
+for (mode, stability, verdict, throughput) goes into ``extra_info``. Pure Python.
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """The terminal summary: the table of every benchmark, the verdicts, then the flags.
 
-What is printed where, once:
-
-* the table, one row per measurement. At the default verbosity it fits
-  :data:`WIDTH` columns (long names are shortened in the middle, then the
-  least needed columns dropped); ``-v`` shows every column, unshortened, as
-  the HTML and JSON reports do. ``--gpuperf-columns``, ``--gpuperf-sort``
-  and ``--gpuperf-group-by`` choose columns, order and groups;
-* ``verdicts:``, one line per benchmark that needs a look (regressions,
-  inconclusive, improvements, other environments); a failure's detail is in
-  the failure text of its test, never repeated here;
-* ``inconclusive``: the detail of each benchmark that passed without a
-  verdict, in this one block;
-* ``numerics:``, each benchmark whose output changed against the baseline
-  (or whose runs disagree: unseeded inputs), with the largest difference;
-* ``memory:``, each benchmark whose memory figures changed against the baseline
-  (peak memory, allocations and cudaMalloc calls per call, retries, transfers);
-  under ``-v``, ``activity:`` before it: each CUDA benchmark's GPU activity (NVML
-  GPM), allocator figures and fractions of the GPU's peaks;
-* ``flags:``, what is wrong with a measurement and the remedy, each distinct
-  note once with the benchmarks it applies to (every note of every benchmark
-  under ``-v``).
-
-Pure Python: tabulate is imported when a table is drawn.
+Each thing is printed in one place, once: the table (fitted to :data:`WIDTH`
+columns unless ``-v``), ``verdicts:``, ``inconclusive``, ``numerics:``,
+``memory:`` (``activity:`` under ``-v``) and ``flags:``. A failure's detail is
+in its test's failure text, never repeated here. Pure Python: tabulate is
+imported when a table is drawn.
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
 """The verdict on one benchmark: each of its figures against its baseline, then one answer.
 
-Pure functions and frozen value objects (no pytest, no torch). The rule, per
-figure (device time, end-to-end time, or the one time of a CUDA-graph or CPU
-benchmark), with K baseline runs and r current runs, each a fresh process:
-
-1. Only good evidence counts (:meth:`RunStat.bad`). A run whose figure counts
-   time its threads spent waiting for a CPU (wall time, host time) while they
-   waited for one more than :data:`~pytest_gpuperf.measure.contention.WAITED` of
-   its rounds' time is left out. With no good current run the verdict waits for a
-   fresh process; if that one is bad too, it is INCONCLUSIVE, ``why``
-   "unmeasurable", saying what was seen and what to do.
-2. Each run's level is the log of the 10th percentile of its rounds (a slow
-   period of the host, a preemption, only ever adds to a round: the low rounds are
-   what the code costs), and each side's level the median of its runs' levels: one
-   lucky-fast or slow process sets neither side's level. The change shown is the
-   ratio of the two levels, and it is the change judged.
-3. The noise is the figure's :class:`~.policy.NoiseClass` prior, moderated by
-   the spread of all the baseline's runs (an outlier widens it); its standard
-   error follows from the variance of a median of K and of r runs.
-4. REGRESSION when every current run is slower than the baseline's level by
-   more than ``max(threshold, z * se)``, and either that is decisive (beyond the
-   largest process mode of the class, plus ``z * se``) or every one of the
-   class's ``runs`` fresh processes showed it. Until then it is a suspect, and
-   the gate measures it again in a fresh process; if no run can be added
-   (budget, reruns), INCONCLUSIVE, saying what was seen and what it would take.
-5. IMPROVEMENT by the mirror rule (final at once); NO CHANGE when the interval's
-   upper end is under the threshold in force; otherwise INCONCLUSIVE below
-   resolution, with the smallest slowdown the figure would have caught.
-
-A tracer on one side only leaves a figure paid at the host's speed inconclusive
-(``why`` "not-comparable"): it slows host work several times, by how much Python
-runs. The benchmark's verdict: a regression if any figure is one, else
-inconclusive if any is, else an improvement if any is, else no change. Every
-step is monotone in the current times: slower current rounds can only move a
-verdict towards REGRESSION, never away from it.
+Pure functions and frozen value objects (no pytest, no torch). The rule is
+docs/concepts.md "Judgement". Each side's level is the median of its runs' levels,
+each the log of a run's 10th-percentile round: a slow period only ever adds to a
+round, so the low rounds are what the code costs, and one odd process sets neither
+side. Every step is monotone in the current times: slower current rounds can only
+move a verdict towards REGRESSION, never away from it.
 """
 
 from __future__ import annotations

@@ -100,34 +100,17 @@ CLASSES: dict[str, NoiseClass] = {
 class DecisionPolicy:
     """How verdicts are decided; built once from the settings (:meth:`from_settings`).
 
-    * ``threshold`` 3 %: the smallest slowdown that may fail. A noisy figure's
-      threshold is widened by its noise, never narrowed.
-    * ``alpha`` 0.0002: the chance that noise alone (within the class's
-      model) makes one unchanged figure of one benchmark fail. Fixed per
-      benchmark, not split across the session, so that a benchmark's verdict
-      does not depend on what else runs; a session of m benchmarks with two
-      figures each is bounded by ``2 m alpha`` (1 % at m = 25).
-    * ``max_runs`` 5: the session's run plus up to 4 fresh processes for a
-      suspect benchmark (``--gpuperf-reruns``); a confirmed regression needs
-      its class's ``runs`` of them, or one when the slowdown is decisive.
-    * ``prior_weight`` 4: the class prior counts as 4 degrees of freedom
-      against the baseline's own spread, less when that spread contradicts it
-      (:func:`~pytest_gpuperf.verdict.robust.moderate`).
-    * ``own_cap`` 2: the baseline's own spread raises the class prior at most
-      this many times: a benchmark noisier than 2x its class belongs to another
-      class (on the H200 a host-bound end-to-end figure whose baseline held two
-      processes of a slow period of three would otherwise hide a 3x slowdown).
-    * ``noise_floor`` 0.25 %: no figure is trusted to be quieter between processes.
-    * ``host_bound`` 1.05: an end-to-end level this many times the device level
-      marks host-bound work (its end-to-end figure is in the "host" class,
-      its device figure in "launches"). Device-bound work measured 0.95-1.01
-      in the zoo; the least host-bound of the host-bound cases, channels_last_lost,
-      1.09-1.25 on the runs' 10th percentiles (1.1-1.4 on their medians).
-    * ``host_share`` 0.5: a host that needs half the device time to issue a call
-      also marks host-bound work: a slow period of the host (up to 2.1x on the
-      H200) then makes the host the bottleneck.
-    * ``power_share`` 0.5: baseline runs under the power cap for this share of
-      the measurement put device-bound work in the "power" class.
+    ``threshold``: the smallest slowdown that may fail (widened by noise, never
+    narrowed). ``alpha``: the chance that noise alone fails one unchanged figure of
+    one benchmark; never split across the session, so a verdict does not depend on
+    what else runs (m benchmarks of two figures: at most ``2 m alpha``).
+    ``max_runs``: the session's run plus ``--gpuperf-reruns`` fresh processes.
+    ``prior_weight``: the class prior's degrees of freedom against the baseline's
+    spread (:func:`~pytest_gpuperf.verdict.robust.moderate`), which raises the prior
+    at most ``own_cap`` times. ``noise_floor``: no figure is quieter between processes.
+    ``host_bound`` (end to end over device level) and ``host_share`` (host issue time
+    over device time) mark host-bound work; ``power_share`` of a baseline's measurement
+    under the power cap puts device-bound work in the "power" class.
     """
 
     threshold: float = 0.03

@@ -23,6 +23,22 @@ def test_spin(gpu_bench, which):
     gpu_bench(spin, 0.0004 * factor)
 """
 
+#: BENCH on :data:`VIRTUAL_TIME_CONFTEST`'s clock, for the tests that judge a slowdown: a call
+#: costs 0.4 ms (times SLOWDOWN for "changed") whatever the machine's load does to a spin.
+CLOCKED = """
+import os
+import pytest
+
+@pytest.mark.parametrize("which", ["steady", "changed"])
+def test_spin(clock, gpu_bench, which):
+    factor = float(os.environ.get("SLOWDOWN", "1")) if which == "changed" else 1.0
+
+    def call():
+        clock.ns += int(400_000 * factor)
+
+    gpu_bench(call)
+"""
+
 
 #: What these tests do not look at costs a profiler pass per save and a profiled child per
 #: regression: off (tests/plugin/test_artifacts_plugin.py covers both). A test's own
@@ -40,7 +56,8 @@ def run(pytester: pytest.Pytester, *args: str, slowdown: float = 1.0) -> pytest.
 
 
 def test_save_then_compare_fails_only_the_slower_test(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_spin=BENCH)
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(test_spin=CLOCKED)
     for _ in range(3):
         result = run(pytester, "--gpuperf-save=main")
         result.assert_outcomes(passed=2)
@@ -207,7 +224,8 @@ def test_fail_on_inconclusive(pytester: pytest.Pytester) -> None:
 
 def test_under_xdist_workers_judge_and_the_controller_saves(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
-    pytester.makepyfile(test_spin=BENCH)
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST)
+    pytester.makepyfile(test_spin=CLOCKED)
     for _ in range(2):
         run(pytester, "-n", "2", "--gpuperf-save=main").assert_outcomes(passed=2)
     doc = json.loads((pytester.path / ".gpuperf" / "baselines" / "main.json").read_text())
