@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import VIRTUAL_TIME_CONFTEST
 from tests.plugin.test_baselines import run
 
-# Known, owed (issue 38): the slowdown is planted on the virtual clock, so the real profiles
+# Known to fail: the slowdown is planted on the virtual clock, so the real profiles
 # barely change and the share-based ranking may give the compiler finding ~0 % of it; whether
 # it then leads depends on how fast this machine runs the eager code. Not a verdict problem.
 SHARE_OF_VIRTUAL_TIME = pytest.mark.xfail(
