@@ -2,8 +2,8 @@
 that led the old diagnosis to a symptom.
 
 ``tests/data/diagnosis/*.json`` hold what captures of the zoo's bad variants read (their
-``evidence.json``, gathered by ``bench/diag_replay.py --export``): on the H200, and on the
-CPU. Each case of ``bench/zoo/cases.py`` says which cause its first sentence must name.
+``evidence.json``, gathered by ``bench/diag_replay.py --export``): on the H200, the H100 and
+the CPU. Each case of ``bench/zoo/cases.py`` says which cause its first sentence must name.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_every_zoo_case_names_the_cause_its_bad_variant_must_get() -> None:
     causes = {c.cause for c in cases.CASES if c.kind in ("realistic", "synthetic")}
     assert "" not in causes and causes <= set(dg.CAUSES), causes - set(dg.CAUSES)
     assert {c.cpu_cause for c in cases.CASES} - {""} <= set(dg.CAUSES)
-    assert len(RECORDED) >= 15  # the H200's and the CPU's records
+    assert len(RECORDED) >= 28  # the H200's, the H100's and the CPU's records
 
 
 @pytest.mark.parametrize("rec", RECORDED)
@@ -136,6 +136,27 @@ def test_checkpointing_recomputes_the_forwards_gemms_and_says_so() -> None:
     assert "work is recomputed: the same GEMMs run 6 -> 8 times per call" in first
     assert "torch.utils.checkpoint" in first and "checkpoint fewer layers" in first
     assert "preallocated" not in d.paragraph
+
+
+def test_waiting_that_grows_with_recomputed_work_is_its_consequence_not_the_cause() -> None:
+    # the H100's checkpoint_recompute: the GPU idles far more (busy 84 % -> 30 %) while the
+    # checkpointed forward runs again; that waiting is the host issuing the recomputed work
+    (rec,) = [
+        r
+        for r in json.loads((DATA / "h100-2026-12-07-call3.json").read_text())["records"]
+        if r["case"] == "checkpoint_recompute"
+    ]
+    d = dg.diagnose(dg.Evidence.from_record(rec))
+    first, rest = _first_and_allocations(d)
+    assert d.causes == [dg.RECOMPUTE], d.paragraph
+    assert "likely cause, 100 % of the slowdown: work is recomputed: the same GEMMs run" in first
+    assert "With it: the GPU waits for the host (busy 30 % of the profiled calls, 84 %" in rest
+    # the same record without the recomputed launches: the waiting is the cause it was
+    base = {k["name"]: k for k in rec["baseline_inventory"]["kernels"]}
+    for k in rec["current_inventory"]["kernels"]:
+        k.update(launches=base[k["name"]]["launches"], us_per_call=base[k["name"]]["us_per_call"])
+    d = dg.diagnose(dg.Evidence.from_record(rec))
+    assert d.cause == dg.ws.GPU_IDLE and dg.RECOMPUTE not in d.causes, d.paragraph
 
 
 def test_per_tensor_optimizer_kernels_name_foreach_and_fused() -> None:

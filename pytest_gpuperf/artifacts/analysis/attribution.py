@@ -159,6 +159,8 @@ class Ledger:
         self.idle_us = idle_us
         self.taken: set[str] = set()
         self.idle_taken = False
+        #: the findings that got terms, in the order they claimed them
+        self.claimed: list[Finding] = []
 
     def free(self, *statuses: str) -> list[KernelChange]:
         """The changes no finding claimed yet (of these statuses), largest change first."""
@@ -191,7 +193,21 @@ class Ledger:
         parts += [own] if own is not None else []
         unknown = f.idle and self.idle_us is None and not f.kernels
         f.us = sum(parts) if parts or (self.kd is not None and not unknown) else None
+        self.claimed.append(f)
         return f
+
+    def added_work(self) -> Finding | None:
+        """The cause that added work: launches (more than one, a tenth of the baseline's or
+        more) of kernels that hold most of the kernel time that grew. The device's waiting that
+        grows with it, and that nothing else claims, is the host's time to issue that work."""
+        grown = sum(max(c.delta_us, 0.0) for c in self.changes.values())
+        base_n = sum(c.base_launches for c in self.kd.changes) if self.kd is not None else 0.0
+        for f in self.claimed:
+            added = sum(c.cur_launches - c.base_launches for c in f.got)
+            own = sum(max(c.delta_us, 0.0) for c in f.got)
+            if not f.symptom and added >= max(0.1 * base_n, 2.0) and own >= 0.5 * grown > 0:
+                return f
+        return None
 
 
 def rank(findings: Sequence[Finding], ledger: Ledger) -> list[Finding]:

@@ -356,19 +356,25 @@ def _change(c: KernelChange) -> tuple[str, str]:
 
 
 def idle(ev: Evidence, led: Ledger) -> list[Finding]:
-    """The device's waiting that no story explained: a launch-bound GPU, a host that comes
+    """The device's waiting that no story explained: the host's time to issue the work a cause
+    added (that cause's share, told as its consequence), a launch-bound GPU, a host that comes
     late, or (on the CPU) time outside the profiled operators."""
-    a = ev.analysis
+    a, grew = ev.analysis, led.idle_free
+    work = led.added_work() if grew > 0 else None
+    if work is not None:
+        work.us = (work.us or 0.0) + grew
+        led.idle_taken = True
     if a is None:
         return []
-    grew = led.idle_free
     if a.device != "cuda":
         if led.idle_us is None or grew <= 0:
             return []
-        text = (
-            f"the time between the profiled ops grew by {grew:.1f} µs per call: Python code "
-            "between the ops (a loop, sorted(), tensors built on the host, ...), which "
-            "torch.profiler does not break down; profile the function with cProfile"
+        text = f"the time between the profiled ops grew by {grew:.1f} µs per call"
+        if work is not None:
+            return [Finding(HOST_TIME, f"{text}: the host's time to issue that work", symptom=True)]
+        text += (
+            ": Python code between the ops (a loop, sorted(), tensors built on the host, ...), "
+            "which torch.profiler does not break down; profile the function with cProfile"
         )
         return [Finding(HOST_TIME, text, idle=True)]
     if led.idle_us is not None and grew <= 0:
@@ -377,6 +383,10 @@ def idle(ev: Evidence, led: Ledger) -> list[Finding]:
     b_busy = (ev.baseline_inventory or {}).get("busy_fraction")
     if isinstance(b_busy, (int, float)):
         busy += f", {100 * b_busy:.0f} % in the baseline"
+    gap = f"; the longest gap: {a.gaps[0].cause}" if a.gaps else ""
+    if work is not None:
+        text = f"the GPU waits for the host ({busy}{gap}): the host's time to issue that work"
+        return [Finding(GPU_IDLE, text, symptom=True)]
     if a.launch_bound:
         text = (
             f"launch-bound: the GPU waits for the host ({busy}): {'; '.join(a.launch_notes)} (CUDA "
@@ -385,9 +395,7 @@ def idle(ev: Evidence, led: Ledger) -> list[Finding]:
         return [Finding(LAUNCH_BOUND, text, idle=True)]
     if (a.busy_fraction or 0.0) >= 0.8 and led.idle_us is None:
         return []
-    gap = f"; the longest gap: {a.gaps[0].cause}" if a.gaps else ""
-    text = f"the GPU waits for the host: {busy}{gap}"
-    return [Finding(GPU_IDLE, text, idle=True)]
+    return [Finding(GPU_IDLE, f"the GPU waits for the host: {busy}{gap}", idle=True)]
 
 
 def waiting_us(inv: Mapping[str, Any] | None, a: ProfileAnalysis | None = None) -> float | None:
