@@ -22,13 +22,6 @@ import pytest
 from tests.conftest import VIRTUAL_TIME_CONFTEST
 from tests.plugin.test_baselines import run
 
-# Known to fail: the slowdown is planted on the virtual clock, so the real profiles
-# barely change and the share-based ranking may give the compiler finding ~0 % of it; whether
-# it then leads depends on how fast this machine runs the eager code. Not a verdict problem.
-SHARE_OF_VIRTUAL_TIME = pytest.mark.xfail(
-    reason="the profiles cannot measure a slowdown planted on the virtual clock", strict=False
-)
-
 BENCH = """
 import os
 
@@ -115,7 +108,6 @@ def _likely(paragraph: str) -> str:
     return lead(paragraph).split(". Also")[0]
 
 
-@SHARE_OF_VIRTUAL_TIME
 def test_a_graph_break_in_a_loop_is_named_first_as_compiled_code_gone(
     pytester: pytest.Pytester,
 ) -> None:
@@ -141,7 +133,6 @@ def test_a_graph_break_in_a_loop_is_named_first_as_compiled_code_gone(
     print(paragraph)
 
 
-@SHARE_OF_VIRTUAL_TIME
 def test_recompiles_to_the_limit_are_named_first_with_the_guard(
     pytester: pytest.Pytester,
 ) -> None:

@@ -120,6 +120,31 @@ def test_recompile_limit_comes_first_with_the_guard() -> None:
     assert "at tt/rc2.py:3: `return torch.sin(x) * scale + 1`" in likely
 
 
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        ("torch_trace_cpu_graph_break_in_loop.log", dg.COMPILED_CODE_GONE),
+        ("torch_trace_cpu_recompile_limit.log", dg.RECOMPILE),
+    ],
+)
+def test_a_lost_compile_leads_unshared_where_the_profiles_see_little_of_the_slowdown(
+    log: str, cause: str
+) -> None:
+    # a slowdown the profiles cannot see (planted on a virtual clock): 333 µs of 3600 µs
+    comp = parse_log((DATA / log).read_text()).to_dict()
+    d = dg.diagnose(_ev(COMPILED, EAGER, 400.0, 4000.0, compile=comp))
+    assert d.cause == cause and " per call); likely cause: " in d.paragraph, d.paragraph
+    assert (
+        ". The profiles show 9 % of the slowdown (+333.0 of +3600.0 µs per call): the rest is "
+        "time they do not measure" in d.paragraph
+    )
+    # a change the profiles measure at 9 % of the slowdown still does not lead
+    gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+    d = dg.diagnose(_ev(_inv([(gemm, 200.0, 1.0)]), _inv([(gemm, 533.0, 1.0)]), 400.0, 4000.0))
+    assert dg.LEAD not in d.paragraph and "The profiles show" not in d.paragraph, d.paragraph
+    assert "No change in the profiles explains much of it; the largest: " in d.paragraph
+
+
 def test_recompiles_that_leave_the_compiled_code_are_not_first() -> None:
     comp = parse_log((DATA / "torch_trace_graph_break.log").read_text()).to_dict()
     same = _cpu_inv(

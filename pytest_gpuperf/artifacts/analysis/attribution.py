@@ -196,6 +196,13 @@ class Ledger:
         self.claimed.append(f)
         return f
 
+    @property
+    def seen(self) -> float | None:
+        """The share of the slowdown the profiles measure: kernel time and waiting that grew."""
+        if self.kd is None or not self.slowdown_us:
+            return None
+        return (self.kd.gpu_delta_us + max(self.idle_us or 0.0, 0.0)) / self.slowdown_us
+
     def added_work(self) -> Finding | None:
         """The cause that added work: launches (more than one, a tenth of the baseline's or
         more) of kernels that hold most of the kernel time that grew. The device's waiting that
@@ -213,12 +220,17 @@ class Ledger:
 def rank(findings: Sequence[Finding], ledger: Ledger) -> list[Finding]:
     """The one ranking: measured findings that explain a real share of the slowdown, largest
     first; then findings the profiles cannot measure (a compile log, a transport, the
-    allocator's counts), in the order their stories came; then those that explain little.
+    allocator's counts, a lost compile where the profiles see under :data:`MIN_LEAD` of the
+    slowdown), in the order their stories came; then those that explain little.
     Symptoms come last. Shares are of the slowdown, or of what the findings explain together
     when that is more (the profiled calls ran slower than the measured ones)."""
     total = max(ledger.slowdown_us or 0.0, sum(max(f.us or 0.0, 0.0) for f in findings))
+    unseen = ledger.seen is not None and ledger.seen < MIN_LEAD
     for f in findings:
-        f.share = f.us / total if f.us is not None and total > 0 else None
+        # a cause that changes how the whole function runs (its compiled code) is not measured
+        # by profiles that see little of the slowdown: its share is unknown, not small
+        whole = unseen and f.kernels == EVERYTHING
+        f.share = f.us / total if f.us is not None and total > 0 and not whole else None
 
     def tier(f: Finding) -> int:
         if f.symptom:

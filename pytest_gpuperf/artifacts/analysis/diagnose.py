@@ -17,8 +17,15 @@ from pytest_gpuperf.artifacts.analysis import comms
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis import resource_story as rs
 from pytest_gpuperf.artifacts.analysis import work_story as ws
+from pytest_gpuperf.artifacts.analysis.attribution import (
+    MIN_LEAD,
+    Finding,
+    Ledger,
+    leads,
+    rank,
+    told,
+)
 from pytest_gpuperf.artifacts.analysis.attribution import Evidence as Evidence
-from pytest_gpuperf.artifacts.analysis.attribution import Finding, Ledger, leads, rank, told
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.outcome import Diagnosis as Diagnosis
 from pytest_gpuperf.units import fmt_change, fmt_time
@@ -90,7 +97,7 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     claimed = [led.claim(f) for story in STORIES for f in story(ev, led)] if ev.slower else []
     ranked = rank([f for f in claimed if f is not None], led)
     of = "the slowdown" if led.slowdown_us or ev.kernel_diff is None else "what the profiles show"
-    parts = _paragraph(ev, ranked, of) + [s.rstrip(".") + "." for s in extra_lines]
+    parts = _paragraph(ev, ranked, of, _unseen(led)) + [s.rstrip(".") + "." for s in extra_lines]
     paragraph, details = " ".join(parts), _details(ev)
     if ev.analysis is not None and ev.analysis.device != "cuda":
         paragraph, details = cpu_words(paragraph), [cpu_words(d) for d in details]
@@ -147,17 +154,32 @@ def _time(s: float | None) -> str:
     return fmt_time(s) if s is not None else "?"
 
 
-def _paragraph(ev: Evidence, ranked: Sequence[Finding], of: str) -> list[str]:
-    """The paragraph's sentences: the headline with the lead cause, what comes with it (the
-    symptoms, the GPM figures that moved, what bounds the work), the next causes, and what
-    Nsight Compute says of the hottest kernel when a kernel change leads."""
+def _unseen(led: Ledger) -> list[str]:
+    """What the profiles leave unexplained, when they see under a quarter of the slowdown."""
+    if led.seen is None or led.seen >= MIN_LEAD or led.kd is None or not led.slowdown_us:
+        return []
+    seen = led.seen * led.slowdown_us
+    return [
+        f"The profiles show {100 * max(led.seen, 0.0):.0f} % of the slowdown ({seen:+.1f} of "
+        f"{led.slowdown_us:+.1f} µs per call): the rest is time they do not measure (outside "
+        "the profiled calls, or a slowdown that did not reproduce in the profiler's process)."
+    ]
+
+
+def _paragraph(
+    ev: Evidence, ranked: Sequence[Finding], of: str, unseen: Sequence[str] = ()
+) -> list[str]:
+    """The paragraph's sentences: the headline with the lead cause, what the profiles leave
+    unexplained, what comes with it (the symptoms, the GPM figures that moved, what bounds the
+    work), the next causes, and what Nsight Compute says of the hottest kernel when a kernel
+    change leads."""
     first = ranked[0] if ranked and leads(ranked[0]) else None
     symptoms = [f.sentence for f in ranked if f.symptom]
     gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
     rest = [f for f in ranked if f is not first and told(f)][:3]
     if first is None:
         return [_headline(ev, None, of), *_unled(ev, rest, symptoms, gpm)]
-    parts = [_headline(ev, first, of), *(f"With it: {s}." for s in [*symptoms, *gpm])]
+    parts = [_headline(ev, first, of), *unseen, *(f"With it: {s}." for s in [*symptoms, *gpm])]
     parts += [f"Also{_share(f)}: {f.sentence}." for f in rest]
     if first.cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY):
         parts += _ncu_sentence(ev, first)
