@@ -47,7 +47,6 @@ from pytest_gpuperf.shell.rerun import CHILD_ENV, is_child, run_child
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_gpuperf.artifacts.collectors.process import SparePython
     from pytest_gpuperf.model import Result
     from pytest_gpuperf.shell.settings import RunContext
     from pytest_gpuperf.verdict.comparison import Comparison
@@ -270,80 +269,58 @@ def capture(
         return None
     t0 = time.monotonic()
     try:
-        return _capture(
-            run, nodeid, results, comparisons, device=device, run_id=run_id,
-            baselines=baselines, keys=keys, collectors=collectors, run_child=run_child,
-            artifacts_dir=artifacts_dir, lock=lock, progress=progress, t0=t0,
-            settings=settings or (run.settings.capture if run is not None else CaptureSettings()),
-            plan=plan or PassPlan(),
+        settings = settings or (run.settings.capture if run is not None else CaptureSettings())
+        plan = plan or PassPlan()
+        config = run.config if run is not None else None
+        comparisons = _comparisons_of(results, comparisons)
+        if keys is None:
+            keys = _regressed_keys(results, comparisons)
+        directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
+        if run_child is None and run is not None:
+            run_child = _child_runner(run, nodeid, device, plan.spares)
+        ctx = CaptureContext(
+            nodeid=nodeid,
+            directory=directory,
+            device=device,
+            keys=list(keys),
+            results=list(results),
+            comparisons=comparisons,
+            config=config,
+            timeout_s=settings.timeout_s,
+            deadline=min(t0 + settings.budget_s, plan.deadline),
+            calls=settings.calls,
+            ncu_kernels=settings.ncu_kernels,
+            run_child=run_child,
+            baseline_inventories={
+                k: inv
+                for k in keys
+                if (inv := baseline_inventory((baselines or {}).get(k))) is not None
+            },
+        )
+        earlier, timing = _resume(ctx) if plan.resume else ([], {})
+        spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
+        ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
+        if lock is None and run is not None:
+            lock = _session_lock(device, settings.budget_s)
+        todo = list(collectors if collectors is not None else collectors_for(config))
+        done = _run_collectors(ctx, todo, settings, lock, progress, plan)
+        ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
+        diagnoses, evidence = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
+        if evidence:
+            (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
+        timing = _pass_timing(timing, plan, done, t0)
+        wall = sum(float(p["wall_s"]) for p in timing["passes"])
+        report = CaptureReport(
+            nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
         )  # fmt: skip
+        report.manifest = _write_manifest(report, ctx, run_id)
+        return report
     except Exception as e:  # never turn a verdict into an error
         why = f"the capture failed: {type(e).__name__}: {e}"
         failed = CollectorResult("capture", FAILED, reason=why)
         return CaptureReport(
             nodeid, Path(artifacts_dir or "."), [failed], {}, time.monotonic() - t0
         )
-
-
-def _capture(
-    run: RunContext | None,
-    nodeid: str,
-    results: Sequence[Result],
-    comparisons: Mapping[str, Comparison] | None,
-    *,
-    device: str,
-    run_id: str,
-    baselines: Mapping[str, Any] | None,
-    keys: Sequence[str] | None,
-    collectors: Sequence[Collector] | None,
-    run_child: ChildRunner | None,
-    artifacts_dir: Path | str | None,
-    lock: Callable[[], AbstractContextManager[object]] | None,
-    progress: Any,
-    t0: float,
-    settings: CaptureSettings,
-    plan: PassPlan,
-) -> CaptureReport:
-    config = run.config if run is not None else None
-    comparisons = _comparisons_of(results, comparisons)
-    if keys is None:
-        keys = _regressed_keys(results, comparisons)
-    directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
-    if run_child is None and run is not None:
-        run_child = _child_runner(run, nodeid, device, plan.spares)
-    ctx = CaptureContext(
-        nodeid=nodeid,
-        directory=directory,
-        device=device,
-        keys=list(keys),
-        results=list(results),
-        comparisons=comparisons,
-        config=config,
-        timeout_s=settings.timeout_s,
-        deadline=min(t0 + settings.budget_s, plan.deadline),
-        calls=settings.calls,
-        ncu_kernels=settings.ncu_kernels,
-        run_child=run_child,
-        baseline_inventories=_baseline_inventories(keys, baselines),
-    )
-    earlier, timing = _resume(ctx) if plan.resume else ([], {})
-    spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
-    ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
-    if lock is None and run is not None:
-        lock = _session_lock(device, settings.budget_s)
-    todo = list(collectors if collectors is not None else collectors_for(config))
-    done = _run_collectors(ctx, todo, settings, lock, progress, plan)
-    ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
-    diagnoses, evidence = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
-    if evidence:
-        (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
-    timing = _pass_timing(timing, plan, done, t0)
-    wall = sum(float(p["wall_s"]) for p in timing["passes"])
-    report = CaptureReport(
-        nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
-    )  # fmt: skip
-    report.manifest = _write_manifest(report, ctx, run_id)
-    return report
 
 
 def artifacts_root(
@@ -431,17 +408,6 @@ def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Compari
     """The benchmarks whose verdict is a regression, else all of the test's."""
     keys = [k for k, c in comparisons.items() if c.kind == "regression"]
     return keys or [r.id.key for r in results]
-
-
-def _baseline_inventories(
-    keys: Sequence[str], baselines: Mapping[str, Any] | None
-) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for key in keys:
-        inv = baseline_inventory((baselines or {}).get(key))
-        if inv is not None:
-            out[key] = inv
-    return out
 
 
 def _run_collectors(
@@ -779,6 +745,12 @@ if torch.cuda.is_available():
             torch.cuda.synchronize()
         del _x
 """
+#: ... and on the CPU, torch.profiler's first session (seconds: its one-time start).
+CPU_PRELUDE = """
+from torch.profiler import ProfilerActivity, profile
+with profile(activities=[ProfilerActivity.CPU]):
+    pass
+"""
 
 
 class SparePool:
@@ -786,12 +758,12 @@ class SparePool:
     :mod:`pytest_gpuperf.artifacts.collectors.process`): each child without a tool's prefix
     (the profiler's) takes the spare that imported during the capture before, and starts
     the one for the capture after. A session's first capture has none: it starts the first.
-    On CUDA each spare also starts the profiler once (:data:`CUDA_PRELUDE`)."""
+    Each spare also starts the profiler once (:data:`CUDA_PRELUDE`, :data:`CPU_PRELUDE`)."""
 
     def __init__(self, device: str = "cpu") -> None:
         self._next: SparePython | None = None
         self.used = 0
-        self.prelude = CUDA_PRELUDE if device == "cuda" else ""
+        self.prelude = CUDA_PRELUDE if device == "cuda" else CPU_PRELUDE
 
     def take(self) -> SparePython | None:
         spare, self._next = self._next, None

@@ -124,10 +124,11 @@ def test_a_spare_whose_prelude_imported_the_plugin_runs_pytest_under_filterwarni
     assert "PytestAssertRewriteWarning" not in run.output
 
 
-def test_a_cuda_pool_starts_the_profiler_in_its_spares_under_the_device_lock() -> None:
-    from pytest_gpuperf.shell.capture import CUDA_PRELUDE
+def test_a_pool_starts_the_profiler_in_its_spares_on_cuda_under_the_device_lock() -> None:
+    from pytest_gpuperf.shell.capture import CPU_PRELUDE, CUDA_PRELUDE
 
-    assert SparePool("cuda").prelude == CUDA_PRELUDE and SparePool("cpu").prelude == ""
+    assert SparePool("cuda").prelude == CUDA_PRELUDE and SparePool("cpu").prelude == CPU_PRELUDE
+    exec(CPU_PRELUDE, {})  # the CPU's runs here as it does in a spare
     assert (
         'device_lock(device_key("cuda")' in CUDA_PRELUDE and "ProfilerActivity.CUDA" in CUDA_PRELUDE
     )
