@@ -12,6 +12,7 @@ raises for a problem of a collector, and it does nothing in a child process
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -272,9 +273,11 @@ def capture(
         settings = settings or (run.settings.capture if run is not None else CaptureSettings())
         plan = plan or PassPlan()
         config = run.config if run is not None else None
-        comparisons = _comparisons_of(results, comparisons)
-        if keys is None:
-            keys = _regressed_keys(results, comparisons)
+        mine = {r.id.key: r.comparison for r in results if r.comparison is not None}
+        comparisons = {**mine, **(comparisons or {})}  # those given, else the result's own
+        if keys is None:  # the regressions, else all of the test's benchmarks
+            keys = [k for k, c in comparisons.items() if c.kind == "regression"]
+            keys = keys or [r.id.key for r in results]
         directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
         if run_child is None and run is not None:
             run_child = _child_runner(run, nodeid, device, plan.spares)
@@ -301,7 +304,7 @@ def capture(
         spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
         ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
         if lock is None and run is not None:
-            lock = _session_lock(device, settings.budget_s)
+            lock = functools.partial(device_lock, device_key(device), timeout_s=settings.budget_s)
         todo = list(collectors if collectors is not None else collectors_for(config))
         done = _run_collectors(ctx, todo, settings, lock, progress, plan)
         ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
@@ -393,23 +396,6 @@ def _pass_timing(
     return out
 
 
-def _comparisons_of(
-    results: Sequence[Result], comparisons: Mapping[str, Comparison] | None
-) -> dict[str, Comparison]:
-    """The verdict of each benchmark: those given, else the result's own."""
-    out = dict(comparisons or {})
-    for r in results:
-        if r.id.key not in out and r.comparison is not None:
-            out[r.id.key] = r.comparison
-    return out
-
-
-def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Comparison]) -> list[str]:
-    """The benchmarks whose verdict is a regression, else all of the test's."""
-    keys = [k for k, c in comparisons.items() if c.kind == "regression"]
-    return keys or [r.id.key for r in results]
-
-
 def _run_collectors(
     ctx: CaptureContext,
     todo: Sequence[Collector],
@@ -439,7 +425,7 @@ def _run_collectors(
             ctx.settle()  # what the collectors left running (nsys's summaries)
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
-        done += [CollectorResult.skipped(_name(c), why) for c in now[len(done) :]]
+        done += [CollectorResult.skipped(collector_name(c), why) for c in now[len(done) :]]
     ran, waits = iter(done), iter(later)  # in the order of ``todo``
     return [next(ran) if any(col is c for c in now) else next(waits) for col in todo]
 
@@ -460,7 +446,7 @@ def _run_each(
     for i, col in enumerate(now, 1):
         if task is not None:
             task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
-        name = _name(col)
+        name = collector_name(col)
         if name in not_here:
             done.append(CollectorResult.skipped(name, not_here[name]))
             continue
@@ -475,7 +461,7 @@ def _split(
     now: list[Collector] = []
     later: list[CollectorResult] = []
     for col in todo:
-        name = _name(col)
+        name = collector_name(col)
         if name not in plan.defer or not could_run(col, ctx.device, ctx.skip):
             now.append(col)
         else:
@@ -483,7 +469,7 @@ def _split(
     return now, later
 
 
-def _name(col: Collector) -> str:
+def collector_name(col: Collector) -> str:
     return str(getattr(col, "name", type(col).__name__))
 
 
@@ -549,13 +535,6 @@ def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> 
         return None
 
 
-def _session_lock(device: str, timeout_s: float) -> Callable[[], AbstractContextManager[object]]:
-    def lock() -> AbstractContextManager[object]:
-        return device_lock(device_key(device), timeout_s=timeout_s)
-
-    return lock
-
-
 def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
     """Children of a capture measure under the parent's lock: they must not wait for it."""
 
@@ -568,7 +547,7 @@ def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
 def _run_collector(
     col: Collector, ctx: CaptureContext, skip: set[str], budget: float
 ) -> CollectorResult:
-    name = str(getattr(col, "name", type(col).__name__))
+    name = collector_name(col)
     if name.lower() in skip:
         return CollectorResult.skipped(name, "turned off (--gpuperf-capture-skip)")
     start = time.monotonic()
@@ -602,13 +581,15 @@ def _evidence(
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     base_inv = ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs)
-    b_s, c_s = _times(comparison, result)
-
+    c_s = comparison.current_s if comparison is not None else None
+    if c_s is None and result is not None and result.run.rounds:
+        c_s = result.run.median  # no verdict's time: the result's median
+    runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
     mode = result.id.mode if result is not None else None
     ev = Evidence(
         key=key,
         display=result.id.display if result is not None else key,
-        baseline_s=b_s,
+        baseline_s=comparison.baseline_s if comparison is not None else None,
         current_s=c_s,
         change=change_text(comparison, mode) if comparison is not None else "",
         verdict=comparison.kind if comparison is not None else "",
@@ -622,31 +603,16 @@ def _evidence(
         current_probe=prof.get("probe"),
         group=_current_group(prof, result),
         baseline_group=_baseline_group(baseline_runs),
+        baseline_activity=[(_get(r, "telemetry") or {}).get("activity") for r in runs],
+        baseline_memory=[_get(r, "memory") for r in runs],
     )
-    _resource_evidence(ev, result, baseline_runs)
+    if result is not None:
+        ev.current_activity = _get(result.run.telemetry or {}, "activity")
+        ev.current_memory = thawed(result.run.memory)
     ev.ncu = list((ctx.state.get("ncu") or {}).values())
     ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
     ev.nsys = list(ctx.state.get("nsys_findings") or [])
     return ev
-
-
-def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, Any]:
-    """The verdict's baseline and current seconds; the result's median where it has none."""
-    b_s = comparison.baseline_s if comparison is not None else None
-    c_s = comparison.current_s if comparison is not None else None
-    if c_s is None and result is not None and result.run.rounds:
-        c_s = result.run.median
-    return b_s, c_s
-
-
-def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) -> None:
-    """The GPU's activity and the allocator's figures of the result and its baseline runs."""
-    runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
-    if result is not None:
-        ev.current_activity = _get(result.run.telemetry or {}, "activity")
-        ev.current_memory = thawed(result.run.memory)
-    ev.baseline_activity = [(_get(r, "telemetry") or {}).get("activity") for r in runs]
-    ev.baseline_memory = [_get(r, "memory") for r in runs]
 
 
 def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.layout import Layout
-from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED, Collector
+from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED
 from pytest_gpuperf.model import short_test_id
 from pytest_gpuperf.reporting.explain import change_of
 from pytest_gpuperf.shell.capture import (
@@ -32,6 +32,7 @@ from pytest_gpuperf.shell.capture import (
     SparePool,
     artifacts_root,
     capture,
+    collector_name,
     collectors_for,
     could_run,
 )
@@ -249,7 +250,7 @@ class SessionCapture:
         self.note_leftovers(results)
 
     def _later_pass(self, t: _Test, tools: list[str], progress: Any) -> None:
-        cols = [c for c in collectors_for(self.run.config) if _name(c) in tools]
+        cols = [c for c in collectors_for(self.run.config) if collector_name(c) in tools]
         if not cols or self.left_s() < self.ledger.expected(tools):
             return
         first = "torch_profiler" in tools
@@ -286,7 +287,9 @@ class SessionCapture:
         skip = set(self.settings.skip or ())
         if self.settings.ncu_kernels <= 0:
             skip.add("ncu")
-        return [_name(c) for c in collectors_for(self.run.config) if could_run(c, device, skip)]
+        return [
+            collector_name(c) for c in collectors_for(self.run.config) if could_run(c, device, skip)
+        ]
 
     def waiting_note(self) -> str:
         """What a failure says when its first diagnosis has to wait (or will not come)."""
@@ -336,7 +339,7 @@ class SessionCapture:
                 "each later with the command below (in this session's environment)"
             )
             for lo in self.leftovers:
-                lines.append(f"    {_short(lo.nodeid)} ({lo.change}): {_what(lo.tools)}")
+                lines.append(f"    {short_test_id(lo.nodeid)} ({lo.change}): {_what(lo.tools)}")
                 lines.append(f"      {lo.command}")
         return lines
 
@@ -365,10 +368,6 @@ class SessionCapture:
                 for lo in self.leftovers
             ],
         }
-
-
-def _name(c: Collector) -> str:
-    return str(getattr(c, "name", type(c).__name__))
 
 
 def _deferred(tools: Sequence[str], verdict_at: float, why: str) -> list[dict[str, Any]]:
@@ -416,14 +415,10 @@ def _read_entry(t: _Test, a: Mapping[str, Any]) -> None:
         t.verdict_at = float(a["verdict_at"])
 
 
-def _short(nodeid: str) -> str:
-    return short_test_id(nodeid)
-
-
 def _pass_lines(t: _Test, report: CaptureReport, before: set[str], tools: list[str]) -> list[str]:
     """What a pass after the verdicts found: its tools, the diagnosis's new lines, the folder."""
     ran = [c for c in report.collectors if c.name in tools]
-    head = f"    {_short(t.nodeid)} ({t.change}): " + ", ".join(
+    head = f"    {short_test_id(t.nodeid)} ({t.change}): " + ", ".join(
         f"{c.name} {c.status}" + (f" ({c.wall_s:.1f} s)" if c.ok else "") for c in ran
     )
     lines = [head]
