@@ -195,34 +195,34 @@ def multi_tensor(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 def split_launches(ev: Evidence, led: Ledger) -> list[Finding]:
-    """One op's work split into a loop of smaller launches (with the ops of the loop's body)."""
-    split = [
-        c
-        for c in _more_launches(led)
-        if c.cur_launches >= 2 * c.base_launches > 0
-        and _per_launch(c, True) < 0.8 * _per_launch(c, False)
-    ]
+    """One op's work split into a loop of launches: each smaller, or with the ops of the loop's
+    body launched as many times more (on the CPU an op's time is mostly its overhead, which
+    does not shrink with the work)."""
+    free = led.free()
+    split = []
+    for c in _more_launches(led):
+        if c.cur_launches >= 2 * c.base_launches > 0:
+            times = c.cur_launches / c.base_launches
+            body = [
+                k
+                for k in free
+                if abs(k.cur_launches - times * k.base_launches) <= 0.1 * k.cur_launches
+            ]
+            smaller = _per_launch(c, True) < 0.8 * _per_launch(c, False)
+            if smaller or len(body) >= 3:
+                split.append((c, body, smaller))
     if not split:
         return []
-    c = max(split, key=lambda k: k.delta_us)
-    times = c.cur_launches / c.base_launches
-    # the ops that run as many times more with it: the loop's body
-    body = [
-        k
-        for k in led.free()
-        if abs(k.cur_launches - times * k.base_launches) <= 0.1 * k.cur_launches
-    ]
+    c, body, smaller = max(split, key=lambda x: x[0].delta_us)
+    each = f"{_per_launch(c, False):.1f} -> {_per_launch(c, True):.1f} µs each"
     text = (
-        f"{short_name(c.name)} launches {c.base_launches:g} -> {c.cur_launches:g} per call, each "
-        f"smaller ({_per_launch(c, False):.1f} -> {_per_launch(c, True):.1f} µs each): the "
-        "work is split into a loop of small launches, each paying its launch cost; batch it "
-        "(one op over a stacked tensor, torch._foreach_* for a list of tensors)"
+        f"{short_name(c.name)} launches {c.base_launches:g} -> {c.cur_launches:g} per call, "
+        + (f"each smaller ({each})" if smaller else f"with {len(body) - 1} other ops as often")
+        + ": the work is split into a loop of small launches, each paying its launch cost; "
+        "batch it (one op over a stacked tensor, torch._foreach_* for a list of tensors)"
     )
-    return [
-        Finding(
-            PER_TENSOR, text, frozenset(k.name for k in [*split, *body]), idle=not _syncs_grew(ev)
-        )
-    ]
+    claimed = {k.name for k in body} | {x[0].name for x in split}
+    return [Finding(PER_TENSOR, text, frozenset(claimed), idle=not _syncs_grew(ev))]
 
 
 def recompute(ev: Evidence, led: Ledger) -> list[Finding]:
