@@ -339,7 +339,9 @@ class SessionCapture:
                 "each later with the command below (in this session's environment)"
             )
             for lo in self.leftovers:
-                lines.append(f"    {short_test_id(lo.nodeid)} ({lo.change}): {_what(lo.tools)}")
+                first = ["the first diagnosis"] if "torch_profiler" in lo.tools else []
+                what = ", ".join(first + [t for t in lo.tools if t not in FIRST_TOOLS])
+                lines.append(f"    {short_test_id(lo.nodeid)} ({lo.change}): {what}")
                 lines.append(f"      {lo.command}")
         return lines
 
@@ -376,12 +378,6 @@ def _deferred(tools: Sequence[str], verdict_at: float, why: str) -> list[dict[st
          "files": [], "verdict_at": verdict_at}
         for n in tools
     ]  # fmt: skip
-
-
-def _what(tools: Sequence[str]) -> str:
-    """The waiting tools in words: the first diagnosis, then the others by name."""
-    words = ["the first diagnosis"] if "torch_profiler" in tools else []
-    return ", ".join(words + [t for t in tools if t not in FIRST_TOOLS])
 
 
 def _tests(results: Iterable[Result]) -> dict[str, _Test]:

@@ -249,11 +249,6 @@ def _probes(ev: Evidence) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] |
     return out[0], out[1]
 
 
-def _math(c: KernelChange) -> bool:
-    """A kernel of the math backend's attention that appeared: its GEMMs and its softmax."""
-    return c.status == "appeared" and bool(_SOFTMAX.search(c.name) or is_gemm(c.name))
-
-
 def _sides(led: Ledger) -> tuple[_Side, _Side]:
     changes = led.kd.changes if led.kd is not None else []
     return _side(changes, False), _side(changes, True)
@@ -267,7 +262,9 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     head = _sdpa_head(was, now, base_probe, cur_probe)
     if head is None:
         return []
-    members = [k for k in led.free() if sdpa_backend(k.name) or (now == "math" and _math(k))]
+    # the math backend's attention: the GEMMs and the softmax that appeared
+    math = [k for k in led.free("appeared") if _SOFTMAX.search(k.name) or is_gemm(k.name)]
+    members = [k for k in led.free() if sdpa_backend(k.name) or (now == "math" and k in math)]
     kernels = [k for k in members if sdpa_backend(k.name)]
     new = _names(kernels, "appeared") or _names(kernels, "slower")
     old = _names(kernels, "vanished")
@@ -279,15 +276,10 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
 # --- GEMM precision --------------------------------------------------------------------
 
 
-def _dominant(gemms: Mapping[str, float]) -> str | None:
-    known = {k: v for k, v in gemms.items() if k != "?"}
-    return max(known, key=lambda k: known[k]) if known else None
-
-
 def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
     """A side's GEMM precision: the names where they say it, else the probe, else the
     cast kernels that autocast launches around bf16/fp16 GEMMs of unnamed precision."""
-    named = _dominant(side.gemms)
+    named = max((k for k in side.gemms if k != "?"), key=side.gemms.__getitem__, default=None)
     if named is not None and side.gemms.get(named, 0) >= side.gemms.get("?", 0):
         return named
     probed = probe_precision(probe)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.attribution import Finding
+from pytest_gpuperf.artifacts.analysis.timeline import union
 from pytest_gpuperf.measure.collectives import normalize
 
 CALL_PREFIX = "gpuperf/call#"
@@ -153,19 +154,8 @@ def _algo(kernel: str) -> str | None:
 
 def _union_len(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> float:
     """Length of the union of ``intervals`` clipped to ``[lo, hi]``."""
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
-        if e <= s:
-            continue
-        if cur_e is None or s > cur_e:
-            if cur_e is not None and cur_s is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None and cur_s is not None:
-        total += cur_e - cur_s
-    return total
+    clipped = [(max(s, lo), min(e, hi)) for s, e in intervals]
+    return sum(e - s for s, e in union((s, e) for s, e in clipped if e > s))
 
 
 def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) -> RankComms:

@@ -30,6 +30,7 @@ from pytest_gpuperf.artifacts.analysis.inventory import (
     is_gemm,
     short_name,
 )
+from pytest_gpuperf.artifacts.analysis.timeline import COMPILED_MARKS
 
 COMPILED_CODE_GONE = "compiled-code-gone"
 GRAPH_BREAK = "graph-break"
@@ -39,8 +40,6 @@ LAYOUT = "layout"
 TRITON_CONFIG = "triton-config"
 CAUSES = (COMPILED_CODE_GONE, RECOMPILE, GRAPH_BREAK, FALLBACK, LAYOUT, TRITON_CONFIG)
 
-#: Operator or annotation names that mark compiled code in a profile.
-COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _CONVERSION = re.compile(
     r"nchwToNhwc|nhwcToNchw|nchw_?2_?nhwc|nhwc_?2_?nchw|nchw_?to_?nhwc|nhwc_?to_?nchw"
     r"|convert\w*layout|layout\w*convert|reorder|direct_copy_kernel|copy_kernel",
@@ -118,17 +117,14 @@ def trace_decision(
     )
 
 
-def _short_path(path: str) -> str:
-    return "/".join(path.split("/")[-2:]) if path.count("/") > 1 else path
-
-
 # --- the stories ---------------------------------------------------------------------
 
 
 def _loc(where: str | None, code: str | None = None) -> str:
+    """`` at folder/file.py:3: `code``` (the path's last two parts)."""
     if not where:
         return ""
-    return f" at {_short_path(where)}" + (f": `{code}`" if code else "")
+    return f" at {'/'.join(where.split('/')[-2:])}" + (f": `{code}`" if code else "")
 
 
 @dataclass(frozen=True)
@@ -195,17 +191,13 @@ def _eager(comp: Mapping[str, Any], r: _Regions) -> list[Finding]:
     if not fell:
         return []
     skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
-    text = _gone_sentence(r) + _why_eager(comp, skipped)
-    return [Finding(COMPILED_CODE_GONE, text, EVERYTHING, idle=True)]
-
-
-def _gone_sentence(r: _Regions) -> str:
-    if r.gone:
-        return (
-            f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
-            "the current code runs none, so the function runs eagerly"
-        )
-    return f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
+    text = (
+        f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
+        "the current code runs none, so the function runs eagerly"
+        if r.gone
+        else f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
+    )
+    return [Finding(COMPILED_CODE_GONE, text + _why_eager(comp, skipped), EVERYTHING, idle=True)]
 
 
 def _moved(led: Ledger) -> frozenset[str] | bool:
@@ -246,7 +238,11 @@ def _why_eager(comp: Mapping[str, Any], skipped: Sequence[Mapping[str, Any]]) ->
     """``; dynamo gave up on ...`` or ``; dynamo reported: ...``: why code runs eagerly."""
     if skipped:
         f = skipped[0]
-        code = _code_of(comp, f.get("where"))
+        code = next(
+            (str(g["code"]) for g in comp.get("graph_breaks") or []
+             if isinstance(g, Mapping) and g.get("where") == f.get("where") and g.get("code")),
+            "",
+        )  # fmt: skip
         return (
             f"; dynamo gave up on `{f.get('function') or '?'}` and runs it eagerly: "
             + (
@@ -283,13 +279,6 @@ def _break(
     return Finding(GRAPH_BREAK, text, kernels, idle=bool(claims))
 
 
-def _code_of(comp: Mapping[str, Any], where: str | None) -> str:
-    for g in comp.get("graph_breaks") or []:
-        if isinstance(g, Mapping) and g.get("where") == where and g.get("code"):
-            return str(g["code"])
-    return ""
-
-
 def is_conversion(name: str, kind: str = "kernel") -> bool:
     """A layout conversion: cuDNN's NCHW<->NHWC transposes, reorders, ``.contiguous()`` copies."""
     if kind == "op":
@@ -319,7 +308,12 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
     the kernels that change with the layout (batch norm's channels-last and NCHW variants)."""
     free = led.free()
     conv = [c for c in free if is_conversion(c.name, c.kind) and c.cur_launches > c.base_launches]
-    swapped = [c for c in led.free("appeared", "vanished") if _swappable(c)]
+    # convolution and GEMM kernels, whose variant follows the layout
+    swapped = [
+        c
+        for c in led.free("appeared", "vanished")
+        if not is_conversion(c.name, c.kind) and (is_conv(c.name) or is_gemm(c.name))
+    ]
     new = next((c for c in swapped if c.status == "appeared"), None)
     old = next((c for c in swapped if c.status == "vanished"), None)
     if not conv or new is None or old is None:
@@ -350,11 +344,6 @@ def _layout_sentence(
         "keep it end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
-
-
-def _swappable(c: KernelChange) -> bool:
-    """A convolution or GEMM kernel, whose variant follows the layout."""
-    return not is_conversion(c.name, c.kind) and (is_conv(c.name) or is_gemm(c.name))
 
 
 def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:

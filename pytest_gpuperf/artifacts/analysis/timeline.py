@@ -268,7 +268,8 @@ def _innermost_op(ts: float, tid: Any, ops: Sequence[tuple[float, float, str, An
     return None
 
 
-def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+def union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The intervals merged where they overlap or touch, in order."""
     merged: list[tuple[float, float]] = []
     for s, e in sorted(intervals):
         if merged and s <= merged[-1][1]:
@@ -311,7 +312,7 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     w0 = calls[0][0]
     w1 = max(calls[-1][1], max(a.end for a in acts))
     window = w1 - w0
-    busy = _union((max(a.ts, w0), min(a.end, w1)) for a in acts)
+    busy = union((max(a.ts, w0), min(a.end, w1)) for a in acts)
     busy_us = sum(e - s for s, e in busy)
     kernels = [a for a in acts if a.kind == "kernel"]
 

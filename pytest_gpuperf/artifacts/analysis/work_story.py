@@ -125,7 +125,8 @@ def _copy_finding(ev: Evidence, direction: str, group: Sequence[KernelChange]) -
     n0, n1 = sum(c.base_launches for c in group), sum(c.cur_launches for c in group)
     was = {_memory(c.name) for c in group if c.base_launches > 0}
     now = {_memory(c.name) for c in group if c.cur_launches > 0}
-    synced = _copy_synced(ev) and direction == "HtoD"
+    syncs = ev.analysis.syncs if ev.analysis is not None and direction == "HtoD" else []
+    synced = any(op.startswith(_COPY_OPS) for s in syncs for op in s.ops)  # a pageable source's
     if was == {"pinned"} and now == {"pageable"}:
         text = f"the {what} copy now reads pageable memory instead of pinned ({_amount(ev, group)})"
         text += f": {_PAGEABLE}"
@@ -152,12 +153,6 @@ def _amount(ev: Evidence, group: Sequence[KernelChange]) -> str:
         f"{sum(c.cur_launches for c in group):g} per call{f', {fmt_bytes(size)}' if size else ''}, "
         + (f"{sum(c.cur_us for c in group):.1f} µs per call" if new else at.timing(group))
     )
-
-
-def _copy_synced(ev: Evidence) -> bool:
-    """Whether the profile's host syncs come from copies (a copy from pageable memory)."""
-    a = ev.analysis
-    return a is not None and any(op.startswith(_COPY_OPS) for s in a.syncs for op in s.ops)
 
 
 def _per_launch(c: KernelChange, current: bool) -> float:
@@ -266,7 +261,10 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
         parts = [c for c in _more_launches(led) if not pattern.search(c.name)]
         if not parts:
             continue
-        swap = _same_gemm(old, free) if is_gemm(old.name) else None
+        # the GEMM that took the place of ``old`` at the same precision (its epilogue lost)
+        same = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
+        same = [c for c in same if gemm_precision(c.name) == gemm_precision(old.name)]
+        swap = max(same, key=lambda c: c.cur_us, default=None) if is_gemm(old.name) else None
         if is_gemm(old.name) and swap is None:
             continue  # a GEMM gone without one of its precision in its place: not an epilogue
         claimed = [old, *parts, *([swap] if swap else [])]
@@ -281,13 +279,6 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
             Finding(UNFUSED, text, frozenset(c.name for c in claimed), idle=not _syncs_grew(ev))
         ]
     return []
-
-
-def _same_gemm(old: KernelChange, free: Sequence[KernelChange]) -> KernelChange | None:
-    """The GEMM that took the place of ``old`` at the same precision (its epilogue lost)."""
-    new = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
-    same = [c for c in new if gemm_precision(c.name) == gemm_precision(old.name)]
-    return max(same, key=lambda c: c.cur_us, default=None)
 
 
 def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
