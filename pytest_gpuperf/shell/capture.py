@@ -1,11 +1,8 @@
 """Capture the evidence of one regressed test and say where the time went.
 
-:func:`capture` is what the verdict step calls. It lays out the test's
-folder, runs the collectors in order (each within its time budget; a missing
-tool is skipped with the reason, any failure becomes that collector's
-reason), diffs the kernel inventories, diagnoses each regressed benchmark,
-writes ``manifest.json`` and returns a :class:`CaptureReport`. It never
-raises for a problem of a collector, and it does nothing in a child process
+:func:`capture` runs the collectors in order (each within its time budget; a missing tool is
+skipped with the reason), diagnoses each regressed benchmark and writes ``manifest.json``.
+It never raises for a collector's problem, and does nothing in a child process
 (``--gpuperf-child``), so re-runs cannot recurse.
 """
 

@@ -1,15 +1,10 @@
 """Which algorithm a library chose, and why that changed. Pure Python.
 
-Kernel names say *what* runs; a user needs *which choice* changed and what usually causes
-it. Four choices are told, from the kernels' names and from the probe of one call
-(:mod:`pytest_gpuperf.artifacts.collectors.algorithms`: dtypes, autocast, the fp32 matmul
-precision, the SDPA mask and backend): the SDPA backend (:func:`sdpa`; an explicit mask where
-``is_causal=True`` was is named even when cuDNN keeps the backend), the GEMMs' precision
-(:func:`precision`: bf16/fp16, TF32 tensor cores or CUDA cores, and the setting that moves
-them), cuBLAS's kernel at equal precision (:func:`heuristic`: tile, split-K) and cuDNN's
-convolution algorithm (:func:`conv`). cuBLAS's Hopper kernels (``nvjet_sm90_...``) do not
-name their dtype, so their precision comes from the probe or from the cast kernels around
-them. Each story claims the kernels it accounts for (:mod:`.attribution`).
+A user needs *which choice* changed, not only which kernels run: the SDPA backend, the GEMMs'
+precision, cuBLAS's kernel at equal precision, cuDNN's convolution algorithm, each told with
+what usually moves it. Kernel names say most of it; the probe of one call
+(:mod:`pytest_gpuperf.artifacts.collectors.algorithms`) says the rest, since cuBLAS's Hopper
+kernels (``nvjet_sm90_...``) do not name their dtype.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Compiler, layout and launch-config stories of a regression. Pure Python.
 
-Three questions the kernel diff alone answers badly: did the compiled code go (the
-baseline's inventory says how many torch.compile regions and Triton kernels ran; the
-TORCH_TRACE log says why in dynamo's words: :func:`compiler`, which claims every kernel
-change when the code runs eagerly, and :func:`trace_decision`, whether the log is worth a
-child process)? did the layout change (conversions appearing while the convolutions or GEMMs
-change variant: :func:`layout`)? did a Triton kernel's launch config change
-(:func:`triton_configs`)? Each story is a :class:`~.attribution.Finding`.
+What the kernel diff alone answers badly: did the compiled code go, and why in dynamo's words
+(the TORCH_TRACE log; :func:`trace_decision` says whether the log is worth a child process)?
+did the layout change? did a Triton kernel's launch config change?
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What the kernels and the device's waiting say: the stories of the work itself. Pure Python.
 
-Each story reads the terms of the slowdown still free in the :class:`~.attribution.Ledger`
-and returns the :class:`~.attribution.Finding` that claims those its cause explains, told in
-the words of the cause, with the fix that fits it: copies by direction and source memory,
-host syncs, per-tensor kernels where multi-tensor ones ran, recomputed work, fused ops run
-as elementwise ones, extra copies and casts, then each kernel left on its own, and the time
-the device waited that nothing else explains. :mod:`.diagnose` calls them in that order,
-after the compiler's and the libraries' stories.
+Copies by direction and source memory, host syncs, per-tensor kernels, recomputed work,
+unfused ops, extra copies and casts, each kernel left on its own, and the waiting nothing
+else explains; each told in the words of its cause, with the fix that fits it.
 """
 
 from __future__ import annotations
