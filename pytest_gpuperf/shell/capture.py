@@ -267,60 +267,84 @@ def capture(
         return None
     t0 = time.monotonic()
     try:
-        settings = settings or (run.settings.capture if run is not None else CaptureSettings())
-        plan = plan or PassPlan()
-        config = run.config if run is not None else None
-        mine = {r.id.key: r.comparison for r in results if r.comparison is not None}
-        comparisons = {**mine, **(comparisons or {})}  # those given, else the result's own
-        if keys is None:  # the regressions, else all of the test's benchmarks
-            keys = [k for k, c in comparisons.items() if c.kind == "regression"]
-            keys = keys or [r.id.key for r in results]
-        directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
-        if run_child is None and run is not None:
-            run_child = _child_runner(run, nodeid, device, plan.spares)
-        ctx = CaptureContext(
-            nodeid=nodeid,
-            directory=directory,
-            device=device,
-            keys=list(keys),
-            results=list(results),
-            comparisons=comparisons,
-            config=config,
-            timeout_s=settings.timeout_s,
-            deadline=min(t0 + settings.budget_s, plan.deadline),
-            calls=settings.calls,
-            ncu_kernels=settings.ncu_kernels,
-            run_child=run_child,
-            baseline_inventories={
-                k: inv
-                for k in keys
-                if (inv := baseline_inventory((baselines or {}).get(k))) is not None
-            },
-        )
-        earlier, timing = _resume(ctx) if plan.resume else ([], {})
-        spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
-        ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
-        if lock is None and run is not None:
-            lock = functools.partial(device_lock, device_key(device), timeout_s=settings.budget_s)
-        todo = list(collectors if collectors is not None else collectors_for(config))
-        done = _run_collectors(ctx, todo, settings, lock, progress, plan)
-        ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
-        diagnoses, evidence = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
-        if evidence:
-            (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
-        timing = _pass_timing(timing, plan, done, t0)
-        wall = sum(float(p["wall_s"]) for p in timing["passes"])
-        report = CaptureReport(
-            nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
+        return _capture(
+            run, nodeid, results, comparisons, device=device, run_id=run_id,
+            baselines=baselines, keys=keys, collectors=collectors, run_child=run_child,
+            artifacts_dir=artifacts_dir, lock=lock, progress=progress, t0=t0,
+            settings=settings or (run.settings.capture if run is not None else CaptureSettings()),
+            plan=plan or PassPlan(),
         )  # fmt: skip
-        report.manifest = _write_manifest(report, ctx, run_id)
-        return report
     except Exception as e:  # never turn a verdict into an error
         why = f"the capture failed: {type(e).__name__}: {e}"
         failed = CollectorResult("capture", FAILED, reason=why)
         return CaptureReport(
             nodeid, Path(artifacts_dir or "."), [failed], {}, time.monotonic() - t0
         )
+
+
+def _capture(
+    run: RunContext | None,
+    nodeid: str,
+    results: Sequence[Result],
+    comparisons: Mapping[str, Comparison] | None,
+    *,
+    device: str,
+    run_id: str,
+    baselines: Mapping[str, Any] | None,
+    keys: Sequence[str] | None,
+    collectors: Sequence[Collector] | None,
+    run_child: ChildRunner | None,
+    artifacts_dir: Path | str | None,
+    lock: Callable[[], AbstractContextManager[object]] | None,
+    progress: Any,
+    t0: float,
+    settings: CaptureSettings,
+    plan: PassPlan,
+) -> CaptureReport:
+    config = run.config if run is not None else None
+    comparisons = _comparisons_of(results, comparisons)
+    if keys is None:
+        keys = _regressed_keys(results, comparisons)
+    directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
+    if run_child is None and run is not None:
+        run_child = _child_runner(run, nodeid, device, plan.spares)
+    ctx = CaptureContext(
+        nodeid=nodeid,
+        directory=directory,
+        device=device,
+        keys=list(keys),
+        results=list(results),
+        comparisons=comparisons,
+        config=config,
+        timeout_s=settings.timeout_s,
+        deadline=min(t0 + settings.budget_s, plan.deadline),
+        calls=settings.calls,
+        ncu_kernels=settings.ncu_kernels,
+        run_child=run_child,
+        baseline_inventories={
+            k: inv
+            for k in keys
+            if (inv := baseline_inventory((baselines or {}).get(k))) is not None
+        },
+    )
+    earlier, timing = _resume(ctx) if plan.resume else ([], {})
+    spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
+    ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
+    if lock is None and run is not None:
+        lock = functools.partial(device_lock, device_key(device), timeout_s=settings.budget_s)
+    todo = list(collectors if collectors is not None else collectors_for(config))
+    done = _run_collectors(ctx, todo, settings, lock, progress, plan)
+    ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
+    diagnoses, evidence = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
+    if evidence:
+        (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
+    timing = _pass_timing(timing, plan, done, t0)
+    wall = sum(float(p["wall_s"]) for p in timing["passes"])
+    report = CaptureReport(
+        nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
+    )  # fmt: skip
+    report.manifest = _write_manifest(report, ctx, run_id)
+    return report
 
 
 def artifacts_root(
@@ -391,6 +415,23 @@ def _pass_timing(
     if profiled and out.get("first_diagnosis_s") is None and out.get("verdict_at") is not None:
         out["first_diagnosis_s"] = round(time.time() - float(out["verdict_at"]), 3)
     return out
+
+
+def _comparisons_of(
+    results: Sequence[Result], comparisons: Mapping[str, Comparison] | None
+) -> dict[str, Comparison]:
+    """The verdict of each benchmark: those given, else the result's own."""
+    out = dict(comparisons or {})
+    for r in results:
+        if r.id.key not in out and r.comparison is not None:
+            out[r.id.key] = r.comparison
+    return out
+
+
+def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Comparison]) -> list[str]:
+    """The benchmarks whose verdict is a regression, else all of the test's."""
+    keys = [k for k, c in comparisons.items() if c.kind == "regression"]
+    return keys or [r.id.key for r in results]
 
 
 def _run_collectors(
@@ -578,15 +619,13 @@ def _evidence(
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     base_inv = ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs)
-    c_s = comparison.current_s if comparison is not None else None
-    if c_s is None and result is not None and result.run.rounds:
-        c_s = result.run.median  # no verdict's time: the result's median
-    runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
+    b_s, c_s = _times(comparison, result)
+
     mode = result.id.mode if result is not None else None
     ev = Evidence(
         key=key,
         display=result.id.display if result is not None else key,
-        baseline_s=comparison.baseline_s if comparison is not None else None,
+        baseline_s=b_s,
         current_s=c_s,
         change=change_text(comparison, mode) if comparison is not None else "",
         verdict=comparison.kind if comparison is not None else "",
@@ -600,16 +639,31 @@ def _evidence(
         current_probe=prof.get("probe"),
         group=_current_group(prof, result),
         baseline_group=_baseline_group(baseline_runs),
-        baseline_activity=[(_get(r, "telemetry") or {}).get("activity") for r in runs],
-        baseline_memory=[_get(r, "memory") for r in runs],
     )
-    if result is not None:
-        ev.current_activity = _get(result.run.telemetry or {}, "activity")
-        ev.current_memory = thawed(result.run.memory)
+    _resource_evidence(ev, result, baseline_runs)
     ev.ncu = list((ctx.state.get("ncu") or {}).values())
     ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
     ev.nsys = list(ctx.state.get("nsys_findings") or [])
     return ev
+
+
+def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, Any]:
+    """The verdict's baseline and current seconds; the result's median where it has none."""
+    b_s = comparison.baseline_s if comparison is not None else None
+    c_s = comparison.current_s if comparison is not None else None
+    if c_s is None and result is not None and result.run.rounds:
+        c_s = result.run.median
+    return b_s, c_s
+
+
+def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) -> None:
+    """The GPU's activity and the allocator's figures of the result and its baseline runs."""
+    runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
+    if result is not None:
+        ev.current_activity = _get(result.run.telemetry or {}, "activity")
+        ev.current_memory = thawed(result.run.memory)
+    ev.baseline_activity = [(_get(r, "telemetry") or {}).get("activity") for r in runs]
+    ev.baseline_memory = [_get(r, "memory") for r in runs]
 
 
 def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, Any] | None:

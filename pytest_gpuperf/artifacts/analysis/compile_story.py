@@ -187,13 +187,17 @@ def _eager(comp: Mapping[str, Any], r: _Regions) -> list[Finding]:
     if not fell:
         return []
     skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
-    text = (
-        f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
-        "the current code runs none, so the function runs eagerly"
-        if r.gone
-        else f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
-    )
-    return [Finding(COMPILED_CODE_GONE, text + _why_eager(comp, skipped), EVERYTHING, idle=True)]
+    text = _gone_sentence(r) + _why_eager(comp, skipped)
+    return [Finding(COMPILED_CODE_GONE, text, EVERYTHING, idle=True)]
+
+
+def _gone_sentence(r: _Regions) -> str:
+    if r.gone:
+        return (
+            f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
+            "the current code runs none, so the function runs eagerly"
+        )
+    return f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
 
 
 def _moved(led: Ledger) -> frozenset[str] | bool:

@@ -257,10 +257,7 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
         parts = [c for c in _more_launches(led) if not pattern.search(c.name)]
         if not parts:
             continue
-        # the GEMM that took the place of ``old`` at the same precision (its epilogue lost)
-        same = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
-        same = [c for c in same if gemm_precision(c.name) == gemm_precision(old.name)]
-        swap = max(same, key=lambda c: c.cur_us, default=None) if is_gemm(old.name) else None
+        swap = _same_gemm(old, free) if is_gemm(old.name) else None
         if is_gemm(old.name) and swap is None:
             continue  # a GEMM gone without one of its precision in its place: not an epilogue
         claimed = [old, *parts, *([swap] if swap else [])]
@@ -275,6 +272,13 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
             Finding(UNFUSED, text, frozenset(c.name for c in claimed), idle=not _syncs_grew(ev))
         ]
     return []
+
+
+def _same_gemm(old: KernelChange, free: Sequence[KernelChange]) -> KernelChange | None:
+    """The GEMM that took the place of ``old`` at the same precision (its epilogue lost)."""
+    new = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
+    same = [c for c in new if gemm_precision(c.name) == gemm_precision(old.name)]
+    return max(same, key=lambda c: c.cur_us, default=None)
 
 
 def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
