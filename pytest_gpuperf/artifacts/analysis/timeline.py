@@ -292,59 +292,64 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     n = len(calls)
     starts = [c[0] for c in calls]
     by_corr, acts = _assign_calls(trace, starts, calls)
-    compiled = (
-        any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
-        or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
-        or any(x.startswith(COMPILED_MARKS) for x in trace.annotations)
-    )
-
-    cpu_per_call = statistics.fmean(e - s for s, e in calls) if calls else 0.0
     in_calls = [r for r in trace.regions if _call_of(r[0], starts, calls) is not None]
-    regions = len(in_calls) / n if n else 0.0
-    if not acts:
+    common: dict[str, Any] = {
+        "calls": n,
+        "cpu_per_call_us": statistics.fmean(e - s for s, e in calls) if calls else 0.0,
+        "compiled": _compiled(trace, acts),
+        "notes": notes,
+        "compiled_regions": len(in_calls) / n if n else 0.0,
+    }
+    if not acts:  # the CPU's profile: its calls' window and syncs
         window = (calls[-1][1] - calls[0][0]) if calls else 0.0
-        return ProfileAnalysis(
-            calls=n, device="cpu", window_us=window, cpu_per_call_us=cpu_per_call,
-            syncs=_syncs(trace, [a for a in trace.apis if a.call is not None]),
-            compiled=compiled, notes=notes, compiled_regions=regions,
-        )  # fmt: skip
+        syncs = _syncs(trace, [a for a in trace.apis if a.call is not None])
+        return ProfileAnalysis(device="cpu", window_us=window, syncs=syncs, **common)
+    return ProfileAnalysis(device="cuda", **common, **_gpu(trace, calls, acts, by_corr, top_gaps))
 
+
+def _gpu(
+    trace: Trace,
+    calls: Sequence[tuple[float, float]],
+    acts: Sequence[Activity],
+    by_corr: Mapping[int, ApiCall],
+    top_gaps: int,
+) -> dict[str, Any]:
+    """The GPU's figures of the profiled calls: busy time, the gaps and what the host did."""
     w0 = calls[0][0]
     w1 = max(calls[-1][1], max(a.end for a in acts))
     window = w1 - w0
     busy = union((max(a.ts, w0), min(a.end, w1)) for a in acts)
     busy_us = sum(e - s for s, e in busy)
     kernels = [a for a in acts if a.kind == "kernel"]
-
-    # Gaps between busy stretches, with what the host was doing.
     sync_apis = [a for a in trace.apis if a.call is not None and a.name in SYNC_APIS]
     raw_gaps = [(s1 - e0, e0, s1) for (_, e0), (s1, _) in itertools.pairwise(busy)]
     idle_us = sum(g[0] for g in raw_gaps)
-    gaps = _gaps(trace, acts, by_corr, sync_apis, raw_gaps, w0, top_gaps)
-    mean_gap = idle_us / max(len(raw_gaps), 1)
-    launch_notes = (
-        _launch_notes(kernels, n, mean_gap) if busy_us < 0.7 * window and not sync_apis else []
-    )
+    launch_notes = []
+    if busy_us < 0.7 * window and not sync_apis:  # idle, and not for a sync: launches?
+        launch_notes = _launch_notes(kernels, len(calls), idle_us / max(len(raw_gaps), 1))
     kdur = [a.dur for a in kernels]
-    return ProfileAnalysis(
-        calls=n,
-        device="cuda",
-        window_us=window,
-        cpu_per_call_us=cpu_per_call,
-        gpu_time_us=sum(a.dur for a in acts),
-        busy_us=busy_us,
-        busy_fraction=busy_us / window if window > 0 else None,
-        kernels=len(kernels),
-        median_kernel_us=statistics.median(kdur) if kdur else None,
-        gaps=gaps,
-        idle_us=idle_us,
-        syncs=_syncs(trace, sync_apis),
-        copies=_copy_stats(acts),
-        launch_bound=bool(launch_notes),
-        launch_notes=launch_notes,
-        compiled=compiled,
-        notes=notes,
-        compiled_regions=regions,
+    return {
+        "window_us": window,
+        "gpu_time_us": sum(a.dur for a in acts),
+        "busy_us": busy_us,
+        "busy_fraction": busy_us / window if window > 0 else None,
+        "kernels": len(kernels),
+        "median_kernel_us": statistics.median(kdur) if kdur else None,
+        "gaps": _gaps(trace, acts, by_corr, sync_apis, raw_gaps, w0, top_gaps),
+        "idle_us": idle_us,
+        "syncs": _syncs(trace, sync_apis),
+        "copies": _copy_stats(acts),
+        "launch_bound": bool(launch_notes),
+        "launch_notes": launch_notes,
+    }
+
+
+def _compiled(trace: Trace, acts: Sequence[Activity]) -> bool:
+    """Whether compiled code ran: Triton kernels, or a compiled region's marks."""
+    return (
+        any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
+        or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
+        or any(x.startswith(COMPILED_MARKS) for x in trace.annotations)
     )
 
 
