@@ -1,11 +1,10 @@
 """Timing backends: what a timer does (:class:`Timer`), what it times (:class:`Invocation`),
 and the modes that make one (:class:`Modes`).
 
-Everything that differs between modes (device, settings, timer factory, comparable
-settings, noise class, remedy) is declared on its :class:`Mode`. A session's
-:class:`Modes` is built once from the ``pytest_gpuperf_timing_modes()`` hooks: there is
-no module-level registry to change. A built-in mode's factory is a dotted path imported
-only when a timer is made, so importing this module never imports torch.
+Everything that differs between modes is declared on its :class:`Mode`. A session's
+:class:`Modes` is built once from the ``pytest_gpuperf_timing_modes()`` hooks. A built-in
+mode's factory is a dotted path imported only when a timer is made, so importing this
+module never imports torch.
 """
 
 from __future__ import annotations
@@ -33,44 +32,43 @@ if TYPE_CHECKING:
 class Timer(Protocol):
     """One timing backend, made for one function (by its mode's factory).
 
-    The fixture calls, in order: :meth:`first_call` (once per benchmark),
-    :meth:`prepare`, :meth:`reset_peak_memory`, then the measurement loop's
-    :meth:`time_round` many times, then :meth:`host_hidden`, :meth:`host_time`
-    and :meth:`peak_memory`; :meth:`close` always, last.
+    The fixture calls :meth:`first_call` (once), :meth:`prepare`, :meth:`reset_peak_memory`,
+    :meth:`time_round` many times, then :meth:`host_hidden`, :meth:`host_time` and
+    :meth:`peak_memory`; :meth:`close` always, last. A timer that subclasses this one
+    inherits the defaults: nothing to prepare or release, no such figures.
     """
 
     def first_call(self) -> tuple[float, Any]:
         """Call the function once, untimed by the loop: (seconds it took, its output)."""
         ...
 
-    def prepare(self) -> None:
-        """Get ready to time rounds (capture a graph, allocate the L2 flush buffer)."""
-        ...
-
-    def reset_peak_memory(self) -> None:
-        """Start counting the peak memory afresh (a no-op where there is none)."""
-        ...
-
     def time_round(self, calls: int) -> tuple[float, float, int] | Round:
         """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
         ...
 
+    def prepare(self) -> None:
+        """Get ready to time rounds (capture a graph, allocate the L2 flush buffer)."""
+        return None
+
+    def reset_peak_memory(self) -> None:
+        return None
+
     def host_hidden(self, last: int) -> bool | None:
         """Whether the host ran ahead of the device in the ``last`` rounds (None: no such
         figure)."""
-        ...
+        return None
 
     def host_time(self, last: int) -> float | None:
         """The host's own time per call in the ``last`` rounds (None: not measured)."""
-        ...
+        return None
 
     def peak_memory(self) -> int | None:
         """Peak device memory in bytes since :meth:`reset_peak_memory` (None: not measured)."""
-        ...
+        return None
 
     def close(self) -> None:
         """Release what the timer holds (graphs, buffers)."""
-        ...
+        return None
 
 
 class SetupError(GpuPerfError, TypeError):
@@ -146,14 +144,10 @@ class Invocation:
 
 
 class TimerFactory(Protocol):
-    """Makes a mode's timer (:attr:`Mode.factory`): ``factory(call, policy) -> Timer``.
+    """Makes a mode's timer (:attr:`Mode.factory`) for the benchmark's :class:`Invocation`.
 
-    ``call`` is the benchmark's :class:`Invocation`, made once by the fixture and
-    given to the factory of each of its modes in turn, then to the after-measure
-    hooks; ``policy`` is its resolved :class:`MeasurePolicy`. The timer calls
-    ``call.prepare()`` outside its timed region before each call it makes (a no-op
-    without ``setup=``), or leaves ``call()`` to prepare itself. A factory that
-    cannot time ``call`` (e.g. CUDA-graph replay with ``call.has_setup``) raises.
+    The timer calls ``call.prepare()`` outside its timed region before each call (a no-op
+    without ``setup=``); a factory that cannot time ``call`` raises.
     """
 
     def __call__(self, call: Invocation, policy: MeasurePolicy) -> Timer: ...
@@ -170,39 +164,32 @@ class Mode:
     name: str
     #: the device its benchmarks run on ("cuda" or "cpu")
     device: str
-    #: whether a benchmark with this policy is measured in this mode (on its device)
+    #: whether a benchmark with this policy is measured in this mode
     selected: Callable[[MeasurePolicy], bool]
-    #: makes its timer (:class:`TimerFactory`): a callable, or "module:function", imported
-    #: when a timer is made
+    #: makes its timer: a callable, or "module:function", imported when a timer is made
     factory: str | TimerFactory
     #: MeasurePolicy fields that make two results comparable, beyond :data:`COMPARABLE`
     comparable: tuple[str, ...] = ()
     #: fixed entries of the stored policy record (a change of what the timer measures)
     record: tuple[tuple[str, Any], ...] = ()
-    #: the verdict's noise class of its time (a name in ``verdict.policy.CLASSES``, or a
-    #: class of its own); None: it times two figures, device and end-to-end, whose classes
-    #: the verdict derives from the baseline runs
+    #: the noise class of its time (a name in ``verdict.policy.CLASSES``, or its own); None:
+    #: two figures, device and end-to-end, whose classes come from the baseline runs
     noise_class: str | NoiseClass | None = None
-    #: its device figure is timed with the host running ahead: the verdict notes when the
-    #: current code waits for the device inside the call and the baseline did not
+    #: its device figure is timed with the host running ahead (the verdict notes host waits)
     hides_host: bool = False
     #: it flushes the L2 cache before timed calls when the l2_flush setting says so
     flushes_l2: bool = False
     #: what to try first when its rounds are noisy (the start of a sentence, or "")
     noisy_remedy: str = ""
-    #: the mode that times the same work without launch overhead (the terminal's
-    #: launch-overhead line compares the two when a benchmark ran in both)
+    #: the mode that times the same work without launch overhead (the launch-overhead line)
     launch_free: str | None = None
     #: the pytest-benchmark export names its results without "@mode"
     plain_name: bool = False
-    #: what its one time is, as the outputs name the figure a verdict compared ("" for
-    #: plain "time"; a mode that times device and end-to-end time names those)
+    #: what its one time is called in the outputs ("" for plain "time")
     figure_name: str = ""
-    #: it times every rank of a process group in step (a test marked ``world_size=``);
-    #: such a test is measured in these modes only, and other tests never in them
+    #: it times every rank of a process group in step (``world_size=`` tests, and only they)
     group: bool = False
-    #: the name of a mode declared before it whose place it takes (that mode is then not
-    #: measured, and its results are judged as this one's); None: a mode beside the others
+    #: the name of a mode declared before it whose place it takes; None: a mode beside them
     replaces: str | None = None
 
     def policy_record(self, policy: MeasurePolicy) -> dict[str, Any]:
@@ -222,14 +209,11 @@ class Mode:
 
 
 class Modes:
-    """The timing modes of one pytest session or one CLI run, by name, in the order a
-    benchmark measured in several runs them.
+    """The timing modes of one session or CLI run, by name, in the order they run.
 
-    Built once from the modes every ``pytest_gpuperf_timing_modes`` hook returns
-    (:func:`pytest_gpuperf.registry.build`), the built-in ones (:data:`BUILTIN_MODES`)
-    first; never changed afterwards. A mode whose name is taken fails, unless it
-    declares ``replaces=`` that name: a mode with ``replaces`` takes the named mode's
-    place (its position, and the named mode is gone).
+    Built once from every ``pytest_gpuperf_timing_modes`` hook, the built-in ones first. A
+    mode whose name is taken fails, unless it declares ``replaces=`` that name: it then takes
+    the named mode's place.
     """
 
     def __init__(self, modes: Iterable[Mode] = ()):
@@ -280,9 +264,7 @@ class Modes:
         self, device: str, policy: MeasurePolicy, *, group: bool = False
     ) -> list[Mode]:
         """The modes a benchmark on ``device`` with ``policy`` is measured in, in order
-        (``group``: a distributed benchmark, measured on every rank in step). Every mode of
-        the device whose ``selected`` says yes is measured: modes that are alternatives
-        select on one setting (``cuda_graph``), each on its own values."""
+        (``group``: a distributed benchmark)."""
         return [
             m
             for m in self._by_name.values()
@@ -323,8 +305,7 @@ def policy_record(policy: MeasurePolicy, mode: str, modes: Modes | None = None) 
     return get(mode, modes).policy_record(policy)
 
 
-#: The built-in modes, in the order a benchmark measured in several runs them; the
-#: package's own ``pytest_gpuperf_timing_modes`` hook returns them (pytest_gpuperf.registry).
+#: The built-in modes, in the order they run (the package's own timing-modes hook).
 BUILTIN_MODES: tuple[Mode, ...] = (
     Mode(
         MODE_EVENTS,
@@ -332,8 +313,7 @@ BUILTIN_MODES: tuple[Mode, ...] = (
         selected=lambda p: p.cuda_graph == "both" or not p.cuda_graph,
         factory="pytest_gpuperf.measure.cuda:make_events_timer",
         comparable=("l2_flush",),
-        # device time with the host hidden, plus end-to-end time per call (older runs
-        # timed one figure that mixed the two: not comparable)
+        # device time with the host hidden, plus end-to-end time per call
         record=(("figures", "device+e2e"),),
         hides_host=True,
         flushes_l2=True,
@@ -361,11 +341,9 @@ BUILTIN_MODES: tuple[Mode, ...] = (
         device="cuda",
         selected=lambda p: True,
         factory="pytest_gpuperf.measure.distributed:make_cuda_group_timer",
-        # events around back-to-back calls on every rank, the slowest rank's time; no L2
-        # flush and no host hiding (a collective waits for its peers, as nccl-tests times it)
+        # the slowest rank's time of back-to-back calls, as nccl-tests times a collective
         record=(("figures", "slowest-rank"),),
-        # not measured apart yet: the class of host-bound device time, the wider one
-        noise_class="launches",
+        noise_class="launches",  # not measured apart yet: the wider host-bound class
         group=True,
     ),
     Mode(
@@ -378,5 +356,5 @@ BUILTIN_MODES: tuple[Mode, ...] = (
         group=True,
     ),
 )
-#: The built-in modes alone (what a pure function judges by when it is given no registry).
+#: The built-in modes alone (what a pure function judges by without a registry).
 BUILTIN: Modes = Modes(BUILTIN_MODES)

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_gpuperf.measure.backend import Invocation
+from pytest_gpuperf.measure.backend import Invocation, Timer
 from pytest_gpuperf.measure.contention import ONE_THREAD, thread_schedstat
 from pytest_gpuperf.measure.policy import MeasurePolicy
-
-if TYPE_CHECKING:
-    from pytest_gpuperf.measure.backend import Timer
 
 THREAD, WALL = "thread", "wall"
 #: rounds (the engine's first, calibrating ones) and wall time the clock is chosen on
@@ -27,7 +24,7 @@ PROBE_ROUNDS, PROBE_S = 3, 0.002
 BLOCKED = 0.1
 
 
-class CpuTimer:
+class CpuTimer(Timer):
     """Rounds of back-to-back calls; with ``setup=``, each call timed alone after its setup.
 
     A round's value is the mean time per call on the timer's :attr:`clock`; with ``setup``
@@ -54,9 +51,6 @@ class CpuTimer:
         t = time.perf_counter_ns()
         out = self._call()
         return (time.perf_counter_ns() - t) / 1e9, out
-
-    def prepare(self) -> None:
-        pass
 
     def time_round(self, calls: int) -> tuple[float, float, int]:
         if self.clock is None:
@@ -91,21 +85,6 @@ class CpuTimer:
         if p.rounds >= PROBE_ROUNDS and p.wall >= PROBE_S * 1e9:
             self.clock = p.clock()
         return wall / 1e9 / calls, wall / 1e9, calls
-
-    def reset_peak_memory(self) -> None:
-        pass
-
-    def host_hidden(self, last: int) -> bool | None:
-        return None  # one figure: the host's own time
-
-    def host_time(self, last: int) -> float | None:
-        return None
-
-    def peak_memory(self) -> int | None:
-        return None
-
-    def close(self) -> None:
-        pass
 
 
 class _Probe:

@@ -7,23 +7,16 @@ benchmark runs on CUDA, never when the plugin loads.
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import statistics
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_gpuperf.errors import GpuPerfError, GraphCaptureError
-from pytest_gpuperf.measure.backend import Invocation
-from pytest_gpuperf.measure.engine import Round
+from pytest_gpuperf.measure.backend import Invocation, Timer
+from pytest_gpuperf.measure.engine import Round, gc_paused
 from pytest_gpuperf.measure.policy import MeasurePolicy
-
-if TYPE_CHECKING:
-    from pytest_gpuperf.measure.backend import Timer
-
-#: Fallback when the device does not report its L2 size.
-_DEFAULT_L2_BYTES = 64 * 1024 * 1024
 
 
 def _sync() -> None:
@@ -32,18 +25,16 @@ def _sync() -> None:
     torch.cuda.synchronize()
 
 
-def l2_flush_bytes(device: Any = None) -> int:
+def l2_flush_bytes() -> int:
     """Bytes written to evict the L2: twice its size, at least 64 MiB."""
     import torch
 
-    props = torch.cuda.get_device_properties(
-        device if device is not None else torch.cuda.current_device()
-    )
-    l2 = int(getattr(props, "L2_cache_size", 0) or _DEFAULT_L2_BYTES)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024)  # unknown: 64 MiB
     return max(2 * l2, 64 * 1024 * 1024)
 
 
-class _CudaTimerBase:
+class _CudaTimerBase(Timer):
     def __init__(self, call: Invocation):
         import torch
 
@@ -76,9 +67,8 @@ class _CudaTimerBase:
         self._torch.cuda.reset_peak_memory_stats()
 
     def plain_calls(self, calls: int) -> int:
-        """``calls`` calls back to back, nothing else on the GPU (no flush, no spin), then a
-        synchronize: the window the activity and the allocator's per-call figures are read
-        over. With ``setup=`` each call's setup runs before it (and is in the window)."""
+        """``calls`` calls back to back (with their setup), no flush, no spin, then a
+        synchronize: the window the activity and allocator figures are read over."""
         call, prepare = self._call, self._inv.prepare
         if self._has_setup:
             for _ in range(calls):
@@ -174,20 +164,13 @@ class CudaEventsTimer(_CudaTimerBase):
         self.hiding.probe(host, spin_s)
 
     def host_time(self, last: int) -> float | None:
-        """The host's time to issue one call, median of the ``last`` end-to-end rounds.
-
-        How close the host is to being the bottleneck: a call whose host time
-        is half its device time becomes host-bound when the host runs 2x slow.
-        """
+        """The host's time to issue one call, median of the ``last`` end-to-end rounds."""
         xs = sorted(self.host_per_call[-last:]) if last > 0 else []
         return xs[len(xs) // 2] if xs else None
 
     def host_hidden(self, last: int) -> bool | None:
-        """Whether the device figure of the ``last`` rounds is device time alone.
-
-        None without host hiding; False when the function waits for the GPU
-        itself, or when fewer than 80 % of those rounds had their host hidden.
-        """
+        """Whether the device figure of the ``last`` rounds is device time alone: False when
+        the function waits for the GPU, or under 80 % of them had their host hidden."""
         if not self.hide_host:
             return None
         flags = self.hidden[-last:] if last > 0 else []
@@ -411,32 +394,28 @@ class CudaGraphTimer(_CudaTimerBase):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
-        was_gc = gc.isenabled()
-        gc.disable()
-        try:
-            with torch.cuda.stream(side):
-                for _ in range(3):  # libraries (cuBLAS workspaces, ...) initialise outside capture
-                    self._call()
-            torch.cuda.current_stream().wait_stream(side)
-            _sync()
-            with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-                for _ in range(n):
-                    self._call()
-            graph.replay()
-            _sync()
-        except RuntimeError as e:
-            if isinstance(e, torch.cuda.OutOfMemoryError):
-                raise
-            with contextlib.suppress(RuntimeError):
+        with gc_paused():
+            try:
+                with torch.cuda.stream(side):
+                    for _ in range(3):  # libraries (cuBLAS workspaces, ...) initialise first
+                        self._call()
+                torch.cuda.current_stream().wait_stream(side)
                 _sync()
-            raise GraphCaptureError(
-                f"cuda_graph=True: {_fn_name(self._fn)} could not be captured in a CUDA graph: "
-                f"{_root_cause(e)}\n{GRAPH_RULES} Remove it from the timed function, or measure "
-                "it with cuda_graph=False."
-            ) from None
-        finally:
-            if was_gc:
-                gc.enable()
+                with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+                    for _ in range(n):
+                        self._call()
+                graph.replay()
+                _sync()
+            except RuntimeError as e:
+                if isinstance(e, torch.cuda.OutOfMemoryError):
+                    raise
+                with contextlib.suppress(RuntimeError):
+                    _sync()
+                raise GraphCaptureError(
+                    f"cuda_graph=True: {_fn_name(self._fn)} could not be captured in a CUDA "
+                    f"graph: {_root_cause(e)}\n{GRAPH_RULES} Remove it from the timed function, "
+                    "or measure it with cuda_graph=False."
+                ) from None
         self._graph = graph
         self.calls_per_graph = n
 
@@ -461,12 +440,6 @@ class CudaGraphTimer(_CudaTimerBase):
             self._graph.replay()
         _sync()
         return replays * self.calls_per_graph
-
-    def host_hidden(self, last: int) -> bool | None:
-        return None  # replays have no host to hide
-
-    def host_time(self, last: int) -> float | None:
-        return None
 
     def close(self) -> None:
         super().close()

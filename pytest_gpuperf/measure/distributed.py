@@ -4,7 +4,7 @@ torch is imported inside functions only. Beside the benchmark's group (NCCL on C
 gloo on the CPU, :func:`join_group`) the plugin keeps a *control* group on gloo for its
 barriers, clock and gathering, so they never queue behind the benchmark's GPU work.
 Every rank must make the same loop decisions, or one would call a collective the others
-never reach: so no rank reads its own clock (:class:`GroupClock` is rank 0's, broadcast)
+never reach: so no rank reads its own clock (:meth:`Group.clock` is rank 0's, broadcast)
 and each round's value is the slowest rank's (:class:`GroupTimer`), the same everywhere.
 """
 
@@ -16,16 +16,13 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_gpuperf.measure.backend import Invocation
+from pytest_gpuperf.measure.backend import Invocation, Timer
 from pytest_gpuperf.measure.collectives import message_bytes
 from pytest_gpuperf.measure.engine import Round
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.ranks import RankEnv
-
-if TYPE_CHECKING:
-    from pytest_gpuperf.measure.backend import Timer
 
 #: the NCCL log each rank writes, when the user did not choose one (``%h`` host, ``%p`` pid)
 NCCL_LOG_NAME = "nccl.%h.%p.log"
@@ -43,7 +40,6 @@ class Group:
         self._control = control
         #: whether the plugin made the group (and so destroys it at the end)
         self.owned = owned
-        self.clock = GroupClock(self)
 
     def barrier(self) -> None:
         import torch.distributed as dist
@@ -60,12 +56,12 @@ class Group:
         dist.all_gather(out, mine, group=self._control)
         return [[float(x) for x in t.tolist()] for t in out]
 
-    def broadcast_float(self, value: float) -> float:
-        """Rank 0's ``value``, on every rank."""
+    def clock(self) -> float:
+        """Rank 0's ``perf_counter``, on every rank (a broadcast on the control group)."""
         import torch
         import torch.distributed as dist
 
-        t = torch.tensor([float(value)], dtype=torch.float64)
+        t = torch.tensor([time.perf_counter()], dtype=torch.float64)
         dist.broadcast(t, src=0, group=self._control)
         return float(t.item())
 
@@ -102,20 +98,6 @@ class Group:
             pass
 
 
-class GroupClock:
-    """Rank 0's ``perf_counter``, on every rank (a broadcast on the control group)."""
-
-    def __init__(self, group: Group):
-        self._group = group
-
-    def __call__(self) -> float:
-        return self._group.broadcast_float(time.perf_counter())
-
-
-def backend_for(device: str) -> str:
-    return "nccl" if device == "cuda" else "gloo"
-
-
 def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
     """Join the process group ``env`` describes (or use the one the test process already
     initialised), with a gloo control group beside it; ``timeout_s`` bounds every
@@ -132,7 +114,7 @@ def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
             # eager: NCCL's communicator (and its init log) is made now, not at the first call
             kwargs["device_id"] = torch.device("cuda", env.local_rank)
         dist.init_process_group(
-            backend_for(device),
+            "nccl" if device == "cuda" else "gloo",
             init_method="env://",
             rank=env.rank,
             world_size=env.world_size,
@@ -153,7 +135,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-class GroupTimer:
+class GroupTimer(Timer):
     """Rounds timed on every rank in step; a round is the slowest rank's (module docstring).
 
     With ``setup=``, each call is timed alone after its setup (an event pair per call on
@@ -241,12 +223,6 @@ class GroupTimer:
         ends[0].synchronize()
         return float(starts[0].elapsed_time(ends[0])) / 1000.0 / calls
 
-    def host_hidden(self, last: int) -> bool | None:
-        return None  # one figure: events around back-to-back calls, as nccl-tests times them
-
-    def host_time(self, last: int) -> float | None:
-        return None
-
     def peak_memory(self) -> int | None:
         if self._device != "cuda":
             return None
@@ -293,24 +269,17 @@ def argument_bytes(call: Invocation) -> int | None:
     return message_bytes([size(a) for a in (*call.args, *call.kwargs.values())])
 
 
-def nccl_log_paths(pid: int | None = None) -> list[Path]:
-    """The NCCL log file(s) of process ``pid`` (this one), from ``NCCL_DEBUG_FILE``."""
+def read_nccl_log(pid: int | None = None) -> str:
+    """Process ``pid``'s (this one's) NCCL log from ``NCCL_DEBUG_FILE``, as far as it is
+    written ("" when there is none)."""
     pattern = os.environ.get("NCCL_DEBUG_FILE")
     if not pattern:
-        return []
+        return ""
     path = Path(pattern.replace("%h", socket.gethostname()).replace("%p", str(pid or os.getpid())))
-    return [path] if path.exists() else []
-
-
-def read_nccl_log(pid: int | None = None) -> str:
-    """This process's NCCL log, as far as it is written ("" when there is none)."""
-    out = []
-    for p in nccl_log_paths(pid):
-        try:
-            out.append(p.read_text(errors="replace"))
-        except OSError:
-            continue
-    return "".join(out)
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def nccl_environment(folder: Path, environ: Callable[[str], str | None]) -> dict[str, str]:
@@ -318,9 +287,7 @@ def nccl_environment(folder: Path, environ: Callable[[str], str | None]) -> dict
     log file per process in ``folder`` (never over what the user set)."""
     out: dict[str, str] = {}
     if environ("NCCL_DEBUG") is None:
-        out["NCCL_DEBUG"] = (
-            "INFO"  # its default subsystems (INIT, BOOTSTRAP, ENV): no per-call lines
-        )
+        out["NCCL_DEBUG"] = "INFO"  # its default subsystems (INIT, BOOTSTRAP, ENV)
     if environ("NCCL_DEBUG_FILE") is None:
         out["NCCL_DEBUG_FILE"] = str(folder / NCCL_LOG_NAME)
     return out

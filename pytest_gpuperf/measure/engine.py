@@ -76,8 +76,6 @@ class RawMeasurement:
     spans: list[tuple[float, float]] = field(default_factory=list)
     #: the loop's start on ``clock`` (to align telemetry samples with rounds)
     t0: float = 0.0
-    #: material level changes found before the steady tail (2+ = unstable)
-    level_changes: int = 0
     #: the timer's second figure for each kept round (end-to-end time per call of
     #: back-to-back calls), aligned with ``rounds``; empty when the timer has none
     e2e_rounds: list[float] = field(default_factory=list)
@@ -97,7 +95,7 @@ def _no_tick() -> None:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     was = gc.isenabled()
     gc.disable()
     try:
@@ -149,7 +147,7 @@ def run(
     # Warm up: rounds until they settle (after min_warmup_ms) or warmup_ms is spent.
     warmup: list[float] = []
     walls: list[float] = []  # each warm-up round's host time, for a timer of two figures
-    with phase("warmup"), _gc_paused():
+    with phase("warmup"), gc_paused():
         w0 = clock()
         while True:
             a = clock()
@@ -171,7 +169,7 @@ def run(
     rounds: list[float] = []
     taken: list[tuple[Round, float, float]] = []  # (round, start, end)
     capped = False
-    with phase("measure"), _gc_paused():
+    with phase("measure"), gc_paused():
         for _ in range(2):
             for i in range(policy.rounds):
                 if i >= 5 and clock() > deadline:
@@ -206,7 +204,6 @@ def run(
         wall_s=clock() - t0,
         spans=[(a, b) for _, a, b in tail],
         t0=t0,
-        level_changes=changes,
         e2e_rounds=_every([r.e2e for r, _, _ in tail]),
         time_capped=capped,
         rank_rounds=_every([r.ranks for r, _, _ in tail]),
