@@ -46,21 +46,15 @@ def explain(e: BaseException) -> str:
     return f"{hint} [{text}]" if hint else text
 
 
-def load() -> ModuleType:
-    """The pynvml module, or :class:`NvmlUnavailable` saying how to get it."""
+def open_nvml() -> ModuleType:
+    """pynvml, initialised (pair with :func:`close_nvml`); :class:`NvmlUnavailable` otherwise."""
     try:
         import pynvml
     except ImportError as e:
         raise NvmlUnavailable(
             f"pynvml cannot be imported ({e}); install nvidia-ml-py: pip install nvidia-ml-py"
         ) from None
-    module: ModuleType = pynvml
-    return module
-
-
-def open_nvml() -> ModuleType:
-    """pynvml, initialised (pair with :func:`close_nvml`); :class:`NvmlUnavailable` otherwise."""
-    nvml = load()
+    nvml: ModuleType = pynvml
     try:
         nvml.nvmlInit()
     except Exception as e:
@@ -93,10 +87,8 @@ def normalize_uuid(uuid: str) -> str:
 def visible_nvml_index(visible: str | None, cuda_index: int, uuids: Sequence[str]) -> int | None:
     """The NVML index of CUDA device ``cuda_index`` according to ``CUDA_VISIBLE_DEVICES``.
 
-    NVML ignores ``CUDA_VISIBLE_DEVICES`` and numbers GPUs in PCI order, while
-    CUDA renumbers the visible ones (by default fastest first). A UUID entry
-    is exact; a number is right when ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` or all
-    GPUs are alike, which is why selection by UUID comes first.
+    NVML numbers GPUs in PCI order, CUDA renumbers the visible ones (fastest first): a UUID
+    entry is exact, a number right only with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` or alike GPUs.
     """
     if visible is None or not visible.strip():
         return cuda_index if cuda_index < len(uuids) else None
@@ -193,26 +185,6 @@ def select_device(
     return dev
 
 
-def _reasons_reader(nvml: ModuleType, h: Any) -> Callable[[], int] | None:
-    for name in (
-        "nvmlDeviceGetCurrentClocksEventReasons",
-        "nvmlDeviceGetCurrentClocksThrottleReasons",
-    ):
-        fn = getattr(nvml, name, None)
-        if fn is None:
-            continue
-        try:
-            fn(h)
-        except Exception:
-            continue  # an older driver lacks the newer name
-
-        def read(fn: Callable[[Any], Any] = fn) -> int:
-            return int(fn(h))
-
-        return read
-    return None
-
-
 def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], list[str]]:
     """One reader per metric this GPU reports (each tried once), and the metrics it does not."""
     clock = nvml.nvmlDeviceGetClockInfo
@@ -233,11 +205,23 @@ def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], lis
             missing.append(name)
             continue
         out[name] = fn
-    reasons = _reasons_reader(nvml, h)
-    if reasons is None:
-        missing.append("clock_events")
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
+        reasons = getattr(nvml, name, None)
+
+        def read(fn: Any = reasons) -> int:
+            return int(fn(h))
+
+        try:
+            read()
+        except Exception:
+            continue  # None, or an older driver without the newer name
+        out["clock_events"] = read
+        break
     else:
-        out["clock_events"] = reasons
+        missing.append("clock_events")
     return out, missing
 
 
@@ -246,11 +230,9 @@ def sample_reader(
 ) -> Callable[[], Sample]:
     """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises).
 
-    The SM clock and the clock-event reasons are read every time; the memory
-    clock, power, temperature and utilisation only every ``slow_every``-th
-    time (``None`` in between): NVML averages power and utilisation over
-    100 ms to 1 s anyway, and each call is one more wait for the GIL when the
-    measuring thread is busy in Python.
+    The SM clock and the clock-event reasons are read every time, the other metrics every
+    ``slow_every``-th time: NVML averages them over 100 ms to 1 s, and each call is one more
+    wait for the GIL.
     """
     r = dev.readers
     sm = r.get("sm_clock_mhz")
@@ -326,10 +308,8 @@ def foreign_processes(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The processes on the GPU other than this one, and a note where that is uncertain.
 
-    Inside a container NVML may report pids of the host's PID namespace, so
-    this process does not appear under its own pid. When it holds a CUDA
-    context (``own_context``) and a single unknown pid is listed, that one is
-    taken to be this process.
+    In a container NVML may report the host's pids: when this process holds a CUDA context
+    (``own_context``) and a single unknown pid is listed, that one is taken to be it.
     """
     pids = sorted(seen)
     if own_pid in seen or not own_context:
@@ -360,12 +340,8 @@ def parent_pid(pid: int) -> int | None:
 def split_siblings(
     others: list[dict[str, Any]], is_sibling: Callable[[int], bool]
 ) -> tuple[list[dict[str, Any]], list[int]]:
-    """(processes that are not siblings, pids of the siblings).
-
-    Under pytest-xdist the other workers on this GPU are siblings (children
-    of the same controller): the per-GPU lock keeps them from measuring
-    while this process does, so they are listed apart, not as interference.
-    """
+    """(processes that are not siblings, pids of the siblings): pytest-xdist workers of the
+    same controller, which the per-GPU lock keeps from measuring while this process does."""
     keep: list[dict[str, Any]] = []
     siblings: list[dict[str, Any]] = []
     for p in others:
@@ -379,9 +355,8 @@ def split_siblings(
 class Sampler:
     """Reads samples every ``interval_s`` in a daemon thread until :meth:`stop`.
 
-    One sample is read in :meth:`start` and one in :meth:`stop`, so even a
-    measurement shorter than the interval is covered. Any error ends the
-    sampling and is kept in :attr:`error`; nothing is raised.
+    One sample is read in :meth:`start` and one in :meth:`stop`, so even a short
+    measurement is covered. Any error ends the sampling and is kept in :attr:`error`.
     """
 
     def __init__(

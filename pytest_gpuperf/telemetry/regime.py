@@ -1,14 +1,9 @@
 """Clock regimes: is a comparison with the baseline fair, and does a slowdown persist in cycles?
 
-Pure functions for the verdict. Their inputs are ``Result.telemetry`` dicts
-(as written to the JSON); the keys they read are :data:`REGIME_KEYS`, which
-is what a baseline must keep of each run's telemetry.
-
-How the verdict uses them: a would-be regression whose clock regime differs
-from the baseline's (:func:`regime_difference` returns a reason) becomes
-*inconclusive (environment)* with that reason, unless the slowdown persists
-in cycles (:func:`confirm_in_cycles`, nvbench's robust comparison): then the
-clock does not explain it and the regression stands.
+Pure functions on ``Result.telemetry`` dicts. A would-be regression whose clock regime
+differs from the baseline's (:func:`regime_difference`) is inconclusive (environment),
+unless the slowdown persists in cycles (:func:`confirm_in_cycles`, nvbench's robust
+comparison). A baseline keeps :data:`REGIME_KEYS` of each run's telemetry.
 """
 
 from __future__ import annotations
@@ -25,10 +20,6 @@ from pytest_gpuperf.telemetry.reasons import BENIGN_NAMES
 CLOCK_TOLERANCE = 0.03
 #: A slowdown reason active this much longer (share of the measurement) is a different regime.
 SHARE_TOLERANCE = 0.2
-
-#: A round "far below" the baseline's clock ran under this fraction of it.
-FAR_BELOW = 0.9
-
 #: The telemetry keys the functions below read (what a baseline keeps).
 REGIME_KEYS = (
     "available",
@@ -41,15 +32,15 @@ REGIME_KEYS = (
 
 
 def regime_summary(telemetry: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The part of a result's telemetry that regime comparisons need (for baseline storage)."""
+    """The part of a result's telemetry that regime comparisons need."""
     if not telemetry or not telemetry.get("available"):
         return None
     return {k: telemetry[k] for k in REGIME_KEYS if k in telemetry}
 
 
 def baseline_telemetry(telemetry: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What a baseline run keeps of a result's telemetry: :func:`regime_summary`, and the
-    summary of its activity (NVML GPM, :func:`.activity.summary`) under ``"activity"``."""
+    """What a baseline run keeps of a result's telemetry: :func:`regime_summary`, and
+    :func:`.activity.summary` under ``"activity"``."""
     out = regime_summary(telemetry) or {}
     act = activity.summary((telemetry or {}).get("activity"))
     if act is not None:
@@ -79,16 +70,12 @@ def regime_difference(
     clock_tolerance: float = CLOCK_TOLERANCE,
     share_tolerance: float = SHARE_TOLERANCE,
 ) -> str | None:
-    """Why the current run's clock regime differs materially from the baseline's, or ``None``.
+    """Why the current run's clock regime differs materially from the baseline runs', or
+    ``None`` (also without telemetry on either side).
 
-    ``baseline_summaries`` are the telemetry of the baseline's runs; runs
-    without telemetry are ignored, and without telemetry on either side the
-    answer is ``None`` (nothing shows a difference). Material: a median SM
-    or memory clock outside the baseline runs' range widened by
-    ``clock_tolerance``; a slowdown reason (power cap, thermal, ...) active
-    for a share of the measurement that differs by more than
-    ``share_tolerance`` from every baseline run's; other processes on the GPU
-    where the baseline had none.
+    Material: a median SM or memory clock outside the baseline runs' range widened by
+    ``clock_tolerance``; a slowdown reason active for a share of the measurement more than
+    ``share_tolerance`` from every baseline run's; other processes where the baseline had none.
     """
     base = [b for b in baseline_summaries if b is not None and _usable(b)]
     if not base or current is None or not _usable(current):
@@ -136,26 +123,6 @@ def regime_difference(
     return "clock regime differs from the baseline's: " + "; ".join(found)
 
 
-def rounds_below_baseline(
-    current: Mapping[str, Any] | None,
-    baseline_summaries: Sequence[Mapping[str, Any] | None],
-    *,
-    fraction: float = FAR_BELOW,
-) -> list[int]:
-    """Indices of the current rounds measured at an SM clock far below the baseline's.
-
-    Far below: under ``fraction`` of the lowest median SM clock of the
-    baseline runs. Reads ``round_sm_clock_mhz`` (one clock per kept round,
-    aligned with ``Result.rounds``); ``[]`` without telemetry on either side.
-    """
-    base = [v for v in (_median(b, "sm_clock_mhz") for b in baseline_summaries if b) if v]
-    clocks = (current or {}).get("round_sm_clock_mhz") or []
-    if not base or not clocks:
-        return []
-    limit = fraction * min(base)
-    return [i for i, c in enumerate(clocks) if c is not None and c < limit]
-
-
 def cycles_per_call(time_s: float, telemetry: Mapping[str, Any] | None) -> float | None:
     """SM cycles per call: time × median SM clock (``None`` without a clock)."""
     clock = _median(telemetry, "sm_clock_mhz") if telemetry and telemetry.get("available") else None
@@ -186,11 +153,8 @@ def confirm_in_cycles(
 ) -> CyclesCheck:
     """Is a slowdown of at least ``min_change`` still there in cycles (time × SM clock)?
 
-    ``baseline`` holds (time per call, telemetry) of each baseline run. As in
-    nvbench's robust comparison, a regression is confirmed when it persists at
-    equal clocks. Cycles are what compute-bound kernels spend; a memory-bound
-    kernel's time follows the memory clock rather than the SM clock, so there
-    an unconfirmed slowdown means "cannot tell", not "no slowdown".
+    ``baseline`` holds (time per call, telemetry) of each baseline run. A memory-bound
+    kernel's time follows the memory clock, so there "not confirmed" means "cannot tell".
     """
     times = [t for t, _ in baseline if t and t > 0]
     if not times or current_time_s <= 0:

@@ -1,8 +1,6 @@
 """Pure functions on a stream of telemetry samples: summaries, time shares, rounds marked.
 
-No NVML here: a :class:`Sample` is a plain tuple, so everything is tested on
-synthetic streams. Sample times ``t`` are on the same clock as the
-measurement's round spans (``time.perf_counter``), in seconds.
+Sample times ``t`` are on the clock of the measurement's round spans (seconds).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from pytest_gpuperf.telemetry.reasons import (
     slowdown,
 )
 
-#: The numeric metrics of a sample, as they are named in summaries and in the JSON.
+#: The numeric metrics of a sample, as named in summaries and in the JSON.
 METRICS = (
     "sm_clock_mhz",
     "mem_clock_mhz",
@@ -63,13 +61,8 @@ def stats(values: Sequence[float]) -> dict[str, float] | None:
 
 
 def covering(samples: Sequence[Sample], start: float, end: float) -> list[Sample]:
-    """The samples that tell what the GPU did during ``[start, end]``.
-
-    Those taken inside the interval; when none was (an interval shorter than
-    the sampling interval), the last sample before and the first after it,
-    since the state may have changed anywhere between them. ``samples``
-    must be sorted by time.
-    """
+    """The samples (sorted by time) that tell what the GPU did during ``[start, end]``: those
+    inside it, or, when none is, the last sample before and the first after it."""
     times = [s.t for s in samples]
     lo = bisect.bisect_left(times, start)
     hi = bisect.bisect_right(times, end)
@@ -84,13 +77,8 @@ def covering(samples: Sequence[Sample], start: float, end: float) -> list[Sample
 
 
 def weights(times: Sequence[float], start: float, end: float) -> list[float]:
-    """Time each sample stands for inside ``[start, end]``.
-
-    Sample ``i`` stands for the time from the midpoint with its predecessor to
-    the midpoint with its successor, clipped to the interval, so irregular
-    sampling (a sampler delayed by the GIL) does not bias time shares. Equal
-    weights when the interval has no length.
-    """
+    """The share of ``[start, end]`` each sample stands for: from the midpoint with its
+    predecessor to the one with its successor, so irregular sampling does not bias shares."""
     n = len(times)
     if n == 0:
         return []
@@ -129,11 +117,8 @@ def summarize(
     end: float,
     names: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
-    """Per-metric min/median/max and reason time shares of the samples covering ``[start, end]``.
-
-    Each metric is judged by the samples that report it (the slow metrics are
-    read every few samples), so a short window still gets a power reading.
-    """
+    """Per-metric min/median/max and reason time shares of the samples covering ``[start, end]``
+    (each metric by the samples that report it: the slow ones are read every few samples)."""
     window = covering(samples, start, end)
     out: dict[str, Any] = {"samples": len(window)}
     for metric in METRICS:
@@ -149,7 +134,7 @@ def summarize(
 
 
 class RoundMarks(NamedTuple):
-    """Indices of the kept rounds that telemetry marks (see :func:`mark_rounds`)."""
+    """Indices of the kept rounds that telemetry marks."""
 
     #: overlapped a sample with any slowdown reason (power cap included)
     throttled: list[int]
@@ -166,12 +151,8 @@ def mark_rounds(
     sm_clock_max_mhz: float | None,
     low_fraction: float = LOW_CLOCK_FRACTION,
 ) -> RoundMarks:
-    """Mark the rounds that ran throttled, throttled by the machine, or at a low SM clock.
-
-    A round is judged by the samples covering it (see :func:`covering`).
-    Rounds are marked, never dropped: the verdict decides what a marked
-    round means.
-    """
+    """Mark (never drop) the rounds that ran throttled, throttled by the machine, or at a low
+    SM clock, each judged by the samples covering it."""
     marks = RoundMarks([], [], [])
     limit = low_fraction * sm_clock_max_mhz if sm_clock_max_mhz else None
     for i, (a, b) in enumerate(spans):
@@ -211,10 +192,6 @@ def raw_table(samples: Sequence[Sample], t0: float) -> dict[str, Any]:
     return {"fields": ["t_s", *METRICS, "clock_events"], "rows": rows}
 
 
-def _span_text(indices: Sequence[int], total: int) -> str:
-    return f"{len(indices)} of {total} rounds"
-
-
 def notes(telemetry: Mapping[str, Any] | None) -> list[str]:
     """What the telemetry of one result says a reader must know, each with what to do about it."""
     if not telemetry:
@@ -239,7 +216,7 @@ def notes(telemetry: Mapping[str, Any] | None) -> list[str]:
             for name, v in shares.items()
             if v > 0 and name not in BENIGN_NAMES
         ]
-        marked = _span_text(telemetry.get("throttled_rounds") or [], rounds)
+        marked = f"{len(telemetry.get('throttled_rounds') or [])} of {rounds} rounds"
         head = f"{', '.join(reasons)} of the measurement; {clock}; {marked} marked"
         if any(shares.get(name, 0) > 0 for name in MACHINE_NAMES):
             out.append(
@@ -256,7 +233,7 @@ def notes(telemetry: Mapping[str, Any] | None) -> list[str]:
     low = telemetry.get("low_clock_rounds") or []
     if low and share == 0:
         out.append(
-            f"low clock: {_span_text(low, rounds)} ran below "
+            f"low clock: {len(low)} of {rounds} rounds ran below "
             f"{100 * LOW_CLOCK_FRACTION:.0f} % of the maximum SM clock ({clock}) without a "
             "throttle reason: the GPU was partly idle (launch-bound work: use cuda_graph=True) "
             "or still ramping up (raise warmup_ms)"
@@ -265,8 +242,8 @@ def notes(telemetry: Mapping[str, Any] | None) -> list[str]:
     if others:
         out.append(
             f"other processes used the GPU during the measurement ({process_list(others)}); "
-            "they share "
-            "its SMs, memory bandwidth and power budget: stop them, or run on an idle GPU"
+            "they share its SMs, memory bandwidth and power budget: stop them, or run on an "
+            "idle GPU"
         )
     return out
 

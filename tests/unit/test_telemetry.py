@@ -21,7 +21,6 @@ from pytest_gpuperf.telemetry.regime import (
     confirm_in_cycles,
     regime_difference,
     regime_summary,
-    rounds_below_baseline,
 )
 from pytest_gpuperf.telemetry.stream import (
     Sample,
@@ -714,15 +713,6 @@ def test_regime_summary_keeps_what_regime_difference_reads() -> None:
     assert small is not None and "raw" not in small
     assert regime_difference([small], tel(1980)) == regime_difference([full], tel(1980))
     assert regime_summary({"available": False}) is None
-
-
-def test_rounds_far_below_the_baselines_clock() -> None:
-    current = {**tel(1700), "round_sm_clock_mhz": [1980, 1790, 1700, None, 1350]}
-    base = [tel(1980), tel(1965)]
-    assert rounds_below_baseline(current, base) == [2, 4]  # below 90 % of 1965 MHz
-    assert rounds_below_baseline(current, base, fraction=0.7) == [4]
-    assert rounds_below_baseline(current, [None]) == []
-    assert rounds_below_baseline(tel(1700), base) == []  # no per-round clocks
 
 
 def test_a_slowdown_the_clock_explains_is_not_confirmed_in_cycles() -> None:
