@@ -41,7 +41,7 @@ def driver_version() -> str | None:
         return None
 
 
-def _version(module: str) -> str | None:
+def package_version(module: str) -> str | None:
     try:
         from importlib.metadata import version
 
@@ -68,7 +68,7 @@ def _collect(device: str, index: int) -> tuple[tuple[str, Any], ...]:
         "torch": str(torch.__version__) if torch else None,
         "torch_git": getattr(torch.version, "git_version", None) if torch else None,
         "cuda_runtime": torch.version.cuda if torch else None,
-        "triton": _version("triton"),
+        "triton": package_version("triton"),
         "device": device,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "torch_threads": torch.get_num_threads() if torch else None,

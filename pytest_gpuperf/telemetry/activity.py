@@ -1,10 +1,9 @@
 """What the GPU's units were doing (NVML GPM activity): figures, what bounds the work, what moved.
 
-Pure Python: the figures (``Result.telemetry["activity"]``) come from :mod:`.gpm`, read
-over plain back-to-back calls after the measurement, without the L2 flush and the spin,
-which would otherwise count as the benchmark's own activity. :func:`bound` says what
-limits the work; :func:`moved` lists the figures that changed against the baseline, so
-that a diagnosis cites a figure that moved rather than one a rule assumed would.
+The figures (``Result.telemetry["activity"]``) come from :mod:`.gpm`, read over plain calls
+after the measurement (the L2 flush and the spin would count as the benchmark's activity).
+:func:`moved` lists the figures that changed against the baseline, so that a diagnosis
+cites a figure that moved rather than one a rule assumed would.
 """
 
 from __future__ import annotations
@@ -58,8 +57,8 @@ TENSOR_WAS_PCT = 40.0
 SUMMARY_KEYS = ("available", "window_s", "calls", *KEYS)
 
 
-def unavailable(reason: str) -> dict[str, Any]:
-    return {"available": False, "reason": reason}
+def unavailable(reason: str, **extra: Any) -> dict[str, Any]:
+    return {"available": False, "reason": reason, **extra}
 
 
 def _num(a: Mapping[str, Any] | None, key: str) -> float | None:
@@ -161,12 +160,8 @@ class Move:
 def moved(
     baseline: Sequence[Mapping[str, Any] | None], current: Mapping[str, Any] | None
 ) -> list[Move]:
-    """The activity figures of ``current`` that left the baseline runs' range, largest first.
-
-    A percentage moved when it is :data:`MOVE_POINTS` points from the baseline's median
-    and outside the baseline runs' range widened by :data:`RANGE_SLACK_POINTS`; a rate
-    when it changed by :data:`MOVE_RATE_FACTOR` and at least :data:`MOVE_RATE_MIB_S`.
-    """
+    """The activity figures of ``current`` that left the baseline runs' range, largest first
+    (by the thresholds above)."""
     base = [b for b in baseline if usable(b)]
     if not base or not usable(current):
         return []

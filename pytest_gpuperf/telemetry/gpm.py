@@ -1,17 +1,9 @@
 """NVML GPM (GPU performance monitoring): two samples around a window, the metrics between them.
 
-GPM is NVML's counterpart of DCGM's profiling metrics (SM activity and
-occupancy, tensor pipes, DRAM bandwidth, PCIe and NVLink traffic), read through
-nvidia-ml-py with no DCGM install: ``nvmlGpmSampleGet`` twice, then
-``nvmlGpmMetricsGet`` computes every metric over the time between the two
-samples. NVML asks for at least 100 ms between them (its counters refresh at
-that rate), so the window is at least :data:`MIN_WINDOW_S`.
-
-It needs a Hopper or newer GPU and a driver that supports it; on a MIG
-instance GPM is per GPU instance (``nvmlGpmMigSampleGet``), which this module
-does not read. :func:`support` says why GPM cannot be used, in one sentence.
-pynvml is passed in (the caller opened NVML); nothing here raises to the
-caller but :class:`GpmUnavailable`.
+GPM is NVML's counterpart of DCGM's profiling metrics, read through nvidia-ml-py with no
+DCGM install. Its counters refresh every 100 ms, so a window lasts at least
+:data:`MIN_WINDOW_S`. It needs a Hopper or newer GPU; on MIG it is per instance, which this
+module does not read. Nothing here raises to the caller but :class:`GpmUnavailable`.
 """
 
 from __future__ import annotations
@@ -87,11 +79,8 @@ def _why(e: BaseException) -> str:
 
 
 class GpmReader:
-    """Two GPM sample buffers for one device: :meth:`start`, :meth:`stop` -> the metrics.
-
-    Build it with :meth:`open`; :meth:`close` frees the buffers. Not thread-safe (one
-    window at a time, from the measuring thread).
-    """
+    """Two GPM sample buffers for one device (made by :meth:`open`): :meth:`start`,
+    :meth:`stop` -> the metrics; one window at a time, from the measuring thread."""
 
     def __init__(self, nvml: ModuleType, handle: Any):
         self._nvml = nvml

@@ -1,9 +1,7 @@
 """The session header: the GPUs as NVML sees them at the start, and what makes results unreliable.
 
-:func:`collect_gpu_state` reads NVML (never torch: the torch version comes
-from the package metadata) and never raises; :func:`render_header` and
-:func:`conditions` are pure, so every condition is tested on synthetic
-states.
+:func:`collect_gpu_state` reads NVML (never torch) and never raises; :func:`render_header`
+and :func:`conditions` are pure, so every condition is tested on synthetic states.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf.measure.environment import package_version
 from pytest_gpuperf.telemetry import gpm as _gpm
 from pytest_gpuperf.telemetry import nvml as _nvml
 from pytest_gpuperf.telemetry.reasons import decode, reason_names, slowdown
@@ -22,19 +21,6 @@ from pytest_gpuperf.telemetry.stream import process_list
 BUSY_UTIL_PCT = 10
 #: Within this many degrees of the slowdown temperature, the GPU is about to throttle.
 HOT_MARGIN_C = 5
-
-
-def _version(dist: str) -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version(dist)
-    except Exception:
-        return None
-
-
-def _cuda_version(v: int | None) -> str | None:
-    return None if not v else f"{v // 1000}.{(v % 1000) // 10}"
 
 
 def _visible(nvml: Any, count: int, visible: str | None) -> list[int]:
@@ -107,7 +93,7 @@ def collect_gpu_state(
     if use_env and visible is None:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     own = own_pid if own_pid is not None else os.getpid()
-    state: dict[str, Any] = {"torch": _version("torch")}
+    state: dict[str, Any] = {"torch": package_version("torch")}
     try:
         nvml = _nvml.open_nvml()
     except _nvml.NvmlUnavailable as e:
@@ -128,7 +114,7 @@ def collect_gpu_state(
             **state,
             "available": True,
             "driver": _nvml.text(driver) if driver is not None else None,
-            "cuda_driver": _cuda_version(cuda),
+            "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}" if cuda else None,
             "gpu_count": count,
             "cuda_visible_devices": visible,
             "gpus": gpus,
@@ -200,8 +186,7 @@ def _load_conditions(g: Mapping[str, Any]) -> list[Condition]:
 
 
 def _device_conditions(g: Mapping[str, Any]) -> list[Condition]:
-    """Settings and states of GPU ``g`` that skew timings: persistence, throttling, heat,
-    MIG, a lowered power limit, a pending ECC change."""
+    """Settings and states of GPU ``g`` that skew timings."""
     out: list[Condition] = []
     i = g.get("index")
     if g.get("persistence") is False:
@@ -292,9 +277,8 @@ def gpu_line(g: Mapping[str, Any]) -> str:
 def render_header(
     state: Mapping[str, Any], *, interval_ms: float | None = None, activity: bool = False
 ) -> list[str]:
-    """Header lines (no ``gpuperf:`` prefix) for a state from :func:`collect_gpu_state`;
-    ``activity``: GPM activity is read (``--gpuperf-activity``), so a GPU without it gets
-    one line that says why."""
+    """Header lines (no ``gpuperf:`` prefix) for a state from :func:`collect_gpu_state`
+    (``activity``: GPM is read, so a GPU without it gets a line that says why)."""
     if not state.get("available"):
         why = state.get("reason", "unknown reason")
         lines = [f"telemetry unavailable: {why}"]

@@ -1,7 +1,6 @@
 """The fixture's telemetry probe: sample NVML while a benchmark is measured, then summarise.
 
-One :class:`NvmlTelemetry` per process (the session object holds it): NVML is
-opened once, on the first CUDA measurement, and each measurement gets its own
+One :class:`NvmlTelemetry` per process opens NVML once; each measurement gets its own
 sampler thread. Nothing here raises into a measurement: every failure becomes
 ``{"available": False, "reason": ...}``.
 """
@@ -18,7 +17,7 @@ from typing import Any
 
 from pytest_gpuperf.telemetry import gpm as _gpm
 from pytest_gpuperf.telemetry import nvml as _nvml
-from pytest_gpuperf.telemetry.activity import unavailable as no_activity
+from pytest_gpuperf.telemetry.activity import unavailable
 from pytest_gpuperf.telemetry.reasons import KNOWN, reason_names
 from pytest_gpuperf.telemetry.stream import (
     mark_rounds,
@@ -37,8 +36,7 @@ Finish = Callable[[Any], dict[str, Any]]
 
 
 def gather(finishers: list[Any], raw: Any) -> dict[str, Any] | None:
-    """What the telemetry probes found over the measurement ``raw`` (each finisher is handed
-    it), merged; None when none found anything."""
+    """What the telemetry probes' finishers found over the measurement ``raw``, merged."""
     telemetry: dict[str, Any] | None = None
     for finish in finishers:
         if callable(finish):
@@ -57,16 +55,11 @@ def torch_device_identity() -> tuple[int, str | None]:
     return index, (str(uuid) if uuid else None)
 
 
-def unavailable(reason: str, **extra: Any) -> dict[str, Any]:
-    return {"available": False, "reason": reason, **extra}
-
-
 class ActivityWindow:
     """GPM over a window of calls: :meth:`start`, the calls, :meth:`stop` -> the activity.
 
-    ``reader`` is None when GPM cannot be read (``reason`` says why); then :attr:`wanted`
-    is False, so the caller can keep its window short, and :meth:`stop` gives the
-    ``{"available": False, "reason"}`` a result keeps.
+    ``reader`` is None when GPM cannot be read (``reason`` says why): then :attr:`wanted` is
+    False, so the caller can keep its window short.
     """
 
     def __init__(self, reader: _gpm.GpmReader | None, reason: str | None = None):
@@ -89,13 +82,13 @@ class ActivityWindow:
     def stop(self, **facts: Any) -> dict[str, Any]:
         """The activity dict: the metrics, ``facts`` (window_s, calls) and the source."""
         if self.reader is None:
-            return no_activity(self.reason or "GPM is not read")
+            return unavailable(self.reason or "GPM is not read")
         if self._error is not None:
-            return no_activity(self._error)
+            return unavailable(self._error)
         try:
             metrics = self.reader.stop()
         except _gpm.GpmUnavailable as e:
-            return no_activity(str(e))
+            return unavailable(str(e))
         return {"available": True, "source": "nvml-gpm", **facts, **metrics}
 
 
@@ -108,12 +101,8 @@ class _Run:
 
 
 class NvmlTelemetry:
-    """NVML telemetry for the measurements of one process; :meth:`probe` is a fixture ``Probe``.
-
-    ``off_reason`` turns it off with a reason (a CPU benchmark, the option
-    set to false); ``identity`` says which CUDA device runs the benchmarks
-    (torch's current device by default).
-    """
+    """NVML telemetry for the measurements of one process; :meth:`probe` is a fixture ``Probe``
+    (``off_reason`` turns it off; ``identity`` says which CUDA device runs the benchmarks)."""
 
     def __init__(
         self,
@@ -126,7 +115,7 @@ class NvmlTelemetry:
         pid: int | None = None,
     ):
         self.interval_s = interval_ms / 1000.0
-        #: memory clock, power, temperature, utilisation: about every 50 ms (see sample_reader)
+        #: memory clock, power, temperature, utilisation: about every 50 ms
         self.slow_every = max(1, round(SLOW_METRICS_S / self.interval_s))
         self.raw = raw
         self.off_reason = off_reason
@@ -140,8 +129,6 @@ class NvmlTelemetry:
         self._devices: dict[tuple[int, str | None], _nvml.Device] = {}
         #: per device: its GPM reader, or why there is none (decided once per device)
         self._gpm: dict[tuple[int, str | None], _gpm.GpmReader | str] = {}
-
-    # --- NVML, once -------------------------------------------------------------
 
     def _open(self) -> str | None:
         """``None`` when NVML is ready, else why it is not (decided once)."""
@@ -199,8 +186,6 @@ class NvmlTelemetry:
                 self._nvml, uuid=uuid, cuda_index=index, visible=self._visible
             )
         return self._devices[key]
-
-    # --- the probe ----------------------------------------------------------------
 
     @contextlib.contextmanager
     def probe(self, bench_id: Any, clock: Callable[[], float]) -> Iterator[Finish]:

@@ -1,10 +1,7 @@
 """NVML clock-event (throttle) reasons: readable names for the bits of the reason mask.
 
-``nvmlDeviceGetCurrentClocksEventReasons`` returns a bit mask; each bit says
-why the SM clock is below its maximum. The names below cover the bits NVML
-documents today; :func:`reason_names` adds any further
-``nvmlClocksEventReason*`` / ``nvmlClocksThrottleReason*`` bit that the
-installed pynvml defines, so a newer driver's reasons are named too.
+Each bit says why the SM clock is below its maximum; :func:`reason_names` adds the bits
+the installed pynvml defines beyond :data:`KNOWN`, so a newer driver's reasons are named.
 """
 
 from __future__ import annotations
@@ -32,10 +29,8 @@ KNOWN: Mapping[int, str] = {
 #: clock check catches a low idle clock), and clocks chosen by the user.
 BENIGN = 0x1 | 0x2 | 0x100
 BENIGN_NAMES = frozenset(KNOWN[b] for b in (0x1, 0x2, 0x100))
-#: Bits that point at the machine (cooling, power delivery) rather than at the
-#: workload: HW slowdown, SW and HW thermal slowdown, HW power brake. The SW
-#: power cap, by contrast, is how a GPU normally runs sustained heavy work:
-#: on the H200 a 4096^3 bf16 matmul runs power-capped at 700 W from 0.25 s on.
+#: Bits that point at the machine (cooling, power delivery) rather than the workload. The SW
+#: power cap is how a GPU normally runs sustained heavy work (an H200 bf16 matmul at 700 W).
 MACHINE = 0x8 | 0x20 | 0x40 | 0x80
 MACHINE_NAMES = frozenset(KNOWN[b] for b in (0x8, 0x20, 0x40, 0x80))
 
