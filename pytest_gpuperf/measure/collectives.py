@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 
@@ -103,34 +102,6 @@ def bus_factor(name: str, world_size: int) -> float:
     return float(FACTORS[check(name)](world_size))
 
 
-@dataclass(frozen=True)
-class GroupRecord:
-    """What a result measured in step across a process group says about the group
-    (``Result.extra["group"]``, stored with each baseline run)."""
-
-    world_size: int
-    backend: str
-    #: the collective timed by the benchmark (``collective=``), None for other work
-    collective: str | None = None
-    #: each rank's median per-call time of the kept rounds, rank order (seconds)
-    rank_medians: tuple[float, ...] = ()
-    #: in how many of the kept rounds each rank was the slowest
-    slowest_counts: tuple[int, ...] = ()
-
-    @classmethod
-    def of(cls, result: Measured) -> GroupRecord | None:
-        g = (result.extra or {}).get("group")
-        if not isinstance(g, Mapping):
-            return None
-        return cls(
-            world_size=int(g.get("world_size") or 1),
-            backend=str(g.get("backend") or "?"),
-            collective=g.get("collective"),
-            rank_medians=tuple(float(x) for x in g.get("rank_medians") or ()),
-            slowest_counts=tuple(int(x) for x in g.get("slowest_counts") or ()),
-        )
-
-
 def algbw_gbps(result: Measured) -> float | None:
     """The algorithm bandwidth of a collective's result, GB/s (``bytes`` over the median)."""
     return result.gbps
@@ -138,11 +109,13 @@ def algbw_gbps(result: Measured) -> float | None:
 
 def busbw_gbps(result: Measured) -> float | None:
     """The bus bandwidth of a collective's result, GB/s; None when it times no collective."""
-    g = GroupRecord.of(result)
+    g = (result.extra or {}).get("group")
     algbw = result.gbps
-    if g is None or g.collective is None or algbw is None or not math.isfinite(algbw):
+    if not isinstance(g, Mapping) or g.get("collective") is None:
         return None
-    return algbw * bus_factor(g.collective, g.world_size)
+    if algbw is None or not math.isfinite(algbw):
+        return None
+    return algbw * bus_factor(g["collective"], int(g.get("world_size") or 1))
 
 
 def rate_text(result: Measured) -> str | None:
@@ -156,26 +129,6 @@ def rate_text(result: Measured) -> str | None:
 
 def _gb(gbps: float) -> str:
     return f"{gbps / 1e3:.3g} TB/s" if gbps >= 1000 else f"{gbps:.3g} GB/s"
-
-
-def slowest_rank_line(record: GroupRecord) -> str | None:
-    """``slowest rank: 1 (in 28 of 30 rounds; medians 3.1 ms / 9.2 ms)``, when one rank
-    was the slowest in most rounds; None otherwise."""
-    counts = record.slowest_counts
-    total = sum(counts)
-    if not counts or total <= 0:
-        return None
-    rank = max(range(len(counts)), key=lambda r: counts[r])
-    if counts[rank] < 0.6 * total or len(counts) < 2:
-        return None
-    medians = " / ".join(_ms(m) for m in record.rank_medians)
-    return f"slowest rank: {rank} (in {counts[rank]} of {total} rounds; medians by rank {medians})"
-
-
-def _ms(s: float) -> str:
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
 
 
 def message_bytes(sizes: Any) -> int | None:

@@ -1,11 +1,7 @@
 """The measurement loop: calibrate, warm up until settled, measure, trim, classify.
 
-"How to time" is a :class:`RoundTimer` (a backend); "when to stop" is a
-:class:`~pytest_gpuperf.measure.policy.MeasurePolicy`. The loop calls the
-timer itself, round after round; between two rounds it calls ``tick`` (the
-progress line's, which writes at most once a second). The loop is pure
-Python and is unit-tested with a synthetic timer; :func:`run` is the whole loop, one
-function to read top to bottom.
+"How to time" is a :class:`RoundTimer`; "when to stop" a :class:`MeasurePolicy`. Pure
+Python, unit-tested with a synthetic timer; :func:`run` is the whole loop.
 """
 
 from __future__ import annotations
@@ -31,15 +27,9 @@ from pytest_gpuperf.measure.steady_state import (
 
 
 class Round(NamedTuple):
-    """What one round of a timer measured.
-
-    ``per_call`` is the round's value of the benchmark's main figure (seconds per
-    call), ``wall`` the host time the round took, ``calls`` the calls it made.
-    ``e2e`` is a second figure some timers take in the same round: the
-    end-to-end time per call of back-to-back calls (None where there is none).
-    ``ranks`` is, for a timer of a process group, each rank's own time per call in
-    rank order (``per_call`` then being the slowest rank's).
-    """
+    """What one round of a timer measured: ``per_call`` seconds of the main figure, ``wall``
+    host seconds, ``calls`` made; ``e2e``, end-to-end time per call of back-to-back calls,
+    where the timer takes it; ``ranks``, each rank's own time (a process group's timer)."""
 
     per_call: float
     wall: float
@@ -76,13 +66,11 @@ class RawMeasurement:
     spans: list[tuple[float, float]] = field(default_factory=list)
     #: the loop's start on ``clock`` (to align telemetry samples with rounds)
     t0: float = 0.0
-    #: the timer's second figure for each kept round (end-to-end time per call of
-    #: back-to-back calls), aligned with ``rounds``; empty when the timer has none
+    #: the timer's second figure for each kept round (empty when it has none)
     e2e_rounds: list[float] = field(default_factory=list)
     #: the loop's time cap stopped a measurement pass before its rounds were done
     time_capped: bool = False
-    #: each rank's own time per call for each kept round (a process group's timer),
-    #: aligned with ``rounds``; empty for other timers
+    #: each rank's own time per call for each kept round (a process group's timer)
     rank_rounds: list[tuple[float, ...]] = field(default_factory=list)
 
 
@@ -106,12 +94,8 @@ def gc_paused() -> Iterator[None]:
 
 
 def calibrate(timer: RoundTimer, policy: MeasurePolicy, tick: Tick = _no_tick) -> int:
-    """Calls per round so that one round lasts about ``round_ms`` of wall time.
-
-    Rounds grow until one lasts a quarter of ``round_ms``; the estimate is the
-    fastest per-call wall time of at least three rounds, so one slow call
-    (a recompile, a page fault) does not shrink every round to one call.
-    """
+    """Calls per round so that one round lasts about ``round_ms`` of wall time, from the
+    fastest per-call wall time of at least three rounds (one slow call does not count)."""
     target = policy.round_ms / 1000.0
     n = 1
     best = math.inf
@@ -217,12 +201,9 @@ def _every(values: list[_T | None]) -> list[_T]:
 
 
 def _deadline(policy: MeasurePolicy, walls: list[float], t0: float) -> float:
-    """A hard stop for the whole loop (rounds grow if the function slows down).
-
-    The warm-up budget plus 2.5 measurement passes, after at least 5 rounds per pass. A
-    round of a timer that takes two figures (or holds the GPU while the host enqueues)
-    lasts longer than round_ms: its passes are sized by its warm-up rounds, up to 4x.
-    """
+    """A hard stop for the whole loop: the warm-up budget plus 2.5 measurement passes. A
+    round of a timer of two figures lasts longer than round_ms: its passes are sized by its
+    warm-up rounds, up to 4x."""
     round_s = policy.round_ms / 1000.0
     if walls:
         recent = sorted(walls[-policy.settle_window :])

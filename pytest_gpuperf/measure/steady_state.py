@@ -1,14 +1,7 @@
-"""Steady-state detection over a series of round times (pure Python).
-
-Three questions, each a small pure function:
-
-* ``settled``: during warm-up, has the transient ended? (online)
-* ``mser_cut``: after measuring, how many leading rounds are still transient? (MSER)
-* ``changepoints``: did the level move during the measurement? (PELT)
-
-``classify`` turns the answers into one of the stability classes of
-:mod:`pytest_gpuperf.model`. All work on the log of the round times, so
-tolerances are relative.
+"""Steady-state detection over a series of round times: during warm-up, has the transient
+ended (:func:`settled`)? After measuring, how many leading rounds are still transient
+(:func:`mser_cut`, MSER), and did the level move (:func:`changepoints`, PELT)? All work on
+the log of the round times, so tolerances are relative.
 """
 
 from __future__ import annotations
@@ -45,10 +38,9 @@ def _ranks(xs: Sequence[float]) -> list[float]:
 def spearman_trend(xs: Sequence[float]) -> float:
     """Spearman's rho between the values and their position (0 where undefined).
 
-    Not ``scipy.stats.spearmanr``, on purpose: this runs inside the measuring process,
-    once per warm-up round, where importing ``scipy.stats`` costs 0.6-1 s and each of its
-    calls ~180 µs against ~18 µs here (30 values, the 2-core CI machine). A test checks
-    that both agree on random series with ties.
+    Not ``scipy.stats.spearmanr``: this runs once per warm-up round in the measuring process,
+    where importing ``scipy.stats`` costs 0.6-1 s and a call 10x this one. A test checks that
+    both agree.
     """
     n = len(xs)
     if n < 3:
@@ -65,14 +57,9 @@ def spearman_trend(xs: Sequence[float]) -> float:
 
 
 def settled(values: Sequence[float], window: int = 6, tol: float = 0.01) -> bool:
-    """Whether the last ``2 * window`` warm-up rounds show a settled level.
-
-    Settled means both: the median of the newest ``window`` rounds agrees with
-    the median of the ``window`` before them, within ``tol`` or three standard
-    errors of that difference (whichever is larger, so jittery but flat series
-    settle too); and the ``2 * window`` rounds show no monotone trend
-    (``|Spearman rho| < 0.8``).
-    """
+    """Whether the last ``2 * window`` warm-up rounds show a settled level: the medians of
+    their two halves agree within ``tol`` or three standard errors (so jittery but flat
+    series settle too), and they show no monotone trend (``|Spearman rho| < 0.8``)."""
     if len(values) < 2 * window:
         return False
     tail = _logs(values[-2 * window :])
@@ -89,12 +76,8 @@ def settled(values: Sequence[float], window: int = 6, tol: float = 0.01) -> bool
 
 
 def mser_cut(values: Sequence[float], max_fraction: float = 0.5) -> int:
-    """MSER truncation point: the number of leading rounds to drop.
-
-    Minimises the squared standard error of the mean of what is kept,
-    ``sum((z - mean)^2) / (n - d)^2``, over ``d <= max_fraction * n``. A
-    result equal to the bound means the transient did not visibly end.
-    """
+    """MSER truncation point: the ``d <= max_fraction * n`` leading rounds to drop that
+    minimise the squared standard error of the mean of what is kept."""
     z = _logs(values)
     n = len(z)
     if n < 4:
@@ -129,10 +112,9 @@ def changepoints(
 ) -> list[int]:
     """Level changes by PELT with a mean-shift cost; returns segment start indices (>0).
 
-    The noise SD comes from successive differences (robust to the shifts
-    themselves), values are winsorised at 4 SD around the median so one slow
-    round cannot open a segment, and the penalty is ``3 ln n`` noise
-    variances per change. Variance changes alone are not level changes.
+    The noise SD comes from successive differences (robust to the shifts themselves), values
+    are winsorised so one slow round cannot open a segment, and the penalty is ``3 ln n``
+    noise variances per change.
     """
     z = _logs(values)
     n = len(z)
@@ -192,18 +174,14 @@ def _within_level(head: Sequence[float], tail: Sequence[float], tol: float) -> b
 def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
     """Where the final steady level starts, and how many material level changes came before.
 
-    MSER removes a decaying start; PELT then finds level changes in the rest.
-    A change is material when the medians on either side differ by more than
-    ``tol`` or three times the rounds' own scatter (robust SD within
-    segments), whichever is larger. The steady tail starts after the last material change, so a
-    one-off step (a clock settling under a power cap, a cache warming late) is
-    trimmed as leftover transient; two or more changes mean the level moves.
+    MSER removes a decaying start; PELT then finds level changes in the rest, material when
+    the medians on either side differ by more than ``tol`` or three times the rounds' own
+    scatter. A one-off step is trimmed as leftover transient; two or more mean the level moves.
     """
     cut = mser_cut(values)
     if 0 < len(values) - cut < MIN_KEPT and _within_level(values[:cut], values[cut:], tol):
-        # MSER trims scatter too: in a short series (a slow function's few rounds), a cut
-        # that leaves too few rounds to call steady, of a head within tol of the level, is
-        # no transient
+        # MSER trims scatter too: in a short series, a cut that leaves too few rounds, of a
+        # head within tol of the level, is no transient
         cut = 0
     tail = list(values[cut:])
     cps = changepoints(tail)
@@ -221,13 +199,9 @@ def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
 
 
 def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
-    """A gradual drift that no single change point captures.
-
-    The Theil-Sen slope (median of pairwise slopes, robust to outliers) over
-    the series must move the level by more than ``tol`` end to end, and by
-    more than three standard errors of that change given the scatter around
-    the trend; the series must also trend monotonically (|Spearman| > 0.5).
-    """
+    """A gradual drift that no single change point captures: the Theil-Sen slope moves the
+    level by more than ``tol`` and three standard errors end to end, and the series trends
+    monotonically (|Spearman| > 0.5)."""
     z = _logs(values)
     n = len(z)
     if n < 6:
@@ -244,10 +218,8 @@ def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
 def classify(
     kept: int, wanted: int, changes: int, *, warmup_settled: bool, drift: bool = False
 ) -> str:
-    """Stability class from what :func:`steady_tail` and :func:`drifting` found.
-
-    ``kept`` rounds remain of a measurement that asked for ``wanted``.
-    """
+    """Stability class from what :func:`steady_tail` and :func:`drifting` found (``kept``
+    rounds remain of the ``wanted``)."""
     if changes >= 2:
         return SHIFT
     if drift or kept < max(MIN_KEPT, wanted // 2):

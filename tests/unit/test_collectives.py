@@ -108,14 +108,6 @@ def test_a_result_that_times_no_collective_keeps_its_plain_throughput() -> None:
     assert c.busbw_gbps(step.run) is None and fmt_result_rate(step) == "-"
 
 
-def test_the_slowest_rank_is_named_when_it_was_slowest_most_of_the_time() -> None:
-    rec = c.GroupRecord(2, "gloo", None, (3.1e-3, 9.2e-3), (2, 28))
-    assert c.slowest_rank_line(rec) == (
-        "slowest rank: 1 (in 28 of 30 rounds; medians by rank 3.1 ms / 9.2 ms)"
-    )
-    assert c.slowest_rank_line(c.GroupRecord(2, "gloo", None, (1e-3, 1e-3), (15, 15))) is None
-
-
 TORCHRUN = {
     "RANK": "3",
     "WORLD_SIZE": "8",
