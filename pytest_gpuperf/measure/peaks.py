@@ -1,16 +1,10 @@
 """The GPUs' datasheet peaks, and achieved throughput as a fraction of them. Pure Python.
 
-A benchmark that declares its work (``flops=``, ``bytes=``) gets its achieved
-FLOP/s and bandwidth as fractions of the GPU's peak: the peak of its dtype's
-math (dense, without sparsity) and of its memory. The dtype is the test's own
-parameter (``dtype``, ``dtypes=`` of the marker, or any parameter whose value
-names a dtype); without one, only the bandwidth gets a fraction.
-
-Peaks are NVIDIA's datasheet figures for the boost clock. The datasheets quote
-the tensor-core figures *with sparsity*; the dense figure is half of it, and
-that is the one kept here. A GPU under its power cap runs below the boost
-clock (the H200 at 1,590 instead of 1,980 MHz under a sustained bf16 GEMM), so
-a fraction near 80 % is about as high as sustained work gets.
+A benchmark that declares its work (``flops=``, ``bytes=``) gets its achieved FLOP/s and
+bandwidth as fractions of the peaks of its dtype's math and of the memory. Peaks are
+NVIDIA's datasheet figures at the boost clock, dense (half the quoted sparse tensor-core
+figure). A GPU under its power cap runs below the boost clock, so about 80 % is as high as
+sustained work gets.
 """
 
 from __future__ import annotations
@@ -28,41 +22,24 @@ class Peak:
 
     name: str
     dram_gbps: float
-    #: math kind -> dense TFLOP/s (TOP/s for int8); kinds: fp64, fp64_tensor, fp32, tf32,
-    #: bf16, fp16, fp8, int8
+    #: math kind (one of :data:`_KINDS`) -> dense TFLOP/s (TOP/s for int8)
     tflops: Mapping[str, float]
     source: str
 
 
-_HOPPER_SXM = {
-    "fp64": 34.0,
-    "fp64_tensor": 67.0,
-    "fp32": 67.0,
-    "tf32": 494.5,
-    "bf16": 989.5,
-    "fp16": 989.5,
-    "fp8": 1979.0,
-    "int8": 1979.0,
-}
-_HOPPER_NVL = {
-    "fp64": 30.0,
-    "fp64_tensor": 60.0,
-    "fp32": 60.0,
-    "tf32": 417.5,
-    "bf16": 835.5,
-    "fp16": 835.5,
-    "fp8": 1670.5,
-    "int8": 1670.5,
-}
-_A100 = {
-    "fp64": 9.7,
-    "fp64_tensor": 19.5,
-    "fp32": 19.5,
-    "tf32": 156.0,
-    "bf16": 312.0,
-    "fp16": 312.0,
-    "int8": 624.0,
-}
+#: The math kinds of :attr:`Peak.tflops`, the columns of the tables below.
+_KINDS = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+def _tflops(*values: float | None) -> dict[str, float]:
+    return {k: v for k, v in zip(_KINDS, values, strict=True) if v is not None}
+
+
+_HOPPER_SXM = _tflops(34.0, 67.0, 67.0, 494.5, 989.5, 989.5, 1979.0, 1979.0)
+_HOPPER_NVL = _tflops(30.0, 60.0, 60.0, 417.5, 835.5, 835.5, 1670.5, 1670.5)
+_H100_PCIE = _tflops(26.0, 51.0, 51.0, 378.0, 756.5, 756.5, 1513.0, 1513.0)
+_A100 = _tflops(9.7, 19.5, 19.5, 156.0, 312.0, 312.0, None, 624.0)
+_L4 = _tflops(None, None, 30.3, 60.0, 121.0, 121.0, 242.5, 242.5)
 
 #: (pattern on the device name, peaks), first match wins: more specific names first.
 PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = (
@@ -80,21 +57,7 @@ PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = (
     ),
     (
         re.compile(r"H100.*PCIe", re.I),
-        Peak(
-            "H100 PCIe",
-            2000.0,
-            {
-                "fp64": 26.0,
-                "fp64_tensor": 51.0,
-                "fp32": 51.0,
-                "tf32": 378.0,
-                "bf16": 756.5,
-                "fp16": 756.5,
-                "fp8": 1513.0,
-                "int8": 1513.0,
-            },
-            "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe",
-        ),
+        Peak("H100 PCIe", 2000.0, _H100_PCIE, "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe"),
     ),
     (
         re.compile(r"H100", re.I),
@@ -114,33 +77,18 @@ PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = (
     ),
     (
         re.compile(r"\bL4\b", re.I),
-        Peak(
-            "L4",
-            300.0,
-            {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "int8": 242.5},
-            "NVIDIA L4 Tensor Core GPU datasheet",
-        ),
+        Peak("L4", 300.0, _L4, "NVIDIA L4 Tensor Core GPU datasheet"),
     ),
 )
 
 #: dtype spellings (lower case, without ``torch.``) -> math kind of :attr:`Peak.tflops`.
 _DTYPES = {
-    "float64": "fp64",
-    "double": "fp64",
-    "fp64": "fp64",
-    "float32": "fp32",
-    "float": "fp32",
-    "fp32": "fp32",
+    **dict.fromkeys(("float64", "double", "fp64"), "fp64"),
+    **dict.fromkeys(("float32", "float", "fp32"), "fp32"),
     "tf32": "tf32",
-    "bfloat16": "bf16",
-    "bf16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
-    "fp16": "fp16",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-    "float8_e4m3fnuz": "fp8",
-    "float8_e5m2fnuz": "fp8",
+    **dict.fromkeys(("bfloat16", "bf16"), "bf16"),
+    **dict.fromkeys(("float16", "half", "fp16"), "fp16"),
+    **dict.fromkeys(("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"), "fp8"),
     "fp8": "fp8",
     "int8": "int8",
 }
@@ -182,13 +130,9 @@ def of_peak(
     nbytes: float | None,
     params: Sequence[tuple[str, str]] | Mapping[str, Any] = (),
 ) -> dict[str, Any] | None:
-    """Achieved FLOP/s and bandwidth per call as fractions of the GPU's peaks.
-
-    ``None`` when the work is not declared, the time is unknown or the GPU is not in
-    :data:`PEAKS`. ``flops_of_peak`` needs the dtype (:func:`dtype_of`); for fp32 it is
-    given against the CUDA-core peak and, as ``flops_of_tf32_peak``, against TF32's
-    (a fp32 matmul runs on TF32 tensor cores where TF32 is allowed).
-    """
+    """Achieved FLOP/s and bandwidth per call as fractions of the GPU's peaks (None without
+    declared work, a time or the GPU in :data:`PEAKS`). ``flops_of_peak`` needs the dtype;
+    fp32 also gets ``flops_of_tf32_peak`` (a fp32 matmul runs on TF32 cores where allowed)."""
     peak = peak_for(device_name)
     if (
         peak is None
