@@ -1,8 +1,4 @@
-"""What is wrong with one measurement, each with what to do about it (``Result.notes``).
-
-Pure Python: reads the run (any :class:`Measured`: a :class:`pytest_gpuperf.model.Run`
-is one), its policy and its mode's description (:mod:`.backend`).
-"""
+"""What is wrong with one measurement, each with what to do about it (``Result.notes``)."""
 
 from __future__ import annotations
 
@@ -21,7 +17,7 @@ class _Identity(Protocol):
 
 
 class Measured(Protocol):
-    """What the notes read of one measurement: the fields of a result that say how it went."""
+    """What the notes read of one measurement (a :class:`pytest_gpuperf.model.Run` is one)."""
 
     @property
     def id(self) -> _Identity: ...
@@ -32,11 +28,7 @@ class Measured(Protocol):
     @property
     def warmup(self) -> Sequence[float]: ...
     @property
-    def first_call_s(self) -> float | None: ...
-    @property
     def stability(self) -> str: ...
-    @property
-    def environment(self) -> Mapping[str, Any] | None: ...
     @property
     def host_hidden(self) -> bool | None: ...
     @property
@@ -46,10 +38,8 @@ class Measured(Protocol):
 
 
 def contention_note(result: Measured) -> str | None:
-    """What a CPU run whose time counts waits for a CPU (the wall clock, or a thread clock
-    that timed other threads' waiting too) says when its threads waited for one beyond
-    :data:`~.contention.WAITED` of its rounds' time: the rule leaves it out. (A GPU run's
-    host-paid figures are left out the same way; its verdict's notes say so.)"""
+    """The note of a CPU run whose clock counts waits for a CPU (wall time, or thread time
+    of several threads) when its threads waited beyond :data:`~.contention.WAITED`."""
     c = result.contention or {}
     waited, threads = c.get("waited"), c.get("threads") or 1.0
     many = threads > ONE_THREAD
@@ -66,7 +56,7 @@ def contention_note(result: Measured) -> str | None:
 
 
 #: Below this per-call time, a call timed alone (``setup=``) is mostly the clock's own cost
-#: and the cache state setup left: its rounds scatter (42-56 % seen for a 6 µs relu_).
+#: and the caches setup left (rounds scatter 42-56 % for a 6 µs relu_).
 SETUP_ALONE_S = 20e-6
 
 
@@ -89,9 +79,8 @@ def flag_notes(
     setup: bool = False,
     mode: backend.Mode | None = None,
 ) -> list[str]:
-    """What is wrong with a result, each with what to do about it (``setup``: the benchmark
-    was given ``setup=``, so each call was timed alone; ``mode``: its timing mode's
-    description, default the built-in mode of its name)."""
+    """What is wrong with a result, each with what to do about it (``setup``: each call was
+    timed alone; ``mode``: its timing mode, default the built-in one of its name)."""
     notes = []
     s = result.summary
     on_gpu = result.device == "cuda"

@@ -1,10 +1,8 @@
 """Sizing the spin kernel that holds the GPU while the host enqueues a round (pure Python).
 
-The device figure of the CUDA events backend is the GPU alone only if the spin
-outlasts the host's enqueue (nvbench's blocking-kernel method). The SM clock moves, so
-the fastest rate seen is used: a slower clock only lengthens a spin. A function that
-waits for the GPU itself (``.item()``, ``.cpu()``) can never be hidden: :meth:`probe`
-asks once and marks it. A round whose host outran the spin is retried with a longer one.
+The device figure is the GPU alone only if the spin outlasts the host's enqueue (nvbench's
+blocking-kernel method); the fastest spin rate seen is used, since a slower clock only
+lengthens a spin. A function that waits for the GPU itself can never be hidden.
 """
 
 from __future__ import annotations
@@ -64,21 +62,15 @@ class HostHiding:
         return max(1, int(seconds * self.rate))
 
     def probe(self, host_s: float, spin_s: float) -> None:
-        """One call enqueued behind a spin of ``spin_s`` returned after ``host_s`` on the host.
-
-        The spin is sized far beyond the call's own host time: a call that
-        returned before half of it had passed does not wait for the GPU.
-        """
+        """One call enqueued behind a spin of ``spin_s`` (far beyond its own host time)
+        returned after ``host_s``: after half the spin, it waits for the GPU."""
         if host_s >= 0.5 * spin_s:
             self.hideable = False
 
     def observe(self, calls: int, cycles: int, spin_s: float, enqueue_s: float) -> bool:
         """Record a device round; True if its host was hidden (its figure is device time).
-
-        ``spin_s`` is the spin's duration on the GPU (events around it),
-        ``enqueue_s`` the host time from the spin's launch to the last call's
-        end event.
-        """
+        ``spin_s``: the spin on the GPU; ``enqueue_s``: host time from its launch to the last
+        call's end event."""
         self.rounds += 1
         if not self.hideable or cycles <= 0:
             return False

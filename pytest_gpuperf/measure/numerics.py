@@ -1,16 +1,9 @@
 """The numeric fingerprint of a benchmark's output: the torch side of numerics.py.
 
-Called once per benchmark on the output of its first call, before the
-timed rounds, so it costs no measured time: one pass over each output
-tensor (in float64, in chunks of :data:`CHUNK` elements, on the tensor's own
-device; a tensor of more than :data:`MAX_READ` elements through an evenly strided
-view of that many, so the cost is bounded), then
-:data:`~pytest_gpuperf.verdict.numerics.SAMPLES` values and a handful of statistics
-copied to the CPU. Only device-agnostic torch ops, so CUDA and CPU outputs give the
-same fingerprint for the same values.
-
-torch is imported inside the functions (STYLE.md: importing the plugin never
-imports torch).
+Read once per benchmark from its first call's output, before the timed rounds: one float64
+pass over each tensor on its own device (in chunks; a huge tensor through a strided view, so
+the cost is bounded), then a few samples and statistics copied to the CPU. Device-agnostic
+torch ops only, so CUDA and CPU outputs give the same fingerprint for the same values.
 """
 
 from __future__ import annotations
@@ -26,22 +19,17 @@ from pytest_gpuperf.measure.numerics_format import MAX_TENSORS, encode, sample_i
 CHUNK = 1 << 22
 #: How deep a returned structure is walked.
 MAX_DEPTH = 8
-#: How many objects of a returned structure are looked at, at most (self-references and
-#: huge containers cost no more than this).
+#: How many objects of a returned structure are looked at, at most.
 MAX_NODES = 10_000
 #: How long the walk may take, in seconds, at most (a container whose iteration is slow).
 MAX_WALK_S = 1.0
-#: Elements of one tensor whose values are read, at most: a larger tensor is read through
-#: an evenly strided view of this many elements or fewer (on its own device), so its cost
-#: is bounded (four :data:`CHUNK` passes).
+#: Elements of one tensor whose values are read, at most (a larger one through a strided view).
 MAX_READ = 4 * CHUNK
 
 
 def fingerprint_output(out: Any) -> list[dict[str, Any]] | None:
-    """The fingerprint of ``out`` (a tensor, or a tuple/list/dict of them, nested), or None.
-
-    None when ``out`` holds no tensor. Non-tensors are ignored.
-    """
+    """The fingerprint of ``out`` (a tensor, or nested tuples/lists/dicts of them); None
+    when it holds no tensor."""
     import torch
 
     walk = _Walk(torch.Tensor)
@@ -61,10 +49,8 @@ def _key(k: Any) -> str:
 
 
 class _Walk:
-    """The tensors of a returned structure, found within :data:`MAX_DEPTH`,
-    :data:`MAX_NODES` and :data:`MAX_WALK_S`; each container is entered once (a
-    structure that holds itself is not walked again), and one whose iteration raises
-    is left out."""
+    """The tensors of a returned structure, within :data:`MAX_DEPTH`, :data:`MAX_NODES` and
+    :data:`MAX_WALK_S`; each container entered once, one whose iteration raises left out."""
 
     def __init__(self, tensor: type):
         self.tensor = tensor
@@ -106,8 +92,7 @@ class _Walk:
 
 
 def _read_view(x: Any) -> Any:
-    """``x``, or an evenly strided view of at most :data:`MAX_READ` of its elements
-    (no copy: a slice with a step along each dimension in turn)."""
+    """``x``, or an evenly strided view (no copy) of at most :data:`MAX_READ` elements."""
     for dim in range(x.dim()):
         if x.numel() <= MAX_READ:
             break
@@ -142,11 +127,8 @@ def _entry(path: str, t: Any) -> dict[str, Any]:
 
 
 def _stats(flat: Any) -> dict[str, Any]:
-    """Statistics of the finite values, NaN and Inf counts: one float64 pass in chunks.
-
-    Means and variances of the chunks are combined with Chan's formula, so the
-    standard deviation does not lose precision to cancellation.
-    """
+    """Statistics of the finite values, NaN and Inf counts: one float64 pass in chunks,
+    combined with Chan's formula (no precision lost to cancellation)."""
     import torch
 
     n = 0

@@ -1,8 +1,5 @@
-"""The numerics fingerprint's format: what :mod:`pytest_gpuperf.measure.numerics` writes,
-the baseline store checks and :mod:`pytest_gpuperf.verdict.numerics` compares (which keeps
-these names importable too; its docstring describes the format).
-
-Pure Python, and imports nothing of the package.
+"""The numerics fingerprint's format: what :mod:`.numerics` writes, the baseline store checks
+and :mod:`pytest_gpuperf.verdict.numerics` compares (its docstring describes the format).
 """
 
 from __future__ import annotations
@@ -22,11 +19,8 @@ Fingerprint = Sequence[Mapping[str, Any]]
 
 
 def sample_indices(numel: int, k: int = SAMPLES) -> list[int]:
-    """``k`` flat positions spread evenly over ``numel`` elements, first and last included.
-
-    Deterministic: the same positions for the same ``numel``. All positions
-    when there are at most ``k`` elements.
-    """
+    """``k`` flat positions spread evenly over ``numel`` elements, first and last included
+    (all of them when there are at most ``k``)."""
     if numel <= 0:
         return []
     if numel <= k:

@@ -1,12 +1,8 @@
 """Which rank this process is, from the environment torchrun gives its workers. Pure Python.
 
-torchrun (``torch.distributed.run``) starts each worker with ``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` (the node's rank), ``MASTER_ADDR``
-and ``MASTER_PORT`` (where the rendezvous store listens), and more
-(``TORCHELASTIC_RUN_ID``, ``ROLE_RANK``...). The plugin reads the same variables
-whoever set them: torchrun on one or several machines, or the plugin itself when it
-starts the ranks of a ``world_size=`` test (:mod:`pytest_gpuperf.shell.group`), which
-adds :data:`GROUP_DIR_ENV`, the folder its ranks report to.
+The plugin reads the same variables whoever set them: torchrun, on one or several machines,
+or the plugin itself when it starts the ranks of a ``world_size=`` test
+(:mod:`pytest_gpuperf.shell.group`), which adds :data:`GROUP_DIR_ENV`.
 """
 
 from __future__ import annotations
@@ -75,13 +71,10 @@ class RankEnv:
 
 
 def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
-    """The rank this environment describes, or None outside a process group.
+    """The rank this environment describes (``RANK`` and ``WORLD_SIZE`` set), or None.
 
-    A process is a rank when ``RANK`` and ``WORLD_SIZE`` are both set (what
-    ``init_process_group(init_method="env://")`` reads, with ``MASTER_ADDR`` and
-    ``MASTER_PORT``); a half-set or nonsensical environment raises :class:`RankEnvError`,
-    naming the variable: ``RANK`` and ``WORLD_SIZE`` left over from a launcher, with no
-    group behind them, must not make a session a rank that skips its benchmarks.
+    A half-set or nonsensical environment raises :class:`RankEnvError`, naming the variable:
+    ``RANK`` and ``WORLD_SIZE`` left over from a launcher must not make a session a rank.
     """
     if "RANK" not in environ or "WORLD_SIZE" not in environ:
         return None

@@ -1,14 +1,9 @@
 """Whether a tracer or profiler is active in this thread: its timings are not comparable.
 
-``pytest --cov`` (coverage.py), a debugger, ``python -m cProfile`` or a trace function set
-from a conftest make every Python line, call or op of the benchmark pay for a callback:
-host time runs several times slower, by an amount that depends on how much Python the
-code runs. A run measured so is compared only with runs measured the same way
-(:mod:`pytest_gpuperf.verdict.decide`). Read at the start of each measurement, in the
-thread that measures (trace functions are per thread).
-
-Pure Python: the interpreter's own hooks, and torch's profiler asked only where torch is
-imported already.
+coverage.py, a debugger, cProfile or a conftest's trace function make every Python line of
+the benchmark pay for a callback, so host time runs several times slower. A run measured so
+is compared only with runs measured the same way. Read at the start of each measurement, in
+the thread that measures (trace functions are per thread).
 """
 
 from __future__ import annotations
@@ -61,11 +56,8 @@ def _monitoring_tools() -> list[str]:
 
 
 def active_tracer() -> str | None:
-    """A short description of each tracer or profiler active in this thread, or None.
-
-    E.g. ``"sys.settrace (coverage.py)"`` or ``"sys.setprofile (cProfile); sys.monitoring
-    coverage tool 'coverage.py'"``.
-    """
+    """Each tracer or profiler active in this thread (``"sys.settrace (coverage.py)"``), or
+    None."""
     found = []
     trace = sys.gettrace()
     if trace is not None:
