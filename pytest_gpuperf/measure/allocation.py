@@ -1,9 +1,7 @@
-"""Memory behaviour per call, from the caching allocator's counters. Pure Python.
+"""Memory behaviour per call, from the caching allocator's counters (read by :mod:`.memory`).
 
-:mod:`.memory` reads ``torch.cuda.memory_stats`` (:data:`COUNTERS`); this module turns the
-snapshots into ``Result.memory``. The ``*_per_call`` figures come from a window of plain
-calls after the measurement (an exact number of calls); ``alloc_retries``,
-``device_allocs`` and ``reserved_growth_bytes`` count over the measurement itself.
+The ``*_per_call`` figures come from a window of plain calls after the measurement;
+``alloc_retries``, ``device_allocs`` and ``reserved_growth_bytes`` count over the measurement.
 """
 
 from __future__ import annotations
@@ -11,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-#: Our name -> the memory_stats keys that hold it, in order of preference (the names
-#: moved between torch releases: ``allocation.*`` became ``allocated.*`` in the docs).
+#: Our name -> the memory_stats keys that hold it, in order of preference (they moved
+#: between torch releases).
 COUNTERS: dict[str, tuple[str, ...]] = {
     "allocations": ("allocation.all.allocated", "allocated.all.allocated"),
     "frees": ("allocation.all.freed", "allocated.all.freed"),
@@ -55,8 +53,8 @@ def figures(
     window_end: Mapping[str, int] | None = None,
     calls: int = 0,
 ) -> dict[str, Any]:
-    """``Result.memory`` from four snapshots (:func:`pick`): around the measurement, and
-    around a window of ``calls`` plain calls after it (per-call figures)."""
+    """``Result.memory`` from snapshots around the measurement and around a window of
+    ``calls`` plain calls after it."""
     out: dict[str, Any] = {"available": True, "source": "torch.cuda.memory_stats"}
     last = window_end or measure_end
 

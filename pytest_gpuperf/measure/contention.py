@@ -1,12 +1,9 @@
 """Whether the measured rounds had the CPUs they needed: what a run records beside its timings.
 
 A timing taken while the process waited for a CPU measures the machine, not the code.
-``waited``: the threads' run-queue delay (``/proc/self/task/*/schedstat``) over the
-measured rounds' wall time; sleeping or waiting for the GPU does not count (waiting is
-not wanting a CPU). ``threads``: the process's CPU time over the measuring thread's.
-A figure that counts waits (wall time, host time) is not evidence once ``waited`` is
-material (:mod:`pytest_gpuperf.verdict.decide`). Where the kernel does not say,
-``waited`` is not recorded.
+``waited``: the threads' run-queue delay (``/proc/self/task/*/schedstat``; sleeping or
+waiting for the GPU does not count) over the rounds' wall time; ``threads``: the process's
+CPU time over the measuring thread's.
 """
 
 from __future__ import annotations
@@ -21,10 +18,8 @@ from typing import Any
 #: the engine's phase whose rounds the record speaks for
 PHASE = "measure"
 #: A figure that counts waits for a CPU is no evidence once the run's threads waited for one
-#: this share of its rounds' time: waits of 5 % add up to 5 % to the figure, beyond the 3 %
-#: threshold. On the 2-core CPU machine, wall-clock runs that waited so spread 1.5-3x between
-#: processes (the gloo examples at 0.57-1.19; a 2-thread torch.mm at 0.93, beside a 157x
-#: plateau), while runs on the thread's own clock did not move with it (bench/cpu_pools.py)
+#: this share of its rounds' time (beyond the 3 % threshold; such wall-clock runs spread
+#: 1.5-3x between processes on the 2-core machine, bench/cpu_pools.py)
 WAITED = 0.05
 #: a process whose CPU time is at most this many times its measuring thread's did the work
 #: on that thread (the CPU timer's thread clock needs it, measure/cpu.py)
@@ -37,7 +32,7 @@ PhaseHook = Callable[[str], AbstractContextManager[object]]
 
 def thread_schedstat() -> tuple[int, int] | None:
     """(ns on a CPU, ns waiting for one) of the calling thread, or None where the kernel
-    does not say (``/proc/thread-self/schedstat``: Linux with scheduler statistics)."""
+    does not say."""
     return _schedstat("/proc/thread-self/schedstat")
 
 
@@ -110,9 +105,8 @@ class ContentionWindow:
         return hook
 
     def record(self, clock: str | None = None) -> dict[str, Any] | None:
-        """``contention`` of a run: ``waited`` and ``threads`` (what was measured of them),
-        and the ``clock`` the timer read (``"thread"`` or ``"wall"``; None: the timer's
-        own figure, a GPU's)."""
+        """``contention`` of a run: ``waited``, ``threads`` and the ``clock`` the timer read
+        (``"thread"``, ``"wall"``, or None for a GPU's own figure)."""
         out: dict[str, Any] = {}
         if clock is not None:
             out["clock"] = clock

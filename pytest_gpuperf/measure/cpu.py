@@ -1,10 +1,8 @@
 """CPU backend: the measuring thread's CPU time, or wall time (torch CPU work is synchronous).
 
-Work on the measuring thread alone is timed by that thread's CPU time: a neighbour that
-takes the core adds wall time, not this thread's CPU time. Work on other threads too, or
-that sleeps, is timed by wall time, which one thread's CPU time would miss. The choice
-is made once per timer on its first :data:`PROBE_ROUNDS` rounds (:data:`BLOCKED`,
-:data:`~.contention.ONE_THREAD`) and recorded as ``contention["clock"]``.
+Work on the measuring thread alone is timed by its CPU time (a neighbour that takes the
+core adds wall time, not CPU time); work on other threads too, or that sleeps, by wall
+time. The choice is made once per timer on its first rounds (``contention["clock"]``).
 """
 
 from __future__ import annotations
@@ -25,16 +23,12 @@ BLOCKED = 0.1
 
 
 class CpuTimer(Timer):
-    """Rounds of back-to-back calls; with ``setup=``, each call timed alone after its setup.
-
-    A round's value is the mean time per call on the timer's :attr:`clock`; with ``setup``
-    it is the sum of the calls' own times (setup left out) over the calls.
-    """
+    """Rounds of back-to-back calls, the mean time per call on :attr:`clock`; with
+    ``setup=``, each call timed alone after its setup."""
 
     mode = "cpu"
 
     def __init__(self, call: Invocation):
-        #: with setup=: fresh arguments before each call (prepared outside the timed region)
         self._setup = call if call.has_setup else None
         fn, args, kwargs = call.fn, call.args, call.kwargs
         # Without setup, a plain closure: no extra work per timed call.
@@ -68,8 +62,7 @@ class CpuTimer(Timer):
         return per_call, (time.perf_counter_ns() - t) / 1e9, calls
 
     def _probe_round(self, calls: int) -> tuple[float, float, int]:
-        """A round timed on both clocks (and the scheduler's statistics), its wall time
-        returned; the clock is chosen once the probe has seen enough."""
+        """A round timed on both clocks; the clock is chosen once the probe has seen enough."""
         p = self._probe
         sched = thread_schedstat()
         proc, thread = time.process_time_ns(), time.thread_time_ns()
@@ -88,8 +81,7 @@ class CpuTimer(Timer):
 
 
 class _Probe:
-    """What the first rounds showed: their wall, thread and process CPU time, how long the
-    thread was blocked, and the largest share of a round's wall time on the thread's clock."""
+    """What the first rounds showed: wall, thread and process CPU time, time blocked."""
 
     def __init__(self) -> None:
         self.rounds = 0
@@ -120,8 +112,7 @@ class _Probe:
 def calls_alone_ns(
     call: Invocation, calls: int, clock: Callable[[], int] = time.perf_counter_ns
 ) -> int:
-    """Nanoseconds of ``calls`` calls on ``clock``, each timed alone after its (untimed)
-    setup."""
+    """Nanoseconds of ``calls`` calls on ``clock``, each timed alone after its setup."""
     timed = 0
     for _ in range(calls):
         call.prepare()

@@ -8,8 +8,7 @@ from pytest_gpuperf.errors import DeviceUnavailable
 
 
 def cuda_unavailable_reason(*, short: bool = False) -> str | None:
-    """Why torch cannot use CUDA here, or ``None`` when it can (``short``: in a few words,
-    for a header line)."""
+    """Why torch cannot use CUDA here, or ``None`` (``short``: in a few words)."""
     try:
         import torch
     except ImportError as e:

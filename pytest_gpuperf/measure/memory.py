@@ -35,8 +35,8 @@ def release_memory() -> None:
 
 
 def allocator_counters() -> dict[str, int] | None:
-    """The caching allocator's counters now (:data:`allocation.COUNTERS`), or None where
-    they mean nothing: no CUDA, or the ``cudaMallocAsync`` backend (whose counters are zero)."""
+    """The caching allocator's counters now, or None where they mean nothing (no CUDA, or
+    the ``cudaMallocAsync`` backend)."""
     from pytest_gpuperf.measure.allocation import pick
 
     try:

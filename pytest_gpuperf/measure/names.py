@@ -1,9 +1,4 @@
-"""The names a measurement is labelled with: its timing mode and its stability class.
-
-At the bottom of the measurement (imports nothing of the package): the timers, the loop
-and the steady-state detection write them, :mod:`pytest_gpuperf.model` carries them (and
-keeps them importable from there), the verdict and the reports read them.
-"""
+"""The names a measurement is labelled with: its timing mode and its stability class."""
 
 from __future__ import annotations
 

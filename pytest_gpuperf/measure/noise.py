@@ -1,8 +1,7 @@
 """How much a kind of timed figure moves between fresh processes: a :class:`NoiseClass`.
 
-A timing mode declares the class of its figures (``Mode.noise_class``); the verdict takes
-its prior from it. The classes themselves, with the measurements behind them, are
-:data:`pytest_gpuperf.verdict.policy.CLASSES` (which keeps this name importable too).
+A timing mode declares the class of its figures; the classes, with the measurements behind
+them, are :data:`pytest_gpuperf.verdict.policy.CLASSES`.
 """
 
 from __future__ import annotations
@@ -15,16 +14,11 @@ from dataclasses import dataclass
 class NoiseClass:
     """How the fast mode of one kind of figure moves between fresh processes.
 
-    ``noise`` is the prior SD (log scale, ~relative) of a process's level
-    around the fast mode; with ``noise_small`` set, that is its value for
-    calls of ``small_s`` or less, falling log-log to ``noise`` at
-    ``large_s``. ``mode`` is the largest slowdown (a ratio) that process
-    modes alone produced in the measurements: beyond it (plus the noise's
-    own margin) one run is evidence enough. Below it a regression needs
-    ``runs`` fresh-process runs, every one of them slower, because any one
-    of them may have landed in a slow mode: with a share p of slow processes,
-    all ``runs`` are slow by chance with probability p^runs (0.1 % for the
-    host class's 25 % and 5 runs).
+    ``noise`` is the prior SD (log scale) of a process's level around the fast mode (with
+    ``noise_small``: its value at ``small_s`` or less, falling log-log to ``noise`` at
+    ``large_s``). ``mode`` is the largest slowdown that process modes alone produced: beyond
+    it one run is evidence enough; below it a regression needs ``runs`` fresh-process runs,
+    every one slower (all ``runs`` slow by chance with probability p^runs).
     """
 
     name: str
