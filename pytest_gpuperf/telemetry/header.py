@@ -7,7 +7,7 @@ and :func:`conditions` are pure, so every condition is tested on synthetic state
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,9 +125,6 @@ def collect_gpu_state(
         _nvml.close_nvml(nvml)
 
 
-# --- conditions and rendering ---------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Condition:
     """Something that makes measurements unreliable, and what to do about it."""
@@ -155,100 +152,71 @@ def conditions(state: Mapping[str, Any]) -> list[Condition]:
             )
         )
     for g in state.get("gpus", []):
-        out += _load_conditions(g) + _device_conditions(g)
+        out.extend(_gpu_conditions(g))
     return out
 
 
-def _load_conditions(g: Mapping[str, Any]) -> list[Condition]:
-    """Other work on GPU ``g`` before any benchmark ran: processes, or load from elsewhere."""
-    out: list[Condition] = []
+def _gpu_conditions(g: Mapping[str, Any]) -> Iterator[Condition]:
+    """Other work on GPU ``g`` before any benchmark ran, and its settings that skew timings."""
     i = g.get("index")
     procs = g.get("other_processes") or []
     if procs:
-        out.append(
-            Condition(
-                i,
-                f"{len(procs)} other process(es) on the GPU ({process_list(procs)}): they "
-                "share its SMs, memory bandwidth and power budget",
-                "stop them, or benchmark on an idle GPU (CUDA_VISIBLE_DEVICES)",
-            )
+        yield Condition(
+            i,
+            f"{len(procs)} other process(es) on the GPU ({process_list(procs)}): they "
+            "share its SMs, memory bandwidth and power budget",
+            "stop them, or benchmark on an idle GPU (CUDA_VISIBLE_DEVICES)",
         )
     elif (g.get("gpu_util_pct") or 0) > BUSY_UTIL_PCT:
-        out.append(
-            Condition(
-                i,
-                f"the GPU is {g['gpu_util_pct']} % busy before any benchmark ran, with no "
-                "process visible here (another container?)",
-                "find and stop that work, or benchmark on an idle GPU",
-            )
+        yield Condition(
+            i,
+            f"the GPU is {g['gpu_util_pct']} % busy before any benchmark ran, with no "
+            "process visible here (another container?)",
+            "find and stop that work, or benchmark on an idle GPU",
         )
-    return out
-
-
-def _device_conditions(g: Mapping[str, Any]) -> list[Condition]:
-    """Settings and states of GPU ``g`` that skew timings."""
-    out: list[Condition] = []
-    i = g.get("index")
     if g.get("persistence") is False:
-        out.append(
-            Condition(
-                i,
-                "persistence mode is off: the driver tears the GPU down between processes, "
-                "so each run starts from cold clocks and pays the initialisation",
-                f"enable it: sudo nvidia-smi -i {i} -pm 1",
-            )
+        yield Condition(
+            i,
+            "persistence mode is off: the driver tears the GPU down between processes, "
+            "so each run starts from cold clocks and pays the initialisation",
+            f"enable it: sudo nvidia-smi -i {i} -pm 1",
         )
     if g.get("throttled"):
-        out.append(
-            Condition(
-                i,
-                f"already throttled before any benchmark ran ({', '.join(g['throttled'])})",
-                "let the GPU cool and check its cooling and power supply; results measured "
-                "now are marked throttled",
-            )
+        yield Condition(
+            i,
+            f"already throttled before any benchmark ran ({', '.join(g['throttled'])})",
+            "let the GPU cool and check its cooling and power supply; results measured "
+            "now are marked throttled",
         )
     temp, slow = g.get("temperature_c"), g.get("slowdown_temperature_c")
     if temp is not None and slow and temp >= slow - HOT_MARGIN_C:
-        out.append(
-            Condition(
-                i,
-                f"{temp} °C, within {HOT_MARGIN_C} °C of its slowdown temperature ({slow} °C)",
-                "let the GPU cool down before benchmarking; check the cooling",
-            )
+        yield Condition(
+            i,
+            f"{temp} °C, within {HOT_MARGIN_C} °C of its slowdown temperature ({slow} °C)",
+            "let the GPU cool down before benchmarking; check the cooling",
         )
     if g.get("mig"):
-        out.append(
-            Condition(
-                i,
-                "MIG is enabled: a benchmark gets one slice of the GPU and shares memory "
-                "bandwidth and power with the other instances",
-                f"benchmark on a GPU without MIG (sudo nvidia-smi -i {i} -mig 0), or "
-                "compare only with baselines from the same MIG profile",
-            )
+        yield Condition(
+            i,
+            "MIG is enabled: a benchmark gets one slice of the GPU and shares memory "
+            "bandwidth and power with the other instances",
+            f"benchmark on a GPU without MIG (sudo nvidia-smi -i {i} -mig 0), or "
+            "compare only with baselines from the same MIG profile",
         )
     limit, default = g.get("power_limit_w"), g.get("power_default_limit_w")
     if limit and default and limit < 0.99 * default:
-        out.append(
-            Condition(
-                i,
-                f"power limit {limit:.0f} W is below the default {default:.0f} W: clocks "
-                "throttle sooner under load",
-                f"restore it: sudo nvidia-smi -i {i} -pl {default:.0f}",
-            )
+        yield Condition(
+            i,
+            f"power limit {limit:.0f} W is below the default {default:.0f} W: clocks "
+            "throttle sooner under load",
+            f"restore it: sudo nvidia-smi -i {i} -pl {default:.0f}",
         )
-    if (
-        g.get("ecc") is not None
-        and g.get("ecc_pending") is not None
-        and g["ecc"] != g["ecc_pending"]
-    ):
-        out.append(
-            Condition(
-                i,
-                "an ECC mode change is pending: memory bandwidth will change at the next reset",
-                "reset or reboot before benchmarking, so baseline and runs share one ECC mode",
-            )
+    if None not in (g.get("ecc"), g.get("ecc_pending")) and g["ecc"] != g["ecc_pending"]:
+        yield Condition(
+            i,
+            "an ECC mode change is pending: memory bandwidth will change at the next reset",
+            "reset or reboot before benchmarking, so baseline and runs share one ECC mode",
         )
-    return out
 
 
 def _onoff(v: Any) -> str:
