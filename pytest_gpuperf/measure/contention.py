@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from typing import Any
+
+from pytest_gpuperf.measure.engine import PhaseHook
 
 #: the engine's phase whose rounds the record speaks for
 PHASE = "measure"
@@ -26,8 +27,6 @@ WAITED = 0.05
 ONE_THREAD = 1.1
 #: the first word of the note a contended run carries (measure/flags.py)
 CONTENDED = "contended:"
-
-PhaseHook = Callable[[str], AbstractContextManager[object]]
 
 
 def thread_schedstat() -> tuple[int, int] | None:

@@ -17,13 +17,7 @@ from typing import NamedTuple, Protocol, TypeVar
 
 from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
 from pytest_gpuperf.measure.policy import MeasurePolicy
-from pytest_gpuperf.measure.steady_state import (
-    classify,
-    drifting,
-    mser_cut,
-    settled,
-    steady_tail,
-)
+from pytest_gpuperf.measure.steady_state import classify, drifting, mser_cut, settled, steady_tail
 
 
 class Round(NamedTuple):
@@ -74,10 +68,6 @@ class RawMeasurement:
     rank_rounds: list[tuple[float, ...]] = field(default_factory=list)
 
 
-def _no_phase(name: str) -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
-
-
 def _no_tick() -> None:
     pass
 
@@ -118,7 +108,7 @@ def run(
     policy: MeasurePolicy,
     *,
     clock: Callable[[], float] = time.perf_counter,
-    phase: PhaseHook = _no_phase,
+    phase: PhaseHook = contextlib.nullcontext,
     tick: Tick = _no_tick,
 ) -> RawMeasurement:
     """Measure the steady state of what ``timer`` times (after its first call): size the rounds,

@@ -112,10 +112,7 @@ def reason_shares(
 
 
 def summarize(
-    samples: Sequence[Sample],
-    start: float,
-    end: float,
-    names: Mapping[int, str] | None = None,
+    samples: Sequence[Sample], start: float, end: float, names: Mapping[int, str] | None = None
 ) -> dict[str, Any]:
     """Per-metric min/median/max and reason time shares of the samples covering ``[start, end]``
     (each metric by the samples that report it: the slow ones are read every few samples)."""
