@@ -120,12 +120,7 @@ class Device:
     unsupported: list[str] = field(default_factory=list)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "uuid": self.uuid,
-            "name": self.name,
-            "selected_by": self.selected_by,
-        }
+        return {k: getattr(self, k) for k in ("index", "uuid", "name", "selected_by")}
 
 
 def maybe(fn: Callable[[], Any]) -> Any:
