@@ -53,22 +53,17 @@ COLLECTIVES = tuple(FACTORS)
 #: spellings seen in torch.distributed, c10d, gloo, NCCL and its kernels -> the name above
 _ALIASES = {
     "allreduce": ALL_REDUCE,
-    "allgather": ALL_GATHER,
-    "allgatherintotensor": ALL_GATHER,
-    "allgatherbase": ALL_GATHER,
-    "allgathersingle": ALL_GATHER,
-    "reducescatter": REDUCE_SCATTER,
-    "reducescattertensor": REDUCE_SCATTER,
-    "reducescatterbase": REDUCE_SCATTER,
-    "reducescattersingle": REDUCE_SCATTER,
-    "alltoall": ALL_TO_ALL,
-    "alltoallsingle": ALL_TO_ALL,
-    "alltoallbase": ALL_TO_ALL,
+    **dict.fromkeys(
+        ("allgather", "allgatherintotensor", "allgatherbase", "allgathersingle"), ALL_GATHER
+    ),
+    **dict.fromkeys(
+        ("reducescatter", "reducescattertensor", "reducescatterbase", "reducescattersingle"),
+        REDUCE_SCATTER,
+    ),
+    **dict.fromkeys(("alltoall", "alltoallsingle", "alltoallbase"), ALL_TO_ALL),
     "broadcast": BROADCAST,
     "reduce": REDUCE,
-    "sendrecv": SEND_RECV,
-    "send": SEND_RECV,
-    "recv": SEND_RECV,
+    **dict.fromkeys(("sendrecv", "send", "recv"), SEND_RECV),
 }
 
 
