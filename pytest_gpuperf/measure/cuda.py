@@ -25,6 +25,19 @@ def _sync() -> None:
     torch.cuda.synchronize()
 
 
+def event_pairs(events: tuple[list[Any], list[Any]], n: int) -> tuple[list[Any], list[Any]]:
+    """``events``' (starts, ends) lists of timing CUDA events, grown to ``n`` pairs or more
+    (torch looked up only then: a device round calls this inside its host timing)."""
+    starts, ends = events
+    if len(starts) < n:
+        import torch
+
+        for _ in range(n - len(starts)):
+            starts.append(torch.cuda.Event(enable_timing=True))
+            ends.append(torch.cuda.Event(enable_timing=True))
+    return starts, ends
+
+
 def l2_flush_bytes() -> int:
     """Bytes written to evict the L2: twice its size, at least 64 MiB."""
     import torch
@@ -55,13 +68,6 @@ class _CudaTimerBase(Timer):
         out = self._call()
         _sync()
         return time.perf_counter() - t, out
-
-    def _event_pairs(self, n: int) -> tuple[list[Any], list[Any]]:
-        starts, ends = self._events
-        while len(starts) < n:
-            starts.append(self._torch.cuda.Event(enable_timing=True))
-            ends.append(self._torch.cuda.Event(enable_timing=True))
-        return starts, ends
 
     def reset_peak_memory(self) -> None:
         self._torch.cuda.reset_peak_memory_stats()
@@ -209,7 +215,7 @@ class CudaEventsTimer(_CudaTimerBase):
     def _e2e_round_with_setup(self, calls: int) -> tuple[float, float]:
         """Calls with a setup between them: an event pair per call, the setup outside it."""
         inv = self._inv
-        starts, ends = self._event_pairs(calls)
+        starts, ends = event_pairs(self._events, calls)
         t = time.perf_counter()
         for i in range(calls):
             inv.prepare()
@@ -239,7 +245,7 @@ class CudaEventsTimer(_CudaTimerBase):
         if per_call_pairs:
             buf = self._flush_buf if self.l2_flush else None
             prepare = self._inv.prepare
-            starts, ends = self._event_pairs(calls)
+            starts, ends = event_pairs(self._events, calls)
             for i in range(calls):
                 prepare()
                 if buf is not None:
@@ -249,7 +255,7 @@ class CudaEventsTimer(_CudaTimerBase):
                 ends[i].record()
             last = ends[calls - 1]
         else:
-            starts, ends = self._event_pairs(1)
+            starts, ends = event_pairs(self._events, 1)
             starts[0].record()
             for _ in range(calls):
                 call()
@@ -422,7 +428,7 @@ class CudaGraphTimer(_CudaTimerBase):
     def time_round(self, calls: int) -> tuple[float, float, int]:
         graph = self._graph
         replays = max(1, round(calls / self.calls_per_graph))
-        starts, ends = self._event_pairs(1)
+        starts, ends = event_pairs(self._events, 1)
         t = time.perf_counter()
         starts[0].record()
         for _ in range(replays):

@@ -195,19 +195,12 @@ class GroupTimer(Timer):
             call()
         return (clock() - a) / 1e9 / calls
 
-    def _pairs(self, n: int) -> tuple[list[Any], list[Any]]:
-        import torch
-
-        starts, ends = self._events
-        while len(starts) < n:
-            starts.append(torch.cuda.Event(enable_timing=True))
-            ends.append(torch.cuda.Event(enable_timing=True))
-        return starts, ends
-
     def _cuda_round(self, calls: int) -> float:
+        from pytest_gpuperf.measure.cuda import event_pairs
+
         call = self._call
         if call.has_setup:
-            starts, ends = self._pairs(calls)
+            starts, ends = event_pairs(self._events, calls)
             for i in range(calls):
                 call.prepare()
                 starts[i].record()
@@ -215,7 +208,7 @@ class GroupTimer(Timer):
                 ends[i].record()
             ends[calls - 1].synchronize()
             return sum(starts[i].elapsed_time(ends[i]) for i in range(calls)) / 1000.0 / calls
-        starts, ends = self._pairs(1)
+        starts, ends = event_pairs(self._events, 1)
         starts[0].record()
         for _ in range(calls):
             call()
