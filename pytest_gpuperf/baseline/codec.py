@@ -1,13 +1,12 @@
 """The baseline file format (schema version 1): an index, and segments of runs, one a line.
 
 ``NAME.json``, the index, holds the fingerprints and policies tables, each benchmark's
-identity and its runs as [segment, digest, fingerprint, policy], and the segments table
-(each one's SHA-256). ``NAME.runs/<segment>.json`` holds the runs of one save. A run's line
-is its :class:`~pytest_gpuperf.model.Run` less what the index holds, times to 4 significant
-figures; what a line may hold is derived from ``Run``'s fields and their types
-(:func:`check_line`), so a new field needs no entry here. The pre-release formats (one file,
-``schema_version`` 1 without segments; 2; 3) are refused with how to save again; the next
-version of this format is 4. Pure Python: no torch, no pytest.
+identity and its runs as [segment, digest, fingerprint, policy], and the segments table.
+``NAME.runs/<segment>.json`` holds the runs of one save, each a line: its
+:class:`~pytest_gpuperf.model.Run` less what the index holds. What a line may hold is
+derived from ``Run``'s annotations, so a new field needs no entry here. The pre-release
+formats (one file, ``schema_version`` 1 without segments; 2; 3) are refused with how to
+save again; the next version is 4.
 """
 
 from __future__ import annotations
@@ -28,19 +27,15 @@ from pytest_gpuperf.measure.numerics_format import is_fingerprint
 from pytest_gpuperf.model import RUN_FIELDS, Run, thawed
 
 SCHEMA = "pytest-gpuperf/baseline"
-#: The ``schema`` of a segment (the runs of one save).
 SEGMENT_SCHEMA = "pytest-gpuperf/baseline-runs"
-#: The version this pytest-gpuperf writes and reads.
 SCHEMA_VERSION = 1
-#: The versions of the pre-release formats (1 is also this one's: told apart by its segments).
+#: The pre-release formats' versions (1 too: told apart by its segments).
 PRE_RELEASE = (1, 2, 3)
-#: A segment id is a file name: letters, digits, '.', '_' and '-', not hidden.
 SEGMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-#: A run's digest in an index (12 hex digits, :func:`digest`).
 DIGEST = re.compile(r"[0-9a-f]{12}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
-#: How deep an opaque value (meta, policy, telemetry, extra) may nest: the kernel inventory
-#: is 5 levels; deeper is a hand edit, on which recursive code would fail.
+#: How deep an opaque value may nest (the kernel inventory: 5 levels): deeper is a hand
+#: edit, on which recursive code would fail.
 MAX_NESTING = 32
 #: The range a stored time (seconds) may take: no call takes less than a picosecond, and a
 #: round of more than a day is no benchmark (a forged 5e-324 made "nanx faster").
@@ -48,8 +43,8 @@ TIMES = (1e-12, 86400.0)
 
 
 class SchemaProblem(ValueError):
-    """What is wrong with a file, and where (a JSON path such as ``runs[3].rounds``);
-    ``remedy`` where the usual one (restore the file, or save again) is wrong."""
+    """What is wrong with a file, and where (``runs[3].rounds``); ``remedy`` where the
+    usual one (restore the file, or save again) is wrong."""
 
     def __init__(self, problem: str, remedy: str | None = None):
         super().__init__(problem)
@@ -61,7 +56,7 @@ class FutureSchema(SchemaProblem):
 
 
 class PreRelease(SchemaProblem):
-    """A file of a pre-release format, which is saved again, not migrated."""
+    """A file of a pre-release format, saved again, not migrated."""
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -128,7 +123,7 @@ def check_nesting(
     value: Any, where: str = "the JSON", limit: int = MAX_NESTING, *, finite: bool = True
 ) -> None:
     """Raise :class:`SchemaProblem` if ``value`` nests deeper than ``limit`` or (``finite``)
-    holds a number that is not finite; iterative: a deep value is an error, not a crash."""
+    holds a number that is not finite (iterative: no crash on depth)."""
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         x, at, depth = stack.pop()
@@ -142,23 +137,18 @@ def check_nesting(
 
 
 def is_contention(v: Any) -> bool:
-    """Whether ``v`` is a run's contention as :mod:`pytest_gpuperf.measure.contention` records
-    it: ``waited`` (if any) a number >= 0, ``threads`` (if any) >= 1, ``clock`` (if any)
-    "thread" or "wall"."""
+    """Whether ``v`` is a contention record (:mod:`pytest_gpuperf.measure.contention`)."""
     if not isinstance(v, dict):
         return False
     waited: Any = v.get("waited", 0.0)
     threads: Any = v.get("threads", 1.0)
     numbers = _is_number(waited) and _is_number(threads)
-    return bool(numbers and waited >= 0 and threads >= 1 and v.get("clock", "wall") in _CLOCKS)
-
-
-_CLOCKS = ("thread", "wall")
+    clock = v.get("clock", "wall") in ("thread", "wall")
+    return bool(numbers and waited >= 0 and threads >= 1 and clock)
 
 
 # --- a run's line ------------------------------------------------------------------------------
 
-#: The fields of a run the index holds, not its line.
 IN_INDEX = ("id", "policy", "environment", "fingerprint_id")
 #: A line's times (seconds): kept to 4 significant figures, checked to be in :data:`TIMES`.
 _TIMES = frozenset({"rounds", "warmup", "e2e_rounds"} | {n for n in RUN_FIELDS if n[-2:] == "_s"})
@@ -174,10 +164,6 @@ _MORE: dict[str, Check] = {
     "timestamp": (is_timestamp, "an ISO 8601 timestamp with a time zone"),
     **_KEPT_IF,
 }
-#: A saved run always has these (the save sets them).
-_REQUIRED_STORED = {"run_id", "timestamp"}
-
-
 _SCALARS: dict[Any, Check] = {
     bool: (lambda v: isinstance(v, bool), "true or false"),
     int: (lambda v: _is_int(v) and v >= 0, "a whole number >= 0"),
@@ -203,7 +189,7 @@ _HINTS = typing.get_type_hints(Run)
 LINE: dict[str, Check] = {n: _check_of(n, _HINTS[n]) for n in RUN_FIELDS if n not in IN_INDEX}
 #: A line's required fields: those a run must be made with, and what a save sets.
 _REQUIRED = {f.name for f in fields(Run) if f.default is f.default_factory is MISSING} & set(LINE)
-_REQUIRED |= _REQUIRED_STORED
+_REQUIRED |= {"run_id", "timestamp"}
 
 
 def _sig4(v: Any) -> Any:
@@ -213,9 +199,8 @@ def _sig4(v: Any) -> Any:
 
 
 def run_line(run: Run) -> dict[str, Any]:
-    """``run`` as a segment's line: what the index does not hold, times to 4 significant
-    figures (more is timer noise and bloats the file), nothing without a value; a numerics,
-    contention or memory value that is not one is left out."""
+    """``run`` as a segment's line: times to 4 significant figures (more is timer noise),
+    nothing empty, and no numerics, contention or memory value that is not one."""
     line: dict[str, Any] = {}
     for name, value in thawed({n: getattr(run, n) for n in LINE}).items():
         if (value is None or value == [] or value == {}) and name not in _REQUIRED:
@@ -244,9 +229,7 @@ def check_line(line: Any, where: str) -> None:
 
 
 def load_json(data: bytes) -> Any:
-    """Bytes of a file of the store -> the value, or a :class:`SchemaProblem` saying why not:
-    empty, not UTF-8, merge-conflict markers, truncated or invalid (line and column), a key
-    given twice, nested too deep."""
+    """Bytes of a file of the store -> the value, or a :class:`SchemaProblem` saying why not."""
     if not data or data.isspace():
         raise SchemaProblem("the file is empty (truncated, or an interrupted copy)")
     try:
@@ -465,11 +448,10 @@ _BENCH_LINE = b'    "'
 def segment_lines(
     data: bytes, sid: str, sha256: str | None, keys: set[str], laid_out: bool
 ) -> tuple[dict[tuple[str, str], bytes], dict[str, SchemaProblem]]:
-    """The checked runs of benchmarks ``keys`` in segment ``sid`` (its bytes ``data``), as
-    the JSON text of each by (key, digest), and what is wrong with a benchmark's runs, by
-    key. Where the bytes are those the index records (``sha256``) and ``laid_out`` as a
-    save writes them, the runs of other benchmarks are not parsed, and a bad run is that
-    benchmark's problem; else the segment is read and checked whole."""
+    """The checked runs of benchmarks ``keys`` in segment ``sid`` as JSON text by (key,
+    digest), and what is wrong with a benchmark's runs, by key. Where ``data`` are the
+    bytes the index records (``sha256``), ``laid_out`` as a save writes them, the other
+    benchmarks' runs are not parsed; else the segment is read and checked whole."""
     found = None
     if laid_out and sha256 == hashlib.sha256(data).hexdigest():
         found = _scan(data, keys)
@@ -519,8 +501,7 @@ def _scan(data: bytes, keys: set[str]) -> tuple[bytes, dict[tuple[str, str], byt
 
 
 def content_id(obj: Any) -> str:
-    """A short stable id of JSON content: 12 hex digits of the SHA-256 of its canonical JSON,
-    the same on every machine. Fingerprints and policies are keyed by it, segments named."""
+    """12 hex digits of the SHA-256 of canonical JSON: the same on every machine."""
     blob = json.dumps(thawed(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(blob.encode("ascii")).hexdigest()[:12]
 
@@ -542,9 +523,8 @@ def segment_id(stamp: str, runs: Mapping[str, Any]) -> str:
 
 
 def canonical_ids(index: dict[str, Any]) -> dict[str, Any]:
-    """Re-derive fingerprint and policy ids from their contents (in place; returns ``index``):
-    a hand-edited fingerprint (a new driver declared equivalent) is found under its new
-    content, and two entries that became equal merge."""
+    """Re-derive fingerprint and policy ids from their contents, in place: a hand-edited
+    fingerprint (a new driver declared equivalent) is found under its new content."""
     for table, slot, ident in (("fingerprints", 2, fingerprint_id), ("policies", 3, content_id)):
         rename = {old: ident(content) for old, content in index[table].items()}
         if any(old != new for old, new in rename.items()):
@@ -568,9 +548,7 @@ class RefusedWrite(SchemaProblem):
 
 @dataclass
 class Addition:
-    """What :func:`add_runs` made of a save: the new segment (none if every run was there
-    already), the new index as bytes, the counts the save reports, and the segments the new
-    index names."""
+    """What :func:`add_runs` made of a save (``segment_id`` None: every run was there)."""
 
     segment_id: str | None
     segment: bytes
@@ -597,11 +575,10 @@ def add_runs(
     stamp: str,
     keep_runs: int,
 ) -> Addition:
-    """Add ``runs`` (the run, its fingerprint, its line) to ``index``, in place: one new
-    segment, each benchmark trimmed to its newest ``keep_runs`` runs per fingerprint, then
-    entries no run uses any more dropped. The segment and the index are returned as bytes,
-    both validated (:class:`RefusedWrite` if not). A run saved already (a retried job) is
-    added to ``skipped`` instead."""
+    """Add ``runs`` (the run, its fingerprint, its line) to ``index`` in place, as one new
+    segment; trim each benchmark to ``keep_runs`` per fingerprint and drop what no run
+    uses. Both files' bytes are validated (:class:`RefusedWrite`). A run saved already (a
+    retried job) goes to ``skipped``."""
     benches = index["benchmarks"]
     segment: dict[str, dict[str, dict[str, Any]]] = {}
     touched: list[tuple[str, str, str, str]] = []
@@ -649,7 +626,7 @@ def add_runs(
 def segment_entry(
     data: bytes, stamp: str, runs: Mapping[str, Mapping[str, Mapping[str, Any]]]
 ) -> dict[str, Any]:
-    """The index's entry of a segment whose bytes are ``data``, saved at ``stamp``."""
+
     lines = [line for by_digest in runs.values() for line in by_digest.values()]
     entry: dict[str, Any] = {
         "sha256": hashlib.sha256(data).hexdigest(),
@@ -666,7 +643,7 @@ def segment_entry(
 
 
 def index_bytes(index: dict[str, Any]) -> bytes:
-    """``index`` as the bytes of ``NAME.json`` (stamped with this version), validated."""
+    """``index`` as the bytes of ``NAME.json``, stamped and validated."""
     index.update(schema=SCHEMA, schema_version=SCHEMA_VERSION, plugin_version=__version__)
     try:
         validate_index(index)
@@ -684,8 +661,9 @@ def trim(runs: list[list[str]], fid: str, keep: int) -> int:
 
 
 def drop_unused(index: dict[str, Any]) -> tuple[int, int]:
-    """Remove benchmarks without runs, and table entries and segments no run refers to;
-    returns how many benchmarks and fingerprints went."""
+    """Drop benchmarks without runs and what no run refers to; how many benchmarks and
+    fingerprints went."""
+
     benches = index["benchmarks"]
     empty = [k for k, b in benches.items() if not b["runs"]]
     for k in empty:

@@ -1,12 +1,9 @@
-"""Cross-process locks on lock files, safe in a folder that other users can write to.
+"""Cross-process locks on lock files (``fcntl.flock``; ``msvcrt`` on Windows), safe in a
+folder that other users can write to; a held lock file names its holder.
 
-``fcntl.flock`` (``msvcrt.locking`` on Windows): the kernel releases it when its process
-dies, so a lock is never stale; a held lock file names its holder. A lock file is opened
-relative to its checked folder with ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file
-with one name; a shared folder must belong to root or to this user.
-Not the ``filelock`` package: the user's torch environment picks its version, releases
-before 3.20.1 follow a planted symbolic link (CVE-2025-68146), and none checks hard
-links or folder owners or names the holder.
+Not the ``filelock`` package: the user's torch environment picks its version (before
+3.20.1 it follows a planted symbolic link, CVE-2025-68146), and none names the holder to
+a waiter, refuses hard links or foreign folder owners, or shares a folder per user.
 """
 
 from __future__ import annotations
@@ -48,12 +45,10 @@ class LockTimeout(TimeoutError):
         )
 
 
-#: How long to wait for a lock unless told otherwise (``--gpuperf-lock-timeout``): a long
-#: benchmark session on a shared GPU may hold it for minutes, and the wait says who holds it.
+#: ``--gpuperf-lock-timeout``'s default: a session on a shared GPU may hold it for minutes.
 DEFAULT_TIMEOUT_S = 1800.0
-#: True where :func:`locked` really excludes other processes.
 SUPPORTED = fcntl is not None or msvcrt is not None
-#: A lock file is never longer than this; a longer file is not one, and is never written.
+#: A longer file is not a lock file: locked on, never written.
 MAX_LOCK_FILE = 4096
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -61,8 +56,8 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FD = os.open in os.supports_dir_fd and _NOFOLLOW != 0
 
-#: ``on_wait(holder)``: called once when the lock is busy, with who holds it; what it
-#: returns, if a context manager, is entered then and left when the wait ends.
+#: ``on_wait(holder)``: called once when the lock is busy; a context manager it returns
+#: lasts while waiting.
 OnWait = Callable[[str], "AbstractContextManager[Any] | None"]
 
 
@@ -71,7 +66,6 @@ def _uid() -> int:
 
 
 def user_name(uid: int) -> str:
-    """``user NAME``, or ``uid N`` where the name is unknown."""
     try:
         import pwd
 
@@ -81,7 +75,6 @@ def user_name(uid: int) -> str:
 
 
 def owner_of(path: Path) -> str | None:
-    """Who owns ``path`` (:func:`user_name`), or None where it cannot be read."""
     try:
         return user_name(os.lstat(path).st_uid)
     except OSError:
@@ -98,13 +91,6 @@ def holder_text(owner: str | None = None) -> str:
     return f"{text}: {owner}" if owner else text
 
 
-def _write_holder(fd: int, owner: str | None) -> None:
-    """Who holds the lock, into its file (best effort: a reader only shows it)."""
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (holder_text(owner)[:200] + "\n").encode(), 0)
-
-
 def holder(fd: int) -> str:
     """Who holds the lock, as its holder wrote it (printable characters only)."""
     try:
@@ -117,9 +103,12 @@ def holder(fd: int) -> str:
 
 @contextlib.contextmanager
 def _holding(fd: int, writable: bool, owner: str | None) -> Iterator[None]:
-    """The block run with the lock on ``fd`` taken: the holder named, then let go."""
+    """The block run with the lock on ``fd`` taken: the holder named (best effort), then
+    let go."""
     if writable:
-        _write_holder(fd, owner)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (holder_text(owner)[:200] + "\n").encode(), 0)
     try:
         yield
     finally:
@@ -143,14 +132,10 @@ def locked(
     owner: str | None = None,
     shared: bool = False,
 ) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` block.
-
-    Waits up to ``timeout`` seconds, then raises :class:`LockTimeout`, so a hung writer
-    cannot hang every later session. While held, the file names the holder
-    (:func:`holder_text` with ``owner``). ``shared``: the folder is shared by every user
-    (:func:`open_folder`). Raises :class:`~pytest_gpuperf.errors.UnsafePath` for a lock
-    file that is a symbolic link, a hard link or not a regular file, or such a folder.
-    """
+    """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` block, or
+    raise :class:`LockTimeout` after ``timeout`` seconds. ``shared``: a folder every user
+    shares (:func:`open_folder`). :class:`~pytest_gpuperf.errors.UnsafePath` for a lock file
+    that is a link or not a regular file, or such a folder."""
     fd, writable = _open(path, shared)
     try:
         _wait_for(lambda: _try_flock(fd), path, timeout, poll, on_wait)
@@ -178,15 +163,12 @@ def _open(path: Path, shared: bool) -> tuple[int, bool]:
         fd = os.open(path.name, os.O_RDONLY | flags, dir_fd=dir_fd)
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENXIO):  # a link; a FIFO with no reader
-            raise _unsafe(path, _problem_of(e.errno)) from None
+            link = e.errno == errno.ELOOP
+            raise _unsafe(path, "is a symbolic link" if link else "is not a regular file") from None
         raise
     finally:
         os.close(dir_fd)
     return _checked(fd, path, writable, shared)
-
-
-def _problem_of(err: int) -> str:
-    return "is a symbolic link" if err == errno.ELOOP else "is not a regular file"
 
 
 def _problem(st: os.stat_result) -> str | None:
@@ -201,8 +183,7 @@ def _problem(st: os.stat_result) -> str | None:
 
 
 def lock_file_problem(path: Path) -> str | None:
-    """Why the lock file at ``path`` would be refused by :func:`locked`, without opening
-    it (a check before a long step): None when it is absent or fine."""
+    """Why :func:`locked` would refuse ``path`` (None: absent or fine), without opening it."""
     try:
         return _problem(os.lstat(path))
     except FileNotFoundError:
@@ -227,13 +208,9 @@ def _checked(fd: int, path: Path, writable: bool, shared: bool) -> tuple[int, bo
 
 
 def open_folder(folder: Path, *, shared: bool) -> int:
-    """A descriptor of ``folder`` (created if missing) to open lock files relative to.
-
-    A shared folder is created sticky and writable by everyone (like /tmp); it must not be
-    a symbolic link (one planted there would send lock files into someone's folder) and
-    must belong to root or to this user (its owner can delete held locks). A private one
-    is opened as the path says.
-    """
+    """A descriptor of ``folder`` (created if missing) to open lock files relative to. A
+    ``shared`` one is made sticky and open to all (like /tmp), and must be no symbolic link
+    and belong to root or to this user (its owner can delete held locks)."""
     created = False
     if shared:
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -281,9 +258,8 @@ _HELD = frozenset(
 
 
 def _try_flock(fd: int, how: int = 0) -> str | None:
-    """Take the lock on ``fd`` if free (None), else say who holds it. ``how``: fcntl's
-    LOCK_EX (0: exclusive) or LOCK_SH. Other errors (ENOLCK: no locks on this file system)
-    are raised."""
+    """Take the lock on ``fd`` (``how``: 0, exclusive, or LOCK_SH) if free (None), else say
+    who holds it. Other errors (ENOLCK: no locks on this file system) are raised."""
     try:
         if fcntl is not None:
             fcntl.flock(fd, (how or fcntl.LOCK_EX) | fcntl.LOCK_NB)
@@ -323,21 +299,18 @@ def _wait_for(
             time.sleep(poll * (0.5 + int.from_bytes(os.urandom(1), "little") / 255))
 
 
-# --- a lock in a folder every user shares: one lock file per user -------------------------
+# --- a folder every user shares: one lock file per user --------------------------------
 #
-# A single lock file in a sticky, world-writable folder can be denied to everyone by one
-# user: a symbolic link, a FIFO or a 0600 file planted under its name cannot be removed by
-# the others. So each user locks a file of its own, ``NAME.u<uid>.lock`` (readable by
-# everyone), and, holding it, checks that no other ``NAME.lock`` or ``NAME.u*.lock`` file
-# is locked. Of two processes that lock their own files, at least one sees the other's in
-# its check (each locks before it checks), and gives way. A file planted under another
-# user's name is not theirs: it is left alone, and that user locks a file of a random name
-# instead; one that cannot be opened, or is not a regular file, is nobody's lock.
+# One user could deny a single lock file in a sticky folder to all (a link, a FIFO or a 0600
+# file planted under its name). So each user locks ``NAME.u<uid>.lock`` and, holding it,
+# checks that no other ``NAME.lock`` or ``NAME.u*.lock`` is locked: of two processes, at
+# least one sees the other's and gives way. Under a name planted over, a user locks a
+# random name instead; a file that cannot be opened is nobody's lock.
 
 
 def _own_lock_file(dir_fd: int, folder: Path, name: str) -> tuple[int, str, bool]:
-    """This user's lock file of ``name`` in the folder: (descriptor, file name, whether
-    it is a one-off file, removed after use: the usual name was taken by a planted file)."""
+    """This user's lock file of ``name``: (descriptor, file name, whether it is a one-off,
+    removed after use, since the usual name was planted over)."""
     flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC
     usual = f"{name}.u{_uid()}.lock"
     candidates = [usual] + [f"{name}.u{_uid()}.{os.urandom(6).hex()}.lock" for _ in range(8)]
@@ -358,7 +331,7 @@ def _own_lock_file(dir_fd: int, folder: Path, name: str) -> tuple[int, str, bool
 
 
 def _other_holder(dir_fd: int, folder: Path, name: str, own: str) -> str | None:
-    """Who holds another lock file of ``name`` in the folder, or None when nobody does."""
+    """Who holds another lock file of ``name`` in the folder, or None."""
     flags = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
     for entry in sorted(os.listdir(dir_fd)):
         ours = entry.startswith(f"{name}.u") and entry.endswith(".lock")
@@ -403,12 +376,8 @@ def shared_locked(
     on_wait: OnWait | None = None,
     owner: str | None = None,
 ) -> Iterator[None]:
-    """Hold lock ``name`` in ``folder``, a folder every user of the machine shares, for
-    the ``with`` block: no other process of any user holds it meanwhile, and no file
-    another user plants there can keep this one from taking it (see above). Waits up
-    to ``timeout`` seconds (:class:`LockTimeout`); ``on_wait`` as for :func:`locked`.
-    Raises :class:`~pytest_gpuperf.errors.UnsafePath` for a folder :func:`open_folder`
-    refuses, and ``OSError`` where no file can be made in it."""
+    """Hold lock ``name`` in ``folder``, shared by every user, for the ``with`` block (see
+    above); otherwise as :func:`locked`. ``OSError`` where no file can be made there."""
     if fcntl is None:  # pragma: no cover - Windows: the one shared file
         with locked(folder / f"{name}.lock", timeout=timeout, poll=poll, on_wait=on_wait,
                     owner=owner, shared=True):  # fmt: skip
@@ -432,8 +401,7 @@ def shared_locked(
 
 
 def shared_folder_problem(folder: Path, name: str) -> str | None:
-    """Why :func:`shared_locked` could not lock ``name`` in ``folder`` (None when it can):
-    a check made once, before a run measures anything."""
+    """Why :func:`shared_locked` could not lock ``name`` in ``folder`` (None: it can)."""
     try:
         with shared_locked(folder, name, timeout=0):
             return None

@@ -4,7 +4,7 @@
 ``<dir>/.NAME.json.lock`` the writers' lock. A writer writes its segment, then replaces
 the index atomically: the index is the commit, so a writer killed at any point leaves the
 previous index and every segment it names. Readers take no lock, and start again when a
-segment vanished under them. Only regular files are read, without blocking. Pure Python.
+segment vanished under them. Only regular files are read, without blocking.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pytest_gpuperf.errors import BaselineError, BaselineLocked, CorruptBaseline
 
 #: How often a reader starts again when a segment vanished under it (a save per attempt).
 READ_ATTEMPTS = 5
-#: What names the folder option in every message: the plugin's and the command line's.
 DIR_OPTION = "--gpuperf-baseline-dir (the CLI's --dir)"
 
 
@@ -63,7 +62,7 @@ class SegmentGone(Exception):
 
 def _open(path: Path) -> int:
     """A descriptor of regular file ``path``, opened without blocking (a FIFO would);
-    ``FileNotFoundError`` where there is none; else :class:`BaselineError` naming it."""
+    ``FileNotFoundError``, or :class:`BaselineError` naming it."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -101,13 +100,11 @@ def _not_a_file(path: Path, what: str) -> BaselineError:
 
 
 def read_regular(path: Path) -> bytes:
-    """The bytes of regular file ``path`` (:func:`_open`)."""
     with os.fdopen(_open(path), "rb") as f:
         return f.read()
 
 
 def parse_index(files: Files, data: bytes) -> dict[str, Any]:
-    """Bytes of ``NAME.json`` -> the index, or :class:`CorruptBaseline` naming it."""
     try:
         return codec.read_index(data)
     except codec.SchemaProblem as e:
@@ -115,14 +112,12 @@ def parse_index(files: Files, data: bytes) -> dict[str, Any]:
 
 
 def corrupt_index(files: Files, e: codec.SchemaProblem) -> CorruptBaseline:
-    """What is wrong with the index ``e`` says, and what to do."""
     remedy = e.remedy.replace("NAME", files.stem) if e.remedy else None
     return CorruptBaseline(str(files.index), str(e), remedy)
 
 
 def segment_remedy(files: Files, stamp: str) -> str:
-    """How to repair a baseline one of whose segments (saved at ``stamp``) is broken,
-    keeping the runs saved after it."""
+    """How to repair a baseline whose segment saved at ``stamp`` is broken."""
     try:
         after = (_dt.datetime.fromisoformat(stamp) + _dt.timedelta(seconds=1)).isoformat()
     except ValueError:
@@ -155,23 +150,15 @@ def _missing(files: Files, gone: SegmentGone) -> CorruptBaseline:
     )
 
 
-#: What :func:`read` gives: the index, each run's line by (key, digest), and what is wrong
-#: with a benchmark's runs by its key (raised when its runs are asked for).
+#: The index, each run's line by (key, digest), and what is wrong with a benchmark's runs.
 Read = tuple[dict[str, Any], dict[tuple[str, str], bytes], dict[str, CorruptBaseline]]
 
 
 def read(files: Files, nodeids: set[str] | None) -> Read:
-    """The index of baseline ``files`` and the runs of the tests ``nodeids`` (None: all),
-    each checked, as the JSON text of its line: one pass, so that what is read is the
-    baseline as it was, whatever a save changes after.
-
-    A segment that holds none of those runs is looked at, at its two ends. A segment whose
-    bytes are those the index records, laid out as a save writes it, is read line by line:
-    the runs of other benchmarks are not parsed (:func:`.codec.segment_lines`), and a bad
-    run is the problem of its benchmark alone (a whole read raises it).
-    ``FileNotFoundError`` when there is no index; :class:`CorruptBaseline` naming the file
-    that cannot be used.
-    """
+    """The index of baseline ``files`` and the checked lines of the runs of ``nodeids``
+    (None: all), in one pass: the baseline as it was, whatever a save changes after. A
+    segment holding none of them is looked at, at its two ends; a bad run is its
+    benchmark's problem (a whole read raises it). ``FileNotFoundError`` without an index."""
     previous: bytes | None = None
     for _ in range(READ_ATTEMPTS):
         data = read_regular(files.index)
@@ -194,8 +181,6 @@ def read(files: Files, nodeids: set[str] | None) -> Read:
 def _lines(
     files: Files, index: Mapping[str, Any], nodeids: set[str] | None
 ) -> tuple[dict[tuple[str, str], bytes], dict[str, CorruptBaseline]]:
-    """Each segment's bytes (its two ends, where it holds no run wanted), then their lines,
-    checked."""
     benches = {
         key: bench
         for key, bench in index["benchmarks"].items()
@@ -241,9 +226,8 @@ def _segment_bytes(files: Files, sid: str, entry: Mapping[str, Any]) -> bytes:
 
 
 def check_segments(files: Files, index: Mapping[str, Any]) -> None:
-    """That every segment ``index`` lists is there and whole (read at its two ends, or
-    validated when not laid out as a save writes it): a save into a baseline with a broken
-    segment would succeed and leave it unreadable."""
+    """That every segment ``index`` lists is there and whole at its two ends: a save into a
+    baseline with a broken segment would succeed and leave it unreadable."""
     for sid, entry in index["segments"].items():
         try:
             _check_segment(files, sid, entry)
@@ -253,7 +237,7 @@ def check_segments(files: Files, index: Mapping[str, Any]) -> None:
 
 def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
     """That segment ``sid`` is there (else :class:`SegmentGone`) and whole at its two ends,
-    or valid when it is not laid out as a save writes it."""
+    or valid where it is not laid out as a save writes it."""
     path = files.segment(sid)
     try:
         ends = _ends(path)
@@ -266,7 +250,6 @@ def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
             raise _broken(files, sid, entry["timestamp"], e) from None
 
 
-#: How much of a file's start and end :func:`_ends` reads.
 _SNIFF = 4096
 
 
@@ -289,8 +272,7 @@ def _ends_as_written(end: bytes, sid: str) -> bool:
 
 
 def looks_like_segment(path: Path) -> bool:
-    """Whether ``path`` begins as a segment does (a baseline folder pointed at a ``NAME.runs``
-    folder: its segments are not baselines)."""
+    """Whether ``path`` begins as a segment (a baseline folder pointed at ``NAME.runs``)."""
     with contextlib.suppress(OSError, BaselineError):
         return path.parent.name.endswith(".runs") and _ends(path)[0].startswith(
             b'{\n  "baseline": '
@@ -299,9 +281,8 @@ def looks_like_segment(path: Path) -> bool:
 
 
 def is_own_segment(files: Files, path: Path) -> bool:
-    """Whether ``path`` is a segment this store wrote for baseline ``files``: it begins with
-    the baseline's name and ends with the segment schema and its own id. A user's file that
-    happens to have a segment-like name in ``NAME.runs/`` is not."""
+    """Whether ``path`` is a segment this store wrote for baseline ``files`` (not a user's
+    file of a segment-like name in ``NAME.runs/``)."""
     try:
         start, end = _ends(path)
     except (OSError, BaselineError):
@@ -314,10 +295,8 @@ def is_own_segment(files: Files, path: Path) -> bool:
 
 
 def check_writable(files: Files) -> None:
-    """Raise :class:`BaselineError` if a save into ``files`` cannot, or must not, happen: the
-    folder (or its nearest existing parent) must be a writable folder; the index, the runs
-    folder and the lock file no symbolic links (a save replaces the index: it would replace
-    the link) nor of the wrong kind. Nothing is created."""
+    """Raise :class:`BaselineError` if a save into ``files`` cannot, or must not, happen (a
+    save would replace a symbolic link, not what it points to). Nothing is created."""
     folder = files.root
     existing = nearest_existing(folder)
     if existing.is_symlink() and not existing.exists():
@@ -365,8 +344,7 @@ def check_writable(files: Files) -> None:
 
 
 def _check_owned(files: Files, folder: Path) -> None:
-    """Files of the baseline that another user owns and a save could not write: the runs
-    folder, the index in a sticky folder (only its owner may replace it), the lock file."""
+    """Files of the baseline that another user owns and a save could not write."""
     if not files.root.is_dir():
         return
     problem = None
@@ -393,7 +371,7 @@ def _check_owned(files: Files, folder: Path) -> None:
 
 
 def write_index(files: Files, index: dict[str, Any]) -> None:
-    """Replace ``NAME.json`` by ``index`` (the commit of a prune)."""
+    """Replace ``NAME.json`` by ``index`` (a prune's commit)."""
     try:
         data = codec.index_bytes(index)
     except codec.RefusedWrite as e:  # a bug: never write what we would refuse to read
@@ -404,10 +382,9 @@ def write_index(files: Files, index: dict[str, Any]) -> None:
 
 
 def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> None:
-    """The end of a save, under the lock: check that the segments the index had
-    (``previous``) are still whole; then, where it added runs, write the new segment,
-    replace the index (the commit), and delete the segments no index names any more. If
-    the index cannot be written, the new segment goes again and the baseline is as it was."""
+    """The end of a save, under the lock: the segments the index had (``previous``) still
+    whole, the new segment written, the index replaced (the commit), the segments no index
+    names deleted. If the index cannot be written, the baseline is left as it was."""
     check_segments(files, {"segments": previous})
     if not add.added:
         return
@@ -426,8 +403,8 @@ def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> No
 
 @contextlib.contextmanager
 def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) -> Iterator[None]:
-    """Hold the baseline's lock (removing what a writer killed mid-write left); lock and
-    file-system failures become errors that say what to do."""
+    """Hold the baseline's lock (removing what a writer killed mid-write left); failures
+    become errors that say what to do."""
     name = files.stem
 
     def told(holder: str) -> Any:
@@ -465,8 +442,7 @@ def segment_files(files: Files) -> Iterator[Path]:
 
 
 def remove_temporaries(files: Files) -> int:
-    """Remove the temporary copies of the index and segments that writers killed mid-write
-    left. Only under the baseline's lock, which keeps every other writer out."""
+    """Remove the temporary files writers killed mid-write left (only under the lock)."""
     removed = remove_temporaries_of(files.index, all_of_them=True)
     try:
         names = os.listdir(files.runs_dir)
@@ -481,8 +457,8 @@ def remove_temporaries(files: Files) -> int:
 
 
 def collect_garbage(files: Files, keep: set[str]) -> int:
-    """Delete the segments named by neither ``keep`` (the new and the previous index),
-    and only those this store wrote for this baseline (:func:`is_own_segment`)."""
+    """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``."""
+
     removed = 0
     for path in segment_files(files):
         if path.stem not in keep and is_own_segment(files, path):

@@ -1,13 +1,10 @@
 """What a baseline holds, and how a current run finds its comparable runs.
 
-:class:`Baseline` is the read-only view of one baseline: read from its files
-(:meth:`Baseline.read`), or made of runs held in memory (:meth:`Baseline.from_runs`: the
-base tree's runs of an A/B session, a results file given to ``pytest-gpuperf compare``).
-A stored benchmark's runs are kept as the text of their checked lines and made
+:class:`Baseline` is the read-only view of one baseline: read from its files, or made of
+runs held in memory (an A/B session's base runs, a results file given to ``compare``).
+Stored runs are kept as the text of their checked lines and made
 :class:`~pytest_gpuperf.model.Run` s when asked for, so that a session of thousands of
 benchmarks holds text, not objects.
-
-Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
@@ -31,6 +28,23 @@ MATCH = "match"
 NO_BENCHMARK = "no-benchmark"
 OTHER_ENVIRONMENT = "other-environment"
 OTHER_POLICY = "other-policy"
+
+
+def storable(
+    run: Run, extra: Mapping[str, Any] | None, **changes: Any
+) -> tuple[Run, dict[str, Any], dict[str, Any]] | str:
+    """``run`` with ``changes`` (and a run id) as a store keeps it: (the run, its fingerprint
+    with the hooks' ``extra`` keys, its line), or why it cannot be kept."""
+    if not run.environment:
+        return "no environment recorded, so no fingerprint"
+    fp = fingerprint(run.environment, extra)
+    run = replace(run, run_id=run.run_id or uuid.uuid4().hex[:12], **changes)
+    line = codec.run_line(run)
+    try:
+        codec.check_line(line, run.id.key)
+    except codec.SchemaProblem as e:
+        return str(e)
+    return run, fp, line
 
 
 @dataclass(frozen=True)
@@ -169,27 +183,21 @@ class Baseline:
         fingerprint_extra: Mapping[str, Any] | None = None,
         stamp: str | None = None,
     ) -> Baseline:
-        """``runs`` as a baseline held in memory (never written): each keeps its fingerprint
-        and settings, so they are matched as stored runs are. A run that could not be saved
-        (no environment, no rounds, a zero time) is left out, as a save leaves it out.
-        ``stamp``: when the runs were made (ISO 8601 with a time zone; default: now)."""
+        """``runs`` as a baseline held in memory, matched as stored runs are; a run a save
+        would leave out is left out. ``stamp``: when they were made (default: now)."""
         if not codec.is_timestamp(stamp):
             stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         fps: dict[str, Mapping[str, Any]] = {}
         policies: dict[str, Mapping[str, Any]] = {}
         by_key: dict[str, list[tuple[Run | bytes, str, str]]] = {}
         idents: dict[str, BenchId] = {}
-        for run in runs:
-            if not run.environment:
+        for given in runs:
+            got = storable(given, fingerprint_extra, timestamp=stamp)
+            if isinstance(got, str):
                 continue
-            fp = fingerprint(run.environment, fingerprint_extra)
-            fid = codec.fingerprint_id(fp)
-            run = replace(run, run_id=run.run_id or uuid.uuid4().hex[:12], timestamp=stamp)
-            try:
-                codec.check_line(codec.run_line(run), "run")
-            except codec.SchemaProblem:
-                continue
-            pid = codec.content_id(run.policy)
+            run, fp, _ = got
+            fid, pid = codec.fingerprint_id(fp), codec.content_id(run.policy)
+
             fps[fid], policies[pid] = frozen(fp), run.policy
             by_key.setdefault(run.id.key, []).append((replace(run, fingerprint_id=fid), fid, pid))
             idents[run.id.key] = run.id

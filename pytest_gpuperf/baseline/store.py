@@ -1,10 +1,9 @@
-"""The baseline store: storing runs of benchmarks, and finding the comparable ones.
+"""The baseline store: saving, pruning and loading named baselines.
 
-A benchmark's runs are kept per environment fingerprint, the newest ``keep_runs`` of
-each, because the run-to-run noise the verdict needs is learnt from that history,
-never from the rounds of one run. A save holds a cross-process lock around
-read-merge-write and never reads the runs already stored, so its cost does not grow
-with the history (files: :mod:`.files`; format: :mod:`.codec`). Pure Python.
+A benchmark's runs are kept per environment fingerprint, the newest ``keep_runs`` of each:
+the run-to-run noise the verdict needs is learnt from that history. A save holds a
+cross-process lock around read-merge-write and never reads the runs already stored, so
+its cost does not grow with the history (files: :mod:`.files`; format: :mod:`.codec`).
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,8 @@ from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_KEEP_RUNS, NAME_RULE, check_name, codec, is_name
 from pytest_gpuperf.baseline import files as disk
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S, OnWait
-from pytest_gpuperf.baseline.fingerprint import BUILTIN_KEYS, fingerprint
-from pytest_gpuperf.baseline.records import Baseline
+from pytest_gpuperf.baseline.fingerprint import BUILTIN_KEYS
+from pytest_gpuperf.baseline.records import Baseline, storable
 from pytest_gpuperf.errors import BaselineError, UnknownBaseline
 from pytest_gpuperf.model import EMPTY, Run
 
@@ -164,7 +162,7 @@ class BaselineStore:
         return f"BaselineStore({str(self.root)!r})"
 
     def names(self) -> list[str]:
-        """Names of the baselines in the directory, sorted (none if it does not exist)."""
+        """Names of the baselines in the directory, sorted."""
         if not self.root.is_dir():
             return []
         return sorted(
@@ -192,7 +190,6 @@ class BaselineStore:
         return disk.Files(self.root, check_name(name))
 
     def path(self, name: str) -> Path:
-        """The baseline's index file, ``<dir>/NAME.json``."""
         return self.files(name).index
 
     def exists(self, name: str) -> bool:
@@ -206,15 +203,9 @@ class BaselineStore:
         return found
 
     def load(self, name: str, *, nodeids: Collection[str] | None = None) -> Baseline:
-        """Read baseline ``name``, checked; its files are never changed.
-
-        With ``nodeids`` (pytest node ids, as runs record them), only the benchmarks of
-        those tests: the lines of the others are not parsed where their segment is the one
-        the index records. Every segment is still looked at, at its two ends, and every run
-        kept is checked: a broken segment is an error now, a bad run of a test's when its
-        runs are asked for (``nodeids=()``: the index and those checks only). What is read
-        is the baseline as it was at the load: a save into it afterwards changes nothing.
-        """
+        """Read baseline ``name``, checked, as it is now: with ``nodeids`` (pytest node ids),
+        only the benchmarks of those tests (:func:`.files.read`); a bad run of a test's is
+        raised when its runs are asked for."""
         where = self.files(name)
         wanted = None if nodeids is None else set(nodeids)
         try:
@@ -231,9 +222,8 @@ class BaselineStore:
         return disk.parse_index(where, data)
 
     def check(self, name: str) -> None:
-        """That baseline ``name`` can be saved into: its index reads and its segments are
-        there, whole at their two ends (the runs are not read): the check a session makes
-        before measuring."""
+        """That baseline ``name`` can be saved into (its index reads, its segments are
+        whole): the check a session makes before measuring."""
         where = self.files(name)
         disk.check_writable(where)
         if where.index.exists() or where.index.is_symlink():
@@ -276,23 +266,24 @@ class BaselineStore:
         fingerprint_extra: Mapping[str, Any] | None = None,
         now: _dt.datetime | None = None,
     ) -> SaveSummary:
-        """Append ``runs`` to baseline ``name`` (created if missing).
-
-        Keeps the newest ``keep_runs`` runs of each benchmark per fingerprint; other
-        benchmarks and fingerprints are never dropped. ``meta`` (git sha, CI job, ...) is
-        stored with every run of this save; ``fingerprint_extra`` holds the hook-provided
-        fingerprint keys. The runs go into one new segment and the index is rewritten; the
-        runs already stored are not read. A file that cannot be read is left as it is.
-
-        One pass: the runs' fingerprints and lines (:mod:`.codec`), the name and the files
-        checked, the lock, the index read and the runs merged into it
-        (:func:`.codec.add_runs`), the segment written, then the index
-        (:func:`.files.commit`).
-        """
+        """Append ``runs`` to baseline ``name`` (created if missing), keeping the newest
+        ``keep_runs`` runs of each benchmark per fingerprint. ``meta`` (git sha, CI job, ...)
+        goes with every run of this save; ``fingerprint_extra``: the hooks' fingerprint keys.
+        A file that cannot be read is left as it is."""
         if keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
         stamp = _stamp(now or _now())
-        new, fids, skipped = _lines(runs, stamp, meta, fingerprint_extra)
+        new: list[tuple[Run, dict[str, Any], dict[str, Any]]] = []
+        skipped: list[tuple[str, str]] = []
+        changes = {"timestamp": stamp, "meta": meta or EMPTY, "plugin_version": __version__}
+        for run in runs:
+            got = storable(run, fingerprint_extra, **changes)
+            if isinstance(got, str):
+                skipped.append((run.id.key, got))
+            else:
+                new.append(got)
+
+        fids = tuple(sorted({codec.fingerprint_id(fp) for _, fp, _ in new}))
         where = disk.Files(self.root, check_name(name))
         if not new:
             return SaveSummary(name, where.index, False, 0, 0, 0, (), keep_runs, tuple(skipped))
@@ -338,16 +329,16 @@ class BaselineStore:
         dry_run: bool = False,
         now: _dt.datetime | None = None,
     ) -> PruneSummary:
-        """Remove runs from baseline ``name``, or with ``dry_run`` only say which (reading
-        it, as a load does: a read-only store is fine).
-
-        A run is removed when it matches every selector given among ``fingerprint_id``,
-        ``keys`` (benchmark keys) and ``before`` (saved earlier than this time), and, with
-        ``keep_runs``, is not among the newest ``keep_runs`` runs of its benchmark in its
-        environment (alone, ``keep_runs`` trims every benchmark of every environment).
-        Benchmarks and environments left without runs go too. Nothing else is touched.
-        """
-        _check_prune(keep_runs, fingerprint_id, keys, before)
+        """Remove from baseline ``name`` (with ``dry_run``: only say) the runs that match
+        every selector given (``fingerprint_id``, benchmark ``keys``, saved ``before``) and,
+        with ``keep_runs``, are not among the newest ``keep_runs`` of their benchmark in
+        their environment. Benchmarks and environments left without runs go too."""
+        if keep_runs is None and fingerprint_id is None and keys is None and before is None:
+            raise ValueError("prune needs keep_runs, fingerprint_id, keys or before")
+        if keep_runs is not None and keep_runs < 1:
+            raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
+        if before is not None and before.tzinfo is None:
+            raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
         where = self._existing(name)
         key_set = set(keys) if keys is not None else None
         if not dry_run:
@@ -373,60 +364,6 @@ class BaselineStore:
         return PruneSummary(name, where.index, removed, n_bench, n_fp, report, dry_run)
 
 
-def _lines(
-    runs: Sequence[Run],
-    stamp: str,
-    meta: Mapping[str, Any] | None,
-    fingerprint_extra: Mapping[str, Any] | None,
-) -> tuple[
-    list[tuple[Run, dict[str, Any], dict[str, Any]]], tuple[str, ...], list[tuple[str, str]]
-]:
-    """What a save stores of ``runs``: (the run, its fingerprint, its line) each, the ids of
-    their fingerprints, and the (key, why) of each run that cannot be stored (no
-    environment, a bad field). The fingerprints first, then the lines."""
-    skipped: list[tuple[str, str]] = []
-    fps: list[dict[str, Any] | None] = []
-    for run in runs:
-        fps.append(fingerprint(run.environment, fingerprint_extra) if run.environment else None)
-    new: list[tuple[Run, dict[str, Any], dict[str, Any]]] = []
-    fids: set[str] = set()
-    for run, fp in zip(runs, fps, strict=True):
-        if fp is None:
-            skipped.append((run.id.key, "no environment recorded, so no fingerprint"))
-            continue
-        saved = replace(
-            run,
-            run_id=run.run_id or uuid.uuid4().hex[:12],
-            timestamp=stamp,
-            meta=meta or EMPTY,
-            plugin_version=__version__,
-        )
-        line = codec.run_line(saved)
-        try:
-            codec.check_line(line, run.id.key)
-        except codec.SchemaProblem as e:
-            skipped.append((run.id.key, str(e)))
-            continue
-        new.append((saved, fp, line))
-        fids.add(codec.fingerprint_id(fp))
-    return new, tuple(sorted(fids)), skipped
-
-
-def _check_prune(
-    keep_runs: int | None,
-    fingerprint_id: str | None,
-    keys: Iterable[str] | None,
-    before: _dt.datetime | None,
-) -> None:
-    """Refuse a prune that selects nothing, keeps no run, or has a naive ``before``."""
-    if keep_runs is None and fingerprint_id is None and keys is None and before is None:
-        raise ValueError("prune needs keep_runs, fingerprint_id, keys or before")
-    if keep_runs is not None and keep_runs < 1:
-        raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
-    if before is not None and before.tzinfo is None:
-        raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
-
-
 def _prune_runs(
     index: dict[str, Any],
     keep_runs: int | None,
@@ -434,8 +371,8 @@ def _prune_runs(
     key_set: set[str] | None,
     before: _dt.datetime | None,
 ) -> tuple[EnvironmentPrune, ...]:
-    """Remove from ``index`` the runs :meth:`BaselineStore.prune` selects; returns what it
-    removed in each environment."""
+    """Remove from ``index`` the runs :meth:`BaselineStore.prune` selects; what went, per
+    environment."""
     segs = index["segments"]
     stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
     envs = {fid: _Tally() for fid in index["fingerprints"]}
@@ -450,7 +387,12 @@ def _prune_runs(
         for i, ref in enumerate(runs):
             tally = envs[ref[2]]
             tally.total += 1
-            if i in newest or not _selected(ref, key, stamps, fingerprint_id, key_set, before):
+            selected = (
+                (fingerprint_id is None or ref[2] == fingerprint_id)
+                and (key_set is None or key in key_set)
+                and (before is None or stamps[ref[0]] < before)
+            )
+            if i in newest or not selected:
                 keep.append(ref)
                 continue
             tally.removed += 1
@@ -490,26 +432,10 @@ def _environment_label(fp: Mapping[str, Any]) -> str:
 
 
 def load_file(path: Path) -> Baseline:
-    """The baseline whose file is ``path`` (``NAME.json``, its runs beside it), named by its
-    stem, whatever its name (the CLI's ``show PATH``)."""
+    """The baseline whose file is ``path``, named by its stem (the CLI's ``show PATH``)."""
     where = disk.Files(path.parent, path.stem)
     try:
         index, lines, _ = disk.read(where, None)
     except FileNotFoundError:
         raise BaselineError(f"no such baseline file: {path}") from None
     return Baseline.read(path.stem, path, index, lines, {})
-
-
-def _selected(
-    ref: Sequence[str],
-    key: str,
-    stamps: Mapping[str, _dt.datetime],
-    fid: str | None,
-    keys: set[str] | None,
-    before: _dt.datetime | None,
-) -> bool:
-    if fid is not None and ref[2] != fid:
-        return False
-    if keys is not None and key not in keys:
-        return False
-    return before is None or stamps[ref[0]] < before

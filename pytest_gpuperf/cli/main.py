@@ -19,7 +19,8 @@ from pytest_gpuperf.baseline import DEFAULT_DIR
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
-from pytest_gpuperf.model import printable, short_test_id
+from pytest_gpuperf.model import printable
+from pytest_gpuperf.values import OptionValueError, fraction, probability, sort_key
 
 if TYPE_CHECKING:
     from pytest_gpuperf.registry import Registry
@@ -120,6 +121,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     import math
+    import statistics
 
     from tabulate import tabulate
 
@@ -138,16 +140,11 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         for fid in entry.fingerprint_ids():
             runs = [r for r in entry.runs if r.fingerprint_id == fid]
             logs = [math.log(r.median) for r in runs if r.median > 0]
-            sd = None
-            if len(logs) >= 2:
-                mean = sum(logs) / len(logs)
-                sd = math.sqrt(sum((y - mean) ** 2 for y in logs) / (len(logs) - 1))
+            sd = statistics.stdev(logs) if len(logs) >= 2 else None
             params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
-            short = short_test_id(entry.nodeid)
-            name = short if entry.name is None else f"{short}::{entry.name}"
             rows.append(
                 [
-                    name,
+                    entry.ident.display,
                     params,
                     entry.mode,
                     fid,
@@ -181,20 +178,8 @@ def _policy(args: argparse.Namespace) -> Any:
         raise UsageProblem(str(e)) from None
 
 
-def _verdict_settings(args: argparse.Namespace) -> Any:
-    """The gate's verdict settings that the command line gives: what fails beyond the time."""
-    from pytest_gpuperf.verdict import VerdictSettings
-
-    return VerdictSettings(
-        fail_on=args.fail_on,
-        gate_secondary=args.gate_secondary,
-        numerics=args.numerics,
-    )
-
-
 def _registry() -> Registry:
-    """What the plugins add (timing modes), as a pytest session gets it: the built-in
-    hook implementations and the ``pytest_gpuperf`` entry points (pytest_gpuperf.registry)."""
+    """What the plugins add (timing modes), as a pytest session gets it."""
     from pytest_gpuperf.registry import build, plugin_manager
 
     return build(plugin_manager().hook)
@@ -204,15 +189,21 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import compare
     from pytest_gpuperf.reporting import verdicts as v
     from pytest_gpuperf.reporting.terminal import TableSpec, render
+    from pytest_gpuperf.verdict import VerdictSettings
 
     policy = _policy(args)
+    settings = VerdictSettings(
+        fail_on=args.fail_on, gate_secondary=args.gate_secondary, numerics=args.numerics
+    )
+
     for option, path in (("--markdown", args.markdown), ("--html", args.html), ("--csv", args.csv)):
         if path:
             _check_output(option, path, args)
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
     modes = _registry().modes
-    outcome = compare(reference, candidate, policy, _verdict_settings(args), modes=modes)
+    outcome = compare(reference, candidate, policy, settings, modes=modes)
+
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
     spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on, modes=modes)
@@ -340,38 +331,22 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 # --- the parser -------------------------------------------------------------------------
 
 
-def _checked(convert: Callable[[str], _T], text: str) -> _T:
-    """``convert(text)``, with the option checker's message as argparse's on a bad value."""
-    from pytest_gpuperf.values import OptionValueError
+def _checked(convert: Callable[[str], _T]) -> Callable[[str], _T]:
+    """``convert`` for argparse: the option checker's message as argparse's on a bad value."""
 
-    try:
-        return convert(text)
-    except OptionValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    def check(text: str) -> _T:
+        try:
+            return convert(text)
+        except OptionValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
-
-def _fraction(text: str) -> float:
-    from pytest_gpuperf.values import fraction
-
-    return _checked(fraction, text)
-
-
-def _probability(text: str) -> float:
-    from pytest_gpuperf.values import probability
-
-    return _checked(probability, text)
+    return check
 
 
 SORT_HELP = (
     "row order, as --gpuperf-sort: verdict, collection, name, median, mean, min, max, change, "
     "first_call, memory, throughput"
 )
-
-
-def _sort(text: str) -> str:
-    from pytest_gpuperf.values import sort_key
-
-    return _checked(sort_key, text)
 
 
 def _at_least_two(text: str) -> int:
@@ -405,6 +380,17 @@ def _positive_int(text: str) -> int:
     return n
 
 
+#: ``export -o PATH`` without ``--format``: the format its suffix names.
+EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "pytest-benchmark"}
+
+
+def export_format(output: str | None) -> str:
+    """``export``'s format when ``--format`` is left out: the one ``-o``'s suffix names
+    (``.md``, ``.html``, ``.csv``, ``.json``: pytest-benchmark JSON), else Markdown."""
+    suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
+    return EXPORT_SUFFIXES.get(suffix, "markdown")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -422,36 +408,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    _add_list(sub, common)
-    _add_show(sub, common)
-    _add_compare(sub, common)
-    _add_prune(sub, common)
-    _add_export(sub, common)
-    _add_demo(sub)
-    return parser
-
-
-def _add_list(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """``list``: the baselines and their runs."""
     p = sub.add_parser("list", parents=[common], help="baselines and their runs")
     p.set_defaults(func=cmd_list)
 
-
-def _add_show(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """``show NAME``: the benchmarks of one baseline."""
     p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
     p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
     p.set_defaults(func=cmd_show)
 
-
-def _add_compare(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """``compare A B``: judge B against A with the plugin's verdict."""
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -468,11 +431,11 @@ def _add_compare(
         help="exit 1 on regressions only (default), or also on inconclusive verdicts",
     )
     p.add_argument(
-        "--threshold", type=_fraction, help="smallest slowdown that fails (default 0.03)"
+        "--threshold", type=_checked(fraction), help="smallest slowdown that fails (default 0.03)"
     )
     p.add_argument(
         "--alpha",
-        type=_probability,
+        type=_checked(probability),
         help="false-failure rate of one figure of one unchanged benchmark (default 0.0002, "
         "as the gate)",
     )
@@ -491,14 +454,10 @@ def _add_compare(
     p.add_argument("--markdown", metavar="PATH", help="also write the Markdown report here")
     p.add_argument("--html", metavar="PATH", help="also write the HTML report here")
     p.add_argument("--csv", metavar="PATH", help="also write every result as CSV here")
-    p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: verdict)")
+    sort = _checked(sort_key)
+    p.add_argument("--sort", type=sort, metavar="KEY", help=SORT_HELP + " (default: verdict)")
     p.set_defaults(func=cmd_compare)
 
-
-def _add_prune(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """``prune NAME``: remove runs from a baseline."""
     p = sub.add_parser(
         "prune",
         parents=[common],
@@ -532,22 +491,6 @@ def _add_prune(
     )
     p.set_defaults(func=cmd_prune)
 
-
-#: ``export -o PATH`` without ``--format``: the format its suffix names.
-EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "pytest-benchmark"}
-
-
-def export_format(output: str | None) -> str:
-    """``export``'s format when ``--format`` is left out: the one ``-o``'s suffix names
-    (``.md``, ``.html``, ``.csv``, ``.json``: pytest-benchmark JSON), else Markdown."""
-    suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
-    return EXPORT_SUFFIXES.get(suffix, "markdown")
-
-
-def _add_export(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """``export NAME|RUNFILE``: the newest run in another format."""
     p = sub.add_parser(
         "export",
         parents=[common],
@@ -563,13 +506,10 @@ def _add_export(
         "parameter); pytest-benchmark: the --benchmark-json format that "
         "github-action-benchmark (tool: pytest) and Bencher (python_pytest) read",
     )
-    p.add_argument("--sort", type=_sort, metavar="KEY", help=SORT_HELP + " (default: collection)")
+    p.add_argument("--sort", type=sort, metavar="KEY", help=SORT_HELP + " (default: collection)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
     p.set_defaults(func=cmd_export)
 
-
-def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``demo``: the main job in a minute."""
     p = sub.add_parser(
         "demo",
         help="the main job in a minute: save a baseline, compare unchanged code (passes), "
@@ -593,6 +533,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="runs saved into the baseline (default 3; at least 2)",
     )
     p.set_defaults(func=cmd_demo)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
