@@ -1,4 +1,5 @@
-"""The plugin's exceptions and warnings. Each message says what went wrong and how to fix it."""
+"""The plugin's exceptions and warnings (shown as ``pytest_gpuperf.X``). Each message says
+what went wrong and how to fix it."""
 
 from __future__ import annotations
 
@@ -6,31 +7,21 @@ from __future__ import annotations
 class GpuPerfError(Exception):
     """Base of every error the plugin raises on purpose."""
 
-    __module__ = "pytest_gpuperf"
-
 
 class GraphCaptureError(GpuPerfError):
     """The benchmarked function cannot be measured with CUDA-graph replay."""
-
-    __module__ = "pytest_gpuperf"
 
 
 class BenchOutOfMemory(GpuPerfError):
     """CUDA ran out of memory while benchmarking; memory was released."""
 
-    __module__ = "pytest_gpuperf"
-
 
 class DeviceUnavailable(GpuPerfError):
     """The requested device (``--gpuperf-device=cuda``) cannot be used."""
 
-    __module__ = "pytest_gpuperf"
-
 
 class DeviceBusy(GpuPerfError):
     """Another process kept the device (its per-device lock) longer than the lock timeout."""
-
-    __module__ = "pytest_gpuperf"
 
 
 class UnsafePath(GpuPerfError):
@@ -39,20 +30,14 @@ class UnsafePath(GpuPerfError):
     Writing to it could write into someone else's file; nothing was written.
     """
 
-    __module__ = "pytest_gpuperf"
-
 
 class OutputError(GpuPerfError):
     """An output file (``--gpuperf-json``, a report, ``export -o``) that must not or cannot
     be written there; the message names the option, the path and what to do."""
 
-    __module__ = "pytest_gpuperf"
-
 
 class GpuPerfWarning(UserWarning):
     """Base of the plugin's warnings (noisy or unstable results, missing tools)."""
-
-    __module__ = "pytest_gpuperf"
 
 
 # --- baselines -----------------------------------------------------------------
@@ -61,19 +46,13 @@ class GpuPerfWarning(UserWarning):
 class BaselineError(GpuPerfError):
     """A baseline cannot be read, written or found. Nothing on disk was changed."""
 
-    __module__ = "pytest_gpuperf"
-
 
 class InvalidBaselineName(BaselineError, ValueError):
     """A baseline name that is not a safe file name."""
 
-    __module__ = "pytest_gpuperf"
-
 
 class UnknownBaseline(BaselineError, LookupError):
     """No baseline of that name; the message lists those that exist."""
-
-    __module__ = "pytest_gpuperf"
 
     def __init__(self, name: str, directory: str, existing: list[str]):
         import difflib
@@ -101,8 +80,6 @@ class UnknownBaseline(BaselineError, LookupError):
 class CorruptBaseline(BaselineError):
     """A baseline file that cannot be used as it is; it was left untouched."""
 
-    __module__ = "pytest_gpuperf"
-
     def __init__(
         self,
         path: str,
@@ -126,4 +103,7 @@ class CorruptBaseline(BaselineError):
 class BaselineLocked(BaselineError):
     """Another process kept the baseline locked for longer than the timeout."""
 
-    __module__ = "pytest_gpuperf"
+
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, (GpuPerfError, GpuPerfWarning)):
+        _cls.__module__ = "pytest_gpuperf"

@@ -1,9 +1,8 @@
 """SIGTERM as Ctrl-C: a CI cancellation, ``timeout`` or ``docker stop`` ends a run as Ctrl-C does.
 
-They send SIGTERM, whose default action ends the process on the spot: a save said nothing
-(Ctrl-C says the baseline was NOT saved), an A/B session left its worktree and temp
-folders. Raised as :class:`Terminated`, a ``KeyboardInterrupt``, it takes Ctrl-C's way
-out, with its cleanup and its lines, which name the signal (:func:`how`).
+SIGTERM's default action ends the process on the spot (a save says nothing, an A/B
+session leaves its worktree); raised as :class:`Terminated`, a ``KeyboardInterrupt``, it
+takes Ctrl-C's way out, with its cleanup.
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ def how(e: BaseException) -> str:
 
 
 def sigterm_as_ctrl_c() -> Callable[[], None]:
-    """From now on, SIGTERM raises :class:`Terminated` in the main thread; returns what puts
-    the default back. Only where SIGTERM has its default action: a handler the user's
-    code set is theirs."""
+    """From now on, SIGTERM raises :class:`Terminated` in the main thread (where it has its
+    default action: a user's handler is theirs); returns what puts the default back."""
     if (
         threading.current_thread() is not threading.main_thread()
         or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL

@@ -1,10 +1,8 @@
 """Value objects: one benchmark's :class:`Run`, and the :class:`Result` a session makes of it.
 
-A :class:`Run` is the one shape of a run from the fixture to the baseline file to the rule:
-the fixture makes it, the store writes and reads it (:mod:`.baseline.codec`), the verdict
-judges runs on both sides. It is frozen and plain when made: tuples and read-only mappings
-of JSON values, at every depth. Statistics are derived from the rounds; nothing derived is
-stored. Pure Python: no torch, no pytest.
+A :class:`Run` is the one shape of a run from the fixture to the baseline file to the rule.
+It is frozen and plain when made (tuples and read-only mappings of JSON values, at every
+depth); statistics are derived from the rounds, never stored.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u2
 
 
 def printable(text: str) -> str:
-    """``text`` with its control characters written as escapes (``\\x1b``, ``\\n``), as pytest
-    writes them in test ids: a name cannot colour the terminal, start a line of its own
-    (GitHub's ``::error::``) or make the JUnit XML not well-formed."""
+    """``text`` with its control characters escaped (``\\x1b``, ``\\n``), as pytest escapes
+    test ids: a name cannot colour the terminal or start a line (GitHub's ``::error::``)."""
     if _UNPRINTABLE.search(text) is None:
         return text
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
@@ -45,11 +42,8 @@ def short_test_id(nodeid: str) -> str:
 
 @dataclass(frozen=True)
 class BenchId:
-    """Identity of one benchmark: which test, which named measurement, which timing mode.
-
-    ``key`` is what baselines are keyed by; ``params`` are the test's
-    parameters, rendered readably (``{"shape": "4096x4096", "dtype": "bfloat16"}``).
-    """
+    """Identity of one benchmark: which test, which named measurement, which timing mode;
+    ``params``: the test's parameters, rendered readably. Baselines are keyed by ``key``."""
 
     nodeid: str
     name: str | None = None
@@ -57,8 +51,7 @@ class BenchId:
     params: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        # Names and parameters come from users' code and files: escaped once, here, for
-        # every report (pytest escapes its test ids itself; a run file may not).
+        # From users' code and files: escaped once, here, for every report.
         object.__setattr__(self, "nodeid", printable(self.nodeid))
         if self.name is not None:
             object.__setattr__(self, "name", printable(self.name))
@@ -73,7 +66,7 @@ class BenchId:
 
     @property
     def display(self) -> str:
-        """The test id as a user reads it: the nodeid's last part plus the measurement name."""
+        """The nodeid's last part plus the measurement name."""
         short = short_test_id(self.nodeid)
         return short if self.name is None else f"{short}::{self.name}"
 
@@ -87,14 +80,12 @@ class BenchId:
         return cls(d["nodeid"], d.get("name"), d.get("mode", MODE_CPU), params)
 
 
-#: The empty read-only mapping (a field's default).
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def frozen(value: Any) -> Any:
-    """``value`` as plain JSON values that cannot change: lists (and tuples) as tuples, dicts
-    as read-only mappings with string keys, at every depth; NumPy and torch scalars as their
-    numbers, NaN and infinity as None (:func:`~pytest_gpuperf.jsonsafe.json_safe`)."""
+    """``value`` as plain JSON values that cannot change: tuples and read-only mappings at
+    every depth, other values as :func:`~pytest_gpuperf.jsonsafe.json_safe` makes them."""
     if isinstance(value, MappingProxyType):  # made here: frozen already
         return value
     if isinstance(value, Mapping):
@@ -122,17 +113,11 @@ def thawed(value: Any) -> Any:
 class Run:
     """One run (process) of one benchmark: what it measured, where, under which settings.
 
-    Times are seconds per call. ``rounds`` are the kept steady-state rounds, each the time of
-    one call; ``warmup`` the warm-up rounds, ``trimmed`` the measured rounds dropped as
-    leftover transient. The CUDA events backend adds ``e2e_rounds`` (end to end, host
-    included; ``rounds`` are then device time, with the host hidden where ``host_hidden``)
-    and ``host_s`` (the host's time to issue a call). ``numerics``: the output's fingerprint
-    (verdict/numerics.py); ``memory``: the allocator's figures per call; ``contention``:
-    whether its rounds had their CPUs (measure/contention.py); ``tracer``: a tracer active
-    while measuring; ``extra``: what the after-measure hooks found (``"kernels"``,
-    ``"group"``). A stored run has its ``timestamp``, the saving session's ``meta`` (commit, CI
-    ids), the plugin's version and its ``fingerprint_id``; its ``environment`` is that
-    fingerprint. A changed copy is ``dataclasses.replace(run, ...)``.
+    Times are seconds per call. ``rounds``: the kept steady-state rounds; ``trimmed``: the
+    measured rounds dropped as leftover transient. The CUDA events backend adds
+    ``e2e_rounds`` (host included; ``rounds`` are then device time) and ``host_s`` (the
+    host's time to issue a call). ``extra``: what the after-measure hooks found. A stored
+    run's ``environment`` is its fingerprint. A changed copy: ``dataclasses.replace``.
     """
 
     id: BenchId
@@ -210,9 +195,7 @@ class Run:
 
     @property
     def of_peak(self) -> dict[str, Any] | None:
-        """Achieved FLOP/s and bandwidth as fractions of the GPU's datasheet peaks
-        (:func:`pytest_gpuperf.measure.peaks.of_peak`); None without declared work or a
-        known GPU."""
+        """Achieved FLOP/s and bandwidth as fractions of the GPU's datasheet peaks, or None."""
         if self.device != "cuda" or not self.rounds:
             return None
         d = self
@@ -229,22 +212,19 @@ class Run:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Run:
-        """Back from :meth:`to_dict` (or a results file's result: other keys are ignored, and
-        a field it lacks gets its default)."""
+        """Back from :meth:`to_dict` (or a results file's result: other keys are ignored)."""
         given = {f.name: d[f.name] for f in fields(cls) if f.name in d and d[f.name] is not None}
         given["id"] = BenchId.from_dict(d["id"])
         return cls(**given)
 
 
-#: the names of :class:`Run`'s fields
 RUN_FIELDS = tuple(f.name for f in fields(Run))
 
 
 @dataclass(slots=True)
 class Result:
-    """A :class:`Run` and what the session adds to it: the verdict (with the secondary
-    metrics and numerics), the captured artifacts and their diagnosis, notes, the verdict
-    settings of the test (``gate``) and where the test is."""
+    """A :class:`Run` and what the session adds to it: the verdict, the captured artifacts
+    and their diagnosis, notes, the verdict settings of the test and where it is."""
 
     run: Run
     comparison: Comparison | None = None
@@ -262,14 +242,13 @@ class Result:
         return self.run.id
 
     def with_run(self, **changes: Any) -> Result:
-        """This result, its run changed (``dataclasses.replace``), in place; returns it."""
+        """This result, its run changed (``dataclasses.replace``) in place."""
         self.run = replace(self.run, **changes)
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON builtins (the results JSON, xdist's channel): the run's fields and the
-        session's side by side, the verdict as ``Comparison.to_dict()`` with the diagnosis
-        under its ``"diagnosis"`` key, and the run's figures."""
+        """JSON builtins (the results JSON, xdist's channel): the run's fields, the session's,
+        the verdict with the diagnosis under its ``"diagnosis"`` key, the run's figures."""
         run, d = self.run, self.run.to_dict()
         d.update(comparison=self._comparison_dict(), artifacts=self.artifacts, notes=self.notes)
         d.update(gate=self.gate, location=self.location, summary=run.summary.to_dict())
@@ -285,8 +264,7 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Result:
-        """Back from :meth:`to_dict` (a JSON ``comparison`` without a ``kind`` holds only a
-        diagnosis: no verdict)."""
+        """Back from :meth:`to_dict` (a ``comparison`` without ``kind`` is a diagnosis alone)."""
         c = d.get("comparison") or {}
         diagnosis = c.get("diagnosis")
         return cls(

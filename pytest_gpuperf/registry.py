@@ -1,12 +1,10 @@
-"""What plugins add to the package, gathered once per run through pluggy hooks.
+"""What plugins add to the package (timing modes, output formats), asked of pluggy hooks
+once per run and kept in a :class:`Registry`, never a module global.
 
-Timing modes and output formats live in no module-level registry: every run asks
-the hooks of :class:`Specs` once and keeps the answer (:class:`Registry`). A pytest
-session builds it in ``pytest_configure`` (:func:`build`); the ``pytest-gpuperf``
-CLI builds the same one with its own plugin manager (:func:`plugin_manager`) from
-:class:`BuiltIns` and the ``pytest_gpuperf`` entry-point group, so a mode declared
-there is judged alike by the gate and by ``compare``; one declared in a conftest.py
-is known to pytest only. Pure Python: imports pluggy, never pytest.
+A pytest session builds it in ``pytest_configure``; the CLI builds the same one with its
+own plugin manager (:func:`plugin_manager`) from the ``pytest_gpuperf`` entry points, so
+a mode declared there is judged alike by the gate and by ``compare`` (one declared in a
+conftest.py is known to pytest only). Imports pluggy, never pytest.
 """
 
 from __future__ import annotations
@@ -20,13 +18,12 @@ import pluggy
 from pytest_gpuperf.measure.backend import BUILTIN_MODES, Mode, Modes
 from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS, OUTPUTS, Output
 
-#: The project name of the CLI's plugin manager, and the entry-point group it loads.
+#: The CLI's plugin manager's project name, and the entry-point group it loads.
 PROJECT = "pytest_gpuperf"
-#: The hooks' prefix: a function so named is a hook implementation without a marker.
+#: A function so named is a hook implementation without a marker.
 PREFIX = "pytest_gpuperf_"
 
-# Each spec and built-in implementation carries the markers of both managers: pytest's
-# ("pytest", what ``pytest.hookspec`` is) and the CLI's.
+# Specs and built-in implementations carry the markers of both managers: pytest's and the CLI's.
 _specs = (pluggy.HookspecMarker("pytest"), pluggy.HookspecMarker(PROJECT))
 _impls = (pluggy.HookimplMarker("pytest"), pluggy.HookimplMarker(PROJECT))
 
@@ -44,9 +41,8 @@ def _builtin(fn: Any) -> Any:
 
 
 class Specs:
-    """The hooks every run (a pytest session, a CLI command) calls once to build its
-    :class:`Registry`. They take no argument: what they return must not depend on the
-    session's options, so that pytest and the CLI build the same registry."""
+    """The hooks every run calls once to build its :class:`Registry`. No argument: pytest
+    and the CLI build the same registry, whatever the options."""
 
     @_spec
     def pytest_gpuperf_timing_modes(self) -> list[Mode]:  # type: ignore[empty-body]
@@ -82,8 +78,6 @@ class Specs:
 
 
 class BuiltIns:
-    """The package's own implementations of :class:`Specs`."""
-
     @_builtin
     def pytest_gpuperf_timing_modes(self) -> list[Mode]:
         return list(BUILTIN_MODES)
@@ -95,10 +89,10 @@ class BuiltIns:
 
 @dataclass(frozen=True)
 class Registry:
-    """What the hooks returned, built once per run (:func:`build`)."""
+    """What the hooks returned, built once per run (:func:`build`); the built-in outputs
+    first."""
 
     modes: Modes
-    #: every output of a session's end, the built-in ones (``reporting/outputs.py``) first
     outputs: tuple[Output, ...] = OUTPUTS
 
     def __post_init__(self) -> None:
@@ -113,12 +107,10 @@ class Registry:
 
     @classmethod
     def builtin(cls) -> Registry:
-        """The built-in entries alone (a run whose plugins add nothing)."""
         return cls(Modes(BUILTIN_MODES))
 
     @property
     def added_outputs(self) -> tuple[Output, ...]:
-        """The outputs the plugins added (their options are the plugins' own)."""
         return tuple(o for o in self.outputs if o.option not in OUTPUT_OPTIONS)
 
 
@@ -136,7 +128,7 @@ def build(hook: Any) -> Registry:
 
 class _Manager(pluggy.PluginManager):
     """pluggy's manager, taking ``pytest_gpuperf_*`` functions without a marker (as pytest
-    takes ``pytest_*`` ones), so that one plugin module serves pytest and the CLI."""
+    does), so that one plugin module serves pytest and the CLI."""
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
         opts = super().parse_hookimpl_opts(plugin, name)
@@ -146,8 +138,8 @@ class _Manager(pluggy.PluginManager):
 
 
 def plugin_manager(*, entry_points: bool = True) -> pluggy.PluginManager:
-    """The CLI's plugin manager: the specs, the built-in implementations and (with
-    ``entry_points``) the modules of the ``pytest_gpuperf`` entry-point group."""
+    """The CLI's plugin manager: the specs, the built-ins and (``entry_points``) the modules
+    of the ``pytest_gpuperf`` entry-point group."""
     pm = _Manager(PROJECT)
     pm.add_hookspecs(Specs)
     pm.register(BuiltIns(), "gpuperf-builtins")

@@ -1,10 +1,6 @@
-"""Settings fields tied to their options: how a frozen settings dataclass is declared and
-built from resolved option values.
-
-A field made with :func:`option` carries its option's name
-(``shell/options.py`` declares the option); :func:`settings_from` fills the
-fields from ``{option name: value}``. Pure Python, in the core, so that each
-settings class lives in the lowest ring that reads it.
+"""Settings fields tied to their options (:func:`option`), filled from resolved option
+values (:func:`settings_from`). In the core, so that each settings class lives in the
+lowest ring that reads it.
 """
 
 from __future__ import annotations
@@ -13,7 +9,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-#: The metadata key of a settings field that holds an option's value (:func:`option`).
 OPTION = "option"
 _S = TypeVar("_S")
 
@@ -30,9 +25,8 @@ def option_fields(cls: type[Any]) -> dict[str, str]:
 
 
 def settings_from(cls: type[_S], values: Mapping[str, Any], base: _S | None = None) -> _S:
-    """A settings dataclass from resolved option values (``{option name: value}``): the
-    fields whose option is in ``values`` take its value, the others ``base``'s (or their
-    default). The one place an option's name is turned into a typed field."""
+    """A settings dataclass from ``{option name: value}``: the fields whose option is in
+    ``values`` take its value, the others ``base``'s (or their default)."""
     kw = {f: values[o] for f, o in option_fields(cls).items() if o in values}
     if base is not None:
         return dataclasses.replace(base, **kw)  # type: ignore[type-var]

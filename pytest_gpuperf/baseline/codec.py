@@ -626,7 +626,6 @@ def add_runs(
 def segment_entry(
     data: bytes, stamp: str, runs: Mapping[str, Mapping[str, Mapping[str, Any]]]
 ) -> dict[str, Any]:
-
     lines = [line for by_digest in runs.values() for line in by_digest.values()]
     entry: dict[str, Any] = {
         "sha256": hashlib.sha256(data).hexdigest(),
@@ -663,7 +662,6 @@ def trim(runs: list[list[str]], fid: str, keep: int) -> int:
 def drop_unused(index: dict[str, Any]) -> tuple[int, int]:
     """Drop benchmarks without runs and what no run refers to; how many benchmarks and
     fingerprints went."""
-
     benches = index["benchmarks"]
     empty = [k for k, b in benches.items() if not b["runs"]]
     for k in empty:

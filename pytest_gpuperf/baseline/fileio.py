@@ -1,15 +1,8 @@
 """Writing files so that a reader never sees half of one, stable text that diffs well in
 git, and output files where they belong.
 
-Every output file (``--gpuperf-json/-markdown/-html/-csv``, ``export -o``,
-``compare --markdown/--html/--csv``, ``$GITHUB_STEP_SUMMARY``) goes through
-:func:`write_output`, under one rule, checked before any work with
-:func:`output_target`: a regular file, or a new one, is written atomically;
-``-`` and ``/dev/stdout`` are standard output (in a pipe too); a FIFO or a
-character device is written to as a stream, never replaced and never opened for
-reading; a baseline (by its parsed content, or its place) or anything else (a
-folder, a socket) is refused with the reason. A symbolic link the user made is
-written through (the link stays), never one another user planted.
+Every output file (reports, ``export -o``, ``$GITHUB_STEP_SUMMARY``) goes through
+:func:`write_output` under one rule, checked before any work by :func:`output_target`.
 """
 
 from __future__ import annotations
@@ -34,18 +27,14 @@ from pytest_gpuperf.errors import OutputError
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` (UTF-8, ``\\n`` line ends) as :func:`atomic_write_bytes` does."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename.
-
-    A process killed at any point leaves either the old file or the new one,
-    never a mix, and perhaps its temporary file, which the next write of
-    ``path`` removes (:func:`remove_temporaries`). The file keeps the
-    permissions of the one it replaces; a new one follows the umask.
-    """
+    """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename:
+    a process killed at any point leaves the old file or the new one, and perhaps its
+    temporary file, which the next write removes. The permissions of the file replaced
+    are kept; a new one follows the umask."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_temporaries(target)
@@ -77,8 +66,7 @@ def _new_temporary(target: Path) -> tuple[int, str]:
 
 
 def _refuse_to_replace(target: Path) -> None:
-    """A FIFO, a device, a socket or a folder is never replaced by a file (a rename over
-    ``/dev/null`` would replace the system's)."""
+    """A FIFO, a device, a socket or a folder is never replaced (think ``/dev/null``)."""
     try:
         mode = os.lstat(target).st_mode
     except OSError:
@@ -100,12 +88,8 @@ def temporary_prefix(target: Path, pid: int | None = None) -> str:
 
 
 def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
-    """Remove the temporary files of ``target`` that writers killed mid-write left.
-
-    Only those of processes of this host that are gone, unless ``all_of_them``
-    (the caller holds a lock that keeps every other writer out). Returns how
-    many were removed.
-    """
+    """Remove the temporary files of ``target`` that writers killed mid-write left: those
+    of gone processes of this host, or ``all_of_them`` (the caller holds a lock)."""
     pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
     removed = 0
     try:
@@ -120,17 +104,15 @@ def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
             m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1)))
         ):
             continue
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(target.parent / name)
             removed += 1
-        except OSError:
-            pass
     return removed
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs. Another user's counts, and so does a pid that cannot be
-    asked about (too large): what cannot be judged is never taken over or removed."""
+    """Whether process ``pid`` runs; one that cannot be asked about counts (what cannot be
+    judged is never taken over or removed)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -144,9 +126,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def dumps(doc: Mapping[str, Any], *, compact_depth: int | None = None) -> str:
-    """Stable text that diffs well in git: sorted keys, one per line, two-space indent; lists
-    of plain values on one line; values ``compact_depth`` levels deep on one line each (a
-    segment's runs). Ends with a newline. NaN is refused."""
+    """Stable text that diffs well in git: sorted keys, one per line; lists of plain values,
+    and values ``compact_depth`` levels deep (a segment's runs), on one line. No NaN."""
     out: list[str] = []
     _emit(doc, 0, out, compact_depth)
     out.append("\n")
@@ -180,13 +161,12 @@ _LINE = json.JSONEncoder(
 
 #: What marks a file as a pytest-gpuperf baseline (index, one-file, segment): its ``schema``.
 _BASELINE_SCHEMA = "pytest-gpuperf/baseline"
-#: The same in a file that does not parse (damaged, or too large to read whole): any spacing,
-#: minified or not, ``/`` escaped or not.
+#: The same in a file that does not parse (damaged, or too large to read whole).
 _BASELINE_MARK = re.compile(rb'"schema"\s*:\s*"pytest-gpuperf(?:\\?/)baseline')
 #: Files up to this size are parsed whole; larger ones searched for the mark at both ends.
 _SNIFF_WHOLE = 16 << 20
 _SNIFF_ENDS = 1 << 20
-#: The names that mean the standard streams (``-``: standard output, as for ``export -o``).
+#: The names of the standard streams (``-``: standard output).
 STANDARD_STREAMS: dict[str, int] = {
     "-": 1, "/dev/stdout": 1, "/dev/fd/1": 1, "/proc/self/fd/1": 1,
     "/dev/stderr": 2, "/dev/fd/2": 2, "/proc/self/fd/2": 2,
@@ -197,9 +177,8 @@ FIFO_WAIT_S = 10.0
 
 @dataclass(frozen=True)
 class OutputTarget:
-    """Where an output goes, and how: ``file`` (a regular or a new file, replaced
-    atomically), ``stream`` (a FIFO or a character device: written to, never replaced),
-    or ``fd`` (standard output or error, ``fd`` its number)."""
+    """Where an output goes, and how: ``file`` (replaced atomically), ``stream`` (a FIFO or
+    a character device: written to, never replaced), or ``fd`` (a standard stream)."""
 
     path: Path
     kind: str
@@ -207,7 +186,7 @@ class OutputTarget:
 
 
 def nearest_existing(path: Path) -> Path:
-    """``path``, or its nearest ancestor that exists (what a new file there would go into)."""
+    """``path``, or its nearest ancestor that exists."""
     existing = path
     while not os.path.lexists(existing) and existing.parent != existing:
         existing = existing.parent
@@ -219,14 +198,11 @@ def output_target(
 ) -> OutputTarget:
     """Where writing output ``path`` (option ``what``) goes; nothing is written or opened.
 
-    ``-`` and ``/dev/stdout`` (``/dev/stderr``) are the standard streams; a FIFO or a
-    character device (``/dev/null``) is a stream, written to and never replaced; a regular
-    file, or a new one, is replaced atomically. Raises :class:`OutputError` when it must
-    not or cannot be written: it is a pytest-gpuperf baseline (by its parsed content), or
-    in one of ``baseline_dirs`` (a baseline's place); a folder, a socket, a block device;
-    under a file or an unwritable folder; a symbolic link of another user (one of your own
-    is followed: the link stays, its target is written). Call it before the work whose
-    output it is.
+    ``-`` and ``/dev/stdout`` are standard output; a FIFO or a character device is a
+    stream; a regular file, or a new one, is replaced atomically. :class:`OutputError` when
+    it must not or cannot be written: a baseline (by its content, or in ``baseline_dirs``),
+    a folder, a socket, under a file or an unwritable folder, a symbolic link of another
+    user (one of yours is followed). Call it before the work whose output it is.
     """
     fd = STANDARD_STREAMS.get(os.fspath(path))
     if fd is not None:
@@ -301,9 +277,8 @@ def write_output(
     baseline_dirs: Sequence[Path] = (),
     append: bool = False,
 ) -> Path:
-    """Write output ``path`` after :func:`output_target`'s checks: a file atomically (or,
-    ``append``, at its end), a stream as a stream; returns where it went (a link's target).
-    ``OutputError`` or ``OSError`` when it cannot be."""
+    """Write output ``path`` after :func:`output_target`'s checks (a file atomically, or at
+    its end with ``append``); returns where it went (a link's target)."""
     target = output_target(path, what=what, baseline_dirs=baseline_dirs)
     data = text.encode("utf-8")
     if target.kind == "fd":
@@ -327,8 +302,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _write_stream(path: Path, data: bytes, what: str) -> None:
-    """Write to a FIFO or a character device: opened for writing only, never created,
-    truncated or replaced; a FIFO that nobody reads is given up after :data:`FIFO_WAIT_S`."""
+    """Write to a FIFO or a character device, never created, truncated or replaced; a FIFO
+    that nobody reads is given up after :data:`FIFO_WAIT_S`."""
     flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     deadline = time.monotonic() + FIFO_WAIT_S
     while True:
@@ -368,10 +343,8 @@ def _append_file(path: Path, data: bytes, what: str) -> None:
 
 
 def _follow_links(path: Path, what: str) -> Path:
-    """``path`` with links of its last part resolved, each owned by this user (or refused).
-
-    A link the kernel resolves to no path (``/dev/fd/N`` of a pipe) is returned as it is.
-    """
+    """``path`` with links of its last part resolved, each owned by this user (or refused);
+    a link to no path (``/dev/fd/N`` of a pipe) is returned as it is."""
     uid = os.geteuid() if hasattr(os, "geteuid") else None
     for _ in range(40):
         if not path.is_symlink():
@@ -403,9 +376,8 @@ def _place_reason(target: Path, baseline_dirs: Sequence[Path]) -> str:
 
 
 def _store_place(real: Path) -> str:
-    """Why ``real`` is a baseline's place in a folder no option named (a file named by an
-    environment variable): in ``NAME.runs/`` beside ``NAME.json``, or a ``.json``/``.lock``
-    beside such a pair. '' if it is not."""
+    """Why ``real`` is a baseline's place in a folder no option named: in ``NAME.runs/``
+    beside ``NAME.json``, or a ``.json``/``.lock`` beside such a pair. '' if it is not."""
     parent = real.parent
     if parent.suffix == ".runs" and parent.with_suffix(".json").is_file():
         return f" (a segment's place of the baseline {parent.with_suffix('.json')})"
@@ -423,8 +395,7 @@ def _store_place(real: Path) -> str:
 
 
 def _content_reason(target: Path) -> str:
-    """Whether regular file ``target`` is a baseline by its content: '' if it is not.
-    Opened only after :func:`os.stat` said it is a regular file, without blocking."""
+    """Why regular file ``target`` is a baseline by its content: '' if it is not."""
     try:
         fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -447,7 +418,7 @@ def _content_reason(target: Path) -> str:
 
 def is_baseline_text(data: bytes, *, whole: bool = True) -> bool:
     """Whether ``data`` (a file's bytes; ``whole``: all of them) is a pytest-gpuperf baseline:
-    its parsed ``schema``, whatever the spacing; by the mark when it does not parse."""
+    by its parsed ``schema``, else by the mark."""
     if whole:
         try:
             doc = json.loads(data)

@@ -458,7 +458,6 @@ def remove_temporaries(files: Files) -> int:
 
 def collect_garbage(files: Files, keep: set[str]) -> int:
     """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``."""
-
     removed = 0
     for path in segment_files(files):
         if path.stem not in keep and is_own_segment(files, path):

@@ -1,13 +1,14 @@
 """``pytest-gpuperf demo``: the plugin's main job, end to end, in about a minute.
 
 Save a baseline from fresh processes, compare unchanged code (must pass), plant a slowdown
-(``GPUPERF_DEMO_PLANT=row_loop``) and compare again (must fail, with a diagnosis). It
-judges only what a user sees (exit codes, the results JSON) and returns 0 or 1, so CI can
-run it. Part of the CLI: no pytest import here (pytest runs in the child processes).
+(``GPUPERF_DEMO_PLANT=row_loop``) and compare again (must fail, with a diagnosis). It judges
+only what a user sees (exit codes, the results JSON), so CI can run it. No pytest import
+here: pytest runs in the child processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_gpuperf.units import fmt_time
+
 BASELINE = "demo"
 TEST_FILE = "test_demo.py"
 PLANT_ENV = "GPUPERF_DEMO_PLANT"
@@ -28,6 +31,7 @@ PLANTED_TEST = "test_normalize_rows"
 BENCHMARKS = ("test_matmul", "test_layer_norm", PLANTED_TEST)
 #: The plugin's module, loaded by name: the demo's runs do not autoload plugins.
 PLUGIN = "pytest_gpuperf.plugin"
+PLUGINS = ("-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:randomly")
 #: Only the first save keeps a kernel inventory (the kernels of the demo's benchmarks do not
 #: change between runs; each inventory costs a profiler pass per benchmark).
 LATER_SAVES = ("--gpuperf-inventory=never",)
@@ -36,8 +40,7 @@ OK, TESTS_FAILED = 0, 1
 
 
 def prepare(folder: Path) -> Path:
-    """The demo's folder: its benchmarks as ``test_demo.py`` and an ini that makes it the
-    rootdir (so no ini file of the user's applies)."""
+    """The demo's folder: its benchmarks, and an ini that makes it the rootdir."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(Path(__file__).with_name("benchmarks.py"), folder / TEST_FILE)
     (folder / "pytest.ini").write_text(
@@ -48,31 +51,14 @@ def prepare(folder: Path) -> Path:
 
 
 def pytest_command(folder: Path, *args: str) -> list[str]:
-    """``python -m pytest test_demo.py`` with this plugin alone (the child's environment
-    turns the autoloading of installed plugins off: :func:`child_env`)."""
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        TEST_FILE,
-        "-c",
-        str(folder / "pytest.ini"),
-        "--rootdir",
-        str(folder),
-        "-p",
-        PLUGIN,
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        *args,
-    ]
+    """``python -m pytest test_demo.py`` with this plugin alone (see :func:`child_env`)."""
+    where = ("-c", str(folder / "pytest.ini"), "--rootdir", str(folder))
+    return [sys.executable, "-m", "pytest", TEST_FILE, *where, *PLUGINS, *args]
 
 
 def child_env(plant: bool) -> dict[str, str]:
-    """The environment of the demo's pytest runs: the user's, without their pytest options
-    and other plugins (nothing the demo does needs them; each costs every process its
-    import, and a process starts for every run, confirmation and capture)."""
+    """The user's environment without their pytest options and plugins (each costs every
+    process its import, and a process starts for every run, confirmation and capture)."""
     env = dict(os.environ)
     env.pop("PYTEST_ADDOPTS", None)
     env.pop(PLANT_ENV, None)
@@ -84,22 +70,19 @@ def child_env(plant: bool) -> dict[str, str]:
 
 @dataclass
 class Outcome:
-    """What one pytest run showed: its exit code and, per benchmark, the verdict."""
+    """What one pytest run showed: its exit code and, by test name, the verdict's kind ("" for
+    none), the median per call, the ratio to the baseline, whether it has a diagnosis."""
 
     returncode: int
-    #: test name -> comparison.kind ("regression", "no-change", ...; "" without a verdict)
     kinds: dict[str, str] = field(default_factory=dict)
-    #: test name -> median per call, seconds
     medians: dict[str, float] = field(default_factory=dict)
-    #: test names whose comparison carries a diagnosis (the capture's "where the time went")
     diagnosed: set[str] = field(default_factory=set)
-    #: test name -> the change against the baseline (ratio)
     ratios: dict[str, float] = field(default_factory=dict)
     saved_to: str | None = None
 
 
 def read_outcome(returncode: int, doc: Mapping[str, Any] | None) -> Outcome:
-    """An :class:`Outcome` from a ``--gpuperf-json`` document (None: none was written)."""
+    """An :class:`Outcome` from a ``--gpuperf-json`` document (None: none written)."""
     out = Outcome(returncode)
     if not doc:
         return out
@@ -120,7 +103,6 @@ def read_outcome(returncode: int, doc: Mapping[str, Any] | None) -> Outcome:
 
 
 def check_save(o: Outcome, run: int) -> str | None:
-    """None when a save run went as designed, else what went wrong."""
     if o.returncode != OK:
         return f"save run {run} did not pass (pytest exit code {o.returncode})"
     missing = [t for t in BENCHMARKS if t not in o.medians]
@@ -132,7 +114,6 @@ def check_save(o: Outcome, run: int) -> str | None:
 
 
 def check_unchanged(o: Outcome) -> str | None:
-    """The unchanged code passes: exit 0, no benchmark a regression, every one compared."""
     regressed = sorted(t for t, k in o.kinds.items() if k == "regression")
     if regressed:
         return (
@@ -148,8 +129,6 @@ def check_unchanged(o: Outcome) -> str | None:
 
 
 def check_planted(o: Outcome) -> str | None:
-    """The planted slowdown fails: exit 1, the planted benchmark a regression with a
-    diagnosis, no other benchmark a regression."""
     kind = o.kinds.get(PLANTED_TEST)
     if kind != "regression":
         return (
@@ -164,12 +143,6 @@ def check_planted(o: Outcome) -> str | None:
     if PLANTED_TEST not in o.diagnosed:
         return f"{PLANTED_TEST} failed without a diagnosis (the capture found nothing)"
     return None
-
-
-def _fmt_time(seconds: float) -> str:
-    from pytest_gpuperf.reporting.units import fmt_time
-
-    return fmt_time(seconds)
 
 
 class Demo:
@@ -203,11 +176,8 @@ class Demo:
             check=False,
         )
         doc = None
-        if results.exists():
-            try:
-                doc = json.loads(results.read_text(encoding="utf-8"))
-            except ValueError:
-                doc = None
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            doc = json.loads(results.read_text(encoding="utf-8"))
         return read_outcome(done.returncode, doc), done.stdout or ""
 
     def shown(self, *args: str, plant: bool = False) -> str:
@@ -254,7 +224,7 @@ class Demo:
             if problem is not None:
                 self.say(log[-4000:])
                 return problem
-            medians = ", ".join(f"{t} {_fmt_time(o.medians[t])}" for t in BENCHMARKS)
+            medians = ", ".join(f"{t} {fmt_time(o.medians[t])}" for t in BENCHMARKS)
             self.say(f"  run {i} of {self.runs}: {medians} ({time.monotonic() - t0:.1f} s)")
         self.say()
         return None
@@ -296,7 +266,6 @@ class Demo:
 
 
 def hint() -> str:
-    """What to try when a step went wrong: most often, a busy machine."""
     try:
         load = os.getloadavg()[0]
         cores = os.cpu_count() or 1
@@ -310,9 +279,8 @@ def hint() -> str:
 
 
 def _refusal(folder: Path) -> str | None:
-    """Why ``folder`` cannot hold the demo (None when it can): the demo writes its own
-    ``pytest.ini``, benchmarks, baseline and reports there, and runs pytest in it, so it
-    takes only a new folder or an empty one of the user's."""
+    """Why ``folder`` cannot hold the demo, which writes its files there and runs pytest in
+    it: only a new folder or an empty one (None: it can)."""
     if folder.is_symlink():
         target = os.readlink(folder)
         return f"{folder} is a symbolic link (to {target}): give the path of a real folder"
@@ -338,8 +306,7 @@ def _refusal(folder: Path) -> str | None:
 
 
 def _demo_folder(path: str | None) -> Path:
-    """The folder the demo runs in, made here; a :class:`GpuPerfError` (a usage error)
-    says why a given ``path`` cannot be used."""
+    """The folder the demo runs in, made here, or a :class:`GpuPerfError` saying why not."""
     from pytest_gpuperf.errors import GpuPerfError
 
     if not path:
