@@ -1,11 +1,8 @@
 """The environment fingerprint: which runs may be compared with each other.
 
-Only *hard* keys refuse a comparison: those whose change alone moves timings by more
-than the gate's threshold (GPU model, SM count, memory, driver, CUDA, torch, triton;
-on the CPU: CPU model, machine, torch threads, Python major.minor). Everything else
-:func:`pytest_gpuperf.measure.environment.collect_environment` records is *soft*, kept
-for the record: the GPU's UUID and the host name stay soft so that a pool of identical
-runners, or identical GPUs under pytest-xdist, share one baseline. Pure Python.
+Only *hard* keys, whose change alone moves timings by more than the gate's threshold,
+refuse a comparison. The rest of the environment is kept for the record: the GPU's UUID
+and the host name stay soft, so that a pool of identical runners shares one baseline.
 """
 
 from __future__ import annotations
@@ -53,12 +50,8 @@ Scalar = str | int | float | bool | None
 
 
 def fingerprint(env: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The hard keys of ``env`` (a :func:`collect_environment` dict), plus ``extra``.
-
-    Missing values are kept as ``None`` so that "not recorded" differs from
-    any real value. ``extra`` values must be JSON scalars and must not reuse a
-    built-in key (a hook cannot silently loosen the built-in keys).
-    """
+    """The hard keys of ``env`` (missing ones as None), plus ``extra``: JSON scalars that
+    must not reuse a built-in key (a hook cannot loosen the built-in keys)."""
     device = env.get("device") or ("cuda" if env.get("gpu_name") else "cpu")
     keys = GPU_KEYS if device == "cuda" else CPU_KEYS
     fp: dict[str, Any] = {}
@@ -92,11 +85,8 @@ def _scalar(key: str, value: Any) -> Scalar:
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """What differs from fingerprint ``a`` (the baseline's) to ``b`` (this run's).
-
-    One line per key, built-in keys first in a fixed order, then extra keys
-    sorted: ``"driver 580.159.04 -> 575.57.08"``. Equal fingerprints give ``[]``.
-    """
+    """What differs from fingerprint ``a`` (the baseline's) to ``b`` (this run's), one line
+    per key, built-in keys first: ``"driver 580.159.04 -> 575.57.08"``."""
     keys = sorted(set(a) | set(b), key=lambda k: (_ORDER.get(k, len(_ORDER)), k))
     out = []
     for key in keys:
@@ -110,12 +100,7 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     return out
 
 
-class _Absent:
-    def __repr__(self) -> str:
-        return "not recorded"
-
-
-_ABSENT: Any = _Absent()
+_ABSENT: Any = object()
 
 
 def _show(key: str, value: Any) -> str:

@@ -197,7 +197,6 @@ class Baseline:
                 continue
             run, fp, _ = got
             fid, pid = codec.fingerprint_id(fp), codec.content_id(run.policy)
-
             fps[fid], policies[pid] = frozen(fp), run.policy
             by_key.setdefault(run.id.key, []).append((replace(run, fingerprint_id=fid), fid, pid))
             idents[run.id.key] = run.id

@@ -282,7 +282,6 @@ class BaselineStore:
                 skipped.append((run.id.key, got))
             else:
                 new.append(got)
-
         fids = tuple(sorted({codec.fingerprint_id(fp) for _, fp, _ in new}))
         where = disk.Files(self.root, check_name(name))
         if not new:

@@ -1,7 +1,6 @@
 """``pytest-gpuperf``: baselines and run files from the shell (list, show, compare, prune, export).
 
-Uses the core only: no pytest. Every error is one line on stderr naming the
-file or baseline and the fix, never a traceback.
+Every error is one line on stderr naming the file or baseline and the fix, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR
+from pytest_gpuperf.baseline.fileio import output_target, write_output
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
@@ -57,20 +57,17 @@ class UsageProblem(GpuPerfError):
 # --- sources ----------------------------------------------------------------------------
 
 
-def _is_path(arg: str) -> bool:
-    return arg.endswith(".json") or "/" in arg or "\\" in arg or Path(arg).is_file()
-
-
 def load_source(arg: str, directory: str) -> Any:
     """A :class:`~pytest_gpuperf.cli.runsets.RunSet` from a baseline name or a file path."""
     from pytest_gpuperf.baseline.store import BaselineStore
     from pytest_gpuperf.cli.runsets import from_baseline, read_file
 
-    if _is_path(arg):
-        if _names_a_baseline_file(arg, directory):  # show main.json: the baseline main
-            return from_baseline(BaselineStore(directory).load(arg[: -len(".json")]))
-        return read_file(Path(arg))
-    return from_baseline(BaselineStore(directory).load(arg))
+    name = arg
+    if arg.endswith(".json") or "/" in arg or "\\" in arg or Path(arg).is_file():
+        if not _names_a_baseline_file(arg, directory):
+            return read_file(Path(arg))
+        name = arg[: -len(".json")]  # show main.json: the baseline main
+    return from_baseline(BaselineStore(directory).load(name))
 
 
 def _names_a_baseline_file(arg: str, directory: str) -> bool:
@@ -188,6 +185,7 @@ def _registry() -> Registry:
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import compare
     from pytest_gpuperf.reporting import verdicts as v
+    from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
     from pytest_gpuperf.reporting.terminal import TableSpec, render
     from pytest_gpuperf.verdict import VerdictSettings
 
@@ -195,7 +193,6 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     settings = VerdictSettings(
         fail_on=args.fail_on, gate_secondary=args.gate_secondary, numerics=args.numerics
     )
-
     for option, path in (("--markdown", args.markdown), ("--html", args.html), ("--csv", args.csv)):
         if path:
             _check_output(option, path, args)
@@ -203,7 +200,6 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     candidate = load_source(args.b, args.dir)
     modes = _registry().modes
     outcome = compare(reference, candidate, policy, settings, modes=modes)
-
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
     spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on, modes=modes)
@@ -211,7 +207,15 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     for failures in outcome.failures.values():  # beyond the time: secondary metrics, numerics
         for failure in failures:
             print(failure, file=out)
-    _write_reports(args, outcome.results, outcome.histories, reference.label)
+    ctx = ReportContext(
+        outcome.results,
+        baseline_label=reference.label,
+        histories=outcome.histories,
+        sort=args.sort or "verdict",
+    )
+    for option in ("markdown", "html", "csv"):
+        if path := getattr(args, option):
+            _write(f"--{option}", path, OUTPUTS_BY_OPTION[option].text(ctx, Path(path)), args)
     if outcome.failed:  # the gate's own rule (verdict.decide.outcome), not a copy of it
         return GATE_FAILED
     if not outcome.m:
@@ -224,31 +228,12 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
-def _write_reports(
-    args: argparse.Namespace, results: list[Any], histories: dict[str, Any], baseline: str
-) -> None:
-    from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
-
-    ctx = ReportContext(
-        results, baseline_label=baseline, histories=histories, sort=args.sort or "verdict"
-    )
-    for option in ("markdown", "html", "csv"):
-        path = getattr(args, option)
-        if path:
-            text = OUTPUTS_BY_OPTION[option].text(ctx, Path(path))
-            _write(f"--{option}", path, text, args)
-
-
 def _check_output(option: str, path: str, args: argparse.Namespace) -> None:
-    """Before any work: ``path`` may be written (never a baseline, see fileio.output_target)."""
-    from pytest_gpuperf.baseline.fileio import output_target
-
+    """Before any work: ``path`` may be written (never a baseline)."""
     output_target(path, what=option, baseline_dirs=[Path(args.dir)])
 
 
 def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
-    from pytest_gpuperf.baseline.fileio import write_output
-
     try:
         write_output(path, text, what=option, baseline_dirs=[Path(args.dir)])
     except OSError as e:
@@ -544,10 +529,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     restore = sigterm_as_ctrl_c()  # a CI cancellation ends a command as Ctrl-C does
     try:
         code: int = args.func(args, stream)
-    except GpuPerfError as e:
-        print(f"pytest-gpuperf {args.command}: error: {e}", file=sys.stderr)
-        return INPUT_ERROR
-    except ValueError as e:  # a bad value the store refused (keep_runs, fingerprint, ...)
+    except (GpuPerfError, ValueError) as e:  # ValueError: a value the store refused
         print(f"pytest-gpuperf {args.command}: error: {e}", file=sys.stderr)
         return INPUT_ERROR
     except KeyboardInterrupt as e:

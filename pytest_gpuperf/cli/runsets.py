@@ -1,17 +1,9 @@
 """Comparing two sets of stored runs with the verdict, outside pytest (``pytest-gpuperf compare``).
 
-Each side is a :class:`RunSet`: a stored baseline, or a ``--gpuperf-json``
-run file seen as a baseline of one run per benchmark. For every benchmark of
-the candidate, its runs under its newest environment and settings are
-judged against the reference's comparable runs by the plugin's own rule
-(:class:`pytest_gpuperf.verdict.judge.Judge`, which the gate calls too): the
-same match of fingerprint and measurement settings, the same noise classes,
-the same telemetry check, the same secondary metrics and numerics, and the same
-rule for what fails (``verdict.decide.outcome``). The one difference: nothing can be
-re-measured, so every verdict is final (a suspect that needed more runs is inconclusive):
-the gate run with ``--gpuperf-reruns=0`` (tests/plugin/test_one_rule.py holds them to it).
-
-Pure Python: no torch, no pytest.
+Each side is a :class:`RunSet`: a stored baseline, or a ``--gpuperf-json`` run file seen as
+a baseline of one run per benchmark. Each benchmark of the candidate is judged by the
+gate's own rule (:class:`pytest_gpuperf.verdict.judge.Judge`); nothing can be re-measured,
+so every verdict is final: the gate with ``--gpuperf-reruns=0`` (tests/plugin/test_one_rule.py).
 """
 
 from __future__ import annotations
@@ -49,21 +41,12 @@ class RunFileError(GpuPerfError):
 
 @dataclass
 class RunSet:
-    """One side of a comparison.
-
-    ``baseline`` holds its runs (a run file becomes a baseline of one run per
-    benchmark); ``results`` the run file's own results by benchmark key, with
-    everything a baseline does not store (telemetry streams, artifacts, test
-    locations); empty for a stored baseline.
-    """
+    """One side of a comparison: its runs as a baseline, and a run file's own results by
+    benchmark key, with what a baseline does not store (artifacts, test locations)."""
 
     label: str
     baseline: Baseline
     results: dict[str, Result] = field(default_factory=dict)
-
-    @property
-    def is_run_file(self) -> bool:
-        return bool(self.results)
 
 
 def from_baseline(baseline: Baseline) -> RunSet:
@@ -123,8 +106,7 @@ def run_file(
     created: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> RunSet:
-    """``results`` as a one-run-per-benchmark baseline (those that could not be saved, such
-    as results without an environment, are left out)."""
+    """``results`` as a one-run-per-benchmark baseline (those a save leaves out, too)."""
     runs = [r.run for r in results]
     baseline = Baseline.from_runs(label, runs, fingerprint_extra=extra, stamp=created)
     baseline.path = path
@@ -144,7 +126,7 @@ def _newest(entry: br.BenchmarkEntry) -> tuple[Run, list[Run]]:
 
 
 def latest(side: RunSet) -> tuple[list[Result], dict[str, BenchHistory]]:
-    """Each benchmark's newest run as a result, with its history (for show and export)."""
+    """Each benchmark's newest run as a result, with its history (show and export)."""
     b = side.baseline
     results: list[Result] = []
     hist: dict[str, BenchHistory] = {}
@@ -166,26 +148,18 @@ def latest(side: RunSet) -> tuple[list[Result], dict[str, BenchHistory]]:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What :func:`compare` found: the candidate's results with ``comparison`` set, and the
-    reference's runs of each benchmark for the plots."""
+    """What :func:`compare` found: the candidate's results with ``comparison`` set, the
+    reference's runs for the plots, ``m`` benchmarks gated, and by key what each verdict
+    does (``verdict.decide.outcome``) and what fails it beyond its time."""
 
     results: list[Result]
     histories: dict[str, BenchHistory]
-    #: benchmarks judged against comparable reference runs (the gated family)
     m: int
-    #: what each benchmark's verdict does (verdict.decide.outcome: "fail", "warn", "pass"),
-    #: by its key, as the gate acts on it
     outcomes: dict[str, str] = field(default_factory=dict)
-    #: what fails a benchmark beyond its time (a gated secondary metric, gated numerics), by
-    #: its key
     failures: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def kinds(self) -> list[str]:
-        return [str(r.comparison.kind if r.comparison is not None else None) for r in self.results]
-
     def failing(self) -> list[str]:
-        """The benchmarks the gate would fail, by key (the same rule: ``outcome()`` and the
-        failures beyond the time)."""
+        """The keys of the benchmarks the gate would fail."""
         from pytest_gpuperf.verdict.decide import FAIL
 
         return [k for k, o in self.outcomes.items() if o == FAIL or self.failures.get(k)]
@@ -202,10 +176,8 @@ def compare(
     settings: VerdictSettings | None = None,
     modes: Modes | None = None,
 ) -> Outcome:
-    """Judge every benchmark of ``candidate`` against ``reference`` as the gate does
-    (:meth:`~pytest_gpuperf.verdict.judge.Judge.verdict`: the time, then the secondary
-    metrics and the numerics, and what the test does), with every verdict final;
-    ``modes``: the run's timing modes (the CLI's registry; default the built-in ones)."""
+    """Judge every benchmark of ``candidate`` against ``reference`` as the gate does, every
+    verdict final; ``modes``: the run's timing modes (default the built-in ones)."""
     from pytest_gpuperf.verdict import DEFAULT_POLICY
     from pytest_gpuperf.verdict.judge import Judge
 
@@ -238,9 +210,7 @@ def compare(
 
 
 def _judged(judge: Judge, candidate: RunSet, key: str, entry: br.BenchmarkEntry) -> Any:
-    """One benchmark of the candidate as a result with its final verdict (the gate's
-    :meth:`Judge.decide` and :meth:`Judge.conclude`), and that :class:`Verdict`."""
-
+    """One benchmark of the candidate as a result with its final verdict, and the verdict."""
     last, same = _newest(entry)
     fp = candidate.baseline.fingerprints.get(last.fingerprint_id or "", {})
     own = candidate.results.get(key)
