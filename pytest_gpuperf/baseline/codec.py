@@ -17,7 +17,7 @@ import json
 import math
 import re
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
@@ -329,11 +329,13 @@ def read_index(data: bytes) -> dict[str, Any]:
     return canonical_ids(index)
 
 
-_INDEX_FIELDS = {"schema", "schema_version", "name", "plugin_version", "created", "updated"}
-_INDEX_FIELDS |= {"fingerprints", "policies", "segments", "benchmarks"}
 _STR: Check = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 _TIMESTAMP = _MORE["timestamp"]
 _OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
+_ANY: Check = (lambda v: True, "anything")  # checked elsewhere
+_INDEX = {"schema": _ANY, "schema_version": _ANY, "name": _STR, "plugin_version": _STR}
+_INDEX |= {"created": _TIMESTAMP, "updated": _TIMESTAMP}
+_INDEX |= {k: _OBJECT for k in ("fingerprints", "policies", "segments", "benchmarks")}
 _SEGMENT_ENTRY: dict[str, Check] = {
     "sha256": (lambda v: isinstance(v, str) and bool(SHA256.fullmatch(v)), "64 hex digits"),
     "timestamp": _TIMESTAMP,
@@ -347,31 +349,39 @@ _SEG_ID: Check = (
     lambda v: isinstance(v, str) and bool(SEGMENT_ID.fullmatch(v)),
     "a segment id (a file name of letters, digits, '.', '_' and '-')",
 )
+_BENCHMARK = {"nodeid": _STR, "name": _NAME, "mode": _STR, "params": _OBJECT}
+_BENCHMARK["runs"] = (lambda v: isinstance(v, list), "a list")
+_SEGMENT = {"schema": _ANY, "schema_version": _ANY, "baseline": _STR, "segment": _ANY}
+_SEGMENT |= {"timestamp": _TIMESTAMP, "runs": _OBJECT}
+
+
+def _record(
+    obj: Any, spec: Mapping[str, Check], where: str, optional: Set[str] = frozenset()
+) -> None:
+    """That ``obj`` is an object of the fields of ``spec`` (``optional`` ones may be left
+    out), each passing its check; ``where`` "" is the top level."""
+    _check(obj, _OBJECT, where or "top level")
+    _fields(obj, set(spec) - optional, set(optional), where or "top level")
+    for name, check in spec.items():
+        if name in obj:
+            _check(obj[name], check, f"{where}.{name}" if where else name)
 
 
 def validate_index(doc: dict[str, Any]) -> None:
     """Raise :class:`SchemaProblem` unless ``doc`` (of this version) is a valid index."""
-    _fields(doc, _INDEX_FIELDS, set(), "top level")
-    for name in ("name", "plugin_version"):
-        _check(doc[name], _STR, name)
-    for name in ("created", "updated"):
-        _check(doc[name], _TIMESTAMP, name)
+    _record(doc, _INDEX, "")
     _tables(doc)
     segments = doc["segments"]
-    _check(segments, _OBJECT, "segments")
     for sid, entry in segments.items():
-        where = f"segments[{sid!r}]"
-        _check(sid, _SEG_ID, where)
-        _check(entry, _OBJECT, where)
-        _fields(entry, set(_SEGMENT_ENTRY) - {"commit"}, {"commit"}, where)
-        for name, value in entry.items():
-            _check(value, _SEGMENT_ENTRY[name], f"{where}.{name}")
-    _check(doc["benchmarks"], _OBJECT, "benchmarks")
+        _check(sid, _SEG_ID, f"segments[{sid!r}]")
+        _record(entry, _SEGMENT_ENTRY, f"segments[{sid!r}]", {"commit"})
     tables = [(segments, "segments"), (doc["fingerprints"], "fingerprints")]
     tables.append((doc["policies"], "policies"))
     for key, bench in doc["benchmarks"].items():
         where = f"benchmarks[{key!r}]"
-        _benchmark(bench, where)
+        _record(bench, _BENCHMARK, where)
+        for pk, pv in bench["params"].items():
+            _check(pv, (lambda v: isinstance(v, str), "a string"), f"{where}.params[{pk!r}]")
         for i, ref in enumerate(bench["runs"]):
             if not (isinstance(ref, list) and len(ref) == 4):
                 raise SchemaProblem(
@@ -386,22 +396,8 @@ def validate_index(doc: dict[str, Any]) -> None:
                     )
 
 
-def _benchmark(bench: Any, where: str) -> None:
-    """A benchmark's identity and its ``runs`` list."""
-    _check(bench, _OBJECT, where)
-    _fields(bench, {"nodeid", "name", "mode", "params", "runs"}, set(), where)
-    _check(bench["nodeid"], _STR, f"{where}.nodeid")
-    _check(bench["name"], _NAME, f"{where}.name")
-    _check(bench["mode"], _STR, f"{where}.mode")
-    _check(bench["params"], _OBJECT, f"{where}.params")
-    for pk, pv in bench["params"].items():
-        _check(pv, (lambda v: isinstance(v, str), "a string"), f"{where}.params[{pk!r}]")
-    _check(bench["runs"], (lambda v: isinstance(v, list), "a list"), f"{where}.runs")
-
-
 def _tables(doc: Mapping[str, Any]) -> None:
     """The fingerprints (scalars) and policies (plain JSON) tables."""
-    _check(doc["fingerprints"], _OBJECT, "fingerprints")
     for fid, fp in doc["fingerprints"].items():
         _check(fp, _OBJECT, f"fingerprints[{fid!r}]")
         for k, v in fp.items():
@@ -410,25 +406,18 @@ def _tables(doc: Mapping[str, Any]) -> None:
                     f"fingerprints[{fid!r}][{k!r}]: expected a string, number, boolean or "
                     f"null, got {_describe(v)}"
                 )
-    _check(doc["policies"], _OBJECT, "policies")
     for pid, pol in doc["policies"].items():
         _check(pol, _OBJECT, f"policies[{pid!r}]")
         check_nesting(pol, f"policies[{pid!r}]")
-
-
-_SEGMENT_FIELDS = {"schema", "schema_version", "baseline", "segment", "timestamp", "runs"}
 
 
 def validate_segment(doc: Any, segment: str, *, lines: bool = True) -> None:
     """Raise :class:`SchemaProblem` unless ``doc`` is a valid segment ``segment`` (with
     ``lines=False``, its runs' lines are not checked: they are checked when read)."""
     check_version(doc, SEGMENT_SCHEMA, "baseline segment")
-    _fields(doc, _SEGMENT_FIELDS, set(), "top level")
-    _check(doc["baseline"], _STR, "baseline")
+    _record(doc, _SEGMENT, "")
     if doc["segment"] != segment:
         raise SchemaProblem(f"segment: expected {segment!r}, got {_describe(doc['segment'])}")
-    _check(doc["timestamp"], _TIMESTAMP, "timestamp")
-    _check(doc["runs"], _OBJECT, "runs")
     for key, by_digest in doc["runs"].items():
         _check(by_digest, _OBJECT, f"runs[{key!r}]")
         for dig, line in by_digest.items():

@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -374,7 +375,8 @@ def _prune_runs(
     environment."""
     segs = index["segments"]
     stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
-    envs = {fid: _Tally() for fid in index["fingerprints"]}
+    total: Counter[str] = Counter()
+    gone: dict[str, list[tuple[str, str]]] = {fid: [] for fid in index["fingerprints"]}
     for key, bench in index["benchmarks"].items():
         runs = bench["runs"]
         newest: set[int] = set()
@@ -384,8 +386,7 @@ def _prune_runs(
                 newest.update(mine[-keep_runs:])
         keep = []
         for i, ref in enumerate(runs):
-            tally = envs[ref[2]]
-            tally.total += 1
+            total[ref[2]] += 1
             selected = (
                 (fingerprint_id is None or ref[2] == fingerprint_id)
                 and (key_set is None or key in key_set)
@@ -393,31 +394,21 @@ def _prune_runs(
             )
             if i in newest or not selected:
                 keep.append(ref)
-                continue
-            tally.removed += 1
-            tally.benchmarks.add(key)
-            tally.times.append(segs[ref[0]]["timestamp"])
+            else:
+                gone[ref[2]].append((key, segs[ref[0]]["timestamp"]))
         runs[:] = keep
     return tuple(
         EnvironmentPrune(
             fid,
             _environment_label(index["fingerprints"][fid]),
-            t.removed,
-            t.total,
-            len(t.benchmarks),
-            min(t.times, default=None),
-            max(t.times, default=None),
+            len(g),
+            total[fid],
+            len({k for k, _ in g}),
+            min((t for _, t in g), default=None),
+            max((t for _, t in g), default=None),
         )
-        for fid, t in envs.items()
+        for fid, g in gone.items()
     )
-
-
-@dataclass
-class _Tally:
-    total: int = 0
-    removed: int = 0
-    benchmarks: set[str] = field(default_factory=set)
-    times: list[str] = field(default_factory=list)
 
 
 def _environment_label(fp: Mapping[str, Any]) -> str:
