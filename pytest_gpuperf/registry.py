@@ -58,23 +58,8 @@ class Specs:
     @_spec
     def pytest_gpuperf_output_formats(self) -> list[Output]:  # type: ignore[empty-body]
         """Return outputs (:class:`pytest_gpuperf.reporting.outputs.Output`) that the session
-        writes at its end, after the built-in ones, each when its option has a value.
-
-        ``Output(option, what, render)``: ``render(ctx, target)`` returns the file's text
-        from the :class:`~pytest_gpuperf.reporting.outputs.ReportContext`; the option
-        (``--gpuperf-<option>``, the file's path) is the plugin's own, added in its
-        ``pytest_addoption``. An option taken twice fails::
-
-            # conftest.py
-            from pytest_gpuperf.reporting.outputs import Output
-
-            def pytest_addoption(parser):
-                parser.addoption("--gpuperf-tsv", default=None)
-
-            def pytest_gpuperf_output_formats():
-                return [Output("tsv", "TSV", lambda ctx, target: "\\n".join(
-                    f"{r.id.key}\\t{r.run.median!r}" for r in ctx.results) + "\\n")]
-        """
+        writes at its end, after the built-in ones, each when its option (the plugin's own,
+        added in its ``pytest_addoption``) has a value; an example in docs/reference.md."""
 
 
 class BuiltIns:

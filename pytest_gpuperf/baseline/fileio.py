@@ -226,7 +226,16 @@ def output_target(
             f"{what}: cannot write {path}: it is {kind_of(mode)}, not a file; give the path of "
             "a file (or of a FIFO, or - for standard output)"
         )
-    _check_folder(path, target, what)
+    existing = nearest_existing(target.parent)
+    if not existing.is_dir():
+        raise OutputError(
+            f"{what}: cannot write {path}: {existing} is a file, not a folder; choose another path"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(
+            f"{what}: cannot write {path}: {existing} is not writable (permissions or a "
+            "read-only file system); choose another path"
+        )
     if not refusal and mode is not None:
         refusal = _content_reason(target)
     if refusal:
@@ -246,19 +255,6 @@ def kind_of(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     return "not a regular file"
-
-
-def _check_folder(path: str | os.PathLike[str], target: Path, what: str) -> None:
-    existing = nearest_existing(target.parent)
-    if not existing.is_dir():
-        raise OutputError(
-            f"{what}: cannot write {path}: {existing} is a file, not a folder; choose another path"
-        )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputError(
-            f"{what}: cannot write {path}: {existing} is not writable (permissions or a "
-            "read-only file system); choose another path"
-        )
 
 
 def _refuse_baseline(path: str | os.PathLike[str], what: str, refusal: str) -> None:

@@ -1,11 +1,8 @@
 """The benchmarks of ``pytest-gpuperf demo`` (copied into the demo's folder as test_demo.py).
 
-Three small, quiet benchmarks that run on a GPU or, without one, on the CPU
-(one thread there: a second thread that the machine schedules late makes
-multi-threaded CPU timings jump between processes). With
-``GPUPERF_DEMO_PLANT=row_loop`` one of them gets a slowdown that real code
-ships: rows normalised one by one in a Python loop instead of in one batched
-op (many small ops instead of one: each pays the per-op overhead).
+Three small, quiet benchmarks on a GPU or, without one, on one CPU thread (a second thread
+scheduled late makes timings jump between processes). ``GPUPERF_DEMO_PLANT=row_loop``
+plants a slowdown real code ships: rows normalised one by one in a Python loop.
 """
 
 from __future__ import annotations
