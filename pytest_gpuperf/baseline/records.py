@@ -126,26 +126,18 @@ class Match:
         return f"different {what}: {'; '.join(self.differences)}"
 
 
+@dataclass(eq=False, repr=False)
 class Baseline:
     """A baseline: fingerprints and policies by id, benchmarks by key (read-only)."""
 
-    def __init__(
-        self,
-        name: str,
-        path: Path,
-        header: Mapping[str, Any],
-        benchmarks: Mapping[str, BenchmarkEntry],
-    ):
-        """``header``: the index's ``plugin_version``, ``created``, ``updated``,
-        ``fingerprints`` and ``policies``."""
-        self.name = name
-        self.path = path
-        self.plugin_version: str = header["plugin_version"]
-        self.created: str = header["created"]
-        self.updated: str = header["updated"]
-        self.fingerprints: dict[str, dict[str, Any]] = dict(header["fingerprints"])
-        self.policies: dict[str, dict[str, Any]] = dict(header["policies"])
-        self.benchmarks = benchmarks
+    name: str
+    path: Path
+    plugin_version: str
+    created: str
+    updated: str
+    fingerprints: dict[str, Any]
+    policies: dict[str, Any]
+    benchmarks: Mapping[str, BenchmarkEntry]
 
     @classmethod
     def read(
@@ -172,7 +164,8 @@ class Baseline:
             for key, bench in index["benchmarks"].items()
             if nodeids is None or bench["nodeid"] in nodeids
         }
-        return cls(name, path, {**index, "fingerprints": fps, "policies": policies}, benchmarks)
+        head = (index["plugin_version"], index["created"], index["updated"])
+        return cls(name, path, *head, fps, policies, benchmarks)
 
     @classmethod
     def from_runs(
@@ -185,7 +178,7 @@ class Baseline:
     ) -> Baseline:
         """``runs`` as a baseline held in memory, matched as stored runs are; a run a save
         would leave out is left out. ``stamp``: when they were made (default: now)."""
-        if not codec.is_timestamp(stamp):
+        if stamp is None or not codec.is_timestamp(stamp):
             stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         fps: dict[str, Mapping[str, Any]] = {}
         policies: dict[str, Mapping[str, Any]] = {}
@@ -200,12 +193,10 @@ class Baseline:
             fps[fid], policies[pid] = frozen(fp), run.policy
             by_key.setdefault(run.id.key, []).append((replace(run, fingerprint_id=fid), fid, pid))
             idents[run.id.key] = run.id
-        header: dict[str, Any] = {"plugin_version": __version__, "created": stamp}
-        header.update(updated=stamp, fingerprints=fps, policies=policies)
         benchmarks = {
             k: BenchmarkEntry(idents[k], tuple(v), fps, policies) for k, v in by_key.items()
         }
-        return cls(name, Path(name), header, benchmarks)
+        return cls(name, Path(name), __version__, stamp, stamp, fps, policies, benchmarks)
 
     def stored_runs(self) -> int:
         """How many runs the benchmarks have, counted without making them runs."""

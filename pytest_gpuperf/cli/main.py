@@ -164,13 +164,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def _policy(args: argparse.Namespace) -> Any:
     from pytest_gpuperf.verdict import DecisionPolicy
 
-    values: dict[str, Any] = {"fail_on": args.fail_on}
-    if args.threshold is not None:
-        values["threshold"] = args.threshold
-    if args.alpha is not None:
-        values["alpha"] = args.alpha
+    given = {"fail_on": args.fail_on, "threshold": args.threshold, "alpha": args.alpha}
     try:
-        return DecisionPolicy.from_settings(values)
+        return DecisionPolicy.from_settings({k: v for k, v in given.items() if v is not None})
     except ValueError as e:
         raise UsageProblem(str(e)) from None
 
