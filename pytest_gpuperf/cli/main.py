@@ -372,30 +372,9 @@ def export_format(output: str | None) -> str:
     return EXPORT_SUFFIXES.get(suffix, "markdown")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--dir",
-        default=DEFAULT_DIR,
-        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
-    )
-    parser = argparse.ArgumentParser(
-        prog="pytest-gpuperf",
-        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
-        "export; and a demo of the main job.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
-    p.set_defaults(func=cmd_list)
-
-    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
-    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
-    p.set_defaults(func=cmd_show)
-
+def _add_compare(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -435,10 +414,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="PATH", help="also write the Markdown report here")
     p.add_argument("--html", metavar="PATH", help="also write the HTML report here")
     p.add_argument("--csv", metavar="PATH", help="also write every result as CSV here")
-    sort = _checked(sort_key)
-    p.add_argument("--sort", type=sort, metavar="KEY", help=SORT_HELP + " (default: verdict)")
+    p.add_argument(
+        "--sort", type=_checked(sort_key), metavar="KEY", help=SORT_HELP + " (default: verdict)"
+    )
     p.set_defaults(func=cmd_compare)
 
+
+def _add_prune(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "prune",
         parents=[common],
@@ -472,6 +456,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_prune)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--dir",
+        default=DEFAULT_DIR,
+        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="pytest-gpuperf",
+        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
+        "export; and a demo of the main job.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
+    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
+    p.set_defaults(func=cmd_show)
+
+    _add_compare(sub, common)
+    _add_prune(sub, common)
+
     p = sub.add_parser(
         "export",
         parents=[common],
@@ -487,7 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
         "parameter); pytest-benchmark: the --benchmark-json format that "
         "github-action-benchmark (tool: pytest) and Bencher (python_pytest) read",
     )
-    p.add_argument("--sort", type=sort, metavar="KEY", help=SORT_HELP + " (default: collection)")
+    p.add_argument(
+        "--sort", type=_checked(sort_key), metavar="KEY", help=SORT_HELP + " (default: collection)"
+    )
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
     p.set_defaults(func=cmd_export)
 
