@@ -25,10 +25,7 @@ class DeviceBusy(GpuPerfError):
 
 
 class UnsafePath(GpuPerfError):
-    """A lock file or folder that is a symbolic link, a hard link or not a regular file.
-
-    Writing to it could write into someone else's file; nothing was written.
-    """
+    """A lock file or folder that is a link or not a regular file; nothing was written."""
 
 
 class OutputError(GpuPerfError):

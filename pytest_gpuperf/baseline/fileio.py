@@ -18,7 +18,7 @@ import socket
 import stat
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,18 +243,17 @@ def output_target(
     return OutputTarget(target, "file")
 
 
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISFIFO, "a FIFO"),
+)
+
+
 def kind_of(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    return "not a regular file"
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
 def _refuse_baseline(path: str | os.PathLike[str], what: str, refusal: str) -> None:

@@ -102,13 +102,9 @@ class BenchmarkEntry:
 
 @dataclass(frozen=True)
 class Match:
-    """What a baseline holds for one current run; see :meth:`Baseline.match`.
-
-    ``status`` is :data:`MATCH` (``runs`` are comparable), :data:`NO_BENCHMARK`,
-    :data:`OTHER_ENVIRONMENT` (the benchmark exists, under ``fingerprint_id``;
-    ``differences`` say what changed) or :data:`OTHER_POLICY` (same environment,
-    other measurement settings; ``differences`` say which).
-    """
+    """What a baseline holds for one current run (:meth:`Baseline.match`): ``runs`` where
+    ``status`` is :data:`MATCH`; else ``differences`` from the closest environment
+    (:data:`OTHER_ENVIRONMENT`) or settings (:data:`OTHER_POLICY`)."""
 
     status: str
     runs: Sequence[Run]
@@ -226,12 +222,8 @@ class Baseline:
     def match(
         self, key: str, fp: Mapping[str, Any], policy: Mapping[str, Any] | None = None
     ) -> Match:
-        """Everything the verdict needs about one current run, in one call.
-
-        ``fp`` is the current fingerprint (:func:`fingerprint`). When the benchmark exists
-        only under other fingerprints, the differences are taken against the closest of
-        them (fewest differing keys; the most recently saved on a tie).
-        """
+        """Everything the verdict needs about one current run of fingerprint ``fp``; the
+        closest other environment has the fewest differing keys (the newest on a tie)."""
         entry = self.benchmarks.get(key)
         if entry is None or not entry.source:
             return Match(NO_BENCHMARK, [])
