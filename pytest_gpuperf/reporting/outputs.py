@@ -1,16 +1,10 @@
-"""The outputs a session writes, declared once: (option, what, writer) per output.
+"""The outputs a session writes, declared once: (option, what, render or writer) per output.
 
-The session walks :data:`OUTPUTS` once when it finishes (:func:`write_outputs`,
-through :func:`.ci.write_ci_outputs`): the report files (JSON, Markdown, HTML,
-CSV) and the GitHub step summary with its annotations. The CLI's ``export``
-and ``compare`` render the files through the same entries, and a confirmation
-child never gets these options from its parent (``shell/rerun.py``). A new
-format is one renderer and one entry here (and its option in
-``shell/options.py``). JUnit properties and the terminal summary are not
-outputs of the session's end and stay where pytest asks for them.
-
-A file that cannot be written is reported, never raised: the verdicts stand
-without the report. Pure Python: no torch, no pytest.
+The session writes :data:`OUTPUTS` when it finishes (:func:`.ci.write_ci_outputs`); the
+CLI's ``export`` and ``compare`` render the files through the same entries, and a
+confirmation child never gets these options (``shell/rerun.py``). A new format is one
+renderer, one entry here and its option in ``shell/options.py``. A file that cannot be
+written is reported, never raised: the verdicts stand without the report.
 """
 
 from __future__ import annotations
@@ -224,32 +218,3 @@ OUTPUTS_BY_OPTION: dict[str, Output] = {o.option: o for o in OUTPUTS}
 OUTPUT_OPTIONS: frozenset[str] = frozenset(OUTPUTS_BY_OPTION)
 #: The report files: the outputs whose option's value is a path
 FILE_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if o.render is not None)
-
-
-def write_outputs(
-    values: Mapping[str, Any],
-    ctx: ReportContext,
-    *,
-    only: Sequence[str] | None = None,
-    cwd: Path | None = None,
-    baseline_dirs: Sequence[Path] = (),
-    environ: Mapping[str, str] | None = None,
-    outputs: Sequence[Output] = OUTPUTS,
-) -> Written:
-    """Write each output whose option has a value in ``values`` (``{option: value}``, e.g.
-    ``ReportSettings.output_values()``; ``only``: just these); relative paths are taken
-    from ``cwd`` (the current directory, as ``--junitxml``). No output is written into
-    ``baseline_dirs`` or over a baseline file, nor through another user's symbolic link
-    (:func:`pytest_gpuperf.baseline.fileio.write_output`). ``environ``: the process
-    environment (default: none), where the GitHub output looks for GitHub Actions.
-    ``outputs``: the run's (``pytest_gpuperf.registry``: these and the plugins')."""
-    where = Where(cwd or Path.cwd(), baseline_dirs, {} if environ is None else environ)
-    out = Written()
-    for o in outputs:
-        value = values.get(o.option)
-        if not value or (only is not None and o.option not in only):
-            continue
-        if not ctx.results and not o.when_empty:
-            continue
-        o.write(value, ctx, where, out)
-    return out

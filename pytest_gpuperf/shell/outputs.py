@@ -17,8 +17,8 @@ import pytest
 from pytest_gpuperf.baseline.fileio import output_target
 from pytest_gpuperf.errors import OutputError
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.ci import CiOutputs, write_ci_outputs
-from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output
+from pytest_gpuperf.reporting.ci import write_ci_outputs
+from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output, Written
 from pytest_gpuperf.reporting.terminal import TableSpec, render
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.session import GpuPerfSession
@@ -57,7 +57,7 @@ class OutputsPlugin:
         self.parts: list[Summarized] = [p for p in (gate, capture, session, save) if p is not None]
         self.baseline_dirs = [session.run.baseline_dir]
         self.added = self._added_outputs()
-        self.ci: CiOutputs | None = None
+        self.ci: Written | None = None
         if not session.child:  # fail fast on a file that cannot or must not be written
             try:
                 for option, path in self._files():
