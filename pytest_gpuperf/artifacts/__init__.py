@@ -1,11 +1,9 @@
 """Evidence for a regressed benchmark: profiles, a kernel diff, and where the time went.
 
-:mod:`.analysis` is pure Python (timeline, inventory, diagnose, layout);
-:mod:`.collectors` are the device adapters (torch.profiler, nsys, ncu, TORCH_TRACE);
-the orchestration, which needs the pytest session, is :mod:`pytest_gpuperf.shell.capture`.
-This face names what a conftest's collector or diagnose hook uses, and loads each
-on first use (PEP 562): importing a module under it, such as the pure
-:mod:`.analysis.diagnose`, loads no collector.
+:mod:`.analysis` is pure Python; :mod:`.collectors` are the device adapters; the
+orchestration is :mod:`pytest_gpuperf.shell.capture`. This face names what a conftest's
+collector or diagnose hook uses and loads each on first use (PEP 562), so that importing
+the pure :mod:`.analysis.diagnose` loads no collector.
 """
 
 from __future__ import annotations

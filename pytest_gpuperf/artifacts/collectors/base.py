@@ -1,12 +1,6 @@
-"""What a collector is, what it gets, and what it gives back.
-
-A collector captures one kind of evidence for one regressed test (a
-torch.profiler trace, an Nsight Systems report, ...). It gets a
-:class:`CaptureContext` and returns a :class:`CollectorResult`; it never
-raises for a problem of its own (a missing tool, a hung child, a parse
-error): that becomes the result's ``reason``. The capture runner catches
-anything that escapes anyway.
-"""
+"""What a collector is, what it gets (:class:`CaptureContext`) and what it gives back
+(:class:`CollectorResult`). A collector never raises for a problem of its own (a missing
+tool, a hung child, a parse error): that becomes the result's ``reason``."""
 
 from __future__ import annotations
 
@@ -31,7 +25,6 @@ FAILED = "failed"
 TIMEOUT = "timeout"
 #: not run yet: after the session's verdicts, within its capture budget (shell/capture_budget.py)
 DEFERRED = "deferred"
-STATUSES = (OK, SKIPPED, FAILED, TIMEOUT, DEFERRED)
 
 
 @dataclass(frozen=True)
@@ -80,6 +73,13 @@ class CollectorResult:
     @classmethod
     def failed(cls, name: str, reason: str, **kw: Any) -> CollectorResult:
         return cls(name, FAILED, reason=reason, **kw)
+
+    @classmethod
+    def child_failed(cls, name: str, run: ChildRun, why: str, files: list[Path]) -> CollectorResult:
+        """A child that left nothing to read: killed at its time budget, else ``why``."""
+        if run.returncode == -9:
+            why = f"killed after {run.wall_s:.0f} s (its time budget)"
+        return cls(name, TIMEOUT if run.returncode == -9 else FAILED, files, {}, why, run.wall_s)
 
     def to_dict(self, relative_to: Path | None = None) -> dict[str, Any]:
         def rel(p: Path) -> str:
@@ -130,15 +130,11 @@ ChildRunner = Callable[..., ChildRun]
 class CaptureContext:
     """Everything a collector needs about the regressed test, and what earlier collectors found.
 
-    ``directory`` is the test's folder; a collector writes into
-    ``directory / <its name>``. ``keys`` are the regressed benchmarks' keys
-    (``BenchId.key``). ``state`` carries findings between collectors (the
-    profiler pass puts its analysis and hotspot kernels there for ncu and
-    TORCH_TRACE). ``baseline_inventories`` maps a key to the combined kernel
-    inventory of its baseline runs (what ran when the baseline was saved), so
-    that a collector can decide from both sides. ``deadline`` is the
-    ``time.monotonic()`` by which the whole capture must end; :meth:`budget`
-    gives a collector its share.
+    A collector writes into ``directory / <its name>``. ``keys``: the regressed benchmarks'
+    keys. ``state`` carries findings between collectors (the profiler pass's analysis and
+    hotspot kernels, for ncu and TORCH_TRACE). ``baseline_inventories``: per key, the kernel
+    inventory of its baseline runs. ``deadline``: the ``time.monotonic()`` by which the
+    whole capture ends (:meth:`budget` gives a collector its share).
     """
 
     nodeid: str
@@ -209,9 +205,8 @@ class Collector(Protocol):
 
 
 class CudaToolCollector:
-    """A collector that runs the command-line tool ``name`` (nsys, ncu) on a CUDA GPU: it is
-    available when the tool is on PATH, and skipped where the benchmark does not run on a
-    CUDA GPU. Subclasses set ``name`` and implement :meth:`_collect`."""
+    """A collector of the command-line tool ``name`` (nsys, ncu): available when it is on PATH,
+    skipped where the benchmark does not run on a CUDA GPU."""
 
     name: str
 

@@ -1,10 +1,9 @@
 """The measuring process's side of a capture: calls of the benchmarked function, profiled.
 
-The fixture calls each hook of :func:`measure_hooks` after a benchmark's measurement,
-while it still holds the GPU lock: :class:`ChildCapture` in a capture's child process
-(torch.profiler, or the window nsys and ncu record), :class:`InventoryHook` when a
-baseline is saved (the kernel inventory). Both also watch one call at the torch API
-(:mod:`.algorithms`). Neither may fail a benchmark: an error becomes a note.
+The fixture runs each hook of :func:`measure_hooks` after a benchmark's measurement, still
+holding the GPU lock: :class:`ChildCapture` in a capture's child (torch.profiler, or the
+window nsys and ncu record), :class:`InventoryHook` when a baseline is saved. Neither may
+fail a benchmark: an error becomes a note.
 """
 
 from __future__ import annotations
@@ -39,21 +38,16 @@ NSYS_RANGE = "gpuperf_capture"
 WARM_CALLS = 2
 #: Longest profiled window, seconds: calls are fewer for slow functions.
 MAX_WINDOW_S = 2.0
-#: Longest window of a capture child's profiled calls, seconds. A launch-bound call of 85 ms
-#: launches 8,000 kernels: 10 of them made a trace that took 39 s to write and read on the
-#: H200, 3 are enough to see where the time goes.
+#: Longest window of a capture child's profiled calls, seconds: 10 calls of a launch-bound
+#: 85 ms call (8,000 kernels each) made a trace that took 39 s to write and read on the H200.
 CAPTURE_WINDOW_S = 0.3
-#: How a capture child measures before it profiles (its spec's ``measure``): "brief" is a
-#: few rounds, enough to say whether the slowdown reproduces in the profiler's process;
-#: "minimal" only warms the code up (the Nsight passes read their own window, not the rounds).
+#: How a capture child measures before it profiles (its spec's ``measure``): "brief", a few
+#: rounds, to see whether the slowdown reproduces there; "minimal" only warms the code up.
 BRIEF, MINIMAL = "brief", "minimal"
-#: What a capture child is told besides its spec: no NVML telemetry and no output fingerprint
-#: (the verdict is made; the child is there to profile): each costs it start-up time.
+#: A capture child's options: no NVML telemetry, no output fingerprint (start-up time).
 CHILD_ARGS = ("--gpuperf-telemetry=false", "--gpuperf-numerics=off")
-_CHILD_POLICY = {
-    BRIEF: {"warmup_ms": 50.0, "min_warmup_ms": 0.0, "rounds": 5},
-    MINIMAL: {"warmup_ms": 0.0, "min_warmup_ms": 0.0, "rounds": 2},
-}
+#: (warm-up ms, rounds) at most, per ``measure``
+_CHILD_POLICY = {BRIEF: (50.0, 5), MINIMAL: (0.0, 2)}
 
 AfterMeasure = Callable[["BenchId", Callable[[], Any], float], "Mapping[str, Any] | None"]
 
@@ -70,15 +64,23 @@ class InventorySettings:
     calls: int = CaptureSettings.calls
 
 
+def capture_hooks(make: Callable[[Any], AfterMeasure]) -> list[AfterMeasure] | None:
+    """In a capture child, ``[make(its spec)]`` (none for a bad spec); None elsewhere."""
+    spec = os.environ.get(CAPTURE_ENV)
+    if not spec or os.environ.get("GPUPERF_CHILD") != "1":
+        return None
+    try:
+        return [make(json.loads(spec))]
+    except (ValueError, TypeError, KeyError) as e:
+        print(f"gpuperf: ignoring a bad {CAPTURE_ENV} spec: {e}", file=sys.stderr)
+        return []
+
+
 def measure_hooks(settings: InventorySettings | None, device: str) -> list[AfterMeasure]:
     """The hooks the fixture runs after each measurement in this process."""
-    spec = os.environ.get(CAPTURE_ENV)
-    if spec and os.environ.get("GPUPERF_CHILD") == "1":
-        try:
-            return [ChildCapture(json.loads(spec), device)]
-        except (ValueError, TypeError, KeyError) as e:
-            print(f"gpuperf: ignoring a bad {CAPTURE_ENV} spec: {e}", file=sys.stderr)
-            return []
+    hooks = capture_hooks(lambda spec: ChildCapture(spec, device))
+    if hooks is not None:
+        return hooks
     if settings is None or os.environ.get("GPUPERF_CHILD") == "1":
         return []
     mode = settings.inventory
@@ -88,22 +90,19 @@ def measure_hooks(settings: InventorySettings | None, device: str) -> list[After
 
 
 def capture_policy(measure: str | None) -> Callable[[MeasurePolicy], MeasurePolicy] | None:
-    """What a capture child does to each benchmark's measurement policy (None: nothing).
-
-    The child re-runs the test to profile it: the warm-up and rounds that a verdict needs
-    would only delay the profile, so ``measure`` ("brief" or "minimal") cuts them to what
-    the profile needs; how it times (CUDA events or graphs, the L2 flush) stays the same.
-    """
-    cut = _CHILD_POLICY.get(measure or "")
-    if cut is None:
+    """What a capture child does to each benchmark's measurement policy (None: nothing): the
+    warm-up and rounds a verdict needs, cut to what the profile needs (``measure``); how it
+    times stays the same."""
+    if (measure or "") not in _CHILD_POLICY:
         return None
+    warmup_ms, rounds = _CHILD_POLICY[measure or ""]
 
     def adjust(policy: MeasurePolicy) -> MeasurePolicy:
         return dataclasses.replace(
             policy,
-            warmup_ms=min(policy.warmup_ms, float(cut["warmup_ms"])),
-            min_warmup_ms=min(policy.min_warmup_ms, float(cut["min_warmup_ms"])),
-            rounds=min(policy.rounds, int(cut["rounds"])),
+            warmup_ms=min(policy.warmup_ms, warmup_ms),
+            min_warmup_ms=min(policy.min_warmup_ms, 0.0),
+            rounds=min(policy.rounds, rounds),
         )
 
     return adjust
@@ -128,10 +127,15 @@ def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> 
     return max(2, calls)
 
 
-def _preparer(call: Callable[[], Any]) -> Callable[[], None]:
-    """``call.prepare`` (the benchmark's ``setup=``, run outside the profiled range), or a no-op."""
+def _warm_up(call: Callable[[], Any], calls: int) -> Callable[[], None]:
+    """``calls`` calls, each after ``call.prepare`` (the benchmark's ``setup=``, run outside
+    the profiled range) if it has one; returns that, or a no-op."""
     prepare = getattr(call, "prepare", None)
-    return prepare if callable(prepare) else (lambda: None)
+    prepare = prepare if callable(prepare) else (lambda: None)
+    for _ in range(calls):
+        prepare()
+        call()
+    return prepare
 
 
 def _sync(device: str) -> None:
@@ -150,24 +154,15 @@ def profile_calls(
     warm_calls: int = WARM_CALLS,
     record_shapes: bool = False,
 ) -> dict[str, Any]:
-    """Profile ``calls`` calls with torch.profiler; write the Chrome trace; return facts.
-
-    ``record_shapes``: the operators' input sizes too (a collective's message size).
-
-    Each call is the range ``gpuperf/call#<i>``
-    (:mod:`~pytest_gpuperf.artifacts.analysis.timeline` reads the trace relative to
-    them). The profiler is started after ``warm_calls`` calls and a synchronize, so
-    the trace holds steady-state work only.
-    """
+    """Profile ``calls`` calls, after ``warm_calls`` and a synchronize, with torch.profiler
+    (``record_shapes``: a collective's message size too); write the Chrome trace, each call
+    the range ``gpuperf/call#<i>`` that the timeline reads; return facts."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from pytest_gpuperf.artifacts.analysis.timeline import CALL_PREFIX
 
-    prepare = _preparer(call)
-    for _ in range(warm_calls):
-        prepare()
-        call()
+    prepare = _warm_up(call, warm_calls)
     _sync(device)
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
@@ -281,10 +276,7 @@ class ChildCapture:
     def _nsys_window(self, call: Callable[[], Any], calls: int) -> dict[str, Any]:
         import torch
 
-        prepare = _preparer(call)
-        for _ in range(self.warm_calls):
-            prepare()
-            call()
+        prepare = _warm_up(call, self.warm_calls)
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         torch.cuda.nvtx.range_push(NSYS_RANGE)
@@ -303,11 +295,7 @@ class ChildCapture:
     def _ncu_window(self, call: Callable[[], Any]) -> dict[str, Any]:
         import torch
 
-        prepare = _preparer(call)
-        for _ in range(self.warm_calls):
-            prepare()
-            call()
-        prepare()
+        _warm_up(call, self.warm_calls)()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_push(NCU_RANGE)
         try:
@@ -341,15 +329,10 @@ def read_status(directory: Path) -> dict[str, Any]:
 
 
 def release_cupti_after_profiling() -> None:
-    """Ask Kineto to detach CUPTI when a profile ends (``TEARDOWN_CUPTI=1``).
-
-    Left attached, CUPTI's callbacks slow every later kernel launch of the
-    process by 10-20 % (pytorch/pytorch#144455), i.e. the benchmarks measured
-    after an inventory pass. Teardown is safe with CUDA graphs from CUDA 12.6
-    on (and Kineto's default there since early 2026); before 12.6 it could
-    crash a process that captured graphs, so it is left alone. A value the
-    user set wins.
-    """
+    """Ask Kineto to detach CUPTI when a profile ends (``TEARDOWN_CUPTI=1``, unless the user
+    set it): left attached, it slows every later kernel launch by 10-20 %
+    (pytorch/pytorch#144455). Only from CUDA 12.6 on: before, teardown could crash a
+    process that captured graphs."""
     try:
         import torch
 
@@ -361,12 +344,8 @@ def release_cupti_after_profiling() -> None:
 
 
 class InventoryHook:
-    """A short profiler pass after measuring, for the baseline's kernel inventory.
-
-    It runs in the measuring process, after the benchmark's own measurement
-    and under the GPU lock; the profiler is detached again afterwards
-    (:func:`release_cupti_after_profiling`) so later benchmarks run as before.
-    """
+    """A short profiler pass in the measuring process after measuring, under the GPU lock,
+    for the baseline's kernel inventory; CUPTI is detached afterwards."""
 
     def __init__(self, device: str, calls: int = CaptureSettings.calls):
         self.device = device

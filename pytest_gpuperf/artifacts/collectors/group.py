@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis import nccl_log
 from pytest_gpuperf.artifacts.analysis.comms import RankComms, combine, rank_comms
-from pytest_gpuperf.artifacts.collectors.child import ChildCapture, profile_calls, window_calls
+from pytest_gpuperf.artifacts.collectors.child import (
+    ChildCapture,
+    capture_hooks,
+    profile_calls,
+    window_calls,
+)
 
 if TYPE_CHECKING:
     from pytest_gpuperf.measure.distributed import Group
@@ -95,18 +100,9 @@ def group_hooks(
     """The after-measure hooks of a distributed benchmark on this rank: a capture child's
     (:class:`GroupCapture`, when its spec is in the environment), else :class:`GroupHook`
     (``profile`` is forced on by :data:`PROFILE_ENV`)."""
-    import json
-    import sys
-
-    from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV
-
-    spec = os.environ.get(CAPTURE_ENV)
-    if spec and os.environ.get("GPUPERF_CHILD") == "1":
-        try:
-            return [GroupCapture(json.loads(spec), device, group)]
-        except (ValueError, TypeError, KeyError) as e:
-            print(f"gpuperf: ignoring a bad {CAPTURE_ENV} spec: {e}", file=sys.stderr)
-            return []
+    hooks = capture_hooks(lambda spec: GroupCapture(spec, device, group))
+    if hooks is not None:
+        return hooks
     profile = profile or os.environ.get(PROFILE_ENV) == "1"
     return [GroupHook(group, device, profile=profile, calls=calls)]
 

@@ -21,7 +21,6 @@ from pytest_gpuperf.artifacts.analysis.inventory import base_function, short_nam
 from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
     OK,
-    TIMEOUT,
     CaptureContext,
     CollectorResult,
     CudaToolCollector,
@@ -248,14 +247,10 @@ class NcuCollector(CudaToolCollector):
             "hotspots": [short_name(n) for n in names],
         }
         if not rep.exists():
-            status = TIMEOUT if run.returncode == -9 else FAILED
-            why = (
-                f"killed after {run.wall_s:.0f} s (its time budget)"
-                if run.returncode == -9
-                else "no kernel was profiled (exit status "
-                f"{run.returncode}): " + " | ".join(run.log_tail.splitlines()[-2:])
+            why = f"no kernel was profiled (exit status {run.returncode}): " + " | ".join(
+                run.log_tail.splitlines()[-2:]
             )
-            return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
+            return CollectorResult.child_failed(self.name, run, why, files)
         files.insert(0, rep)
         left = max(end - time.monotonic(), 5.0)
         raw, details = _import_pages(str(rep), left)

@@ -19,9 +19,7 @@ from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.artifacts.collectors.base import (
-    FAILED,
     OK,
-    TIMEOUT,
     CaptureContext,
     CollectorResult,
     CudaToolCollector,
@@ -213,14 +211,10 @@ class NsysCollector(CudaToolCollector):
             summary["capture"] = "whole child process (no capture range was opened)"
         files = [p for p in (folder / "profile.log", folder / "profile-whole.log") if p.exists()]
         if not rep.exists():
-            status = TIMEOUT if run.returncode == -9 else FAILED
-            why = (
-                f"killed after {run.wall_s:.0f} s (its time budget)"
-                if run.returncode == -9
-                else f"no report written (exit status {run.returncode}): "
-                + " | ".join(run.log_tail.splitlines()[-2:])
+            why = f"no report written (exit status {run.returncode}): " + " | ".join(
+                run.log_tail.splitlines()[-2:]
             )
-            return CollectorResult(self.name, status, files=files, reason=why, wall_s=run.wall_s)
+            return CollectorResult.child_failed(self.name, run, why, files)
         files.insert(0, rep)
         summary["timing"] = {"profile_s": round(run.wall_s, 2)}
         result = CollectorResult(self.name, OK, files=files, summary=summary, wall_s=run.wall_s)

@@ -20,9 +20,7 @@ from typing import Any
 from pytest_gpuperf.artifacts.analysis.compile_story import trace_decision
 from pytest_gpuperf.artifacts.analysis.inventory import base_function
 from pytest_gpuperf.artifacts.collectors.base import (
-    FAILED,
     OK,
-    TIMEOUT,
     CaptureContext,
     CollectorResult,
 )
@@ -408,13 +406,8 @@ class TorchTraceCollector:
         files = [folder / "child.log", *logs]
         if logs:
             return logs, files, run.wall_s, None
-        status = TIMEOUT if run.returncode == -9 else FAILED
-        why = (
-            f"killed after {run.wall_s:.0f} s (its time budget)"
-            if run.returncode == -9
-            else f"no TORCH_TRACE log written (exit status {run.returncode})"
-        )
-        return [], files, run.wall_s, CollectorResult(self.name, status, files, {}, why, run.wall_s)
+        why = f"no TORCH_TRACE log written (exit status {run.returncode})"
+        return [], files, run.wall_s, CollectorResult.child_failed(self.name, run, why, files)
 
     def _triton_sources(self, ctx: CaptureContext, rep: CompileReport, folder: Path) -> list[Path]:
         """The generated Triton source of the hotspot kernels, one file each."""
