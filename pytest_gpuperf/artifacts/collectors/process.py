@@ -1,15 +1,10 @@
 """Run an external program with a time budget, and kill all of it when the budget runs out.
 
-Profilers start the program they profile as their own child (``nsys profile
-python -m pytest ...``). Killing only the profiler would leave that
-grandchild running, holding the GPU and its lock, so every program runs in
-its own session and the whole process group is killed: at the budget, and
-when the caller is interrupted (Ctrl-C).
-
-A caller killed outright (SIGKILL) cannot do that, so each child also watches its caller:
-:func:`parent_env` names this process to the child (pid and start time, so that a reused
-pid is not taken for it), and :func:`watch_parent`, started by the child, kills the child's
-own process group once that process is gone.
+A profiler starts the program it profiles as its own child (``nsys profile python -m pytest
+...``): killing the profiler alone would leave that grandchild holding the GPU and its lock,
+so every program runs in its own session and its whole process group is killed, at the
+budget and on Ctrl-C. A caller killed outright (SIGKILL) cannot do that, so each child also
+watches its caller (:func:`parent_env`, :func:`watch_parent`).
 """
 
 from __future__ import annotations
@@ -74,11 +69,8 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` from the 3rd (the state) on, None where unreadable.
-
-    The 2nd, the command's name in parentheses, may hold spaces and ``)``: the fields
-    after it start after the last ``)``.
-    """
+    """The fields of ``/proc/PID/stat`` from the 3rd (the state) on, None where unreadable
+    (they start after the last ``)``: the 2nd, the command's name, may hold one)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -88,8 +80,8 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def parent_env() -> dict[str, str]:
-    """What a child's environment gets so that it can watch this process: ``PID:START``
-    (START, field 22 of ``/proc/PID/stat``, empty without /proc)."""
+    """A child's environment to watch this process: ``PID:START`` (START, field 22 of
+    ``/proc/PID/stat``, so that a reused pid is not taken for it; empty without /proc)."""
     fields = _stat(os.getpid())
     start = fields[19] if fields and len(fields) > 19 else ""
     return {PARENT_ENV: f"{os.getpid()}:{start}"}
@@ -109,12 +101,9 @@ def _parent_alive(pid: int, start: str) -> bool:
 
 
 def watch_parent(poll_s: float = 0.5) -> bool:
-    """In a child: a daemon thread that, every ``poll_s``, checks that the process named by
-    :data:`PARENT_ENV` still runs, and when it is gone kills this process's group (what a
-    profiler started goes too) or, where the group is the parent's own, this process.
-
-    Started once per process; never raises (no watchdog then). Returns whether one runs.
-    """
+    """In a child: a daemon thread that, once the process named by :data:`PARENT_ENV` is gone,
+    kills this process's group (or, where the group is the parent's own, this process).
+    Started once per process; never raises. Returns whether one runs."""
     try:
         pid_text, _, start = os.environ.get(PARENT_ENV, "").partition(":")
         pid = int(pid_text) if pid_text.isdigit() else 0
@@ -154,12 +143,9 @@ def run_process(
     cwd: Path | str | None = None,
     log_path: Path | None = None,
 ) -> ProcessRun:
-    """Run ``command`` (stdout and stderr together) for at most ``timeout_s`` seconds.
-
-    Never raises for the program's own failure: a missing executable, a
-    non-zero exit and a timeout are all reported in the :class:`ProcessRun`.
-    The full output goes to ``log_path`` when given.
-    """
+    """Run ``command`` (stdout and stderr together, also to ``log_path``) for at most
+    ``timeout_s`` seconds. A missing executable, a non-zero exit and a timeout are reported
+    in the :class:`ProcessRun`, never raised."""
     cmd = [str(c) for c in command]
     start = time.perf_counter()
     try:
@@ -286,11 +272,9 @@ class SparePython:
     """A Python process started ahead, its imports done (torch, pytest), waiting to run one
     ``python -m MODULE ARGS`` command: a child that starts warm.
 
-    It imports while nothing is measured (a session's captures start the next one during a
-    capture, and wait for it to be ready, :meth:`wait_ready`, before measuring again:
-    :mod:`pytest_gpuperf.shell.capture_budget`), runs ``prelude`` (Python source, its
-    errors ignored: the caller's warm-up, such as the profiler's one-time start), says it
-    is ready and then waits, idle. Used once; :meth:`close` ends one not used.
+    It imports and runs ``prelude`` (the caller's warm-up; errors ignored) while nothing is
+    measured (``shell/capture_budget.py`` waits for :meth:`wait_ready` before measuring
+    again), then waits, idle. Used once; :meth:`close` ends one not used.
     """
 
     def __init__(
@@ -325,8 +309,7 @@ class SparePython:
                 os.close(r)
 
     def wait_ready(self, timeout_s: float) -> bool:
-        """Whether the spare has done its imports and prelude, waiting at most ``timeout_s``
-        (False at once for one that failed to start or ended)."""
+        """Whether the spare is ready, waiting at most ``timeout_s``."""
         if self.ready or self._ready_fd is None:
             return self.ready
         import select

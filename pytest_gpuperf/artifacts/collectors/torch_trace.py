@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,11 +98,8 @@ def recompile_reasons(payload: str) -> list[str]:
 
 
 def frame_failure(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A frame dynamo gave up on, from its ``compilation_metrics`` (``None`` if it compiled).
-
-    ``eager`` says whether the frame now runs eagerly (skipped, or the recompile
-    limit hit); ``limit`` names the limit and its value when that was the reason.
-    """
+    """A frame dynamo gave up on, from its ``compilation_metrics`` (``None`` if it compiled):
+    ``eager`` whether it now runs eagerly, ``limit`` the recompile limit it hit, if one."""
     ftype, reason = metrics.get("fail_type"), str(metrics.get("fail_reason") or "")
     if not ftype:
         return None
@@ -213,8 +211,8 @@ class CompileReport:
     recompiles: list[str] = field(default_factory=list)
     compiles: int = 0
     failures: list[str] = field(default_factory=list)
-    fallbacks: dict[str, int] = field(default_factory=dict)
-    library_calls: dict[str, int] = field(default_factory=dict)
+    fallbacks: Counter[str] = field(default_factory=Counter)
+    library_calls: Counter[str] = field(default_factory=Counter)
     triton: dict[str, str] = field(default_factory=dict)
     compile_time_s: float = 0.0
     #: per recompile: the guard that failed first, where, and the user's source line
@@ -232,12 +230,8 @@ class CompileReport:
         self.failures += part.failures
         self.compile_time_s += part.compile_time_s
         self.triton.update(part.triton)
-        for d_out, d_in in (
-            (self.fallbacks, part.fallbacks),
-            (self.library_calls, part.library_calls),
-        ):
-            for k, v in d_in.items():
-                d_out[k] = d_out.get(k, 0) + v
+        self.fallbacks.update(part.fallbacks)
+        self.library_calls.update(part.library_calls)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -348,10 +342,8 @@ def parse_log(text: str) -> CompileReport:
                     body = src.split("'''", 1)[1] if "'''" in src else src
                     rep.triton[name] = body.strip("\n") + "\n"
             call = ev.payload[ev.payload.find("def call(") :] if "def call(" in ev.payload else ""
-            for op in _FALLBACK.findall(call):
-                rep.fallbacks[op] = rep.fallbacks.get(op, 0) + 1
-            for op in _EXTERN.findall(call):
-                rep.library_calls[op] = rep.library_calls.get(op, 0) + 1
+            rep.fallbacks.update(_FALLBACK.findall(call))
+            rep.library_calls.update(_EXTERN.findall(call))
     return rep
 
 
@@ -410,10 +402,16 @@ class TorchTraceCollector:
         return [], files, run.wall_s, CollectorResult.child_failed(self.name, run, why, files)
 
     def _triton_sources(self, ctx: CaptureContext, rep: CompileReport, folder: Path) -> list[Path]:
-        """The generated Triton source of the hotspot kernels, one file each."""
+        """The generated Triton source of the hotspot kernels and of each profile's top Triton
+        kernels, one file each."""
+        names = [base_function(h["name"]) for h in ctx.state.get("hotspots") or []]
+        for p in (ctx.state.get("profiles") or {}).values():
+            for k in p["inventory"].get("kernels", [])[:8]:
+                if k.get("kind") == "kernel" and base_function(k["name"]).startswith("triton_"):
+                    names.append(base_function(k["name"]))
         files = []
         tdir = folder / "triton"
-        for name in self._kernel_names(ctx):
+        for name in dict.fromkeys(names):
             src = rep.triton.get(name)
             if src:
                 tdir.mkdir(exist_ok=True)
@@ -442,14 +440,3 @@ class TorchTraceCollector:
         else:
             summary["tlparse_error"] = tl.describe_failure("tlparse")
         return tl.wall_s
-
-    @staticmethod
-    def _kernel_names(ctx: CaptureContext) -> list[str]:
-        names: list[str] = []
-        for h in ctx.state.get("hotspots") or []:
-            names.append(base_function(h["name"]))
-        for p in (ctx.state.get("profiles") or {}).values():
-            for k in p["inventory"].get("kernels", [])[:8]:
-                if k.get("kind") == "kernel" and base_function(k["name"]).startswith("triton_"):
-                    names.append(base_function(k["name"]))
-        return list(dict.fromkeys(names))
