@@ -1,10 +1,5 @@
-"""One line each for what the GPU's units did (GPM), what the allocator did, and the peaks.
-
-Used by the terminal's ``activity:`` block (``-v``), the HTML report and the
-diagnosis' details; the figures themselves are in
-:mod:`pytest_gpuperf.telemetry.activity`, :mod:`pytest_gpuperf.measure.allocation`
-and :mod:`pytest_gpuperf.measure.peaks`.
-"""
+"""One line each for what the GPU's units did (GPM), what the allocator did, and the peaks
+(the terminal's ``-v``, the HTML report, the diagnosis' details)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The words of a ``--gpuperf-bisect`` search (:mod:`pytest_gpuperf.verdict.bisection`'s
-record): a line per step, the answer per benchmark, the GitHub step summary's line. A verdict
-is written as every output writes it (:mod:`.explain`)."""
+"""The words of a ``--gpuperf-bisect`` search: a line per step, the answer per benchmark,
+the GitHub step summary's line."""
 
 from __future__ import annotations
 

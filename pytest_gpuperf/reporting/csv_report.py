@@ -1,13 +1,7 @@
 """Every result as a CSV row, for spreadsheets and pandas (``--gpuperf-csv``, ``export``).
 
-One row per measurement, in the order of ``--gpuperf-sort``. Times are seconds,
-memory bytes, rates TFLOP/s and GB/s, the change a ratio (current over
-baseline); an empty cell is an unknown value. The test's parameters get a
-column each (``param:shape``, ``param:dtype``), so that a sweep can be
-pivoted directly. A text cell that a spreadsheet would read as a formula gets a
-leading ``'`` (:func:`cell`).
-
-Pure Python: no torch, no pytest.
+Times in seconds, memory in bytes, the change a ratio; an empty cell is unknown. Each test
+parameter gets a column (``param:shape``), so a sweep pivots directly.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Our results in pytest-benchmark's ``--benchmark-json`` format, for the tools that read it.
-
-github-action-benchmark and Bencher read a few ``stats`` fields; the document carries
-every field pytest-benchmark writes, so other readers find them too. ``fullname`` is the
-result's baseline key (unique, stable across runs); what pytest-benchmark has no field
-for (mode, stability, verdict, throughput) goes into ``extra_info``. Pure Python.
-"""
+"""Our results in pytest-benchmark's ``--benchmark-json`` format (github-action-benchmark,
+Bencher), every field it writes; ``fullname`` is the baseline key, what it has no field
+for goes into ``extra_info``."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """GitHub Actions: workflow-command annotations on the regressed tests, and the step summary.
 
-``::error file=tests/test_ops.py,line=12,title=...::message`` printed on
-stdout marks the test's line in the pull request's diff and in the run's
-summary; ``::warning`` does the same for inconclusive verdicts. The step
-summary is :mod:`pytest_gpuperf.reporting.markdown`'s report, kept under
-GitHub's size limit.
-
-GitHub shows at most 10 error and 10 warning annotations per step (and 50
-per job), so the order matters: regressions first, largest slowdown first.
-
-Pure Python: no torch, no pytest.
+``::error file=tests/test_ops.py,line=12,title=...::message`` on stdout marks the test's
+line in the pull request (``::warning``: inconclusive). GitHub shows at most 10 of each
+per step, so regressions come first, largest slowdown first. The step summary is
+:mod:`.markdown`'s report, kept under GitHub's size limit.
 """
 
 from __future__ import annotations
@@ -50,13 +44,8 @@ def escape_property(text: str) -> str:
 def workspace_path(
     path: str, rootdir: str | PurePath | None, workspace: str | PurePath | None
 ) -> str | None:
-    """``path`` (relative to pytest's rootdir) relative to the repository (``$GITHUB_WORKSPACE``).
-
-    GitHub places annotations by repository-relative paths with ``/``
-    separators. Without a workspace the rootdir-relative path is used as it
-    is (rootdir is then usually the repository root). None when the file
-    lies outside the workspace, where an annotation could not be placed.
-    """
+    """``path`` (relative to pytest's rootdir) relative to ``$GITHUB_WORKSPACE``, with ``/``
+    (without a workspace: as it is); None outside the workspace, where GitHub cannot place it."""
     p = PurePath(path)
     if rootdir is not None and not p.is_absolute():
         p = PurePath(rootdir) / p
@@ -132,11 +121,8 @@ def step_summary(
     footer: Sequence[str] = (),
     limit: int = STEP_SUMMARY_LIMIT,
 ) -> str:
-    """The Markdown report for ``$GITHUB_STEP_SUMMARY``, within ``limit`` bytes.
-
-    Too long with every section, it drops the sections (keeping the table
-    and saying so); still too long, it cuts the table.
-    """
+    """The Markdown report for ``$GITHUB_STEP_SUMMARY`` within ``limit`` bytes: too long, without
+    the sections (saying so); still too long, with the table cut."""
     text = markdown.render(results, title=title, baseline=baseline, footer=footer)
     if len(text.encode()) <= limit:
         return text

@@ -1,7 +1,4 @@
-"""What a baseline holds about each benchmark of a report: the runs the plots draw.
-
-Pure Python: no torch, no pytest.
-"""
+"""What a baseline holds about each benchmark of a report: the runs the plots draw."""
 
 from __future__ import annotations
 
@@ -18,14 +15,8 @@ from pytest_gpuperf.model import Result, Run
 
 @dataclass(frozen=True)
 class BenchHistory:
-    """One benchmark in a baseline.
-
-    ``comparable`` are the runs the verdict compares with (same environment
-    fingerprint and measurement settings as the current result); ``runs``
-    every stored run of the benchmark, oldest first; ``fingerprint_id`` the
-    current result's fingerprint, so that runs of other environments can be
-    told apart; ``reason`` says what the baseline holds in words.
-    """
+    """One benchmark in a baseline: the runs the verdict compares with, every stored run
+    (oldest first), the current result's fingerprint and what the baseline holds in words."""
 
     baseline: str
     comparable: Sequence[Run] = ()
@@ -39,11 +30,8 @@ def histories(
     baseline: Baseline | None,
     fingerprint_extra: Mapping[str, Any] | None = None,
 ) -> dict[str, BenchHistory]:
-    """The history of each result's benchmark in ``baseline``, by benchmark key.
-
-    ``fingerprint_extra`` must be what the session's fingerprint hook gave,
-    or the comparable runs will not be found.
-    """
+    """The history of each result's benchmark in ``baseline``, by key (``fingerprint_extra``:
+    what the session's fingerprint hook gave)."""
     if baseline is None:
         return {}
     out: dict[str, BenchHistory] = {}

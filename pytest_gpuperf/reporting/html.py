@@ -1,12 +1,8 @@
-"""The HTML report: one self-contained file that opens without a network.
+"""The HTML report: one self-contained file (inline CSS and SVG plots, no script, no network).
 
-Inline CSS and inline SVG plots (:mod:`pytest_gpuperf.reporting.svg`), no
-script. Per benchmark, regressions first: the verdict and its explanation,
-what the artifacts found, the baseline's and this run's per-run medians and
-rounds, the history of stored runs, telemetry, and relative links to the
+Per benchmark, regressions first: the verdict and its explanation, what the artifacts found,
+the per-run medians, rounds and history of both sides, telemetry, and relative links to the
 artifacts. Everything from a test or a file is escaped.
-
-Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
@@ -94,33 +90,18 @@ def _badge(kind: str, label: str) -> str:
     return f'<span class="badge" style="background:{color}">{escape(label)}</span>'
 
 
-def _anchor(i: int) -> str:
-    return f"bench-{i}"
+_HEAD = ("verdict", "benchmark", "params", "mode", "change", "interval", "baseline", "current")
 
 
 def _summary_table(rows: Sequence[v.Row]) -> str:
     added = added_columns()  # the declared columns beyond this table's own (reporting/columns.py)
-    head = "".join(
-        f"<th>{escape(h)}</th>"
-        for h in (
-            "verdict",
-            "benchmark",
-            "params",
-            "mode",
-            "change",
-            "interval",
-            "baseline",
-            "current",
-            "runs",
-            *(c.header for c in added),
-        )
-    )
+    head = "".join(f"<th>{escape(h)}</th>" for h in (*_HEAD, "runs", *(c.header for c in added)))
     body = []
     for i, r in enumerate(rows):
         body.append(
             "<tr>"
             f"<td>{_badge(r.kind, r.label)}</td>"
-            f'<td><a href="#{_anchor(i)}">{escape(r.name)}</a></td>'
+            f'<td><a href="#bench-{i}">{escape(r.name)}</a></td>'
             f"<td>{escape(r.params)}</td>"
             f"<td>{escape(r.result.id.mode)}</td>"
             f'<td class="num">{escape(r.change)}</td>'
@@ -147,7 +128,6 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
     ]
     if not current_runs and res.run.rounds:
         current_runs = [res.run.median]
-    figs = []
     medians = [
         svg.Group(f"baseline ({len(comparable)})", [x.median for x in comparable], svg.BASELINE),
         svg.Group(f"current ({len(current_runs)})", current_runs, svg.CURRENT),
@@ -157,14 +137,8 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
     caption = "Per-run medians: each dot is one process (run); the verdict compares these."
     if reference is not None:
         caption += " Dashed: the baseline's level."
-    figs.append(
-        _figure(
-            svg.strip_box(
-                medians, title=f"per-run medians of {res.id.display}", reference=reference
-            ),
-            caption,
-        )
-    )
+    title = f"per-run medians of {res.id.display}"
+    figs = [_figure(svg.strip_box(medians, title=title, reference=reference), caption)]
     base_rounds = [x for run in comparable[-1:] for x in run.rounds]
     rounds = [
         svg.Group("baseline", base_rounds, svg.BASELINE),
@@ -230,6 +204,10 @@ def _run_date(run_id: str | None) -> str | None:
 
 def _figure(body: str, caption: str) -> str:
     return f"<figure>{body}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def _list(items: Sequence[str]) -> str:
+    return "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>"
 
 
 _METRICS = (
@@ -300,15 +278,7 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
     others = t.get("other_processes")
     if isinstance(others, (list, tuple)) and others:
         facts.append(f"other processes on the GPU: {len(others)}")
-    items = "".join(f"<li>{escape(f)}</li>" for f in facts)
-    return table + (f"<ul>{items}</ul>" if items else "")
-
-
-def _activity(res: Result) -> str:
-    """The GPU's activity (GPM), the allocator's figures, the peak fractions, and the memory
-    figures' comparison with the baseline."""
-    items = list(activity_lines(res)) + memory_changes(res)
-    return "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>" if items else ""
+    return table + (_list(facts) if facts else "")
 
 
 def _measurement(res: Result) -> str:
@@ -356,7 +326,7 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
     color = COLORS.get(r.kind, "#6b6b6b")
     params = "" if r.params == "-" else f" · {r.params}"
     parts = [
-        f'<section class="bench kind-{escape(r.kind)}" id="{_anchor(i)}" '
+        f'<section class="bench kind-{escape(r.kind)}" id="bench-{i}" '
         f'style="border-left-color:{color}">',
         f"<h2>{_badge(r.kind, r.label)} {escape(r.name)}</h2>",
         f'<p class="muted">{escape(res.id.nodeid)} · {escape(res.id.mode)}{escape(params)}</p>',
@@ -365,11 +335,7 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
         parts.append(f"<p><strong>{escape(v.summary_line(res))}</strong></p>")
     diag = v.diagnosis(res)
     if diag:
-        parts.append(
-            "<h3>Where the time went</h3><ul>"
-            + "".join(f"<li>{escape(d)}</li>" for d in diag)
-            + "</ul>"
-        )
+        parts.append(f"<h3>Where the time went</h3>{_list(diag)}")
     parts.append(_plots(r, hist))
     if hist is not None and not hist.comparable and hist.reason:
         why = f"Baseline {hist.baseline}: {hist.reason}"
@@ -381,14 +347,12 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
     tele = _telemetry(res.run.telemetry)
     if tele:
         parts.append(f"<h3>Telemetry</h3>{tele}")
-    activity = _activity(res)
+    activity = list(activity_lines(res)) + memory_changes(res)  # GPM, allocator, peaks, memory
     if activity:
-        parts.append(f"<h3>Activity and memory behaviour</h3>{activity}")
+        parts.append(f"<h3>Activity and memory behaviour</h3>{_list(activity)}")
     parts.append(_artifacts(res, href))
     if res.notes:
-        parts.append(
-            "<h3>Notes</h3><ul>" + "".join(f"<li>{escape(n)}</li>" for n in res.notes) + "</ul>"
-        )
+        parts.append(f"<h3>Notes</h3>{_list(res.notes)}")
     parts.append("</section>")
     return "".join(parts)
 

@@ -24,10 +24,7 @@ def environment_id(env: Mapping[str, Any] | None) -> str | None:
 
 
 def build(
-    results: Sequence[Result],
-    *,
-    plugin_version: str,
-    session: Mapping[str, Any] | None = None,
+    results: Sequence[Result], *, plugin_version: str, session: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     environments: dict[str, Any] = {}
     out_results = []

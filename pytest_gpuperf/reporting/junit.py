@@ -1,15 +1,7 @@
-"""JUnit XML properties: each benchmark's numbers on its test case, for CI dashboards.
+"""JUnit XML properties (``user_properties``): each benchmark's numbers on its test case.
 
-pytest's junitxml plugin writes a test report's ``user_properties`` as
-``<property name=... value=...>`` of the test case (the ``record_property``
-mechanism), which Jenkins, GitLab and Buildkite show beside the test. The
-plugin adds :func:`junit_properties` of the test's results to its report.
-
-A test with one result gets plain names (``gpuperf.median``); a test with
-several (named measurements, or the events and graph modes of one call)
-gets one group per result (``gpuperf[matmul@cuda-graph].median``).
-
-Pure Python: no torch, no pytest.
+A test with one result gets plain names (``gpuperf.median``), one with several a group per
+result (``gpuperf[matmul@cuda-graph].median``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""The Markdown report: a GitHub-flavoured verdict table, regressions first, then their details.
-
-The same text goes to ``$GITHUB_STEP_SUMMARY`` under GitHub Actions and to
-``--gpuperf-markdown=PATH`` for other CI systems (GitLab, Buildkite and
-Jenkins render it too). Everything that comes from a test (ids, parameters,
-notes) is escaped, so a hostile test id cannot break the table or inject
-HTML.
-
-Pure Python: no torch, no pytest.
-"""
+"""The Markdown report: a GitHub-flavoured verdict table, regressions first, then their details
+(``$GITHUB_STEP_SUMMARY`` and ``--gpuperf-markdown``). Everything that comes from a test is
+escaped: a hostile test id cannot break the table or inject HTML."""
 
 from __future__ import annotations
 
@@ -38,11 +31,8 @@ _LEADING = re.compile(r"^([#+=-])")
 
 
 def escape(text: object) -> str:
-    """Text that GitHub Markdown shows as it is, also inside a table cell (one line).
-
-    HTML's ``& < >`` become entities, inline Markdown punctuation and ``|`` get a
-    backslash, a leading ``# + = -`` too, and newlines become spaces.
-    """
+    """Text that GitHub Markdown shows as it is, also in a table cell: ``& < >`` as entities,
+    Markdown punctuation, ``|`` and a leading ``# + = -`` backslashed, on one line."""
     s = " ".join(str(text).split())  # a newline would end the table row
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _LEADING.sub(r"\\\1", _INLINE.sub(r"\\\1", s))

@@ -62,12 +62,8 @@ def _markdown(ctx: ReportContext, target: Path) -> str:
 
 
 def artifact_href(html_path: Path, rootdir: Path) -> Any:
-    """A function giving each artifact's link relative to the HTML file's folder.
-
-    Artifact paths are relative to the rootdir, or absolute; links are
-    relative so that the report and its artifacts can be downloaded together
-    (one CI artifact) and still open.
-    """
+    """Each artifact's link (its path: relative to the rootdir, or absolute) relative to the
+    HTML file's folder, so the report and its artifacts still open downloaded together."""
     base = html_path.resolve().parent
 
     def href(path: str) -> str | None:

@@ -1,7 +1,4 @@
-"""The report options of a session: the output files, the terminal table, GitHub, progress.
-
-Built once by the shell from the options (``shell/settings.py``); pure Python.
-"""
+"""The report options of a session: the output files, the terminal table, GitHub, progress."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Small inline SVG plots for the HTML report, drawn by hand (no JS, no libraries, no network).
-
-:func:`strip_box` draws groups of values (baseline vs current run medians,
-or rounds) as a box plot with every point over it; :func:`history` draws a
-benchmark's stored runs in order, with the current run at the end, and the
-dates and commits of a few runs on its x axis; :func:`line_chart` draws
-series over categories (the throughput of a ``shapes=`` sweep). Times are
-seconds, labelled in one unit per axis with the fewest decimals
-(:func:`time_tick_labels`); labels near an edge are anchored inside the
-plot. Every text is escaped.
-
-Pure Python: no torch, no pytest.
+"""Small inline SVG plots for the HTML report, drawn by hand (no JS, no libraries, no network):
+a box plot with every point (:func:`strip_box`), stored runs in order (:func:`history`),
+series over shapes (:func:`line_chart`). Every text is escaped.
 """
 
 from __future__ import annotations
@@ -61,12 +52,8 @@ _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
 def time_tick_labels(ticks: Sequence[float]) -> list[str]:
-    """Tick values in seconds as short labels in one unit: ``2 ms``, ``2.5 ms``, ``0.25 ms``.
-
-    The unit fits the largest tick; the decimals are the fewest that keep every
-    tick exact (ticks are round numbers, so ``2.000 ms`` says nothing ``2 ms``
-    does not).
-    """
+    """Tick values in seconds as labels in the unit of the largest: ``2 ms``, ``2.5 ms``,
+    with the fewest decimals that keep every tick exact."""
     if not ticks:
         return []
     top = max(abs(t) for t in ticks)
@@ -87,14 +74,9 @@ def _short(x: float, ticks: Sequence[float], scale: float) -> str:
     return f"{x:.6g}"
 
 
-def _text_width(text: str, font_size: float) -> float:
-    """About how wide ``text`` is drawn, in px (a sans-serif glyph is ~0.6 em)."""
-    return 0.6 * font_size * len(text)
-
-
 def _anchored(x: float, label: str, lo: float, hi: float, font_size: float = 10) -> str:
     """The ``x`` and ``text-anchor`` that keep a centred label inside [lo, hi]."""
-    half = _text_width(label, font_size) / 2
+    half = 0.6 * font_size * len(label) / 2  # a sans-serif glyph is about 0.6 em wide
     if x + half > hi:
         return f'x="{hi:.1f}" text-anchor="end"'
     if x - half < lo:
@@ -165,11 +147,8 @@ def strip_box(
     reference: float | None = None,
     reference_label: str = "baseline",
 ) -> str:
-    """One row per group: whiskers (within 1.5 IQR), box (quartiles), median line, and points.
-
-    ``reference`` draws a dashed vertical line (the baseline's level when its
-    runs themselves are not at hand).
-    """
+    """One row per group: whiskers (within 1.5 IQR), box (quartiles), median line, and points;
+    ``reference``: a dashed line (the baseline's level when its runs are not at hand)."""
     shown = [g for g in groups if g.values]
     left, right, top, bottom = 92, 16, 8, 30
     height = top + bottom + row_height * max(len(shown), 1)
@@ -258,9 +237,8 @@ def _when(iso: str | None, precision: int) -> str:
 
 
 def _time_axis(points: Sequence[Point], n: int) -> list[tuple[int, list[str]]]:
-    """The labelled runs and their lines (when, commit): the date alone, else the minute,
-    else the second, the first that tells them apart; a run whose label is still another's
-    (saved within one second, no commit) is left unlabelled: never two equal ticks."""
+    """The labelled runs and their lines (when, commit), as precise as tells them apart; a
+    run whose label is still another's is left unlabelled: never two equal ticks."""
     shown = _axis_labels(n)
     precision = 0
     for precision in range(3):
@@ -281,11 +259,8 @@ def _time_axis(points: Sequence[Point], n: int) -> list[tuple[int, list[str]]]:
 
 
 def history(points: Sequence[Point], *, title: str, width: int = 360, height: int = 190) -> str:
-    """Stored runs in order (oldest left) joined by a line; the current run as a larger dot.
-
-    The x axis names the date and commit of a few runs (the first, the last and
-    evenly between); every dot's tooltip names its own.
-    """
+    """Stored runs in order (oldest left) joined by a line, the current run as a larger dot;
+    the x axis names the date and commit of a few runs, every dot's tooltip its own."""
     left, right, top, bottom = 64, 16, 10, 44
     body: list[str] = []
     if not points:
@@ -331,22 +306,9 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
     return _svg(width, height, title, body)
 
 
-#: Colours of the series of a line chart (Tableau 10, colour-blind friendly in order).
-PALETTE = (
-    "#4c78a8",
-    "#f58518",
-    "#54a24b",
-    "#e45756",
-    "#72b7b2",
-    "#b279a2",
-    "#eeca3b",
-    "#9d755d",
-)
-
-
-#: Colours of the series of a chart beside the baseline/current legend: none of those two,
-#: so a series never reads as "baseline" or "current".
-SERIES = tuple(c for c in PALETTE if c not in (BASELINE, CURRENT))
+#: Colours of a line chart's series (Tableau 10, colour-blind friendly in order), without the
+#: baseline's and the current's: a series never reads as one of those.
+SERIES = ("#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d")
 
 
 @dataclass(frozen=True)
@@ -367,11 +329,8 @@ def line_chart(
     width: int = 480,
     height: int = 240,
 ) -> str:
-    """Lines over categories (shapes), y from 0, with a legend: the throughput of a sweep.
-
-    ``y_format``: ``"number"`` (plain ticks, ``y_label`` names the unit) or ``"time"``
-    (seconds, labelled in ms, µs, ...).
-    """
+    """Lines over categories (shapes), y from 0, with a legend; ``y_format``: ``"number"``
+    (``y_label`` names the unit) or ``"time"`` (seconds)."""
     left, right, top = 60, 16, 10
     legend_rows = len(lines)
     bottom = 40 + 14 * legend_rows

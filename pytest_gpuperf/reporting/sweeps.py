@@ -1,15 +1,8 @@
 """Shape sweeps: a marker's ``shapes=`` as one series per other parameter, for a plot.
 
-A sweep is the results of one test function (and measurement name and
-timing mode) whose ``shape`` parameter takes two or more values; each
-combination of its other parameters (``dtype=bfloat16``, ...) is a series
-over the shapes, in the marker's order. The plotted metric is what every
-result of the sweep has: TFLOP/s (``flops=``), else GB/s (``bytes=``), else
-the time per call. Where the result was compared with a baseline, the
-baseline's value at the same shape is given too, so the plot can show both,
-as triton's ``perf_report`` shows one line per provider.
-
-Pure Python: no torch, no pytest.
+A sweep: the results of one test function, name and mode whose ``shape`` takes two or more
+values; each combination of the other parameters is a series over the shapes, of what every
+result has (TFLOP/s, else GB/s, else the time per call), with the baseline's beside it.
 """
 
 from __future__ import annotations

@@ -33,13 +33,7 @@ from pytest_gpuperf.artifacts.collectors.child import (
 )
 from pytest_gpuperf.artifacts.collectors.process import run_process
 
-PROFILE_ARGS = (
-    "profile",
-    "-t",
-    "cuda,nvtx",
-    "--sample=none",
-    "--cpuctxsw=none",
-)
+PROFILE_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none")
 #: The environment of an Nsight child: Inductor compiles in the process (a pool of compile
 #: workers would be traced too, for nothing).
 NSIGHT_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}

@@ -20,11 +20,7 @@ from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.compile_story import trace_decision
 from pytest_gpuperf.artifacts.analysis.inventory import base_function
-from pytest_gpuperf.artifacts.collectors.base import (
-    OK,
-    CaptureContext,
-    CollectorResult,
-)
+from pytest_gpuperf.artifacts.collectors.base import OK, CaptureContext, CollectorResult
 from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, CHILD_ARGS, MINIMAL
 from pytest_gpuperf.artifacts.collectors.process import run_process
 
