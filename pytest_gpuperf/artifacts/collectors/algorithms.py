@@ -1,9 +1,8 @@
 """What decides which algorithm a library picks: one call of the benchmark, watched at the API.
 
-The kernel names of a profile say *what* ran; this probe says *why*: for matmuls,
-linears, convolutions and SDPA, the dtypes, shapes, autocast, fp32 matmul precision and
-the SDPA backend chosen, read through a ``TorchFunctionMode`` that passes every call
-through unchanged. Skipped for compiled code: a function mode would make Dynamo trace again.
+A profile's kernel names say *what* ran; this probe says *why* (dtypes, shapes, autocast,
+fp32 matmul precision, the SDPA backend of matmuls, convolutions and SDPA), through a
+``TorchFunctionMode``. Skipped for compiled code: a function mode would make Dynamo trace again.
 """
 
 from __future__ import annotations

@@ -159,10 +159,9 @@ class CaptureContext:
     _background: list[threading.Thread] = field(default_factory=list, repr=False)
 
     def later(self, work: Callable[[], None]) -> None:
-        """Run ``work`` beside the collectors that follow: a collector's reading of its own
-        report (CPU work) while the next tool profiles. ``work`` must not raise (an escaped
-        error is dropped) and may only touch its own result and its own ``state`` keys; the
-        capture waits for it before the diagnosis (:meth:`settle`)."""
+        """Run ``work`` (a collector reading its report) while the next tool profiles; it may
+        touch only its own result and ``state`` keys (an error is dropped); :meth:`settle`
+        waits for it."""
 
         def run() -> None:
             with contextlib.suppress(Exception):

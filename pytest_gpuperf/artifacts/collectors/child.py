@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +62,12 @@ class InventorySettings:
     saving: bool = False
     #: ``--gpuperf-capture-calls``: calls profiled for the inventory
     calls: int = CaptureSettings.calls
+
+
+def capture_env(tool: str, folder: Path, keys: Sequence[str], **spec: Any) -> dict[str, str]:
+    """The environment of a child that runs ``tool``'s hook (:class:`ChildCapture`) on the
+    benchmarks ``keys``, writing into ``folder``; ``spec``: the rest of its spec."""
+    return {CAPTURE_ENV: json.dumps({"tool": tool, "dir": str(folder), "keys": list(keys), **spec})}
 
 
 def capture_hooks(make: Callable[[Any], AfterMeasure]) -> list[AfterMeasure] | None:
@@ -263,9 +269,8 @@ class ChildCapture:
         return None
 
     def _timing(self, begun: float) -> dict[str, float]:
-        """Where this child's time went, seconds: start-up (from the parent's spawn to the
-        test's first gpu_bench), the test up to this hook (set-up, first call, the brief
-        measurement), and the hook (warm-up calls, the profiled window, writing it)."""
+        """Where this child's time went, seconds: its start-up, the test up to this hook, and
+        the hook."""
         now = time.time()
         out = {"test_s": round(begun - self.created, 3), "hook_s": round(now - begun, 3)}
         if self.spawned_at is not None:

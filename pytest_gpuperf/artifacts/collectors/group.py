@@ -1,10 +1,5 @@
 """The ranks' side of a distributed benchmark's evidence: its collectives and its NCCL setup.
-
-Everything here runs on every rank, in step (a call may be a collective all ranks must
-make): :func:`nccl_summary` and :func:`profile_group` gather each rank's NCCL log and
-profile; :class:`GroupHook` stores both in ``Result.extra["group"]`` when a baseline is
-saved, and :class:`GroupCapture` does the same in a capture's fresh group.
-"""
+Everything here runs on every rank, in step (a call may be a collective all ranks make)."""
 
 from __future__ import annotations
 
@@ -108,13 +103,8 @@ def group_hooks(
 
 
 class GroupCapture(ChildCapture):
-    """A capture child's hook on one rank of a distributed benchmark.
-
-    Every rank profiles the same calls in step and writes its own trace
-    (``<key>.rank<r>.trace.json``) and NCCL log (``nccl.rank<r>.log``); the group's
-    collectives are combined from all traces, and rank 0 alone records the entry (with
-    every rank's files) in the status file the parent reads.
-    """
+    """A capture child's hook on one rank: every rank profiles the same calls in step and
+    writes its trace and NCCL log; rank 0 alone records the entry the parent reads."""
 
     def __init__(self, spec: Mapping[str, Any], device: str, group: Group):
         super().__init__(spec, device)

@@ -1,8 +1,7 @@
 """Nsight Compute: the hotspot kernels of the profiler pass, one steady-state launch each.
 
-The kernel filter comes from the kernels' real names in the profiler pass, never a
-guessed pattern; ncu profiles only launches inside the NVTX range ``gpuperf_capture``
-(one call after warm-up), so no ``--launch-skip`` count has to be guessed.
+The filter is the kernels' real names, and ncu profiles only launches inside the NVTX range
+``gpuperf_capture`` (one call after warm-up): no pattern or ``--launch-skip`` is guessed.
 ``--clock-control none``: the GPU runs at the clocks the benchmark saw.
 """
 
@@ -10,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 import time
@@ -25,7 +23,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CollectorResult,
     CudaToolCollector,
 )
-from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, CHILD_ARGS, MINIMAL, NCU_RANGE
+from pytest_gpuperf.artifacts.collectors.child import CHILD_ARGS, MINIMAL, NCU_RANGE, capture_env
 from pytest_gpuperf.artifacts.collectors.nsys import NSIGHT_ENV
 from pytest_gpuperf.artifacts.collectors.process import ProcessRun, run_process
 
@@ -228,12 +226,9 @@ class NcuCollector(CudaToolCollector):
                     launches += float(k["launches"])
         count = max(len(hotspots), min(math.ceil(launches), 3 * len(hotspots)))
         names = [h["name"] for h in hotspots]
-        spec = {
-            "tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "measure": MINIMAL,
-            "spawned_at": time.time(),
-        }  # fmt: skip
+        env = capture_env(self.name, folder, ctx.keys, measure=MINIMAL, spawned_at=time.time())
         run = ctx.run_child(
-            env={CAPTURE_ENV: json.dumps(spec), **NSIGHT_ENV},
+            env={**env, **NSIGHT_ENV},
             prefix=profile_command(str(folder / "report"), names, count),
             timeout_s=max((end - time.monotonic()) * 0.85, 1.0),
             log_path=folder / "profile.log",

@@ -1,17 +1,14 @@
 """Nsight Systems: the regressed test re-run under ``nsys profile``, with summaries.
 
-The child brackets a few calls (at most ``CAPTURE_WINDOW_S``) with
-``cudaProfilerStart/Stop``, and nsys records only that window
-(``--capture-range=cudaProfilerApi``); if the child never opened it, the whole child
-is recorded. CPU sampling stays off: with it a short program wrote 2 GB. ``nsys stats``
-and ``nsys analyze`` then write CSV summaries, read while ncu uses the GPU.
+nsys records only the window of calls the child brackets with ``cudaProfilerStart/Stop``
+(the whole child if it never opened it); CPU sampling stays off (a short program wrote
+2 GB with it). ``nsys stats`` and ``nsys analyze`` are read while ncu uses the GPU.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,10 +22,10 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CudaToolCollector,
 )
 from pytest_gpuperf.artifacts.collectors.child import (
-    CAPTURE_ENV,
     CAPTURE_WINDOW_S,
     CHILD_ARGS,
     MINIMAL,
+    capture_env,
     read_status,
 )
 from pytest_gpuperf.artifacts.collectors.process import run_process
@@ -180,11 +177,11 @@ class NsysCollector(CudaToolCollector):
         folder = ctx.folder(self.name)
         report = folder / "report"
         rep = folder / "report.nsys-rep"
-        spec = {
-            "tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls,
-            "measure": MINIMAL, "window_s": CAPTURE_WINDOW_S, "spawned_at": time.time(),
-        }  # fmt: skip
-        env = {CAPTURE_ENV: json.dumps(spec), **NSIGHT_ENV}
+        env = capture_env(
+            self.name, folder, ctx.keys, calls=ctx.calls, measure=MINIMAL,
+            window_s=CAPTURE_WINDOW_S, spawned_at=time.time(),
+        )  # fmt: skip
+        env.update(NSIGHT_ENV)
         end = time.monotonic() + ctx.budget()
 
         def left(share: float = 1.0) -> float:

@@ -38,7 +38,6 @@ class ProcessRun:
     wall_s: float
     timed_out: bool = False
     output: str = ""
-    log_path: Path | None = None
     error: str | None = None  # the program could not be started
 
     @property
@@ -213,7 +212,7 @@ def _finish(
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log_path.write_text(" ".join(cmd) + "\n\n" + text)
     code = proc.returncode if proc.returncode is not None else -9
-    return ProcessRun(cmd, code, wall, timed_out, text, log_path)
+    return ProcessRun(cmd, code, wall, timed_out, text)
 
 
 #: What a spare Python runs: the imports a child would pay for, then, once asked, the one

@@ -1,17 +1,9 @@
 """torch.profiler pass: the regressed test re-run in a child, a few steady-state calls profiled.
 
-Why a child and not the test's own process: the verdict may be decided
-where the callable no longer exists (the controller under pytest-xdist, or
-after the test's tensors are gone), a fresh process is the unit in which
-the regression was seen, and the child takes the GPU lock while it
-measures, so other benchmarks are not disturbed. Its cost is one process
-start (a few seconds; a compile for compiled code).
-
-Outputs, per regressed benchmark, in ``torch_profiler/``: the Chrome/Perfetto
-trace (``<key>.trace.json``, open in https://ui.perfetto.dev), the kernel table
-ranked by GPU time (``<key>.kernels.txt``), and the analysis
-(``<key>.analysis.json``: GPU busy fraction, idle gaps, host syncs,
-host-device copies, launch-bound signs, kernel inventory).
+A child, because the verdict may be decided where the callable no longer exists (the xdist
+controller), and a fresh process is the unit in which the regression was seen. Per
+benchmark: the trace (``<key>.trace.json``), the kernel table (``<key>.kernels.txt``) and
+the analysis (``<key>.analysis.json``).
 """
 
 from __future__ import annotations
@@ -41,9 +33,9 @@ from pytest_gpuperf.artifacts.collectors.base import (
 )
 from pytest_gpuperf.artifacts.collectors.child import (
     BRIEF,
-    CAPTURE_ENV,
     CAPTURE_WINDOW_S,
     CHILD_ARGS,
+    capture_env,
     read_status,
 )
 
@@ -105,12 +97,11 @@ class TorchProfilerCollector:
         folder = ctx.folder(self.name)
         if ctx.run_child is None:
             return CollectorResult.skipped(self.name, "no way to re-run the test here")
-        spec = {
-            "tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "calls": ctx.calls,
-            "measure": BRIEF, "window_s": CAPTURE_WINDOW_S, "spawned_at": time.time(),
-        }  # fmt: skip
-        # Triton prints each autotuned kernel's chosen config: the "after" of a config change
-        env = {CAPTURE_ENV: json.dumps(spec), "TRITON_PRINT_AUTOTUNING": "1"}
+        env = capture_env(
+            self.name, folder, ctx.keys, calls=ctx.calls, measure=BRIEF,
+            window_s=CAPTURE_WINDOW_S, spawned_at=time.time(),
+        )  # fmt: skip
+        env["TRITON_PRINT_AUTOTUNING"] = "1"  # each autotuned kernel's config: a change's "after"
         if TRACE_TOOL not in ctx.skip:
             # the same child writes the compile log (the Inductor caches left on: no re-compile)
             log_dir = ctx.directory / TRACE_TOOL / "log"
@@ -152,9 +143,8 @@ def note_profiles(ctx: CaptureContext) -> None:
 def read_profiles(
     folder: Path, remeasured: Sequence[Any] = ()
 ) -> tuple[dict[str, dict[str, Any]], list[Path], dict[str, Any], list[str]]:
-    """The profiles a capture child wrote into ``folder``: per benchmark key its analysis,
-    inventory, dynamo counters, re-measured median and Triton configs (``ctx.state``'s
-    "profiles"), with the files written, a summary per key, and the errors."""
+    """The profiles a capture child wrote into ``folder`` (``ctx.state``'s "profiles", by key),
+    the files written, a summary per key, and the errors."""
     status = read_status(folder)
     files: list[Path] = [folder / "child.log"]
     configs = _autotune_configs(folder / "child.log")

@@ -1,9 +1,8 @@
 """TORCH_TRACE: how torch.compile treated the benchmark (graph breaks, recompiles, generated code).
 
-The log comes from the profiler's child (:mod:`.torch_profiler`), run with ``TORCH_TRACE``:
-the same fresh process as the profile, with the user's Inductor caches, so nothing is
-re-compiled while Dynamo still traces every frame. Only when that child wrote no log is the
-test re-run here. The log goes to tlparse when on PATH, and is read (:func:`parse_log`).
+The log comes from the profiler's child, run with ``TORCH_TRACE`` and the user's Inductor
+caches (nothing re-compiled, every frame still traced); only when it wrote none is the test
+re-run here. The log is read (:func:`parse_log`) and given to tlparse when on PATH.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any
 from pytest_gpuperf.artifacts.analysis.compile_story import trace_decision
 from pytest_gpuperf.artifacts.analysis.inventory import base_function
 from pytest_gpuperf.artifacts.collectors.base import OK, CaptureContext, CollectorResult
-from pytest_gpuperf.artifacts.collectors.child import CAPTURE_ENV, CHILD_ARGS, MINIMAL
+from pytest_gpuperf.artifacts.collectors.child import CHILD_ARGS, MINIMAL, capture_env
 from pytest_gpuperf.artifacts.collectors.process import run_process
 
 _HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*\})\s*$")
@@ -383,9 +382,8 @@ class TorchTraceCollector:
         if ctx.run_child is None:
             return [], [], 0.0, CollectorResult.skipped(self.name, "no way to re-run the test here")
         log_dir = folder / "log"
-        spec = {"tool": self.name, "dir": str(folder), "keys": list(ctx.keys), "measure": MINIMAL}
         run = ctx.run_child(
-            env={**trace_env(log_dir), CAPTURE_ENV: json.dumps(spec)},
+            env={**trace_env(log_dir), **capture_env(self.name, folder, ctx.keys, measure=MINIMAL)},
             timeout_s=max(ctx.budget() * 0.75, 1.0),
             log_path=folder / "child.log",
             extra_args=CHILD_ARGS,
