@@ -54,6 +54,10 @@ COLUMNS: tuple[str, ...] = (
 )
 
 
+#: the statistics of the rounds, each a ``<name>_s`` column
+_STATS = ("median", "mean", "min", "max", "q1", "q3", "ci_low", "ci_high")
+
+
 def _num(x: Any) -> Any:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return ""
@@ -91,15 +95,8 @@ def row(r: Result) -> dict[str, Any]:
         "device": r.run.device,
         "device_name": r.run.device_name or "",
         "params": ", ".join(f"{k}={x}" for k, x in r.id.params),
-        "median_s": _num(s.median) if measured else "",
-        "mean_s": _num(s.mean) if measured else "",
-        "min_s": _num(s.min) if measured else "",
-        "max_s": _num(s.max) if measured else "",
-        "q1_s": _num(s.q1) if measured else "",
-        "q3_s": _num(s.q3) if measured else "",
+        **{f"{k}_s": _num(getattr(s, k)) if measured else "" for k in _STATS},
         "spread": _num(s.rel_iqr) if measured else "",
-        "ci_low_s": _num(s.ci_low) if measured else "",
-        "ci_high_s": _num(s.ci_high) if measured else "",
         "rounds": s.n,
         "calls_per_round": r.run.calls_per_round,
         "first_call_s": _num(r.run.first_call_s),
@@ -110,10 +107,9 @@ def row(r: Result) -> dict[str, Any]:
         "flags": " | ".join(r.notes),
         "verdict": v.kind_of(r),
         "change": v.row(r).change if c is not None else "",
-        "ratio": _num(c.ratio if c is not None else None),
-        "ratio_low": _num(c.ratio_low if c is not None else None),
-        "ratio_high": _num(c.ratio_high if c is not None else None),
-        "baseline_s": _num(c.baseline_s if c is not None else None),
+        **{
+            k: _num(getattr(c, k, None)) for k in ("ratio", "ratio_low", "ratio_high", "baseline_s")
+        },
         "run_id": r.run.run_id or "",
     }
     for k, x in r.id.params:

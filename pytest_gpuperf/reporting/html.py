@@ -98,18 +98,15 @@ def _summary_table(rows: Sequence[v.Row]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in (*_HEAD, "runs", *(c.header for c in added)))
     body = []
     for i, r in enumerate(rows):
+        nums = [r.change, r.interval, r.baseline, r.current, r.runs]
+        nums += [c.cell(r.result) for c in added]
         body.append(
             "<tr>"
             f"<td>{_badge(r.kind, r.label)}</td>"
             f'<td><a href="#bench-{i}">{escape(r.name)}</a></td>'
             f"<td>{escape(r.params)}</td>"
             f"<td>{escape(r.result.id.mode)}</td>"
-            f'<td class="num">{escape(r.change)}</td>'
-            f'<td class="num">{escape(r.interval)}</td>'
-            f'<td class="num">{escape(r.baseline)}</td>'
-            f'<td class="num">{escape(r.current)}</td>'
-            f'<td class="num">{escape(r.runs)}</td>'
-            + "".join(f'<td class="num">{escape(c.cell(r.result))}</td>' for c in added)
+            + "".join(f'<td class="num">{escape(x)}</td>' for x in nums)
             + "</tr>"
         )
     # in a box of its own that scrolls, so a narrow window never cuts a column off

@@ -51,18 +51,8 @@ def table(rows: Sequence[v.Row]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         verdict = f"**{escape(r.label)}**" if r.kind == v.REGRESSION else escape(r.label)
-        cells = [
-            ICONS.get(r.kind, ""),
-            escape(r.name),
-            escape(r.params),
-            escape(r.result.id.mode),
-            verdict,
-            escape(r.change),
-            escape(r.interval),
-            escape(r.baseline),
-            escape(r.current),
-            escape(r.runs),
-        ]
+        cells = [ICONS.get(r.kind, ""), *map(escape, (r.name, r.params, r.result.id.mode))]
+        cells += [verdict, *map(escape, (r.change, r.interval, r.baseline, r.current, r.runs))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -94,23 +84,15 @@ def details(r: v.Row) -> str:
     body: list[str] = []
     diag = v.diagnosis(res)
     if diag:
-        body.append("**Where the time went**")
-        body.append("")
-        body.extend(f"- {escape(line)}" for line in diag)
-        body.append("")
+        body += ["**Where the time went**", "", *(f"- {escape(x)}" for x in diag), ""]
     explanation = v.explanation(res)
     if explanation:
-        body.append(code_block(explanation))
-        body.append("")
+        body += [code_block(explanation), ""]
     arts = _artifacts(res)
     if arts:
-        body.append("**Artifacts** (uploaded with the job's artifacts)")
-        body.append("")
-        body.extend(arts)
-        body.append("")
+        body += ["**Artifacts** (uploaded with the job's artifacts)", "", *arts, ""]
     if res.notes:
-        body.extend(f"- {escape(n)}" for n in res.notes)
-        body.append("")
+        body += [*(f"- {escape(n)}" for n in res.notes), ""]
     if r.kind in OPEN_KINDS:
         return "\n".join([f"#### {icon} {escape(heading)}", "", *body]).rstrip()
     # Inside an HTML block Markdown escapes are not processed: escape for HTML only.

@@ -100,15 +100,17 @@ def _jitter(i: int) -> float:
 
 def _empty(width: int, height: int, label: str, message: str) -> str:
     """A chart with nothing to draw: ``message`` in its middle."""
-    return _svg(
-        width,
-        height,
-        label,
-        [
-            f'<text x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle" '
-            f'font-size="12" fill="{INK}">{message}</text>'
-        ],
-    )
+    at = f'x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle"'
+    return _svg(width, height, label, [_text(at, message, 12)])
+
+
+def _text(at: str, label: str, size: int = 10) -> str:
+    """``label`` where ``at`` (its x, y and anchor attributes) puts it."""
+    return f'<text {at} font-size="{size}" fill="{INK}">{escape(label)}</text>'
+
+
+def _x_axis(x0: float, x1: float, y: float) -> str:
+    return f'<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="{INK}"/>'
 
 
 def _y_grid(
@@ -124,8 +126,7 @@ def _y_grid(
         y = sy(t)
         out.append(
             f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="{GRID}"/>'
-            f'<text x="{x0 - 6}" y="{y + 3:.1f}" text-anchor="end" font-size="10" '
-            f'fill="{INK}">{escape(label)}</text>'
+            + _text(f'x="{x0 - 6}" y="{y + 3:.1f}" text-anchor="end"', label)
         )
     return out
 
@@ -168,12 +169,9 @@ def strip_box(
         x = sx(t)
         body.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{axis_y}" stroke="{GRID}"/>'
-            f'<text {_anchored(x, label, 2, width - 2)} y="{axis_y + 16}" font-size="10" '
-            f'fill="{INK}">{escape(label)}</text>'
+            + _text(f'{_anchored(x, label, 2, width - 2)} y="{axis_y + 16}"', label)
         )
-    body.append(
-        f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
-    )
+    body.append(_x_axis(left, width - right, axis_y))
     if ref is not None:
         body.append(
             f'<line x1="{sx(ref):.1f}" y1="{top}" x2="{sx(ref):.1f}" y2="{axis_y}" '
@@ -189,9 +187,8 @@ def strip_box(
         w_hi = max(x for x in xs if x <= q3 + 1.5 * iqr)
         bh = row_height * 0.5
         body.append(
-            f'<text x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end" font-size="11" '
-            f'fill="{INK}">{escape(g.label)}</text>'
-            f'<line x1="{sx(w_lo):.1f}" y1="{cy:.1f}" x2="{sx(w_hi):.1f}" y2="{cy:.1f}" '
+            _text(f'x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end"', g.label, 11)
+            + f'<line x1="{sx(w_lo):.1f}" y1="{cy:.1f}" x2="{sx(w_hi):.1f}" y2="{cy:.1f}" '
             f'stroke="{g.color}" stroke-width="1.5"/>'
             f'<rect x="{sx(q1):.1f}" y="{cy - bh / 2:.1f}" width="{max(sx(q3) - sx(q1), 1):.1f}" '
             f'height="{bh:.1f}" fill="{g.color}" fill-opacity="0.18" stroke="{g.color}"/>'
@@ -278,9 +275,7 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
     ticks = nice_ticks(lo, hi, 4)
     body += _y_grid(ticks, time_tick_labels(ticks), sy, left, width - right)
     axis_y = top + plot_h
-    body.append(
-        f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
-    )
+    body.append(_x_axis(left, width - right, axis_y))
     for i, lines in _time_axis(points, n):
         x = sx(i)
         body.append(f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" '
@@ -288,8 +283,7 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
         for k, text in enumerate(lines):
             if text:
                 body.append(
-                    f'<text {_anchored(x, text, 2, width - 2)} y="{axis_y + 15 + 11 * k}" '
-                    f'font-size="10" fill="{INK}">{escape(text)}</text>'
+                    _text(f'{_anchored(x, text, 2, width - 2)} y="{axis_y + 15 + 11 * k}"', text)
                 )
     line = [(sx(i), sy(p.value)) for i, p in enumerate(points) if p.color == BASELINE]
     if len(line) > 1:
@@ -354,17 +348,14 @@ def line_chart(
     body += _y_grid(ticks, labels, sy, left, width - right)
     axis_y = top + plot_h
     body.append(
-        f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" stroke="{INK}"/>'
-        f'<text x="12" y="{top + plot_h / 2:.1f}" font-size="10" fill="{INK}" '
+        _x_axis(left, width - right, axis_y)
+        + f'<text x="12" y="{top + plot_h / 2:.1f}" font-size="10" fill="{INK}" '
         f'text-anchor="middle" transform="rotate(-90 12 {top + plot_h / 2:.1f})">'
         f"{escape(y_label)}</text>"
     )
     for i, label in enumerate(x_labels):
         x = sx(i)
-        body.append(
-            f'<text {_anchored(x, label, 2, width - 2)} y="{axis_y + 15}" font-size="10" '
-            f'fill="{INK}">{escape(label)}</text>'
-        )
+        body.append(_text(f'{_anchored(x, label, 2, width - 2)} y="{axis_y + 15}"', label))
     shown = fmt_time if y_format == "time" else (lambda v: f"{v:.4g} {y_label}")
     for ln in lines:
         body += _polyline(ln, x_labels, sx, sy, shown)
@@ -418,7 +409,6 @@ def _legend(lines: Sequence[Line], left: float, y0: float) -> list[str]:
         dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
         out.append(
             f'<line x1="{left}" y1="{y - 4}" x2="{left + 22}" y2="{y - 4}" stroke="{ln.color}" '
-            f'stroke-width="2"{dash}/><text x="{left + 28}" y="{y}" font-size="10" '
-            f'fill="{INK}">{escape(ln.label)}</text>'
+            f'stroke-width="2"{dash}/>' + _text(f'x="{left + 28}" y="{y}"', ln.label)
         )
     return out
