@@ -223,6 +223,9 @@ _SCALARS = (
 )
 
 
+_STAT_COLS = ("median", "min", "max")
+
+
 def _fmt_num(x: Any, unit: str) -> str:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return "-"
@@ -234,26 +237,20 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
         return ""
     if t.get("available") is False:
         return f'<p class="muted">Telemetry unavailable: {escape(str(t.get("reason", "")))}</p>'
-    rows = []
-    for key, label, unit in _METRICS:
-        m = t.get(key)
-        if isinstance(m, Mapping) and "median" in m:
-            rows.append(
-                f"<tr><td>{label}</td><td class='num'>{escape(_fmt_num(m.get('median'), unit))}"
-                f"</td><td class='num'>{escape(_fmt_num(m.get('min'), unit))}</td>"
-                f"<td class='num'>{escape(_fmt_num(m.get('max'), unit))}</td></tr>"
-            )
-    table = (
-        "<table><tr><th>metric</th><th>median</th><th>min</th><th>max</th></tr>"
-        + "".join(rows)
-        + "</table>"
-        if rows
-        else ""
-    )
-    facts = []
-    for key, label, unit in _SCALARS:
-        if t.get(key) is not None:
-            facts.append(f"{label}: {_fmt_num(t.get(key), unit)}")
+    rows = [
+        f"<tr><td>{label}</td>"
+        + "".join(f"<td class='num'>{escape(_fmt_num(m.get(x), unit))}</td>" for x in _STAT_COLS)
+        + "</tr>"
+        for key, label, unit in _METRICS
+        if isinstance(m := t.get(key), Mapping) and "median" in m
+    ]
+    head = "<table><tr><th>metric</th><th>median</th><th>min</th><th>max</th></tr>"
+    table = head + "".join(rows) + "</table>" if rows else ""
+    facts = [
+        f"{label}: {_fmt_num(t.get(key), unit)}"
+        for key, label, unit in _SCALARS
+        if t.get(key) is not None
+    ]
     share = t.get("throttled_share")
     if isinstance(share, (int, float)):
         facts.append(f"time with a clock slowdown: {fmt_pct(float(share))}")
