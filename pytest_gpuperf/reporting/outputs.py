@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pytest_gpuperf.baseline.fileio import STANDARD_STREAMS, write_output
 from pytest_gpuperf.baseline.records import Baseline
+from pytest_gpuperf.errors import OutputError
 from pytest_gpuperf.model import Result
 
 
@@ -150,9 +152,6 @@ class Output:
 
 
 def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
-    from pytest_gpuperf.baseline.fileio import STANDARD_STREAMS, write_output
-    from pytest_gpuperf.errors import OutputError
-
     target = Path(value) if str(value) in STANDARD_STREAMS else where.cwd / str(value)
     try:
         write_output(
@@ -172,8 +171,6 @@ def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Wr
 def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
     """Under GitHub Actions (per ``--gpuperf-github``): append to ``$GITHUB_STEP_SUMMARY``,
     and the annotations of the regressed tests."""
-    from pytest_gpuperf.baseline.fileio import write_output
-    from pytest_gpuperf.errors import OutputError
     from pytest_gpuperf.reporting import github
 
     environ = where.environ

@@ -11,12 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis import nccl_log
 from pytest_gpuperf.artifacts.analysis.comms import RankComms, combine, rank_comms
+from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace
+from pytest_gpuperf.artifacts.analysis.layout import safe_name
+from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
 from pytest_gpuperf.artifacts.collectors.child import (
     ChildCapture,
     capture_hooks,
     profile_calls,
+    release_cupti_after_profiling,
     window_calls,
 )
+from pytest_gpuperf.measure.distributed import read_nccl_log
 
 if TYPE_CHECKING:
     from pytest_gpuperf.measure.distributed import Group
@@ -27,8 +32,6 @@ def nccl_summary(group: Group) -> dict[str, Any] | None:
     """The NCCL logs of every rank, summarised (None off CUDA)."""
     if group.device != "cuda":
         return None
-    from pytest_gpuperf.measure.distributed import read_nccl_log
-
     mine = nccl_log.summarize([nccl_log.parse(read_nccl_log())])
     return nccl_log.merge(group.all_gather(mine))
 
@@ -38,9 +41,6 @@ def profile_group(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Profile ``calls`` calls on every rank, in step; (the group's collectives, combined
     from every rank's trace; this rank's kernel inventory)."""
-    from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace
-    from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
-
     group.barrier()
     profile_calls(call, device=device, calls=calls, trace_path=trace_path, record_shapes=True)
     doc = load_trace(trace_path)
@@ -55,8 +55,6 @@ class GroupHook:
     ``Result.extra["group"]`` (rank 0's kernel inventory into ``extra["kernels"]``)."""
 
     def __init__(self, group: Group, device: str, *, profile: bool, calls: int):
-        from pytest_gpuperf.artifacts.collectors.child import release_cupti_after_profiling
-
         self.group = group
         self.device = device
         self.profile = profile
@@ -137,8 +135,6 @@ class GroupCapture(ChildCapture):
         return None
 
     def _profile(self, key: str, call: Callable[[], Any], per_call_s: float) -> dict[str, Any]:
-        from pytest_gpuperf.artifacts.analysis.layout import safe_name
-
         rank, n = self.group.rank, window_calls(self.calls, per_call_s)
         names = [f"{safe_name(key)}.rank{r}.trace.json" for r in range(self.group.world_size)]
         comms, _ = profile_group(
@@ -151,8 +147,6 @@ class GroupCapture(ChildCapture):
         return {"calls": n, "trace": names[0], "traces": names, "group": group}
 
     def _save_nccl_log(self, rank: int) -> None:
-        from pytest_gpuperf.measure.distributed import read_nccl_log
-
         text = read_nccl_log()
         if text:
             self.dir.mkdir(parents=True, exist_ok=True)

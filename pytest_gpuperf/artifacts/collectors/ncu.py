@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_gpuperf.artifacts.analysis.diagnose import ncu_line
 from pytest_gpuperf.artifacts.analysis.inventory import base_function, short_name
 from pytest_gpuperf.artifacts.collectors.base import (
     FAILED,
@@ -260,7 +261,7 @@ class NcuCollector(CudaToolCollector):
         matched = match_hotspots(hotspots, kernels)
         ctx.state["ncu"] = matched
         summary["kernels"] = list(matched.values())
-        summary["lines"] = [f"{short_name(n)}: {_line(k)}" for n, k in matched.items()]
+        summary["lines"] = [f"{short_name(n)}: {ncu_line(k)}" for n, k in matched.items()]
         status = OK
         reason = None
         if not kernels:
@@ -293,9 +294,3 @@ def _import_pages(report: str, timeout_s: float) -> tuple[ProcessRun, ProcessRun
     with ThreadPoolExecutor(max_workers=2) as pool:
         raw, details = pool.map(page, ("raw", "details"))
     return raw, details
-
-
-def _line(k: Mapping[str, Any]) -> str:
-    from pytest_gpuperf.artifacts.analysis.diagnose import ncu_line
-
-    return ncu_line(k)

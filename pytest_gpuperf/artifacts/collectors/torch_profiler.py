@@ -49,9 +49,8 @@ _AUTOTUNE = re.compile(
 def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
     """The hotspots: kernels (and copies) ranked by GPU time per call."""
     kernels = list(inventory.get("kernels", []))
-    total = sum(float(k["us_per_call"]) for k in kernels) + float(
-        inventory.get("other_us_per_call") or 0.0
-    )
+    other = float(inventory.get("other_us_per_call") or 0.0)
+    total = sum(float(k["us_per_call"]) for k in kernels) + other
     head = (
         f"{'#':>3} {'µs/call':>10} {'share':>6} {'launches':>8} {'µs/launch':>10} "
         f"{'grid':>14} {'block':>12}  name"
@@ -66,7 +65,6 @@ def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
             f"{float(k['launches']):>8g} {float(k['us_per_launch']):>10.2f} "
             f"{grid:>14} {block:>12}  {k['name']}"
         )
-    other = float(inventory.get("other_us_per_call") or 0.0)
     if other:
         lines.append(f"    {other:>10.2f}  (other kernels)")
     return "\n".join(lines) + "\n"
@@ -258,9 +256,7 @@ def _autotune_configs(log: Path) -> dict[str, dict[str, str]]:
 
 
 def _dynamo_compiled(counters: Mapping[str, Any] | None) -> bool:
-    if not counters:
-        return False
-    return bool((counters.get("stats") or {}).get("unique_graphs"))
+    return bool(((counters or {}).get("stats") or {}).get("unique_graphs"))
 
 
 def _child_problem(run: Any) -> str:
