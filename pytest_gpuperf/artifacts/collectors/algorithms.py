@@ -26,12 +26,6 @@ def _dtype(t: Any) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    import torch
-
-    return [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-
-
 def _layout(t: Any) -> str:
     import torch
 
@@ -75,7 +69,7 @@ def _record(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[st
     """The facts of one API call that decide its kernel."""
     import torch
 
-    ts = _tensors(args, kwargs)
+    ts = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     device = ts[0].device.type if ts else "cpu"
     entry: dict[str, Any] = {
         "dtypes": [_dtype(t) for t in ts[:3]],

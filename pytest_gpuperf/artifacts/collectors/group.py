@@ -129,7 +129,10 @@ class GroupCapture(ChildCapture):
         except Exception as e:
             entry["error"] = f"rank {rank}: {type(e).__name__}: {e}"
             entry["traceback"] = traceback.format_exc(limit=8)
-        self._save_nccl_log(rank)
+        text = read_nccl_log()
+        if text:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / f"nccl.rank{rank}.log").write_text(text)
         if rank == 0:
             self._record(entry)
         return None
@@ -145,9 +148,3 @@ class GroupCapture(ChildCapture):
         if nccl is not None:
             group["nccl"] = nccl
         return {"calls": n, "trace": names[0], "traces": names, "group": group}
-
-    def _save_nccl_log(self, rank: int) -> None:
-        text = read_nccl_log()
-        if text:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            (self.dir / f"nccl.rank{rank}.log").write_text(text)

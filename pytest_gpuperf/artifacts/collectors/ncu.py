@@ -262,25 +262,17 @@ class NcuCollector(CudaToolCollector):
         ctx.state["ncu"] = matched
         summary["kernels"] = list(matched.values())
         summary["lines"] = [f"{short_name(n)}: {ncu_line(k)}" for n, k in matched.items()]
-        status = OK
-        reason = None
+        status, reason = OK, None
         if not kernels:
-            status, reason = (
-                FAILED,
-                (
-                    raw.describe_failure("ncu --import")
-                    if not raw.ok
-                    else "the report has no kernels"
-                ),
+            status = FAILED
+            reason = (
+                raw.describe_failure("ncu --import") if not raw.ok else "the report has no kernels"
             )
         elif not matched:
             reason = "none of the profiled kernels matched a hotspot name"
-        wall = run.wall_s + max(raw.wall_s, details.wall_s)
-        summary["timing"] = {
-            "profile_s": round(run.wall_s, 2),
-            "import_s": round(max(raw.wall_s, details.wall_s), 2),
-        }
-        return CollectorResult(self.name, status, files, summary, reason, wall)
+        imported = max(raw.wall_s, details.wall_s)
+        summary["timing"] = {"profile_s": round(run.wall_s, 2), "import_s": round(imported, 2)}
+        return CollectorResult(self.name, status, files, summary, reason, run.wall_s + imported)
 
 
 def _import_pages(report: str, timeout_s: float) -> tuple[ProcessRun, ProcessRun]:

@@ -134,7 +134,8 @@ def note_profiles(ctx: CaptureContext) -> None:
         [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
     )
     ctx.state["compiled"] = any(
-        p["analysis"].compiled or _dynamo_compiled(p.get("dynamo")) for p in profiles.values()
+        p["analysis"].compiled or ((p.get("dynamo") or {}).get("stats") or {}).get("unique_graphs")
+        for p in profiles.values()
     )
 
 
@@ -253,10 +254,6 @@ def _autotune_configs(log: Path) -> dict[str, dict[str, str]]:
         return parse_autotune_log(log.read_text(errors="replace"))
     except OSError:
         return {}
-
-
-def _dynamo_compiled(counters: Mapping[str, Any] | None) -> bool:
-    return bool(((counters or {}).get("stats") or {}).get("unique_graphs"))
 
 
 def _child_problem(run: Any) -> str:
