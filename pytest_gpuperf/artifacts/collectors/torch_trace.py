@@ -13,7 +13,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -217,16 +217,12 @@ class CompileReport:
 
     def merge(self, part: CompileReport) -> None:
         """Add another log's findings (one log per process)."""
-        self.graph_breaks += part.graph_breaks
-        self.recompiles += part.recompiles
-        self.recompile_details += part.recompile_details
-        self.frame_failures += part.frame_failures
-        self.compiles += part.compiles
-        self.failures += part.failures
-        self.compile_time_s += part.compile_time_s
-        self.triton.update(part.triton)
-        self.fallbacks.update(part.fallbacks)
-        self.library_calls.update(part.library_calls)
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(part, f.name)
+            if isinstance(mine, dict):  # a Counter adds; Triton sources are replaced
+                mine.update(theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
