@@ -282,8 +282,7 @@ class SparePython:
         modules: Sequence[str] = ("torch", "pytest"),
         prelude: str = "",
     ) -> None:
-        self.base_env = {**env, **parent_env()}
-        self.started = time.perf_counter()
+        env = {**env, **parent_env()}
         self.proc: subprocess.Popen[str] | None = None
         code = _SPARE.format(modules=tuple(modules), prelude=prelude)
         self._ready_fd: int | None = None
@@ -292,7 +291,8 @@ class SparePython:
             r, w = os.pipe()
         except OSError:
             r = w = -1
-        env = {**self.base_env, "GPUPERF_SPARE_READY_FD": str(w)} if w >= 0 else self.base_env
+        if w >= 0:
+            env["GPUPERF_SPARE_READY_FD"] = str(w)
         try:
             self.proc = _popen(
                 [sys.executable, "-c", code], env=env, cwd=None, stdin=subprocess.PIPE,
