@@ -22,6 +22,7 @@ from pytest_gpuperf.reporting.activity import lines as activity_lines
 from pytest_gpuperf.reporting.activity import memory_changes
 from pytest_gpuperf.reporting.columns import MIN_CI_ROUNDS, added_columns
 from pytest_gpuperf.reporting.history import BenchHistory
+from pytest_gpuperf.reporting.sweeps import sweeps
 from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
 
 #: Badge colours by verdict kind.
@@ -366,8 +367,6 @@ def _environment(results: Sequence[Result]) -> str:
 def _sweeps(results: Sequence[Result]) -> str:
     """One throughput-by-shape plot per ``shapes=`` sweep (a series per other parameter,
     dashed: the baseline), as triton's ``perf_report`` draws one per benchmark."""
-    from pytest_gpuperf.reporting.sweeps import sweeps
-
     found = sweeps(results)
     if not found:
         return ""
@@ -388,13 +387,8 @@ def _sweeps(results: Sequence[Result]) -> str:
             y_format="time" if sw.unit == "s" else "number",
         )
         better = "higher is better" if sw.higher_is_better else "lower is better"
-        figs.append(
-            _figure(
-                chart,
-                f"{sw.title}: {unit} at each shape of the marker's shapes= ({better}); dashed: "
-                "the baseline at the same shape.",
-            )
-        )
+        caption = f"{sw.title}: {unit} at each shape of the marker's shapes= ({better}); "
+        figs.append(_figure(chart, caption + "dashed: the baseline at the same shape."))
     return '<h2>By shape</h2><div class="plots">' + "".join(figs) + "</div>"
 
 
