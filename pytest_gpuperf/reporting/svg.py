@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
+from itertools import groupby
 
 from pytest_gpuperf.measure.summary import quantile
 from pytest_gpuperf.reporting.units import fmt_time
@@ -326,8 +327,7 @@ def line_chart(
     """Lines over categories (shapes), y from 0, with a legend; ``y_format``: ``"number"``
     (``y_label`` names the unit) or ``"time"`` (seconds)."""
     left, right, top = 60, 16, 10
-    legend_rows = len(lines)
-    bottom = 40 + 14 * legend_rows
+    bottom = 40 + 14 * len(lines)  # the legend's rows
     values = [v for ln in lines for v in ln.values if v is not None and math.isfinite(v)]
     body: list[str] = []
     if not values or not x_labels:
@@ -374,16 +374,13 @@ def _polyline(
     tooltip at each value (hollow on a dashed line)."""
     out = []
     dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
-    run: list[tuple[float, float]] = []
-    segments: list[list[tuple[float, float]]] = [run]
-    for i, v in enumerate(ln.values):
-        if v is None or not math.isfinite(v):
-            run = []
-            segments.append(run)
-            continue
-        run.append((sx(i), sy(v)))
-    for seg in segments:
-        if len(seg) > 1:
+    points = [
+        None if v is None or not math.isfinite(v) else (sx(i), sy(v))
+        for i, v in enumerate(ln.values)
+    ]
+    for drawn, stretch in groupby(points, key=lambda p: p is not None):
+        seg = [p for p in stretch if p is not None]
+        if drawn and len(seg) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in seg)
             out.append(
                 f'<polyline points="{path}" fill="none" stroke="{ln.color}" '
