@@ -158,11 +158,9 @@ def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Wr
             target, o.text(ctx, target), what=f"--gpuperf-{o.option}",
             baseline_dirs=where.baseline_dirs,
         )  # fmt: skip
-    except OutputError as e:
-        out.errors.append(f"cannot write the {o.what} to {target}: {e}")
-        return
-    except OSError as e:
-        out.errors.append(f"cannot write the {o.what} to {target}: {e.strerror or e}")
+    except (OutputError, OSError) as e:  # OSError's strerror is its message without the path
+        why = getattr(e, "strerror", None) or e
+        out.errors.append(f"cannot write the {o.what} to {target}: {why}")
         return
     if ctx.results:
         out.messages.append(f"{o.what} written to {target}")
