@@ -18,6 +18,7 @@ CONVS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_trans
 SDPA = "scaled_dot_product_attention"
 #: SDPBackend values (torch.nn.attention.SDPBackend) -> our names.
 BACKENDS = {0: "math", 1: "flash", 2: "mem-efficient", 3: "cudnn", 4: "overrideable"}
+_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
 #: How many distinct signatures of one function are kept.
 MAX_SIGNATURES = 4
 
@@ -37,13 +38,10 @@ def _layout(t: Any) -> str:
 def _sdpa_facts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    q, k, v = (list(args) + [None] * 3)[:3]
-    q = kwargs.get("query", q)
-    k = kwargs.get("key", k)
-    v = kwargs.get("value", v)
-    mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
-    dropout = float(kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0) or 0.0)
-    causal = bool(kwargs.get("is_causal", args[5] if len(args) > 5 else False))
+    given = {**dict(zip(_SDPA_ARGS, args, strict=False)), **kwargs}
+    q, k, v, mask = (given.get(name) for name in _SDPA_ARGS[:4])
+    dropout = float(given.get("dropout_p") or 0.0)
+    causal = bool(given.get("is_causal", False))
     facts: dict[str, Any] = {
         "mask": mask is not None,
         "is_causal": causal,
