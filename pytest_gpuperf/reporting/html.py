@@ -278,15 +278,11 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
 
 def _measurement(res: Result) -> str:
     s = res.run.summary
+    ci = f"- (fewer than {MIN_CI_ROUNDS} rounds: no such interval exists)"
     facts = [
         ("median", fmt_time(s.median if res.run.rounds else None)),
         ("spread (IQR / median)", fmt_pct(s.rel_iqr)),
-        (
-            "95 % CI of the median",
-            "±" + fmt_pct(s.rel_ci)
-            if s.n >= MIN_CI_ROUNDS
-            else f"- (fewer than {MIN_CI_ROUNDS} rounds: no such interval exists)",
-        ),
+        ("95 % CI of the median", "±" + fmt_pct(s.rel_ci) if s.n >= MIN_CI_ROUNDS else ci),
         ("rounds", f"{s.n} x {res.run.calls_per_round} calls"),
         ("first call", fmt_time(res.run.first_call_s)),
         ("stability", res.run.stability),
