@@ -71,10 +71,6 @@ class CollectorResult:
         return cls(name, SKIPPED, reason=reason)
 
     @classmethod
-    def failed(cls, name: str, reason: str, **kw: Any) -> CollectorResult:
-        return cls(name, FAILED, reason=reason, **kw)
-
-    @classmethod
     def child_failed(cls, name: str, run: ChildRun, why: str, files: list[Path]) -> CollectorResult:
         """A child that left nothing to read: killed at its time budget, else ``why``."""
         if run.returncode == -9:
