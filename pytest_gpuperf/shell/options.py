@@ -4,21 +4,22 @@ Each :class:`Option` is a command-line flag ``--gpuperf-<name>``, an ini key
 ``gpuperf_<name>`` and, where ``per_test`` is set, a keyword of the
 ``gpuperf`` marker and of a ``gpu_bench(...)`` call. One parser per option
 validates every source, so a bad value is reported the same way wherever it
-came from (see :mod:`pytest_gpuperf.shell.config` for precedence).
+came from (see :mod:`pytest_gpuperf.shell.config` for precedence). Its default is
+its settings field's (:mod:`pytest_gpuperf.shell.settings`), declared there only.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
+from argparse import SUPPRESS
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pytest
 
-from pytest_gpuperf import baseline
-from pytest_gpuperf.baseline import filelock
+from pytest_gpuperf.settings_fields import OPTION
+from pytest_gpuperf.shell.settings import SETTINGS_CLASSES
 from pytest_gpuperf.values import (
     baseline_name,
     choice,
@@ -44,7 +45,6 @@ from pytest_gpuperf.values import (
 class Option:
     name: str
     parse: Callable[[Any], Any]
-    default: Any
     help: str
     #: a keyword of the marker and of gpu_bench(...)
     per_test: bool = False
@@ -55,6 +55,10 @@ class Option:
     metavar: str | None = None
 
     @property
+    def default(self) -> Any:
+        return _DEFAULTS[self.name]
+
+    @property
     def flag_name(self) -> str:
         return "--gpuperf-" + self.name.replace("_", "-")
 
@@ -63,35 +67,38 @@ class Option:
         return "gpuperf_" + self.name
 
 
+_DEFAULTS = {
+    f.metadata[OPTION]: f.default
+    for c in SETTINGS_CLASSES
+    for f in fields(c)
+    if OPTION in f.metadata
+}
+
 OPTIONS: tuple[Option, ...] = (
     # --- session ---------------------------------------------------------
     Option(
         "device",
         choice("auto", "cuda", "cpu"),
-        "auto",
         "where benchmarks run: cuda, cpu, or auto (cuda when available)",
         metavar="auto|cuda|cpu",
     ),
     Option(
         "json",
         text,
-        None,
         "write every result of the run, with the environment, to this JSON file",
         metavar="PATH",
     ),
     Option(
         "disable",
         parse_bool,
-        False,
         "run each benchmarked function once, untimed: benchmarks become correctness tests",
         flag=True,
     ),
-    Option("only", parse_bool, False, "run only benchmarks (deselect every other test)", flag=True),
-    Option("skip", parse_bool, False, "deselect every benchmark", flag=True),
+    Option("only", parse_bool, "run only benchmarks (deselect every other test)", flag=True),
+    Option("skip", parse_bool, "deselect every benchmark", flag=True),
     Option(
         "lock_timeout",
         positive_float,
-        filelock.DEFAULT_TIMEOUT_S,
         "seconds to wait for a GPU that another process is measuring on (one at a time per "
         "GPU), and for a baseline that another process is saving into",
         metavar="SECONDS",
@@ -99,7 +106,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "dist_timeout",
         positive_float,
-        300.0,
         "seconds one test marked world_size= may take on its ranks (start, measurement, end) "
         "before every rank is killed and the test fails; also the process group's timeout, "
         "after which a collective that a rank never joins fails",
@@ -109,7 +115,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "cuda_graph",
         cuda_graph_mode,
-        False,
         "time CUDA-graph replays (kernel time without launch overhead): false, true or both",
         per_test=True,
         metavar="false|true|both",
@@ -117,15 +122,12 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "l2_flush",
         parse_bool,
-        True,
         "flush the GPU's L2 cache before each timed call (CUDA events backend)",
         per_test=True,
-        metavar="true|false",
     ),
     Option(
         "warmup_ms",
         positive_float,
-        500.0,
         "longest warm-up, in ms; warm-up ends earlier once round times settle",
         per_test=True,
         metavar="MS",
@@ -133,7 +135,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "min_warmup_ms",
         non_negative_float,
-        300.0,
         "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages "
         "~0.25 s into heavy work)",
         per_test=True,
@@ -142,18 +143,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "round_ms",
         positive_float,
-        5.0,
         "wall time of one round of calls, in ms; its per-call time is one sample",
         per_test=True,
         metavar="MS",
     ),
-    Option(
-        "rounds", int_at_least(5), 30, "rounds measured after warm-up", per_test=True, metavar="N"
-    ),
+    Option("rounds", int_at_least(5), "rounds measured after warm-up", per_test=True, metavar="N"),
     Option(
         "noise_threshold",
         fraction,
-        0.05,
         "flag a result as noisy when its rounds' IQR exceeds this fraction of the median",
         per_test=True,
         metavar="FRACTION",
@@ -161,7 +158,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "flops",
         number_or_callable,
-        None,
         "floating-point operations per call (number, or callable of the test's parameters)",
         per_test=True,
         cli=False,
@@ -169,7 +165,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "bytes",
         number_or_callable,
-        None,
         "bytes moved per call (number, or callable of the test's parameters)",
         per_test=True,
         cli=False,
@@ -177,7 +172,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "collective",
         collective_name,
-        None,
         "the collective the benchmarked call makes (all_reduce, all_gather, reduce_scatter, "
         "broadcast, all_to_all, reduce, send_recv), in a test marked world_size=: its "
         "algorithm and bus bandwidth are reported (nccl-tests' factors), its message size "
@@ -189,21 +183,13 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "save",
         baseline_name,
-        None,
         "add this run to baseline NAME (one run per benchmark, in the baseline directory)",
         metavar="NAME",
     ),
-    Option(
-        "baseline",
-        baseline_name,
-        None,
-        "compare every benchmark with baseline NAME",
-        metavar="NAME",
-    ),
+    Option("baseline", baseline_name, "compare every benchmark with baseline NAME", metavar="NAME"),
     Option(
         "ab",
         text,
-        None,
         "compare every benchmark with git revision REF (commit, branch or tag), checked out "
         "in a temporary worktree and measured in alternation with the current tree in fresh "
         "processes (docs/ab.md)",
@@ -212,7 +198,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "bisect",
         text,
-        None,
         "instead of running the tests, find the first commit after git revision GOOD where each "
         "selected benchmark is slower than at GOOD, by A/Bs of single commits (docs/bisect.md)",
         metavar="GOOD",
@@ -220,14 +205,12 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "bisect_bad",
         text,
-        None,
         "the other end of --gpuperf-bisect (default: the working tree as it is)",
         metavar="REF",
     ),
     Option(
         "bisect_budget",
         positive_float,
-        3600.0,
         "seconds --gpuperf-bisect may measure; the ranges a step that would not fit leaves are "
         "reported as not narrowed",
         metavar="SECONDS",
@@ -235,14 +218,12 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "baseline_dir",
         text,
-        baseline.DEFAULT_DIR,
         "directory of the baselines: NAME.json and its runs folder NAME.runs/ each",
         metavar="DIR",
     ),
     Option(
         "keep_runs",
         int_at_least(1),
-        baseline.DEFAULT_KEEP_RUNS,
         "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
         "is learnt from them",
         metavar="N",
@@ -251,7 +232,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "threshold",
         fraction,
-        0.03,
         "smallest slowdown that can fail a benchmark, as a fraction (0.03 = 3 %); "
         "a noisy benchmark's threshold is widened, never narrowed",
         per_test=True,
@@ -260,7 +240,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "alpha",
         probability,
-        0.0002,
         "chance that noise alone fails one figure of one unchanged benchmark; fixed per "
         "benchmark, never split across the session (a session of m benchmarks: at most "
         "2 m alpha)",
@@ -269,21 +248,18 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "fail_on",
         choice("regression", "inconclusive"),
-        "regression",
         "fail on confirmed regressions only, or also on benchmarks too noisy to decide",
         metavar="regression|inconclusive",
     ),
     Option(
         "reruns",
         int_at_least(0),
-        4,
         "fresh processes that may re-measure a suspect benchmark until its verdict is decisive",
         metavar="N",
     ),
     Option(
         "confirm_budget",
         non_negative_float,
-        1.0,
         "re-measurements of suspects may add up to this multiple of the session's own time "
         "(at least 60 s)",
         metavar="FACTOR",
@@ -291,7 +267,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "gate_secondary",
         choice("none", "memory", "first-call", "allocations", "all"),
-        "none",
         "also fail when peak memory, first-call (compile) time, or the allocations per call "
         "(caching-allocator requests, cudaMalloc calls, retries; host-device transfers where "
         "both sides have a kernel inventory) grow beyond their tolerance",
@@ -301,7 +276,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "memory_tolerance",
         fraction,
-        0.05,
         "peak-memory growth over the baseline's largest value that counts as higher (+1 MiB)",
         per_test=True,
         metavar="FRACTION",
@@ -309,7 +283,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "first_call_tolerance",
         non_negative_float,
-        0.5,
         "first-call time growth over the baseline's largest value that counts as higher",
         per_test=True,
         metavar="FRACTION",
@@ -317,7 +290,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "numerics",
         choice("off", "report", "gate"),
-        "report",
         "fingerprint each benchmark's returned tensors and compare them with the baseline's: "
         "off, report (a change is reported, never fails) or gate (a change beyond "
         "numerics_tolerance fails the test)",
@@ -327,7 +299,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "numerics_tolerance",
         non_negative_float,
-        1e-3,
         "largest relative difference of the output's statistics and sampled values that "
         "counts as unchanged",
         per_test=True,
@@ -337,46 +308,37 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "telemetry",
         parse_bool,
-        True,
         "sample GPU clocks, power, temperature, utilisation, throttle reasons and other "
         "processes with NVML during each CUDA measurement",
-        metavar="true|false",
     ),
     Option(
         "telemetry_interval_ms",
         telemetry_interval,
-        10.0,
         "time between two NVML samples, in ms (1 to 1000)",
         metavar="MS",
     ),
     Option(
         "telemetry_raw",
         parse_bool,
-        False,
         "keep every telemetry sample in the results (JSON), not only the summaries",
         flag=True,
     ),
     Option(
         "nvtx",
         parse_bool,
-        True,
         "NVTX ranges gpuperf/<test id> around each CUDA benchmark and its phases (Nsight Systems)",
-        metavar="true|false",
     ),
     Option(
         "activity",
         parse_bool,
-        True,
         "after each CUDA measurement, read what the GPU's units did (NVML GPM: SM, tensor, DRAM, "
         "PCIe, NVLink) and the caching allocator's figures per call over about 0.12 s of plain "
         "calls (a few calls where the GPU has no GPM)",
-        metavar="true|false",
     ),
     # --- CI reports ---
     Option(
         "markdown",
         text,
-        None,
         "write the verdict report as GitHub-flavoured Markdown to this file (regressions first; "
         "for CI systems other than GitHub Actions)",
         metavar="PATH",
@@ -384,14 +346,12 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "html",
         text,
-        None,
         "write a self-contained HTML report with plots (no network needed) to this file",
         metavar="PATH",
     ),
     Option(
         "csv",
         text,
-        None,
         "write every result as a CSV row (times in seconds, a column per test parameter) to "
         "this file",
         metavar="PATH",
@@ -399,7 +359,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "github",
         choice("auto", "on", "off"),
-        "auto",
         "GitHub Actions step summary and ::error annotations on regressed tests; auto: when "
         "GITHUB_ACTIONS=true",
         metavar="auto|on|off",
@@ -407,7 +366,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "sort",
         sort_key,
-        "verdict",
         "order of the terminal table: verdict (regressions first), collection, name, median, "
         "mean, min, max, change (largest slowdown first), first_call, memory, throughput",
         metavar="KEY",
@@ -415,7 +373,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "columns",
         table_columns,
-        None,
         "columns of the terminal table, e.g. median,ci,verdict (the benchmark name comes "
         "first): params, mode, median, mean, min, max, spread, ci, rounds, first_call, memory, "
         "throughput, flag, verdict; default: those that fit 120 characters, all under -v",
@@ -424,7 +381,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "group_by",
         group_keys,
-        None,
         "one terminal table per group: func, fullfunc, file, mode, name, param or param:NAME "
         "(several separated by commas)",
         metavar="KEYS",
@@ -432,7 +388,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "progress",
         choice("auto", "on", "off"),
-        "auto",
         "a progress line for any step over 2 s (first call or compile, measuring, kernel "
         "inventory, confirmation runs, artifact capture); auto: on unless -q",
         metavar="auto|on|off",
@@ -441,7 +396,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "capture",
         choice("never", "on-failure", "always"),
-        "on-failure",
         "capture profiles of a benchmark (torch.profiler, nsys, ncu, TORCH_TRACE) and diagnose "
         "it: never, on-failure (a regression) or always",
         metavar="never|on-failure|always",
@@ -449,28 +403,24 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "artifacts_dir",
         text,
-        ".gpuperf/artifacts",
         "directory of captured profiles: <dir>/<run id>/<test>/<tool>/, with a manifest.json",
         metavar="DIR",
     ),
     Option(
         "capture_timeout",
         positive_float,
-        60.0,
         "seconds one capture tool may run before it is killed",
         metavar="SECONDS",
     ),
     Option(
         "capture_budget",
         positive_float,
-        120.0,
         "seconds the whole capture of one test may take; tools not reached are skipped",
         metavar="SECONDS",
     ),
     Option(
         "capture_skip",
         name_list,
-        None,
         "capture tools to leave out, e.g. nsys,ncu (tools: torch_profiler, torch_trace, nsys, ncu, "
         "and those of pytest_gpuperf_collectors hooks)",
         metavar="NAMES",
@@ -478,21 +428,18 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "capture_calls",
         int_at_least(2),
-        10,
         "steady-state calls profiled per benchmark (fewer when they would take over 2 s)",
         metavar="N",
     ),
     Option(
         "ncu_kernels",
         int_at_least(0),
-        3,
         "hotspot kernels (by GPU time) that Nsight Compute profiles; 0 turns ncu off",
         metavar="N",
     ),
     Option(
         "inventory",
         choice("auto", "always", "never"),
-        "auto",
         "profile a few calls after measuring and keep the kernel inventory with the result: "
         "auto (when saving a baseline), always, never",
         metavar="auto|always|never",
@@ -500,7 +447,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "capture_session_budget",
         non_negative_float,
-        180.0,
         "seconds all the captures of a session may take together: a first diagnosis "
         "(torch.profiler, TORCH_TRACE) at each failing verdict, then, after the last verdict, "
         "Nsight Systems and Compute for the largest slowdowns first; the tests it does not "
@@ -547,31 +493,16 @@ def register(parser: pytest.Parser) -> None:
         help_text = f"{opt.help} (default: {_show_default(opt.default)})"
         cli_help = help_text.replace("%", "%%")  # argparse expands %-formats in help
         if opt.flag:
-            group.addoption(
-                opt.flag_name, action="store_true", default=None, dest=_dest(opt), help=cli_help
-            )
+            kw: dict[str, Any] = {"action": "store_true"}
         else:
-            group.addoption(
-                opt.flag_name,
-                action="store",
-                default=None,
-                dest=_dest(opt),
-                metavar=opt.metavar,
-                help=cli_help,
-            )
+            bool_metavar = "true|false" if opt.parse is parse_bool else None
+            kw = {"action": "store", "metavar": opt.metavar or bool_metavar}
+        group.addoption(
+            opt.flag_name, default=None, dest="gpuperf_" + opt.name, help=cli_help, **kw
+        )
         parser.addini(opt.ini_name, help_text, type="string", default=None)
     # Internal: set on the fresh processes that confirm a verdict or capture evidence.
-    group.addoption(
-        "--gpuperf-child",
-        action="store_true",
-        default=False,
-        dest="gpuperf_child",
-        help=argparse.SUPPRESS,
-    )
-
-
-def _dest(opt: Option) -> str:
-    return "gpuperf_" + opt.name
+    group.addoption("--gpuperf-child", action="store_true", dest="gpuperf_child", help=SUPPRESS)
 
 
 def _show_default(v: Any) -> str:
