@@ -1,9 +1,5 @@
-"""Tests marked ``world_size=N``: the session's side, in a rank or in the process that starts them.
-
-In a rank of a process group (torchrun's, or one the plugin started), :class:`RankPlugin`
-gives such a test its group, lock and hooks; elsewhere :class:`GroupPlugin` collects it as
-a :class:`~pytest_gpuperf.shell.group.GroupItem` that starts its ranks. One is registered.
-"""
+"""Tests marked ``world_size=N``: :class:`RankPlugin` in a rank of a process group gives
+such a test its group, lock and hooks; elsewhere :class:`GroupPlugin` starts its ranks."""
 
 from __future__ import annotations
 
@@ -16,7 +12,13 @@ import pytest
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
 from pytest_gpuperf.measure.ranks import RankEnv, RankEnvError, rank_env
-from pytest_gpuperf.shell.group import GroupError, GroupItem, GroupLauncher, as_group_items
+from pytest_gpuperf.shell.group import (
+    GroupError,
+    GroupItem,
+    GroupLauncher,
+    as_group_items,
+    profiles,
+)
 from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.ranks import RankSession
 from pytest_gpuperf.shell.rerun import run_child
@@ -55,19 +57,15 @@ class RankPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Before the fixtures: a distributed test's group, its lock, its after-measure
-        hooks and its progress line (rank 0's only), for the fixture's context."""
+        """Before the fixtures: a distributed test's group, lock, hooks and progress line."""
         if not is_benchmark(item) or not self.ranks.in_step(item):
             return
         settings = self.session.settings
         device = self.session.ensure_device()
         group = self.ranks.join(device)
-        # the collectives' profile (NCCL's log, comms analysis): in a rank only
         from pytest_gpuperf.artifacts.collectors.group import group_hooks
 
-        inventory = settings.capture.inventory  # the collectives' profile, as the kernels'
-        profile = inventory == "always" or (inventory == "auto" and bool(settings.session.save))
-        hooks = group_hooks(group, device, profile=profile, calls=settings.capture.calls)
+        hooks = group_hooks(group, device, profile=profiles(settings), calls=settings.capture.calls)
         progress = self.session.progress() if self.ranks.lead else silent()
         item.stash[CONTEXT_KEY] = {
             "group": group,
@@ -86,12 +84,10 @@ class RankPlugin:
             raise
 
     def confirmation_runner(self, run: RunContext, nodeid: Any, **kw: Any) -> ChildRun:
-        """A confirmation's fresh processes: on every rank (a new group) for a distributed
-        test, else one without this rank's variables."""
         return self.ranks.run_child(run, nodeid, **kw)
 
     def capture_runner(self, nodeid: str, device: str) -> Any:
-        """How a capture starts its fresh process for ``nodeid``: on every rank, too."""
+        """How a capture starts its fresh process for ``nodeid``: on every rank."""
         ranks, run = self.ranks, self.session.run
 
         def runner(**kw: Any) -> ChildRun:
@@ -117,11 +113,12 @@ class GroupPlugin:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if as_group_items(items, self.run_item) and self.launcher is None:
             # an xdist worker does not know the tests it will run next
-            look_ahead = not self.session.run.is_worker
-            self.launcher = GroupLauncher(self.session.run, look_ahead=look_ahead)
+            self.launcher = GroupLauncher(
+                self.session.run, look_ahead=not self.session.run.is_worker
+            )
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self.launcher is not None:  # the tests that one start of the ranks may run
+        if self.launcher is not None:
             self.launcher.set_collected(session.items)
 
     def run_item(self, item: GroupItem) -> None:
@@ -144,8 +141,7 @@ class GroupPlugin:
     def confirmation_runner(
         self, run: RunContext, nodeid: str | Sequence[str], *, device: str, **kw: Any
     ) -> ChildRun:
-        """A confirmation's fresh processes: a new start of a world_size= test's ranks, or a
-        child pytest."""
+        """A confirmation's fresh processes: a new start of the ranks, or a child pytest."""
         targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
         launcher = self.launcher
         if launcher is not None and launcher.item(targets[0]) is not None and not kw:

@@ -1,8 +1,7 @@
 """The ``gpu_bench`` fixture's object: measure a callable, return its result.
 
-It knows nothing about pytest, baselines or statistics: it gets its settings
-and a ``record`` callback from the plugin, and hands each
-:class:`~pytest_gpuperf.model.Result` to ``record``.
+It knows nothing about baselines or statistics: it hands each
+:class:`~pytest_gpuperf.model.Result` to the plugin's ``record`` callback.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ from pytest_gpuperf.model import BenchId, Result, Run, printable
 from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 from pytest_gpuperf.shell.markers import format_param
 from pytest_gpuperf.shell.options import CALL_ONLY, PER_TEST_OPTIONS
+from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.settings import PerTest, Settings
 from pytest_gpuperf.telemetry.probe import gather
 
@@ -58,19 +58,15 @@ if TYPE_CHECKING:
 Probe = Callable[[BenchId, Callable[[], float]], AbstractContextManager[Any]]
 #: phase(bench_id, phase_name) -> context manager (NVTX ranges)
 PhaseRange = Callable[[BenchId, str], AbstractContextManager[object]]
-#: after_measure(bench_id, call, per_call_s) -> data for Result.extra, or None. Runs once per
-#: benchmark after its measurement, under the device lock; ``call()`` calls fn(*args, **kwargs).
+#: after_measure(bench_id, call, per_call_s) -> data for Result.extra, or None (under the lock)
 AfterMeasure = Callable[[BenchId, Callable[[], Any], float], "Mapping[str, Any] | None"]
 
 
 #: Seconds of plain calls the activity is read over: NVML's GPM counters refresh every
 #: 100 ms, so two samples need at least that much between them.
 WINDOW_S = 0.12
-#: Seconds of the same plain calls before the window opens. A sample's counters can be up to
-#: one refresh (100 ms) old, so a window opened after other work (the measurement's L2
-#: flushes and host-hiding spins) or on an idle GPU counts that time too: on the H200 a
-#: 256M-element multiply read 8.7 % and 40 % SM util in windows opened on an idle GPU, and
-#: 88 % right after its measurement, against 98 % over busy time alone.
+#: Seconds of the same plain calls before the window opens: a sample's counters can be one
+#: refresh (100 ms) old: without them, an H200 read 40 % SM util for 98 % over busy time.
 LEAD_S = 0.1
 #: ... and at most this many calls (a function of nanoseconds would take millions).
 WINDOW_MAX_CALLS = 200_000
@@ -80,9 +76,8 @@ def plain_window(
     plain: Callable[[int], int], per_call_s: float, target_s: float, most: int
 ) -> tuple[int, float]:
     """Call ``plain(n)`` in batches until ``target_s`` have passed or ``most`` calls are
-    made: (calls made, seconds). The first batch is an eighth of the estimate from
-    ``per_call_s`` and at most 16 calls; each next one is sized from the rate seen, and at
-    most 8 times the last, so a wrong estimate costs a few batches, not a long overshoot."""
+    made: (calls made, seconds). Each batch is sized from the rate seen, at most 8 times the
+    last, so a wrong ``per_call_s`` costs a few batches, not a long overshoot."""
     t0 = time.perf_counter()
     done = 0
     batch = max(1, min(16, most, int(target_s / max(per_call_s, 1e-7) / 8)))
@@ -98,15 +93,6 @@ def plain_window(
 
 def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
     return contextlib.nullcontext()
-
-
-class _Silent:
-    def tick(self) -> None:
-        pass
-
-
-def _no_task() -> AbstractContextManager[Any]:
-    return contextlib.nullcontext(_Silent())
 
 
 #: progress(label, ticker=True) -> context manager yielding an object with tick()
@@ -130,22 +116,17 @@ class BenchContext:
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
-    #: run after each measurement (a distributed test's collectives' profile); None: those
-    #: of this process, found on first use (artifacts.collectors.child.measure_hooks: a
-    #: kernel inventory when saving a baseline, the profiled calls of a capture child)
+    #: run after each measurement; None: this process's (child.measure_hooks), found once
     after_measure: list[AfterMeasure] | None = None
-    #: progress(label, ticker=...) -> context manager yielding a task with tick(): a line on
-    #: the terminal for a step that lasts (progress.Progress.task); nothing by default
-    progress: ProgressTask = field(default=lambda label, ticker=True: _no_task())
+    #: progress(label, ticker=...) -> a context yielding a task with tick() (Progress.task)
+    progress: ProgressTask = field(default_factory=lambda: silent().task)
     #: the session's typed settings (None: built from ``config``)
     settings: Settings | None = None
-    #: activity() -> a GPM window (telemetry.probe.ActivityWindow), read over plain calls
-    #: after each CUDA measurement; None: no activity and no allocator figures
+    #: activity() -> a GPM window, read over plain calls after each CUDA measurement; None:
+    #: no activity and no allocator figures
     activity: Callable[[], Any] | None = None
-    #: this rank's process group (measure.distributed.Group), in a test marked world_size=:
-    #: the benchmark is timed on every rank in step; None otherwise
+    #: this rank's process group (measure.distributed.Group) in a world_size= test
     group: Any = None
-    #: the session's run id, which each run carries
     run_id: str | None = None
     #: the session's timing modes (pytest_gpuperf.registry); None: the built-in ones
     modes: backend.Modes | None = None
@@ -153,8 +134,7 @@ class BenchContext:
 
 @dataclass
 class _FirstCall:
-    """A benchmark's first call, made once for all its modes: its time, its output and the
-    output's fingerprint (``None`` when numerics are off)."""
+    """A benchmark's first call, made once for all its modes."""
 
     seconds: float | None = None
     output: Any = None
@@ -166,27 +146,20 @@ class _Plan(NamedTuple):
 
     policy: MeasurePolicy
     verdict: VerdictSettings
-    #: its verdict settings as each of its results carries them to the gate (Result.gate)
+    #: its verdict settings as each result carries them to the gate (Result.gate)
     gate: dict[str, Any]
     flops: float | None
     nbytes: float | None
     env: dict[str, Any] | None
-    #: the modes it is measured in, in order
     modes: list[backend.Mode]
-    #: the collective the call makes (``collective=``), in a world_size= test
     collective: str | None = None
 
 
 def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
-    """How long one plain call takes, from the kept rounds (the longer of the device's median
-    and the slowest end-to-end round); None without rounds."""
+    """One plain call's time: the device's median or the slowest end-to-end round."""
     if not rounds:
         return None
     return max(statistics.median(rounds), max(e2e_rounds, default=0.0))
-
-
-def _describe(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
 def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> float | None:
@@ -225,17 +198,10 @@ p_empty = inspect.Parameter.empty
 class GpuBench:
     """Measure the steady state of a callable: ``result = gpu_bench(fn, *args, **kwargs)``.
 
-    Keywords named like a measurement option (``name``, ``setup``,
-    ``cuda_graph``, ``l2_flush``, ``warmup_ms``, ``round_ms``, ``rounds``,
-    ``flops``, ``bytes``, ...) configure the measurement; all others are
-    passed to ``fn``. Use :meth:`measure` to pass such a keyword to ``fn``
-    itself.
-
-    ``setup=make`` calls ``make()`` before every call of ``fn``, untimed: for
-    functions that change or consume their inputs (in-place ops, optimizer
-    steps). ``make()`` either resets the arguments given to gpu_bench in place,
-    or returns ``(args, kwargs)``, fresh arguments for the call
-    (:class:`pytest_gpuperf.measure.backend.Invocation`).
+    Keywords named like a measurement option (``name``, ``setup``, ``rounds``, ...)
+    configure the measurement; all others go to ``fn`` (:meth:`measure` passes them all).
+    ``setup=make`` calls ``make()`` untimed before every call of ``fn`` (in-place ops): it
+    resets the arguments in place or returns fresh ``(args, kwargs)``.
     """
 
     def __init__(self, ctx: BenchContext):
@@ -277,7 +243,6 @@ class GpuBench:
         ctx = self._ctx
         self._check_call(fn, name, setup, options)
         self._names.add(name)
-        # What every mode's timer and the after-measure hooks call: made once.
         call = backend.Invocation(fn, tuple(args), dict(kwargs or {}), setup, group=ctx.group)
         if ctx.disabled:
             call.prepare()
@@ -302,8 +267,6 @@ class GpuBench:
                 "change its inputs."
             )
         return self._run(call, name, settings)
-
-    # --- internals -------------------------------------------------------
 
     def _check_call(
         self, fn: Any, name: str | None, setup: Any, options: Mapping[str, Any]
@@ -351,8 +314,7 @@ class GpuBench:
                 raise
             oom = first_line(e)
             traceback.clear_frames(e.__traceback__)
-        if oom is not None:
-            # Raised outside the except block, so no reference to the failed frames survives.
+        if oom is not None:  # outside the except block: no reference to the frames survives
             release_memory()
             self._oom = BenchOutOfMemory(
                 f"CUDA out of memory while benchmarking {test}"
@@ -365,7 +327,6 @@ class GpuBench:
         return out
 
     def _plan(self, mine: PerTest, test: str, call: backend.Invocation) -> _Plan:
-        """What measuring the benchmark needs, resolved once, before its first mode."""
         ctx = self._ctx
         nbytes = _evaluate(mine.work.bytes, ctx.params, "bytes", test)
         collective = mine.work.collective
@@ -378,8 +339,7 @@ class GpuBench:
                 )
             if nbytes is None:
                 nbytes = argument_bytes(call)
-        # a capture child re-measures briefly before it profiles
-        adjust = child_policy()
+        adjust = child_policy()  # a capture child re-measures briefly before it profiles
         return _Plan(
             policy=adjust(mine.measure) if adjust is not None else mine.measure,
             verdict=mine.verdict,
@@ -419,8 +379,7 @@ class GpuBench:
         self, bid: BenchId, mode: backend.Mode, record: dict[str, Any], plan: _Plan,
         raw: engine.RawMeasurement, **measured: Any,
     ) -> Run:  # fmt: skip
-        """The :class:`Run` of one mode: the loop's ``raw`` measurement, what was measured
-        around it (``measured``, by the run's field names) and the benchmark's plan."""
+        """One mode's :class:`Run`: the loop's ``raw``, what was measured around it, the plan."""
         env = plan.env or {}
         if self._ctx.group is not None:
             group = self._group_record(raw, measured["extra"], plan)
@@ -448,8 +407,7 @@ class GpuBench:
     def _group_record(
         self, raw: engine.RawMeasurement, extra: Mapping[str, Any], plan: _Plan
     ) -> dict[str, Any]:
-        """``Result.extra["group"]``: the group, each rank's times of the kept rounds (and
-        what the after-measure hooks found about its collectives and its NCCL setup)."""
+        """``Result.extra["group"]``: the group, and each rank's times of the kept rounds."""
         group = self._ctx.group
         by_rank = [list(r) for r in zip(*raw.rank_rounds, strict=True)]
         slowest = [0] * len(by_rank)
@@ -476,16 +434,13 @@ class GpuBench:
         mode: backend.Mode,
         record: dict[str, Any],
     ) -> Run:
-        """Measure one mode under the device lock, top to bottom: the first call (once per
-        benchmark), the loop (:func:`~pytest_gpuperf.measure.engine.run`) inside the telemetry
-        probes with the scheduler read just before and after its rounds, the window of
-        plain calls that the activity (GPM) and the allocator's per-call figures are read
-        over, then the after-measure hooks; the timer is closed after."""
+        """Measure one mode under the device lock: the first call (once), the loop inside the
+        telemetry probes, the window of plain calls for GPM and the allocator, the hooks."""
         __tracebackhide__ = True
         ctx = self._ctx
         policy = plan.policy
         clock = time.perf_counter
-        # A group's loop reads rank 0's clock, so that every rank decides alike.
+        # a group's loop reads rank 0's clock, so that every rank decides alike
         loop_clock = ctx.group.clock if ctx.group is not None else clock
         on_gpu = ctx.device == "cuda"
         with contextlib.ExitStack() as stack:
@@ -509,7 +464,6 @@ class GpuBench:
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
                 tracer = _active_tracer()
                 phase = window.phase(functools.partial(ctx.phase_range, bid))
-                # The progress line ticks between rounds, never inside one.
                 with ctx.progress(label, ticker=False) as task, contextlib.ExitStack() as probes:
                     finishers = [probes.enter_context(p(bid, clock)) for p in ctx.probes]
                     before = allocator_counters() if on_gpu else None
@@ -540,10 +494,8 @@ class GpuBench:
         verdict: VerdictSettings,
         first: _FirstCall,
     ) -> float:
-        """Time the benchmark's first call (compile, autotune, lazy init), keep it on ``first``
-        with its output, and return its seconds."""
+        """Time the first call (compile, autotune, lazy init), kept on ``first``."""
         __tracebackhide__ = True
-
         ctx = self._ctx
         with (
             ctx.phase_range(bid, "first-call"),
@@ -561,9 +513,8 @@ class GpuBench:
         before: Mapping[str, int] | None,
         after: Mapping[str, int] | None,
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """(activity, memory) over a window of plain calls after the measurement, each taking
-        about ``per_call`` seconds (None: no round was kept): GPM needs about 0.12 s of them;
-        without GPM a few calls give the allocator's figures."""
+        """(activity, memory) over plain calls after the measurement: GPM needs about 0.12 s
+        of them; without GPM a few calls give the allocator's figures."""
         ctx = self._ctx
         if ctx.device != "cuda":
             return None, allocation.unavailable(allocation.CPU_REASON)
@@ -590,11 +541,7 @@ class GpuBench:
         call: backend.Invocation,
         rounds: list[float],
     ) -> dict[str, Any]:
-        """Run the after-measure hooks (kernel inventory, capture child); never raise.
-
-        ``call`` is the call they get: calling it calls fn once; with ``setup=``, the
-        hooks run its ``prepare()`` outside their profiled ranges.
-        """
+        """Run the after-measure hooks (kernel inventory, capture child); never raise."""
         if self._after is None:
             self._after = measure_hooks(inventory_settings(self._settings), self._ctx.device)
         if not self._after:
@@ -612,15 +559,9 @@ class GpuBench:
         return out
 
     def teardown(self) -> None:
-        """After the test: release what an out-of-memory failure kept alive.
-
-        The failure's traceback holds the test's frame, and with it the test's
-        tensors, for as long as pytest (sys.last_traceback) or another plugin
-        keeps the exception; clearing the finished frames lets them go.
-        """
+        """After the test: release the tensors an out-of-memory failure's frames keep alive."""
         if self._oom is None:
             return
-
         tracebacks = [self._oom.__traceback__, getattr(sys, "last_traceback", None)]
         last_exc = getattr(sys, "last_exc", None)
         tracebacks.append(getattr(last_exc, "__traceback__", None))
@@ -632,8 +573,7 @@ class GpuBench:
 
 
 def _active_tracer() -> str | None:
-    """The tracers and profilers active in this thread (Python's, and torch's profiler),
-    escaped as names are: a conftest names its trace function as it likes."""
+    """The tracers and profilers active in this thread (Python's, torch's), escaped."""
     found = [t for t in (active_tracer(), torch_profiler_active()) if t]
     return printable("; ".join(found)) or None
 

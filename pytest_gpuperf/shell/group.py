@@ -1,14 +1,11 @@
 """Tests marked ``world_size=N``, in a process that is no rank: their ranks are started here.
 
-Such a test is collected as a :class:`GroupItem`, whose body never runs here: it starts N
-ranks (spawned, one per GPU, or N on the CPU), pytest processes that run the body with
-``torch.distributed`` initialised (:mod:`pytest_gpuperf.shell.ranks`); consecutive tests
-of one world size share one start. The ranks join through a store this process hosts (no
-two groups race for a port), which holds every device's lock while they run. Each rank
-reports to the group's folder (``GPUPERF_GROUP_DIR``: ``rank-<r>.json``, ``rank-<r>.log``,
-rank 0's ``results.jsonl``). A rank that fails stops the others;
-one past ``--gpuperf-dist-timeout`` has its stack written, then all are killed; the test
-fails with what each rank was doing, and nothing of it is saved (docs/distributed.md).
+Such a test is a :class:`GroupItem` that spawns N pytest ranks (:mod:`.ranks`) to run its
+body; consecutive tests of one world size share one start. The ranks join through a store
+this process hosts (no two groups race for a port), which holds every device's lock while
+they run, and report to the group's folder (``GPUPERF_GROUP_DIR``). A rank that fails stops
+the others; one past ``--gpuperf-dist-timeout`` has its stack written, then all are killed
+(docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -40,11 +37,11 @@ from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
 from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args
-from pytest_gpuperf.shell.xdist import machine_gpus
+from pytest_gpuperf.shell.xdist import machine_gpus, nvml_uuids
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
-    from pytest_gpuperf.shell.settings import RunContext
+    from pytest_gpuperf.shell.settings import RunContext, Settings
 
 RESULTS_FILE = "results.jsonl"
 #: set on the ranks when the launching session keeps their collectives' profile (a save)
@@ -67,12 +64,9 @@ DROPPED_ENV = (
 
 
 class GroupError(GpuPerfError):
-    """A test's ranks crashed, hung or could not start; the message says which and where."""
+    """A test's ranks crashed, hung or could not start."""
 
     __module__ = "pytest_gpuperf"
-
-
-# --- what the ranks report -------------------------------------------------------------
 
 
 def status_path(folder: Path | str, rank: int) -> Path:
@@ -94,14 +88,12 @@ class RankStatus:
     """A rank's status file: where it is, and how each of its tests went."""
 
     rank: int
-    pid: int | None = None
     #: the test it is in, and since when (time.time()); None between tests
     test: str | None = None
     since: float | None = None
     #: nodeid -> {"outcome": passed|failed|skipped, "when": setup|call|teardown, "text": ...}
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
     finished: bool = False
-    exitstatus: int | None = None
     #: when the rank last wrote its status (None: never)
     written: float | None = None
 
@@ -113,16 +105,8 @@ class RankStatus:
             written = path.stat().st_mtime
         except (OSError, ValueError):
             return cls(rank)
-        return cls(
-            rank=rank,
-            pid=d.get("pid"),
-            test=d.get("test"),
-            since=d.get("since"),
-            outcomes=dict(d.get("outcomes") or {}),
-            finished=bool(d.get("finished")),
-            exitstatus=d.get("exitstatus"),
-            written=written,
-        )
+        outcomes = dict(d.get("outcomes") or {})
+        return cls(rank, d.get("test"), d.get("since"), outcomes, bool(d.get("finished")), written)
 
 
 @dataclass
@@ -135,9 +119,7 @@ class Outcome:
 
 
 def outcome_of(nodeid: str, statuses: Sequence[RankStatus], results: list[Result]) -> Outcome:
-    """One test's outcome from every rank's report: failed where any rank failed (each
-    failing rank named, and each that skipped it, the likely cause), skipped where rank 0
-    skipped it, else passed with rank 0's results."""
+    """Failed where any rank failed, skipped where rank 0 skipped, else passed."""
 
     def of(outcome: str) -> list[tuple[int, dict[str, Any]]]:
         return [(s.rank, s.outcomes[nodeid]) for s in statuses
@@ -145,7 +127,6 @@ def outcome_of(nodeid: str, statuses: Sequence[RankStatus], results: list[Result
 
     failed, skipped = of("failed"), of("skipped")
     if failed:
-        # a rank whose error is that a peer left failed because of another: listed last
         failed.sort(key=lambda ro: _after_a_peer(str(ro[1].get("text", ""))))
         lines = [f"rank {r} ({o.get('when', 'call')}) skipped it: {o.get('text', '')}; a rank "
                  "that skips leaves the others waiting in its collectives: skip on every rank, "
@@ -196,15 +177,13 @@ def read_results(folder: Path | str) -> dict[str, list[Result]]:
     return out
 
 
-# --- where a rank was when it was stopped ----------------------------------------------
-
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
 def where_it_was(log_text: str) -> str | None:
-    """From the Python stack a rank wrote to its log (faulthandler), the innermost frame and,
-    when that is library code, the innermost of the test's own code: ``in all_reduce
-    (distributed_c10d.py:2950), from test_x.py:12 in test_step``."""
+    """The innermost frame of the stack a rank wrote to its log (faulthandler), and the
+    test's own innermost under library code: ``in all_reduce (c10d.py:2950), from t.py:12 in
+    test_step``."""
     block = log_text.rsplit("Current thread", 1)
     if len(block) < 2:
         block = log_text.rsplit("Thread 0x", 1)
@@ -235,12 +214,9 @@ def log_tail(folder: Path | str, rank: int, lines: int = 6) -> str:
     return "\n".join(keep[-lines:])
 
 
-# --- the launching side -------------------------------------------------------------------
-
-
 @dataclass
 class LaunchSpec:
-    """What one start of a group's ranks needs (the part the ranks get is picklable)."""
+    """What one start of a group's ranks needs."""
 
     nodeids: list[str]
     world_size: int
@@ -250,8 +226,6 @@ class LaunchSpec:
     cwd: str
     folder: Path
     timeout_s: float
-    #: the devices the ranks run on (CUDA_VISIBLE_DEVICES entries; empty on the CPU)
-    gpus: list[str] = field(default_factory=list)
 
     def for_ranks(self) -> dict[str, Any]:
         return {"args": list(self.args), "env": dict(self.env), "cwd": self.cwd,
@@ -259,7 +233,7 @@ class LaunchSpec:
 
 
 def _rank_main(index: int, spec: Mapping[str, Any]) -> None:
-    """One rank (a spawned process): torchrun's variables, its output to its log, pytest."""
+    """One spawned rank: torchrun's variables, its output to its log, pytest."""
     import faulthandler
 
     if hasattr(os, "setpgrp"):
@@ -288,20 +262,16 @@ class _Running:
         self.context = context
         self.started = time.time()
 
-    @property
-    def processes(self) -> list[Any]:
-        return list(self.context.processes)
-
     def statuses(self) -> list[RankStatus]:
         return [RankStatus.read(self.spec.folder, r) for r in range(self.spec.world_size)]
 
     def overstayed(self) -> RankStatus | None:
-        """A rank that has spent longer than the timeout in one test, or between two (or at
-        its end); its start (imports, collection) may take up to :data:`STARTUP_S` more."""
+        """A rank that spent longer than the timeout in or between tests (its start: up to
+        :data:`STARTUP_S`)."""
         now = time.time()
         for s in self.statuses():
             limit = self.spec.timeout_s
-            if s.finished:  # its session ended: its process should follow within seconds
+            if s.finished:
                 since, limit = (s.written or now), EXIT_S
             elif s.test is not None and s.since:
                 since = s.since
@@ -315,18 +285,19 @@ class _Running:
 
     def kill(self, *, dump: bool) -> None:
         """Every rank's stack to its log (``dump``), then every rank and what it started."""
-        alive = [p for p in self.processes if p.is_alive()]
+        processes = list(self.context.processes)
+        alive = [p for p in processes if p.is_alive()]
         if dump and alive and hasattr(signal, "SIGUSR1"):
             for p in alive:
                 with contextlib.suppress(OSError):
                     os.kill(p.pid, signal.SIGUSR1)
             time.sleep(1.0)
-        for p in self.processes:
+        for p in processes:
             with contextlib.suppress(OSError, AttributeError):
                 os.killpg(p.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 p.kill()
-        for p in self.processes:
+        for p in processes:
             with contextlib.suppress(Exception):
                 p.join(5)
 
@@ -334,16 +305,14 @@ class _Running:
 @contextlib.contextmanager
 def _environment(env: Mapping[str, str], drop: Sequence[str]) -> Iterator[None]:
     """This process's environment with ``env`` and without ``drop`` while the ranks are
-    spawned: they start with it, before they import torch (which reads OMP_NUM_THREADS
-    once, at import); and no main module for them to import again."""
+    spawned (torch reads OMP_NUM_THREADS once, at import), and no main module to re-run."""
     saved = dict(os.environ)
     main = sys.modules.get("__main__")
     try:
         for name in drop:
             os.environ.pop(name, None)
         os.environ.update(env)
-        # A spawned process re-runs the parent's main module unless it has none: pytest's
-        # own mains are guarded, a user's runner script calling pytest.main() may not be.
+        # a user's runner script calling pytest.main() may not guard its main
         sys.modules["__main__"] = types.ModuleType("__main__")
         yield
     finally:
@@ -387,13 +356,8 @@ def _crash_text(spec: LaunchSpec, error: Exception) -> str:
     index = getattr(error, "error_index", None)
     code = getattr(error, "exit_code", None)
     sig = getattr(error, "signal_name", None)
-    how = (
-        f"was killed by {sig}"
-        if sig
-        else f"exited with status {code}"
-        if code is not None
-        else "raised an exception"
-    )
+    how = "raised an exception" if code is None else f"exited with status {code}"
+    how = f"was killed by {sig}" if sig else how
     status = RankStatus.read(spec.folder, index) if isinstance(index, int) else None
     where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
     lines = [
@@ -401,7 +365,7 @@ def _crash_text(spec: LaunchSpec, error: Exception) -> str:
         "nothing of the test was saved."
     ]
     raised = str(getattr(error, "msg", "") or "")
-    if "Traceback" in raised:  # it raised out of its process (torch.multiprocessing says how)
+    if "Traceback" in raised:
         tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
         lines.append(f"rank {index} raised:\n" + _indent("\n".join(tb[-8:])))
     elif isinstance(index, int) and (tail := log_tail(spec.folder, index)):
@@ -437,12 +401,8 @@ def _indent(text: str) -> str:
 def run_group(
     spec: LaunchSpec, store_host: Callable[[int], Any]
 ) -> tuple[dict[str, Outcome], str | None]:
-    """Start the ranks of ``spec``, wait for them, and read back each test's outcome.
-
-    ``store_host(world_size)`` makes the rendezvous store (its ``port`` goes to the ranks).
-    Returns the outcome of each test the ranks finished, and what went wrong (None when
-    nothing did): the test the ranks were in then gets that as its error.
-    """
+    """Start the ranks of ``spec``, wait for them: each finished test's outcome, and what
+    went wrong (None: nothing), the error of the test the ranks were in."""
     store = store_host(spec.world_size)
     spec.env["MASTER_PORT"] = str(store.port)
     running = start_ranks(spec)
@@ -460,10 +420,8 @@ def run_group(
             continue
         if problem is not None:
             out[nodeid] = Outcome("error", problem)
-        # not reached (the ranks stopped after a test that failed on one of them, or at
-        # the problem): the tests left start ranks of their own when their turn comes
-        break
-    del store  # the rendezvous store closes with it
+        break  # not reached: the tests left start ranks of their own
+    del store
     return out, problem
 
 
@@ -477,12 +435,8 @@ def tcp_store(world_size: int) -> Any:
     )  # fmt: skip
 
 
-# --- the item -----------------------------------------------------------------------------
-
-
 class GroupItem(pytest.Item):
-    """A test marked ``world_size=N`` where this process is no rank: running it runs its
-    ranks (:class:`GroupLauncher`); its nodeid, markers and location are the test's own."""
+    """A test marked ``world_size=N``: running it runs its ranks (:class:`GroupLauncher`)."""
 
     def __init__(
         self,
@@ -515,24 +469,21 @@ class GroupItem(pytest.Item):
 
 
 def as_group_items(items: list[pytest.Item], runner: Callable[[GroupItem], None]) -> int:
-    """Replace each test marked ``world_size=`` by its :class:`GroupItem`, in place
-    (``runner(item)`` runs one: the session's)."""
+    """Replace each test marked ``world_size=`` by its :class:`GroupItem`, in place."""
     n = 0
     for i, item in enumerate(items):
         ws = world_size(item)
         if ws is None or isinstance(item, GroupItem) or item.parent is None:
             continue
-        name = item.name
         items[i] = GroupItem.from_parent(
-            item.parent, name=name, original=item, world_size=ws, runner=runner
+            item.parent, name=item.name, original=item, world_size=ws, runner=runner
         )
         n += 1
     return n
 
 
 class GroupLauncher:
-    """The launching session's side of its ``world_size=`` tests: start their ranks, keep
-    the outcomes of tests that ran in one start, and hand each test its own."""
+    """Start the ranks of ``world_size=`` tests and hand each test its outcome."""
 
     def __init__(self, run: RunContext, *, look_ahead: bool):
         self.run = run
@@ -566,8 +517,8 @@ class GroupLauncher:
         return next((i for i in self.order if i.nodeid == nodeid), None)
 
     def fresh(self, targets: Sequence[str], device: str) -> ChildRun:
-        """A confirmation's fresh processes for world_size= tests: a new start of their ranks
-        (the leading ``targets`` of one world size), as a child run's results."""
+        """A confirmation's new start of the ranks of the leading ``targets`` of one world
+        size, as a child run."""
         first = self.item(targets[0])
         world = first.world_size if first is not None else 1
         nodeids = []
@@ -613,7 +564,6 @@ class GroupLauncher:
         """The GPUs of a group of ``world`` ranks (none on the CPU), or why it cannot run."""
         if device != "cuda":
             return [], None
-
         gpus = machine_gpus()
         if len(gpus) < world:
             return [], (
@@ -657,25 +607,24 @@ class GroupLauncher:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
             env["GPUPERF_PINNED_GPU"] = ",".join(gpus)
             env.update(nccl_environment(folder, os.environ.get))
-        if _profiles(run):
+        if profiles(run.settings):
             env[PROFILE_ENV] = "1"
         return LaunchSpec(
             nodeids=nodeids, world_size=world, device=device, args=args, env=env,
             cwd=str(run.invocation_dir), folder=folder,
-            timeout_s=run.settings.session.dist_timeout, gpus=gpus,
+            timeout_s=run.settings.session.dist_timeout,
         )  # fmt: skip
 
 
-def _profiles(run: RunContext) -> bool:
-    """Whether the ranks profile their collectives after measuring (as the kernel inventory
-    is taken: when saving a baseline, or always)."""
-    mode = run.settings.capture.inventory
-    return mode == "always" or (mode == "auto" and bool(run.settings.session.save))
+def profiles(settings: Settings) -> bool:
+    """Whether ranks profile their collectives, as the kernel inventory is taken."""
+    mode = settings.capture.inventory
+    return mode == "always" or (mode == "auto" and bool(settings.session.save))
 
 
 def lock_keys(device: str, gpus: Sequence[str]) -> list[str]:
-    """The device locks a group takes: the CPU's one, or each GPU's (by UUID, as
-    :func:`pytest_gpuperf.shell.locks.device_key` names them)."""
+    """The device locks a group takes: the CPU's, or each GPU's (by UUID, as
+    :func:`.locks.device_key` names them)."""
     if device != "cuda":
         return ["cpu"]
     return [f"gpu-{_uuid(g)}" for g in gpus]
@@ -685,14 +634,7 @@ def _uuid(entry: str) -> str:
     """A CUDA_VISIBLE_DEVICES entry as the GPU's UUID (``GPU-...``), through NVML for an index."""
     if entry.startswith(("GPU-", "MIG-")):
         return entry
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(int(entry)))
-        finally:
-            pynvml.nvmlShutdown()
-        return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
-    except Exception:  # no NVML: the index names the lock (as device_key does without a UUID)
-        return f"index-{entry}"
+    uuids = nvml_uuids()
+    if entry.isdigit() and int(entry) < len(uuids):
+        return uuids[int(entry)]
+    return f"index-{entry}"  # no NVML: as device_key names a GPU without a UUID

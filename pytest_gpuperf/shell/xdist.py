@@ -25,20 +25,26 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    try:
-        import pynvml
+    return nvml_uuids()
 
-        pynvml.nvmlInit()
-        try:
-            out = []
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
-                out.append(uuid.decode() if isinstance(uuid, bytes) else str(uuid))
-            return out
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVML, no driver: nothing to pin
+
+def nvml_uuids() -> list[str]:
+    """Every GPU's UUID, in NVML's order (none without NVML or a driver)."""
+    from pytest_gpuperf.telemetry.nvml import close_nvml, open_nvml, uuid_of
+
+    try:
+        nvml = open_nvml()
+    except Exception:
         return []
+    try:
+        return [
+            uuid_of(nvml, nvml.nvmlDeviceGetHandleByIndex(i))
+            for i in range(nvml.nvmlDeviceGetCount())
+        ]
+    except Exception:
+        return []
+    finally:
+        close_nvml(nvml)
 
 
 def worker_index(worker_id: str | None) -> int | None:
@@ -51,12 +57,8 @@ def worker_index(worker_id: str | None) -> int | None:
 
 
 def pin_this_worker() -> str | None:
-    """In an xdist worker, restrict CUDA to the worker's GPU; return it (or None).
-
-    The decision is recorded in ``GPUPERF_PINNED_GPU`` (empty when there is
-    no GPU to pin), so processes the worker starts (re-measurements, a
-    nested pytest) inherit it instead of deciding again.
-    """
+    """In an xdist worker, restrict CUDA to the worker's GPU; return it (or None). The
+    decision goes to ``GPUPERF_PINNED_GPU`` (empty: no GPU) for its children to inherit."""
     if PINNED_ENV in os.environ:
         return os.environ[PINNED_ENV] or None
     idx = worker_index(os.environ.get(WORKER_ENV))
@@ -72,9 +74,8 @@ def pin_this_worker() -> str | None:
 
 
 def machine_gpus() -> list[str]:
-    """The GPUs this process may give a group of ranks: those it could use before an xdist
-    worker was pinned to one, else the visible ones (entries as CUDA_VISIBLE_DEVICES
-    takes them: UUIDs from NVML, or what the variable held)."""
+    """The GPUs this process may give a group of ranks (an xdist worker's: before its pin),
+    as CUDA_VISIBLE_DEVICES entries."""
     saved = os.environ.get(ALL_GPUS_ENV)
     if saved is not None:
         return [g for g in saved.split(",") if g]
