@@ -1,12 +1,10 @@
 """``--gpuperf-ab=REF``: base and current tree measured in alternation, judged like a baseline.
 
-REF is checked out into a temporary worktree (:mod:`pytest_gpuperf.shell.ab_tree`) and
-collected once in a fresh process, which fails clearly on a base tree that cannot be
-collected or imports the current tree's code. :class:`ABGate` then runs fresh processes
-of the two trees in pairs, ABBA... (:func:`~pytest_gpuperf.verdict.paired.pair_order`),
-under the device's lock, and judges after each pair, the base runs as the baseline, until
-every verdict is final or ``--gpuperf-reruns`` + 1 pairs ran. Without xdist one pair
-measures the later benchmarks too; an xdist worker pairs each test on its own (docs/ab.md).
+REF is checked out into a temporary worktree (:mod:`.ab_tree`) and collected once in a
+fresh process. :class:`ABGate` then runs fresh processes of the two trees in pairs, ABBA...,
+and judges after each pair, the base runs as the baseline, until every verdict is final or
+``--gpuperf-reruns`` + 1 pairs ran. Without xdist one pair measures the later benchmarks
+too (docs/ab.md).
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ class ABGate(Gate):
         super().__init__(run, paired_baseline(tree.label, {}, fingerprint_extra=None))
         self.base_ids = list(base_ids)
         self.paired = PairedRuns()
-        #: node ids whose pairs are done; their keys' last state (final or not)
+        #: node ids whose pairs are done
         self.measured: set[str] = set()
         self.pairs_of: dict[str, int] = {}
         self.failed_side: dict[str, str] = {}
@@ -68,12 +66,9 @@ class ABGate(Gate):
         #: the current side checked out too (a commit of --gpuperf-bisect); None: this tree
         self.current_tree: BaseTree | None = None
 
-    # --- set-up ---------------------------------------------------------------------
-
     @classmethod
     def open(cls, run: RunContext) -> ABGate:
-        """The controller's or single process's gate: the worktree made, the base collected;
-        an xdist worker's from what the controller handed it."""
+        """The gate, its worktree made and the base collected (a worker's: handed to it)."""
         config, session = run.config, run.settings.session
         ref = str(session.ab)
         for name, given, does in (
@@ -101,7 +96,6 @@ class ABGate(Gate):
             raise pytest.UsageError(str(e)) from None
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupt.py)
             tree.remove()
-
             print(
                 f"gpuperf: interrupted ({how(e)}) while collecting the base tree of "
                 f"--gpuperf-ab={ref}; nothing was measured, and its worktree was removed",
@@ -116,10 +110,7 @@ class ABGate(Gate):
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: each worker pairs its own tests in the same worktree, on its own GPU."""
-        node.workerinput[WORKERINPUT_KEY] = {
-            "tree": self.tree.to_dict(),
-            "base_ids": self.base_ids,
-        }
+        node.workerinput[WORKERINPUT_KEY] = {"tree": self.tree.to_dict(), "base_ids": self.base_ids}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
@@ -159,8 +150,6 @@ class ABGate(Gate):
                 + ", ".join(info["removed"])
             )
 
-    # --- the pairs ------------------------------------------------------------------
-
     def _run(self, side: str, nodeids: Sequence[str], device: str) -> ChildRun:
         tree = self.tree if side == "base" else self.current_tree
         if tree is None:
@@ -172,8 +161,7 @@ class ABGate(Gate):
         return child
 
     def _check(self, child: ChildRun, side: str, pending: Sequence[str]) -> None:
-        """Keep ``child``'s runs; a test it did not measure, or a child that failed, is an
-        error of that test (``failed_side``), shown in its failure and in the terminal."""
+        """Keep ``child``'s runs; a test it did not measure is an error of that test."""
         got = {r.id.nodeid for r in child.results}
         self.paired.add(side, child.results)
         missing = [n for n in pending if n not in got]
@@ -230,8 +218,7 @@ class ABGate(Gate):
         self.measured.update(nodeids)
 
     def verdicts(self) -> dict[str, Comparison]:
-        """Each measured benchmark's verdict on the pairs so far, by key (those of a test whose
-        fresh process failed are left out: :attr:`failed_side` says why)."""
+        """Each measured benchmark's verdict on the pairs so far, by key (not failed_side's)."""
         return {
             k: self.rule.decide(runs[0], [r.run for r in runs], last=True)
             for k, runs in self.paired.current.items()
@@ -239,11 +226,9 @@ class ABGate(Gate):
         }
 
     def _targets(self, nodeid: str) -> list[str]:
-        """This test and, where the session's order is known, every later one in both trees."""
+        """This test and every later one in both trees (where the order is known)."""
         have = set(self.base_ids)
         return [n for n in [nodeid, *self._later(nodeid)] if n in have and n not in self.measured]
-
-    # --- per test ---------------------------------------------------------------------
 
     def judge(
         self,
@@ -293,9 +278,8 @@ def run_in_tree(
     timeout_s: float = 600.0,
     **kw: Any,
 ) -> ChildRun:
-    """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini file
-    and code (``kw``: :func:`~pytest_gpuperf.shell.rerun.run_pytest_child`'s)."""
-    args, root = _base_args(run, tree, forwarded_args)
+    """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini and code."""
+    args, root = _base_args(run, tree)
     return run_pytest_child(
         [_target(root, n) for n in nodeids],
         device=device,
@@ -312,25 +296,17 @@ def _target(root: Path, nodeid: str) -> str:
     return str(root / path) + (f"::{rest}" if rest else "")
 
 
-def _base_args(run: RunContext, tree: BaseTree, forwarded: Any) -> tuple[list[str], Path]:
-    """The child arguments of a base process (the base tree's rootdir and ini file), and
-    the base rootdir."""
-    args: list[str] = list(forwarded(run))
+def _base_args(run: RunContext, tree: BaseTree) -> tuple[list[str], Path]:
+    """A base process's arguments (the base tree's rootdir and ini file), and its rootdir."""
     root = tree.base_of(run.rootpath)
-    out: list[str] = []
-    skip = False
-    for i, a in enumerate(args):
-        if skip:
-            skip = False
-            continue
+    args, out = iter(forwarded_args(run)), []
+    for a in args:
         if a == "--rootdir":
+            next(args)  # the current tree's
             out += [a, str(root)]
-            skip = True
-        elif a == "-c" and i + 1 < len(args):
-            ini = tree.base_of(Path(args[i + 1]))
-            if ini.exists():
-                out += [a, str(ini)]
-            skip = True
+        elif a == "-c":
+            ini = tree.base_of(Path(next(args)))
+            out += [a, str(ini)] if ini.exists() else []
         else:
             out.append(a)
     return out, root
@@ -338,21 +314,18 @@ def _base_args(run: RunContext, tree: BaseTree, forwarded: Any) -> tuple[list[st
 
 def say_stale(removed: list[str]) -> None:
     """Report the A/B worktrees of killed sessions that this one removed."""
-    if not removed:
-        return
-    print(
-        f"gpuperf: removed {len(removed)} A/B worktree(s) that killed sessions left: "
-        + ", ".join(removed),
-        file=sys.stderr,
-        flush=True,
-    )
+    if removed:
+        n, paths = len(removed), ", ".join(removed)
+        print(
+            f"gpuperf: removed {n} A/B worktree(s) that killed sessions left: {paths}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def collect_base(run: RunContext, tree: BaseTree) -> list[str]:
-    """The base tree's benchmarks among the session's selection, from one collecting process.
-
-    Raises ABError when the base tree cannot be collected or imports the current tree's code.
-    """
+    """The base tree's benchmarks among the session's selection, from one collecting process;
+    ABError when it cannot be collected or imports the current tree's code."""
     config = run.config
     targets = []  # absolute: run_in_tree leaves them as they are
     for a in config.args:

@@ -1,10 +1,8 @@
 """The base side of ``--gpuperf-ab=REF``: REF checked out in a temporary git worktree.
 
-:class:`BaseTree` checks REF out detached, removes it again, maps the current tree's paths
-to the base tree's and gives a base process its environment (the base root and its
-``src/`` first on ``PYTHONPATH``, compile caches of its own). A base process loads
-:class:`BaseTreeCheck`: the base tree's benchmarks, its collection errors and any module
-imported from the *current* tree (an editable install shadowing the base), as JSON.
+A base process gets the base root and its ``src/`` first on ``PYTHONPATH`` and loads
+:class:`BaseTreeCheck`, which reports any module imported from the *current* tree (an
+editable install shadowing the base).
 """
 
 from __future__ import annotations
@@ -51,38 +49,34 @@ def git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         ) from None
 
 
-#: In a worktree's temporary directory: locked by the session that uses it, for as long as
-#: it lives (the kernel lets go when the process dies, even by SIGKILL).
+#: In a worktree's temporary directory: locked by the session that uses it, while it lives.
 OWNER_LOCK = "owner.lock"
 
 
-def _hold_owner_lock(tmp: Path) -> int | None:
+def _owner_lock(tmp: Path, flags: int) -> int | None:
+    """A descriptor of ``tmp``'s :data:`OWNER_LOCK`, locked; None where a session holds it."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: stale trees are not found
         return None
-    fd = os.open(tmp / OWNER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fd = os.open(tmp / OWNER_LOCK, flags | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
     return fd
 
 
 def _abandoned(tmp: Path) -> bool:
     """Whether the session that made the worktree in ``tmp`` is gone (its lock is free)."""
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return False
-    try:
-        fd = os.open(tmp / OWNER_LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = _owner_lock(tmp, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return False  # not made by this version, or not ours: left alone
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False  # a live session holds it
-    finally:
+    if fd is not None:
         os.close(fd)
-    return True
+    return fd is not None
 
 
 def remove_stale(where: Path) -> list[str]:
@@ -156,7 +150,7 @@ class BaseTree:
 
     @classmethod
     def resolve(cls, ref: str, where: Path, flag: str = "--gpuperf-ab") -> tuple[str, Path]:
-        """(the commit REF names, the repository's top-level directory) from git."""
+        """(the commit REF names, the repository's top-level directory)."""
         if not ref.isprintable():
             raise ABError(
                 f"{flag}={ref!r}: a REF has no control characters (a newline, a tab, an "
@@ -173,11 +167,10 @@ class BaseTree:
 
     @classmethod
     def create(cls, ref: str, where: Path, flag: str = "--gpuperf-ab") -> BaseTree:
-        """Check REF out, detached, into a new temporary directory. The directory holds
-        :data:`OWNER_LOCK`, locked while this session lives (see :func:`remove_stale`)."""
+        """Check REF out, detached, into a new temporary directory (its :data:`OWNER_LOCK` held)."""
         sha, top = cls.resolve(ref, where, flag)
         tmp = Path(tempfile.mkdtemp(prefix="gpuperf-ab-")).resolve()
-        owner = _hold_owner_lock(tmp)
+        owner = _owner_lock(tmp, os.O_RDWR | os.O_CREAT)
         path = tmp / "base"
         added = git(["worktree", "add", "--detach", "--force", str(path), sha], top)
         if added.returncode != 0:
@@ -238,15 +231,9 @@ class BaseTree:
         return cls(d["ref"], d["sha"], Path(d["toplevel"]), Path(d["path"]), Path(d["tmp"]))
 
 
-# --- in a base process ------------------------------------------------------------------
-
-
 def shadowing_modules(base: Path, current: Path) -> list[tuple[str, str]]:
-    """(module, file) of each imported module whose file lies in the current tree.
-
-    Files of the Python installation (a virtual environment inside the repository) and
-    the plugin itself are not the code under test, and are left out.
-    """
+    """(module, file) of each imported module from the current tree (not the installation's
+    files, a venv inside the repository, nor the plugin's)."""
     installed = {
         Path(p).resolve()
         for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *site.getsitepackages())
@@ -277,8 +264,7 @@ class BaseTreeCheck:
         self.current = current
         self.benchmarks: list[str] = []
         self.errors: list[dict[str, str]] = []
-        #: why the check cannot be written (said once; the parent then reports a failed
-        #: collection)
+        #: why the check cannot be written (said once)
         self.refused: str | None = None
 
     @pytest.hookimpl
@@ -297,12 +283,10 @@ class BaseTreeCheck:
         self._write()
 
     def _write(self) -> None:
-        """Write the check as every output is written (``baseline.fileio``'s rule): never
-        over a baseline, and only into a regular file (or a new one) replaced atomically:
-        the parent's temp file, never a FIFO, a device or a folder. Never raises."""
+        """Write the check as every output is written (``baseline.fileio``'s rule), into a
+        regular file only; never raises."""
         if self.refused is not None:
             return
-
         doc: dict[str, Any] = {
             "benchmarks": self.benchmarks,
             "errors": self.errors,
@@ -322,8 +306,8 @@ class BaseTreeCheck:
 
 
 def register_check(config: pytest.Config, is_benchmark: Callable[[pytest.Item], bool]) -> None:
-    """In a base process (a child with ``GPUPERF_AB_CHECK`` and the trees' roots set): load
-    :class:`BaseTreeCheck`. The variable leaked into any other session is ignored."""
+    """In a base process (a child with ``GPUPERF_AB_CHECK`` and the trees' roots): load
+    :class:`BaseTreeCheck`."""
     out = os.environ.get(CHECK_ENV)
     base, current = os.environ.get(BASE_ENV), os.environ.get(CURRENT_ENV)
     if not (out and base and current) or not is_child(config):

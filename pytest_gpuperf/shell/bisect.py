@@ -1,13 +1,10 @@
 """``--gpuperf-bisect=GOOD``: the first commit of GOOD..BAD where each selected benchmark is
 slower than at GOOD, by the gate's rule.
 
-Registered only when the option is on, it takes over the test loop (pytest-xdist's
-``DSession`` pattern): no test runs in this process. Every step is an A/B
-(:class:`~pytest_gpuperf.shell.ab.ABGate`) of one commit against GOOD, each checked out in a
-worktree of its own (never the user's tree, index or branch); the search
-(:mod:`~pytest_gpuperf.verdict.bisection`) picks the commits. An undecided step is measured once
-more if the budget allows; the commit found is measured against its parent and diagnosed
-against it, as the gate captures a regression.
+It takes over the test loop (xdist's ``DSession`` pattern). Every step is an A/B
+(:class:`.ab.ABGate`) of one commit against GOOD, each in a worktree of its own (never the
+user's tree); :mod:`~pytest_gpuperf.verdict.bisection` picks the commits. The commit found is
+measured against its parent and diagnosed, as the gate captures a regression.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ from pytest_gpuperf.verdict import bisection as b
 
 if TYPE_CHECKING:
     from pytest_gpuperf.outcome import Comparison
-    from pytest_gpuperf.shell.ab import ABGate
     from pytest_gpuperf.shell.session import GpuPerfSession
     from pytest_gpuperf.shell.settings import RunContext, SessionSettings
 
@@ -44,8 +40,7 @@ FLAG = "--gpuperf-bisect"
 
 
 def check(run: RunContext) -> None:
-    """The usage error that needs the pytest config (the options' own are
-    :meth:`~pytest_gpuperf.shell.config.GpuPerfConfig.check_combinations`')."""
+    """The usage error that needs the pytest config (the others: ``check_combinations``)."""
     if run.config.getoption("numprocesses", None):
         raise pytest.UsageError(
             f"{run.resolved.where('bisect')} measures one pair of fresh processes at a time on "
@@ -103,8 +98,7 @@ class BisectSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
-        """The search instead of the tests (pytest's own loop stops on collection errors,
-        and after collecting only)."""
+        """The search instead of the tests."""
         if session.testsfailed or session.config.option.collectonly:
             return None
         nodeids = [i.nodeid for i in session.items if is_benchmark(i)]
@@ -147,8 +141,6 @@ class BisectSession:
         tr = self.run.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(line)
-
-    # --- the search -------------------------------------------------------------------
 
     def _bisect(self, nodeids: Sequence[str]) -> None:
         report = self.report
@@ -197,8 +189,7 @@ class BisectSession:
         return time.monotonic() - self.started + need <= self.budget_s
 
     def _probe(self, commit: b.Commit, nodeids: Sequence[str], keys: Any) -> dict[str, str]:
-        """What ``commit`` tells against GOOD: each benchmark measured once more where it is
-        undecided and the budget allows."""
+        """What ``commit`` tells against GOOD (an undecided benchmark measured once more)."""
         good = self.commits[0]
         told = dict(self._measure(commit, good, nodeids, keys, "probe").outcomes)
         again = [k for k, o in told.items() if o == b.UNDECIDED and k in self.nodeid_of]
@@ -209,8 +200,7 @@ class BisectSession:
     def _measure(
         self, commit: b.Commit, against: b.Commit, nodeids: Sequence[str], keys: Any, purpose: str
     ) -> b.Step:
-        """One A/B of ``commit`` against ``against`` (``keys``: the benchmarks it must tell
-        about; None: those it measures), each checked out in a worktree."""
+        """One A/B of ``commit`` against ``against`` (``keys``: what it tells; None: all)."""
         assert self.report is not None
         t0, report = time.monotonic(), self.report
         step = b.Step(len(report.steps) + 1, commit, against, purpose)
@@ -258,11 +248,9 @@ class BisectSession:
             if tree is not None and tree is not self.good_tree:
                 tree.remove()
 
-    # --- the answers ------------------------------------------------------------------
-
     def _answers(self, report: b.Report, search: b.Search) -> None:
-        """Each searched benchmark's answer: its range, or the commit found, measured again
-        against its parent and diagnosed (one A/B and one capture per commit and test)."""
+        """Each searched benchmark's answer: its range, or the commit found, measured against
+        its parent and diagnosed."""
         found: dict[int, list[str]] = {}
         for key, r in search.ranges.items():
             if r.found is not None:
@@ -295,8 +283,7 @@ class BisectSession:
     def _diagnose(
         self, commit: b.Commit, parent: b.Commit, gate: ABGate | None, verdicts: dict[str, Any]
     ) -> dict[str, tuple[Any, str]]:
-        """The gate's capture of ``commit``'s slower tests against their runs at ``parent``,
-        profiled first: its kernel inventory joins its runs, as a saved baseline's run has it."""
+        """The capture of ``commit``'s slower tests against their runs at ``parent``."""
         slower = [k for k, c in verdicts.items() if c.kind == REGRESSION]
         if gate is None or not should_capture(self.run.settings.capture.mode, bool(slower)):
             return {}
@@ -316,7 +303,8 @@ class BisectSession:
         verdicts: dict[str, Any],
         mine: list[str],
     ) -> dict[str, tuple[Any, str]]:
-        """One test's benchmarks ``mine``: profiled at ``parent``, then captured at ``commit``."""
+        """One test's benchmarks ``mine``: profiled at ``parent`` (their kernel inventory joins
+        its runs, as a saved baseline's has it), then captured at ``commit``."""
         from pytest_gpuperf.artifacts.collectors.torch_profiler import (
             TorchProfilerCollector,
             saved_profiles,
@@ -337,8 +325,7 @@ class BisectSession:
         return {k: (d, str(got.directory)) for k, d in got.diagnoses.items()}
 
     def _capture(self, commit: b.Commit, tag: str, results: list[Any], **kw: Any) -> Any:
-        """:func:`~pytest_gpuperf.shell.capture.capture` of the test of ``results`` at
-        ``commit`` (its folder ``<run id>-bisect-<sha><tag>``)."""
+        """The capture of ``results``' test at ``commit`` (``<run id>-bisect-<sha><tag>``)."""
         device, nodeid = self.session.ensure_device(), results[0].id.nodeid
         tree = self._tree(commit)
         runner = partial(run_in_tree, self.run, tree, [nodeid], device=device) if tree else None
@@ -353,7 +340,6 @@ class BisectSession:
 
     def _github(self, report: b.Report) -> None:
         """The search's line in ``$GITHUB_STEP_SUMMARY`` (per ``--gpuperf-github``)."""
-
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if not summary or not github.enabled(self.run.settings.report.github, os.environ):
             return

@@ -1,13 +1,10 @@
 """A pytest process that is one rank of a process group: torchrun's worker, or the plugin's.
 
-Made when the environment names a rank (:func:`pytest_gpuperf.measure.ranks.rank_env`).
-The plugin's ranks (started by :mod:`pytest_gpuperf.shell.group`) run the bodies of
-``world_size=`` tests and report to the group's folder; the launching process judges.
-Under torchrun every rank runs the whole session: a test whose ``world_size=`` is the
-group's size runs on every rank, other benchmarks on rank 0 alone; rank 0 alone judges,
-captures, saves and reports, and sends each verdict to every rank, so that all pass or
-fail the same tests and end with the worst exit status of any (docs/distributed.md).
-The group is joined at the first distributed test and left at the session's end.
+The plugin's ranks (:mod:`.group`) run the bodies of ``world_size=`` tests and report to the
+group's folder; the launching process judges. Under torchrun every rank runs the session:
+a test whose ``world_size=`` is the group's runs on every rank, other benchmarks on rank 0,
+which alone judges, saves and reports, and sends each verdict to every rank, so that all
+end alike (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,9 +60,7 @@ def _short(report: pytest.TestReport) -> str:
 
 @contextlib.contextmanager
 def peer_env(port: int, env: Mapping[str, str] | None) -> Iterator[dict[str, str]]:
-    """A fresh rank's variables: this rank's place, rank 0's new store, and a folder to
-    report to (named after this process), removed when the fresh rank is done."""
-
+    """A fresh rank's variables: this rank's place, rank 0's new store, a folder to report to."""
     out = dict(env or {})
     out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
     out.update(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", GPUPERF_NO_LOCK="1")
@@ -91,17 +85,8 @@ def _store() -> Any:
         return None
 
 
-def _say(session: pytest.Session, line: str) -> None:
-    """A line on the terminal after the tests (stdout where there is no terminal)."""
-    tr = session.config.pluginmanager.get_plugin("terminalreporter")
-    if tr is not None:
-        tr.write_line(line, red=True)
-    else:
-        print(line)
-
-
 class RankSession:
-    """The plugin object of a rank (module docstring)."""
+    """The plugin object of a rank."""
 
     def __init__(
         self,
@@ -115,7 +100,6 @@ class RankSession:
         self.env = env
         self.run = run
         self.is_benchmark = is_benchmark
-        #: the session's device (resolved once), and a test's results
         self._session_device = device
         self._results = results
         self.group: Group | None = None
@@ -137,23 +121,18 @@ class RankSession:
         """Whether ``item`` runs on every rank of this group (its world_size is the group's)."""
         return world_size(item) == self.env.world_size
 
-    # --- the group ------------------------------------------------------------------
-
     def join(self, device: str) -> Group:
         if self.group is None:
             self.device = device
             timeout = self.run.settings.session.dist_timeout
-            if self.env.spawned:
-                # the launcher stops a hung test first, with every rank's stack; the group's
-                # own timeout (a collective that a rank never joins fails) comes after it
+            if self.env.spawned:  # the launcher stops a hung test first, with the stacks
                 timeout += 30.0
             self.group = join_group(self.env, device, timeout_s=timeout)
         return self.group
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Mark what this rank does not run as skipped, with the reason; give this rank its
-        own GPU before any test or fixture touches one."""
+        """Skip what this rank does not run; pin its GPU before any test touches one."""
         self._had_benchmarks = any(self.is_benchmark(i) for i in items)
         for item in items:
             why = self._not_here(item)
@@ -189,14 +168,10 @@ class RankSession:
             self.join(self._session_device())
             self._write()  # torchrun's ranks: where this one is, now that the others can read
 
-    def lock(self, owner: str) -> AbstractContextManager[object]:
-        """Held around each measurement of a distributed test: the first rank of each node
-        takes the lock of every device its node's ranks use (the CPU's once), then all
-        ranks meet; none takes a lock where the launcher holds them (the plugin's ranks)."""
-        return self._locked(owner)
-
     @contextlib.contextmanager
-    def _locked(self, owner: str) -> Iterator[None]:
+    def lock(self, owner: str) -> Iterator[None]:
+        """Around each measurement: each node's first rank takes its devices' locks, then
+        all ranks meet (the plugin's ranks: GPUPERF_NO_LOCK, the launcher holds them)."""
         group = self.group
         assert group is not None, "a distributed test's group is joined before it runs"
         keys = self._node_lock_keys() if self.env.local_rank == 0 else []
@@ -218,12 +193,9 @@ class RankSession:
             uuids.append(uuid if uuid.startswith("GPU-") or uuid.isdigit() else "GPU-" + uuid)
         return lock_keys("cuda", uuids)
 
-    # --- what a rank of the plugin's group reports ----------------------------------------
-
     def _write(self) -> None:
-        """Where this rank is and how its tests went: the plugin's ranks, to the group's
-        folder (the launcher reads it); torchrun's, once in the group, to its store (the
-        others name this rank from it when a collective of theirs fails)."""
+        """Where this rank is and how its tests went: to the group's folder (the plugin's
+        ranks), or to the group's store (torchrun's, for the others' failure texts)."""
         if self.folder is not None:
             with contextlib.suppress(OSError):
                 write_json_atomic(status_path(self.folder, self.env.rank), self._doc)
@@ -280,10 +252,8 @@ class RankSession:
     def _name_the_others(
         self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
     ) -> None:
-        """A distributed test failed on this rank of torchrun's: say where the others were.
-        A collective that timed out waited for one of them: the test's failure is then
-        that, in a few lines, in place of the backend's traceback; and the group, out of
-        step, does not meet again at the end (a second timeout)."""
+        """A distributed test failed on this torchrun rank: say where the others were; a
+        collective's timeout replaces the backend's traceback and marks the group broken."""
         others = "\n".join(f"  {line}" for line in self._the_others())
         error = call.excinfo.value if call.excinfo is not None else None
         if error is None or "timed out" not in str(error).lower():
@@ -313,9 +283,8 @@ class RankSession:
         self._write()
 
     def out_of_step(self, item: pytest.Item, error: BaseException) -> None:
-        """The body of a distributed test failed on this rank: the others may still wait in a
-        collective it never reached, so this rank runs no more tests (they meet it at the
-        session's end: the plugin's ranks start again for the tests left)."""
+        """A distributed test's body failed here: the others may wait in a collective it never
+        reached, so this rank runs no more tests."""
         if isinstance(error, pytest.skip.Exception):
             return
         item.session.shouldstop = (
@@ -323,11 +292,8 @@ class RankSession:
             "group out of step: this rank runs no more tests"
         )
 
-    # --- rank 0 judges; every rank follows (torchrun's workers) ------------------------------
-
     def agree(self, item: pytest.Item, judge: Callable[[], list[str]]) -> list[str]:
-        """The failures of a distributed test, the same on every rank: rank 0 judges
-        (``judge()``, whose child runs its peers join), then tells them."""
+        """A distributed test's failures, alike on every rank: rank 0 judges, then tells."""
         group = self.group
         if group is None or self.env.spawned:
             return judge()
@@ -372,8 +338,8 @@ class RankSession:
         timeout_s: float = 600.0,
         **kw: Any,
     ) -> ChildRun:
-        """Rank 0's fresh process: for a distributed test, one on every rank, forming a new
-        group (the peers are told to start theirs); else one without this rank's variables."""
+        """Rank 0's fresh process: for a distributed test, one on every rank (a new group);
+        else one without this rank's variables."""
         item = self.current
         if item is None or not self.in_step(item) or self.group is None:
             return run_child(run, nodeid, device=device, env=env, timeout_s=timeout_s,
@@ -393,12 +359,9 @@ class RankSession:
             self.group.all_gather(0)
         return mine
 
-    # --- the end ---------------------------------------------------------------------------
-
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """torchrun's workers take the worst exit status of any rank; the plugin's ranks say
-        they finished."""
+        """torchrun's ranks take the worst exit status of any; the plugin's say they finished."""
         status = int(session.exitstatus)
         if self.broken:  # a collective timed out: the others may never come to agree
             status = status or pytest.ExitCode.TESTS_FAILED
@@ -415,17 +378,21 @@ class RankSession:
                     else "its benchmarks ran on rank 0 alone. If this process is no rank of a "
                     "group, unset RANK and WORLD_SIZE (left over from a launcher?)"
                 )
-                _say(session, (
+                line = (
                     f"gpuperf: {self.env.label()}: the ranks could not agree on the exit status "
                     f"({type(e).__name__}: {first_line(e)}), so this session fails: {why}"
-                ))  # fmt: skip
+                )
+                tr = session.config.pluginmanager.get_plugin("terminalreporter")
+                if tr is not None:
+                    tr.write_line(line, red=True)
+                else:
+                    print(line)
         session.exitstatus = status
         self._doc.update(finished=True, exitstatus=status)
         self._write()
 
     def pytest_unconfigure(self) -> None:
-        # the plugin's ranks exit right after their session (a process group's teardown can
-        # hang when a peer is gone); torchrun's leave it as torch asks
+        # the plugin's ranks exit without a teardown (it can hang when a peer is gone)
         if self.group is not None and not self.env.spawned:
             self.group.close()
         self.group = None
