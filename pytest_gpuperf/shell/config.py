@@ -35,12 +35,8 @@ class Setting:
 
 @dataclass(frozen=True)
 class GpuPerfConfig:
-    """Every option resolved from command line > ini > default, with where it came from.
-
-    The resolution table: code reads the typed settings built from it once
-    (:class:`pytest_gpuperf.shell.settings.Settings`); this keeps the sources, for
-    error messages and for what a child process is given.
-    """
+    """Every option resolved from command line > ini > default, with where it came from (for
+    error messages and a child's arguments; code reads :class:`.settings.Settings`)."""
 
     settings: Mapping[str, Setting] = field(default_factory=dict)
 
@@ -118,36 +114,23 @@ class GpuPerfConfig:
         call_where: str = "the gpu_bench(...) call",
     ) -> dict[str, Setting]:
         """Per-benchmark settings: call > marker > this session's settings."""
-        return resolve(self.settings, marker or {}, call or {}, marker_where, call_where)
+        out: dict[str, Setting] = {}
+        for opt in (o for o in OPTIONS if o.per_test):
+            for given, source, where in (
+                (call, "call", call_where),
+                (marker, "marker", marker_where),
+            ):
+                if given and opt.name in given:
+                    value = _parse(opt.name, given[opt.name], f"{where}, {opt.name}=")
+                    out[opt.name] = Setting(value, source)
+                    break
+            else:
+                out[opt.name] = self.settings[opt.name]
+        return out
 
 
 def _parse(name: str, raw: Any, where: str) -> Any:
-    opt = OPTIONS_BY_NAME[name]
     try:
-        return opt.parse(raw)
+        return OPTIONS_BY_NAME[name].parse(raw)
     except OptionValueError as e:
         raise ConfigError(f"{where}: {e}") from None
-
-
-def resolve(
-    session: Mapping[str, Setting],
-    marker: Mapping[str, Any],
-    call: Mapping[str, Any],
-    marker_where: str,
-    call_where: str,
-) -> dict[str, Setting]:
-    out: dict[str, Setting] = {}
-    for opt in OPTIONS:
-        if not opt.per_test:
-            continue
-        if opt.name in call:
-            out[opt.name] = Setting(
-                _parse(opt.name, call[opt.name], f"{call_where}, {opt.name}="), "call"
-            )
-        elif opt.name in marker:
-            out[opt.name] = Setting(
-                _parse(opt.name, marker[opt.name], f"{marker_where}, {opt.name}="), "marker"
-            )
-        else:
-            out[opt.name] = session[opt.name]
-    return out

@@ -1,13 +1,9 @@
 """One measurement at a time per device, across processes: a file lock per device.
 
-An ``fcntl.flock`` on a file named after the device (its UUID, or ``cpu``), held only while
-a benchmark is measured; the kernel releases it when its process dies. The files go where
-every process of every user finds them: ``GPUPERF_LOCK_DIR``, else the first of
-:data:`SHARED_PLACES` that is root's, sticky and writable by all (never the temp folder,
-which ``TMPDIR`` moves per user; ``/dev/shm`` first, shared even under ``PrivateTmp``); a
-folder of another user is refused (docs/ci.md). A ``world_size=`` test holds each of its
-devices' locks (:func:`devices_locked`), taken in one sorted order, so no two holders wait
-in a cycle. ``GPUPERF_LOCK_LOG`` gets a JSON line per hold once let go (:class:`HoldLog`).
+An ``fcntl.flock`` on a file named after the device (its UUID, or ``cpu``), held while a
+benchmark is measured. The files go where every process of every user finds them:
+``GPUPERF_LOCK_DIR``, else the first of :data:`SHARED_PLACES` that is root's, sticky and
+writable by all (never the temp folder, which ``TMPDIR`` moves per user; docs/ci.md).
 """
 
 from __future__ import annotations
@@ -37,9 +33,7 @@ PREFIX = "pytest-gpuperf-"
 
 
 def lock_dir() -> Path:
-    """The folder of the per-device lock files: ``GPUPERF_LOCK_DIR`` (made absolute once,
-    at the session's start, by :func:`settle_lock_dir`, for this process and its
-    children), else the machine's shared place (module docstring)."""
+    """The folder of the per-device lock files (module docstring)."""
     env = os.environ.get(LOCK_DIR_ENV)
     if env:
         return Path(env).absolute()
@@ -55,14 +49,9 @@ def lock_dir() -> Path:
 
 
 def settle_lock_dir(base: Path, baseline_dirs: Sequence[Path] = ()) -> str | None:
-    """At a session's start: a relative ``GPUPERF_LOCK_DIR`` resolved against ``base``
-    (the folder pytest was started in) and put back into the environment, so that
-    every process of the session (xdist workers, re-runs, A/B base processes, which run
-    in other folders) uses one folder; then why no lock can be taken there, or why
-    ``GPUPERF_LOCK_LOG`` cannot be written (a baseline, a folder, a FIFO...), or None.
-    A value with control characters (a line break, an escape) is refused as it is: no
-    folder of locks is named so, and the name would reach the terminal.
-    """
+    """At a session's start: a relative ``GPUPERF_LOCK_DIR`` made absolute against ``base``
+    for every process of the session; then why no lock can be taken there, or why
+    ``GPUPERF_LOCK_LOG`` cannot be written, or None."""
     env = os.environ.get(LOCK_DIR_ENV)
     if env and printable(env) != env:
         return _cannot_use(
@@ -82,8 +71,7 @@ def settle_lock_dir(base: Path, baseline_dirs: Sequence[Path] = ()) -> str | Non
 
 
 def _cannot_use(where: str, problem: str) -> str:
-    """The start's error for a lock folder that cannot be used, with the remedy (escaped:
-    a path may hold any character)."""
+    """The start's error for a lock folder that cannot be used, with the remedy, escaped."""
     return printable(
         f"gpuperf: cannot use {where}: {problem}. Point {LOCK_DIR_ENV} at a folder that root "
         "or you own, e.g. GPUPERF_LOCK_DIR=$HOME/.cache/pytest-gpuperf-locks (every user who "
@@ -105,14 +93,8 @@ def device_lock(
     owner: str | None = None,
     log: HoldLog | None = None,
 ) -> Iterator[None]:
-    """Hold the lock of ``device_key`` for the duration of the block.
-
-    ``owner`` (the test id) is written into the lock file for others to read.
-    ``on_wait`` is called once, with a message naming the holder, when the
-    lock is busy (what it returns, if a context manager, lasts while waiting);
-    the wait ends with :class:`~pytest_gpuperf.errors.DeviceBusy` after ``timeout_s``.
-    The hold goes to ``log`` (a fresh :class:`HoldLog` if None) once the lock is let go.
-    """
+    """Hold the lock of ``device_key`` for the block; ``owner`` (the test id) is written into
+    the lock file, ``on_wait`` told once who holds it, :class:`DeviceBusy` after ``timeout_s``."""
     if not filelock.SUPPORTED or os.environ.get("GPUPERF_NO_LOCK") == "1":
         yield
         return
@@ -142,9 +124,8 @@ def device_lock(
 
 
 class HoldLog:
-    """``GPUPERF_LOCK_LOG``: one JSON line per hold, appended after the lock is let go (a
-    slow file never holds a device). The first write that fails ends the log, and
-    :attr:`error` says so, once."""
+    """``GPUPERF_LOCK_LOG``: one JSON line per hold, appended after the lock is let go; the
+    first write that fails ends the log (:attr:`error`)."""
 
     def __init__(self) -> None:
         self.path = os.environ.get(LOG_ENV) or None
@@ -152,8 +133,7 @@ class HoldLog:
 
     @staticmethod
     def problem(baseline_dirs: Sequence[Path] = ()) -> str | None:
-        """Why ``GPUPERF_LOCK_LOG`` cannot take the lines (checked at the start, as the
-        outputs are), or None."""
+        """Why ``GPUPERF_LOCK_LOG`` cannot take the lines, or None."""
         path = os.environ.get(LOG_ENV)
         if not path:
             return None
@@ -215,10 +195,7 @@ def device_key(device: str) -> str:
 
 
 class DeviceLock:
-    """The lock of the device a session measures on; its name is found on first use.
-
-    ``hold(owner)`` is what the fixture enters around each benchmark's measurement.
-    """
+    """The lock of the device a session measures on; its name is found on first use."""
 
     def __init__(
         self,
@@ -231,8 +208,7 @@ class DeviceLock:
         self.timeout_s = timeout_s
         self.on_wait = on_wait
         self._key: str | None = None
-        #: seconds this session waited for another process's measurements, in how many waits,
-        #: and who held the lock the last time (for the terminal summary: :meth:`summary_lines`)
+        #: this session's waits for other processes' measurements (:meth:`summary_lines`)
         self.waited_s = 0.0
         self.waits = 0
         self.last_holder = ""
@@ -259,8 +235,7 @@ class DeviceLock:
             yield
 
     def summary_lines(self) -> list[str]:
-        """For the summary, even under ``-q``: how long this session waited for the lock
-        (it took longer because another one was measuring), and a lock log that failed."""
+        """For the summary, even under ``-q``: this session's waits, a lock log that failed."""
         which = "the machine's CPU" if self._key == "cpu" else f"{self._key}"
         waited = (
             f"gpuperf: waited {self.waited_s:.1f} s ({self.waits} wait(s)) for {which}: another "

@@ -1,10 +1,8 @@
 """Progress of long steps (first call, measuring, confirmation runs, capture) on the terminal.
 
-A step of seconds to minutes inside one test would otherwise look like a hang. Shown only
-once it lasts (``delay_s``): on a terminal, one line rewritten at most once a second; in a
-CI log, a line when it starts to last, one every ``every_s``, one at its end. A wait is
-ticked by a small thread; a measurement ticks between its rounds (``ticker=False``).
-Silent under ``-q``, in xdist workers, and with ``--gpuperf-progress=off``.
+A step of seconds to minutes inside one test would otherwise look like a hang. Shown once
+it lasts (``delay_s``): on a terminal, one line rewritten at most once a second; in a CI
+log, a line every ``every_s``. Silent under ``-q``, in xdist workers, and when off.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ class Task:
         self.detail = detail
 
     def tick(self) -> None:
-        """Show the line if the step has lasted (for callers that tick themselves)."""
         self.progress.tick()
 
     def text(self, now: float) -> str:
@@ -106,10 +103,8 @@ class Progress:
 
     @contextlib.contextmanager
     def task(self, label: str, *, ticker: bool = True) -> Iterator[Task]:
-        """``with progress.task("re-measuring test_mm in a fresh process (look 2 of 3)"):``
-
-        ``ticker=False``: no thread; the caller calls ``task.tick()`` now and then.
-        """
+        """``with progress.task("re-measuring test_mm"):``; ``ticker=False``: no thread, the
+        caller calls ``task.tick()`` (a measurement, between its rounds)."""
         task = Task(self, label)
         if not self.enabled:
             yield task
@@ -133,10 +128,7 @@ class Progress:
 
     @contextlib.contextmanager
     def shared(self, label: str) -> Iterator[None]:
-        """One line for the tasks inside (``re-measuring test_mm in fresh processes``, with
-        each task's label in brackets): shown once, never once per task. On a terminal it
-        is rewritten in place and ends with the time the whole took; in a log it is written
-        when it starts to last and every ``every_s`` after."""
+        """One line for the tasks inside, each task's label in brackets."""
         outer = Task(self, label)
         self.shared_task = outer
         try:
@@ -152,7 +144,7 @@ class Progress:
             self.tick()
 
     def tick(self) -> None:
-        """Show the current task if it has lasted (the ticker thread calls this every second)."""
+        """Show the current task if it has lasted (the ticker thread's, every second)."""
         with self._lock:
             task = self._task
             if task is None or self.write is None:

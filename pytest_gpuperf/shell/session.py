@@ -1,9 +1,7 @@
 """The core plugin object of a session: the device, the run id, the fixture's context, results.
 
-Each feature that is on adds its own plugin object (registered by :mod:`pytest_gpuperf.plugin`).
-They meet on the test item's stash: the fixture's results (:data:`RESULTS_KEY`), a test that
-did not pass (:data:`DID_NOT_PASS_KEY`), a feature's fields of the fixture's context
-(:data:`CONTEXT_KEY`). From an xdist worker, results travel on the report as plain dicts.
+Each feature that is on adds its own plugin object (:mod:`pytest_gpuperf.plugin`); they meet
+on the test item's stash. From an xdist worker, results travel on the report as dicts.
 """
 
 from __future__ import annotations
@@ -56,14 +54,13 @@ class GpuPerfSession:
         self.run = run
         self.config = run.config
         self.settings = run.settings
-        #: whether this process writes what the session leaves (baselines, reports): not an
-        #: xdist worker (the controller does), not a rank other than 0
+        #: whether this process writes baselines and reports (no worker, no rank but 0)
         self.lead = lead
         #: a process the plugin started (a confirmation, a capture, a rank of its group)
         self.child = is_child(self.config)
-        self.run_id: str = getattr(self.config, "workerinput", {}).get("gpuperf_run_id") or (
-            _new_run_id()
-        )
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        handed = getattr(self.config, "workerinput", {}).get("gpuperf_run_id")
+        self.run_id: str = handed or f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.started = time.time()
         self.device: str | None = None
         self.results: list[Result] = []
@@ -71,16 +68,13 @@ class GpuPerfSession:
         self.session_info: dict[str, Any] = {}
         #: results of tests that did not pass: reported, never saved
         self.not_saved: list[Result] = []
-        #: this process's results of a test between its report and the report's logging,
-        #: by node id (a worker's go on the report instead)
+        #: this process's results of a test between its report and its logging, by node id
         self._reported: dict[str, tuple[list[Result], bool]] = {}
         self._progress: Progress | None = None
         self._lock: DeviceLock | None = None
-        # telemetry and NVTX: made on first use
         self._telemetry: NvmlTelemetry | None = None
         self._nvtx: NvtxRanges | None = None
-        # The per-device lock folder, once for the session: one where no lock can be taken
-        # is a usage error here, not a traceback in every test.
+        # a lock folder where no lock can be taken: a usage error, not one in every test
         problem = settle_lock_dir(self.config.invocation_params.dir, [run.baseline_dir])
         if problem and not self.settings.session.disable and not run.is_worker:
             raise pytest.UsageError(problem)
@@ -108,8 +102,6 @@ class GpuPerfSession:
                 on_wait=self.progress().task,
             )
         return self._lock
-
-    # --- the fixture -------------------------------------------------------
 
     def make_bench(self, request: pytest.FixtureRequest) -> GpuBench:
         item = request.node
@@ -140,8 +132,7 @@ class GpuPerfSession:
         return GpuBench(ctx)
 
     def _measured(self, item: pytest.Item, result: Result) -> None:
-        """What the fixture hands over after each measurement: plugins add telemetry fields
-        (``pytest_gpuperf_telemetry``), what the telemetry shows becomes notes."""
+        """Each measurement from the fixture: plugins' telemetry fields, telemetry notes."""
         telemetry = dict(result.run.telemetry or {})
         self.config.hook.pytest_gpuperf_telemetry(
             config=self.config, bench_id=result.id, telemetry=telemetry
@@ -172,8 +163,8 @@ class GpuPerfSession:
         return self._telemetry
 
     def _activity(self, device: str) -> Any:
-        """The GPM window maker of the session's telemetry (CUDA, --gpuperf-activity on); none
-        in a capture child, whose own measurement only checks that the slowdown reproduces."""
+        """The GPM window maker of the session's telemetry (none in a capture child, whose
+        measurement only checks that the slowdown reproduces)."""
         capture_child = self.child and bool(os.environ.get(CAPTURE_ENV))
         if device != "cuda" or not self.settings.telemetry.activity or capture_child:
             return None
@@ -183,8 +174,6 @@ class GpuPerfSession:
         if self._nvtx is None:
             self._nvtx = NvtxRanges(enabled=self.settings.telemetry.nvtx and device == "cuda")
         return self._nvtx
-
-    # --- results -------------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -209,9 +198,7 @@ class GpuPerfSession:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         try:
             return (yield)
-        except BaseException:
-            # The test's own failure (an assertion, a misused fixture, a skip): what it
-            # measured is reported, never saved as a baseline run.
+        except BaseException:  # what a test that did not pass measured is never saved
             item.stash[DID_NOT_PASS_KEY] = True
             raise
 
@@ -220,9 +207,7 @@ class GpuPerfSession:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         results = item.stash.get(RESULTS_KEY, None) if call.when == "call" else None
-        if results:
-            # On the item, not the report: junitxml writes the properties the teardown
-            # report copies from the item.
+        if results:  # junitxml writes what the teardown report copies from the item
             item.user_properties.extend(junit_properties(results))
         report = yield
         if results:
@@ -252,22 +237,20 @@ class GpuPerfSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Before the save and the reports (after the captures of the last verdicts, whose
-        plugin is registered later): plugins see the session's results."""
+        """Before the save and the reports: plugins see the session's results."""
         if self._telemetry is not None:
             self._telemetry.close()
         if self.lead and not self.child:
             self.config.hook.pytest_gpuperf_session_finish(config=self.config, results=self.results)
 
     def summarize(self, tr: Any, results: list[Result]) -> None:
-        """The terminal summary's lines of the device's lock: a wait, a lock log that failed."""
+        """The terminal summary's lines of the device's lock."""
         for line in self._lock.summary_lines() if self._lock is not None else []:
             tr.write_line(fold(line))
 
 
 def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> None:
-    """``--gpuperf-group-by=param:NAME`` names a parameter of a collected benchmark: a typo
-    would put every benchmark in one group, ``param:NAME=-``, and say nothing."""
+    """``--gpuperf-group-by=param:NAME`` names a parameter of a collected benchmark."""
     wanted = [k.split(":", 1)[1] for k in keys if k.startswith("param:")]
     if not wanted or not benchmarks:
         return
@@ -276,17 +259,9 @@ def check_group_by(keys: Sequence[str], benchmarks: Sequence[pytest.Item]) -> No
         known.update(getattr(getattr(item, "callspec", None), "params", {}))
     for name in wanted:
         if name not in known:
-            have = (
-                f"their parameters are {', '.join(sorted(known))}"
-                if known
-                else "they have no parameters"
-            )
+            have = f"their parameters are {', '.join(sorted(known))}" if known else ""
             raise pytest.UsageError(
                 f"--gpuperf-group-by=param:{name}: no collected benchmark has a parameter "
-                f"{name!r} ({have}); fix the name, or use param to group by all of them"
+                f"{name!r} ({have or 'they have no parameters'}); fix the name, or use param to "
+                "group by all of them"
             )
-
-
-def _new_run_id() -> str:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{uuid.uuid4().hex[:6]}"

@@ -1,10 +1,8 @@
 """Typed settings, built once in ``pytest_configure``, and the run context that carries them.
 
-:mod:`.options` declares every option; :mod:`.config` resolves each (call > marker > CLI >
-ini > default). Here the values become frozen dataclasses, one per concern (session,
-measure, verdict, capture, report, telemetry, work), each in the lowest ring that reads it.
-Every option is a field of exactly one (``tests/unit/test_settings.py``): code reads
-``run.settings.session.baseline``, never an option's name.
+:mod:`.options` declares every option; :mod:`.config` resolves each. Here the values become
+frozen dataclasses, one per concern, each in the lowest ring that reads it; every option is
+a field of exactly one, which holds its default: code reads ``run.settings.session.save``.
 """
 
 from __future__ import annotations
@@ -143,13 +141,8 @@ class PerTest:
 
 @dataclass(frozen=True)
 class RunContext:
-    """What the shell's modules need of the running session, in one value.
-
-    ``settings`` are typed; ``resolved`` is the resolution table behind them (where
-    each value came from, for error messages and for the options forwarded to a child
-    process); ``config`` is kept for calling the plugin's hooks (they take
-    ``config=``) and for its stash.
-    """
+    """What the shell's modules need of the running session: the typed ``settings``, the
+    resolution table behind them (``resolved``: where each value came from), the config."""
 
     config: pytest.Config
     settings: Settings
@@ -176,11 +169,6 @@ class RunContext:
     @property
     def inipath(self) -> Path | None:
         return self.config.inipath
-
-    @property
-    def hook(self) -> Any:
-        """The hook relay (``pytest_gpuperf_*`` hooks of plugins and conftests)."""
-        return self.config.hook
 
     @property
     def is_worker(self) -> bool:
