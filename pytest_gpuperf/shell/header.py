@@ -29,8 +29,7 @@ class HeaderPlugin:
         self.gpu_state: dict[str, Any] | None = None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        """The settings, for the xdist controller only: a process that collects says more
-        after collection (:meth:`pytest_collection_finish`), and only when it has benchmarks."""
+        """The settings, for the xdist controller only (the others: after collection)."""
         if not config.getoption("numprocesses", None) or self.session.run.is_worker:
             return []
         session, measure = self.settings.session, self.settings.measure
@@ -43,8 +42,7 @@ class HeaderPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Once benchmarks are selected (after "collected N items"): one line saying where
-        and how they are measured; on a GPU, the GPUs' state from NVML."""
+        """Once benchmarks are selected: where and how they are measured, the GPUs' state."""
         config = session.config
         if config.getoption("collectonly", False) or not any(map(is_benchmark, session.items)):
             return
@@ -58,8 +56,7 @@ class HeaderPlugin:
         device = self.session.ensure_device()
         telemetry = self.settings.telemetry
         lines = []
-        if device == "cuda" and telemetry.enabled:
-            # NVML's reader, on a GPU only: a CPU run never touches NVML
+        if device == "cuda" and telemetry.enabled:  # a CPU run never touches NVML
             from pytest_gpuperf.telemetry.header import collect_gpu_state, render_header
 
             self.gpu_state = collect_gpu_state()
@@ -104,16 +101,13 @@ class HeaderPlugin:
 
 
 def shown(lines: list[str]) -> list[str]:
-    """The header's lines as printed: NVML's, longer than 120 columns on a GPU with a long
-    name, wrapped like the summary's."""
+    """The header's lines as printed, wrapped like the summary's."""
     return [fold("gpuperf: " + line, HEADER_WIDTH) for line in lines]
 
 
 def _fit(template: str, *, name: str, width: int) -> list[str]:
-    """``template`` with ``{name}`` (a device's model) filled in: one line of at most
-    ``width`` characters, the name shortened (``…``) to no less than 8 to fit; where even
-    that is too long (a long torch version, ``--gpuperf-device=cpu``), two lines, split
-    after the template's first ``"; "``."""
+    """``template`` with ``{name}`` (a device's model) in ``width`` characters, the name
+    shortened (``…``) to no less than 8; where that is too long, two lines split at ``"; "``."""
     parts = [template]
     if len(template.replace("{name}", name[:8])) > width and "; " in template:
         head, tail = template.split("; ", 1)

@@ -35,18 +35,11 @@ class MarkerError(ValueError):
 
 
 def format_param(value: Any) -> str:
-    """Readable id of a parameter value.
-
-    ``(4096, 4096)`` -> ``4096x4096``, ``torch.bfloat16`` -> ``bfloat16``.
-    """
-    if isinstance(value, (tuple, list)) and value and all(isinstance(v, int) for v in value):
-        return "x".join(str(v) for v in value)
+    """Readable id of a parameter value: ``(4096, 4096)`` -> ``4096x4096``, ``torch.bfloat16`` ->
+    ``bfloat16``."""
     if isinstance(value, (tuple, list)):
         return "x".join(format_param(v) for v in value) or "empty"
-    text = str(value)
-    if text.startswith("torch."):
-        text = text[len("torch.") :]
-    return text
+    return str(value).removeprefix("torch.")
 
 
 def world_size(item: Any) -> int | None:
@@ -58,8 +51,7 @@ def world_size(item: Any) -> int | None:
 def marker_kwargs(item_or_def: Any) -> dict[str, Any]:
     """The keywords of the closest ``gpuperf`` marker (class and module markers are merged)."""
     merged: dict[str, Any] = {}
-    # iter_markers yields closest first; farther markers only fill gaps.
-    for m in item_or_def.iter_markers(MARKER):
+    for m in item_or_def.iter_markers(MARKER):  # closest first: farther ones fill gaps
         for k, v in m.kwargs.items():
             merged.setdefault(k, v)
     return merged
@@ -119,9 +111,7 @@ def _check_dtype(test: str, value: Any) -> None:
     """A ``dtypes=`` entry is a torch dtype, or the name of one (``"bfloat16"``)."""
     import torch  # a marker with dtypes= is on a torch test: torch is imported already
 
-    name = (
-        value[len("torch.") :] if isinstance(value, str) and value.startswith("torch.") else value
-    )
+    name = value.removeprefix("torch.") if isinstance(value, str) else value
     if isinstance(value, torch.dtype):
         return
     if isinstance(name, str) and isinstance(getattr(torch, name, None), torch.dtype):
@@ -152,15 +142,12 @@ def parametrize(metafunc: pytest.Metafunc, kwargs: Mapping[str, Any], test: str)
                 f"@pytest.mark.gpuperf({key}=...); keep one of them"
             )
         values = list(kwargs[key])
-        ids = [format_param(v) for v in values]
-        metafunc.parametrize(arg, values, ids=ids)
+        metafunc.parametrize(arg, values, ids=[format_param(v) for v in values])
 
 
 def _already_parametrized(metafunc: pytest.Metafunc, arg: str) -> bool:
     for m in metafunc.definition.iter_markers("parametrize"):
         names = m.args[0] if m.args else m.kwargs.get("argnames", "")
-        if isinstance(names, str):
-            names = [n.strip() for n in names.split(",")]
-        if arg in names:
+        if arg in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
             return True
     return False

@@ -1,8 +1,7 @@
 """The session's outputs: the report files and the terminal summary's gpuperf section.
 
-Registered where the session's reports are written (the xdist controller, a session of one
-process, rank 0; a child writes its JSON only, for its parent). Every file is checked
-before anything is measured and written once, at the end, after the save.
+Every file is checked before anything is measured and written once, at the end, after the
+save (a child writes its JSON only, for its parent).
 """
 
 from __future__ import annotations
@@ -73,18 +72,15 @@ class OutputsPlugin:
         return [(f"--gpuperf-{option}", path) for option, path in files]
 
     def _added_outputs(self) -> dict[Output, Any]:
-        """The outputs plugins added (registry.py), each with its option's value if given."""
-        out = {}
-        for o in self.session.run.registry.added_outputs:
-            value = self.config.getoption("gpuperf_" + o.option.replace("-", "_"), None)
-            if value:
-                out[o] = value
-        return out
+        """The outputs plugins added (registry.py) whose option is given, with its value."""
+        getoption = self.config.getoption
+        added = self.session.run.registry.added_outputs
+        options = {o: getoption("gpuperf_" + o.option.replace("-", "_"), None) for o in added}
+        return {o: v for o, v in options.items() if v}
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """The report files (reporting/outputs.py), the GitHub step summary and annotations,
-        after the save; a child writes its JSON only."""
+        """The report files, the GitHub step summary and annotations, after the save."""
         core = self.session
         extra = fingerprint_extra(self.config)
         gate = self.gate.gate if self.gate is not None else None
@@ -115,8 +111,7 @@ class OutputsPlugin:
             baseline_dirs=self.baseline_dirs,
             added=self.added,
         )
-        if self.ci.errors and session.exitstatus == 0:
-            # A report that was asked for and not written is a failed job (what CI reads).
+        if self.ci.errors and session.exitstatus == 0:  # a report asked for and not written
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -1,13 +1,12 @@
 """``--gpuperf-save``: the save's plugin, where the session's baselines are written.
 
-The store is :mod:`pytest_gpuperf.baseline`; this gives it what only the session knows
-(the fingerprint hooks' fields, the git commit and CI ids, the telemetry a run keeps). A
-run is saved whole or not at all: never the results of tests that did not pass, of an
-interrupted session, nor a CPU median on the scheduler's tick.
+It gives the store (:mod:`pytest_gpuperf.baseline`) what only the session knows: the
+fingerprint hooks' fields, the git commit and CI ids. A run is saved whole or not at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import replace
@@ -34,7 +33,6 @@ class SavePlugin:
         #: the summary's line once saved, or why the save did not happen
         self.saved: str | None = None
         self.error: str | None = None
-        #: the baseline this session's runs went into: only once the save happened
         self.saved_to: str | None = None
         try:  # before measuring anything: an existing baseline must be readable
             BaselineStore(self.run.baseline_dir).check(self.name)  # the store checks the name
@@ -42,14 +40,11 @@ class SavePlugin:
             raise pytest.UsageError(str(e)) from None
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """After the captures and the ``pytest_gpuperf_session_finish`` hooks (the core's, at
-        tryfirst), before the reports (trylast)."""
+        """After the captures and the session_finish hooks, before the reports."""
         results = self.session.results
         if not results:
             return
         if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
-            # A partial run (Ctrl-C, a crash) is not a run of the suite: it would sit in the
-            # baseline as one, with benchmarks missing.
             how = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "stopped"
             self.error = (
                 f"the session was {how} ({len(results)} benchmark result(s) "
@@ -72,7 +67,6 @@ class SavePlugin:
         if not results:
             self.saved = f"baseline {self.name!r}: nothing saved{note}"
             return
-        # The baseline keeps what later comparisons need of the telemetry, not its raw stream.
         runs = [replace(r.run, telemetry=baseline_telemetry(r.run.telemetry)) for r in results]
         settings = self.run.settings.session
         try:
@@ -95,9 +89,8 @@ class SavePlugin:
             self._interrupted(session, interrupted_by(e))
 
     def _interrupted(self, session: pytest.Session, by: str) -> None:
-        """A Ctrl-C (``by``: or SIGTERM) during the save: a clear line and exit code 2, not
-        a traceback. A save commits in one step (the index is replaced atomically), so the
-        baseline holds all of this session's runs or none of them; which, its index says."""
+        """A Ctrl-C (or SIGTERM) during the save: a line saying whether the index took the runs
+        (a save commits in one step), exit code 2, no traceback."""
         try:
             sessions = BaselineStore(self.run.baseline_dir).overview(self.name).sessions
             committed = any(self.session.run_id in s.run_ids for s in sessions)
@@ -124,24 +117,12 @@ class SavePlugin:
 def run_meta(run: RunContext) -> dict[str, Any]:
     """Where this run comes from: git commit and CI identifiers, best effort."""
     meta: dict[str, Any] = {}
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=run.rootpath,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        git = ["git", "rev-parse", "HEAD"]
+        sha = subprocess.run(git, cwd=run.rootpath, capture_output=True, text=True, timeout=5)
         if sha.returncode == 0:
             meta["git_sha"] = sha.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    for env, key in (
-        ("GITHUB_SHA", "ci_sha"),
-        ("GITHUB_REF", "ci_ref"),
-        ("GITHUB_RUN_ID", "ci_run_id"),
-        ("GITHUB_WORKFLOW", "ci_workflow"),
-    ):
-        if os.environ.get(env):
-            meta[key] = os.environ[env]
-    return meta
+    ci = ("GITHUB_SHA", "GITHUB_REF", "GITHUB_RUN_ID", "GITHUB_WORKFLOW")  # as ci_sha, ...
+    return meta | {
+        "ci_" + e.removeprefix("GITHUB_").lower(): os.environ[e] for e in ci if os.environ.get(e)
+    }
