@@ -18,7 +18,7 @@ from pytest_gpuperf.interrupt import sigterm_as_ctrl_c
 from pytest_gpuperf.measure.ranks import RankEnv
 from pytest_gpuperf.shell import hookspecs, markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
-from pytest_gpuperf.shell.distributed import GroupPlugin, RankPlugin, this_rank
+from pytest_gpuperf.shell.distributed import GroupPlugin, this_rank
 from pytest_gpuperf.shell.fixture import GpuBench
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.options import check_capture_skip
@@ -100,21 +100,18 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
 
 def _distributed(
     session: GpuPerfSession, rank: RankEnv | None
-) -> tuple[RankPlugin | GroupPlugin, RankSession | None]:
-    """A rank's plugin and its rank session, or the plugin that starts ranks; xdist's hooks
-    on its controller."""
+) -> tuple[RankSession | GroupPlugin, RankSession | None]:
+    """A rank's plugin, or the plugin that starts ranks; xdist's hooks on its controller."""
     register = session.config.pluginmanager.register
-    dist = RankPlugin(session, rank) if rank is not None else GroupPlugin(session)
+    dist = RankSession(session, rank) if rank is not None else GroupPlugin(session)
     register(dist, "gpuperf-distributed")
-    ranks = dist.ranks if isinstance(dist, RankPlugin) else None
-    if ranks is not None:
-        register(ranks, "gpuperf-ranks")
+    ranks = dist if isinstance(dist, RankSession) else None
     if session.config.pluginmanager.hasplugin("xdist") and not session.run.is_worker:
         register(XdistHooks(session.run_id), "gpuperf-xdist")
     return dist, ranks
 
 
-def _verdicts(session: GpuPerfSession, dist: RankPlugin | GroupPlugin) -> Any:
+def _verdicts(session: GpuPerfSession, dist: RankSession | GroupPlugin) -> Any:
     """The gate's plugin (a baseline or A/B), the capture's (on failure, or always)."""
     settings, register = session.settings, session.config.pluginmanager.register
     gate = capture = None

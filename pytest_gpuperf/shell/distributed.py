@@ -1,11 +1,10 @@
-"""Tests marked ``world_size=N``: :class:`RankPlugin` in a rank of a process group gives
-such a test its group, lock and hooks; elsewhere :class:`GroupPlugin` starts its ranks."""
+"""Tests marked ``world_size=N`` where this process is no rank: :class:`GroupPlugin` starts
+their ranks (in a rank: :class:`.ranks.RankSession`)."""
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -17,16 +16,10 @@ from pytest_gpuperf.shell.group import (
     GroupItem,
     GroupLauncher,
     as_group_items,
-    profiles,
 )
-from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.ranks import RankSession
 from pytest_gpuperf.shell.rerun import run_child
 from pytest_gpuperf.shell.session import (
-    CONTEXT_KEY,
-    RESULTS_KEY,
     GpuPerfSession,
-    is_benchmark,
 )
 from pytest_gpuperf.shell.settings import RunContext
 
@@ -40,65 +33,6 @@ def this_rank() -> RankEnv | None:
             f"gpuperf: the torchrun variables describe no rank: {e}; start the session "
             "with torchrun, or unset RANK and WORLD_SIZE"
         ) from None
-
-
-class RankPlugin:
-    """A rank's side of the tests that run on every rank of its group."""
-
-    def __init__(self, session: GpuPerfSession, env: RankEnv):
-        self.session = session
-        self.ranks = RankSession(
-            env,
-            session.run,
-            is_benchmark,
-            device=session.ensure_device,
-            results=lambda item: item.stash.get(RESULTS_KEY, None) or [],
-        )
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Before the fixtures: a distributed test's group, lock, hooks and progress line."""
-        if not is_benchmark(item) or not self.ranks.in_step(item):
-            return
-        settings = self.session.settings
-        device = self.session.ensure_device()
-        group = self.ranks.join(device)
-        from pytest_gpuperf.artifacts.collectors.group import group_hooks
-
-        hooks = group_hooks(group, device, profile=profiles(settings), calls=settings.capture.calls)
-        progress = self.session.progress() if self.ranks.lead else silent()
-        item.stash[CONTEXT_KEY] = {
-            "group": group,
-            "lock": functools.partial(self.ranks.lock, item.nodeid),
-            "after_measure": [] if settings.session.disable else hooks,
-            "progress": progress.task,
-        }
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        try:
-            return (yield)
-        except BaseException as e:
-            if self.ranks.in_step(item):
-                self.ranks.out_of_step(item, e)
-            raise
-
-    def confirmation_runner(self, run: RunContext, nodeid: Any, **kw: Any) -> ChildRun:
-        return self.ranks.run_child(run, nodeid, **kw)
-
-    def capture_runner(self, nodeid: str, device: str) -> Any:
-        """How a capture starts its fresh process for ``nodeid``: on every rank."""
-        ranks, run = self.ranks, self.session.run
-
-        def runner(**kw: Any) -> ChildRun:
-            return ranks.run_child(run, nodeid, device=device, **kw)
-
-        return runner
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        session = self.session
-        if not self.ranks.lead and not session.child and session.results:
-            terminalreporter.write_line(self.ranks.summary_line())
 
 
 class GroupPlugin:

@@ -1,6 +1,7 @@
 """A pytest process that is one rank of a process group: torchrun's worker, or the plugin's.
 
-The plugin's ranks (:mod:`.group`) run the bodies of ``world_size=`` tests and report to the
+:class:`RankSession` gives a test that runs on every rank its group, lock and hooks. The
+plugin's ranks (:mod:`.group`) run the bodies of ``world_size=`` tests and report to the
 group's folder; the launching process judges. Under torchrun every rank runs the session:
 a test whose ``world_size=`` is the group's runs on every rank, other benchmarks on rank 0,
 which alone judges, saves and reports, and sends each verdict to every rank, so that all
@@ -10,13 +11,14 @@ end alike (docs/distributed.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,18 +31,20 @@ from pytest_gpuperf.model import short_test_id
 from pytest_gpuperf.shell.group import (
     RESULTS_FILE,
     lock_keys,
+    profiles,
     status_path,
     tcp_store,
     write_json_atomic,
 )
 from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
+from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.rerun import run_child, temp_prefix
+from pytest_gpuperf.shell.session import CONTEXT_KEY, RESULTS_KEY, GpuPerfSession, is_benchmark
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
     from pytest_gpuperf.measure.distributed import Group
-    from pytest_gpuperf.model import Result
     from pytest_gpuperf.shell.settings import RunContext
 
 #: messages rank 0 sends its peers while it judges a distributed test
@@ -88,20 +92,10 @@ def _store() -> Any:
 class RankSession:
     """The plugin object of a rank."""
 
-    def __init__(
-        self,
-        env: RankEnv,
-        run: RunContext,
-        is_benchmark: Callable[[Any], bool],
-        *,
-        device: Callable[[], str],
-        results: Callable[[pytest.Item], list[Result]],
-    ):
+    def __init__(self, session: GpuPerfSession, env: RankEnv):
+        self.session = session
         self.env = env
-        self.run = run
-        self.is_benchmark = is_benchmark
-        self._session_device = device
-        self._results = results
+        self.run = session.run
         self.group: Group | None = None
         self.device: str | None = None
         self.folder = Path(env.group_dir) if env.group_dir else None
@@ -133,7 +127,7 @@ class RankSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Skip what this rank does not run; pin its GPU before any test touches one."""
-        self._had_benchmarks = any(self.is_benchmark(i) for i in items)
+        self._had_benchmarks = any(is_benchmark(i) for i in items)
         for item in items:
             why = self._not_here(item)
             if why:
@@ -143,7 +137,7 @@ class RankSession:
             torch.cuda.set_device(self.env.local_rank % torch.cuda.device_count())
 
     def _not_here(self, item: pytest.Item) -> str | None:
-        if not self.is_benchmark(item):
+        if not is_benchmark(item):
             return None  # a plain test runs where it is run, as without the plugin
         ws = world_size(item)
         if ws is None:
@@ -163,10 +157,31 @@ class RankSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Join the process group before the first distributed test."""
-        if self.is_benchmark(item) and self.in_step(item):
-            self.join(self._session_device())
-            self._write()  # torchrun's ranks: where this one is, now that the others can read
+        """Before the fixtures: a distributed test's group, lock, hooks and progress line."""
+        if not is_benchmark(item) or not self.in_step(item):
+            return
+        settings, device = self.session.settings, self.session.ensure_device()
+        group = self.join(device)
+        self._write()  # torchrun's ranks: where this one is, now that the others can read
+        from pytest_gpuperf.artifacts.collectors.group import group_hooks
+
+        hooks = group_hooks(group, device, profile=profiles(settings), calls=settings.capture.calls)
+        progress = self.session.progress() if self.lead else silent()
+        item.stash[CONTEXT_KEY] = {
+            "group": group,
+            "lock": functools.partial(self.lock, item.nodeid),
+            "after_measure": [] if settings.session.disable else hooks,
+            "progress": progress.task,
+        }
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except BaseException as e:
+            if self.in_step(item):
+                self.out_of_step(item, e)
+            raise
 
     @contextlib.contextmanager
     def lock(self, owner: str) -> Iterator[None]:
@@ -271,7 +286,7 @@ class RankSession:
 
     def _keep_results(self, item: pytest.Item) -> None:
         """Rank 0: this test's results, one line of ``results.jsonl``, as soon as it ran."""
-        results = self._results(item)
+        results = item.stash.get(RESULTS_KEY, None) or []
         assert self.folder is not None
         line = json.dumps({"nodeid": item.nodeid, "results": [r.to_dict() for r in results]})
         with (self.folder / RESULTS_FILE).open("a", encoding="utf-8") as f:
@@ -328,7 +343,7 @@ class RankSession:
                 prefix=list(msg.get("prefix") or ()), timeout_s=float(msg["timeout_s"]),
             )  # fmt: skip
 
-    def run_child(
+    def confirmation_runner(
         self,
         run: RunContext,
         nodeid: str | Sequence[str],
@@ -397,8 +412,13 @@ class RankSession:
             self.group.close()
         self.group = None
 
-    def summary_line(self) -> str:
-        return (
-            f"gpuperf: {self.env.label()}: benchmarks without world_size= ran on rank 0, and "
-            "rank 0 alone judges, saves baselines and writes reports (see its output)"
-        )
+    def capture_runner(self, nodeid: str, device: str) -> Callable[..., ChildRun]:
+        """How a capture starts its fresh process for ``nodeid``: on every rank."""
+        return functools.partial(self.confirmation_runner, self.run, nodeid, device=device)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.lead and not self.session.child and self.session.results:
+            terminalreporter.write_line(
+                f"gpuperf: {self.env.label()}: benchmarks without world_size= ran on rank 0, and "
+                "rank 0 alone judges, saves baselines and writes reports (see its output)"
+            )
