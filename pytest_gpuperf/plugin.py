@@ -18,12 +18,12 @@ from pytest_gpuperf.interrupt import sigterm_as_ctrl_c
 from pytest_gpuperf.measure.ranks import RankEnv
 from pytest_gpuperf.shell import hookspecs, markers, options
 from pytest_gpuperf.shell.config import ConfigError, GpuPerfConfig
-from pytest_gpuperf.shell.distributed import GroupPlugin, this_rank
 from pytest_gpuperf.shell.fixture import GpuBench
+from pytest_gpuperf.shell.group import GroupLauncher
 from pytest_gpuperf.shell.header import HeaderPlugin
 from pytest_gpuperf.shell.options import check_capture_skip
 from pytest_gpuperf.shell.outputs import OutputsPlugin
-from pytest_gpuperf.shell.ranks import RankSession
+from pytest_gpuperf.shell.ranks import RankSession, this_rank
 from pytest_gpuperf.shell.rerun import leaked_child_marker, remove_stale_folders
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
@@ -100,10 +100,10 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
 
 def _distributed(
     session: GpuPerfSession, rank: RankEnv | None
-) -> tuple[RankSession | GroupPlugin, RankSession | None]:
+) -> tuple[RankSession | GroupLauncher, RankSession | None]:
     """A rank's plugin, or the plugin that starts ranks; xdist's hooks on its controller."""
     register = session.config.pluginmanager.register
-    dist = RankSession(session, rank) if rank is not None else GroupPlugin(session)
+    dist = RankSession(session, rank) if rank is not None else GroupLauncher(session)
     register(dist, "gpuperf-distributed")
     ranks = dist if isinstance(dist, RankSession) else None
     if session.config.pluginmanager.hasplugin("xdist") and not session.run.is_worker:
@@ -111,7 +111,7 @@ def _distributed(
     return dist, ranks
 
 
-def _verdicts(session: GpuPerfSession, dist: RankSession | GroupPlugin) -> Any:
+def _verdicts(session: GpuPerfSession, dist: RankSession | GroupLauncher) -> Any:
     """The gate's plugin (a baseline or A/B), the capture's (on failure, or always)."""
     settings, register = session.settings, session.config.pluginmanager.register
     gate = capture = None

@@ -33,8 +33,9 @@ from pytest_gpuperf.verdict import bisection as b
 
 if TYPE_CHECKING:
     from pytest_gpuperf.outcome import Comparison
+    from pytest_gpuperf.shell.options import SessionSettings
     from pytest_gpuperf.shell.session import GpuPerfSession
-    from pytest_gpuperf.shell.settings import RunContext, SessionSettings
+    from pytest_gpuperf.shell.settings import RunContext
 
 FLAG = "--gpuperf-bisect"
 

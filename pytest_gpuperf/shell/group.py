@@ -36,11 +36,11 @@ from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
 from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args
+from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args, run_child
 from pytest_gpuperf.shell.xdist import machine_gpus, nvml_uuids
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.artifacts.collectors.base import ChildRun
+    from pytest_gpuperf.shell.session import GpuPerfSession
     from pytest_gpuperf.shell.settings import RunContext, Settings
 
 RESULTS_FILE = "results.jsonl"
@@ -483,13 +483,22 @@ def as_group_items(items: list[pytest.Item], runner: Callable[[GroupItem], None]
 
 
 class GroupLauncher:
-    """Start the ranks of ``world_size=`` tests and hand each test its outcome."""
+    """The plugin, where this process is no rank, that starts the ranks of ``world_size=``
+    tests and hands each test its outcome (in a rank: :class:`.ranks.RankSession`)."""
 
-    def __init__(self, run: RunContext, *, look_ahead: bool):
-        self.run = run
-        self.look_ahead = look_ahead
+    def __init__(self, session: GpuPerfSession):
+        self.session = session
+        self.run = session.run
+        self.look_ahead = not self.run.is_worker  # a worker does not know what it runs next
         self.outcomes: dict[str, Outcome] = {}
         self.order: list[GroupItem] = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        as_group_items(items, self.run_item)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.set_collected(session.items)
 
     def set_collected(self, items: Sequence[pytest.Item]) -> None:
         self.order = [i for i in items if isinstance(i, GroupItem)]
@@ -505,34 +514,52 @@ class GroupLauncher:
             out.append(other.nodeid)
         return out or [item.nodeid]
 
-    def outcome(self, item: GroupItem, *, device: str, progress: Any = None) -> Outcome:
-        """``item``'s outcome: kept from an earlier start, or from a start of its own."""
+    def run_item(self, item: GroupItem) -> None:
+        """Run a world_size= test on its ranks (or take its outcome from an earlier start)."""
+        session = self.session
         got = self.outcomes.pop(item.nodeid, None)
         if got is None:
+            device, progress = session.ensure_device(), session.progress()
             self.outcomes.update(self.start(self.batch(item), item.world_size, device, progress))
             got = self.outcomes.pop(item.nodeid, None)
-        return got or Outcome("error", "its ranks ended without reporting it")
+        got = got or Outcome("error", "its ranks ended without reporting it")
+        if got.kind == "skipped":
+            pytest.skip(got.text)
+        if got.kind == "failed":
+            pytest.fail(got.text, pytrace=False)
+        if got.kind == "error":
+            raise GroupError(got.text)
+        for r in got.results:
+            session.keep(item, r)
 
     def item(self, nodeid: str) -> GroupItem | None:
         return next((i for i in self.order if i.nodeid == nodeid), None)
 
-    def fresh(self, targets: Sequence[str], device: str) -> ChildRun:
-        """A confirmation's new start of the ranks of the leading ``targets`` of one world
-        size, as a child run."""
+    def confirmation_runner(
+        self, run: RunContext, nodeid: str | Sequence[str], *, device: str, **kw: Any
+    ) -> ChildRun:
+        """A confirmation's fresh processes: a new start of the ranks of the leading targets
+        of one world size, or a child pytest."""
+        targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
         first = self.item(targets[0])
-        world = first.world_size if first is not None else 1
-        nodeids = []
+        if first is None or kw:
+            return run_child(run, nodeid, device=device, **kw)
+        world, nodeids = first.world_size, []
         for t in targets:
             it = self.item(t)
             if it is None or it.world_size != world:
                 break
             nodeids.append(t)
         t0 = time.perf_counter()
-        outcomes = self.start(nodeids or [targets[0]], world, device)
+        outcomes = self.start(nodeids, world, device)
         results = [r for o in outcomes.values() if o.kind == "passed" for r in o.results]
         bad = [f"{n}: {o.text}" for n, o in outcomes.items() if o.kind != "passed"]
         return ChildRun(results, 1 if bad else 0, time.perf_counter() - t0, "\n".join(bad),
                         [f"{world} ranks of {', '.join(nodeids)}"])  # fmt: skip
+
+    def capture_runner(self, nodeid: str, device: str) -> None:
+        """A capture's fresh process: a child pytest (shell/capture.py's own)."""
+        return None
 
     def start(
         self, nodeids: list[str], world: int, device: str, progress: Any = None

@@ -4,8 +4,9 @@ Each :class:`Option` is a command-line flag ``--gpuperf-<name>``, an ini key
 ``gpuperf_<name>`` and, where ``per_test`` is set, a keyword of the
 ``gpuperf`` marker and of a ``gpu_bench(...)`` call. One parser per option
 validates every source, so a bad value is reported the same way wherever it
-came from (see :mod:`pytest_gpuperf.shell.config` for precedence). Its default is
-its settings field's (:mod:`pytest_gpuperf.shell.settings`), declared there only.
+came from (see :mod:`pytest_gpuperf.shell.config` for precedence). Its default is its
+settings field's, declared there only: the shell's settings classes are here, the others
+in the lowest ring that reads them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.settings_fields import OPTION
-from pytest_gpuperf.shell.settings import SETTINGS_CLASSES
+from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
+from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
+from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
+from pytest_gpuperf.measure.policy import MeasurePolicy
+from pytest_gpuperf.reporting.settings import ReportSettings
+from pytest_gpuperf.settings_fields import OPTION, option
 from pytest_gpuperf.values import (
     baseline_name,
     choice,
@@ -39,6 +44,7 @@ from pytest_gpuperf.values import (
     telemetry_interval,
     text,
 )
+from pytest_gpuperf.verdict.policy import VerdictSettings
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,72 @@ class Option:
     @property
     def ini_name(self) -> str:
         return "gpuperf_" + self.name
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    #: "auto", "cuda" or "cpu"
+    device: str = option("device", "auto")
+    #: run each benchmarked function once, untimed
+    disable: bool = option("disable", False)
+    #: run only benchmarks / deselect every benchmark
+    only: bool = option("only", False)
+    skip: bool = option("skip", False)
+    #: seconds to wait for a busy GPU or a baseline being saved
+    lock_timeout: float = option("lock_timeout", DEFAULT_TIMEOUT_S)
+    #: seconds a world_size= test may take on its ranks; the process group's timeout
+    dist_timeout: float = option("dist_timeout", 300.0)
+    #: baseline to add this run to / to compare with
+    save: str | None = option("save", None)
+    baseline: str | None = option("baseline", None)
+    #: a git revision to measure against, base and current trees in alternation (shell/ab.py)
+    ab: str | None = option("ab", None)
+    #: --gpuperf-bisect: GOOD, the other end (None: the working tree), seconds (shell/bisect.py)
+    bisect: str | None = option("bisect", None)
+    bisect_bad: str | None = option("bisect_bad", None)
+    bisect_budget: float = option("bisect_budget", 3600.0)
+    #: the baselines' folder, relative to the rootdir (:attr:`RunContext.baseline_dir`)
+    baseline_dir: str = option("baseline_dir", DEFAULT_DIR)
+    keep_runs: int = option("keep_runs", DEFAULT_KEEP_RUNS)
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    #: sample the GPU with NVML during each CUDA measurement
+    enabled: bool = option("telemetry", True)
+    interval_ms: float = option("telemetry_interval_ms", 10.0)
+    #: keep every sample in the results, not only the summaries
+    raw: bool = option("telemetry_raw", False)
+    #: NVTX ranges around each CUDA benchmark and its phases
+    nvtx: bool = option("nvtx", True)
+    #: GPM activity and the allocator's per-call figures after each CUDA measurement
+    activity: bool = option("activity", True)
+
+
+#: a number, or a callable of the test's parameters
+Work = float | Callable[..., float] | None
+
+
+@dataclass(frozen=True)
+class WorkSettings:
+    """Work per call, for throughput: marker and ``gpu_bench(...)`` keywords only."""
+
+    flops: Work = option("flops", None)
+    bytes: Work = option("bytes", None)
+    #: the collective the call makes (a world_size= test): algbw and busbw are reported
+    collective: str | None = option("collective", None)
+
+
+#: Every settings class; each option is a field of exactly one.
+SETTINGS_CLASSES: tuple[type[Any], ...] = (
+    SessionSettings,
+    MeasurePolicy,
+    VerdictSettings,
+    CaptureSettings,
+    ReportSettings,
+    TelemetrySettings,
+    WorkSettings,
+)
 
 
 _DEFAULTS = {

@@ -26,7 +26,7 @@ import pytest
 
 from pytest_gpuperf.measure.distributed import join_group
 from pytest_gpuperf.measure.memory import first_line
-from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS, RankEnv
+from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS, RankEnv, RankEnvError, rank_env
 from pytest_gpuperf.model import short_test_id
 from pytest_gpuperf.shell.group import (
     RESULTS_FILE,
@@ -77,6 +77,17 @@ def peer_env(port: int, env: Mapping[str, str] | None) -> Iterator[dict[str, str
 
 #: the key, in the group's store, under which each of torchrun's ranks says where it is
 STORE_KEY = "gpuperf/where"
+
+
+def this_rank() -> RankEnv | None:
+    """The rank this process is, from torchrun's variables (None: no rank)."""
+    try:
+        return rank_env(os.environ)
+    except RankEnvError as e:
+        raise pytest.UsageError(
+            f"gpuperf: the torchrun variables describe no rank: {e}; start the session "
+            "with torchrun, or unset RANK and WORLD_SIZE"
+        ) from None
 
 
 def _store() -> Any:

@@ -1,13 +1,13 @@
 """Typed settings, built once in ``pytest_configure``, and the run context that carries them.
 
 :mod:`.options` declares every option; :mod:`.config` resolves each. Here the values become
-frozen dataclasses, one per concern, each in the lowest ring that reads it; every option is
-a field of exactly one, which holds its default: code reads ``run.settings.session.save``.
+frozen dataclasses, one per concern, each in the lowest ring that reads it (the shell's in
+:mod:`.options`); code reads ``run.settings.session.save``, never an option's name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,85 +15,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
-from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
-from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.registry import Registry
 from pytest_gpuperf.registry import build as build_registry
 from pytest_gpuperf.reporting.settings import ReportSettings
-from pytest_gpuperf.settings_fields import option, settings_from
+from pytest_gpuperf.settings_fields import settings_from
+from pytest_gpuperf.shell.options import SessionSettings, TelemetrySettings, WorkSettings
 from pytest_gpuperf.verdict.policy import VerdictSettings
 
 if TYPE_CHECKING:
     from pytest_gpuperf.shell.config import GpuPerfConfig, Setting
 
 _EXTRA_KEY = pytest.StashKey[dict[str, Any]]()
-
-
-@dataclass(frozen=True)
-class SessionSettings:
-    #: "auto", "cuda" or "cpu"
-    device: str = option("device", "auto")
-    #: run each benchmarked function once, untimed
-    disable: bool = option("disable", False)
-    #: run only benchmarks / deselect every benchmark
-    only: bool = option("only", False)
-    skip: bool = option("skip", False)
-    #: seconds to wait for a busy GPU or a baseline being saved
-    lock_timeout: float = option("lock_timeout", DEFAULT_TIMEOUT_S)
-    #: seconds a world_size= test may take on its ranks; the process group's timeout
-    dist_timeout: float = option("dist_timeout", 300.0)
-    #: baseline to add this run to / to compare with
-    save: str | None = option("save", None)
-    baseline: str | None = option("baseline", None)
-    #: a git revision to measure against, base and current trees in alternation (shell/ab.py)
-    ab: str | None = option("ab", None)
-    #: --gpuperf-bisect: GOOD, the other end (None: the working tree), seconds (shell/bisect.py)
-    bisect: str | None = option("bisect", None)
-    bisect_bad: str | None = option("bisect_bad", None)
-    bisect_budget: float = option("bisect_budget", 3600.0)
-    #: the baselines' folder, relative to the rootdir (:attr:`RunContext.baseline_dir`)
-    baseline_dir: str = option("baseline_dir", DEFAULT_DIR)
-    keep_runs: int = option("keep_runs", DEFAULT_KEEP_RUNS)
-
-
-@dataclass(frozen=True)
-class TelemetrySettings:
-    #: sample the GPU with NVML during each CUDA measurement
-    enabled: bool = option("telemetry", True)
-    interval_ms: float = option("telemetry_interval_ms", 10.0)
-    #: keep every sample in the results, not only the summaries
-    raw: bool = option("telemetry_raw", False)
-    #: NVTX ranges around each CUDA benchmark and its phases
-    nvtx: bool = option("nvtx", True)
-    #: GPM activity and the allocator's per-call figures after each CUDA measurement
-    activity: bool = option("activity", True)
-
-
-#: a number, or a callable of the test's parameters
-Work = float | Callable[..., float] | None
-
-
-@dataclass(frozen=True)
-class WorkSettings:
-    """Work per call, for throughput: marker and ``gpu_bench(...)`` keywords only."""
-
-    flops: Work = option("flops", None)
-    bytes: Work = option("bytes", None)
-    #: the collective the call makes (a world_size= test): algbw and busbw are reported
-    collective: str | None = option("collective", None)
-
-
-#: Every settings class; each option is a field of exactly one.
-SETTINGS_CLASSES: tuple[type[Any], ...] = (
-    SessionSettings,
-    MeasurePolicy,
-    VerdictSettings,
-    CaptureSettings,
-    ReportSettings,
-    TelemetrySettings,
-    WorkSettings,
-)
 
 
 @dataclass(frozen=True)

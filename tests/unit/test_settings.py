@@ -12,8 +12,13 @@ import pytest
 
 from pytest_gpuperf.settings_fields import option_fields
 from pytest_gpuperf.shell.config import GpuPerfConfig
-from pytest_gpuperf.shell.options import OPTIONS, OPTIONS_BY_NAME, PER_TEST_OPTIONS
-from pytest_gpuperf.shell.settings import SETTINGS_CLASSES, PerTest, Settings
+from pytest_gpuperf.shell.options import (
+    OPTIONS,
+    OPTIONS_BY_NAME,
+    PER_TEST_OPTIONS,
+    SETTINGS_CLASSES,
+)
+from pytest_gpuperf.shell.settings import PerTest, Settings
 from pytest_gpuperf.verdict.policy import PER_TEST_VERDICT, VerdictSettings
 
 #: A value of each option other than its default, as the command line or a marker gives it.
@@ -124,9 +129,9 @@ def _conforms(value: Any, hint: Any) -> bool:
 
 
 def _hint(cls: type[Any], name: str) -> Any:
-    import pytest_gpuperf.shell.settings as settings_module
+    import pytest_gpuperf.shell.options as options_module
 
-    return typing.get_type_hints(cls, vars(settings_module))[name]
+    return typing.get_type_hints(cls, vars(options_module))[name]
 
 
 @pytest.mark.parametrize("name", [o.name for o in OPTIONS])
