@@ -398,12 +398,10 @@ def _indent(text: str) -> str:
     return "\n".join(f"  {ln}" for ln in text.splitlines())
 
 
-def run_group(
-    spec: LaunchSpec, store_host: Callable[[int], Any]
-) -> tuple[dict[str, Outcome], str | None]:
+def run_group(spec: LaunchSpec) -> tuple[dict[str, Outcome], str | None]:
     """Start the ranks of ``spec``, wait for them: each finished test's outcome, and what
     went wrong (None: nothing), the error of the test the ranks were in."""
-    store = store_host(spec.world_size)
+    store = tcp_store(spec.world_size)
     spec.env["MASTER_PORT"] = str(store.port)
     running = start_ranks(spec)
     try:
@@ -582,7 +580,7 @@ class GroupLauncher:
             lock_keys(device, gpus), timeout_s=session.lock_timeout, owner=owner,
             on_wait=getattr(progress, "task", None),
         ):  # fmt: skip
-            out, problem = run_group(spec, tcp_store)
+            out, problem = run_group(spec)
         if problem is None:
             shutil.rmtree(folder, ignore_errors=True)
         return out

@@ -73,43 +73,31 @@ class Option:
         return "gpuperf_" + self.name
 
 
+#: The shell's settings classes: each field's option (below) says what it holds.
 @dataclass(frozen=True)
 class SessionSettings:
-    #: "auto", "cuda" or "cpu"
     device: str = option("device", "auto")
-    #: run each benchmarked function once, untimed
     disable: bool = option("disable", False)
-    #: run only benchmarks / deselect every benchmark
     only: bool = option("only", False)
     skip: bool = option("skip", False)
-    #: seconds to wait for a busy GPU or a baseline being saved
     lock_timeout: float = option("lock_timeout", DEFAULT_TIMEOUT_S)
-    #: seconds a world_size= test may take on its ranks; the process group's timeout
     dist_timeout: float = option("dist_timeout", 300.0)
-    #: baseline to add this run to / to compare with
     save: str | None = option("save", None)
     baseline: str | None = option("baseline", None)
-    #: a git revision to measure against, base and current trees in alternation (shell/ab.py)
     ab: str | None = option("ab", None)
-    #: --gpuperf-bisect: GOOD, the other end (None: the working tree), seconds (shell/bisect.py)
     bisect: str | None = option("bisect", None)
     bisect_bad: str | None = option("bisect_bad", None)
     bisect_budget: float = option("bisect_budget", 3600.0)
-    #: the baselines' folder, relative to the rootdir (:attr:`RunContext.baseline_dir`)
     baseline_dir: str = option("baseline_dir", DEFAULT_DIR)
     keep_runs: int = option("keep_runs", DEFAULT_KEEP_RUNS)
 
 
 @dataclass(frozen=True)
 class TelemetrySettings:
-    #: sample the GPU with NVML during each CUDA measurement
     enabled: bool = option("telemetry", True)
     interval_ms: float = option("telemetry_interval_ms", 10.0)
-    #: keep every sample in the results, not only the summaries
     raw: bool = option("telemetry_raw", False)
-    #: NVTX ranges around each CUDA benchmark and its phases
     nvtx: bool = option("nvtx", True)
-    #: GPM activity and the allocator's per-call figures after each CUDA measurement
     activity: bool = option("activity", True)
 
 
@@ -123,7 +111,6 @@ class WorkSettings:
 
     flops: Work = option("flops", None)
     bytes: Work = option("bytes", None)
-    #: the collective the call makes (a world_size= test): algbw and busbw are reported
     collective: str | None = option("collective", None)
 
 
