@@ -181,8 +181,7 @@ class ABGate(Gate):
         for i in range(most):
             if not pending:
                 break
-            order = pair_order(i)
-            for side in order:
+            for side in pair_order(i):
                 label = (
                     f"A/B against {self.tree.label}: pair {i + 1} of at most {most}, "
                     f"{'base' if side == BASE else 'current'} tree, {len(pending)} test(s)"
@@ -198,23 +197,14 @@ class ABGate(Gate):
             self.rule = Judge(
                 self.baseline, self.policy, self.extra, self.verdict, modes=self.rule.modes
             )
-            still = []
-            for n in pending:
-                if n in self.failed_side:
-                    continue
-                keys = {k for k, rs in self.paired.current.items() if rs[0].id.nodeid == n}
-                last = i + 1 >= most
-                final = all(
-                    self.rule.decide(
-                        self.paired.current[k][0],
-                        [r.run for r in self.paired.current[k]],
-                        last=last,
-                    ).final
-                    for k in keys
-                )
-                if not final:
-                    still.append(n)
-            pending = still
+            last, live = i + 1 >= most, set(pending) - set(self.failed_side)
+            undecided = {
+                rs[0].id.nodeid
+                for rs in self.paired.current.values()
+                if rs[0].id.nodeid in live
+                and not self.rule.decide(rs[0], [r.run for r in rs], last=last).final
+            }
+            pending = [n for n in pending if n in undecided]
         self.measured.update(nodeids)
 
     def verdicts(self) -> dict[str, Comparison]:

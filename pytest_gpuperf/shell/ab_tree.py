@@ -101,10 +101,6 @@ def remove_stale(where: Path) -> list[str]:
     return removed
 
 
-def within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
 def _commit_of(ref: str, where: Path, top: str, flag: str) -> str:
     """The commit REF names: a commit, a branch, a tag (peeled), ``:/message``..."""
     obj = git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref], where)
@@ -197,7 +193,7 @@ class BaseTree:
     def base_of(self, path: Path) -> Path:
         """The base tree's counterpart of ``path`` (a path in the current tree)."""
         p = path.resolve()
-        if not within(p, self.toplevel):
+        if not p.is_relative_to(self.toplevel):
             return p
         return self.path / p.relative_to(self.toplevel)
 
@@ -218,13 +214,7 @@ class BaseTree:
         return env
 
     def to_dict(self) -> dict[str, str]:
-        return {
-            "ref": self.ref,
-            "sha": self.sha,
-            "toplevel": str(self.toplevel),
-            "path": str(self.path),
-            "tmp": str(self.tmp),
-        }
+        return {k: str(getattr(self, k)) for k in ("ref", "sha", "toplevel", "path", "tmp")}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, str]) -> BaseTree:
@@ -241,14 +231,12 @@ def shadowing_modules(base: Path, current: Path) -> list[tuple[str, str]]:
     found = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if not file or name == "pytest_gpuperf" or name.startswith("pytest_gpuperf."):
+        if not file or name.partition(".")[0] == "pytest_gpuperf":
             continue
         p = Path(file).resolve()
-        if within(p, base) or not within(p, current):
-            continue
-        if any(within(p, s) for s in installed):
-            continue
-        found.append((name, str(p)))
+        theirs = p.is_relative_to(base) or any(p.is_relative_to(s) for s in installed)
+        if p.is_relative_to(current) and not theirs:
+            found.append((name, str(p)))
     return sorted(found)
 
 
