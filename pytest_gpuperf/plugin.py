@@ -79,7 +79,6 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
     if run.settings.session.bisect:  # a search of the git history instead of the tests
         from pytest_gpuperf.shell import bisect
 
-        bisect.check(run)
         register(bisect.BisectSession(run, session), "gpuperf-bisect")
     register(session, "gpuperf-session")
     dist, ranks = _distributed(session, rank)

@@ -40,15 +40,6 @@ if TYPE_CHECKING:
 FLAG = "--gpuperf-bisect"
 
 
-def check(run: RunContext) -> None:
-    """The usage error that needs the pytest config (the others: ``check_combinations``)."""
-    if run.config.getoption("numprocesses", None):
-        raise pytest.UsageError(
-            f"{run.resolved.where('bisect')} measures one pair of fresh processes at a time on "
-            "one device; drop -n (pytest-xdist)"
-        )
-
-
 def history(s: SessionSettings, here: Path) -> list[b.Commit]:
     """GOOD, then each commit of GOOD..BAD on BAD's first-parent line, oldest first."""
     bad_ref = s.bisect_bad or "HEAD"
@@ -83,6 +74,11 @@ class BisectSession:
     """One session's search: the history, GOOD's tree, the steps, the report."""
 
     def __init__(self, run: RunContext, session: GpuPerfSession):
+        if run.config.getoption("numprocesses", None):  # the options' own: check_combinations
+            raise pytest.UsageError(
+                f"{run.resolved.where('bisect')} measures one pair of fresh processes at a time "
+                "on one device; drop -n (pytest-xdist)"
+            )
         self.run, self.session = run, session
         self.progress = Progress.from_config(run.config, run.settings.report.progress)
         self.commits = history(run.settings.session, run.invocation_dir)

@@ -180,13 +180,13 @@ def devices_locked(
         yield
 
 
-def device_key(device: str) -> str:
-    """The lock name of the device this process measures on (GPU UUID where known)."""
+def device_key(device: str, index: int | None = None) -> str:
+    """The lock name of a device (GPU UUID where known; ``index`` None: the current one)."""
     if device != "cuda":
         return "cpu"
     import torch
 
-    idx = torch.cuda.current_device()
+    idx = torch.cuda.current_device() if index is None else index
     props = torch.cuda.get_device_properties(idx)
     uuid = str(getattr(props, "uuid", "") or "")
     if uuid:

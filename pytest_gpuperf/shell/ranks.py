@@ -30,13 +30,12 @@ from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS, RankEnv, Rank
 from pytest_gpuperf.model import short_test_id
 from pytest_gpuperf.shell.group import (
     RESULTS_FILE,
-    lock_keys,
     profiles,
     status_path,
     tcp_store,
     write_json_atomic,
 )
-from pytest_gpuperf.shell.locks import devices_locked
+from pytest_gpuperf.shell.locks import device_key, devices_locked
 from pytest_gpuperf.shell.markers import world_size
 from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.rerun import run_child, temp_prefix
@@ -213,11 +212,8 @@ class RankSession:
             return ["cpu"]
         import torch
 
-        uuids = []
-        for i in range(min(self.env.local_world_size, torch.cuda.device_count())):
-            uuid = str(getattr(torch.cuda.get_device_properties(i), "uuid", "") or i)
-            uuids.append(uuid if uuid.startswith("GPU-") or uuid.isdigit() else "GPU-" + uuid)
-        return lock_keys("cuda", uuids)
+        n = min(self.env.local_world_size, torch.cuda.device_count())
+        return [device_key("cuda", i) for i in range(n)]
 
     def _write(self) -> None:
         """Where this rank is and how its tests went: to the group's folder (the plugin's
