@@ -10,7 +10,6 @@ import contextlib
 import functools
 import inspect
 import math
-import statistics
 import sys
 import time
 import traceback
@@ -159,7 +158,7 @@ def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
     """One plain call's time: the device's median or the slowest end-to-end round."""
     if not rounds:
         return None
-    return max(statistics.median(rounds), max(e2e_rounds, default=0.0))
+    return max(median(rounds), max(e2e_rounds, default=0.0))
 
 
 def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> float | None:
@@ -181,7 +180,8 @@ def _arguments(
     names = [
         n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
-    missing = [n for n in names if n not in params and sig.parameters[n].default is p_empty]
+    empty = inspect.Parameter.empty
+    missing = [n for n in names if n not in params and sig.parameters[n].default is empty]
     if missing:
         raise GpuPerfError(
             f"{what}= of {test} is a callable of the test's parameters, but {test} has no "
@@ -190,9 +190,6 @@ def _arguments(
             "test's parameters, e.g. flops=lambda shape: 2 * shape[0] * shape[1] * shape[2]."
         )
     return dict(params) if accepts_all else {n: params[n] for n in names if n in params}
-
-
-p_empty = inspect.Parameter.empty
 
 
 class GpuBench:

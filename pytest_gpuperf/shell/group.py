@@ -220,7 +220,6 @@ class LaunchSpec:
 
     nodeids: list[str]
     world_size: int
-    device: str
     args: list[str]
     env: dict[str, str]
     cwd: str
@@ -635,7 +634,7 @@ class GroupLauncher:
         if profiles(run.settings):
             env[PROFILE_ENV] = "1"
         return LaunchSpec(
-            nodeids=nodeids, world_size=world, device=device, args=args, env=env,
+            nodeids=nodeids, world_size=world, args=args, env=env,
             cwd=str(run.invocation_dir), folder=folder,
             timeout_s=run.settings.session.dist_timeout,
         )  # fmt: skip
