@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import textwrap
 import time
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -366,9 +367,9 @@ def _crash_text(spec: LaunchSpec, error: Exception) -> str:
     raised = str(getattr(error, "msg", "") or "")
     if "Traceback" in raised:
         tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
-        lines.append(f"rank {index} raised:\n" + _indent("\n".join(tb[-8:])))
+        lines.append(f"rank {index} raised:\n" + textwrap.indent("\n".join(tb[-8:]), "  "))
     elif isinstance(index, int) and (tail := log_tail(spec.folder, index)):
-        lines.append(f"rank {index}'s last lines:\n" + _indent(tail))
+        lines.append(f"rank {index}'s last lines:\n" + textwrap.indent(tail, "  "))
     lines.append(f"every rank's output: {spec.folder}/rank-<r>.log")
     return "\n".join(lines)
 
@@ -391,10 +392,6 @@ def _hang_text(spec: LaunchSpec, stuck: RankStatus) -> str:
         f"on the rank, a slow rank) hangs them all. Every rank's output: {spec.folder}/rank-<r>.log"
     )
     return "\n".join(lines)
-
-
-def _indent(text: str) -> str:
-    return "\n".join(f"  {ln}" for ln in text.splitlines())
 
 
 def run_group(spec: LaunchSpec) -> tuple[dict[str, Outcome], str | None]:

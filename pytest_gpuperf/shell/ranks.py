@@ -339,16 +339,14 @@ class RankSession:
             msg = self.group.broadcast(None)
             if msg.get("kind") == VERDICT:
                 return list(msg.get("failures") or [])
-            child = self._run_peer_child(item.nodeid, msg)
+            with peer_env(int(msg["port"]), msg.get("env")) as env:
+                child = run_child(
+                    self.run, list(msg.get("targets") or [item.nodeid]),
+                    device=self.device or "cpu", extra_args=list(msg.get("extra_args") or ()),
+                    env=env, prefix=list(msg.get("prefix") or ()),
+                    timeout_s=float(msg["timeout_s"]),
+                )  # fmt: skip
             self.group.all_gather(child.returncode)
-
-    def _run_peer_child(self, nodeid: str, msg: Mapping[str, Any]) -> ChildRun:
-        with peer_env(int(msg["port"]), msg.get("env")) as env:
-            return run_child(
-                self.run, list(msg.get("targets") or [nodeid]), device=self.device or "cpu",
-                extra_args=list(msg.get("extra_args") or ()), env=env,
-                prefix=list(msg.get("prefix") or ()), timeout_s=float(msg["timeout_s"]),
-            )  # fmt: skip
 
     def confirmation_runner(
         self,
