@@ -529,12 +529,11 @@ def check_capture_skip(config: pytest.Config, skip: tuple[str, ...] | None) -> N
     unknown = [n for n in skip or () if n not in CAPTURE_TOOLS]
     if not unknown:
         return
-    extra: list[str] = []
-    for collectors in config.hook.pytest_gpuperf_collectors(config=config):
-        extra.extend(str(getattr(c, "name", "")) for c in collectors or [])
+    hooks = config.hook.pytest_gpuperf_collectors(config=config)
+    extra = [str(getattr(c, "name", "")) for collectors in hooks for c in collectors or []]
+    tools = [*CAPTURE_TOOLS, *extra]
     for name in unknown:
         if name not in extra:
-            tools = [*CAPTURE_TOOLS, *extra]
             close = difflib.get_close_matches(name, tools, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise pytest.UsageError(
