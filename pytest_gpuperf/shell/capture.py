@@ -58,9 +58,7 @@ PROFILED_IN = "a fresh process of the current code"
 
 @dataclass(frozen=True)
 class PassPlan:
-    """One pass of a test's capture when a session spreads it over two
-    (:mod:`pytest_gpuperf.shell.capture_budget`): the first diagnosis at the verdict, the
-    rest after the session's last verdict."""
+    """One pass of a test's capture spread over two (:mod:`.capture_budget`)."""
 
     #: tools that wait for a later pass (their result says so, with ``defer_reason``)
     defer: frozenset[str] = frozenset()
@@ -73,7 +71,6 @@ class PassPlan:
     verdict_at: float | None = None
     #: added to the progress line ("after the verdicts")
     label: str = ""
-    #: Pythons started ahead for the children without a tool's prefix (None: new processes)
     spares: SparePool | None = None
 
 
@@ -113,8 +110,7 @@ class CaptureReport:
     diagnoses: dict[str, Diagnosis]
     wall_s: float
     manifest: Path | None = None
-    #: when the verdict came, how long after it the first diagnosis was ready, and each
-    #: pass's tools and seconds (see PassPlan)
+    #: the verdict's time, the first diagnosis' delay, each pass's tools and seconds
     timing: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -123,11 +119,10 @@ class CaptureReport:
         return "\n\n".join(d.paragraph for d in self.diagnoses.values())
 
     def message(self) -> str:
-        """Diagnosis first, then details, then what was captured and where."""
         return self.diagnosis + "\n\n" + self.details()
 
     def details(self) -> str:
-        """Everything after the diagnosis: the evidence per benchmark, collectors and paths."""
+        """Everything after the diagnosis: evidence per benchmark, collectors, paths."""
         out = []
         for d in self.diagnoses.values():
             if d.details:
@@ -167,12 +162,7 @@ class CaptureReport:
         return out
 
     def apply(self, results: Sequence[Result]) -> None:
-        """Put the evidence on the test's results for the JSON and the CI reports.
-
-        Each result gets the capture's entries in ``Result.artifacts``; a
-        diagnosed one also gets its ``Result.diagnosis``, which
-        :mod:`pytest_gpuperf.reporting` renders.
-        """
+        """Put the entries (and each diagnosis) on the test's results for the reports."""
         entries = self.artifacts()
         names = {e["collector"] for e in entries}
         for r in results:  # a later pass's entries replace the earlier pass's
@@ -213,11 +203,7 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def baseline_inventory(runs: Any) -> dict[str, Any] | None:
-    """The combined inventory of a benchmark's baseline runs.
-
-    ``runs`` is a sequence of baseline runs (``Run``), of their
-    ``extra`` dicts, or of inventories, or one inventory.
-    """
+    """The combined inventory of baseline runs (``Run``s, their ``extra``s, inventories)."""
     if runs is None:
         return None
     if isinstance(runs, Mapping):
@@ -256,12 +242,8 @@ def capture(
 ) -> CaptureReport | None:
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
-    ``run``: the session (``None``: none; then ``settings``, else the defaults).
-    ``comparisons`` and ``baselines`` (its runs, for the kernel diff) by benchmark key;
-    ``keys``: what to capture (default: the regressions, else all). ``lock``: held for the
-    whole capture, so nothing else is measured on the GPU meanwhile (by default the
-    session's per-GPU lock). ``plan``: this pass of a capture in two (:class:`PassPlan`).
-    ``None`` in a child process; never raises for a collector's problem.
+    ``keys`` default to the regressions, else all; ``lock`` (default: the session's per-GPU
+    lock) is held for the whole capture. ``None`` in a child process.
     """
     if run is not None and is_child(run.config):
         return None
@@ -358,8 +340,7 @@ def artifacts_root(
 
 
 def _resume(ctx: CaptureContext) -> tuple[list[CollectorResult], dict[str, Any]]:
-    """What an earlier pass left in the test's folder: its collectors' results and timing,
-    and in ``ctx.state`` its profiles and compile findings, for the tools that follow."""
+    """An earlier pass's results and timing; its profiles and compile log into ``ctx.state``."""
     from pytest_gpuperf.artifacts.collectors.torch_profiler import note_profiles, saved_profiles
 
     try:
@@ -378,7 +359,6 @@ def _resume(ctx: CaptureContext) -> tuple[list[CollectorResult], dict[str, Any]]
 
 
 def _result_from(d: Mapping[str, Any], directory: Path) -> CollectorResult:
-    """A collector's result as a manifest keeps it (its files relative to ``directory``)."""
     return CollectorResult(
         name=str(d.get("name")),
         status=str(d.get("status") or OK),
@@ -401,8 +381,7 @@ def _merged(
 def _pass_timing(
     timing: Mapping[str, Any], plan: PassPlan, done: Sequence[CollectorResult], t0: float
 ) -> dict[str, Any]:
-    """The capture's timing with this pass added; the first diagnosis is timed from the
-    verdict once a pass has profiled the benchmark."""
+    """The timing with this pass added (the first diagnosis timed from the verdict)."""
     out = dict(timing)
     if plan.verdict_at is not None and out.get("verdict_at") is None:
         out["verdict_at"] = plan.verdict_at
@@ -420,7 +399,6 @@ def _pass_timing(
 def _comparisons_of(
     results: Sequence[Result], comparisons: Mapping[str, Comparison] | None
 ) -> dict[str, Comparison]:
-    """The verdict of each benchmark: those given, else the result's own."""
     out = dict(comparisons or {})
     for r in results:
         if r.id.key not in out and r.comparison is not None:
@@ -442,11 +420,8 @@ def _run_collectors(
     progress: Any,
     plan: PassPlan,
 ) -> list[CollectorResult]:
-    """Run each collector in turn under the device lock, with a progress line; those of
-    ``plan.defer`` that could run here are marked deferred instead."""
-    skip = set(settings.skip or ())
-    if ctx.ncu_kernels <= 0:
-        skip.add("ncu")
+    """Run each collector under the device lock; those of ``plan.defer`` wait instead."""
+    skip = skipped(settings)
     ctx.skip = frozenset(skip)
     now, later = _split(ctx, todo, plan)
     done: list[CollectorResult] = []
@@ -477,25 +452,21 @@ def _run_each(
     done: list[CollectorResult],
 ) -> None:
     """Run the collectors of ``now`` in turn, each result appended to ``done`` as it comes."""
-    not_here: dict[str, str] = {}
-    if any((r.run.extra or {}).get("group") for r in ctx.results):
-        # Nsight Compute replays each kernel alone: a collective would wait for its peers forever
-        not_here["ncu"] = "not run on a distributed test (its kernel replay deadlocks collectives)"
+    group = any((r.run.extra or {}).get("group") for r in ctx.results)
     for i, col in enumerate(now, 1):
         if task is not None:
             task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
-        name = collector_name(col)
-        if name in not_here:
-            done.append(CollectorResult.skipped(name, not_here[name]))
-            continue
-        done.append(_run_collector(col, ctx, skip, budget_s))
+        if group and collector_name(col) == "ncu":
+            why = "not run on a distributed test (its kernel replay deadlocks collectives)"
+            done.append(CollectorResult.skipped("ncu", why))
+        else:
+            done.append(_run_collector(col, ctx, skip, budget_s))
 
 
 def _split(
     ctx: CaptureContext, todo: Sequence[Collector], plan: PassPlan
 ) -> tuple[list[Collector], list[CollectorResult]]:
-    """The collectors to run in this pass, and the results of those it defers (a tool that
-    cannot run here at all is not deferred: it runs now, to be skipped with its reason)."""
+    """The collectors to run now, and the results of those deferred (not one that cannot run)."""
     now: list[Collector] = []
     later: list[CollectorResult] = []
     for col in todo:
@@ -507,13 +478,17 @@ def _split(
     return now, later
 
 
+def skipped(settings: CaptureSettings) -> set[str]:
+    """The tools left out: ``--gpuperf-capture-skip``, and ncu with no kernels to profile."""
+    return set(settings.skip or ()) | ({"ncu"} if settings.ncu_kernels <= 0 else set())
+
+
 def collector_name(col: Collector) -> str:
     return str(getattr(col, "name", type(col).__name__))
 
 
 def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:
-    """Whether ``col`` would do anything for a benchmark on ``device``: not left out, its tool
-    there, and a CUDA GPU for a CUDA tool (one that cannot is not worth deferring)."""
+    """Whether ``col`` would capture anything on ``device``: not skipped, its tool there."""
     if str(getattr(col, "name", "")).lower() in skip:
         return False
     try:
@@ -533,9 +508,7 @@ def _diagnose_all(
     *,
     ab: bool = False,
 ) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
-    """The diagnosis of each captured benchmark, and the evidence it read, as JSON
-    (``evidence.json``: bench/diag_replay.py diagnoses it again; ``ab``: against a base tree,
-    not a saved baseline)."""
+    """The diagnosis of each captured benchmark, and the evidence it read as JSON."""
     diagnoses: dict[str, Diagnosis] = {}
     evidence: dict[str, Any] = {}
     by_key = {r.id.key: r for r in results}
@@ -574,7 +547,7 @@ def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> 
 
 
 def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
-    """Children of a capture measure under the parent's lock: they must not wait for it."""
+    """Children measure under the parent's lock: they must not wait for it."""
 
     def run(*, env: Mapping[str, str] | None = None, **kw: Any) -> Any:
         return run_child(env={**(env or {}), "GPUPERF_NO_LOCK": "1"}, **kw)
@@ -648,7 +621,6 @@ def _evidence(
 
 
 def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, Any]:
-    """The verdict's baseline and current seconds; the result's median where it has none."""
     b_s = comparison.baseline_s if comparison is not None else None
     c_s = comparison.current_s if comparison is not None else None
     if c_s is None and result is not None and result.run.rounds:
@@ -657,7 +629,6 @@ def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, A
 
 
 def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) -> None:
-    """The GPU's activity and the allocator's figures of the result and its baseline runs."""
     runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
     if result is not None:
         ev.current_activity = _get(result.run.telemetry or {}, "activity")
@@ -667,8 +638,7 @@ def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) 
 
 
 def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, Any] | None:
-    """A distributed benchmark's group as the capture saw it (its collectives, its NCCL
-    setup), with the NCCL setup of the measurement itself where the capture has none."""
+    """A distributed benchmark's group as captured, else as measured."""
     measured = dict(_get(result.run.extra, "group") or {}) if result is not None else {}
     captured = dict(prof.get("group") or {})
     if not measured and not captured:
@@ -677,8 +647,7 @@ def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, 
 
 
 def _baseline_group(runs: Any) -> dict[str, Any] | None:
-    """The newest baseline run's ``extra["group"]`` that holds a profile of its collectives
-    (else the newest that has any)."""
+    """The newest baseline ``extra["group"]`` with profiled collectives, else the newest."""
     groups = []
     for r in runs if isinstance(runs, (list, tuple)) else []:
         extra = _get(r, "extra")
@@ -690,7 +659,6 @@ def _baseline_group(runs: Any) -> dict[str, Any] | None:
 
 
 def _compile_from_counters(counters: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """Compile findings from torch._dynamo's counters in the profiler child."""
     if not counters:
         return None
     breaks = counters.get("graph_break") or {}
@@ -744,11 +712,7 @@ def _child_runner(
     return run
 
 
-#: What a spare Python for a CUDA capture does once its imports are done: start the CUDA
-#: context and torch.profiler's CUDA tracing once (CUPTI's one-time start, seconds on an H200
-#: host: bench/gpu/profiler_warm.py), so the first diagnosis's profiled window does not pay
-#: it. It holds the device's lock meanwhile, as a measurement does, so no benchmark of any
-#: process is measured on that GPU while it runs.
+#: A spare Python's CUPTI start (seconds: bench/gpu/profiler_warm.py), under the device lock.
 CUDA_PRELUDE = """
 import torch
 if torch.cuda.is_available():
@@ -771,11 +735,8 @@ with profile(activities=[ProfilerActivity.CPU]):
 
 
 class SparePool:
-    """The next capture child's Python, started ahead (a ``SparePython`` of
-    :mod:`pytest_gpuperf.artifacts.collectors.process`): each child without a tool's prefix
-    (the profiler's) takes the spare that imported during the capture before, and starts
-    the one for the capture after. A session's first capture has none: it starts the first.
-    Each spare also starts the profiler once (:data:`CUDA_PRELUDE`, :data:`CPU_PRELUDE`)."""
+    """The next capture child's Python, started (and its profiler started) ahead: a child
+    without a tool's prefix takes it and starts the one for the capture after."""
 
     def __init__(self, device: str = "cpu") -> None:
         self._next: SparePython | None = None
@@ -792,9 +753,8 @@ class SparePool:
         return None
 
     def settle(self, timeout_s: float = 20.0) -> float:
-        """Before the session measures again: wait until the next spare has done its imports
-        and prelude, so none of it runs beside a measurement; one not ready within
-        ``timeout_s`` is ended (the next capture starts cold). Returns the seconds waited."""
+        """Wait for the next spare's start, so none runs beside a measurement (one not ready
+        within ``timeout_s`` is ended); the seconds waited."""
         spare = self._next
         if spare is None:
             return 0.0

@@ -35,11 +35,12 @@ from pytest_gpuperf.shell.capture import (
     collector_name,
     collectors_for,
     could_run,
+    skipped,
 )
 from pytest_gpuperf.shell.rerun import capture_command
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.artifacts.collectors.base import ChildRunner
+    from pytest_gpuperf.artifacts.collectors.base import ChildRunner, Collector
     from pytest_gpuperf.model import Result
     from pytest_gpuperf.shell.settings import RunContext
     from pytest_gpuperf.verdict.comparison import Comparison
@@ -69,10 +70,8 @@ NO_FIRST = (
 class Ledger:
     """The seconds the session's captures spent, by every process of the session.
 
-    One JSON line per pass (test, phase, seconds, each tool's seconds), appended to a file
-    in the session's artifacts folder: lines this short are written whole by one ``write``
-    in append mode, and passes hold the GPU's lock, so processes do not interleave them.
-    Without the file (``path`` None, or not writable) the ledger is this process's.
+    One JSON line per pass, appended by one ``write`` under the GPU's lock, so processes do
+    not interleave them; without the file (None, not writable) it is this process's.
     """
 
     def __init__(self, path: Path | None):
@@ -115,8 +114,7 @@ class Ledger:
         )
 
     def expected(self, tools: Iterable[str]) -> float:
-        """What a pass of ``tools`` is expected to take: each tool's mean so far, else its
-        :data:`EXPECTED_S`."""
+        """What a pass of ``tools`` takes: each tool's mean so far, else :data:`EXPECTED_S`."""
         seen: dict[str, list[float]] = {}
         for e in self.entries():
             for name, s in (e.get("tools") or {}).items():
@@ -129,8 +127,6 @@ class Ledger:
 
 @dataclass
 class Leftover:
-    """A test whose capture the budget did not finish, and the command that captures it."""
-
     nodeid: str
     change: str
     tools: list[str]
@@ -139,8 +135,6 @@ class Leftover:
 
 @dataclass
 class _Test:
-    """A captured (or to be captured) test, from its results' artifact entries."""
-
     nodeid: str
     results: list[Result]
     slowdown: float
@@ -160,11 +154,7 @@ class _Test:
 
 
 class SessionCapture:
-    """The captures of one session within its budget (see the module docstring).
-
-    ``baselines_of(results)`` gives the baseline runs of each result's benchmark (by key),
-    for the kernel diff.
-    """
+    """The captures of one session within its budget (see the module docstring)."""
 
     def __init__(
         self,
@@ -174,14 +164,12 @@ class SessionCapture:
         runner_for: Callable[[str, str], ChildRunner | None] | None = None,
     ):
         self.run = run
-        #: runner_for(nodeid, device): how a capture of that test starts its fresh process
-        #: (a distributed test's group on every rank); None, or a None answer: a child pytest
+        #: how a capture of (nodeid, device) starts its process (None: a child pytest)
         self.runner_for = runner_for or (lambda nodeid, device: None)
         self.run_id = run_id
         self.settings = run.settings.capture
         self.baselines_of = baselines_of
         self.ledger = Ledger(Layout(artifacts_root(run, self.settings), run_id).run_dir / LEDGER)
-        #: the next profiler child's Python, importing while a capture runs
         self.spares = SparePool(run.settings.session.device)
         #: lines of the pass after the verdicts, for the terminal summary
         self.later_lines: list[str] = []
@@ -209,27 +197,15 @@ class SessionCapture:
         the test waits for the pass after the verdicts; its results say so)."""
         verdict_at = time.time()
         tools = self._tool_names(device)
-        later = [n for n in tools if n not in FIRST_TOOLS]
         first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
         if first_left < self.ledger.expected(FIRST_TOOLS[:1]):
             for r in results:
                 r.artifacts = [*r.artifacts, *_deferred(tools, verdict_at, self.waiting_note())]
             return None
-        plan = PassPlan(
-            defer=frozenset(later),
-            defer_reason=LATER,
-            deadline=time.monotonic() + max(self.left_s(), 0.0),
-            verdict_at=verdict_at,
-            spares=self.spares,
-        )
-        report = capture(
-            self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
-            baselines=self.baselines_of(results), progress=progress, plan=plan,
-            run_child=self.runner_for(nodeid, device),
-        )  # fmt: skip
-        # the spare for the next capture imported meanwhile: ready, or ended, before the
-        # session measures its next benchmark (its imports would slow the host measured)
-        self.spares.settle()
+        later = [n for n in tools if n not in FIRST_TOOLS]
+        plan = dict(defer=frozenset(later), verdict_at=verdict_at)
+        report = self._pass(nodeid, results, comparisons, device, progress, plan)
+        self.spares.settle()  # the next spare's imports would slow the next measurement
         if report is not None:
             self._spent(nodeid, 1, report)
             report.apply(results)
@@ -238,8 +214,7 @@ class SessionCapture:
     # --- after the last verdict --------------------------------------------------
 
     def after_verdicts(self, results: Sequence[Result], progress: Any = None) -> None:
-        """Finish the captures the verdicts left, the largest slowdowns first, within the
-        budget; then note what is left over."""
+        """The captures the verdicts left, the largest slowdowns first, within the budget."""
         tests = sorted(_tests(results).values(), key=lambda t: -t.slowdown)
         for t in [t for t in tests if "torch_profiler" in t.waiting()]:
             self._later_pass(t, [n for n in t.waiting() if n in FIRST_TOOLS], progress)
@@ -253,23 +228,15 @@ class SessionCapture:
         cols = [c for c in collectors_for(self.run.config) if collector_name(c) in tools]
         if not cols or self.left_s() < self.ledger.expected(tools):
             return
-        first = "torch_profiler" in tools
         later = [n for n in t.waiting() if n not in tools]
-        plan = PassPlan(
+        plan = dict(
             defer=frozenset(later),
-            defer_reason=LATER,
-            deadline=time.monotonic() + max(self.left_s(), 0.0),
-            resume=not first,
+            resume="torch_profiler" not in tools,
             verdict_at=t.verdict_at,
             label=" after the verdicts",
-            spares=self.spares,
         )
         device = t.results[0].run.device if t.results else "cuda"
-        report = capture(
-            self.run, t.nodeid, t.results, None, device=device, run_id=self.run_id,
-            baselines=self.baselines_of(t.results), collectors=cols, progress=progress, plan=plan,
-            run_child=self.runner_for(t.nodeid, device),
-        )  # fmt: skip
+        report = self._pass(t.nodeid, t.results, None, device, progress, plan, cols)
         if report is None:
             return
         before = {line for r in t.results if r.diagnosis for line in r.diagnosis.details}
@@ -277,22 +244,37 @@ class SessionCapture:
         report.apply(t.results)
         self.later_lines += _pass_lines(t, report, before, tools)
 
+    def _pass(
+        self,
+        nodeid: str,
+        results: list[Result],
+        comparisons: Mapping[str, Comparison] | None,
+        device: str,
+        progress: Any,
+        plan: dict[str, Any],
+        collectors: list[Collector] | None = None,
+    ) -> CaptureReport | None:
+        """One pass of a capture, until the session's budget ends."""
+        deadline = time.monotonic() + max(self.left_s(), 0.0)
+        return capture(
+            self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
+            baselines=self.baselines_of(results), collectors=collectors, progress=progress,
+            plan=PassPlan(defer_reason=LATER, deadline=deadline, spares=self.spares, **plan),
+            run_child=self.runner_for(nodeid, device),
+        )  # fmt: skip
+
     def _spent(self, nodeid: str, phase: int, report: CaptureReport) -> None:
         passes = report.timing.get("passes") or [{}]
         last = passes[-1]
         self.ledger.add(nodeid, phase, float(last.get("wall_s") or 0.0), last.get("tools") or {})
 
     def _tool_names(self, device: str) -> list[str]:
-        """The tools that would capture something for a benchmark on ``device``."""
-        skip = set(self.settings.skip or ())
-        if self.settings.ncu_kernels <= 0:
-            skip.add("ncu")
+        skip = skipped(self.settings)
         return [
             collector_name(c) for c in collectors_for(self.run.config) if could_run(c, device, skip)
         ]
 
     def waiting_note(self) -> str:
-        """What a failure says when its first diagnosis has to wait (or will not come)."""
         if self.budget_s <= 0:
             return (
                 "no diagnosis: the session's capture budget is 0 s "
@@ -302,7 +284,6 @@ class SessionCapture:
         return NO_FIRST
 
     def close(self) -> None:
-        """End the spare Python that no capture will use."""
         self.spares.close()
 
     # --- what is left over ---------------------------------------------------------
@@ -381,7 +362,6 @@ def _deferred(tools: Sequence[str], verdict_at: float, why: str) -> list[dict[st
 
 
 def _tests(results: Iterable[Result]) -> dict[str, _Test]:
-    """The captured tests of ``results``, by node id, read from their artifact entries."""
     out: dict[str, _Test] = {}
     for r in results:
         entries = [a for a in r.artifacts if isinstance(a, Mapping) and a.get("collector")]
@@ -412,7 +392,7 @@ def _read_entry(t: _Test, a: Mapping[str, Any]) -> None:
 
 
 def _pass_lines(t: _Test, report: CaptureReport, before: set[str], tools: list[str]) -> list[str]:
-    """What a pass after the verdicts found: its tools, the diagnosis's new lines, the folder."""
+    """A later pass's tools, the diagnosis's new lines, the folder."""
     ran = [c for c in report.collectors if c.name in tools]
     head = f"    {short_test_id(t.nodeid)} ({t.change}): " + ", ".join(
         f"{c.name} {c.status}" + (f" ({c.wall_s:.1f} s)" if c.ok else "") for c in ran

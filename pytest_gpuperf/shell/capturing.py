@@ -32,11 +32,10 @@ class CapturePlugin:
     ):
         self.session = session
         self.settings = session.settings.capture
-        # baselines_of: the gate's baseline runs of each result's benchmark, for a kernel diff
         self._make = functools.partial(
             SessionCapture, session.run, session.run_id, baselines_of or (lambda rs: {}), runner_for
         )
-        #: the session's captures within its budget: made on the first capture
+        #: made on the first capture
         self.captures: SessionCapture | None = None
 
     def _captures(self) -> SessionCapture:
@@ -45,9 +44,7 @@ class CapturePlugin:
         return self.captures
 
     def at_verdict(self, item: pytest.Item, results: list[Result], judgement: Judgement) -> None:
-        """The first diagnosis of the test's regressed benchmarks, now, within the session's
-        capture budget (the capture takes the GPU lock itself); its text joins the test's
-        failure. Or a note that it waits for the pass after the last verdict."""
+        """The first diagnosis, joined to the test's failure, or a note that it waits."""
         failed = bool(judgement.failures)
         if not should_capture(self.settings.mode, failed):
             return
@@ -63,17 +60,15 @@ class CapturePlugin:
         if report is not None and failed and slower:
             judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
         elif report is not None and failed:
-            # failed on its output or memory, not on its time: the diagnosis of a slowdown
-            # does not open the failure (it would say "slower" where the time did not fail)
+            # failed on its output or memory, not its time: no slowdown to open the failure
             judgement.failures = [*judgement.failures, report.details()]
         elif failed:
             judgement.failures.append(f"gpuperf: {self._captures().waiting_note()}")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Where the reports are written, before them (and before the core session's end:
-        registered after it): the captures the verdicts left (Nsight passes, first diagnoses
-        that waited), the largest slowdowns first; none after a Ctrl-C."""
+        """Before the reports (registered after the core session): the captures the verdicts
+        left, none after a Ctrl-C."""
         results = self.session.results
         if not self.session.lead or not results:
             if self.captures is not None:
@@ -95,5 +90,4 @@ class CapturePlugin:
                 tr.write_line(fold(line))  # a command to copy stays on one line
 
     def to_dict(self, results: list[Result]) -> dict[str, Any] | None:
-        """The session JSON's ``capture`` block."""
         return self.captures.to_dict(results) if self.captures is not None else None
