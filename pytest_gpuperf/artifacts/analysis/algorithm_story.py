@@ -77,8 +77,7 @@ def is_gemm(name: str) -> bool:
 
 
 def gemm_precision(name: str) -> str | None:
-    """What a GEMM kernel's name says of its math: fp8, tf32, bf16, fp16, fp64, fp32 (CUDA
-    cores), or None (``nvjet_*`` and others that do not name it)."""
+    """What a GEMM kernel's name says of its math (None: ``nvjet_*`` and others)."""
     low = name.lower()
     for precision, pattern in _PRECISION:
         if pattern.search(low):
@@ -105,8 +104,7 @@ _CPU_MATMUL = re.compile(rf"aten::({'|'.join(_MATMUL_OPS)})\b")
 
 
 def probe_precision(probe: Mapping[str, Any] | None) -> str | None:
-    """The math the probe's matmuls ran in (the one of most calls): autocast's dtype over
-    a float32 input; float32 on TF32 unless the fp32 precision is ``highest``."""
+    """The math most of the probe's matmul calls ran in (autocast and TF32 included)."""
     votes: dict[str, int] = {}
     for e in _ops(probe, *_MATMUL_OPS):
         dtypes = e.get("dtypes") or []
@@ -272,8 +270,7 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
-    """A side's GEMM precision: the names where they say it, else the probe, else the
-    cast kernels that autocast launches around bf16/fp16 GEMMs of unnamed precision."""
+    """A side's GEMM precision: from the names, else the probe, else autocast's casts."""
     named = max((k for k in side.gemms if k != "?"), key=side.gemms.__getitem__, default=None)
     if named is not None and side.gemms.get(named, 0) >= side.gemms.get("?", 0):
         return named
@@ -296,8 +293,7 @@ def _precision_text(p: str) -> str:
 def _precision_why(
     was: str, now: str, base_probe: Mapping[str, Any] | None, cur_probe: Mapping[str, Any] | None
 ) -> tuple[str, str]:
-    """(the setting that usually causes a move between precisions, as far as the probes
-    tell; where the fp32 GEMMs now run, for a move to fp32, else "")."""
+    """(the setting that usually causes the move, where fp32 GEMMs now run or "")."""
     if (was in _LOW or was == "bf16/fp16") and now in ("tf32", "fp32"):
         b_auto, c_auto = _autocast(base_probe), _autocast(cur_probe)
         if c_auto is False and b_auto is not False:
@@ -355,8 +351,7 @@ def precision(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 def _precision_members(free: Sequence[KernelChange]) -> list[KernelChange]:
-    """The GEMMs and casts of a precision change, with the elementwise kernels that changed
-    dtype with them; on the CPU (whose profile lists operators) the matmul operators."""
+    """The GEMMs, casts and retyped elementwise kernels of a precision change (CPU: matmuls)."""
     out = [c for c in free if c.kind == "kernel" and (is_gemm(c.name) or is_cast(c.name))]
     twins = [c for c in free if c.status in ("appeared", "vanished") and is_elementwise(c.name)]
     if {c.status for c in twins} == {"appeared", "vanished"}:
@@ -399,8 +394,7 @@ def _swap(changes: Sequence[KernelChange]) -> tuple[KernelChange, KernelChange] 
 
 
 def conv(ev: Evidence, led: Ledger) -> list[Finding]:
-    """cuDNN runs the convolutions with another algorithm or layout (no conversions: those
-    are the layout story), with what usually causes it."""
+    """cuDNN runs the convolutions with another algorithm or layout."""
     convs = [c for c in led.free("appeared", "vanished") if c.kind == "kernel" and is_conv(c.name)]
     convs = [c for c in convs if not is_conversion(c.name)]
     swap = _swap(convs)

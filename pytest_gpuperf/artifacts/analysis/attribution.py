@@ -36,12 +36,8 @@ EVERYTHING = frozenset({"*"})
 
 @dataclass
 class Evidence:
-    """Everything known about one regressed benchmark (all parts optional).
-
-    The kernel diff is made from the two inventories when it is not given. :meth:`to_record`
-    and :meth:`from_record` turn it into JSON and back (``evidence.json`` in a capture's
-    folder), so a diagnosis can be made again elsewhere from what the capture saw.
-    """
+    """Everything known about one regressed benchmark (all parts optional); JSON and back
+    (``evidence.json``) with :meth:`to_record` and :meth:`from_record`."""
 
     key: str
     display: str = ""
@@ -104,8 +100,7 @@ class Evidence:
 
     @property
     def slower(self) -> bool:
-        """Whether there is a slowdown to explain: none when the verdict saw no change or a
-        speed-up (a test failed by its numerics, a capture of every benchmark)."""
+        """Whether there is a slowdown to explain (not for a no-change or an improvement)."""
         if self.verdict in ("no-change", "improvement"):
             return False
         return self.slowdown_s is None or self.slowdown_s > 0
@@ -173,14 +168,12 @@ class Ledger:
         return 0.0 if self.idle_taken or self.idle_us is None else self.idle_us
 
     def _waiting(self, f: Finding) -> float | None:
-        """The idle term's growth (µs) when ``f`` claims it first (waiting that shrank: 0)."""
         free = None if self.idle_taken or self.idle_us is None else max(self.idle_us, 0.0)
         self.idle_taken |= f.idle
         return free if f.idle else None
 
     def claim(self, f: Finding) -> Finding | None:
-        """Give ``f`` the free terms it claims and the µs they add up to (None: unmeasured);
-        a finding whose kernels add nothing to the slowdown gets nothing and is dropped."""
+        """Give ``f`` the free terms it claims and their µs; None: its kernels add nothing."""
         names = set(self.changes) if f.kernels == EVERYTHING else f.kernels
         got = [c for n, c in self.changes.items() if n in names and n not in self.taken]
         parts = [c.delta_us for c in got]
@@ -218,12 +211,9 @@ class Ledger:
 
 
 def rank(findings: Sequence[Finding], ledger: Ledger) -> list[Finding]:
-    """The one ranking: measured findings that explain a real share of the slowdown, largest
-    first; then findings the profiles cannot measure (a compile log, a transport, the
-    allocator's counts, a lost compile where the profiles see under :data:`MIN_LEAD` of the
-    slowdown), in the order their stories came; then those that explain little.
-    Symptoms come last. Shares are of the slowdown, or of what the findings explain together
-    when that is more (the profiled calls ran slower than the measured ones)."""
+    """The one ranking: measured findings that lead, largest first; then the unmeasured in
+    story order; then those that explain little; symptoms last. Shares are of the slowdown,
+    or of what the findings explain together when that is more."""
     total = max(ledger.slowdown_us or 0.0, sum(max(f.us or 0.0, 0.0) for f in findings))
     unseen = ledger.seen is not None and ledger.seen < MIN_LEAD
     for f in findings:

@@ -159,7 +159,6 @@ def _union_len(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -
 
 
 def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) -> RankComms:
-    """The collectives of one rank's profiled calls (see the module docstring)."""
     events = _events(doc)
     calls, main_tid = _calls(events)
     kernels = [e for e in events if e.get("cat") == "kernel"]
@@ -221,7 +220,6 @@ def _gpu_parts(
         if not name.lower().startswith("nccl"):
             compute[i].append((ts, ts + dur))
             continue
-        # a kernel named for no collective (an aggregated launch): its host range names it
         op = normalize(name) or "collective"
         colls.append((i, Collective(op, ts, dur, algo=_algo(name))))
     by_call: dict[int, list[Collective]] = {}
@@ -277,8 +275,7 @@ def _cpu_parts(
 
 
 def _steady_calls(rc: RankComms) -> list[list[Collective]]:
-    """The calls that ran the most common number of collectives (a call that ran fewer or
-    more, a first call with extra set-up, would misalign positions)."""
+    """The calls that ran the most common number of collectives (others misalign)."""
     counts = Counter(len(c) for c in rc.calls)
     if not counts:
         return []
@@ -325,10 +322,7 @@ class _Positions:
 
 
 def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
-    """The group's summary of its ranks' profiled calls (JSON-safe; µs; see the module
-    docstring): collectives per call by op, each rank's compute, time in collectives and
-    wait, the straggler and the wait it caused, the share of collective time that
-    overlapped compute (on a GPU, where compute and collectives run side by side)."""
+    """The group's summary of its ranks' profiled calls (JSON-safe; µs)."""
     ranks = sorted(ranks, key=lambda r: r.rank)
     steady = [_steady_calls(r) for r in ranks]
     if not ranks or not all(steady) or not steady[0][0]:
@@ -414,10 +408,8 @@ def findings(
     current: Mapping[str, Any] | None,
     slowdown_us: float | None,
 ) -> list[Finding]:
-    """What changed in the group's collectives against the baseline: the changes the profiles
-    measure (with the µs per call of the slowdown they explain, ``slowdown_us``: None when
-    unknown) first, then those they only name, a late rank last.
-    """
+    """What changed in the group's collectives: the measured changes first, then those the
+    profiles only name, a late rank last."""
     if not current:
         return []
     base = baseline or {}
@@ -429,8 +421,7 @@ def findings(
 
 
 def _algorithm(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:
-    """NCCL ran its collectives with another algorithm and protocol (from its kernel names:
-    ``RING_LL`` -> ``TREE_SIMPLE``): a message-size, topology or NCCL_ALGO/PROTO change."""
+    """NCCL's algorithm and protocol changed (``RING_LL`` -> ``TREE_SIMPLE``)."""
     was, now = set(base.get("algos") or {}), set(cur.get("algos") or {})
     if not was or not now or was == now:
         return []
@@ -457,7 +448,6 @@ def _imbalance(
     mine, theirs = float(st.get("compute_us") or 0.0), float(st.get("others_compute_us") or 0.0)
     before = f"; {fmt_us(was)} in the baseline" if base else ""
     if mine - theirs < 0.3 * caused:
-        # it arrived late without computing more: the host or the machine held it up
         return Finding(
             RANK_IMBALANCE,
             f"a late rank: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
@@ -490,8 +480,7 @@ def _overlap(base: Mapping[str, Any], cur: Mapping[str, Any]) -> Finding | None:
 
 
 def _buckets(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:
-    """More, smaller collectives of an op (a bucket change), fewer and larger ones, or as
-    many of a larger size."""
+    """More, smaller collectives of an op, fewer and larger ones, or larger ones."""
     out: list[Finding] = []
     for op, now in (cur.get("ops") or {}).items():
         was = (base.get("ops") or {}).get(op)

@@ -18,6 +18,7 @@ from pytest_gpuperf.artifacts.analysis.attribution import (
     Evidence,
     Finding,
     Ledger,
+    names,
     timing,
 )
 from pytest_gpuperf.artifacts.analysis.inventory import (
@@ -151,9 +152,7 @@ def _regions(ev: Evidence) -> _Regions:
 
 
 def compiler(ev: Evidence, led: Ledger) -> list[Finding]:
-    """What the compiler did differently, in dynamo's words: the compiled code gone (or the
-    recompile limit sending calls to eager) claims every change of the kernels and the idle
-    time; a new graph break the kernels it moved; recompiles and fallbacks claim nothing."""
+    """What the compiler did differently, in dynamo's words: code gone, breaks, recompiles."""
     comp = ev.compile or {}
     r = _regions(ev)
     out = _eager(comp, r)
@@ -213,7 +212,6 @@ def _moved(led: Ledger) -> frozenset[str] | bool:
 def _limit_sentence(
     limit: Mapping[str, Any], recompiles: Sequence[Mapping[str, Any]], n: int, regions: str
 ) -> str:
-    """The recompile limit was hit: which function, which guard failed, and the remedy."""
     lim = limit["limit"]
     guard = recompiles[-1] if recompiles else {}
     # the log names the function on the first recompile's reasons only
@@ -262,9 +260,7 @@ def _why_eager(comp: Mapping[str, Any], skipped: Sequence[Mapping[str, Any]]) ->
 def _break(
     breaks: Sequence[Mapping[str, Any]], regions: str, claims: frozenset[str] | bool
 ) -> Finding:
-    """torch.compile broke the graph: how often, the first reason and where, and what it costs
-    (``regions``: the compiled regions per call, when they rose). ``claims``: True when the
-    break is new (every change is its doing), the kernels it moved, or False (not new)."""
+    """torch.compile broke the graph; ``claims``: True (a new break), its kernels, or False."""
     g = breaks[0] if breaks else {}
     text = (
         "torch.compile broke the graph"
@@ -304,11 +300,9 @@ def _strip_layout(name: str) -> str:
 
 
 def layout(ev: Evidence, led: Ledger) -> list[Finding]:
-    """Conversions appeared while convolutions/GEMMs changed variant: one layout cause, with
-    the kernels that change with the layout (batch norm's channels-last and NCHW variants)."""
+    """Conversions appeared while convolutions/GEMMs changed variant: one layout cause."""
     free = led.free()
     conv = [c for c in free if is_conversion(c.name, c.kind) and c.cur_launches > c.base_launches]
-    # convolution and GEMM kernels, whose variant follows the layout
     swapped = [
         c
         for c in led.free("appeared", "vanished")
@@ -333,7 +327,7 @@ def _layout_sentence(
 ) -> str:
     was, now = _layout_of(old.name), _layout_of(new.name)
     direction = f" ({was} -> {now})" if was and now and was != now else ""
-    convs = ", ".join(f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in conv[:3])
+    convs = names(conv)
     appeared = [short_name(c.name, 40) for c in along if c.status == "appeared"][:2]
     return (
         f"the memory layout changed: layout conversions appeared ({convs}; "
@@ -347,8 +341,7 @@ def _layout_sentence(
 
 
 def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:
-    """Kernels that appeared with a layout in their name, or in place of one that vanished
-    whose name differs only by its layout (with that one)."""
+    """Kernels that appeared with a layout in their name, or as a vanished one's layout twin."""
     gone = {_strip_layout(c.name): c for c in free if c.status == "vanished" and c not in taken}
     out: list[KernelChange] = []
     for c in free:
@@ -379,12 +372,7 @@ def _config_text(k: Mapping[str, Any], cfg: Mapping[str, str] | None) -> str:
 
 
 def triton_configs(ev: Evidence, led: Ledger) -> list[Finding]:
-    """Triton kernels whose launch config (grid, num_warps, autotuned config) changed.
-
-    Configs come from an inventory entry's ``config`` or, for the current run, from the
-    autotune log (``ev.triton_configs``); without them the grid and the block (``num_warps``
-    = threads / 32) are what both profiles give.
-    """
+    """Triton kernels whose launch config (grid, num_warps, autotuned config) changed."""
     cur_cfgs = dict(ev.triton_configs or {})
     base = {k.get("name"): k for k in (ev.baseline_inventory or {}).get("kernels") or []}
     cur = {k.get("name"): k for k in (ev.current_inventory or {}).get("kernels") or []}

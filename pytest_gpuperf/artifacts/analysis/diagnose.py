@@ -124,15 +124,12 @@ _GPU_WORD = re.compile(r"\b(" + "|".join(_GPU_WORDS) + r")\b")
 
 
 def cpu_words(text: str) -> str:
-    """A CPU profile has aten ops, not kernels: ``new kernel aten::stack: 1x per call``
-    reads ``new op aten::stack: 1x per call``, ``launches 1 -> 3`` ``calls 1 -> 3``."""
+    """A CPU profile has aten ops, not kernels: its words."""
     return _GPU_WORD.sub(lambda m: _GPU_WORDS[m.group(1)], text)
 
 
 def _headline(ev: Evidence, cause: Finding | None = None, of: str = "the slowdown") -> str:
-    """``<name> is slower than its baseline: 2.96x time (...)``, or ``<name> regressed``; with
-    ``cause``, the sentence goes on with it and its share (``; likely cause, 85 % of the
-    slowdown: ...``). The change is the gate's (``ev.change``), else the two times' ratio."""
+    """``<name> is slower than its baseline: 2.96x time (...)``, with ``cause`` and its share."""
     head = f"{ev.display or ev.key}"
     change = ev.change if ev.change and ev.change != "-" else ""
     if not change and ev.ratio is not None:
@@ -169,10 +166,7 @@ def _unseen(led: Ledger) -> list[str]:
 def _paragraph(
     ev: Evidence, ranked: Sequence[Finding], of: str, unseen: Sequence[str] = ()
 ) -> list[str]:
-    """The paragraph's sentences: the headline with the lead cause, what the profiles leave
-    unexplained, what comes with it (the symptoms, the GPM figures that moved, what bounds the
-    work), the next causes, and what Nsight Compute says of the hottest kernel when a kernel
-    change leads."""
+    """The headline with the lead cause, then what comes with it and the next causes."""
     first = ranked[0] if ranked and leads(ranked[0]) else None
     symptoms = [f.sentence for f in ranked if f.symptom]
     gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
@@ -189,8 +183,7 @@ def _paragraph(
 def _unled(
     ev: Evidence, rest: Sequence[Finding], symptoms: Sequence[str], gpm: Sequence[str]
 ) -> list[str]:
-    """The sentences after a headline that names no cause: the GPM figures, then the largest
-    findings when none explains much, else the symptoms and why nothing is named."""
+    """The sentences after a headline that names no cause."""
     parts = [f"{s}." for s in gpm]
     if rest:
         parts.append("No change in the profiles explains much of it; the largest:")
@@ -245,8 +238,7 @@ def _nothing(ev: Evidence, gpm: Sequence[str]) -> list[str]:
 
 
 def _details(ev: Evidence) -> list[str]:
-    """The lines under the paragraph: the profile, the group, the kernels, Nsight Compute, the
-    compile log, nsys, the activity and allocator figures, the re-measurement."""
+    """The lines under the paragraph."""
     out = _profile_details(ev) + _group_details(ev.group or {}, ev.baseline_group or {})
     kd = ev.kernel_diff
     if kd is not None and not ev.slower:

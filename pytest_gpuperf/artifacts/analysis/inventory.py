@@ -78,8 +78,7 @@ def _strip_params(name: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def normalize(name: str) -> str:
-    """The key a kernel is matched by: no ``void``, no parameter list, single spaces (cached: a
-    trace names the same few kernels thousands of times)."""
+    """The key a kernel is matched by: no ``void``, no parameter list, single spaces."""
     n = re.sub(r"\s+", " ", name.strip())
     if n.startswith("void "):
         n = n[5:]
@@ -133,11 +132,7 @@ def is_gemm(name: str) -> bool:
 def inventory_from_trace(
     trace: Trace, *, max_kernels: int = MAX_KERNELS, analysis: ProfileAnalysis | None = None
 ) -> dict[str, Any]:
-    """The inventory of the profiled calls in ``trace`` (see the module docstring).
-
-    ``analysis`` is ``analyze(trace)`` when the caller has it already (it tags the trace's
-    activities with their call, which the inventory reads): a large trace is analysed once.
-    """
+    """The inventory of the profiled calls in ``trace`` (``analysis``: its ``analyze``)."""
     a = analysis if analysis is not None else analyze(trace)
     calls = max(a.calls, 1)
     items: dict[tuple[str, str], dict[str, Any]] = {}
@@ -200,11 +195,8 @@ def inventory_from_trace(
 
 
 def combine(inventories: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """One inventory from several baseline runs: per-kernel medians, with their spread.
-
-    ``spread`` of a kernel is (max - min) / median of its time per call over
-    the runs that have it; a kernel in only some runs keeps its median there.
-    """
+    """One inventory from several baseline runs: per-kernel medians, and their spread
+    ((max - min) / median over the runs that have the kernel)."""
     invs = [i for i in inventories if i and i.get("schema") == INVENTORY_SCHEMA]
     if not invs:
         return None
@@ -316,14 +308,8 @@ def diff_inventories(
     current_inv: Mapping[str, Any],
     slowdown_s: float | None,
 ) -> KernelDiff:
-    """Attribute a slowdown (current - baseline time per call, seconds) to kernels.
-
-    Each kernel's change in GPU time per call is what it adds to the slowdown;
-    kernels only in the current inventory *appeared*, only in the baseline
-    *vanished*. A vanished and an appeared GEMM (or kernels of one family)
-    are reported as a variant swap: the library chose another algorithm. The
-    part of the slowdown no kernel explains is time the GPU idled.
-    """
+    """Attribute a slowdown (seconds per call) to the kernels' changes; a vanished and an
+    appeared kernel of one family are a variant swap."""
     slowdown_us = slowdown_s * 1e6 if slowdown_s is not None else None
     base = {(k["name"], k.get("kind", "kernel")): k for k in baseline_inv.get("kernels", [])}
     cur = {(k["name"], k.get("kind", "kernel")): k for k in current_inv.get("kernels", [])}
@@ -354,7 +340,6 @@ def _kernel_change(
     b: Mapping[str, Any] | None,
     c: Mapping[str, Any] | None,
 ) -> KernelChange:
-    """One kernel (name, kind) compared: its status, times and launches per call."""
     b_us = float(b["us_per_call"]) if b else 0.0
     c_us = float(c["us_per_call"]) if c else 0.0
     b_n = float(b["launches"]) if b else 0.0
@@ -397,8 +382,7 @@ def _variants(changes: Sequence[KernelChange]) -> list[tuple[str, str]]:
 def _attribute(
     changes: Sequence[KernelChange], slowdown_us: float | None, gpu_delta: float
 ) -> tuple[float | None, list[str]]:
-    """Check the profiles against the measurement: the slowdown to attribute (None when they
-    disagree by more than 2x) and the note that says so."""
+    """The slowdown to attribute: None, with a note, where the profiles disagree by 2x."""
     if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
         note = (
             f"the profiled time per call changed by {gpu_delta:+.1f} µs while the measured "

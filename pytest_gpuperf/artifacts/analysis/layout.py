@@ -30,13 +30,7 @@ _RESERVED = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10
 
 
 def safe_name(text: str, max_len: int = MAX_NAME) -> str:
-    """A folder name for ``text`` (a test id or benchmark key).
-
-    ``tests/test_mm.py::test_mm[4096-bf16]`` becomes
-    ``tests-test_mm.py--test_mm-4096-bf16-`` plus a short hash whenever the
-    mapping lost information (characters replaced, or the name shortened),
-    so two different ids never share a folder.
-    """
+    """A folder name for ``text``, with a short hash wherever the mapping lost information."""
     readable = text.replace("::", "--").replace("/", "-").replace("\\", "-")
     readable = _UNSAFE.sub("_", readable).strip("._-") or "_"
     lossy = readable != text

@@ -15,8 +15,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_gpuperf.artifacts.analysis.attribution import Evidence, Finding, Ledger
-from pytest_gpuperf.artifacts.analysis.inventory import short_name
+from pytest_gpuperf.artifacts.analysis.attribution import Evidence, Finding, Ledger, names
 from pytest_gpuperf.telemetry import activity as act
 from pytest_gpuperf.units import fmt_bytes
 
@@ -50,10 +49,8 @@ def _grew(
 
 
 def allocation(ev: Evidence, led: Ledger) -> list[Finding]:
-    """A buffer allocated per call, a cache that is not reused, allocator retries, told from the
-    allocator's figures (baseline runs' ``memory`` against the current result's). More
-    allocations are a cause only with the kernels that fill the fresh buffers (a torch.cat, a
-    zero-fill) or cudaMalloc calls; otherwise they are a symptom of the work that made them."""
+    """A buffer allocated per call, a cache not reused, allocator retries (the allocator's
+    figures against the baseline runs')."""
     base, cur = ev.baseline_memory, ev.current_memory
     if not cur or not cur.get("available"):
         return []
@@ -91,7 +88,7 @@ def _buffers(led: Ledger, allocs: tuple[float, float], size: tuple[float, float]
     if not fills:
         return Finding(ALLOCATION_CHURN, f"{counts}: the buffers of the work above, not a cause "
                        "of their own", symptom=True)  # fmt: skip
-    named = ", ".join(f"{short_name(c.name, 48)} {c.cur_launches:g}x per call" for c in fills[:2])
+    named = names(fills, 2)
     text = (
         f"a buffer is allocated on every call: {counts}; with it {named}; each fresh buffer is "
         "written in full again (a torch.cat into a new tensor, torch.zeros): allocate it once "
@@ -104,8 +101,7 @@ def activity_sentences(
     baseline: Sequence[Mapping[str, Any] | None],
     current: Mapping[str, Any] | None,
 ) -> list[str]:
-    """What the GPU's units say: the figures that moved (largest first, at most three), then
-    what bounds the work now; ``[]`` without GPM figures on the current side."""
+    """What the GPU's units say: the figures that moved, then what bounds the work now."""
     if not act.usable(current):
         return []
     out = []
@@ -141,8 +137,7 @@ def _cells(
     cur: Mapping[str, Any] | None,
     figures: Sequence[tuple[str, str, Callable[[Any], str]]],
 ) -> str:
-    """``label baseline -> now`` of each figure the current side has (``label now`` alone
-    when the baseline's runs lack it)."""
+    """``label baseline -> now`` of each figure the current side has."""
     cells = []
     for key, label, show in figures:
         now, was = _fig(cur, key), _base(base, key)

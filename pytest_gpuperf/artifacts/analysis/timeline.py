@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import gzip
 import itertools
 import json
 import math
@@ -135,11 +136,8 @@ class ProfileAnalysis:
 
     def copies_per_call(self, direction: str) -> tuple[float, float]:
         """(copies, bytes) per call in one direction (``"HtoD"``, ``"DtoH"``)."""
-        n = b = 0
-        for c in self.copies:
-            if c.direction == direction:
-                n += c.count
-                b += c.bytes
+        mine = [c for c in self.copies if c.direction == direction]
+        n, b = sum(c.count for c in mine), sum(c.bytes for c in mine)
         return (n / self.calls, b / self.calls) if self.calls else (0.0, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,7 +148,6 @@ class ProfileAnalysis:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProfileAnalysis:
-        """Back from :meth:`to_dict` (a capture read again after the session's verdicts)."""
         known = {f for f in cls.__dataclass_fields__} - {"gaps", "syncs", "copies"}
         return cls(
             **{k: v for k, v in d.items() if k in known},
@@ -177,14 +174,8 @@ class Trace:
 def load_trace(path: Path | str) -> dict[str, Any]:
     """A Chrome/Perfetto trace file as written by ``prof.export_chrome_trace`` (``.gz`` too)."""
     p = Path(path)
-    if p.suffix == ".gz":
-        import gzip
-
-        with gzip.open(p, "rt", encoding="utf-8") as f:
-            doc: dict[str, Any] = json.load(f)
-            return doc
-    with p.open(encoding="utf-8") as f:
-        doc = json.load(f)
+    with (gzip.open if p.suffix == ".gz" else open)(p, "rt", encoding="utf-8") as f:
+        doc: dict[str, Any] = json.load(f)
     return doc
 
 
@@ -253,12 +244,7 @@ def _call_of(ts: float, starts: list[float], calls: list[tuple[float, float]]) -
 
 
 def _innermost_op(ts: float, tid: Any, ops: Sequence[tuple[float, float, str, Any]]) -> str | None:
-    """The operator of thread ``tid`` that started last before ``ts`` and is still open.
-
-    ``ops`` is sorted by start (then longest first), so the search walks back from the
-    last op that started by ``ts``: a few steps, where a scan from the start of a
-    trace with thousands of operators per call took seconds for every host sync.
-    """
+    """The operator of thread ``tid`` open at ``ts`` that started last (``ops`` by start)."""
     i = bisect.bisect_right(ops, ts, key=lambda o: o[0]) - 1
     while i >= 0:
         _, end, name, otid = ops[i]
@@ -369,9 +355,8 @@ def _profiled_calls(trace: Trace) -> tuple[list[tuple[float, float]], list[str]]
 def _assign_calls(
     trace: Trace, starts: list[float], calls: list[tuple[float, float]]
 ) -> tuple[dict[int, ApiCall], list[Activity]]:
-    """Tag each API call and GPU activity with the call it belongs to (an activity: through
-    the API call that launched it); returns the API calls by correlation id and the GPU
-    activities inside a call."""
+    """Tag API calls and GPU activities (by their launch) with their call: the API calls by
+    correlation id, and the activities inside a call."""
     by_corr: dict[int, ApiCall] = {}
     for api in trace.apis:
         api.call = _call_of(api.ts, starts, calls)
@@ -395,8 +380,7 @@ def _gaps(
     w0: float,
     top_gaps: int,
 ) -> list[Gap]:
-    """The ``top_gaps`` longest (duration, start, end) gaps, with the kernels around each
-    and what the host did meanwhile."""
+    """The ``top_gaps`` longest gaps, the kernels around each and what the host did."""
     by_start = {a.ts: a for a in acts}
     ends = sorted(acts, key=lambda a: a.end)
     gaps: list[Gap] = []
@@ -433,8 +417,7 @@ def _copy_stats(acts: Iterable[Activity]) -> list[CopyStat]:
 
 
 def _launch_notes(kernels: Sequence[Activity], n: int, mean_gap: float) -> list[str]:
-    """Why a mostly idle GPU with no host sync is launch-bound (empty when it is not): most
-    kernels are tiny and the GPU waits longer than a kernel between them."""
+    """Why an idle GPU is launch-bound (tiny kernels, longer waits); empty when it is not."""
     kdur = [a.dur for a in kernels]
     if not kdur:
         return []
@@ -486,13 +469,8 @@ def _syncs(trace: Trace, apis: Sequence[ApiCall]) -> list[SyncStat]:
 
 
 def op_self_times(trace: Trace) -> list[tuple[str, float, int]]:
-    """CPU operators inside the profiled calls, by the time spent in each outside the operators
-    it called: (name, total self µs, count), the largest first.
-
-    The stand-in for kernels when the benchmark runs on the CPU: like a kernel, an operator's
-    self time is where its work is done, so ``aten::addmm`` under ``aten::linear`` (and a
-    forward recomputed inside a backward) is counted where it runs.
-    """
+    """CPU operators in the profiled calls by self time: (name, self µs, count), largest
+    first; on the CPU the stand-in for kernels (work counted where it runs)."""
     starts = [c[0] for c in trace.calls]
     totals: dict[str, list[float]] = {}
     open_ops: dict[Any, list[list[Any]]] = {}  # per thread: [end, name, self µs] of open ops

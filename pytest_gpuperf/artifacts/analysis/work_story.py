@@ -186,9 +186,7 @@ def multi_tensor(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 def split_launches(ev: Evidence, led: Ledger) -> list[Finding]:
-    """One op's work split into a loop of launches: each smaller, or with the ops of the loop's
-    body launched as many times more (on the CPU an op's time is mostly its overhead, which
-    does not shrink with the work)."""
+    """One op's work split into a loop of launches: each smaller, or with its loop's body."""
     free = led.free()
     split = []
     for c in _more_launches(led):
@@ -275,7 +273,6 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 def _same_gemm(old: KernelChange, free: Sequence[KernelChange]) -> KernelChange | None:
-    """The GEMM that took the place of ``old`` at the same precision (its epilogue lost)."""
     new = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
     same = [c for c in new if gemm_precision(c.name) == gemm_precision(old.name)]
     return max(same, key=lambda c: c.cur_us, default=None)
@@ -307,8 +304,7 @@ def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 def kernels(ev: Evidence, led: Ledger) -> list[Finding]:
-    """The changes no story explained, each on its own: a variant swap, a slower kernel, a new
-    one or one launched more often."""
+    """The changes no story explained, each on its own."""
     out = []
     used: set[str] = set()
     for old, new in ev.kernel_diff.variants if ev.kernel_diff is not None else []:
@@ -347,9 +343,8 @@ def _change(c: KernelChange) -> tuple[str, str]:
 
 
 def idle(ev: Evidence, led: Ledger) -> list[Finding]:
-    """The device's waiting that no story explained: the host's time to issue the work a cause
-    added (that cause's share, told as its consequence), a launch-bound GPU, a host that comes
-    late, or (on the CPU) time outside the profiled operators."""
+    """The device's waiting that no story explained (the host's time to issue added work, a
+    launch-bound GPU, a late host, time outside the CPU's operators)."""
     a, grew = ev.analysis, led.idle_free
     work = led.added_work() if grew > 0 else None
     if work is not None:
@@ -390,9 +385,7 @@ def idle(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 def waiting_us(inv: Mapping[str, Any] | None, a: ProfileAnalysis | None = None) -> float | None:
-    """The time per call the device waited in an inventory's profile (µs): the GPU's idle time,
-    or on the CPU the time outside the profiled operators (from the analysis ``a`` of a GPU
-    profile when there is no inventory)."""
+    """µs per call the device waited: GPU idle time, or the CPU's time outside its ops."""
     if not inv and a is not None and a.device == "cuda" and a.calls:
         return (a.window_us - a.busy_us) / a.calls
     if not inv or not isinstance(inv.get("per_call_us"), (int, float)):
