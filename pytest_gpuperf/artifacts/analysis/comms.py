@@ -287,38 +287,21 @@ def _median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs)) if xs else 0.0
 
 
-@dataclass
-class _Positions:
-    """Per rank and per position of a collective in a call: medians over the steady calls."""
+def _medians(steady: Sequence[list[list[Collective]]], k: int, what: str) -> list[list[float]]:
+    """Per rank and position in a call: the median of ``what`` over the steady calls."""
+    return [[_median([getattr(c[j], what) for c in s]) for j in range(k)] for s in steady if s]
 
-    dur: list[list[float]]
-    compute: list[list[float]]
-    overlap: list[list[float]]
 
-    @classmethod
-    def of(cls, steady: Sequence[list[list[Collective]]], k: int) -> _Positions:
-        def med(calls: list[list[Collective]], j: int, what: str) -> float:
-            return _median([getattr(c[j], what) for c in calls])
+def _waits(dur: list[list[float]], k: int) -> list[float]:
+    """Each rank's time in the collectives beyond the fastest rank's: its waiting."""
+    fastest = [min(row[j] for row in dur) for j in range(k)]
+    return [sum(row[j] - fastest[j] for j in range(k)) for row in dur]
 
-        rows = [s for s in steady if s]
-        return cls(
-            dur=[[med(s, j, "dur") for j in range(k)] for s in rows],
-            compute=[[med(s, j, "compute_before") for j in range(k)] for s in rows],
-            overlap=[[med(s, j, "overlap") for j in range(k)] for s in rows],
-        )
 
-    def waits(self) -> list[list[float]]:
-        """Each rank's time in each collective beyond the fastest rank's: waiting."""
-        n, k = len(self.dur), len(self.dur[0]) if self.dur else 0
-        fastest = [min(self.dur[r][j] for r in range(n)) for j in range(k)]
-        return [[self.dur[r][j] - fastest[j] for j in range(k)] for r in range(n)]
-
-    def overlap_share(self, j: int | None = None) -> float:
-        """The share of collective time (all of it, or position ``j``'s) overlapping compute."""
-        cols = range(len(self.dur[0])) if j is None else [j]
-        over = sum(self.overlap[r][c] for r in range(len(self.dur)) for c in cols)
-        dur = sum(self.dur[r][c] for r in range(len(self.dur)) for c in cols)
-        return over / dur if dur > 0 else 0.0
+def _overlap_share(dur: list[list[float]], over: list[list[float]], cols: Sequence[int]) -> float:
+    """The share of the collective time at positions ``cols`` that overlaps compute."""
+    d = sum(row[c] for row in dur for c in cols)
+    return sum(row[c] for row in over for c in cols) / d if d > 0 else 0.0
 
 
 def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
@@ -332,10 +315,10 @@ def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
     if any(len(s[0]) != k for s in steady):
         notes.append("the ranks ran different numbers of collectives per call")
         steady = [[c[:k] for c in s if len(c) >= k] for s in steady]
-    pos = _Positions.of(steady, k)
-    n = len(pos.dur)
-    total_wait = [sum(w) for w in pos.waits()]
-    total_comp = [sum(c) for c in pos.compute]
+    dur, over = _medians(steady, k, "dur"), _medians(steady, k, "overlap")
+    n = len(dur)
+    total_wait = _waits(dur, k)
+    total_comp = [sum(c) for c in _medians(steady, k, "compute_before")]
     straggler = max(range(n), key=lambda r: (total_comp[r], -total_wait[r]))
     others = [r for r in range(n) if r != straggler] or [straggler]
     on_gpu = ranks[0].device == "cuda"
@@ -350,7 +333,7 @@ def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
             {
                 "rank": ranks[r].rank,
                 "compute_us": round(total_comp[r], 3),
-                "comm_us": round(sum(pos.dur[r]), 3),
+                "comm_us": round(sum(dur[r]), 3),
                 "wait_us": round(total_wait[r], 3),
             }
             for r in range(n)
@@ -361,9 +344,9 @@ def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
             "compute_us": round(total_comp[straggler], 3),
             "others_compute_us": round(statistics.fmean(total_comp[r] for r in others), 3),
         },
-        "overlap": round(pos.overlap_share(), 4) if on_gpu else None,
+        "overlap": round(_overlap_share(dur, over, range(k)), 4) if on_gpu else None,
         "overlap_by_collective": (
-            [round(pos.overlap_share(j), 4) for j in range(min(k, 16))] if on_gpu else []
+            [round(_overlap_share(dur, over, [j]), 4) for j in range(min(k, 16))] if on_gpu else []
         ),
         "call_us": round(_median([_median(r.call_us) for r in ranks]), 3),
         "notes": notes,
