@@ -91,10 +91,8 @@ def compiled_code(inv: Mapping[str, Any] | None) -> CompiledCode | None:
 def trace_decision(
     baseline_inventories: Iterable[Mapping[str, Any] | None], current_compiled: bool | None
 ) -> tuple[bool, str]:
-    """Whether the TORCH_TRACE child is worth running, judged on both sides, and why (or why not).
-
-    ``current_compiled`` is what the current profile says (``None``: no profile).
-    """
+    """Whether the TORCH_TRACE child is worth running, and why (``current_compiled`` None:
+    no profile)."""
     base = [c for c in (compiled_code(i) for i in baseline_inventories) if c is not None]
     base_compiled = next((c for c in base if c.compiled), None)
     if current_compiled and base_compiled is not None:

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: kinds from fastest to slowest, for one node: peer access over NVLink/PCIe (and NVLink
-#: SHARP, CollNet), host shared memory, the network
+#: transport kinds from fastest to slowest, for one node
 SPEED_ORDER = ("NVLS", "COLLNET", "P2P", "SHM", "NET")
 
 _PREFIX = re.compile(r"NCCL INFO\s+(.*)$")
@@ -97,19 +96,20 @@ def parse(text: str | Iterable[str]) -> NcclLog:
 
 def summarize(logs: Sequence[NcclLog]) -> dict[str, Any]:
     """The JSON summary of the logs of a group's ranks (one per process; stored with results)."""
-    return merge([_summary(log) for log in logs])
-
-
-def _summary(log: NcclLog) -> dict[str, Any]:
-    return {
-        "version": log.version,
-        "network": log.network,
-        "nranks": log.nranks,
-        "transports": dict(log.transports),
-        "env": dict(log.env),
-        "nvls": log.nvls,
-        "ranks_logged": 1 if log.lines else 0,
-    }
+    return merge(
+        [
+            {
+                "version": log.version,
+                "network": log.network,
+                "nranks": log.nranks,
+                "transports": dict(log.transports),
+                "env": dict(log.env),
+                "nvls": log.nvls,
+                "ranks_logged": 1 if log.lines else 0,
+            }
+            for log in logs
+        ]
+    )
 
 
 def merge(summaries: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
@@ -136,8 +136,7 @@ def merge(summaries: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
 
 
 def main_transport(summary: Mapping[str, Any] | None) -> str | None:
-    """The transport most connections of a summary use, or None (none logged: world size 1,
-    or NCCL_DEBUG was not INFO)."""
+    """The transport most connections of a summary use, or None (none logged)."""
     transports = (summary or {}).get("transports") or {}
     if not transports:
         return None
@@ -171,8 +170,7 @@ def describe(summary: Mapping[str, Any] | None) -> str:
 def transport_change(
     baseline: Mapping[str, Any] | None, current: Mapping[str, Any] | None
 ) -> str | None:
-    """The sentence that says the transport changed (``transport fallback: ...``), or None
-    when it did not, or when either side logged none."""
+    """``transport fallback: ...`` where the main transport changed, else None."""
     was, now = main_transport(baseline), main_transport(current)
     if was is None or now is None or was == now:
         return None
