@@ -283,24 +283,24 @@ def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
     grown = [c for c in led.free("appeared", "count", "slower") if c.kind != "memcpy"]
     grown = [c for c in grown if at.is_copy_kernel(c.name) and c.delta_us > 0]
     casts = [c for c in grown if at.is_cast(c.name)]
-    out = []
-    if casts:
-        text = (
-            f"dtype casts run on every call: {at.names(casts)} ({at.timing(casts)}): tensors "
-            "kept in one dtype are cast to another on each call (fp32 weights under autocast "
-            "are cast to bf16 on every forward); keep them in the dtype the computation uses "
-            "(model.to(torch.bfloat16))"
-        )
-        out.append(Finding(EXTRA_COPY, text, frozenset(c.name for c in casts)))
     rest = [c for c in grown if c not in casts]
-    if rest:
-        text = (
-            f"an extra copy appeared: {at.names(rest)} ({at.timing(rest)}); a non-contiguous or "
-            "wrongly typed input is copied on every call (.contiguous(), .to(...), reshape() of "
-            "a transposed view): pass the view on, or make it contiguous once, outside the call"
+    kinds = (
+        (casts, "dtype casts run on every call", ": tensors kept in one dtype are cast to another "
+         "on each call (fp32 weights under autocast are cast to bf16 on every forward); keep "
+         "them in the dtype the computation uses (model.to(torch.bfloat16))"),
+        (rest, "an extra copy appeared", "; a non-contiguous or wrongly typed input is copied on "
+         "every call (.contiguous(), .to(...), reshape() of a transposed view): pass the view "
+         "on, or make it contiguous once, outside the call"),
+    )  # fmt: skip
+    return [
+        Finding(
+            EXTRA_COPY,
+            f"{head}: {at.names(cs)} ({at.timing(cs)}){why}",
+            frozenset(c.name for c in cs),
         )
-        out.append(Finding(EXTRA_COPY, text, frozenset(c.name for c in rest)))
-    return out
+        for cs, head, why in kinds
+        if cs
+    ]
 
 
 def kernels(ev: Evidence, led: Ledger) -> list[Finding]:
