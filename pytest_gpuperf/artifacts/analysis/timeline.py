@@ -213,11 +213,8 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
             ops.append((ts, ts + dur, name, e.get("tid")))
         elif cat == "user_annotation":
             notes.append(name)
-    device_name = None
-    if isinstance(doc, Mapping):
-        props = doc.get("deviceProperties") or []
-        if props and isinstance(props[0], Mapping):
-            device_name = props[0].get("name")
+    props = (doc.get("deviceProperties") or []) if isinstance(doc, Mapping) else []
+    device_name = props[0].get("name") if props and isinstance(props[0], Mapping) else None
     return Trace(
         calls=[calls[i] for i in sorted(calls)],
         activities=sorted(acts, key=lambda a: a.ts),
@@ -388,15 +385,7 @@ def _gaps(
         nxt = by_start.get(g1)
         prev = max((a for a in ends if a.end <= g0 + 1e-6), key=lambda a: a.end, default=None)
         cause = _gap_cause(g0, g1, nxt, by_corr, sync_apis, trace.ops)
-        gaps.append(
-            Gap(
-                start_us=g0 - w0,
-                dur_us=dur,
-                after=prev.name if prev else "?",
-                before=nxt.name if nxt else "?",
-                cause=cause,
-            )
-        )
+        gaps.append(Gap(g0 - w0, dur, prev.name if prev else "?", nxt.name if nxt else "?", cause))
     return gaps
 
 
