@@ -325,7 +325,19 @@ def _capture(
     report = CaptureReport(
         nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
     )  # fmt: skip
-    report.manifest = _write_manifest(report, ctx, run_id)
+    d = report.to_dict()
+    with contextlib.suppress(OSError):  # the report stands without its manifest
+        report.manifest = write_manifest(
+            directory,
+            nodeid=nodeid,
+            run_id=run_id,
+            device=device,
+            benchmarks=ctx.keys,
+            collectors=d["collectors"],
+            diagnosis=d["diagnoses"],
+            wall_s=wall,
+            timing=timing,
+        )
     return report
 
 
@@ -527,23 +539,6 @@ def _diagnose_all(
                 [traceback.format_exc(limit=5)],
             )  # fmt: skip
     return diagnoses, evidence
-
-
-def _write_manifest(report: CaptureReport, ctx: CaptureContext, run_id: str) -> Path | None:
-    try:
-        return write_manifest(
-            report.directory,
-            nodeid=report.nodeid,
-            run_id=run_id,
-            device=ctx.device,
-            benchmarks=ctx.keys,
-            collectors=[c.to_dict(report.directory) for c in report.collectors],
-            diagnosis={k: d.to_dict() for k, d in report.diagnoses.items()},
-            wall_s=report.wall_s,
-            timing=report.timing,
-        )
-    except OSError:
-        return None
 
 
 def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
