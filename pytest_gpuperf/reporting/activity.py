@@ -8,8 +8,8 @@ from typing import Any
 
 from pytest_gpuperf.measure import peaks
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.units import fmt_bytes
 from pytest_gpuperf.telemetry import activity as act
+from pytest_gpuperf.units import fmt_bytes
 from pytest_gpuperf.verdict.secondary import (
     HIGHER,
     LOWER,

@@ -15,7 +15,8 @@ import math
 from typing import Any
 
 from pytest_gpuperf.measure import backend
-from pytest_gpuperf.reporting.units import RATIO_FROM, fmt_change, fmt_pct, fmt_time
+from pytest_gpuperf.outcome import BELOW_RESOLUTION, NOT_COMPARABLE, UNMEASURABLE
+from pytest_gpuperf.units import RATIO_FROM, fmt_change, fmt_pct, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
@@ -26,7 +27,6 @@ from pytest_gpuperf.verdict import (
     Comparison,
     FigureVerdict,
 )
-from pytest_gpuperf.verdict.comparison import BELOW_RESOLUTION, NOT_COMPARABLE, UNMEASURABLE
 
 _TITLE = {
     REGRESSION: "REGRESSION",

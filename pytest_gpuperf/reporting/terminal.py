@@ -29,7 +29,7 @@ from pytest_gpuperf.reporting.columns import (
     params_text,
 )
 from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
-from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
 WIDTH = 120
@@ -489,7 +489,7 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
 def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """Under ``-q``, one line that says why timings were not comparable (a tracer or
     profiler on one side only), since the folded verdicts no longer show it."""
-    from pytest_gpuperf.verdict.comparison import NOT_COMPARABLE
+    from pytest_gpuperf.outcome import NOT_COMPARABLE
 
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if not hit:

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.outcome import BELOW_RESOLUTION
 from pytest_gpuperf.reporting.explain import change_text
-from pytest_gpuperf.reporting.units import fmt_change, fmt_time
+from pytest_gpuperf.units import fmt_change, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
@@ -34,7 +35,6 @@ from pytest_gpuperf.verdict import (
     REGRESSION,
     Comparison,
 )
-from pytest_gpuperf.verdict.comparison import BELOW_RESOLUTION
 
 __all__ = [
     "DIFFERENT_ENVIRONMENT",

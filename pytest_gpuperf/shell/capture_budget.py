@@ -41,8 +41,8 @@ from pytest_gpuperf.shell.rerun import capture_command
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRunner
     from pytest_gpuperf.model import Result
+    from pytest_gpuperf.outcome import Comparison
     from pytest_gpuperf.shell.settings import RunContext
-    from pytest_gpuperf.verdict.comparison import Comparison
 
 #: The tools of the first diagnosis (one child serves both).
 FIRST_TOOLS = ("torch_profiler", "torch_trace")

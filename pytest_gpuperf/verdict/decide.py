@@ -18,7 +18,7 @@ from typing import Any
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.contention import ONE_THREAD, WAITED
 from pytest_gpuperf.model import Run, printable
-from pytest_gpuperf.verdict.comparison import (
+from pytest_gpuperf.outcome import (
     BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,

@@ -79,8 +79,8 @@ def test_a_single_baseline_run_is_explained_without_inf() -> None:
 def test_an_inconclusive_label_names_why_when_the_runs_were_not_comparable_or_no_evidence() -> None:
     from dataclasses import replace
 
+    from pytest_gpuperf.outcome import Comparison
     from pytest_gpuperf.reporting.explain import label_of
-    from pytest_gpuperf.verdict.comparison import Comparison
 
     c = Comparison(kind="inconclusive", final=True, look=1, looks=1, ratio=5.12, resolution=2.52)
     assert label_of(c) == "INCONCLUSIVE (would catch >= 3.52x)"
