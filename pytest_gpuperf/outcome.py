@@ -188,93 +188,175 @@ class FigureVerdict:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """The verdict on one benchmark at one look, with the figure that decided it.
+class Terms:
+    """The terms of the rule a verdict was reached under (its ``DecisionPolicy``'s)."""
 
-    The top-level numbers are those of the deciding figure (``figure``):
-    the one that failed, or the main figure when none did. ``figures`` holds
-    every figure's verdict. ``look`` counts the runs so far (the session's,
-    then each fresh process); ``final`` is False while a suspect waits for
-    another run. ``environment`` lists hard differences of the environment
-    (then nothing is gated); ``notes`` say what else the reader should know.
-    """
+    looks: int = 3
+    threshold: float = 0.03
+    alpha: float = 0.0002
+    ci_level: float = 0.90
+
+
+#: The JSON's keys of a comparison, in order; those of the lead figure under its field's name.
+JSON_KEYS = [
+    "kind",
+    "final",
+    "look",
+    "looks",
+    "name",
+    "figure",
+    "klass",
+    "k",
+    "r",
+    "baseline_s",
+    "current_s",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "ci_level",
+    "slower",
+    "threshold",
+    "threshold_in_force",
+    "threshold_reason",
+    "decisive",
+    "alpha",
+    "noise",
+    "noise_prior",
+    "noise_own",
+    "se",
+    "z",
+    "resolution",
+    "runs_needed",
+    "reasons",
+    "notes",
+    "environment",
+    "current_runs",
+    "baseline_runs",
+    "figures",
+    "secondary",
+    "numerics",
+    "why",
+]
+_OF_LEAD = {"threshold_in_force": "cutoff", "threshold_reason": "cutoff_reason"}
+_LEAD_KEYS = [k for k in JSON_KEYS[5:28] if k not in ("ci_level", "threshold", "alpha")]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on one benchmark at one look: ``lead`` is the figure that decided it (the
+    one that failed, or the main figure when none did; None without a baseline), ``figures``
+    every figure's verdict. ``look`` counts the runs so far; ``final`` is False while a
+    suspect waits for another run. ``reasons`` say why (for a different environment: the hard
+    differences, and nothing is gated); ``notes`` what else the reader should know."""
 
     kind: str
     final: bool
     look: int
-    looks: int
+    terms: Terms = Terms()
     name: str | None = None
-    figure: str | None = None
-    klass: str | None = None
-    k: int = 0
-    r: int = 0
-    baseline_s: float | None = None
-    current_s: float | None = None
-    ratio: float | None = None
-    ratio_low: float | None = None
-    ratio_high: float | None = None
-    ci_level: float = 0.90
-    slower: float | None = None
-    threshold: float = 0.03
-    threshold_in_force: float | None = None
-    threshold_reason: str | None = None
-    decisive: float | None = None
-    alpha: float = 0.0002
-    noise: float | None = None
-    noise_prior: float | None = None
-    noise_own: float | None = None
-    se: float | None = None
-    z: float | None = None
-    resolution: float | None = None
-    runs_needed: int | None = None
+    lead: FigureVerdict | None = None
+    figures: tuple[FigureVerdict, ...] = ()
     reasons: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    environment: tuple[str, ...] = ()
-    current_runs: tuple[float, ...] = ()
-    baseline_runs: tuple[float, ...] = ()
-    figures: tuple[FigureVerdict, ...] = field(default=())
+    #: the current runs' levels when there is no lead figure (no baseline)
+    runs: tuple[float, ...] = ()
     #: peak memory and first-call time against the same baseline runs (the gate adds them)
     secondary: tuple[SecondaryComparison, ...] = ()
     #: the output's numerics against the baseline's (the gate adds it; None when not compared)
     numerics: NumericsComparison | None = None
-    #: for kind inconclusive, which kind: "below-resolution", "unconfirmed", "unmeasurable"
-    #: (no good evidence on a side), "environment" or "not-comparable" (a tracer or profiler
-    #: on one side only)
-    why: str = ""
 
     @property
     def gated(self) -> bool:
         return self.kind in GATED_KINDS
 
     @property
+    def why(self) -> str:
+        """For kind inconclusive, which kind: "below-resolution", "unconfirmed",
+        "unmeasurable" (no good evidence on a side) or "not-comparable" (a tracer or
+        profiler on one side only)."""
+        return self.lead.why if self.lead is not None and self.kind == INCONCLUSIVE else ""
+
+    @property
+    def environment(self) -> tuple[str, ...]:
+        """Hard differences of the environment (then nothing is gated)."""
+        return self.reasons if self.kind == DIFFERENT_ENVIRONMENT else ()
+
+    @property
+    def shown(self) -> FigureVerdict | None:
+        """The lead figure when its change is shown: not for runs that are no evidence."""
+        return None if self.why == UNMEASURABLE else self.lead
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.shown is None else self.shown.ratio
+
+    @property
     def slowdown(self) -> float | None:
         return None if self.ratio is None else self.ratio - 1.0
 
-    def figure_verdict(self, figure: str) -> FigureVerdict | None:
-        return next((f for f in self.figures if f.figure == figure), None)
+    @property
+    def current_runs(self) -> tuple[float, ...]:
+        return self.runs if self.lead is None else self.lead.current_runs
+
+    @property
+    def current_s(self) -> float | None:
+        if self.lead is not None:
+            return self.lead.current_s
+        return min(self.runs) if self.runs else None
+
+    @property
+    def baseline_s(self) -> float | None:
+        return None if self.lead is None else self.lead.baseline_s
+
+    @property
+    def r(self) -> int:
+        return len(self.runs) if self.lead is None else self.lead.r
 
     def to_dict(self) -> dict[str, Any]:
         """JSON builtins: non-finite numbers become null, except the numerics' (their own
         ``to_dict`` writes them as ``"inf"`` / ``"nan"``)."""
-        d = asdict(self)
+        lead = self.lead
+        d: dict[str, Any] = {k: None for k in _LEAD_KEYS}
+        if lead is not None:
+            d.update({k: getattr(lead, _OF_LEAD.get(k, k)) for k in _LEAD_KEYS})
+            d["baseline_runs"], d["current_runs"] = lead.baseline_runs, lead.current_runs
+            if self.shown is None:
+                d.update(ratio=None, ratio_low=None, ratio_high=None)
+        else:
+            d.update(k=0, r=self.r, current_s=self.current_s, baseline_runs=())
+            d["current_runs"] = self.runs
+        d.update(asdict(self.terms), kind=self.kind, final=self.final, look=self.look)
+        d.update(name=self.name, notes=self.notes, why=self.why)
+        d["reasons"] = () if self.kind == DIFFERENT_ENVIRONMENT else self.reasons
+        d["environment"] = self.environment
+        d["figures"] = [asdict(f) for f in self.figures]
+        d["secondary"] = [asdict(x) for x in self.secondary]
         d["numerics"] = None if self.numerics is None else self.numerics.to_dict()
-        out: dict[str, Any] = json_safe(d)
+        out: dict[str, Any] = json_safe({k: d[k] for k in JSON_KEYS})
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Comparison:
         """Back from :meth:`to_dict` (keys it does not know, such as the ``diagnosis`` that a
         result's JSON keeps here, are ignored)."""
-        tuples = ("reasons", "notes", "environment", "current_runs", "baseline_runs")
-        kw = _known_fields(cls, d, tuples=tuples)
-        if "figures" in kw:
-            kw["figures"] = tuple(FigureVerdict.from_dict(f) for f in kw["figures"] or ())
-        if "secondary" in kw:
-            kw["secondary"] = tuple(SecondaryComparison.from_dict(x) for x in kw["secondary"] or ())
-        if "numerics" in kw:
-            n = kw["numerics"]
-            kw["numerics"] = NumericsComparison.from_dict(n) if n else None
-        return cls(**kw)
+        figures = tuple(FigureVerdict.from_dict(f) for f in d.get("figures") or ())
+        n = d.get("numerics")
+        env = d.get("kind") == DIFFERENT_ENVIRONMENT
+        lead = next((f for f in figures if f.figure == d.get("figure")), None)
+        return cls(
+            kind=d["kind"],
+            final=d["final"],
+            look=d["look"],
+            terms=Terms(**{f.name: d[f.name] for f in fields(Terms) if f.name in d}),
+            name=d.get("name"),
+            lead=lead,
+            figures=figures,
+            reasons=tuple(d.get("environment" if env else "reasons") or ()),
+            notes=tuple(d.get("notes") or ()),
+            runs=tuple(d.get("current_runs") or ()) if lead is None else (),
+            secondary=tuple(SecondaryComparison.from_dict(x) for x in d.get("secondary") or ()),
+            numerics=NumericsComparison.from_dict(n) if n else None,
+        )
 
 
 # --- the diagnosis -------------------------------------------------------------------------

@@ -119,10 +119,11 @@ def verdict_cell(r: Result) -> str:
         label = label_of(c)
     else:
         label = _LABELS.get(kind, kind)
-    if c.ratio is None or kind == "no-baseline":
+    f = c.shown
+    if f is None or kind == "no-baseline":
         return label
-    name = figure_name(c.figure, r.id.mode)  # a plain "time" goes without saying
-    return f"{fmt_change(c.ratio)}{'' if name == 'time' else ' ' + name} {label}"
+    name = figure_name(f.figure, r.id.mode)  # a plain "time" goes without saying
+    return f"{fmt_change(f.ratio)}{'' if name == 'time' else ' ' + name} {label}"
 
 
 COLUMNS: dict[str, Column] = {

@@ -1,32 +1,30 @@
 """The text of a verdict: what a user reads in a failed test and in the summary.
 
-:func:`explain` gives the multi-line explanation (the failure message of a
-regression): which figure decided, the two sides' levels and their runs, the
-slowdown with its interval, the threshold in force and why it is that wide,
-what would have been decisive, the noise and where it came from, the
-smallest slowdown the benchmark could have caught, and every figure's
-verdict. :func:`summary_line` gives one line that says the same in short:
-an inconclusive line names its threshold and that smallest slowdown.
+:func:`explain` gives the multi-line explanation (the failure message of a regression),
+:func:`summary_line` one line that says the same in short.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from pytest_gpuperf.measure import backend
-from pytest_gpuperf.outcome import BELOW_RESOLUTION, NOT_COMPARABLE, UNMEASURABLE
-from pytest_gpuperf.units import RATIO_FROM, fmt_change, fmt_pct, fmt_time
-from pytest_gpuperf.verdict import (
+from pytest_gpuperf.outcome import (
+    BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
     INCONCLUSIVE,
     NO_BASELINE,
     NO_CHANGE,
+    NOT_COMPARABLE,
     REGRESSION,
+    UNMEASURABLE,
     Comparison,
     FigureVerdict,
+    Terms,
 )
+from pytest_gpuperf.units import RATIO_FROM, fmt_change, fmt_pct, fmt_time
+from pytest_gpuperf.verdict.robust import z_of
 
 _TITLE = {
     REGRESSION: "REGRESSION",
@@ -70,48 +68,43 @@ def figure_name(
     return FIGURE_NAMES.get(figure or "time", f"{figure} time")
 
 
-def change_text(comparison: Any, mode: str | None = None) -> str:
+def change_text(c: Comparison, mode: str | None = None) -> str:
     """The change the gate used, with its figure: ``2.96x device time``, ``+4.1 % time``
     (``-`` without one). Every output writes a verdict's change with this."""
-    ratio = getattr(comparison, "ratio", None)
-    if ratio is None:
-        return "-"
-    return f"{fmt_change(ratio)} {figure_name(comparison.figure, mode)}"
+    f = c.shown
+    return "-" if f is None else f"{fmt_change(f.ratio)} {figure_name(f.figure, mode)}"
 
 
 def _runs(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
 
 
-def _figure(name: str | None, mode: str | None = None) -> str:
-    return figure_name(name, mode)
+def _ci(f: FigureVerdict, level: float) -> str:
+    return f"({100 * level:.0f} % CI {_signed(f.ratio_low - 1)} to {_signed(f.ratio_high - 1)})"
 
 
-def _interval(c: Comparison | FigureVerdict) -> str:
-    """`` (90 % CI +4.8 % to +7.5 %)``, or ``""`` without one."""
-    if c.ratio_low is None or c.ratio_high is None:
-        return ""
-    level = getattr(c, "ci_level", 0.90)
-    return f" ({100 * level:.0f} % CI {_signed(c.ratio_low - 1)} to {_signed(c.ratio_high - 1)})"
-
-
-def _change(c: Comparison | FigureVerdict) -> str:
+def _change(f: FigureVerdict, level: float = 0.90) -> str:
     """``+6.1 % (90 % CI +4.8 % to +7.5 %)``."""
-    if c.ratio is None:
-        return "-"
-    return f"{_signed(c.ratio - 1)}{_interval(c)}"
+    return f"{_signed(f.ratio - 1)} {_ci(f, level)}"
 
 
-def change_of(c: Comparison, mode: str | None = None) -> str:
-    """The change and the figure it is of: ``77.7x end-to-end time``, ``+12.0 % time``."""
-    return change_text(c, mode)
+def _shown(c: Comparison, mode: str | None) -> str:
+    """`` 77.7x end-to-end time (90 % CI ...)``, or ``""`` when no change is shown."""
+    f = c.shown
+    return "" if f is None else f" {change_text(c, mode)} {_ci(f, c.terms.ci_level)}"
+
+
+def _cut(c: Comparison) -> tuple[float | None, float | None]:
+    """The threshold in force and the resolution of the lead figure (None without one)."""
+    return (None, None) if c.lead is None else (c.lead.cutoff, c.lead.resolution)
 
 
 def resolution_of(c: Comparison) -> str:
     """What the verdict could tell, for the same line as its label: a regression's and a
     no change's threshold in force, an inconclusive verdict's resolution."""
-    if c.kind == NO_CHANGE:
-        return f"threshold {_pct(c.threshold_in_force)}"
+    cutoff, resolution = _cut(c)
+    if c.kind in (NO_CHANGE, REGRESSION):
+        return f"threshold {_pct(cutoff)}"
     if c.kind == INCONCLUSIVE:
         # the runs could not be compared, or are no evidence: a resolution beside such a
         # change (5.1x, "would catch >= 3.5x") would read as a contradiction
@@ -119,9 +112,7 @@ def resolution_of(c: Comparison) -> str:
             return "not comparable: a tracer on one side"
         if c.why == UNMEASURABLE:
             return "unmeasurable now"
-        return f"would catch >= {_pct(c.resolution)}"
-    if c.kind == REGRESSION:
-        return f"threshold {_pct(c.threshold_in_force)}"
+        return f"would catch >= {_pct(resolution)}"
     return ""
 
 
@@ -140,29 +131,28 @@ def summary_line(c: Comparison, mode: str | None = None) -> str:
     """One line: kind, change with the figure and its interval, and what decided it."""
     who = f"{c.name}: " if c.name else ""
     title = _TITLE.get(c.kind, c.kind)
+    cutoff, resolution = _cut(c)
     if not c.final:
         title += f" (suspect after {_runs(c.r)})"
     if c.kind == NO_BASELINE:
         return f"{who}{title}, current {fmt_time(c.current_s)}"
     if c.kind == DIFFERENT_ENVIRONMENT:
         differs = "; ".join(c.environment)
-        return f"{who}{title} ({differs}), not gated: {change_of(c, mode)}{_interval(c)}"
-    line = f"{who}{title}" + (f" {change_of(c, mode)}{_interval(c)}" if c.ratio is not None else "")
+        return f"{who}{title} ({differs}), not gated:{_shown(c, mode) or ' -'}"
+    line = f"{who}{title}{_shown(c, mode)}"
     if c.kind == REGRESSION:
-        line += f", {_runs(c.r)}, threshold {_pct(c.threshold_in_force)}"
+        line += f", {_runs(c.r)}, threshold {_pct(cutoff)}"
     elif c.kind == INCONCLUSIVE and c.why in (UNMEASURABLE, NOT_COMPARABLE) and c.reasons:
         line += f": {c.reasons[0]}"  # what it would catch means nothing on these runs
     elif c.kind == INCONCLUSIVE:
         below = " below resolution:" if c.why == BELOW_RESOLUTION else ""
-        line += (
-            f":{below} threshold {_pct(c.threshold_in_force)}, would catch >= {_pct(c.resolution)}"
-        )
+        line += f":{below} threshold {_pct(cutoff)}, would catch >= {_pct(resolution)}"
         if c.reasons and c.why != BELOW_RESOLUTION:
             line += f"; {c.reasons[0]}"
     elif c.kind == NO_CHANGE:
-        line += f": threshold {_pct(c.threshold_in_force)}"
-        if c.resolution is not None:
-            line += f", would have caught >= {_pct(c.resolution)}"
+        line += f": threshold {_pct(cutoff)}"
+        if resolution is not None:
+            line += f", would have caught >= {_pct(resolution)}"
     return line
 
 
@@ -176,26 +166,24 @@ def explain(c: Comparison, mode: str | None = None) -> str:
         )
         return "\n".join(lines + _notes(c))
     if c.kind == DIFFERENT_ENVIRONMENT:
-        for diff in c.environment:
-            lines.append(f"  differs    {diff}")
+        lines += [f"  differs    {diff}" for diff in c.environment]
         lines.append("  not gated: a time measured elsewhere is not comparable")
-        if c.ratio is None:
-            return "\n".join(lines + _notes(c))
-    for reason in c.reasons:
-        lines.append(f"  why        {reason}")
-    if c.ratio is None:
+    else:
+        lines += [f"  why        {reason}" for reason in c.reasons]
+    f = c.shown
+    if f is None:
         return "\n".join(lines + _notes(c))
-    lines.append(f"  figure     {_figure(c.figure, mode)} (noise class {c.klass})")
-    lines.append(f"  current    {fmt_time(c.current_s)}  {_side(c.current_runs)}")
-    lines.append(f"  baseline   {fmt_time(c.baseline_s)}  {_side(c.baseline_runs)}")
-    lines.append(f"  change     {_change(c)}")
-    lines.append(f"  threshold  {_threshold(c)}")
-    lines.append(f"  confirm    {_confirm(c)}")
-    lines.append(f"  noise      {_noise(c)}")
-    lines.append(f"  resolution {_resolution(c)}")
-    others = [f for f in c.figures if f.figure != c.figure]
-    for f in others:
-        lines.append(f"  also       {_figure_line(f)}")
+    lines.append(f"  figure     {figure_name(f.figure, mode)} (noise class {f.klass})")
+    lines.append(f"  current    {fmt_time(f.current_s)}  {_side(f.current_runs)}")
+    lines.append(f"  baseline   {fmt_time(f.baseline_s)}  {_side(f.baseline_runs)}")
+    lines.append(f"  change     {_change(f, c.terms.ci_level)}")
+    lines.append(f"  threshold  {_threshold(f, c.terms)}")
+    lines.append(f"  confirm    {_confirm(f)}")
+    lines.append(f"  noise      {_noise(f)}")
+    lines.append(f"  resolution {_resolution(f)}")
+    for other in c.figures:
+        if other.figure != f.figure:
+            lines.append(f"  also       {_figure_line(other)}")
     if not c.final:
         lines.append("  next       re-measure in a fresh process (a suspect, not yet a verdict)")
     return "\n".join(lines + _notes(c))
@@ -203,7 +191,7 @@ def explain(c: Comparison, mode: str | None = None) -> str:
 
 def _headline(c: Comparison, mode: str | None = None) -> str:
     who = c.name or "benchmark"
-    change = "" if c.ratio is None else f" {change_of(c, mode)}"
+    change = "" if c.shown is None else f" {change_text(c, mode)}"
     if c.kind == REGRESSION:
         state = "confirmed" if c.final else f"suspect after {_runs(c.r)}"
         return f"gpuperf: {who} is slower than its baseline:{change} (REGRESSION, {state})"
@@ -213,9 +201,10 @@ def _headline(c: Comparison, mode: str | None = None) -> str:
             "refresh the baseline once this is merged)"
         )
     if c.kind == NO_CHANGE:
+        cutoff, resolution = _cut(c)
         return (
-            f"gpuperf: {who}: no change{change} (threshold {_pct(c.threshold_in_force)}); a "
-            f"slowdown of {_pct(c.resolution)} or more would have been caught"
+            f"gpuperf: {who}: no change{change} (threshold {_pct(cutoff)}); a "
+            f"slowdown of {_pct(resolution)} or more would have been caught"
         )
     if c.kind == INCONCLUSIVE:
         below = " / below resolution" if c.why == BELOW_RESOLUTION else ""
@@ -232,53 +221,43 @@ def _side(runs: tuple[float, ...]) -> str:
     return f"median of {len(runs)} runs ({shown})"
 
 
-def _threshold(c: Comparison) -> str:
-    configured = _pct(c.threshold)
-    if c.threshold_in_force is None or not math.isfinite(c.threshold_in_force):
+def _threshold(f: FigureVerdict, terms: Terms) -> str:
+    if not math.isfinite(f.cutoff):
         return "none can be reached with this little information about the noise"
-    if c.threshold_reason == "noise":
+    if f.cutoff_reason == "noise":
         return (
-            f"{_pct(c.threshold_in_force)} in force, widened by the noise above the configured "
-            f"{configured}: {_z(c)} standard errors of {_pct(c.se)}"
+            f"{_pct(f.cutoff)} in force, widened by the noise above the configured "
+            f"{_pct(terms.threshold)}: {z_of(terms.alpha):.2g} standard errors of {_pct(f.se)}"
         )
-    return f"{_pct(c.threshold_in_force)} in force: the configured minimum (threshold=)"
+    return f"{_pct(f.cutoff)} in force: the configured minimum (threshold=)"
 
 
-def _confirm(c: Comparison) -> str:
+def _confirm(f: FigureVerdict) -> str:
     """How many fresh-process runs a regression of this size needs."""
-    lead = c.figure_verdict(c.figure or "")
-    one = lead.one_run if lead else math.inf
-    two = c.decisive if c.decisive is not None else math.inf
     parts = []
-    if math.isfinite(one):
-        parts.append(f"beyond {_pct(one)} one run settles a regression")
-    if math.isfinite(two):
-        parts.append(f"beyond {_pct(two)} two runs")
-    parts.append(f"below, every one of {_runs(c.runs_needed or 1)} (process modes of its class)")
+    if math.isfinite(f.one_run):
+        parts.append(f"beyond {_pct(f.one_run)} one run settles a regression")
+    if math.isfinite(f.decisive):
+        parts.append(f"beyond {_pct(f.decisive)} two runs")
+    parts.append(f"below, every one of {_runs(f.runs_needed or 1)} (process modes of its class)")
     return "; ".join(parts)
 
 
-def _z(c: Comparison) -> str:
-    from pytest_gpuperf.verdict.robust import z_of
-
-    return f"{z_of(c.alpha):.2g}"
-
-
-def _noise(c: Comparison) -> str:
-    text = f"{_pct(c.noise)} between processes: class {c.klass} prior {_pct(c.noise_prior)}"
-    if c.noise_own is not None:
-        text += f", the baseline's runs {_pct(c.noise_own)} (their median deviation)"
+def _noise(f: FigureVerdict) -> str:
+    text = f"{_pct(f.noise)} between processes: class {f.klass} prior {_pct(f.noise_prior)}"
+    if f.noise_own is not None:
+        text += f", the baseline's runs {_pct(f.noise_own)} (their median deviation)"
     else:
         text += " (one baseline run: the prior alone)"
     return text
 
 
-def _resolution(c: Comparison) -> str:
-    if c.resolution is None or not math.isfinite(c.resolution):
+def _resolution(f: FigureVerdict) -> str:
+    if not math.isfinite(f.resolution):
         return "this baseline cannot catch any slowdown: add baseline runs"
     return (
-        f"slowdowns of {_pct(c.resolution)} or more are caught 95 % of the time "
-        f"(with {_runs(max(c.runs_needed or 1, c.r))} of the current code)"
+        f"slowdowns of {_pct(f.resolution)} or more are caught 95 % of the time "
+        f"(with {_runs(max(f.runs_needed or 1, f.r))} of the current code)"
     )
 
 
@@ -287,7 +266,7 @@ def _figure_line(f: FigureVerdict) -> str:
     if not f.final:
         title += " (suspect)"
     return (
-        f"{_figure(f.figure)}: {title} {_change(f)}; threshold {_pct(f.cutoff)}, would have "
+        f"{figure_name(f.figure)}: {title} {_change(f)}; threshold {_pct(f.cutoff)}, would have "
         f"caught >= {_pct(f.resolution)} (class {f.klass})"
     )
 

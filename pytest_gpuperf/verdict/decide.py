@@ -31,6 +31,7 @@ from pytest_gpuperf.outcome import (
     UNMEASURABLE,
     Comparison,
     FigureVerdict,
+    Terms,
 )
 from pytest_gpuperf.verdict.policy import CLASSES, DEFAULT_POLICY, DecisionPolicy, NoiseClass
 from pytest_gpuperf.verdict.robust import moderate, z_of
@@ -454,27 +455,19 @@ def decide_stats(
     base = [x for x in baseline if x.level_s > 0 and math.isfinite(x.level_s)]
     look = len(cur) if look is None else look
     last = last or len(cur) >= policy.max_runs
-    common: dict[str, Any] = {
-        "look": look,
-        "looks": policy.max_runs,
-        "name": name,
-        "threshold": policy.threshold,
-        "alpha": policy.alpha,
-        "ci_level": policy.ci_level,
-        "current_runs": tuple(x.level_s for x in cur),
-    }
+    terms = Terms(policy.max_runs, policy.threshold, policy.alpha, policy.ci_level)
+    common: dict[str, Any] = {"look": look, "terms": terms, "name": name}
     notes = _hidden_notes(base, cur, mode)
     if not base:
-        fast = min(x.level_s for x in cur)
-        return Comparison(
-            kind=NO_BASELINE, final=True, current_s=fast, r=len(cur), notes=tuple(notes), **common
-        )
+        runs = tuple(x.level_s for x in cur)
+        return Comparison(NO_BASELINE, True, runs=runs, notes=tuple(notes), **common)
     classes = classes_for(base, mode, policy)
-    verdicts = _figures(base, cur, classes, policy, last, notes)
+    verdicts = tuple(_figures(base, cur, classes, policy, last, notes))
     if environment_diff:
-        lead = verdicts[0]
         diff = tuple(environment_diff)
-        return _compare(lead, verdicts, DIFFERENT_ENVIRONMENT, True, common, notes, diff)
+        return Comparison(
+            DIFFERENT_ENVIRONMENT, True, **common, lead=verdicts[0], figures=verdicts, reasons=diff
+        )
     lead = _combine(verdicts)
     # A confirmed regression of one figure settles the benchmark; otherwise every figure must.
     final = lead.final if lead.kind == REGRESSION else all(v.final for v in verdicts)
@@ -488,7 +481,15 @@ def decide_stats(
         notes.append(f"environment: {environment_reason}")
     if kind == REGRESSION and final:
         reasons.insert(0, _why_regression(lead))
-    return _compare(lead, verdicts, kind, final, common, notes, (), reasons)
+    return Comparison(
+        kind,
+        final,
+        **common,
+        lead=lead,
+        figures=verdicts,
+        reasons=tuple(reasons),
+        notes=tuple(notes),
+    )
 
 
 def _figures(
@@ -612,51 +613,6 @@ def _unlike_allowance(base: Sequence[RunStat]) -> float:
     if not e2e:
         return math.inf
     return max(0.0, math.log(min(e2e) / min(x.level_s for x in base)))
-
-
-def _compare(
-    lead: FigureVerdict,
-    verdicts: Sequence[FigureVerdict],
-    kind: str,
-    final: bool,
-    common: Mapping[str, Any],
-    notes: Sequence[str],
-    environment: Sequence[str],
-    reasons: Sequence[str] = (),
-) -> Comparison:
-    # no evidence, no change: the ratio of runs that are none is not shown as one
-    shown = not (kind == INCONCLUSIVE and lead.why == UNMEASURABLE)
-    return Comparison(
-        kind=kind,
-        final=final,
-        figure=lead.figure,
-        klass=lead.klass,
-        k=lead.k,
-        r=lead.r,
-        baseline_s=lead.baseline_s,
-        current_s=lead.current_s,
-        ratio=lead.ratio if shown else None,
-        ratio_low=lead.ratio_low if shown else None,
-        ratio_high=lead.ratio_high if shown else None,
-        slower=lead.slower,
-        threshold_in_force=lead.cutoff,
-        threshold_reason=lead.cutoff_reason,
-        decisive=lead.decisive,
-        noise=lead.noise,
-        noise_prior=lead.noise_prior,
-        noise_own=lead.noise_own,
-        se=lead.se,
-        z=lead.z,
-        resolution=lead.resolution,
-        runs_needed=lead.runs_needed,
-        reasons=tuple(reasons),
-        notes=tuple(notes),
-        environment=tuple(environment),
-        baseline_runs=lead.baseline_runs,
-        figures=tuple(verdicts),
-        why=lead.why if kind == INCONCLUSIVE else "",
-        **{**common, "current_runs": lead.current_runs},
-    )
 
 
 def _why_regression(f: FigureVerdict) -> str:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import pytest
 
 from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
 from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH, NO_STEADY_STATE, SHIFT
 from pytest_gpuperf.model import BenchId, Result, Run
+from pytest_gpuperf.outcome import JSON_KEYS
 from pytest_gpuperf.verdict import (
     CLASSES,
     DEFAULT_POLICY,
@@ -104,9 +105,13 @@ def test_one_outlier_in_the_baseline_moves_neither_its_level_nor_its_noise() -> 
     for odd in (0.3, 3.0):
         c = decide([run(T), run(T * 1.01), run(T * odd)], [run(T)], mode=MODE_GRAPH)
         assert c.baseline_s == pytest.approx(T, rel=0.011)
-        assert c.noise == pytest.approx(plain.noise, rel=0.01)
+        assert c.lead.noise == pytest.approx(plain.lead.noise, rel=0.01)
     wide = decide([run(T * 0.8), run(T), run(T * 1.25)], [run(T)], mode=MODE_GRAPH)
-    assert wide.noise is not None and plain.noise is not None and wide.noise > 1.3 * plain.noise
+    assert (
+        wide.lead.noise is not None
+        and plain.lead.noise is not None
+        and wide.lead.noise > 1.3 * plain.lead.noise
+    )
 
 
 # --- the kinds ---------------------------------------------------------------------------------
@@ -143,7 +148,7 @@ def test_no_change_says_what_it_could_have_caught() -> None:
     base = [run(T * x) for x in (1.0, 1.002, 0.998)]
     c = decide(base, [run(T * 1.001)], mode=MODE_GRAPH)
     assert (c.kind, c.final, outcome(c)) == (NO_CHANGE, True, PASS)
-    assert 0.03 <= c.resolution < 0.08
+    assert 0.03 <= c.lead.resolution < 0.08
 
 
 def test_improvement_and_no_baseline_and_different_environment() -> None:
@@ -230,7 +235,7 @@ def test_bad_baseline_runs_are_left_out_and_said_so() -> None:
     CPU; left out, the two good runs judge."""
     base = [waited(T * 0.4, 0.7), waited(T, 0.0), waited(T * 1.01, 0.0)]
     c = decide(base, [waited(T * 1.005, 0.0)], mode=MODE_CPU)
-    assert c.kind in (NO_CHANGE, INCONCLUSIVE) and c.k == 2
+    assert c.kind in (NO_CHANGE, INCONCLUSIVE) and c.lead.k == 2
     assert any("baseline 1 of 3 (waited 0.70)" in n for n in c.notes)
 
 
@@ -316,8 +321,8 @@ def test_a_1_6x_slowdown_below_resolution_is_never_no_change() -> None:
     cur = [run(x * 1e-6) for x in (46.0, 50.0, 55.0, 60.0, 66.0)]
     c = decide(base, cur, mode=MODE_CPU, last=True)
     assert c.ratio is not None and 1.5 < c.ratio < 1.7
-    assert c.ratio_high is not None and c.threshold_in_force is not None
-    assert c.ratio_high - 1 >= c.threshold_in_force  # the interval reaches beyond it
+    assert c.lead.ratio_high is not None and c.lead.cutoff is not None
+    assert c.lead.ratio_high - 1 >= c.lead.cutoff  # the interval reaches beyond it
     assert (c.kind, c.why, c.final) == (INCONCLUSIVE, BELOW_RESOLUTION, True)
     assert (outcome(c), outcome(c, "inconclusive")) == (WARN, FAIL)
     assert "below resolution" in c.reasons[0] and "would catch >=" in c.reasons[0]
@@ -336,11 +341,11 @@ def test_no_change_only_when_the_interval_s_upper_end_is_below_the_threshold(
         draw = lambda f=1.0, sd=sd: run(T * f * math.exp(rng.gauss(0, sd)))  # noqa: E731
         base = [draw() for _ in range(rng.choice((1, 3, 5)))]
         c = session(base, lambda draw=draw: draw(factor))
-        assert c.ratio_high is not None and c.threshold_in_force is not None
+        assert c.lead.ratio_high is not None and c.lead.cutoff is not None
         if c.kind == NO_CHANGE:
-            assert c.ratio_high - 1 < c.threshold_in_force
+            assert c.lead.ratio_high - 1 < c.lead.cutoff
         elif c.kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
-            assert c.ratio_high - 1 >= c.threshold_in_force
+            assert c.lead.ratio_high - 1 >= c.lead.cutoff
         labels.add((c.kind, c.why))
     if factor == 1.0:
         assert (NO_CHANGE, "") in labels
@@ -436,7 +441,7 @@ def test_the_classes_follow_what_the_baseline_shows() -> None:
 def test_a_host_side_regression_is_caught_by_the_end_to_end_figure() -> None:
     base = [run(T, e2e=T * 2 * x) for x in (1.0, 1.05, 1.5)]
     c = session(base, lambda: run(T * 1.001, e2e=T * 10), mode=MODE_EVENTS)
-    assert (c.kind, c.final, c.figure, c.r) == (REGRESSION, True, "end-to-end", 2)
+    assert (c.kind, c.final, c.lead.figure, c.r) == (REGRESSION, True, "end-to-end", 2)
     assert {f.figure: f.kind for f in c.figures} == {"device": NO_CHANGE, "end-to-end": REGRESSION}
 
 
@@ -458,9 +463,12 @@ def test_host_waits_far_beyond_what_the_host_adds_are_settled_by_one_run() -> No
     # (the baseline's end-to-end over device time): beyond it, one run is evidence enough.
     base = [run(T, e2e=T * 1.5, hidden=True) for _ in range(3)]
     within = decide(base, [run(T * 3.2, e2e=T * 1.5, hidden=False)], mode=MODE_EVENTS)
-    assert (within.figure_verdict("device").kind, within.final) == (REGRESSION, False)
+    assert (next(f for f in within.figures if f.figure == "device").kind, within.final) == (
+        REGRESSION,
+        False,
+    )
     beyond = decide(base, [run(T * 4, e2e=T * 1.5, hidden=False)], mode=MODE_EVENTS)
-    assert (beyond.kind, beyond.final, beyond.figure) == (REGRESSION, True, "device")
+    assert (beyond.kind, beyond.final, beyond.lead.figure) == (REGRESSION, True, "device")
 
 
 @pytest.mark.parametrize(
@@ -529,7 +537,7 @@ def test_a_result_s_verdict_is_typed_and_becomes_a_dict_only_in_its_json() -> No
     d = json.loads(json.dumps(r.to_dict(), allow_nan=False))
     c = d["comparison"]
     # the JSON keeps its shape: every field of the verdict, the diagnosis beside them
-    assert list(c) == [f.name for f in fields(Comparison)] + ["diagnosis"]
+    assert list(c) == [*JSON_KEYS, "diagnosis"]
     assert "diagnosis" not in d
     assert c["numerics"]["max_rel"] == "inf" and c["numerics"]["current"] == "-inf"
     assert c["secondary"][0]["metric"] == PEAK_MEMORY and c["secondary"][0]["kind"] == "higher"
@@ -573,6 +581,6 @@ def test_a_single_saved_run_gives_verdicts_against_the_class_prior() -> None:
     (no spread of its own): unchanged code is no change, a 3x slowdown a regression."""
     for mode in (MODE_GRAPH, MODE_CPU):
         same = decide([run(T)], [run(T * 1.001)], mode=mode)
-        assert (same.kind, same.final, same.noise_own) == (NO_CHANGE, True, None)
-        assert same.threshold_in_force is not None and same.threshold_in_force >= 0.03
+        assert (same.kind, same.final, same.lead.noise_own) == (NO_CHANGE, True, None)
+        assert same.lead.cutoff >= 0.03
         assert session([run(T)], lambda: run(T * 3), mode=mode).kind == REGRESSION
