@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.contention import ONE_THREAD, WAITED
+from pytest_gpuperf.measure.summary import MAD_TO_SD, mad, median, quantile
 from pytest_gpuperf.model import Run, printable
 from pytest_gpuperf.outcome import (
     BELOW_RESOLUTION,
@@ -53,37 +54,23 @@ LEVEL_Q = 0.1
 
 
 def within_run_se(rounds: Sequence[float]) -> float | None:
-    """Standard error of the log median of ``rounds`` (1.2533 * 1.4826 * MAD / sqrt(n)).
+    """Standard error of the log median of ``rounds`` (1.2533 robust SDs over sqrt(n)).
 
     Rounds are autocorrelated, so this understates a run's own noise: a floor
     on the between-process noise, never an estimate of it. None with fewer
     than 3 positive rounds.
     """
-    logs = sorted(math.log(x) for x in rounds if x > 0)
-    n = len(logs)
-    if n < 3:
+    logs = [math.log(x) for x in rounds if x > 0]
+    if len(logs) < 3:
         return None
-    med = _median(logs)
-    mad = _median([abs(y - med) for y in logs])
-    return 1.2533 * 1.4826 * mad / math.sqrt(n)
-
-
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    return 1.2533 * MAD_TO_SD * mad(logs) / math.sqrt(len(logs))
 
 
 def run_level(rounds: Sequence[float]) -> float | None:
     """A run's level on a figure: the :data:`LEVEL_Q` quantile of its rounds (seconds per
     call, interpolated), or None without a positive finite round."""
     xs = sorted(x for x in rounds if x > 0 and math.isfinite(x))
-    if not xs:
-        return None
-    pos = LEVEL_Q * (len(xs) - 1)
-    i = math.floor(pos)
-    j = min(i + 1, len(xs) - 1)
-    return xs[i] + (xs[j] - xs[i]) * (pos - i)
+    return quantile(xs, LEVEL_Q) if xs else None
 
 
 def _power_capped(telemetry: Mapping[str, Any] | None, share: float = 0.5) -> bool:
@@ -272,8 +259,8 @@ def decide_figure(
         raise ValueError("decide_figure() needs baseline and current runs")
     s, prior, own, df = _noise(base, klass, policy, floor)
     se = s * math.sqrt(median_var(k) + median_var(r))
-    level = _median(base)
-    d = _median(cur) - level
+    level = median(base)
+    d = median(cur) - level
     slower = min(cur) - level  # every current run is at least this much slower
     faster = level - max(cur)  # ... or at least this much faster
     z, floor_log = policy.z, math.log1p(policy.threshold)
@@ -304,7 +291,7 @@ def decide_figure(
         k=k,
         r=r,
         baseline_s=_exp(level),
-        current_s=_exp(_median(cur)),
+        current_s=_exp(median(cur)),
         ratio=_exp(d),
         ratio_low=_exp(d - half),
         ratio_high=_exp(d + half),
@@ -346,9 +333,9 @@ def _noise(
     from their median: runs spread wide widen it, one slow or lucky-fast process among
     them does not (nor does it move the level). It raises the class prior at most
     ``policy.own_cap`` times: a benchmark noisier than that belongs to another class."""
-    level = _median(ys)
+    level = median(ys)
     prior = klass.prior(math.exp(level))
-    own = min(1.4826 * _median([abs(y - level) for y in ys]), policy.own_cap * prior)
+    own = min(MAD_TO_SD * mad(ys), policy.own_cap * prior)
     df = len(ys) - 1
     s = max(moderate(prior, policy.prior_weight, own, df), policy.noise_floor, floor)
     return s, prior, own, df
