@@ -10,7 +10,7 @@ at the edges (``to_dict`` / ``from_dict``). Pure Python.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -118,15 +118,45 @@ class NumericsComparison:
 
 # --- the verdict ---------------------------------------------------------------------------
 
+#: A :class:`Reason` that is a finished sentence, made outside the rule (a difference of the
+#: environment, a note of the session) or read back from a report.
+TEXT = "text"
+#: The codes of the rule's notes (its reasons' codes are the kinds and the ``why`` codes):
+#: the conditions changed (telemetry); the end-to-end figure is missing from some runs; bad
+#: evidence was left out; the current code waits for the GPU inside the call, or no longer.
+ENVIRONMENT, E2E_MISSING, LEFT_OUT = "environment", "e2e-missing", "left-out"
+WAITS_NOW, WAITS_NO_LONGER = "waits-now", "waits-no-longer"
 
-def _known_fields(cls: type, d: Mapping[str, Any], *, tuples: Sequence[str]) -> dict[str, Any]:
-    """The entries of ``d`` that name a field of the dataclass ``cls`` (others are dropped),
-    those in ``tuples`` made tuples again (JSON has lists; a ``None`` becomes empty)."""
-    kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-    for key in tuples:
-        if key in kw:
-            kw[key] = tuple(kw[key] or ())
-    return kw
+
+@dataclass(frozen=True)
+class Reason:
+    """A reason or a note of a verdict as the rule gives it: a code and its numbers. The
+    reports write the words (:func:`pytest_gpuperf.reporting.explain.words`)."""
+
+    code: str
+    numbers: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, **self.numbers}
+
+    @classmethod
+    def from_dict(cls, d: str | Mapping[str, Any]) -> Reason:
+        """Back from :meth:`to_dict`, or a sentence (a report's JSON writes the words)."""
+        if isinstance(d, str):
+            return said(d)
+        return cls(str(d["code"]), {k: v for k, v in d.items() if k != "code"})
+
+
+def said(text: str) -> Reason:
+    """A finished sentence as a reason or a note."""
+    return Reason(TEXT, {"text": text})
+
+
+Words = Callable[[Reason], str]
+
+
+def _reasons(reasons: Sequence[Reason], words: Words | None) -> list[Any]:
+    return [r.to_dict() if words is None else words(r) for r in reasons]
 
 
 @dataclass(frozen=True)
@@ -168,19 +198,24 @@ class FigureVerdict:
     z: float
     resolution: float
     runs_needed: int
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
     baseline_runs: tuple[float, ...] = ()
     current_runs: tuple[float, ...] = ()
     #: for kind inconclusive: which kind of inconclusive it is (see :class:`Comparison`)
     why: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = json_safe(asdict(self))
+    def to_dict(self, words: Words | None = None) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["reasons"] = _reasons(self.reasons, words)
+        out: dict[str, Any] = json_safe(d)
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FigureVerdict:
-        kw = _known_fields(cls, d, tuples=("reasons", "baseline_runs", "current_runs"))
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        for key in ("baseline_runs", "current_runs"):
+            kw[key] = tuple(kw.get(key) or ())
+        kw["reasons"] = tuple(Reason.from_dict(x) for x in kw.get("reasons") or ())
         for key in ("decisive", "one_run", "resolution", "ratio_high", "ratio"):
             if key in kw and kw[key] is None:
                 kw[key] = math.inf
@@ -256,8 +291,8 @@ class Comparison:
     name: str | None = None
     lead: FigureVerdict | None = None
     figures: tuple[FigureVerdict, ...] = ()
-    reasons: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
+    notes: tuple[Reason, ...] = ()
     #: the current runs' levels when there is no lead figure (no baseline)
     runs: tuple[float, ...] = ()
     #: peak memory and first-call time against the same baseline runs (the gate adds them)
@@ -277,7 +312,7 @@ class Comparison:
         return self.lead.why if self.lead is not None and self.kind == INCONCLUSIVE else ""
 
     @property
-    def environment(self) -> tuple[str, ...]:
+    def environment(self) -> tuple[Reason, ...]:
         """Hard differences of the environment (then nothing is gated)."""
         return self.reasons if self.kind == DIFFERENT_ENVIRONMENT else ()
 
@@ -312,9 +347,10 @@ class Comparison:
     def r(self) -> int:
         return len(self.runs) if self.lead is None else self.lead.r
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, words: Words | None = None) -> dict[str, Any]:
         """JSON builtins: non-finite numbers become null, except the numerics' (their own
-        ``to_dict`` writes them as ``"inf"`` / ``"nan"``)."""
+        ``to_dict`` writes them as ``"inf"`` / ``"nan"``); reasons and notes as codes and
+        numbers, or as ``words`` writes them."""
         lead = self.lead
         d: dict[str, Any] = {k: None for k in _LEAD_KEYS}
         if lead is not None:
@@ -326,10 +362,10 @@ class Comparison:
             d.update(k=0, r=self.r, current_s=self.current_s, baseline_runs=())
             d["current_runs"] = self.runs
         d.update(asdict(self.terms), kind=self.kind, final=self.final, look=self.look)
-        d.update(name=self.name, notes=self.notes, why=self.why)
-        d["reasons"] = () if self.kind == DIFFERENT_ENVIRONMENT else self.reasons
-        d["environment"] = self.environment
-        d["figures"] = [asdict(f) for f in self.figures]
+        d.update(name=self.name, notes=_reasons(self.notes, words), why=self.why)
+        d["reasons"] = [] if self.kind == DIFFERENT_ENVIRONMENT else _reasons(self.reasons, words)
+        d["environment"] = _reasons(self.environment, words)
+        d["figures"] = [f.to_dict(words) for f in self.figures]
         d["secondary"] = [asdict(x) for x in self.secondary]
         d["numerics"] = None if self.numerics is None else self.numerics.to_dict()
         out: dict[str, Any] = json_safe({k: d[k] for k in JSON_KEYS})
@@ -351,8 +387,8 @@ class Comparison:
             name=d.get("name"),
             lead=lead,
             figures=figures,
-            reasons=tuple(d.get("environment" if env else "reasons") or ()),
-            notes=tuple(d.get("notes") or ()),
+            reasons=tuple(map(Reason.from_dict, d.get("environment" if env else "reasons") or ())),
+            notes=tuple(map(Reason.from_dict, d.get("notes") or ())),
             runs=tuple(d.get("current_runs") or ()) if lead is None else (),
             secondary=tuple(SecondaryComparison.from_dict(x) for x in d.get("secondary") or ()),
             numerics=NumericsComparison.from_dict(n) if n else None,

@@ -7,20 +7,31 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from pytest_gpuperf.measure import backend
+from pytest_gpuperf.measure.contention import ONE_THREAD
+from pytest_gpuperf.model import printable
 from pytest_gpuperf.outcome import (
     BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
+    E2E_MISSING,
+    ENVIRONMENT,
     IMPROVEMENT,
     INCONCLUSIVE,
+    LEFT_OUT,
     NO_BASELINE,
     NO_CHANGE,
     NOT_COMPARABLE,
     REGRESSION,
+    UNCONFIRMED,
     UNMEASURABLE,
+    WAITS_NO_LONGER,
+    WAITS_NOW,
     Comparison,
     FigureVerdict,
+    Reason,
     Terms,
 )
 from pytest_gpuperf.units import RATIO_FROM, fmt_change, fmt_pct, fmt_time
@@ -49,6 +60,118 @@ def _pct(x: float | None) -> str:
 def _signed(x: float | None) -> str:
     """A change (a slowdown as a fraction), as every output writes it (units.fmt_change)."""
     return "-" if x is None else fmt_change(x + 1)
+
+
+def _size(x: float | None) -> str:
+    """A size in the rule's reasons: percent with one decimal, from 2x on a ratio (a number
+    a report read back as null is not finite)."""
+    if x is None or not math.isfinite(x):
+        return "inf %"
+    return fmt_change(x + 1) if x + 1 >= RATIO_FROM else fmt_pct(x)
+
+
+#: How a figure is named inside a reason.
+_NAMES = {"device": "device time", "end-to-end": "end-to-end", "time": "time"}
+_SAID = {
+    E2E_MISSING: "end-to-end time missing from some runs (older baseline): not compared",
+    WAITS_NOW: "the current code waits for the GPU inside the call (.item(), .cpu(), a sync), "
+    "so its device time includes those waits; the baseline's did not wait",
+    WAITS_NO_LONGER: "the baseline waited for the GPU inside the call; the current code no "
+    "longer does",
+}
+
+
+def words(reason: Reason) -> str:
+    """The sentence of a verdict's reason or note: the rule gives its code and numbers."""
+    n, code = reason.numbers, reason.code
+    if code == BELOW_RESOLUTION:
+        return (
+            f"below resolution: {_size(n['slower'])} slower, its {n['level']:.0%} interval "
+            f"reaches {_size(n['high'])}, beyond the {_size(n['cutoff'])} threshold in force; "
+            f"it would catch >= {_size(n['resolution'])} (more baseline runs, or a quieter "
+            "machine, catch less)"
+        )
+    if code == UNCONFIRMED:
+        return (
+            f"at least {_size(n['slower'])} slower in all {_runs(n['r'])}, above its "
+            f"{_size(n['cutoff'])} threshold, but not confirmed: its class ({n['klass']}) needs "
+            f"{n['runs']} fresh-process runs below {_size(n['decisive'])} (process modes alone "
+            f"reach {_size(n['mode'])}), and no more could be run"
+        )
+    if code == REGRESSION:
+        return _why_regression(n)
+    if code == UNMEASURABLE:
+        return _unmeasurable(n)
+    if code == NOT_COMPARABLE:
+        return (
+            f"{_NAMES.get(n['figure'], n['figure'])} not comparable: {_tracers(n)}; a tracer "
+            "slows host work several times, by how much Python it runs, so this is never a "
+            "regression. Compare runs measured alike (save a baseline under the same tracer, "
+            "or run without it)"
+        )
+    if code == LEFT_OUT:
+        parts = []
+        for side in ("baseline", "current"):
+            bad = n[side]
+            if codes := [b for b in bad if b]:
+                parts.append(f"{side} {len(codes)} of {len(bad)} ({'; '.join(sorted(set(codes)))})")
+        return f"{_NAMES.get(n['figure'], n['figure'])}: bad evidence left out: {', '.join(parts)}"
+    if code == ENVIRONMENT:
+        return f"environment: {n['text']}"
+    return _SAID.get(code) or str(n.get("text", code))
+
+
+def _why_regression(n: Mapping[str, Any]) -> str:
+    runs, klass = _runs(n["r"]), n["klass"]
+    slower = n["slower"]
+    if slower > (math.inf if n["one_run"] is None else n["one_run"]):
+        how = f"far beyond what process modes of its class ({klass}) produce: one run settles it"
+    elif slower > n["decisive"]:
+        how = (
+            f"beyond what process modes of its class ({klass}) produce "
+            f"({_size(n['decisive'])}), in both of {runs}"
+        )
+    else:
+        how = f"in every one of {runs}, as its class ({klass}) requires"
+    what = "time" if n["figure"] == "time" else f"{n['figure']} time"
+    # ``slower`` is the fastest current run's slowdown, not the change the outputs show (the
+    # levels' ratio): said as what it is
+    return (
+        f"{what} at least {_size(slower)} slower (its fastest run), above its "
+        f"{_size(n['cutoff'])} threshold, {how}"
+    )
+
+
+def _unmeasurable(n: Mapping[str, Any]) -> str:
+    threads, codes = n["threads"], n["codes"]
+    remedy = (
+        f"torch.set_num_threads(1) (the work ran on {threads:.1f} threads), an idle runner, "
+        "or --gpuperf-ab=REF"
+        if threads > ONE_THREAD
+        else "an idle runner, a quieter moment, or --gpuperf-ab=REF"
+    )
+    many = len(codes) != 1
+    return (
+        f"unmeasurable: {len(codes)} {n['side']} run{'s' if many else ''} "
+        f"{'are' if many else 'is'} no evidence ({'; '.join(c or '' for c in codes)}: "
+        f"their threads waited that share of the time for a CPU); this benchmark cannot be "
+        f"measured on this machine now: {remedy}"
+    )
+
+
+def _tracers(n: Mapping[str, Any]) -> str:
+    """What differs in tracers between the two sides (their names escaped: any conftest can
+    name a trace function, and a file any tracer)."""
+    now = sorted(printable(t) for t in n["now"])
+    then = sorted(printable(t) for t in n["then"])
+    if now and not then:
+        return f"a tracer ({'; '.join(now)}) was active in this run, in none of the baseline's"
+    if then and not now:
+        return f"the baseline's runs were measured under a tracer ({'; '.join(then)}), this one not"
+    return (
+        f"tracers differ: {', '.join(then) or 'none'} in the baseline, "
+        f"{', '.join(now) or 'none'} now"
+    )
 
 
 #: What each figure of a verdict is, as the outputs name it (``Comparison.figure``).
@@ -137,18 +260,18 @@ def summary_line(c: Comparison, mode: str | None = None) -> str:
     if c.kind == NO_BASELINE:
         return f"{who}{title}, current {fmt_time(c.current_s)}"
     if c.kind == DIFFERENT_ENVIRONMENT:
-        differs = "; ".join(c.environment)
+        differs = "; ".join(map(words, c.environment))
         return f"{who}{title} ({differs}), not gated:{_shown(c, mode) or ' -'}"
     line = f"{who}{title}{_shown(c, mode)}"
     if c.kind == REGRESSION:
         line += f", {_runs(c.r)}, threshold {_pct(cutoff)}"
     elif c.kind == INCONCLUSIVE and c.why in (UNMEASURABLE, NOT_COMPARABLE) and c.reasons:
-        line += f": {c.reasons[0]}"  # what it would catch means nothing on these runs
+        line += f": {words(c.reasons[0])}"  # what it would catch means nothing on these runs
     elif c.kind == INCONCLUSIVE:
         below = " below resolution:" if c.why == BELOW_RESOLUTION else ""
         line += f":{below} threshold {_pct(cutoff)}, would catch >= {_pct(resolution)}"
         if c.reasons and c.why != BELOW_RESOLUTION:
-            line += f"; {c.reasons[0]}"
+            line += f"; {words(c.reasons[0])}"
     elif c.kind == NO_CHANGE:
         line += f": threshold {_pct(cutoff)}"
         if resolution is not None:
@@ -166,10 +289,10 @@ def explain(c: Comparison, mode: str | None = None) -> str:
         )
         return "\n".join(lines + _notes(c))
     if c.kind == DIFFERENT_ENVIRONMENT:
-        lines += [f"  differs    {diff}" for diff in c.environment]
+        lines += [f"  differs    {words(diff)}" for diff in c.environment]
         lines.append("  not gated: a time measured elsewhere is not comparable")
     else:
-        lines += [f"  why        {reason}" for reason in c.reasons]
+        lines += [f"  why        {words(reason)}" for reason in c.reasons]
     f = c.shown
     if f is None:
         return "\n".join(lines + _notes(c))
@@ -272,7 +395,7 @@ def _figure_line(f: FigureVerdict) -> str:
 
 
 def _notes(c: Comparison) -> list[str]:
-    return [f"  note       {n}" for n in c.notes] + _numerics(c)
+    return [f"  note       {words(n)}" for n in c.notes] + _numerics(c)
 
 
 def _numerics(c: Comparison) -> list[str]:

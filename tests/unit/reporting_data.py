@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from pytest_gpuperf.model import BenchId, Result, Run
-from pytest_gpuperf.outcome import Comparison, FigureVerdict, Terms
+from pytest_gpuperf.outcome import Comparison, FigureVerdict, Terms, said
 
 GPU_ENV: dict[str, Any] = {
     "device": "cuda",
@@ -59,7 +59,7 @@ def comparison(
     terms = Terms(looks=3, threshold=0.03, alpha=0.00125, ci_level=0.9)
     common: dict[str, Any] = {"kind": kind, "final": final, "look": 3 if final else 1}
     if kind == "no-baseline" or ratio is None:
-        return Comparison(**common, terms=terms, runs=runs, reasons=reasons)
+        return Comparison(**common, terms=terms, runs=runs, reasons=tuple(map(said, reasons)))
     lead = FigureVerdict(
         figure="time", klass="device", k=k, r=r, baseline_s=baseline_s, current_s=current_s,
         ratio=ratio, ratio_low=ratio * 0.985, ratio_high=ratio * 1.015, slower=ratio - 1,
@@ -67,7 +67,7 @@ def comparison(
         noise=0.008, noise_prior=0.008, noise_own=None, se=0.006, z=(ratio - 1) / 0.006,
         resolution=0.041, runs_needed=3, current_runs=runs, kind=kind, final=final,
     )  # fmt: skip
-    why = environment if kind == "different-environment" else reasons
+    why = tuple(map(said, environment if kind == "different-environment" else reasons))
     return Comparison(**common, terms=terms, lead=lead, figures=(lead,), reasons=why)
 
 

@@ -20,6 +20,7 @@ from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
 from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH, NO_STEADY_STATE, SHIFT
 from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.outcome import JSON_KEYS
+from pytest_gpuperf.reporting.explain import words
 from pytest_gpuperf.verdict import (
     CLASSES,
     DEFAULT_POLICY,
@@ -124,7 +125,7 @@ def test_a_clear_regression_of_a_quiet_kernel_needs_its_class_s_confirmation() -
     assert outcome(first) == PENDING
     second = decide(base, [run(T * 1.10), run(T * 1.101)], mode=MODE_GRAPH)
     assert (second.kind, second.final, outcome(second)) == (REGRESSION, True, FAIL)
-    assert "in every one of 2 runs" in second.reasons[0]
+    assert "in every one of 2 runs" in words(second.reasons[0])
 
 
 def test_a_slowdown_beyond_the_class_s_process_modes_is_decisive_at_once() -> None:
@@ -132,7 +133,7 @@ def test_a_slowdown_beyond_the_class_s_process_modes_is_decisive_at_once() -> No
     for mode, factor in ((MODE_GRAPH, 3.0), (MODE_CPU, 10.0)):
         c = decide(base, [run(T * factor)], mode=mode)
         assert (c.kind, c.final) == (REGRESSION, True), (mode, c)
-        assert "one run settles it" in c.reasons[0]
+        assert "one run settles it" in words(c.reasons[0])
 
 
 def test_beyond_the_class_s_modes_two_runs_settle_it() -> None:
@@ -141,7 +142,7 @@ def test_beyond_the_class_s_modes_two_runs_settle_it() -> None:
     assert (first.kind, first.final) == (REGRESSION, False)
     second = decide(base, [run(T * 1.5), run(T * 1.49)], mode=MODE_GRAPH)
     assert (second.kind, second.final) == (REGRESSION, True)
-    assert "in both of 2 runs" in second.reasons[0]
+    assert "in both of 2 runs" in words(second.reasons[0])
 
 
 def test_no_change_says_what_it_could_have_caught() -> None:
@@ -165,7 +166,9 @@ def test_a_suspect_that_cannot_be_confirmed_is_inconclusive_and_says_why() -> No
     c = decide(base, [run(T * 1.10)], mode=MODE_GRAPH, last=True)
     assert (c.kind, c.final, outcome(c), outcome(c, "inconclusive")) == (
         INCONCLUSIVE, True, WARN, FAIL)  # fmt: skip
-    assert "not confirmed" in c.reasons[0] and "needs 2 fresh-process runs" in c.reasons[0]
+    assert "not confirmed" in words(c.reasons[0]) and "needs 2 fresh-process runs" in words(
+        c.reasons[0]
+    )
 
 
 def test_a_clock_regime_the_baseline_never_saw_holds_back_only_what_it_can_explain() -> None:
@@ -173,7 +176,7 @@ def test_a_clock_regime_the_baseline_never_saw_holds_back_only_what_it_can_expla
     held = decide(base, [run(T * 1.1)] * 2, mode=MODE_GRAPH, environment_reason="clock 1590 MHz")
     assert (held.kind, held.final) == (REGRESSION, False)
     last = decide(base, [run(T * 1.1)] * 2, mode=MODE_GRAPH, environment_reason="clock", last=True)
-    assert last.kind == INCONCLUSIVE and "environment: clock" in last.reasons[-1]
+    assert last.kind == INCONCLUSIVE and "environment: clock" in words(last.reasons[-1])
     big = decide(base, [run(T * 3)], mode=MODE_GRAPH, environment_reason="clock 1590 MHz")
     assert (big.kind, big.final) == (REGRESSION, True)
 
@@ -196,7 +199,9 @@ def test_a_wall_clock_run_that_waited_for_a_cpu_never_settles_a_regression() -> 
     both = [waited(T * 157, 0.9, threads=2.0), waited(T * 221, 0.8, threads=2.0)]
     c = decide(base, both, mode=MODE_CPU)
     assert (c.kind, c.final, c.why, outcome(c)) == (INCONCLUSIVE, True, "unmeasurable", WARN)
-    assert "torch.set_num_threads(1)" in c.reasons[0] and "waited 0.90" in c.reasons[0]
+    assert "torch.set_num_threads(1)" in words(c.reasons[0]) and "waited 0.90" in words(
+        c.reasons[0]
+    )
     assert c.ratio is None  # no evidence, no change shown
     # a good run after a bad one is judged on its own
     good = decide(base, [waited(T * 157, 0.9), waited(T * 3, 0.0)], mode=MODE_CPU)
@@ -227,7 +232,7 @@ def test_a_baseline_without_good_runs_is_unmeasurable_at_once() -> None:
     base = [waited(T * x, 0.6) for x in (1.0, 2.5, 1.7)]
     c = decide(base, [waited(T * 2.5, 0.0)], mode=MODE_CPU)
     assert (c.kind, c.final, c.why) == (INCONCLUSIVE, True, "unmeasurable")
-    assert "3 baseline runs are no evidence" in c.reasons[0]
+    assert "3 baseline runs are no evidence" in words(c.reasons[0])
 
 
 def test_bad_baseline_runs_are_left_out_and_said_so() -> None:
@@ -236,7 +241,7 @@ def test_bad_baseline_runs_are_left_out_and_said_so() -> None:
     base = [waited(T * 0.4, 0.7), waited(T, 0.0), waited(T * 1.01, 0.0)]
     c = decide(base, [waited(T * 1.005, 0.0)], mode=MODE_CPU)
     assert c.kind in (NO_CHANGE, INCONCLUSIVE) and c.lead.k == 2
-    assert any("baseline 1 of 3 (waited 0.70)" in n for n in c.notes)
+    assert any("baseline 1 of 3 (waited 0.70)" in n for n in map(words, c.notes))
 
 
 def test_unsteady_runs_count_at_their_median() -> None:
@@ -325,7 +330,7 @@ def test_a_1_6x_slowdown_below_resolution_is_never_no_change() -> None:
     assert c.lead.ratio_high - 1 >= c.lead.cutoff  # the interval reaches beyond it
     assert (c.kind, c.why, c.final) == (INCONCLUSIVE, BELOW_RESOLUTION, True)
     assert (outcome(c), outcome(c, "inconclusive")) == (WARN, FAIL)
-    assert "below resolution" in c.reasons[0] and "would catch >=" in c.reasons[0]
+    assert "below resolution" in words(c.reasons[0]) and "would catch >=" in words(c.reasons[0])
 
 
 @pytest.mark.parametrize("factor", [1.0, 1.05, 1.2, 1.6, 2.5])
@@ -453,7 +458,7 @@ def test_a_device_figure_measured_with_host_waits_is_not_settled_by_one_run() ->
     waits = run(T * 2, e2e=T * 1.0, hidden=False)
     c = decide(base, [waits], mode=MODE_EVENTS)
     assert (c.kind, c.final) == (REGRESSION, False)
-    assert any("waits for the GPU" in n for n in c.notes)
+    assert any("waits for the GPU" in n for n in map(words, c.notes))
     again = decide(base, [waits, run(T * 2, e2e=T * 1.0, hidden=False)], mode=MODE_EVENTS)
     assert (again.kind, again.final) == (REGRESSION, True)
 
@@ -494,7 +499,7 @@ def test_with_no_confirmations_a_slowdown_below_the_one_run_bar_is_inconclusive(
     base = [run(T * x, e2e=T * x, hidden=True) for x in (1.0, 1.01, 1.02)]
     c = decide(base, [run(T * 1.5, e2e=T * 1.5, hidden=True)], mode=MODE_EVENTS, policy=policy)
     assert (c.kind, c.final) == (INCONCLUSIVE, True)
-    assert "not confirmed" in c.reasons[0]
+    assert "not confirmed" in words(c.reasons[0])
 
 
 def test_the_verdict_depends_on_nothing_but_the_benchmark_s_own_runs() -> None:
