@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_gpuperf.measure import backend
@@ -24,6 +24,8 @@ from pytest_gpuperf.outcome import (
     NO_BASELINE,
     NO_CHANGE,
     NOT_COMPARABLE,
+    NUMERICS_SAME,
+    NUMERICS_UNSEEDED,
     REGRESSION,
     UNCONFIRMED,
     UNMEASURABLE,
@@ -31,11 +33,21 @@ from pytest_gpuperf.outcome import (
     WAITS_NOW,
     Comparison,
     FigureVerdict,
+    NumericsComparison,
     Reason,
+    SecondaryComparison,
     Terms,
 )
-from pytest_gpuperf.units import RATIO_FROM, fmt_change, fmt_pct, fmt_time
+from pytest_gpuperf.units import RATIO_FROM, fmt_bytes, fmt_change, fmt_pct, fmt_time
 from pytest_gpuperf.verdict.robust import z_of
+from pytest_gpuperf.verdict.secondary import (
+    ALLOC_RETRIES,
+    ALLOCATIONS,
+    DEVICE_ALLOCS,
+    FIRST_CALL,
+    PEAK_MEMORY,
+    TRANSFERS,
+)
 
 _TITLE = {
     REGRESSION: "REGRESSION",
@@ -402,7 +414,107 @@ def _numerics(c: Comparison) -> list[str]:
     """The output's numerics against the baseline, when they were compared."""
     if c.numerics is None:
         return []
-    from pytest_gpuperf.verdict.numerics import explain
-
-    text = explain(c.numerics)
+    text = numerics_words(c.numerics)
     return [f"  numerics   {text.removeprefix('numerics: ')}"] if text else []
+
+
+# --- beside time: the secondary metrics and the numerics -----------------------------
+
+_METRICS = {
+    PEAK_MEMORY: "peak memory",
+    FIRST_CALL: "first call",
+    ALLOCATIONS: "allocations per call",
+    DEVICE_ALLOCS: "cudaMalloc calls per call",
+    ALLOC_RETRIES: "allocator retries",
+    TRANSFERS: "host-device transfers per call",
+}
+
+
+def secondary_words(s: SecondaryComparison) -> str:
+    """``peak memory 1.2 GiB vs 1.0 GiB baseline (+18.6 %; band up to 1.1 GiB): higher``."""
+    label = _METRICS.get(s.metric, s.metric.replace("_", " "))
+    show = _formatter(s.metric)
+    if s.kind == NO_BASELINE:
+        return f"{label} {show(s.current)}: no baseline value"
+    change = fmt_pct(None if s.ratio is None else s.ratio - 1, sign=True)
+    if s.ratio is None and s.current is not None and s.baseline is not None:
+        change = f"{s.current - s.baseline:+.3g}"  # from nothing: the difference says it
+    lower = s.lower if s.lower is None else max(s.lower, 0.0)  # no metric is negative
+    return (
+        f"{label} {show(s.current)} vs {show(s.baseline)} baseline ({change}; within "
+        f"{show(lower)} to {show(s.upper)} is the same): {s.kind}"
+    )
+
+
+def _count(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _formatter(metric: str) -> Callable[[float | None], str]:
+    if metric in (PEAK_MEMORY, TRANSFERS):
+        return fmt_bytes
+    if metric == FIRST_CALL:
+        return fmt_time
+    return _count
+
+
+UNSEEDED_ADVICE = (
+    "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
+    "for the numerics comparison to mean anything"
+)
+
+
+def _fmt_rel(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if not math.isfinite(x):
+        return "inf (a value became NaN or infinite)"
+    return f"{x:.3g}"
+
+
+def _value(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def numerics_words(n: NumericsComparison) -> str:
+    """One line (two with a change list) on the output's numerics; ``""`` when unknown."""
+    if n.kind == NO_BASELINE:
+        return ""
+    if n.kind == NUMERICS_UNSEEDED:
+        where = []
+        if n.baseline_spread is not None and n.baseline_spread > n.tolerance:
+            where.append(
+                f"the baseline's {n.baseline_runs} runs differ by up to "
+                f"{_fmt_rel(n.baseline_spread)} (relative)"
+            )
+        if n.current_spread is not None and n.current_spread > n.tolerance:
+            where.append(
+                f"this run's {n.current_runs} processes differ by up to "
+                f"{_fmt_rel(n.current_spread)}"
+            )
+        text = f"numerics not compared: {UNSEEDED_ADVICE} ({'; '.join(where)})"
+        if n.changes:
+            text += "; also: " + "; ".join(n.changes)
+        return text
+    size = (
+        f"largest relative difference {_fmt_rel(n.max_rel)} at {n.where} "
+        f"({_value(n.baseline)} -> {_value(n.current)})"
+        if n.max_rel
+        else "values identical"
+    )
+    if n.kind == NUMERICS_SAME:
+        return f"numerics: output unchanged ({size}; tolerance {n.tolerance:g})"
+    head = "output changed" + (" (numerics gated: fails)" if n.gated else "")
+    parts = [size + f", tolerance {n.tolerance:g}", *n.changes]
+    remedy = "" if n.gated else "; --gpuperf-numerics=gate (or numerics='gate') fails on it"
+    return f"numerics: {head}: {'; '.join(parts)}{remedy}"
+
+
+def failure_words(who: str, x: SecondaryComparison | NumericsComparison) -> str:
+    """What fails a test beyond its time (``who``: the benchmark and its mode): a gated
+    secondary metric that grew, or changed numerics (the output, never the time)."""
+    if isinstance(x, SecondaryComparison):
+        return f"{who}: {secondary_words(x)}"
+    text = numerics_words(x).removeprefix("numerics: ")
+    text = text.removeprefix("output changed (numerics gated: fails): ")
+    return f"gpuperf: output changed: {who} (numerics gated): {text}"

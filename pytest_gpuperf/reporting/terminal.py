@@ -383,7 +383,8 @@ def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list
 
 def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
-    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED, NumericsComparison, explain
+    from pytest_gpuperf.reporting.explain import numerics_words
+    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED, NumericsComparison
 
     spec = spec or TableSpec()
     found: list[tuple[Result, NumericsComparison]] = []
@@ -399,7 +400,7 @@ def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
     )
     lines = ["numerics:"]
     for r, n in found:
-        lines.extend(wrap.wrap(f"{_who(r, mixed)}: {explain(n).removeprefix('numerics: ')}"))
+        lines.extend(wrap.wrap(f"{_who(r, mixed)}: {numerics_words(n).removeprefix('numerics: ')}"))
     return lines
 
 

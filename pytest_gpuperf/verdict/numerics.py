@@ -41,11 +41,6 @@ SAME = NUMERICS_SAME
 CHANGED = NUMERICS_CHANGED
 UNSEEDED = NUMERICS_UNSEEDED
 
-UNSEEDED_ADVICE = (
-    "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
-    "for the numerics comparison to mean anything"
-)
-
 # --- comparison -------------------------------------------------------------------------
 
 
@@ -200,49 +195,3 @@ def _short(dtype: str) -> str:
 
 def _shape(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
-
-
-def _fmt_rel(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if not math.isfinite(x):
-        return "inf (a value became NaN or infinite)"
-    return f"{x:.3g}"
-
-
-def _value(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6g}"
-
-
-def explain(n: NumericsComparison) -> str:
-    """One line (two with a change list) on the output's numerics; ``""`` when unknown."""
-    if n.kind == NO_BASELINE:
-        return ""
-    if n.kind == UNSEEDED:
-        where = []
-        if n.baseline_spread is not None and n.baseline_spread > n.tolerance:
-            where.append(
-                f"the baseline's {n.baseline_runs} runs differ by up to "
-                f"{_fmt_rel(n.baseline_spread)} (relative)"
-            )
-        if n.current_spread is not None and n.current_spread > n.tolerance:
-            where.append(
-                f"this run's {n.current_runs} processes differ by up to "
-                f"{_fmt_rel(n.current_spread)}"
-            )
-        text = f"numerics not compared: {UNSEEDED_ADVICE} ({'; '.join(where)})"
-        if n.changes:
-            text += "; also: " + "; ".join(n.changes)
-        return text
-    size = (
-        f"largest relative difference {_fmt_rel(n.max_rel)} at {n.where} "
-        f"({_value(n.baseline)} -> {_value(n.current)})"
-        if n.max_rel
-        else "values identical"
-    )
-    if n.kind == SAME:
-        return f"numerics: output unchanged ({size}; tolerance {n.tolerance:g})"
-    head = "output changed" + (" (numerics gated: fails)" if n.gated else "")
-    parts = [size + f", tolerance {n.tolerance:g}", *n.changes]
-    remedy = "" if n.gated else "; --gpuperf-numerics=gate (or numerics='gate') fails on it"
-    return f"numerics: {head}: {'; '.join(parts)}{remedy}"

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_gpuperf.baseline import codec
 from pytest_gpuperf.model import BenchId, Run
+from pytest_gpuperf.reporting.explain import numerics_words
 from pytest_gpuperf.verdict import numerics as nm
 
 
@@ -109,7 +110,7 @@ def test_dtype_shape_and_structure_changes_are_reported() -> None:
     assert "no longer returned: out[1]" in c.changes and "newly returned: out[2]" in c.changes
     reshaped = nm.compare(stored(base[:1]), [[entry(v, shape=[8, 8])]], 1e-3)
     assert reshaped.changes == ("out shape (64) -> (8, 8)",)
-    text = nm.explain(reshaped)
+    text = numerics_words(reshaped)
     assert "output changed" in text and "out shape (64) -> (8, 8)" in text
 
 
@@ -130,7 +131,7 @@ def test_unseeded_baseline_runs_are_detected_and_never_fail() -> None:
     c = nm.compare(runs, [[entry(values(13))]], 1e-3, gated=True)
     assert c.kind == nm.UNSEEDED and not c.fails
     assert c.baseline_spread is not None and c.baseline_spread > 0.1
-    assert "seed the inputs (torch.manual_seed)" in nm.explain(c)
+    assert "seed the inputs (torch.manual_seed)" in numerics_words(c)
 
 
 def test_unseeded_current_runs_are_detected() -> None:
