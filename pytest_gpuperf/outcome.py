@@ -233,45 +233,13 @@ class Terms:
 
 
 #: The JSON's keys of a comparison, in order; those of the lead figure under its field's name.
-JSON_KEYS = [
-    "kind",
-    "final",
-    "look",
-    "looks",
-    "name",
-    "figure",
-    "klass",
-    "k",
-    "r",
-    "baseline_s",
-    "current_s",
-    "ratio",
-    "ratio_low",
-    "ratio_high",
-    "ci_level",
-    "slower",
-    "threshold",
-    "threshold_in_force",
-    "threshold_reason",
-    "decisive",
-    "alpha",
-    "noise",
-    "noise_prior",
-    "noise_own",
-    "se",
-    "z",
-    "resolution",
-    "runs_needed",
-    "reasons",
-    "notes",
-    "environment",
-    "current_runs",
-    "baseline_runs",
-    "figures",
-    "secondary",
-    "numerics",
-    "why",
-]
+JSON_KEYS = (
+    *("kind", "final", "look", "looks", "name", "figure", "klass", "k", "r", "baseline_s"),
+    *("current_s", "ratio", "ratio_low", "ratio_high", "ci_level", "slower", "threshold"),
+    *("threshold_in_force", "threshold_reason", "decisive", "alpha", "noise", "noise_prior"),
+    *("noise_own", "se", "z", "resolution", "runs_needed", "reasons", "notes", "environment"),
+    *("current_runs", "baseline_runs", "figures", "secondary", "numerics", "why"),
+)
 _OF_LEAD = {"threshold_in_force": "cutoff", "threshold_reason": "cutoff_reason"}
 _LEAD_KEYS = [k for k in JSON_KEYS[5:28] if k not in ("ci_level", "threshold", "alpha")]
 

@@ -572,11 +572,6 @@ def _hidden_notes(
     return []
 
 
-def needs_confirmation(comparison: Comparison) -> bool:
-    """Whether the benchmark should be measured again in a fresh process before it stands."""
-    return not comparison.final
-
-
 def outcome(comparison: Comparison, fail_on: str = "regression") -> str:
     """What the test item does: ``"fail"``, ``"warn"``, ``"pass"`` or ``"pending"`` (look again)."""
     from pytest_gpuperf.verdict.policy import FAIL_ON
