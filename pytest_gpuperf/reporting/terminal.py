@@ -29,6 +29,7 @@ from pytest_gpuperf.reporting.columns import (
     params_text,
 )
 from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
+from pytest_gpuperf.reporting.verdicts import ORDER
 from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
@@ -67,17 +68,6 @@ def fold(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-#: ``--gpuperf-sort`` keys: (key function, what it means).
-_VERDICT_RANK = {
-    "regression": 0,
-    "inconclusive": 1,
-    "improvement": 2,
-    "different-environment": 3,
-    "no-change": 4,
-    "no-baseline": 5,
-}
-
-
 def _ratio(r: Result) -> float:
     ratio = r.comparison.ratio if r.comparison is not None else None
     return float(ratio) if ratio is not None else -math.inf
@@ -91,9 +81,15 @@ def _num(x: float | None) -> float:
     return x if x is not None and math.isfinite(x) else math.inf
 
 
+def _rank(r: Result) -> int:
+    """The verdict's place in the report order (regressions first, no verdict last)."""
+    return ORDER.index(_kind(r)) if _kind(r) in ORDER else len(ORDER)
+
+
+#: ``--gpuperf-sort`` keys: (key function, what it means).
 SORT_KEYS: dict[str, tuple[Callable[[Result], Any], str]] = {
     "verdict": (
-        lambda r: _VERDICT_RANK.get(_kind(r), 6),
+        _rank,
         "regressions first, then inconclusive, improvements, ...; collection order within",
     ),
     "collection": (lambda r: 0, "the order the tests ran in"),
@@ -456,7 +452,7 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     fails_inconclusive = spec.fail_on == "inconclusive"
     lines = []
     rest: dict[str, int] = {}
-    for r in sorted(results, key=lambda r: _VERDICT_RANK.get(_kind(r), 6)):
+    for r in sorted(results, key=_rank):
         kind = _kind(r)
         if kind in NOTABLE and (kind != "inconclusive" or fails_inconclusive):
             lines.append(fold(f"  {summary_line(r)}", spec.width))
