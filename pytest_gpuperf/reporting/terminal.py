@@ -19,6 +19,7 @@ from typing import Any
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result, printable
+from pytest_gpuperf.outcome import NUMERICS_CHANGED, NUMERICS_UNSEEDED, NumericsComparison
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
 from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
@@ -380,13 +381,12 @@ def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list
 def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
     from pytest_gpuperf.reporting.explain import numerics_words
-    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED, NumericsComparison
 
     spec = spec or TableSpec()
     found: list[tuple[Result, NumericsComparison]] = []
     for r in results:
         n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind in (CHANGED, UNSEEDED):
+        if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED):
             found.append((r, n))
     if not found:
         return []
@@ -447,7 +447,6 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     then one line that counts the rest of the verdicts, and one that counts the flags,
     numerics and memory notes and says how to see them."""
     from pytest_gpuperf.reporting.verdicts import summary_line
-    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED
 
     fails_inconclusive = spec.fail_on == "inconclusive"
     lines = []
@@ -468,9 +467,9 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     for r in results:
         flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
         n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind == CHANGED:
+        if n is not None and n.kind == NUMERICS_CHANGED:
             flags.append("output changed")
-        elif n is not None and n.kind == UNSEEDED:
+        elif n is not None and n.kind == NUMERICS_UNSEEDED:
             flags.append("numerics not compared (unseeded)")
         if memory_changes(r):
             flags.append("memory changed")

@@ -21,11 +21,11 @@ from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import Baseline, Match
 from pytest_gpuperf.measure.backend import BUILTIN, Modes
 from pytest_gpuperf.model import Result, Run
-from pytest_gpuperf.outcome import Comparison
+from pytest_gpuperf.outcome import Comparison, NumericsComparison, SecondaryComparison
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
 from pytest_gpuperf.verdict.decide import PENDING, decide, outcome, with_note
 from pytest_gpuperf.verdict.numerics import GATE as GATE_NUMERICS
-from pytest_gpuperf.verdict.numerics import OFF, NumericsComparison, StoredFingerprint
+from pytest_gpuperf.verdict.numerics import OFF, StoredFingerprint
 from pytest_gpuperf.verdict.numerics import compare as compare_numerics
 from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy, VerdictSettings
 from pytest_gpuperf.verdict.secondary import (
@@ -34,7 +34,6 @@ from pytest_gpuperf.verdict.secondary import (
     MEMORY_BEHAVIOUR,
     PEAK_MEMORY,
     TRANSFERS,
-    SecondaryComparison,
     compare_secondary,
     transfer_bytes,
 )

@@ -1,12 +1,12 @@
 """Numerics beside time: comparing the output fingerprints of two sides.
 
 :mod:`pytest_gpuperf.measure.numerics` computes a fingerprint (per output tensor: path,
-shape, dtype, statistics of its finite values, NaN/Inf counts, :data:`SAMPLES` values at
+shape, dtype, statistics of its finite values, NaN/Inf counts, ``SAMPLES`` values at
 fixed positions) and :mod:`pytest_gpuperf.measure.numerics_format` validates it. A
 relative difference is taken against the larger of the two values and the tensor's mean
 absolute value, so values near zero do not blow it up. When runs of the same code differ
 among themselves the inputs were not seeded: the comparison means nothing and says so
-(:data:`UNSEEDED`). Pure Python.
+(``unseeded``). Pure Python.
 """
 
 from __future__ import annotations
@@ -16,30 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.measure import numerics_format
 from pytest_gpuperf.measure.numerics_format import STATS, Fingerprint, decode
 from pytest_gpuperf.outcome import (
     NO_BASELINE,
     NUMERICS_CHANGED,
     NUMERICS_SAME,
     NUMERICS_UNSEEDED,
+    NumericsComparison,
 )
-from pytest_gpuperf.outcome import NumericsComparison as NumericsComparison
-
-#: The fingerprint's format (:mod:`pytest_gpuperf.measure.numerics_format`), importable
-#: from here too.
-SAMPLES = numerics_format.SAMPLES
-sample_indices = numerics_format.sample_indices
-problem = numerics_format.problem
-encode = numerics_format.encode
 
 #: Options of ``numerics=`` read here: no fingerprint / fail on a change (``report``: neither).
 OFF, GATE = "off", "gate"
-
-#: :attr:`NumericsComparison.kind` values.
-SAME = NUMERICS_SAME
-CHANGED = NUMERICS_CHANGED
-UNSEEDED = NUMERICS_UNSEEDED
 
 # --- comparison -------------------------------------------------------------------------
 
@@ -182,8 +169,8 @@ def compare(
         current_spread=c_spread.rel if len(cur) > 1 else None,
     )
     if b_spread.rel > tolerance or c_spread.rel > tolerance:
-        return NumericsComparison(UNSEEDED, **common)
-    return NumericsComparison(CHANGED if d.beyond(tolerance) else SAME, **common)
+        return NumericsComparison(NUMERICS_UNSEEDED, **common)
+    return NumericsComparison(NUMERICS_CHANGED if d.beyond(tolerance) else NUMERICS_SAME, **common)
 
 
 # --- text --------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.measure.summary import median
-from pytest_gpuperf.outcome import SecondaryComparison as SecondaryComparison
+from pytest_gpuperf.outcome import SecondaryComparison
 
 PEAK_MEMORY = "peak_memory"
 FIRST_CALL = "first_call"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_gpuperf.outcome import SecondaryComparison
 from pytest_gpuperf.reporting.explain import secondary_words
 from pytest_gpuperf.verdict.secondary import (
     FIRST_CALL,
@@ -12,7 +13,6 @@ from pytest_gpuperf.verdict.secondary import (
     NO_BASELINE,
     PEAK_MEMORY,
     SAME,
-    SecondaryComparison,
     compare_secondary,
 )
 

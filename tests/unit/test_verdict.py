@@ -19,7 +19,7 @@ import pytest
 from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
 from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH, NO_STEADY_STATE, SHIFT
 from pytest_gpuperf.model import BenchId, Result, Run
-from pytest_gpuperf.outcome import JSON_KEYS
+from pytest_gpuperf.outcome import JSON_KEYS, NUMERICS_CHANGED, NumericsComparison
 from pytest_gpuperf.reporting.explain import words
 from pytest_gpuperf.verdict import (
     CLASSES,
@@ -41,7 +41,6 @@ from pytest_gpuperf.verdict import (
     outcome,
 )
 from pytest_gpuperf.verdict.decide import BELOW_RESOLUTION, median_var
-from pytest_gpuperf.verdict.numerics import CHANGED, NumericsComparison
 from pytest_gpuperf.verdict.secondary import FIRST_CALL, PEAK_MEMORY, compare_secondary
 from tests.unit.runs import make_run, stats
 
@@ -527,7 +526,7 @@ def _judged_result() -> Result:
     c = decide(base, [run(T * 1.2, e2e=T * 2.1)], mode=MODE_EVENTS, name="mm")
     memory = compare_secondary([1e9, 1.01e9], 1.3e9, 0.05, metric=PEAK_MEMORY)
     first = compare_secondary([0.5], None, 0.5, metric=FIRST_CALL)
-    numerics = NumericsComparison(CHANGED, 1e-3, max_rel=math.inf, where="out sample 3",
+    numerics = NumericsComparison(NUMERICS_CHANGED, 1e-3, max_rel=math.inf, where="out sample 3",
                                   current=-math.inf, baseline=1.0, changes=("out NaN count 0 -> 1",),
                                   baseline_runs=3, current_runs=1, gated=True)  # fmt: skip
     r = Result(Run(BenchId("t.py::test_mm", None, MODE_EVENTS), "cuda", (T * 1.2,) * 5, 1, 0.5))
