@@ -105,7 +105,6 @@ HELPERS = (
     "measure.summary",
     "measure.nvtx_ranges",
     "telemetry",
-    "reporting.units",
     "units",
     "baseline.fileio",
     "baseline.filelock",

@@ -143,7 +143,7 @@ class Tally:
     def add(self, case: str, replay: str, c) -> None:
         if replay == "ab" and any(f.slower > f.one_run for f in c.figures):
             self.beyond[c.kind == "regression"] += 1  # beyond a figure's one-run bar
-        key = c.kind if c.kind != "regression" else f"regression:{c.figure}"
+        key = c.kind if c.kind != "regression" else f"regression:{c.lead.figure}"
         if c.kind == "inconclusive" and c.why:
             key = f"inconclusive:{c.why}"
         self.rows[case][replay][key] += 1

@@ -1,7 +1,7 @@
 """JSON-safe builtins: what a result, a verdict and an export become before they travel.
 
 Pure Python, imports nothing of the package: :mod:`pytest_gpuperf.model` (results) and
-:mod:`pytest_gpuperf.verdict.comparison` (verdicts) both write through :func:`json_safe`,
+:mod:`pytest_gpuperf.outcome` (verdicts) both write through :func:`json_safe`,
 and neither imports the other for it.
 """
 

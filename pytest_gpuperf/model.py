@@ -18,7 +18,7 @@ from pytest_gpuperf.jsonsafe import json_safe
 from pytest_gpuperf.measure.names import MODE_CPU, STEADY, UNSTABLE_CLASSES
 from pytest_gpuperf.measure.peaks import of_peak
 from pytest_gpuperf.measure.summary import Summary, summarize
-from pytest_gpuperf.outcome import Comparison, Diagnosis
+from pytest_gpuperf.outcome import Comparison, Diagnosis, Words
 
 #: What must not reach a report raw: C0 and C1 controls (ESC, newline), DEL, the Unicode line
 #: and paragraph separators and the bidirectional controls.
@@ -246,19 +246,21 @@ class Result:
         self.run = replace(self.run, **changes)
         return self
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, words: Words | None = None) -> dict[str, Any]:
         """JSON builtins (the results JSON, xdist's channel): the run's fields, the session's,
-        the verdict with the diagnosis under its ``"diagnosis"`` key, the run's figures."""
+        the verdict (its reasons as ``words`` writes them) with the diagnosis under its
+        ``"diagnosis"`` key, the run's figures."""
         run, d = self.run, self.run.to_dict()
-        d.update(comparison=self._comparison_dict(), artifacts=self.artifacts, notes=self.notes)
+        comparison = self._comparison_dict(words)
+        d.update(comparison=comparison, artifacts=self.artifacts, notes=self.notes)
         d.update(gate=self.gate, location=self.location, summary=run.summary.to_dict())
         d.update(tflops=run.tflops, gbps=run.gbps, of_peak=run.of_peak)
         return json_safe(d)
 
-    def _comparison_dict(self) -> dict[str, Any] | None:
+    def _comparison_dict(self, words: Words | None) -> dict[str, Any] | None:
         if self.comparison is None and self.diagnosis is None:
             return None
-        out = self.comparison.to_dict() if self.comparison is not None else {}
+        out = self.comparison.to_dict(words) if self.comparison is not None else {}
         out["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis is not None else None
         return out
 

@@ -10,7 +10,7 @@ at the edges (``to_dict`` / ``from_dict``). Pure Python.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -118,15 +118,45 @@ class NumericsComparison:
 
 # --- the verdict ---------------------------------------------------------------------------
 
+#: A :class:`Reason` that is a finished sentence, made outside the rule (a difference of the
+#: environment, a note of the session) or read back from a report.
+TEXT = "text"
+#: The codes of the rule's notes (its reasons' codes are the kinds and the ``why`` codes):
+#: the conditions changed (telemetry); the end-to-end figure is missing from some runs; bad
+#: evidence was left out; the current code waits for the GPU inside the call, or no longer.
+ENVIRONMENT, E2E_MISSING, LEFT_OUT = "environment", "e2e-missing", "left-out"
+WAITS_NOW, WAITS_NO_LONGER = "waits-now", "waits-no-longer"
 
-def _known_fields(cls: type, d: Mapping[str, Any], *, tuples: Sequence[str]) -> dict[str, Any]:
-    """The entries of ``d`` that name a field of the dataclass ``cls`` (others are dropped),
-    those in ``tuples`` made tuples again (JSON has lists; a ``None`` becomes empty)."""
-    kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-    for key in tuples:
-        if key in kw:
-            kw[key] = tuple(kw[key] or ())
-    return kw
+
+@dataclass(frozen=True)
+class Reason:
+    """A reason or a note of a verdict as the rule gives it: a code and its numbers. The
+    reports write the words (:func:`pytest_gpuperf.reporting.explain.words`)."""
+
+    code: str
+    numbers: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, **self.numbers}
+
+    @classmethod
+    def from_dict(cls, d: str | Mapping[str, Any]) -> Reason:
+        """Back from :meth:`to_dict`, or a sentence (a report's JSON writes the words)."""
+        if isinstance(d, str):
+            return said(d)
+        return cls(str(d["code"]), {k: v for k, v in d.items() if k != "code"})
+
+
+def said(text: str) -> Reason:
+    """A finished sentence as a reason or a note."""
+    return Reason(TEXT, {"text": text})
+
+
+Words = Callable[[Reason], str]
+
+
+def _reasons(reasons: Sequence[Reason], words: Words | None) -> list[Any]:
+    return [r.to_dict() if words is None else words(r) for r in reasons]
 
 
 @dataclass(frozen=True)
@@ -168,19 +198,24 @@ class FigureVerdict:
     z: float
     resolution: float
     runs_needed: int
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
     baseline_runs: tuple[float, ...] = ()
     current_runs: tuple[float, ...] = ()
     #: for kind inconclusive: which kind of inconclusive it is (see :class:`Comparison`)
     why: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = json_safe(asdict(self))
+    def to_dict(self, words: Words | None = None) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["reasons"] = _reasons(self.reasons, words)
+        out: dict[str, Any] = json_safe(d)
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FigureVerdict:
-        kw = _known_fields(cls, d, tuples=("reasons", "baseline_runs", "current_runs"))
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        for key in ("baseline_runs", "current_runs"):
+            kw[key] = tuple(kw.get(key) or ())
+        kw["reasons"] = tuple(Reason.from_dict(x) for x in kw.get("reasons") or ())
         for key in ("decisive", "one_run", "resolution", "ratio_high", "ratio"):
             if key in kw and kw[key] is None:
                 kw[key] = math.inf
@@ -188,93 +223,144 @@ class FigureVerdict:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """The verdict on one benchmark at one look, with the figure that decided it.
+class Terms:
+    """The terms of the rule a verdict was reached under (its ``DecisionPolicy``'s)."""
 
-    The top-level numbers are those of the deciding figure (``figure``):
-    the one that failed, or the main figure when none did. ``figures`` holds
-    every figure's verdict. ``look`` counts the runs so far (the session's,
-    then each fresh process); ``final`` is False while a suspect waits for
-    another run. ``environment`` lists hard differences of the environment
-    (then nothing is gated); ``notes`` say what else the reader should know.
-    """
+    looks: int = 3
+    threshold: float = 0.03
+    alpha: float = 0.0002
+    ci_level: float = 0.90
+
+
+#: The JSON's keys of a comparison, in order; those of the lead figure under its field's name.
+JSON_KEYS = (
+    *("kind", "final", "look", "looks", "name", "figure", "klass", "k", "r", "baseline_s"),
+    *("current_s", "ratio", "ratio_low", "ratio_high", "ci_level", "slower", "threshold"),
+    *("threshold_in_force", "threshold_reason", "decisive", "alpha", "noise", "noise_prior"),
+    *("noise_own", "se", "z", "resolution", "runs_needed", "reasons", "notes", "environment"),
+    *("current_runs", "baseline_runs", "figures", "secondary", "numerics", "why"),
+)
+_OF_LEAD = {"threshold_in_force": "cutoff", "threshold_reason": "cutoff_reason"}
+_LEAD_KEYS = [k for k in JSON_KEYS[5:28] if k not in ("ci_level", "threshold", "alpha")]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on one benchmark at one look: ``lead`` is the figure that decided it (the
+    one that failed, or the main figure when none did; None without a baseline), ``figures``
+    every figure's verdict. ``look`` counts the runs so far; ``final`` is False while a
+    suspect waits for another run. ``reasons`` say why (for a different environment: the hard
+    differences, and nothing is gated); ``notes`` what else the reader should know."""
 
     kind: str
     final: bool
     look: int
-    looks: int
+    terms: Terms = Terms()
     name: str | None = None
-    figure: str | None = None
-    klass: str | None = None
-    k: int = 0
-    r: int = 0
-    baseline_s: float | None = None
-    current_s: float | None = None
-    ratio: float | None = None
-    ratio_low: float | None = None
-    ratio_high: float | None = None
-    ci_level: float = 0.90
-    slower: float | None = None
-    threshold: float = 0.03
-    threshold_in_force: float | None = None
-    threshold_reason: str | None = None
-    decisive: float | None = None
-    alpha: float = 0.0002
-    noise: float | None = None
-    noise_prior: float | None = None
-    noise_own: float | None = None
-    se: float | None = None
-    z: float | None = None
-    resolution: float | None = None
-    runs_needed: int | None = None
-    reasons: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    environment: tuple[str, ...] = ()
-    current_runs: tuple[float, ...] = ()
-    baseline_runs: tuple[float, ...] = ()
-    figures: tuple[FigureVerdict, ...] = field(default=())
+    lead: FigureVerdict | None = None
+    figures: tuple[FigureVerdict, ...] = ()
+    reasons: tuple[Reason, ...] = ()
+    notes: tuple[Reason, ...] = ()
+    #: the current runs' levels when there is no lead figure (no baseline)
+    runs: tuple[float, ...] = ()
     #: peak memory and first-call time against the same baseline runs (the gate adds them)
     secondary: tuple[SecondaryComparison, ...] = ()
     #: the output's numerics against the baseline's (the gate adds it; None when not compared)
     numerics: NumericsComparison | None = None
-    #: for kind inconclusive, which kind: "below-resolution", "unconfirmed", "unmeasurable"
-    #: (no good evidence on a side), "environment" or "not-comparable" (a tracer or profiler
-    #: on one side only)
-    why: str = ""
 
     @property
     def gated(self) -> bool:
         return self.kind in GATED_KINDS
 
     @property
+    def why(self) -> str:
+        """For kind inconclusive, which kind: "below-resolution", "unconfirmed",
+        "unmeasurable" (no good evidence on a side) or "not-comparable" (a tracer or
+        profiler on one side only)."""
+        return self.lead.why if self.lead is not None and self.kind == INCONCLUSIVE else ""
+
+    @property
+    def environment(self) -> tuple[Reason, ...]:
+        """Hard differences of the environment (then nothing is gated)."""
+        return self.reasons if self.kind == DIFFERENT_ENVIRONMENT else ()
+
+    @property
+    def shown(self) -> FigureVerdict | None:
+        """The lead figure when its change is shown: not for runs that are no evidence."""
+        return None if self.why == UNMEASURABLE else self.lead
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.shown is None else self.shown.ratio
+
+    @property
     def slowdown(self) -> float | None:
         return None if self.ratio is None else self.ratio - 1.0
 
-    def figure_verdict(self, figure: str) -> FigureVerdict | None:
-        return next((f for f in self.figures if f.figure == figure), None)
+    @property
+    def current_runs(self) -> tuple[float, ...]:
+        return self.runs if self.lead is None else self.lead.current_runs
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def current_s(self) -> float | None:
+        if self.lead is not None:
+            return self.lead.current_s
+        return min(self.runs) if self.runs else None
+
+    @property
+    def baseline_s(self) -> float | None:
+        return None if self.lead is None else self.lead.baseline_s
+
+    @property
+    def r(self) -> int:
+        return len(self.runs) if self.lead is None else self.lead.r
+
+    def to_dict(self, words: Words | None = None) -> dict[str, Any]:
         """JSON builtins: non-finite numbers become null, except the numerics' (their own
-        ``to_dict`` writes them as ``"inf"`` / ``"nan"``)."""
-        d = asdict(self)
+        ``to_dict`` writes them as ``"inf"`` / ``"nan"``); reasons and notes as codes and
+        numbers, or as ``words`` writes them."""
+        lead = self.lead
+        d: dict[str, Any] = {k: None for k in _LEAD_KEYS}
+        if lead is not None:
+            d.update({k: getattr(lead, _OF_LEAD.get(k, k)) for k in _LEAD_KEYS})
+            d["baseline_runs"], d["current_runs"] = lead.baseline_runs, lead.current_runs
+            if self.shown is None:
+                d.update(ratio=None, ratio_low=None, ratio_high=None)
+        else:
+            d.update(k=0, r=self.r, current_s=self.current_s, baseline_runs=())
+            d["current_runs"] = self.runs
+        d.update(asdict(self.terms), kind=self.kind, final=self.final, look=self.look)
+        d.update(name=self.name, notes=_reasons(self.notes, words), why=self.why)
+        d["reasons"] = [] if self.kind == DIFFERENT_ENVIRONMENT else _reasons(self.reasons, words)
+        d["environment"] = _reasons(self.environment, words)
+        d["figures"] = [f.to_dict(words) for f in self.figures]
+        d["secondary"] = [asdict(x) for x in self.secondary]
         d["numerics"] = None if self.numerics is None else self.numerics.to_dict()
-        out: dict[str, Any] = json_safe(d)
+        out: dict[str, Any] = json_safe({k: d[k] for k in JSON_KEYS})
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Comparison:
         """Back from :meth:`to_dict` (keys it does not know, such as the ``diagnosis`` that a
         result's JSON keeps here, are ignored)."""
-        tuples = ("reasons", "notes", "environment", "current_runs", "baseline_runs")
-        kw = _known_fields(cls, d, tuples=tuples)
-        if "figures" in kw:
-            kw["figures"] = tuple(FigureVerdict.from_dict(f) for f in kw["figures"] or ())
-        if "secondary" in kw:
-            kw["secondary"] = tuple(SecondaryComparison.from_dict(x) for x in kw["secondary"] or ())
-        if "numerics" in kw:
-            n = kw["numerics"]
-            kw["numerics"] = NumericsComparison.from_dict(n) if n else None
-        return cls(**kw)
+        figures = tuple(FigureVerdict.from_dict(f) for f in d.get("figures") or ())
+        n = d.get("numerics")
+        env = d.get("kind") == DIFFERENT_ENVIRONMENT
+        lead = next((f for f in figures if f.figure == d.get("figure")), None)
+        return cls(
+            kind=d["kind"],
+            final=d["final"],
+            look=d["look"],
+            terms=Terms(**{f.name: d[f.name] for f in fields(Terms) if f.name in d}),
+            name=d.get("name"),
+            lead=lead,
+            figures=figures,
+            reasons=tuple(map(Reason.from_dict, d.get("environment" if env else "reasons") or ())),
+            notes=tuple(map(Reason.from_dict, d.get("notes") or ())),
+            runs=tuple(d.get("current_runs") or ()) if lead is None else (),
+            secondary=tuple(SecondaryComparison.from_dict(x) for x in d.get("secondary") or ()),
+            numerics=NumericsComparison.from_dict(n) if n else None,
+        )
 
 
 # --- the diagnosis -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 At the bottom of the core (it imports nothing of the package): the verdict, the
 analysis and every report write a number the same way. A result's throughput, which
-reads a collective's bandwidths, is :func:`pytest_gpuperf.reporting.units.fmt_result_rate`.
+reads a collective's bandwidths, is :func:`pytest_gpuperf.reporting.columns.fmt_result_rate`.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     from tabulate import tabulate
 
     from pytest_gpuperf.baseline.codec import SCHEMA_VERSION
-    from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+    from pytest_gpuperf.units import fmt_pct, fmt_time
 
     side = load_source(args.name, args.dir)
     b = side.baseline

@@ -178,6 +178,7 @@ def compare(
 ) -> Outcome:
     """Judge every benchmark of ``candidate`` against ``reference`` as the gate does, every
     verdict final; ``modes``: the run's timing modes (default the built-in ones)."""
+    from pytest_gpuperf.reporting.explain import failure_words
     from pytest_gpuperf.verdict import DEFAULT_POLICY
     from pytest_gpuperf.verdict.judge import Judge
 
@@ -195,7 +196,8 @@ def compare(
         results.append(res)
         outcomes[key] = verdict.outcome
         if verdict.failures:
-            failures[key] = verdict.failures
+            who = f"{res.id.display} [{res.id.mode}]"
+            failures[key] = tuple(failure_words(who, x) for x in verdict.failures)
         match = judge.match(res)
         gated += verdict.comparison.gated
         ref_entry = ref.benchmarks.get(key)

@@ -11,10 +11,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_gpuperf.measure.names import NO_STEADY_STATE, SHIFT, STEADY, WARMUP_CAPPED
-from pytest_gpuperf.measure.summary import mad, median
-
-#: 1.4826 * MAD estimates the standard deviation of a normal sample.
-MAD_TO_SD = 1.4826
+from pytest_gpuperf.measure.summary import MAD_TO_SD, mad, median
 
 
 def _logs(values: Sequence[float]) -> list[float]:
@@ -104,7 +101,7 @@ def robust_sd(z: Sequence[float]) -> float:
     if len(z) < 3:
         return 0.0
     diffs = [abs(b - a) for a, b in itertools.pairwise(z)]
-    return median(diffs) / (0.6745 * math.sqrt(2.0))
+    return MAD_TO_SD * median(diffs) / math.sqrt(2.0)
 
 
 def changepoints(

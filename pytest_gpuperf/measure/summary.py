@@ -1,6 +1,6 @@
-"""Descriptive statistics of one measurement's rounds (pure Python).
+"""Descriptive statistics (pure Python): the one home of median, quantile and MAD.
 
-The median is the headline number; its noise is given twice: the
+The median is a measurement's headline number; its noise is given twice: the
 interquartile range relative to the median (how much rounds scatter), and a
 distribution-free 95 % confidence interval of the median from order
 statistics (how well the median itself is known).
@@ -11,7 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from statistics import median
 from typing import Any
+
+__all__ = ["MAD_TO_SD", "Summary", "mad", "median", "median_ci_ranks", "quantile", "summarize"]
+
+#: 1.4826 * MAD estimates the standard deviation of a normal sample.
+MAD_TO_SD = 1.4826
 
 
 def quantile(sorted_xs: Sequence[float], q: float) -> float:
@@ -22,10 +28,6 @@ def quantile(sorted_xs: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_xs) - 1)
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
-
-
-def median(xs: Sequence[float]) -> float:
-    return quantile(sorted(xs), 0.5)
 
 
 def mad(xs: Sequence[float]) -> float:

@@ -8,14 +8,14 @@ from typing import Any
 
 from pytest_gpuperf.measure import peaks
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.units import fmt_bytes
+from pytest_gpuperf.reporting.explain import secondary_words
 from pytest_gpuperf.telemetry import activity as act
+from pytest_gpuperf.units import fmt_bytes
 from pytest_gpuperf.verdict.secondary import (
     HIGHER,
     LOWER,
     MEMORY_BEHAVIOUR,
     PEAK_MEMORY,
-    explain_secondary,
 )
 
 #: Secondary figures shown when they are this large (percent, MiB/s).
@@ -98,7 +98,7 @@ def memory_changes(r: Result) -> list[str]:
     if c is None:
         return []
     return [
-        explain_secondary(s)
+        secondary_words(s)
         for s in c.secondary
         if s.metric in (PEAK_MEMORY, *MEMORY_BEHAVIOUR) and s.kind in (HIGHER, LOWER)
     ]

@@ -27,11 +27,10 @@ def commit_text(c: b.Commit, total: int) -> str:
 
 def _change(c: Comparison | None) -> str:
     """`` 3.00x (2.98x to 3.02x)``: the change and its interval."""
-    if c is None or c.ratio is None:
+    f = None if c is None else c.shown
+    if f is None:
         return ""
-    if c.ratio_low is None or c.ratio_high is None:
-        return f" {fmt_change(c.ratio)}"
-    return f" {fmt_change(c.ratio)} ({fmt_change(c.ratio_low)} to {fmt_change(c.ratio_high)})"
+    return f" {fmt_change(f.ratio)} ({fmt_change(f.ratio_low)} to {fmt_change(f.ratio_high)})"
 
 
 def _verdict(c: Comparison | None, a: b.Answer) -> str:

@@ -21,10 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
+from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
 #: Fewer kept rounds than this have no distribution-free 95 % interval of their median.
 MIN_CI_ROUNDS = 6
+
+
+def fmt_result_rate(result: Any) -> str:
+    """A result's throughput: a collective's algbw and busbw (nccl-tests' definitions,
+    :mod:`pytest_gpuperf.measure.collectives`), else its FLOP/s and bytes/s."""
+    from pytest_gpuperf.measure.collectives import rate_text
+
+    run = result.run
+    return rate_text(run) or fmt_rate(run.tflops, run.gbps)
 
 
 def _text(x: Any) -> str:
@@ -98,9 +107,9 @@ _LABELS["no-baseline"] = "no baseline"
 def verdict_cell(r: Result) -> str:
     """``2.96x REGRESSION (threshold 61.3 %)``, ``+1.2 % no change (threshold 8.0 %)``,
     ``+58.6 % INCONCLUSIVE / below resolution (would catch >= 2.04x)``: the change the gate
-    used (reporting/units.py:fmt_change) and the verdict with its resolution, in one cell."""
+    used (units.fmt_change) and the verdict with its resolution, in one cell."""
     from pytest_gpuperf.reporting.explain import figure_name, label_of
-    from pytest_gpuperf.reporting.units import fmt_change
+    from pytest_gpuperf.units import fmt_change
 
     c = r.comparison
     if c is None:
@@ -110,10 +119,11 @@ def verdict_cell(r: Result) -> str:
         label = label_of(c)
     else:
         label = _LABELS.get(kind, kind)
-    if c.ratio is None or kind == "no-baseline":
+    f = c.shown
+    if f is None or kind == "no-baseline":
         return label
-    name = figure_name(c.figure, r.id.mode)  # a plain "time" goes without saying
-    return f"{fmt_change(c.ratio)}{'' if name == 'time' else ' ' + name} {label}"
+    name = figure_name(f.figure, r.id.mode)  # a plain "time" goes without saying
+    return f"{fmt_change(f.ratio)}{'' if name == 'time' else ' ' + name} {label}"
 
 
 COLUMNS: dict[str, Column] = {

@@ -86,6 +86,7 @@ def row(r: Result) -> dict[str, Any]:
     s = r.run.summary
     measured = bool(r.run.rounds)
     c = r.comparison
+    shown = None if c is None else c.shown
     out: dict[str, Any] = {
         "benchmark": r.id.display,
         "key": r.id.key,
@@ -107,9 +108,10 @@ def row(r: Result) -> dict[str, Any]:
         "flags": " | ".join(r.notes),
         "verdict": v.kind_of(r),
         "change": v.row(r).change if c is not None else "",
-        **{
-            k: _num(getattr(c, k, None)) for k in ("ratio", "ratio_low", "ratio_high", "baseline_s")
-        },
+        "ratio": _num(c.ratio if c is not None else None),
+        "ratio_low": _num(shown.ratio_low if shown is not None else None),
+        "ratio_high": _num(shown.ratio_high if shown is not None else None),
+        "baseline_s": _num(c.baseline_s if c is not None else None),
         "run_id": r.run.run_id or "",
     }
     for k, x in r.id.params:

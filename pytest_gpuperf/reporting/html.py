@@ -20,10 +20,10 @@ from pytest_gpuperf.reporting import svg
 from pytest_gpuperf.reporting import verdicts as v
 from pytest_gpuperf.reporting.activity import lines as activity_lines
 from pytest_gpuperf.reporting.activity import memory_changes
-from pytest_gpuperf.reporting.columns import MIN_CI_ROUNDS, added_columns
+from pytest_gpuperf.reporting.columns import MIN_CI_ROUNDS, added_columns, fmt_result_rate
 from pytest_gpuperf.reporting.history import BenchHistory
 from pytest_gpuperf.reporting.sweeps import sweeps
-from pytest_gpuperf.reporting.units import fmt_bytes, fmt_pct, fmt_result_rate, fmt_time
+from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_time
 
 #: Badge colours by verdict kind.
 COLORS: dict[str, str] = {

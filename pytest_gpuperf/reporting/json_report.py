@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.columns import added_columns
-from pytest_gpuperf.reporting.explain import change_text
+from pytest_gpuperf.reporting.explain import change_text, words
 
 SCHEMA = "pytest-gpuperf/results"
 SCHEMA_VERSION = 1
@@ -30,7 +30,7 @@ def build(
     out_results = []
     added = added_columns()
     for r in results:
-        d = r.to_dict()
+        d = r.to_dict(words)
         env = d.pop("environment", None)
         eid = environment_id(env)
         if eid is not None:

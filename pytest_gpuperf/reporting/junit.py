@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
-from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+from pytest_gpuperf.units import fmt_pct, fmt_time
 
 PREFIX = "gpuperf"
 

@@ -12,7 +12,7 @@ from html import escape
 from itertools import groupby
 
 from pytest_gpuperf.measure.summary import quantile
-from pytest_gpuperf.reporting.units import fmt_time
+from pytest_gpuperf.units import fmt_time
 
 #: Series colours (colour-blind safe pair), also used by the page's legend.
 BASELINE = "#4c78a8"

@@ -19,6 +19,7 @@ from typing import Any
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result, printable
+from pytest_gpuperf.outcome import NUMERICS_CHANGED, NUMERICS_UNSEEDED, NumericsComparison
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
 from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
@@ -29,7 +30,8 @@ from pytest_gpuperf.reporting.columns import (
     params_text,
 )
 from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
-from pytest_gpuperf.reporting.units import fmt_pct, fmt_time
+from pytest_gpuperf.reporting.verdicts import ORDER
+from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
 WIDTH = 120
@@ -67,17 +69,6 @@ def fold(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-#: ``--gpuperf-sort`` keys: (key function, what it means).
-_VERDICT_RANK = {
-    "regression": 0,
-    "inconclusive": 1,
-    "improvement": 2,
-    "different-environment": 3,
-    "no-change": 4,
-    "no-baseline": 5,
-}
-
-
 def _ratio(r: Result) -> float:
     ratio = r.comparison.ratio if r.comparison is not None else None
     return float(ratio) if ratio is not None else -math.inf
@@ -91,9 +82,15 @@ def _num(x: float | None) -> float:
     return x if x is not None and math.isfinite(x) else math.inf
 
 
+def _rank(r: Result) -> int:
+    """The verdict's place in the report order (regressions first, no verdict last)."""
+    return ORDER.index(_kind(r)) if _kind(r) in ORDER else len(ORDER)
+
+
+#: ``--gpuperf-sort`` keys: (key function, what it means).
 SORT_KEYS: dict[str, tuple[Callable[[Result], Any], str]] = {
     "verdict": (
-        lambda r: _VERDICT_RANK.get(_kind(r), 6),
+        _rank,
         "regressions first, then inconclusive, improvements, ...; collection order within",
     ),
     "collection": (lambda r: 0, "the order the tests ran in"),
@@ -383,13 +380,13 @@ def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list
 
 def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
-    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED, NumericsComparison, explain
+    from pytest_gpuperf.reporting.explain import numerics_words
 
     spec = spec or TableSpec()
     found: list[tuple[Result, NumericsComparison]] = []
     for r in results:
         n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind in (CHANGED, UNSEEDED):
+        if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED):
             found.append((r, n))
     if not found:
         return []
@@ -399,7 +396,7 @@ def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
     )
     lines = ["numerics:"]
     for r, n in found:
-        lines.extend(wrap.wrap(f"{_who(r, mixed)}: {explain(n).removeprefix('numerics: ')}"))
+        lines.extend(wrap.wrap(f"{_who(r, mixed)}: {numerics_words(n).removeprefix('numerics: ')}"))
     return lines
 
 
@@ -450,12 +447,11 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     then one line that counts the rest of the verdicts, and one that counts the flags,
     numerics and memory notes and says how to see them."""
     from pytest_gpuperf.reporting.verdicts import summary_line
-    from pytest_gpuperf.verdict.numerics import CHANGED, UNSEEDED
 
     fails_inconclusive = spec.fail_on == "inconclusive"
     lines = []
     rest: dict[str, int] = {}
-    for r in sorted(results, key=lambda r: _VERDICT_RANK.get(_kind(r), 6)):
+    for r in sorted(results, key=_rank):
         kind = _kind(r)
         if kind in NOTABLE and (kind != "inconclusive" or fails_inconclusive):
             lines.append(fold(f"  {summary_line(r)}", spec.width))
@@ -471,9 +467,9 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     for r in results:
         flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
         n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind == CHANGED:
+        if n is not None and n.kind == NUMERICS_CHANGED:
             flags.append("output changed")
-        elif n is not None and n.kind == UNSEEDED:
+        elif n is not None and n.kind == NUMERICS_UNSEEDED:
             flags.append("numerics not compared (unseeded)")
         if memory_changes(r):
             flags.append("memory changed")
@@ -489,7 +485,7 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
 def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """Under ``-q``, one line that says why timings were not comparable (a tracer or
     profiler on one side only), since the folded verdicts no longer show it."""
-    from pytest_gpuperf.verdict.comparison import NOT_COMPARABLE
+    from pytest_gpuperf.outcome import NOT_COMPARABLE
 
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if not hit:

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.outcome import BELOW_RESOLUTION
 from pytest_gpuperf.reporting.explain import change_text
-from pytest_gpuperf.reporting.units import fmt_change, fmt_time
+from pytest_gpuperf.units import fmt_change, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
@@ -34,7 +35,6 @@ from pytest_gpuperf.verdict import (
     REGRESSION,
     Comparison,
 )
-from pytest_gpuperf.verdict.comparison import BELOW_RESOLUTION
 
 __all__ = [
     "DIFFERENT_ENVIRONMENT",
@@ -157,14 +157,14 @@ def row(result: Result) -> Row:
             current=fmt_time(current),
             runs="-",
         )
-    label = _label(c.kind, c.final, c)
-    ratio, lo, hi = _num(c.ratio), _num(c.ratio_low), _num(c.ratio_high)
-    change = change_text(c, result.id.mode) if ratio is not None else "-"
-    if lo is not None and hi is not None:
-        level = _num(c.ci_level) or 0.9
-        interval = f"{fmt_change(lo)} to {fmt_change(hi)} ({100 * level:.0f} % CI)"
-    else:
-        interval = "-"
+    f = c.shown
+    change = change_text(c, result.id.mode) if _num(c.ratio) is not None else "-"
+    interval = "-"
+    if f is not None and _num(f.ratio_low) is not None and _num(f.ratio_high) is not None:
+        interval = (
+            f"{fmt_change(f.ratio_low)} to {fmt_change(f.ratio_high)} "
+            f"({100 * c.terms.ci_level:.0f} % CI)"
+        )
     current = _num(c.current_s)
     if current is None and result.run.rounds:
         current = result.run.median
@@ -172,13 +172,13 @@ def row(result: Result) -> Row:
         result=result,
         kind=c.kind,
         final=c.final,
-        label=label,
-        ratio=ratio,
+        label=_label(c.kind, c.final, c),
+        ratio=_num(c.ratio),
         change=change,
         interval=interval,
         baseline=fmt_time(_num(c.baseline_s)),
         current=fmt_time(current),
-        runs=f"{c.k} / {c.r}",
+        runs=f"{0 if c.lead is None else c.lead.k} / {c.r}",
     )
 
 

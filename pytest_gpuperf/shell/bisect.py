@@ -24,6 +24,7 @@ from pytest_gpuperf.errors import OutputError
 from pytest_gpuperf.outcome import REGRESSION
 from pytest_gpuperf.reporting import github
 from pytest_gpuperf.reporting.bisect import github_line, step_line, summary_lines
+from pytest_gpuperf.reporting.explain import words
 from pytest_gpuperf.shell.ab import ABGate, collect_base, run_in_tree, say_stale
 from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, git, remove_stale
 from pytest_gpuperf.shell.capture import capture, should_capture
@@ -117,7 +118,7 @@ class BisectSession:
                 self.good_tree.remove()
         report.wall_s = time.monotonic() - self.started
         session.testsfailed = len(report.failing(self.run.settings.verdict.fail_on))
-        self.session.session_info["bisect"] = report.to_dict()
+        self.session.session_info["bisect"] = report.to_dict(words)
         self._github(report)
         return True
 

@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_gpuperf.model import Result
+    from pytest_gpuperf.outcome import Comparison
     from pytest_gpuperf.shell.settings import RunContext
-    from pytest_gpuperf.verdict.comparison import Comparison
 
 NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
 #: The reason of a tool that the capture budget left no time for (a leftover).

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.artifacts.analysis.layout import Layout
 from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED
 from pytest_gpuperf.model import short_test_id
-from pytest_gpuperf.reporting.explain import change_of
+from pytest_gpuperf.reporting.explain import change_text
 from pytest_gpuperf.shell.capture import (
     NO_TIME,
     CaptureReport,
@@ -42,8 +42,8 @@ from pytest_gpuperf.shell.rerun import capture_command
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRunner, Collector
     from pytest_gpuperf.model import Result
+    from pytest_gpuperf.outcome import Comparison
     from pytest_gpuperf.shell.settings import RunContext
-    from pytest_gpuperf.verdict.comparison import Comparison
 
 #: The tools of the first diagnosis (one child serves both).
 FIRST_TOOLS = ("torch_profiler", "torch_trace")
@@ -373,7 +373,7 @@ def _tests(results: Iterable[Result]) -> dict[str, _Test]:
         t.results.append(r)
         c = r.comparison
         if c is not None and c.ratio is not None and c.ratio > t.slowdown:
-            t.slowdown, t.change = float(c.ratio), change_of(c, r.id.mode)
+            t.slowdown, t.change = float(c.ratio), change_text(c, r.id.mode)
         for a in entries:
             _read_entry(t, a)
     return out

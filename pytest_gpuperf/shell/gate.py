@@ -21,7 +21,7 @@ import pytest
 
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.model import Result, printable
-from pytest_gpuperf.reporting.explain import explain, summary_line
+from pytest_gpuperf.reporting.explain import explain, failure_words, summary_line
 from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.rerun import matching, run_child
 from pytest_gpuperf.shell.settings import fingerprint_extra
@@ -320,7 +320,7 @@ class Gate:
         c = v.comparison
         r.comparison = c
         out.comparisons[r.id.key] = c
-        out.failures += v.failures
+        out.failures += [failure_words(f"{r.id.display} [{r.id.mode}]", x) for x in v.failures]
         if v.outcome == FAIL:
             out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c, r.id.mode)}")
         elif v.outcome == WARN:

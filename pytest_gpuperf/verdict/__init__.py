@@ -1,15 +1,15 @@
 """The judgement: is a benchmark slower than its baseline, and how sure are we?
 
 Pure (no pytest, no torch). :mod:`.robust` holds the statistics, :mod:`.policy`
-the settings and noise classes, :mod:`.decide` the rule for one benchmark,
-:mod:`.comparison` the verdict it returns (what results carry and reports read).
+the settings and noise classes, :mod:`.decide` the rule for one benchmark; the verdict
+it returns is :mod:`pytest_gpuperf.outcome`'s (what results carry and reports read).
 The gate (pytest) and ``pytest-gpuperf compare`` (the CLI) both call
 :func:`decide` and :func:`outcome`.
 """
 
 from __future__ import annotations
 
-from pytest_gpuperf.verdict.comparison import (
+from pytest_gpuperf.outcome import (
     DIFFERENT_ENVIRONMENT,
     GATED_KINDS,
     IMPROVEMENT,
@@ -32,7 +32,6 @@ from pytest_gpuperf.verdict.decide import (
     RunStat,
     classes_for,
     decide,
-    needs_confirmation,
     outcome,
     with_note,
     within_run_se,
@@ -73,7 +72,6 @@ __all__ = [
     "VerdictSettings",
     "classes_for",
     "decide",
-    "needs_confirmation",
     "outcome",
     "with_note",
     "within_run_se",

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_gpuperf.jsonsafe import json_safe
-from pytest_gpuperf.outcome import IMPROVEMENT, NO_CHANGE, REGRESSION, Comparison, Diagnosis
+from pytest_gpuperf.outcome import IMPROVEMENT, NO_CHANGE, REGRESSION, Comparison, Diagnosis, Words
 
 SLOWER, NOT_SLOWER, UNDECIDED, SKIPPED = "slower", "not-slower", "undecided", "skipped"
 #: what became of a benchmark: its first slower commit; a range it could not narrow; or what
@@ -173,7 +173,15 @@ class Report:
     def processes(self) -> int:
         return sum(s.processes for s in self.steps)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON's ``session.bisect``: every field, the verdicts and diagnoses whole."""
-        doc: dict[str, Any] = json_safe(asdict(self))
-        return {**doc, "processes": self.processes}
+    def to_dict(self, words: Words | None = None) -> dict[str, Any]:
+        """The JSON's ``session.bisect``: every field, the verdicts (as their ``to_dict``
+        writes them, with ``words``) and the diagnoses whole."""
+        doc = asdict(self)
+        for step, d in zip(self.steps, doc["steps"], strict=True):
+            d["verdicts"] = {k: c.to_dict(words) for k, c in step.verdicts.items()}
+        for a, d in zip(self.answers, doc["answers"], strict=True):
+            for side in ("against_parent", "against_good"):
+                c = getattr(a, side)
+                d[side] = None if c is None else c.to_dict(words)
+        out: dict[str, Any] = json_safe(doc)
+        return {**out, "processes": self.processes}

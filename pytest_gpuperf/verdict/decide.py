@@ -17,20 +17,29 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.contention import ONE_THREAD, WAITED
-from pytest_gpuperf.model import Run, printable
-from pytest_gpuperf.verdict.comparison import (
+from pytest_gpuperf.measure.summary import MAD_TO_SD, mad, median, quantile
+from pytest_gpuperf.model import Run
+from pytest_gpuperf.outcome import (
     BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
+    E2E_MISSING,
+    ENVIRONMENT,
     IMPROVEMENT,
     INCONCLUSIVE,
+    LEFT_OUT,
     NO_BASELINE,
     NO_CHANGE,
     NOT_COMPARABLE,
     REGRESSION,
     UNCONFIRMED,
     UNMEASURABLE,
+    WAITS_NO_LONGER,
+    WAITS_NOW,
     Comparison,
     FigureVerdict,
+    Reason,
+    Terms,
+    said,
 )
 from pytest_gpuperf.verdict.policy import CLASSES, DEFAULT_POLICY, DecisionPolicy, NoiseClass
 from pytest_gpuperf.verdict.robust import moderate, z_of
@@ -52,37 +61,23 @@ LEVEL_Q = 0.1
 
 
 def within_run_se(rounds: Sequence[float]) -> float | None:
-    """Standard error of the log median of ``rounds`` (1.2533 * 1.4826 * MAD / sqrt(n)).
+    """Standard error of the log median of ``rounds`` (1.2533 robust SDs over sqrt(n)).
 
     Rounds are autocorrelated, so this understates a run's own noise: a floor
     on the between-process noise, never an estimate of it. None with fewer
     than 3 positive rounds.
     """
-    logs = sorted(math.log(x) for x in rounds if x > 0)
-    n = len(logs)
-    if n < 3:
+    logs = [math.log(x) for x in rounds if x > 0]
+    if len(logs) < 3:
         return None
-    med = _median(logs)
-    mad = _median([abs(y - med) for y in logs])
-    return 1.2533 * 1.4826 * mad / math.sqrt(n)
-
-
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    return 1.2533 * MAD_TO_SD * mad(logs) / math.sqrt(len(logs))
 
 
 def run_level(rounds: Sequence[float]) -> float | None:
     """A run's level on a figure: the :data:`LEVEL_Q` quantile of its rounds (seconds per
     call, interpolated), or None without a positive finite round."""
     xs = sorted(x for x in rounds if x > 0 and math.isfinite(x))
-    if not xs:
-        return None
-    pos = LEVEL_Q * (len(xs) - 1)
-    i = math.floor(pos)
-    j = min(i + 1, len(xs) - 1)
-    return xs[i] + (xs[j] - xs[i]) * (pos - i)
+    return quantile(xs, LEVEL_Q) if xs else None
 
 
 def _power_capped(telemetry: Mapping[str, Any] | None, share: float = 0.5) -> bool:
@@ -271,8 +266,8 @@ def decide_figure(
         raise ValueError("decide_figure() needs baseline and current runs")
     s, prior, own, df = _noise(base, klass, policy, floor)
     se = s * math.sqrt(median_var(k) + median_var(r))
-    level = _median(base)
-    d = _median(cur) - level
+    level = median(base)
+    d = median(cur) - level
     slower = min(cur) - level  # every current run is at least this much slower
     faster = level - max(cur)  # ... or at least this much faster
     z, floor_log = policy.z, math.log1p(policy.threshold)
@@ -294,7 +289,9 @@ def decide_figure(
         # ... unless two current runs disagree: their median is their mean, which a slow one
         # pulls; a third run's median is robust to it
         kind, final, why = INCONCLUSIVE, last or r != 2, BELOW_RESOLUTION
-        reasons.append(_below_resolution(d, d + half, cutoff, resolution, policy.ci_level))
+        numbers = {"slower": _exp(d) - 1, "high": _exp(d + half) - 1, "cutoff": _exp(cutoff) - 1}
+        numbers.update(resolution=resolution, level=policy.ci_level)
+        reasons.append(Reason(BELOW_RESOLUTION, numbers))
     return FigureVerdict(
         figure=figure,
         klass=klass.name,
@@ -303,7 +300,7 @@ def decide_figure(
         k=k,
         r=r,
         baseline_s=_exp(level),
-        current_s=_exp(_median(cur)),
+        current_s=_exp(median(cur)),
         ratio=_exp(d),
         ratio_low=_exp(d - half),
         ratio_high=_exp(d + half),
@@ -326,17 +323,6 @@ def decide_figure(
     )
 
 
-def _below_resolution(d: float, high: float, cutoff: float, resolution: float, level: float) -> str:
-    """Why a figure is inconclusive, not "no change": no slowdown beyond the threshold was
-    seen, but the interval's upper end (``high``, log) does not rule one out."""
-    return (
-        f"below resolution: {_pct(_exp(d) - 1)} slower, its {level:.0%} interval reaches "
-        f"{_pct(_exp(high) - 1)}, beyond the {_pct(_exp(cutoff) - 1)} threshold in force; it "
-        f"would catch >= {_pct(resolution)} (more baseline runs, or a quieter machine, "
-        "catch less)"
-    )
-
-
 def _noise(
     ys: Sequence[float], klass: NoiseClass, policy: DecisionPolicy, floor: float
 ) -> tuple[float, float, float, int]:
@@ -345,9 +331,9 @@ def _noise(
     from their median: runs spread wide widen it, one slow or lucky-fast process among
     them does not (nor does it move the level). It raises the class prior at most
     ``policy.own_cap`` times: a benchmark noisier than that belongs to another class."""
-    level = _median(ys)
+    level = median(ys)
     prior = klass.prior(math.exp(level))
-    own = min(1.4826 * _median([abs(y - level) for y in ys]), policy.own_cap * prior)
+    own = min(MAD_TO_SD * mad(ys), policy.own_cap * prior)
     df = len(ys) - 1
     s = max(moderate(prior, policy.prior_weight, own, df), policy.noise_floor, floor)
     return s, prior, own, df
@@ -364,10 +350,10 @@ def _classify(
     klass: NoiseClass,
     *,
     last: bool,
-) -> tuple[str, bool, list[str], str]:
+) -> tuple[str, bool, list[Reason], str]:
     """The figure's kind, whether it is final, and the reasons and which kind of inconclusive
     it is (all sizes as log ratios; ``r`` current runs; ``last``: no more runs can be made)."""
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     why = ""
     suspect = slower > max(floor_log, cutoff / 2)
     if slower > cutoff or (suspect and not last):
@@ -381,24 +367,14 @@ def _classify(
             kind, final = NO_CHANGE, True
         elif not final and last:
             kind, final, why = INCONCLUSIVE, True, UNCONFIRMED
-            reasons.append(
-                f"at least {_pct(_exp(slower) - 1)} slower in all {r} run{'s' if r != 1 else ''}"
-                f", above its {_pct(_exp(cutoff) - 1)} threshold, but not confirmed: its class "
-                f"({klass.name}) needs {klass.runs} fresh-process runs below "
-                f"{_pct(_exp(decisive) - 1)} (process modes alone reach "
-                f"{_pct(klass.mode - 1)}), and no more could be run"
-            )
+            numbers: dict[str, Any] = {"slower": _exp(slower) - 1, "r": r, "klass": klass.name}
+            numbers.update(cutoff=_exp(cutoff) - 1, runs=klass.runs, decisive=_exp(decisive) - 1)
+            reasons.append(Reason(UNCONFIRMED, {**numbers, "mode": klass.mode - 1}))
     elif faster > cutoff:
         kind, final = IMPROVEMENT, True
     else:
         kind, final = NO_CHANGE, True
     return kind, final, reasons, why
-
-
-def _pct(x: float) -> str:
-    if not math.isfinite(x):
-        return "inf %"
-    return f"{100 * x:.1f} %" if x < 1 else f"{x + 1:.3g}x"
 
 
 _ORDER = {REGRESSION: 0, INCONCLUSIVE: 1, IMPROVEMENT: 2, NO_CHANGE: 3}
@@ -454,41 +430,44 @@ def decide_stats(
     base = [x for x in baseline if x.level_s > 0 and math.isfinite(x.level_s)]
     look = len(cur) if look is None else look
     last = last or len(cur) >= policy.max_runs
-    common: dict[str, Any] = {
-        "look": look,
-        "looks": policy.max_runs,
-        "name": name,
-        "threshold": policy.threshold,
-        "alpha": policy.alpha,
-        "ci_level": policy.ci_level,
-        "current_runs": tuple(x.level_s for x in cur),
-    }
+    terms = Terms(policy.max_runs, policy.threshold, policy.alpha, policy.ci_level)
+    common: dict[str, Any] = {"look": look, "terms": terms, "name": name}
     notes = _hidden_notes(base, cur, mode)
     if not base:
-        fast = min(x.level_s for x in cur)
-        return Comparison(
-            kind=NO_BASELINE, final=True, current_s=fast, r=len(cur), notes=tuple(notes), **common
-        )
+        runs = tuple(x.level_s for x in cur)
+        return Comparison(NO_BASELINE, True, runs=runs, notes=tuple(notes), **common)
     classes = classes_for(base, mode, policy)
-    verdicts = _figures(base, cur, classes, policy, last, notes)
+    verdicts = tuple(_figures(base, cur, classes, policy, last, notes))
     if environment_diff:
-        lead = verdicts[0]
-        diff = tuple(environment_diff)
-        return _compare(lead, verdicts, DIFFERENT_ENVIRONMENT, True, common, notes, diff)
+        diff = tuple(map(said, environment_diff))
+        return Comparison(
+            DIFFERENT_ENVIRONMENT, True, **common, lead=verdicts[0], figures=verdicts, reasons=diff
+        )
     lead = _combine(verdicts)
     # A confirmed regression of one figure settles the benchmark; otherwise every figure must.
     final = lead.final if lead.kind == REGRESSION else all(v.final for v in verdicts)
     kind = lead.kind
     reasons = list(lead.reasons)
+    env = Reason(ENVIRONMENT, {"text": environment_reason})
     if kind == REGRESSION and environment_reason and lead.slower <= lead.decisive:
         # A clock regime the baseline never saw can explain a non-decisive slowdown.
-        reasons.append(f"environment: {environment_reason}")
+        reasons.append(env)
         kind, final = (INCONCLUSIVE, True) if last else (REGRESSION, False)
     elif environment_reason:
-        notes.append(f"environment: {environment_reason}")
+        notes.append(env)
     if kind == REGRESSION and final:
-        reasons.insert(0, _why_regression(lead))
-    return _compare(lead, verdicts, kind, final, common, notes, (), reasons)
+        numbers = {"figure": lead.figure, "slower": lead.slower, "cutoff": lead.cutoff}
+        numbers.update(klass=lead.klass, r=lead.r, decisive=lead.decisive, one_run=lead.one_run)
+        reasons.insert(0, Reason(REGRESSION, numbers))
+    return Comparison(
+        kind,
+        final,
+        **common,
+        lead=lead,
+        figures=verdicts,
+        reasons=tuple(reasons),
+        notes=tuple(notes),
+    )
 
 
 def _figures(
@@ -497,7 +476,7 @@ def _figures(
     classes: Mapping[str, NoiseClass],
     policy: DecisionPolicy,
     last: bool,
-    notes: list[str],
+    notes: list[Reason],
 ) -> list[FigureVerdict]:
     """Each figure's verdict (:func:`decide_figure`) on the good runs of both sides, a tracer
     on one side only and bad evidence taken into account; what the reader should know goes
@@ -511,7 +490,7 @@ def _figures(
         if b is None or c is None:
             if figure != E2E:
                 raise ValueError(f"figure {figure!r} missing from a run")
-            notes.append("end-to-end time missing from some runs (older baseline): not compared")
+            notes.append(Reason(E2E_MISSING))
             continue
         bad_b = [x.bad(figure) for x in base]
         bad_c = [x.bad(figure) for x in cur]
@@ -520,39 +499,18 @@ def _figures(
         like = figure != DEVICE or _same_hiding(base, cur)
         kw: dict[str, Any] = {"klass": klass, "policy": policy, "floor": min(floor, 0.05)}
         kw.update(like_for_like=like, allowance=allowance)
-        left_out = _left_out(bad_b, bad_c)
         if not good_b or not good_c:  # as measured, for what it shows; never a verdict
             v = decide_figure(figure, b, c, last=True, **kw)
             verdicts.append(_unmeasurable(v, bad_b, bad_c, cur, figure, last))
             continue
-        if left_out:
-            notes.append(f"{_NAMES.get(figure, figure)}: {left_out}")
+        if any(bad_b) or any(bad_c):
+            notes.append(Reason(LEFT_OUT, {"figure": figure, "baseline": bad_b, "current": bad_c}))
         v = decide_figure(figure, good_b, good_c, last=last, **kw)
         if tracers and any(x.pays_host(figure) for x in (*base, *cur)):
-            why = (
-                f"{_NAMES.get(figure, figure)} not comparable: {tracers}; a tracer slows host "
-                "work several times, by how much Python it runs, so this is never a "
-                "regression. Compare runs measured alike (save a baseline under the same "
-                "tracer, or run without it)"
-            )
+            why = Reason(NOT_COMPARABLE, {"figure": figure, **tracers})
             v = replace(v, kind=INCONCLUSIVE, final=True, why=NOT_COMPARABLE, reasons=(why,))
         verdicts.append(v)
     return verdicts
-
-
-#: how a figure is named in a sentence
-_NAMES = {"device": "device time", "end-to-end": "end-to-end", "time": "time"}
-
-
-def _left_out(bad_base: Sequence[str | None], bad_cur: Sequence[str | None]) -> str:
-    """``bad evidence left out: baseline 1 of 3 (waited 0.31); current 1 of 2 (shift)``, or
-    "" when every run counted."""
-    parts = []
-    for side, bad in (("baseline", bad_base), ("current", bad_cur)):
-        codes = [b for b in bad if b]
-        if codes:
-            parts.append(f"{side} {len(codes)} of {len(bad)} ({'; '.join(sorted(set(codes)))})")
-    return "bad evidence left out: " + ", ".join(parts) if parts else ""
 
 
 def _unmeasurable(
@@ -570,39 +528,19 @@ def _unmeasurable(
     bad_cur = [b for b in bad_cur if b]
     final = last or no_base or len(bad_cur) >= BAD_RUNS
     threads = max((x.threads or 1.0) for x in cur)
-    remedy = (
-        f"torch.set_num_threads(1) (the work ran on {threads:.1f} threads), an idle runner, "
-        "or --gpuperf-ab=REF"
-        if threads > ONE_THREAD
-        else "an idle runner, a quieter moment, or --gpuperf-ab=REF"
-    )
     side, codes = ("baseline", bad_base) if no_base else ("current", bad_cur)
-    line = (
-        f"unmeasurable: {len(codes)} {side} run{'s' if len(codes) != 1 else ''} "
-        f"{'are' if len(codes) != 1 else 'is'} no evidence ({'; '.join(c or '' for c in codes)}: "
-        f"their threads waited that share of the time for a CPU); this benchmark cannot be "
-        f"measured on this machine now: {remedy}"
-    )
+    line = Reason(UNMEASURABLE, {"side": side, "codes": list(codes), "threads": threads})
     return replace(v, kind=INCONCLUSIVE, final=final, why=UNMEASURABLE, reasons=(line,))
 
 
-def tracer_change(base: Sequence[RunStat], current: Sequence[RunStat]) -> str | None:
-    """What differs in tracers between the two sides, or None when they were measured alike
-    (their names escaped: any conftest can name a trace function, and a file any tracer)."""
+def tracer_change(base: Sequence[RunStat], current: Sequence[RunStat]) -> dict[str, Any]:
+    """The tracers of each side (``then``: the baseline's, ``now``) where they differ, else
+    an empty dict (both sides measured alike)."""
     b = {x.tracer for x in base}
     c = {x.tracer for x in current}
     if b == c:
-        return None
-    now = sorted(printable(t) for t in c if t)
-    then = sorted(printable(t) for t in b if t)
-    if now and not then:
-        return f"a tracer ({'; '.join(now)}) was active in this run, in none of the baseline's"
-    if then and not now:
-        return f"the baseline's runs were measured under a tracer ({'; '.join(then)}), this one not"
-    return (
-        f"tracers differ: {', '.join(then) or 'none'} in the baseline, "
-        f"{', '.join(now) or 'none'} now"
-    )
+        return {}
+    return {"then": sorted(t for t in b if t), "now": sorted(t for t in c if t)}
 
 
 def _unlike_allowance(base: Sequence[RunStat]) -> float:
@@ -614,71 +552,6 @@ def _unlike_allowance(base: Sequence[RunStat]) -> float:
     return max(0.0, math.log(min(e2e) / min(x.level_s for x in base)))
 
 
-def _compare(
-    lead: FigureVerdict,
-    verdicts: Sequence[FigureVerdict],
-    kind: str,
-    final: bool,
-    common: Mapping[str, Any],
-    notes: Sequence[str],
-    environment: Sequence[str],
-    reasons: Sequence[str] = (),
-) -> Comparison:
-    # no evidence, no change: the ratio of runs that are none is not shown as one
-    shown = not (kind == INCONCLUSIVE and lead.why == UNMEASURABLE)
-    return Comparison(
-        kind=kind,
-        final=final,
-        figure=lead.figure,
-        klass=lead.klass,
-        k=lead.k,
-        r=lead.r,
-        baseline_s=lead.baseline_s,
-        current_s=lead.current_s,
-        ratio=lead.ratio if shown else None,
-        ratio_low=lead.ratio_low if shown else None,
-        ratio_high=lead.ratio_high if shown else None,
-        slower=lead.slower,
-        threshold_in_force=lead.cutoff,
-        threshold_reason=lead.cutoff_reason,
-        decisive=lead.decisive,
-        noise=lead.noise,
-        noise_prior=lead.noise_prior,
-        noise_own=lead.noise_own,
-        se=lead.se,
-        z=lead.z,
-        resolution=lead.resolution,
-        runs_needed=lead.runs_needed,
-        reasons=tuple(reasons),
-        notes=tuple(notes),
-        environment=tuple(environment),
-        baseline_runs=lead.baseline_runs,
-        figures=tuple(verdicts),
-        why=lead.why if kind == INCONCLUSIVE else "",
-        **{**common, "current_runs": lead.current_runs},
-    )
-
-
-def _why_regression(f: FigureVerdict) -> str:
-    runs = f"{f.r} run{'s' if f.r != 1 else ''}"
-    if f.slower > f.one_run:
-        how = f"far beyond what process modes of its class ({f.klass}) produce: one run settles it"
-    elif f.slower > f.decisive:
-        how = (
-            f"beyond what process modes of its class ({f.klass}) produce "
-            f"({_pct(f.decisive)}), in both of {runs}"
-        )
-    else:
-        how = f"in every one of {runs}, as its class ({f.klass}) requires"
-    what = "time" if f.figure == TIME else f"{f.figure} time"
-    # ``slower`` is the fastest current run's slowdown, not the change the outputs show (the
-    # levels' ratio): said as what it is
-    return (
-        f"{what} at least {_pct(f.slower)} slower (its fastest run), above its "
-        f"{_pct(f.cutoff)} threshold, {how}"
-    )
-
-
 def _same_hiding(base: Sequence[RunStat], cur: Sequence[RunStat]) -> bool:
     """Whether every current run's device figure was measured as the baseline's were."""
     b = {x.host_hidden for x in base if x.host_hidden is not None}
@@ -687,24 +560,16 @@ def _same_hiding(base: Sequence[RunStat], cur: Sequence[RunStat]) -> bool:
 
 def _hidden_notes(
     base: Sequence[RunStat], cur: Sequence[RunStat], mode: str | backend.Mode | None
-) -> list[str]:
+) -> list[Reason]:
     if not _described(mode).hides_host:
         return []
     b = [x.host_hidden for x in base if x.host_hidden is not None]
     c = [x.host_hidden for x in cur if x.host_hidden is not None]
     if b and c and all(b) and not any(c):
-        return [
-            "the current code waits for the GPU inside the call (.item(), .cpu(), a sync), so "
-            "its device time includes those waits; the baseline's did not wait"
-        ]
+        return [Reason(WAITS_NOW)]
     if b and c and not any(b) and all(c):
-        return ["the baseline waited for the GPU inside the call; the current code no longer does"]
+        return [Reason(WAITS_NO_LONGER)]
     return []
-
-
-def needs_confirmation(comparison: Comparison) -> bool:
-    """Whether the benchmark should be measured again in a fresh process before it stands."""
-    return not comparison.final
 
 
 def outcome(comparison: Comparison, fail_on: str = "regression") -> str:
@@ -723,4 +588,4 @@ def outcome(comparison: Comparison, fail_on: str = "regression") -> str:
 
 
 def with_note(c: Comparison, note: str) -> Comparison:
-    return replace(c, notes=(*c.notes, note))
+    return replace(c, notes=(*c.notes, said(note)))

@@ -21,13 +21,12 @@ from pytest_gpuperf.baseline.fingerprint import fingerprint
 from pytest_gpuperf.baseline.records import Baseline, Match
 from pytest_gpuperf.measure.backend import BUILTIN, Modes
 from pytest_gpuperf.model import Result, Run
+from pytest_gpuperf.outcome import Comparison, NumericsComparison, SecondaryComparison
 from pytest_gpuperf.telemetry.regime import confirm_in_cycles, regime_difference
-from pytest_gpuperf.verdict.comparison import Comparison
 from pytest_gpuperf.verdict.decide import PENDING, decide, outcome, with_note
 from pytest_gpuperf.verdict.numerics import GATE as GATE_NUMERICS
-from pytest_gpuperf.verdict.numerics import OFF, NumericsComparison, StoredFingerprint
+from pytest_gpuperf.verdict.numerics import OFF, StoredFingerprint
 from pytest_gpuperf.verdict.numerics import compare as compare_numerics
-from pytest_gpuperf.verdict.numerics import explain as explain_numerics
 from pytest_gpuperf.verdict.policy import DEFAULT_POLICY, DecisionPolicy, VerdictSettings
 from pytest_gpuperf.verdict.secondary import (
     FIRST_CALL,
@@ -35,9 +34,7 @@ from pytest_gpuperf.verdict.secondary import (
     MEMORY_BEHAVIOUR,
     PEAK_MEMORY,
     TRANSFERS,
-    SecondaryComparison,
     compare_secondary,
-    explain_secondary,
     transfer_bytes,
 )
 
@@ -75,8 +72,9 @@ class Verdict:
     comparison: Comparison
     #: what the test item does (:func:`~pytest_gpuperf.verdict.decide.outcome`)
     outcome: str
-    #: what fails the test beyond its time: a gated secondary metric, gated numerics
-    failures: tuple[str, ...] = ()
+    #: what fails the test beyond its time: a gated secondary metric, gated numerics (the
+    #: reports say it: :func:`pytest_gpuperf.reporting.explain.failure_words`)
+    failures: tuple[SecondaryComparison | NumericsComparison, ...] = ()
 
 
 class Judge:
@@ -195,13 +193,10 @@ class Judge:
         output's numerics (``outputs``: each run's fingerprint) added, what the test does,
         and the failures of those that are gated (the benchmark's own settings)."""
         mine = self.settings.for_result(result.gate)
-        who = f"{result.id.display} [{result.id.mode}]"
         tolerances = {PEAK_MEMORY: mine.memory_tolerance, FIRST_CALL: mine.first_call_tolerance}
         found = self.secondary(result, tolerances)
-        failures = [
-            f"{who}: {explain_secondary(s)}"
-            for s in found
-            if s.kind == HIGHER and _gated(mine.gate_secondary, s.metric)
+        failures: list[SecondaryComparison | NumericsComparison] = [
+            s for s in found if s.kind == HIGHER and _gated(mine.gate_secondary, s.metric)
         ]
         c = replace(c, secondary=tuple(found))
         if mine.numerics != OFF:
@@ -210,10 +205,8 @@ class Judge:
             )
             if numerics is not None:
                 c = replace(c, numerics=numerics)
-                if numerics.fails:  # what failed is the output, never the time: said first
-                    text = explain_numerics(numerics).removeprefix("numerics: ")
-                    text = text.removeprefix("output changed (numerics gated: fails): ")
-                    failures.append(f"gpuperf: output changed: {who} (numerics gated): {text}")
+                if numerics.fails:  # what failed is the output, never the time
+                    failures.append(numerics)
         return Verdict(c, outcome(c, self.policy.fail_on), tuple(failures))
 
     def secondary(

@@ -1,12 +1,12 @@
 """Numerics beside time: comparing the output fingerprints of two sides.
 
 :mod:`pytest_gpuperf.measure.numerics` computes a fingerprint (per output tensor: path,
-shape, dtype, statistics of its finite values, NaN/Inf counts, :data:`SAMPLES` values at
+shape, dtype, statistics of its finite values, NaN/Inf counts, ``SAMPLES`` values at
 fixed positions) and :mod:`pytest_gpuperf.measure.numerics_format` validates it. A
 relative difference is taken against the larger of the two values and the tensor's mean
 absolute value, so values near zero do not blow it up. When runs of the same code differ
 among themselves the inputs were not seeded: the comparison means nothing and says so
-(:data:`UNSEEDED`). Pure Python.
+(``unseeded``). Pure Python.
 """
 
 from __future__ import annotations
@@ -16,35 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.measure import numerics_format
 from pytest_gpuperf.measure.numerics_format import STATS, Fingerprint, decode
 from pytest_gpuperf.outcome import (
     NO_BASELINE,
     NUMERICS_CHANGED,
     NUMERICS_SAME,
     NUMERICS_UNSEEDED,
+    NumericsComparison,
 )
-from pytest_gpuperf.outcome import NumericsComparison as NumericsComparison
-
-#: The fingerprint's format (:mod:`pytest_gpuperf.measure.numerics_format`), importable
-#: from here too.
-SAMPLES = numerics_format.SAMPLES
-sample_indices = numerics_format.sample_indices
-problem = numerics_format.problem
-encode = numerics_format.encode
 
 #: Options of ``numerics=`` read here: no fingerprint / fail on a change (``report``: neither).
 OFF, GATE = "off", "gate"
-
-#: :attr:`NumericsComparison.kind` values.
-SAME = NUMERICS_SAME
-CHANGED = NUMERICS_CHANGED
-UNSEEDED = NUMERICS_UNSEEDED
-
-UNSEEDED_ADVICE = (
-    "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
-    "for the numerics comparison to mean anything"
-)
 
 # --- comparison -------------------------------------------------------------------------
 
@@ -187,8 +169,8 @@ def compare(
         current_spread=c_spread.rel if len(cur) > 1 else None,
     )
     if b_spread.rel > tolerance or c_spread.rel > tolerance:
-        return NumericsComparison(UNSEEDED, **common)
-    return NumericsComparison(CHANGED if d.beyond(tolerance) else SAME, **common)
+        return NumericsComparison(NUMERICS_UNSEEDED, **common)
+    return NumericsComparison(NUMERICS_CHANGED if d.beyond(tolerance) else NUMERICS_SAME, **common)
 
 
 # --- text --------------------------------------------------------------------------------
@@ -200,49 +182,3 @@ def _short(dtype: str) -> str:
 
 def _shape(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
-
-
-def _fmt_rel(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if not math.isfinite(x):
-        return "inf (a value became NaN or infinite)"
-    return f"{x:.3g}"
-
-
-def _value(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6g}"
-
-
-def explain(n: NumericsComparison) -> str:
-    """One line (two with a change list) on the output's numerics; ``""`` when unknown."""
-    if n.kind == NO_BASELINE:
-        return ""
-    if n.kind == UNSEEDED:
-        where = []
-        if n.baseline_spread is not None and n.baseline_spread > n.tolerance:
-            where.append(
-                f"the baseline's {n.baseline_runs} runs differ by up to "
-                f"{_fmt_rel(n.baseline_spread)} (relative)"
-            )
-        if n.current_spread is not None and n.current_spread > n.tolerance:
-            where.append(
-                f"this run's {n.current_runs} processes differ by up to "
-                f"{_fmt_rel(n.current_spread)}"
-            )
-        text = f"numerics not compared: {UNSEEDED_ADVICE} ({'; '.join(where)})"
-        if n.changes:
-            text += "; also: " + "; ".join(n.changes)
-        return text
-    size = (
-        f"largest relative difference {_fmt_rel(n.max_rel)} at {n.where} "
-        f"({_value(n.baseline)} -> {_value(n.current)})"
-        if n.max_rel
-        else "values identical"
-    )
-    if n.kind == SAME:
-        return f"numerics: output unchanged ({size}; tolerance {n.tolerance:g})"
-    head = "output changed" + (" (numerics gated: fails)" if n.gated else "")
-    parts = [size + f", tolerance {n.tolerance:g}", *n.changes]
-    remedy = "" if n.gated else "; --gpuperf-numerics=gate (or numerics='gate') fails on it"
-    return f"numerics: {head}: {'; '.join(parts)}{remedy}"

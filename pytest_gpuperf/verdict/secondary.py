@@ -10,12 +10,11 @@ Gating is the caller's choice (``--gpuperf-gate-secondary``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.measure.summary import median
-from pytest_gpuperf.outcome import SecondaryComparison as SecondaryComparison
-from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_time
+from pytest_gpuperf.outcome import SecondaryComparison
 
 PEAK_MEMORY = "peak_memory"
 FIRST_CALL = "first_call"
@@ -34,15 +33,6 @@ SLACK = {
     ALLOC_RETRIES: 0.5,
     TRANSFERS: float(64 * 2**10),
 }
-_LABELS = {
-    PEAK_MEMORY: "peak memory",
-    FIRST_CALL: "first call",
-    ALLOCATIONS: "allocations per call",
-    DEVICE_ALLOCS: "cudaMalloc calls per call",
-    ALLOC_RETRIES: "allocator retries",
-    TRANSFERS: "host-device transfers per call",
-}
-
 HIGHER, LOWER, SAME, NO_BASELINE = "higher", "lower", "same", "no-baseline"
 
 
@@ -74,34 +64,6 @@ def compare_secondary(
     return SecondaryComparison(
         metric, kind, cur, ref, lo, hi, len(vals), tolerance, sl, ratio, upper, lower
     )
-
-
-def explain_secondary(s: SecondaryComparison) -> str:
-    """``peak memory 1.2 GiB vs 1.0 GiB baseline (+18.6 %; band up to 1.1 GiB): higher``."""
-    label = _LABELS.get(s.metric, s.metric.replace("_", " "))
-    show = _formatter(s.metric)
-    if s.kind == NO_BASELINE:
-        return f"{label} {show(s.current)}: no baseline value"
-    change = fmt_pct(None if s.ratio is None else s.ratio - 1, sign=True)
-    if s.ratio is None and s.current is not None and s.baseline is not None:
-        change = f"{s.current - s.baseline:+.3g}"  # from nothing: the difference says it
-    lower = s.lower if s.lower is None else max(s.lower, 0.0)  # no metric is negative
-    return (
-        f"{label} {show(s.current)} vs {show(s.baseline)} baseline ({change}; within "
-        f"{show(lower)} to {show(s.upper)} is the same): {s.kind}"
-    )
-
-
-def _count(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
-def _formatter(metric: str) -> Callable[[float | None], str]:
-    if metric in (PEAK_MEMORY, TRANSFERS):
-        return fmt_bytes
-    if metric == FIRST_CALL:
-        return fmt_time
-    return _count
 
 
 def transfer_bytes(inventory: Mapping[str, Any] | None) -> float | None:

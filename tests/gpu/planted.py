@@ -12,8 +12,9 @@ from pathlib import Path
 from pytest_gpuperf.model import Result, thawed
 from pytest_gpuperf.reporting.json_report import load_results
 from pytest_gpuperf.shell.capture import CaptureReport, capture
-from pytest_gpuperf.verdict import REGRESSION, Comparison
+from pytest_gpuperf.verdict import REGRESSION
 from tests.child_runner import standalone_runner
+from tests.unit.reporting_data import comparison as reported
 
 
 def measure(root: Path, nodeid: str, plant: str, inventory: str, out: Path) -> Result:
@@ -45,14 +46,8 @@ def capture_planted(
     with the plant. The report is printed (``-s``) and written to ``reports/<name>.txt``,
     the capture's folder to ``reports/artifacts``."""
     key = cur.id.key
-    comparison = Comparison(
-        kind=REGRESSION,
-        final=True,
-        look=1,
-        looks=1,
-        baseline_s=base.run.median,
-        current_s=cur.run.median,
-    )
+    ratio = cur.run.median / base.run.median
+    comparison = reported(REGRESSION, ratio, baseline_s=base.run.median)
     runner = standalone_runner(nodeid, rootdir=root, device="cuda", env={"GPUPERF_PLANT": plant})
     rep = capture(
         None, nodeid, [cur], {key: comparison}, device="cuda", run_id=run_id,

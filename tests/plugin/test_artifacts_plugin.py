@@ -70,7 +70,7 @@ import os
 from pytest_gpuperf.artifacts import CollectorResult
 from pytest_gpuperf.shell.capture import capture
 from pytest_gpuperf.shell.session import SESSION_KEY
-from pytest_gpuperf.verdict import Comparison
+from pytest_gpuperf.outcome import Comparison, FigureVerdict
 
 
 class Env:
@@ -99,10 +99,14 @@ def pytest_sessionfinish(session):
         return
     base = json.loads((session.config.rootpath / "base.json").read_text())["results"][0]
     (r,) = sess.results
-    comparison = Comparison(
-        kind="regression", final=True, look=1, looks=1,
-        baseline_s=base["summary"]["median"], current_s=r.run.median,
+    b, c = base["summary"]["median"], r.run.median
+    lead = FigureVerdict(
+        figure="time", klass="cpu", kind="regression", final=True, k=1, r=1, baseline_s=b,
+        current_s=c, ratio=c / b, ratio_low=c / b, ratio_high=c / b, slower=c / b - 1,
+        cutoff=0.03, cutoff_reason="threshold", decisive=0.03, one_run=0.03, noise=0.01,
+        noise_prior=0.01, noise_own=None, se=0.01, z=1.0, resolution=0.05, runs_needed=1,
     )
+    comparison = Comparison(kind="regression", final=True, look=1, lead=lead, figures=(lead,))
     report = capture(
         sess.run, r.id.nodeid, [r], {r.id.key: comparison},
         device="cpu", run_id=sess.run_id, baselines={r.id.key: [{"extra": base["extra"]}]},

@@ -15,7 +15,7 @@ import math
 import pytest
 
 from pytest_gpuperf.cli.main import main as cli
-from pytest_gpuperf.reporting.units import fmt_change, fmt_pct
+from pytest_gpuperf.units import fmt_change, fmt_pct
 from tests.conftest import FAST, VIRTUAL_TIME_CONFTEST, run_with_env, slowed_bench
 
 BENCH = slowed_bench("test_pkg", 400_000)

@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from pytest_gpuperf.model import BenchId, Result, Run
-from pytest_gpuperf.verdict import Comparison
+from pytest_gpuperf.outcome import Comparison, FigureVerdict, Terms, said
 
 GPU_ENV: dict[str, Any] = {
     "device": "cuda",
@@ -54,33 +54,21 @@ def comparison(
     environment: tuple[str, ...] = (),
 ) -> Comparison:
     """A verdict with plausible numbers (not from the verdict maths)."""
-    no_numbers = kind == "no-baseline" or ratio is None
     current_s = baseline_s * (ratio or 1.0)
-    numbers = None if no_numbers else ratio
-    return Comparison(
-        kind=kind,
-        final=final,
-        look=3 if final else 1,
-        looks=3,
-        k=0 if kind == "no-baseline" else k,
-        r=r,
-        baseline_s=None if kind == "no-baseline" else baseline_s,
-        current_s=current_s,
-        ratio=numbers,
-        ratio_low=None if numbers is None else numbers * 0.985,
-        ratio_high=None if numbers is None else numbers * 1.015,
-        ci_level=0.9,
-        alpha=0.00125,
-        threshold=0.03,
-        threshold_in_force=None if no_numbers else 0.03,
-        threshold_reason=None if no_numbers else "threshold",
-        noise=None if no_numbers else 0.008,
-        se=None if no_numbers else 0.006,
-        resolution=None if no_numbers else 0.041,
-        reasons=reasons,
-        environment=environment,
-        current_runs=tuple(current_s * f for f in (0.998, 1.0, 1.003))[:r],
-    )
+    runs = tuple(current_s * f for f in (0.998, 1.0, 1.003))[:r]
+    terms = Terms(looks=3, threshold=0.03, alpha=0.00125, ci_level=0.9)
+    common: dict[str, Any] = {"kind": kind, "final": final, "look": 3 if final else 1}
+    if kind == "no-baseline" or ratio is None:
+        return Comparison(**common, terms=terms, runs=runs, reasons=tuple(map(said, reasons)))
+    lead = FigureVerdict(
+        figure="time", klass="device", k=k, r=r, baseline_s=baseline_s, current_s=current_s,
+        ratio=ratio, ratio_low=ratio * 0.985, ratio_high=ratio * 1.015, slower=ratio - 1,
+        cutoff=0.03, cutoff_reason="threshold", decisive=math.inf, one_run=math.inf,
+        noise=0.008, noise_prior=0.008, noise_own=None, se=0.006, z=(ratio - 1) / 0.006,
+        resolution=0.041, runs_needed=3, current_runs=runs, kind=kind, final=final,
+    )  # fmt: skip
+    why = tuple(map(said, environment if kind == "different-environment" else reasons))
+    return Comparison(**common, terms=terms, lead=lead, figures=(lead,), reasons=why)
 
 
 def result(

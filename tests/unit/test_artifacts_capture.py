@@ -28,7 +28,8 @@ from pytest_gpuperf.artifacts.collectors.process import run_process
 from pytest_gpuperf.artifacts.collectors.torch_trace import TorchTraceCollector
 from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.shell.capture import baseline_inventory, capture, should_capture
-from pytest_gpuperf.verdict import REGRESSION, Comparison
+from pytest_gpuperf.verdict import REGRESSION
+from tests.unit.reporting_data import comparison
 
 NODEIDS = [
     "tests/test_mm.py::test_mm[4096x4096x4096-bfloat16]",
@@ -100,7 +101,7 @@ def test_capture_runs_collectors_in_order_and_writes_a_manifest(tmp_path: Path) 
     ]
     rep = capture(
         None, "t.py::test_a", [r],
-        {r.id.key: Comparison(kind=REGRESSION, final=True, look=1, looks=1, baseline_s=0.8e-3, current_s=1e-3)},
+        {r.id.key: comparison(REGRESSION, 1.25, baseline_s=0.8e-3)},
         device="cpu", run_id="run1", collectors=cols, artifacts_dir=tmp_path,
     )  # fmt: skip
     assert rep is not None

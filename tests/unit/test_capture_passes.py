@@ -15,15 +15,13 @@ from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED
 from pytest_gpuperf.model import BenchId, Result, Run
 from pytest_gpuperf.shell.capture import NO_TIME, PassPlan, capture, could_run
 from pytest_gpuperf.shell.capture_budget import EXPECTED_S, Ledger, _tests
-from pytest_gpuperf.verdict import REGRESSION, Comparison
+from pytest_gpuperf.verdict import REGRESSION
+from tests.unit.reporting_data import comparison
 
 
 def _result(nodeid: str = "t.py::test_a", ratio: float = 2.0) -> Result:
     r = Result(Run(BenchId(nodeid, None, "cpu"), "cpu", (1e-3,) * 5, 1, 1e-3))
-    r.comparison = Comparison(
-        kind=REGRESSION, final=True, look=1, looks=1, baseline_s=1e-3 / ratio, current_s=1e-3,
-        ratio=ratio, figure="time",
-    )  # fmt: skip
+    r.comparison = comparison(REGRESSION, ratio, baseline_s=1e-3 / ratio)
     return r
 
 

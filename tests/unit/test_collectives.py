@@ -9,7 +9,7 @@ import pytest
 from pytest_gpuperf.measure import collectives as c
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RankEnvError, rank_env
 from pytest_gpuperf.model import BenchId, Result, Run
-from pytest_gpuperf.reporting.units import fmt_result_rate
+from pytest_gpuperf.reporting.columns import fmt_result_rate
 from pytest_gpuperf.values import OptionValueError, collective_name
 
 

@@ -12,7 +12,7 @@ import pytest
 from pytest_gpuperf.reporting import csv_report, html, json_report
 from pytest_gpuperf.reporting.columns import COLUMNS, OWN_COLUMNS, Column, added_columns
 from pytest_gpuperf.reporting.terminal import TableSpec, render_table
-from pytest_gpuperf.reporting.units import fmt_time
+from pytest_gpuperf.units import fmt_time
 from pytest_gpuperf.values import table_columns
 from tests.unit.reporting_data import session
 

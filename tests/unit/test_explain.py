@@ -80,11 +80,12 @@ def test_an_inconclusive_label_names_why_when_the_runs_were_not_comparable_or_no
     from dataclasses import replace
 
     from pytest_gpuperf.reporting.explain import label_of
-    from pytest_gpuperf.verdict.comparison import Comparison
 
-    c = Comparison(kind="inconclusive", final=True, look=1, looks=1, ratio=5.12, resolution=2.52)
+    c = decide(BASE, [run(T * 1.1)], mode=MODE_GRAPH, last=True)
+    assert c.lead is not None
+    c = replace(c, lead=replace(c.lead, ratio=5.12, resolution=2.52, why=""))
     assert label_of(c) == "INCONCLUSIVE (would catch >= 3.52x)"
-    traced = label_of(replace(c, why="not-comparable"))
+    traced = label_of(replace(c, lead=replace(c.lead, why="not-comparable")))
     assert "not comparable" in traced and "would catch" not in traced
-    bad = label_of(replace(c, why="unmeasurable"))
+    bad = label_of(replace(c, lead=replace(c.lead, why="unmeasurable")))
     assert "unmeasurable" in bad and "would catch" not in bad

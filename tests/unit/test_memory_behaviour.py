@@ -14,6 +14,7 @@ from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.measure import allocation
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.activity import memory_changes, memory_line
+from pytest_gpuperf.reporting.explain import failure_words, secondary_words
 from pytest_gpuperf.telemetry.regime import baseline_telemetry
 from pytest_gpuperf.verdict.judge import Judge
 from pytest_gpuperf.verdict.policy import VerdictSettings
@@ -25,7 +26,6 @@ from pytest_gpuperf.verdict.secondary import (
     SAME,
     TRANSFERS,
     compare_secondary,
-    explain_secondary,
     transfer_bytes,
 )
 from tests.unit.reporting_data import GPU_ENV
@@ -77,13 +77,13 @@ def test_counts_are_compared_with_half_an_allocation_of_slack() -> None:
     assert compare_secondary([0.0, 0.0, 0.0], 0.0, 0.05, metric=ALLOCATIONS).kind == SAME
     higher = compare_secondary([2.0, 2.0], 3.0, 0.05, metric=ALLOCATIONS)
     assert higher.kind == HIGHER
-    assert explain_secondary(higher) == (
+    assert secondary_words(higher) == (
         "allocations per call 3 vs 2 baseline (+50.0 %; within 1.4 to 2.6 is the same): higher"
     )
     assert compare_secondary([0.0], 0.4, 0.05, metric=DEVICE_ALLOCS).kind == SAME
     assert compare_secondary([0.0], 3.0, 0.05, metric=ALLOC_RETRIES).kind == HIGHER
     tr = compare_secondary([8 * MIB], 16 * MIB, 0.05, metric=TRANSFERS)
-    assert tr.kind == HIGHER and "host-device transfers per call 16.0 MiB" in explain_secondary(tr)
+    assert tr.kind == HIGHER and "host-device transfers per call 16.0 MiB" in secondary_words(tr)
     assert transfer_bytes({"h2d_bytes_per_call": 8.0, "d2h_bytes_per_call": 2.0}) == 10.0
     assert transfer_bytes({"h2d_bytes_per_call": 8.0}) == 8.0  # an older inventory
     assert transfer_bytes({}) is None
@@ -167,7 +167,8 @@ def test_more_allocations_per_call_fail_only_when_gated(
     assert by_metric[ALLOCATIONS].kind == HIGHER
     assert by_metric[DEVICE_ALLOCS].kind == SAME
     assert TRANSFERS not in by_metric  # no inventory on this run: not compared
-    failed = [f for f in v.failures if "allocations per call" in f]
+    said = [failure_words(cur.id.display, f) for f in v.failures]
+    failed = [f for f in said if "allocations per call" in f]
     assert bool(failed) == fails
     if fails:
         assert failed[0].endswith(

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.baseline import codec
+from pytest_gpuperf.measure import numerics_format as nf
 from pytest_gpuperf.model import BenchId, Run
+from pytest_gpuperf.outcome import (
+    NUMERICS_CHANGED,
+    NUMERICS_SAME,
+    NUMERICS_UNSEEDED,
+    NumericsComparison,
+)
+from pytest_gpuperf.reporting.explain import numerics_words
 from pytest_gpuperf.verdict import numerics as nm
 
 
@@ -35,7 +43,7 @@ def entry(
         "nan": sum(math.isnan(v) for v in values),
         "inf": sum(math.isinf(v) for v in values),
         "stats": stats,
-        "samples": [nm.encode(values[i]) for i in nm.sample_indices(len(values))],
+        "samples": [nf.encode(values[i]) for i in nf.sample_indices(len(values))],
     }
 
 
@@ -52,16 +60,16 @@ def stored(*fps: Any, commit: str | None = None) -> list[nm.StoredFingerprint]:
 
 
 # the edges (empty, fewer elements than samples, exactly as many) and a seeded spread of sizes
-_SIZES = [0, 1, 2, nm.SAMPLES - 1, nm.SAMPLES, nm.SAMPLES + 1, 10**9] + [
+_SIZES = [0, 1, 2, nf.SAMPLES - 1, nf.SAMPLES, nf.SAMPLES + 1, 10**9] + [
     random.Random(3).randint(0, 10**9) for _ in range(40)
 ]
 
 
 @pytest.mark.parametrize("numel", _SIZES)
 def test_sample_positions_are_spread_in_range_and_fixed(numel: int) -> None:
-    idx = nm.sample_indices(numel)
-    assert idx == nm.sample_indices(numel)
-    assert len(idx) == min(numel, nm.SAMPLES)
+    idx = nf.sample_indices(numel)
+    assert idx == nf.sample_indices(numel)
+    assert len(idx) == min(numel, nf.SAMPLES)
     assert idx == sorted(set(idx))
     if numel:
         assert idx[0] == 0 and idx[-1] == numel - 1
@@ -73,10 +81,10 @@ def test_sample_positions_are_spread_in_range_and_fixed(numel: int) -> None:
 def test_the_same_output_is_the_same() -> None:
     fp = [entry(values(1))]
     c = nm.compare(stored(fp), [fp], 1e-3)
-    assert c.kind == nm.SAME and c.max_rel == 0.0 and not c.changes
+    assert c.kind == NUMERICS_SAME and c.max_rel == 0.0 and not c.changes
 
 
-@pytest.mark.parametrize(("shift", "kind"), [(1e-5, nm.SAME), (1e-2, nm.CHANGED)])
+@pytest.mark.parametrize(("shift", "kind"), [(1e-5, NUMERICS_SAME), (1e-2, NUMERICS_CHANGED)])
 def test_a_shift_is_a_change_only_beyond_the_tolerance(shift: float, kind: str) -> None:
     base = values(2)
     c = nm.compare(stored([entry(base)]), [[entry([v + shift for v in base])]], 1e-3)
@@ -93,7 +101,7 @@ def test_a_relative_difference_is_taken_against_the_scale_not_a_value_near_zero(
     cur = list(base)
     cur[0] = 2e-12
     c = nm.compare(stored([entry(base)]), [[entry(cur)]], 1e-3)
-    assert c.kind == nm.SAME, c
+    assert c.kind == NUMERICS_SAME, c
 
 
 def test_dtype_shape_and_structure_changes_are_reported() -> None:
@@ -104,12 +112,12 @@ def test_dtype_shape_and_structure_changes_are_reported() -> None:
         entry(v, path="out[2]"),
     ]
     c = nm.compare(stored(base), [cur], 1e-3)
-    assert c.kind == nm.CHANGED and c.max_rel == 0.0
+    assert c.kind == NUMERICS_CHANGED and c.max_rel == 0.0
     assert "out dtype float32 -> bfloat16" in c.changes
     assert "no longer returned: out[1]" in c.changes and "newly returned: out[2]" in c.changes
     reshaped = nm.compare(stored(base[:1]), [[entry(v, shape=[8, 8])]], 1e-3)
     assert reshaped.changes == ("out shape (64) -> (8, 8)",)
-    text = nm.explain(reshaped)
+    text = numerics_words(reshaped)
     assert "output changed" in text and "out shape (64) -> (8, 8)" in text
 
 
@@ -118,34 +126,34 @@ def test_a_value_that_became_nan_is_a_change() -> None:
     bad = list(v)
     bad[3] = math.nan
     c = nm.compare(stored([entry(v)]), [[entry(bad)]], 0.5)
-    assert c.kind == nm.CHANGED
+    assert c.kind == NUMERICS_CHANGED
     assert c.max_rel == math.inf and "out NaN count 0 -> 1" in c.changes
     d = c.to_dict()  # JSON has neither inf nor NaN: encoded, and decoded again
     assert d["max_rel"] == "inf" and d["current"] == "nan"
-    assert nm.NumericsComparison.from_dict(d).to_dict() == d
+    assert NumericsComparison.from_dict(d).to_dict() == d
 
 
 def test_unseeded_baseline_runs_are_detected_and_never_fail() -> None:
     runs = stored(*[[entry(values(seed))] for seed in (10, 11, 12)])
     c = nm.compare(runs, [[entry(values(13))]], 1e-3, gated=True)
-    assert c.kind == nm.UNSEEDED and not c.fails
+    assert c.kind == NUMERICS_UNSEEDED and not c.fails
     assert c.baseline_spread is not None and c.baseline_spread > 0.1
-    assert "seed the inputs (torch.manual_seed)" in nm.explain(c)
+    assert "seed the inputs (torch.manual_seed)" in numerics_words(c)
 
 
 def test_unseeded_current_runs_are_detected() -> None:
     fp = [entry(values(20))]
     c = nm.compare(stored(fp, fp), [fp, [entry(values(21))]], 1e-3, gated=True)
-    assert c.kind == nm.UNSEEDED and not c.fails and c.current_spread is not None
+    assert c.kind == NUMERICS_UNSEEDED and not c.fails and c.current_spread is not None
 
 
 def test_baseline_runs_of_different_commits_may_differ() -> None:
     old, new = [entry(values(30))], [entry(values(31))]
     runs = [nm.StoredFingerprint(old, "aaa"), nm.StoredFingerprint(new, "bbb")]
     c = nm.compare(runs, [new], 1e-3, gated=True)
-    assert c.kind == nm.SAME  # against the newest; the history changed with the code
+    assert c.kind == NUMERICS_SAME  # against the newest; the history changed with the code
     runs.append(nm.StoredFingerprint([entry(values(32))], "bbb"))
-    assert nm.compare(runs, [new], 1e-3).kind == nm.UNSEEDED
+    assert nm.compare(runs, [new], 1e-3).kind == NUMERICS_UNSEEDED
 
 
 def test_gating_fails_only_a_change() -> None:
@@ -167,15 +175,15 @@ def test_gating_fails_only_a_change() -> None:
         (lambda e: e.update(shape=[-1]), "[0].shape"),
         (lambda e: e["stats"].update(mean=math.nan), "[0].stats"),
         (lambda e: e.update(samples=["x"]), "[0].samples"),
-        (lambda e: e.update(samples=[0.0] * (nm.SAMPLES + 1)), "[0].samples"),
+        (lambda e: e.update(samples=[0.0] * (nf.SAMPLES + 1)), "[0].samples"),
         (lambda e: e.update(colour="red"), "unknown field 'colour'"),
     ],
 )
 def test_a_bad_fingerprint_is_refused(edit: Any, problem: str) -> None:
     e = entry(values(50, 32))
-    assert nm.problem([e]) is None
+    assert nf.problem([e]) is None
     edit(e)
-    assert problem in (nm.problem([e]) or "")
+    assert problem in (nf.problem([e]) or "")
 
 
 def _run(numerics: Any) -> Run:
@@ -215,7 +223,7 @@ def test_the_adapter_matches_the_plain_computation() -> None:
     for s in nm.STATS:
         assert got["stats"][s] == pytest.approx(want["stats"][s], rel=1e-9, abs=1e-12)
     assert fp[1]["shape"] == [30, 100] and fp[1]["dtype"] == "torch.float32"
-    assert nm.problem(fp) is None
+    assert nf.problem(fp) is None
     assert adapter.fingerprint_output((1, "x", None)) is None
 
 
@@ -298,7 +306,7 @@ def test_a_huge_tensor_is_read_through_a_strided_view(monkeypatch: pytest.Monkey
     fp = adapter.fingerprint_output(t.t())  # non-contiguous too
     assert fp is not None and read and max(read) <= 1000
     [e] = fp
-    assert e["numel"] == 9700 and e["shape"] == [97, 100] and nm.problem(fp) is None
+    assert e["numel"] == 9700 and e["shape"] == [97, 100] and nf.problem(fp) is None
     assert e["stats"]["mean"] == pytest.approx(0.5, abs=0.05)
 
 

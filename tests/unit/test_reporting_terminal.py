@@ -227,8 +227,9 @@ def test_quiet_says_why_timings_under_a_tracer_are_not_comparable() -> None:
         for i in range(5)
     ]
     for r in results:
-        assert r.comparison is not None
-        r.comparison = replace(r.comparison, why="not-comparable")
+        c = r.comparison
+        assert c is not None and c.lead is not None
+        r.comparison = replace(c, lead=replace(c.lead, why="not-comparable"))
     quiet = render(results, TableSpec(quiet=True))
     after = quiet[quiet.index("verdicts:") :]
     assert "5 inconclusive (passed)" in after

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_gpuperf.outcome import SecondaryComparison
+from pytest_gpuperf.reporting.explain import secondary_words
 from pytest_gpuperf.verdict.secondary import (
     FIRST_CALL,
     HIGHER,
@@ -11,9 +13,7 @@ from pytest_gpuperf.verdict.secondary import (
     NO_BASELINE,
     PEAK_MEMORY,
     SAME,
-    SecondaryComparison,
     compare_secondary,
-    explain_secondary,
 )
 
 GIB = 2**30
@@ -53,9 +53,9 @@ def test_missing_values() -> None:
 
 def test_text_and_round_trip() -> None:
     r = compare_secondary([1.0 * GIB] * 3, 1.2 * GIB, 0.05, metric=PEAK_MEMORY)
-    assert explain_secondary(r).startswith("peak memory 1.2 GiB vs 1.0 GiB baseline (+20.0 %")
-    assert explain_secondary(r).endswith(": higher")
-    assert "first call 3.000 s" in explain_secondary(
+    assert secondary_words(r).startswith("peak memory 1.2 GiB vs 1.0 GiB baseline (+20.0 %")
+    assert secondary_words(r).endswith(": higher")
+    assert "first call 3.000 s" in secondary_words(
         compare_secondary([2.0], 3.0, 0.5, metric=FIRST_CALL)
     )
     assert SecondaryComparison.from_dict(r.to_dict()) == r

@@ -17,7 +17,7 @@ from pytest_gpuperf.settings_fields import option
 
 if TYPE_CHECKING:
     from pytest_gpuperf.model import Result
-    from pytest_gpuperf.verdict.comparison import Comparison
+    from pytest_gpuperf.outcome import Comparison
 
 OK = "ok"
 SKIPPED = "skipped"
