@@ -13,7 +13,8 @@ minutes:
 The load is an argument: ``idle`` (nothing added; others may be running), ``busy`` (one
 busy loop pinned to each CPU, ``taskset -c N python3 -c 'while 1: pass'``) or ``suite``
 (this repository's tests, ``pytest tests -n 2``, running in a copy of it in a temporary
-folder). Each process's one-minute load average is kept with its runs. The runs are written
+folder). Each process's one-minute load average is kept with its runs. The test data's
+``shared`` pool is an ``idle`` one recorded while other developers' suites ran (load 6-13). The runs are written
 compactly (what the rule reads of a run: :meth:`pytest_gpuperf.verdict.RunStat.of`'s
 inputs) to ``POOL.jsonl.gz``.
 
@@ -371,7 +372,7 @@ def replay(rows: list[dict[str, Any]], sessions: int, k: int, seed: int) -> list
     by = defaultdict(list)
     for r in rows:
         by[(r["load"], r["suite"], r["tool"], r["bench"], r["variant"])].append(r)
-    loads = sorted({r["load"] for r in rows}, key=["idle", "busy", "suite"].index)
+    loads = sorted({r["load"] for r in rows}, key=["idle", "shared", "busy", "suite"].index)
     for load in loads:
         mine = [r for r in rows if r["load"] == load]
         l1 = [r["load1"] for r in mine]
