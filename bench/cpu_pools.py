@@ -24,7 +24,8 @@ planted ones for 1.5x and 3x), added one at a time while the verdict is a suspec
 policy's runs; pytest-benchmark's rule on its own runs of the same minutes: the median of one
 run against the median of one saved run, failed beyond +10 % (``--benchmark-compare-fail=
 median:10%``). Printed per load: false failures, inconclusive and caught, per benchmark and in
-total, and the figure shown for unchanged code (the median of the sessions' ratios).
+total (a slowdown's missed sessions by verdict, its kind of inconclusive and its runs), and
+the figure shown for unchanged code (the median of the sessions' ratios).
 
     python3 bench/cpu_pools.py record --load idle --out bench/results/cpu-2026-12-07/idle
     python3 bench/cpu_pools.py record --load busy --rounds 8 --out /tmp/busy
@@ -49,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -412,6 +413,12 @@ def replay(rows: list[dict[str, Any]], sessions: int, k: int, seed: int) -> list
             shown_txt = f"{med:6.3f}x" if ratios else "     - "
             lines.append(f"  {suite + ':' + bench:34} {variant:5} | {fails:4d} {incon:5d} "
                          f"{mean_r:5.2f} {shown_txt} of {len(cs):3d} | {pb_txt}")  # fmt: skip
+            missed = Counter(f"{c.kind} {c.why or ''} r={c.r}".replace("  ", " ") for c in cs
+                             if variant != "good" and c.kind != "regression")  # fmt: skip
+            if missed:
+                lines.append(
+                    "      missed: " + ", ".join(f"{k} x{n}" for k, n in missed.most_common())
+                )
         for (suite, variant), (fails, incon, n) in sorted(totals.items()):
             what = "false failures" if variant.startswith("good") else "caught"
             lines.append(f"  total {suite} {variant}: {what} {fails} of {n}"
