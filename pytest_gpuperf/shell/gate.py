@@ -44,8 +44,6 @@ class Judgement:
     comparisons: dict[str, Comparison] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    reruns: int = 0
-    rerun_s: float = 0.0
 
 
 @dataclass
@@ -131,7 +129,6 @@ class Gate:
         )  # fmt: skip
         self.budget = ConfirmBudget(factor=self.verdict.confirm_budget)
         self.rerun_count = 0
-        self.rerun_s = 0.0
         #: the session's benchmarks in order; a confirmation child also runs those after its
         #: test, and keeps their results as the next run of each (one more fresh process)
         self.order: list[str] = []
@@ -250,7 +247,7 @@ class Gate:
                     "--gpuperf-confirm-budget to confirm more"
                 )
             look = len(runs.current[pending[0].id.key]) + 1
-            child = self._rerun(nodeid, targets, look, out, device=device, progress=progress)
+            child = self._rerun(targets, look, device=device, progress=progress)
             mine = {r.id.key for r in results}
             for res in child.results:
                 if res.id.key not in mine:
@@ -289,14 +286,7 @@ class Gate:
         runs.verdicts[r.id.key] = self.rule.verdict(r, mine, last=len(mine) >= self.policy.max_runs)
 
     def _rerun(
-        self,
-        nodeid: str,
-        targets: list[str],
-        look: int,
-        out: Judgement,
-        *,
-        device: str,
-        progress: Progress | None,
+        self, targets: list[str], look: int, *, device: str, progress: Progress | None
     ) -> ChildRun:
         """Run ``targets`` in one fresh process, and count its time against the budget."""
         ahead = len(targets) - 1
@@ -304,10 +294,7 @@ class Gate:
         label = f"run {look} of at most {self.policy.max_runs}{also}"
         with (progress or silent()).task(label):
             child = (self.child_runner or run_child)(self.run, targets, device=device)
-        out.reruns += 1
-        out.rerun_s += child.wall_s
         self.rerun_count += 1
-        self.rerun_s += child.wall_s
         self.budget.spend(child.wall_s, len(targets))
         return child
 
