@@ -470,7 +470,8 @@ def decide_stats(
             kind=NO_BASELINE, final=True, current_s=fast, r=len(cur), notes=tuple(notes), **common
         )
     classes = classes_for(base, mode, policy)
-    verdicts = _figures(base, cur, classes, policy, last, notes)
+    group = _described(mode).group  # ranks in processes of their own
+    verdicts = _figures(base, cur, classes, policy, last, notes, group)
     if environment_diff:
         lead = verdicts[0]
         diff = tuple(environment_diff)
@@ -498,6 +499,7 @@ def _figures(
     policy: DecisionPolicy,
     last: bool,
     notes: list[str],
+    group: bool = False,
 ) -> list[FigureVerdict]:
     """Each figure's verdict (:func:`decide_figure`) on the good runs of both sides, a tracer
     on one side only and bad evidence taken into account; what the reader should know goes
@@ -523,7 +525,7 @@ def _figures(
         left_out = _left_out(bad_b, bad_c)
         if not good_b or not good_c:  # as measured, for what it shows; never a verdict
             v = decide_figure(figure, b, c, last=True, **kw)
-            verdicts.append(_unmeasurable(v, bad_b, bad_c, cur, figure, last))
+            verdicts.append(_unmeasurable(v, bad_b, bad_c, cur, figure, last, group))
             continue
         if left_out:
             notes.append(f"{_NAMES.get(figure, figure)}: {left_out}")
@@ -562,10 +564,13 @@ def _unmeasurable(
     cur: Sequence[RunStat],
     figure: str,
     last: bool,
+    group: bool = False,
 ) -> FigureVerdict:
     """A figure with no good run on a side: inconclusive, "unmeasurable", once a fresh
     process was bad too (or no run can be added, or the baseline has no good run); a suspect
-    until then, so that the gate measures it again."""
+    until then, so that the gate measures it again. ``group``: the ranks of a group are
+    processes of their own, whose threads (a collective's included) wait for each other's
+    CPUs on a machine with too few: idle or not (the gloo examples on 2 CPUs)."""
     no_base = all(bad_base)
     bad_cur = [b for b in bad_cur if b]
     final = last or no_base or len(bad_cur) >= BAD_RUNS
@@ -576,6 +581,12 @@ def _unmeasurable(
         if threads > ONE_THREAD
         else "an idle runner, a quieter moment, or --gpuperf-ab=REF"
     )
+    if group:  # ---- issue 35 (gate2): the ranks' own threads, not the machine's load
+        remedy = (
+            f"its ranks' threads ({threads:.1f} CPUs' worth per measuring thread, the "
+            "collectives' own among them) want more CPUs than this machine has, idle or not: "
+            "a runner with more CPUs, or the ranks on GPUs"
+        )
     side, codes = ("baseline", bad_base) if no_base else ("current", bad_cur)
     line = (
         f"unmeasurable: {len(codes)} {side} run{'s' if len(codes) != 1 else ''} "
