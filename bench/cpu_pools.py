@@ -13,7 +13,8 @@ minutes:
 The load is an argument: ``idle`` (nothing added; others may be running), ``busy`` (one
 busy loop pinned to each CPU, ``taskset -c N python3 -c 'while 1: pass'``) or ``suite``
 (this repository's tests, ``pytest tests -n 2``, running in a copy of it in a temporary
-folder). Each process's one-minute load average is kept with its runs. The runs are written
+folder). Each process's one-minute load average is kept with its runs. The test data's
+``shared`` pool is an ``idle`` one recorded while other developers' suites ran (load 6-13). The runs are written
 compactly (what the rule reads of a run: :meth:`pytest_gpuperf.verdict.RunStat.of`'s
 inputs) to ``POOL.jsonl.gz``.
 
@@ -23,7 +24,8 @@ planted ones for 1.5x and 3x), added one at a time while the verdict is a suspec
 policy's runs; pytest-benchmark's rule on its own runs of the same minutes: the median of one
 run against the median of one saved run, failed beyond +10 % (``--benchmark-compare-fail=
 median:10%``). Printed per load: false failures, inconclusive and caught, per benchmark and in
-total, and the figure shown for unchanged code (the median of the sessions' ratios).
+total (a slowdown's missed sessions by verdict, its kind of inconclusive and its runs), and
+the figure shown for unchanged code (the median of the sessions' ratios).
 
     python3 bench/cpu_pools.py record --load idle --out bench/results/cpu-2026-12-07/idle
     python3 bench/cpu_pools.py record --load busy --rounds 8 --out /tmp/busy
@@ -48,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -371,7 +373,7 @@ def replay(rows: list[dict[str, Any]], sessions: int, k: int, seed: int) -> list
     by = defaultdict(list)
     for r in rows:
         by[(r["load"], r["suite"], r["tool"], r["bench"], r["variant"])].append(r)
-    loads = sorted({r["load"] for r in rows}, key=["idle", "busy", "suite"].index)
+    loads = sorted({r["load"] for r in rows}, key=["idle", "shared", "busy", "suite"].index)
     for load in loads:
         mine = [r for r in rows if r["load"] == load]
         l1 = [r["load1"] for r in mine]
@@ -411,6 +413,12 @@ def replay(rows: list[dict[str, Any]], sessions: int, k: int, seed: int) -> list
             shown_txt = f"{med:6.3f}x" if ratios else "     - "
             lines.append(f"  {suite + ':' + bench:34} {variant:5} | {fails:4d} {incon:5d} "
                          f"{mean_r:5.2f} {shown_txt} of {len(cs):3d} | {pb_txt}")  # fmt: skip
+            missed = Counter(f"{c.kind} {c.why or ''} r={c.r}".replace("  ", " ") for c in cs
+                             if variant != "good" and c.kind != "regression")  # fmt: skip
+            if missed:
+                lines.append(
+                    "      missed: " + ", ".join(f"{k} x{n}" for k, n in missed.most_common())
+                )
         for (suite, variant), (fails, incon, n) in sorted(totals.items()):
             what = "false failures" if variant.startswith("good") else "caught"
             lines.append(f"  total {suite} {variant}: {what} {fails} of {n}"

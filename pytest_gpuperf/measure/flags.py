@@ -37,21 +37,24 @@ class Measured(Protocol):
     def contention(self) -> Mapping[str, Any] | None: ...
 
 
-def contention_note(result: Measured) -> str | None:
+def contention_note(result: Measured, group: bool = False) -> str | None:
     """The note of a CPU run whose clock counts waits for a CPU (wall time, or thread time
-    of several threads) when its threads waited beyond :data:`~.contention.WAITED`."""
+    of several threads) when its threads waited beyond :data:`~.contention.WAITED`
+    (``group``: ranks in processes of their own, whose threads want more CPUs than there are)."""
     c = result.contention or {}
     waited, threads = c.get("waited"), c.get("threads") or 1.0
     many = threads > ONE_THREAD
     counts_waits = c.get("clock") == "wall" or (c.get("clock") == "thread" and many)
     if waited is None or waited <= WAITED or not counts_waits:
         return None
+    one = "with one torch thread (torch.set_num_threads(1)) " if many else ""
+    remedy = f"re-run {one}on an idle machine"
+    if group:
+        remedy = "its ranks' threads want more CPUs than this machine has: re-run on one with more"
     return (
         f"{CONTENDED} its threads waited for a CPU {100 * waited:.0f} % of the rounds' time"
         + (f" (the work ran on {threads:.1f} threads)" if many else "")
-        + ": the timings measure the machine, not the code, and no verdict counts them; re-run "
-        + ("with one torch thread (torch.set_num_threads(1)) " if many else "")
-        + "on an idle machine"
+        + f": the timings measure the machine, not the code, and no verdict counts them; {remedy}"
     )
 
 
@@ -117,7 +120,7 @@ def flag_notes(
     short = setup_note(result) if setup else None
     if short is not None:
         notes.append(short)
-    contended = contention_note(result)
+    contended = contention_note(result, (mode or backend.get(result.id.mode)).group)
     if contended is not None:
         notes.append(contended)
     return notes

@@ -162,6 +162,12 @@ def _unmeasurable(n: Mapping[str, Any]) -> str:
         if threads > ONE_THREAD
         else "an idle runner, a quieter moment, or --gpuperf-ab=REF"
     )
+    if n.get("group"):  # the ranks' own threads, not the machine's load (issue 35)
+        remedy = (
+            f"its ranks' threads ({threads:.1f} CPUs' worth per measuring thread, the "
+            "collectives' own among them) want more CPUs than this machine has, idle or not: "
+            "a runner with more CPUs, or the ranks on GPUs"
+        )
     many = len(codes) != 1
     return (
         f"unmeasurable: {len(codes)} {n['side']} run{'s' if many else ''} "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -229,11 +228,9 @@ class ABGate(Gate):
         progress: Progress | None = None,
     ) -> Judgement:
         out = Judgement()
-        started = time.perf_counter()
         new = item.nodeid not in set(self.base_ids)
         if not new and item.nodeid not in self.measured:
             self.pairs(self._targets(item.nodeid), device, progress)
-        out.rerun_s = time.perf_counter() - started
         for r in results:
             runs = self.paired.runs("current", r.id.key)
             judged = [x.run for x in runs or [r]]

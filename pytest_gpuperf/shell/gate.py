@@ -44,8 +44,6 @@ class Judgement:
     comparisons: dict[str, Comparison] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    reruns: int = 0
-    rerun_s: float = 0.0
 
 
 @dataclass
@@ -70,26 +68,35 @@ class ConfirmBudget:
     factor: float = 1.0
     min_s: float = 60.0
     started: float = field(default_factory=time.perf_counter)
+    #: seconds from the gate's opening to the end of collection: what starting a fresh
+    #: process costs (its imports, the test modules'), measured on this one
+    start_s: float = 0.0
     expected: int = 1
     done: int = 0
     spent_s: float = 0.0
     #: seconds a child process took per benchmark it ran (the last one's)
     per_test_s: float = 0.0
 
+    def _plain_s(self) -> float:
+        return max(0.0, time.perf_counter() - self.started - self.spent_s)
+
     def allowed_s(self) -> float:
-        plain = max(0.0, time.perf_counter() - self.started - self.spent_s)
-        total = plain * max(self.expected, self.done) / max(self.done, 1)
+        total = self._plain_s() * max(self.expected, self.done) / max(self.done, 1)
         return max(self.min_s, self.factor * total)
 
     def left_s(self) -> float:
         return self.allowed_s() - self.spent_s
 
+    def ahead(self) -> int:
+        """How many later benchmarks a child also measures: as many as this session
+        measures in the time a process takes to start. Looking ahead then costs at most
+        one process start, the one it saves when a later benchmark is a suspect too."""
+        per = max(0.0, self._plain_s() - self.start_s) / max(self.done, 1)
+        return int(self.start_s / per) if per > 0 else 0
+
     def tests_that_fit(self, wanted: int) -> int:
         """How many benchmarks the next child may run (0: none; the first one decides)."""
-        per = self.per_test_s
-        if per <= 0:  # no child yet: one test's share of the session so far
-            plain = max(0.0, time.perf_counter() - self.started - self.spent_s)
-            per = plain / max(self.done, 1)
+        per = self.per_test_s or self._plain_s() / max(self.done, 1)
         left = self.left_s()
         if left < per:
             return 0
@@ -122,13 +129,10 @@ class Gate:
         )  # fmt: skip
         self.budget = ConfirmBudget(factor=self.verdict.confirm_budget)
         self.rerun_count = 0
-        self.rerun_s = 0.0
         #: the session's benchmarks in order; a confirmation child also runs those after its
         #: test, and keeps their results as the next run of each (one more fresh process)
         self.order: list[str] = []
         self.ahead: dict[str, list[Result]] = {}
-        #: the tests that needed a fresh process (from the second on, a child looks ahead)
-        self.suspects: set[str] = set()
         # an xdist worker does not know which tests it will run next
         self.look_ahead = not hasattr(config, "workerinput")
         #: makes the fresh processes of a confirmation (default shell.rerun.run_child); a
@@ -163,6 +167,7 @@ class Gate:
 
     def set_collected(self, nodeids: Sequence[str]) -> None:
         """The benchmarks of the session, in order (the budget's estimate, the look-ahead)."""
+        self.budget.start_s = time.perf_counter() - self.budget.started
         self.budget.expected = max(1, len(nodeids))
         self.order = list(nodeids)
 
@@ -178,14 +183,10 @@ class Gate:
         return []
 
     def _child_targets(self, nodeid: str) -> list[str]:
-        """This test, and, once another test of the session needed a fresh process too, as
-        many of the session's later benchmarks as the budget allows (their results are kept
-        as their next run). A session's first suspect is re-measured alone: one suspect among
-        unchanged benchmarks is the common case (a host-bound figure on a slower host), and
-        there the later benchmarks' runs are never used. A session of many suspects pays one
-        process start more."""
-        later = self._later(nodeid) if self.suspects - {nodeid} else []
-        self.suspects.add(nodeid)
+        """This test, and as many of the session's later benchmarks as
+        :meth:`ConfirmBudget.ahead` and the budget allow (their results are kept as their next
+        run, so that a later suspect needs no process of its own for it)."""
+        later = self._later(nodeid)[: self.budget.ahead()]
         n = self.budget.tests_that_fit(1 + len(later))
         return [nodeid, *later][: max(n, 0)]
 
@@ -246,7 +247,7 @@ class Gate:
                     "--gpuperf-confirm-budget to confirm more"
                 )
             look = len(runs.current[pending[0].id.key]) + 1
-            child = self._rerun(nodeid, targets, look, out, device=device, progress=progress)
+            child = self._rerun(targets, look, device=device, progress=progress)
             mine = {r.id.key for r in results}
             for res in child.results:
                 if res.id.key not in mine:
@@ -285,14 +286,7 @@ class Gate:
         runs.verdicts[r.id.key] = self.rule.verdict(r, mine, last=len(mine) >= self.policy.max_runs)
 
     def _rerun(
-        self,
-        nodeid: str,
-        targets: list[str],
-        look: int,
-        out: Judgement,
-        *,
-        device: str,
-        progress: Progress | None,
+        self, targets: list[str], look: int, *, device: str, progress: Progress | None
     ) -> ChildRun:
         """Run ``targets`` in one fresh process, and count its time against the budget."""
         ahead = len(targets) - 1
@@ -300,10 +294,7 @@ class Gate:
         label = f"run {look} of at most {self.policy.max_runs}{also}"
         with (progress or silent()).task(label):
             child = (self.child_runner or run_child)(self.run, targets, device=device)
-        out.reruns += 1
-        out.rerun_s += child.wall_s
         self.rerun_count += 1
-        self.rerun_s += child.wall_s
         self.budget.spend(child.wall_s, len(targets))
         return child
 

@@ -90,7 +90,7 @@ class GatePlugin:
         if gate.rerun_count:
             tr.write_line(
                 f"confirmation: {gate.rerun_count} fresh-process re-measurement(s) added "
-                f"{gate.rerun_s:.1f} s"
+                f"{gate.budget.spent_s:.1f} s"
             )
         for error in gate.child_errors:
             tr.write_line(f"gpuperf: ERROR: {error} (the test's failure shows why)", red=True)

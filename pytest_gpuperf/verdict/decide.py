@@ -437,7 +437,8 @@ def decide_stats(
         runs = tuple(x.level_s for x in cur)
         return Comparison(NO_BASELINE, True, runs=runs, notes=tuple(notes), **common)
     classes = classes_for(base, mode, policy)
-    verdicts = tuple(_figures(base, cur, classes, policy, last, notes))
+    group = _described(mode).group  # ranks in processes of their own
+    verdicts = tuple(_figures(base, cur, classes, policy, last, notes, group))
     if environment_diff:
         diff = tuple(map(said, environment_diff))
         return Comparison(
@@ -477,6 +478,7 @@ def _figures(
     policy: DecisionPolicy,
     last: bool,
     notes: list[Reason],
+    group: bool = False,
 ) -> list[FigureVerdict]:
     """Each figure's verdict (:func:`decide_figure`) on the good runs of both sides, a tracer
     on one side only and bad evidence taken into account; what the reader should know goes
@@ -501,7 +503,7 @@ def _figures(
         kw.update(like_for_like=like, allowance=allowance)
         if not good_b or not good_c:  # as measured, for what it shows; never a verdict
             v = decide_figure(figure, b, c, last=True, **kw)
-            verdicts.append(_unmeasurable(v, bad_b, bad_c, cur, figure, last))
+            verdicts.append(_unmeasurable(v, bad_b, bad_c, cur, figure, last, group))
             continue
         if any(bad_b) or any(bad_c):
             notes.append(Reason(LEFT_OUT, {"figure": figure, "baseline": bad_b, "current": bad_c}))
@@ -520,16 +522,20 @@ def _unmeasurable(
     cur: Sequence[RunStat],
     figure: str,
     last: bool,
+    group: bool = False,
 ) -> FigureVerdict:
     """A figure with no good run on a side: inconclusive, "unmeasurable", once a fresh
     process was bad too (or no run can be added, or the baseline has no good run); a suspect
-    until then, so that the gate measures it again."""
+    until then, so that the gate measures it again. ``group``: the ranks of a group are
+    processes of their own, whose threads (a collective's included) wait for each other's
+    CPUs on a machine with too few: idle or not (the gloo examples on 2 CPUs)."""
     no_base = all(bad_base)
     bad_cur = [b for b in bad_cur if b]
     final = last or no_base or len(bad_cur) >= BAD_RUNS
     threads = max((x.threads or 1.0) for x in cur)
     side, codes = ("baseline", bad_base) if no_base else ("current", bad_cur)
-    line = Reason(UNMEASURABLE, {"side": side, "codes": list(codes), "threads": threads})
+    numbers = {"side": side, "codes": list(codes), "threads": threads, "group": group}
+    line = Reason(UNMEASURABLE, numbers)
     return replace(v, kind=INCONCLUSIVE, final=final, why=UNMEASURABLE, reasons=(line,))
 
 

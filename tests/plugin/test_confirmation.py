@@ -1,19 +1,24 @@
-"""Confirmation re-runs: a child process re-measures a suspect, and from a session's second
-suspect on, the benchmarks after it."""
+"""Confirmation re-runs: a child process re-measures a suspect, and with it as many of the
+benchmarks after it as the session measures in the time a process takes to start."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from pytest_gpuperf.shell.gate import ConfirmBudget
 from tests.conftest import VIRTUAL_TIME_CONFTEST
 from tests.plugin.test_baselines import FAST, QUIET, run, run_with_env
 
 # On a virtual clock: a call costs 0.4 ms times SLOWDOWN whatever the machine does.
 BENCH = """
 import os
+import time
 import pytest
+
+time.sleep(float(os.environ.get("IMPORT_S", "0")))  # what starting a process costs
 
 @pytest.mark.parametrize("which", ["a", "b", "c"])
 def test_spin(clock, gpu_bench, which):
@@ -47,38 +52,53 @@ def _save_three(pytester: pytest.Pytester) -> None:
     (pytester.path / "measured.log").unlink()
 
 
-def test_the_first_suspect_is_re_measured_alone_and_a_later_one_with_the_benchmarks_after_it(
+def test_a_process_slow_to_start_measures_the_later_benchmarks_with_the_first_suspect(
     pytester: pytest.Pytester,
 ) -> None:
     _save_three(pytester)
-    # 3x on the CPU: two runs settle it (beyond ~2.4x), one does not (beyond 4.1x): 2 runs
-    result = run(pytester, "--gpuperf-baseline=main", "--gpuperf-json=o.json", slowdown=3.0)
+    # 3x on the CPU: two runs settle it (beyond ~2.4x), one does not (beyond 4.1x): 2 runs.
+    # A module that takes 2 s to import: a test (virtual time) measures in far less, so the
+    # first suspect's child measures every benchmark after it too
+    result = run_with_env(
+        pytester, {"SLOWDOWN": "3.0", "IMPORT_S": "2"}, "-p", "no:cacheprovider", *FAST,
+        *QUIET, "--gpuperf-baseline=main", "--gpuperf-json=o.json",
+    )  # fmt: skip
     result.assert_outcomes(failed=3)
-    # every benchmark judged on 2 runs, from two children in all: test a's measured it alone,
-    # test b's also measured c, which took its second run from there and started none
+    # every benchmark judged on 2 runs, from one child in all: b and c took theirs from it
     results = json.loads((pytester.path / "o.json").read_text())["results"]
     assert [r["comparison"]["r"] for r in results] == [2, 2, 2]
-    result.stdout.fnmatch_lines(["confirmation: 2 fresh-process re-measurement(s)*"])
+    result.stdout.fnmatch_lines(["confirmation: 1 fresh-process re-measurement(s)*"])
     measured = _measured(pytester)
-    session = measured["a"][0]
-    a_child, b_child = measured["a"][1], measured["b"][1]
-    assert len(measured["a"]) == len(measured["b"]) == len(measured["c"]) == 2
-    assert len({session, a_child, b_child}) == 3 and sorted(measured["c"]) == sorted(
-        [session, b_child]
+    session, child = measured["a"]
+    assert session != child and sorted(measured["b"]) == sorted(measured["c"]) == sorted(
+        [session, child]
     )
 
 
-def test_one_suspect_among_unchanged_benchmarks_costs_one_child_of_one_benchmark(
+def test_one_suspect_with_no_benchmark_after_it_costs_one_child_of_one_benchmark(
     pytester: pytest.Pytester,
 ) -> None:
     _save_three(pytester)
-    # 3x: a suspect one run does not settle (test above): one child confirms it
+    # 3x: a suspect one run does not settle (test above): one child confirms it, and measures
+    # nothing else (no benchmark comes after it)
     result = run_with_env(
-        pytester, {"SLOWDOWN": "3.0", "SLOWED": "a"}, "-p", "no:cacheprovider", *FAST, *QUIET,
+        pytester, {"SLOWDOWN": "3.0", "SLOWED": "c"}, "-p", "no:cacheprovider", *FAST, *QUIET,
         "--gpuperf-baseline=main", "--gpuperf-json=o.json",
     )  # fmt: skip
     result.assert_outcomes(failed=1, passed=2)
     result.stdout.fnmatch_lines(["confirmation: 1 fresh-process re-measurement(s)*"])
     measured = _measured(pytester)
-    # the child measured test a alone: b and c were measured once, by the session
-    assert len(measured["a"]) == 2 and measured["b"] == measured["c"] == [measured["a"][0]]
+    assert len(measured["c"]) == 2 and measured["a"] == measured["b"] == [measured["c"][0]]
+
+
+@pytest.mark.parametrize(
+    ("start_s", "plain_s", "done", "ahead"),
+    [(3.0, 7.4, 4, 2), (3.0, 3.4, 1, 7), (0.5, 4.5, 2, 0)],
+)
+def test_a_child_looks_ahead_as_many_benchmarks_as_the_session_measures_in_a_start(
+    start_s: float, plain_s: float, done: int, ahead: int
+) -> None:
+    # a session that started its tests start_s after the gate opened and has measured `done`
+    # benchmarks in plain_s - start_s since
+    budget = ConfirmBudget(started=time.perf_counter() - plain_s, start_s=start_s, done=done)
+    assert budget.ahead() == ahead

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pytest_gpuperf.measure.contention import CONTENDED
@@ -43,3 +44,10 @@ def test_a_gpu_run_whose_host_waited_carries_no_cpu_note_but_many_threads_do() -
     # The thread clock of a multi-threaded op counts the other threads' waits: flagged.
     many = contention_note(cpu_result({"waited": 0.6, "threads": 2.0, "clock": "thread"}))
     assert many is not None and "torch.set_num_threads(1)" in many
+
+
+def test_ranks_whose_threads_waited_are_told_to_find_more_cpus() -> None:
+    r = cpu_result({"waited": 0.6, "threads": 12.0, "clock": "wall"})
+    r = replace(r, id=BenchId("t.py::test_all_reduce", mode="cpu-dist"))
+    note = next(n for n in flag_notes(r, MeasurePolicy()) if n.startswith(CONTENDED))
+    assert "more CPUs" in note and "set_num_threads" not in note and "idle" not in note

@@ -206,6 +206,20 @@ def test_a_wall_clock_run_that_waited_for_a_cpu_never_settles_a_regression() -> 
     assert good.kind == REGRESSION and good.r == 1
 
 
+def test_ranks_whose_own_threads_want_more_cpus_are_unmeasurable_on_any_load() -> None:
+    """The gloo examples on the idle 2-core machine (tests/data/cpu-pools, pool-idle): 2 ranks,
+    their measuring threads on one torch thread each, gloo's threads 8-16 CPUs' worth beside,
+    waits of 40-80 % of the time, levels 1.5-1.9x apart between processes. Unmeasurable, and
+    the remedy is a machine with more CPUs, not one torch thread or an idle runner."""
+    base = [waited(T * x, 0.6, threads=12.0) for x in (1.0, 1.5, 1.2)]
+    cur = [waited(T * 1.3, 0.6, threads=8.0), waited(T * 1.1, 0.7, threads=16.0)]
+    c = decide(base, cur, mode="cpu-dist")  # MODE_CPU_DIST
+    assert (c.kind, c.final, c.why) == (INCONCLUSIVE, True, "unmeasurable")
+    said = words(c.reasons[0])
+    assert "more CPUs" in said and "16.0 CPUs' worth" in said
+    assert "set_num_threads" not in said and "idle runner" not in said
+
+
 def test_waits_below_the_limit_and_waits_the_thread_clock_left_out_are_evidence() -> None:
     """The thread clock does not count waits for a CPU: a neighbour on the core is no reason
     to drop its run; a wall-clock run that waited 5 % or less is evidence too."""
