@@ -1,5 +1,5 @@
 """The wall time of a compare with a slowdown, two trees of the plugin side by side with
-pytest-benchmark, interleaved in the same minutes (issue 35's "<= 3x pytest-benchmark's").
+pytest-benchmark, interleaved in the same minutes (the bar: at most 3x pytest-benchmark's).
 
 Uses a kept ``bench/side_by_side.py --keep DIR`` folder (its saves); each round runs
 pytest-benchmark's A/B session, then each given Python's pytest-gpuperf A/B session (a venv

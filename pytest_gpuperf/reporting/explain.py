@@ -162,7 +162,7 @@ def _unmeasurable(n: Mapping[str, Any]) -> str:
         if threads > ONE_THREAD
         else "an idle runner, a quieter moment, or --gpuperf-ab=REF"
     )
-    if n.get("group"):  # the ranks' own threads, not the machine's load (issue 35)
+    if n.get("group"):  # the ranks' own threads, not the machine's load
         remedy = (
             f"its ranks' threads ({threads:.1f} CPUs' worth per measuring thread, the "
             "collectives' own among them) want more CPUs than this machine has, idle or not: "
