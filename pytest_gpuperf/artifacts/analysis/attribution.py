@@ -196,16 +196,27 @@ class Ledger:
             return None
         return (self.kd.gpu_delta_us + max(self.idle_us or 0.0, 0.0)) / self.slowdown_us
 
-    def added_work(self) -> Finding | None:
-        """The cause that added work: launches (more than one, a tenth of the baseline's or
-        more) of kernels that hold most of the kernel time that grew. The device's waiting that
-        grows with it, and that nothing else claims, is the host's time to issue that work."""
+    @property
+    def unseen(self) -> bool:
+        """Whether the profiles measure too little of the slowdown for a share to lead."""
+        return self.seen is not None and self.seen < MIN_LEAD
+
+    def wait_for_added_work(self) -> Finding | None:
+        """Gives the device's waiting that grew, while no finding claimed it, to the cause
+        that added work: launches (more than one, a tenth of the baseline's or more) of
+        kernels that hold most of the kernel time that grew. That waiting is the host's time
+        to issue the work. Returns that cause, or None."""
+        waited = self.idle_free
+        if waited <= 0:
+            return None
         grown = sum(max(c.delta_us, 0.0) for c in self.changes.values())
         base_n = sum(c.base_launches for c in self.kd.changes) if self.kd is not None else 0.0
         for f in self.claimed:
             added = sum(c.cur_launches - c.base_launches for c in f.got)
             own = sum(max(c.delta_us, 0.0) for c in f.got)
             if not f.symptom and added >= max(0.1 * base_n, 2.0) and own >= 0.5 * grown > 0:
+                f.us = (f.us or 0.0) + waited
+                self.idle_taken = True
                 return f
         return None
 
@@ -215,11 +226,10 @@ def rank(findings: Sequence[Finding], ledger: Ledger) -> list[Finding]:
     story order; then those that explain little; symptoms last. Shares are of the slowdown,
     or of what the findings explain together when that is more."""
     total = max(ledger.slowdown_us or 0.0, sum(max(f.us or 0.0, 0.0) for f in findings))
-    unseen = ledger.seen is not None and ledger.seen < MIN_LEAD
     for f in findings:
         # a cause that changes how the whole function runs (its compiled code) is not measured
         # by profiles that see little of the slowdown: its share is unknown, not small
-        whole = unseen and f.kernels == EVERYTHING
+        whole = ledger.unseen and f.kernels == EVERYTHING
         f.share = f.us / total if f.us is not None and total > 0 and not whole else None
 
     def tier(f: Finding) -> int:

@@ -17,15 +17,14 @@ from pytest_gpuperf.artifacts.analysis import comms
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis import resource_story as rs
 from pytest_gpuperf.artifacts.analysis import work_story as ws
+from pytest_gpuperf.artifacts.analysis.attribution import Evidence as Evidence
 from pytest_gpuperf.artifacts.analysis.attribution import (
-    MIN_LEAD,
     Finding,
     Ledger,
     leads,
     rank,
     told,
 )
-from pytest_gpuperf.artifacts.analysis.attribution import Evidence as Evidence
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.outcome import Diagnosis as Diagnosis
 from pytest_gpuperf.units import fmt_change, fmt_time
@@ -153,11 +152,12 @@ def _time(s: float | None) -> str:
 
 def _unseen(led: Ledger) -> list[str]:
     """What the profiles leave unexplained, when they see under a quarter of the slowdown."""
-    if led.seen is None or led.seen >= MIN_LEAD or led.kd is None or not led.slowdown_us:
+    share = led.seen
+    if not led.unseen or share is None or not led.slowdown_us:
         return []
-    seen = led.seen * led.slowdown_us
+    seen = share * led.slowdown_us
     return [
-        f"The profiles show {100 * max(led.seen, 0.0):.0f} % of the slowdown ({seen:+.1f} of "
+        f"The profiles show {100 * max(share, 0.0):.0f} % of the slowdown ({seen:+.1f} of "
         f"{led.slowdown_us:+.1f} µs per call): the rest is time they do not measure (outside "
         "the profiled calls, or a slowdown that did not reproduce in the profiler's process)."
     ]

@@ -346,10 +346,7 @@ def idle(ev: Evidence, led: Ledger) -> list[Finding]:
     """The device's waiting that no story explained (the host's time to issue added work, a
     launch-bound GPU, a late host, time outside the CPU's operators)."""
     a, grew = ev.analysis, led.idle_free
-    work = led.added_work() if grew > 0 else None
-    if work is not None:
-        work.us = (work.us or 0.0) + grew
-        led.idle_taken = True
+    work = led.wait_for_added_work()
     if a is None:
         return []
     if a.device != "cuda":
