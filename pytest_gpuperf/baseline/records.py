@@ -81,12 +81,18 @@ class BenchmarkEntry:
 
     @property
     def runs(self) -> list[Run]:
-        """The runs; a stored one with its identity, policy and fingerprint from the index
-        (its environment, as far as the file knows it). A problem with them is raised."""
+        return self.runs_of()
+
+    def runs_of(self, fingerprint_id: str | None = None) -> list[Run]:
+        """The runs (of one fingerprint; None: all), decoded: a stored one with its identity,
+        policy and fingerprint from the index (its environment, as far as the file knows it).
+        A problem with them is raised."""
         if self.problem is not None:
             raise self.problem
         out = []
         for x, f, p in self.source:
+            if fingerprint_id is not None and f != fingerprint_id:
+                continue
             if not isinstance(x, Run):  # a checked line (files.read)
                 fp, policy = self.fingerprints[f], self.policies[p]
                 x = Run(
@@ -213,11 +219,7 @@ class Baseline:
         if entry is None:
             return []
         want = None if policy is None else frozen(policy)
-        return [
-            r
-            for r in entry.runs
-            if r.fingerprint_id == fingerprint_id and (want is None or r.policy == want)
-        ]
+        return [r for r in entry.runs_of(fingerprint_id) if want is None or r.policy == want]
 
     def match(
         self, key: str, fp: Mapping[str, Any], policy: Mapping[str, Any] | None = None
@@ -227,12 +229,10 @@ class Baseline:
         entry = self.benchmarks.get(key)
         if entry is None or not entry.source:
             return Match(NO_BENCHMARK, [])
-        fid = codec.fingerprint_id(fp)
-        if fid not in entry.fingerprint_ids():
+        fid, fids = codec.fingerprint_id(fp), entry.fingerprint_ids()
+        if fid not in fids:
             # The closest environment explains best what changed; ties go to the newest.
-            diffs = {
-                i: differences(self.fingerprints[i], dict(fp)) for i in entry.fingerprint_ids()
-            }
+            diffs = {i: differences(self.fingerprints[i], dict(fp)) for i in fids}
             other = min(diffs, key=lambda i: len(diffs[i]))
             return Match(OTHER_ENVIRONMENT, [], other, diffs[other])
         same_env = self.runs(key, fid)

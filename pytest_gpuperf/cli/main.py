@@ -134,8 +134,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     )
     rows = []
     for entry in b.benchmarks.values():
+        every = entry.runs  # decoded once, then split by environment
         for fid in entry.fingerprint_ids():
-            runs = [r for r in entry.runs if r.fingerprint_id == fid]
+            runs = [r for r in every if r.fingerprint_id == fid]
             logs = [math.log(r.median) for r in runs if r.median > 0]
             sd = statistics.stdev(logs) if len(logs) >= 2 else None
             params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
