@@ -313,7 +313,7 @@ def _capture(
     spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
     ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
     if lock is None and run is not None:
-        lock = functools.partial(device_lock, device_key(device), timeout_s=settings.budget_s)
+        lock = functools.partial(_device_lock, device, settings.budget_s)
     todo = list(collectors if collectors is not None else collectors_for(config))
     done = _run_collectors(ctx, todo, settings, lock, progress, plan)
     ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
@@ -422,6 +422,12 @@ def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Compari
     """The benchmarks whose verdict is a regression, else all of the test's."""
     keys = [k for k, c in comparisons.items() if c.kind == "regression"]
     return keys or [r.id.key for r in results]
+
+
+def _device_lock(device: str, budget_s: float) -> AbstractContextManager[object]:
+    """The device's lock, its key read only when it is taken: a pass that runs no tool now
+    touches no device, and a key that cannot be read skips the tools, as a busy GPU does."""
+    return device_lock(device_key(device), timeout_s=budget_s)
 
 
 def _run_collectors(

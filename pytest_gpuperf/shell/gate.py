@@ -134,7 +134,7 @@ class Gate:
         self.order: list[str] = []
         self.ahead: dict[str, list[Result]] = {}
         # an xdist worker does not know which tests it will run next
-        self.look_ahead = not hasattr(config, "workerinput")
+        self.look_ahead = not run.is_worker
         #: makes the fresh processes of a confirmation (default shell.rerun.run_child); a
         #: torchrun rank 0 sets its own, which starts a fresh process on every rank
         self.child_runner: Callable[..., ChildRun] | None = None
@@ -311,9 +311,10 @@ class Gate:
         c = v.comparison
         r.comparison = c
         out.comparisons[r.id.key] = c
-        out.failures += [failure_words(f"{r.id.display} [{r.id.mode}]", x) for x in v.failures]
+        who = f"{r.id.display} [{r.id.mode}]"
+        out.failures += [failure_words(who, x) for x in v.failures]
         if v.outcome == FAIL:
-            out.failures.append(f"{r.id.display} [{r.id.mode}]{against}\n{explain(c, r.id.mode)}")
+            out.failures.append(f"{who}{against}\n{explain(c, r.id.mode)}")
         elif v.outcome == WARN:
             out.warnings.append(f"[{r.id.mode}] {summary_line(c, r.id.mode)}")
 

@@ -648,14 +648,15 @@ def lock_keys(device: str, gpus: Sequence[str]) -> list[str]:
     :func:`.locks.device_key` names them)."""
     if device != "cuda":
         return ["cpu"]
-    return [f"gpu-{_uuid(g)}" for g in gpus]
+    uuids = nvml_uuids() if any(g.isdigit() for g in gpus) else []
+    return [f"gpu-{_uuid(g, uuids)}" for g in gpus]
 
 
-def _uuid(entry: str) -> str:
-    """A CUDA_VISIBLE_DEVICES entry as the GPU's UUID (``GPU-...``), through NVML for an index."""
+def _uuid(entry: str, uuids: Sequence[str]) -> str:
+    """A CUDA_VISIBLE_DEVICES entry as the GPU's UUID (``GPU-...``), through NVML's list for
+    an index."""
     if entry.startswith(("GPU-", "MIG-")):
         return entry
-    uuids = nvml_uuids()
     if entry.isdigit() and int(entry) < len(uuids):
         return uuids[int(entry)]
     return f"index-{entry}"  # no NVML: as device_key names a GPU without a UUID

@@ -175,12 +175,18 @@ class RankSession:
         self._write()  # torchrun's ranks: where this one is, now that the others can read
         from pytest_gpuperf.artifacts.collectors.group import group_hooks
 
-        hooks = group_hooks(group, device, profile=profiles(settings), calls=settings.capture.calls)
+        hooks = (
+            []
+            if settings.session.disable
+            else group_hooks(
+                group, device, profile=profiles(settings), calls=settings.capture.calls
+            )
+        )
         progress = self.session.progress() if self.lead else silent()
         item.stash[CONTEXT_KEY] = {
             "group": group,
             "lock": functools.partial(self.lock, item.nodeid),
-            "after_measure": [] if settings.session.disable else hooks,
+            "after_measure": hooks,
             "progress": progress.task,
         }
 
