@@ -241,7 +241,11 @@ JSON_KEYS = (
     *("current_runs", "baseline_runs", "figures", "secondary", "numerics", "why"),
 )
 _OF_LEAD = {"threshold_in_force": "cutoff", "threshold_reason": "cutoff_reason"}
-_LEAD_KEYS = [k for k in JSON_KEYS[5:28] if k not in ("ci_level", "threshold", "alpha")]
+_LEAD_KEYS = (
+    *("figure", "klass", "k", "r", "baseline_s", "current_s", "ratio", "ratio_low"),
+    *("ratio_high", "slower", "threshold_in_force", "threshold_reason", "decisive", "noise"),
+    *("noise_prior", "noise_own", "se", "z", "resolution", "runs_needed"),
+)
 
 
 @dataclass(frozen=True)

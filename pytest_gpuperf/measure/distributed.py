@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_gpuperf.measure.backend import Invocation, Timer
 from pytest_gpuperf.measure.collectives import message_bytes
+from pytest_gpuperf.measure.cuda import event_pairs
 from pytest_gpuperf.measure.engine import Round
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.ranks import RankEnv
@@ -196,8 +197,6 @@ class GroupTimer(Timer):
         return (clock() - a) / 1e9 / calls
 
     def _cuda_round(self, calls: int) -> float:
-        from pytest_gpuperf.measure.cuda import event_pairs
-
         call = self._call
         if call.has_setup:
             starts, ends = event_pairs(self._events, calls)

@@ -145,7 +145,7 @@ def _why_regression(n: Mapping[str, Any]) -> str:
         )
     else:
         how = f"in every one of {runs}, as its class ({klass}) requires"
-    what = "time" if n["figure"] == "time" else f"{n['figure']} time"
+    what = figure_name(n["figure"])
     # ``slower`` is the fastest current run's slowdown, not the change the outputs show (the
     # levels' ratio): said as what it is
     return (
