@@ -20,7 +20,14 @@ from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
 from pytest_gpuperf.model import printable
-from pytest_gpuperf.values import OptionValueError, fraction, probability, sort_key
+from pytest_gpuperf.values import (
+    OptionValueError,
+    fraction,
+    int_at_least,
+    positive_float,
+    probability,
+    sort_key,
+)
 
 if TYPE_CHECKING:
     from pytest_gpuperf.registry import Registry
@@ -283,7 +290,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         _check_output("-o", args.output, args)
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
-    args.format = args.format or export_format(args.output)
+    suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
+    args.format = args.format or EXPORT_SUFFIXES.get(suffix, "markdown")
     if args.format == "pytest-benchmark":
         when = _dt.datetime.fromisoformat(side.baseline.updated)
         text = export.pytest_benchmark(results, created=when, modes=_registry().modes)
@@ -332,45 +340,16 @@ SORT_HELP = (
 
 
 def _at_least_two(text: str) -> int:
-    n = _positive_int(text)
-    if n < 2:
+    try:
+        return int_at_least(2)(text)
+    except OptionValueError:
         raise argparse.ArgumentTypeError(
             f"expected 2 or more runs (the noise between runs is learnt from several), got {text!r}"
-        )
-    return n
+        ) from None
 
 
-def _number(parse: Callable[[str], _T], text: str, invalid: _T) -> _T:
-    """``parse(text)``, or ``invalid`` where it is no number (the caller says what it wants)."""
-    try:
-        return parse(text)
-    except ValueError:
-        return invalid
-
-
-def _positive_float(text: str) -> float:
-    x = _number(float, text, 0.0)
-    if not x > 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return x
-
-
-def _positive_int(text: str) -> int:
-    n = _number(int, text, 0)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return n
-
-
-#: ``export -o PATH`` without ``--format``: the format its suffix names.
+#: ``export -o PATH`` without ``--format``: the format its suffix names, else Markdown.
 EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "pytest-benchmark"}
-
-
-def export_format(output: str | None) -> str:
-    """``export``'s format when ``--format`` is left out: the one ``-o``'s suffix names
-    (``.md``, ``.html``, ``.csv``, ``.json``: pytest-benchmark JSON), else Markdown."""
-    suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
-    return EXPORT_SUFFIXES.get(suffix, "markdown")
 
 
 def _add_compare(
@@ -436,7 +415,7 @@ def _add_prune(
     p.add_argument("name", metavar="NAME", help="baseline name")
     p.add_argument(
         "--keep-runs",
-        type=_positive_int,
+        type=_checked(int_at_least(1)),
         metavar="N",
         help="keep the newest N runs of each benchmark per environment",
     )
@@ -449,7 +428,7 @@ def _add_prune(
     )
     p.add_argument(
         "--lock-timeout",
-        type=_positive_float,
+        type=_checked(positive_float),
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help="how long to wait while another process saves into the baseline "
