@@ -1,13 +1,7 @@
-"""Every option of the plugin, declared once.
-
-Each :class:`Option` is a command-line flag ``--gpuperf-<name>``, an ini key
-``gpuperf_<name>`` and, where ``per_test`` is set, a keyword of the
-``gpuperf`` marker and of a ``gpu_bench(...)`` call. One parser per option
-validates every source, so a bad value is reported the same way wherever it
-came from (see :mod:`pytest_gpuperf.shell.config` for precedence). Its default is its
-settings field's, declared there only: the shell's settings classes are here, the others
-in the lowest ring that reads them.
-"""
+"""Every option of the plugin, declared once: a flag ``--gpuperf-<name>``, an ini key
+``gpuperf_<name>`` and (``per_test``) a keyword of the marker and of ``gpu_bench(...)``, one
+parser for every source (precedence: :mod:`.config`). Its default is its settings field's
+(:func:`~pytest_gpuperf.settings_fields.option`), in the lowest ring that reads it."""
 
 from __future__ import annotations
 
@@ -73,7 +67,6 @@ class Option:
         return "gpuperf_" + self.name
 
 
-#: The shell's settings classes: each field's option (below) says what it holds.
 @dataclass(frozen=True)
 class SessionSettings:
     device: str = option("device", "auto")
@@ -165,9 +158,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "dist_timeout",
         positive_float,
-        "seconds one test marked world_size= may take on its ranks (start, measurement, end) "
-        "before every rank is killed and the test fails; also the process group's timeout, "
-        "after which a collective that a rank never joins fails",
+        "seconds a test marked world_size= may take on its ranks before they are killed and it "
+        "fails; also the process group's timeout for a collective a rank never joins",
         metavar="SECONDS",
     ),
     # --- per benchmark -----------------------------------------------------
@@ -231,10 +223,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "collective",
         collective_name,
-        "the collective the benchmarked call makes (all_reduce, all_gather, reduce_scatter, "
-        "broadcast, all_to_all, reduce, send_recv), in a test marked world_size=: its "
-        "algorithm and bus bandwidth are reported (nccl-tests' factors), its message size "
-        "taken from bytes= or else from its largest tensor argument",
+        "the collective the call makes in a test marked world_size= (all_reduce, all_gather, "
+        "reduce_scatter, broadcast, all_to_all, reduce, send_recv): its algorithm and bus "
+        "bandwidth are reported, its size from bytes= or its largest tensor argument",
         per_test=True,
         cli=False,
     ),
@@ -249,9 +240,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "ab",
         text,
-        "compare every benchmark with git revision REF (commit, branch or tag), checked out "
-        "in a temporary worktree and measured in alternation with the current tree in fresh "
-        "processes (docs/ab.md)",
+        "compare every benchmark with git revision REF, checked out in a temporary worktree "
+        "and measured in alternation with this tree in fresh processes (docs/ab.md)",
         metavar="REF",
     ),
     Option(
@@ -299,9 +289,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "alpha",
         probability,
-        "chance that noise alone fails one figure of one unchanged benchmark; fixed per "
-        "benchmark, never split across the session (a session of m benchmarks: at most "
-        "2 m alpha)",
+        "chance that noise alone fails one figure of one unchanged benchmark; per benchmark, "
+        "not split across the session (m benchmarks: at most 2 m alpha)",
         metavar="P",
     ),
     Option(
@@ -390,9 +379,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "activity",
         parse_bool,
-        "after each CUDA measurement, read what the GPU's units did (NVML GPM: SM, tensor, DRAM, "
-        "PCIe, NVLink) and the caching allocator's figures per call over about 0.12 s of plain "
-        "calls (a few calls where the GPU has no GPM)",
+        "after each CUDA measurement, read the GPU's units (NVML GPM: SM, tensor, DRAM, PCIe, "
+        "NVLink) and the allocator's figures per call over ~0.12 s of plain calls",
     ),
     # --- CI reports ---
     Option(
@@ -506,10 +494,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "capture_session_budget",
         non_negative_float,
-        "seconds all the captures of a session may take together: a first diagnosis "
-        "(torch.profiler, TORCH_TRACE) at each failing verdict, then, after the last verdict, "
-        "Nsight Systems and Compute for the largest slowdowns first; the tests it does not "
-        "reach are listed with the command that captures each later (0: list them all)",
+        "seconds all captures of a session may take: torch.profiler and TORCH_TRACE at each "
+        "failing verdict, then Nsight for the largest slowdowns first; the tests not reached "
+        "are listed with the command that captures each (0: list them all)",
         metavar="SECONDS",
     ),
 )
