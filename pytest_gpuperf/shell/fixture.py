@@ -1,8 +1,5 @@
-"""The ``gpu_bench`` fixture's object: measure a callable, return its result.
-
-It knows nothing about baselines or statistics: it hands each
-:class:`~pytest_gpuperf.model.Result` to the plugin's ``record`` callback.
-"""
+"""The ``gpu_bench`` fixture's object: measure a callable, hand each
+:class:`~pytest_gpuperf.model.Result` to ``record``, return the callable's result."""
 
 from __future__ import annotations
 
@@ -90,10 +87,6 @@ def plain_window(
         batch = max(1, min(most - done, want, 8 * batch))
 
 
-def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
-
-
 #: progress(label, ticker=True) -> context manager yielding an object with tick()
 ProgressTask = Callable[..., AbstractContextManager[Any]]
 
@@ -111,7 +104,7 @@ class BenchContext:
     params: Mapping[str, Any] = field(default_factory=dict)
     disabled: bool = False
     probes: list[Probe] = field(default_factory=list)
-    phase_range: PhaseRange = _no_range
+    phase_range: PhaseRange = lambda bench_id, name: contextlib.nullcontext()
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
@@ -154,28 +147,15 @@ class _Plan(NamedTuple):
     collective: str | None = None
 
 
-def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
-    """One plain call's time: the device's median or the slowest end-to-end round."""
-    if not rounds:
-        return None
-    return max(median(rounds), max(e2e_rounds, default=0.0))
-
-
 def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> float | None:
-    """A number, or a callable of the test's parameters (``flops=lambda shape: ...``)."""
+    """A number, or a callable of the test's parameters (``flops=lambda shape: ...``), called
+    with those it takes by name (all of them for ``**kwargs``)."""
     if value is None or not callable(value):
         return value
     try:
         sig = inspect.signature(value)
     except (TypeError, ValueError):
         return float(value(**params))
-    return float(value(**_arguments(sig, params, what, test)))
-
-
-def _arguments(
-    sig: inspect.Signature, params: Mapping[str, Any], what: str, test: str
-) -> dict[str, Any]:
-    """The test's parameters that ``sig`` takes by name (all of them for ``**kwargs``)."""
     accepts_all = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     names = [
         n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
@@ -189,7 +169,7 @@ def _arguments(
             f"{', '.join(sorted(params)) or 'none'}). Name the callable's arguments after the "
             "test's parameters, e.g. flops=lambda shape: 2 * shape[0] * shape[1] * shape[2]."
         )
-    return dict(params) if accepts_all else {n: params[n] for n in names if n in params}
+    return float(value(**(params if accepts_all else {n: params[n] for n in names if n in params})))
 
 
 class GpuBench:
@@ -459,14 +439,20 @@ class GpuBench:
                 window = ContentionWindow()
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
-                tracer = _active_tracer()
+                found = [t for t in (active_tracer(), torch_profiler_active()) if t]
+                tracer = printable("; ".join(found)) or None
                 phase = window.phase(functools.partial(ctx.phase_range, bid))
                 with ctx.progress(label, ticker=False) as task, contextlib.ExitStack() as probes:
                     finishers = [probes.enter_context(p(bid, clock)) for p in ctx.probes]
                     before = allocator_counters() if on_gpu else None
                     raw = engine.run(timer, policy, clock=loop_clock, phase=phase, tick=task.tick)
                     after = allocator_counters() if on_gpu else None
-                    per_call = _per_call(raw.rounds, raw.e2e_rounds)
+                    # one plain call: the device's median or the slowest end-to-end round
+                    per_call = (
+                        max(median(raw.rounds), max(raw.e2e_rounds, default=0.0))
+                        if raw.rounds
+                        else None
+                    )
                     activity, memory = self._window(timer, per_call, before, after)
                     telemetry = gather(finishers, raw)
                 if activity is not None:
@@ -569,16 +555,8 @@ class GpuBench:
         release_memory()
 
 
-def _active_tracer() -> str | None:
-    """The tracers and profilers active in this thread (Python's, torch's), escaped."""
-    found = [t for t in (active_tracer(), torch_profiler_active()) if t]
-    return printable("; ".join(found)) or None
-
-
-def inventory_settings(settings: Settings | None) -> InventorySettings | None:
+def inventory_settings(settings: Settings) -> InventorySettings:
     """What the after-measure hooks read from the session's settings."""
-    if settings is None:
-        return None
     return InventorySettings(
         inventory=settings.capture.inventory,
         saving=bool(settings.session.save),
