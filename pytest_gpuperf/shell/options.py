@@ -18,7 +18,7 @@ from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.reporting.settings import ReportSettings
-from pytest_gpuperf.settings_fields import OPTION, option
+from pytest_gpuperf.settings_fields import OPTION, option, option_fields
 from pytest_gpuperf.values import (
     baseline_name,
     choice,
@@ -38,7 +38,7 @@ from pytest_gpuperf.values import (
     telemetry_interval,
     text,
 )
-from pytest_gpuperf.verdict.policy import VerdictSettings
+from pytest_gpuperf.verdict.policy import PER_TEST_VERDICT, VerdictSettings
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,6 @@ class Option:
     name: str
     parse: Callable[[Any], Any]
     help: str
-    #: a keyword of the marker and of gpu_bench(...)
-    per_test: bool = False
-    #: a command-line flag and ini key (marker-only options have neither)
-    cli: bool = True
     #: store_true flag on the command line
     flag: bool = False
     metavar: str | None = None
@@ -57,6 +53,16 @@ class Option:
     @property
     def default(self) -> Any:
         return _DEFAULTS[self.name]
+
+    @property
+    def per_test(self) -> bool:
+        """A keyword of the marker and of gpu_bench(...)."""
+        return self.name in PER_TEST_OPTIONS
+
+    @property
+    def cli(self) -> bool:
+        """A command-line flag and ini key (the work per call is set per test only)."""
+        return self.name not in _WORK
 
     @property
     def flag_name(self) -> str:
@@ -119,6 +125,10 @@ SETTINGS_CLASSES: tuple[type[Any], ...] = (
 )
 
 
+_WORK = frozenset(option_fields(WorkSettings).values())
+#: What :class:`.settings.PerTest` resolves: the measurement, the work, part of the verdict.
+PER_TEST_OPTIONS = frozenset(option_fields(MeasurePolicy).values()) | _WORK | set(PER_TEST_VERDICT)
+
 _DEFAULTS = {
     f.metadata[OPTION]: f.default
     for c in SETTINGS_CLASSES
@@ -167,20 +177,17 @@ OPTIONS: tuple[Option, ...] = (
         "cuda_graph",
         cuda_graph_mode,
         "time CUDA-graph replays (kernel time without launch overhead): false, true or both",
-        per_test=True,
         metavar="false|true|both",
     ),
     Option(
         "l2_flush",
         parse_bool,
         "flush the GPU's L2 cache before each timed call (CUDA events backend)",
-        per_test=True,
     ),
     Option(
         "warmup_ms",
         positive_float,
         "longest warm-up, in ms; warm-up ends earlier once round times settle",
-        per_test=True,
         metavar="MS",
     ),
     Option(
@@ -188,37 +195,30 @@ OPTIONS: tuple[Option, ...] = (
         non_negative_float,
         "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages "
         "~0.25 s into heavy work)",
-        per_test=True,
         metavar="MS",
     ),
     Option(
         "round_ms",
         positive_float,
         "wall time of one round of calls, in ms; its per-call time is one sample",
-        per_test=True,
         metavar="MS",
     ),
-    Option("rounds", int_at_least(5), "rounds measured after warm-up", per_test=True, metavar="N"),
+    Option("rounds", int_at_least(5), "rounds measured after warm-up", metavar="N"),
     Option(
         "noise_threshold",
         fraction,
         "flag a result as noisy when its rounds' IQR exceeds this fraction of the median",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
         "flops",
         number_or_callable,
         "floating-point operations per call (number, or callable of the test's parameters)",
-        per_test=True,
-        cli=False,
     ),
     Option(
         "bytes",
         number_or_callable,
         "bytes moved per call (number, or callable of the test's parameters)",
-        per_test=True,
-        cli=False,
     ),
     Option(
         "collective",
@@ -226,8 +226,6 @@ OPTIONS: tuple[Option, ...] = (
         "the collective the call makes in a test marked world_size= (all_reduce, all_gather, "
         "reduce_scatter, broadcast, all_to_all, reduce, send_recv): its algorithm and bus "
         "bandwidth are reported, its size from bytes= or its largest tensor argument",
-        per_test=True,
-        cli=False,
     ),
     # --- baselines ---
     Option(
@@ -283,7 +281,6 @@ OPTIONS: tuple[Option, ...] = (
         fraction,
         "smallest slowdown that can fail a benchmark, as a fraction (0.03 = 3 %); "
         "a noisy benchmark's threshold is widened, never narrowed",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
@@ -318,21 +315,18 @@ OPTIONS: tuple[Option, ...] = (
         "also fail when peak memory, first-call (compile) time, or the allocations per call "
         "(caching-allocator requests, cudaMalloc calls, retries; host-device transfers where "
         "both sides have a kernel inventory) grow beyond their tolerance",
-        per_test=True,
         metavar="none|memory|first-call|allocations|all",
     ),
     Option(
         "memory_tolerance",
         fraction,
         "peak-memory growth over the baseline's largest value that counts as higher (+1 MiB)",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
         "first_call_tolerance",
         non_negative_float,
         "first-call time growth over the baseline's largest value that counts as higher",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
@@ -341,7 +335,6 @@ OPTIONS: tuple[Option, ...] = (
         "fingerprint each benchmark's returned tensors and compare them with the baseline's: "
         "off, report (a change is reported, never fails) or gate (a change beyond "
         "numerics_tolerance fails the test)",
-        per_test=True,
         metavar="off|report|gate",
     ),
     Option(
@@ -349,7 +342,6 @@ OPTIONS: tuple[Option, ...] = (
         non_negative_float,
         "largest relative difference of the output's statistics and sampled values that "
         "counts as unchanged",
-        per_test=True,
         metavar="FRACTION",
     ),
     # --- telemetry -------------------------------------------------
@@ -504,7 +496,6 @@ OPTIONS: tuple[Option, ...] = (
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 #: The built-in capture tools, in the order they run (shell.capture.default_collectors).
 CAPTURE_TOOLS = ("torch_profiler", "torch_trace", "nsys", "ncu")
-PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
 #: Marker keywords that are not measurement options.
 MARKER_ONLY = frozenset({"shapes", "dtypes", "world_size"})
 #: Keywords of a gpu_bench(...) call that are not measurement options.
