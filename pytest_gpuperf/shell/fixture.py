@@ -87,8 +87,9 @@ def plain_window(
         batch = max(1, min(most - done, want, 8 * batch))
 
 
-#: progress(label, ticker=True) -> context manager yielding an object with tick()
-ProgressTask = Callable[..., AbstractContextManager[Any]]
+def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
+    """One plain call's time: the device's median or the slowest end-to-end round."""
+    return max(median(rounds), max(e2e_rounds, default=0.0)) if rounds else None
 
 
 @dataclass
@@ -111,7 +112,9 @@ class BenchContext:
     #: run after each measurement; None: this process's (child.measure_hooks), found once
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> a context yielding a task with tick() (Progress.task)
-    progress: ProgressTask = field(default_factory=lambda: silent().task)
+    progress: Callable[..., AbstractContextManager[Any]] = field(
+        default_factory=lambda: silent().task
+    )
     #: the session's typed settings (None: built from ``config``)
     settings: Settings | None = None
     #: activity() -> a GPM window, read over plain calls after each CUDA measurement; None:
@@ -447,12 +450,7 @@ class GpuBench:
                     before = allocator_counters() if on_gpu else None
                     raw = engine.run(timer, policy, clock=loop_clock, phase=phase, tick=task.tick)
                     after = allocator_counters() if on_gpu else None
-                    # one plain call: the device's median or the slowest end-to-end round
-                    per_call = (
-                        max(median(raw.rounds), max(raw.e2e_rounds, default=0.0))
-                        if raw.rounds
-                        else None
-                    )
+                    per_call = _per_call(raw.rounds, raw.e2e_rounds)
                     activity, memory = self._window(timer, per_call, before, after)
                     telemetry = gather(finishers, raw)
                 if activity is not None:
