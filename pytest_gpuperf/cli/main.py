@@ -199,7 +199,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     )
     for option, path in (("--markdown", args.markdown), ("--html", args.html), ("--csv", args.csv)):
         if path:
-            _check_output(option, path, args)
+            output_target(path, what=option, baseline_dirs=[Path(args.dir)])
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
     modes = _registry().modes
@@ -230,11 +230,6 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
         )
         return NOTHING_COMPARED
     return OK
-
-
-def _check_output(option: str, path: str, args: argparse.Namespace) -> None:
-    """Before any work: ``path`` may be written (never a baseline)."""
-    output_target(path, what=option, baseline_dirs=[Path(args.dir)])
 
 
 def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
@@ -287,7 +282,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
     if args.output not in (None, "-"):
-        _check_output("-o", args.output, args)
+        output_target(args.output, what="-o", baseline_dirs=[Path(args.dir)])
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
     suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
@@ -352,9 +347,30 @@ def _at_least_two(text: str) -> int:
 EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "pytest-benchmark"}
 
 
-def _add_compare(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--dir",
+        default=DEFAULT_DIR,
+        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="pytest-gpuperf",
+        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
+        "export; and a demo of the main job.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
+    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
+    p.set_defaults(func=cmd_show)
+
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -399,10 +415,6 @@ def _add_compare(
     )
     p.set_defaults(func=cmd_compare)
 
-
-def _add_prune(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
     p = sub.add_parser(
         "prune",
         parents=[common],
@@ -435,34 +447,6 @@ def _add_prune(
         f"(default {DEFAULT_TIMEOUT_S:g}, as --gpuperf-lock-timeout)",
     )
     p.set_defaults(func=cmd_prune)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--dir",
-        default=DEFAULT_DIR,
-        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
-    )
-    parser = argparse.ArgumentParser(
-        prog="pytest-gpuperf",
-        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
-        "export; and a demo of the main job.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
-    p.set_defaults(func=cmd_list)
-
-    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
-    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
-    p.set_defaults(func=cmd_show)
-
-    _add_compare(sub, common)
-    _add_prune(sub, common)
 
     p = sub.add_parser(
         "export",
