@@ -141,8 +141,6 @@ class _Plan(NamedTuple):
 
     policy: MeasurePolicy
     verdict: VerdictSettings
-    #: its verdict settings as each result carries them to the gate (Result.gate)
-    gate: dict[str, Any]
     flops: float | None
     nbytes: float | None
     env: dict[str, Any] | None
@@ -323,7 +321,6 @@ class GpuBench:
         return _Plan(
             policy=adjust(mine.measure) if adjust is not None else mine.measure,
             verdict=mine.verdict,
-            gate=mine.verdict.gate_record(),
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
             nbytes=nbytes,
             env=collect_environment(ctx.device),
@@ -347,7 +344,7 @@ class GpuBench:
             timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
             run = self._measure_mode(timer, bid, who, plan, first, call, mode, record)
-            result = Result(run, gate=dict(plan.gate))
+            result = Result(run, gate=plan.verdict.gate_record())
             result.notes.extend(flag_notes(run, policy, setup=call.has_setup, mode=mode))
             if run.tracer:
                 result.notes.append(tracer_note(run.tracer))
