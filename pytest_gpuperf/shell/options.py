@@ -161,8 +161,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "lock_timeout",
         positive_float,
-        "seconds to wait for a GPU that another process is measuring on (one at a time per "
-        "GPU), and for a baseline that another process is saving into",
+        "seconds to wait for a GPU another process measures on, or a baseline it saves into",
         metavar="SECONDS",
     ),
     Option(
@@ -193,8 +192,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "min_warmup_ms",
         non_negative_float,
-        "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages "
-        "~0.25 s into heavy work)",
+        "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages ~0.25 s)",
         metavar="MS",
     ),
     Option(
@@ -258,8 +256,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "bisect_budget",
         positive_float,
-        "seconds --gpuperf-bisect may measure; the ranges a step that would not fit leaves are "
-        "reported as not narrowed",
+        "seconds --gpuperf-bisect may measure; ranges no step fits are reported as not narrowed",
         metavar="SECONDS",
     ),
     Option(
@@ -271,8 +268,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "keep_runs",
         int_at_least(1),
-        "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
-        "is learnt from them",
+        "newest runs kept per benchmark and environment; the run-to-run noise is learnt from them",
         metavar="N",
     ),
     # --- verdict ---
@@ -305,8 +301,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "confirm_budget",
         non_negative_float,
-        "re-measurements of suspects may add up to this multiple of the session's own time "
-        "(at least 60 s)",
+        "re-measuring suspects may take this multiple of the session's own time (at least 60 s)",
         metavar="FACTOR",
     ),
     Option(
@@ -340,8 +335,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "numerics_tolerance",
         non_negative_float,
-        "largest relative difference of the output's statistics and sampled values that "
-        "counts as unchanged",
+        "largest relative change of the output's statistics and samples that counts as unchanged",
         metavar="FRACTION",
     ),
     # --- telemetry -------------------------------------------------
@@ -391,8 +385,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "csv",
         text,
-        "write every result as a CSV row (times in seconds, a column per test parameter) to "
-        "this file",
+        "write every result as a CSV row to this file (times in seconds, a column per parameter)",
         metavar="PATH",
     ),
     Option(
