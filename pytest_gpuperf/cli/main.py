@@ -169,16 +169,6 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
-def _policy(args: argparse.Namespace) -> Any:
-    from pytest_gpuperf.verdict import DecisionPolicy
-
-    given = {"fail_on": args.fail_on, "threshold": args.threshold, "alpha": args.alpha}
-    try:
-        return DecisionPolicy.from_settings({k: v for k, v in given.items() if v is not None})
-    except ValueError as e:
-        raise UsageProblem(str(e)) from None
-
-
 def _registry() -> Registry:
     """What the plugins add (timing modes), as a pytest session gets it."""
     from pytest_gpuperf.registry import build, plugin_manager
@@ -193,9 +183,12 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting.terminal import TableSpec, render
     from pytest_gpuperf.verdict import VerdictSettings
 
-    policy = _policy(args)
+    given = {"threshold": args.threshold, "alpha": args.alpha}  # None: the gate's default
     settings = VerdictSettings(
-        fail_on=args.fail_on, gate_secondary=args.gate_secondary, numerics=args.numerics
+        fail_on=args.fail_on,
+        gate_secondary=args.gate_secondary,
+        numerics=args.numerics,
+        **{k: v for k, v in given.items() if v is not None},
     )
     for option, path in (("--markdown", args.markdown), ("--html", args.html), ("--csv", args.csv)):
         if path:
@@ -203,7 +196,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
     modes = _registry().modes
-    outcome = compare(reference, candidate, policy, settings, modes=modes)
+    outcome = compare(reference, candidate, settings.decision_policy(), settings, modes=modes)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
     spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on, modes=modes)
