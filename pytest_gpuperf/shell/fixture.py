@@ -431,9 +431,14 @@ class GpuBench:
             if busy is not None:  # the text alone, as for "no verdict": no traceback
                 pytest.fail(f"gpuperf: {busy}", pytrace=False)
             with ctx.phase_range(bid, "benchmark"):
-                first_s = first.seconds
-                if first_s is None:
-                    first_s = self._first_call(timer, bid, who, plan.verdict, first)
+                if first.seconds is None:  # once for all modes
+                    with (
+                        ctx.phase_range(bid, "first-call"),
+                        ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
+                    ):
+                        first.seconds, first.output = timer.first_call()
+                    if plan.verdict.numerics != "off":  # once, untimed: one call's output
+                        first.numerics = fingerprint(first.output)
                 with ctx.phase_range(bid, "prepare"):
                     timer.prepare()
                 window = ContentionWindow()
@@ -458,31 +463,11 @@ class GpuBench:
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
         return self._made_run(
-            bid, mode, record, plan, raw, first_call_s=first_s, telemetry=telemetry,
+            bid, mode, record, plan, raw, first_call_s=first.seconds, telemetry=telemetry,
             host_hidden=hidden, host_s=host, wall_s=wall, peak_memory_bytes=peak, extra=extra,
             memory=memory, contention=window.record(getattr(timer, "clock", None)),
             tracer=tracer, numerics=first.numerics,
         )  # fmt: skip
-
-    def _first_call(
-        self,
-        timer: backend.Timer,
-        bid: BenchId,
-        who: str,
-        verdict: VerdictSettings,
-        first: _FirstCall,
-    ) -> float:
-        """Time the first call (compile, autotune, lazy init), kept on ``first``."""
-        __tracebackhide__ = True
-        ctx = self._ctx
-        with (
-            ctx.phase_range(bid, "first-call"),
-            ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
-        ):
-            first.seconds, first.output = timer.first_call()
-        if verdict.numerics != "off":  # once, untimed: one call's output
-            first.numerics = fingerprint(first.output)
-        return first.seconds
 
     def _window(
         self,
