@@ -1,8 +1,5 @@
 """pytest-gpuperf: GPU performance of PyTorch code as a pytest suite that gates pull requests.
-
-Importing this package (or its pytest plugin) never imports torch, scipy or
-pynvml: they load when a benchmark runs.
-"""
+Importing it never imports torch, scipy or pynvml: they load when a benchmark runs."""
 
 from __future__ import annotations
 

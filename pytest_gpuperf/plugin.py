@@ -1,7 +1,5 @@
-"""pytest entry point (``pytest11: gpuperf``): hook implementations that delegate.
-
-Nothing heavy is imported here; see tests/plugin/test_no_heavy_imports.py.
-"""
+"""pytest entry point (``pytest11: gpuperf``): hook implementations that delegate; nothing
+heavy is imported here (tests/plugin/test_no_heavy_imports.py)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
-"""What plugins add to the package (timing modes, output formats), asked of pluggy hooks
-once per run and kept in a :class:`Registry`, never a module global.
-
-A pytest session builds it in ``pytest_configure``; the CLI builds the same one with its
-own plugin manager (:func:`plugin_manager`) from the ``pytest_gpuperf`` entry points, so
-a mode declared there is judged alike by the gate and by ``compare`` (one declared in a
-conftest.py is known to pytest only). Imports pluggy, never pytest.
-"""
+"""What plugins add (timing modes, output formats), asked of pluggy hooks once per run and
+kept in a :class:`Registry`, never a module global. The CLI builds the same one from the
+``pytest_gpuperf`` entry points (:func:`plugin_manager`), so the gate and ``compare`` judge a
+mode alike. Imports pluggy, never pytest."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -99,15 +94,13 @@ class Registry:
         return tuple(o for o in self.outputs if o.option not in OUTPUT_OPTIONS)
 
 
-def _flat(lists: Iterable[Iterable[Any] | None]) -> list[Any]:
-    return [x for got in lists if got for x in got]
-
-
 def build(hook: Any) -> Registry:
     """The registry from a hook relay (``config.hook``, or :func:`plugin_manager`'s)."""
+    modes = hook.pytest_gpuperf_timing_modes()
+    outputs = hook.pytest_gpuperf_output_formats()
     return Registry(
-        Modes(_flat(hook.pytest_gpuperf_timing_modes())),
-        tuple(_flat(hook.pytest_gpuperf_output_formats())),
+        Modes([m for got in modes if got for m in got]),
+        tuple(o for got in outputs if got for o in got),
     )
 
 

@@ -1,7 +1,5 @@
-"""Settings fields tied to their options (:func:`option`), filled from resolved option
-values (:func:`settings_from`). In the core, so that each settings class lives in the
-lowest ring that reads it.
-"""
+"""Settings fields tied to their options, in the core so that each settings class lives in
+the lowest ring that reads it."""
 
 from __future__ import annotations
 

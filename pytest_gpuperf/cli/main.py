@@ -20,7 +20,14 @@ from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
 from pytest_gpuperf.model import printable
-from pytest_gpuperf.values import OptionValueError, fraction, probability, sort_key
+from pytest_gpuperf.values import (
+    OptionValueError,
+    fraction,
+    int_at_least,
+    positive_float,
+    probability,
+    sort_key,
+)
 
 if TYPE_CHECKING:
     from pytest_gpuperf.registry import Registry
@@ -162,16 +169,6 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
-def _policy(args: argparse.Namespace) -> Any:
-    from pytest_gpuperf.verdict import DecisionPolicy
-
-    given = {"fail_on": args.fail_on, "threshold": args.threshold, "alpha": args.alpha}
-    try:
-        return DecisionPolicy.from_settings({k: v for k, v in given.items() if v is not None})
-    except ValueError as e:
-        raise UsageProblem(str(e)) from None
-
-
 def _registry() -> Registry:
     """What the plugins add (timing modes), as a pytest session gets it."""
     from pytest_gpuperf.registry import build, plugin_manager
@@ -186,17 +183,20 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting.terminal import TableSpec, render
     from pytest_gpuperf.verdict import VerdictSettings
 
-    policy = _policy(args)
+    given = {"threshold": args.threshold, "alpha": args.alpha}  # None: the gate's default
     settings = VerdictSettings(
-        fail_on=args.fail_on, gate_secondary=args.gate_secondary, numerics=args.numerics
+        fail_on=args.fail_on,
+        gate_secondary=args.gate_secondary,
+        numerics=args.numerics,
+        **{k: v for k, v in given.items() if v is not None},
     )
     for option, path in (("--markdown", args.markdown), ("--html", args.html), ("--csv", args.csv)):
         if path:
-            _check_output(option, path, args)
+            output_target(path, what=option, baseline_dirs=[Path(args.dir)])
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
     modes = _registry().modes
-    outcome = compare(reference, candidate, policy, settings, modes=modes)
+    outcome = compare(reference, candidate, settings.decision_policy(), settings, modes=modes)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
     spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on, modes=modes)
@@ -223,11 +223,6 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
         )
         return NOTHING_COMPARED
     return OK
-
-
-def _check_output(option: str, path: str, args: argparse.Namespace) -> None:
-    """Before any work: ``path`` may be written (never a baseline)."""
-    output_target(path, what=option, baseline_dirs=[Path(args.dir)])
 
 
 def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
@@ -280,10 +275,11 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
     if args.output not in (None, "-"):
-        _check_output("-o", args.output, args)
+        output_target(args.output, what="-o", baseline_dirs=[Path(args.dir)])
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
-    args.format = args.format or export_format(args.output)
+    suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
+    args.format = args.format or EXPORT_SUFFIXES.get(suffix, "markdown")
     if args.format == "pytest-benchmark":
         when = _dt.datetime.fromisoformat(side.baseline.updated)
         text = export.pytest_benchmark(results, created=when, modes=_registry().modes)
@@ -332,50 +328,42 @@ SORT_HELP = (
 
 
 def _at_least_two(text: str) -> int:
-    n = _positive_int(text)
-    if n < 2:
+    try:
+        return int_at_least(2)(text)
+    except OptionValueError:
         raise argparse.ArgumentTypeError(
             f"expected 2 or more runs (the noise between runs is learnt from several), got {text!r}"
-        )
-    return n
+        ) from None
 
 
-def _number(parse: Callable[[str], _T], text: str, invalid: _T) -> _T:
-    """``parse(text)``, or ``invalid`` where it is no number (the caller says what it wants)."""
-    try:
-        return parse(text)
-    except ValueError:
-        return invalid
-
-
-def _positive_float(text: str) -> float:
-    x = _number(float, text, 0.0)
-    if not x > 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return x
-
-
-def _positive_int(text: str) -> int:
-    n = _number(int, text, 0)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return n
-
-
-#: ``export -o PATH`` without ``--format``: the format its suffix names.
+#: ``export -o PATH`` without ``--format``: the format its suffix names, else Markdown.
 EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "pytest-benchmark"}
 
 
-def export_format(output: str | None) -> str:
-    """``export``'s format when ``--format`` is left out: the one ``-o``'s suffix names
-    (``.md``, ``.html``, ``.csv``, ``.json``: pytest-benchmark JSON), else Markdown."""
-    suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
-    return EXPORT_SUFFIXES.get(suffix, "markdown")
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--dir",
+        default=DEFAULT_DIR,
+        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="pytest-gpuperf",
+        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
+        "export; and a demo of the main job.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
+    p.set_defaults(func=cmd_list)
 
-def _add_compare(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
+    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
+    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
+    p.set_defaults(func=cmd_show)
+
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -420,10 +408,6 @@ def _add_compare(
     )
     p.set_defaults(func=cmd_compare)
 
-
-def _add_prune(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
     p = sub.add_parser(
         "prune",
         parents=[common],
@@ -436,7 +420,7 @@ def _add_prune(
     p.add_argument("name", metavar="NAME", help="baseline name")
     p.add_argument(
         "--keep-runs",
-        type=_positive_int,
+        type=_checked(int_at_least(1)),
         metavar="N",
         help="keep the newest N runs of each benchmark per environment",
     )
@@ -449,41 +433,13 @@ def _add_prune(
     )
     p.add_argument(
         "--lock-timeout",
-        type=_positive_float,
+        type=_checked(positive_float),
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help="how long to wait while another process saves into the baseline "
         f"(default {DEFAULT_TIMEOUT_S:g}, as --gpuperf-lock-timeout)",
     )
     p.set_defaults(func=cmd_prune)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--dir",
-        default=DEFAULT_DIR,
-        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
-    )
-    parser = argparse.ArgumentParser(
-        prog="pytest-gpuperf",
-        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
-        "export; and a demo of the main job.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
-    p.set_defaults(func=cmd_list)
-
-    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
-    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
-    p.set_defaults(func=cmd_show)
-
-    _add_compare(sub, common)
-    _add_prune(sub, common)
 
     p = sub.add_parser(
         "export",

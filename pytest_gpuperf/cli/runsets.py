@@ -1,15 +1,10 @@
-"""Comparing two sets of stored runs with the verdict, outside pytest (``pytest-gpuperf compare``).
-
-Each side is a :class:`RunSet`: a stored baseline, or a ``--gpuperf-json`` run file seen as
-a baseline of one run per benchmark. Each benchmark of the candidate is judged by the
-gate's own rule (:class:`pytest_gpuperf.verdict.judge.Judge`); nothing can be re-measured,
-so every verdict is final: the gate with ``--gpuperf-reruns=0`` (tests/plugin/test_one_rule.py).
-"""
+"""``pytest-gpuperf compare``: two :class:`RunSet` (a baseline, or a ``--gpuperf-json`` run
+file seen as one) judged by the gate's own rule (:class:`~pytest_gpuperf.verdict.judge.Judge`);
+nothing can be re-measured, so every verdict is final, as with ``--gpuperf-reruns=0``."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,9 +31,6 @@ class RunFileError(GpuPerfError):
     __module__ = "pytest_gpuperf"
 
 
-# --- the two sides --------------------------------------------------------------------
-
-
 @dataclass
 class RunSet:
     """One side of a comparison: its runs as a baseline, and a run file's own results by
@@ -53,7 +45,7 @@ def from_baseline(baseline: Baseline) -> RunSet:
     return RunSet(baseline.name, baseline)
 
 
-def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) -> RunSet:
+def read_file(path: Path) -> RunSet:
     """A baseline file or a ``--gpuperf-json`` run file, told apart by its ``schema``."""
     try:
         data = read_regular(path)
@@ -88,33 +80,19 @@ def read_file(path: Path, fingerprint_extra: Mapping[str, Any] | None = None) ->
             raise RunFileError(
                 f"{path} cannot be used as a run file: {e}. Write it again with --gpuperf-json."
             ) from None
-        extra = fingerprint_extra
-        if extra is None:
-            extra = (doc.get("session") or {}).get("fingerprint_extra") or None
-        return run_file(path.name, path, results, created=doc.get("created"), extra=extra)
+        extra = (doc.get("session") or {}).get("fingerprint_extra") or None
+        # the results as a one-run-per-benchmark baseline (those a save leaves out, too)
+        runs = [r.run for r in results]
+        baseline = Baseline.from_runs(
+            path.name, runs, fingerprint_extra=extra, stamp=doc.get("created")
+        )
+        baseline.path = path
+        kept = {r.id.key: r for r in results if r.id.key in baseline.benchmarks}
+        return RunSet(path.name, baseline, kept)
     raise RunFileError(
         f"{path} is neither a pytest-gpuperf baseline nor a results file written by "
         f"--gpuperf-json (its schema is {kind!r})"
     )
-
-
-def run_file(
-    label: str,
-    path: Path,
-    results: Sequence[Result],
-    *,
-    created: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> RunSet:
-    """``results`` as a one-run-per-benchmark baseline (those a save leaves out, too)."""
-    runs = [r.run for r in results]
-    baseline = Baseline.from_runs(label, runs, fingerprint_extra=extra, stamp=created)
-    baseline.path = path
-    kept = {r.id.key: r for r in results if r.id.key in baseline.benchmarks}
-    return RunSet(label, baseline, kept)
-
-
-# --- results from stored runs -----------------------------------------------------------
 
 
 def _newest(entry: br.BenchmarkEntry) -> tuple[Run, list[Run]]:

@@ -1,10 +1,7 @@
-"""``pytest-gpuperf demo``: the plugin's main job, end to end, in about a minute.
-
-Save a baseline from fresh processes, compare unchanged code (must pass), plant a slowdown
-(``GPUPERF_DEMO_PLANT=row_loop``) and compare again (must fail, with a diagnosis). It judges
-only what a user sees (exit codes, the results JSON), so CI can run it. No pytest import
-here: pytest runs in the child processes.
-"""
+"""``pytest-gpuperf demo``: save a baseline, compare unchanged code (must pass), plant a
+slowdown (``GPUPERF_DEMO_PLANT=row_loop``) and compare again (must fail, with a diagnosis).
+It judges only what a user sees (exit codes, the results JSON), so CI can run it; pytest
+runs in child processes, never here."""
 
 from __future__ import annotations
 
@@ -70,8 +67,7 @@ def child_env(plant: bool) -> dict[str, str]:
 
 @dataclass
 class Outcome:
-    """What one pytest run showed: its exit code and, by test name, the verdict's kind ("" for
-    none), the median per call, the ratio to the baseline, whether it has a diagnosis."""
+    """What one pytest run showed: its exit code, and by test name what its JSON says."""
 
     returncode: int
     kinds: dict[str, str] = field(default_factory=dict)
@@ -82,9 +78,8 @@ class Outcome:
 
 
 def read_outcome(returncode: int, doc: Mapping[str, Any] | None) -> Outcome:
-    """An :class:`Outcome` from a ``--gpuperf-json`` document (None: none written)."""
     out = Outcome(returncode)
-    if not doc:
+    if not doc:  # none written
         return out
     out.saved_to = (doc.get("session") or {}).get("saved_to")
     for r in doc.get("results", []):
@@ -153,7 +148,6 @@ class Demo:
         self.started = time.monotonic()
 
     def say(self, text: str = "") -> None:
-        """A line of the demo's own, in 120 columns (a longer one is wrapped)."""
         from pytest_gpuperf.reporting.terminal import fold
 
         print(fold(text) if text else text, file=self.out, flush=True)
@@ -306,7 +300,6 @@ def _refusal(folder: Path) -> str | None:
 
 
 def _demo_folder(path: str | None) -> Path:
-    """The folder the demo runs in, made here, or a :class:`GpuPerfError` saying why not."""
     from pytest_gpuperf.errors import GpuPerfError
 
     if not path:
@@ -325,5 +318,4 @@ def _demo_folder(path: str | None) -> Path:
 
 
 def main(path: str | None, runs: int, out: TextIO) -> int:
-    """Run the demo in ``path`` (a new temporary folder when None)."""
     return Demo(_demo_folder(path), runs, out).run()

@@ -1,9 +1,5 @@
-"""The benchmarks of ``pytest-gpuperf demo`` (copied into the demo's folder as test_demo.py).
-
-Three small, quiet benchmarks on a GPU or, without one, on one CPU thread (a second thread
-scheduled late makes timings jump between processes). ``GPUPERF_DEMO_PLANT=row_loop``
-plants a slowdown real code ships: rows normalised one by one in a Python loop.
-"""
+"""The benchmarks of ``pytest-gpuperf demo`` (copied into its folder as test_demo.py). On the
+CPU one thread: a second one, scheduled late, makes timings jump between processes."""
 
 from __future__ import annotations
 
@@ -45,7 +41,6 @@ def test_layer_norm(gpu_bench: GpuBench) -> None:
 
 
 def normalize_rows(x: torch.Tensor) -> torch.Tensor:
-    """Each row scaled to unit length."""
     if PLANTED:  # the planted slowdown: one small op per row
         return torch.stack([row / row.norm() for row in x])
     return x / x.norm(dim=1, keepdim=True)

@@ -1,10 +1,7 @@
 """The plugin's configuration, resolved once, with where each value came from.
 
-Precedence, in one place (:func:`resolve`): a ``gpu_bench(...)`` keyword >
-the ``gpuperf`` marker > the command line > the ini file > the default.
-Every value is validated by its option's parser; an error names the source
-(``--gpuperf-round-ms``, ``gpuperf_round_ms in pytest.ini``, ``the gpuperf
-marker of test_x``) and what was expected.
+Precedence, in one place: a ``gpu_bench(...)`` keyword > the ``gpuperf`` marker > the command
+line > the ini file > the default. An error names the source and what was expected.
 """
 
 from __future__ import annotations

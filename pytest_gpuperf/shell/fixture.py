@@ -1,8 +1,5 @@
-"""The ``gpu_bench`` fixture's object: measure a callable, return its result.
-
-It knows nothing about baselines or statistics: it hands each
-:class:`~pytest_gpuperf.model.Result` to the plugin's ``record`` callback.
-"""
+"""The ``gpu_bench`` fixture's object: measure a callable, hand each
+:class:`~pytest_gpuperf.model.Result` to ``record``, return the callable's result."""
 
 from __future__ import annotations
 
@@ -90,12 +87,9 @@ def plain_window(
         batch = max(1, min(most - done, want, 8 * batch))
 
 
-def _no_range(bench_id: BenchId, name: str) -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
-
-
-#: progress(label, ticker=True) -> context manager yielding an object with tick()
-ProgressTask = Callable[..., AbstractContextManager[Any]]
+def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
+    """One plain call's time: the device's median or the slowest end-to-end round."""
+    return max(median(rounds), max(e2e_rounds, default=0.0)) if rounds else None
 
 
 @dataclass
@@ -111,14 +105,16 @@ class BenchContext:
     params: Mapping[str, Any] = field(default_factory=dict)
     disabled: bool = False
     probes: list[Probe] = field(default_factory=list)
-    phase_range: PhaseRange = _no_range
+    phase_range: PhaseRange = lambda bench_id, name: contextlib.nullcontext()
     test_name: str = ""
     #: held while one benchmark is measured (one measurement per device at a time)
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     #: run after each measurement; None: this process's (child.measure_hooks), found once
     after_measure: list[AfterMeasure] | None = None
     #: progress(label, ticker=...) -> a context yielding a task with tick() (Progress.task)
-    progress: ProgressTask = field(default_factory=lambda: silent().task)
+    progress: Callable[..., AbstractContextManager[Any]] = field(
+        default_factory=lambda: silent().task
+    )
     #: the session's typed settings (None: built from ``config``)
     settings: Settings | None = None
     #: activity() -> a GPM window, read over plain calls after each CUDA measurement; None:
@@ -145,8 +141,6 @@ class _Plan(NamedTuple):
 
     policy: MeasurePolicy
     verdict: VerdictSettings
-    #: its verdict settings as each result carries them to the gate (Result.gate)
-    gate: dict[str, Any]
     flops: float | None
     nbytes: float | None
     env: dict[str, Any] | None
@@ -154,28 +148,15 @@ class _Plan(NamedTuple):
     collective: str | None = None
 
 
-def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
-    """One plain call's time: the device's median or the slowest end-to-end round."""
-    if not rounds:
-        return None
-    return max(median(rounds), max(e2e_rounds, default=0.0))
-
-
 def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> float | None:
-    """A number, or a callable of the test's parameters (``flops=lambda shape: ...``)."""
+    """A number, or a callable of the test's parameters (``flops=lambda shape: ...``), called
+    with those it takes by name (all of them for ``**kwargs``)."""
     if value is None or not callable(value):
         return value
     try:
         sig = inspect.signature(value)
     except (TypeError, ValueError):
         return float(value(**params))
-    return float(value(**_arguments(sig, params, what, test)))
-
-
-def _arguments(
-    sig: inspect.Signature, params: Mapping[str, Any], what: str, test: str
-) -> dict[str, Any]:
-    """The test's parameters that ``sig`` takes by name (all of them for ``**kwargs``)."""
     accepts_all = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     names = [
         n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
@@ -189,7 +170,7 @@ def _arguments(
             f"{', '.join(sorted(params)) or 'none'}). Name the callable's arguments after the "
             "test's parameters, e.g. flops=lambda shape: 2 * shape[0] * shape[1] * shape[2]."
         )
-    return dict(params) if accepts_all else {n: params[n] for n in names if n in params}
+    return float(value(**(params if accepts_all else {n: params[n] for n in names if n in params})))
 
 
 class GpuBench:
@@ -340,7 +321,6 @@ class GpuBench:
         return _Plan(
             policy=adjust(mine.measure) if adjust is not None else mine.measure,
             verdict=mine.verdict,
-            gate=mine.verdict.gate_record(),
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
             nbytes=nbytes,
             env=collect_environment(ctx.device),
@@ -364,7 +344,7 @@ class GpuBench:
             timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
             run = self._measure_mode(timer, bid, who, plan, first, call, mode, record)
-            result = Result(run, gate=dict(plan.gate))
+            result = Result(run, gate=plan.verdict.gate_record())
             result.notes.extend(flag_notes(run, policy, setup=call.has_setup, mode=mode))
             if run.tracer:
                 result.notes.append(tracer_note(run.tracer))
@@ -451,15 +431,21 @@ class GpuBench:
             if busy is not None:  # the text alone, as for "no verdict": no traceback
                 pytest.fail(f"gpuperf: {busy}", pytrace=False)
             with ctx.phase_range(bid, "benchmark"):
-                first_s = first.seconds
-                if first_s is None:
-                    first_s = self._first_call(timer, bid, who, plan.verdict, first)
+                if first.seconds is None:  # once for all modes
+                    with (
+                        ctx.phase_range(bid, "first-call"),
+                        ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
+                    ):
+                        first.seconds, first.output = timer.first_call()
+                    if plan.verdict.numerics != "off":  # once, untimed: one call's output
+                        first.numerics = fingerprint(first.output)
                 with ctx.phase_range(bid, "prepare"):
                     timer.prepare()
                 window = ContentionWindow()
                 timer.reset_peak_memory()
                 label = f"{who}: measuring (warm-up, then {policy.rounds} rounds)"
-                tracer = _active_tracer()
+                found = [t for t in (active_tracer(), torch_profiler_active()) if t]
+                tracer = printable("; ".join(found)) or None
                 phase = window.phase(functools.partial(ctx.phase_range, bid))
                 with ctx.progress(label, ticker=False) as task, contextlib.ExitStack() as probes:
                     finishers = [probes.enter_context(p(bid, clock)) for p in ctx.probes]
@@ -477,31 +463,11 @@ class GpuBench:
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
         return self._made_run(
-            bid, mode, record, plan, raw, first_call_s=first_s, telemetry=telemetry,
+            bid, mode, record, plan, raw, first_call_s=first.seconds, telemetry=telemetry,
             host_hidden=hidden, host_s=host, wall_s=wall, peak_memory_bytes=peak, extra=extra,
             memory=memory, contention=window.record(getattr(timer, "clock", None)),
             tracer=tracer, numerics=first.numerics,
         )  # fmt: skip
-
-    def _first_call(
-        self,
-        timer: backend.Timer,
-        bid: BenchId,
-        who: str,
-        verdict: VerdictSettings,
-        first: _FirstCall,
-    ) -> float:
-        """Time the first call (compile, autotune, lazy init), kept on ``first``."""
-        __tracebackhide__ = True
-        ctx = self._ctx
-        with (
-            ctx.phase_range(bid, "first-call"),
-            ctx.progress(f"{who}: first call (compile, autotune, lazy init)"),
-        ):
-            first.seconds, first.output = timer.first_call()
-        if verdict.numerics != "off":  # once, untimed: one call's output
-            first.numerics = fingerprint(first.output)
-        return first.seconds
 
     def _window(
         self,
@@ -569,16 +535,8 @@ class GpuBench:
         release_memory()
 
 
-def _active_tracer() -> str | None:
-    """The tracers and profilers active in this thread (Python's, torch's), escaped."""
-    found = [t for t in (active_tracer(), torch_profiler_active()) if t]
-    return printable("; ".join(found)) or None
-
-
-def inventory_settings(settings: Settings | None) -> InventorySettings | None:
+def inventory_settings(settings: Settings) -> InventorySettings:
     """What the after-measure hooks read from the session's settings."""
-    if settings is None:
-        return None
     return InventorySettings(
         inventory=settings.capture.inventory,
         saving=bool(settings.session.save),

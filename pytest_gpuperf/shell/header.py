@@ -1,9 +1,5 @@
-"""The header: where and how benchmarks are measured, said once, and the GPUs' state.
-
-Written after collection, not in ``pytest_report_header``: a session without benchmarks
-(or ``--collect-only``) imports no torch, and a CPU run never touches NVML. The xdist
-controller collects nothing: it prints the settings only.
-"""
+"""The header: where and how benchmarks are measured, and the GPUs' state. Written after
+collection, not in ``pytest_report_header``: a session without benchmarks imports no torch."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Hooks a user's plugin or conftest.py can implement (all prefixed ``pytest_gpuperf_``).
-
-Registered through ``pytest_addhooks``; pluggy checks implementations against these
-signatures. Their examples are in docs/telemetry.md and docs/artifacts.md.
-"""
+"""Hooks a user's plugin or conftest.py can implement (examples: docs/telemetry.md,
+docs/artifacts.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The ``gpuperf`` marker: validation and shape/dtype parametrisation.
-
-A bad marker is a collection error that names the test and the offending
-word, with the closest valid keyword where one is near.
-"""
+"""The ``gpuperf`` marker: validation (a collection error naming the test and the word) and
+shape/dtype parametrisation."""
 
 from __future__ import annotations
 

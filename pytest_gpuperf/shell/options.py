@@ -1,13 +1,7 @@
-"""Every option of the plugin, declared once.
-
-Each :class:`Option` is a command-line flag ``--gpuperf-<name>``, an ini key
-``gpuperf_<name>`` and, where ``per_test`` is set, a keyword of the
-``gpuperf`` marker and of a ``gpu_bench(...)`` call. One parser per option
-validates every source, so a bad value is reported the same way wherever it
-came from (see :mod:`pytest_gpuperf.shell.config` for precedence). Its default is its
-settings field's, declared there only: the shell's settings classes are here, the others
-in the lowest ring that reads them.
-"""
+"""Every option of the plugin, declared once: a flag ``--gpuperf-<name>``, an ini key
+``gpuperf_<name>`` and (``per_test``) a keyword of the marker and of ``gpu_bench(...)``, one
+parser for every source (precedence: :mod:`.config`). Its default is its settings field's
+(:func:`~pytest_gpuperf.settings_fields.option`), in the lowest ring that reads it."""
 
 from __future__ import annotations
 
@@ -24,7 +18,7 @@ from pytest_gpuperf.baseline import DEFAULT_DIR, DEFAULT_KEEP_RUNS
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.reporting.settings import ReportSettings
-from pytest_gpuperf.settings_fields import OPTION, option
+from pytest_gpuperf.settings_fields import OPTION, option, option_fields
 from pytest_gpuperf.values import (
     baseline_name,
     choice,
@@ -44,7 +38,7 @@ from pytest_gpuperf.values import (
     telemetry_interval,
     text,
 )
-from pytest_gpuperf.verdict.policy import VerdictSettings
+from pytest_gpuperf.verdict.policy import PER_TEST_VERDICT, VerdictSettings
 
 
 @dataclass(frozen=True)
@@ -52,10 +46,6 @@ class Option:
     name: str
     parse: Callable[[Any], Any]
     help: str
-    #: a keyword of the marker and of gpu_bench(...)
-    per_test: bool = False
-    #: a command-line flag and ini key (marker-only options have neither)
-    cli: bool = True
     #: store_true flag on the command line
     flag: bool = False
     metavar: str | None = None
@@ -63,6 +53,16 @@ class Option:
     @property
     def default(self) -> Any:
         return _DEFAULTS[self.name]
+
+    @property
+    def per_test(self) -> bool:
+        """A keyword of the marker and of gpu_bench(...)."""
+        return self.name in PER_TEST_OPTIONS
+
+    @property
+    def cli(self) -> bool:
+        """A command-line flag and ini key (the work per call is set per test only)."""
+        return self.name not in _WORK
 
     @property
     def flag_name(self) -> str:
@@ -73,7 +73,6 @@ class Option:
         return "gpuperf_" + self.name
 
 
-#: The shell's settings classes: each field's option (below) says what it holds.
 @dataclass(frozen=True)
 class SessionSettings:
     device: str = option("device", "auto")
@@ -126,6 +125,10 @@ SETTINGS_CLASSES: tuple[type[Any], ...] = (
 )
 
 
+_WORK = frozenset(option_fields(WorkSettings).values())
+#: What :class:`.settings.PerTest` resolves: the measurement, the work, part of the verdict.
+PER_TEST_OPTIONS = frozenset(option_fields(MeasurePolicy).values()) | _WORK | set(PER_TEST_VERDICT)
+
 _DEFAULTS = {
     f.metadata[OPTION]: f.default
     for c in SETTINGS_CLASSES
@@ -158,16 +161,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "lock_timeout",
         positive_float,
-        "seconds to wait for a GPU that another process is measuring on (one at a time per "
-        "GPU), and for a baseline that another process is saving into",
+        "seconds to wait for a GPU another process measures on, or a baseline it saves into",
         metavar="SECONDS",
     ),
     Option(
         "dist_timeout",
         positive_float,
-        "seconds one test marked world_size= may take on its ranks (start, measurement, end) "
-        "before every rank is killed and the test fails; also the process group's timeout, "
-        "after which a collective that a rank never joins fails",
+        "seconds a test marked world_size= may take on its ranks before they are killed and it "
+        "fails; also the process group's timeout for a collective a rank never joins",
         metavar="SECONDS",
     ),
     # --- per benchmark -----------------------------------------------------
@@ -175,68 +176,54 @@ OPTIONS: tuple[Option, ...] = (
         "cuda_graph",
         cuda_graph_mode,
         "time CUDA-graph replays (kernel time without launch overhead): false, true or both",
-        per_test=True,
         metavar="false|true|both",
     ),
     Option(
         "l2_flush",
         parse_bool,
         "flush the GPU's L2 cache before each timed call (CUDA events backend)",
-        per_test=True,
     ),
     Option(
         "warmup_ms",
         positive_float,
         "longest warm-up, in ms; warm-up ends earlier once round times settle",
-        per_test=True,
         metavar="MS",
     ),
     Option(
         "min_warmup_ms",
         non_negative_float,
-        "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages "
-        "~0.25 s into heavy work)",
-        per_test=True,
+        "shortest warm-up, in ms, before settling is checked (a GPU's power cap engages ~0.25 s)",
         metavar="MS",
     ),
     Option(
         "round_ms",
         positive_float,
         "wall time of one round of calls, in ms; its per-call time is one sample",
-        per_test=True,
         metavar="MS",
     ),
-    Option("rounds", int_at_least(5), "rounds measured after warm-up", per_test=True, metavar="N"),
+    Option("rounds", int_at_least(5), "rounds measured after warm-up", metavar="N"),
     Option(
         "noise_threshold",
         fraction,
         "flag a result as noisy when its rounds' IQR exceeds this fraction of the median",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
         "flops",
         number_or_callable,
         "floating-point operations per call (number, or callable of the test's parameters)",
-        per_test=True,
-        cli=False,
     ),
     Option(
         "bytes",
         number_or_callable,
         "bytes moved per call (number, or callable of the test's parameters)",
-        per_test=True,
-        cli=False,
     ),
     Option(
         "collective",
         collective_name,
-        "the collective the benchmarked call makes (all_reduce, all_gather, reduce_scatter, "
-        "broadcast, all_to_all, reduce, send_recv), in a test marked world_size=: its "
-        "algorithm and bus bandwidth are reported (nccl-tests' factors), its message size "
-        "taken from bytes= or else from its largest tensor argument",
-        per_test=True,
-        cli=False,
+        "the collective the call makes in a test marked world_size= (all_reduce, all_gather, "
+        "reduce_scatter, broadcast, all_to_all, reduce, send_recv): its algorithm and bus "
+        "bandwidth are reported, its size from bytes= or its largest tensor argument",
     ),
     # --- baselines ---
     Option(
@@ -249,9 +236,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "ab",
         text,
-        "compare every benchmark with git revision REF (commit, branch or tag), checked out "
-        "in a temporary worktree and measured in alternation with the current tree in fresh "
-        "processes (docs/ab.md)",
+        "compare every benchmark with git revision REF, checked out in a temporary worktree "
+        "and measured in alternation with this tree in fresh processes (docs/ab.md)",
         metavar="REF",
     ),
     Option(
@@ -270,8 +256,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "bisect_budget",
         positive_float,
-        "seconds --gpuperf-bisect may measure; the ranges a step that would not fit leaves are "
-        "reported as not narrowed",
+        "seconds --gpuperf-bisect may measure; ranges no step fits are reported as not narrowed",
         metavar="SECONDS",
     ),
     Option(
@@ -283,8 +268,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "keep_runs",
         int_at_least(1),
-        "newest runs of each benchmark a baseline keeps per environment; the run-to-run noise "
-        "is learnt from them",
+        "newest runs kept per benchmark and environment; the run-to-run noise is learnt from them",
         metavar="N",
     ),
     # --- verdict ---
@@ -293,15 +277,13 @@ OPTIONS: tuple[Option, ...] = (
         fraction,
         "smallest slowdown that can fail a benchmark, as a fraction (0.03 = 3 %); "
         "a noisy benchmark's threshold is widened, never narrowed",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
         "alpha",
         probability,
-        "chance that noise alone fails one figure of one unchanged benchmark; fixed per "
-        "benchmark, never split across the session (a session of m benchmarks: at most "
-        "2 m alpha)",
+        "chance that noise alone fails one figure of one unchanged benchmark; per benchmark, "
+        "not split across the session (m benchmarks: at most 2 m alpha)",
         metavar="P",
     ),
     Option(
@@ -319,8 +301,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "confirm_budget",
         non_negative_float,
-        "re-measurements of suspects may add up to this multiple of the session's own time "
-        "(at least 60 s)",
+        "re-measuring suspects may take this multiple of the session's own time (at least 60 s)",
         metavar="FACTOR",
     ),
     Option(
@@ -329,21 +310,18 @@ OPTIONS: tuple[Option, ...] = (
         "also fail when peak memory, first-call (compile) time, or the allocations per call "
         "(caching-allocator requests, cudaMalloc calls, retries; host-device transfers where "
         "both sides have a kernel inventory) grow beyond their tolerance",
-        per_test=True,
         metavar="none|memory|first-call|allocations|all",
     ),
     Option(
         "memory_tolerance",
         fraction,
         "peak-memory growth over the baseline's largest value that counts as higher (+1 MiB)",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
         "first_call_tolerance",
         non_negative_float,
         "first-call time growth over the baseline's largest value that counts as higher",
-        per_test=True,
         metavar="FRACTION",
     ),
     Option(
@@ -352,15 +330,12 @@ OPTIONS: tuple[Option, ...] = (
         "fingerprint each benchmark's returned tensors and compare them with the baseline's: "
         "off, report (a change is reported, never fails) or gate (a change beyond "
         "numerics_tolerance fails the test)",
-        per_test=True,
         metavar="off|report|gate",
     ),
     Option(
         "numerics_tolerance",
         non_negative_float,
-        "largest relative difference of the output's statistics and sampled values that "
-        "counts as unchanged",
-        per_test=True,
+        "largest relative change of the output's statistics and samples that counts as unchanged",
         metavar="FRACTION",
     ),
     # --- telemetry -------------------------------------------------
@@ -390,9 +365,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "activity",
         parse_bool,
-        "after each CUDA measurement, read what the GPU's units did (NVML GPM: SM, tensor, DRAM, "
-        "PCIe, NVLink) and the caching allocator's figures per call over about 0.12 s of plain "
-        "calls (a few calls where the GPU has no GPM)",
+        "after each CUDA measurement, read the GPU's units (NVML GPM: SM, tensor, DRAM, PCIe, "
+        "NVLink) and the allocator's figures per call over ~0.12 s of plain calls",
     ),
     # --- CI reports ---
     Option(
@@ -411,8 +385,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "csv",
         text,
-        "write every result as a CSV row (times in seconds, a column per test parameter) to "
-        "this file",
+        "write every result as a CSV row to this file (times in seconds, a column per parameter)",
         metavar="PATH",
     ),
     Option(
@@ -506,10 +479,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "capture_session_budget",
         non_negative_float,
-        "seconds all the captures of a session may take together: a first diagnosis "
-        "(torch.profiler, TORCH_TRACE) at each failing verdict, then, after the last verdict, "
-        "Nsight Systems and Compute for the largest slowdowns first; the tests it does not "
-        "reach are listed with the command that captures each later (0: list them all)",
+        "seconds all captures of a session may take: torch.profiler and TORCH_TRACE at each "
+        "failing verdict, then Nsight for the largest slowdowns first; the tests not reached "
+        "are listed with the command that captures each (0: list them all)",
         metavar="SECONDS",
     ),
 )
@@ -517,7 +489,6 @@ OPTIONS: tuple[Option, ...] = (
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 #: The built-in capture tools, in the order they run (shell.capture.default_collectors).
 CAPTURE_TOOLS = ("torch_profiler", "torch_trace", "nsys", "ncu")
-PER_TEST_OPTIONS: frozenset[str] = frozenset(o.name for o in OPTIONS if o.per_test)
 #: Marker keywords that are not measurement options.
 MARKER_ONLY = frozenset({"shapes", "dtypes", "world_size"})
 #: Keywords of a gpu_bench(...) call that are not measurement options.

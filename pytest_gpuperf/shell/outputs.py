@@ -1,21 +1,17 @@
-"""The session's outputs: the report files and the terminal summary's gpuperf section.
-
-Every file is checked before anything is measured and written once, at the end, after the
-save (a child writes its JSON only, for its parent).
-"""
+"""The report files (checked before anything is measured, written once after the save) and
+the terminal summary's gpuperf section."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_gpuperf.baseline.fileio import output_target
 from pytest_gpuperf.errors import OutputError
-from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.ci import write_ci_outputs
 from pytest_gpuperf.reporting.outputs import FILE_OUTPUTS, Output, Written
 from pytest_gpuperf.reporting.terminal import TableSpec, render
@@ -27,12 +23,6 @@ if TYPE_CHECKING:
     from pytest_gpuperf.shell.capturing import CapturePlugin
     from pytest_gpuperf.shell.gating import GatePlugin
     from pytest_gpuperf.shell.save import SavePlugin
-
-
-class Summarized(Protocol):
-    """A feature with lines in the terminal summary."""
-
-    def summarize(self, tr: Any, results: list[Result]) -> None: ...
 
 
 class OutputsPlugin:
@@ -53,7 +43,7 @@ class OutputsPlugin:
         self.capture = capture
         self.save = save
         #: the features' lines in the terminal summary, in this order
-        self.parts: list[Summarized] = [p for p in (gate, capture, session, save) if p is not None]
+        self.parts: list[Any] = [p for p in (gate, capture, session, save) if p is not None]
         self.baseline_dirs = [session.run.baseline_dir]
         self.added = self._added_outputs()
         self.ci: Written | None = None

@@ -1,9 +1,6 @@
-"""Progress of long steps (first call, measuring, confirmation runs, capture) on the terminal.
-
-A step of seconds to minutes inside one test would otherwise look like a hang. Shown once
-it lasts (``delay_s``): on a terminal, one line rewritten at most once a second; in a CI
-log, a line every ``every_s``. Silent under ``-q``, in xdist workers, and when off.
-"""
+"""Progress of long steps (first call, measuring, confirmation runs, capture): without it,
+minutes inside one test look like a hang. Shown once a step lasts ``delay_s``: on a terminal
+one line rewritten at most once a second, in a CI log a line every ``every_s``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The core plugin object of a session: the device, the run id, the fixture's context, results.
-
-Each feature that is on adds its own plugin object (:mod:`pytest_gpuperf.plugin`); they meet
-on the test item's stash. From an xdist worker, results travel on the report as dicts.
-"""
+Each feature that is on adds its own plugin (:mod:`pytest_gpuperf.plugin`); they meet on the
+item's stash."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Typed settings, built once in ``pytest_configure``, and the run context that carries them.
-
-:mod:`.options` declares every option; :mod:`.config` resolves each. Here the values become
-frozen dataclasses, one per concern, each in the lowest ring that reads it (the shell's in
-:mod:`.options`); code reads ``run.settings.session.save``, never an option's name.
-"""
+"""Typed settings, built once in ``pytest_configure`` from :mod:`.config`'s values, and the run
+context that carries them: code reads ``run.settings.session.save``, never an option's name."""
 
 from __future__ import annotations
 
