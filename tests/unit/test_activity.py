@@ -236,18 +236,18 @@ def test_the_header_says_once_why_a_gpu_has_no_activity(fake_gpm: Any) -> None:
 # --- the window of plain calls ----------------------------------------------------------
 
 
-def test_the_plain_window_lasts_its_target_whatever_the_estimate() -> None:
+def test_the_plain_window_lasts_its_target_whatever_the_estimate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     made: list[int] = []
+    clock = [0.0]  # a fake clock: each call takes 100 µs whatever the machine's load
 
     def plain(n: int) -> int:
         made.append(n)
-        import time
-
-        end = time.perf_counter() + n * 1e-4  # 100 µs per call
-        while time.perf_counter() < end:
-            pass
+        clock[0] += n * 1e-4
         return n
 
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
     # an estimate 10x too small still ends after the target, in a few batches
     calls, seconds = plain_window(plain, 1e-5, 0.05, 10**6)
     assert seconds >= 0.05 and calls == sum(made) and len(made) <= 6
