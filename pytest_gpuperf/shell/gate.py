@@ -1,12 +1,9 @@
 """The gate: compare a test's results with the baseline, confirm suspects, fail regressions.
 
-Runs in the process that ran the test (xdist workers included), right after
-the test function returns, so that a regression fails *its own* test item
-with its own explanation. The statistics are :mod:`pytest_gpuperf.verdict`'s;
-this module feeds them: the baseline's comparable runs, the session's number
-of gated benchmarks (``m``, fixed at collection), the runner's noise prior,
-and fresh-process re-measurements (:mod:`pytest_gpuperf.shell.rerun`) while a
-verdict is not final.
+Runs in the process that ran the test (xdist workers included), right after the test
+function returns, so that a regression fails *its own* test item. The rule is
+:mod:`pytest_gpuperf.verdict`'s; this module adds fresh-process re-measurements
+(:mod:`pytest_gpuperf.shell.rerun`) while a verdict is not final.
 """
 
 from __future__ import annotations
@@ -57,13 +54,9 @@ class _Runs:
 
 @dataclass
 class ConfirmBudget:
-    """How much fresh-process re-measurement a session may spend on suspects.
-
-    Re-runs may add up to ``factor`` times the session's plain time (its own
-    time without re-runs, extrapolated from the benchmarks done to those
-    collected), and never less than ``min_s``: a session stays within about
-    ``1 + factor`` times its plain time.
-    """
+    """How much fresh-process re-measurement a session may spend on suspects: up to
+    ``factor`` times its plain time (without re-runs, extrapolated to the benchmarks
+    collected), never less than ``min_s``."""
 
     factor: float = 1.0
     min_s: float = 60.0
@@ -108,12 +101,9 @@ class ConfirmBudget:
 
 
 class Gate:
-    """Everything the session needs to judge results against one baseline.
-
-    The rule is :mod:`pytest_gpuperf.verdict`'s (:class:`~pytest_gpuperf.verdict.judge.Judge`);
-    the gate adds what needs pytest: fresh-process re-runs of suspects, within
-    the session's :class:`ConfirmBudget`, and failing the test item.
-    """
+    """What the session needs to judge results against one baseline: the
+    :class:`~pytest_gpuperf.verdict.judge.Judge`, and what needs pytest: fresh-process re-runs
+    of suspects within the :class:`ConfirmBudget`, and failing the test item."""
 
     def __init__(self, run: RunContext, baseline: Baseline):
         config = run.config
@@ -145,9 +135,8 @@ class Gate:
 
     @classmethod
     def load(cls, run: RunContext) -> Gate:
-        """Open ``--gpuperf-baseline``: its index, and its segments at their two ends; a
-        missing or broken file raises a BaselineError. The runs come after collection,
-        only those of the collected tests (:meth:`read_runs`)."""
+        """Open ``--gpuperf-baseline``'s index (a BaselineError if missing or broken); the
+        runs of the collected tests come later (:meth:`read_runs`)."""
         name = run.settings.session.baseline
         assert name is not None, "a gate is loaded when --gpuperf-baseline is set"
         gate = cls(run, BaselineStore(run.baseline_dir).load(name, nodeids=()))
@@ -155,9 +144,8 @@ class Gate:
         return gate
 
     def read_runs(self, nodeids: Sequence[str]) -> None:
-        """Read the baseline's runs of the tests ``nodeids`` (the session's, once collected),
-        and only those: a BaselineError as :meth:`load` raises it. Once; a gate not made by
-        :meth:`load` (A/B) has nothing to read."""
+        """Read the baseline's runs of the collected tests ``nodeids``, once (an A/B gate has
+        none to read)."""
         if not self.runs_to_read:
             return
         self.runs_to_read = False
@@ -176,16 +164,14 @@ class Gate:
         return None
 
     def _later(self, nodeid: str) -> list[str]:
-        """The session's benchmarks after this test, where this process knows the order
-        and may look ahead (none otherwise)."""
+        """The session's benchmarks after this test, where this process knows the order."""
         if self.look_ahead and nodeid in self.order:
             return self.order[self.order.index(nodeid) + 1 :]
         return []
 
     def _child_targets(self, nodeid: str) -> list[str]:
-        """This test, and as many of the session's later benchmarks as
-        :meth:`ConfirmBudget.ahead` and the budget allow (their results are kept as their next
-        run, so that a later suspect needs no process of its own for it)."""
+        """This test, and as many later benchmarks as :meth:`ConfirmBudget.ahead` and the
+        budget allow (kept as their next run: a later suspect needs no process for it)."""
         later = self._later(nodeid)[: self.budget.ahead()]
         n = self.budget.tests_that_fit(1 + len(later))
         return [nodeid, *later][: max(n, 0)]
@@ -200,11 +186,8 @@ class Gate:
         device: str,
         progress: Progress | None = None,
     ) -> Judgement:
-        """Verdicts for one test's results, re-measuring suspects in fresh processes.
-
-        A confirmation child has no gate (the session opens none), so this process is
-        the one that may run more.
-        """
+        """Verdicts for one test's results, re-measuring suspects in fresh processes (a
+        confirmation child has no gate)."""
         out = Judgement()
         self.budget.done += 1
         runs = _Runs(current={r.id.key: [r] for r in results})
@@ -229,10 +212,8 @@ class Gate:
         device: str,
         progress: Progress | None,
     ) -> str:
-        """Re-measure the suspects in fresh processes until each verdict is final.
-
-        Returns why confirmation stopped early ("" when every verdict became final).
-        """
+        """Re-measure the suspects in fresh processes until each verdict is final; returns
+        why confirmation stopped early ("" when none did)."""
         while True:
             pending = [r for r in results if not runs.verdicts[r.id.key].comparison.final]
             if not pending:
@@ -268,10 +249,7 @@ class Gate:
                 self._add_run(r, again, runs)
 
     def _take_ahead(self, pending: list[Result], runs: _Runs) -> bool:
-        """Add the runs an earlier confirmation child measured ahead, each from its own process.
-
-        Returns whether there was any.
-        """
+        """Add the runs an earlier child measured ahead; returns whether there was any."""
         took = False
         for r in pending:
             if self.ahead.get(r.id.key):

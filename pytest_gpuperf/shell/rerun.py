@@ -1,12 +1,9 @@
-"""Run one test again in a fresh pytest process and read back what it measured.
+"""Run tests again in a fresh pytest process and read back what it measured.
 
-Used to confirm a suspect verdict (the unit of evidence is the process, so a
-second opinion must come from a new process) and by the artifact collectors
-(a test re-run under nsys, ncu or TORCH_TRACE). The child gets the parent's
-rootdir, ini file, ``-p`` plugins and gpuperf settings, and the hidden flag
-``--gpuperf-child``, which turns off everything a child must not do: save or
-compare baselines, capture artifacts, re-run tests itself, write reports.
-:func:`run_pytest_child` is the one place a child pytest's command is built.
+Used to confirm a suspect (the unit of evidence is the process) and by the artifact
+collectors (nsys, ncu, TORCH_TRACE). The child gets the parent's rootdir, ini file, ``-p``
+plugins and gpuperf settings, and ``--gpuperf-child``, which turns off what a child must
+not do (save, compare, capture, re-run, report).
 """
 
 from __future__ import annotations
@@ -40,11 +37,8 @@ if TYPE_CHECKING:
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
 
-#: The temp folders of a session's processes (``gpuperf-child``; the A/B base collection's
-#: ``gpuperf-ab-check``; a torchrun rank's fresh peers' ``gpuperf-peer``; the kernel
-#: inventory's and a rank's profile, ``gpuperf-inventory`` and ``gpuperf-group-profile``),
-#: named ``KIND-PID-XXXXXXXX`` after the process that made them (:func:`temp_prefix`) so
-#: that a later session can tell those of a dead one.
+#: The temp folders of a session's processes, named ``KIND-PID-XXXXXXXX`` after the process
+#: that made them (:func:`temp_prefix`) so that a later session can tell a dead one's.
 _STALE_NAME = re.compile(
     r"gpuperf-(?:child|ab-check|peer|inventory|group-profile)-([1-9][0-9]{0,9})-[a-z0-9_]+"
 )
@@ -56,10 +50,8 @@ def temp_prefix(kind: str) -> str:
 
 
 def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
-    """Remove the children's temp folders that a session killed outright left in ``tmp``
-    (the temp folder): this user's folders whose name's pid runs no process. A name that
-    does not parse, a live pid, a link, a file and another user's folder are left alone.
-    Never raises; returns what it removed."""
+    """Remove this user's child temp folders in ``tmp`` whose pid runs no process (left by a
+    session killed outright); anything else is left alone. Never raises; returns them."""
     removed: list[Path] = []
     try:
         folder = Path(tmp or tempfile.gettempdir())
@@ -80,9 +72,7 @@ def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
     return removed
 
 
-#: gpuperf options a child never inherits (it has its own say, or must not do them): every
-#: output of the session's end (reporting/outputs.py; the child writes its JSON where
-#: run_pytest_child says), and these.
+#: gpuperf options a child never inherits: every output of the session's end, and these.
 _NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
     {
         "save",
@@ -106,9 +96,7 @@ _NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
 )
 
 
-#: What the command that captures a test later leaves out of the session's options: the
-#: outputs, the save, what selects or compares (the command names its own), the capture's
-#: own switch and the session's budget (one test fits in it).
+#: What the command that captures a test later leaves out of the session's options.
 _NOT_IN_CAPTURE_COMMAND = OUTPUT_OPTIONS | frozenset(
     {"save", "baseline", "ab", "only", "skip", "disable", "capture", "capture_session_budget"}
 )
@@ -119,8 +107,7 @@ _NOT_IN_CAPTURE_COMMAND |= _BISECT
 
 
 def forwarded_args(run: RunContext) -> list[str]:
-    """The parent's settings, as arguments for a child pytest: those given on the command
-    line (``run.resolved`` knows where each value came from), in the options' own words."""
+    """The parent's command-line settings, as arguments for a child pytest."""
     args = ["--rootdir", str(run.rootpath), "-p", "no:cacheprovider", "-p", "no:randomly"]
     if run.inipath is not None:
         args += ["-c", str(run.inipath)]
@@ -133,8 +120,7 @@ def forwarded_args(run: RunContext) -> list[str]:
 
 
 def _override_args(run: RunContext, leave_out: frozenset[str]) -> list[str]:
-    """The ``-o gpuperf_NAME=VALUE`` ini overrides of the command line, as given (a child
-    reads the ini file, not this command line), but those of ``leave_out``."""
+    """The command line's ``-o gpuperf_NAME=VALUE`` ini overrides, but ``leave_out``'s."""
     out: list[str] = []
     inv = list(run.invocation_args)
     for i, a in enumerate(inv):
@@ -165,9 +151,8 @@ def _plugin_args(run: RunContext) -> list[str]:
 
 
 def _cli_settings(run: RunContext, leave_out: frozenset[str]) -> list[str]:
-    """The gpuperf options given on the command line, but ``leave_out``, as arguments: each
-    exactly as the user wrote it (``Setting.given``), whatever the type its parser makes of
-    it (a tuple, a bool, a number), so that the child parses what this session parsed."""
+    """The gpuperf options given on the command line, but ``leave_out``, each as the user
+    wrote it (``Setting.given``), so that the child parses what this session parsed."""
     args: list[str] = []
     for name, setting in run.resolved.settings.items():
         if setting.source != "cli" or name in leave_out:
@@ -183,9 +168,8 @@ def _cli_settings(run: RunContext, leave_out: frozenset[str]) -> list[str]:
 
 
 def option_text(value: Any) -> str | None:
-    """A parsed option value back as the text its parser reads (a setting made without the
-    user's own words): ``("median", "ci")`` -> ``median,ci``, ``True`` -> ``true``; None
-    for a value no text stands for (a callable, None)."""
+    """A parsed option value back as its text (``("a", "b")`` -> ``a,b``, ``True`` ->
+    ``true``); None for a callable or None."""
     if value is None or callable(value):
         return None
     if isinstance(value, bool):
@@ -196,9 +180,8 @@ def option_text(value: Any) -> str | None:
 
 
 def capture_command(run: RunContext, nodeid: str) -> str:
-    """The one command that captures ``nodeid``'s evidence later, from where this session ran:
-    the test alone, compared with this session's baseline (or A/B reference), captured
-    whatever its verdict (``--gpuperf-capture=always``), with the session's other options."""
+    """The command that captures ``nodeid``'s evidence later, from where this session ran:
+    the test alone against this session's reference, ``--gpuperf-capture=always``."""
     path, sep, rest = nodeid.partition("::")
     target = os.path.relpath(run.rootpath / path, run.invocation_dir) + sep + rest
     args = [_interpreter(), "-m", "pytest", target]
@@ -218,8 +201,7 @@ def capture_command(run: RunContext, nodeid: str) -> str:
 
 
 def _interpreter() -> str:
-    """This session's Python as a command: its name where that name finds it on PATH (the
-    usual activated venv), else its full path, so that the command works as printed."""
+    """This session's Python: its name where PATH finds it, else its full path."""
     exe = Path(sys.executable)
     found = shutil.which(exe.name)
     return exe.name if found and Path(found).resolve() == exe.resolve() else str(exe)
@@ -239,13 +221,9 @@ def run_child(
     spare: SparePython | None = None,
     drop_env: Sequence[str] = (),
 ) -> ChildRun:
-    """Run ``nodeid`` (or several, in order) in one new process, optionally under ``prefix``
-    (e.g. ``nsys profile``), with the parent's settings (``spare``: see run_pytest_child).
-
-    The whole process tree is killed after ``timeout_s``; ``log_path`` gets the full output.
-    ``drop_env``: variables of ours the child must not inherit (a torchrun rank's, for a
-    child that is no rank).
-    """
+    """Run ``nodeid`` (or several, in order) in one new process with the parent's settings,
+    optionally under ``prefix`` (e.g. ``nsys profile``); :func:`run_pytest_child`'s
+    arguments. ``drop_env``: our variables the child must not inherit."""
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
     targets = []
     for n in nodeids:
@@ -281,12 +259,11 @@ def run_pytest_child(
     """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
     --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
 
-    The child's environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1``, this
-    process's id for the child to watch (it ends itself when we are killed outright) and
-    ``env``. It runs in its own process group, killed whole at the timeout: a child under
-    a profiler (nsys, ncu) is a grandchild that must not outlive us. ``spare``, a Python
-    started ahead with its imports done, runs a child without a ``prefix`` instead of a new
-    process (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`).
+    Its environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1``, our pid to
+    watch (it ends itself once we are gone) and ``env``. Its process group is killed whole
+    at the timeout (a profiled grandchild must not outlive us). ``spare``: a Python started
+    ahead (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`) runs a child
+    without a ``prefix``.
     """
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
@@ -329,16 +306,14 @@ def run_pytest_child(
 
 
 def is_child(config: pytest.Config) -> bool:
-    """Whether this pytest is a child the plugin started: every command line
-    :func:`run_pytest_child` and the group launcher build carries :data:`CHILD_FLAG`
-    (its environment's :data:`CHILD_ENV` alone may have leaked into a user's shell)."""
+    """Whether this pytest is a child the plugin started (its command line has
+    :data:`CHILD_FLAG`; :data:`CHILD_ENV` alone may have leaked into a user's shell)."""
     return bool(config.getoption("gpuperf_child", False))
 
 
 def leaked_child_marker(config: pytest.Config) -> str | None:
-    """A :data:`CHILD_ENV` in the environment of a session the plugin did not start: it is
-    removed from this process's environment (so nothing here, nor a child of this session,
-    takes the session for a child) and the warning to show is returned; None otherwise."""
+    """A :data:`CHILD_ENV` in a session the plugin did not start: removed from the
+    environment, and the warning to show returned; None otherwise."""
     if CHILD_ENV not in os.environ or is_child(config):
         return None
     value = os.environ.pop(CHILD_ENV)

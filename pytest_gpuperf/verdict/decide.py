@@ -61,12 +61,8 @@ LEVEL_Q = 0.1
 
 
 def within_run_se(rounds: Sequence[float]) -> float | None:
-    """Standard error of the log median of ``rounds`` (1.2533 robust SDs over sqrt(n)).
-
-    Rounds are autocorrelated, so this understates a run's own noise: a floor
-    on the between-process noise, never an estimate of it. None with fewer
-    than 3 positive rounds.
-    """
+    """Standard error of the log median of ``rounds``: a floor on the between-process noise
+    (rounds are autocorrelated), never an estimate of it. None with fewer than 3 rounds."""
     logs = [math.log(x) for x in rounds if x > 0]
     if len(logs) < 3:
         return None
@@ -89,15 +85,10 @@ def _power_capped(telemetry: Mapping[str, Any] | None, share: float = 0.5) -> bo
 class RunStat:
     """One run (process) of one benchmark, as the verdict sees it.
 
-    ``level_s`` is the run's level on the main figure (seconds per call:
-    device time for the CUDA events backend, else the backend's one time;
-    :func:`run_level` of its rounds), ``e2e_s`` on the end-to-end figure where
-    there is one. ``host_hidden`` says whether the
-    device figure is device time alone; ``power_capped`` whether the GPU ran
-    under its power cap most of the measurement; ``host_s`` the host's time to
-    issue one call; ``waited``, ``threads`` and ``clock`` how the rounds had
-    their CPUs (:mod:`pytest_gpuperf.measure.contention`); ``tracer`` the tracer
-    active while measuring.
+    ``level_s`` and ``e2e_s``: :func:`run_level` of the main and end-to-end figures' rounds;
+    ``host_hidden``: the device figure is device time alone; ``power_capped``: the GPU ran
+    under its power cap most of the time; ``host_s``: the host's time to issue one call;
+    ``waited``, ``threads``, ``clock``: :mod:`pytest_gpuperf.measure.contention`'s.
     """
 
     level_s: float
@@ -126,8 +117,7 @@ class RunStat:
         contention: Mapping[str, Any] | None = None,
         tracer: str | None = None,
     ) -> RunStat:
-        """From a run's rounds (a result's or a stored run's; ``median_s``, its median, is the
-        level of a run without rounds)."""
+        """From a run's rounds (``median_s``: the level of a run without rounds)."""
         load = contention or {}
         level = run_level(rounds)
         return cls(
@@ -146,7 +136,6 @@ class RunStat:
 
     @classmethod
     def from_run(cls, run: Run) -> RunStat:
-        """From a :class:`~pytest_gpuperf.model.Run`, measured now or stored."""
         return cls.of(
             run.median,
             run.rounds,
@@ -160,8 +149,7 @@ class RunStat:
         )
 
     def pays_host(self, figure: str) -> bool:
-        """Whether ``figure`` is paid at the host's speed: host time (end to end, a device
-        figure with host waits in it, a CPU clock's)."""
+        """Whether ``figure`` is host time (end to end, device with host waits, a CPU clock)."""
         return (
             figure == E2E
             or (figure == DEVICE and self.host_hidden is False)
@@ -209,8 +197,7 @@ def classes_for(
     mode: str | backend.Mode | None,
     policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> dict[str, NoiseClass]:
-    """The noise class of each figure of a benchmark: its mode's (:mod:`..measure.backend`),
-    or for a mode of two figures, from what its baseline runs show."""
+    """Each figure's noise class: its mode's, or for two figures, what the baseline shows."""
     klass = _described(mode).noise_class
     if klass is not None:
         return {TIME: CLASSES[klass] if isinstance(klass, str) else klass}
@@ -253,13 +240,11 @@ def decide_figure(
     like_for_like: bool = True,
     allowance: float = math.inf,
 ) -> FigureVerdict:
-    """One figure's verdict on its runs' levels (log seconds; module docstring, steps 2-5);
-    ``floor`` raises the noise.
+    """One figure's verdict on its runs' levels (log seconds); ``floor`` raises the noise.
 
-    ``like_for_like`` False: the current runs were measured another way than
-    the baseline's (the device figure with and without the host hidden); then
-    one run is decisive only beyond the one-run bar by ``allowance`` (log: how much
-    the host's own time could add to the same code measured so; inf: never).
+    ``like_for_like`` False: the current runs were measured another way than the
+    baseline's (host hidden or not); one run is then decisive only ``allowance`` (log: what
+    the host's own time could add; inf: never) beyond the one-run bar.
     """
     k, r = len(base), len(cur)
     if not k or not r:
@@ -326,11 +311,9 @@ def decide_figure(
 def _noise(
     ys: Sequence[float], klass: NoiseClass, policy: DecisionPolicy, floor: float
 ) -> tuple[float, float, float, int]:
-    """The noise of one run's log time: (noise, class prior, baseline's own spread, its df).
-    The spread is 1.4826 times the median absolute deviation of all the baseline's levels
-    from their median: runs spread wide widen it, one slow or lucky-fast process among
-    them does not (nor does it move the level). It raises the class prior at most
-    ``policy.own_cap`` times: a benchmark noisier than that belongs to another class."""
+    """(noise, class prior, baseline's own spread, its df) of one run's log time. The spread,
+    the levels' robust MAD, is widened by runs spread wide, not by one odd process; it raises
+    the prior at most ``policy.own_cap`` times (noisier belongs to another class)."""
     level = median(ys)
     prior = klass.prior(math.exp(level))
     own = min(MAD_TO_SD * mad(ys), policy.own_cap * prior)
@@ -351,8 +334,7 @@ def _classify(
     *,
     last: bool,
 ) -> tuple[str, bool, list[Reason], str]:
-    """The figure's kind, whether it is final, and the reasons and which kind of inconclusive
-    it is (all sizes as log ratios; ``r`` current runs; ``last``: no more runs can be made)."""
+    """(kind, final, reasons, which inconclusive); sizes are log ratios, ``last``: no more runs."""
     reasons: list[Reason] = []
     why = ""
     suspect = slower > max(floor_log, cutoff / 2)
@@ -394,8 +376,7 @@ def _combine(figures: Sequence[FigureVerdict]) -> FigureVerdict:
 
 
 def decide(baseline: Sequence[Run], current: Sequence[Run], **options: Any) -> Comparison:
-    """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs, each
-    read as the :class:`RunStat` the rule judges; ``options`` as :func:`decide_stats`'s."""
+    """:func:`decide_stats` on :class:`~pytest_gpuperf.model.Run` s."""
     return decide_stats(
         [RunStat.from_run(r) for r in baseline], [RunStat.from_run(r) for r in current], **options
     )
@@ -413,16 +394,13 @@ def decide_stats(
     environment_reason: str | None = None,
     environment_diff: Sequence[str] = (),
 ) -> Comparison:
-    """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs, as
-    the rule reads each (a pool of runs recorded as the rule reads them is judged so).
+    """The verdict on one benchmark's ``current`` runs against its ``baseline`` runs.
 
-    ``mode`` is the timing backend, by name or description (it picks the figures' noise
-    classes).
+    ``mode``: the timing backend, by name or description (it picks the noise classes).
     ``last``: no further run can be added, so a suspect becomes inconclusive.
-    ``environment_reason``: why the current run's conditions differ from the
-    baseline's (telemetry); it holds back a regression that is not decisive.
-    ``environment_diff``: hard differences of the environment; non-empty means
-    "different environment", not gated.
+    ``environment_reason``: why the conditions differ (telemetry); it holds back a
+    regression that is not decisive. ``environment_diff``: hard differences; non-empty
+    means "different environment", not gated.
     """
     cur = list(current)
     if not cur:
@@ -480,9 +458,8 @@ def _figures(
     notes: list[Reason],
     group: bool = False,
 ) -> list[FigureVerdict]:
-    """Each figure's verdict (:func:`decide_figure`) on the good runs of both sides, a tracer
-    on one side only and bad evidence taken into account; what the reader should know goes
-    to ``notes``."""
+    """Each figure's verdict on both sides' good runs (tracers and bad runs taken into
+    account); what the reader should know goes to ``notes``."""
     floor = max([x.within_se for x in (*base, *cur) if x.within_se is not None] or [0.0])
     allowance = _unlike_allowance(base)
     tracers = tracer_change(base, cur)
@@ -524,11 +501,10 @@ def _unmeasurable(
     last: bool,
     group: bool = False,
 ) -> FigureVerdict:
-    """A figure with no good run on a side: inconclusive, "unmeasurable", once a fresh
-    process was bad too (or no run can be added, or the baseline has no good run); a suspect
-    until then, so that the gate measures it again. ``group``: the ranks of a group are
-    processes of their own, whose threads (a collective's included) wait for each other's
-    CPUs on a machine with too few: idle or not (the gloo examples on 2 CPUs)."""
+    """A figure with no good run on a side: "unmeasurable" once a fresh process was bad too
+    (or no run can be added, or the baseline has none); until then a suspect, measured
+    again. ``group``: ranks in processes of their own, whose threads wait for each other's
+    CPUs where there are too few, idle or not (the gloo examples on 2 CPUs)."""
     no_base = all(bad_base)
     bad_cur = [b for b in bad_cur if b]
     final = last or no_base or len(bad_cur) >= BAD_RUNS
@@ -540,8 +516,7 @@ def _unmeasurable(
 
 
 def tracer_change(base: Sequence[RunStat], current: Sequence[RunStat]) -> dict[str, Any]:
-    """The tracers of each side (``then``: the baseline's, ``now``) where they differ, else
-    an empty dict (both sides measured alike)."""
+    """The tracers of each side (``then``, ``now``) where they differ, else {}."""
     b = {x.tracer for x in base}
     c = {x.tracer for x in current}
     if b == c:
@@ -550,8 +525,8 @@ def tracer_change(base: Sequence[RunStat], current: Sequence[RunStat]) -> dict[s
 
 
 def _unlike_allowance(base: Sequence[RunStat]) -> float:
-    """How much more (log) a device figure measured with its host not hidden may show of the
-    same code: the baseline's end-to-end over device time (what the host adds to a call)."""
+    """What the host adds to a call (log end-to-end over device time): how much more a device
+    figure with the host not hidden may show of the same code."""
     e2e = [x.e2e_s for x in base if x.e2e_s is not None]
     if not e2e:
         return math.inf

@@ -1,13 +1,8 @@
 """One benchmark against a loaded baseline: its comparable runs, found once, and its verdicts.
 
-The gate (each test, with fresh-process re-runs) and ``pytest-gpuperf compare``
-(stored runs, nothing re-measured) both go through :class:`Judge`, so the
-two apply one rule: the same match of environment fingerprint and
-measurement settings, the same telemetry check, the same secondary metrics.
-The gate asks :meth:`Judge.verdict` once per look and gets the whole
-:class:`Verdict`: the comparison with its secondary metrics and numerics,
-what the test does, and what fails it beyond the time.
-Pure Python: no torch, no pytest.
+The gate (with fresh-process re-runs) and ``pytest-gpuperf compare`` (stored runs) both go
+through :class:`Judge`, so both apply one rule: the same match of environment and
+measurement settings, the same telemetry check, the same secondary metrics. No torch, no pytest.
 """
 
 from __future__ import annotations
@@ -45,12 +40,8 @@ def environment_reason(
     telemetry: Mapping[str, Any] | None,
     threshold: float,
 ) -> tuple[str | None, str | None]:
-    """(why the conditions are not comparable, or a note) from the telemetry of both sides.
-
-    A clock regime that differs materially holds back a would-be regression,
-    unless the slowdown persists in cycles: then it stands, with the clock
-    difference as a note.
-    """
+    """(why the conditions are not comparable, or a note) from both sides' telemetry: a clock
+    regime that differs holds back a regression, unless it persists in cycles (then a note)."""
     baseline_telemetry = [r.telemetry for r in runs if r.telemetry]
     if not baseline_telemetry or not telemetry:
         return None, None
@@ -80,12 +71,9 @@ class Verdict:
 class Judge:
     """Verdicts of current results against one baseline.
 
-    ``fingerprint_extra`` is what users' plugins add to the environment
-    fingerprint; ``settings`` are the session's verdict settings, over which
-    each result's own (``Result.gate``) apply; ``modes`` the run's timing modes
-    (the built-in ones by default). Each result's match with the
-    baseline is computed once and kept (:meth:`match`) for the verdict, the
-    secondary metrics, the capture and the reports.
+    ``fingerprint_extra``: what plugins add to the environment fingerprint; ``settings``:
+    the session's, under each result's own (``Result.gate``); ``modes``: the run's timing
+    modes. Each result's match is computed once (:meth:`match`) and kept.
     """
 
     def __init__(
@@ -97,8 +85,6 @@ class Judge:
         modes: Modes | None = None,
     ):
         self.baseline = baseline
-        #: the run's timing modes (pytest_gpuperf.registry): each result's mode is judged by
-        #: its description there (its noise class, whether it hides the host)
         self.modes = BUILTIN if modes is None else modes
         self.policy = policy
         self.fingerprint_extra = dict(fingerprint_extra) if fingerprint_extra else None
@@ -115,9 +101,7 @@ class Judge:
         return self._matches[key]
 
     def forget(self, keys: Iterable[str]) -> None:
-        """Let go of the baseline runs of benchmarks ``keys`` (judged): a session of
-        thousands of benchmarks would otherwise hold all their runs; :meth:`match` reads
-        them again if asked."""
+        """Let go of the judged benchmarks' runs (a session of thousands would hold them all)."""
         gone = set(keys)
         for cached in [k for k in self._matches if k[0] in gone]:
             del self._matches[cached]
@@ -138,12 +122,8 @@ class Judge:
         policy: DecisionPolicy | None = None,
         fp: Mapping[str, Any] | None = None,
     ) -> Comparison:
-        """The verdict on ``runs`` of ``result``'s benchmark (``result``'s run is the first;
-        the others of fresh processes, or stored).
-
-        What the rule needs of the result comes first: its policy, the baseline's runs it
-        matches, and why the conditions differ (another environment, or the telemetry); then
-        the rule, on the runs of both sides."""
+        """The verdict on ``runs`` of ``result``'s benchmark (``result``'s run first): its
+        policy, the baseline's runs it matches, why the conditions differ, then the rule."""
         pol = policy or self.policy_for(result)
         match = self.match(result, fp)
         stored: Sequence[Run] = ()
@@ -176,9 +156,8 @@ class Judge:
     def verdict(
         self, result: Result, runs: Sequence[Result], *, last: bool = False, note: str = ""
     ) -> Verdict:
-        """The verdict on ``runs`` of ``result``'s benchmark (``result`` first, then the runs
-        of fresh processes), with ``note`` added, and, once it is final, its secondary
-        metrics and numerics (:meth:`conclude`)."""
+        """:meth:`decide` on ``runs`` (``result`` first), with ``note``, and once final
+        :meth:`conclude`."""
         c = self.decide(result, [r.run for r in runs], last=last)
         if note:
             c = with_note(c, note)
@@ -189,9 +168,8 @@ class Judge:
     def conclude(
         self, result: Result, c: Comparison, outputs: Sequence[Sequence[Mapping[str, Any]] | None]
     ) -> Verdict:
-        """The final comparison ``c`` with the peak memory, the first-call time and the
-        output's numerics (``outputs``: each run's fingerprint) added, what the test does,
-        and the failures of those that are gated (the benchmark's own settings)."""
+        """The final ``c`` with its secondary metrics and numerics (``outputs``: each run's
+        fingerprints), what the test does, and the gated ones that fail it."""
         mine = self.settings.for_result(result.gate)
         tolerances = {PEAK_MEMORY: mine.memory_tolerance, FIRST_CALL: mine.first_call_tolerance}
         found = self.secondary(result, tolerances)
@@ -218,12 +196,7 @@ class Judge:
         if match.status != br.MATCH:
             return []
         runs = match.runs
-        return [*self._fixed(result, runs, tolerances), *_behaviour(result, runs, tolerances)]
-
-    def _fixed(
-        self, result: Result, runs: Sequence[Run], tolerances: Mapping[str, float]
-    ) -> list[SecondaryComparison]:
-        return [
+        fixed = [
             compare_secondary(
                 [r.peak_memory_bytes for r in runs],
                 result.run.peak_memory_bytes,
@@ -237,6 +210,7 @@ class Judge:
                 metric=FIRST_CALL,
             ),
         ]
+        return [*fixed, *_behaviour(result, runs, tolerances)]
 
     def numerics(
         self,
@@ -246,8 +220,8 @@ class Judge:
         *,
         gated: bool = False,
     ) -> NumericsComparison | None:
-        """The output's fingerprints (``current``: this run's first, then re-runs') against
-        the comparable runs' (None without a match or without a fingerprint of this run)."""
+        """The output's fingerprints (this run's first) against the comparable runs' (None
+        without a match or a fingerprint)."""
         match = self.match(result)
         if match.status != br.MATCH or not result.run.numerics:
             return None

@@ -101,14 +101,9 @@ def difference(baseline: Fingerprint, current: Fingerprint) -> Difference:
     return Difference(best.rel, best.where, best.current, best.baseline, tuple(changes))
 
 
-def spread(fps: Sequence[Fingerprint]) -> Difference:
-    """The largest difference among fingerprints of runs of the same code (against the first)."""
-    worst = Difference()
-    for fp in fps[1:]:
-        d = difference(fps[0], fp)
-        if (d.changes and not worst.changes) or d.rel > worst.rel:
-            worst = d
-    return worst
+def spread(fps: Sequence[Fingerprint]) -> float:
+    """The largest relative difference among runs of the same code (against the first)."""
+    return max((difference(fps[0], fp).rel for fp in fps[1:]), default=0.0)
 
 
 @dataclass(frozen=True)
@@ -119,17 +114,12 @@ class StoredFingerprint:
     commit: str | None = None
 
 
-def _same_code_spread(runs: Sequence[StoredFingerprint]) -> Difference:
+def _same_code_spread(runs: Sequence[StoredFingerprint]) -> float:
     """The largest spread among baseline runs of one commit (runs of unknown commit: one group)."""
     groups: dict[str | None, list[Fingerprint]] = {}
     for r in runs:
         groups.setdefault(r.commit, []).append(r.fingerprint)
-    worst = Difference()
-    for fps in groups.values():
-        d = spread(fps)
-        if d.rel > worst.rel or (d.changes and not worst.changes):
-            worst = d
-    return worst
+    return max(spread(fps) for fps in groups.values())
 
 
 def compare(
@@ -165,10 +155,10 @@ def compare(
         current=d.current,
         baseline=d.baseline,
         changes=d.changes,
-        baseline_spread=b_spread.rel if len(base) > 1 else None,
-        current_spread=c_spread.rel if len(cur) > 1 else None,
+        baseline_spread=b_spread if len(base) > 1 else None,
+        current_spread=c_spread if len(cur) > 1 else None,
     )
-    if b_spread.rel > tolerance or c_spread.rel > tolerance:
+    if b_spread > tolerance or c_spread > tolerance:
         return NumericsComparison(NUMERICS_UNSEEDED, **common)
     return NumericsComparison(NUMERICS_CHANGED if d.beyond(tolerance) else NUMERICS_SAME, **common)
 

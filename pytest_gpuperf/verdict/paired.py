@@ -1,15 +1,8 @@
 """A/B against a git revision: the order of paired runs, who is on which side, the base's runs.
 
-The judgement itself is :class:`~pytest_gpuperf.verdict.judge.Judge`'s, unchanged: the base
-tree's fresh-process runs become an in-memory baseline (:func:`paired_baseline`), the current
-tree's fresh-process runs are the current runs. This module holds only what pairing adds:
-
-- the order of the two sides in each pair, ABBA... (:func:`pair_order`), so that a drift of
-  the machine during the session (warming up, a neighbour starting) weighs on both sides alike;
-- which benchmarks exist on both sides, and which on one only (:func:`sides`);
-- the runs of each side as they come in (:class:`PairedRuns`).
-
-Pure Python: no torch, no pytest.
+The judgement is :class:`~pytest_gpuperf.verdict.judge.Judge`'s, unchanged: the base tree's
+fresh-process runs become an in-memory baseline (:func:`paired_baseline`). This module holds
+what pairing adds: the ABBA order, the benchmarks of each side, the runs as they come in.
 """
 
 from __future__ import annotations
@@ -26,11 +19,8 @@ BASE, CURRENT = "base", "current"
 
 
 def pair_order(index: int) -> tuple[str, str]:
-    """The sides of pair ``index`` (0-based) in the order they run: AB, BA, AB, BA, ...
-
-    Over two pairs each side has run once first and once second, so a steady drift of the
-    machine adds the same to both.
-    """
+    """The sides of pair ``index`` in the order they run: AB, BA, ... (a steady drift of the
+    machine adds the same to both)."""
     return (BASE, CURRENT) if index % 2 == 0 else (CURRENT, BASE)
 
 

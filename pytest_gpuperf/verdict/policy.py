@@ -1,10 +1,8 @@
 """How verdicts are decided: the settings (:class:`DecisionPolicy`) and the noise classes.
 
-A benchmark's figure is judged against the noise of its own kind, never against
-its neighbours in the session: each figure belongs to a :class:`NoiseClass`
-(measured on an H200 in 16 fresh processes of the regression zoo,
-``bench/zoo_campaign.py pool``), whose prior is then moderated by the
-figure's own baseline runs.
+A figure is judged against the noise of its own kind, never its neighbours': its
+:class:`NoiseClass` (measured in fresh processes, ``bench/zoo_campaign.py pool``,
+``bench/cpu_pools.py``) is a prior that the figure's own baseline runs moderate.
 """
 
 from __future__ import annotations
@@ -98,19 +96,14 @@ CLASSES: dict[str, NoiseClass] = {
 
 @dataclass(frozen=True)
 class DecisionPolicy:
-    """How verdicts are decided; built once from the settings (:meth:`from_settings`).
+    """How verdicts are decided; built once from the settings.
 
-    ``threshold``: the smallest slowdown that may fail (widened by noise, never
-    narrowed). ``alpha``: the chance that noise alone fails one unchanged figure of
-    one benchmark; never split across the session, so a verdict does not depend on
-    what else runs (m benchmarks of two figures: at most ``2 m alpha``).
-    ``max_runs``: the session's run plus ``--gpuperf-reruns`` fresh processes.
-    ``prior_weight``: the class prior's degrees of freedom against the baseline's
-    spread (:func:`~pytest_gpuperf.verdict.robust.moderate`), which raises the prior
-    at most ``own_cap`` times. ``noise_floor``: no figure is quieter between processes.
-    ``host_bound`` (end to end over device level) and ``host_share`` (host issue time
-    over device time) mark host-bound work; ``power_share`` of a baseline's measurement
-    under the power cap puts device-bound work in the "power" class.
+    ``threshold``: the smallest slowdown that may fail (widened by noise, never narrowed).
+    ``alpha``: the chance that noise alone fails one unchanged figure; never split across
+    the session, so a verdict does not depend on what else runs. ``max_runs``: the
+    session's run plus ``--gpuperf-reruns``. ``prior_weight``: the class prior's degrees of
+    freedom (:func:`~pytest_gpuperf.verdict.robust.moderate`). ``host_bound``,
+    ``host_share`` and ``power_share`` place a figure in the "launches"/"host"/"power" class.
     """
 
     threshold: float = 0.03
@@ -164,12 +157,9 @@ DEFAULT_POLICY = DecisionPolicy()
 
 @dataclass(frozen=True)
 class VerdictSettings:
-    """The verdict options of a session, or of one benchmark (:meth:`for_result`).
-
-    The session's are built once from the options; the fields in :data:`PER_TEST_VERDICT`
-    may be set per test (marker, ``gpu_bench(...)``) and travel with each result as
-    ``Result.gate``, a plain dict that xdist and the JSON carry (:meth:`gate_record`).
-    """
+    """The verdict options of a session, or of one benchmark (:meth:`for_result`): the
+    fields in :data:`PER_TEST_VERDICT` may be set per test and travel with each result as
+    ``Result.gate``, a plain dict that xdist and the JSON carry (:meth:`gate_record`)."""
 
     #: smallest slowdown that can fail a benchmark (a fraction)
     threshold: float = option("threshold", DEFAULT_POLICY.threshold)
@@ -190,8 +180,7 @@ class VerdictSettings:
     numerics_tolerance: float = option("numerics_tolerance", 1e-3)
 
     def decision_policy(self) -> DecisionPolicy:
-        """The statistics' policy (the other :class:`DecisionPolicy` fields keep their
-        measured defaults)."""
+        """The statistics' policy (the other fields keep their measured defaults)."""
         return DecisionPolicy(
             threshold=self.threshold,
             alpha=self.alpha,

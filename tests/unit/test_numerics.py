@@ -141,6 +141,16 @@ def test_unseeded_baseline_runs_are_detected_and_never_fail() -> None:
     assert "seed the inputs (torch.manual_seed)" in numerics_words(c)
 
 
+def test_a_dtype_change_among_baseline_runs_hides_not_their_spread() -> None:
+    """Runs of one commit whose values differ are unseeded, whichever run also changed its
+    dtype: the spread is the largest difference, not the last structural one's (0 here)."""
+    fp0, fp1 = [entry(values(10))], [entry(values(11))]
+    half = [entry(values(10), dtype="torch.float16")]
+    c = nm.compare(stored(fp0, fp1, half), [fp0], 1e-3, gated=True)
+    assert c.kind == NUMERICS_UNSEEDED and not c.fails
+    assert c.baseline_spread is not None and c.baseline_spread > 0.1
+
+
 def test_unseeded_current_runs_are_detected() -> None:
     fp = [entry(values(20))]
     c = nm.compare(stored(fp, fp), [fp, [entry(values(21))]], 1e-3, gated=True)
