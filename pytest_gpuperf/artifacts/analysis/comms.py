@@ -9,6 +9,7 @@ group's summary with its baseline's.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.attribution import Finding
-from pytest_gpuperf.artifacts.analysis.timeline import union
+from pytest_gpuperf.artifacts.analysis.timeline import CALL_PREFIX, union
 from pytest_gpuperf.measure.collectives import normalize
 
-CALL_PREFIX = "gpuperf/call#"
 RANK_IMBALANCE = "rank-imbalance"
 MORE_COLLECTIVES = "more-collectives"
 MESSAGE_SIZE = "message-size"
@@ -85,9 +85,6 @@ class RankComms:
                    [float(x) for x in d.get("call_us") or []])  # fmt: skip
 
 
-# --- one rank's trace ---------------------------------------------------------------
-
-
 def _events(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
     return [e for e in events if e.get("ph") == "X" and "ts" in e]
@@ -111,10 +108,7 @@ def _calls(events: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[float, float
 
 
 def _call_index(ts: float, calls: Sequence[tuple[float, float]]) -> int | None:
-    for i, (s, e) in enumerate(calls):
-        if s <= ts <= e:
-            return i
-    return None
+    return next((i for i, (s, e) in enumerate(calls) if s <= ts <= e), None)
 
 
 def _message_bytes(args: Mapping[str, Any]) -> int | None:
@@ -131,14 +125,11 @@ def _message_bytes(args: Mapping[str, Any]) -> int | None:
 
 
 def _elements(d: Any) -> int:
-    if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
+    if not isinstance(d, list) or not d:
+        return 0
+    if all(isinstance(x, list) for x in d):
         return sum(_elements(x) for x in d)  # a list of tensors
-    if isinstance(d, list) and d:
-        n = 1
-        for x in d:
-            n *= int(x) if isinstance(x, (int, float)) else 1
-        return n
-    return 0
+    return math.prod(int(x) if isinstance(x, (int, float)) else 1 for x in d)
 
 
 def _algo(kernel: str) -> str | None:
@@ -164,10 +155,9 @@ def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) 
     kernels = [e for e in events if e.get("cat") == "kernel"]
     if kernels:
         colls, compute = _gpu_parts(events, kernels, calls)
-        device = "cuda"
     else:
         colls, compute = _cpu_parts(events, calls, main_tid)
-        device = "cpu"
+    device = "cuda" if kernels else "cpu"
     out = RankComms(rank, device, [[] for _ in calls], [e - s for s, e in calls])
     for call, c in colls:
         out.calls[call].append(c)
@@ -271,9 +261,6 @@ def _cpu_parts(
     return colls, compute
 
 
-# --- across the ranks --------------------------------------------------------------
-
-
 def _steady_calls(rc: RankComms) -> list[list[Collective]]:
     """The calls that ran the most common number of collectives (others misalign)."""
     counts = Counter(len(c) for c in rc.calls)
@@ -355,22 +342,15 @@ def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
 
 def _ops(first_call: Sequence[Collective]) -> dict[str, dict[str, Any]]:
     """Per op: collectives per call, bytes per call, bytes each (None when unknown)."""
-    out: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, list[int | None]] = {}
     for c in first_call:
-        d = out.setdefault(c.op, {"count": 0, "bytes": 0, "known": True})
-        d["count"] += 1
-        if c.nbytes is None:
-            d["known"] = False
-        else:
-            d["bytes"] += c.nbytes
-    for d in out.values():
-        known = d.pop("known")
-        d["bytes"] = d["bytes"] if known else None
-        d["mean_bytes"] = d["bytes"] / d["count"] if known and d["count"] else None
+        sizes.setdefault(c.op, []).append(c.nbytes)
+    out = {}
+    for op, b in sizes.items():
+        total = None if None in b else sum(x or 0 for x in b)
+        mean = None if total is None else total / len(b)
+        out[op] = {"count": len(b), "bytes": total, "mean_bytes": mean}
     return out
-
-
-# --- against the baseline ------------------------------------------------------------
 
 
 def fmt_us(us: float) -> str:
