@@ -112,9 +112,6 @@ def trace_decision(
     )
 
 
-# --- the stories ---------------------------------------------------------------------
-
-
 def _loc(where: str | None, code: str | None = None) -> str:
     """`` at folder/file.py:3: `code``` (the path's last two parts)."""
     if not where:
@@ -199,12 +196,8 @@ def _gone_sentence(r: _Regions) -> str:
 
 def _moved(led: Ledger) -> frozenset[str] | bool:
     """Without compiled regions to compare: the Triton kernels that appeared or vanished."""
-    moved = frozenset(
-        c.name
-        for c in led.free("appeared", "vanished")
-        if base_function(c.name).startswith("triton_")
-    )
-    return moved or False
+    free = led.free("appeared", "vanished")
+    return frozenset(c.name for c in free if base_function(c.name).startswith("triton_")) or False
 
 
 def _limit_sentence(
@@ -275,9 +268,8 @@ def _break(
 
 def is_conversion(name: str, kind: str = "kernel") -> bool:
     """A layout conversion: cuDNN's NCHW<->NHWC transposes, reorders, ``.contiguous()`` copies."""
-    if kind == "op":
-        return name.startswith(_CPU_CONVERSION_OPS) or bool(_CONVERSION.search(name))
-    return bool(_CONVERSION.search(name))
+    op = kind == "op" and name.startswith(_CPU_CONVERSION_OPS)
+    return op or bool(_CONVERSION.search(name))
 
 
 def is_conv(name: str) -> bool:
@@ -286,11 +278,7 @@ def is_conv(name: str) -> bool:
 
 def _layout_of(name: str) -> str | None:
     low = name.lower()
-    if "nhwc" in low or "channels_last" in low:
-        return "NHWC"
-    if "nchw" in low:
-        return "NCHW"
-    return None
+    return "NHWC" if "nhwc" in low or "channels_last" in low else "NCHW" if "nchw" in low else None
 
 
 def _strip_layout(name: str) -> str:
@@ -312,30 +300,19 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
         return []
     along = _along(free, conv + swapped)
     members = conv + swapped + along
-    text = _layout_sentence(conv, old, new, along, timing(members))
-    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
-
-
-def _layout_sentence(
-    conv: Sequence[KernelChange],
-    old: KernelChange,
-    new: KernelChange,
-    along: Sequence[KernelChange],
-    together: str,
-) -> str:
     was, now = _layout_of(old.name), _layout_of(new.name)
     direction = f" ({was} -> {now})" if was and now and was != now else ""
-    convs = names(conv)
     appeared = [short_name(c.name, 40) for c in along if c.status == "appeared"][:2]
-    return (
-        f"the memory layout changed: layout conversions appeared ({convs}; "
+    text = (
+        f"the memory layout changed: layout conversions appeared ({names(conv)}; "
         f"{sum(c.delta_us for c in conv):.1f} µs per call) and the convolutions/GEMMs changed "
         f"variant{direction}: {short_name(new.name, 60)} replaced {short_name(old.name, 60)}"
         + (f"; with them {', '.join(appeared)}" if appeared else "")
-        + f" ({together} together); channels_last is lost on the way: "
+        + f" ({timing(members)} together); channels_last is lost on the way: "
         "keep it end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
+    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
 
 
 def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:

@@ -227,17 +227,14 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
 
 
 def _int(v: Any) -> int | None:
-    try:
+    with contextlib.suppress(TypeError, ValueError):
         return None if v is None else int(v)
-    except (TypeError, ValueError):
-        return None
+    return None
 
 
 def _call_of(ts: float, starts: list[float], calls: list[tuple[float, float]]) -> int | None:
     i = bisect.bisect_right(starts, ts) - 1
-    if i >= 0 and calls[i][0] <= ts <= calls[i][1]:
-        return i
-    return None
+    return i if i >= 0 and calls[i][0] <= ts <= calls[i][1] else None
 
 
 def _innermost_op(ts: float, tid: Any, ops: Sequence[tuple[float, float, str, Any]]) -> str | None:
@@ -256,8 +253,7 @@ def union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]
     merged: list[tuple[float, float]] = []
     for s, e in sorted(intervals):
         if merged and s <= merged[-1][1]:
-            if e > merged[-1][1]:
-                merged[-1] = (merged[-1][0], e)
+            merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
         else:
             merged.append((s, e))
     return merged
@@ -392,16 +388,13 @@ def _gaps(
 def _copy_stats(acts: Iterable[Activity]) -> list[CopyStat]:
     """The memory copies by direction, the longest total first."""
     copies: dict[str, CopyStat] = {}
-    for a in acts:
-        if a.kind != "memcpy":
-            continue
+    for a in (a for a in acts if a.kind == "memcpy"):
         d = copy_direction(a.name)
         c = copies.setdefault(d, CopyStat(d, 0, 0, 0.0, 0))
         c.count += 1
         c.bytes += int(_int(a.args.get("bytes")) or 0)
         c.dur_us += a.dur
-        if "Pageable" in a.name:
-            c.pageable += 1
+        c.pageable += "Pageable" in a.name
     return sorted(copies.values(), key=lambda c: -c.dur_us)
 
 
@@ -445,9 +438,7 @@ def _gap_cause(
 
 def _syncs(trace: Trace, apis: Sequence[ApiCall]) -> list[SyncStat]:
     out: dict[str, SyncStat] = {}
-    for a in apis:
-        if a.name not in SYNC_APIS:
-            continue
+    for a in (a for a in apis if a.name in SYNC_APIS):
         a.op = a.op or _innermost_op(a.ts, a.tid, trace.ops)
         s = out.setdefault(a.name, SyncStat(a.name, 0, 0.0, []))
         s.count += 1
