@@ -96,7 +96,15 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     claimed = [led.claim(f) for story in STORIES for f in story(ev, led)] if ev.slower else []
     ranked = rank([f for f in claimed if f is not None], led)
     of = "the slowdown" if led.slowdown_us or ev.kernel_diff is None else "what the profiles show"
-    parts = _paragraph(ev, ranked, of, _unseen(led)) + [s.rstrip(".") + "." for s in extra_lines]
+    unseen = []
+    if led.unseen and led.seen is not None and led.slowdown_us:  # what the profiles do not see
+        seen = led.seen * led.slowdown_us
+        unseen.append(
+            f"The profiles show {100 * max(led.seen, 0.0):.0f} % of the slowdown ({seen:+.1f} of "
+            f"{led.slowdown_us:+.1f} µs per call): the rest is time they do not measure (outside "
+            "the profiled calls, or a slowdown that did not reproduce in the profiler's process)."
+        )
+    parts = _paragraph(ev, ranked, of, unseen) + [s.rstrip(".") + "." for s in extra_lines]
     paragraph, details = " ".join(parts), _details(ev)
     if ev.analysis is not None and ev.analysis.device != "cuda":
         paragraph, details = cpu_words(paragraph), [cpu_words(d) for d in details]
@@ -150,19 +158,6 @@ def _time(s: float | None) -> str:
     return fmt_time(s) if s is not None else "?"
 
 
-def _unseen(led: Ledger) -> list[str]:
-    """What the profiles leave unexplained, when they see under a quarter of the slowdown."""
-    share = led.seen
-    if not led.unseen or share is None or not led.slowdown_us:
-        return []
-    seen = share * led.slowdown_us
-    return [
-        f"The profiles show {100 * max(share, 0.0):.0f} % of the slowdown ({seen:+.1f} of "
-        f"{led.slowdown_us:+.1f} µs per call): the rest is time they do not measure (outside "
-        "the profiled calls, or a slowdown that did not reproduce in the profiler's process)."
-    ]
-
-
 def _paragraph(
     ev: Evidence, ranked: Sequence[Finding], of: str, unseen: Sequence[str] = ()
 ) -> list[str]:
@@ -175,8 +170,11 @@ def _paragraph(
         return [_headline(ev, None, of), *_unled(ev, rest, symptoms, gpm)]
     parts = [_headline(ev, first, of), *unseen, *(f"With it: {s}." for s in [*symptoms, *gpm])]
     parts += [f"Also{_share(f)}: {f.sentence}." for f in rest]
-    if first.cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY):
-        parts += _ncu_sentence(ev, first)
+    by_name = {n.get("name"): n for n in ev.ncu}
+    hot = next((c for c in first.got if c.delta_us > 0 and c.name in by_name), None)
+    if first.cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY) and hot is not None:
+        n = by_name[hot.name]
+        parts.append(f"Nsight Compute on {short_name(str(n.get('name')), 48)}: {ncu_line(n)}.")
     return parts
 
 
@@ -193,15 +191,6 @@ def _unled(
 
 def _share(f: Finding) -> str:
     return f" ({min(100 * f.share, 100):.0f} %)" if f.share is not None else ""
-
-
-def _ncu_sentence(ev: Evidence, first: Finding) -> list[str]:
-    by_name = {n.get("name"): n for n in ev.ncu}
-    hot = next((c for c in first.got if c.delta_us > 0 and c.name in by_name), None)
-    if hot is None:
-        return []
-    n = by_name[hot.name]
-    return [f"Nsight Compute on {short_name(str(n.get('name')), 48)}: {ncu_line(n)}."]
 
 
 def _nothing(ev: Evidence, gpm: Sequence[str]) -> list[str]:
@@ -317,23 +306,13 @@ def _group_details(cur: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]
 
 def ncu_line(n: Mapping[str, Any]) -> str:
     """``compute-bound: SM 85 %, memory 40 %, occupancy 24 % (168 registers), stalls ...``."""
-    parts = [str(n.get("bottleneck") or "?")]
-    nums = []
-    for key, label in (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM")):
-        v = n.get(key)
-        if isinstance(v, (int, float)):
-            nums.append(f"{label} {v:.0f} %")
-    occ = n.get("occupancy_pct")
-    if isinstance(occ, (int, float)):
-        regs = n.get("registers")
-        nums.append(f"occupancy {occ:.0f} %" + (f" ({regs} registers/thread)" if regs else ""))
-    if nums:
-        parts.append(", ".join(nums))
-    stalls = n.get("stalls") or []
-    if stalls:
-        parts.append("main stalls " + ", ".join(f"{s[0]} {float(s[1]):.1f}" for s in stalls[:2]))
-    text = "; ".join(parts)
-    dur = n.get("duration_us")
-    if isinstance(dur, (int, float)):
-        text += f"; {dur:.1f} µs per launch"
-    return text
+    num = {k: v for k, v in n.items() if isinstance(v, (int, float))}
+    labels = (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM"))
+    nums = [f"{label} {num[k]:.0f} %" for k, label in labels if k in num]
+    if "occupancy_pct" in num:
+        regs = f" ({n['registers']} registers/thread)" if n.get("registers") else ""
+        nums.append(f"occupancy {num['occupancy_pct']:.0f} %{regs}")
+    stalls = ", ".join(f"{s[0]} {float(s[1]):.1f}" for s in (n.get("stalls") or [])[:2])
+    parts = [str(n.get("bottleneck") or "?"), ", ".join(nums), stalls and f"main stalls {stalls}"]
+    dur = f"{num['duration_us']:.1f} µs per launch" if "duration_us" in num else ""
+    return "; ".join(p for p in [*parts, dur] if p)
