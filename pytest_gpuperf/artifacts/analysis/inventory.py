@@ -94,16 +94,7 @@ def normalize(name: str) -> str:
 def base_function(name: str) -> str:
     """The bare function name, as Nsight Compute's ``--kernel-name-base function`` sees it."""
     n = normalize(name)
-    depth = 0
-    cut = len(n)
-    for i, c in enumerate(n):
-        if c == "<":
-            if depth == 0:
-                cut = i
-                break
-            depth += 1
-    head = n[:cut]
-    return head.rsplit("::", 1)[-1].strip() or n
+    return n.split("<", 1)[0].rsplit("::", 1)[-1].strip() or n
 
 
 def short_name(name: str, width: int = 72) -> str:
@@ -273,9 +264,8 @@ class KernelDiff:
     @property
     def explained(self) -> float | None:
         """Share of the slowdown explained by more GPU time (the rest: the GPU idled)."""
-        if not self.slowdown_us or self.slowdown_us <= 0:
-            return None
-        return self.gpu_delta_us / self.slowdown_us
+        s = self.slowdown_us
+        return self.gpu_delta_us / s if s and s > 0 else None
 
     @property
     def notable(self) -> list[KernelChange]:
@@ -322,7 +312,13 @@ def diff_inventories(
     b_other = float(baseline_inv.get("other_us_per_call") or 0.0)
     c_other = float(current_inv.get("other_us_per_call") or 0.0)
     gpu_delta += c_other - b_other
-    slowdown_us, notes = _attribute(changes, slowdown_us, gpu_delta)
+    notes = []
+    if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
+        notes.append(
+            f"the profiled time per call changed by {gpu_delta:+.1f} µs while the measured "
+            f"slowdown is {slowdown_us:+.1f} µs: shares are of what the profiles show"
+        )
+        slowdown_us = None  # the profiles disagree by 2x: no share of the measured slowdown
     gpus = baseline_inv.get("device_name"), current_inv.get("device_name")
     if all(gpus) and gpus[0] != gpus[1]:
         notes.append(f"inventories from different GPUs: {gpus[0]} vs {gpus[1]}")
@@ -377,19 +373,6 @@ def _variants(changes: Sequence[KernelChange]) -> list[tuple[str, str]]:
                 variants.append((old.name, nw.name))
                 break
     return variants
-
-
-def _attribute(
-    changes: Sequence[KernelChange], slowdown_us: float | None, gpu_delta: float
-) -> tuple[float | None, list[str]]:
-    """The slowdown to attribute: None, with a note, where the profiles disagree by 2x."""
-    if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
-        note = (
-            f"the profiled time per call changed by {gpu_delta:+.1f} µs while the measured "
-            f"slowdown is {slowdown_us:+.1f} µs: shares are of what the profiles show"
-        )
-        return None, [note]
-    return slowdown_us, []
 
 
 def _family(name: str) -> str:

@@ -238,20 +238,15 @@ def recompute(ev: Evidence, led: Ledger) -> list[Finding]:
     return [Finding(RECOMPUTE, text, frozenset(c.name for c in again))]
 
 
-def _fused(name: str) -> tuple[str, str] | None:
-    for pattern, op, fix in _FUSED:
-        if pattern.search(name):
-            return op, fix
-    return None
-
-
 def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
     """A fused op (LayerNorm, softmax, GELU, a GEMM's bias epilogue, ...) gone, and elementwise
     kernels doing its work: ops that ran fused run one kernel each."""
     free = led.free()
-    for old in (c for c in free if c.status == "vanished" and _fused(c.name)):
-        op, fix = _fused(old.name) or ("", "")
-        pattern = next(p for p, o, _ in _FUSED if o == op)
+    for old in (c for c in free if c.status == "vanished"):
+        fused = next((f for f in _FUSED if f[0].search(old.name)), None)
+        if fused is None:
+            continue
+        pattern, op, fix = fused
         parts = [c for c in _more_launches(led) if not pattern.search(c.name)]
         if not parts:
             continue
