@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis import algorithm_story as als
-from pytest_gpuperf.artifacts.analysis import comms
+from pytest_gpuperf.artifacts.analysis import comms, nccl_log
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis import resource_story as rs
 from pytest_gpuperf.artifacts.analysis import work_story as ws
@@ -48,8 +48,6 @@ Story = Callable[[Evidence, Ledger], Sequence[Finding]]
 
 def _group(ev: Evidence, led: Ledger) -> list[Finding]:
     """A distributed benchmark: what changed in its transport and its collectives."""
-    from pytest_gpuperf.artifacts.analysis import nccl_log
-
     cur, base = ev.group or {}, ev.baseline_group or {}
     if not cur:
         return []
@@ -135,7 +133,7 @@ def cpu_words(text: str) -> str:
     return _GPU_WORD.sub(lambda m: _GPU_WORDS[m.group(1)], text)
 
 
-def _headline(ev: Evidence, cause: Finding | None = None, of: str = "the slowdown") -> str:
+def _headline(ev: Evidence, cause: Finding | None, of: str) -> str:
     """``<name> is slower than its baseline: 2.96x time (...)``, with ``cause`` and its share."""
     head = f"{ev.display or ev.key}"
     change = ev.change if ev.change and ev.change != "-" else ""
@@ -166,8 +164,12 @@ def _paragraph(
     symptoms = [f.sentence for f in ranked if f.symptom]
     gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
     rest = [f for f in ranked if f is not first and told(f)][:3]
-    if first is None:
-        return [_headline(ev, None, of), *_unled(ev, rest, symptoms, gpm)]
+    if first is None:  # a headline that names no cause
+        parts = [_headline(ev, None, of), *(f"{s}." for s in gpm)]
+        if rest:
+            parts.append("No change in the profiles explains much of it; the largest:")
+            return parts + [f"{f.sentence}{_share(f)}." for f in rest]
+        return parts + [f"{s[0].upper()}{s[1:]}." for s in symptoms] + _nothing(ev, gpm)
     parts = [_headline(ev, first, of), *unseen, *(f"With it: {s}." for s in [*symptoms, *gpm])]
     parts += [f"Also{_share(f)}: {f.sentence}." for f in rest]
     by_name = {n.get("name"): n for n in ev.ncu}
@@ -176,17 +178,6 @@ def _paragraph(
         n = by_name[hot.name]
         parts.append(f"Nsight Compute on {short_name(str(n.get('name')), 48)}: {ncu_line(n)}.")
     return parts
-
-
-def _unled(
-    ev: Evidence, rest: Sequence[Finding], symptoms: Sequence[str], gpm: Sequence[str]
-) -> list[str]:
-    """The sentences after a headline that names no cause."""
-    parts = [f"{s}." for s in gpm]
-    if rest:
-        parts.append("No change in the profiles explains much of it; the largest:")
-        return parts + [f"{f.sentence}{_share(f)}." for f in rest]
-    return parts + [f"{s[0].upper()}{s[1:]}." for s in symptoms] + _nothing(ev, gpm)
 
 
 def _share(f: Finding) -> str:
@@ -258,8 +249,7 @@ def _details(ev: Evidence) -> list[str]:
 
 
 def _profile_details(ev: Evidence) -> list[str]:
-    a = ev.analysis
-    where = f" in {ev.profiled_in}" if ev.profiled_in else ""
+    a, where = ev.analysis, f" in {ev.profiled_in}" if ev.profiled_in else ""
     if a is None:
         return []
     if a.device != "cuda":
@@ -271,17 +261,13 @@ def _profile_details(ev: Evidence) -> list[str]:
         f"{a.kernels / max(a.calls, 1):.0f} kernel(s) per call"
         + (f" (median {a.median_kernel_us:.1f} µs)" if a.median_kernel_us else "")
     ]
-    for g in a.gaps[:3]:
-        out.append(
-            f"gap {g.dur_us:.1f} µs at +{g.start_us:.0f} µs, after {short_name(g.after, 40)}: "
-            f"{g.cause}"
-        )
-    return out
+    return out + [
+        f"gap {g.dur_us:.1f} µs at +{g.start_us:.0f} µs, after {short_name(g.after, 40)}: {g.cause}"
+        for g in a.gaps[:3]
+    ]
 
 
 def _group_details(cur: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
-    from pytest_gpuperf.artifacts.analysis import nccl_log
-
     out = []
     c = cur.get("comms") or {}
     if c.get("collectives_per_call"):
