@@ -1,10 +1,9 @@
 """Which algorithm a library chose, and why that changed. Pure Python.
 
-A user needs *which choice* changed, not only which kernels run: the SDPA backend, the GEMMs'
-precision, cuBLAS's kernel at equal precision, cuDNN's convolution algorithm, each told with
-what usually moves it. Kernel names say most of it; the probe of one call
-(:mod:`pytest_gpuperf.artifacts.collectors.algorithms`) says the rest, since cuBLAS's Hopper
-kernels (``nvjet_sm90_...``) do not name their dtype.
+The SDPA backend, the GEMMs' precision, cuBLAS's kernel at equal precision, cuDNN's
+convolution algorithm, each told with what usually moves it. Kernel names say most of it; the
+probe of one call (collectors/algorithms.py) the rest: cuBLAS's ``nvjet_sm90_...`` kernels do
+not name their dtype.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The collectives of a few profiled calls, per rank and across a group. Pure Python.
 
-:func:`rank_comms` reads one rank's trace: per call, each collective (NCCL kernels on a
-GPU, gloo's ranges on the CPU) with its bytes, the compute before it and its overlap.
-:func:`combine` takes the ranks together: a collective's time beyond its fastest rank's
-is *wait* for the last rank to arrive (the straggler). :func:`findings` compares a
-group's summary with its baseline's.
+:func:`rank_comms` reads one rank's trace; :func:`combine` takes the ranks together: a
+collective's time beyond its fastest rank's is *wait* for the last rank (the straggler);
+:func:`findings` compares a group's summary with its baseline's.
 """
 
 from __future__ import annotations

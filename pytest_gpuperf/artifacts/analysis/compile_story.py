@@ -1,8 +1,7 @@
 """Compiler, layout and launch-config stories of a regression. Pure Python.
 
 What the kernel diff alone answers badly: did the compiled code go, and why in dynamo's words
-(the TORCH_TRACE log; :func:`trace_decision` says whether the log is worth a child process)?
-did the layout change? did a Triton kernel's launch config change?
+(the TORCH_TRACE log)? did the layout change? did a Triton kernel's launch config change?
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Where the time went: evidence of one regressed benchmark to a short paragraph. Pure Python.
 
-The slowdown is split between what the profiles measure (:mod:`.attribution`); the stories
-claim those terms in the order of :data:`STORIES`, causes before the symptoms they bring
-(:mod:`.compile_story`, :mod:`.algorithm_story`, :mod:`.resource_story`, :mod:`.work_story`),
-and the first sentence names the finding that explains the largest share, with its share.
+The stories claim the slowdown's terms (:mod:`.attribution`) in the order of :data:`STORIES`,
+causes before the symptoms they bring; the first sentence names the finding that explains
+the largest share, with its share.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Kernel inventories: what a benchmark runs on the GPU per call, and what changed. Pure Python.
 
-An inventory is a small JSON-safe dict (``schema``, per-call times, syncs and copies,
-and ``kernels``: name, launches, time, grid, block), stored with each baseline run in
-``Result.extra["kernels"]``. Names are normalised (:func:`normalize`) so that the same
-kernel matches across runs; on the CPU the entries are operators (``kind: "op"``).
-Inventories older than the ``compiled`` flag lack it.
+An inventory is a small JSON-safe dict stored with each baseline run in
+``Result.extra["kernels"]``. Names are normalised (:func:`normalize`) so that the same kernel
+matches across runs; on the CPU the entries are operators (``kind: "op"``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Where a capture's files go: ``<artifacts_dir>/<run id>/<test>/<collector>/...`` and a manifest.
 
-Test ids become folder names (:func:`safe_name`): readable, portable, and
-distinct for distinct ids. Pure Python.
+Test ids become folder names (:func:`safe_name`): readable, portable, distinct. Pure Python.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What NCCL's own log (``NCCL_DEBUG=INFO``) says about a communicator. Pure Python.
 
-From the ``Channel ... via P2P/CUMEM/read`` lines, the version, the network and the
-``NCCL_*`` settings, a summary stored with the results (``Result.extra["group"]["nccl"]``),
-so that a later run can tell a *fallback*: a move to a slower transport kind (peer access,
-then host shared memory, then the network). At world size 1 there is no transport.
+A summary stored with the results (``Result.extra["group"]["nccl"]``), so that a later run
+can tell a *fallback*: a move to a slower transport (peer access, host shared memory, network).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""What the GPU's units and the allocator say about a regression. Pure Python.
+"""What the GPU's units (NVML GPM) and the caching allocator say about a regression. Pure Python.
 
-Both are measured with every CUDA result, no capture needed: the activity (NVML GPM,
-:mod:`pytest_gpuperf.telemetry.activity`): the figures that moved, told as what follows from
-the cause, and what bounds the work now; and the caching allocator's figures per call
-(:mod:`pytest_gpuperf.measure.allocation`): buffers allocated and filled per call, a cache
-not reused, retries. More allocations alone are a symptom, never the cause.
+Both are measured with every CUDA result, no capture needed. The activity figures that moved
+follow from the cause; more allocations alone are a symptom, never the cause.
 """
 
 from __future__ import annotations

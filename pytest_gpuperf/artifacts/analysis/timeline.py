@@ -1,9 +1,8 @@
 """What a torch.profiler (Kineto) trace says about a few steady-state calls. Pure Python.
 
-Everything is read relative to the ``gpuperf/call#<i>`` ranges the profiler pass sets, so
-set-up work and the final synchronize are left out; GPU activities are tied to their call
-through the ``correlation`` id of their launch. It says how busy the GPU was, where the
-idle gaps are and what the host did meanwhile, and whether the call syncs or copies.
+Everything is read relative to the ``gpuperf/call#<i>`` ranges of the profiler pass, so set-up
+work is left out; GPU activities are tied to their call by the ``correlation`` id of their
+launch.
 """
 
 from __future__ import annotations
