@@ -126,10 +126,7 @@ def inventory_from_trace(
     calls = max(a.calls, 1)
     items: dict[tuple[str, str], dict[str, Any]] = {}
     if a.device == "cuda":
-        starts = [c[0] for c in trace.calls]
-        for act in trace.activities:
-            if act.call is None and starts:
-                continue
+        for act in (x for x in trace.activities if x.call is not None or not trace.calls):
             key = (normalize(act.name) if act.kind == "kernel" else act.name, act.kind)
             it = items.setdefault(
                 key, {"name": key[0], "kind": act.kind, "n": 0, "us": 0.0, "args": act.args}
@@ -320,13 +317,7 @@ def diff_inventories(
     gpus = baseline_inv.get("device_name"), current_inv.get("device_name")
     if all(gpus) and gpus[0] != gpus[1]:
         notes.append(f"inventories from different GPUs: {gpus[0]} vs {gpus[1]}")
-    return KernelDiff(
-        slowdown_us=slowdown_us,
-        gpu_delta_us=gpu_delta,
-        changes=changes,
-        variants=_variants(changes),
-        notes=notes,
-    )
+    return KernelDiff(slowdown_us, gpu_delta, changes, _variants(changes), notes)
 
 
 def _kernel_change(
@@ -334,17 +325,14 @@ def _kernel_change(
     b: Mapping[str, Any] | None,
     c: Mapping[str, Any] | None,
 ) -> KernelChange:
-    b_us = float(b["us_per_call"]) if b else 0.0
-    c_us = float(c["us_per_call"]) if c else 0.0
-    b_n = float(b["launches"]) if b else 0.0
-    c_n = float(c["launches"]) if c else 0.0
+    b_us, b_n = (float(b["us_per_call"]), float(b["launches"])) if b else (0.0, 0.0)
+    c_us, c_n = (float(c["us_per_call"]), float(c["launches"])) if c else (0.0, 0.0)
     if b is None:
         status = "appeared"
     elif c is None:
         status = "vanished"
     else:
-        tol = max(MIN_CHANGE, float(b.get("spread") or 0.0)) * b_us
-        tol = max(tol, MIN_CHANGE_US)
+        tol = max(max(MIN_CHANGE, float(b.get("spread") or 0.0)) * b_us, MIN_CHANGE_US)
         if c_us - b_us > tol:
             status = "slower"
         elif b_us - c_us > tol:
@@ -353,9 +341,8 @@ def _kernel_change(
             status = "count"
         else:
             status = "same"
-    note = ""
-    if b and c and b.get("grid") and c.get("grid") and b.get("grid") != c.get("grid"):
-        note = f", grid {b['grid']} -> {c['grid']}"
+    grids = (b or {}).get("grid"), (c or {}).get("grid")
+    note = f", grid {grids[0]} -> {grids[1]}" if all(grids) and grids[0] != grids[1] else ""
     return KernelChange(key[0], key[1], status, b_us, c_us, b_n, c_n, note)
 
 
