@@ -152,8 +152,11 @@ def compiler(ev: Evidence, led: Ledger) -> list[Finding]:
     out = _eager(comp, r)
     breaks = [g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)]
     breaks = [g for g in breaks if not (out and g.get("eager"))]
-    if breaks or r.rose:
-        out.append(_break(breaks, r.text if r.rose else "", r.rose if r.counted else _moved(led)))
+    if breaks or r.rose:  # without regions to compare: the Triton kernels that came or went
+        moved = [c.name for c in led.free("appeared", "vanished")]
+        moved = [n for n in moved if base_function(n).startswith("triton_")]
+        claims = r.rose if r.counted else frozenset(moved) or False
+        out.append(_break(breaks, r.text if r.rose else "", claims))
     recompiles = [x for x in comp.get("recompile_details") or [] if isinstance(x, Mapping)]
     if recompiles and not any(f.cause == RECOMPILE for f in out):
         x = recompiles[-1]
@@ -180,23 +183,13 @@ def _eager(comp: Mapping[str, Any], r: _Regions) -> list[Finding]:
     if not fell:
         return []
     skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
-    text = _gone_sentence(r) + _why_eager(comp, skipped)
-    return [Finding(COMPILED_CODE_GONE, text, EVERYTHING, idle=True)]
-
-
-def _gone_sentence(r: _Regions) -> str:
-    if r.gone:
-        return (
-            f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
-            "the current code runs none, so the function runs eagerly"
-        )
-    return f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
-
-
-def _moved(led: Ledger) -> frozenset[str] | bool:
-    """Without compiled regions to compare: the Triton kernels that appeared or vanished."""
-    free = led.free("appeared", "vanished")
-    return frozenset(c.name for c in free if base_function(c.name).startswith("triton_")) or False
+    text = (
+        f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
+        "the current code runs none, so the function runs eagerly"
+        if r.gone
+        else f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
+    )
+    return [Finding(COMPILED_CODE_GONE, text + _why_eager(comp, skipped), EVERYTHING, idle=True)]
 
 
 def _limit_sentence(
