@@ -58,11 +58,9 @@ class NcclLog:
 def transport_name(via: str) -> str:
     """``P2P/CUMEM/read`` -> ``P2P/CUMEM``; ``NET/IB/0/GDRDMA`` -> ``NET/IB``; ``NVLS``."""
     parts = [p for p in via.split("/") if p]
-    if not parts:
-        return "?"
-    if parts[0].upper() == "NET" and len(parts) > 1:
+    if parts and parts[0].upper() == "NET" and len(parts) > 1:
         return f"NET/{parts[1]}"
-    return "/".join(parts[:2])
+    return "/".join(parts[:2]) or "?"
 
 
 def parse(text: str | Iterable[str]) -> NcclLog:
@@ -136,9 +134,7 @@ def merge(summaries: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
 def main_transport(summary: Mapping[str, Any] | None) -> str | None:
     """The transport most connections of a summary use, or None (none logged)."""
     transports = (summary or {}).get("transports") or {}
-    if not transports:
-        return None
-    return str(max(transports.items(), key=lambda kv: (kv[1], kv[0]))[0])
+    return str(max(transports.items(), key=lambda kv: (kv[1], kv[0]))[0]) if transports else None
 
 
 def _speed(transport: str) -> int:
