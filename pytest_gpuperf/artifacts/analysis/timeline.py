@@ -266,7 +266,12 @@ def copy_direction(name: str) -> str:
 
 def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     """Summarise the profiled calls of ``trace`` (see the module docstring)."""
-    calls, notes = _profiled_calls(trace)
+    calls, notes = trace.calls, []
+    if not calls:  # the whole trace as one call
+        notes.append(f"no '{CALL_PREFIX}N' ranges in the trace: the whole trace is analysed")
+        all_ts = [a.ts for a in trace.apis] + [o[0] for o in trace.ops]
+        all_end = [a.ts + a.dur for a in trace.apis] + [o[1] for o in trace.ops]
+        calls = [(min(all_ts), max(all_end))] if all_ts else []
     n = len(calls)
     starts = [c[0] for c in calls]
     by_corr, acts = _assign_calls(trace, starts, calls)
@@ -274,7 +279,9 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     common: dict[str, Any] = {
         "calls": n,
         "cpu_per_call_us": statistics.fmean(e - s for s, e in calls) if calls else 0.0,
-        "compiled": _compiled(trace, acts),
+        "compiled": any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
+        or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
+        or any(x.startswith(COMPILED_MARKS) for x in trace.annotations),
         "notes": notes,
         "compiled_regions": len(in_calls) / n if n else 0.0,
     }
@@ -320,28 +327,6 @@ def _gpu(
         "launch_bound": bool(launch_notes),
         "launch_notes": launch_notes,
     }
-
-
-def _compiled(trace: Trace, acts: Sequence[Activity]) -> bool:
-    """Whether compiled code ran: Triton kernels, or a compiled region's marks."""
-    return (
-        any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
-        or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
-        or any(x.startswith(COMPILED_MARKS) for x in trace.annotations)
-    )
-
-
-def _profiled_calls(trace: Trace) -> tuple[list[tuple[float, float]], list[str]]:
-    """The profiled calls' (start, end); without call ranges, the whole trace as one call."""
-    calls = trace.calls
-    notes: list[str] = []
-    if not calls:
-        notes.append(f"no '{CALL_PREFIX}N' ranges in the trace: the whole trace is analysed")
-        all_ts = [a.ts for a in trace.apis] + [o[0] for o in trace.ops]
-        all_end = [a.ts + a.dur for a in trace.apis] + [o[1] for o in trace.ops]
-        if all_ts:
-            calls = [(min(all_ts), max(all_end))]
-    return calls, notes
 
 
 def _assign_calls(
