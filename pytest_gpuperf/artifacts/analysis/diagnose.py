@@ -161,7 +161,7 @@ def _paragraph(
     """The headline with the lead cause, then what comes with it and the next causes."""
     first = ranked[0] if ranked and leads(ranked[0]) else None
     symptoms = [f.sentence for f in ranked if f.symptom]
-    gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
+    gpm = rs.activity_sentences(ev)
     rest = [f for f in ranked if f is not first and told(f)][:3]
     if first is None:  # a headline that names no cause
         parts = [_headline(ev, None, of), *(f"{s}." for s in gpm)]
@@ -231,9 +231,7 @@ def _details(ev: Evidence) -> list[str]:
     out += [f"ncu {short_name(str(n.get('name', '?')), 48)}: {ncu_line(n)}" for n in ev.ncu]
     out += cs.details(ev.compile)
     out += [f"nsys: {s}" for s in ev.nsys]
-    out += rs.details(
-        ev.baseline_activity, ev.current_activity, ev.baseline_memory, ev.current_memory
-    )
+    out += rs.details(ev)
     if ev.child_median_s is not None and ev.baseline_s:
         again = ev.child_median_s / ev.baseline_s - 1
         rounds = f", {ev.child_rounds} rounds" if ev.child_rounds else ""
