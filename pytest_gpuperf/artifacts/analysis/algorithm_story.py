@@ -171,13 +171,9 @@ def _backend(side: _Side, probe: Mapping[str, Any] | None, other: _Side) -> str 
     return None
 
 
-def _sdpa_head(
-    was: str | None,
-    now: str | None,
-    base_probe: Mapping[str, Any] | None,
-    cur_probe: Mapping[str, Any] | None,
-) -> str | None:
+def _sdpa_head(was: str | None, now: str | None, ev: Evidence) -> str | None:
     """What changed in the attention: its backend, or a mask where is_causal=True was."""
+    base_probe, cur_probe = _probes(ev)
     b, c = _sdpa_facts(base_probe) or {}, _sdpa_facts(cur_probe) or {}
     if was and now and was != now:
         why = _sdpa_why(was, b, c, (cur_probe or {}).get("flags"))
@@ -232,7 +228,7 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     base_probe, cur_probe = _probes(ev)
     base, cur = _sides(led)
     was, now = _backend(base, base_probe, cur), _backend(cur, cur_probe, base)
-    head = _sdpa_head(was, now, base_probe, cur_probe)
+    head = _sdpa_head(was, now, ev)
     if head is None:
         return []
     # the math backend's attention: the GEMMs and the softmax that appeared
@@ -259,12 +255,10 @@ def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
     return named
 
 
-def _precision_why(
-    was: str, now: str, base_probe: Mapping[str, Any] | None, cur_probe: Mapping[str, Any] | None
-) -> tuple[str, str]:
+def _precision_why(was: str, now: str, ev: Evidence) -> tuple[str, str]:
     """(the setting that usually causes the move, where fp32 GEMMs now run or "")."""
     if (was in _LOW or was == "bf16/fp16") and now in ("tf32", "fp32"):
-        b_auto, c_auto = _autocast(base_probe), _autocast(cur_probe)
+        b_auto, c_auto = (_autocast(p) for p in _probes(ev))
         if c_auto is False and b_auto is not False:
             why = "autocast is off"
         elif c_auto is False:
@@ -301,7 +295,7 @@ def precision(ev: Evidence, led: Ledger) -> list[Finding]:
     if not swapped and None in (probe_precision(base_probe), probe_precision(cur_probe)):
         return []  # no kernel was swapped, and only both probes could tell
     was_name, now_name = _NAMES.get(was, was), _NAMES.get(now, now)
-    why, where = _precision_why(was, now, base_probe, cur_probe)
+    why, where = _precision_why(was, now, ev)
     if members and members[0].kind == "op" and was_name != now_name:
         ops = ", ".join(sorted({c.name for c in members})[:3])
         text = f"the matmuls now run in {now_name} instead of {was_name} ({why}): {ops}"
@@ -367,15 +361,13 @@ def conv(ev: Evidence, led: Ledger) -> list[Finding]:
     old, new = swap
     text = (
         f"cuDNN now runs the convolutions as {_conv_desc(new)} instead of {_conv_desc(old)} "
-        f"({_conv_why(old, new, *_probes(ev))}): {short_name(new.name, 60)} replaced "
+        f"({_conv_why(old, new, ev)}): {short_name(new.name, 60)} replaced "
         f"{short_name(old.name, 60)} ({timing(convs)})"
     )
     return [Finding(CONV_ALGORITHM, text, frozenset(c.name for c in convs))]
 
 
-def _conv_why(
-    a: KernelChange, b: KernelChange, base: Mapping[str, Any] | None, cur: Mapping[str, Any] | None
-) -> str:
+def _conv_why(a: KernelChange, b: KernelChange, ev: Evidence) -> str:
     why = "cuDNN's heuristic chose another algorithm for these shapes and dtypes"
     if conv_layout(a.name) and conv_layout(b.name) and conv_layout(a.name) != conv_layout(b.name):
         why = (
@@ -384,7 +376,7 @@ def _conv_why(
         )
     elif gemm_precision(a.name) != gemm_precision(b.name):
         why = "the inputs' dtype changed (autocast or a .to(dtype))"
-    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in (base, cur)]
+    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in _probes(ev)]
     if bench == [True, False]:
         why += "; torch.backends.cudnn.benchmark is off now (it was on): cuDNN no longer times them"
     return why
