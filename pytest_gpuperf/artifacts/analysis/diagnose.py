@@ -136,8 +136,7 @@ def _headline(ev: Evidence, cause: Finding | None, of: str) -> str:
     """``<name> is slower than its baseline: 2.96x time (...)``, with ``cause`` and its share."""
     head = f"{ev.display or ev.key}"
     change = ev.change if ev.change and ev.change != "-" else ""
-    if not change and ev.ratio is not None:
-        change = f"{fmt_change(ev.ratio)} time"
+    change = change or (f"{fmt_change(ev.ratio)} time" if ev.ratio is not None else "")
     per_call = f"({_time(ev.baseline_s)} -> {_time(ev.current_s)} per call)"
     if not ev.slower:
         head += f": no slowdown to explain ({change or 'no change'} {per_call}, {ev.verdict})"
@@ -186,10 +185,10 @@ def _share(f: Finding) -> str:
 def _nothing(ev: Evidence, gpm: Sequence[str]) -> list[str]:
     """What to say when no story explains the slowdown."""
     a = ev.analysis
-    if not ev.slower:
+    if not ev.slower or (a is None and gpm):
         return []
     if a is None:
-        return [] if gpm else ["No profile could be taken (see the collectors below)."]
+        return ["No profile could be taken (see the collectors below)."]
     if not ev.baseline_inventory:
         side = "the base tree was not profiled" if ev.ab else "the baseline has no inventory"
         inv = ev.current_inventory or {}
