@@ -277,12 +277,6 @@ def _medians(steady: Sequence[list[list[Collective]]], k: int, what: str) -> lis
     return [[_median([getattr(c[j], what) for c in s]) for j in range(k)] for s in steady if s]
 
 
-def _waits(dur: list[list[float]], k: int) -> list[float]:
-    """Each rank's time in the collectives beyond the fastest rank's: its waiting."""
-    fastest = [min(row[j] for row in dur) for j in range(k)]
-    return [sum(row[j] - fastest[j] for j in range(k)) for row in dur]
-
-
 def _overlap_share(dur: list[list[float]], over: list[list[float]], cols: Sequence[int]) -> float:
     """The share of the collective time at positions ``cols`` that overlaps compute."""
     d = sum(row[c] for row in dur for c in cols)
@@ -302,7 +296,8 @@ def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
         steady = [[c[:k] for c in s if len(c) >= k] for s in steady]
     dur, over = _medians(steady, k, "dur"), _medians(steady, k, "overlap")
     n = len(dur)
-    total_wait = _waits(dur, k)
+    fastest = [min(row[j] for row in dur) for j in range(k)]  # beyond it: waiting
+    total_wait = [sum(row[j] - fastest[j] for j in range(k)) for row in dur]
     total_comp = [sum(c) for c in _medians(steady, k, "compute_before")]
     straggler = max(range(n), key=lambda r: (total_comp[r], -total_wait[r]))
     others = [r for r in range(n) if r != straggler] or [straggler]
