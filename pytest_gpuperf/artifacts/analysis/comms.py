@@ -132,13 +132,10 @@ def _elements(d: Any) -> int:
 
 def _algo(kernel: str) -> str | None:
     """``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)`` -> ``RING_LL``."""
-    name = kernel.split("(", 1)[0]
-    parts = name.split("_")
+    parts = kernel.split("(", 1)[0].split("_")
     algos = ("RING", "TREE", "COLLNET", "NVLS", "PAT", "NVLSTREE", "COLLNETDIRECT", "COLLNETCHAIN")
-    for i, p in enumerate(parts):
-        if p.upper() in algos:
-            return "_".join(parts[i : i + 2]).upper()
-    return None
+    i = next((i for i, p in enumerate(parts) if p.upper() in algos), None)
+    return None if i is None else "_".join(parts[i : i + 2]).upper()
 
 
 def _union_len(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> float:

@@ -57,20 +57,13 @@ def _sig(x: float, digits: int = 4) -> float:
 
 def _strip_params(name: str) -> str:
     """Drop a trailing, balanced ``(...)`` parameter list."""
-    name = name.strip()
-    if not name.endswith(")"):
-        return name
-    depth = 0
-    for i in range(len(name) - 1, -1, -1):
-        c = name[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                head = name[:i].rstrip()
-                # "(anonymous namespace)" or a name that is only parentheses: keep it
-                return head if head and not head.endswith(("::", "<", ",")) else name
+    name, depth = name.strip(), 0
+    for i in reversed(range(len(name)) if name.endswith(")") else range(0)):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            head = name[:i].rstrip()
+            # "(anonymous namespace)" or a name that is only parentheses: keep it
+            return head if head and not head.endswith(("::", "<", ",")) else name
     return name
 
 
