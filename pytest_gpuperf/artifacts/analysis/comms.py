@@ -207,11 +207,8 @@ def _gpu_parts(
             continue
         op = normalize(name) or "collective"
         colls.append((i, Collective(op, ts, dur, algo=_algo(name))))
-    by_call: dict[int, list[Collective]] = {}
-    for i, c in colls:
-        by_call.setdefault(i, []).append(c)
-    for i, cs in by_call.items():
-        ops = host_ops.get(i, [])
+    for i, ops in host_ops.items():
+        cs = [c for j, c in colls if j == i]
         if len(ops) == len(cs):  # the k-th host range launched the k-th kernel
             for c, e in zip(cs, ops, strict=True):
                 c.nbytes = _message_bytes(e.get("args") or {})
@@ -243,16 +240,12 @@ def _cpu_parts(
         i = _call_index(ts, calls)
         if i is not None:
             compute[i].append((ts, end))
-    for e in events:
-        name = str(e.get("name", ""))
-        op = normalize(name) if name.startswith("gloo:") else None
-        if op is None:
-            continue
-        ts = float(e["ts"])
-        i = _call_index(ts, calls)
-        if i is not None:
-            c = Collective(op, ts, float(e.get("dur", 0.0)), _message_bytes(e.get("args") or {}))
-            colls.append((i, c))
+    for i, host in _host_comm_ops(events, calls).items():
+        for e in host:
+            name, ts, dur = str(e.get("name", "")), float(e["ts"]), float(e.get("dur", 0.0))
+            if name.startswith("gloo:"):
+                nbytes = _message_bytes(e.get("args") or {})
+                colls.append((i, Collective(normalize(name) or name, ts, dur, nbytes)))
     return colls, compute
 
 
