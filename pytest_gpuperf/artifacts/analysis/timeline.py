@@ -189,11 +189,9 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
     for e in events:
         if e.get("ph") != "X":
             continue
-        cat = e.get("cat")
-        name = str(e.get("name", ""))
+        cat, name = e.get("cat"), str(e.get("name", ""))
         try:
-            ts = float(e.get("ts", 0.0))
-            dur = float(e.get("dur", 0.0))
+            ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
         except (TypeError, ValueError):
             continue
         args = e.get("args") or {}
