@@ -251,11 +251,8 @@ def _cpu_parts(
 
 def _steady_calls(rc: RankComms) -> list[list[Collective]]:
     """The calls that ran the most common number of collectives (others misalign)."""
-    counts = Counter(len(c) for c in rc.calls)
-    if not counts:
-        return []
-    k = counts.most_common(1)[0][0]
-    return [c for c in rc.calls if len(c) == k]
+    top = Counter(len(c) for c in rc.calls).most_common(1)
+    return [c for c in rc.calls if len(c) == top[0][0]] if top else []
 
 
 def _median(xs: Sequence[float]) -> float:

@@ -327,9 +327,7 @@ def is_triton(name: str, known: Iterable[str] = ()) -> bool:
 
 
 def _config_text(k: Mapping[str, Any], cfg: Mapping[str, str] | None) -> str:
-    parts = []
-    if k.get("grid"):
-        parts.append("grid " + "x".join(str(x) for x in k["grid"]))
+    parts = ["grid " + "x".join(str(x) for x in k["grid"])] if k.get("grid") else []
     threads = math.prod(int(b) for b in k["block"]) if k.get("block") else None
     if cfg:
         parts.append(", ".join(f"{a}={b}" for a, b in cfg.items()))

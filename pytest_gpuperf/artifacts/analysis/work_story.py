@@ -97,9 +97,7 @@ def host_sync(ev: Evidence, led: Ledger) -> list[Finding]:
 
 def _memory(name: str) -> str:
     m = re.search(r"\((\w+) -> (\w+)\)", name)
-    if not m:
-        return ""
-    host = m.group(1) if m.group(1) != "Device" else m.group(2)
+    host = (m.group(1) if m.group(1) != "Device" else m.group(2)) if m else ""
     return host.lower() if host in ("Pageable", "Pinned") else ""
 
 
@@ -243,7 +241,9 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
         parts = [c for c in _more_launches(led) if not pattern.search(c.name)]
         if not parts:
             continue
-        swap = _same_gemm(old, free) if is_gemm(old.name) else None
+        twins = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
+        twins = [c for c in twins if gemm_precision(c.name) == gemm_precision(old.name)]
+        swap = max(twins, key=lambda c: c.cur_us, default=None) if is_gemm(old.name) else None
         if is_gemm(old.name) and swap is None:
             continue  # a GEMM gone without one of its precision in its place: not an epilogue
         claimed = [old, *parts, *([swap] if swap else [])]
@@ -258,12 +258,6 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
             Finding(UNFUSED, text, frozenset(c.name for c in claimed), idle=not _syncs_grew(ev))
         ]
     return []
-
-
-def _same_gemm(old: KernelChange, free: Sequence[KernelChange]) -> KernelChange | None:
-    new = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
-    same = [c for c in new if gemm_precision(c.name) == gemm_precision(old.name)]
-    return max(same, key=lambda c: c.cur_us, default=None)
 
 
 def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
