@@ -187,10 +187,8 @@ class Ledger:
         return self.seen is not None and self.seen < MIN_LEAD
 
     def wait_for_added_work(self) -> Finding | None:
-        """Gives the device's waiting that grew, while no finding claimed it, to the cause
-        that added work: launches (more than one, a tenth of the baseline's or more) of
-        kernels that hold most of the kernel time that grew. That waiting is the host's time
-        to issue the work. Returns that cause, or None."""
+        """Gives the unclaimed waiting that grew (the host's time to issue the work) to the
+        cause that added launches of the kernels holding most of the kernel time that grew."""
         waited = self.idle_free
         if waited <= 0:
             return None
@@ -217,15 +215,10 @@ def rank(findings: Sequence[Finding], ledger: Ledger) -> list[Finding]:
         whole = ledger.unseen and f.kernels == EVERYTHING
         f.share = f.us / total if f.us is not None and total > 0 and not whole else None
 
-    def tier(f: Finding) -> int:
-        if f.symptom:
-            return 3
-        if f.share is None:
-            return 1
-        return 0 if f.share >= MIN_LEAD else 2
+    def tier(f: Finding) -> int:  # 0 leads, 1 unmeasured, 2 explains little, 3 a symptom
+        return 3 if f.symptom else 1 if f.share is None else 0 if f.share >= MIN_LEAD else 2
 
-    order = {id(f): i for i, f in enumerate(findings)}
-    return sorted(findings, key=lambda f: (tier(f), -(f.share or 0.0), order[id(f)]))
+    return sorted(findings, key=lambda f: (tier(f), -(f.share or 0.0)))  # stable: story order
 
 
 def leads(f: Finding) -> bool:
