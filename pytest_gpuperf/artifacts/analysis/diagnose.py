@@ -17,13 +17,7 @@ from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis import resource_story as rs
 from pytest_gpuperf.artifacts.analysis import work_story as ws
 from pytest_gpuperf.artifacts.analysis.attribution import Evidence as Evidence
-from pytest_gpuperf.artifacts.analysis.attribution import (
-    Finding,
-    Ledger,
-    leads,
-    rank,
-    told,
-)
+from pytest_gpuperf.artifacts.analysis.attribution import Finding, Ledger, leads, rank, told
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.outcome import Diagnosis as Diagnosis
 from pytest_gpuperf.units import fmt_change, fmt_time
