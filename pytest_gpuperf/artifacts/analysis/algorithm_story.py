@@ -51,8 +51,7 @@ _PRECISION = (
     ),
 )
 _TILE = re.compile(
-    r"tilesize(\d+x\d+)(?:x\d+)?|nvjet_sm\d+_\w+?_(\d+x\d+)_\d+x\d+|_(\d+x\d+)_\d+x\d+_",
-    re.I,
+    r"tilesize(\d+x\d+)(?:x\d+)?|nvjet_sm\d+_\w+?_(\d+x\d+)_\d+x\d+|_(\d+x\d+)_\d+x\d+_", re.I
 )
 _SPLIT = re.compile(r"split_?k|splitkreduce|stream_?k", re.I)
 _LOW = ("bf16", "fp16", "fp8")

@@ -218,9 +218,7 @@ def _gpu_parts(
 
 
 def _cpu_parts(
-    events: Sequence[Mapping[str, Any]],
-    calls: Sequence[tuple[float, float]],
-    main_tid: Any,
+    events: Sequence[Mapping[str, Any]], calls: Sequence[tuple[float, float]], main_tid: Any
 ) -> tuple[list[tuple[int, Collective]], dict[int, list[tuple[float, float]]]]:
     """gloo's work ranges as collectives, the calling thread's top-level operators as compute."""
     colls: list[tuple[int, Collective]] = []
@@ -347,9 +345,7 @@ def fmt_bytes(b: float) -> str:
 
 
 def findings(
-    baseline: Mapping[str, Any] | None,
-    current: Mapping[str, Any] | None,
-    slowdown_us: float | None,
+    baseline: Mapping[str, Any] | None, current: Mapping[str, Any] | None, slowdown_us: float | None
 ) -> list[Finding]:
     """What changed in the group's collectives: the measured changes first, then those the
     profiles only name, a late rank last."""

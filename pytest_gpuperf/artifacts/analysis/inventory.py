@@ -282,9 +282,7 @@ class KernelDiff:
 
 
 def diff_inventories(
-    baseline_inv: Mapping[str, Any],
-    current_inv: Mapping[str, Any],
-    slowdown_s: float | None,
+    baseline_inv: Mapping[str, Any], current_inv: Mapping[str, Any], slowdown_s: float | None
 ) -> KernelDiff:
     """Attribute a slowdown (seconds per call) to the kernels' changes; a vanished and an
     appeared kernel of one family are a variant swap."""
@@ -314,9 +312,7 @@ def diff_inventories(
 
 
 def _kernel_change(
-    key: tuple[str, str],
-    b: Mapping[str, Any] | None,
-    c: Mapping[str, Any] | None,
+    key: tuple[str, str], b: Mapping[str, Any] | None, c: Mapping[str, Any] | None
 ) -> KernelChange:
     b_us, b_n = (float(b["us_per_call"]), float(b["launches"])) if b else (0.0, 0.0)
     c_us, c_n = (float(c["us_per_call"]), float(c["launches"])) if c else (0.0, 0.0)
