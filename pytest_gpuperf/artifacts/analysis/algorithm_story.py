@@ -112,10 +112,8 @@ def probe_precision(probe: Mapping[str, Any] | None) -> str | None:
 def _autocast(probe: Mapping[str, Any] | None) -> str | bool | None:
     """Autocast's dtype at the probe's matmuls; False when it was off for all; None: unknown."""
     entries = _ops(probe, *_MATMUL_OPS)
-    if not entries:
-        return None
     on = [str(e["autocast"]) for e in entries if e.get("autocast")]
-    return on[0] if on else False
+    return (on[0] if on else False) if entries else None
 
 
 def _sdpa_facts(probe: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
