@@ -177,10 +177,8 @@ def combine(inventories: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """One inventory from several baseline runs: per-kernel medians, and their spread
     ((max - min) / median over the runs that have the kernel)."""
     invs = [i for i in inventories if i and i.get("schema") == INVENTORY_SCHEMA]
-    if not invs:
-        return None
-    if len(invs) == 1:
-        return dict(invs[0])
+    if len(invs) <= 1:
+        return dict(invs[0]) if invs else None
     out = dict(invs[-1])
     for key in SUMMARY_FIELDS:
         vals = [float(i[key]) for i in invs if isinstance(i.get(key), (int, float))]
