@@ -362,7 +362,20 @@ def _gaps(
     for dur, g0, g1 in sorted(raw_gaps, reverse=True)[:top_gaps]:
         nxt = by_start.get(g1)
         prev = max((a for a in ends if a.end <= g0 + 1e-6), key=lambda a: a.end, default=None)
-        cause = _gap_cause(g0, g1, nxt, by_corr, sync_apis, trace.ops)
+        sync = next((s for s in sync_apis if s.ts < g1 and s.ts + s.dur > g0 - 1.0), None)
+        launch = by_corr.get(nxt.correlation) if nxt is not None and nxt.correlation else None
+        if sync is not None:  # what the host did meanwhile
+            where = sync.op or _innermost_op(sync.ts, sync.tid, trace.ops)
+            cause = f"host sync ({sync.name}" + (f" in {where})" if where else ")")
+        elif launch is not None:
+            op, late = (
+                _innermost_op(launch.ts, launch.tid, trace.ops) or launch.name,
+                launch.ts - g0,
+            )
+            cause = f"host late: the next launch ({op}) came {late:.1f} µs later"
+            cause = cause if late > 0 else f"launch latency of {op}"
+        else:
+            cause = "unknown"
         gaps.append(Gap(g0 - w0, dur, prev.name if prev else "?", nxt.name if nxt else "?", cause))
     return gaps
 
@@ -394,28 +407,6 @@ def _launch_notes(kernels: Sequence[Activity], n: int, mean_gap: float) -> list[
         f"{TINY_KERNEL_US:.0f} µs (median {med_k:.1f} µs), and the GPU waits "
         f"{mean_gap:.1f} µs on average between them: the host cannot launch fast enough"
     ]
-
-
-def _gap_cause(
-    g0: float,
-    g1: float,
-    nxt: Activity | None,
-    by_corr: Mapping[int, ApiCall],
-    sync_apis: Sequence[ApiCall],
-    ops: Sequence[tuple[float, float, str, Any]],
-) -> str:
-    for s in sync_apis:
-        if s.ts < g1 and s.ts + s.dur > g0 - 1.0:
-            where = s.op or _innermost_op(s.ts, s.tid, ops)
-            return f"host sync ({s.name}" + (f" in {where})" if where else ")")
-    launch = by_corr.get(nxt.correlation) if nxt is not None and nxt.correlation else None
-    if launch is not None:
-        op = _innermost_op(launch.ts, launch.tid, ops)
-        late = launch.ts - g0
-        if late > 0:
-            return f"host late: the next launch ({op or launch.name}) came {late:.1f} µs later"
-        return f"launch latency of {op or launch.name}"
-    return "unknown"
 
 
 def _syncs(trace: Trace, apis: Sequence[ApiCall]) -> list[SyncStat]:
