@@ -224,16 +224,12 @@ def _why_eager(comp: Mapping[str, Any], skipped: Sequence[Mapping[str, Any]]) ->
              if isinstance(g, Mapping) and g.get("where") == f.get("where") and g.get("code")),
             "",
         )  # fmt: skip
-        return (
-            f"; dynamo gave up on `{f.get('function') or '?'}` and runs it eagerly: "
-            + (
-                f'"{f["skip_reason"]}" ({f.get("skip_explanation", "").rstrip(".")}), '
-                f'after "{f.get("reason")}"'
-                if f.get("skip_reason")
-                else f'"{f.get("reason")}"'
-            )
-            + _loc(f.get("where"), code)
-        )
+        said = f'"{f.get("reason")}"'
+        if f.get("skip_reason"):
+            why = f.get("skip_explanation", "").rstrip(".")
+            said = f'"{f["skip_reason"]}" ({why}), after {said}'
+        gave_up = f"; dynamo gave up on `{f.get('function') or '?'}` and runs it eagerly: "
+        return gave_up + said + _loc(f.get("where"), code)
     gb = next((g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)), None)
     if gb is not None:
         return f'; dynamo reported: "{gb.get("reason")}"' + _loc(gb.get("where"), gb.get("code"))
