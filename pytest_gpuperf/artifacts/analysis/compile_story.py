@@ -75,16 +75,13 @@ def compiled_code(inv: Mapping[str, Any] | None) -> CompiledCode | None:
     if not inv:
         return None
     regions = inv.get("compiled_regions_per_call")
+    regions = float(regions) if isinstance(regions, (int, float)) else None
     names = [str(k.get("name", "")) for k in inv.get("kernels") or [] if isinstance(k, Mapping)]
-    triton = [n for n in names if n.startswith("triton_")]
     marked = inv.get("compiled")
     if marked is None and any(n.startswith(COMPILED_MARKS) for n in names):
         marked = True
-    return CompiledCode(
-        float(regions) if isinstance(regions, (int, float)) else None,
-        triton,
-        bool(marked) if marked is not None else None,
-    )
+    triton = [n for n in names if n.startswith("triton_")]
+    return CompiledCode(regions, triton, None if marked is None else bool(marked))
 
 
 def trace_decision(
