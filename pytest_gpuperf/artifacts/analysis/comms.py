@@ -386,20 +386,17 @@ def _imbalance(
         return None
     mine, theirs = float(st.get("compute_us") or 0.0), float(st.get("others_compute_us") or 0.0)
     before = f"; {fmt_us(was)} in the baseline" if base else ""
-    if mine - theirs < 0.3 * caused:
+    waited = f"rank {st.get('rank')} made the others wait {fmt_us(caused)} per call"
+    if mine - theirs < 0.3 * caused:  # unmeasured: never given a share of the slowdown
         return Finding(
             RANK_IMBALANCE,
-            f"a late rank: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
-            f"without computing more than they did ({fmt_us(mine)} against {fmt_us(theirs)}): "
-            f"something outside its compute (the host, the machine) held it up{before}",
+            f"a late rank: {waited} without computing more than they did ({fmt_us(mine)} "
+            f"against {fmt_us(theirs)}): something outside its compute (the host, the machine) "
+            f"held it up{before}",
         )
-    return Finding(
-        RANK_IMBALANCE,
-        f"rank imbalance: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
-        f"(its compute before the collectives: {fmt_us(mine)} per call, the others' "
-        f"{fmt_us(theirs)}){before}",
-        extra_us=grew,
-    )
+    text = f"rank imbalance: {waited} (its compute before the collectives: {fmt_us(mine)} per "
+    text += f"call, the others' {fmt_us(theirs)}){before}"
+    return Finding(RANK_IMBALANCE, text, extra_us=grew)
 
 
 def _overlap(base: Mapping[str, Any], cur: Mapping[str, Any]) -> Finding | None:
