@@ -1,4 +1,2 @@
-"""Pure analysis of captured evidence (core ring: no torch, no pytest): profiler
-timelines (:mod:`.timeline`), kernel inventories and their diff (:mod:`.inventory`),
-the diagnosis (:mod:`.diagnose`), and the folders and manifest (:mod:`.layout`).
-"""
+"""Pure analysis of captured evidence (core ring: no torch, no pytest): profiler timelines,
+kernel inventories and their diff, the diagnosis, and the capture folders and manifest."""

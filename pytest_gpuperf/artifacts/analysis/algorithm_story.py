@@ -1,10 +1,9 @@
 """Which algorithm a library chose, and why that changed. Pure Python.
 
-A user needs *which choice* changed, not only which kernels run: the SDPA backend, the GEMMs'
-precision, cuBLAS's kernel at equal precision, cuDNN's convolution algorithm, each told with
-what usually moves it. Kernel names say most of it; the probe of one call
-(:mod:`pytest_gpuperf.artifacts.collectors.algorithms`) says the rest, since cuBLAS's Hopper
-kernels (``nvjet_sm90_...``) do not name their dtype.
+The SDPA backend, the GEMMs' precision, cuBLAS's kernel at equal precision, cuDNN's
+convolution algorithm, each told with what usually moves it. Kernel names say most of it; the
+probe of one call (collectors/algorithms.py) the rest: cuBLAS's ``nvjet_sm90_...`` kernels do
+not name their dtype.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ CONV_ALGORITHM = "conv-algorithm"
 GEMM_HEURISTIC = "gemm-heuristic"
 CAUSES = (SDPA_BACKEND, GEMM_PRECISION, CONV_ALGORITHM, GEMM_HEURISTIC)
 
-# --- what a kernel name says ------------------------------------------------------------
-
 #: (backend, pattern on the lower-case name), first match wins: cuDNN's names hold "flash".
 _SDPA = (
     ("cudnn", re.compile(r"cudnn.*(sdpa|fmha|flash_[fb]prop|attention)")),
@@ -54,21 +51,21 @@ _PRECISION = (
     ),
 )
 _TILE = re.compile(
-    r"tilesize(\d+x\d+)(?:x\d+)?|nvjet_sm\d+_\w+?_(\d+x\d+)_\d+x\d+|_(\d+x\d+)_\d+x\d+_",
-    re.I,
+    r"tilesize(\d+x\d+)(?:x\d+)?|nvjet_sm\d+_\w+?_(\d+x\d+)_\d+x\d+|_(\d+x\d+)_\d+x\d+_", re.I
 )
 _SPLIT = re.compile(r"split_?k|splitkreduce|stream_?k", re.I)
 _LOW = ("bf16", "fp16", "fp8")
 _NAMES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "tf32": "fp32", "fp32": "fp32"}
+_PRECISION_TEXT = {
+    "tf32": "fp32 on TF32 tensor cores",
+    "fp32": "fp32 on CUDA cores (no tensor cores)",
+    "bf16/fp16": "bf16/fp16 (autocast)",
+}
 
 
 def sdpa_backend(name: str) -> str | None:
     """``flash``, ``mem-efficient`` or ``cudnn`` for a fused attention kernel, else None."""
-    low = name.lower()
-    for backend, pattern in _SDPA:
-        if pattern.search(low):
-            return backend
-    return None
+    return next((backend for backend, p in _SDPA if p.search(name.lower())), None)
 
 
 def is_gemm(name: str) -> bool:
@@ -78,19 +75,12 @@ def is_gemm(name: str) -> bool:
 
 def gemm_precision(name: str) -> str | None:
     """What a GEMM kernel's name says of its math (None: ``nvjet_*`` and others)."""
-    low = name.lower()
-    for precision, pattern in _PRECISION:
-        if pattern.search(low):
-            return precision
-    return None
+    return next((precision for precision, p in _PRECISION if p.search(name.lower())), None)
 
 
 def tile(name: str) -> str | None:
     m = _TILE.search(name)
     return next((g for g in m.groups() if g), None) if m else None
-
-
-# --- the probe's facts ------------------------------------------------------------------
 
 
 def _ops(probe: Mapping[str, Any] | None, *names: str) -> list[Mapping[str, Any]]:
@@ -122,18 +112,12 @@ def probe_precision(probe: Mapping[str, Any] | None) -> str | None:
 def _autocast(probe: Mapping[str, Any] | None) -> str | bool | None:
     """Autocast's dtype at the probe's matmuls; False when it was off for all; None: unknown."""
     entries = _ops(probe, *_MATMUL_OPS)
-    if not entries:
-        return None
     on = [str(e["autocast"]) for e in entries if e.get("autocast")]
-    return on[0] if on else False
+    return (on[0] if on else False) if entries else None
 
 
 def _sdpa_facts(probe: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    entries = _ops(probe, "scaled_dot_product_attention")
-    return entries[0] if entries else None
-
-
-# --- sides ---------------------------------------------------------------------------
+    return next(iter(_ops(probe, "scaled_dot_product_attention")), None)
 
 
 @dataclass
@@ -152,8 +136,7 @@ def _side(changes: Iterable[KernelChange], current: bool) -> _Side:
         us = c.cur_us if current else c.base_us
         if us <= 0 or c.kind != "kernel":
             continue
-        backend = sdpa_backend(c.name)
-        if backend is not None:
+        if backend := sdpa_backend(c.name):
             s.sdpa[backend] = s.sdpa.get(backend, 0.0) + us
         elif _SOFTMAX.search(c.name):
             s.softmax_us += us
@@ -165,12 +148,13 @@ def _side(changes: Iterable[KernelChange], current: bool) -> _Side:
     return s
 
 
-def _names(members: Sequence[KernelChange], status: str, most: int = 2) -> str:
-    names = [short_name(c.name, 60) for c in members if c.status == status][:most]
-    return ", ".join(names)
+def _sides(led: Ledger) -> tuple[_Side, _Side]:
+    changes = led.kd.changes if led.kd is not None else []
+    return _side(changes, False), _side(changes, True)
 
 
-# --- SDPA ----------------------------------------------------------------------------
+def _names(members: Sequence[KernelChange], status: str) -> str:
+    return ", ".join([short_name(c.name, 60) for c in members if c.status == status][:2])
 
 
 def _backend(side: _Side, probe: Mapping[str, Any] | None, other: _Side) -> str | None:
@@ -184,13 +168,9 @@ def _backend(side: _Side, probe: Mapping[str, Any] | None, other: _Side) -> str 
     return None
 
 
-def _sdpa_head(
-    was: str | None,
-    now: str | None,
-    base_probe: Mapping[str, Any] | None,
-    cur_probe: Mapping[str, Any] | None,
-) -> str | None:
+def _sdpa_head(was: str | None, now: str | None, ev: Evidence) -> str | None:
     """What changed in the attention: its backend, or a mask where is_causal=True was."""
+    base_probe, cur_probe = _probes(ev)
     b, c = _sdpa_facts(base_probe) or {}, _sdpa_facts(cur_probe) or {}
     if was and now and was != now:
         why = _sdpa_why(was, b, c, (cur_probe or {}).get("flags"))
@@ -235,16 +215,9 @@ def _sdpa_why(
 
 def _probes(ev: Evidence) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
     """The baseline's and the current probe, each None when it was skipped or not taken."""
-    out = []
-    for probe in ((ev.baseline_inventory or {}).get("probe"), ev.current_probe):
-        ok = isinstance(probe, Mapping) and not probe.get("skipped")
-        out.append(probe if ok else None)
-    return out[0], out[1]
-
-
-def _sides(led: Ledger) -> tuple[_Side, _Side]:
-    changes = led.kd.changes if led.kd is not None else []
-    return _side(changes, False), _side(changes, True)
+    probes = ((ev.baseline_inventory or {}).get("probe"), ev.current_probe)
+    base, cur = (p if isinstance(p, Mapping) and not p.get("skipped") else None for p in probes)
+    return base, cur
 
 
 def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
@@ -252,7 +225,7 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     base_probe, cur_probe = _probes(ev)
     base, cur = _sides(led)
     was, now = _backend(base, base_probe, cur), _backend(cur, cur_probe, base)
-    head = _sdpa_head(was, now, base_probe, cur_probe)
+    head = _sdpa_head(was, now, ev)
     if head is None:
         return []
     # the math backend's attention: the GEMMs and the softmax that appeared
@@ -264,9 +237,6 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     named = (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
     text = f"{head}: {named} ({timing(members)})"
     return [Finding(SDPA_BACKEND, text, frozenset(k.name for k in members))]
-
-
-# --- GEMM precision --------------------------------------------------------------------
 
 
 def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
@@ -282,20 +252,10 @@ def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
     return named
 
 
-def _precision_text(p: str) -> str:
-    return {
-        "tf32": "fp32 on TF32 tensor cores",
-        "fp32": "fp32 on CUDA cores (no tensor cores)",
-        "bf16/fp16": "bf16/fp16 (autocast)",
-    }.get(p, p)
-
-
-def _precision_why(
-    was: str, now: str, base_probe: Mapping[str, Any] | None, cur_probe: Mapping[str, Any] | None
-) -> tuple[str, str]:
+def _precision_why(was: str, now: str, ev: Evidence) -> tuple[str, str]:
     """(the setting that usually causes the move, where fp32 GEMMs now run or "")."""
     if (was in _LOW or was == "bf16/fp16") and now in ("tf32", "fp32"):
-        b_auto, c_auto = _autocast(base_probe), _autocast(cur_probe)
+        b_auto, c_auto = (_autocast(p) for p in _probes(ev))
         if c_auto is False and b_auto is not False:
             why = "autocast is off"
         elif c_auto is False:
@@ -332,12 +292,12 @@ def precision(ev: Evidence, led: Ledger) -> list[Finding]:
     if not swapped and None in (probe_precision(base_probe), probe_precision(cur_probe)):
         return []  # no kernel was swapped, and only both probes could tell
     was_name, now_name = _NAMES.get(was, was), _NAMES.get(now, now)
-    why, where = _precision_why(was, now, base_probe, cur_probe)
+    why, where = _precision_why(was, now, ev)
     if members and members[0].kind == "op" and was_name != now_name:
         ops = ", ".join(sorted({c.name for c in members})[:3])
         text = f"the matmuls now run in {now_name} instead of {was_name} ({why}): {ops}"
     else:
-        old, new = _precision_text(was), _precision_text(now)
+        old, new = _PRECISION_TEXT.get(was, was), _PRECISION_TEXT.get(now, now)
         if was_name != now_name:
             old, new, where = was_name, now_name, f", {where}" if where else ""
         else:
@@ -359,8 +319,6 @@ def _precision_members(free: Sequence[KernelChange]) -> list[KernelChange]:
     return out or [c for c in free if c.kind == "op" and _CPU_MATMUL.match(c.name)]
 
 
-# --- convolutions ------------------------------------------------------------------------
-
 _CONV_ALGOS = (
     ("Winograd", re.compile(r"winograd", re.I)),
     ("FFT", re.compile(r"fft", re.I)),
@@ -370,11 +328,8 @@ _CONV_ALGOS = (
 
 
 def conv_layout(name: str) -> str | None:
-    low = name.lower()
-    m = re.findall(r"nhwc|nchw|channels_last", low)
-    if not m:
-        return None
-    return "NHWC" if m[-1] in ("nhwc", "channels_last") else "NCHW"
+    m = re.findall(r"nhwc|nchw|channels_last", name.lower())
+    return None if not m else "NCHW" if m[-1] == "nchw" else "NHWC"
 
 
 def conv_algorithm(name: str) -> str | None:
@@ -403,15 +358,13 @@ def conv(ev: Evidence, led: Ledger) -> list[Finding]:
     old, new = swap
     text = (
         f"cuDNN now runs the convolutions as {_conv_desc(new)} instead of {_conv_desc(old)} "
-        f"({_conv_why(old, new, *_probes(ev))}): {short_name(new.name, 60)} replaced "
+        f"({_conv_why(old, new, ev)}): {short_name(new.name, 60)} replaced "
         f"{short_name(old.name, 60)} ({timing(convs)})"
     )
     return [Finding(CONV_ALGORITHM, text, frozenset(c.name for c in convs))]
 
 
-def _conv_why(
-    a: KernelChange, b: KernelChange, base: Mapping[str, Any] | None, cur: Mapping[str, Any] | None
-) -> str:
+def _conv_why(a: KernelChange, b: KernelChange, ev: Evidence) -> str:
     why = "cuDNN's heuristic chose another algorithm for these shapes and dtypes"
     if conv_layout(a.name) and conv_layout(b.name) and conv_layout(a.name) != conv_layout(b.name):
         why = (
@@ -420,17 +373,10 @@ def _conv_why(
         )
     elif gemm_precision(a.name) != gemm_precision(b.name):
         why = "the inputs' dtype changed (autocast or a .to(dtype))"
-    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in (base, cur)]
+    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in _probes(ev)]
     if bench == [True, False]:
         why += "; torch.backends.cudnn.benchmark is off now (it was on): cuDNN no longer times them"
     return why
-
-
-# --- cuBLAS heuristics at equal precision ------------------------------------------------
-
-
-def _shapes(probe: Mapping[str, Any] | None) -> list[Any]:
-    return [e.get("shapes") for e in _ops(probe, *_MATMUL_OPS)]
 
 
 def heuristic(ev: Evidence, led: Ledger) -> list[Finding]:
@@ -447,7 +393,13 @@ def heuristic(ev: Evidence, led: Ledger) -> list[Finding]:
     reduce = [c for c in free if c.status == "appeared" and _SPLIT.search(c.name)]
     members = list({c.name: c for c in [*gemms, *reduce]}.values())
     changes = _heuristic_changes(old.name, new.name, reduce)
-    why = _heuristic_why(_shapes(base_probe), _shapes(cur_probe))
+    sb, sc = ([e.get("shapes") for e in _ops(p, *_MATMUL_OPS)] for p in (base_probe, cur_probe))
+    why = (
+        f"the matmul shapes changed ({sb[0]} -> {sc[0]})"
+        if sb and sc and sb != sc
+        else "its heuristic follows the shapes, the strides and alignment (a size not a multiple "
+        "of 16, a non-contiguous input) and the workspace (CUBLAS_WORKSPACE_CONFIG)"
+    )
     pa = gemm_precision(old.name)
     text = (
         f"cuBLAS picked another GEMM kernel at the same precision{f' ({pa})' if pa else ''}"
@@ -456,15 +408,6 @@ def heuristic(ev: Evidence, led: Ledger) -> list[Finding]:
         f"({timing(members)})"
     )
     return [Finding(GEMM_HEURISTIC, text, frozenset(c.name for c in members))]
-
-
-def _heuristic_why(sb: list[Any], sc: list[Any]) -> str:
-    if sb and sc and sb != sc:
-        return f"the matmul shapes changed ({sb[0]} -> {sc[0]})"
-    return (
-        "its heuristic follows the shapes, the strides and alignment (a size not a multiple of "
-        "16, a non-contiguous input) and the workspace (CUBLAS_WORKSPACE_CONFIG)"
-    )
 
 
 def _heuristic_changes(a: str, b: str, reduce: Sequence[KernelChange]) -> list[str]:

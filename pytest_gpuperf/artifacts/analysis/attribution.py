@@ -1,13 +1,10 @@
 """The slowdown split between what the profiles measure, and the one ranking. Pure Python.
 
-A slowdown (µs per call) is made of *terms* the profiles can measure: each kernel, copy or
-CPU operator whose time per call changed (:class:`~.inventory.KernelDiff`), and the growth
-of the time the device waited (the GPU's idle time; on the CPU, the time outside the
-profiled operators). Each story (:mod:`.diagnose` calls them, causes first, symptoms last)
-claims the terms its cause explains; a term goes to the first story that claims it, so a
-cause's consequences (the eager kernels of a lost compile, the intermediates of unfused ops)
-are not told again as causes. A finding's *share* is the µs of its terms over the slowdown;
-:func:`rank` orders the findings by it, and a finding that explains little never leads.
+A slowdown (µs per call) is made of *terms* the profiles measure: each kernel, copy or CPU
+operator whose time per call changed (:class:`~.inventory.KernelDiff`), and the growth of the
+device's waiting. A term goes to the first story (causes first) that claims it, so a cause's
+consequences (the eager kernels of a lost compile) are not told again as causes. A finding's
+*share* is the µs of its terms over the slowdown; :func:`rank` orders by it.
 """
 
 from __future__ import annotations
@@ -43,11 +40,9 @@ class Evidence:
     display: str = ""
     baseline_s: float | None = None
     current_s: float | None = None
-    #: the change the gate used, with its figure, as every output writes it ("2.96x time";
-    #: reporting/explain.py:change_text); "" when not known (then the two times' ratio)
+    #: the gate's change as every output writes it ("2.96x time"); "" when not known
     change: str = ""
-    #: the verdict's kind ("regression", "no-change", ...); "" when not known. A benchmark
-    #: captured without a slowdown (a numerics failure, capture=always) gets no causes.
+    #: the verdict's kind ("regression", "no-change", ...): no causes without a slowdown
     verdict: str = ""
     analysis: ProfileAnalysis | None = None
     baseline_inventory: Mapping[str, Any] | None = None
@@ -58,23 +53,20 @@ class Evidence:
     child_median_s: float | None = None
     #: rounds behind ``child_median_s`` (a capture child re-measures briefly)
     child_rounds: int | None = None
-    #: where the profile was taken ("a fresh process of the current code"), as the details say
+    #: where the profile was taken ("a fresh process of the current code")
     profiled_in: str | None = None
-    #: the current profile's inventory (for the compiled code and launch configs it shows)
     current_inventory: Mapping[str, Any] | None = None
-    #: Triton kernel -> the config its autotuner chose in the current run (the autotune log)
+    #: Triton kernel -> the config its autotuner chose in the current run
     triton_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    #: what the library's choices depended on in the profiler's process (the baseline's is
-    #: its inventory's ``probe``): artifacts/collectors/algorithms.py
+    #: the library's choices in the profiler's process (collectors/algorithms.py; the
+    #: baseline's is its inventory's ``probe``)
     current_probe: Mapping[str, Any] | None = None
-    #: the GPU's activity (NVML GPM) of the current result and of the baseline's runs
+    #: the GPU's activity (NVML GPM) and the allocator's figures, now and of the baseline runs
     current_activity: Mapping[str, Any] | None = None
     baseline_activity: Sequence[Mapping[str, Any] | None] = ()
-    #: the caching allocator's figures per call, current and of the baseline's runs
     current_memory: Mapping[str, Any] | None = None
     baseline_memory: Sequence[Mapping[str, Any] | None] = ()
-    #: a distributed benchmark's group now and in the baseline (``Result.extra["group"]``:
-    #: ``comms``, its collectives from the ranks' profiles; ``nccl``, its NCCL setup)
+    #: a distributed benchmark's group (``Result.extra["group"]``: ``comms``, ``nccl``)
     group: Mapping[str, Any] | None = None
     baseline_group: Mapping[str, Any] | None = None
     #: measured against a base tree (``--gpuperf-ab``), not a saved baseline
@@ -88,9 +80,7 @@ class Evidence:
 
     @property
     def ratio(self) -> float | None:
-        if self.baseline_s and self.current_s:
-            return self.current_s / self.baseline_s
-        return None
+        return self.current_s / self.baseline_s if self.baseline_s and self.current_s else None
 
     @property
     def slowdown_s(self) -> float | None:
@@ -101,9 +91,8 @@ class Evidence:
     @property
     def slower(self) -> bool:
         """Whether there is a slowdown to explain (not for a no-change or an improvement)."""
-        if self.verdict in ("no-change", "improvement"):
-            return False
-        return self.slowdown_s is None or self.slowdown_s > 0
+        no = self.verdict in ("no-change", "improvement")
+        return not no and (self.slowdown_s is None or self.slowdown_s > 0)
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-safe dict of everything above (the kernel diff as it reads, for people)."""
@@ -134,8 +123,7 @@ class Finding:
     #: µs per call it explains that no profile term holds (a collective's wait, cudaMalloc);
     #: with ``idle``, its own measure of the waiting it claims
     extra_us: float | None = None
-    #: a symptom (more allocations, GPM figures): never leads; told with the lead when it
-    #: explains nothing itself
+    #: a symptom (more allocations, GPM figures): never leads, told with the lead
     symptom: bool = False
     #: filled by :meth:`Ledger.claim`: µs per call of the terms it got, None when unmeasured
     us: float | None = None
@@ -167,11 +155,6 @@ class Ledger:
         """The idle time's growth (µs per call) while no finding claimed it, else 0."""
         return 0.0 if self.idle_taken or self.idle_us is None else self.idle_us
 
-    def _waiting(self, f: Finding) -> float | None:
-        free = None if self.idle_taken or self.idle_us is None else max(self.idle_us, 0.0)
-        self.idle_taken |= f.idle
-        return free if f.idle else None
-
     def claim(self, f: Finding) -> Finding | None:
         """Give ``f`` the free terms it claims and their µs; None: its kernels add nothing."""
         names = set(self.changes) if f.kernels == EVERYTHING else f.kernels
@@ -181,7 +164,9 @@ class Ledger:
             return None
         self.taken |= {c.name for c in got}
         f.got = sorted(got, key=lambda c: -abs(c.delta_us))
-        waited = self._waiting(f)
+        left = None if self.idle_taken else self.idle_us
+        waited = max(left, 0.0) if f.idle and left is not None else None
+        self.idle_taken |= f.idle
         own = f.extra_us if f.extra_us is not None else waited  # its measure of the waiting first
         parts += [own] if own is not None else []
         unknown = f.idle and self.idle_us is None and not f.kernels
@@ -202,10 +187,8 @@ class Ledger:
         return self.seen is not None and self.seen < MIN_LEAD
 
     def wait_for_added_work(self) -> Finding | None:
-        """Gives the device's waiting that grew, while no finding claimed it, to the cause
-        that added work: launches (more than one, a tenth of the baseline's or more) of
-        kernels that hold most of the kernel time that grew. That waiting is the host's time
-        to issue the work. Returns that cause, or None."""
+        """Gives the unclaimed waiting that grew (the host's time to issue the work) to the
+        cause that added launches of the kernels holding most of the kernel time that grew."""
         waited = self.idle_free
         if waited <= 0:
             return None
@@ -232,15 +215,10 @@ def rank(findings: Sequence[Finding], ledger: Ledger) -> list[Finding]:
         whole = ledger.unseen and f.kernels == EVERYTHING
         f.share = f.us / total if f.us is not None and total > 0 and not whole else None
 
-    def tier(f: Finding) -> int:
-        if f.symptom:
-            return 3
-        if f.share is None:
-            return 1
-        return 0 if f.share >= MIN_LEAD else 2
+    def tier(f: Finding) -> int:  # 0 leads, 1 unmeasured, 2 explains little, 3 a symptom
+        return 3 if f.symptom else 1 if f.share is None else 0 if f.share >= MIN_LEAD else 2
 
-    order = {id(f): i for i, f in enumerate(findings)}
-    return sorted(findings, key=lambda f: (tier(f), -(f.share or 0.0), order[id(f)]))
+    return sorted(findings, key=lambda f: (tier(f), -(f.share or 0.0)))  # stable: story order
 
 
 def leads(f: Finding) -> bool:

@@ -1,14 +1,13 @@
 """The collectives of a few profiled calls, per rank and across a group. Pure Python.
 
-:func:`rank_comms` reads one rank's trace: per call, each collective (NCCL kernels on a
-GPU, gloo's ranges on the CPU) with its bytes, the compute before it and its overlap.
-:func:`combine` takes the ranks together: a collective's time beyond its fastest rank's
-is *wait* for the last rank to arrive (the straggler). :func:`findings` compares a
-group's summary with its baseline's.
+:func:`rank_comms` reads one rank's trace; :func:`combine` takes the ranks together: a
+collective's time beyond its fastest rank's is *wait* for the last rank (the straggler);
+:func:`findings` compares a group's summary with its baseline's.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.attribution import Finding
-from pytest_gpuperf.artifacts.analysis.timeline import union
+from pytest_gpuperf.artifacts.analysis.timeline import CALL_PREFIX, union
 from pytest_gpuperf.measure.collectives import normalize
 
-CALL_PREFIX = "gpuperf/call#"
 RANK_IMBALANCE = "rank-imbalance"
 MORE_COLLECTIVES = "more-collectives"
 MESSAGE_SIZE = "message-size"
@@ -85,9 +83,6 @@ class RankComms:
                    [float(x) for x in d.get("call_us") or []])  # fmt: skip
 
 
-# --- one rank's trace ---------------------------------------------------------------
-
-
 def _events(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
     return [e for e in events if e.get("ph") == "X" and "ts" in e]
@@ -111,10 +106,7 @@ def _calls(events: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[float, float
 
 
 def _call_index(ts: float, calls: Sequence[tuple[float, float]]) -> int | None:
-    for i, (s, e) in enumerate(calls):
-        if s <= ts <= e:
-            return i
-    return None
+    return next((i for i, (s, e) in enumerate(calls) if s <= ts <= e), None)
 
 
 def _message_bytes(args: Mapping[str, Any]) -> int | None:
@@ -131,25 +123,19 @@ def _message_bytes(args: Mapping[str, Any]) -> int | None:
 
 
 def _elements(d: Any) -> int:
-    if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
+    if not isinstance(d, list) or not d:
+        return 0
+    if all(isinstance(x, list) for x in d):
         return sum(_elements(x) for x in d)  # a list of tensors
-    if isinstance(d, list) and d:
-        n = 1
-        for x in d:
-            n *= int(x) if isinstance(x, (int, float)) else 1
-        return n
-    return 0
+    return math.prod(int(x) if isinstance(x, (int, float)) else 1 for x in d)
 
 
 def _algo(kernel: str) -> str | None:
     """``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)`` -> ``RING_LL``."""
-    name = kernel.split("(", 1)[0]
-    parts = name.split("_")
+    parts = kernel.split("(", 1)[0].split("_")
     algos = ("RING", "TREE", "COLLNET", "NVLS", "PAT", "NVLSTREE", "COLLNETDIRECT", "COLLNETCHAIN")
-    for i, p in enumerate(parts):
-        if p.upper() in algos:
-            return "_".join(parts[i : i + 2]).upper()
-    return None
+    i = next((i for i, p in enumerate(parts) if p.upper() in algos), None)
+    return None if i is None else "_".join(parts[i : i + 2]).upper()
 
 
 def _union_len(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> float:
@@ -164,10 +150,9 @@ def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) 
     kernels = [e for e in events if e.get("cat") == "kernel"]
     if kernels:
         colls, compute = _gpu_parts(events, kernels, calls)
-        device = "cuda"
     else:
         colls, compute = _cpu_parts(events, calls, main_tid)
-        device = "cpu"
+    device = "cuda" if kernels else "cpu"
     out = RankComms(rank, device, [[] for _ in calls], [e - s for s, e in calls])
     for call, c in colls:
         out.calls[call].append(c)
@@ -222,11 +207,8 @@ def _gpu_parts(
             continue
         op = normalize(name) or "collective"
         colls.append((i, Collective(op, ts, dur, algo=_algo(name))))
-    by_call: dict[int, list[Collective]] = {}
-    for i, c in colls:
-        by_call.setdefault(i, []).append(c)
-    for i, cs in by_call.items():
-        ops = host_ops.get(i, [])
+    for i, ops in host_ops.items():
+        cs = [c for j, c in colls if j == i]
         if len(ops) == len(cs):  # the k-th host range launched the k-th kernel
             for c, e in zip(cs, ops, strict=True):
                 c.nbytes = _message_bytes(e.get("args") or {})
@@ -236,9 +218,7 @@ def _gpu_parts(
 
 
 def _cpu_parts(
-    events: Sequence[Mapping[str, Any]],
-    calls: Sequence[tuple[float, float]],
-    main_tid: Any,
+    events: Sequence[Mapping[str, Any]], calls: Sequence[tuple[float, float]], main_tid: Any
 ) -> tuple[list[tuple[int, Collective]], dict[int, list[tuple[float, float]]]]:
     """gloo's work ranges as collectives, the calling thread's top-level operators as compute."""
     colls: list[tuple[int, Collective]] = []
@@ -258,29 +238,19 @@ def _cpu_parts(
         i = _call_index(ts, calls)
         if i is not None:
             compute[i].append((ts, end))
-    for e in events:
-        name = str(e.get("name", ""))
-        op = normalize(name) if name.startswith("gloo:") else None
-        if op is None:
-            continue
-        ts = float(e["ts"])
-        i = _call_index(ts, calls)
-        if i is not None:
-            c = Collective(op, ts, float(e.get("dur", 0.0)), _message_bytes(e.get("args") or {}))
-            colls.append((i, c))
+    for i, host in _host_comm_ops(events, calls).items():
+        for e in host:
+            name, ts, dur = str(e.get("name", "")), float(e["ts"]), float(e.get("dur", 0.0))
+            if name.startswith("gloo:"):
+                nbytes = _message_bytes(e.get("args") or {})
+                colls.append((i, Collective(normalize(name) or name, ts, dur, nbytes)))
     return colls, compute
-
-
-# --- across the ranks --------------------------------------------------------------
 
 
 def _steady_calls(rc: RankComms) -> list[list[Collective]]:
     """The calls that ran the most common number of collectives (others misalign)."""
-    counts = Counter(len(c) for c in rc.calls)
-    if not counts:
-        return []
-    k = counts.most_common(1)[0][0]
-    return [c for c in rc.calls if len(c) == k]
+    top = Counter(len(c) for c in rc.calls).most_common(1)
+    return [c for c in rc.calls if len(c) == top[0][0]] if top else []
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -290,12 +260,6 @@ def _median(xs: Sequence[float]) -> float:
 def _medians(steady: Sequence[list[list[Collective]]], k: int, what: str) -> list[list[float]]:
     """Per rank and position in a call: the median of ``what`` over the steady calls."""
     return [[_median([getattr(c[j], what) for c in s]) for j in range(k)] for s in steady if s]
-
-
-def _waits(dur: list[list[float]], k: int) -> list[float]:
-    """Each rank's time in the collectives beyond the fastest rank's: its waiting."""
-    fastest = [min(row[j] for row in dur) for j in range(k)]
-    return [sum(row[j] - fastest[j] for j in range(k)) for row in dur]
 
 
 def _overlap_share(dur: list[list[float]], over: list[list[float]], cols: Sequence[int]) -> float:
@@ -317,7 +281,8 @@ def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
         steady = [[c[:k] for c in s if len(c) >= k] for s in steady]
     dur, over = _medians(steady, k, "dur"), _medians(steady, k, "overlap")
     n = len(dur)
-    total_wait = _waits(dur, k)
+    fastest = [min(row[j] for row in dur) for j in range(k)]  # beyond it: waiting
+    total_wait = [sum(row[j] - fastest[j] for j in range(k)) for row in dur]
     total_comp = [sum(c) for c in _medians(steady, k, "compute_before")]
     straggler = max(range(n), key=lambda r: (total_comp[r], -total_wait[r]))
     others = [r for r in range(n) if r != straggler] or [straggler]
@@ -355,22 +320,15 @@ def combine(ranks: Sequence[RankComms]) -> dict[str, Any]:
 
 def _ops(first_call: Sequence[Collective]) -> dict[str, dict[str, Any]]:
     """Per op: collectives per call, bytes per call, bytes each (None when unknown)."""
-    out: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, list[int | None]] = {}
     for c in first_call:
-        d = out.setdefault(c.op, {"count": 0, "bytes": 0, "known": True})
-        d["count"] += 1
-        if c.nbytes is None:
-            d["known"] = False
-        else:
-            d["bytes"] += c.nbytes
-    for d in out.values():
-        known = d.pop("known")
-        d["bytes"] = d["bytes"] if known else None
-        d["mean_bytes"] = d["bytes"] / d["count"] if known and d["count"] else None
+        sizes.setdefault(c.op, []).append(c.nbytes)
+    out = {}
+    for op, b in sizes.items():
+        total = None if None in b else sum(x or 0 for x in b)
+        mean = None if total is None else total / len(b)
+        out[op] = {"count": len(b), "bytes": total, "mean_bytes": mean}
     return out
-
-
-# --- against the baseline ------------------------------------------------------------
 
 
 def fmt_us(us: float) -> str:
@@ -387,9 +345,7 @@ def fmt_bytes(b: float) -> str:
 
 
 def findings(
-    baseline: Mapping[str, Any] | None,
-    current: Mapping[str, Any] | None,
-    slowdown_us: float | None,
+    baseline: Mapping[str, Any] | None, current: Mapping[str, Any] | None, slowdown_us: float | None
 ) -> list[Finding]:
     """What changed in the group's collectives: the measured changes first, then those the
     profiles only name, a late rank last."""
@@ -430,20 +386,17 @@ def _imbalance(
         return None
     mine, theirs = float(st.get("compute_us") or 0.0), float(st.get("others_compute_us") or 0.0)
     before = f"; {fmt_us(was)} in the baseline" if base else ""
-    if mine - theirs < 0.3 * caused:
+    waited = f"rank {st.get('rank')} made the others wait {fmt_us(caused)} per call"
+    if mine - theirs < 0.3 * caused:  # unmeasured: never given a share of the slowdown
         return Finding(
             RANK_IMBALANCE,
-            f"a late rank: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
-            f"without computing more than they did ({fmt_us(mine)} against {fmt_us(theirs)}): "
-            f"something outside its compute (the host, the machine) held it up{before}",
+            f"a late rank: {waited} without computing more than they did ({fmt_us(mine)} "
+            f"against {fmt_us(theirs)}): something outside its compute (the host, the machine) "
+            f"held it up{before}",
         )
-    return Finding(
-        RANK_IMBALANCE,
-        f"rank imbalance: rank {st.get('rank')} made the others wait {fmt_us(caused)} per call "
-        f"(its compute before the collectives: {fmt_us(mine)} per call, the others' "
-        f"{fmt_us(theirs)}){before}",
-        extra_us=grew,
-    )
+    text = f"rank imbalance: {waited} (its compute before the collectives: {fmt_us(mine)} per "
+    text += f"call, the others' {fmt_us(theirs)}){before}"
+    return Finding(RANK_IMBALANCE, text, extra_us=grew)
 
 
 def _overlap(base: Mapping[str, Any], cur: Mapping[str, Any]) -> Finding | None:

@@ -1,8 +1,7 @@
 """Compiler, layout and launch-config stories of a regression. Pure Python.
 
 What the kernel diff alone answers badly: did the compiled code go, and why in dynamo's words
-(the TORCH_TRACE log; :func:`trace_decision` says whether the log is worth a child process)?
-did the layout change? did a Triton kernel's launch config change?
+(the TORCH_TRACE log)? did the layout change? did a Triton kernel's launch config change?
 """
 
 from __future__ import annotations
@@ -76,16 +75,13 @@ def compiled_code(inv: Mapping[str, Any] | None) -> CompiledCode | None:
     if not inv:
         return None
     regions = inv.get("compiled_regions_per_call")
+    regions = float(regions) if isinstance(regions, (int, float)) else None
     names = [str(k.get("name", "")) for k in inv.get("kernels") or [] if isinstance(k, Mapping)]
-    triton = [n for n in names if n.startswith("triton_")]
     marked = inv.get("compiled")
     if marked is None and any(n.startswith(COMPILED_MARKS) for n in names):
         marked = True
-    return CompiledCode(
-        float(regions) if isinstance(regions, (int, float)) else None,
-        triton,
-        bool(marked) if marked is not None else None,
-    )
+    triton = [n for n in names if n.startswith("triton_")]
+    return CompiledCode(regions, triton, None if marked is None else bool(marked))
 
 
 def trace_decision(
@@ -110,9 +106,6 @@ def trace_decision(
         "not compiled code (no torch.compile region or Triton kernel in the profile"
         + (" nor in the baseline's inventory)" if base else "; no baseline inventory)")
     )
-
-
-# --- the stories ---------------------------------------------------------------------
 
 
 def _loc(where: str | None, code: str | None = None) -> str:
@@ -156,8 +149,11 @@ def compiler(ev: Evidence, led: Ledger) -> list[Finding]:
     out = _eager(comp, r)
     breaks = [g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)]
     breaks = [g for g in breaks if not (out and g.get("eager"))]
-    if breaks or r.rose:
-        out.append(_break(breaks, r.text if r.rose else "", r.rose if r.counted else _moved(led)))
+    if breaks or r.rose:  # without regions to compare: the Triton kernels that came or went
+        moved = [c.name for c in led.free("appeared", "vanished")]
+        moved = [n for n in moved if base_function(n).startswith("triton_")]
+        claims = r.rose if r.counted else frozenset(moved) or False
+        out.append(_break(breaks, r.text if r.rose else "", claims))
     recompiles = [x for x in comp.get("recompile_details") or [] if isinstance(x, Mapping)]
     if recompiles and not any(f.cause == RECOMPILE for f in out):
         x = recompiles[-1]
@@ -184,27 +180,13 @@ def _eager(comp: Mapping[str, Any], r: _Regions) -> list[Finding]:
     if not fell:
         return []
     skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
-    text = _gone_sentence(r) + _why_eager(comp, skipped)
-    return [Finding(COMPILED_CODE_GONE, text, EVERYTHING, idle=True)]
-
-
-def _gone_sentence(r: _Regions) -> str:
-    if r.gone:
-        return (
-            f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
-            "the current code runs none, so the function runs eagerly"
-        )
-    return f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
-
-
-def _moved(led: Ledger) -> frozenset[str] | bool:
-    """Without compiled regions to compare: the Triton kernels that appeared or vanished."""
-    moved = frozenset(
-        c.name
-        for c in led.free("appeared", "vanished")
-        if base_function(c.name).startswith("triton_")
+    text = (
+        f"the compiled code is gone: the baseline ran {r.base.describe() if r.base else '?'}, "
+        "the current code runs none, so the function runs eagerly"
+        if r.gone
+        else f"fewer compiled regions run: {r.text}, so part of the function runs eagerly"
     )
-    return moved or False
+    return [Finding(COMPILED_CODE_GONE, text + _why_eager(comp, skipped), EVERYTHING, idle=True)]
 
 
 def _limit_sentence(
@@ -239,16 +221,12 @@ def _why_eager(comp: Mapping[str, Any], skipped: Sequence[Mapping[str, Any]]) ->
              if isinstance(g, Mapping) and g.get("where") == f.get("where") and g.get("code")),
             "",
         )  # fmt: skip
-        return (
-            f"; dynamo gave up on `{f.get('function') or '?'}` and runs it eagerly: "
-            + (
-                f'"{f["skip_reason"]}" ({f.get("skip_explanation", "").rstrip(".")}), '
-                f'after "{f.get("reason")}"'
-                if f.get("skip_reason")
-                else f'"{f.get("reason")}"'
-            )
-            + _loc(f.get("where"), code)
-        )
+        said = f'"{f.get("reason")}"'
+        if f.get("skip_reason"):
+            why = f.get("skip_explanation", "").rstrip(".")
+            said = f'"{f["skip_reason"]}" ({why}), after {said}'
+        gave_up = f"; dynamo gave up on `{f.get('function') or '?'}` and runs it eagerly: "
+        return gave_up + said + _loc(f.get("where"), code)
     gb = next((g for g in comp.get("graph_breaks") or [] if isinstance(g, Mapping)), None)
     if gb is not None:
         return f'; dynamo reported: "{gb.get("reason")}"' + _loc(gb.get("where"), gb.get("code"))
@@ -275,9 +253,8 @@ def _break(
 
 def is_conversion(name: str, kind: str = "kernel") -> bool:
     """A layout conversion: cuDNN's NCHW<->NHWC transposes, reorders, ``.contiguous()`` copies."""
-    if kind == "op":
-        return name.startswith(_CPU_CONVERSION_OPS) or bool(_CONVERSION.search(name))
-    return bool(_CONVERSION.search(name))
+    op = kind == "op" and name.startswith(_CPU_CONVERSION_OPS)
+    return op or bool(_CONVERSION.search(name))
 
 
 def is_conv(name: str) -> bool:
@@ -286,11 +263,7 @@ def is_conv(name: str) -> bool:
 
 def _layout_of(name: str) -> str | None:
     low = name.lower()
-    if "nhwc" in low or "channels_last" in low:
-        return "NHWC"
-    if "nchw" in low:
-        return "NCHW"
-    return None
+    return "NHWC" if "nhwc" in low or "channels_last" in low else "NCHW" if "nchw" in low else None
 
 
 def _strip_layout(name: str) -> str:
@@ -312,30 +285,19 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
         return []
     along = _along(free, conv + swapped)
     members = conv + swapped + along
-    text = _layout_sentence(conv, old, new, along, timing(members))
-    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
-
-
-def _layout_sentence(
-    conv: Sequence[KernelChange],
-    old: KernelChange,
-    new: KernelChange,
-    along: Sequence[KernelChange],
-    together: str,
-) -> str:
     was, now = _layout_of(old.name), _layout_of(new.name)
     direction = f" ({was} -> {now})" if was and now and was != now else ""
-    convs = names(conv)
     appeared = [short_name(c.name, 40) for c in along if c.status == "appeared"][:2]
-    return (
-        f"the memory layout changed: layout conversions appeared ({convs}; "
+    text = (
+        f"the memory layout changed: layout conversions appeared ({names(conv)}; "
         f"{sum(c.delta_us for c in conv):.1f} µs per call) and the convolutions/GEMMs changed "
         f"variant{direction}: {short_name(new.name, 60)} replaced {short_name(old.name, 60)}"
         + (f"; with them {', '.join(appeared)}" if appeared else "")
-        + f" ({together} together); channels_last is lost on the way: "
+        + f" ({timing(members)} together); channels_last is lost on the way: "
         "keep it end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
+    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
 
 
 def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:
@@ -358,9 +320,7 @@ def is_triton(name: str, known: Iterable[str] = ()) -> bool:
 
 
 def _config_text(k: Mapping[str, Any], cfg: Mapping[str, str] | None) -> str:
-    parts = []
-    if k.get("grid"):
-        parts.append("grid " + "x".join(str(x) for x in k["grid"]))
+    parts = ["grid " + "x".join(str(x) for x in k["grid"])] if k.get("grid") else []
     threads = math.prod(int(b) for b in k["block"]) if k.get("block") else None
     if cfg:
         parts.append(", ".join(f"{a}={b}" for a, b in cfg.items()))

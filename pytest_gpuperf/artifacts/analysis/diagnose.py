@@ -1,9 +1,8 @@
 """Where the time went: evidence of one regressed benchmark to a short paragraph. Pure Python.
 
-The slowdown is split between what the profiles measure (:mod:`.attribution`); the stories
-claim those terms in the order of :data:`STORIES`, causes before the symptoms they bring
-(:mod:`.compile_story`, :mod:`.algorithm_story`, :mod:`.resource_story`, :mod:`.work_story`),
-and the first sentence names the finding that explains the largest share, with its share.
+The stories claim the slowdown's terms (:mod:`.attribution`) in the order of :data:`STORIES`,
+causes before the symptoms they bring; the first sentence names the finding that explains
+the largest share, with its share.
 """
 
 from __future__ import annotations
@@ -13,18 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis import algorithm_story as als
-from pytest_gpuperf.artifacts.analysis import comms
+from pytest_gpuperf.artifacts.analysis import comms, nccl_log
 from pytest_gpuperf.artifacts.analysis import compile_story as cs
 from pytest_gpuperf.artifacts.analysis import resource_story as rs
 from pytest_gpuperf.artifacts.analysis import work_story as ws
 from pytest_gpuperf.artifacts.analysis.attribution import Evidence as Evidence
-from pytest_gpuperf.artifacts.analysis.attribution import (
-    Finding,
-    Ledger,
-    leads,
-    rank,
-    told,
-)
+from pytest_gpuperf.artifacts.analysis.attribution import Finding, Ledger, leads, rank, told
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
 from pytest_gpuperf.outcome import Diagnosis as Diagnosis
 from pytest_gpuperf.units import fmt_change, fmt_time
@@ -48,8 +41,6 @@ Story = Callable[[Evidence, Ledger], Sequence[Finding]]
 
 def _group(ev: Evidence, led: Ledger) -> list[Finding]:
     """A distributed benchmark: what changed in its transport and its collectives."""
-    from pytest_gpuperf.artifacts.analysis import nccl_log
-
     cur, base = ev.group or {}, ev.baseline_group or {}
     if not cur:
         return []
@@ -96,7 +87,15 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     claimed = [led.claim(f) for story in STORIES for f in story(ev, led)] if ev.slower else []
     ranked = rank([f for f in claimed if f is not None], led)
     of = "the slowdown" if led.slowdown_us or ev.kernel_diff is None else "what the profiles show"
-    parts = _paragraph(ev, ranked, of, _unseen(led)) + [s.rstrip(".") + "." for s in extra_lines]
+    unseen = []
+    if led.unseen and led.seen is not None and led.slowdown_us:  # what the profiles do not see
+        seen = led.seen * led.slowdown_us
+        unseen.append(
+            f"The profiles show {100 * max(led.seen, 0.0):.0f} % of the slowdown ({seen:+.1f} of "
+            f"{led.slowdown_us:+.1f} µs per call): the rest is time they do not measure (outside "
+            "the profiled calls, or a slowdown that did not reproduce in the profiler's process)."
+        )
+    parts = _paragraph(ev, ranked, of, unseen) + [s.rstrip(".") + "." for s in extra_lines]
     paragraph, details = " ".join(parts), _details(ev)
     if ev.analysis is not None and ev.analysis.device != "cuda":
         paragraph, details = cpu_words(paragraph), [cpu_words(d) for d in details]
@@ -127,12 +126,11 @@ def cpu_words(text: str) -> str:
     return _GPU_WORD.sub(lambda m: _GPU_WORDS[m.group(1)], text)
 
 
-def _headline(ev: Evidence, cause: Finding | None = None, of: str = "the slowdown") -> str:
+def _headline(ev: Evidence, cause: Finding | None, of: str) -> str:
     """``<name> is slower than its baseline: 2.96x time (...)``, with ``cause`` and its share."""
     head = f"{ev.display or ev.key}"
     change = ev.change if ev.change and ev.change != "-" else ""
-    if not change and ev.ratio is not None:
-        change = f"{fmt_change(ev.ratio)} time"
+    change = change or (f"{fmt_change(ev.ratio)} time" if ev.ratio is not None else "")
     per_call = f"({_time(ev.baseline_s)} -> {_time(ev.current_s)} per call)"
     if not ev.slower:
         head += f": no slowdown to explain ({change or 'no change'} {per_call}, {ev.verdict})"
@@ -150,67 +148,41 @@ def _time(s: float | None) -> str:
     return fmt_time(s) if s is not None else "?"
 
 
-def _unseen(led: Ledger) -> list[str]:
-    """What the profiles leave unexplained, when they see under a quarter of the slowdown."""
-    share = led.seen
-    if not led.unseen or share is None or not led.slowdown_us:
-        return []
-    seen = share * led.slowdown_us
-    return [
-        f"The profiles show {100 * max(share, 0.0):.0f} % of the slowdown ({seen:+.1f} of "
-        f"{led.slowdown_us:+.1f} µs per call): the rest is time they do not measure (outside "
-        "the profiled calls, or a slowdown that did not reproduce in the profiler's process)."
-    ]
-
-
 def _paragraph(
     ev: Evidence, ranked: Sequence[Finding], of: str, unseen: Sequence[str] = ()
 ) -> list[str]:
     """The headline with the lead cause, then what comes with it and the next causes."""
     first = ranked[0] if ranked and leads(ranked[0]) else None
     symptoms = [f.sentence for f in ranked if f.symptom]
-    gpm = rs.activity_sentences(ev.baseline_activity, ev.current_activity)
+    gpm = rs.activity_sentences(ev)
     rest = [f for f in ranked if f is not first and told(f)][:3]
-    if first is None:
-        return [_headline(ev, None, of), *_unled(ev, rest, symptoms, gpm)]
+    if first is None:  # a headline that names no cause
+        parts = [_headline(ev, None, of), *(f"{s}." for s in gpm)]
+        if rest:
+            parts.append("No change in the profiles explains much of it; the largest:")
+            return parts + [f"{f.sentence}{_share(f)}." for f in rest]
+        return parts + [f"{s[0].upper()}{s[1:]}." for s in symptoms] + _nothing(ev, gpm)
     parts = [_headline(ev, first, of), *unseen, *(f"With it: {s}." for s in [*symptoms, *gpm])]
     parts += [f"Also{_share(f)}: {f.sentence}." for f in rest]
-    if first.cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY):
-        parts += _ncu_sentence(ev, first)
+    by_name = {n.get("name"): n for n in ev.ncu}
+    hot = next((c for c in first.got if c.delta_us > 0 and c.name in by_name), None)
+    if first.cause in (KERNEL_VARIANT, KERNEL_SLOWER, EXTRA_COPY) and hot is not None:
+        n = by_name[hot.name]
+        parts.append(f"Nsight Compute on {short_name(str(n.get('name')), 48)}: {ncu_line(n)}.")
     return parts
-
-
-def _unled(
-    ev: Evidence, rest: Sequence[Finding], symptoms: Sequence[str], gpm: Sequence[str]
-) -> list[str]:
-    """The sentences after a headline that names no cause."""
-    parts = [f"{s}." for s in gpm]
-    if rest:
-        parts.append("No change in the profiles explains much of it; the largest:")
-        return parts + [f"{f.sentence}{_share(f)}." for f in rest]
-    return parts + [f"{s[0].upper()}{s[1:]}." for s in symptoms] + _nothing(ev, gpm)
 
 
 def _share(f: Finding) -> str:
     return f" ({min(100 * f.share, 100):.0f} %)" if f.share is not None else ""
 
 
-def _ncu_sentence(ev: Evidence, first: Finding) -> list[str]:
-    by_name = {n.get("name"): n for n in ev.ncu}
-    hot = next((c for c in first.got if c.delta_us > 0 and c.name in by_name), None)
-    if hot is None:
-        return []
-    n = by_name[hot.name]
-    return [f"Nsight Compute on {short_name(str(n.get('name')), 48)}: {ncu_line(n)}."]
-
-
 def _nothing(ev: Evidence, gpm: Sequence[str]) -> list[str]:
     """What to say when no story explains the slowdown."""
     a = ev.analysis
-    if not ev.slower:
+    if not ev.slower or (a is None and gpm):
         return []
     if a is None:
-        return [] if gpm else ["No profile could be taken (see the collectors below)."]
+        return ["No profile could be taken (see the collectors below)."]
     if not ev.baseline_inventory:
         side = "the base tree was not profiled" if ev.ab else "the baseline has no inventory"
         inv = ev.current_inventory or {}
@@ -252,9 +224,7 @@ def _details(ev: Evidence) -> list[str]:
     out += [f"ncu {short_name(str(n.get('name', '?')), 48)}: {ncu_line(n)}" for n in ev.ncu]
     out += cs.details(ev.compile)
     out += [f"nsys: {s}" for s in ev.nsys]
-    out += rs.details(
-        ev.baseline_activity, ev.current_activity, ev.baseline_memory, ev.current_memory
-    )
+    out += rs.details(ev)
     if ev.child_median_s is not None and ev.baseline_s:
         again = ev.child_median_s / ev.baseline_s - 1
         rounds = f", {ev.child_rounds} rounds" if ev.child_rounds else ""
@@ -269,8 +239,7 @@ def _details(ev: Evidence) -> list[str]:
 
 
 def _profile_details(ev: Evidence) -> list[str]:
-    a = ev.analysis
-    where = f" in {ev.profiled_in}" if ev.profiled_in else ""
+    a, where = ev.analysis, f" in {ev.profiled_in}" if ev.profiled_in else ""
     if a is None:
         return []
     if a.device != "cuda":
@@ -282,17 +251,13 @@ def _profile_details(ev: Evidence) -> list[str]:
         f"{a.kernels / max(a.calls, 1):.0f} kernel(s) per call"
         + (f" (median {a.median_kernel_us:.1f} µs)" if a.median_kernel_us else "")
     ]
-    for g in a.gaps[:3]:
-        out.append(
-            f"gap {g.dur_us:.1f} µs at +{g.start_us:.0f} µs, after {short_name(g.after, 40)}: "
-            f"{g.cause}"
-        )
-    return out
+    return out + [
+        f"gap {g.dur_us:.1f} µs at +{g.start_us:.0f} µs, after {short_name(g.after, 40)}: {g.cause}"
+        for g in a.gaps[:3]
+    ]
 
 
 def _group_details(cur: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
-    from pytest_gpuperf.artifacts.analysis import nccl_log
-
     out = []
     c = cur.get("comms") or {}
     if c.get("collectives_per_call"):
@@ -317,23 +282,13 @@ def _group_details(cur: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]
 
 def ncu_line(n: Mapping[str, Any]) -> str:
     """``compute-bound: SM 85 %, memory 40 %, occupancy 24 % (168 registers), stalls ...``."""
-    parts = [str(n.get("bottleneck") or "?")]
-    nums = []
-    for key, label in (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM")):
-        v = n.get(key)
-        if isinstance(v, (int, float)):
-            nums.append(f"{label} {v:.0f} %")
-    occ = n.get("occupancy_pct")
-    if isinstance(occ, (int, float)):
-        regs = n.get("registers")
-        nums.append(f"occupancy {occ:.0f} %" + (f" ({regs} registers/thread)" if regs else ""))
-    if nums:
-        parts.append(", ".join(nums))
-    stalls = n.get("stalls") or []
-    if stalls:
-        parts.append("main stalls " + ", ".join(f"{s[0]} {float(s[1]):.1f}" for s in stalls[:2]))
-    text = "; ".join(parts)
-    dur = n.get("duration_us")
-    if isinstance(dur, (int, float)):
-        text += f"; {dur:.1f} µs per launch"
-    return text
+    num = {k: v for k, v in n.items() if isinstance(v, (int, float))}
+    labels = (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM"))
+    nums = [f"{label} {num[k]:.0f} %" for k, label in labels if k in num]
+    if "occupancy_pct" in num:
+        regs = f" ({n['registers']} registers/thread)" if n.get("registers") else ""
+        nums.append(f"occupancy {num['occupancy_pct']:.0f} %{regs}")
+    stalls = ", ".join(f"{s[0]} {float(s[1]):.1f}" for s in (n.get("stalls") or [])[:2])
+    parts = [str(n.get("bottleneck") or "?"), ", ".join(nums), stalls and f"main stalls {stalls}"]
+    dur = f"{num['duration_us']:.1f} µs per launch" if "duration_us" in num else ""
+    return "; ".join(p for p in [*parts, dur] if p)

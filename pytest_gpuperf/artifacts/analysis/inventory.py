@@ -1,10 +1,8 @@
 """Kernel inventories: what a benchmark runs on the GPU per call, and what changed. Pure Python.
 
-An inventory is a small JSON-safe dict (``schema``, per-call times, syncs and copies,
-and ``kernels``: name, launches, time, grid, block), stored with each baseline run in
-``Result.extra["kernels"]``. Names are normalised (:func:`normalize`) so that the same
-kernel matches across runs; on the CPU the entries are operators (``kind: "op"``).
-Inventories older than the ``compiled`` flag lack it.
+An inventory is a small JSON-safe dict stored with each baseline run in
+``Result.extra["kernels"]``. Names are normalised (:func:`normalize`) so that the same kernel
+matches across runs; on the CPU the entries are operators (``kind: "op"``).
 """
 
 from __future__ import annotations
@@ -59,20 +57,13 @@ def _sig(x: float, digits: int = 4) -> float:
 
 def _strip_params(name: str) -> str:
     """Drop a trailing, balanced ``(...)`` parameter list."""
-    name = name.strip()
-    if not name.endswith(")"):
-        return name
-    depth = 0
-    for i in range(len(name) - 1, -1, -1):
-        c = name[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                head = name[:i].rstrip()
-                # "(anonymous namespace)" or a name that is only parentheses: keep it
-                return head if head and not head.endswith(("::", "<", ",")) else name
+    name, depth = name.strip(), 0
+    for i in reversed(range(len(name)) if name.endswith(")") else range(0)):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            head = name[:i].rstrip()
+            # "(anonymous namespace)" or a name that is only parentheses: keep it
+            return head if head and not head.endswith(("::", "<", ",")) else name
     return name
 
 
@@ -94,16 +85,7 @@ def normalize(name: str) -> str:
 def base_function(name: str) -> str:
     """The bare function name, as Nsight Compute's ``--kernel-name-base function`` sees it."""
     n = normalize(name)
-    depth = 0
-    cut = len(n)
-    for i, c in enumerate(n):
-        if c == "<":
-            if depth == 0:
-                cut = i
-                break
-            depth += 1
-    head = n[:cut]
-    return head.rsplit("::", 1)[-1].strip() or n
+    return n.split("<", 1)[0].rsplit("::", 1)[-1].strip() or n
 
 
 def short_name(name: str, width: int = 72) -> str:
@@ -137,10 +119,7 @@ def inventory_from_trace(
     calls = max(a.calls, 1)
     items: dict[tuple[str, str], dict[str, Any]] = {}
     if a.device == "cuda":
-        starts = [c[0] for c in trace.calls]
-        for act in trace.activities:
-            if act.call is None and starts:
-                continue
+        for act in (x for x in trace.activities if x.call is not None or not trace.calls):
             key = (normalize(act.name) if act.kind == "kernel" else act.name, act.kind)
             it = items.setdefault(
                 key, {"name": key[0], "kind": act.kind, "n": 0, "us": 0.0, "args": act.args}
@@ -198,10 +177,8 @@ def combine(inventories: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """One inventory from several baseline runs: per-kernel medians, and their spread
     ((max - min) / median over the runs that have the kernel)."""
     invs = [i for i in inventories if i and i.get("schema") == INVENTORY_SCHEMA]
-    if not invs:
-        return None
-    if len(invs) == 1:
-        return dict(invs[0])
+    if len(invs) <= 1:
+        return dict(invs[0]) if invs else None
     out = dict(invs[-1])
     for key in SUMMARY_FIELDS:
         vals = [float(i[key]) for i in invs if isinstance(i.get(key), (int, float))]
@@ -273,9 +250,8 @@ class KernelDiff:
     @property
     def explained(self) -> float | None:
         """Share of the slowdown explained by more GPU time (the rest: the GPU idled)."""
-        if not self.slowdown_us or self.slowdown_us <= 0:
-            return None
-        return self.gpu_delta_us / self.slowdown_us
+        s = self.slowdown_us
+        return self.gpu_delta_us / s if s and s > 0 else None
 
     @property
     def notable(self) -> list[KernelChange]:
@@ -304,9 +280,7 @@ class KernelDiff:
 
 
 def diff_inventories(
-    baseline_inv: Mapping[str, Any],
-    current_inv: Mapping[str, Any],
-    slowdown_s: float | None,
+    baseline_inv: Mapping[str, Any], current_inv: Mapping[str, Any], slowdown_s: float | None
 ) -> KernelDiff:
     """Attribute a slowdown (seconds per call) to the kernels' changes; a vanished and an
     appeared kernel of one family are a variant swap."""
@@ -322,35 +296,30 @@ def diff_inventories(
     b_other = float(baseline_inv.get("other_us_per_call") or 0.0)
     c_other = float(current_inv.get("other_us_per_call") or 0.0)
     gpu_delta += c_other - b_other
-    slowdown_us, notes = _attribute(changes, slowdown_us, gpu_delta)
+    notes = []
+    if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
+        notes.append(
+            f"the profiled time per call changed by {gpu_delta:+.1f} µs while the measured "
+            f"slowdown is {slowdown_us:+.1f} µs: shares are of what the profiles show"
+        )
+        slowdown_us = None  # the profiles disagree by 2x: no share of the measured slowdown
     gpus = baseline_inv.get("device_name"), current_inv.get("device_name")
     if all(gpus) and gpus[0] != gpus[1]:
         notes.append(f"inventories from different GPUs: {gpus[0]} vs {gpus[1]}")
-    return KernelDiff(
-        slowdown_us=slowdown_us,
-        gpu_delta_us=gpu_delta,
-        changes=changes,
-        variants=_variants(changes),
-        notes=notes,
-    )
+    return KernelDiff(slowdown_us, gpu_delta, changes, _variants(changes), notes)
 
 
 def _kernel_change(
-    key: tuple[str, str],
-    b: Mapping[str, Any] | None,
-    c: Mapping[str, Any] | None,
+    key: tuple[str, str], b: Mapping[str, Any] | None, c: Mapping[str, Any] | None
 ) -> KernelChange:
-    b_us = float(b["us_per_call"]) if b else 0.0
-    c_us = float(c["us_per_call"]) if c else 0.0
-    b_n = float(b["launches"]) if b else 0.0
-    c_n = float(c["launches"]) if c else 0.0
+    b_us, b_n = (float(b["us_per_call"]), float(b["launches"])) if b else (0.0, 0.0)
+    c_us, c_n = (float(c["us_per_call"]), float(c["launches"])) if c else (0.0, 0.0)
     if b is None:
         status = "appeared"
     elif c is None:
         status = "vanished"
     else:
-        tol = max(MIN_CHANGE, float(b.get("spread") or 0.0)) * b_us
-        tol = max(tol, MIN_CHANGE_US)
+        tol = max(max(MIN_CHANGE, float(b.get("spread") or 0.0)) * b_us, MIN_CHANGE_US)
         if c_us - b_us > tol:
             status = "slower"
         elif b_us - c_us > tol:
@@ -359,9 +328,8 @@ def _kernel_change(
             status = "count"
         else:
             status = "same"
-    note = ""
-    if b and c and b.get("grid") and c.get("grid") and b.get("grid") != c.get("grid"):
-        note = f", grid {b['grid']} -> {c['grid']}"
+    grids = (b or {}).get("grid"), (c or {}).get("grid")
+    note = f", grid {grids[0]} -> {grids[1]}" if all(grids) and grids[0] != grids[1] else ""
     return KernelChange(key[0], key[1], status, b_us, c_us, b_n, c_n, note)
 
 
@@ -377,19 +345,6 @@ def _variants(changes: Sequence[KernelChange]) -> list[tuple[str, str]]:
                 variants.append((old.name, nw.name))
                 break
     return variants
-
-
-def _attribute(
-    changes: Sequence[KernelChange], slowdown_us: float | None, gpu_delta: float
-) -> tuple[float | None, list[str]]:
-    """The slowdown to attribute: None, with a note, where the profiles disagree by 2x."""
-    if slowdown_us is not None and (slowdown_us <= 0 or abs(gpu_delta) > 2 * slowdown_us):
-        note = (
-            f"the profiled time per call changed by {gpu_delta:+.1f} µs while the measured "
-            f"slowdown is {slowdown_us:+.1f} µs: shares are of what the profiles show"
-        )
-        return None, [note]
-    return slowdown_us, []
 
 
 def _family(name: str) -> str:

@@ -1,7 +1,6 @@
 """Where a capture's files go: ``<artifacts_dir>/<run id>/<test>/<collector>/...`` and a manifest.
 
-Test ids become folder names (:func:`safe_name`): readable, portable, and
-distinct for distinct ids. Pure Python.
+Test ids become folder names (:func:`safe_name`): readable, portable, distinct. Pure Python.
 """
 
 from __future__ import annotations
@@ -55,9 +54,6 @@ class Layout:
     def run_dir(self) -> Path:
         return self.root / safe_name(self.run_id)
 
-    def test_dir(self, nodeid: str) -> Path:
-        return self.run_dir / safe_name(nodeid)
-
     def prepare(self, nodeid: str) -> Path:
         """Create the test's folder (and a ``.gitignore`` at the root); return it."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -65,7 +61,7 @@ class Layout:
         if not ignore.exists():
             with contextlib.suppress(OSError):
                 ignore.write_text("# created by pytest-gpuperf: captured profiles\n*\n")
-        path = self.test_dir(nodeid)
+        path = self.run_dir / safe_name(nodeid)
         path.mkdir(parents=True, exist_ok=True)
         return path
 

@@ -1,9 +1,7 @@
 """What NCCL's own log (``NCCL_DEBUG=INFO``) says about a communicator. Pure Python.
 
-From the ``Channel ... via P2P/CUMEM/read`` lines, the version, the network and the
-``NCCL_*`` settings, a summary stored with the results (``Result.extra["group"]["nccl"]``),
-so that a later run can tell a *fallback*: a move to a slower transport kind (peer access,
-then host shared memory, then the network). At world size 1 there is no transport.
+A summary stored with the results (``Result.extra["group"]["nccl"]``), so that a later run
+can tell a *fallback*: a move to a slower transport (peer access, host shared memory, network).
 """
 
 from __future__ import annotations
@@ -60,11 +58,9 @@ class NcclLog:
 def transport_name(via: str) -> str:
     """``P2P/CUMEM/read`` -> ``P2P/CUMEM``; ``NET/IB/0/GDRDMA`` -> ``NET/IB``; ``NVLS``."""
     parts = [p for p in via.split("/") if p]
-    if not parts:
-        return "?"
-    if parts[0].upper() == "NET" and len(parts) > 1:
+    if parts and parts[0].upper() == "NET" and len(parts) > 1:
         return f"NET/{parts[1]}"
-    return "/".join(parts[:2])
+    return "/".join(parts[:2]) or "?"
 
 
 def parse(text: str | Iterable[str]) -> NcclLog:
@@ -138,9 +134,7 @@ def merge(summaries: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
 def main_transport(summary: Mapping[str, Any] | None) -> str | None:
     """The transport most connections of a summary use, or None (none logged)."""
     transports = (summary or {}).get("transports") or {}
-    if not transports:
-        return None
-    return str(max(transports.items(), key=lambda kv: (kv[1], kv[0]))[0])
+    return str(max(transports.items(), key=lambda kv: (kv[1], kv[0]))[0]) if transports else None
 
 
 def _speed(transport: str) -> int:

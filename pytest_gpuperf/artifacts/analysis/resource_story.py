@@ -1,10 +1,7 @@
-"""What the GPU's units and the allocator say about a regression. Pure Python.
+"""What the GPU's units (NVML GPM) and the caching allocator say about a regression. Pure Python.
 
-Both are measured with every CUDA result, no capture needed: the activity (NVML GPM,
-:mod:`pytest_gpuperf.telemetry.activity`): the figures that moved, told as what follows from
-the cause, and what bounds the work now; and the caching allocator's figures per call
-(:mod:`pytest_gpuperf.measure.allocation`): buffers allocated and filled per call, a cache
-not reused, retries. More allocations alone are a symptom, never the cause.
+Both are measured with every CUDA result, no capture needed. The activity figures that moved
+follow from the cause; more allocations alone are a symptom, never the cause.
 """
 
 from __future__ import annotations
@@ -97,15 +94,13 @@ def _buffers(led: Ledger, allocs: tuple[float, float], size: tuple[float, float]
     return Finding(ALLOCATION_CHURN, text, frozenset(c.name for c in fills))
 
 
-def activity_sentences(
-    baseline: Sequence[Mapping[str, Any] | None],
-    current: Mapping[str, Any] | None,
-) -> list[str]:
+def activity_sentences(ev: Evidence) -> list[str]:
     """What the GPU's units say: the figures that moved, then what bounds the work now."""
+    current = ev.current_activity
     if not act.usable(current):
         return []
     out = []
-    moves = act.moved(baseline, current)
+    moves = act.moved(ev.baseline_activity, current)
     if moves:
         text = ", ".join(m.text() for m in moves[:3])
         if act.left_tensor_cores(moves):
@@ -142,29 +137,18 @@ def _cells(
     for key, label, show in figures:
         now, was = _fig(cur, key), _base(base, key)
         if now is not None:
-            cells.append(
-                f"{label} {show(was)} -> {show(now)}" if was is not None else f"{label} {show(now)}"
-            )
+            cells.append(f"{label} {'' if was is None else show(was) + ' -> '}{show(now)}")
     return ", ".join(cells)
 
 
-def details(
-    baseline_activity: Sequence[Mapping[str, Any] | None],
-    current_activity: Mapping[str, Any] | None,
-    baseline_memory: Sequence[Mapping[str, Any] | None],
-    current_memory: Mapping[str, Any] | None,
-) -> list[str]:
+def details(ev: Evidence) -> list[str]:
     """The diagnosis' detail lines: the activity and allocator figures, baseline -> now."""
-    out = []
-    if act.usable(current_activity):
+    out, gpu, mem = [], ev.current_activity, ev.current_memory
+    if act.usable(gpu):
         gpm = [(k, act.LABELS[k], functools.partial(act.fmt, k)) for k in _DETAIL_KEYS]
-        out.append(
-            "activity (GPM, baseline -> now): " + _cells(baseline_activity, current_activity, gpm)
-        )
-    elif current_activity and current_activity.get("reason"):
-        out.append(f"activity (GPM): unavailable: {current_activity['reason']}")
-    if current_memory and current_memory.get("available"):
-        out.append(
-            "allocator (baseline -> now): " + _cells(baseline_memory, current_memory, _MEMORY_KEYS)
-        )
+        out.append("activity (GPM, baseline -> now): " + _cells(ev.baseline_activity, gpu, gpm))
+    elif gpu and gpu.get("reason"):
+        out.append(f"activity (GPM): unavailable: {gpu['reason']}")
+    if mem and mem.get("available"):
+        out.append("allocator (baseline -> now): " + _cells(ev.baseline_memory, mem, _MEMORY_KEYS))
     return out

@@ -1,9 +1,8 @@
 """What a torch.profiler (Kineto) trace says about a few steady-state calls. Pure Python.
 
-Everything is read relative to the ``gpuperf/call#<i>`` ranges the profiler pass sets, so
-set-up work and the final synchronize are left out; GPU activities are tied to their call
-through the ``correlation`` id of their launch. It says how busy the GPU was, where the
-idle gaps are and what the host did meanwhile, and whether the call syncs or copies.
+Everything is read relative to the ``gpuperf/call#<i>`` ranges of the profiler pass, so set-up
+work is left out; GPU activities are tied to their call by the ``correlation`` id of their
+launch.
 """
 
 from __future__ import annotations
@@ -190,11 +189,9 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
     for e in events:
         if e.get("ph") != "X":
             continue
-        cat = e.get("cat")
-        name = str(e.get("name", ""))
+        cat, name = e.get("cat"), str(e.get("name", ""))
         try:
-            ts = float(e.get("ts", 0.0))
-            dur = float(e.get("dur", 0.0))
+            ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
         except (TypeError, ValueError):
             continue
         args = e.get("args") or {}
@@ -227,17 +224,14 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
 
 
 def _int(v: Any) -> int | None:
-    try:
+    with contextlib.suppress(TypeError, ValueError):
         return None if v is None else int(v)
-    except (TypeError, ValueError):
-        return None
+    return None
 
 
 def _call_of(ts: float, starts: list[float], calls: list[tuple[float, float]]) -> int | None:
     i = bisect.bisect_right(starts, ts) - 1
-    if i >= 0 and calls[i][0] <= ts <= calls[i][1]:
-        return i
-    return None
+    return i if i >= 0 and calls[i][0] <= ts <= calls[i][1] else None
 
 
 def _innermost_op(ts: float, tid: Any, ops: Sequence[tuple[float, float, str, Any]]) -> str | None:
@@ -256,8 +250,7 @@ def union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]
     merged: list[tuple[float, float]] = []
     for s, e in sorted(intervals):
         if merged and s <= merged[-1][1]:
-            if e > merged[-1][1]:
-                merged[-1] = (merged[-1][0], e)
+            merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
         else:
             merged.append((s, e))
     return merged
@@ -271,7 +264,12 @@ def copy_direction(name: str) -> str:
 
 def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     """Summarise the profiled calls of ``trace`` (see the module docstring)."""
-    calls, notes = _profiled_calls(trace)
+    calls, notes = trace.calls, []
+    if not calls:  # the whole trace as one call
+        notes.append(f"no '{CALL_PREFIX}N' ranges in the trace: the whole trace is analysed")
+        all_ts = [a.ts for a in trace.apis] + [o[0] for o in trace.ops]
+        all_end = [a.ts + a.dur for a in trace.apis] + [o[1] for o in trace.ops]
+        calls = [(min(all_ts), max(all_end))] if all_ts else []
     n = len(calls)
     starts = [c[0] for c in calls]
     by_corr, acts = _assign_calls(trace, starts, calls)
@@ -279,7 +277,9 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
     common: dict[str, Any] = {
         "calls": n,
         "cpu_per_call_us": statistics.fmean(e - s for s, e in calls) if calls else 0.0,
-        "compiled": _compiled(trace, acts),
+        "compiled": any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
+        or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
+        or any(x.startswith(COMPILED_MARKS) for x in trace.annotations),
         "notes": notes,
         "compiled_regions": len(in_calls) / n if n else 0.0,
     }
@@ -327,28 +327,6 @@ def _gpu(
     }
 
 
-def _compiled(trace: Trace, acts: Sequence[Activity]) -> bool:
-    """Whether compiled code ran: Triton kernels, or a compiled region's marks."""
-    return (
-        any(a.name.startswith("triton_") for a in acts if a.kind == "kernel")
-        or any(o[2].startswith(COMPILED_MARKS) for o in trace.ops)
-        or any(x.startswith(COMPILED_MARKS) for x in trace.annotations)
-    )
-
-
-def _profiled_calls(trace: Trace) -> tuple[list[tuple[float, float]], list[str]]:
-    """The profiled calls' (start, end); without call ranges, the whole trace as one call."""
-    calls = trace.calls
-    notes: list[str] = []
-    if not calls:
-        notes.append(f"no '{CALL_PREFIX}N' ranges in the trace: the whole trace is analysed")
-        all_ts = [a.ts for a in trace.apis] + [o[0] for o in trace.ops]
-        all_end = [a.ts + a.dur for a in trace.apis] + [o[1] for o in trace.ops]
-        if all_ts:
-            calls = [(min(all_ts), max(all_end))]
-    return calls, notes
-
-
 def _assign_calls(
     trace: Trace, starts: list[float], calls: list[tuple[float, float]]
 ) -> tuple[dict[int, ApiCall], list[Activity]]:
@@ -384,7 +362,20 @@ def _gaps(
     for dur, g0, g1 in sorted(raw_gaps, reverse=True)[:top_gaps]:
         nxt = by_start.get(g1)
         prev = max((a for a in ends if a.end <= g0 + 1e-6), key=lambda a: a.end, default=None)
-        cause = _gap_cause(g0, g1, nxt, by_corr, sync_apis, trace.ops)
+        sync = next((s for s in sync_apis if s.ts < g1 and s.ts + s.dur > g0 - 1.0), None)
+        launch = by_corr.get(nxt.correlation) if nxt is not None and nxt.correlation else None
+        if sync is not None:  # what the host did meanwhile
+            where = sync.op or _innermost_op(sync.ts, sync.tid, trace.ops)
+            cause = f"host sync ({sync.name}" + (f" in {where})" if where else ")")
+        elif launch is not None:
+            op, late = (
+                _innermost_op(launch.ts, launch.tid, trace.ops) or launch.name,
+                launch.ts - g0,
+            )
+            cause = f"host late: the next launch ({op}) came {late:.1f} µs later"
+            cause = cause if late > 0 else f"launch latency of {op}"
+        else:
+            cause = "unknown"
         gaps.append(Gap(g0 - w0, dur, prev.name if prev else "?", nxt.name if nxt else "?", cause))
     return gaps
 
@@ -392,16 +383,13 @@ def _gaps(
 def _copy_stats(acts: Iterable[Activity]) -> list[CopyStat]:
     """The memory copies by direction, the longest total first."""
     copies: dict[str, CopyStat] = {}
-    for a in acts:
-        if a.kind != "memcpy":
-            continue
+    for a in (a for a in acts if a.kind == "memcpy"):
         d = copy_direction(a.name)
         c = copies.setdefault(d, CopyStat(d, 0, 0, 0.0, 0))
         c.count += 1
         c.bytes += int(_int(a.args.get("bytes")) or 0)
         c.dur_us += a.dur
-        if "Pageable" in a.name:
-            c.pageable += 1
+        c.pageable += "Pageable" in a.name
     return sorted(copies.values(), key=lambda c: -c.dur_us)
 
 
@@ -421,33 +409,9 @@ def _launch_notes(kernels: Sequence[Activity], n: int, mean_gap: float) -> list[
     ]
 
 
-def _gap_cause(
-    g0: float,
-    g1: float,
-    nxt: Activity | None,
-    by_corr: Mapping[int, ApiCall],
-    sync_apis: Sequence[ApiCall],
-    ops: Sequence[tuple[float, float, str, Any]],
-) -> str:
-    for s in sync_apis:
-        if s.ts < g1 and s.ts + s.dur > g0 - 1.0:
-            where = s.op or _innermost_op(s.ts, s.tid, ops)
-            return f"host sync ({s.name}" + (f" in {where})" if where else ")")
-    launch = by_corr.get(nxt.correlation) if nxt is not None and nxt.correlation else None
-    if launch is not None:
-        op = _innermost_op(launch.ts, launch.tid, ops)
-        late = launch.ts - g0
-        if late > 0:
-            return f"host late: the next launch ({op or launch.name}) came {late:.1f} µs later"
-        return f"launch latency of {op or launch.name}"
-    return "unknown"
-
-
 def _syncs(trace: Trace, apis: Sequence[ApiCall]) -> list[SyncStat]:
     out: dict[str, SyncStat] = {}
-    for a in apis:
-        if a.name not in SYNC_APIS:
-            continue
+    for a in (a for a in apis if a.name in SYNC_APIS):
         a.op = a.op or _innermost_op(a.ts, a.tid, trace.ops)
         s = out.setdefault(a.name, SyncStat(a.name, 0, 0.0, []))
         s.count += 1

@@ -1,8 +1,7 @@
 """What the kernels and the device's waiting say: the stories of the work itself. Pure Python.
 
-Copies by direction and source memory, host syncs, per-tensor kernels, recomputed work,
-unfused ops, extra copies and casts, each kernel left on its own, and the waiting nothing
-else explains; each told in the words of its cause, with the fix that fits it.
+Copies, host syncs, per-tensor kernels, recomputed work, unfused ops, extra copies and casts,
+each kernel left on its own, and the waiting nothing else explains.
 """
 
 from __future__ import annotations
@@ -77,9 +76,8 @@ def host_sync(ev: Evidence, led: Ledger) -> list[Finding]:
     """New host syncs: the GPU drains and idles while the host waits (with the device-to-host
     copies the syncing ops read)."""
     a, base = ev.analysis, ev.baseline_inventory or {}
-    if a is None or a.device != "cuda" or a.syncs_per_call <= 0:
-        return []
-    if base and not _syncs_grew(ev):
+    grew = not base or _syncs_grew(ev)
+    if a is None or a.device != "cuda" or a.syncs_per_call <= 0 or not grew:
         return []
     ops = sorted({op for s in a.syncs for op in s.ops})
     if ops and all(op.startswith(_COPY_OPS) for op in ops):
@@ -99,21 +97,15 @@ def host_sync(ev: Evidence, led: Ledger) -> list[Finding]:
 
 def _memory(name: str) -> str:
     m = re.search(r"\((\w+) -> (\w+)\)", name)
-    if not m:
-        return ""
-    host = m.group(1) if m.group(1) != "Device" else m.group(2)
+    host = (m.group(1) if m.group(1) != "Device" else m.group(2)) if m else ""
     return host.lower() if host in ("Pageable", "Pinned") else ""
 
 
 def copies(ev: Evidence, led: Ledger) -> list[Finding]:
     """Copies between host and device (and on the device), by direction and host memory."""
     memcpy = [c for c in led.free() if c.kind == "memcpy"]
-    out = []
-    for direction in _COPIES:
-        group = [c for c in memcpy if copy_direction(c.name) == direction]
-        if sum(c.delta_us for c in group) > 0:
-            out.append(_copy_finding(ev, direction, group))
-    return out
+    groups = {d: [c for c in memcpy if copy_direction(c.name) == d] for d in _COPIES}
+    return [_copy_finding(ev, d, g) for d, g in groups.items() if sum(c.delta_us for c in g) > 0]
 
 
 def _copy_finding(ev: Evidence, direction: str, group: Sequence[KernelChange]) -> Finding:
@@ -145,10 +137,9 @@ def _amount(ev: Evidence, group: Sequence[KernelChange]) -> str:
         c.cur_launches * float(inv.get(c.name, {}).get("bytes_per_launch") or 0) for c in group
     )
     new = all(c.base_launches == 0 for c in group)
-    return (
-        f"{sum(c.cur_launches for c in group):g} per call{f', {fmt_bytes(size)}' if size else ''}, "
-        + (f"{sum(c.cur_us for c in group):.1f} µs per call" if new else at.timing(group))
-    )
+    when = f"{sum(c.cur_us for c in group):.1f} µs per call" if new else at.timing(group)
+    nbytes = f", {fmt_bytes(size)}" if size else ""
+    return f"{sum(c.cur_launches for c in group):g} per call{nbytes}, {when}"
 
 
 def _per_launch(c: KernelChange, current: bool) -> float:
@@ -238,24 +229,21 @@ def recompute(ev: Evidence, led: Ledger) -> list[Finding]:
     return [Finding(RECOMPUTE, text, frozenset(c.name for c in again))]
 
 
-def _fused(name: str) -> tuple[str, str] | None:
-    for pattern, op, fix in _FUSED:
-        if pattern.search(name):
-            return op, fix
-    return None
-
-
 def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
     """A fused op (LayerNorm, softmax, GELU, a GEMM's bias epilogue, ...) gone, and elementwise
     kernels doing its work: ops that ran fused run one kernel each."""
     free = led.free()
-    for old in (c for c in free if c.status == "vanished" and _fused(c.name)):
-        op, fix = _fused(old.name) or ("", "")
-        pattern = next(p for p, o, _ in _FUSED if o == op)
+    for old in (c for c in free if c.status == "vanished"):
+        fused = next((f for f in _FUSED if f[0].search(old.name)), None)
+        if fused is None:
+            continue
+        pattern, op, fix = fused
         parts = [c for c in _more_launches(led) if not pattern.search(c.name)]
         if not parts:
             continue
-        swap = _same_gemm(old, free) if is_gemm(old.name) else None
+        twins = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
+        twins = [c for c in twins if gemm_precision(c.name) == gemm_precision(old.name)]
+        swap = max(twins, key=lambda c: c.cur_us, default=None) if is_gemm(old.name) else None
         if is_gemm(old.name) and swap is None:
             continue  # a GEMM gone without one of its precision in its place: not an epilogue
         claimed = [old, *parts, *([swap] if swap else [])]
@@ -270,12 +258,6 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
             Finding(UNFUSED, text, frozenset(c.name for c in claimed), idle=not _syncs_grew(ev))
         ]
     return []
-
-
-def _same_gemm(old: KernelChange, free: Sequence[KernelChange]) -> KernelChange | None:
-    new = [c for c in free if c.status == "appeared" and is_gemm(c.name)]
-    same = [c for c in new if gemm_precision(c.name) == gemm_precision(old.name)]
-    return max(same, key=lambda c: c.cur_us, default=None)
 
 
 def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
