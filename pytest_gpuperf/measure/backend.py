@@ -30,20 +30,11 @@ if TYPE_CHECKING:
 
 
 class Timer(Protocol):
-    """One timing backend, made for one function (by its mode's factory).
-
-    The fixture calls :meth:`first_call` (once), :meth:`prepare`, :meth:`reset_peak_memory`,
-    :meth:`time_round` many times, then :meth:`host_hidden`, :meth:`host_time` and
-    :meth:`peak_memory`; :meth:`close` always, last. A timer that subclasses this one
-    inherits the defaults: nothing to prepare or release, no such figures.
-    """
+    """One timing backend for one function, called in the order of its methods below
+    (:meth:`close` always, last); a subclass inherits the defaults: no such figures."""
 
     def first_call(self) -> tuple[float, Any]:
         """Call the function once, untimed by the loop: (seconds it took, its output)."""
-        ...
-
-    def time_round(self, calls: int) -> tuple[float, float, int] | Round:
-        """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
         ...
 
     def prepare(self) -> None:
@@ -53,17 +44,20 @@ class Timer(Protocol):
     def reset_peak_memory(self) -> None:
         return None
 
+    def time_round(self, calls: int) -> tuple[float, float, int] | Round:
+        """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
+        ...
+
     def host_hidden(self, last: int) -> bool | None:
-        """Whether the host ran ahead of the device in the ``last`` rounds (None: no such
-        figure)."""
+        """Whether the host ran ahead of the device in the ``last`` rounds."""
         return None
 
     def host_time(self, last: int) -> float | None:
-        """The host's own time per call in the ``last`` rounds (None: not measured)."""
+        """The host's own time per call in the ``last`` rounds."""
         return None
 
     def peak_memory(self) -> int | None:
-        """Peak device memory in bytes since :meth:`reset_peak_memory` (None: not measured)."""
+        """Peak device memory in bytes since :meth:`reset_peak_memory`."""
         return None
 
     def close(self) -> None:
@@ -143,14 +137,9 @@ class Invocation:
         return self.fn(*args, **kwargs)
 
 
-class TimerFactory(Protocol):
-    """Makes a mode's timer (:attr:`Mode.factory`) for the benchmark's :class:`Invocation`.
-
-    The timer calls ``call.prepare()`` outside its timed region before each call (a no-op
-    without ``setup=``); a factory that cannot time ``call`` raises.
-    """
-
-    def __call__(self, call: Invocation, policy: MeasurePolicy) -> Timer: ...
+#: Makes a mode's timer for the benchmark's call, or raises when it cannot time it. The timer
+#: calls ``call.prepare()`` outside its timed region before each call.
+TimerFactory = Callable[[Invocation, MeasurePolicy], Timer]
 
 
 #: Settings that make any two results comparable, whatever their mode (stored with each).

@@ -44,8 +44,8 @@ _L4 = _tflops(None, None, 30.3, 60.0, 121.0, 121.0, 242.5, 242.5)
 _SHEET = "NVIDIA {} Tensor Core GPU datasheet{}"
 #: (pattern on the device name, peaks), first match wins: more specific names first.
 PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = tuple(
-    (re.compile(pattern, re.I), Peak(*peak))
-    for pattern, *peak in (
+    (re.compile(pattern, re.I), Peak(name, gbps, tflops, source))
+    for pattern, name, gbps, tflops, source in (
         (r"H200 NVL", "H200 NVL", 4800.0, _HOPPER_NVL, _SHEET.format("H200", ", H200 NVL")),
         (r"H200", "H200", 4800.0, _HOPPER_SXM, _SHEET.format("H200", ", H200 SXM")),
         (r"H100 NVL", "H100 NVL", 3900.0, _HOPPER_NVL, _SHEET.format("H100", ", H100 NVL")),
