@@ -1,9 +1,9 @@
 """NVML GPM (GPU performance monitoring): two samples around a window, the metrics between them.
 
 GPM is NVML's counterpart of DCGM's profiling metrics, read through nvidia-ml-py with no
-DCGM install. Its counters refresh every 100 ms, so a window lasts at least
-:data:`MIN_WINDOW_S`. It needs a Hopper or newer GPU; on MIG it is per instance, which this
-module does not read. Nothing here raises to the caller but :class:`GpmUnavailable`.
+DCGM install. Its counters refresh every 100 ms, so a window lasts longer. It needs a Hopper
+or newer GPU; on MIG it is per instance, which this module does not read. Nothing here raises
+to the caller but :class:`GpmUnavailable`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from typing import Any
 
 from pytest_gpuperf.telemetry.activity import METRICS
 from pytest_gpuperf.telemetry.nvml import explain
-
-#: NVML's counters refresh every 100 ms: two samples closer than that say little.
-MIN_WINDOW_S = 0.11
 
 
 class GpmUnavailable(Exception):

@@ -37,13 +37,11 @@ Finish = Callable[[Any], dict[str, Any]]
 
 def gather(finishers: list[Any], raw: Any) -> dict[str, Any] | None:
     """What the telemetry probes' finishers found over the measurement ``raw``, merged."""
-    telemetry: dict[str, Any] | None = None
+    merged: dict[str, Any] = {}
     for finish in finishers:
         if callable(finish):
-            extra = finish(raw)
-            if extra:
-                telemetry = {**(telemetry or {}), **extra}
-    return telemetry
+            merged.update(finish(raw) or {})
+    return merged or None
 
 
 def torch_device_identity() -> tuple[int, str | None]:
@@ -57,10 +55,7 @@ def torch_device_identity() -> tuple[int, str | None]:
 
 class ActivityWindow:
     """GPM over a window of calls: :meth:`start`, the calls, :meth:`stop` -> the activity.
-
-    ``reader`` is None when GPM cannot be read (``reason`` says why): then :attr:`wanted` is
-    False, so the caller can keep its window short.
-    """
+    Without a ``reader`` (``reason`` says why) :attr:`wanted` is False: keep the window short."""
 
     def __init__(self, reader: _gpm.GpmReader | None, reason: str | None = None):
         self.reader = reader
@@ -131,7 +126,7 @@ class NvmlTelemetry:
         self._gpm: dict[tuple[int, str | None], _gpm.GpmReader | str] = {}
 
     def _open(self) -> str | None:
-        """``None`` when NVML is ready, else why it is not (decided once)."""
+        """Why NVML is not ready, or ``None`` (decided once)."""
         if not self._opened:
             self._opened = True
             try:
