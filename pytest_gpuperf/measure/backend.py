@@ -198,12 +198,8 @@ class Mode:
 
 
 class Modes:
-    """The timing modes of one session or CLI run, by name, in the order they run.
-
-    Built once from every ``pytest_gpuperf_timing_modes`` hook, the built-in ones first. A
-    mode whose name is taken fails, unless it declares ``replaces=`` that name: it then takes
-    the named mode's place.
-    """
+    """The timing modes of one run, in order, from every ``pytest_gpuperf_timing_modes`` hook
+    (the built-in ones first); a mode takes a name only with ``replaces=`` that name."""
 
     def __init__(self, modes: Iterable[Mode] = ()):
         by_name: dict[str, Mode] = {}
@@ -217,10 +213,8 @@ class Modes:
                     )
                 if mode.name != mode.replaces and mode.name in by_name:
                     raise ValueError(f"two timing modes are named {mode.name!r}")
-                by_name = {
-                    (mode.name if n == mode.replaces else n): (mode if n == mode.replaces else m)
-                    for n, m in by_name.items()
-                }
+                swap = (mode if m.name == mode.replaces else m for m in by_name.values())
+                by_name = {m.name: m for m in swap}
                 continue
             if mode.name in by_name:
                 raise ValueError(
@@ -232,9 +226,6 @@ class Modes:
 
     def __iter__(self) -> Iterator[Mode]:
         return iter(self._by_name.values())
-
-    def __len__(self) -> int:
-        return len(self._by_name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
@@ -252,8 +243,7 @@ class Modes:
     def for_benchmark(
         self, device: str, policy: MeasurePolicy, *, group: bool = False
     ) -> list[Mode]:
-        """The modes a benchmark on ``device`` with ``policy`` is measured in, in order
-        (``group``: a distributed benchmark)."""
+        """The modes a benchmark on ``device`` is measured in (``group``: distributed)."""
         return [
             m
             for m in self._by_name.values()
@@ -265,8 +255,7 @@ def _unknown(name: str, known: Sequence[str]) -> Mode:
     def refuse(*args: Any, **kwargs: Any) -> Timer:
         raise ValueError(f"no timing mode named {name!r} is registered (known: {', '.join(known)})")
 
-    # What results of a mode this process does not know (a plugin's, read back by the
-    # CLI) are judged as: two figures, classes from the runs, as CUDA events.
+    # A mode this process does not know (a plugin's, read by the CLI) is judged as CUDA events
     return Mode(name, device="", selected=lambda policy: False, factory=refuse, hides_host=True)
 
 
