@@ -68,10 +68,6 @@ class ContentionWindow:
         self.waited: float | None = None
         self.threads: float | None = None
 
-    def _open(self) -> None:
-        wait = process_wait_ns()
-        self._start = (time.perf_counter(), wait, time.process_time_ns(), time.thread_time_ns())
-
     def _close(self) -> None:
         if self._start is None:
             return
@@ -94,7 +90,8 @@ class ContentionWindow:
                 with inner(name) as value:
                     yield value
                 return
-            self._open()
+            wait = process_wait_ns()
+            self._start = (time.perf_counter(), wait, time.process_time_ns(), time.thread_time_ns())
             try:
                 with inner(name) as value:
                     yield value

@@ -154,8 +154,7 @@ class NvmlTelemetry:
         if reason:
             return ActivityWindow(None, f"NVML is not available: {reason}")
         try:
-            index, uuid = self._identity()
-            key = (index, uuid)
+            key = self._identity()
             if key not in self._gpm:
                 nv = self._nvml
                 assert nv is not None
@@ -168,14 +167,11 @@ class NvmlTelemetry:
             return ActivityWindow(None, str(e))
         except Exception as e:
             return ActivityWindow(None, f"GPM could not be set up: {_nvml.explain(e)}")
-        if isinstance(got, str):
-            return ActivityWindow(None, got)
-        return ActivityWindow(got)
+        return ActivityWindow(None, got) if isinstance(got, str) else ActivityWindow(got)
 
     def _device(self) -> _nvml.Device:
         assert self._nvml is not None
-        index, uuid = self._identity()
-        key = (index, uuid)
+        key = index, uuid = self._identity()
         if key not in self._devices:
             self._devices[key] = _nvml.select_device(
                 self._nvml, uuid=uuid, cuda_index=index, visible=self._visible
