@@ -201,19 +201,15 @@ def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], lis
     return out, [name for name in dict.fromkeys(n for n, _ in candidates) if name not in out]
 
 
-#: what :func:`sample_reader` reads only every ``slow_every``-th time
 _SLOW = ("mem_clock_mhz", "power_w", "temperature_c", "utilization")
 
 
 def sample_reader(
     dev: Device, clock: Callable[[], float], *, slow_every: int = 1
 ) -> Callable[[], Sample]:
-    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises).
-
-    The SM clock and the clock-event reasons are read every time, the other metrics every
-    ``slow_every``-th time: NVML averages them over 100 ms to 1 s, and each call is one more
-    wait for the GIL.
-    """
+    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises); the
+    :data:`_SLOW` metrics only every ``slow_every``-th time (NVML averages them over 100 ms to
+    1 s, and each call is one more wait for the GIL)."""
     r = dev.readers
     fast = [(k, r[k]) for k in ("sm_clock_mhz", "clock_events") if k in r]
     slow = fast + [(k, r[k]) for k in _SLOW if k in r]
@@ -315,11 +311,8 @@ def split_siblings(
 
 
 class Sampler:
-    """Reads samples every ``interval_s`` in a daemon thread until :meth:`stop`.
-
-    One sample is read in :meth:`start` and one in :meth:`stop`, so even a short
-    measurement is covered. Any error ends the sampling and is kept in :attr:`error`.
-    """
+    """Reads samples every ``interval_s`` in a daemon thread, and one in :meth:`start` and
+    :meth:`stop` (a short measurement is covered too); an error ends it, kept in :attr:`error`."""
 
     def __init__(
         self,
