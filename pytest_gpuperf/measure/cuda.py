@@ -16,6 +16,7 @@ from typing import Any
 from pytest_gpuperf.errors import GpuPerfError, GraphCaptureError
 from pytest_gpuperf.measure.backend import Invocation, Timer
 from pytest_gpuperf.measure.engine import Round, gc_paused
+from pytest_gpuperf.measure.memory import first_line
 from pytest_gpuperf.measure.policy import MeasurePolicy
 
 
@@ -306,8 +307,7 @@ def _root_cause(e: BaseException) -> str:
         cur = cur.__cause__ or cur.__context__
     lines = []
     for err in reversed(seen):
-        text = str(err).strip()
-        first = text.splitlines()[0] if text else type(err).__name__
+        first = first_line(err)
         if first not in lines:
             lines.append(first)
     return "; then ".join(lines[:2])
@@ -322,11 +322,8 @@ GRAPH_RULES = (
 
 
 class CudaGraphTimer(_CudaTimerBase):
-    """Replays of a CUDA graph holding several calls, captured on a side stream.
-
-    Gives the GPU time of the calls without the host's launch overhead. The
-    L2 is not flushed between captured calls (data the calls share stays hot).
-    """
+    """Replays of a CUDA graph holding several calls, captured on a side stream: the GPU time
+    without the host's launch overhead; no L2 flush between captured calls."""
 
     mode = "cuda-graph"
 
