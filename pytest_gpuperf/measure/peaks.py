@@ -117,13 +117,9 @@ def of_peak(
     declared work, a time or the GPU in :data:`PEAKS`). ``flops_of_peak`` needs the dtype;
     fp32 also gets ``flops_of_tf32_peak`` (a fp32 matmul runs on TF32 cores where allowed)."""
     peak = peak_for(device_name)
-    if (
-        peak is None
-        or seconds is None
-        or not math.isfinite(seconds)
-        or seconds <= 0
-        or (flops is None and nbytes is None)
-    ):
+    if peak is None or seconds is None or not 0 < seconds < math.inf:
+        return None
+    if flops is None and nbytes is None:
         return None
     out: dict[str, Any] = {"gpu": peak.name, "source": peak.source}
     if nbytes is not None:
