@@ -8,6 +8,7 @@ Python between them: a few microseconds per call (docs/performance.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -238,13 +239,7 @@ def processes(nvml: ModuleType, h: Any) -> dict[int, int | None]:
     out: dict[int, int | None] = {}
     for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         fn = getattr(nvml, name, None)
-        if fn is None:
-            continue
-        try:
-            items = fn(h)
-        except Exception:
-            continue
-        for p in items:
+        for p in (maybe(functools.partial(fn, h)) if fn is not None else None) or []:
             pid = int(p.pid)
             mem = getattr(p, "usedGpuMemory", None)
             mem = int(mem) if isinstance(mem, int) and mem >= 0 else None
