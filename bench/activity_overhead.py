@@ -72,17 +72,16 @@ def sample_cost(tel: Any, n: int = 200) -> dict[str, Any]:
     w = tel.activity_window()
     if not w.wanted:
         return {"reason": w.reason}
-    reader = w.reader
-    reader.start()
-    reader.stop()
+    w.start()
+    w.stop()
     t, c = time.perf_counter(), time.thread_time()
     for _ in range(n):
-        reader._take(0)
+        w._take(0)
     sample = (1e6 * (time.perf_counter() - t) / n, 1e6 * (time.thread_time() - c) / n)
     t = time.perf_counter()
     for _ in range(20):
-        reader.start()
-        reader.stop()
+        w.start()
+        w.stop()
     both = 1e6 * (time.perf_counter() - t) / 20
     return {"sample_wall_us": sample[0], "sample_cpu_us": sample[1], "window_us": both}
 

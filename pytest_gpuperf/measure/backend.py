@@ -30,20 +30,11 @@ if TYPE_CHECKING:
 
 
 class Timer(Protocol):
-    """One timing backend, made for one function (by its mode's factory).
-
-    The fixture calls :meth:`first_call` (once), :meth:`prepare`, :meth:`reset_peak_memory`,
-    :meth:`time_round` many times, then :meth:`host_hidden`, :meth:`host_time` and
-    :meth:`peak_memory`; :meth:`close` always, last. A timer that subclasses this one
-    inherits the defaults: nothing to prepare or release, no such figures.
-    """
+    """One timing backend for one function, called in the order of its methods below
+    (:meth:`close` always, last); a subclass inherits the defaults: no such figures."""
 
     def first_call(self) -> tuple[float, Any]:
         """Call the function once, untimed by the loop: (seconds it took, its output)."""
-        ...
-
-    def time_round(self, calls: int) -> tuple[float, float, int] | Round:
-        """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
         ...
 
     def prepare(self) -> None:
@@ -53,17 +44,20 @@ class Timer(Protocol):
     def reset_peak_memory(self) -> None:
         return None
 
+    def time_round(self, calls: int) -> tuple[float, float, int] | Round:
+        """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
+        ...
+
     def host_hidden(self, last: int) -> bool | None:
-        """Whether the host ran ahead of the device in the ``last`` rounds (None: no such
-        figure)."""
+        """Whether the host ran ahead of the device in the ``last`` rounds."""
         return None
 
     def host_time(self, last: int) -> float | None:
-        """The host's own time per call in the ``last`` rounds (None: not measured)."""
+        """The host's own time per call in the ``last`` rounds."""
         return None
 
     def peak_memory(self) -> int | None:
-        """Peak device memory in bytes since :meth:`reset_peak_memory` (None: not measured)."""
+        """Peak device memory in bytes since :meth:`reset_peak_memory`."""
         return None
 
     def close(self) -> None:
@@ -143,14 +137,9 @@ class Invocation:
         return self.fn(*args, **kwargs)
 
 
-class TimerFactory(Protocol):
-    """Makes a mode's timer (:attr:`Mode.factory`) for the benchmark's :class:`Invocation`.
-
-    The timer calls ``call.prepare()`` outside its timed region before each call (a no-op
-    without ``setup=``); a factory that cannot time ``call`` raises.
-    """
-
-    def __call__(self, call: Invocation, policy: MeasurePolicy) -> Timer: ...
+#: Makes a mode's timer for the benchmark's call, or raises when it cannot time it. The timer
+#: calls ``call.prepare()`` outside its timed region before each call.
+TimerFactory = Callable[[Invocation, MeasurePolicy], Timer]
 
 
 #: Settings that make any two results comparable, whatever their mode (stored with each).
@@ -209,12 +198,8 @@ class Mode:
 
 
 class Modes:
-    """The timing modes of one session or CLI run, by name, in the order they run.
-
-    Built once from every ``pytest_gpuperf_timing_modes`` hook, the built-in ones first. A
-    mode whose name is taken fails, unless it declares ``replaces=`` that name: it then takes
-    the named mode's place.
-    """
+    """The timing modes of one run, in order, from every ``pytest_gpuperf_timing_modes`` hook
+    (the built-in ones first); a mode takes a name only with ``replaces=`` that name."""
 
     def __init__(self, modes: Iterable[Mode] = ()):
         by_name: dict[str, Mode] = {}
@@ -228,10 +213,8 @@ class Modes:
                     )
                 if mode.name != mode.replaces and mode.name in by_name:
                     raise ValueError(f"two timing modes are named {mode.name!r}")
-                by_name = {
-                    (mode.name if n == mode.replaces else n): (mode if n == mode.replaces else m)
-                    for n, m in by_name.items()
-                }
+                swap = (mode if m.name == mode.replaces else m for m in by_name.values())
+                by_name = {m.name: m for m in swap}
                 continue
             if mode.name in by_name:
                 raise ValueError(
@@ -243,9 +226,6 @@ class Modes:
 
     def __iter__(self) -> Iterator[Mode]:
         return iter(self._by_name.values())
-
-    def __len__(self) -> int:
-        return len(self._by_name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
@@ -263,8 +243,7 @@ class Modes:
     def for_benchmark(
         self, device: str, policy: MeasurePolicy, *, group: bool = False
     ) -> list[Mode]:
-        """The modes a benchmark on ``device`` with ``policy`` is measured in, in order
-        (``group``: a distributed benchmark)."""
+        """The modes a benchmark on ``device`` is measured in (``group``: distributed)."""
         return [
             m
             for m in self._by_name.values()
@@ -276,8 +255,7 @@ def _unknown(name: str, known: Sequence[str]) -> Mode:
     def refuse(*args: Any, **kwargs: Any) -> Timer:
         raise ValueError(f"no timing mode named {name!r} is registered (known: {', '.join(known)})")
 
-    # What results of a mode this process does not know (a plugin's, read back by the
-    # CLI) are judged as: two figures, classes from the runs, as CUDA events.
+    # A mode this process does not know (a plugin's, read by the CLI) is judged as CUDA events
     return Mode(name, device="", selected=lambda policy: False, factory=refuse, hides_host=True)
 
 

@@ -68,10 +68,6 @@ class ContentionWindow:
         self.waited: float | None = None
         self.threads: float | None = None
 
-    def _open(self) -> None:
-        wait = process_wait_ns()
-        self._start = (time.perf_counter(), wait, time.process_time_ns(), time.thread_time_ns())
-
     def _close(self) -> None:
         if self._start is None:
             return
@@ -94,7 +90,8 @@ class ContentionWindow:
                 with inner(name) as value:
                     yield value
                 return
-            self._open()
+            wait = process_wait_ns()
+            self._start = (time.perf_counter(), wait, time.process_time_ns(), time.thread_time_ns())
             try:
                 with inner(name) as value:
                     yield value
@@ -106,11 +103,7 @@ class ContentionWindow:
     def record(self, clock: str | None = None) -> dict[str, Any] | None:
         """``contention`` of a run: ``waited``, ``threads`` and the ``clock`` the timer read
         (``"thread"``, ``"wall"``, or None for a GPU's own figure)."""
-        out: dict[str, Any] = {}
-        if clock is not None:
-            out["clock"] = clock
-        if self.waited is not None:
-            out["waited"] = round(self.waited, 4)
-        if self.threads is not None:
-            out["threads"] = round(self.threads, 2)
-        return out or None
+        waited = None if self.waited is None else round(self.waited, 4)
+        threads = None if self.threads is None else round(self.threads, 2)
+        out = {"clock": clock, "waited": waited, "threads": threads}
+        return {k: v for k, v in out.items() if v is not None} or None

@@ -52,14 +52,14 @@ class CpuTimer(Timer):
         tick = time.thread_time_ns if self.clock == THREAD else time.perf_counter_ns
         t = time.perf_counter_ns()
         if self._setup is not None:
-            per_call = calls_alone_ns(self._setup, calls, tick) / 1e9 / calls
-            return per_call, (time.perf_counter_ns() - t) / 1e9, calls
-        call = self._call
-        a = tick()
-        for _ in range(calls):
-            call()
-        per_call = (tick() - a) / 1e9 / calls
-        return per_call, (time.perf_counter_ns() - t) / 1e9, calls
+            ns = calls_alone_ns(self._setup, calls, tick)
+        else:
+            call = self._call
+            a = tick()
+            for _ in range(calls):
+                call()
+            ns = tick() - a
+        return ns / 1e9 / calls, (time.perf_counter_ns() - t) / 1e9, calls
 
     def _probe_round(self, calls: int) -> tuple[float, float, int]:
         """A round timed on both clocks; the clock is chosen once the probe has seen enough."""

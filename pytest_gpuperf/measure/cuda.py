@@ -16,6 +16,7 @@ from typing import Any
 from pytest_gpuperf.errors import GpuPerfError, GraphCaptureError
 from pytest_gpuperf.measure.backend import Invocation, Timer
 from pytest_gpuperf.measure.engine import Round, gc_paused
+from pytest_gpuperf.measure.memory import first_line
 from pytest_gpuperf.measure.policy import MeasurePolicy
 
 
@@ -26,8 +27,7 @@ def _sync() -> None:
 
 
 def event_pairs(events: tuple[list[Any], list[Any]], n: int) -> tuple[list[Any], list[Any]]:
-    """``events``' (starts, ends) lists of timing CUDA events, grown to ``n`` pairs or more
-    (torch looked up only then: a device round calls this inside its host timing)."""
+    """``events``' (starts, ends) lists of timing CUDA events, grown to ``n`` pairs or more."""
     starts, ends = events
     if len(starts) < n:
         import torch
@@ -73,16 +73,11 @@ class _CudaTimerBase(Timer):
         self._torch.cuda.reset_peak_memory_stats()
 
     def plain_calls(self, calls: int) -> int:
-        """``calls`` calls back to back (with their setup), no flush, no spin, then a
+        """``calls`` calls back to back (each after its setup), no flush, no spin, then a
         synchronize: the window the activity and allocator figures are read over."""
-        call, prepare = self._call, self._inv.prepare
-        if self._has_setup:
-            for _ in range(calls):
-                prepare()
-                call()
-        else:
-            for _ in range(calls):
-                call()
+        call = self._call  # with setup=, the Invocation: each call prepares its arguments
+        for _ in range(calls):
+            call()
         _sync()
         return calls
 
@@ -122,7 +117,6 @@ class CudaEventsTimer(_CudaTimerBase):
         #: per end-to-end round: host seconds to enqueue one call (the loop before its sync)
         self.host_per_call: list[float] = []
         self._flush_buf: Any = None
-        self._pair: tuple[Any, Any] | None = None
         self._spin_pair: tuple[Any, Any] | None = None
 
     def prepare(self) -> None:
@@ -132,7 +126,6 @@ class CudaEventsTimer(_CudaTimerBase):
             self._flush_buf = torch.empty(n // 4, dtype=torch.int32, device="cuda")
             self._reserved = n
         new = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
-        self._pair = (new(), new())
         self._spin_pair = (new(), new())
         if self.hide_host:
             a, b = self._spin_pair
@@ -195,86 +188,56 @@ class CudaEventsTimer(_CudaTimerBase):
         return Round(per_call, wall, calls, e2e)
 
     def _e2e_round(self, calls: int) -> tuple[float, float]:
-        assert self._pair is not None, "prepare() first"
-        if self._has_setup:
-            return self._e2e_round_with_setup(calls)
-        call = self._call
-        start, end = self._pair
-        t = time.perf_counter()
-        start.record()
-        for _ in range(calls):
-            call()
-        end.record()
-        enqueue = time.perf_counter() - t
-        end.synchronize()
-        wall = time.perf_counter() - t
-        self.hiding.observe_enqueue(calls, enqueue)
-        self.host_per_call.append(enqueue / calls)
-        return start.elapsed_time(end) / 1000.0 / calls, wall
-
-    def _e2e_round_with_setup(self, calls: int) -> tuple[float, float]:
-        """Calls with a setup between them: an event pair per call, the setup outside it."""
-        inv = self._inv
-        starts, ends = event_pairs(self._events, calls)
-        t = time.perf_counter()
-        for i in range(calls):
-            inv.prepare()
-            starts[i].record()
-            inv()
-            ends[i].record()
-        enqueue = time.perf_counter() - t
-        ends[calls - 1].synchronize()
-        wall = time.perf_counter() - t
+        ms, enqueue, wall = self._enqueue(calls, self._has_setup)
         self.hiding.observe_enqueue(calls, enqueue)  # setup included: the spin must cover it
         self.host_per_call.append(enqueue / calls)
-        ms = sum(starts[i].elapsed_time(ends[i]) for i in range(calls)) / calls
-        return ms / 1000.0, wall
+        return sum(ms) / calls / 1000.0, wall
 
     def _device_round(self, calls: int) -> tuple[float, bool]:
-        call = self._call
-        torch = self._torch
         assert self._spin_pair is not None, "prepare() first"
         cycles = self.hiding.spin_cycles(calls) if self.hide_host else 0
         spin_a, spin_b = self._spin_pair
         if cycles:
             spin_a.record()
-            torch.cuda._sleep(cycles)
+            self._torch.cuda._sleep(cycles)
             spin_b.record()
+        pairs = self.l2_flush or self._has_setup
+        ms, enqueue, _ = self._enqueue(calls, pairs, self._flush_buf if self.l2_flush else None)
+        spin_s = spin_a.elapsed_time(spin_b) / 1000.0 if cycles else 0.0
+        hidden = self.hiding.observe(calls, cycles, spin_s, enqueue)
+        return (statistics.median(ms) if pairs else ms[0] / calls) / 1000.0, hidden
+
+    def _enqueue(
+        self, calls: int, pairs: bool, flush: Any = None
+    ) -> tuple[list[float], float, float]:
+        """Enqueue ``calls`` calls, each after its setup (and ``flush.zero_()``), in an event
+        pair each (``pairs``) or one pair around them all; then wait for the last. Returns
+        each pair's milliseconds, the host seconds to enqueue, and until the last ended."""
+        call, prepare = self._call, self._inv.prepare
+        starts, ends = event_pairs(self._events, calls if pairs else 1)
         t = time.perf_counter()
-        per_call_pairs = self.l2_flush or self._has_setup
-        if per_call_pairs:
-            buf = self._flush_buf if self.l2_flush else None
-            prepare = self._inv.prepare
-            starts, ends = event_pairs(self._events, calls)
+        if pairs:
             for i in range(calls):
                 prepare()
-                if buf is not None:
-                    buf.zero_()
+                if flush is not None:
+                    flush.zero_()
                 starts[i].record()
                 call()
                 ends[i].record()
-            last = ends[calls - 1]
         else:
-            starts, ends = event_pairs(self._events, 1)
             starts[0].record()
             for _ in range(calls):
                 call()
             ends[0].record()
-            last = ends[0]
         enqueue = time.perf_counter() - t
-        last.synchronize()
-        spin_s = spin_a.elapsed_time(spin_b) / 1000.0 if cycles else 0.0
-        hidden = self.hiding.observe(calls, cycles, spin_s, enqueue)
-        if per_call_pairs:
-            ms = statistics.median(starts[i].elapsed_time(ends[i]) for i in range(calls))
-        else:
-            ms = starts[0].elapsed_time(ends[0]) / calls
-        return ms / 1000.0, hidden
+        n = calls if pairs else 1
+        ends[n - 1].synchronize()
+        wall = time.perf_counter() - t
+        return [starts[i].elapsed_time(ends[i]) for i in range(n)], enqueue, wall
 
     def close(self) -> None:
         super().close()
         self._flush_buf = None
-        self._pair = None
         self._spin_pair = None
 
 
@@ -344,8 +307,7 @@ def _root_cause(e: BaseException) -> str:
         cur = cur.__cause__ or cur.__context__
     lines = []
     for err in reversed(seen):
-        text = str(err).strip()
-        first = text.splitlines()[0] if text else type(err).__name__
+        first = first_line(err)
         if first not in lines:
             lines.append(first)
     return "; then ".join(lines[:2])
@@ -360,11 +322,8 @@ GRAPH_RULES = (
 
 
 class CudaGraphTimer(_CudaTimerBase):
-    """Replays of a CUDA graph holding several calls, captured on a side stream.
-
-    Gives the GPU time of the calls without the host's launch overhead. The
-    L2 is not flushed between captured calls (data the calls share stays hot).
-    """
+    """Replays of a CUDA graph holding several calls, captured on a side stream: the GPU time
+    without the host's launch overhead; no L2 flush between captured calls."""
 
     mode = "cuda-graph"
 

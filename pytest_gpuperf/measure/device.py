@@ -15,7 +15,6 @@ def cuda_unavailable_reason(*, short: bool = False) -> str | None:
         if short:
             return "no torch"
         return f"torch cannot be imported ({e}); install it with `pip install torch`"
-
     if torch.version.cuda is None:
         if short:
             return "no CUDA"

@@ -85,6 +85,7 @@ def flag_notes(
     """What is wrong with a result, each with what to do about it (``setup``: each call was
     timed alone; ``mode``: its timing mode, default the built-in one of its name)."""
     notes = []
+    mode = mode or backend.get(result.id.mode)
     s = result.summary
     on_gpu = result.device == "cuda"
     if result.stability == "no-steady-state":
@@ -111,16 +112,10 @@ def flag_notes(
             "host could not run ahead of it; its end-to-end time is the figure to read"
         )
     if s.n and max(s.rel_iqr, s.rel_ci) > policy.noise_threshold:
-        remedy = (mode or backend.get(result.id.mode)).noisy_remedy
         notes.append(
             f"noisy: rounds scatter {100 * s.rel_iqr:.1f} % (IQR/median) and the median is known "
-            f"to ±{100 * s.rel_ci:.1f} %; {remedy}raise round_ms or rounds, or stop other work "
-            "on the machine"
+            f"to ±{100 * s.rel_ci:.1f} %; {mode.noisy_remedy}raise round_ms or rounds, or stop "
+            "other work on the machine"
         )
-    short = setup_note(result) if setup else None
-    if short is not None:
-        notes.append(short)
-    contended = contention_note(result, (mode or backend.get(result.id.mode)).group)
-    if contended is not None:
-        notes.append(contended)
-    return notes
+    later = (setup_note(result) if setup else None, contention_note(result, mode.group))
+    return notes + [note for note in later if note is not None]

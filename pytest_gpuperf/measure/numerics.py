@@ -32,11 +32,10 @@ def fingerprint_output(out: Any) -> list[dict[str, Any]] | None:
     when it holds no tensor."""
     import torch
 
-    walk = _Walk(torch.Tensor)
-    walk.visit(out, "out", 0)
-    if not walk.found:
+    found = _tensors(out, torch.Tensor)
+    if not found:
         return None
-    return [_entry(path, t) for path, t in walk.found[:MAX_TENSORS]]
+    return [_entry(path, t) for path, t in found[:MAX_TENSORS]]
 
 
 def _key(k: Any) -> str:
@@ -48,47 +47,40 @@ def _key(k: Any) -> str:
     return text if isinstance(text, str) else f"<{type(k).__name__} key>"
 
 
-class _Walk:
-    """The tensors of a returned structure, within :data:`MAX_DEPTH`, :data:`MAX_NODES` and
-    :data:`MAX_WALK_S`; each container entered once, one whose iteration raises left out."""
+def _tensors(out: Any, tensor: type) -> list[tuple[str, Any]]:
+    """(path, tensor) of a returned structure, depth first, within :data:`MAX_DEPTH`,
+    :data:`MAX_NODES` and :data:`MAX_WALK_S`; each container entered once, one whose
+    iteration raises left out."""
+    found: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    nodes = 0
+    deadline = time.monotonic() + MAX_WALK_S
 
-    def __init__(self, tensor: type):
-        self.tensor = tensor
-        self.found: list[tuple[str, Any]] = []
-        self.seen: set[int] = set()
-        self.nodes = 0
-        self.deadline = time.monotonic() + MAX_WALK_S
+    def spent() -> bool:
+        return len(found) >= MAX_TENSORS or nodes >= MAX_NODES or time.monotonic() > deadline
 
-    def _spent(self) -> bool:
-        return (
-            len(self.found) >= MAX_TENSORS
-            or self.nodes >= MAX_NODES
-            or time.monotonic() > self.deadline
-        )
-
-    def visit(self, x: Any, path: str, depth: int) -> None:
-        if depth > MAX_DEPTH or self._spent():
+    def visit(x: Any, path: str, depth: int) -> None:
+        nonlocal nodes
+        if depth > MAX_DEPTH or spent():
             return
-        self.nodes += 1
-        if isinstance(x, self.tensor):
-            self.found.append((path, x))
+        nodes += 1
+        if isinstance(x, tensor):
+            found.append((path, x))
             return
-        if not isinstance(x, (tuple, list, Mapping)) or id(x) in self.seen:
+        if not isinstance(x, (tuple, list, Mapping)) or id(x) in seen:
             return
-        self.seen.add(id(x))
+        seen.add(id(x))
+        mapping = isinstance(x, Mapping)
         try:
-            if isinstance(x, Mapping):
-                for k, y in x.items():
-                    self.visit(y, f"{path}[{_key(k)}]", depth + 1)
-                    if self._spent():
-                        return
-            else:
-                for i, y in enumerate(x):
-                    self.visit(y, f"{path}[{i}]", depth + 1)
-                    if self._spent():
-                        return
+            for k, y in x.items() if isinstance(x, Mapping) else enumerate(x):
+                visit(y, f"{path}[{_key(k) if mapping else k}]", depth + 1)
+                if spent():
+                    return
         except Exception:  # a container whose iteration fails: what was found stays
             return
+
+    visit(out, "out", 0)
+    return found
 
 
 def _read_view(x: Any) -> Any:

@@ -64,10 +64,9 @@ def problem(fp: Any) -> str | None:
         unknown -= {"skipped"}
         if unknown:
             return f"{at}: unknown field {', '.join(sorted(map(repr, unknown)))}"
-        if not (isinstance(e.get("path"), str) and e["path"]):
-            return f"{at}.path: expected a non-empty string"
-        if not (isinstance(e.get("dtype"), str) and e["dtype"]):
-            return f"{at}.dtype: expected a non-empty string"
+        for name in ("path", "dtype"):
+            if not (isinstance(e.get(name), str) and e[name]):
+                return f"{at}.{name}: expected a non-empty string"
         shape = e.get("shape")
         if not (isinstance(shape, list) and all(_count(d) for d in shape)):
             return f"{at}.shape: expected a list of whole numbers >= 0"

@@ -1,11 +1,8 @@
 """NVTX ranges around each benchmark and its phases, for Nsight Systems timelines.
 
-A benchmark is the range ``gpuperf/<key>`` (``key`` = test id, measurement name and timing
-mode); each phase inside it (``first-call``, ``prepare``, ``calibrate``, ``warmup``,
-``measure``) is ``gpuperf/<key>/<phase>``. Ranges go to the NVTX domain ``gpuperf`` through
-the ``nvtx`` package, or else to the default domain through ``torch.cuda.nvtx``; without
-either (a CPU build of torch) they are no-ops. A range costs a few microseconds per phase,
-never per call (docs/performance.md).
+Ranges ``gpuperf/<key>`` and ``gpuperf/<key>/<phase>`` go to the NVTX domain ``gpuperf``
+through the ``nvtx`` package, else to ``torch.cuda.nvtx``; without either (a CPU build of
+torch) they are no-ops. A range costs a few microseconds per phase, never per call.
 """
 
 from __future__ import annotations
@@ -49,11 +46,8 @@ def _backend() -> tuple[str, Callable[[str], Any], Callable[[], Any]] | None:
 
 
 class NvtxRanges:
-    """A fixture ``PhaseRange``: ``ranges(bench_id, phase)`` is a context manager.
-
-    The backend is chosen on the first range, so creating this object imports nothing.
-    A failing NVTX call turns ranges off instead of failing the benchmark.
-    """
+    """A fixture ``PhaseRange``: ``ranges(bench_id, phase)`` is a context manager. The backend
+    is chosen on the first range; a failing NVTX call turns ranges off, not the benchmark."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled

@@ -41,44 +41,27 @@ _H100_PCIE = _tflops(26.0, 51.0, 51.0, 378.0, 756.5, 756.5, 1513.0, 1513.0)
 _A100 = _tflops(9.7, 19.5, 19.5, 156.0, 312.0, 312.0, None, 624.0)
 _L4 = _tflops(None, None, 30.3, 60.0, 121.0, 121.0, 242.5, 242.5)
 
+_SHEET = "NVIDIA {} Tensor Core GPU datasheet{}"
 #: (pattern on the device name, peaks), first match wins: more specific names first.
-PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = (
-    (
-        re.compile(r"H200 NVL", re.I),
-        Peak("H200 NVL", 4800.0, _HOPPER_NVL, "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL"),
-    ),
-    (
-        re.compile(r"H200", re.I),
-        Peak("H200", 4800.0, _HOPPER_SXM, "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM"),
-    ),
-    (
-        re.compile(r"H100 NVL", re.I),
-        Peak("H100 NVL", 3900.0, _HOPPER_NVL, "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL"),
-    ),
-    (
-        re.compile(r"H100.*PCIe", re.I),
-        Peak("H100 PCIe", 2000.0, _H100_PCIE, "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe"),
-    ),
-    (
-        re.compile(r"H100", re.I),
-        Peak("H100 SXM", 3350.0, _HOPPER_SXM, "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM"),
-    ),
-    (
-        re.compile(r"A100.*80\s*GB.*PCIe|A100.*PCIe.*80\s*GB", re.I),
-        Peak("A100 80GB PCIe", 1935.0, _A100, "NVIDIA A100 Tensor Core GPU datasheet"),
-    ),
-    (
-        re.compile(r"A100.*80\s*GB", re.I),
-        Peak("A100 80GB SXM", 2039.0, _A100, "NVIDIA A100 Tensor Core GPU datasheet"),
-    ),
-    (
-        re.compile(r"A100", re.I),
-        Peak("A100 40GB", 1555.0, _A100, "NVIDIA A100 Tensor Core GPU datasheet"),
-    ),
-    (
-        re.compile(r"\bL4\b", re.I),
-        Peak("L4", 300.0, _L4, "NVIDIA L4 Tensor Core GPU datasheet"),
-    ),
+PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = tuple(
+    (re.compile(pattern, re.I), Peak(name, gbps, tflops, source))
+    for pattern, name, gbps, tflops, source in (
+        (r"H200 NVL", "H200 NVL", 4800.0, _HOPPER_NVL, _SHEET.format("H200", ", H200 NVL")),
+        (r"H200", "H200", 4800.0, _HOPPER_SXM, _SHEET.format("H200", ", H200 SXM")),
+        (r"H100 NVL", "H100 NVL", 3900.0, _HOPPER_NVL, _SHEET.format("H100", ", H100 NVL")),
+        (r"H100.*PCIe", "H100 PCIe", 2000.0, _H100_PCIE, _SHEET.format("H100", ", H100 PCIe")),
+        (r"H100", "H100 SXM", 3350.0, _HOPPER_SXM, _SHEET.format("H100", ", H100 SXM")),
+        (
+            r"A100.*80\s*GB.*PCIe|A100.*PCIe.*80\s*GB",
+            "A100 80GB PCIe",
+            1935.0,
+            _A100,
+            _SHEET.format("A100", ""),
+        ),
+        (r"A100.*80\s*GB", "A100 80GB SXM", 2039.0, _A100, _SHEET.format("A100", "")),
+        (r"A100", "A100 40GB", 1555.0, _A100, _SHEET.format("A100", "")),
+        (r"\bL4\b", "L4", 300.0, _L4, _SHEET.format("L4", "")),
+    )
 )
 
 #: dtype spellings (lower case, without ``torch.``) -> math kind of :attr:`Peak.tflops`.
@@ -134,13 +117,9 @@ def of_peak(
     declared work, a time or the GPU in :data:`PEAKS`). ``flops_of_peak`` needs the dtype;
     fp32 also gets ``flops_of_tf32_peak`` (a fp32 matmul runs on TF32 cores where allowed)."""
     peak = peak_for(device_name)
-    if (
-        peak is None
-        or seconds is None
-        or not math.isfinite(seconds)
-        or seconds <= 0
-        or (flops is None and nbytes is None)
-    ):
+    if peak is None or seconds is None or not 0 < seconds < math.inf:
+        return None
+    if flops is None and nbytes is None:
         return None
     out: dict[str, Any] = {"gpu": peak.name, "source": peak.source}
     if nbytes is not None:

@@ -1,9 +1,9 @@
 """NVML GPM (GPU performance monitoring): two samples around a window, the metrics between them.
 
 GPM is NVML's counterpart of DCGM's profiling metrics, read through nvidia-ml-py with no
-DCGM install. Its counters refresh every 100 ms, so a window lasts at least
-:data:`MIN_WINDOW_S`. It needs a Hopper or newer GPU; on MIG it is per instance, which this
-module does not read. Nothing here raises to the caller but :class:`GpmUnavailable`.
+DCGM install. Its counters refresh every 100 ms, so a window lasts longer. It needs a Hopper
+or newer GPU; on MIG it is per instance, which this module does not read. Nothing here raises:
+a failure is the ``reason`` of an unavailable activity.
 """
 
 from __future__ import annotations
@@ -13,16 +13,8 @@ import math
 from types import ModuleType
 from typing import Any
 
-from pytest_gpuperf.telemetry.activity import METRICS
+from pytest_gpuperf.telemetry.activity import METRICS, unavailable
 from pytest_gpuperf.telemetry.nvml import explain
-
-#: NVML's counters refresh every 100 ms: two samples closer than that say little.
-MIN_WINDOW_S = 0.11
-
-
-class GpmUnavailable(Exception):
-    """GPM cannot be read here; the message says why (for the header and the results)."""
-
 
 _NEEDED = (
     "nvmlGpmQueryDeviceSupport",
@@ -79,12 +71,14 @@ def _why(e: BaseException) -> str:
 
 
 class GpmReader:
-    """Two GPM sample buffers for one device (made by :meth:`open`): :meth:`start`,
-    :meth:`stop` -> the metrics; one window at a time, from the measuring thread."""
+    """GPM over a window of calls on one device: :meth:`start`, the calls, :meth:`stop` -> the
+    activity dict; one window at a time, from the measuring thread. Made by :meth:`open`; one
+    made with a ``reason`` reads nothing and is not :attr:`wanted` (keep the window short)."""
 
-    def __init__(self, nvml: ModuleType, handle: Any):
+    def __init__(self, nvml: Any = None, handle: Any = None, reason: str | None = None):
         self._nvml = nvml
         self._handle = handle
+        self.reason = reason
         #: (key, NVML metric id) of each metric this pynvml knows
         self._metrics = [
             (key, int(getattr(nvml, const)))
@@ -93,33 +87,42 @@ class GpmReader:
         ]
         self._samples: list[Any] = []
         self._started = False
+        self._error: str | None = None
+
+    @property
+    def wanted(self) -> bool:
+        return self.reason is None
 
     @classmethod
     def open(cls, nvml: ModuleType, handle: Any) -> GpmReader:
-        """A reader for ``handle``, or :class:`GpmUnavailable` saying why there is none."""
+        """A reader for ``handle``, or one whose ``reason`` says why there is none."""
         reason = support(nvml, handle)
         if reason is not None:
-            raise GpmUnavailable(reason)
+            return cls(reason=reason)
         reader = cls(nvml, handle)
         try:
             reader._samples = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
         except Exception as e:
             reader.close()
-            raise GpmUnavailable(f"NVML could not allocate GPM samples: {_why(e)}") from None
+            return cls(reason=f"NVML could not allocate GPM samples: {_why(e)}")
         return reader
 
     def start(self) -> None:
-        """The first sample (raises :class:`GpmUnavailable`)."""
-        self._take(0)
-        self._started = True
+        """The first sample (a failure is kept for :meth:`stop`)."""
+        self._error = self._take(0) if self.wanted else None
+        self._started = self.wanted and self._error is None
 
-    def stop(self) -> dict[str, Any]:
-        """The second sample and the metrics between the two: ``{key: value}`` plus
-        ``unsupported`` (the metrics this GPU does not report)."""
-        if not self._started:
-            raise GpmUnavailable("GPM window stopped before it started")
+    def stop(self, **facts: Any) -> dict[str, Any]:
+        """The activity dict: the metrics between the two samples (``unsupported``: those this
+        GPU does not report), ``facts`` (window_s, calls) and the source."""
+        not_started = None if self._started else "GPM window stopped before it started"
+        why = self.reason or self._error or not_started
+        if why is not None:
+            return unavailable(why)
         self._started = False
-        self._take(1)
+        why = self._take(1)
+        if why is not None:
+            return unavailable(why)
         nvml = self._nvml
         req = nvml.c_nvmlGpmMetricsGet_t()
         req.version = getattr(nvml, "NVML_GPM_METRICS_GET_VERSION", 1)
@@ -130,8 +133,8 @@ class GpmReader:
         try:
             nvml.nvmlGpmMetricsGet(req)
         except Exception as e:
-            raise GpmUnavailable(f"NVML could not compute the GPM metrics: {_why(e)}") from None
-        out: dict[str, Any] = {}
+            return unavailable(f"NVML could not compute the GPM metrics: {_why(e)}")
+        out: dict[str, Any] = {"available": True, "source": "nvml-gpm", **facts}
         unsupported = []
         for i, (key, _) in enumerate(self._metrics):
             m = req.metrics[i]
@@ -144,11 +147,13 @@ class GpmReader:
             out["unsupported"] = unsupported
         return out
 
-    def _take(self, i: int) -> None:
+    def _take(self, i: int) -> str | None:
+        """Read sample ``i``; why that failed, or ``None``."""
         try:
             self._nvml.nvmlGpmSampleGet(self._handle, self._samples[i])
         except Exception as e:
-            raise GpmUnavailable(f"NVML could not read a GPM sample: {_why(e)}") from None
+            return f"NVML could not read a GPM sample: {_why(e)}"
+        return None
 
     def close(self) -> None:
         for s in self._samples:

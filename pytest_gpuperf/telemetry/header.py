@@ -40,27 +40,19 @@ def _visible(nvml: Any, count: int, visible: str | None) -> list[int]:
 def _gpu_state(nvml: Any, i: int, own_pid: int) -> dict[str, Any]:
     h = nvml.nvmlDeviceGetHandleByIndex(i)
 
-    def get(fn: str, *args: Any) -> Any:
+    def get(fn: str, *args: Any, scale: float | None = None) -> Any:
         f = getattr(nvml, fn, None)
-        return None if f is None else _nvml.maybe(lambda: f(h, *args))
+        v = None if f is None else _nvml.maybe(lambda: f(h, *args))
+        return v if v is None or scale is None else v / scale
 
     sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
-    power = get("nvmlDeviceGetPowerUsage")
-    limit = get("nvmlDeviceGetEnforcedPowerLimit")
-    default = get("nvmlDeviceGetPowerManagementDefaultLimit")
     persistence = get("nvmlDeviceGetPersistenceMode")
     mig = get("nvmlDeviceGetMigMode")
     ecc = get("nvmlDeviceGetEccMode")
-    util = get("nvmlDeviceGetUtilizationRates")
     reasons = get("nvmlDeviceGetCurrentClocksEventReasons")
     if reasons is None:
         reasons = get("nvmlDeviceGetCurrentClocksThrottleReasons")
-    slowdown_c = get(
-        "nvmlDeviceGetTemperatureThreshold",
-        getattr(nvml, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
-    )
-    name = get("nvmlDeviceGetName")
-    uuid = get("nvmlDeviceGetUUID")
+    name, uuid = get("nvmlDeviceGetName"), get("nvmlDeviceGetUUID")
     procs, _ = _nvml.foreign_processes(_nvml.processes(nvml, h), own_pid, own_context=False)
     return {
         "index": i,
@@ -70,12 +62,15 @@ def _gpu_state(nvml: Any, i: int, own_pid: int) -> dict[str, Any]:
         "sm_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", sm),
         "mem_clock_mhz": get("nvmlDeviceGetClockInfo", mem),
         "mem_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", mem),
-        "power_w": power / 1000.0 if power is not None else None,
-        "power_limit_w": limit / 1000.0 if limit is not None else None,
-        "power_default_limit_w": default / 1000.0 if default is not None else None,
+        "power_w": get("nvmlDeviceGetPowerUsage", scale=1000.0),
+        "power_limit_w": get("nvmlDeviceGetEnforcedPowerLimit", scale=1000.0),
+        "power_default_limit_w": get("nvmlDeviceGetPowerManagementDefaultLimit", scale=1000.0),
         "temperature_c": get("nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU),
-        "slowdown_temperature_c": slowdown_c,
-        "gpu_util_pct": getattr(util, "gpu", None),
+        "slowdown_temperature_c": get(
+            "nvmlDeviceGetTemperatureThreshold",
+            getattr(nvml, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
+        ),
+        "gpu_util_pct": getattr(get("nvmlDeviceGetUtilizationRates"), "gpu", None),
         "persistence": None if persistence is None else bool(persistence),
         "mig": None if mig is None else bool(mig[0]),
         "ecc": None if ecc is None else bool(ecc[0]),

@@ -8,6 +8,7 @@ Python between them: a few microseconds per call (docs/performance.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -184,85 +185,48 @@ def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], lis
     """One reader per metric this GPU reports (each tried once), and the metrics it does not."""
     clock = nvml.nvmlDeviceGetClockInfo
     sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
-    candidates: dict[str, Callable[[], Any]] = {
-        "sm_clock_mhz": lambda: clock(h, sm),
-        "mem_clock_mhz": lambda: clock(h, mem),
-        "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
-        "temperature_c": lambda: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
-        "utilization": lambda: nvml.nvmlDeviceGetUtilizationRates(h),
-    }
+    candidates: list[tuple[str, Callable[[], Any]]] = [
+        ("sm_clock_mhz", lambda: clock(h, sm)),
+        ("mem_clock_mhz", lambda: clock(h, mem)),
+        ("power_w", lambda: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
+        ("temperature_c", lambda: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
+        ("utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(h)),
+        # the newer name first; an older driver has only the older one
+        ("clock_events", lambda: int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))),
+        ("clock_events", lambda: int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))),
+    ]
     out: dict[str, Callable[[], Any]] = {}
-    missing: list[str] = []
-    for name, fn in candidates.items():
-        try:
-            fn()
-        except Exception:
-            missing.append(name)
-            continue
-        out[name] = fn
-    for name in (
-        "nvmlDeviceGetCurrentClocksEventReasons",
-        "nvmlDeviceGetCurrentClocksThrottleReasons",
-    ):
-        reasons = getattr(nvml, name, None)
+    for name, fn in candidates:
+        if name not in out and maybe(fn) is not None:
+            out[name] = fn
+    return out, [name for name in dict.fromkeys(n for n, _ in candidates) if name not in out]
 
-        def read(fn: Any = reasons) -> int:
-            return int(fn(h))
 
-        try:
-            read()
-        except Exception:
-            continue  # None, or an older driver without the newer name
-        out["clock_events"] = read
-        break
-    else:
-        missing.append("clock_events")
-    return out, missing
+_SLOW = ("mem_clock_mhz", "power_w", "temperature_c", "utilization")
 
 
 def sample_reader(
     dev: Device, clock: Callable[[], float], *, slow_every: int = 1
 ) -> Callable[[], Sample]:
-    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises).
-
-    The SM clock and the clock-event reasons are read every time, the other metrics every
-    ``slow_every``-th time: NVML averages them over 100 ms to 1 s, and each call is one more
-    wait for the GIL.
-    """
+    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises); the
+    :data:`_SLOW` metrics only every ``slow_every``-th time (NVML averages them over 100 ms to
+    1 s, and each call is one more wait for the GIL)."""
     r = dev.readers
-    sm = r.get("sm_clock_mhz")
-    mem = r.get("mem_clock_mhz")
-    power = r.get("power_w")
-    temp = r.get("temperature_c")
-    util = r.get("utilization")
-    reasons = r.get("clock_events")
+    fast = [(k, r[k]) for k in ("sm_clock_mhz", "clock_events") if k in r]
+    slow = fast + [(k, r[k]) for k in _SLOW if k in r]
     tick = 0
 
     def read() -> Sample:
         nonlocal tick
-        slow = tick % slow_every == 0
+        readers = slow if tick % slow_every == 0 else fast
         tick += 1
         a = clock()
-        s = sm() if sm else None
-        c = reasons() if reasons else None
-        if not slow:
-            b = clock()
-            return Sample((a + b) / 2, s, clock_events=c)
-        m = mem() if mem else None
-        p = power() if power else None
-        t = temp() if temp else None
-        u = util() if util else None
+        got = {k: fn() for k, fn in readers}
         b = clock()
-        return Sample(
-            (a + b) / 2,
-            s,
-            m,
-            p,
-            t,
-            u.gpu if u is not None else None,
-            u.memory if u is not None else None,
-            c,
-        )
+        u = got.pop("utilization", None)
+        if u is not None:
+            got.update(gpu_util_pct=u.gpu, mem_util_pct=u.memory)
+        return Sample((a + b) / 2, **got)
 
     return read
 
@@ -275,13 +239,7 @@ def processes(nvml: ModuleType, h: Any) -> dict[int, int | None]:
     out: dict[int, int | None] = {}
     for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         fn = getattr(nvml, name, None)
-        if fn is None:
-            continue
-        try:
-            items = fn(h)
-        except Exception:
-            continue
-        for p in items:
+        for p in (maybe(functools.partial(fn, h)) if fn is not None else None) or []:
             pid = int(p.pid)
             mem = getattr(p, "usedGpuMemory", None)
             mem = int(mem) if isinstance(mem, int) and mem >= 0 else None
@@ -348,11 +306,8 @@ def split_siblings(
 
 
 class Sampler:
-    """Reads samples every ``interval_s`` in a daemon thread until :meth:`stop`.
-
-    One sample is read in :meth:`start` and one in :meth:`stop`, so even a short
-    measurement is covered. Any error ends the sampling and is kept in :attr:`error`.
-    """
+    """Reads samples every ``interval_s`` in a daemon thread, and one in :meth:`start` and
+    :meth:`stop` (a short measurement is covered too); an error ends it, kept in :attr:`error`."""
 
     def __init__(
         self,

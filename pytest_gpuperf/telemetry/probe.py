@@ -37,13 +37,11 @@ Finish = Callable[[Any], dict[str, Any]]
 
 def gather(finishers: list[Any], raw: Any) -> dict[str, Any] | None:
     """What the telemetry probes' finishers found over the measurement ``raw``, merged."""
-    telemetry: dict[str, Any] | None = None
+    merged: dict[str, Any] = {}
     for finish in finishers:
         if callable(finish):
-            extra = finish(raw)
-            if extra:
-                telemetry = {**(telemetry or {}), **extra}
-    return telemetry
+            merged.update(finish(raw) or {})
+    return merged or None
 
 
 def torch_device_identity() -> tuple[int, str | None]:
@@ -53,43 +51,6 @@ def torch_device_identity() -> tuple[int, str | None]:
     index = torch.cuda.current_device()
     uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
     return index, (str(uuid) if uuid else None)
-
-
-class ActivityWindow:
-    """GPM over a window of calls: :meth:`start`, the calls, :meth:`stop` -> the activity.
-
-    ``reader`` is None when GPM cannot be read (``reason`` says why): then :attr:`wanted` is
-    False, so the caller can keep its window short.
-    """
-
-    def __init__(self, reader: _gpm.GpmReader | None, reason: str | None = None):
-        self.reader = reader
-        self.reason = reason
-        self._error: str | None = None
-
-    @property
-    def wanted(self) -> bool:
-        return self.reader is not None
-
-    def start(self) -> None:
-        if self.reader is None:
-            return
-        try:
-            self.reader.start()
-        except _gpm.GpmUnavailable as e:
-            self._error = str(e)
-
-    def stop(self, **facts: Any) -> dict[str, Any]:
-        """The activity dict: the metrics, ``facts`` (window_s, calls) and the source."""
-        if self.reader is None:
-            return unavailable(self.reason or "GPM is not read")
-        if self._error is not None:
-            return unavailable(self._error)
-        try:
-            metrics = self.reader.stop()
-        except _gpm.GpmUnavailable as e:
-            return unavailable(str(e))
-        return {"available": True, "source": "nvml-gpm", **facts, **metrics}
 
 
 @dataclass
@@ -127,11 +88,11 @@ class NvmlTelemetry:
         self._opened = False
         self._names: dict[int, str] = dict(KNOWN)
         self._devices: dict[tuple[int, str | None], _nvml.Device] = {}
-        #: per device: its GPM reader, or why there is none (decided once per device)
-        self._gpm: dict[tuple[int, str | None], _gpm.GpmReader | str] = {}
+        #: per device: its GPM reader, or one that says why there is none (decided once)
+        self._gpm: dict[tuple[int, str | None], _gpm.GpmReader] = {}
 
     def _open(self) -> str | None:
-        """``None`` when NVML is ready, else why it is not (decided once)."""
+        """Why NVML is not ready, or ``None`` (decided once)."""
         if not self._opened:
             self._opened = True
             try:
@@ -145,42 +106,32 @@ class NvmlTelemetry:
 
     def close(self) -> None:
         for reader in self._gpm.values():
-            if isinstance(reader, _gpm.GpmReader):
-                reader.close()
+            reader.close()
         self._gpm.clear()
         if self._nvml is not None:
             _nvml.close_nvml(self._nvml)
             self._nvml = None
         self._devices.clear()
 
-    def activity_window(self) -> ActivityWindow:
+    def activity_window(self) -> _gpm.GpmReader:
         """A GPM window on the device torch uses (one reader per device, made once)."""
         reason = self._open()
         if reason:
-            return ActivityWindow(None, f"NVML is not available: {reason}")
+            return _gpm.GpmReader(reason=f"NVML is not available: {reason}")
         try:
-            index, uuid = self._identity()
-            key = (index, uuid)
+            key = self._identity()
             if key not in self._gpm:
-                nv = self._nvml
-                assert nv is not None
-                try:
-                    self._gpm[key] = _gpm.GpmReader.open(nv, self._device().handle)
-                except _gpm.GpmUnavailable as e:
-                    self._gpm[key] = str(e)
-            got = self._gpm[key]
+                assert self._nvml is not None
+                self._gpm[key] = _gpm.GpmReader.open(self._nvml, self._device().handle)
+            return self._gpm[key]
         except _nvml.NvmlUnavailable as e:
-            return ActivityWindow(None, str(e))
+            return _gpm.GpmReader(reason=str(e))
         except Exception as e:
-            return ActivityWindow(None, f"GPM could not be set up: {_nvml.explain(e)}")
-        if isinstance(got, str):
-            return ActivityWindow(None, got)
-        return ActivityWindow(got)
+            return _gpm.GpmReader(reason=f"GPM could not be set up: {_nvml.explain(e)}")
 
     def _device(self) -> _nvml.Device:
         assert self._nvml is not None
-        index, uuid = self._identity()
-        key = (index, uuid)
+        key = index, uuid = self._identity()
         if key not in self._devices:
             self._devices[key] = _nvml.select_device(
                 self._nvml, uuid=uuid, cuda_index=index, visible=self._visible

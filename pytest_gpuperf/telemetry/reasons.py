@@ -41,8 +41,7 @@ _WORDS = {"Hw": "HW", "Sw": "SW", "Gpu": "GPU"}
 
 def _readable(suffix: str) -> str:
     words = re.findall(r"[A-Z][a-z0-9]*", suffix) or [suffix]
-    out = [_WORDS.get(w, w.lower()) for w in words]
-    return " ".join(out)
+    return " ".join(_WORDS.get(w, w.lower()) for w in words)
 
 
 def reason_names(pynvml: ModuleType | None = None) -> dict[int, str]:

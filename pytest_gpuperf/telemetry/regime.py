@@ -87,14 +87,10 @@ def regime_difference(
         if cur is None or not vals:
             continue
         lo, hi = min(vals), max(vals)
-        if cur < lo * (1 - clock_tolerance):
+        if cur < lo * (1 - clock_tolerance) or cur > hi * (1 + clock_tolerance):
+            off, side = (1 - cur / lo, "below") if cur < lo else (cur / hi - 1, "above")
             found.append(
-                f"median {label} {cur:.0f} MHz, {100 * (1 - cur / lo):.0f} % below the "
-                f"baseline's {_mhz_range(lo, hi)} MHz"
-            )
-        elif cur > hi * (1 + clock_tolerance):
-            found.append(
-                f"median {label} {cur:.0f} MHz, {100 * (cur / hi - 1):.0f} % above the "
+                f"median {label} {cur:.0f} MHz, {100 * off:.0f} % {side} the "
                 f"baseline's {_mhz_range(lo, hi)} MHz"
             )
     cur_shares: Mapping[str, float] = current.get("clock_events") or {}
@@ -104,15 +100,11 @@ def regime_difference(
     for name in sorted(names - BENIGN_NAMES):
         c = float(cur_shares.get(name, 0.0))
         bs = [float((b.get("clock_events") or {}).get(name, 0.0)) for b in base]
-        if c - max(bs) > share_tolerance:
+        if c - max(bs) > share_tolerance or min(bs) - c > share_tolerance:
+            bound, edge = ("at most", max(bs)) if c > max(bs) else ("at least", min(bs))
             found.append(
-                f"{name} active {100 * c:.0f} % of the measurement, at most "
-                f"{100 * max(bs):.0f} % in the baseline"
-            )
-        elif min(bs) - c > share_tolerance:
-            found.append(
-                f"{name} active {100 * c:.0f} % of the measurement, at least "
-                f"{100 * min(bs):.0f} % in the baseline"
+                f"{name} active {100 * c:.0f} % of the measurement, {bound} "
+                f"{100 * edge:.0f} % in the baseline"
             )
     others = current.get("other_processes") or []
     if others and not any(b.get("other_processes") for b in base):

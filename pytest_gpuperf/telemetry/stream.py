@@ -180,12 +180,7 @@ def round_clocks(
 
 def raw_table(samples: Sequence[Sample], t0: float) -> dict[str, Any]:
     """The raw stream, compactly: field names and one row per sample (``t`` relative to ``t0``)."""
-    rows = []
-    for s in samples:
-        row: list[Any] = [round(s.t - t0, 6)]
-        row.extend(getattr(s, m) for m in METRICS)
-        row.append(s.clock_events)
-        rows.append(row)
+    rows = [[round(s.t - t0, 6), *s[1:]] for s in samples]  # Sample: t, *METRICS, clock_events
     return {"fields": ["t_s", *METRICS, "clock_events"], "rows": rows}
 
 
