@@ -1,17 +1,8 @@
 """What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
 
-The Markdown summary, the GitHub annotations, the JUnit properties, the
-HTML report and the CLI tables all read ``Result.comparison`` (a
-``verdict.Comparison``) through :func:`rows`, so they order benchmarks alike
-(regressions first) and write the same numbers.
-
-Artifacts are the dicts of ``Result.artifacts``; the keys read here are
-``path`` (a file or folder, relative to the rootdir or absolute), ``name``
-(shown instead of the path's last part), ``kind`` (``"nsys"``, ``"ncu"``,
-``"torch-profiler"``, ...) and ``summary`` (a line or a list of lines saying
-what the artifact found: where the time went). Anything else is ignored.
-
-Pure Python: no torch, no pytest.
+The Markdown summary, the GitHub annotations, the JUnit properties, the HTML report and the
+CLI tables all read ``Result.comparison`` through :func:`rows`, so they order benchmarks alike
+(regressions first) and write the same numbers. Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
@@ -19,12 +10,12 @@ from __future__ import annotations
 import math
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.outcome import BELOW_RESOLUTION
-from pytest_gpuperf.reporting.explain import change_text
+from pytest_gpuperf.reporting import explain
 from pytest_gpuperf.units import fmt_change, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
@@ -36,26 +27,14 @@ from pytest_gpuperf.verdict import (
     Comparison,
 )
 
+#: the verdict's kinds, which the renderers read from here
 __all__ = [
     "DIFFERENT_ENVIRONMENT",
     "IMPROVEMENT",
     "INCONCLUSIVE",
-    "NOT_COMPARED",
     "NO_BASELINE",
     "NO_CHANGE",
-    "ORDER",
     "REGRESSION",
-    "Artifact",
-    "Row",
-    "artifacts",
-    "counts",
-    "diagnosis",
-    "explanation",
-    "headline",
-    "kind_of",
-    "row",
-    "rows",
-    "summary_line",
 ]
 
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
@@ -158,7 +137,7 @@ def row(result: Result) -> Row:
             runs="-",
         )
     f = c.shown
-    change = change_text(c, result.id.mode) if _num(c.ratio) is not None else "-"
+    change = explain.change_text(c, result.id.mode) if _num(c.ratio) is not None else "-"
     interval = "-"
     if f is not None and _num(f.ratio_low) is not None and _num(f.ratio_high) is not None:
         interval = (
@@ -225,42 +204,25 @@ def summary_line(result: Result) -> str:
     c = result.comparison
     if c is None:
         return f"{result.id.display}: {fmt_time(result.run.median if result.run.rounds else None)}"
-    from pytest_gpuperf.reporting.explain import summary_line as _summary_line
-
-    return _summary_line(_with_name(c, result), result.id.mode)
+    return explain.summary_line(_with_name(c, result), result.id.mode)
 
 
 def explanation(result: Result) -> str:
     """The verdict's multi-line explanation (the failure text of a regression), or ``""``."""
     c = result.comparison
-    if c is None:
-        return ""
-    from pytest_gpuperf.reporting.explain import explain
-
-    return explain(_with_name(c, result), result.id.mode)
+    return "" if c is None else explain.explain(_with_name(c, result), result.id.mode)
 
 
 def _with_name(c: Comparison, result: Result) -> Comparison:
-    from dataclasses import replace
-
     return c if c.name else replace(c, name=result.id.display)
 
 
 def diagnosis(result: Result) -> list[str]:
-    """What the captured artifacts found (where the time went), as lines.
-
-    From the capture's :attr:`~pytest_gpuperf.model.Result.diagnosis` (its
-    paragraph and details) and from each artifact's ``summary`` or
-    ``diagnosis`` when it is text or a list of lines.
-    """
-    lines: list[str] = []
-    if result.diagnosis is not None:
-        lines += _lines(result.diagnosis.paragraph) + _lines(result.diagnosis.details)
+    """What the captured artifacts found (where the time went), as lines: the capture's
+    diagnosis (its paragraph and details), then each artifact's ``summary`` or ``diagnosis``."""
+    lines = [] if result.diagnosis is None else _lines(result.diagnosis.to_dict())
     for source in result.artifacts:
-        if isinstance(source, Mapping) and ("paragraph" in source or "details" in source):
-            lines += _lines(source.get("paragraph"))
-            lines += _lines(source.get("details"))
-        elif isinstance(source, Mapping):
+        if isinstance(source, Mapping) and not ("paragraph" in source or "details" in source):
             lines += _lines(source.get("summary")) + _lines(source.get("diagnosis"))
         else:
             lines += _lines(source)
