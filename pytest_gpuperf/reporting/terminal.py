@@ -296,12 +296,38 @@ def _kind(r: Result) -> str:
     return r.comparison.kind if r.comparison is not None else ""
 
 
-def _count(n: int) -> str:
-    return f"{n} benchmark" if n == 1 else f"{n} benchmarks"
+def _listed(r: Result, spec: TableSpec) -> bool:
+    """Whether the verdict gets a line of its own under ``verdicts:`` (an inconclusive one
+    only when it fails the test: ``--gpuperf-fail-on=inconclusive``)."""
+    kind = _kind(r)
+    return kind in NOTABLE and (kind != "inconclusive" or spec.fail_on == "inconclusive")
+
+
+def _mixed(results: Sequence[Result]) -> bool:
+    return len({r.id.mode for r in results}) > 1
 
 
 def _who(r: Result, mixed_modes: bool) -> str:
     return f"{r.id.display} [{r.id.mode}]" if mixed_modes else r.id.display
+
+
+def _wrap(text: str, spec: TableSpec) -> list[str]:
+    """An item of a block: two columns in, its continuation six."""
+    return textwrap.wrap(
+        text, spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+    )
+
+
+def _items(
+    said: Sequence[tuple[Result, str]], results: Sequence[Result], spec: TableSpec
+) -> list[str]:
+    """``benchmark: text`` for each ``(result, text)``, wrapped."""
+    mixed = _mixed(results)
+    return [ln for r, text in said for ln in _wrap(f"{_who(r, mixed)}: {text}", spec)]
+
+
+def _titled(title: str, lines: list[str]) -> list[str]:
+    return [title, *lines] if lines else []
 
 
 def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
@@ -315,39 +341,26 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     judged = [r for r in results if r.comparison is not None]
     if not judged:
         return []
-    mixed = len({r.id.mode for r in results}) > 1
-    fails_inconclusive = spec.fail_on == "inconclusive"
-    listed = sorted(
-        (
-            r
-            for r in judged
-            if _kind(r) in NOTABLE and (_kind(r) != "inconclusive" or fails_inconclusive)
-        ),
-        key=lambda r: NOTABLE.index(_kind(r)),
-    )
-    passed_inconclusive = [
-        r for r in judged if _kind(r) == "inconclusive" and not fails_inconclusive
-    ]
+    prefix = (lambda r: f"[{r.id.mode}] ") if _mixed(results) else (lambda r: "")
+    listed = sorted((r for r in judged if _listed(r, spec)), key=lambda r: NOTABLE.index(_kind(r)))
+    passed = [r for r in judged if _kind(r) == "inconclusive" and not _listed(r, spec)]
     lines = ["verdicts:"]
-    for r in listed:
-        prefix = f"[{r.id.mode}] " if mixed else ""
-        lines.append(fold(f"  {prefix}{summary_line(r)}", spec.width))
+    lines += [fold(f"  {prefix(r)}{summary_line(r)}", spec.width) for r in listed]
     others = [r for r in judged if _kind(r) not in NOTABLE]
     if others:
         kinds = sorted({_kind(r).replace("-", " ") for r in others})
-        lines.append(f"  {_count(len(others))}: {' or '.join(kinds)}")
-    if passed_inconclusive:
+        n = len(others)
+        lines.append(f"  {n} benchmark{'' if n == 1 else 's'}: {' or '.join(kinds)}")
+    if passed:
         lines.append(
-            f"  {len(passed_inconclusive)} inconclusive, passed (below; "
+            f"  {len(passed)} inconclusive, passed (below; "
             "--gpuperf-fail-on=inconclusive fails them)"
         )
-        lines.append("")
-        lines.append("inconclusive (passed: not enough evidence for a verdict):")
-        for r in passed_inconclusive:
-            prefix = f"[{r.id.mode}] " if mixed else ""
+        lines += ["", "inconclusive (passed: not enough evidence for a verdict):"]
+        for r in passed:
             text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
             for i, ln in enumerate(text):
-                lines.append(fold(f"  {prefix}{ln}" if i == 0 else f"  {ln}", spec.width))
+                lines.append(fold(f"  {prefix(r)}{ln}" if i == 0 else f"  {ln}", spec.width))
     return lines
 
 
@@ -355,49 +368,32 @@ def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list
     """``flags:``: each distinct note once, after the benchmarks it applies to (every note of
     every benchmark under ``-v``)."""
     spec = spec or TableSpec()
-    flagged = [r for r in results if r.notes]
-    if not flagged:
-        return []
-    mixed = len({r.id.mode for r in results}) > 1
-    lines = ["flags:"]
-    wrap = textwrap.TextWrapper(
-        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
-    )
     if spec.verbose:
-        for r in flagged:
-            for note in r.notes:
-                lines.extend(wrap.wrap(f"{_who(r, mixed)}: {note}"))
-        return lines
+        return _titled("flags:", _items([(r, n) for r in results for n in r.notes], results, spec))
     by_note: dict[str, list[str]] = {}
-    for r in flagged:
+    for r in results:
         for note in r.notes:
-            by_note.setdefault(note, []).append(_who(r, mixed))
+            by_note.setdefault(note, []).append(_who(r, _mixed(results)))
+    lines = []
     for note, who in by_note.items():
         names = ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
-        lines.extend(wrap.wrap(f"{names}: {note}"))
-    return lines
+        lines += _wrap(f"{names}: {note}", spec)
+    return ["flags:", *lines] if lines else []
+
+
+def _numerics_found(r: Result) -> NumericsComparison | None:
+    """The numerics of a benchmark whose output changed, or whose runs disagree (unseeded)."""
+    n = r.comparison.numerics if r.comparison is not None else None
+    return n if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED) else None
 
 
 def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
     from pytest_gpuperf.reporting.explain import numerics_words
 
-    spec = spec or TableSpec()
-    found: list[tuple[Result, NumericsComparison]] = []
-    for r in results:
-        n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED):
-            found.append((r, n))
-    if not found:
-        return []
-    mixed = len({r.id.mode for r in results}) > 1
-    wrap = textwrap.TextWrapper(
-        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
-    )
-    lines = ["numerics:"]
-    for r, n in found:
-        lines.extend(wrap.wrap(f"{_who(r, mixed)}: {numerics_words(n).removeprefix('numerics: ')}"))
-    return lines
+    found = [(r, n) for r in results if (n := _numerics_found(r)) is not None]
+    said = [(r, numerics_words(n).removeprefix("numerics: ")) for r, n in found]
+    return _titled("numerics:", _items(said, results, spec or TableSpec()))
 
 
 def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
@@ -406,14 +402,10 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
     each CUDA benchmark's GPU activity (NVML GPM), allocator figures and peak fractions, with
     a reason GPM gave nothing said once."""
     spec = spec or TableSpec()
-    mixed = len({r.id.mode for r in results}) > 1
-    wrap = textwrap.TextWrapper(
-        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
-    )
     lines: list[str] = []
     if spec.verbose:
         reasons: dict[str, None] = {}
-        body: list[str] = []
+        said = []
         for r in results:
             a = (r.run.telemetry or {}).get("activity")
             parts = []
@@ -423,23 +415,16 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
                 reasons[str(a.get("reason"))] = None
             if r.run.memory and r.run.memory.get("available"):
                 parts.append("allocator: " + memory_line(r.run.memory))
-            peak = describe_peak(r.run.of_peak)
-            if peak:
+            if peak := describe_peak(r.run.of_peak):
                 parts.append(peak)
             if parts:
-                body.extend(wrap.wrap(f"{_who(r, mixed)}: " + "; ".join(parts)))
-        body += [ln for why in reasons for ln in wrap.wrap(f"GPM activity unavailable: {why}")]
-        if body:
-            lines += ["activity (NVML GPM and the caching allocator, over plain calls after each "
-                      "measurement):", *body]  # fmt: skip
-    changed = [(r, memory_changes(r)) for r in results]
-    changed = [(r, ch) for r, ch in changed if ch]
-    if changed:
-        lines.append("memory:")
-        for r, ch in changed:
-            for text in ch:
-                lines.extend(wrap.wrap(f"{_who(r, mixed)}: {text}"))
-    return lines
+                said.append((r, "; ".join(parts)))
+        body = _items(said, results, spec)
+        body += [ln for why in reasons for ln in _wrap(f"GPM activity unavailable: {why}", spec)]
+        title = "activity (NVML GPM and the caching allocator, over plain calls after each "
+        lines = _titled(title + "measurement):", body)
+    said = [(r, text) for r in results for text in memory_changes(r)]
+    return lines + _titled("memory:", _items(said, results, spec))
 
 
 def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
@@ -448,12 +433,11 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     numerics and memory notes and says how to see them."""
     from pytest_gpuperf.reporting.verdicts import summary_line
 
-    fails_inconclusive = spec.fail_on == "inconclusive"
     lines = []
     rest: dict[str, int] = {}
     for r in sorted(results, key=_rank):
         kind = _kind(r)
-        if kind in NOTABLE and (kind != "inconclusive" or fails_inconclusive):
+        if _listed(r, spec):
             lines.append(fold(f"  {summary_line(r)}", spec.width))
         elif kind:
             label = "inconclusive (passed)" if kind == "inconclusive" else kind.replace("-", " ")
@@ -466,11 +450,10 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     counts: dict[str, int] = {}
     for r in results:
         flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
-        n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind == NUMERICS_CHANGED:
-            flags.append("output changed")
-        elif n is not None and n.kind == NUMERICS_UNSEEDED:
-            flags.append("numerics not compared (unseeded)")
+        n = _numerics_found(r)
+        if n is not None:
+            changed = n.kind == NUMERICS_CHANGED
+            flags.append("output changed" if changed else "numerics not compared (unseeded)")
         if memory_changes(r):
             flags.append("memory changed")
         for f in flags:
@@ -478,8 +461,7 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     if counts:
         counted = ", ".join(f"{n} {k}" for k, n in counts.items())
         lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
-    lines.extend(_not_comparable_line(results, spec))
-    return lines
+    return lines + _not_comparable_line(results, spec)
 
 
 def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str]:
