@@ -393,15 +393,10 @@ def _figure_line(f: FigureVerdict) -> str:
 
 
 def _notes(c: Comparison) -> list[str]:
-    return [f"  note       {words(n)}" for n in c.notes] + _numerics(c)
-
-
-def _numerics(c: Comparison) -> list[str]:
-    """The output's numerics against the baseline, when they were compared."""
-    if c.numerics is None:
-        return []
-    text = numerics_words(c.numerics)
-    return [f"  numerics   {text.removeprefix('numerics: ')}"] if text else []
+    """The verdict's notes, then the output's numerics when they were compared."""
+    lines = [f"  note       {words(n)}" for n in c.notes]
+    text = "" if c.numerics is None else numerics_words(c.numerics)
+    return lines + ([f"  numerics   {text.removeprefix('numerics: ')}"] if text else [])
 
 
 # --- beside time: the secondary metrics and the numerics -----------------------------
@@ -444,12 +439,6 @@ _FORMATS: dict[str, Callable[[float | None], str]] = {
 }
 
 
-UNSEEDED_ADVICE = (
-    "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
-    "for the numerics comparison to mean anything"
-)
-
-
 def _fmt_rel(x: float | None) -> str:
     if x is None:
         return "-"
@@ -478,7 +467,11 @@ def numerics_words(n: NumericsComparison) -> str:
                 f"this run's {n.current_runs} processes differ by up to "
                 f"{_fmt_rel(n.current_spread)}"
             )
-        text = f"numerics not compared: {UNSEEDED_ADVICE} ({'; '.join(where)})"
+        text = (
+            "numerics not compared: the output differs between runs of the same code: seed the "
+            f"inputs (torch.manual_seed) for the numerics comparison to mean anything "
+            f"({'; '.join(where)})"
+        )
         if n.changes:
             text += "; also: " + "; ".join(n.changes)
         return text

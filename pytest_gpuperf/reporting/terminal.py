@@ -30,7 +30,7 @@ from pytest_gpuperf.reporting.columns import (
     params_text,
 )
 from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
-from pytest_gpuperf.reporting.verdicts import ORDER
+from pytest_gpuperf.reporting.verdicts import order_of
 from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
@@ -84,7 +84,7 @@ def _num(x: float | None) -> float:
 
 def _rank(r: Result) -> int:
     """The verdict's place in the report order (regressions first, no verdict last)."""
-    return ORDER.index(_kind(r)) if _kind(r) in ORDER else len(ORDER)
+    return order_of(_kind(r))
 
 
 #: ``--gpuperf-sort`` keys: (key function, what it means).

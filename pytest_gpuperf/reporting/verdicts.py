@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -122,50 +123,40 @@ def _label(kind: str, final: bool, c: Comparison | None) -> str:
 
 def row(result: Result) -> Row:
     c = result.comparison
-    if c is None:
-        current = result.run.median if result.run.rounds else None
-        return Row(
-            result=result,
-            kind=NOT_COMPARED,
-            final=True,
-            label=_label(NOT_COMPARED, True, None),
-            ratio=None,
-            change="-",
-            interval="-",
-            baseline=fmt_time(None),
-            current=fmt_time(current),
-            runs="-",
-        )
-    f = c.shown
-    change = explain.change_text(c, result.id.mode) if _num(c.ratio) is not None else "-"
+    f = None if c is None else c.shown
+    ratio = None if c is None else _num(c.ratio)
     interval = "-"
-    if f is not None and _num(f.ratio_low) is not None and _num(f.ratio_high) is not None:
+    if c and f and _num(f.ratio_low) is not None and _num(f.ratio_high) is not None:
         interval = (
             f"{fmt_change(f.ratio_low)} to {fmt_change(f.ratio_high)} "
             f"({100 * c.terms.ci_level:.0f} % CI)"
         )
-    current = _num(c.current_s)
+    current = None if c is None else _num(c.current_s)
     if current is None and result.run.rounds:
         current = result.run.median
+    kind, final = kind_of(result), c is None or c.final
     return Row(
         result=result,
-        kind=c.kind,
-        final=c.final,
-        label=_label(c.kind, c.final, c),
-        ratio=_num(c.ratio),
-        change=change,
+        kind=kind,
+        final=final,
+        label=_label(kind, final, c),
+        ratio=ratio,
+        change="-" if c is None or ratio is None else explain.change_text(c, result.id.mode),
         interval=interval,
-        baseline=fmt_time(_num(c.baseline_s)),
+        baseline=fmt_time(None if c is None else _num(c.baseline_s)),
         current=fmt_time(current),
-        runs=f"{0 if c.lead is None else c.lead.k} / {c.r}",
+        runs="-" if c is None else f"{0 if c.lead is None else c.lead.k} / {c.r}",
     )
 
 
+def order_of(kind: str) -> int:
+    """The kind's place in :data:`ORDER`; a kind this version does not know comes last."""
+    return ORDER.index(kind) if kind in ORDER else len(ORDER)
+
+
 def _rank(r: Row) -> tuple[int, float]:
-    kind_rank = ORDER.index(r.kind) if r.kind in ORDER else len(ORDER)
     # Largest slowdown first among regressions and inconclusive; others keep their order.
-    worst = -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0
-    return (kind_rank, worst)
+    return (order_of(r.kind), -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0)
 
 
 def rows(results: Iterable[Result]) -> list[Row]:
@@ -177,15 +168,8 @@ def rows(results: Iterable[Result]) -> list[Row]:
 
 def counts(rs: Sequence[Row]) -> dict[str, int]:
     """How many rows of each kind, in report order (kinds with none left out)."""
-    out: dict[str, int] = {}
-    for kind in ORDER:
-        n = sum(1 for r in rs if r.kind == kind)
-        if n:
-            out[kind] = n
-    for r in rs:  # a kind this version does not know
-        if r.kind not in ORDER:
-            out[r.kind] = out.get(r.kind, 0) + 1
-    return out
+    n = Counter(r.kind for r in rs)
+    return {kind: n[kind] for kind in sorted(n, key=order_of)}
 
 
 def headline(rs: Sequence[Row]) -> str:
