@@ -58,14 +58,6 @@ class Column:
         return x if x is None or isinstance(x, (bool, int, float, str)) else str(x)
 
 
-def _ci(r: Result) -> float | None:
-    return r.run.summary.rel_ci if r.run.summary.n >= MIN_CI_ROUNDS else None
-
-
-def _ci_text(x: float | None) -> str:
-    return "-" if x is None else "±" + fmt_pct(x)
-
-
 def summary_stat(name: str) -> Callable[[Result], Any]:
     """A statistic of the rounds (``median``, ``q1``, ``rel_iqr``, ...); None without rounds."""
     return lambda r: getattr(r.run.summary, name) if r.run.rounds else None
@@ -132,8 +124,8 @@ COLUMNS: dict[str, Column] = {
         Column(
             "ci",
             "95% CI",
-            _ci,
-            _ci_text,
+            lambda r: r.run.summary.rel_ci if r.run.summary.n >= MIN_CI_ROUNDS else None,
+            lambda x: "-" if x is None else "±" + fmt_pct(x),
             "95% CI: of the median, from the rounds kept ('-' with fewer than "
             f"{MIN_CI_ROUNDS} rounds, where no such interval exists)",
         ),

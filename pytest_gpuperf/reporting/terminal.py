@@ -19,7 +19,12 @@ from typing import Any
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result, printable
-from pytest_gpuperf.outcome import NUMERICS_CHANGED, NUMERICS_UNSEEDED, NumericsComparison
+from pytest_gpuperf.outcome import (
+    NOT_COMPARABLE,
+    NUMERICS_CHANGED,
+    NUMERICS_UNSEEDED,
+    NumericsComparison,
+)
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
 from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
@@ -169,12 +174,6 @@ def _shorten(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - keep // 2 :]
 
 
-def _tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    from tabulate import tabulate
-
-    return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
-
-
 def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
     with_verdict = any(r.comparison is not None for r in results)
     if spec.columns is not None:
@@ -236,6 +235,8 @@ def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[
 
 def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     """The table (one per group), sorted, with the columns of ``spec``."""
+    from tabulate import tabulate
+
     spec = spec or TableSpec()
     ordered = sort_results(results, spec.sort)
     cols = _columns_for(ordered, spec)
@@ -250,7 +251,8 @@ def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> st
             if name_w is not None:
                 row[0] = _shorten(row[0], name_w)
             rows.append(row)
-        table = _tabulate([COLUMNS[c].header for c in cols], rows)
+        headers = [COLUMNS[c].header for c in cols]
+        table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
         blocks.append(f"{title}\n{table}" if title else table)
     return "\n\n".join(blocks)
 
@@ -461,32 +463,24 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     if counts:
         counted = ", ".join(f"{n} {k}" for k, n in counts.items())
         lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
-    return lines + _not_comparable_line(results, spec)
-
-
-def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str]:
-    """Under ``-q``, one line that says why timings were not comparable (a tracer or
-    profiler on one side only), since the folded verdicts no longer show it."""
-    from pytest_gpuperf.outcome import NOT_COMPARABLE
-
+    # why timings were not comparable (a tracer or profiler on one side only), since the
+    # folded verdicts no longer show it
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
-    if not hit:
-        return []
-    tracers = sorted({printable(r.run.tracer) for r in hit if r.run.tracer})
-    what = (
-        f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
-        if tracers
-        else "the baseline's runs were measured under a tracer or profiler, this run's not"
-    )
-    n = len(hit)
-    return [
-        fold(
-            f"not comparable: {what}, so {n} {'verdict is' if n == 1 else 'verdicts are'} "
-            "inconclusive, never a regression; save a baseline under the same tracer, or "
-            "run without it",
-            spec.width,
+    if hit:
+        tracers = sorted({printable(r.run.tracer) for r in hit if r.run.tracer})
+        what = (
+            f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
+            if tracers
+            else "the baseline's runs were measured under a tracer or profiler, this run's not"
         )
-    ]
+        one = len(hit) == 1
+        text = (
+            f"not comparable: {what}, so {len(hit)} {'verdict is' if one else 'verdicts are'} "
+            "inconclusive, never a regression; save a baseline under the same tracer, or "
+            "run without it"
+        )
+        lines.append(fold(text, spec.width))
+    return lines
 
 
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:

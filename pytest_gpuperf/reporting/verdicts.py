@@ -113,14 +113,6 @@ def _num(v: float | None) -> float | None:
     return None
 
 
-def _label(kind: str, final: bool, c: Comparison | None) -> str:
-    """:attr:`Row.label` of a verdict of ``kind`` (``c``: the comparison, None without one)."""
-    text = LABELS.get(kind, kind)
-    if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
-        text += " / below resolution"
-    return text if final else f"{text} (suspect)"
-
-
 def row(result: Result) -> Row:
     c = result.comparison
     f = None if c is None else c.shown
@@ -135,11 +127,14 @@ def row(result: Result) -> Row:
     if current is None and result.run.rounds:
         current = result.run.median
     kind, final = kind_of(result), c is None or c.final
+    label = LABELS.get(kind, kind)
+    if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
+        label += " / below resolution"
     return Row(
         result=result,
         kind=kind,
         final=final,
-        label=_label(kind, final, c),
+        label=label if final else f"{label} (suspect)",
         ratio=ratio,
         change="-" if c is None or ratio is None else explain.change_text(c, result.id.mode),
         interval=interval,
