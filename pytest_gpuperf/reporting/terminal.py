@@ -165,16 +165,17 @@ class TableSpec:
     modes: backend.Modes | None = None
 
 
-def _shorten(text: str, width: int) -> str:
+def _shorten(text: str, width: int | None) -> str:
     """``test_a_very_long_na…shape=4096]``: the middle goes, the start and the ids stay."""
-    if len(text) <= width:
+    if width is None or len(text) <= width:
         return text
     keep = width - 1
     head = keep - keep // 2
     return text[:head] + "…" + text[len(text) - keep // 2 :]
 
 
-def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
+def _columns_for(results: Sequence[Result], spec: TableSpec) -> tuple[list[str], int | None]:
+    """The columns to draw, and the width names are shortened to (None: not shortened)."""
     with_verdict = any(r.comparison is not None for r in results)
     if spec.columns is not None:
         cols = ["name", *(c for c in spec.columns if c != "name")]
@@ -182,11 +183,13 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
         cols = full_columns()
     else:
         cols = list(DEFAULT_COLUMNS)
-        if len({r.id.mode for r in results}) > 1:
+        if _mixed(results):
             cols.insert(1, "mode")
     if not with_verdict and spec.columns is None:
         cols.remove("verdict")
-    return cols
+    if spec.columns is None and not spec.verbose:
+        return _fit(results, cols, spec.width)
+    return cols, None
 
 
 def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[str], int | None]:
@@ -218,8 +221,7 @@ def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[s
 
 def sort_results(results: Sequence[Result], key: str) -> list[Result]:
     """``results`` in the order of ``--gpuperf-sort`` (stable: ties keep collection order)."""
-    fn = SORT_KEYS[key][0]
-    return sorted(results, key=fn)
+    return sorted(results, key=SORT_KEYS[key][0])
 
 
 def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[str, list[Result]]]:
@@ -239,18 +241,12 @@ def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> st
 
     spec = spec or TableSpec()
     ordered = sort_results(results, spec.sort)
-    cols = _columns_for(ordered, spec)
-    name_w: int | None = None
-    if spec.columns is None and not spec.verbose:
-        cols, name_w = _fit(ordered, cols, spec.width)
+    cols, name_w = _columns_for(ordered, spec)
     blocks = []
     for title, members in group_results(ordered, spec.group_by):
-        rows = []
-        for r in members:
-            row = [COLUMNS[c].cell(r) for c in cols]
-            if name_w is not None:
-                row[0] = _shorten(row[0], name_w)
-            rows.append(row)
+        rows = [[COLUMNS[c].cell(r) for c in cols] for r in members]
+        for row in rows:  # the name is the first column
+            row[0] = _shorten(row[0], name_w)
         headers = [COLUMNS[c].header for c in cols]
         table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
         blocks.append(f"{title}\n{table}" if title else table)
@@ -260,9 +256,7 @@ def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> st
 def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """What the shown columns mean, wrapped to the table's width."""
     spec = spec or TableSpec()
-    cols = _columns_for(results, spec)
-    if spec.columns is None and not spec.verbose:
-        cols, _ = _fit(results, cols, spec.width)
+    cols, _ = _columns_for(results, spec)
     parts = [COLUMNS[c].legend for c in cols if COLUMNS[c].legend]
     if "flag" in cols and not any(r.notes for r in results):
         parts = [p for p in parts if not p.startswith("flag:")]
