@@ -255,9 +255,6 @@ def artifacts(result: Result) -> list[Artifact]:
             continue
         name = a.get("name") if len(paths) == 1 and isinstance(a.get("name"), str) else None
         for p in paths:
-            out.append(Artifact(name or _basename(p), kind, p, note))
+            base = posixpath.basename(p.replace("\\", "/").rstrip("/")) or p
+            out.append(Artifact(name or base, kind, p, note))
     return out
-
-
-def _basename(path: str) -> str:
-    return posixpath.basename(path.replace("\\", "/").rstrip("/")) or path
