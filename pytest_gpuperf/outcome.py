@@ -1,10 +1,6 @@
-"""What was concluded about one result: its verdict and its diagnosis, as values.
-
-:class:`Comparison` (with :class:`FigureVerdict`, :class:`SecondaryComparison`,
-:class:`NumericsComparison`) and :class:`Diagnosis` sit beside
-:class:`~pytest_gpuperf.model.Result`, which carries both, below the verdict and the
-analysis that make them. Frozen and typed from the verdict to the reports; a dict only
-at the edges (``to_dict`` / ``from_dict``). Pure Python.
+"""What was concluded about one result (its verdict and its diagnosis), as values that
+:class:`~pytest_gpuperf.model.Result` carries: frozen and typed from the verdict to the
+reports, a dict only at the edges (``to_dict`` / ``from_dict``). Pure Python.
 """
 
 from __future__ import annotations
@@ -39,6 +35,11 @@ GATED_KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)
 # --- beside time: the secondary metrics and the output's numerics -----------------------
 
 
+def _known(cls: Any, d: Mapping[str, Any]) -> dict[str, Any]:
+    """The items of ``d`` that are fields of the dataclass ``cls``."""
+    return {f.name: d[f.name] for f in fields(cls) if f.name in d}
+
+
 @dataclass(frozen=True)
 class SecondaryComparison:
     metric: str
@@ -59,7 +60,7 @@ class SecondaryComparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SecondaryComparison:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        return cls(**_known(cls, d))
 
 
 #: :attr:`NumericsComparison.kind` values (also :mod:`pytest_gpuperf.verdict.numerics`'s
@@ -67,6 +68,8 @@ class SecondaryComparison:
 NUMERICS_SAME = "same"
 NUMERICS_CHANGED = "changed"
 NUMERICS_UNSEEDED = "unseeded"
+#: The numbers of a :class:`NumericsComparison` that may be infinite or NaN.
+_MAYBE_INF = ("max_rel", "baseline_spread", "current_spread", "current", "baseline")
 
 
 @dataclass(frozen=True)
@@ -100,17 +103,16 @@ class NumericsComparison:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["changes"] = list(self.changes)
-        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
-            v = d[k]
-            if isinstance(v, float) and not math.isfinite(v):
-                d[k] = encode(v)
+        for k in _MAYBE_INF:
+            if isinstance(d[k], float) and not math.isfinite(d[k]):
+                d[k] = encode(d[k])
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NumericsComparison:
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        kw = _known(cls, d)
         kw["changes"] = tuple(kw.get("changes") or ())
-        for k in ("max_rel", "baseline_spread", "current_spread", "current", "baseline"):
+        for k in _MAYBE_INF:
             if isinstance(kw.get(k), str):
                 kw[k] = decode(kw[k])
         return cls(**kw)
@@ -212,7 +214,7 @@ class FigureVerdict:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FigureVerdict:
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        kw = _known(cls, d)
         for key in ("baseline_runs", "current_runs"):
             kw[key] = tuple(kw.get(key) or ())
         kw["reasons"] = tuple(Reason.from_dict(x) for x in kw.get("reasons") or ())
@@ -298,10 +300,6 @@ class Comparison:
         return None if self.shown is None else self.shown.ratio
 
     @property
-    def slowdown(self) -> float | None:
-        return None if self.ratio is None else self.ratio - 1.0
-
-    @property
     def current_runs(self) -> tuple[float, ...]:
         return self.runs if self.lead is None else self.lead.current_runs
 
@@ -355,7 +353,7 @@ class Comparison:
             kind=d["kind"],
             final=d["final"],
             look=d["look"],
-            terms=Terms(**{f.name: d[f.name] for f in fields(Terms) if f.name in d}),
+            terms=Terms(**_known(Terms, d)),
             name=d.get("name"),
             lead=lead,
             figures=figures,
@@ -384,13 +382,6 @@ class Diagnosis:
     def cause(self) -> str | None:
         """The most likely cause (first of :attr:`causes`)."""
         return self.causes[0] if self.causes else None
-
-    def text(self) -> str:
-        out = [self.paragraph]
-        if self.details:
-            out.append("")
-            out.extend(f"  {d}" for d in self.details)
-        return "\n".join(out)
 
     def to_dict(self) -> dict[str, Any]:
         return {

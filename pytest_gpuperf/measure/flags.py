@@ -37,6 +37,23 @@ class Measured(Protocol):
     def contention(self) -> Mapping[str, Any] | None: ...
 
 
+def contention_remedy(threads: float, group: bool = False) -> str:
+    """What to do about runs whose threads waited for a CPU (the note's and the verdict's):
+    ``threads`` their CPUs' worth, ``group`` ranks in processes of their own."""
+    if group:  # the ranks' own threads, not the machine's load
+        return (
+            f"its ranks' threads ({threads:.1f} CPUs' worth per measuring thread, the "
+            "collectives' own among them) want more CPUs than this machine has: a runner with "
+            "more CPUs, or the ranks on GPUs"
+        )
+    if threads > ONE_THREAD:
+        return (
+            f"torch.set_num_threads(1) (the work ran on {threads:.1f} threads), an idle runner, "
+            "or --gpuperf-ab=REF"
+        )
+    return "an idle runner, a quieter moment, or --gpuperf-ab=REF"
+
+
 def contention_note(result: Measured, group: bool = False) -> str | None:
     """The note of a CPU run whose clock counts waits for a CPU (wall time, or thread time
     of several threads) when its threads waited beyond :data:`~.contention.WAITED`
@@ -47,14 +64,10 @@ def contention_note(result: Measured, group: bool = False) -> str | None:
     counts_waits = c.get("clock") == "wall" or (c.get("clock") == "thread" and many)
     if waited is None or waited <= WAITED or not counts_waits:
         return None
-    one = "with one torch thread (torch.set_num_threads(1)) " if many else ""
-    remedy = f"re-run {one}on an idle machine"
-    if group:
-        remedy = "its ranks' threads want more CPUs than this machine has: re-run on one with more"
     return (
-        f"{CONTENDED} its threads waited for a CPU {100 * waited:.0f} % of the rounds' time"
-        + (f" (the work ran on {threads:.1f} threads)" if many else "")
-        + f": the timings measure the machine, not the code, and no verdict counts them; {remedy}"
+        f"{CONTENDED} its threads waited for a CPU {100 * waited:.0f} % of the rounds' time: the "
+        "timings measure the machine, not the code, and no verdict counts them; what helps: "
+        + contention_remedy(threads, group)
     )
 
 

@@ -28,17 +28,13 @@ def write_ci_outputs(
     baseline_dirs: Sequence[Path] = (),
     added: Mapping[Output, Any] | None = None,
 ) -> Written:
-    """Write the report files (``--gpuperf-json``, ``-markdown``, ``-html``, ``-csv``) and,
-    under GitHub Actions (per ``--gpuperf-github``), append to ``$GITHUB_STEP_SUMMARY`` and
-    return the annotations.
+    """Write each output whose option is set (and the ``added`` ones plugins declared, with
+    their values, last); return what was written, the errors and the GitHub annotations.
 
-    ``baseline``: the one compared with (its runs feed the HTML plots); ``env``: the process
-    environment; ``rootdir``: pytest's, test and artifact paths are relative to it; relative
-    report paths are taken from ``cwd`` (as ``--junitxml``); ``session``: the JSON's session
-    block; ``only``: just these outputs (a confirmation child writes its JSON alone);
-    ``baseline_dirs`` are never written into, nor is any baseline file (nor through another
-    user's symbolic link: ``baseline.fileio.write_output``); ``added``: the outputs plugins
-    added (``pytest_gpuperf_output_formats``) with their options' values, written last.
+    ``baseline`` feeds the HTML plots; relative report paths are taken from ``cwd`` (as
+    ``--junitxml``), test and artifact paths from ``rootdir``; ``only``: just these outputs
+    (a confirmation child writes its JSON alone); nothing is written into ``baseline_dirs``
+    or onto a baseline file (``baseline.fileio.write_output``).
     """
     ctx = ReportContext(
         results,

@@ -1,16 +1,10 @@
 """The columns of the outputs, declared once: a column is a key, a header, how to read its
 value from a :class:`~pytest_gpuperf.model.Result` and how to write that value as text.
 
-The terminal table (``reporting/terminal.py``) draws every column of
-:data:`COLUMNS` (``--gpuperf-columns`` picks them by key). The HTML summary table,
-the CSV and the JSON report had their own columns before this declaration and keep
-them (:data:`OWN_COLUMNS`); every other declared column is added to each of them from
-here (:func:`added_columns`): the HTML as a header and the cell text, the CSV and the
-JSON (``results[].columns``) as the raw value. So a new column is one entry in
-:data:`COLUMNS` (and its key in :data:`FULL_COLUMNS` or :data:`DEFAULT_COLUMNS` if the
-terminal should show it without being asked), and nothing else to copy.
-
-Pure Python: no torch, no pytest.
+The terminal table draws every column of :data:`COLUMNS` (``--gpuperf-columns`` picks them
+by key). The HTML summary table, the CSV and the JSON report show :data:`OWN_COLUMNS` their
+own way and add every other declared column from here (:func:`added_columns`), so a new
+column is one entry in :data:`COLUMNS`. Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
@@ -64,23 +58,9 @@ class Column:
         return x if x is None or isinstance(x, (bool, int, float, str)) else str(x)
 
 
-def _median(r: Result) -> float | None:
-    return r.run.summary.median if r.run.rounds else None
-
-
-def _ci(r: Result) -> float | None:
-    return r.run.summary.rel_ci if r.run.summary.n >= MIN_CI_ROUNDS else None
-
-
-def _ci_text(x: float | None) -> str:
-    return "-" if x is None else "±" + fmt_pct(x)
-
-
-def _stat(name: str) -> Callable[[Result], Any]:
-    def value(r: Result) -> Any:
-        return getattr(r.run.summary, name) if r.run.rounds else None
-
-    return value
+def summary_stat(name: str) -> Callable[[Result], Any]:
+    """A statistic of the rounds (``median``, ``q1``, ``rel_iqr``, ...); None without rounds."""
+    return lambda r: getattr(r.run.summary, name) if r.run.rounds else None
 
 
 def params_text(r: Result) -> str:
@@ -100,10 +80,6 @@ def flag_text(r: Result) -> str:
     return ", ".join(flags)
 
 
-_LABELS = {"different-environment": "other environment", "no-change": "no change"}
-_LABELS["no-baseline"] = "no baseline"
-
-
 def verdict_cell(r: Result) -> str:
     """``2.96x REGRESSION (threshold 61.3 %)``, ``+1.2 % no change (threshold 8.0 %)``,
     ``+58.6 % INCONCLUSIVE / below resolution (would catch >= 2.04x)``: the change the gate
@@ -114,13 +90,9 @@ def verdict_cell(r: Result) -> str:
     c = r.comparison
     if c is None:
         return "-"
-    kind = c.kind
-    if kind in ("regression", "inconclusive", "no-change"):
-        label = label_of(c)
-    else:
-        label = _LABELS.get(kind, kind)
+    label = "other environment" if c.kind == "different-environment" else label_of(c)
     f = c.shown
-    if f is None or kind == "no-baseline":
+    if f is None or c.kind == "no-baseline":
         return label
     name = figure_name(f.figure, r.id.mode)  # a plain "time" goes without saying
     return f"{fmt_change(f.ratio)}{'' if name == 'time' else ' ' + name} {label}"
@@ -132,10 +104,16 @@ COLUMNS: dict[str, Column] = {
         Column("name", "benchmark", lambda r: r.id.display),
         Column("params", "params", params_text),
         Column("mode", "mode", lambda r: r.id.mode),
-        Column("median", "median", _median, fmt_time, "median: per-call time of the steady state"),
-        Column("mean", "mean", _stat("mean"), fmt_time, "mean: of the rounds"),
-        Column("min", "min", _stat("min"), fmt_time, "min: the fastest round"),
-        Column("max", "max", _stat("max"), fmt_time, "max: the slowest round"),
+        Column(
+            "median",
+            "median",
+            summary_stat("median"),
+            fmt_time,
+            "median: per-call time of the steady state",
+        ),
+        Column("mean", "mean", summary_stat("mean"), fmt_time, "mean: of the rounds"),
+        Column("min", "min", summary_stat("min"), fmt_time, "min: the fastest round"),
+        Column("max", "max", summary_stat("max"), fmt_time, "max: the slowest round"),
         Column(
             "spread",
             "spread",
@@ -146,8 +124,8 @@ COLUMNS: dict[str, Column] = {
         Column(
             "ci",
             "95% CI",
-            _ci,
-            _ci_text,
+            lambda r: r.run.summary.rel_ci if r.run.summary.n >= MIN_CI_ROUNDS else None,
+            lambda x: "-" if x is None else "±" + fmt_pct(x),
             "95% CI: of the median, from the rounds kept ('-' with fewer than "
             f"{MIN_CI_ROUNDS} rounds, where no such interval exists)",
         ),

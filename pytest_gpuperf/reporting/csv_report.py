@@ -9,61 +9,60 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
-from pytest_gpuperf.reporting.columns import added_columns
-
-#: The fixed columns, in order; the ``param:NAME`` columns follow ``params``, and the
-#: declared columns beyond these (``reporting/columns.py:added_columns``) come last.
-COLUMNS: tuple[str, ...] = (
-    "benchmark",
-    "key",
-    "nodeid",
-    "name",
-    "mode",
-    "device",
-    "device_name",
-    "params",
-    "median_s",
-    "mean_s",
-    "min_s",
-    "max_s",
-    "q1_s",
-    "q3_s",
-    "spread",
-    "ci_low_s",
-    "ci_high_s",
-    "rounds",
-    "calls_per_round",
-    "first_call_s",
-    "peak_memory_bytes",
-    "tflops",
-    "gbps",
-    "stability",
-    "flags",
-    "verdict",
-    "change",
-    "ratio",
-    "ratio_low",
-    "ratio_high",
-    "baseline_s",
-    "run_id",
-)
+from pytest_gpuperf.reporting.columns import added_columns, summary_stat
 
 
-#: the statistics of the rounds, each a ``<name>_s`` column
-_STATS = ("median", "mean", "min", "max", "q1", "q3", "ci_low", "ci_high")
+def _shown(r: Result) -> Any:
+    return None if r.comparison is None else r.comparison.shown
 
 
-def _num(x: Any) -> Any:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+#: The fixed columns, in order, each with its value of a result; the ``param:NAME`` columns
+#: follow ``params``, and the declared columns beyond these
+#: (``reporting/columns.py:added_columns``) come last.
+FIELDS: dict[str, Callable[[Result], Any]] = {
+    "benchmark": lambda r: r.id.display,
+    "key": lambda r: r.id.key,
+    "nodeid": lambda r: r.id.nodeid,
+    "name": lambda r: r.id.name,
+    "mode": lambda r: r.id.mode,
+    "device": lambda r: r.run.device,
+    "device_name": lambda r: r.run.device_name,
+    "params": lambda r: ", ".join(f"{k}={x}" for k, x in r.id.params),
+    **{f"{k}_s": summary_stat(k) for k in ("median", "mean", "min", "max", "q1", "q3")},
+    "spread": summary_stat("rel_iqr"),
+    **{f"{k}_s": summary_stat(k) for k in ("ci_low", "ci_high")},
+    "rounds": lambda r: r.run.summary.n,
+    "calls_per_round": lambda r: r.run.calls_per_round,
+    "first_call_s": lambda r: r.run.first_call_s,
+    "peak_memory_bytes": lambda r: r.run.peak_memory_bytes,
+    "tflops": lambda r: r.run.tflops,
+    "gbps": lambda r: r.run.gbps,
+    "stability": lambda r: r.run.stability,
+    "flags": lambda r: " | ".join(r.notes),
+    "verdict": v.kind_of,
+    "change": lambda r: None if r.comparison is None else v.row(r).change,
+    "ratio": lambda r: None if r.comparison is None else r.comparison.ratio,
+    "ratio_low": lambda r: None if _shown(r) is None else _shown(r).ratio_low,
+    "ratio_high": lambda r: None if _shown(r) is None else _shown(r).ratio_high,
+    "baseline_s": lambda r: None if r.comparison is None else r.comparison.baseline_s,
+    "run_id": lambda r: r.run.run_id,
+}
+COLUMNS: tuple[str, ...] = tuple(FIELDS)
+
+
+def _value(x: Any) -> Any:
+    """A number as Python writes it back exactly, a text as it is; ``""`` for unknown (None,
+    not finite, a flag)."""
+    if isinstance(x, bool) or (isinstance(x, float) and not math.isfinite(x)):
         return ""
-    if isinstance(x, float) and not math.isfinite(x):
-        return ""
-    return repr(x) if isinstance(x, float) else x
+    if isinstance(x, (int, float)):
+        return repr(x) if isinstance(x, float) else x
+    return "" if x is None else str(x)
 
 
 #: What makes a spreadsheet read a cell as a formula (CSV injection), when it is not a number.
@@ -83,47 +82,10 @@ def cell(x: Any) -> Any:
 
 
 def row(r: Result) -> dict[str, Any]:
-    s = r.run.summary
-    measured = bool(r.run.rounds)
-    c = r.comparison
-    shown = None if c is None else c.shown
-    out: dict[str, Any] = {
-        "benchmark": r.id.display,
-        "key": r.id.key,
-        "nodeid": r.id.nodeid,
-        "name": r.id.name or "",
-        "mode": r.id.mode,
-        "device": r.run.device,
-        "device_name": r.run.device_name or "",
-        "params": ", ".join(f"{k}={x}" for k, x in r.id.params),
-        **{f"{k}_s": _num(getattr(s, k)) if measured else "" for k in _STATS},
-        "spread": _num(s.rel_iqr) if measured else "",
-        "rounds": s.n,
-        "calls_per_round": r.run.calls_per_round,
-        "first_call_s": _num(r.run.first_call_s),
-        "peak_memory_bytes": _num(r.run.peak_memory_bytes),
-        "tflops": _num(r.run.tflops),
-        "gbps": _num(r.run.gbps),
-        "stability": r.run.stability,
-        "flags": " | ".join(r.notes),
-        "verdict": v.kind_of(r),
-        "change": v.row(r).change if c is not None else "",
-        "ratio": _num(c.ratio if c is not None else None),
-        "ratio_low": _num(shown.ratio_low if shown is not None else None),
-        "ratio_high": _num(shown.ratio_high if shown is not None else None),
-        "baseline_s": _num(c.baseline_s if c is not None else None),
-        "run_id": r.run.run_id or "",
-    }
-    for k, x in r.id.params:
-        out[f"param:{k}"] = x
-    for col in added_columns():  # the declared columns beyond these (reporting/columns.py)
-        x = col.raw(r)
-        out[col.key] = _num(x) if isinstance(x, (int, float)) else _text(x)
-    return {k: cell(x) for k, x in out.items()}
-
-
-def _text(x: Any) -> str:
-    return "" if x is None else str(x)
+    out = {k: value(r) for k, value in FIELDS.items()}
+    out.update((f"param:{k}", x) for k, x in r.id.params)
+    out.update((col.key, col.raw(r)) for col in added_columns())  # reporting/columns.py
+    return {k: cell(_value(x)) for k, x in out.items()}
 
 
 def render(results: Sequence[Result], *, sort: str = "collection") -> str:

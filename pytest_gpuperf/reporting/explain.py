@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_gpuperf.measure import backend
-from pytest_gpuperf.measure.contention import ONE_THREAD
+from pytest_gpuperf.measure.flags import contention_remedy
 from pytest_gpuperf.model import printable
 from pytest_gpuperf.outcome import (
     BELOW_RESOLUTION,
@@ -69,11 +69,6 @@ def _pct(x: float | None) -> str:
     return fmt_pct(x, digits=1)
 
 
-def _signed(x: float | None) -> str:
-    """A change (a slowdown as a fraction), as every output writes it (units.fmt_change)."""
-    return "-" if x is None else fmt_change(x + 1)
-
-
 def _size(x: float | None) -> str:
     """A size in the rule's reasons: percent with one decimal, from 2x on a ratio (a number
     a report read back as null is not finite)."""
@@ -82,8 +77,10 @@ def _size(x: float | None) -> str:
     return fmt_change(x + 1) if x + 1 >= RATIO_FROM else fmt_pct(x)
 
 
-#: How a figure is named inside a reason.
-_NAMES = {"device": "device time", "end-to-end": "end-to-end", "time": "time"}
+#: What each figure of a verdict is, as the outputs name it (``Comparison.figure``), and
+#: inside a reason.
+FIGURE_NAMES = {"device": "device time", "end-to-end": "end-to-end time", "time": "time"}
+_NAMES = {**FIGURE_NAMES, "end-to-end": "end-to-end"}
 _SAID = {
     E2E_MISSING: "end-to-end time missing from some runs (older baseline): not compared",
     WAITS_NOW: "the current code waits for the GPU inside the call (.item(), .cpu(), a sync), "
@@ -155,25 +152,12 @@ def _why_regression(n: Mapping[str, Any]) -> str:
 
 
 def _unmeasurable(n: Mapping[str, Any]) -> str:
-    threads, codes = n["threads"], n["codes"]
-    remedy = (
-        f"torch.set_num_threads(1) (the work ran on {threads:.1f} threads), an idle runner, "
-        "or --gpuperf-ab=REF"
-        if threads > ONE_THREAD
-        else "an idle runner, a quieter moment, or --gpuperf-ab=REF"
-    )
-    if n.get("group"):  # the ranks' own threads, not the machine's load
-        remedy = (
-            f"its ranks' threads ({threads:.1f} CPUs' worth per measuring thread, the "
-            "collectives' own among them) want more CPUs than this machine has, idle or not: "
-            "a runner with more CPUs, or the ranks on GPUs"
-        )
-    many = len(codes) != 1
+    codes, many = n["codes"], len(n["codes"]) != 1
     return (
         f"unmeasurable: {len(codes)} {n['side']} run{'s' if many else ''} "
         f"{'are' if many else 'is'} no evidence ({'; '.join(c or '' for c in codes)}: "
         f"their threads waited that share of the time for a CPU); this benchmark cannot be "
-        f"measured on this machine now: {remedy}"
+        f"measured on this machine now: {contention_remedy(n['threads'], bool(n.get('group')))}"
     )
 
 
@@ -190,10 +174,6 @@ def _tracers(n: Mapping[str, Any]) -> str:
         f"tracers differ: {', '.join(then) or 'none'} in the baseline, "
         f"{', '.join(now) or 'none'} now"
     )
-
-
-#: What each figure of a verdict is, as the outputs name it (``Comparison.figure``).
-FIGURE_NAMES = {"device": "device time", "end-to-end": "end-to-end time", "time": "time"}
 
 
 def figure_name(
@@ -221,12 +201,12 @@ def _runs(n: int) -> str:
 
 
 def _ci(f: FigureVerdict, level: float) -> str:
-    return f"({100 * level:.0f} % CI {_signed(f.ratio_low - 1)} to {_signed(f.ratio_high - 1)})"
+    return f"({100 * level:.0f} % CI {fmt_change(f.ratio_low)} to {fmt_change(f.ratio_high)})"
 
 
 def _change(f: FigureVerdict, level: float = 0.90) -> str:
     """``+6.1 % (90 % CI +4.8 % to +7.5 %)``."""
-    return f"{_signed(f.ratio - 1)} {_ci(f, level)}"
+    return f"{fmt_change(f.ratio)} {_ci(f, level)}"
 
 
 def _shown(c: Comparison, mode: str | None) -> str:
@@ -413,15 +393,10 @@ def _figure_line(f: FigureVerdict) -> str:
 
 
 def _notes(c: Comparison) -> list[str]:
-    return [f"  note       {words(n)}" for n in c.notes] + _numerics(c)
-
-
-def _numerics(c: Comparison) -> list[str]:
-    """The output's numerics against the baseline, when they were compared."""
-    if c.numerics is None:
-        return []
-    text = numerics_words(c.numerics)
-    return [f"  numerics   {text.removeprefix('numerics: ')}"] if text else []
+    """The verdict's notes, then the output's numerics when they were compared."""
+    lines = [f"  note       {words(n)}" for n in c.notes]
+    text = "" if c.numerics is None else numerics_words(c.numerics)
+    return lines + ([f"  numerics   {text.removeprefix('numerics: ')}"] if text else [])
 
 
 # --- beside time: the secondary metrics and the numerics -----------------------------
@@ -439,7 +414,7 @@ _METRICS = {
 def secondary_words(s: SecondaryComparison) -> str:
     """``peak memory 1.2 GiB vs 1.0 GiB baseline (+18.6 %; band up to 1.1 GiB): higher``."""
     label = _METRICS.get(s.metric, s.metric.replace("_", " "))
-    show = _formatter(s.metric)
+    show = _FORMATS.get(s.metric, _count)
     if s.kind == NO_BASELINE:
         return f"{label} {show(s.current)}: no baseline value"
     change = fmt_pct(None if s.ratio is None else s.ratio - 1, sign=True)
@@ -456,18 +431,12 @@ def _count(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def _formatter(metric: str) -> Callable[[float | None], str]:
-    if metric in (PEAK_MEMORY, TRANSFERS):
-        return fmt_bytes
-    if metric == FIRST_CALL:
-        return fmt_time
-    return _count
-
-
-UNSEEDED_ADVICE = (
-    "the output differs between runs of the same code: seed the inputs (torch.manual_seed) "
-    "for the numerics comparison to mean anything"
-)
+#: How a metric's values are written (a count by default).
+_FORMATS: dict[str, Callable[[float | None], str]] = {
+    PEAK_MEMORY: fmt_bytes,
+    TRANSFERS: fmt_bytes,
+    FIRST_CALL: fmt_time,
+}
 
 
 def _fmt_rel(x: float | None) -> str:
@@ -498,7 +467,11 @@ def numerics_words(n: NumericsComparison) -> str:
                 f"this run's {n.current_runs} processes differ by up to "
                 f"{_fmt_rel(n.current_spread)}"
             )
-        text = f"numerics not compared: {UNSEEDED_ADVICE} ({'; '.join(where)})"
+        text = (
+            "numerics not compared: the output differs between runs of the same code: seed the "
+            f"inputs (torch.manual_seed) for the numerics comparison to mean anything "
+            f"({'; '.join(where)})"
+        )
         if n.changes:
             text += "; also: " + "; ".join(n.changes)
         return text

@@ -91,9 +91,7 @@ def message(result: Result) -> str:
     diag = v.diagnosis(result)
     if diag:
         parts.append("where the time went:\n" + "\n".join(f"  {d}" for d in diag))
-    arts = [a for a in v.artifacts(result) if a.path]
-    if arts:
-        names = ", ".join(a.name for a in arts)
+    if names := ", ".join(a.name for a in v.artifacts(result) if a.path):
         parts.append(f"artifacts: {names}")
     return "\n".join(parts)
 
@@ -105,12 +103,8 @@ def annotate(
     workspace: str | PurePath | None = None,
 ) -> list[str]:
     """Every annotation of a session, regressions first (lines to print on stdout)."""
-    out = []
-    for r in v.rows(results):
-        line = annotation(r.result, rootdir=rootdir, workspace=workspace)
-        if line is not None:
-            out.append(line)
-    return out
+    lines = (annotation(r.result, rootdir=rootdir, workspace=workspace) for r in v.rows(results))
+    return [line for line in lines if line is not None]
 
 
 def step_summary(

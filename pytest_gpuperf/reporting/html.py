@@ -216,15 +216,14 @@ _METRICS = (
     ("gpu_util_pct", "GPU utilisation", "%"),
     ("mem_util_pct", "memory utilisation", "%"),
 )
+#: The columns of the telemetry table: statistics of each metric over the measurement.
+_STATS = ("median", "min", "max")
 _SCALARS = (
     ("sm_clock_max_mhz", "SM clock max", "MHz"),
     ("power_limit_w", "power limit", "W"),
     ("samples", "samples in the measurement", ""),
     ("interval_ms", "sampling interval", "ms"),
 )
-
-
-_STAT_COLS = ("median", "min", "max")
 
 
 def _fmt_num(x: Any, unit: str) -> str:
@@ -240,7 +239,7 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
         return f'<p class="muted">Telemetry unavailable: {escape(str(t.get("reason", "")))}</p>'
     rows = [
         f"<tr><td>{label}</td>"
-        + "".join(f"<td class='num'>{escape(_fmt_num(m.get(x), unit))}</td>" for x in _STAT_COLS)
+        + "".join(f"<td class='num'>{escape(_fmt_num(m.get(x), unit))}</td>" for x in _STATS)
         + "</tr>"
         for key, label, unit in _METRICS
         if isinstance(m := t.get(key), Mapping) and "median" in m

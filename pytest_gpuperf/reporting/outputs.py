@@ -58,9 +58,7 @@ def _json(ctx: ReportContext, target: Path) -> str:
 def _markdown(ctx: ReportContext, target: Path) -> str:
     from pytest_gpuperf.reporting import markdown
 
-    if ctx.title:
-        return markdown.render(ctx.results, baseline=ctx.label, title=ctx.title)
-    return markdown.render(ctx.results, baseline=ctx.label)
+    return markdown.render(ctx.results, baseline=ctx.label, title=ctx.title or "gpuperf")
 
 
 def artifact_href(html_path: Path, rootdir: Path) -> Any:
@@ -84,13 +82,12 @@ def _html(ctx: ReportContext, target: Path) -> str:
     hist = ctx.histories
     if hist is None:
         hist = histories(ctx.results, ctx.baseline, ctx.fingerprint_extra)
-    kwargs: dict[str, Any] = {"title": ctx.title} if ctx.title else {}
     return html.render(
         ctx.results,
         histories=hist,
         baseline=ctx.label,
         artifact_href=artifact_href(target, ctx.rootdir),
-        **kwargs,
+        title=ctx.title or "gpuperf report",
     )
 
 

@@ -19,7 +19,12 @@ from typing import Any
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.peaks import describe as describe_peak
 from pytest_gpuperf.model import Result, printable
-from pytest_gpuperf.outcome import NUMERICS_CHANGED, NUMERICS_UNSEEDED, NumericsComparison
+from pytest_gpuperf.outcome import (
+    NOT_COMPARABLE,
+    NUMERICS_CHANGED,
+    NUMERICS_UNSEEDED,
+    NumericsComparison,
+)
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
 from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
@@ -30,7 +35,7 @@ from pytest_gpuperf.reporting.columns import (
     params_text,
 )
 from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
-from pytest_gpuperf.reporting.verdicts import ORDER
+from pytest_gpuperf.reporting.verdicts import order_of
 from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
@@ -84,7 +89,7 @@ def _num(x: float | None) -> float:
 
 def _rank(r: Result) -> int:
     """The verdict's place in the report order (regressions first, no verdict last)."""
-    return ORDER.index(_kind(r)) if _kind(r) in ORDER else len(ORDER)
+    return order_of(_kind(r))
 
 
 #: ``--gpuperf-sort`` keys: (key function, what it means).
@@ -160,22 +165,17 @@ class TableSpec:
     modes: backend.Modes | None = None
 
 
-def _shorten(text: str, width: int) -> str:
+def _shorten(text: str, width: int | None) -> str:
     """``test_a_very_long_na…shape=4096]``: the middle goes, the start and the ids stay."""
-    if len(text) <= width:
+    if width is None or len(text) <= width:
         return text
     keep = width - 1
     head = keep - keep // 2
     return text[:head] + "…" + text[len(text) - keep // 2 :]
 
 
-def _tabulate(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    from tabulate import tabulate
-
-    return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
-
-
-def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
+def _columns_for(results: Sequence[Result], spec: TableSpec) -> tuple[list[str], int | None]:
+    """The columns to draw, and the width names are shortened to (None: not shortened)."""
     with_verdict = any(r.comparison is not None for r in results)
     if spec.columns is not None:
         cols = ["name", *(c for c in spec.columns if c != "name")]
@@ -183,11 +183,13 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> list[str]:
         cols = full_columns()
     else:
         cols = list(DEFAULT_COLUMNS)
-        if len({r.id.mode for r in results}) > 1:
+        if _mixed(results):
             cols.insert(1, "mode")
     if not with_verdict and spec.columns is None:
         cols.remove("verdict")
-    return cols
+    if spec.columns is None and not spec.verbose:
+        return _fit(results, cols, spec.width)
+    return cols, None
 
 
 def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[str], int | None]:
@@ -219,8 +221,7 @@ def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[s
 
 def sort_results(results: Sequence[Result], key: str) -> list[Result]:
     """``results`` in the order of ``--gpuperf-sort`` (stable: ties keep collection order)."""
-    fn = SORT_KEYS[key][0]
-    return sorted(results, key=fn)
+    return sorted(results, key=SORT_KEYS[key][0])
 
 
 def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[str, list[Result]]]:
@@ -236,21 +237,18 @@ def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[
 
 def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     """The table (one per group), sorted, with the columns of ``spec``."""
+    from tabulate import tabulate
+
     spec = spec or TableSpec()
     ordered = sort_results(results, spec.sort)
-    cols = _columns_for(ordered, spec)
-    name_w: int | None = None
-    if spec.columns is None and not spec.verbose:
-        cols, name_w = _fit(ordered, cols, spec.width)
+    cols, name_w = _columns_for(ordered, spec)
     blocks = []
     for title, members in group_results(ordered, spec.group_by):
-        rows = []
-        for r in members:
-            row = [COLUMNS[c].cell(r) for c in cols]
-            if name_w is not None:
-                row[0] = _shorten(row[0], name_w)
-            rows.append(row)
-        table = _tabulate([COLUMNS[c].header for c in cols], rows)
+        rows = [[COLUMNS[c].cell(r) for c in cols] for r in members]
+        for row in rows:  # the name is the first column
+            row[0] = _shorten(row[0], name_w)
+        headers = [COLUMNS[c].header for c in cols]
+        table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
         blocks.append(f"{title}\n{table}" if title else table)
     return "\n\n".join(blocks)
 
@@ -258,9 +256,7 @@ def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> st
 def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """What the shown columns mean, wrapped to the table's width."""
     spec = spec or TableSpec()
-    cols = _columns_for(results, spec)
-    if spec.columns is None and not spec.verbose:
-        cols, _ = _fit(results, cols, spec.width)
+    cols, _ = _columns_for(results, spec)
     parts = [COLUMNS[c].legend for c in cols if COLUMNS[c].legend]
     if "flag" in cols and not any(r.notes for r in results):
         parts = [p for p in parts if not p.startswith("flag:")]
@@ -296,12 +292,38 @@ def _kind(r: Result) -> str:
     return r.comparison.kind if r.comparison is not None else ""
 
 
-def _count(n: int) -> str:
-    return f"{n} benchmark" if n == 1 else f"{n} benchmarks"
+def _listed(r: Result, spec: TableSpec) -> bool:
+    """Whether the verdict gets a line of its own under ``verdicts:`` (an inconclusive one
+    only when it fails the test: ``--gpuperf-fail-on=inconclusive``)."""
+    kind = _kind(r)
+    return kind in NOTABLE and (kind != "inconclusive" or spec.fail_on == "inconclusive")
+
+
+def _mixed(results: Sequence[Result]) -> bool:
+    return len({r.id.mode for r in results}) > 1
 
 
 def _who(r: Result, mixed_modes: bool) -> str:
     return f"{r.id.display} [{r.id.mode}]" if mixed_modes else r.id.display
+
+
+def _wrap(text: str, spec: TableSpec) -> list[str]:
+    """An item of a block: two columns in, its continuation six."""
+    return textwrap.wrap(
+        text, spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+    )
+
+
+def _items(
+    said: Sequence[tuple[Result, str]], results: Sequence[Result], spec: TableSpec
+) -> list[str]:
+    """``benchmark: text`` for each ``(result, text)``, wrapped."""
+    mixed = _mixed(results)
+    return [ln for r, text in said for ln in _wrap(f"{_who(r, mixed)}: {text}", spec)]
+
+
+def _titled(title: str, lines: list[str]) -> list[str]:
+    return [title, *lines] if lines else []
 
 
 def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
@@ -315,39 +337,26 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     judged = [r for r in results if r.comparison is not None]
     if not judged:
         return []
-    mixed = len({r.id.mode for r in results}) > 1
-    fails_inconclusive = spec.fail_on == "inconclusive"
-    listed = sorted(
-        (
-            r
-            for r in judged
-            if _kind(r) in NOTABLE and (_kind(r) != "inconclusive" or fails_inconclusive)
-        ),
-        key=lambda r: NOTABLE.index(_kind(r)),
-    )
-    passed_inconclusive = [
-        r for r in judged if _kind(r) == "inconclusive" and not fails_inconclusive
-    ]
+    prefix = (lambda r: f"[{r.id.mode}] ") if _mixed(results) else (lambda r: "")
+    listed = sorted((r for r in judged if _listed(r, spec)), key=lambda r: NOTABLE.index(_kind(r)))
+    passed = [r for r in judged if _kind(r) == "inconclusive" and not _listed(r, spec)]
     lines = ["verdicts:"]
-    for r in listed:
-        prefix = f"[{r.id.mode}] " if mixed else ""
-        lines.append(fold(f"  {prefix}{summary_line(r)}", spec.width))
+    lines += [fold(f"  {prefix(r)}{summary_line(r)}", spec.width) for r in listed]
     others = [r for r in judged if _kind(r) not in NOTABLE]
     if others:
         kinds = sorted({_kind(r).replace("-", " ") for r in others})
-        lines.append(f"  {_count(len(others))}: {' or '.join(kinds)}")
-    if passed_inconclusive:
+        n = len(others)
+        lines.append(f"  {n} benchmark{'' if n == 1 else 's'}: {' or '.join(kinds)}")
+    if passed:
         lines.append(
-            f"  {len(passed_inconclusive)} inconclusive, passed (below; "
+            f"  {len(passed)} inconclusive, passed (below; "
             "--gpuperf-fail-on=inconclusive fails them)"
         )
-        lines.append("")
-        lines.append("inconclusive (passed: not enough evidence for a verdict):")
-        for r in passed_inconclusive:
-            prefix = f"[{r.id.mode}] " if mixed else ""
+        lines += ["", "inconclusive (passed: not enough evidence for a verdict):"]
+        for r in passed:
             text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
             for i, ln in enumerate(text):
-                lines.append(fold(f"  {prefix}{ln}" if i == 0 else f"  {ln}", spec.width))
+                lines.append(fold(f"  {prefix(r)}{ln}" if i == 0 else f"  {ln}", spec.width))
     return lines
 
 
@@ -355,49 +364,32 @@ def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list
     """``flags:``: each distinct note once, after the benchmarks it applies to (every note of
     every benchmark under ``-v``)."""
     spec = spec or TableSpec()
-    flagged = [r for r in results if r.notes]
-    if not flagged:
-        return []
-    mixed = len({r.id.mode for r in results}) > 1
-    lines = ["flags:"]
-    wrap = textwrap.TextWrapper(
-        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
-    )
     if spec.verbose:
-        for r in flagged:
-            for note in r.notes:
-                lines.extend(wrap.wrap(f"{_who(r, mixed)}: {note}"))
-        return lines
+        return _titled("flags:", _items([(r, n) for r in results for n in r.notes], results, spec))
     by_note: dict[str, list[str]] = {}
-    for r in flagged:
+    for r in results:
         for note in r.notes:
-            by_note.setdefault(note, []).append(_who(r, mixed))
+            by_note.setdefault(note, []).append(_who(r, _mixed(results)))
+    lines = []
     for note, who in by_note.items():
         names = ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
-        lines.extend(wrap.wrap(f"{names}: {note}"))
-    return lines
+        lines += _wrap(f"{names}: {note}", spec)
+    return ["flags:", *lines] if lines else []
+
+
+def _numerics_found(r: Result) -> NumericsComparison | None:
+    """The numerics of a benchmark whose output changed, or whose runs disagree (unseeded)."""
+    n = r.comparison.numerics if r.comparison is not None else None
+    return n if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED) else None
 
 
 def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
     from pytest_gpuperf.reporting.explain import numerics_words
 
-    spec = spec or TableSpec()
-    found: list[tuple[Result, NumericsComparison]] = []
-    for r in results:
-        n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED):
-            found.append((r, n))
-    if not found:
-        return []
-    mixed = len({r.id.mode for r in results}) > 1
-    wrap = textwrap.TextWrapper(
-        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
-    )
-    lines = ["numerics:"]
-    for r, n in found:
-        lines.extend(wrap.wrap(f"{_who(r, mixed)}: {numerics_words(n).removeprefix('numerics: ')}"))
-    return lines
+    found = [(r, n) for r in results if (n := _numerics_found(r)) is not None]
+    said = [(r, numerics_words(n).removeprefix("numerics: ")) for r, n in found]
+    return _titled("numerics:", _items(said, results, spec or TableSpec()))
 
 
 def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
@@ -406,14 +398,10 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
     each CUDA benchmark's GPU activity (NVML GPM), allocator figures and peak fractions, with
     a reason GPM gave nothing said once."""
     spec = spec or TableSpec()
-    mixed = len({r.id.mode for r in results}) > 1
-    wrap = textwrap.TextWrapper(
-        width=spec.width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
-    )
     lines: list[str] = []
     if spec.verbose:
         reasons: dict[str, None] = {}
-        body: list[str] = []
+        said = []
         for r in results:
             a = (r.run.telemetry or {}).get("activity")
             parts = []
@@ -423,23 +411,16 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
                 reasons[str(a.get("reason"))] = None
             if r.run.memory and r.run.memory.get("available"):
                 parts.append("allocator: " + memory_line(r.run.memory))
-            peak = describe_peak(r.run.of_peak)
-            if peak:
+            if peak := describe_peak(r.run.of_peak):
                 parts.append(peak)
             if parts:
-                body.extend(wrap.wrap(f"{_who(r, mixed)}: " + "; ".join(parts)))
-        body += [ln for why in reasons for ln in wrap.wrap(f"GPM activity unavailable: {why}")]
-        if body:
-            lines += ["activity (NVML GPM and the caching allocator, over plain calls after each "
-                      "measurement):", *body]  # fmt: skip
-    changed = [(r, memory_changes(r)) for r in results]
-    changed = [(r, ch) for r, ch in changed if ch]
-    if changed:
-        lines.append("memory:")
-        for r, ch in changed:
-            for text in ch:
-                lines.extend(wrap.wrap(f"{_who(r, mixed)}: {text}"))
-    return lines
+                said.append((r, "; ".join(parts)))
+        body = _items(said, results, spec)
+        body += [ln for why in reasons for ln in _wrap(f"GPM activity unavailable: {why}", spec)]
+        title = "activity (NVML GPM and the caching allocator, over plain calls after each "
+        lines = _titled(title + "measurement):", body)
+    said = [(r, text) for r in results for text in memory_changes(r)]
+    return lines + _titled("memory:", _items(said, results, spec))
 
 
 def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
@@ -448,12 +429,11 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     numerics and memory notes and says how to see them."""
     from pytest_gpuperf.reporting.verdicts import summary_line
 
-    fails_inconclusive = spec.fail_on == "inconclusive"
     lines = []
     rest: dict[str, int] = {}
     for r in sorted(results, key=_rank):
         kind = _kind(r)
-        if kind in NOTABLE and (kind != "inconclusive" or fails_inconclusive):
+        if _listed(r, spec):
             lines.append(fold(f"  {summary_line(r)}", spec.width))
         elif kind:
             label = "inconclusive (passed)" if kind == "inconclusive" else kind.replace("-", " ")
@@ -466,11 +446,10 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     counts: dict[str, int] = {}
     for r in results:
         flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
-        n = r.comparison.numerics if r.comparison is not None else None
-        if n is not None and n.kind == NUMERICS_CHANGED:
-            flags.append("output changed")
-        elif n is not None and n.kind == NUMERICS_UNSEEDED:
-            flags.append("numerics not compared (unseeded)")
+        n = _numerics_found(r)
+        if n is not None:
+            changed = n.kind == NUMERICS_CHANGED
+            flags.append("output changed" if changed else "numerics not compared (unseeded)")
         if memory_changes(r):
             flags.append("memory changed")
         for f in flags:
@@ -478,33 +457,24 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     if counts:
         counted = ", ".join(f"{n} {k}" for k, n in counts.items())
         lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
-    lines.extend(_not_comparable_line(results, spec))
-    return lines
-
-
-def _not_comparable_line(results: Sequence[Result], spec: TableSpec) -> list[str]:
-    """Under ``-q``, one line that says why timings were not comparable (a tracer or
-    profiler on one side only), since the folded verdicts no longer show it."""
-    from pytest_gpuperf.outcome import NOT_COMPARABLE
-
+    # why timings were not comparable (a tracer or profiler on one side only), since the
+    # folded verdicts no longer show it
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
-    if not hit:
-        return []
-    tracers = sorted({printable(r.run.tracer) for r in hit if r.run.tracer})
-    what = (
-        f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
-        if tracers
-        else "the baseline's runs were measured under a tracer or profiler, this run's not"
-    )
-    n = len(hit)
-    return [
-        fold(
-            f"not comparable: {what}, so {n} {'verdict is' if n == 1 else 'verdicts are'} "
-            "inconclusive, never a regression; save a baseline under the same tracer, or "
-            "run without it",
-            spec.width,
+    if hit:
+        tracers = sorted({printable(r.run.tracer) for r in hit if r.run.tracer})
+        what = (
+            f"a tracer or profiler ({'; '.join(tracers)}) was active in this run"
+            if tracers
+            else "the baseline's runs were measured under a tracer or profiler, this run's not"
         )
-    ]
+        one = len(hit) == 1
+        text = (
+            f"not comparable: {what}, so {len(hit)} {'verdict is' if one else 'verdicts are'} "
+            "inconclusive, never a regression; save a baseline under the same tracer, or "
+            "run without it"
+        )
+        lines.append(fold(text, spec.width))
+    return lines
 
 
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:

@@ -1,30 +1,22 @@
 """What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
 
-The Markdown summary, the GitHub annotations, the JUnit properties, the
-HTML report and the CLI tables all read ``Result.comparison`` (a
-``verdict.Comparison``) through :func:`rows`, so they order benchmarks alike
-(regressions first) and write the same numbers.
-
-Artifacts are the dicts of ``Result.artifacts``; the keys read here are
-``path`` (a file or folder, relative to the rootdir or absolute), ``name``
-(shown instead of the path's last part), ``kind`` (``"nsys"``, ``"ncu"``,
-``"torch-profiler"``, ...) and ``summary`` (a line or a list of lines saying
-what the artifact found: where the time went). Anything else is ignored.
-
-Pure Python: no torch, no pytest.
+The Markdown summary, the GitHub annotations, the JUnit properties, the HTML report and the
+CLI tables all read ``Result.comparison`` through :func:`rows`, so they order benchmarks alike
+(regressions first) and write the same numbers. Pure Python: no torch, no pytest.
 """
 
 from __future__ import annotations
 
 import math
 import posixpath
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.outcome import BELOW_RESOLUTION
-from pytest_gpuperf.reporting.explain import change_text
+from pytest_gpuperf.reporting import explain
 from pytest_gpuperf.units import fmt_change, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
@@ -36,26 +28,14 @@ from pytest_gpuperf.verdict import (
     Comparison,
 )
 
+#: the verdict's kinds, which the renderers read from here
 __all__ = [
     "DIFFERENT_ENVIRONMENT",
     "IMPROVEMENT",
     "INCONCLUSIVE",
-    "NOT_COMPARED",
     "NO_BASELINE",
     "NO_CHANGE",
-    "ORDER",
     "REGRESSION",
-    "Artifact",
-    "Row",
-    "artifacts",
-    "counts",
-    "diagnosis",
-    "explanation",
-    "headline",
-    "kind_of",
-    "row",
-    "rows",
-    "summary_line",
 ]
 
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
@@ -133,60 +113,45 @@ def _num(v: float | None) -> float | None:
     return None
 
 
-def _label(kind: str, final: bool, c: Comparison | None) -> str:
-    """:attr:`Row.label` of a verdict of ``kind`` (``c``: the comparison, None without one)."""
-    text = LABELS.get(kind, kind)
-    if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
-        text += " / below resolution"
-    return text if final else f"{text} (suspect)"
-
-
 def row(result: Result) -> Row:
     c = result.comparison
-    if c is None:
-        current = result.run.median if result.run.rounds else None
-        return Row(
-            result=result,
-            kind=NOT_COMPARED,
-            final=True,
-            label=_label(NOT_COMPARED, True, None),
-            ratio=None,
-            change="-",
-            interval="-",
-            baseline=fmt_time(None),
-            current=fmt_time(current),
-            runs="-",
-        )
-    f = c.shown
-    change = change_text(c, result.id.mode) if _num(c.ratio) is not None else "-"
+    f = None if c is None else c.shown
+    ratio = None if c is None else _num(c.ratio)
     interval = "-"
-    if f is not None and _num(f.ratio_low) is not None and _num(f.ratio_high) is not None:
+    if c and f and _num(f.ratio_low) is not None and _num(f.ratio_high) is not None:
         interval = (
             f"{fmt_change(f.ratio_low)} to {fmt_change(f.ratio_high)} "
             f"({100 * c.terms.ci_level:.0f} % CI)"
         )
-    current = _num(c.current_s)
+    current = None if c is None else _num(c.current_s)
     if current is None and result.run.rounds:
         current = result.run.median
+    kind, final = kind_of(result), c is None or c.final
+    label = LABELS.get(kind, kind)
+    if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
+        label += " / below resolution"
     return Row(
         result=result,
-        kind=c.kind,
-        final=c.final,
-        label=_label(c.kind, c.final, c),
-        ratio=_num(c.ratio),
-        change=change,
+        kind=kind,
+        final=final,
+        label=label if final else f"{label} (suspect)",
+        ratio=ratio,
+        change="-" if c is None or ratio is None else explain.change_text(c, result.id.mode),
         interval=interval,
-        baseline=fmt_time(_num(c.baseline_s)),
+        baseline=fmt_time(None if c is None else _num(c.baseline_s)),
         current=fmt_time(current),
-        runs=f"{0 if c.lead is None else c.lead.k} / {c.r}",
+        runs="-" if c is None else f"{0 if c.lead is None else c.lead.k} / {c.r}",
     )
 
 
+def order_of(kind: str) -> int:
+    """The kind's place in :data:`ORDER`; a kind this version does not know comes last."""
+    return ORDER.index(kind) if kind in ORDER else len(ORDER)
+
+
 def _rank(r: Row) -> tuple[int, float]:
-    kind_rank = ORDER.index(r.kind) if r.kind in ORDER else len(ORDER)
     # Largest slowdown first among regressions and inconclusive; others keep their order.
-    worst = -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0
-    return (kind_rank, worst)
+    return (order_of(r.kind), -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0)
 
 
 def rows(results: Iterable[Result]) -> list[Row]:
@@ -198,15 +163,8 @@ def rows(results: Iterable[Result]) -> list[Row]:
 
 def counts(rs: Sequence[Row]) -> dict[str, int]:
     """How many rows of each kind, in report order (kinds with none left out)."""
-    out: dict[str, int] = {}
-    for kind in ORDER:
-        n = sum(1 for r in rs if r.kind == kind)
-        if n:
-            out[kind] = n
-    for r in rs:  # a kind this version does not know
-        if r.kind not in ORDER:
-            out[r.kind] = out.get(r.kind, 0) + 1
-    return out
+    n = Counter(r.kind for r in rs)
+    return {kind: n[kind] for kind in sorted(n, key=order_of)}
 
 
 def headline(rs: Sequence[Row]) -> str:
@@ -225,42 +183,25 @@ def summary_line(result: Result) -> str:
     c = result.comparison
     if c is None:
         return f"{result.id.display}: {fmt_time(result.run.median if result.run.rounds else None)}"
-    from pytest_gpuperf.reporting.explain import summary_line as _summary_line
-
-    return _summary_line(_with_name(c, result), result.id.mode)
+    return explain.summary_line(_with_name(c, result), result.id.mode)
 
 
 def explanation(result: Result) -> str:
     """The verdict's multi-line explanation (the failure text of a regression), or ``""``."""
     c = result.comparison
-    if c is None:
-        return ""
-    from pytest_gpuperf.reporting.explain import explain
-
-    return explain(_with_name(c, result), result.id.mode)
+    return "" if c is None else explain.explain(_with_name(c, result), result.id.mode)
 
 
 def _with_name(c: Comparison, result: Result) -> Comparison:
-    from dataclasses import replace
-
     return c if c.name else replace(c, name=result.id.display)
 
 
 def diagnosis(result: Result) -> list[str]:
-    """What the captured artifacts found (where the time went), as lines.
-
-    From the capture's :attr:`~pytest_gpuperf.model.Result.diagnosis` (its
-    paragraph and details) and from each artifact's ``summary`` or
-    ``diagnosis`` when it is text or a list of lines.
-    """
-    lines: list[str] = []
-    if result.diagnosis is not None:
-        lines += _lines(result.diagnosis.paragraph) + _lines(result.diagnosis.details)
+    """What the captured artifacts found (where the time went), as lines: the capture's
+    diagnosis (its paragraph and details), then each artifact's ``summary`` or ``diagnosis``."""
+    lines = [] if result.diagnosis is None else _lines(result.diagnosis.to_dict())
     for source in result.artifacts:
-        if isinstance(source, Mapping) and ("paragraph" in source or "details" in source):
-            lines += _lines(source.get("paragraph"))
-            lines += _lines(source.get("details"))
-        elif isinstance(source, Mapping):
+        if isinstance(source, Mapping) and not ("paragraph" in source or "details" in source):
             lines += _lines(source.get("summary")) + _lines(source.get("diagnosis"))
         else:
             lines += _lines(source)
@@ -314,9 +255,6 @@ def artifacts(result: Result) -> list[Artifact]:
             continue
         name = a.get("name") if len(paths) == 1 and isinstance(a.get("name"), str) else None
         for p in paths:
-            out.append(Artifact(name or _basename(p), kind, p, note))
+            base = posixpath.basename(p.replace("\\", "/").rstrip("/")) or p
+            out.append(Artifact(name or base, kind, p, note))
     return out
-
-
-def _basename(path: str) -> str:
-    return posixpath.basename(path.replace("\\", "/").rstrip("/")) or path
