@@ -181,10 +181,9 @@ class CaptureContext:
             thread.join(timeout=max(self.deadline - time.monotonic(), 0.0) + grace_s)
         self._background.clear()
 
-    def budget(self, cap: float | None = None) -> float:
-        """Seconds this collector may use: the per-tool timeout, the cap, and what is left."""
-        left = self.deadline - time.monotonic()
-        return max(0.0, min(self.timeout_s, cap if cap is not None else self.timeout_s, left))
+    def budget(self) -> float:
+        """Seconds this collector may use: the per-tool timeout, or what is left if less."""
+        return max(0.0, min(self.timeout_s, self.deadline - time.monotonic()))
 
     def folder(self, name: str) -> Path:
         path = self.directory / name
