@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.outcome import Comparison
     from pytest_gpuperf.shell.settings import RunContext
 
-NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
+ON_FAILURE, ALWAYS = "on-failure", "always"
 #: The reason of a tool that the capture budget left no time for (a leftover).
 NO_TIME = "no time left in the capture budget"
 #: Where a capture's profiles are taken, as the diagnosis says it.
