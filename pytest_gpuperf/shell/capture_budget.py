@@ -194,15 +194,12 @@ class CapturePlugin:
             for r in results:
                 r.artifacts = [*r.artifacts, *_deferred(tools, verdict_at, self.waiting_note())]
         else:
-            plan = dict(
-                defer=frozenset(n for n in tools if n not in FIRST_TOOLS), verdict_at=verdict_at
+            defer = frozenset(n for n in tools if n not in FIRST_TOOLS)
+            comparisons = judgement.comparisons
+            report = self._pass(
+                1, nodeid, results, comparisons, device, defer=defer, verdict_at=verdict_at
             )
-            progress = self.session.progress()
-            report = self._pass(nodeid, results, judgement.comparisons, device, progress, plan)
             self.spares.settle()  # the next spare's imports would slow the next measurement
-            if report is not None:
-                self._spent(nodeid, 1, report)
-                report.apply(results)
         slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
         if report is not None and failed and slower:
             judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
@@ -225,64 +222,67 @@ class CapturePlugin:
             if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
                 self.note_leftovers(results)
                 return
-            self.after_verdicts(results, progress=self.session.progress())
+            self.after_verdicts(results)
         finally:
             self.spares.close()
 
-    def after_verdicts(self, results: Sequence[Result], progress: Any = None) -> None:
+    def after_verdicts(self, results: Sequence[Result]) -> None:
         """The captures the verdicts left, the largest slowdowns first, within the budget."""
         tests = sorted(_tests(results).values(), key=lambda t: -t.slowdown)
         for t in [t for t in tests if "torch_profiler" in t.waiting()]:
-            self._later_pass(t, [n for n in t.waiting() if n in FIRST_TOOLS], progress)
+            self._later_pass(t, [n for n in t.waiting() if n in FIRST_TOOLS])
         for t in sorted(_tests(results).values(), key=lambda t: -t.slowdown):
             rest = [n for n in t.waiting() if n not in FIRST_TOOLS]
             if rest and "torch_profiler" not in t.waiting():
-                self._later_pass(t, rest, progress)
+                self._later_pass(t, rest)
         self.note_leftovers(results)
 
-    def _later_pass(self, t: _Test, tools: list[str], progress: Any) -> None:
+    def _later_pass(self, t: _Test, tools: list[str]) -> None:
         cols = [c for c in collectors_for(self.run.config) if collector_name(c) in tools]
         if not cols or self.left_s() < self.ledger.expected(tools):
             return
-        later = [n for n in t.waiting() if n not in tools]
-        plan = dict(
-            defer=frozenset(later),
+        before = {line for r in t.results if r.diagnosis for line in r.diagnosis.details}
+        device = t.results[0].run.device if t.results else "cuda"
+        report = self._pass(
+            2,
+            t.nodeid,
+            t.results,
+            None,
+            device,
+            cols,
+            defer=frozenset(n for n in t.waiting() if n not in tools),
             resume="torch_profiler" not in tools,
             verdict_at=t.verdict_at,
             label=" after the verdicts",
         )
-        device = t.results[0].run.device if t.results else "cuda"
-        report = self._pass(t.nodeid, t.results, None, device, progress, plan, cols)
-        if report is None:
-            return
-        before = {line for r in t.results if r.diagnosis for line in r.diagnosis.details}
-        self._spent(t.nodeid, 2, report)
-        report.apply(t.results)
-        self.later_lines += _pass_lines(t, report, before, tools)
+        if report is not None:
+            self.later_lines += _pass_lines(t, report, before, tools)
 
     def _pass(
         self,
+        phase: int,
         nodeid: str,
         results: list[Result],
         comparisons: Mapping[str, Comparison] | None,
         device: str,
-        progress: Any,
-        plan: dict[str, Any],
         collectors: list[Collector] | None = None,
+        **plan: Any,
     ) -> CaptureReport | None:
-        """One pass of a capture, until the session's budget ends."""
+        """One pass of a capture, until the session's budget ends: its seconds go to the
+        ledger, its entries and diagnoses onto the results."""
         deadline = time.monotonic() + max(self.left_s(), 0.0)
-        return capture(
+        report = capture(
             self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
-            baselines=self.baselines_of(results), collectors=collectors, progress=progress,
+            baselines=self.baselines_of(results), collectors=collectors,
+            progress=self.session.progress(), run_child=self.runner_for(nodeid, device),
             plan=PassPlan(defer_reason=LATER, deadline=deadline, spares=self.spares, **plan),
-            run_child=self.runner_for(nodeid, device),
         )  # fmt: skip
-
-    def _spent(self, nodeid: str, phase: int, report: CaptureReport) -> None:
-        passes = report.timing.get("passes") or [{}]
-        last = passes[-1]
-        self.ledger.add(nodeid, phase, float(last.get("wall_s") or 0.0), last.get("tools") or {})
+        if report is not None:
+            last = (report.timing.get("passes") or [{}])[-1]
+            wall_s, tools = float(last.get("wall_s") or 0.0), last.get("tools") or {}
+            self.ledger.add(nodeid, phase, wall_s, tools)
+            report.apply(results)
+        return report
 
     def _tool_names(self, device: str) -> list[str]:
         skip = skipped(self.settings)
