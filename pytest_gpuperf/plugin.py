@@ -119,7 +119,7 @@ def _verdicts(session: GpuPerfSession, dist: RankSession | GroupLauncher) -> Any
         register(gate, "gpuperf-gate")
     mode = settings.capture.mode
     if mode == "always" or (mode == "on-failure" and gate is not None):
-        from pytest_gpuperf.shell.capturing import CapturePlugin
+        from pytest_gpuperf.shell.capture_budget import CapturePlugin
 
         baselines_of = gate.baselines_of if gate is not None else None
         capture = CapturePlugin(session, baselines_of=baselines_of, runner_for=dist.capture_runner)

@@ -27,7 +27,6 @@ from pytest_gpuperf.artifacts.analysis.layout import Layout, read_manifest, writ
 from pytest_gpuperf.artifacts.collectors.base import (
     DEFERRED,
     FAILED,
-    OK,
     SKIPPED,
     CaptureContext,
     CaptureSettings,
@@ -35,6 +34,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
     Collector,
     CollectorResult,
     CudaToolCollector,
+    relative,
 )
 from pytest_gpuperf.artifacts.collectors.process import SparePython
 from pytest_gpuperf.model import thawed
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.outcome import Comparison
     from pytest_gpuperf.shell.settings import RunContext
 
-NEVER, ON_FAILURE, ALWAYS = "never", "on-failure", "always"
+ON_FAILURE, ALWAYS = "on-failure", "always"
 #: The reason of a tool that the capture budget left no time for (a leftover).
 NO_TIME = "no time left in the capture budget"
 #: Where a capture's profiles are taken, as the diagnosis says it.
@@ -92,11 +92,8 @@ def default_collectors() -> list[Collector]:
 def collectors_for(config: pytest.Config | None) -> list[Collector]:
     """The built-in collectors plus those of ``pytest_gpuperf_collectors`` hooks."""
     out = default_collectors()
-    if config is not None:
-        hook = getattr(config.hook, "pytest_gpuperf_collectors", None)
-        if hook is not None:
-            for extra in hook(config=config):
-                out.extend(extra or [])
+    for extra in config.hook.pytest_gpuperf_collectors(config=config) if config else ():
+        out.extend(extra or [])
     return out
 
 
@@ -132,8 +129,7 @@ class CaptureReport:
         out.append(f"evidence ({self.wall_s:.0f} s) in {self.directory}:")
         for c in self.collectors:
             out.append(f"  {c.line()}")
-            for f in c.files[:6]:
-                out.append(f"    {_rel(f, self.directory)}")
+            out += [f"    {relative(f, self.directory)}" for f in c.files[:6]]
             if len(c.files) > 6:
                 out.append(f"    ... {len(c.files) - 6} more file(s)")
         if self.manifest is not None:
@@ -188,13 +184,6 @@ class CaptureReport:
         }
 
 
-def _rel(p: Path, base: Path) -> str:
-    try:
-        return str(p.relative_to(base))
-    except ValueError:
-        return str(p)
-
-
 def _get(obj: Any, name: str) -> Any:
     """``obj``'s ``name`` (a key, or a run's field) as plain lists and dicts."""
     if obj is None:
@@ -243,102 +232,74 @@ def capture(
     """Capture evidence for the test ``nodeid`` and diagnose its regressed benchmarks.
 
     ``keys`` default to the regressions, else all; ``lock`` (default: the session's per-GPU
-    lock) is held for the whole capture. ``None`` in a child process.
+    lock) is held for the whole capture. ``None`` in a child process; never raises.
     """
     if run is not None and is_child(run.config):
         return None
     t0 = time.monotonic()
+    settings = settings or (run.settings.capture if run is not None else CaptureSettings())
+    plan = plan or PassPlan()
+    config = run.config if run is not None else None
     try:
-        return _capture(
-            run, nodeid, results, comparisons, device=device, run_id=run_id,
-            baselines=baselines, keys=keys, collectors=collectors, run_child=run_child,
-            artifacts_dir=artifacts_dir, lock=lock, progress=progress, t0=t0,
-            settings=settings or (run.settings.capture if run is not None else CaptureSettings()),
-            plan=plan or PassPlan(),
+        comparisons = _comparisons_of(results, comparisons)
+        keys = list(keys if keys is not None else _regressed_keys(results, comparisons))
+        directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
+        if run_child is None and run is not None:
+            run_child = _child_runner(run, nodeid, device, plan.spares)
+        ctx = CaptureContext(
+            nodeid=nodeid,
+            directory=directory,
+            device=device,
+            keys=keys,
+            results=list(results),
+            comparisons=comparisons,
+            config=config,
+            timeout_s=settings.timeout_s,
+            calls=settings.calls,
+            ncu_kernels=settings.ncu_kernels,
+            run_child=run_child,
+            baseline_inventories={
+                k: inv
+                for k in keys
+                if (inv := baseline_inventory((baselines or {}).get(k))) is not None
+            },
+        )
+        earlier, timing = _resume(ctx) if plan.resume else ([], {})
+        spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
+        ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
+        if lock is None and run is not None:
+            lock = functools.partial(_device_lock, device, settings.budget_s)
+        todo = list(collectors if collectors is not None else collectors_for(config))
+        done = _run_collectors(ctx, todo, settings, lock, progress, plan)
+        ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
+        diagnoses, evidence = _diagnose_all(ctx, config, comparisons, baselines, ab=ab)
+        if evidence:
+            (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
+        timing = _pass_timing(timing, plan, done, t0)
+        wall = sum(float(p["wall_s"]) for p in timing["passes"])
+        report = CaptureReport(
+            nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
         )  # fmt: skip
+        d = report.to_dict()
+        with contextlib.suppress(OSError):  # the report stands without its manifest
+            report.manifest = write_manifest(
+                directory,
+                nodeid=nodeid,
+                run_id=run_id,
+                device=device,
+                benchmarks=ctx.keys,
+                collectors=d["collectors"],
+                diagnosis=d["diagnoses"],
+                wall_s=wall,
+                timing=timing,
+            )
+        return report
     except Exception as e:  # never turn a verdict into an error
         why = f"the capture failed: {type(e).__name__}: {e}"
         failed = CollectorResult("capture", FAILED, reason=why)
         return CaptureReport(
             nodeid, Path(artifacts_dir or "."), [failed], {}, time.monotonic() - t0
         )
-
-
-def _capture(
-    run: RunContext | None,
-    nodeid: str,
-    results: Sequence[Result],
-    comparisons: Mapping[str, Comparison] | None,
-    *,
-    device: str,
-    run_id: str,
-    baselines: Mapping[str, Any] | None,
-    keys: Sequence[str] | None,
-    collectors: Sequence[Collector] | None,
-    run_child: ChildRunner | None,
-    artifacts_dir: Path | str | None,
-    lock: Callable[[], AbstractContextManager[object]] | None,
-    progress: Any,
-    t0: float,
-    settings: CaptureSettings,
-    plan: PassPlan,
-) -> CaptureReport:
-    config = run.config if run is not None else None
-    comparisons = _comparisons_of(results, comparisons)
-    if keys is None:
-        keys = _regressed_keys(results, comparisons)
-    directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
-    if run_child is None and run is not None:
-        run_child = _child_runner(run, nodeid, device, plan.spares)
-    ctx = CaptureContext(
-        nodeid=nodeid,
-        directory=directory,
-        device=device,
-        keys=list(keys),
-        results=list(results),
-        comparisons=comparisons,
-        config=config,
-        timeout_s=settings.timeout_s,
-        deadline=min(t0 + settings.budget_s, plan.deadline),
-        calls=settings.calls,
-        ncu_kernels=settings.ncu_kernels,
-        run_child=run_child,
-        baseline_inventories={
-            k: inv
-            for k in keys
-            if (inv := baseline_inventory((baselines or {}).get(k))) is not None
-        },
-    )
-    earlier, timing = _resume(ctx) if plan.resume else ([], {})
-    spent = sum(float(p.get("wall_s") or 0.0) for p in timing.get("passes", ()))
-    ctx.deadline = min(t0 + settings.budget_s - spent, plan.deadline)
-    if lock is None and run is not None:
-        lock = functools.partial(_device_lock, device, settings.budget_s)
-    todo = list(collectors if collectors is not None else collectors_for(config))
-    done = _run_collectors(ctx, todo, settings, lock, progress, plan)
-    ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
-    diagnoses, evidence = _diagnose_all(ctx, config, results, comparisons, baselines, ab=ab)
-    if evidence:
-        (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
-    timing = _pass_timing(timing, plan, done, t0)
-    wall = sum(float(p["wall_s"]) for p in timing["passes"])
-    report = CaptureReport(
-        nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
-    )  # fmt: skip
-    d = report.to_dict()
-    with contextlib.suppress(OSError):  # the report stands without its manifest
-        report.manifest = write_manifest(
-            directory,
-            nodeid=nodeid,
-            run_id=run_id,
-            device=device,
-            benchmarks=ctx.keys,
-            collectors=d["collectors"],
-            diagnosis=d["diagnoses"],
-            wall_s=wall,
-            timing=timing,
-        )
-    return report
 
 
 def artifacts_root(
@@ -359,7 +320,7 @@ def _resume(ctx: CaptureContext) -> tuple[list[CollectorResult], dict[str, Any]]
         doc = read_manifest(ctx.directory)
     except (OSError, ValueError):
         return [], {}
-    earlier = [_result_from(c, ctx.directory) for c in doc.get("collectors") or ()]
+    earlier = [CollectorResult.from_dict(c, ctx.directory) for c in doc.get("collectors") or ()]
     profiles = saved_profiles(ctx.directory / "torch_profiler")
     if profiles:
         ctx.state["profiles"] = profiles
@@ -368,17 +329,6 @@ def _resume(ctx: CaptureContext) -> tuple[list[CollectorResult], dict[str, Any]]
         if c.name == "torch_trace" and c.ok:
             ctx.state["compile"] = dict(c.summary)
     return earlier, dict(doc.get("timing") or {})
-
-
-def _result_from(d: Mapping[str, Any], directory: Path) -> CollectorResult:
-    return CollectorResult(
-        name=str(d.get("name")),
-        status=str(d.get("status") or OK),
-        files=[directory / str(f) for f in d.get("files") or ()],
-        summary=dict(d.get("summary") or {}),
-        reason=d.get("reason"),
-        wall_s=float(d.get("wall_s") or 0.0),
-    )
 
 
 def _merged(
@@ -438,13 +388,18 @@ def _run_collectors(
     progress: Any,
     plan: PassPlan,
 ) -> list[CollectorResult]:
-    """Run each collector under the device lock; those of ``plan.defer`` wait instead."""
-    skip = skipped(settings)
-    ctx.skip = frozenset(skip)
-    now, later = _split(ctx, todo, plan)
-    done: list[CollectorResult] = []
+    """Run each collector under the device lock, in order; one of ``plan.defer`` that could
+    run waits for a later pass instead."""
+    ctx.skip = frozenset(skipped(settings))
+    done: dict[int, CollectorResult] = {}
+    for i, col in enumerate(todo):
+        if collector_name(col) in plan.defer and could_run(col, ctx.device, ctx.skip):
+            reason = plan.defer_reason or "later"
+            done[i] = CollectorResult(collector_name(col), DEFERRED, reason=reason)
+    now = [(i, col) for i, col in enumerate(todo) if i not in done]
     label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}{plan.label}"
     task_cm = progress.task(label) if progress is not None and now else contextlib.nullcontext()
+    group = any((r.run.extra or {}).get("group") for r in ctx.results)
     try:
         with (
             task_cm as task,
@@ -452,48 +407,16 @@ def _run_collectors(
         ):
             if lock is not None and ctx.run_child is not None:
                 ctx.run_child = _children_hold_the_lock(ctx.run_child)
-            _run_each(ctx, now, skip, settings.budget_s, task, done)
+            for n, (i, col) in enumerate(now, 1):
+                if task is not None:
+                    task.update(f"{getattr(col, 'name', col)}, tool {n} of {len(now)}")
+                done[i] = _run_collector(col, ctx, settings.budget_s, group)
             ctx.settle()  # what the collectors left running (nsys's summaries)
     except Exception as e:  # the lock could not be had: capture nothing, fail nothing
         why = f"the GPU stayed busy: {type(e).__name__}: {e}"
-        done += [CollectorResult.skipped(collector_name(c), why) for c in now[len(done) :]]
-    ran, waits = iter(done), iter(later)  # in the order of ``todo``
-    return [next(ran) if any(col is c for c in now) else next(waits) for col in todo]
-
-
-def _run_each(
-    ctx: CaptureContext,
-    now: Sequence[Collector],
-    skip: set[str],
-    budget_s: float,
-    task: Any,
-    done: list[CollectorResult],
-) -> None:
-    """Run the collectors of ``now`` in turn, each result appended to ``done`` as it comes."""
-    group = any((r.run.extra or {}).get("group") for r in ctx.results)
-    for i, col in enumerate(now, 1):
-        if task is not None:
-            task.update(f"{getattr(col, 'name', col)}, tool {i} of {len(now)}")
-        if group and collector_name(col) == "ncu":
-            why = "not run on a distributed test (its kernel replay deadlocks collectives)"
-            done.append(CollectorResult.skipped("ncu", why))
-        else:
-            done.append(_run_collector(col, ctx, skip, budget_s))
-
-
-def _split(
-    ctx: CaptureContext, todo: Sequence[Collector], plan: PassPlan
-) -> tuple[list[Collector], list[CollectorResult]]:
-    """The collectors to run now, and the results of those deferred (not one that cannot run)."""
-    now: list[Collector] = []
-    later: list[CollectorResult] = []
-    for col in todo:
-        name = collector_name(col)
-        if name not in plan.defer or not could_run(col, ctx.device, ctx.skip):
-            now.append(col)
-        else:
-            later.append(CollectorResult(name, DEFERRED, reason=plan.defer_reason or "later"))
-    return now, later
+        for i, col in now:
+            done.setdefault(i, CollectorResult.skipped(collector_name(col), why))
+    return [done[i] for i in range(len(todo))]
 
 
 def skipped(settings: CaptureSettings) -> set[str]:
@@ -520,7 +443,6 @@ def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:
 def _diagnose_all(
     ctx: CaptureContext,
     config: pytest.Config | None,
-    results: Sequence[Result],
     comparisons: Mapping[str, Comparison],
     baselines: Mapping[str, Any] | None,
     *,
@@ -529,16 +451,13 @@ def _diagnose_all(
     """The diagnosis of each captured benchmark, and the evidence it read as JSON."""
     diagnoses: dict[str, Diagnosis] = {}
     evidence: dict[str, Any] = {}
-    by_key = {r.id.key: r for r in results}
+    by_key = {r.id.key: r for r in ctx.results}
     for key in ctx.keys:
         try:
-            ev = _evidence(
-                ctx, key, by_key.get(key), comparisons.get(key), (baselines or {}).get(key)
-            )
-            ev.ab = ab
+            base = (baselines or {}).get(key)
+            ev = _evidence(ctx, key, by_key.get(key), comparisons.get(key), base, ab)
             evidence[key] = ev.to_record()
-            extra = _hook_lines(config, by_key.get(key), ev)
-            diagnoses[key] = diagnose(ev, extra)
+            diagnoses[key] = diagnose(ev, _hook_lines(config, by_key.get(key), ev))
         except Exception as e:  # the diagnosis must never turn a verdict into an error
             diagnoses[key] = Diagnosis(
                 key, f"{key}: the diagnosis failed ({type(e).__name__}: {e}).", [],
@@ -557,10 +476,13 @@ def _children_hold_the_lock(run_child: ChildRunner) -> ChildRunner:
 
 
 def _run_collector(
-    col: Collector, ctx: CaptureContext, skip: set[str], budget: float
+    col: Collector, ctx: CaptureContext, budget: float, group: bool
 ) -> CollectorResult:
     name = collector_name(col)
-    if name.lower() in skip:
+    if group and name == "ncu":
+        replay = "not run on a distributed test (its kernel replay deadlocks collectives)"
+        return CollectorResult.skipped("ncu", replay)
+    if name.lower() in ctx.skip:
         return CollectorResult.skipped(name, "turned off (--gpuperf-capture-skip)")
     start = time.monotonic()
     try:
@@ -590,52 +512,40 @@ def _evidence(
     result: Result | None,
     comparison: Comparison | None,
     baseline_runs: Any,
+    ab: bool,
 ) -> Evidence:
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
-    base_inv = ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs)
-    b_s, c_s = _times(comparison, result)
-
+    runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
     mode = result.id.mode if result is not None else None
-    ev = Evidence(
+    c_s = comparison.current_s if comparison is not None else None
+    if c_s is None and result is not None and result.run.rounds:
+        c_s = result.run.median
+    return Evidence(
         key=key,
         display=result.id.display if result is not None else key,
-        baseline_s=b_s,
+        baseline_s=comparison.baseline_s if comparison is not None else None,
         current_s=c_s,
         change=change_text(comparison, mode) if comparison is not None else "",
         verdict=comparison.kind if comparison is not None else "",
         analysis=prof.get("analysis"),
-        baseline_inventory=base_inv,
+        baseline_inventory=ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs),
+        ncu=list((ctx.state.get("ncu") or {}).values()),
+        compile=ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo")),
+        nsys=list(ctx.state.get("nsys_findings") or []),
         child_median_s=prof.get("child_median_s"),
         child_rounds=prof.get("child_rounds"),
         profiled_in=PROFILED_IN if prof else None,
         current_inventory=prof.get("inventory"),
         triton_configs=prof.get("triton_configs") or {},
         current_probe=prof.get("probe"),
+        current_activity=_get(result.run.telemetry or {}, "activity") if result else None,
+        baseline_activity=[(_get(r, "telemetry") or {}).get("activity") for r in runs],
+        current_memory=thawed(result.run.memory) if result is not None else None,
+        baseline_memory=[_get(r, "memory") for r in runs],
         group=_current_group(prof, result),
         baseline_group=_baseline_group(baseline_runs),
+        ab=ab,
     )
-    _resource_evidence(ev, result, baseline_runs)
-    ev.ncu = list((ctx.state.get("ncu") or {}).values())
-    ev.compile = ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo"))
-    ev.nsys = list(ctx.state.get("nsys_findings") or [])
-    return ev
-
-
-def _times(comparison: Comparison | None, result: Result | None) -> tuple[Any, Any]:
-    b_s = comparison.baseline_s if comparison is not None else None
-    c_s = comparison.current_s if comparison is not None else None
-    if c_s is None and result is not None and result.run.rounds:
-        c_s = result.run.median
-    return b_s, c_s
-
-
-def _resource_evidence(ev: Evidence, result: Result | None, baseline_runs: Any) -> None:
-    runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
-    if result is not None:
-        ev.current_activity = _get(result.run.telemetry or {}, "activity")
-        ev.current_memory = thawed(result.run.memory)
-    ev.baseline_activity = [(_get(r, "telemetry") or {}).get("activity") for r in runs]
-    ev.baseline_memory = [_get(r, "memory") for r in runs]
 
 
 def _current_group(prof: Mapping[str, Any], result: Result | None) -> dict[str, Any] | None:
@@ -681,12 +591,9 @@ def _compile_from_counters(counters: Mapping[str, Any] | None) -> dict[str, Any]
 def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidence) -> list[str]:
     if config is None:
         return []
-    hook = getattr(config.hook, "pytest_gpuperf_diagnose", None)
-    if hook is None:
-        return []
     lines: list[str] = []
     try:
-        for got in hook(config=config, result=result, analysis=ev):
+        for got in config.hook.pytest_gpuperf_diagnose(config=config, result=result, analysis=ev):
             lines.extend(str(x) for x in got or [])
     except Exception as e:
         lines.append(f"a pytest_gpuperf_diagnose hook failed: {type(e).__name__}: {e}")
@@ -696,19 +603,11 @@ def _hook_lines(config: pytest.Config | None, result: Result | None, ev: Evidenc
 def _child_runner(
     session: RunContext, nodeid: str, device: str, spares: SparePool | None = None
 ) -> ChildRunner:
-    def run(
-        *,
-        env: Mapping[str, str] | None = None,
-        prefix: Sequence[str] = (),
-        timeout_s: float,
-        log_path: Path | None = None,
-        extra_args: Sequence[str] = (),
-    ) -> Any:
+    """Re-runs ``nodeid``; a child without a tool's prefix takes the spare Python."""
+
+    def run(*, prefix: Sequence[str] = (), **kw: Any) -> Any:
         spare = spares.take() if spares is not None and not prefix else None
-        return run_child(
-            session, nodeid, device=device, extra_args=extra_args, env=env, prefix=prefix,
-            timeout_s=timeout_s, log_path=log_path, spare=spare,
-        )  # fmt: skip
+        return run_child(session, nodeid, device=device, prefix=prefix, spare=spare, **kw)
 
     return run
 

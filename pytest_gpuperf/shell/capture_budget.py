@@ -1,4 +1,4 @@
-"""The session's capture budget: a first diagnosis at each verdict, the rest after the last one.
+"""``--gpuperf-capture``'s plugin: a first diagnosis at each verdict, the rest after the last.
 
 A red run must cost seconds per regression, not minutes: a session's captures share one
 budget (``--gpuperf-capture-session-budget``) in two passes. At the verdict, in the process
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,10 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_gpuperf.artifacts.analysis.layout import Layout
 from pytest_gpuperf.artifacts.collectors.base import DEFERRED, SKIPPED
 from pytest_gpuperf.model import short_test_id
+from pytest_gpuperf.outcome import REGRESSION
 from pytest_gpuperf.reporting.explain import change_text
+from pytest_gpuperf.reporting.terminal import fold
 from pytest_gpuperf.shell.capture import (
     NO_TIME,
     CaptureReport,
@@ -35,6 +38,7 @@ from pytest_gpuperf.shell.capture import (
     collector_name,
     collectors_for,
     could_run,
+    should_capture,
     skipped,
 )
 from pytest_gpuperf.shell.rerun import capture_command
@@ -43,7 +47,8 @@ if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRunner, Collector
     from pytest_gpuperf.model import Result
     from pytest_gpuperf.outcome import Comparison
-    from pytest_gpuperf.shell.settings import RunContext
+    from pytest_gpuperf.shell.gate import Judgement
+    from pytest_gpuperf.shell.session import GpuPerfSession
 
 #: The tools of the first diagnosis (one child serves both).
 FIRST_TOOLS = ("torch_profiler", "torch_trace")
@@ -85,11 +90,8 @@ class Ledger:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, (json.dumps(entry) + "\n").encode())
-            finally:
-                os.close(fd)
+            with self.path.open("a") as f:  # one short line: one write, flushed at close
+                f.write(json.dumps(entry) + "\n")
         except OSError:
             self.path = None  # this process's entries still count
 
@@ -126,14 +128,6 @@ class Ledger:
 
 
 @dataclass
-class Leftover:
-    nodeid: str
-    change: str
-    tools: list[str]
-    command: str
-
-
-@dataclass
 class _Test:
     nodeid: str
     results: list[Result]
@@ -143,6 +137,8 @@ class _Test:
     tools: dict[str, tuple[str, str, float]] = field(default_factory=dict)
     verdict_at: float | None = None
     first_diagnosis_s: float | None = None
+    #: the command that captures it later, once no pass reached it (a leftover)
+    command: str = ""
 
     def waiting(self) -> list[str]:
         """Tools still to run: deferred, or skipped for want of time."""
@@ -153,120 +149,140 @@ class _Test:
         ]
 
 
-class SessionCapture:
+class CapturePlugin:
     """The captures of one session within its budget (see the module docstring)."""
 
     def __init__(
         self,
-        run: RunContext,
-        run_id: str,
-        baselines_of: Callable[[Sequence[Result]], dict[str, Any]],
-        runner_for: Callable[[str, str], ChildRunner | None] | None = None,
+        session: GpuPerfSession,
+        *,
+        baselines_of: Callable[[Sequence[Result]], dict[str, Any]] | None,
+        runner_for: Callable[[str, str], ChildRunner | None],
     ):
-        self.run = run
+        self.session = session
+        self.run = session.run
+        self.run_id = session.run_id
         #: how a capture of (nodeid, device) starts its process (None: a child pytest)
-        self.runner_for = runner_for or (lambda nodeid, device: None)
-        self.run_id = run_id
-        self.settings = run.settings.capture
-        self.baselines_of = baselines_of
-        self.ledger = Ledger(Layout(artifacts_root(run, self.settings), run_id).run_dir / LEDGER)
-        self.spares = SparePool(run.settings.session.device)
+        self.runner_for = runner_for
+        self.settings = self.run.settings.capture
+        self.baselines_of = baselines_of or (lambda rs: {})
+        run_dir = Layout(artifacts_root(self.run, self.settings), self.run_id).run_dir
+        self.ledger = Ledger(run_dir / LEDGER)
+        self.spares = SparePool(self.run.settings.session.device)
+        self.budget_s = self.settings.session_budget_s
         #: lines of the pass after the verdicts, for the terminal summary
         self.later_lines: list[str] = []
-        self.leftovers: list[Leftover] = []
-
-    @property
-    def budget_s(self) -> float:
-        return self.settings.session_budget_s
+        self.leftovers: list[_Test] = []
 
     def left_s(self) -> float:
         return self.budget_s - self.ledger.spent()
 
     # --- at a verdict -----------------------------------------------------------
 
-    def at_verdict(
-        self,
-        nodeid: str,
-        results: list[Result],
-        comparisons: Mapping[str, Comparison],
-        *,
-        device: str,
-        progress: Any = None,
-    ) -> CaptureReport | None:
-        """The first diagnosis of one test, now (None: its share of the budget is spent,
-        the test waits for the pass after the verdicts; its results say so)."""
+    def at_verdict(self, item: pytest.Item, results: list[Result], judgement: Judgement) -> None:
+        """The first diagnosis, now, joined to the test's failure; or, once the first
+        diagnoses' share of the budget is spent, a note that the test waits for the pass
+        after the verdicts (its results say so)."""
+        failed = bool(judgement.failures)
+        if not should_capture(self.settings.mode, failed):
+            return
+        nodeid, device, report = item.nodeid, self.session.ensure_device(), None
         verdict_at = time.time()
         tools = self._tool_names(device)
         first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
         if first_left < self.ledger.expected(FIRST_TOOLS[:1]):
             for r in results:
                 r.artifacts = [*r.artifacts, *_deferred(tools, verdict_at, self.waiting_note())]
-            return None
-        later = [n for n in tools if n not in FIRST_TOOLS]
-        plan = dict(defer=frozenset(later), verdict_at=verdict_at)
-        report = self._pass(nodeid, results, comparisons, device, progress, plan)
-        self.spares.settle()  # the next spare's imports would slow the next measurement
-        if report is not None:
-            self._spent(nodeid, 1, report)
-            report.apply(results)
-        return report
+        else:
+            defer = frozenset(n for n in tools if n not in FIRST_TOOLS)
+            comparisons = judgement.comparisons
+            report = self._pass(
+                1, nodeid, results, comparisons, device, defer=defer, verdict_at=verdict_at
+            )
+            self.spares.settle()  # the next spare's imports would slow the next measurement
+        slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
+        if report is not None and failed and slower:
+            judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
+        elif report is not None and failed:
+            # failed on its output or memory, not its time: no slowdown to open the failure
+            judgement.failures = [*judgement.failures, report.details()]
+        elif failed:
+            judgement.failures.append(f"gpuperf: {self.waiting_note()}")
 
     # --- after the last verdict --------------------------------------------------
 
-    def after_verdicts(self, results: Sequence[Result], progress: Any = None) -> None:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Before the reports (registered after the core session): the captures the verdicts
+        left, none after a Ctrl-C."""
+        results = self.session.results
+        try:
+            if not self.session.lead or not results:
+                return
+            if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+                self.note_leftovers(results)
+                return
+            self.after_verdicts(results)
+        finally:
+            self.spares.close()
+
+    def after_verdicts(self, results: Sequence[Result]) -> None:
         """The captures the verdicts left, the largest slowdowns first, within the budget."""
         tests = sorted(_tests(results).values(), key=lambda t: -t.slowdown)
         for t in [t for t in tests if "torch_profiler" in t.waiting()]:
-            self._later_pass(t, [n for n in t.waiting() if n in FIRST_TOOLS], progress)
+            self._later_pass(t, [n for n in t.waiting() if n in FIRST_TOOLS])
         for t in sorted(_tests(results).values(), key=lambda t: -t.slowdown):
             rest = [n for n in t.waiting() if n not in FIRST_TOOLS]
             if rest and "torch_profiler" not in t.waiting():
-                self._later_pass(t, rest, progress)
+                self._later_pass(t, rest)
         self.note_leftovers(results)
 
-    def _later_pass(self, t: _Test, tools: list[str], progress: Any) -> None:
+    def _later_pass(self, t: _Test, tools: list[str]) -> None:
         cols = [c for c in collectors_for(self.run.config) if collector_name(c) in tools]
         if not cols or self.left_s() < self.ledger.expected(tools):
             return
-        later = [n for n in t.waiting() if n not in tools]
-        plan = dict(
-            defer=frozenset(later),
+        before = {line for r in t.results if r.diagnosis for line in r.diagnosis.details}
+        device = t.results[0].run.device if t.results else "cuda"
+        report = self._pass(
+            2,
+            t.nodeid,
+            t.results,
+            None,
+            device,
+            cols,
+            defer=frozenset(n for n in t.waiting() if n not in tools),
             resume="torch_profiler" not in tools,
             verdict_at=t.verdict_at,
             label=" after the verdicts",
         )
-        device = t.results[0].run.device if t.results else "cuda"
-        report = self._pass(t.nodeid, t.results, None, device, progress, plan, cols)
-        if report is None:
-            return
-        before = {line for r in t.results if r.diagnosis for line in r.diagnosis.details}
-        self._spent(t.nodeid, 2, report)
-        report.apply(t.results)
-        self.later_lines += _pass_lines(t, report, before, tools)
+        if report is not None:
+            self.later_lines += _pass_lines(t, report, before, tools)
 
     def _pass(
         self,
+        phase: int,
         nodeid: str,
         results: list[Result],
         comparisons: Mapping[str, Comparison] | None,
         device: str,
-        progress: Any,
-        plan: dict[str, Any],
         collectors: list[Collector] | None = None,
+        **plan: Any,
     ) -> CaptureReport | None:
-        """One pass of a capture, until the session's budget ends."""
+        """One pass of a capture, until the session's budget ends: its seconds go to the
+        ledger, its entries and diagnoses onto the results."""
         deadline = time.monotonic() + max(self.left_s(), 0.0)
-        return capture(
+        report = capture(
             self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
-            baselines=self.baselines_of(results), collectors=collectors, progress=progress,
+            baselines=self.baselines_of(results), collectors=collectors,
+            progress=self.session.progress(), run_child=self.runner_for(nodeid, device),
             plan=PassPlan(defer_reason=LATER, deadline=deadline, spares=self.spares, **plan),
-            run_child=self.runner_for(nodeid, device),
         )  # fmt: skip
-
-    def _spent(self, nodeid: str, phase: int, report: CaptureReport) -> None:
-        passes = report.timing.get("passes") or [{}]
-        last = passes[-1]
-        self.ledger.add(nodeid, phase, float(last.get("wall_s") or 0.0), last.get("tools") or {})
+        if report is not None:
+            last = (report.timing.get("passes") or [{}])[-1]
+            wall_s, tools = float(last.get("wall_s") or 0.0), last.get("tools") or {}
+            self.ledger.add(nodeid, phase, wall_s, tools)
+            report.apply(results)
+        return report
 
     def _tool_names(self, device: str) -> list[str]:
         skip = skipped(self.settings)
@@ -283,17 +299,17 @@ class SessionCapture:
             )
         return NO_FIRST
 
-    def close(self) -> None:
-        self.spares.close()
-
     # --- what is left over ---------------------------------------------------------
 
     def note_leftovers(self, results: Sequence[Result]) -> None:
-        self.leftovers = [
-            Leftover(t.nodeid, t.change, t.waiting(), capture_command(self.run, t.nodeid))
-            for t in sorted(_tests(results).values(), key=lambda t: -t.slowdown)
-            if t.waiting()
-        ]
+        tests = sorted(_tests(results).values(), key=lambda t: -t.slowdown)
+        self.leftovers = [t for t in tests if t.waiting()]
+        for t in self.leftovers:
+            t.command = capture_command(self.run, t.nodeid)
+
+    def summarize(self, tr: Any, results: list[Result]) -> None:
+        for line in self.summary_lines(results):
+            tr.write_line(fold(line))  # a command to copy stays on one line
 
     def summary_lines(self, results: Sequence[Result]) -> list[str]:
         """The terminal summary's capture section (none when nothing was captured)."""
@@ -320,8 +336,9 @@ class SessionCapture:
                 "each later with the command below (in this session's environment)"
             )
             for lo in self.leftovers:
-                first = ["the first diagnosis"] if "torch_profiler" in lo.tools else []
-                what = ", ".join(first + [t for t in lo.tools if t not in FIRST_TOOLS])
+                tools = lo.waiting()
+                first = ["the first diagnosis"] if "torch_profiler" in tools else []
+                what = ", ".join(first + [t for t in tools if t not in FIRST_TOOLS])
                 lines.append(f"    {short_test_id(lo.nodeid)} ({lo.change}): {what}")
                 lines.append(f"      {lo.command}")
         return lines
@@ -347,7 +364,7 @@ class SessionCapture:
                 for t in tests.values()
             ],
             "left_over": [
-                {"nodeid": lo.nodeid, "tools": lo.tools, "command": lo.command}
+                {"nodeid": lo.nodeid, "tools": lo.waiting(), "command": lo.command}
                 for lo in self.leftovers
             ],
         }

@@ -23,7 +23,7 @@ from pytest_gpuperf.shell.gate import Gate, Judgement
 from pytest_gpuperf.shell.session import RESULTS_KEY, GpuPerfSession, is_benchmark
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.shell.capturing import CapturePlugin
+    from pytest_gpuperf.shell.capture_budget import CapturePlugin
     from pytest_gpuperf.shell.ranks import RankSession
 
 

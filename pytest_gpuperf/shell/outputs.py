@@ -20,7 +20,7 @@ from pytest_gpuperf.shell.session import GpuPerfSession
 from pytest_gpuperf.shell.settings import fingerprint_extra
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.shell.capturing import CapturePlugin
+    from pytest_gpuperf.shell.capture_budget import CapturePlugin
     from pytest_gpuperf.shell.gating import GatePlugin
     from pytest_gpuperf.shell.save import SavePlugin
 

@@ -131,8 +131,8 @@ def probe(call: Callable[[], Any]) -> dict[str, Any]:
         return {"skipped": f"torch is not usable: {e}"}
     if compiled_here():
         return {"skipped": "compiled code: a function mode would make torch.compile trace again"}
-    seen: dict[str, list[dict[str, Any]]] = {}
-    counts: dict[str, dict[str, int]] = {}
+    #: name -> signature -> its facts and calls (the first MAX_SIGNATURES signatures)
+    seen: dict[str, dict[str, dict[str, Any]]] = {}
     wanted = MATMULS | CONVS | {SDPA}
 
     class _Watch(TorchFunctionMode):
@@ -143,10 +143,11 @@ def probe(call: Callable[[], Any]) -> dict[str, Any]:
                 try:
                     entry = _record(name, tuple(args), kwargs)
                     key = repr(sorted(entry.items()))
-                    sigs = counts.setdefault(name, {})
-                    if key not in sigs and len(sigs) < MAX_SIGNATURES:
-                        seen.setdefault(name, []).append(entry)
-                    sigs[key] = sigs.get(key, 0) + 1
+                    sigs = seen.setdefault(name, {})
+                    if key in sigs:
+                        sigs[key]["calls"] += 1
+                    elif len(sigs) < MAX_SIGNATURES:
+                        sigs[key] = {**entry, "calls": 1}
                 except Exception:
                     pass  # the probe never changes what the call does
             return func(*args, **kwargs)
@@ -161,12 +162,7 @@ def probe(call: Callable[[], Any]) -> dict[str, Any]:
             torch.cuda.synchronize()
     except Exception as e:
         return {"skipped": f"the probed call raised {type(e).__name__}: {e}"[:300]}
-    ops = {}
-    for name, entries in seen.items():
-        sigs = counts[name]
-        for entry in entries:
-            entry["calls"] = sigs.get(repr(sorted(entry.items())), 0)
-        ops[name] = entries
+    ops = {name: list(sigs.values()) for name, sigs in seen.items()}
     try:
         flags = _flags()
     except Exception as e:

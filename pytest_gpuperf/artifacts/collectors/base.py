@@ -78,28 +78,36 @@ class CollectorResult:
         return cls(name, TIMEOUT if run.returncode == -9 else FAILED, files, {}, why, run.wall_s)
 
     def to_dict(self, relative_to: Path | None = None) -> dict[str, Any]:
-        def rel(p: Path) -> str:
-            if relative_to is not None:
-                try:
-                    return str(p.relative_to(relative_to))
-                except ValueError:
-                    pass
-            return str(p)
-
         return {
             "name": self.name,
             "status": self.status,
             "reason": self.reason,
             "wall_s": round(self.wall_s, 3),
-            "files": [rel(p) for p in self.files],
+            "files": [relative(p, relative_to) for p in self.files],
             "summary": self.summary,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], directory: Path) -> CollectorResult:
+        """The result that :meth:`to_dict` wrote (relative to ``directory``)."""
+        files = [directory / str(f) for f in d.get("files") or ()]
+        summary = dict(d.get("summary") or {})
+        status, wall_s = str(d.get("status") or OK), float(d.get("wall_s") or 0.0)
+        return cls(str(d.get("name")), status, files, summary, d.get("reason"), wall_s)
 
     def line(self) -> str:
         """One line for the failure message."""
         if self.status == OK:
             return f"{self.name}: ok ({self.wall_s:.1f} s)"
         return f"{self.name}: {self.status}: {self.reason}"
+
+
+def relative(p: Path, base: Path | None) -> str:
+    """``p`` relative to ``base`` where it lies under it, else as it is."""
+    try:
+        return str(p.relative_to(base)) if base is not None else str(p)
+    except ValueError:
+        return str(p)
 
 
 @dataclass
@@ -173,10 +181,9 @@ class CaptureContext:
             thread.join(timeout=max(self.deadline - time.monotonic(), 0.0) + grace_s)
         self._background.clear()
 
-    def budget(self, cap: float | None = None) -> float:
-        """Seconds this collector may use: the per-tool timeout, the cap, and what is left."""
-        left = self.deadline - time.monotonic()
-        return max(0.0, min(self.timeout_s, cap if cap is not None else self.timeout_s, left))
+    def budget(self) -> float:
+        """Seconds this collector may use: the per-tool timeout, or what is left if less."""
+        return max(0.0, min(self.timeout_s, self.deadline - time.monotonic()))
 
     def folder(self, name: str) -> Path:
         path = self.directory / name

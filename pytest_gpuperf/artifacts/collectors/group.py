@@ -28,12 +28,12 @@ if TYPE_CHECKING:
     from pytest_gpuperf.model import BenchId
 
 
-def nccl_summary(group: Group) -> dict[str, Any] | None:
-    """The NCCL logs of every rank, summarised (None off CUDA)."""
+def nccl_summary(group: Group) -> dict[str, Any]:
+    """``{"nccl": the NCCL logs of every rank, summarised}`` ({} off CUDA)."""
     if group.device != "cuda":
-        return None
+        return {}
     mine = nccl_log.summarize([nccl_log.parse(read_nccl_log())])
-    return nccl_log.merge(group.all_gather(mine))
+    return {"nccl": nccl_log.merge(group.all_gather(mine))}
 
 
 def profile_group(
@@ -65,11 +65,8 @@ class GroupHook:
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
     ) -> Mapping[str, Any] | None:
-        out: dict[str, Any] = {}
+        out = nccl_summary(self.group)
         extra: dict[str, Any] = {"group": out}
-        nccl = nccl_summary(self.group)
-        if nccl is not None:
-            out["nccl"] = nccl
         if self.profile:
             n = window_calls(self.calls, per_call_s, 1.0)
             prefix = f"gpuperf-group-profile-{os.getpid()}-"  # as the inventory's (child.py)
@@ -143,8 +140,5 @@ class GroupCapture(ChildCapture):
         comms, _ = profile_group(
             self.group, call, device=self.device, calls=n, trace_path=self.dir / names[rank]
         )
-        group = {"comms": comms}
-        nccl = nccl_summary(self.group)
-        if nccl is not None:
-            group["nccl"] = nccl
+        group = {"comms": comms, **nccl_summary(self.group)}
         return {"calls": n, "trace": names[0], "traces": names, "group": group}

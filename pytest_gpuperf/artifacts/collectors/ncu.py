@@ -25,7 +25,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
     CudaToolCollector,
 )
 from pytest_gpuperf.artifacts.collectors.child import CHILD_ARGS, MINIMAL, NCU_RANGE, capture_env
-from pytest_gpuperf.artifacts.collectors.nsys import NSIGHT_ENV
+from pytest_gpuperf.artifacts.collectors.nsys import NSIGHT_ENV, number
 from pytest_gpuperf.artifacts.collectors.process import ProcessRun, run_process
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats")
@@ -57,38 +57,12 @@ def kernel_filter(names: Sequence[str]) -> str:
 
 
 def profile_command(output: str, names: Sequence[str], launch_count: int) -> list[str]:
-    cmd = [
-        "ncu",
-        "--clock-control",
-        "none",
-        "--target-processes",
-        "all",
-        "--nvtx",
-        "--nvtx-include",
-        f"{NCU_RANGE}/",
-        "--kernel-name-base",
-        "function",
-        "-k",
-        kernel_filter(names),
-        "--launch-count",
-        str(launch_count),
-    ]
+    cmd = ["ncu", "--clock-control", "none", "--target-processes", "all"]
+    cmd += ["--nvtx", "--nvtx-include", f"{NCU_RANGE}/", "--kernel-name-base", "function"]
+    cmd += ["-k", kernel_filter(names), "--launch-count", str(launch_count)]
     for s in SECTIONS:
         cmd += ["--section", s]
     return [*cmd, "--metrics", STALL_METRICS, "-o", output, "-f"]
-
-
-def _num(v: str | None) -> float | None:
-    if v is None:
-        return None
-    s = str(v).strip().replace(",", "")
-    if s in ("", "n/a", "N/A"):
-        return None
-    try:
-        x = float(s)
-    except ValueError:
-        return None
-    return x if math.isfinite(x) else None
 
 
 def parse_raw(text: str) -> list[dict[str, Any]]:
@@ -112,21 +86,15 @@ def parse_raw(text: str) -> list[dict[str, Any]]:
         }
         stalls = []
         for col, val in d.items():
-            field = METRICS.get(col)
+            field, x, stall = METRICS.get(col), number(val), _STALL.fullmatch(col)
+            if x is None:
+                continue
             if field == "duration":
-                x = _num(val)
-                if x is not None:
-                    k["duration_us"] = x * _TIME_UNITS.get(u.get(col, "ns").strip(), 1e-3)
+                k["duration_us"] = x * _TIME_UNITS.get(u.get(col, "ns").strip(), 1e-3)
             elif field is not None and field not in k:
-                x = _num(val)
-                if x is not None:
-                    k[field] = int(x) if field == "registers" else x
-            else:
-                m = _STALL.fullmatch(col)
-                if m and m.group(1) not in ("selected",):
-                    x = _num(val)
-                    if x:
-                        stalls.append((m.group(1).replace("_", " "), x))
+                k[field] = int(x) if field == "registers" else x
+            elif stall and stall.group(1) != "selected" and x:
+                stalls.append((stall.group(1).replace("_", " "), x))
         k["stalls"] = sorted(stalls, key=lambda s: -s[1])[:3]
         k["bottleneck"] = bottleneck(k)
         out.append(k)

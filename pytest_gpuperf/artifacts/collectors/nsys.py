@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -75,11 +76,17 @@ def _read_outputs(
     return out
 
 
-def _num(v: str | None) -> float:
+def number(v: str | None) -> float | None:
+    """A report's number ("1,234.5"); None where blank, "n/a" or not finite."""
     try:
-        return float(str(v).replace(",", "")) if v not in (None, "") else 0.0
+        x = float(str(v).replace(",", ""))
     except ValueError:
-        return 0.0
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _num(v: str | None) -> float:
+    return number(v) or 0.0
 
 
 def summarize_stats(reports: Mapping[str, Sequence[Mapping[str, str]]]) -> dict[str, Any]:
@@ -168,6 +175,11 @@ def stats_lines(s: Mapping[str, Any], calls: int | None) -> list[str]:
     return out
 
 
+def _left(end: float, share: float = 1.0) -> float:
+    """A share of the seconds left until ``end`` (at least one)."""
+    return max((end - time.monotonic()) * share, 1.0)
+
+
 class NsysCollector(CudaToolCollector):
     name = "nsys"
 
@@ -183,12 +195,8 @@ class NsysCollector(CudaToolCollector):
         )  # fmt: skip
         env.update(NSIGHT_ENV)
         end = time.monotonic() + ctx.budget()
-
-        def left(share: float = 1.0) -> float:
-            return max((end - time.monotonic()) * share, 1.0)
-
         run = ctx.run_child(
-            env=env, prefix=profile_command(report), timeout_s=left(0.65),
+            env=env, prefix=profile_command(report), timeout_s=_left(end, 0.65),
             log_path=folder / "profile.log", extra_args=CHILD_ARGS,
         )  # fmt: skip
         summary: dict[str, Any] = {"capture": "cudaProfilerApi window of steady-state calls"}
@@ -196,7 +204,7 @@ class NsysCollector(CudaToolCollector):
             # The window was never reached: record the whole child instead.
             run = ctx.run_child(
                 env=env, prefix=profile_command(report, ranged=False),
-                timeout_s=left(0.65), log_path=folder / "profile-whole.log",
+                timeout_s=_left(end, 0.65), log_path=folder / "profile-whole.log",
                 extra_args=CHILD_ARGS,
             )  # fmt: skip
             summary["capture"] = "whole child process (no capture range was opened)"
@@ -218,10 +226,6 @@ def _summarize(
     ctx: CaptureContext, folder: Path, rep: Path, result: CollectorResult, end: float
 ) -> None:
     """``nsys stats`` and ``nsys analyze`` of the report, into ``result`` and the state."""
-
-    def left(share: float = 1.0) -> float:
-        return max((end - time.monotonic()) * share, 1.0)
-
     summary, files = result.summary, result.files
     calls = next(
         (int(b.get("calls") or 0) for b in read_status(folder).get("benchmarks", [])), None
@@ -229,7 +233,7 @@ def _summarize(
     stats = run_process(
         ["nsys", "stats", "-r", ",".join(STATS_REPORTS), "-f", "csv",
          "-o", str(folder / "stats"), "--force-export=true", str(rep)],
-        timeout_s=left(0.6), log_path=folder / "stats.log",
+        timeout_s=_left(end, 0.6), log_path=folder / "stats.log",
     )  # fmt: skip
     reports = _read_outputs(folder, "stats", STATS_REPORTS, files)
     if reports:
@@ -240,7 +244,7 @@ def _summarize(
         summary["stats_error"] = stats.describe_failure("nsys stats")
     analyze = run_process(
         ["nsys", "analyze", "-f", "csv", "-o", str(folder / "analyze"), str(rep)],
-        timeout_s=left(), log_path=folder / "analyze.log",
+        timeout_s=_left(end), log_path=folder / "analyze.log",
     )  # fmt: skip
     rules = _read_outputs(folder, "analyze", RULES, files)
     if rules:

@@ -24,7 +24,9 @@ from pytest_gpuperf.artifacts.collectors.child import CHILD_ARGS, MINIMAL, captu
 from pytest_gpuperf.artifacts.collectors.process import run_process
 
 _HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+\s+\d+ [^\]]*\] (\{.*\})\s*$")
-_TRITON_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''", re.M)
+_TRITON_DEF = re.compile(
+    r"^\w+ = async_compile\.triton\('(\w+)', '''(.*?)''', device_str=", re.M | re.S
+)
 _FALLBACK = re.compile(r"torch\.ops\.aten\.(\w+)\.(?:default|\w+)\(")
 _EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
 _SKIPPED = re.compile(
@@ -325,13 +327,8 @@ def parse_log(text: str) -> CompileReport:
                 if failure is not None:
                     rep.frame_failures.append(failure)
         elif ev.kind == "inductor_output_code":
-            for var, name in _TRITON_DEF.findall(ev.payload):
-                start = ev.payload.find(f"{var} = async_compile.triton('{name}', '''")
-                end = ev.payload.find("''', device_str=", start)
-                if start >= 0 and end > start:
-                    src = ev.payload[start:end]
-                    body = src.split("'''", 1)[1] if "'''" in src else src
-                    rep.triton[name] = body.strip("\n") + "\n"
+            for name, body in _TRITON_DEF.findall(ev.payload):
+                rep.triton[name] = body.strip("\n") + "\n"
             call = ev.payload[ev.payload.find("def call(") :] if "def call(" in ev.payload else ""
             rep.fallbacks.update(_FALLBACK.findall(call))
             rep.library_calls.update(_EXTERN.findall(call))
@@ -352,9 +349,29 @@ class TorchTraceCollector:
             return CollectorResult.skipped(self.name, why_trace)
         folder = ctx.folder(self.name)
         end = time.monotonic() + ctx.budget()
-        logs, files, wall, problem = self._logs(ctx, folder)
-        if problem is not None:
-            return problem
+        # the compile logs: the profiler's child's, else those of a child run here
+        given = ctx.state.get("torch_trace_log")
+        log_dir = Path(given) if given else folder / "log"
+        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+        files, wall = list(logs), 0.0
+        if not logs:
+            if ctx.run_child is None:
+                return CollectorResult.skipped(self.name, "no way to re-run the test here")
+            log_dir = folder / "log"
+            run = ctx.run_child(
+                env={
+                    **trace_env(log_dir),
+                    **capture_env(self.name, folder, ctx.keys, measure=MINIMAL),
+                },
+                timeout_s=max(ctx.budget() * 0.75, 1.0),
+                log_path=folder / "child.log",
+                extra_args=CHILD_ARGS,
+            )
+            logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+            files, wall = [folder / "child.log", *logs], run.wall_s
+            if not logs:
+                why = f"no TORCH_TRACE log written (exit status {run.returncode})"
+                return CollectorResult.child_failed(self.name, run, why, files)
         rep = CompileReport()
         for log in logs:
             rep.merge(parse_log(log.read_text(errors="replace")))
@@ -365,31 +382,6 @@ class TorchTraceCollector:
         ctx.state["compile"] = rep.to_dict()
         wall += self._tlparse(logs[-1], folder, end, files, summary)
         return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
-
-    def _logs(
-        self, ctx: CaptureContext, folder: Path
-    ) -> tuple[list[Path], list[Path], float, CollectorResult | None]:
-        """The compile logs: the profiler's child's, else those of a child run here."""
-        given = ctx.state.get("torch_trace_log")
-        log_dir = Path(given) if given else folder / "log"
-        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
-        if logs:
-            return logs, list(logs), 0.0, None
-        if ctx.run_child is None:
-            return [], [], 0.0, CollectorResult.skipped(self.name, "no way to re-run the test here")
-        log_dir = folder / "log"
-        run = ctx.run_child(
-            env={**trace_env(log_dir), **capture_env(self.name, folder, ctx.keys, measure=MINIMAL)},
-            timeout_s=max(ctx.budget() * 0.75, 1.0),
-            log_path=folder / "child.log",
-            extra_args=CHILD_ARGS,
-        )
-        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
-        files = [folder / "child.log", *logs]
-        if logs:
-            return logs, files, run.wall_s, None
-        why = f"no TORCH_TRACE log written (exit status {run.returncode})"
-        return [], files, run.wall_s, CollectorResult.child_failed(self.name, run, why, files)
 
     def _triton_sources(self, ctx: CaptureContext, rep: CompileReport, folder: Path) -> list[Path]:
         """The generated Triton source of the hotspot kernels and of each profile's top Triton
