@@ -22,11 +22,6 @@ from pytest_gpuperf.verdict.secondary import (
 _SHOW_PCT = 10.0
 
 
-def _n(m: Mapping[str, Any] | None, key: str) -> float | None:
-    v = (m or {}).get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def activity_line(a: Mapping[str, Any] | None) -> str:
     """``SM util 95 %, SM occupancy 77 %, tensor activity 6.3 %, DRAM bandwidth 77 %:
     memory-bound``, or ``unavailable: <why>``."""
@@ -35,13 +30,15 @@ def activity_line(a: Mapping[str, Any] | None) -> str:
     if not a.get("available"):
         return f"unavailable: {a.get('reason', '?')}"
     keys = ("sm_util_pct", "sm_occupancy_pct", "tensor_pct", "dram_bw_util_pct")
-    shown = [f"{act.LABELS[k]} {act.fmt(k, _n(a, k))}" for k in keys if _n(a, k) is not None]
+    shown = [
+        f"{act.LABELS[k]} {act.fmt(k, act.num(a, k))}" for k in keys if act.num(a, k) is not None
+    ]
     for k in ("tensor_hmma_pct", "fp32_util_pct", "fp64_util_pct"):
-        v = _n(a, k)
+        v = act.num(a, k)
         if v is not None and v >= _SHOW_PCT:
             shown.append(f"{act.LABELS[k]} {act.fmt(k, v)}")
     for k in ("pcie_tx_mib_s", "pcie_rx_mib_s", "nvlink_tx_mib_s", "nvlink_rx_mib_s"):
-        v = _n(a, k)
+        v = act.num(a, k)
         if v is not None and v >= act.MOVE_RATE_MIB_S:
             shown.append(f"{act.LABELS[k]} {act.fmt(k, v)}")
     b = act.bound(a)
@@ -57,19 +54,19 @@ def memory_line(m: Mapping[str, Any] | None) -> str:
     if not m.get("available"):
         return f"unavailable: {m.get('reason', '?')}"
     parts = []
-    allocs = _n(m, "allocations_per_call")
+    allocs = act.num(m, "allocations_per_call")
     if allocs is not None:
-        size = _n(m, "allocated_bytes_per_call")
+        size = act.num(m, "allocated_bytes_per_call")
         parts.append(
             f"{allocs:g} allocation(s) per call"
             + (f" ({fmt_bytes(size)})" if size else "")
-            + f", {(_n(m, 'device_allocs_per_call') or 0):g} cudaMalloc per call"
+            + f", {(act.num(m, 'device_allocs_per_call') or 0):g} cudaMalloc per call"
         )
-    growth = _n(m, "reserved_growth_bytes")
+    growth = act.num(m, "reserved_growth_bytes")
     if growth is not None:
         sign = "+" if growth >= 0 else "-"
         parts.append(f"reserved {sign}{fmt_bytes(abs(growth))} during the measurement")
-    retries = _n(m, "alloc_retries")
+    retries = act.num(m, "alloc_retries")
     if retries:
         parts.append(f"{retries:g} allocator retr{'y' if retries == 1 else 'ies'} (cache flushed)")
     elif retries == 0:

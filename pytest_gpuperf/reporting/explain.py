@@ -49,14 +49,10 @@ from pytest_gpuperf.verdict.secondary import (
     TRANSFERS,
 )
 
-_TITLE = {
-    REGRESSION: "REGRESSION",
-    IMPROVEMENT: "improvement",
-    NO_CHANGE: "no change",
-    INCONCLUSIVE: "INCONCLUSIVE",
-    NO_BASELINE: "no baseline",
-    DIFFERENT_ENVIRONMENT: "different environment",
-}
+
+def _title(kind: str) -> str:
+    """``REGRESSION``, ``INCONCLUSIVE`` (shouted), ``no change`` ..."""
+    return kind.upper() if kind in (REGRESSION, INCONCLUSIVE) else kind.replace("-", " ")
 
 
 def _pct(x: float | None) -> str:
@@ -241,7 +237,7 @@ def label_of(c: Comparison) -> str:
     """The verdict's label with its resolution: ``no change (threshold 8.0 %)``,
     ``INCONCLUSIVE / below resolution (would catch >= 2.04x)``, ``REGRESSION (threshold
     61.3 %)``; the others by their title."""
-    title = _TITLE.get(c.kind, c.kind)
+    title = _title(c.kind)
     if c.kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
         title += " / below resolution"
     more = resolution_of(c)
@@ -251,7 +247,7 @@ def label_of(c: Comparison) -> str:
 def summary_line(c: Comparison, mode: str | None = None) -> str:
     """One line: kind, change with the figure and its interval, and what decided it."""
     who = f"{c.name}: " if c.name else ""
-    title = _TITLE.get(c.kind, c.kind)
+    title = _title(c.kind)
     cutoff, resolution = _cut(c)
     if not c.final:
         title += f" (suspect after {_runs(c.r)})"
@@ -383,7 +379,7 @@ def _resolution(f: FigureVerdict) -> str:
 
 
 def _figure_line(f: FigureVerdict) -> str:
-    title = _TITLE.get(f.kind, f.kind)
+    title = _title(f.kind)
     if not f.final:
         title += " (suspect)"
     return (

@@ -51,15 +51,6 @@ ORDER: tuple[str, ...] = (
     NO_BASELINE,
     NOT_COMPARED,
 )
-LABELS: dict[str, str] = {
-    REGRESSION: "regression",
-    INCONCLUSIVE: "inconclusive",
-    IMPROVEMENT: "improvement",
-    DIFFERENT_ENVIRONMENT: "different environment",
-    NO_CHANGE: "no change",
-    NO_BASELINE: "no baseline",
-    NOT_COMPARED: "not compared",
-}
 #: Plural forms for headlines ("2 regressions, 1 no change").
 PLURALS: dict[str, str] = {
     REGRESSION: "regressions",
@@ -127,7 +118,7 @@ def row(result: Result) -> Row:
     if current is None and result.run.rounds:
         current = result.run.median
     kind, final = kind_of(result), c is None or c.final
-    label = LABELS.get(kind, kind)
+    label = kind.replace("-", " ")
     if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
         label += " / below resolution"
     return Row(
@@ -173,7 +164,7 @@ def headline(rs: Sequence[Row]) -> str:
         return "no benchmarks"
     parts = []
     for kind, n in counts(rs).items():
-        word = LABELS.get(kind, kind) if n == 1 else PLURALS.get(kind, kind)
+        word = kind.replace("-", " ") if n == 1 else PLURALS.get(kind, kind)
         parts.append(f"{n} {word}")
     return ", ".join(parts)
 

@@ -61,13 +61,13 @@ def unavailable(reason: str, **extra: Any) -> dict[str, Any]:
     return {"available": False, "reason": reason, **extra}
 
 
-def _num(a: Mapping[str, Any] | None, key: str) -> float | None:
+def num(a: Mapping[str, Any] | None, key: str) -> float | None:
     v = (a or {}).get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def usable(a: Mapping[str, Any] | None) -> bool:
-    return bool(a) and bool(a.get("available")) and any(_num(a, k) is not None for k in KEYS)  # type: ignore[union-attr]
+    return bool(a) and bool(a.get("available")) and any(num(a, k) is not None for k in KEYS)  # type: ignore[union-attr]
 
 
 def summary(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -100,10 +100,10 @@ def bound(a: Mapping[str, Any] | None) -> Bound | None:
     """What the activity figures say limits the work (``None`` without figures)."""
     if not usable(a):
         return None
-    dram = _num(a, "dram_bw_util_pct")
-    tensor = _num(a, "tensor_pct")
-    sm = _num(a, "sm_util_pct")
-    fp = max((v for v in (_num(a, "fp32_util_pct"), _num(a, "fp64_util_pct")) if v), default=None)
+    dram = num(a, "dram_bw_util_pct")
+    tensor = num(a, "tensor_pct")
+    sm = num(a, "sm_util_pct")
+    fp = max((v for v in (num(a, "fp32_util_pct"), num(a, "fp64_util_pct")) if v), default=None)
     if dram is not None and dram >= MEMORY_BOUND_PCT:
         return Bound(
             "memory-bound",
@@ -126,9 +126,9 @@ def bound(a: Mapping[str, Any] | None) -> Bound | None:
             "(launch-bound, waiting on the host, or too little parallel work per kernel)",
         )
     parts = [
-        f"{LABELS[k]} {fmt(k, _num(a, k))}"
+        f"{LABELS[k]} {fmt(k, num(a, k))}"
         for k in ("sm_util_pct", "dram_bw_util_pct", "tensor_pct")
-        if _num(a, k) is not None
+        if num(a, k) is not None
     ]
     return Bound("no clear limit", "no unit near its limit (" + ", ".join(parts) + ")")
 
@@ -167,8 +167,8 @@ def moved(
         return []
     out = []
     for key in KEYS:
-        cur = _num(current, key)
-        vals = [v for v in (_num(b, key) for b in base) if v is not None]
+        cur = num(current, key)
+        vals = [v for v in (num(b, key) for b in base) if v is not None]
         if cur is None or not vals:
             continue
         med = statistics.median(vals)

@@ -134,20 +134,6 @@ class DecisionPolicy:
         """How many standard errors a slowdown must lie beyond no change."""
         return z_of(self.alpha)
 
-    @classmethod
-    def from_settings(cls, values: Mapping[str, Any]) -> DecisionPolicy:
-        """From resolved option values (``threshold``, ``alpha``, ``fail_on``, ``reruns``)."""
-        kw: dict[str, Any] = {}
-        if "threshold" in values:
-            kw["threshold"] = float(values["threshold"])
-        if "alpha" in values:
-            kw["alpha"] = float(values["alpha"])
-        if "fail_on" in values:
-            kw["fail_on"] = str(values["fail_on"])
-        if "reruns" in values:
-            kw["max_runs"] = int(values["reruns"]) + 1
-        return cls(**kw)
-
     def with_threshold(self, threshold: float) -> DecisionPolicy:
         return replace(self, threshold=threshold)
 

@@ -36,6 +36,7 @@ from pytest_gpuperf.verdict import (
     WARN,
     Comparison,
     DecisionPolicy,
+    VerdictSettings,
     classes_for,
     decide,
     outcome,
@@ -585,8 +586,8 @@ def test_a_result_without_verdict_or_diagnosis_and_one_with_a_diagnosis_alone() 
 
 
 def test_policy_validation_and_settings() -> None:
-    assert DecisionPolicy.from_settings({"reruns": 0}).max_runs == 1
-    assert DecisionPolicy.from_settings({"alpha": 0.001}).z == pytest.approx(3.09, abs=0.01)
+    assert VerdictSettings(reruns=0).decision_policy().max_runs == 1
+    assert VerdictSettings(alpha=0.001).decision_policy().z == pytest.approx(3.09, abs=0.01)
     with pytest.raises(ValueError, match="fail_on"):
         DecisionPolicy(fail_on="always")
     with pytest.raises(ValueError, match="threshold"):

@@ -22,7 +22,7 @@ from pytest_gpuperf.artifacts.analysis.attribution import (
     is_elementwise,
     timing,
 )
-from pytest_gpuperf.artifacts.analysis.compile_story import is_conv, is_conversion
+from pytest_gpuperf.artifacts.analysis.compile_story import conv_layout, is_conv, is_conversion
 from pytest_gpuperf.artifacts.analysis.inventory import KernelChange, short_name
 
 SDPA_BACKEND = "sdpa-backend"
@@ -325,11 +325,6 @@ _CONV_ALGOS = (
     ("implicit GEMM", re.compile(r"implicit_?gemm|implicit_precomp|precomputed", re.I)),
     ("direct", re.compile(r"direct|depthwise|dgrad|conv2d_grouped", re.I)),
 )
-
-
-def conv_layout(name: str) -> str | None:
-    m = re.findall(r"nhwc|nchw|channels_last", name.lower())
-    return None if not m else "NCHW" if m[-1] == "nchw" else "NHWC"
 
 
 def conv_algorithm(name: str) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.attribution import Finding
-from pytest_gpuperf.artifacts.analysis.timeline import CALL_PREFIX, union
+from pytest_gpuperf.artifacts.analysis.timeline import Activity, Trace, parse_trace, union
 from pytest_gpuperf.measure.collectives import normalize
 
 RANK_IMBALANCE = "rank-imbalance"
@@ -83,28 +83,6 @@ class RankComms:
                    [float(x) for x in d.get("call_us") or []])  # fmt: skip
 
 
-def _events(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
-    return [e for e in events if e.get("ph") == "X" and "ts" in e]
-
-
-def _calls(events: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[float, float]], Any]:
-    """(start, end) of each profiled call, in order, and the thread that made them."""
-    found: dict[int, tuple[float, float]] = {}
-    tid = None
-    for e in events:
-        name = str(e.get("name", ""))
-        if name.startswith(CALL_PREFIX) and e.get("cat") in ("user_annotation", "cpu_op"):
-            try:
-                i = int(name[len(CALL_PREFIX) :])
-            except ValueError:
-                continue
-            ts = float(e["ts"])
-            found[i] = (ts, ts + float(e.get("dur", 0.0)))
-            tid = e.get("tid")
-    return [found[i] for i in sorted(found)], tid
-
-
 def _call_index(ts: float, calls: Sequence[tuple[float, float]]) -> int | None:
     return next((i for i, (s, e) in enumerate(calls) if s <= ts <= e), None)
 
@@ -145,13 +123,10 @@ def _union_len(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -
 
 
 def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) -> RankComms:
-    events = _events(doc)
-    calls, main_tid = _calls(events)
-    kernels = [e for e in events if e.get("cat") == "kernel"]
-    if kernels:
-        colls, compute = _gpu_parts(events, kernels, calls)
-    else:
-        colls, compute = _cpu_parts(events, calls, main_tid)
+    t = parse_trace(doc)
+    calls = t.calls
+    kernels = [a for a in t.activities if a.kind == "kernel"]
+    colls, compute = _gpu_parts(t, kernels) if kernels else _cpu_parts(t)
     device = "cuda" if kernels else "cpu"
     out = RankComms(rank, device, [[] for _ in calls], [e - s for s, e in calls])
     for call, c in colls:
@@ -166,83 +141,62 @@ def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) 
     return out
 
 
-def _host_comm_ops(
-    events: Sequence[Mapping[str, Any]], calls: Sequence[tuple[float, float]]
-) -> dict[int, list[Mapping[str, Any]]]:
+def _host_comm_ops(t: Trace) -> dict[int, list[tuple[float, float, str, Mapping[str, Any]]]]:
     """The host-side range of each collective per call (``nccl:all_reduce``), in order."""
-    out: dict[int, list[Mapping[str, Any]]] = {}
-    for e in sorted(events, key=lambda e: float(e["ts"])):
-        name = str(e.get("name", ""))
-        if not name.startswith(("nccl:", "gloo:")) or normalize(name) is None:
-            continue
-        i = _call_index(float(e["ts"]), calls)
-        if i is not None:
-            out.setdefault(i, []).append(e)
+    out: dict[int, list[tuple[float, float, str, Mapping[str, Any]]]] = {}
+    for op in t.comm_ops:
+        i = _call_index(op[0], t.calls)
+        if i is not None and normalize(op[2]) is not None:
+            out.setdefault(i, []).append(op)
     return out
 
 
 def _gpu_parts(
-    events: Sequence[Mapping[str, Any]],
-    kernels: Sequence[Mapping[str, Any]],
-    calls: Sequence[tuple[float, float]],
+    t: Trace, kernels: Sequence[Activity]
 ) -> tuple[list[tuple[int, Collective]], dict[int, list[tuple[float, float]]]]:
     """NCCL kernels as collectives, the other kernels as compute, each tied to its call."""
-    launch_ts = {
-        (e.get("args") or {}).get("correlation"): float(e["ts"])
-        for e in events
-        if e.get("cat") in ("cuda_runtime", "cuda_driver")
-    }
-    host_ops = _host_comm_ops(events, calls)
+    launch_ts = {a.correlation: a.ts for a in t.apis}
     colls: list[tuple[int, Collective]] = []
-    compute: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(calls))}
-    for k in sorted(kernels, key=lambda e: float(e["ts"])):
-        corr = (k.get("args") or {}).get("correlation")
-        when = launch_ts.get(corr, float(k["ts"]))
-        i = _call_index(when, calls)
+    compute: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(t.calls))}
+    for k in kernels:
+        i = _call_index(launch_ts.get(k.correlation, k.ts), t.calls)
         if i is None:
             continue
-        ts, dur, name = float(k["ts"]), float(k.get("dur", 0.0)), str(k.get("name", ""))
-        if not name.lower().startswith("nccl"):
-            compute[i].append((ts, ts + dur))
+        if not k.name.lower().startswith("nccl"):
+            compute[i].append((k.ts, k.end))
             continue
-        op = normalize(name) or "collective"
-        colls.append((i, Collective(op, ts, dur, algo=_algo(name))))
-    for i, ops in host_ops.items():
+        op = normalize(k.name) or "collective"
+        colls.append((i, Collective(op, k.ts, k.dur, algo=_algo(k.name))))
+    for i, ops in _host_comm_ops(t).items():
         cs = [c for j, c in colls if j == i]
         if len(ops) == len(cs):  # the k-th host range launched the k-th kernel
-            for c, e in zip(cs, ops, strict=True):
-                c.nbytes = _message_bytes(e.get("args") or {})
+            for c, (_, _, name, args) in zip(cs, ops, strict=True):
+                c.nbytes = _message_bytes(args)
                 if c.op == "collective":
-                    c.op = normalize(str(e.get("name", ""))) or c.op
+                    c.op = normalize(name) or c.op
     return colls, compute
 
 
 def _cpu_parts(
-    events: Sequence[Mapping[str, Any]], calls: Sequence[tuple[float, float]], main_tid: Any
+    t: Trace,
 ) -> tuple[list[tuple[int, Collective]], dict[int, list[tuple[float, float]]]]:
     """gloo's work ranges as collectives, the calling thread's top-level operators as compute."""
     colls: list[tuple[int, Collective]] = []
-    compute: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(calls))}
-    ops = sorted(
-        (e for e in events if e.get("cat") == "cpu_op" and e.get("tid") == main_tid),
-        key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))),
-    )
+    compute: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(t.calls))}
     covered = -1.0
-    for e in ops:
-        ts, end = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0))
-        if ts < covered:
-            continue  # nested inside an operator already counted
+    for ts, end, name, tid in t.ops:
+        if tid != t.call_tid or ts < covered:
+            continue  # another thread's, or nested inside an operator already counted
         covered = end
-        if str(e.get("name", "")).startswith(_COMM_OPS):
+        if name.startswith(_COMM_OPS):
             continue
-        i = _call_index(ts, calls)
+        i = _call_index(ts, t.calls)
         if i is not None:
             compute[i].append((ts, end))
-    for i, host in _host_comm_ops(events, calls).items():
-        for e in host:
-            name, ts, dur = str(e.get("name", "")), float(e["ts"]), float(e.get("dur", 0.0))
+    for i, host in _host_comm_ops(t).items():
+        for ts, dur, name, args in host:
             if name.startswith("gloo:"):
-                nbytes = _message_bytes(e.get("args") or {})
+                nbytes = _message_bytes(args)
                 colls.append((i, Collective(normalize(name) or name, ts, dur, nbytes)))
     return colls, compute
 

@@ -261,9 +261,9 @@ def is_conv(name: str) -> bool:
     return bool(_CONV.search(name))
 
 
-def _layout_of(name: str) -> str | None:
-    low = name.lower()
-    return "NHWC" if "nhwc" in low or "channels_last" in low else "NCHW" if "nchw" in low else None
+def conv_layout(name: str) -> str | None:
+    m = re.findall(r"nhwc|nchw|channels_last", name.lower())
+    return None if not m else "NCHW" if m[-1] == "nchw" else "NHWC"
 
 
 def _strip_layout(name: str) -> str:
@@ -285,7 +285,7 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
         return []
     along = _along(free, conv + swapped)
     members = conv + swapped + along
-    was, now = _layout_of(old.name), _layout_of(new.name)
+    was, now = conv_layout(old.name), conv_layout(new.name)
     direction = f" ({was} -> {now})" if was and now and was != now else ""
     appeared = [short_name(c.name, 40) for c in along if c.status == "appeared"][:2]
     text = (
@@ -306,7 +306,7 @@ def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[
     out: list[KernelChange] = []
     for c in free:
         twin = gone.get(_strip_layout(c.name))
-        if c.status == "appeared" and c not in taken and (twin or _layout_of(c.name)):
+        if c.status == "appeared" and c not in taken and (twin or conv_layout(c.name)):
             out += [c, twin] if twin else [c]
     return out
 

@@ -168,6 +168,10 @@ class Trace:
     device_name: str | None = None
     #: (start, name) of each ``Torch-Compiled Region: <frame>/<compile>`` entered
     regions: list[tuple[float, str]] = field(default_factory=list)
+    #: the thread that made the calls
+    call_tid: Any = None
+    #: host-side collectives (``nccl:all_reduce``, ``gloo:...``): (start, dur, name, args)
+    comm_ops: list[tuple[float, float, str, Mapping[str, Any]]] = field(default_factory=list)
 
 
 def load_trace(path: Path | str) -> dict[str, Any]:
@@ -186,6 +190,8 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
     ops: list[tuple[float, float, str, Any]] = []
     notes: list[str] = []
     regions: list[tuple[float, str]] = []
+    comm_ops: list[tuple[float, float, str, Mapping[str, Any]]] = []
+    call_tid = None
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -197,9 +203,12 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
         args = e.get("args") or {}
         if name.startswith(REGION_MARK) and cat in ("cpu_op", "user_annotation"):
             regions.append((ts, name))
-        if cat == "user_annotation" and name.startswith(CALL_PREFIX):
+        if name.startswith(("nccl:", "gloo:")):
+            comm_ops.append((ts, dur, name, args))
+        if cat in ("user_annotation", "cpu_op") and name.startswith(CALL_PREFIX):
             with contextlib.suppress(ValueError):
                 calls[int(name[len(CALL_PREFIX) :])] = (ts, ts + dur)
+                call_tid = e.get("tid")
         elif cat in GPU_CATS:
             acts.append(
                 Activity(GPU_CATS[cat], name, ts, dur, _int(args.get("correlation")), None, args)
@@ -220,6 +229,8 @@ def parse_trace(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Trace:
         annotations=notes,
         device_name=device_name,
         regions=sorted(set(regions)),
+        call_tid=call_tid,
+        comm_ops=sorted(comm_ops, key=lambda o: o[0]),
     )
 
 
