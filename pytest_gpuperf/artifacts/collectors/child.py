@@ -41,8 +41,12 @@ CAPTURE_WINDOW_S = 0.3
 #: How a capture child measures before it profiles (its spec's ``measure``): "brief", a few
 #: rounds, to see whether the slowdown reproduces there; "minimal" only warms the code up.
 BRIEF, MINIMAL = "brief", "minimal"
-#: A capture child's options: no NVML telemetry, no output fingerprint (start-up time).
-CHILD_ARGS = ("--gpuperf-telemetry=false", "--gpuperf-numerics=off")
+#: A capture child's options: no NVML telemetry, no output fingerprint (start-up time), and
+#: no pytest plugin of unraisable exceptions, whose garbage collections at the end took
+#: seconds with torch loaded (the evidence is written by then; the session waits for them).
+CHILD_ARGS = (
+    "--gpuperf-telemetry=false", "--gpuperf-numerics=off", "-p", "no:unraisableexception",
+)  # fmt: skip
 #: (warm-up ms, rounds) at most, per ``measure``
 _CHILD_POLICY = {BRIEF: (50.0, 5), MINIMAL: (0.0, 2)}
 
@@ -194,10 +198,8 @@ def dynamo_counters() -> dict[str, dict[str, int]] | None:
     """torch._dynamo's counters (graph breaks, unique graphs, ...), if dynamo ran here."""
     if "torch._dynamo" not in sys.modules:
         return None
-    try:
-        from torch._dynamo.utils import counters
-    except Exception:
-        return None
+    from torch._dynamo.utils import counters  # imported with torch._dynamo
+
     return {str(k): {str(kk): int(vv) for kk, vv in v.items()} for k, v in counters.items() if v}
 
 
@@ -242,15 +244,13 @@ class ChildCapture:
                     profile_calls(
                         call, device=self.device, calls=n, trace_path=trace,
                         warm_calls=self.warm_calls,
-                    )
+                    ), per_call_s=per_call_s, mode=bench_id.mode,
                 )  # fmt: skip
-                entry["per_call_s"] = per_call_s
-                entry["mode"] = bench_id.mode
                 entry["dynamo"] = dynamo_counters()  # before the probe's call
                 entry["probe"] = probe_algorithms(call)
             elif self.tool == "nsys":
                 calls = window_calls(self.calls, per_call_s, self.window_s)
-                entry.update(self._nsys_window(call, calls))
+                entry.update(self._nvtx_window(call, calls, nsys=True))
             elif self.tool == "ncu":
                 entry.update(self._nvtx_window(call, 1, nsys=False))
             entry.setdefault("dynamo", dynamo_counters())
@@ -314,10 +314,8 @@ def read_status(directory: Path) -> dict[str, Any]:
 
 
 def release_cupti_after_profiling() -> None:
-    """Ask Kineto to detach CUPTI when a profile ends (``TEARDOWN_CUPTI=1``, unless the user
-    set it): left attached, it slows every later kernel launch by 10-20 %
-    (pytorch/pytorch#144455). Only from CUDA 12.6 on: before, teardown could crash a
-    process that captured graphs."""
+    """``TEARDOWN_CUPTI=1`` unless set: CUPTI left attached slows later launches by 10-20 %
+    (pytorch/pytorch#144455); from CUDA 12.6 on (before, teardown could crash graphs)."""
     try:
         import torch
 

@@ -100,10 +100,8 @@ def watch_parent(poll_s: float = 0.5) -> bool:
         fields = _stat(pid)
         group = os.getpgrp()
         own_group = group > 1 and (fields is None or fields[2] != str(group))
-        thread = threading.Thread(
-            target=_watch, args=(pid, start, own_group, poll_s), name=_WATCH_THREAD, daemon=True
-        )
-        thread.start()
+        args = (pid, start, own_group, poll_s)
+        threading.Thread(target=_watch, args=args, name=_WATCH_THREAD, daemon=True).start()
         return True
     except Exception:
         return False

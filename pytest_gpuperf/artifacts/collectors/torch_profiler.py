@@ -139,7 +139,6 @@ def read_profiles(
 ) -> tuple[dict[str, dict[str, Any]], list[Path], dict[str, Any], list[str]]:
     """The profiles a capture child wrote into ``folder`` (``ctx.state``'s "profiles", by key),
     the files written, a summary per key, and the errors."""
-    status = read_status(folder)
     files: list[Path] = [folder / "child.log"]
     try:  # TRITON_PRINT_AUTOTUNING's lines
         configs = parse_autotune_log((folder / "child.log").read_text(errors="replace"))
@@ -148,7 +147,7 @@ def read_profiles(
     summary: dict[str, Any] = {}
     profiles: dict[str, dict[str, Any]] = {}
     errors = []
-    for entry in status.get("benchmarks", []):
+    for entry in read_status(folder).get("benchmarks", []):
         key = entry["key"]
         if entry.get("error"):
             errors.append(f"{key}: {entry['error']}")
