@@ -136,20 +136,16 @@ def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> 
 def _warm_up(call: Callable[[], Any], calls: int, device: str) -> Callable[[], None]:
     """``calls`` calls, each after ``call.prepare`` (the benchmark's ``setup=``, run outside
     the profiled range) if it has one, then a synchronize; returns that, or a no-op."""
+    import torch
+
     prepare = getattr(call, "prepare", None)
     prepare = prepare if callable(prepare) else (lambda: None)
     for _ in range(calls):
         prepare()
         call()
-    _sync(device)
-    return prepare
-
-
-def _sync(device: str) -> None:
     if device == "cuda":
-        import torch
-
         torch.cuda.synchronize()
+    return prepare
 
 
 def profile_calls(
@@ -178,7 +174,8 @@ def profile_calls(
             prepare()  # setup= of the benchmark, outside the call's range
             with record_function(f"{CALL_PREFIX}{i}"):
                 call()
-        _sync(device)
+        if device == "cuda":
+            torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     t1 = time.perf_counter()

@@ -108,9 +108,9 @@ class TorchProfilerCollector:
         note_profiles(ctx)
         summary["child_wall_s"] = round(run.wall_s, 2)
         summary["parse_s"] = round(time.monotonic() - t0, 3)
-        result = CollectorResult(self.name, OK, files=[f for f in files if f.exists()])
-        result.summary = summary
-        result.wall_s = run.wall_s + summary["parse_s"]
+        files = [f for f in files if f.exists()]
+        wall = run.wall_s + summary["parse_s"]
+        result = CollectorResult(self.name, OK, files=files, summary=summary, wall_s=wall)
         if not profiles:
             killed = run.returncode == -9
             result.status = TIMEOUT if killed else FAILED
