@@ -176,28 +176,33 @@ def _tool(tools: Mapping[str, Any], name: str) -> str:
 def print_rows(rows: Sequence[Mapping[str, Any]]) -> None:
     print(
         f"{'benchmark':<32} {'change':>10} {'1st diag':>9} {'capture':>8} {'child':>7} {'start':>6} "
-        f"{'test':>6} {'prof':>6} {'parse':>6} {'trace':>6} {'nsys':>7} {'ncu':>7}"
+        f"{'test':>6} {'1st':>6} {'prof':>6} {'exit':>6} {'parse':>6} {'trace':>6} {'nsys':>7} "
+        f"{'ncu':>7}"
     )
     for row in rows:
         t = row["tools"]
         prof = t.get("torch_profiler") or {}
         ph = prof.get("phases") or {}
         ratio = f"{row['ratio']:.3g}x" if isinstance(row["ratio"], (int, float)) else "-"
+        child, spawned = prof.get("child_s"), ph.get("since_spawn_s")
+        ended = child - spawned if child is not None and spawned is not None else None
         print(
             f"{row['test'][:32]:<32} {ratio:>10} {_fmt(row['first_s']):>9} "
             f"{_fmt(row['capture_s']):>8} "
             f"{_fmt(prof.get('child_s')):>7} {_fmt(ph.get('startup_s')):>6} "
-            f"{_fmt(ph.get('test_s')):>6} {_fmt(ph.get('hook_s')):>6} "
+            f"{_fmt(ph.get('test_s')):>6} {_fmt(ph.get('first_call_s')):>6} "
+            f"{_fmt(ph.get('hook_s')):>6} {_fmt(ended):>6} "
             f"{_fmt(prof.get('parse_s')):>6} {_tool(t, 'torch_trace'):>6} "
             f"{_tool(t, 'nsys'):>7} {_tool(t, 'ncu'):>7}"
         )
     print(
         "columns: 1st diag = seconds from the verdict to the first diagnosis; capture = the "
         "test's whole capture (all its passes); child = the "
-        "profiler's fresh process, of which start = start-up to the test's gpu_bench, test = "
-        "set-up, first call and the brief re-measurement, prof = warm-up calls, profiled "
-        "window and the trace written; parse = reading the trace here; trace, nsys, ncu = "
-        "each tool's seconds (or its status)"
+        "profiler's fresh process, of which start = its start-up, collection and the test's "
+        "set-up up to gpu_bench (a compiled test's torch.compile imports), test = the device "
+        "lock, the first call (1st) and the brief re-measurement, prof = warm-up calls, profiled window and the "
+        "trace written, exit = from then to the process's end; parse = reading the trace "
+        "here; trace, nsys, ncu = each tool's seconds (or its status)"
     )
     for row in rows:
         print(f"  {row['test']}: {row['sentence']}")
@@ -237,6 +242,18 @@ def session_figures(doc: Mapping[str, Any], wall_s: float | None) -> list[str]:
             f"first diagnosis after the verdict: median {statistics.median(firsts):.1f} s, "
             f"max {max(firsts):.1f} s, over {len(firsts)} regressed test(s)"
         )
+    # The session's first capture child starts cold; the others run in a spare Python started
+    # ahead (torch, pytest and, where the session compiled, torch.compile's modules imported)
+    profiled = [e for e in cap.get("passes") or () if "torch_profiler" in (e.get("tools") or {})]
+    warm = {e["nodeid"] for e in profiled[1:]} - {profiled[0]["nodeid"]} if profiled else set()
+    spare = [t["first_diagnosis_s"] for t in cap.get("tests") or ()
+             if t.get("first_diagnosis_s") and t["nodeid"] in warm]  # fmt: skip
+    if profiled and firsts:
+        lines.append(
+            f"  the first capture (a cold child): {profiled[0]['nodeid'].rsplit('::', 1)[-1]}"
+            + (f"; the others, in a spare Python: median {statistics.median(spare):.1f} s, max "
+               f"{max(spare):.1f} s" if spare else "")
+        )  # fmt: skip
     if at_verdict and len(at_verdict) < len(firsts):
         lines.append(
             f"  of which made at the verdict: {len(at_verdict)}, median "

@@ -23,7 +23,12 @@ DEADLINE=$((T0 + BUDGET_S - 15))
 S=$WORK/summary.txt
 left() { echo $((DEADLINE - $(date +%s))); }
 say() { echo "$*" | tee -a "$S"; }
-room() { [ "$(left)" -ge "$1" ]; }
+# room MIN STEP: whether MIN seconds are left for STEP; if not, the summary says so
+room() {
+  [ "$(left)" -ge "$1" ] && return 0
+  say "gate-b: $2 not run: $(left) s left, it needs at least $1 s (a budget of $(( $1 + 15 + $(date +%s) - T0 )) s or more, PART=SECONDS)"
+  return 1
+}
 NGPU=${GATE_NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 PY=python3
 say "gate-b: $NGPU GPU(s); budget ${BUDGET_S} s"
@@ -113,12 +118,12 @@ EOF
 
 if [ "$NGPU" -ge 2 ]; then
   ( export CUDA_VISIBLE_DEVICES=0
-    room 150 && ab_session
-    for n in 1 2; do room 95 && demo $n; done ) > "$WORK/stream0.log" 2>&1 &
+    room 150 "the A/B session" && ab_session
+    for n in 1 2; do room 95 "demo $n" && demo $n; done ) > "$WORK/stream0.log" 2>&1 &
   p0=$!
   ( export CUDA_VISIBLE_DEVICES=1
-    for r in 1 2; do room 150 && examples_round $r; done
-    room 95 && demo 3 ) > "$WORK/stream1.log" 2>&1 &
+    for r in 1 2; do room 150 "examples round $r" && examples_round $r; done
+    room 95 "demo 3" && demo 3 ) > "$WORK/stream1.log" 2>&1 &
   p1=$!
   wait $p0 $p1
 elif [ -n "${GATE_B_STEPS:-}" ]; then
@@ -126,19 +131,19 @@ elif [ -n "${GATE_B_STEPS:-}" ]; then
   export CUDA_VISIBLE_DEVICES=0
   for st in $GATE_B_STEPS; do
     case $st in
-      ab) room 40 && ab_session ;;
-      demo*) room 60 && demo "${st#demo}" ;;
-      examples*) room 90 && examples_round "${st#examples}" ;;
+      ab) room 40 "the A/B session" && ab_session ;;
+      demo*) room 60 "demo ${st#demo}" && demo "${st#demo}" ;;
+      examples*) room 90 "examples round ${st#examples}" && examples_round "${st#examples}" ;;
     esac
   done
 else
   export CUDA_VISIBLE_DEVICES=0
-  room 150 && ab_session
-  room 95 && demo 1
-  room 150 && examples_round 1
-  room 95 && demo 2
-  room 150 && examples_round 2
-  room 95 && demo 3
+  room 150 "the A/B session" && ab_session
+  room 95 "demo 1" && demo 1
+  room 150 "examples round 1" && examples_round 1
+  room 95 "demo 2" && demo 2
+  room 150 "examples round 2" && examples_round 2
+  room 95 "demo 3" && demo 3
 fi
 ran=$(grep -cE '^(demo [0-9]|examples round)' "$S")
 [ -z "${GATE_B_STEPS:-}" ] && say "gate-b: $ran of 5 demo/example runs made (the rest did not fit the budget on $NGPU GPU(s))"
@@ -148,3 +153,5 @@ if ls "$WORK"/abpool/*.json > /dev/null 2>&1; then
   grep -E "^A/B pairs" "$WORK/replay-ab-session.txt" | sed 's/^/  /' >> "$S"
 fi
 say "gate-b: done in $(($(date +%s) - T0)) s"
+# a step that did not fit fails the part: its rc says that something asked for was not run
+! grep -q "^gate-b: .* not run: " "$S"

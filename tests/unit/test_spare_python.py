@@ -157,3 +157,34 @@ def test_a_spare_not_ready_in_time_is_ended_so_it_cannot_run_beside_a_measuremen
     assert time.monotonic() - t0 < 10
     assert pool._next is None and not slow.usable  # ended, not left importing
     pool.close()
+
+
+def test_a_spare_imports_the_compiler_where_this_process_compiled(tmp_path: Path) -> None:
+    """A compiled test's child spent half its start-up importing torch.compile's modules."""
+    import torch._dynamo  # noqa: F401  # this process "compiled": the spare imports it too
+
+    (tmp_path / "test_i.py").write_text(
+        "import sys\n\nWARM = 'torch._dynamo' in sys.modules\n\ndef test_i():\n    assert WARM\n"
+    )
+    spare = SparePython(_env())
+    assert spare.wait_ready(120)
+    run = spare.run("pytest", ["test_i.py", "-q", "-p", "no:cacheprovider"], env=_env(),
+                    cwd=tmp_path, timeout_s=60)  # fmt: skip
+    assert run.returncode == 0 and "1 passed" in run.output, run.output[-2000:]
+
+
+def test_a_spare_ends_with_its_run_s_status_and_output_but_no_finalization(
+    tmp_path: Path,
+) -> None:
+    """Once the run is over (its output written) the spare skips the interpreter's teardown,
+    seconds with torch loaded, which the session would wait for."""
+    mark = tmp_path / "finalized"
+    (tmp_path / "test_f.py").write_text(
+        f"import atexit, pathlib\n\natexit.register(pathlib.Path({str(mark)!r}).touch)\n\n"
+        "def test_f():\n    assert False\n"
+    )
+    spare = SparePython(_env(), modules=())
+    run = spare.run("pytest", ["test_f.py", "-q", "-p", "no:cacheprovider"], env=_env(),
+                    cwd=tmp_path, timeout_s=60)  # fmt: skip
+    assert run.returncode == 1 and "1 failed" in run.output, run.output[-2000:]
+    assert not mark.exists()

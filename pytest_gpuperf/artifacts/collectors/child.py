@@ -1,9 +1,8 @@
 """The measuring process's side of a capture: calls of the benchmarked function, profiled.
 
-The fixture runs each hook of :func:`measure_hooks` after a benchmark's measurement, still
-holding the GPU lock: :class:`ChildCapture` in a capture's child (torch.profiler, or the
-window nsys and ncu record), :class:`InventoryHook` when a baseline is saved. Neither may
-fail a benchmark: an error becomes a note.
+The fixture runs each hook of :func:`measure_hooks` after a benchmark's measurement, under
+the GPU lock: :class:`ChildCapture` in a capture's child, :class:`InventoryHook` when a
+baseline is saved. Neither may fail a benchmark: an error becomes a note.
 """
 
 from __future__ import annotations
@@ -31,10 +30,8 @@ if TYPE_CHECKING:
 
 CAPTURE_ENV = "GPUPERF_CAPTURE"
 STATUS_FILE = "child-status.json"
-#: The NVTX range (default domain) around the one call that ncu profiles.
-NCU_RANGE = "gpuperf_capture"
-#: The NVTX range around the calls that nsys captures.
-NSYS_RANGE = "gpuperf_capture"
+#: The NVTX range (default domain) around the calls nsys records, and the one ncu profiles.
+NCU_RANGE = NSYS_RANGE = "gpuperf_capture"
 WARM_CALLS = 2
 #: Longest profiled window, seconds: calls are fewer for slow functions.
 MAX_WINDOW_S = 2.0
@@ -44,8 +41,12 @@ CAPTURE_WINDOW_S = 0.3
 #: How a capture child measures before it profiles (its spec's ``measure``): "brief", a few
 #: rounds, to see whether the slowdown reproduces there; "minimal" only warms the code up.
 BRIEF, MINIMAL = "brief", "minimal"
-#: A capture child's options: no NVML telemetry, no output fingerprint (start-up time).
-CHILD_ARGS = ("--gpuperf-telemetry=false", "--gpuperf-numerics=off")
+#: A capture child's options: no NVML telemetry, no output fingerprint (start-up time), and
+#: no pytest plugin of unraisable exceptions, whose garbage collections at the end took
+#: seconds with torch loaded (the evidence is written by then; the session waits for them).
+CHILD_ARGS = (
+    "--gpuperf-telemetry=false", "--gpuperf-numerics=off", "-p", "no:unraisableexception",
+)  # fmt: skip
 #: (warm-up ms, rounds) at most, per ``measure``
 _CHILD_POLICY = {BRIEF: (50.0, 5), MINIMAL: (0.0, 2)}
 
@@ -65,15 +66,19 @@ class InventorySettings:
 
 
 def capture_env(tool: str, folder: Path, keys: Sequence[str], **spec: Any) -> dict[str, str]:
-    """The environment of a child that runs ``tool``'s hook (:class:`ChildCapture`) on the
-    benchmarks ``keys``, writing into ``folder``; ``spec``: the rest of its spec."""
+    """The environment of a child whose :class:`ChildCapture` runs ``tool`` on ``keys``."""
     return {CAPTURE_ENV: json.dumps({"tool": tool, "dir": str(folder), "keys": list(keys), **spec})}
+
+
+def _spec() -> str | None:
+    """This process's capture spec (JSON), where it is a capture child."""
+    return os.environ.get(CAPTURE_ENV) if os.environ.get("GPUPERF_CHILD") == "1" else None
 
 
 def capture_hooks(make: Callable[[Any], AfterMeasure]) -> list[AfterMeasure] | None:
     """In a capture child, ``[make(its spec)]`` (none for a bad spec); None elsewhere."""
-    spec = os.environ.get(CAPTURE_ENV)
-    if not spec or os.environ.get("GPUPERF_CHILD") != "1":
+    spec = _spec()
+    if not spec:
         return None
     try:
         return [make(json.loads(spec))]
@@ -95,13 +100,12 @@ def measure_hooks(settings: InventorySettings | None, device: str) -> list[After
     return []
 
 
-def capture_policy(measure: str | None) -> Callable[[MeasurePolicy], MeasurePolicy] | None:
-    """What a capture child does to each benchmark's measurement policy (None: nothing): the
-    warm-up and rounds a verdict needs, cut to what the profile needs (``measure``); how it
-    times stays the same."""
-    if (measure or "") not in _CHILD_POLICY:
+def capture_policy(measure: Any) -> Callable[[MeasurePolicy], MeasurePolicy] | None:
+    """A capture child's change to a measurement policy (None: none): its warm-up and rounds
+    cut to what the profile needs (``measure``); how it times stays."""
+    if not isinstance(measure, str) or measure not in _CHILD_POLICY:
         return None
-    warmup_ms, rounds = _CHILD_POLICY[measure or ""]
+    warmup_ms, rounds = _CHILD_POLICY[measure]
 
     def adjust(policy: MeasurePolicy) -> MeasurePolicy:
         return dataclasses.replace(
@@ -116,14 +120,10 @@ def capture_policy(measure: str | None) -> Callable[[MeasurePolicy], MeasurePoli
 
 def child_policy() -> Callable[[MeasurePolicy], MeasurePolicy] | None:
     """The policy change of this process when it is a capture child (None otherwise)."""
-    spec = os.environ.get(CAPTURE_ENV)
-    if not spec or os.environ.get("GPUPERF_CHILD") != "1":
-        return None
     try:
-        measure = json.loads(spec).get("measure")
+        return capture_policy(json.loads(_spec() or "{}").get("measure"))
     except (ValueError, AttributeError):
         return None
-    return capture_policy(measure if isinstance(measure, str) else None)
 
 
 def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> int:
@@ -133,22 +133,19 @@ def window_calls(calls: int, per_call_s: float, max_s: float = MAX_WINDOW_S) -> 
     return max(2, calls)
 
 
-def _warm_up(call: Callable[[], Any], calls: int) -> Callable[[], None]:
+def _warm_up(call: Callable[[], Any], calls: int, device: str) -> Callable[[], None]:
     """``calls`` calls, each after ``call.prepare`` (the benchmark's ``setup=``, run outside
-    the profiled range) if it has one; returns that, or a no-op."""
+    the profiled range) if it has one, then a synchronize; returns that, or a no-op."""
+    import torch
+
     prepare = getattr(call, "prepare", None)
     prepare = prepare if callable(prepare) else (lambda: None)
     for _ in range(calls):
         prepare()
         call()
-    return prepare
-
-
-def _sync(device: str) -> None:
     if device == "cuda":
-        import torch
-
         torch.cuda.synchronize()
+    return prepare
 
 
 def profile_calls(
@@ -160,16 +157,14 @@ def profile_calls(
     warm_calls: int = WARM_CALLS,
     record_shapes: bool = False,
 ) -> dict[str, Any]:
-    """Profile ``calls`` calls, after ``warm_calls`` and a synchronize, with torch.profiler
-    (``record_shapes``: a collective's message size too); write the Chrome trace, each call
-    the range ``gpuperf/call#<i>`` that the timeline reads; return facts."""
+    """Profile ``calls`` calls after ``warm_calls`` into a Chrome trace, each call in the
+    timeline's range (``record_shapes``: a collective's message size too)."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from pytest_gpuperf.artifacts.analysis.timeline import CALL_PREFIX
 
-    prepare = _warm_up(call, warm_calls)
-    _sync(device)
+    prepare = _warm_up(call, warm_calls, device)
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
@@ -179,7 +174,8 @@ def profile_calls(
             prepare()  # setup= of the benchmark, outside the call's range
             with record_function(f"{CALL_PREFIX}{i}"):
                 call()
-        _sync(device)
+        if device == "cuda":
+            torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     t1 = time.perf_counter()
@@ -199,10 +195,8 @@ def dynamo_counters() -> dict[str, dict[str, int]] | None:
     """torch._dynamo's counters (graph breaks, unique graphs, ...), if dynamo ran here."""
     if "torch._dynamo" not in sys.modules:
         return None
-    try:
-        from torch._dynamo.utils import counters
-    except Exception:
-        return None
+    from torch._dynamo.utils import counters  # imported with torch._dynamo
+
     return {str(k): {str(kk): int(vv) for kk, vv in v.items()} for k, v in counters.items() if v}
 
 
@@ -216,12 +210,10 @@ class ChildCapture:
         self.keys = set(keys) if keys else None
         self.calls = int(spec.get("calls") or CaptureSettings.calls)
         self.warm_calls = int(spec.get("warm_calls") or WARM_CALLS)
-        #: the longest profiled window (a capture's spec bounds it; seconds)
-        self.window_s = float(spec.get("window_s") or MAX_WINDOW_S)
+        self.window_s = float(spec.get("window_s") or MAX_WINDOW_S)  # the longest window
         self.device = device
         self.done: set[str] = set()
-        #: when the parent started this child (epoch seconds), and when the test first
-        #: used gpu_bench here: the child's start-up, then its measuring and profiling
+        #: when the parent started this child, and when the hook was made (epoch seconds)
         spawned = spec.get("spawned_at")
         self.spawned_at = float(spawned) if isinstance(spawned, (int, float)) else None
         self.created = time.time()
@@ -249,17 +241,15 @@ class ChildCapture:
                     profile_calls(
                         call, device=self.device, calls=n, trace_path=trace,
                         warm_calls=self.warm_calls,
-                    )
+                    ), per_call_s=per_call_s, mode=bench_id.mode,
                 )  # fmt: skip
-                entry["per_call_s"] = per_call_s
-                entry["mode"] = bench_id.mode
                 entry["dynamo"] = dynamo_counters()  # before the probe's call
                 entry["probe"] = probe_algorithms(call)
             elif self.tool == "nsys":
                 calls = window_calls(self.calls, per_call_s, self.window_s)
-                entry.update(self._nsys_window(call, calls))
+                entry.update(self._nvtx_window(call, calls, nsys=True))
             elif self.tool == "ncu":
-                entry.update(self._ncu_window(call))
+                entry.update(self._nvtx_window(call, 1, nsys=False))
             entry.setdefault("dynamo", dynamo_counters())
         except Exception as e:
             entry["error"] = f"{type(e).__name__}: {e}"
@@ -269,8 +259,7 @@ class ChildCapture:
         return None
 
     def _timing(self, begun: float) -> dict[str, float]:
-        """Where this child's time went, seconds: its start-up, the test up to this hook, and
-        the hook."""
+        """Where this child's time went, seconds (torch_profiler.py splits its start-up)."""
         now = time.time()
         out = {"test_s": round(begun - self.created, 3), "hook_s": round(now - begun, 3)}
         if self.spawned_at is not None:
@@ -279,65 +268,51 @@ class ChildCapture:
         return out
 
     def _nsys_window(self, call: Callable[[], Any], calls: int) -> dict[str, Any]:
+        return self._nvtx_window(call, calls, nsys=True)
+
+    def _nvtx_window(self, call: Callable[[], Any], calls: int, nsys: bool) -> dict[str, Any]:
+        """``calls`` calls in the NVTX range the tool records (nsys: each in its own too)."""
         import torch
 
-        prepare = _warm_up(call, self.warm_calls)
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-        torch.cuda.nvtx.range_push(NSYS_RANGE)
+        prepare = _warm_up(call, self.warm_calls, "cuda")
+        if nsys:
+            torch.cuda.profiler.start()
+        else:
+            prepare()  # outside the range: ncu profiles every kernel in it
+        torch.cuda.nvtx.range_push(NSYS_RANGE if nsys else NCU_RANGE)
         try:
             for i in range(calls):
-                prepare()
-                torch.cuda.nvtx.range_push(f"call#{i}")
+                if nsys:
+                    prepare()
+                    torch.cuda.nvtx.range_push(f"call#{i}")
                 call()
-                torch.cuda.nvtx.range_pop()
+                if nsys:
+                    torch.cuda.nvtx.range_pop()
             torch.cuda.synchronize()
         finally:
             torch.cuda.nvtx.range_pop()
-            torch.cuda.profiler.stop()
-        return {"calls": calls, "range": NSYS_RANGE}
-
-    def _ncu_window(self, call: Callable[[], Any]) -> dict[str, Any]:
-        import torch
-
-        _warm_up(call, self.warm_calls)()
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push(NCU_RANGE)
-        try:
-            call()
-            torch.cuda.synchronize()
-        finally:
-            torch.cuda.nvtx.range_pop()
-        return {"calls": 1, "range": NCU_RANGE}
+            if nsys:
+                torch.cuda.profiler.stop()
+        return {"calls": calls, "range": NSYS_RANGE if nsys else NCU_RANGE}
 
     def _record(self, entry: Mapping[str, Any]) -> None:
-        path = self.dir / STATUS_FILE
-        doc: dict[str, Any] = {"tool": self.tool, "benchmarks": []}
-        try:
-            if path.exists():
-                doc = json.loads(path.read_text())
-        except ValueError:
-            pass
+        doc = read_status(self.dir) or {"tool": self.tool}
         doc.setdefault("benchmarks", []).append(dict(entry))
         self.dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=1, default=str))
+        (self.dir / STATUS_FILE).write_text(json.dumps(doc, indent=1, default=str))
 
 
 def read_status(directory: Path) -> dict[str, Any]:
     """What a capture child recorded (empty if it never reached a benchmark)."""
-    path = directory / STATUS_FILE
     try:
-        doc: dict[str, Any] = json.loads(path.read_text())
-        return doc
-    except (OSError, ValueError):
+        return dict(json.loads((directory / STATUS_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
         return {}
 
 
 def release_cupti_after_profiling() -> None:
-    """Ask Kineto to detach CUPTI when a profile ends (``TEARDOWN_CUPTI=1``, unless the user
-    set it): left attached, it slows every later kernel launch by 10-20 %
-    (pytorch/pytorch#144455). Only from CUDA 12.6 on: before, teardown could crash a
-    process that captured graphs."""
+    """``TEARDOWN_CUPTI=1`` unless set: CUPTI left attached slows later launches by 10-20 %
+    (pytorch/pytorch#144455); from CUDA 12.6 on (before, teardown could crash graphs)."""
     try:
         import torch
 
@@ -349,8 +324,7 @@ def release_cupti_after_profiling() -> None:
 
 
 class InventoryHook:
-    """A short profiler pass in the measuring process after measuring, under the GPU lock,
-    for the baseline's kernel inventory; CUPTI is detached afterwards."""
+    """A short profiler pass after measuring, for the baseline's kernel inventory."""
 
     def __init__(self, device: str, calls: int = CaptureSettings.calls):
         self.device = device
@@ -364,8 +338,7 @@ class InventoryHook:
         from pytest_gpuperf.artifacts.analysis.inventory import inventory_from_trace
         from pytest_gpuperf.artifacts.analysis.timeline import load_trace, parse_trace
 
-        # named after this process, as the session's children's folders are: a later
-        # session removes it if this one is killed meanwhile (shell/rerun.py)
+        # named after this process: a later session removes it if this one is killed
         with tempfile.TemporaryDirectory(prefix=f"gpuperf-inventory-{os.getpid()}-") as tmp:
             path = Path(tmp) / "trace.json"
             try:

@@ -1,10 +1,9 @@
 """Run an external program with a time budget, and kill all of it when the budget runs out.
 
-A profiler starts the program it profiles as its own child (``nsys profile python -m pytest
-...``): killing the profiler alone would leave that grandchild holding the GPU and its lock,
-so every program runs in its own session and its whole process group is killed, at the
-budget and on Ctrl-C. A caller killed outright (SIGKILL) cannot do that, so each child also
-watches its caller (:func:`parent_env`, :func:`watch_parent`).
+A profiler's own child (``nsys profile python -m pytest ...``) would outlive the profiler,
+holding the GPU and its lock: every program runs in its own session, its whole process group
+killed at the budget and on Ctrl-C; a child also watches its caller (:func:`watch_parent`),
+which a SIGKILL ends without that.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ from typing import Any
 
 from pytest_gpuperf.baseline.fileio import pid_alive
 
-TAIL_LINES = 15
-
 #: ``PID:START`` of the process that started a child (:func:`parent_env`)
 PARENT_ENV = "GPUPERF_PARENT"
 _WATCH_THREAD = "gpuperf-parent-watch"
@@ -39,10 +36,6 @@ class ProcessRun:
     timed_out: bool = False
     output: str = ""
     error: str | None = None  # the program could not be started
-
-    @property
-    def tail(self) -> str:
-        return "\n".join(self.output.strip().splitlines()[-TAIL_LINES:])
 
     @property
     def ok(self) -> bool:
@@ -68,8 +61,7 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` from the 3rd (the state) on, None where unreadable
-    (they start after the last ``)``: the 2nd, the command's name, may hold one)."""
+    """``/proc/PID/stat``'s fields from the 3rd (the state) on; None where unreadable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -80,29 +72,24 @@ def _stat(pid: int) -> list[str] | None:
 
 def parent_env() -> dict[str, str]:
     """A child's environment to watch this process: ``PID:START`` (START, field 22 of
-    ``/proc/PID/stat``, so that a reused pid is not taken for it; empty without /proc)."""
+    ``/proc/PID/stat``: a reused pid is not taken for it)."""
     fields = _stat(os.getpid())
     start = fields[19] if fields and len(fields) > 19 else ""
     return {PARENT_ENV: f"{os.getpid()}:{start}"}
 
 
 def _parent_alive(pid: int, start: str) -> bool:
-    """Whether the process ``pid`` started at ``start`` still runs (a zombie does not; an
-    answer of another user's process is the pid reused, unless /proc says otherwise)."""
-    if not pid_alive(pid):
-        return False
+    """Whether the process ``pid`` started at ``start`` still runs (a zombie does not)."""
     if not start:
-        return True
+        return pid_alive(pid)
     fields = _stat(pid)
-    if fields is None or len(fields) < 20:
-        return False
-    return fields[0] not in ("Z", "X") and fields[19] == start
+    return fields is not None and len(fields) > 19 and fields[0] not in "ZX" and fields[19] == start
 
 
 def watch_parent(poll_s: float = 0.5) -> bool:
     """In a child: a daemon thread that, once the process named by :data:`PARENT_ENV` is gone,
-    kills this process's group (or, where the group is the parent's own, this process).
-    Started once per process; never raises. Returns whether one runs."""
+    kills this process's group (or, where the group is the parent's own, this process);
+    whether one runs."""
     try:
         pid_text, _, start = os.environ.get(PARENT_ENV, "").partition(":")
         pid = int(pid_text) if pid_text.isdigit() else 0
@@ -113,10 +100,8 @@ def watch_parent(poll_s: float = 0.5) -> bool:
         fields = _stat(pid)
         group = os.getpgrp()
         own_group = group > 1 and (fields is None or fields[2] != str(group))
-        thread = threading.Thread(
-            target=_watch, args=(pid, start, own_group, poll_s), name=_WATCH_THREAD, daemon=True
-        )
-        thread.start()
+        args = (pid, start, own_group, poll_s)
+        threading.Thread(target=_watch, args=args, name=_WATCH_THREAD, daemon=True).start()
         return True
     except Exception:
         return False
@@ -143,8 +128,7 @@ def run_process(
     log_path: Path | None = None,
 ) -> ProcessRun:
     """Run ``command`` (stdout and stderr together, also to ``log_path``) for at most
-    ``timeout_s`` seconds. A missing executable, a non-zero exit and a timeout are reported
-    in the :class:`ProcessRun`, never raised."""
+    ``timeout_s`` seconds; a missing executable, a failure and a timeout are not raised."""
     cmd = [str(c) for c in command]
     start = time.perf_counter()
     try:
@@ -160,7 +144,6 @@ def _popen(
     env: Mapping[str, str] | None,
     cwd: Path | str | None,
     stdin: Any,
-    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         list(cmd),
@@ -172,7 +155,6 @@ def _popen(
         text=True,
         errors="replace",
         start_new_session=True,
-        pass_fds=tuple(pass_fds),
     )
 
 
@@ -215,8 +197,7 @@ def _finish(
     return ProcessRun(cmd, code, wall, timed_out, text)
 
 
-#: What a spare Python runs: the imports a child would pay for, then, once asked, the one
-#: Python command it is given (``-m module args`` only), in the environment and folder given.
+#: A spare Python: the imports a child would pay for, then the one ``-m module args`` asked.
 _SPARE = """
 import json, os, runpy, sys
 try:
@@ -233,12 +214,7 @@ try:
     exec({prelude!r})
 except BaseException:
     pass
-try:  # ready: tell the parent, which waits for it before it measures again
-    _fd = int(os.environ.pop("GPUPERF_SPARE_READY_FD"))
-    os.write(_fd, b"1")
-    os.close(_fd)
-except Exception:
-    pass
+print({ready!r}, flush=True)  # the parent waits for it before it measures again
 line = sys.stdin.readline()
 if not line:
     sys.exit(0)
@@ -249,85 +225,80 @@ os.chdir(ask["cwd"])
 logs = sys.modules.get("torch._logging._internal")
 if logs is not None:
     # TORCH_TRACE and TORCH_LOGS are read when torch is imported: read them again (the trace
-    # handler is made once, so it goes first; where that fails, the trace collector sees no
-    # log and runs a child of its own)
+    # handler is made once, so it goes first)
     try:
         logs.LOG_TRACE_HANDLER = None
         logs._init_logs()
     except Exception:
         pass
-# The plugin's own modules, imported above for the parent watch and the prelude, go: pytest
-# marks an installed plugin for assertion rewriting and warns when it finds it imported, an
-# error under `filterwarnings = error`; imported again by pytest, it is as in a fresh process
+# The plugin's modules go: pytest warns when an installed plugin it rewrites is imported
+# already, an error under `filterwarnings = error`
 for _name in [m for m in sys.modules if m == "pytest_gpuperf" or m.startswith("pytest_gpuperf.")]:
     del sys.modules[_name]
 sys.argv = [ask["module"], *ask["args"]]
 sys.path[0] = os.getcwd()
-runpy.run_module(ask["module"], run_name="__main__", alter_sys=True)
+code = 0
+try:
+    runpy.run_module(ask["module"], run_name="__main__", alter_sys=True)
+except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else int(e.code is not None)
+# The run over, its output flushed, it ends without the interpreter's finalization: seconds
+# with torch's modules loaded, which the parent would wait for
+import logging
+logging.shutdown()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)
 """
 
 
-class SparePython:
-    """A Python process started ahead, its imports done (torch, pytest), waiting to run one
-    ``python -m MODULE ARGS`` command: a child that starts warm.
+#: torch.compile's imports, which a spare makes where this process made them: a compiled
+#: test's child spent 6 of its 13 s importing them (CPU; its compile hit the Inductor cache)
+COMPILER = ("torch._dynamo", "torch._inductor.compile_fx", "triton")
 
-    It imports and runs ``prelude`` (the caller's warm-up; errors ignored) while nothing is
-    measured (``shell/capture_budget.py`` waits for :meth:`wait_ready` before measuring
-    again), then waits, idle. Used once; :meth:`close` ends one not used.
-    """
+
+class SparePython:
+    """A Python started ahead, its imports (torch, pytest, the compiler where this process
+    compiled) and ``prelude`` done, waiting to run one ``python -m MODULE ARGS``: a child
+    that starts warm. Its start runs while nothing is measured (the session waits for
+    :meth:`wait_ready`); used once, :meth:`close` ends one not used."""
+
+    _READY = b"gpuperf: spare ready"
 
     def __init__(
-        self,
-        env: Mapping[str, str],
-        modules: Sequence[str] = ("torch", "pytest"),
-        prelude: str = "",
+        self, env: Mapping[str, str], modules: Sequence[str] | None = None, prelude: str = ""
     ) -> None:
-        env = {**env, **parent_env()}
+        if modules is None:
+            modules = ("torch", "pytest", *[m for m in COMPILER if m in sys.modules])
+        ready = self._READY.decode()
+        code = _SPARE.format(modules=tuple(modules), prelude=prelude, ready=ready)
         self.proc: subprocess.Popen[str] | None = None
-        code = _SPARE.format(modules=tuple(modules), prelude=prelude)
-        self._ready_fd: int | None = None
         self.ready = False
-        try:
-            r, w = os.pipe()
-        except OSError:
-            r = w = -1
-        if w >= 0:
-            env["GPUPERF_SPARE_READY_FD"] = str(w)
-        try:
+        self._seen = b""  # its output until it is ready
+        with contextlib.suppress(OSError):
             self.proc = _popen(
-                [sys.executable, "-c", code], env=env, cwd=None, stdin=subprocess.PIPE,
-                pass_fds=(w,) if w >= 0 else (),
+                [sys.executable, "-c", code], env={**env, **parent_env()}, cwd=None,
+                stdin=subprocess.PIPE,
             )  # fmt: skip
-        except OSError:
-            self.proc = None
-        if w >= 0:
-            os.close(w)
-            if self.proc is not None:
-                self._ready_fd = r
-            else:
-                os.close(r)
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether the spare is ready, waiting at most ``timeout_s``."""
-        if self.ready or self._ready_fd is None:
-            return self.ready
         import select
 
+        end = time.monotonic() + timeout_s
         try:
-            got, _, _ = select.select([self._ready_fd], [], [], max(timeout_s, 0.0))
-            if got and os.read(self._ready_fd, 1):
-                self.ready = True
+            while not self.ready and self.proc is not None and self.proc.stdout is not None:
+                fd = self.proc.stdout.fileno()
+                if not select.select([fd], [], [], max(end - time.monotonic(), 0.0))[0]:
+                    break
+                chunk = os.read(fd, 4096)
+                self._seen += chunk
+                self.ready = self._READY in self._seen
+                if not chunk:  # it ended
+                    break
         except (OSError, ValueError):
             pass
-        if self.ready or not self.usable:
-            self._close_ready()
         return self.ready
-
-    def _close_ready(self) -> None:
-        if self._ready_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._ready_fd)
-            self._ready_fd = None
 
     @property
     def usable(self) -> bool:
@@ -349,11 +320,9 @@ class SparePython:
         cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
         ask = {"module": module, "args": cmd[3:], "env": dict(env), "cwd": str(cwd or os.getcwd())}
         proc, self.proc = self.proc, None
-        self._close_ready()
         return _finish(proc, cmd, time.perf_counter(), timeout_s, log_path, json.dumps(ask) + "\n")
 
     def close(self) -> None:
-        self._close_ready()
         if self.proc is not None:
             _kill_group(self.proc)
             with contextlib.suppress(Exception):

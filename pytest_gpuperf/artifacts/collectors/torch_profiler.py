@@ -2,8 +2,7 @@
 
 A child, because the verdict may be decided where the callable no longer exists (the xdist
 controller), and a fresh process is the unit in which the regression was seen. Per
-benchmark: the trace (``<key>.trace.json``), the kernel table (``<key>.kernels.txt``) and
-the analysis (``<key>.analysis.json``).
+benchmark: ``<key>.trace.json``, the kernel table ``<key>.kernels.txt``, ``<key>.analysis.json``.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from pytest_gpuperf.artifacts.collectors.child import (
     capture_env,
     read_status,
 )
+from pytest_gpuperf.artifacts.collectors.process import ProcessRun
 
 #: The collector that reads the compile log the profiler's child writes.
 TRACE_TOOL = "torch_trace"
@@ -73,13 +73,9 @@ def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
 def hotspot_kernels(inventories: Sequence[Mapping[str, Any]], n: int) -> list[dict[str, Any]]:
     """The ``n`` GPU kernels with the most time per call over the given inventories."""
     best: dict[str, dict[str, Any]] = {}
-    for inv in inventories:
-        for k in inv.get("kernels", []):
-            if k.get("kind") != "kernel":
-                continue
-            cur = best.get(k["name"])
-            if cur is None or float(k["us_per_call"]) > float(cur["us_per_call"]):
-                best[k["name"]] = dict(k)
+    for k in (k for i in inventories for k in i.get("kernels", []) if k.get("kind") == "kernel"):
+        if float(k["us_per_call"]) > float(best.get(k["name"], {}).get("us_per_call", -1.0)):
+            best[k["name"]] = dict(k)
     return sorted(best.values(), key=lambda k: -float(k["us_per_call"]))[:n]
 
 
@@ -87,9 +83,7 @@ class TorchProfilerCollector:
     name = "torch_profiler"
 
     def available(self) -> str | None:
-        if importlib.util.find_spec("torch") is None:
-            return "torch is not installed"
-        return None
+        return None if importlib.util.find_spec("torch") else "torch is not installed"
 
     def collect(self, ctx: CaptureContext) -> CollectorResult:
         folder = ctx.folder(self.name)
@@ -114,12 +108,14 @@ class TorchProfilerCollector:
         note_profiles(ctx)
         summary["child_wall_s"] = round(run.wall_s, 2)
         summary["parse_s"] = round(time.monotonic() - t0, 3)
-        result = CollectorResult(self.name, OK, files=[f for f in files if f.exists()])
-        result.summary = summary
-        result.wall_s = run.wall_s + summary["parse_s"]
+        files = [f for f in files if f.exists()]
+        wall = run.wall_s + summary["parse_s"]
+        result = CollectorResult(self.name, OK, files=files, summary=summary, wall_s=wall)
         if not profiles:
-            result.status = TIMEOUT if run.returncode == -9 else FAILED
-            why = "; ".join(errors) if errors else _child_problem(run)
+            killed = run.returncode == -9
+            result.status = TIMEOUT if killed else FAILED
+            child = ProcessRun(run.command, run.returncode, run.wall_s, killed, run.log_tail)
+            why = "; ".join(errors) or child.describe_failure("the re-run")
             result.reason = f"no profile of {', '.join(ctx.keys)}: {why}"
         elif errors:
             summary["errors"] = errors
@@ -127,8 +123,7 @@ class TorchProfilerCollector:
 
 
 def note_profiles(ctx: CaptureContext) -> None:
-    """What the profiles tell the later collectors: the hotspot kernels (for ncu) and whether
-    compiled code ran (for TORCH_TRACE)."""
+    """For the later collectors: the hotspot kernels (ncu), whether compiled code ran."""
     profiles = ctx.state.get("profiles") or {}
     ctx.state["hotspots"] = hotspot_kernels(
         [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
@@ -144,13 +139,15 @@ def read_profiles(
 ) -> tuple[dict[str, dict[str, Any]], list[Path], dict[str, Any], list[str]]:
     """The profiles a capture child wrote into ``folder`` (``ctx.state``'s "profiles", by key),
     the files written, a summary per key, and the errors."""
-    status = read_status(folder)
     files: list[Path] = [folder / "child.log"]
-    configs = _autotune_configs(folder / "child.log")
+    try:  # TRITON_PRINT_AUTOTUNING's lines
+        configs = parse_autotune_log((folder / "child.log").read_text(errors="replace"))
+    except OSError:
+        configs = {}
     summary: dict[str, Any] = {}
     profiles: dict[str, dict[str, Any]] = {}
     errors = []
-    for entry in status.get("benchmarks", []):
+    for entry in read_status(folder).get("benchmarks", []):
         key = entry["key"]
         if entry.get("error"):
             errors.append(f"{key}: {entry['error']}")
@@ -163,23 +160,18 @@ def read_profiles(
         except (OSError, ValueError, KeyError, TypeError) as e:
             errors.append(f"{key}: cannot read the trace {trace_path.name}: {e}")
             continue
-        again = [r for r in remeasured if r.id.key == key]
+        again = next((r.run for r in remeasured if r.id.key == key), None)
         info = {
-            "key": key,
-            "calls": entry.get("calls"),
-            "mode": entry.get("mode"),
+            **{k: entry.get(k) for k in ("key", "calls", "mode", "dynamo", "probe", "group")},
             "per_call_s_measured": entry.get("per_call_s"),
             "analysis": analysis.to_dict(),
             "inventory": inv,
-            "dynamo": entry.get("dynamo"),
-            "child_median_s": again[0].run.median if again else None,
-            "child_rounds": len(again[0].run.rounds) if again else None,
+            "child_median_s": again.median if again else None,
+            "child_rounds": len(again.rounds) if again else None,
             "triton_configs": configs,
-            "timing": entry.get("timing"),
-            "probe": entry.get("probe"),
+            "timing": _timing(entry.get("timing"), again),
         }
         if entry.get("group"):  # a distributed benchmark: every rank's trace, the group's
-            info["group"] = entry["group"]
             files += [folder / str(t) for t in entry.get("traces") or [] if t != entry["trace"]]
             files += sorted(folder.glob("nccl.rank*.log"))
         base = safe_name(key)
@@ -189,21 +181,30 @@ def read_profiles(
         out.write_text(json.dumps(info, indent=1, default=str))
         files += [trace_path, table, out]
         profiles[key] = _profile(info, analysis)
-        summary[key] = {**_summary(analysis, inv), "timing": entry.get("timing")}
+        top = [
+            f"{short_name(k['name'])}: {k['us_per_call']:.1f} µs/call" for k in inv["kernels"][:5]
+        ]
+        summary[key] = {**{f: inv.get(f) for f in _SUMMARY}, "top": top, "timing": info["timing"]}
     return profiles, files, summary, errors
 
 
+def _timing(timing: Mapping[str, Any] | None, run: Any) -> dict[str, Any] | None:
+    """The child's timing (child.py), its start-up split from the first call and measuring
+    of its test (``run``), which its hook follows."""
+    out = dict(timing or {})
+    if run is not None and "startup_s" in out:
+        wall, first = round(run.wall_s, 3), round(run.first_call_s or 0.0, 3)
+        out.update(startup_s=round(max(out["startup_s"] - wall, 0.0), 3), test_s=wall)
+        out["first_call_s"] = first
+    return out or None
+
+
+#: A benchmark's figures in the collector's summary (its top kernels too)
+_SUMMARY = ("per_call_us", "busy_fraction", "syncs_per_call", "h2d_per_call")
+
+
 def _profile(info: Mapping[str, Any], analysis: ProfileAnalysis) -> dict[str, Any]:
-    return {
-        "analysis": analysis,
-        "inventory": info["inventory"],
-        "dynamo": info.get("dynamo"),
-        "child_median_s": info.get("child_median_s"),
-        "child_rounds": info.get("child_rounds"),
-        "triton_configs": info.get("triton_configs") or {},
-        "probe": info.get("probe"),
-        "group": info.get("group"),
-    }
+    return {**info, "analysis": analysis, "triton_configs": info.get("triton_configs") or {}}
 
 
 def saved_profiles(folder: Path) -> dict[str, dict[str, Any]]:
@@ -221,21 +222,6 @@ def saved_profiles(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _summary(analysis: ProfileAnalysis, inv: Mapping[str, Any]) -> dict[str, Any]:
-    """One benchmark's line in the collector's summary: busy time, syncs, copies, top kernels."""
-    return {
-        "busy_fraction": analysis.busy_fraction,
-        "per_call_us": round(analysis.per_call_us, 2),
-        "syncs_per_call": analysis.syncs_per_call,
-        "h2d_per_call": analysis.copies_per_call("HtoD")[0],
-        "kernels_per_call": analysis.kernels / max(analysis.calls, 1),
-        "top": [
-            f"{short_name(k['name'])}: {float(k['us_per_call']):.1f} µs/call"
-            for k in inv["kernels"][:5]
-        ],
-    }
-
-
 def parse_autotune_log(text: str) -> dict[str, dict[str, str]]:
     """``TRITON_PRINT_AUTOTUNING=1`` output: the best config per kernel (the last one printed)."""
     out: dict[str, dict[str, str]] = {}
@@ -247,20 +233,3 @@ def parse_autotune_log(text: str) -> dict[str, dict[str, str]]:
                 cfg[k.strip()] = v.strip()
         out[m.group(1)] = cfg
     return out
-
-
-def _autotune_configs(log: Path) -> dict[str, dict[str, str]]:
-    try:
-        return parse_autotune_log(log.read_text(errors="replace"))
-    except OSError:
-        return {}
-
-
-def _child_problem(run: Any) -> str:
-    if run.returncode == -9:
-        return f"the re-run was killed after {run.wall_s:.0f} s (its time budget)"
-    tail = [ln for ln in (run.log_tail or "").splitlines() if ln.strip()][-3:]
-    where = " | ".join(s.strip()[:160] for s in tail)
-    return f"the re-run exited with status {run.returncode} before profiling" + (
-        f": {where}" if where else ""
-    )
