@@ -25,7 +25,7 @@ from pytest_gpuperf.outcome import REGRESSION
 from pytest_gpuperf.reporting import github
 from pytest_gpuperf.reporting.bisect import github_line, step_line, summary_lines
 from pytest_gpuperf.reporting.explain import words
-from pytest_gpuperf.shell.ab import ABGate, collect_base, run_in_tree, say_stale
+from pytest_gpuperf.shell.ab import ABGate, collect_base, run_in_tree
 from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, git, remove_stale
 from pytest_gpuperf.shell.capture import capture, should_capture
 from pytest_gpuperf.shell.progress import Progress
@@ -146,7 +146,7 @@ class BisectSession:
         good, bad = report.good, report.bad
         self.good_tree = tree = self._tree(good)
         assert tree is not None
-        say_stale(remove_stale(tree.toplevel))
+        remove_stale(tree.toplevel)
         try:
             at_good = set(collect_base(self.run, tree))
         except ABError as e:
