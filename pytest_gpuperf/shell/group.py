@@ -212,19 +212,6 @@ def log_text(folder: Path | str, rank: int) -> str:
         return ""
 
 
-@dataclass
-class LaunchSpec:
-    """What one start of a group's ranks needs."""
-
-    nodeids: list[str]
-    world_size: int
-    args: list[str]
-    env: dict[str, str]
-    cwd: str
-    folder: Path
-    timeout_s: float
-
-
 def _rank_main(index: int, args: list[str], cwd: str, folder: str) -> None:
     """One spawned rank (its environment is the launcher's while it spawned): its rank's
     variables, its output to its log, pytest."""
@@ -245,23 +232,93 @@ def _rank_main(index: int, args: list[str], cwd: str, folder: str) -> None:
     os._exit(int(code))  # no atexit: a process group torn down at exit must not hang here
 
 
-class _Running:
-    """The spawned ranks of one start, watched until they end, fail or overstay."""
+@dataclass
+class LaunchSpec:
+    """One start of a group's ranks: what it needs, then its processes, watched until they
+    end, fail or overstay."""
 
-    def __init__(self, spec: LaunchSpec, context: Any):
-        self.spec = spec
-        self.context = context
+    nodeids: list[str]
+    world_size: int
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    folder: Path
+    timeout_s: float
+    context: Any = None
+    started: float = 0.0
+
+    def run(self) -> tuple[dict[str, Outcome], str | None]:
+        """Start the ranks, wait for them: each finished test's outcome, and what went wrong
+        (None: nothing), the error of the test the ranks were in."""
+        store = tcp_store(self.world_size)
+        self.env["MASTER_PORT"] = str(store.port)
+        self.start()
+        try:
+            problem = self.watch()
+        except BaseException:
+            self.kill(dump=False)
+            raise
+        statuses, results = self.statuses(), read_results(self.folder)
+        out: dict[str, Outcome] = {}
+        for nodeid in self.nodeids:
+            if all(s.outcomes.get(nodeid, {}).get("done") for s in statuses):
+                out[nodeid] = outcome_of(nodeid, statuses, results.get(nodeid, []))
+                continue
+            if problem is not None:
+                out[nodeid] = Outcome("error", problem)
+            break  # not reached: the tests left start ranks of their own
+        del store
+        return out, problem
+
+    def start(self) -> None:
+        """Spawn the ranks with this process's environment, plus ``env`` and without
+        :data:`DROPPED_ENV`, meanwhile (torch reads OMP_NUM_THREADS once, at import), and no
+        main module to re-run (a user's runner script calling pytest.main() may not guard it)."""
+        import torch.multiprocessing as mp
+
+        saved, main = dict(os.environ), sys.modules.get("__main__")
+        try:
+            for name in DROPPED_ENV:
+                os.environ.pop(name, None)
+            os.environ.update(self.env)
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            self.context = mp.start_processes(
+                _rank_main, args=(self.args, self.cwd, str(self.folder)),
+                nprocs=self.world_size, join=False, start_method="spawn",
+            )  # fmt: skip
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+            os.environ.clear()
+            os.environ.update(saved)
         self.started = time.time()
 
     def statuses(self) -> list[RankStatus]:
-        return [RankStatus.read(self.spec.folder, r) for r in range(self.spec.world_size)]
+        return [RankStatus.read(self.folder, r) for r in range(self.world_size)]
+
+    def watch(self) -> str | None:
+        """Wait for the ranks; None when every rank ended well, else what went wrong."""
+        while True:
+            try:
+                if self.context.join(timeout=POLL_S, grace_period=2.0):
+                    return None
+            except Exception as e:  # a rank exited with an error; torch stopped the others
+                self.kill(dump=False)
+                index = getattr(e, "error_index", None)
+                if isinstance(index, int) and RankStatus.read(self.folder, index).finished:
+                    return None  # its session ended (a failed test stops it): the rest start anew
+                return self.crash_text(e)
+            stuck = self.overstayed()
+            if stuck is not None:
+                self.kill(dump=True)
+                return self.hang_text(stuck)
 
     def overstayed(self) -> RankStatus | None:
         """A rank that spent longer than the timeout in or between tests (its start: up to
         :data:`STARTUP_S`)."""
         now = time.time()
         for s in self.statuses():
-            limit = self.spec.timeout_s
+            limit = self.timeout_s
             if s.finished:
                 since, limit = (s.written or now), EXIT_S
             elif s.test is not None and s.since:
@@ -292,116 +349,46 @@ class _Running:
             with contextlib.suppress(Exception):
                 p.join(5)
 
+    def crash_text(self, error: Exception) -> str:
+        index = getattr(error, "error_index", None)
+        code = getattr(error, "exit_code", None)
+        sig = getattr(error, "signal_name", None)
+        how = "raised an exception" if code is None else f"exited with status {code}"
+        how = f"was killed by {sig}" if sig else how
+        status = RankStatus.read(self.folder, index) if isinstance(index, int) else None
+        where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
+        lines = [
+            f"rank {index} of {self.world_size} {how}{where}; the other ranks were stopped, "
+            "and nothing of the test was saved."
+        ]
+        raised = str(getattr(error, "msg", "") or "")
+        if "Traceback" in raised:
+            tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
+            lines.append(f"rank {index} raised:\n" + textwrap.indent("\n".join(tb[-8:]), "  "))
+        elif isinstance(index, int):
+            text = log_text(self.folder, index).splitlines()
+            tail = [ln for ln in text if ln.strip() and not ln.startswith(("  File", "Thread"))]
+            if tail:
+                tail_text = textwrap.indent("\n".join(tail[-6:]), "  ")
+                lines.append(f"rank {index}'s last lines:\n{tail_text}")
+        lines.append(f"every rank's output: {self.folder}/rank-<r>.log")
+        return "\n".join(lines)
 
-def start_ranks(spec: LaunchSpec) -> _Running:
-    """Spawn the ranks with this process's environment, plus ``spec.env`` and without
-    :data:`DROPPED_ENV`, meanwhile (torch reads OMP_NUM_THREADS once, at import), and no
-    main module to re-run (a user's runner script calling pytest.main() may not guard it)."""
-    import torch.multiprocessing as mp
-
-    saved, main = dict(os.environ), sys.modules.get("__main__")
-    try:
-        for name in DROPPED_ENV:
-            os.environ.pop(name, None)
-        os.environ.update(spec.env)
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        context = mp.start_processes(
-            _rank_main, args=(spec.args, spec.cwd, str(spec.folder)), nprocs=spec.world_size,
-            join=False, start_method="spawn",
-        )  # fmt: skip
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
-        os.environ.clear()
-        os.environ.update(saved)
-    return _Running(spec, context)
-
-
-def watch(running: _Running) -> str | None:
-    """Wait for the ranks; None when every rank ended well, else what went wrong."""
-    spec = running.spec
-    while True:
-        try:
-            if running.context.join(timeout=POLL_S, grace_period=2.0):
-                return None
-        except Exception as e:  # a rank exited with an error; torch stopped the others
-            running.kill(dump=False)
-            index = getattr(e, "error_index", None)
-            if isinstance(index, int) and RankStatus.read(spec.folder, index).finished:
-                return None  # its session ended (a failed test stops it): the rest start anew
-            return _crash_text(spec, e)
-        stuck = running.overstayed()
-        if stuck is not None:
-            running.kill(dump=True)
-            return _hang_text(spec, stuck)
-
-
-def _crash_text(spec: LaunchSpec, error: Exception) -> str:
-    index = getattr(error, "error_index", None)
-    code = getattr(error, "exit_code", None)
-    sig = getattr(error, "signal_name", None)
-    how = "raised an exception" if code is None else f"exited with status {code}"
-    how = f"was killed by {sig}" if sig else how
-    status = RankStatus.read(spec.folder, index) if isinstance(index, int) else None
-    where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
-    lines = [
-        f"rank {index} of {spec.world_size} {how}{where}; the other ranks were stopped, and "
-        "nothing of the test was saved."
-    ]
-    raised = str(getattr(error, "msg", "") or "")
-    if "Traceback" in raised:
-        tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
-        lines.append(f"rank {index} raised:\n" + textwrap.indent("\n".join(tb[-8:]), "  "))
-    elif isinstance(index, int):
-        text = log_text(spec.folder, index).splitlines()
-        tail = [ln for ln in text if ln.strip() and not ln.startswith(("  File", "Thread"))]
-        if tail:
-            lines.append(
-                f"rank {index}'s last lines:\n" + textwrap.indent("\n".join(tail[-6:]), "  ")
-            )
-    lines.append(f"every rank's output: {spec.folder}/rank-<r>.log")
-    return "\n".join(lines)
-
-
-def _hang_text(spec: LaunchSpec, stuck: RankStatus) -> str:
-    test = short_test_id(stuck.test or "its start")
-    lines = [
-        f"{test} did not finish on its {spec.world_size} ranks within {spec.timeout_s:g} s "
-        "(--gpuperf-dist-timeout): every rank was killed, and nothing of it was saved."
-    ]
-    for r in range(spec.world_size):
-        where = where_it_was(log_text(spec.folder, r))
-        lines.append(f"  rank {r} was {where or 'not reached (no stack written)'}")
-    lines.append(
-        "A rank that never reaches a collective the others wait in (an exception, a branch "
-        f"on the rank, a slow rank) hangs them all. Every rank's output: {spec.folder}/rank-<r>.log"
-    )
-    return "\n".join(lines)
-
-
-def run_group(spec: LaunchSpec) -> tuple[dict[str, Outcome], str | None]:
-    """Start the ranks of ``spec``, wait for them: each finished test's outcome, and what
-    went wrong (None: nothing), the error of the test the ranks were in."""
-    store = tcp_store(spec.world_size)
-    spec.env["MASTER_PORT"] = str(store.port)
-    running = start_ranks(spec)
-    try:
-        problem = watch(running)
-    except BaseException:
-        running.kill(dump=False)
-        raise
-    statuses = running.statuses()
-    results = read_results(spec.folder)
-    out: dict[str, Outcome] = {}
-    for nodeid in spec.nodeids:
-        if all(s.outcomes.get(nodeid, {}).get("done") for s in statuses):
-            out[nodeid] = outcome_of(nodeid, statuses, results.get(nodeid, []))
-            continue
-        if problem is not None:
-            out[nodeid] = Outcome("error", problem)
-        break  # not reached: the tests left start ranks of their own
-    del store
-    return out, problem
+    def hang_text(self, stuck: RankStatus) -> str:
+        test = short_test_id(stuck.test or "its start")
+        lines = [
+            f"{test} did not finish on its {self.world_size} ranks within {self.timeout_s:g} s "
+            "(--gpuperf-dist-timeout): every rank was killed, and nothing of it was saved."
+        ]
+        for r in range(self.world_size):
+            where = where_it_was(log_text(self.folder, r))
+            lines.append(f"  rank {r} was {where or 'not reached (no stack written)'}")
+        lines.append(
+            "A rank that never reaches a collective the others wait in (an exception, a branch "
+            f"on the rank, a slow rank) hangs them all. Every rank's output: "
+            f"{self.folder}/rank-<r>.log"
+        )
+        return "\n".join(lines)
 
 
 def tcp_store(world_size: int) -> Any:
@@ -546,7 +533,7 @@ class GroupLauncher:
             lock_keys(device, gpus), timeout_s=session.lock_timeout, owner=owner,
             on_wait=getattr(progress, "task", None),
         ):  # fmt: skip
-            out, problem = run_group(spec)
+            out, problem = spec.run()
         if problem is None:
             shutil.rmtree(folder, ignore_errors=True)
         return out
@@ -572,7 +559,7 @@ class GroupLauncher:
             path, _, rest = n.partition("::")
             targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
         args = [
-            *targets, "-q", "-p", "no:cacheprovider", CHILD_FLAG, f"--gpuperf-device={device}",
+            *targets, "-q", CHILD_FLAG, f"--gpuperf-device={device}",
             # a spawned rank has imported this package before its pytest starts: pytest warns
             # that it cannot rewrite the plugin's asserts (an error under filterwarnings=error)
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
