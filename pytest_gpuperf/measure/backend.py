@@ -318,7 +318,7 @@ BUILTIN_MODES: tuple[Mode, ...] = (
         MODE_CUDA_DIST,
         device="cuda",
         selected=lambda p: True,
-        factory="pytest_gpuperf.measure.distributed:make_cuda_group_timer",
+        factory="pytest_gpuperf.measure.distributed:make_group_timer",
         # the slowest rank's time of back-to-back calls, as nccl-tests times a collective
         record=(("figures", "slowest-rank"),),
         noise_class="launches",  # not measured apart yet: the wider host-bound class
@@ -328,7 +328,7 @@ BUILTIN_MODES: tuple[Mode, ...] = (
         MODE_CPU_DIST,
         device="cpu",
         selected=lambda p: True,
-        factory="pytest_gpuperf.measure.distributed:make_cpu_group_timer",
+        factory="pytest_gpuperf.measure.distributed:make_group_timer",
         record=(("figures", "slowest-rank"),),
         noise_class="cpu",
         group=True,

@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from pytest_gpuperf.units import fmt_rate
+
 
 class Measured(Protocol):
     """What the bandwidths read of a run (:class:`pytest_gpuperf.model.Run`)."""
@@ -25,45 +27,36 @@ class Measured(Protocol):
     def gbps(self) -> float | None: ...
 
 
-ALL_REDUCE = "all_reduce"
-ALL_GATHER = "all_gather"
-REDUCE_SCATTER = "reduce_scatter"
-ALL_TO_ALL = "all_to_all"
-BROADCAST = "broadcast"
-REDUCE = "reduce"
-SEND_RECV = "send_recv"
-
-
 def _ring(n: int) -> float:
     return (n - 1) / n
 
 
 #: collective -> its bus-bandwidth factor as a function of the world size
 FACTORS = {
-    ALL_REDUCE: lambda n: 2 * _ring(n),
-    ALL_GATHER: _ring,
-    REDUCE_SCATTER: _ring,
-    ALL_TO_ALL: _ring,
-    BROADCAST: lambda n: 1.0,
-    REDUCE: lambda n: 1.0,
-    SEND_RECV: lambda n: 1.0,
+    "all_reduce": lambda n: 2 * _ring(n),
+    "all_gather": _ring,
+    "reduce_scatter": _ring,
+    "all_to_all": _ring,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "send_recv": lambda n: 1.0,
 }
 COLLECTIVES = tuple(FACTORS)
 
 #: spellings seen in torch.distributed, c10d, gloo, NCCL and its kernels -> the name above
 _ALIASES = {
-    "allreduce": ALL_REDUCE,
+    "allreduce": "all_reduce",
     **dict.fromkeys(
-        ("allgather", "allgatherintotensor", "allgatherbase", "allgathersingle"), ALL_GATHER
+        ("allgather", "allgatherintotensor", "allgatherbase", "allgathersingle"), "all_gather"
     ),
     **dict.fromkeys(
         ("reducescatter", "reducescattertensor", "reducescatterbase", "reducescattersingle"),
-        REDUCE_SCATTER,
+        "reduce_scatter",
     ),
-    **dict.fromkeys(("alltoall", "alltoallsingle", "alltoallbase"), ALL_TO_ALL),
-    "broadcast": BROADCAST,
-    "reduce": REDUCE,
-    **dict.fromkeys(("sendrecv", "send", "recv"), SEND_RECV),
+    **dict.fromkeys(("alltoall", "alltoallsingle", "alltoallbase"), "all_to_all"),
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    **dict.fromkeys(("sendrecv", "send", "recv"), "send_recv"),
 }
 
 
@@ -97,11 +90,6 @@ def bus_factor(name: str, world_size: int) -> float:
     return float(FACTORS[check(name)](world_size))
 
 
-def algbw_gbps(result: Measured) -> float | None:
-    """The algorithm bandwidth of a collective's result, GB/s (``bytes`` over the median)."""
-    return result.gbps
-
-
 def busbw_gbps(result: Measured) -> float | None:
     """The bus bandwidth of a collective's result, GB/s; None when it times no collective."""
     g = (result.extra or {}).get("group")
@@ -119,20 +107,12 @@ def rate_text(result: Measured) -> str | None:
     algbw = result.gbps
     if busbw is None or algbw is None:
         return None
-    return f"algbw {_gb(algbw)}, busbw {_gb(busbw)}"
-
-
-def _gb(gbps: float) -> str:
-    return f"{gbps / 1e3:.3g} TB/s" if gbps >= 1000 else f"{gbps:.3g} GB/s"
+    return f"algbw {fmt_rate(None, algbw)}, busbw {fmt_rate(None, busbw)}"
 
 
 def message_bytes(sizes: Any) -> int | None:
-    """``S`` of a collective from the sizes of its tensor arguments: the largest argument,
-    a list of tensors counting as the sum of its parts (see the module docstring).
-
-    ``sizes`` holds, per argument, the bytes of a tensor, a list of those for a list of
-    tensors, or None for an argument that is not a tensor.
-    """
+    """``S`` of a collective from the bytes of each argument (a tensor's, a list of those
+    for a list of tensors, None for no tensor): the largest, a list counting as its sum."""
     best = 0
     for s in sizes or ():
         if isinstance(s, (list, tuple)):

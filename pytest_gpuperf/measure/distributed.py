@@ -10,6 +10,7 @@ and each round's value is the slowest rank's (:class:`GroupTimer`), the same eve
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import socket
@@ -48,7 +49,6 @@ class Group:
         dist.barrier(group=self._control)
 
     def gather_floats(self, values: Sequence[float]) -> list[list[float]]:
-        """Every rank's ``values`` (the same length on each), in rank order."""
         import torch
         import torch.distributed as dist
 
@@ -67,7 +67,6 @@ class Group:
         return float(t.item())
 
     def broadcast(self, obj: Any) -> Any:
-        """Rank 0's ``obj`` (picklable), on every rank."""
         import torch.distributed as dist
 
         box = [obj]
@@ -75,7 +74,6 @@ class Group:
         return box[0]
 
     def all_gather(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj`` (picklable), in rank order."""
         import torch.distributed as dist
 
         out: list[Any] = [None] * self.world_size
@@ -88,21 +86,16 @@ class Group:
 
     def close(self) -> None:
         """Leave the group (when the plugin made it); never raises."""
-        if not self.owned:
-            return
-        try:
+        with contextlib.suppress(Exception):  # a peer that already died
             import torch.distributed as dist
 
-            if dist.is_initialized():
+            if self.owned and dist.is_initialized():
                 dist.destroy_process_group()
-        except Exception:  # a peer that already died: nothing left to tear down
-            pass
 
 
 def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
-    """Join the process group ``env`` describes (or use the one the test process already
-    initialised), with a gloo control group beside it; ``timeout_s`` bounds every
-    collective (a rank that never arrives fails the others after it)."""
+    """Join the process group ``env`` describes (or the one the test already initialised),
+    with a gloo control group beside it; ``timeout_s`` bounds every collective."""
     import torch
     import torch.distributed as dist
 
@@ -138,10 +131,7 @@ def _sync(device: str) -> None:
 
 class GroupTimer(Timer):
     """Rounds timed on every rank in step; a round is the slowest rank's (module docstring).
-
-    With ``setup=``, each call is timed alone after its setup (an event pair per call on
-    a GPU), and a rank's round is the mean of its calls' own times.
-    """
+    With ``setup=``, a rank's round is the mean of its calls' own times."""
 
     def __init__(self, call: Invocation, group: Group, *, mode: str):
         self.mode = mode
@@ -149,20 +139,17 @@ class GroupTimer(Timer):
         self._group = group
         self._device = group.device
         self._events: tuple[list[Any], list[Any]] = ([], [])
-        #: the clock of a CPU group's rounds (measure/contention.py): wall time, a peer's
-        #: waits included
+        #: a CPU group's clock (measure/contention.py): wall time, a peer's waits included
         self.clock = "wall" if self._device == "cpu" else None
 
     def first_call(self) -> tuple[float, Any]:
-        g = self._group
         self._call.prepare()
-        _sync(self._device)
-        g.barrier()
+        self.prepare()
         t = time.perf_counter()
         out = self._call()
         _sync(self._device)
         mine = time.perf_counter() - t
-        return max(v[0] for v in g.gather_floats([mine])), out
+        return max(v[0] for v in self._group.gather_floats([mine])), out
 
     def prepare(self) -> None:
         _sync(self._device)
@@ -175,8 +162,7 @@ class GroupTimer(Timer):
             torch.cuda.reset_peak_memory_stats()
 
     def time_round(self, calls: int) -> Round:
-        _sync(self._device)
-        self._group.barrier()
+        self.prepare()
         t = time.perf_counter()
         per_call = self._cuda_round(calls) if self._device == "cuda" else self._cpu_round(calls)
         wall = time.perf_counter() - t
@@ -187,14 +173,12 @@ class GroupTimer(Timer):
     def _cpu_round(self, calls: int) -> float:
         from pytest_gpuperf.measure.cpu import calls_alone_ns
 
-        call = self._call
-        clock = time.perf_counter_ns
-        if call.has_setup:
-            return calls_alone_ns(call, calls) / 1e9 / calls
-        a = clock()
+        if self._call.has_setup:
+            return calls_alone_ns(self._call, calls) / 1e9 / calls
+        a = time.perf_counter_ns()
         for _ in range(calls):
-            call()
-        return (clock() - a) / 1e9 / calls
+            self._call()
+        return (time.perf_counter_ns() - a) / 1e9 / calls
 
     def _cuda_round(self, calls: int) -> float:
         call = self._call
@@ -226,29 +210,19 @@ class GroupTimer(Timer):
         self._events = ([], [])
 
 
-def _group_of(call: Invocation) -> Group:
+def make_group_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
+    """The factory of the ``cpu-dist`` and ``cuda-dist`` modes (:class:`.backend.TimerFactory`)."""
     group = call.group
     if not isinstance(group, Group):
         raise TypeError(
             "a distributed timing mode needs the benchmark's process group; it is measured "
             "only inside a test marked @pytest.mark.gpuperf(world_size=N)"
         )
-    return group
-
-
-def make_cpu_group_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
-    """The factory of the ``cpu-dist`` mode (:class:`.backend.TimerFactory`)."""
-    return GroupTimer(call, _group_of(call), mode="cpu-dist")
-
-
-def make_cuda_group_timer(call: Invocation, policy: MeasurePolicy) -> Timer:
-    """The factory of the ``cuda-dist`` mode (:class:`.backend.TimerFactory`)."""
-    return GroupTimer(call, _group_of(call), mode="cuda-dist")
+    return GroupTimer(call, group, mode=f"{group.device}-dist")
 
 
 def argument_bytes(call: Invocation) -> int | None:
-    """``S`` of the collective ``call`` makes, from its tensor arguments
-    (:func:`pytest_gpuperf.measure.collectives.message_bytes`)."""
+    """``S`` of the collective ``call`` makes, from its tensor arguments (:func:`message_bytes`)."""
     import torch
 
     def size(x: Any) -> Any:
@@ -262,8 +236,7 @@ def argument_bytes(call: Invocation) -> int | None:
 
 
 def read_nccl_log(pid: int | None = None) -> str:
-    """Process ``pid``'s (this one's) NCCL log from ``NCCL_DEBUG_FILE``, as far as it is
-    written ("" when there is none)."""
+    """Process ``pid``'s (this one's) NCCL log from ``NCCL_DEBUG_FILE``, as far as written."""
     pattern = os.environ.get("NCCL_DEBUG_FILE")
     if not pattern:
         return ""
@@ -275,8 +248,8 @@ def read_nccl_log(pid: int | None = None) -> str:
 
 
 def nccl_environment(folder: Path, environ: Callable[[str], str | None]) -> dict[str, str]:
-    """What a rank's environment gets so that NCCL logs its init: ``NCCL_DEBUG=INFO`` and a
-    log file per process in ``folder`` (never over what the user set)."""
+    """``NCCL_DEBUG=INFO`` and a log file per process in ``folder``, so that NCCL logs its
+    init (never over what the user set)."""
     out: dict[str, str] = {}
     if environ("NCCL_DEBUG") is None:
         out["NCCL_DEBUG"] = "INFO"  # its default subsystems (INIT, BOOTSTRAP, ENV)

@@ -1,8 +1,7 @@
 """Which rank this process is, from the environment torchrun gives its workers. Pure Python.
 
-The plugin reads the same variables whoever set them: torchrun, on one or several machines,
-or the plugin itself when it starts the ranks of a ``world_size=`` test
-(:mod:`pytest_gpuperf.shell.group`), which adds :data:`GROUP_DIR_ENV`.
+The plugin's own ranks of a ``world_size=`` test (:mod:`pytest_gpuperf.shell.group`) get the
+same variables, and :data:`GROUP_DIR_ENV`.
 """
 
 from __future__ import annotations
@@ -47,8 +46,6 @@ class RankEnv:
     world_size: int
     local_rank: int
     local_world_size: int
-    #: the node's rank (torchrun's GROUP_RANK); 0 on one machine
-    node_rank: int
     #: the plugin's folder for the ranks it started (None: torchrun started this one)
     group_dir: str | None = None
 
@@ -62,20 +59,13 @@ class RankEnv:
         """Started by the plugin for one ``world_size=`` test (else by torchrun)."""
         return self.group_dir is not None
 
-    @property
-    def nodes(self) -> int:
-        return max(1, self.world_size // max(self.local_world_size, 1))
-
     def label(self) -> str:
         return f"rank {self.rank} of {self.world_size}"
 
 
 def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
-    """The rank this environment describes (``RANK`` and ``WORLD_SIZE`` set), or None.
-
-    A half-set or nonsensical environment raises :class:`RankEnvError`, naming the variable:
-    ``RANK`` and ``WORLD_SIZE`` left over from a launcher must not make a session a rank.
-    """
+    """The rank this environment describes (``RANK`` and ``WORLD_SIZE`` set), or None; a
+    half-set or nonsensical one raises :class:`RankEnvError`, naming the variable."""
     if "RANK" not in environ or "WORLD_SIZE" not in environ:
         return None
 
@@ -104,12 +94,12 @@ def rank_env(environ: Mapping[str, str]) -> RankEnv | None:
     if not environ.get("MASTER_ADDR"):
         raise unset("MASTER_ADDR")
     number("MASTER_PORT")
+    number("GROUP_RANK", 0)
     local_world = number("LOCAL_WORLD_SIZE", world)
     return RankEnv(
         rank=rank,
         world_size=world,
         local_rank=number("LOCAL_RANK", rank % max(local_world, 1)),
         local_world_size=local_world,
-        node_rank=number("GROUP_RANK", rank // max(local_world, 1)),
         group_dir=environ.get(GROUP_DIR_ENV) or None,
     )

@@ -55,8 +55,7 @@ class ABGate(Gate):
         super().__init__(run, paired_baseline(tree.label, {}, fingerprint_extra=None))
         self.base_ids = list(base_ids)
         self.paired = PairedRuns()
-        #: node ids whose pairs are done
-        self.measured: set[str] = set()
+        self.measured: set[str] = set()  # node ids whose pairs are done
         self.pairs_of: dict[str, int] = {}
         self.failed_side: dict[str, str] = {}
         self.processes = 0
@@ -87,7 +86,7 @@ class ABGate(Gate):
         except ABError as e:
             raise pytest.UsageError(str(e)) from None
         config.add_cleanup(tree.remove)
-        say_stale(remove_stale(tree.toplevel))
+        remove_stale(tree.toplevel)
         try:
             base_ids = collect_base(run, tree)
         except ABError as e:
@@ -267,8 +266,12 @@ def run_in_tree(
 ) -> ChildRun:
     """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini and code."""
     args, root = _base_args(run, tree)
+    targets = []
+    for n in nodeids:
+        path, _, rest = n.partition("::")
+        targets.append(str(root / path) + (f"::{rest}" if rest else ""))
     return run_pytest_child(
-        [_target(root, n) for n in nodeids],
+        targets,
         device=device,
         args=[*args, *extra_args],
         env={**tree.env("base"), **(env or {})},
@@ -276,11 +279,6 @@ def run_in_tree(
         cwd=tree.base_of(run.invocation_dir),
         **kw,
     )
-
-
-def _target(root: Path, nodeid: str) -> str:
-    path, _, rest = nodeid.partition("::")
-    return str(root / path) + (f"::{rest}" if rest else "")
 
 
 def _base_args(run: RunContext, tree: BaseTree) -> tuple[list[str], Path]:
@@ -297,17 +295,6 @@ def _base_args(run: RunContext, tree: BaseTree) -> tuple[list[str], Path]:
         else:
             out.append(a)
     return out, root
-
-
-def say_stale(removed: list[str]) -> None:
-    """Report the A/B worktrees of killed sessions that this one removed."""
-    if removed:
-        n, paths = len(removed), ", ".join(removed)
-        print(
-            f"gpuperf: removed {n} A/B worktree(s) that killed sessions left: {paths}",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 def collect_base(run: RunContext, tree: BaseTree) -> list[str]:

@@ -80,8 +80,8 @@ def _abandoned(tmp: Path) -> bool:
 
 
 def remove_stale(where: Path) -> list[str]:
-    """Remove the A/B worktrees of this repository that killed sessions left (registered
-    with git, their temporary directory's owner lock free); returns their paths."""
+    """Remove, and say so, the A/B worktrees of this repository that killed sessions left
+    (registered with git, their temporary directory's owner lock free); returns their paths."""
     listed = git(["worktree", "list", "--porcelain"], where)
     if listed.returncode != 0:
         return []
@@ -98,6 +98,12 @@ def remove_stale(where: Path) -> list[str]:
         removed.append(str(path))
     if removed:
         git(["worktree", "prune"], where)
+        print(
+            f"gpuperf: removed {len(removed)} A/B worktree(s) that killed sessions left: "
+            + ", ".join(removed),
+            file=sys.stderr,
+            flush=True,
+        )
     return removed
 
 
@@ -131,7 +137,7 @@ class BaseTree:
     toplevel: Path
     path: Path
     tmp: Path
-    removed: bool = field(default=False)
+    removed: bool = False
     #: the option that asked for the tree, for its errors
     flag: str = "--gpuperf-ab"
     #: the descriptor that holds :data:`OWNER_LOCK` (in the session that made the tree)
@@ -320,21 +326,16 @@ def collection_error(tree: BaseTree, errors: list[dict[str, str]]) -> str:
         text = [ln for ln in e["text"].strip().splitlines() if ln.strip()]
         lines.append(f"  {path}:\n" + "\n".join("    " + ln for ln in text[-6:]))
     more = f"\n  ... and {len(errors) - 3} more" if len(errors) > 3 else ""
+    if (tree.path / ".gitmodules").is_file():
+        more += (
+            f"\n{tree.label} has git submodules (.gitmodules), which a worktree does not check "
+            "out: their folders are empty in the base tree, so code in them cannot be imported "
+            "there. Install that code (pip install) so that both trees import it, or move it "
+            "out of the submodule"
+        )
     return (
         f"{tree.flag}={tree.ref}: the base tree {tree.label} cannot be collected: "
-        f"{len(errors)} file(s) failed to import:\n" + "\n".join(lines) + more + _submodules(tree)
-    )
-
-
-def _submodules(tree: BaseTree) -> str:
-    """A hint where the base tree has git submodules: a worktree does not check them out."""
-    if not (tree.path / ".gitmodules").is_file():
-        return ""
-    return (
-        f"\n{tree.label} has git submodules (.gitmodules), which a worktree does not check "
-        "out: their folders are empty in the base tree, so code in them cannot be imported "
-        "there. Install that code (pip install) so that both trees import it, or move it out "
-        "of the submodule"
+        f"{len(errors)} file(s) failed to import:\n" + "\n".join(lines) + more
     )
 
 

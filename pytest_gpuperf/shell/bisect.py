@@ -25,7 +25,7 @@ from pytest_gpuperf.outcome import REGRESSION
 from pytest_gpuperf.reporting import github
 from pytest_gpuperf.reporting.bisect import github_line, step_line, summary_lines
 from pytest_gpuperf.reporting.explain import words
-from pytest_gpuperf.shell.ab import ABGate, collect_base, run_in_tree, say_stale
+from pytest_gpuperf.shell.ab import ABGate, collect_base, run_in_tree
 from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, git, remove_stale
 from pytest_gpuperf.shell.capture import capture, should_capture
 from pytest_gpuperf.shell.progress import Progress
@@ -146,7 +146,7 @@ class BisectSession:
         good, bad = report.good, report.bad
         self.good_tree = tree = self._tree(good)
         assert tree is not None
-        say_stale(remove_stale(tree.toplevel))
+        remove_stale(tree.toplevel)
         try:
             at_good = set(collect_base(self.run, tree))
         except ABError as e:
@@ -281,7 +281,14 @@ class BisectSession:
     def _diagnose(
         self, commit: b.Commit, parent: b.Commit, gate: ABGate | None, verdicts: dict[str, Any]
     ) -> dict[str, tuple[Any, str]]:
-        """The capture of ``commit``'s slower tests against their runs at ``parent``."""
+        """The capture of ``commit``'s slower tests against their runs at ``parent``: each
+        test's benchmarks profiled at ``parent`` (their kernel inventory joins its runs, as a
+        saved baseline's has it), then captured at ``commit``."""
+        from pytest_gpuperf.artifacts.collectors.torch_profiler import (
+            TorchProfilerCollector,
+            saved_profiles,
+        )
+
         slower = [k for k, c in verdicts.items() if c.kind == REGRESSION]
         if gate is None or not should_capture(self.run.settings.capture.mode, bool(slower)):
             return {}
@@ -290,37 +297,21 @@ class BisectSession:
             if not self._room():
                 break
             mine = [k for k in slower if self.nodeid_of[k] == nodeid]
-            out |= self._diagnose_test(commit, parent, gate, verdicts, mine)
+            base = {k: gate.paired.base[k] for k in mine if gate.paired.base.get(k)}
+            tool = TorchProfilerCollector()
+            firsts = [rs[0] for rs in base.values()]  # none when GOOD's processes failed
+            got = firsts and self._capture(parent, "-parent", firsts, keys=mine, collectors=[tool])
+            profiles = saved_profiles(got.directory / tool.name) if got else {}
+            for key, runs in base.items():
+                for r in runs if profiles.get(key) else ():
+                    r.with_run(extra={**r.run.extra, "kernels": profiles[key]["inventory"]})
+            current = [gate.paired.current[k][0] for k in mine]
+            got = self._capture(
+                commit, "", current, keys=mine, comparisons=verdicts, baselines=base
+            )
+            if got is not None:
+                out |= {k: (d, str(got.directory)) for k, d in got.diagnoses.items()}
         return out
-
-    def _diagnose_test(
-        self,
-        commit: b.Commit,
-        parent: b.Commit,
-        gate: ABGate,
-        verdicts: dict[str, Any],
-        mine: list[str],
-    ) -> dict[str, tuple[Any, str]]:
-        """One test's benchmarks ``mine``: profiled at ``parent`` (their kernel inventory joins
-        its runs, as a saved baseline's has it), then captured at ``commit``."""
-        from pytest_gpuperf.artifacts.collectors.torch_profiler import (
-            TorchProfilerCollector,
-            saved_profiles,
-        )
-
-        base = {k: gate.paired.base[k] for k in mine if gate.paired.base.get(k)}
-        tool = TorchProfilerCollector()
-        firsts = [rs[0] for rs in base.values()]  # none when GOOD's processes failed
-        got = firsts and self._capture(parent, "-parent", firsts, keys=mine, collectors=[tool])
-        profiles = saved_profiles(got.directory / tool.name) if got else {}
-        for key, runs in base.items():
-            for r in runs if profiles.get(key) else ():
-                r.with_run(extra={**r.run.extra, "kernels": profiles[key]["inventory"]})
-        current = [gate.paired.current[k][0] for k in mine]
-        got = self._capture(commit, "", current, keys=mine, comparisons=verdicts, baselines=base)
-        if got is None:
-            return {}
-        return {k: (d, str(got.directory)) for k, d in got.diagnoses.items()}
 
     def _capture(self, commit: b.Commit, tag: str, results: list[Any], **kw: Any) -> Any:
         """The capture of ``results``' test at ``commit`` (``<run id>-bisect-<sha><tag>``)."""

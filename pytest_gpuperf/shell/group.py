@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import itertools
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import tempfile
 import textwrap
 import time
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,20 +205,37 @@ def where_it_was(log_text: str) -> str | None:
     return where
 
 
-def log_tail(folder: Path | str, rank: int, lines: int = 6) -> str:
+def log_text(folder: Path | str, rank: int) -> str:
     try:
-        text = log_path(folder, rank).read_text(errors="replace")
+        return log_path(folder, rank).read_text(errors="replace")
     except OSError:
         return ""
-    keep = [
-        ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("  File", "Thread"))
-    ]
-    return "\n".join(keep[-lines:])
+
+
+def _rank_main(index: int, args: list[str], cwd: str, folder: str) -> None:
+    """One spawned rank (its environment is the launcher's while it spawned): its rank's
+    variables, its output to its log, pytest."""
+    import faulthandler
+
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()  # its own process group: a kill takes whatever it started too
+    os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index), "ROLE_RANK": str(index)})
+    log = open(log_path(folder, index), "w", buffering=1)  # noqa: SIM115
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    if hasattr(signal, "SIGUSR1"):  # the launcher asks for the stack of a rank it stops
+        faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
+    os.chdir(cwd)
+    code = pytest.main(args)
+    log.flush()
+    os._exit(int(code))  # no atexit: a process group torn down at exit must not hang here
 
 
 @dataclass
 class LaunchSpec:
-    """What one start of a group's ranks needs."""
+    """One start of a group's ranks: what it needs, then its processes, watched until they
+    end, fail or overstay."""
 
     nodeids: list[str]
     world_size: int
@@ -226,51 +244,81 @@ class LaunchSpec:
     cwd: str
     folder: Path
     timeout_s: float
+    context: Any = None
+    started: float = 0.0
 
-    def for_ranks(self) -> dict[str, Any]:
-        return {"args": list(self.args), "env": dict(self.env), "cwd": self.cwd,
-                "folder": str(self.folder), "drop": list(DROPPED_ENV)}  # fmt: skip
+    def run(self) -> tuple[dict[str, Outcome], str | None]:
+        """Start the ranks, wait for them: each finished test's outcome, and what went wrong
+        (None: nothing), the error of the test the ranks were in."""
+        store = tcp_store(self.world_size)
+        self.env["MASTER_PORT"] = str(store.port)
+        self.start()
+        try:
+            problem = self.watch()
+        except BaseException:
+            self.kill(dump=False)
+            raise
+        statuses, results = self.statuses(), read_results(self.folder)
+        out: dict[str, Outcome] = {}
+        for nodeid in self.nodeids:
+            if all(s.outcomes.get(nodeid, {}).get("done") for s in statuses):
+                out[nodeid] = outcome_of(nodeid, statuses, results.get(nodeid, []))
+                continue
+            if problem is not None:
+                out[nodeid] = Outcome("error", problem)
+            break  # not reached: the tests left start ranks of their own
+        del store
+        return out, problem
 
+    def start(self) -> None:
+        """Spawn the ranks with this process's environment, plus ``env`` and without
+        :data:`DROPPED_ENV`, meanwhile (torch reads OMP_NUM_THREADS once, at import), and no
+        main module to re-run (a user's runner script calling pytest.main() may not guard it)."""
+        import torch.multiprocessing as mp
 
-def _rank_main(index: int, spec: Mapping[str, Any]) -> None:
-    """One spawned rank: torchrun's variables, its output to its log, pytest."""
-    import faulthandler
-
-    if hasattr(os, "setpgrp"):
-        os.setpgrp()  # its own process group: a kill takes whatever it started too
-    for name in spec["drop"]:
-        os.environ.pop(name, None)
-    os.environ.update(spec["env"])
-    os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index), "ROLE_RANK": str(index)})
-    log = open(log_path(spec["folder"], index), "w", buffering=1)  # noqa: SIM115
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    sys.stdout = sys.stderr = log
-    if hasattr(signal, "SIGUSR1"):  # the launcher asks for the stack of a rank it stops
-        faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
-    os.chdir(spec["cwd"])
-    code = pytest.main(list(spec["args"]))
-    log.flush()
-    os._exit(int(code))  # no atexit: a process group torn down at exit must not hang here
-
-
-class _Running:
-    """The spawned ranks of one start, watched until they end, fail or overstay."""
-
-    def __init__(self, spec: LaunchSpec, context: Any):
-        self.spec = spec
-        self.context = context
+        saved, main = dict(os.environ), sys.modules.get("__main__")
+        try:
+            for name in DROPPED_ENV:
+                os.environ.pop(name, None)
+            os.environ.update(self.env)
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            self.context = mp.start_processes(
+                _rank_main, args=(self.args, self.cwd, str(self.folder)),
+                nprocs=self.world_size, join=False, start_method="spawn",
+            )  # fmt: skip
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+            os.environ.clear()
+            os.environ.update(saved)
         self.started = time.time()
 
     def statuses(self) -> list[RankStatus]:
-        return [RankStatus.read(self.spec.folder, r) for r in range(self.spec.world_size)]
+        return [RankStatus.read(self.folder, r) for r in range(self.world_size)]
+
+    def watch(self) -> str | None:
+        """Wait for the ranks; None when every rank ended well, else what went wrong."""
+        while True:
+            try:
+                if self.context.join(timeout=POLL_S, grace_period=2.0):
+                    return None
+            except Exception as e:  # a rank exited with an error; torch stopped the others
+                self.kill(dump=False)
+                index = getattr(e, "error_index", None)
+                if isinstance(index, int) and RankStatus.read(self.folder, index).finished:
+                    return None  # its session ended (a failed test stops it): the rest start anew
+                return self.crash_text(e)
+            stuck = self.overstayed()
+            if stuck is not None:
+                self.kill(dump=True)
+                return self.hang_text(stuck)
 
     def overstayed(self) -> RankStatus | None:
         """A rank that spent longer than the timeout in or between tests (its start: up to
         :data:`STARTUP_S`)."""
         now = time.time()
         for s in self.statuses():
-            limit = self.spec.timeout_s
+            limit = self.timeout_s
             if s.finished:
                 since, limit = (s.written or now), EXIT_S
             elif s.test is not None and s.since:
@@ -301,122 +349,46 @@ class _Running:
             with contextlib.suppress(Exception):
                 p.join(5)
 
+    def crash_text(self, error: Exception) -> str:
+        index = getattr(error, "error_index", None)
+        code = getattr(error, "exit_code", None)
+        sig = getattr(error, "signal_name", None)
+        how = "raised an exception" if code is None else f"exited with status {code}"
+        how = f"was killed by {sig}" if sig else how
+        status = RankStatus.read(self.folder, index) if isinstance(index, int) else None
+        where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
+        lines = [
+            f"rank {index} of {self.world_size} {how}{where}; the other ranks were stopped, "
+            "and nothing of the test was saved."
+        ]
+        raised = str(getattr(error, "msg", "") or "")
+        if "Traceback" in raised:
+            tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
+            lines.append(f"rank {index} raised:\n" + textwrap.indent("\n".join(tb[-8:]), "  "))
+        elif isinstance(index, int):
+            text = log_text(self.folder, index).splitlines()
+            tail = [ln for ln in text if ln.strip() and not ln.startswith(("  File", "Thread"))]
+            if tail:
+                tail_text = textwrap.indent("\n".join(tail[-6:]), "  ")
+                lines.append(f"rank {index}'s last lines:\n{tail_text}")
+        lines.append(f"every rank's output: {self.folder}/rank-<r>.log")
+        return "\n".join(lines)
 
-@contextlib.contextmanager
-def _environment(env: Mapping[str, str], drop: Sequence[str]) -> Iterator[None]:
-    """This process's environment with ``env`` and without ``drop`` while the ranks are
-    spawned (torch reads OMP_NUM_THREADS once, at import), and no main module to re-run."""
-    saved = dict(os.environ)
-    main = sys.modules.get("__main__")
-    try:
-        for name in drop:
-            os.environ.pop(name, None)
-        os.environ.update(env)
-        # a user's runner script calling pytest.main() may not guard its main
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def start_ranks(spec: LaunchSpec) -> _Running:
-    import torch.multiprocessing as mp
-
-    with _environment(spec.env, DROPPED_ENV):
-        context = mp.start_processes(
-            _rank_main, args=(spec.for_ranks(),), nprocs=spec.world_size, join=False,
-            start_method="spawn",
-        )  # fmt: skip
-    return _Running(spec, context)
-
-
-def watch(running: _Running) -> str | None:
-    """Wait for the ranks; None when every rank ended well, else what went wrong."""
-    spec = running.spec
-    while True:
-        try:
-            if running.context.join(timeout=POLL_S, grace_period=2.0):
-                return None
-        except Exception as e:  # a rank exited with an error; torch stopped the others
-            running.kill(dump=False)
-            index = getattr(e, "error_index", None)
-            if isinstance(index, int) and RankStatus.read(spec.folder, index).finished:
-                return None  # its session ended (a failed test stops it): the rest start anew
-            return _crash_text(spec, e)
-        stuck = running.overstayed()
-        if stuck is not None:
-            running.kill(dump=True)
-            return _hang_text(spec, stuck)
-
-
-def _crash_text(spec: LaunchSpec, error: Exception) -> str:
-    index = getattr(error, "error_index", None)
-    code = getattr(error, "exit_code", None)
-    sig = getattr(error, "signal_name", None)
-    how = "raised an exception" if code is None else f"exited with status {code}"
-    how = f"was killed by {sig}" if sig else how
-    status = RankStatus.read(spec.folder, index) if isinstance(index, int) else None
-    where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
-    lines = [
-        f"rank {index} of {spec.world_size} {how}{where}; the other ranks were stopped, and "
-        "nothing of the test was saved."
-    ]
-    raised = str(getattr(error, "msg", "") or "")
-    if "Traceback" in raised:
-        tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
-        lines.append(f"rank {index} raised:\n" + textwrap.indent("\n".join(tb[-8:]), "  "))
-    elif isinstance(index, int) and (tail := log_tail(spec.folder, index)):
-        lines.append(f"rank {index}'s last lines:\n" + textwrap.indent(tail, "  "))
-    lines.append(f"every rank's output: {spec.folder}/rank-<r>.log")
-    return "\n".join(lines)
-
-
-def _hang_text(spec: LaunchSpec, stuck: RankStatus) -> str:
-    test = short_test_id(stuck.test or "its start")
-    lines = [
-        f"{test} did not finish on its {spec.world_size} ranks within {spec.timeout_s:g} s "
-        "(--gpuperf-dist-timeout): every rank was killed, and nothing of it was saved."
-    ]
-    for r in range(spec.world_size):
-        try:
-            text = log_path(spec.folder, r).read_text(errors="replace")
-        except OSError:
-            text = ""
-        where = where_it_was(text)
-        lines.append(f"  rank {r} was {where or 'not reached (no stack written)'}")
-    lines.append(
-        "A rank that never reaches a collective the others wait in (an exception, a branch "
-        f"on the rank, a slow rank) hangs them all. Every rank's output: {spec.folder}/rank-<r>.log"
-    )
-    return "\n".join(lines)
-
-
-def run_group(spec: LaunchSpec) -> tuple[dict[str, Outcome], str | None]:
-    """Start the ranks of ``spec``, wait for them: each finished test's outcome, and what
-    went wrong (None: nothing), the error of the test the ranks were in."""
-    store = tcp_store(spec.world_size)
-    spec.env["MASTER_PORT"] = str(store.port)
-    running = start_ranks(spec)
-    try:
-        problem = watch(running)
-    except BaseException:
-        running.kill(dump=False)
-        raise
-    statuses = running.statuses()
-    results = read_results(spec.folder)
-    out: dict[str, Outcome] = {}
-    for nodeid in spec.nodeids:
-        if all(s.outcomes.get(nodeid, {}).get("done") for s in statuses):
-            out[nodeid] = outcome_of(nodeid, statuses, results.get(nodeid, []))
-            continue
-        if problem is not None:
-            out[nodeid] = Outcome("error", problem)
-        break  # not reached: the tests left start ranks of their own
-    del store
-    return out, problem
+    def hang_text(self, stuck: RankStatus) -> str:
+        test = short_test_id(stuck.test or "its start")
+        lines = [
+            f"{test} did not finish on its {self.world_size} ranks within {self.timeout_s:g} s "
+            "(--gpuperf-dist-timeout): every rank was killed, and nothing of it was saved."
+        ]
+        for r in range(self.world_size):
+            where = where_it_was(log_text(self.folder, r))
+            lines.append(f"  rank {r} was {where or 'not reached (no stack written)'}")
+        lines.append(
+            "A rank that never reaches a collective the others wait in (an exception, a branch "
+            f"on the rank, a slow rank) hangs them all. Every rank's output: "
+            f"{self.folder}/rank-<r>.log"
+        )
+        return "\n".join(lines)
 
 
 def tcp_store(world_size: int) -> Any:
@@ -462,20 +434,6 @@ class GroupItem(pytest.Item):
         return super().repr_failure(excinfo)
 
 
-def as_group_items(items: list[pytest.Item], runner: Callable[[GroupItem], None]) -> int:
-    """Replace each test marked ``world_size=`` by its :class:`GroupItem`, in place."""
-    n = 0
-    for i, item in enumerate(items):
-        ws = world_size(item)
-        if ws is None or isinstance(item, GroupItem) or item.parent is None:
-            continue
-        items[i] = GroupItem.from_parent(
-            item.parent, name=item.name, original=item, world_size=ws, runner=runner
-        )
-        n += 1
-    return n
-
-
 class GroupLauncher:
     """The plugin, where this process is no rank, that starts the ranks of ``world_size=``
     tests and hands each test its outcome (in a rank: :class:`.ranks.RankSession`)."""
@@ -489,7 +447,13 @@ class GroupLauncher:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        as_group_items(items, self.run_item)
+        """Replace each test marked ``world_size=`` by its :class:`GroupItem`, in place."""
+        for i, item in enumerate(items):
+            ws = world_size(item)
+            if ws is not None and not isinstance(item, GroupItem) and item.parent is not None:
+                items[i] = GroupItem.from_parent(
+                    item.parent, name=item.name, original=item, world_size=ws, runner=self.run_item
+                )
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.set_collected(session.items)
@@ -526,24 +490,17 @@ class GroupLauncher:
         for r in got.results:
             session.keep(item, r)
 
-    def item(self, nodeid: str) -> GroupItem | None:
-        return next((i for i in self.order if i.nodeid == nodeid), None)
-
     def confirmation_runner(
         self, run: RunContext, nodeid: str | Sequence[str], *, device: str, **kw: Any
     ) -> ChildRun:
         """A confirmation's fresh processes: a new start of the ranks of the leading targets
         of one world size, or a child pytest."""
         targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
-        first = self.item(targets[0])
-        if first is None or kw:
+        worlds = {i.nodeid: i.world_size for i in self.order}
+        world = worlds.get(targets[0])
+        if world is None or kw:
             return run_child(run, nodeid, device=device, **kw)
-        world, nodeids = first.world_size, []
-        for t in targets:
-            it = self.item(t)
-            if it is None or it.world_size != world:
-                break
-            nodeids.append(t)
+        nodeids = list(itertools.takewhile(lambda t: worlds.get(t) == world, targets))
         t0 = time.perf_counter()
         outcomes = self.start(nodeids, world, device)
         results = [r for o in outcomes.values() if o.kind == "passed" for r in o.results]
@@ -576,7 +533,7 @@ class GroupLauncher:
             lock_keys(device, gpus), timeout_s=session.lock_timeout, owner=owner,
             on_wait=getattr(progress, "task", None),
         ):  # fmt: skip
-            out, problem = run_group(spec)
+            out, problem = spec.run()
         if problem is None:
             shutil.rmtree(folder, ignore_errors=True)
         return out
@@ -602,7 +559,7 @@ class GroupLauncher:
             path, _, rest = n.partition("::")
             targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
         args = [
-            *targets, "-q", "-p", "no:cacheprovider", CHILD_FLAG, f"--gpuperf-device={device}",
+            *targets, "-q", CHILD_FLAG, f"--gpuperf-device={device}",
             # a spawned rank has imported this package before its pytest starts: pytest warns
             # that it cannot rewrite the plugin's asserts (an error under filterwarnings=error)
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
@@ -644,19 +601,16 @@ def profiles(settings: Settings) -> bool:
 
 
 def lock_keys(device: str, gpus: Sequence[str]) -> list[str]:
-    """The device locks a group takes: the CPU's, or each GPU's (by UUID, as
-    :func:`.locks.device_key` names them)."""
+    """The device locks a group takes: the CPU's, or each GPU's by UUID, as
+    :func:`.locks.device_key` names them (an index through NVML's list; without it, as
+    device_key names a GPU without a UUID)."""
     if device != "cuda":
         return ["cpu"]
     uuids = nvml_uuids() if any(g.isdigit() for g in gpus) else []
-    return [f"gpu-{_uuid(g, uuids)}" for g in gpus]
-
-
-def _uuid(entry: str, uuids: Sequence[str]) -> str:
-    """A CUDA_VISIBLE_DEVICES entry as the GPU's UUID (``GPU-...``), through NVML's list for
-    an index."""
-    if entry.startswith(("GPU-", "MIG-")):
-        return entry
-    if entry.isdigit() and int(entry) < len(uuids):
-        return uuids[int(entry)]
-    return f"index-{entry}"  # no NVML: as device_key names a GPU without a UUID
+    out = []
+    for g in gpus:
+        if g.isdigit() and int(g) < len(uuids):
+            out.append(f"gpu-{uuids[int(g)]}")
+        else:
+            out.append(f"gpu-{g}" if g.startswith(("GPU-", "MIG-")) else f"gpu-index-{g}")
+    return out

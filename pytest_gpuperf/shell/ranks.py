@@ -1,11 +1,9 @@
 """A pytest process that is one rank of a process group: torchrun's worker, or the plugin's.
 
-:class:`RankSession` gives a test that runs on every rank its group, lock and hooks. The
-plugin's ranks (:mod:`.group`) run the bodies of ``world_size=`` tests and report to the
-group's folder; the launching process judges. Under torchrun every rank runs the session:
-a test whose ``world_size=`` is the group's runs on every rank, other benchmarks on rank 0,
-which alone judges, saves and reports, and sends each verdict to every rank, so that all
-end alike (docs/distributed.md).
+The plugin's ranks (:mod:`.group`) run the bodies of ``world_size=`` tests and report to the
+group's folder; the launching process judges. Under torchrun a test whose ``world_size=`` is
+the group's runs on every rank, other benchmarks on rank 0, which alone judges, saves and
+reports, and sends each verdict to every rank, so that all end alike (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -48,6 +46,8 @@ if TYPE_CHECKING:
 
 #: messages rank 0 sends its peers while it judges a distributed test
 CHILD, VERDICT = "child", "verdict"
+#: the key, in the group's store, under which each of torchrun's ranks says where it is
+STORE_KEY = "gpuperf/where"
 
 
 def _short(report: pytest.TestReport) -> str:
@@ -57,8 +57,7 @@ def _short(report: pytest.TestReport) -> str:
     text = str(getattr(report, "longreprtext", "") or report.longrepr or "")
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("E ")]
-    keep = (errors or lines)[-8:]
-    return "\n".join(keep)[:2000]
+    return "\n".join((errors or lines)[-8:])[:2000]
 
 
 @contextlib.contextmanager
@@ -72,10 +71,6 @@ def peer_env(port: int, env: Mapping[str, str] | None) -> Iterator[dict[str, str
         yield out
     finally:
         shutil.rmtree(out[GROUP_DIR_ENV], ignore_errors=True)
-
-
-#: the key, in the group's store, under which each of torchrun's ranks says where it is
-STORE_KEY = "gpuperf/where"
 
 
 def this_rank() -> RankEnv | None:
@@ -100,7 +95,7 @@ def _store() -> Any:
 
 
 class RankSession:
-    """The plugin object of a rank."""
+    """The plugin object of a rank: a distributed test's group, lock, hooks and verdict."""
 
     def __init__(self, session: GpuPerfSession, env: RankEnv):
         self.session = session
@@ -111,8 +106,7 @@ class RankSession:
         self.folder = Path(env.group_dir) if env.group_dir else None
         self._doc: dict[str, Any] = {"rank": env.rank, "pid": os.getpid(), "outcomes": {}}
         self._had_benchmarks = False
-        #: a collective of a distributed test timed out: the group is out of step
-        self.broken = False
+        self.broken = False  # a collective of a distributed test timed out
         #: the test whose verdict is being made (rank 0's child runs follow its kind)
         self.current: pytest.Item | None = None
         self._write()
@@ -122,7 +116,7 @@ class RankSession:
         return self.env.is_lead
 
     def in_step(self, item: pytest.Item) -> bool:
-        """Whether ``item`` runs on every rank of this group (its world_size is the group's)."""
+        """Whether ``item`` runs on every rank of this group."""
         return world_size(item) == self.env.world_size
 
     def join(self, device: str) -> Group:
@@ -175,28 +169,27 @@ class RankSession:
         self._write()  # torchrun's ranks: where this one is, now that the others can read
         from pytest_gpuperf.artifacts.collectors.group import group_hooks
 
-        hooks = (
-            []
-            if settings.session.disable
-            else group_hooks(
-                group, device, profile=profiles(settings), calls=settings.capture.calls
-            )
-        )
+        hooks = []
+        if not settings.session.disable:
+            profile, calls = profiles(settings), settings.capture.calls
+            hooks = group_hooks(group, device, profile=profile, calls=calls)
         progress = self.session.progress() if self.lead else silent()
-        item.stash[CONTEXT_KEY] = {
-            "group": group,
-            "lock": functools.partial(self.lock, item.nodeid),
-            "after_measure": hooks,
-            "progress": progress.task,
-        }
+        lock = functools.partial(self.lock, item.nodeid)
+        item.stash[CONTEXT_KEY] = dict(
+            group=group, lock=lock, after_measure=hooks, progress=progress.task
+        )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         try:
             return (yield)
         except BaseException as e:
-            if self.in_step(item):
-                self.out_of_step(item, e)
+            # the others may wait in a collective this rank never reached
+            if self.in_step(item) and not isinstance(e, pytest.skip.Exception):
+                item.session.shouldstop = (
+                    f"gpuperf: {item.nodeid} failed on {self.env.label()}, which leaves the "
+                    "process group out of step: this rank runs no more tests"
+                )
             raise
 
     @contextlib.contextmanager
@@ -205,21 +198,20 @@ class RankSession:
         all ranks meet (the plugin's ranks: GPUPERF_NO_LOCK, the launcher holds them)."""
         group = self.group
         assert group is not None, "a distributed test's group is joined before it runs"
-        keys = self._node_lock_keys() if self.env.local_rank == 0 else []
+        keys = []
+        if self.env.local_rank == 0 and self.device != "cuda":
+            keys = ["cpu"]
+        elif self.env.local_rank == 0:
+            import torch
+
+            n = min(self.env.local_world_size, torch.cuda.device_count())
+            keys = [device_key("cuda", i) for i in range(n)]
         with devices_locked(keys, timeout_s=self.run.settings.session.lock_timeout, owner=owner):
             group.barrier()
             try:
                 yield
             finally:
                 group.barrier()
-
-    def _node_lock_keys(self) -> list[str]:
-        if self.device != "cuda":
-            return ["cpu"]
-        import torch
-
-        n = min(self.env.local_world_size, torch.cuda.device_count())
-        return [device_key("cuda", i) for i in range(n)]
 
     def _write(self) -> None:
         """Where this rank is and how its tests went: to the group's folder (the plugin's
@@ -309,16 +301,6 @@ class RankSession:
         self._doc["outcomes"].setdefault(nodeid, {"outcome": "passed"})["done"] = True
         self._doc.update(test=None, since=None)
         self._write()
-
-    def out_of_step(self, item: pytest.Item, error: BaseException) -> None:
-        """A distributed test's body failed here: the others may wait in a collective it never
-        reached, so this rank runs no more tests."""
-        if isinstance(error, pytest.skip.Exception):
-            return
-        item.session.shouldstop = (
-            f"gpuperf: {item.nodeid} failed on {self.env.label()}, which leaves the process "
-            "group out of step: this rank runs no more tests"
-        )
 
     def agree(self, item: pytest.Item, judge: Callable[[], list[str]]) -> list[str]:
         """A distributed test's failures, alike on every rank: rank 0 judges, then tells."""

@@ -9,6 +9,7 @@ round-robin, and the per-GPU lock serialises their measurements.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pytest
@@ -37,10 +38,8 @@ def nvml_uuids() -> list[str]:
     except Exception:
         return []
     try:
-        return [
-            uuid_of(nvml, nvml.nvmlDeviceGetHandleByIndex(i))
-            for i in range(nvml.nvmlDeviceGetCount())
-        ]
+        count = nvml.nvmlDeviceGetCount()
+        return [uuid_of(nvml, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
     except Exception:
         return []
     finally:
@@ -48,12 +47,8 @@ def nvml_uuids() -> list[str]:
 
 
 def worker_index(worker_id: str | None) -> int | None:
-    if not worker_id or not worker_id.startswith("gw"):
-        return None
-    try:
-        return int(worker_id[2:])
-    except ValueError:
-        return None
+    m = re.fullmatch(r"gw(\d+)", worker_id or "")
+    return int(m.group(1)) if m else None
 
 
 def pin_this_worker() -> str | None:

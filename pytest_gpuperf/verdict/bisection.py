@@ -1,15 +1,11 @@
 """Which commit made a benchmark slower: the search over a first-parent history, and its record.
 
 Commits are numbered 0 (GOOD) to n (BAD). Each benchmark's :class:`Range` keeps the last
-commit known not slower than GOOD (``good``), the first known slower (``bad``), and the
-commits between that could not tell: a verdict still inconclusive after it was measured
-again (:data:`UNDECIDED`), or a commit that does not collect or run (:data:`SKIPPED`, as
-``git bisect skip``). :meth:`Search.next_probe` picks the untried commit nearest the middle
-of the widest open range, and every benchmark whose range holds it is measured there: one
-probe, several answers. The search ends when no range has an untried commit; each
-benchmark then has its first slower commit (``bad`` right after ``good``) or the range it
-could not narrow, never a guess. What a step found is the gate's verdict
-(:func:`outcome`). Pure Python: the shell measures (``shell/bisect.py``).
+commit known not slower than GOOD, the first known slower, and the commits between that could
+not tell (:data:`UNDECIDED`, or :data:`SKIPPED` as ``git bisect skip``). Each probe measures,
+at the untried commit nearest the middle of the widest open range, every benchmark whose range
+holds it. Each benchmark ends with its first slower commit or the range it could not narrow,
+never a guess. Pure Python: the shell measures (``shell/bisect.py``).
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ NOT_SLOWER_AT_BAD, UNDECIDED_AT_BAD, NOT_MEASURED = NOT_SLOWER, UNDECIDED, SKIPP
 
 
 def outcome(kind: str | None) -> str:
-    """What a verdict's kind tells the search (None: the benchmark was not measured): the
-    gate's regression is slower; no change and an improvement are not; the rest cannot tell."""
+    """What a verdict's kind tells the search (None: the benchmark was not measured)."""
     if kind is None:
         return SKIPPED
     if kind == REGRESSION:
@@ -164,8 +159,8 @@ class Report:
     stopped: str = ""
 
     def failing(self, fail_on: str) -> list[Answer]:
-        """What fails the session, as the gate's ``--gpuperf-fail-on`` says: the benchmarks
-        slower at BAD, and with "inconclusive" those undecided there too."""
+        """The benchmarks slower at BAD, and with ``--gpuperf-fail-on=inconclusive`` those
+        undecided there too."""
         fail = (FOUND, NOT_NARROWED, UNDECIDED_AT_BAD)[: 3 if fail_on == "inconclusive" else 2]
         return [a for a in self.answers if a.status in fail]
 
@@ -174,8 +169,7 @@ class Report:
         return sum(s.processes for s in self.steps)
 
     def to_dict(self, words: Words | None = None) -> dict[str, Any]:
-        """The JSON's ``session.bisect``: every field, the verdicts (as their ``to_dict``
-        writes them, with ``words``) and the diagnoses whole."""
+        """The JSON's ``session.bisect``: every field, the verdicts written with ``words``."""
         doc = asdict(self)
         for step, d in zip(self.steps, doc["steps"], strict=True):
             d["verdicts"] = {k: c.to_dict(words) for k, c in step.verdicts.items()}
