@@ -374,11 +374,15 @@ def write_index(files: Files, index: dict[str, Any]) -> None:
     """Replace ``NAME.json`` by ``index`` (a prune's commit)."""
     try:
         data = codec.index_bytes(index)
-    except codec.RefusedWrite as e:  # a bug: never write what we would refuse to read
-        raise BaselineError(
-            f"refusing to write an invalid baseline to {files.index}: {e}"
-        ) from None
+    except codec.RefusedWrite as e:
+        raise refused(files, e) from None
     atomic_write_bytes(files.index, data)
+
+
+def refused(files: Files, e: codec.RefusedWrite) -> BaselineError:
+    """A bug: what a save or prune made is invalid, and never written."""
+    what = f"segment {e.segment} of" if e.segment else "baseline to"
+    return BaselineError(f"refusing to write an invalid {what} {files.index}: {e}")
 
 
 def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> None:

@@ -291,20 +291,17 @@ class BaselineStore:
         with disk.locked(where, "save into", self.lock_timeout, self.on_wait):
             disk.check_writable(where)
             created = not os.path.lexists(where.index)
-            data = None if created else disk.read_regular(where.index)
-            try:  # read and merged in one go: the files are written after
-                index = codec.empty_index(name, stamp) if data is None else codec.read_index(data)
-                previous = dict(index["segments"])
+            if created:
+                index = codec.empty_index(name, stamp)
+            else:
+                index = disk.parse_index(where, disk.read_regular(where.index))
+            previous = dict(index["segments"])
+            try:  # merged in memory: the files are written after
                 add = codec.add_runs(
                     index, new, skipped, name=name, stamp=stamp, keep_runs=keep_runs
                 )
-            except codec.RefusedWrite as e:  # a bug: never write what we would refuse to read
-                what = f"segment {e.segment} of" if e.segment else "baseline to"
-                raise BaselineError(
-                    f"refusing to write an invalid {what} {where.index}: {e}"
-                ) from None
-            except codec.SchemaProblem as e:
-                raise disk.corrupt_index(where, e) from None
+            except codec.RefusedWrite as e:
+                raise disk.refused(where, e) from None
             disk.commit(where, add, previous)
         return SaveSummary(
             name=name,
