@@ -352,8 +352,7 @@ def validate_index(doc: dict[str, Any]) -> None:
     for sid, entry in segments.items():
         _check(sid, _SEG_ID, f"segments[{sid!r}]")
         _record(entry, _SEGMENT_ENTRY, f"segments[{sid!r}]", {"commit"})
-    tables = [(segments, "segments"), (doc["fingerprints"], "fingerprints")]
-    tables.append((doc["policies"], "policies"))
+    tables = [(doc[t], t) for t in ("segments", "fingerprints", "policies")]
     for key, bench in doc["benchmarks"].items():
         where = f"benchmarks[{key!r}]"
         _record(bench, _BENCHMARK, where)

@@ -98,10 +98,9 @@ def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
         return 0
     for name in names:
         m = pattern.fullmatch(name)
-        if m is None:
-            continue
-        if not all_of_them and (
-            m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1)))
+        if m is None or (
+            not all_of_them
+            and (m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1))))
         ):
             continue
         with contextlib.suppress(OSError):
@@ -306,13 +305,13 @@ def _write_stream(path: Path, data: bytes, what: str) -> None:
             fd = os.open(path, flags)
             break
         except OSError as e:
-            if e.errno != errno.ENXIO or time.monotonic() > deadline:
-                if e.errno == errno.ENXIO:
-                    raise OutputError(
-                        f"{what}: cannot write {path}: it is a FIFO and no process read it "
-                        f"within {FIFO_WAIT_S:g} s; start its reader first"
-                    ) from None
+            if e.errno != errno.ENXIO:
                 raise
+            if time.monotonic() > deadline:
+                raise OutputError(
+                    f"{what}: cannot write {path}: it is a FIFO and no process read it "
+                    f"within {FIFO_WAIT_S:g} s; start its reader first"
+                ) from None
             time.sleep(0.05)
     try:
         mode = os.fstat(fd).st_mode

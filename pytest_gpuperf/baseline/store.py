@@ -27,17 +27,11 @@ from pytest_gpuperf.errors import BaselineError, UnknownBaseline
 from pytest_gpuperf.model import EMPTY, Run
 
 
-def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
-
-
-def _stamp(t: _dt.datetime) -> str:
+def _stamp(t: _dt.datetime | None) -> str:
+    t = t or _dt.datetime.now(_dt.timezone.utc)
     if t.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware (e.g. datetime.now(timezone.utc))")
     return t.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-# --- the store -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -273,7 +267,7 @@ class BaselineStore:
         A file that cannot be read is left as it is."""
         if keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
-        stamp = _stamp(now or _now())
+        stamp = _stamp(now)
         new: list[tuple[Run, dict[str, Any], dict[str, Any]]] = []
         skipped: list[tuple[str, str]] = []
         changes = {"timestamp": stamp, "meta": meta or EMPTY, "plugin_version": __version__}
@@ -355,7 +349,7 @@ class BaselineStore:
             removed = sum(e.removed for e in report)
             n_bench, n_fp = codec.drop_unused(index)
             if not dry_run and removed:
-                index.update(updated=_stamp(now or _now()))
+                index.update(updated=_stamp(now))
                 disk.write_index(where, index)
                 disk.collect_garbage(where, previous | set(index["segments"]))
         return PruneSummary(name, where.index, removed, n_bench, n_fp, report, dry_run)
