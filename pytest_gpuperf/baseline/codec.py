@@ -43,8 +43,7 @@ TIMES = (1e-12, 86400.0)
 
 
 class SchemaProblem(ValueError):
-    """What is wrong with a file, and where (``runs[3].rounds``); ``remedy`` where the
-    usual one (restore the file, or save again) is wrong."""
+    """What is wrong with a file, and where; ``remedy`` where restoring it is no fix."""
 
     def __init__(self, problem: str, remedy: str | None = None):
         super().__init__(problem)
@@ -335,8 +334,7 @@ _SEGMENT |= {"timestamp": _TIMESTAMP, "runs": _OBJECT}
 def _record(
     obj: Any, spec: Mapping[str, Check], where: str, optional: Set[str] = frozenset()
 ) -> None:
-    """That ``obj`` is an object of the fields of ``spec`` (``optional`` ones may be left
-    out), each passing its check; ``where`` "" is the top level."""
+    """That ``obj`` is an object of the fields of ``spec``, each passing its check."""
     _check(obj, _OBJECT, where or "top level")
     _fields(obj, set(spec) - optional, set(optional), where or "top level")
     for name, check in spec.items():

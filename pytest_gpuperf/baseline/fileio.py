@@ -195,14 +195,9 @@ def nearest_existing(path: Path) -> Path:
 def output_target(
     path: str | os.PathLike[str], *, what: str, baseline_dirs: Sequence[Path] = ()
 ) -> OutputTarget:
-    """Where writing output ``path`` (option ``what``) goes; nothing is written or opened.
-
-    ``-`` and ``/dev/stdout`` are standard output; a FIFO or a character device is a
-    stream; a regular file, or a new one, is replaced atomically. :class:`OutputError` when
-    it must not or cannot be written: a baseline (by its content, or in ``baseline_dirs``),
-    a folder, a socket, under a file or an unwritable folder, a symbolic link of another
-    user (one of yours is followed). Call it before the work whose output it is.
-    """
+    """Where writing output ``path`` (option ``what``) goes, or :class:`OutputError` saying
+    why it must not or cannot be written; nothing is written or opened. Call it before the
+    work whose output it is."""
     fd = STANDARD_STREAMS.get(os.fspath(path))
     if fd is not None:
         return OutputTarget(Path(os.fspath(path)), "fd", fd)
