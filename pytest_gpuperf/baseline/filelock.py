@@ -103,8 +103,7 @@ def holder(fd: int) -> str:
 
 @contextlib.contextmanager
 def _holding(fd: int, writable: bool, owner: str | None) -> Iterator[None]:
-    """The block run with the lock on ``fd`` taken: the holder named (best effort), then
-    let go."""
+    """Run the block holding the lock on ``fd``: the holder named (best effort), then let go."""
     if writable:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)

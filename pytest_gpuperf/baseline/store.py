@@ -217,8 +217,7 @@ class BaselineStore:
         return disk.parse_index(where, data)
 
     def check(self, name: str) -> None:
-        """That baseline ``name`` can be saved into (its index reads, its segments are
-        whole): the check a session makes before measuring."""
+        """That ``name`` can be saved into (index read, segments whole), before measuring."""
         where = self.files(name)
         disk.check_writable(where)
         if where.index.exists() or where.index.is_symlink():
@@ -362,8 +361,7 @@ def _prune_runs(
     key_set: set[str] | None,
     before: _dt.datetime | None,
 ) -> tuple[EnvironmentPrune, ...]:
-    """Remove from ``index`` the runs :meth:`BaselineStore.prune` selects; what went, per
-    environment."""
+    """Remove the runs :meth:`BaselineStore.prune` selects; what went, per environment."""
     segs = index["segments"]
     stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
     total: Counter[str] = Counter()
