@@ -42,7 +42,6 @@ class SaveSummary:
     added: int
     dropped: int
     benchmarks: int
-    fingerprints: tuple[str, ...]
     keep_runs: int
     #: runs not saved, with why: (benchmark key, reason)
     skipped: tuple[tuple[str, str], ...] = ()
@@ -276,10 +275,9 @@ class BaselineStore:
                 skipped.append((run.id.key, got))
             else:
                 new.append(got)
-        fids = tuple(sorted({codec.fingerprint_id(fp) for _, fp, _ in new}))
         where = disk.Files(self.root, check_name(name))
         if not new:
-            return SaveSummary(name, where.index, False, 0, 0, 0, (), keep_runs, tuple(skipped))
+            return SaveSummary(name, where.index, False, 0, 0, 0, keep_runs, tuple(skipped))
         disk.check_writable(where)
         with disk.locked(where, "save into", self.lock_timeout, self.on_wait):
             disk.check_writable(where)
@@ -303,7 +301,6 @@ class BaselineStore:
             added=add.added,
             dropped=add.dropped,
             benchmarks=add.benchmarks,
-            fingerprints=fids,
             keep_runs=keep_runs,
             skipped=tuple(skipped),
         )
