@@ -36,8 +36,6 @@ class LockTimeout(TimeoutError):
     """The lock stayed held by another process for longer than the timeout."""
 
     def __init__(self, path: Path, timeout: float, holder: str = "another process"):
-        self.path = path
-        self.timeout = timeout
         self.holder = holder
         super().__init__(
             f"{path} stayed locked by {holder} for {timeout:g} s; another "
