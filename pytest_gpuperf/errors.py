@@ -89,9 +89,7 @@ class CorruptBaseline(BaselineError):
             "Restore it from version control (git checkout -- FILE), or delete it and "
             "save the baseline again."
         ).replace("FILE", path)
-        super().__init__(
-            f"baseline file {path}{where} cannot be used: {problem}. {note} {remedy}"
-        )
+        super().__init__(f"baseline file {path}{where} cannot be used: {problem}. {note} {remedy}")
 
 
 class BaselineLocked(BaselineError):

@@ -87,15 +87,14 @@ def temporary_prefix(target: Path, pid: int | None = None) -> str:
     return f".{target.name}.{os.getpid() if pid is None else pid}-{_HOST}."
 
 
-def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
+def remove_temporaries(target: Path, *, all_of_them: bool = False) -> None:
     """Remove the temporary files of ``target`` that writers killed mid-write left: those
     of gone processes of this host, or ``all_of_them`` (the caller holds a lock)."""
     pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
-    removed = 0
     try:
         names = os.listdir(target.parent)
     except OSError:
-        return 0
+        return
     for name in names:
         m = pattern.fullmatch(name)
         if m is None or (
@@ -105,8 +104,6 @@ def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
             continue
         with contextlib.suppress(OSError):
             os.unlink(target.parent / name)
-            removed += 1
-    return removed
 
 
 def pid_alive(pid: int) -> bool:

@@ -445,30 +445,25 @@ def segment_files(files: Files) -> Iterator[Path]:
             yield Path(e.path)
 
 
-def remove_temporaries(files: Files) -> int:
+def remove_temporaries(files: Files) -> None:
     """Remove the temporary files writers killed mid-write left (only under the lock)."""
-    removed = remove_temporaries_of(files.index, all_of_them=True)
+    remove_temporaries_of(files.index, all_of_them=True)
     try:
         names = os.listdir(files.runs_dir)
     except OSError:
-        return removed
+        return
     for name in names:
         if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
             with contextlib.suppress(OSError):
                 os.unlink(files.runs_dir / name)
-                removed += 1
-    return removed
 
 
-def collect_garbage(files: Files, keep: set[str]) -> int:
+def collect_garbage(files: Files, keep: set[str]) -> None:
     """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``."""
-    removed = 0
     for path in segment_files(files):
         if path.stem not in keep and is_own_segment(files, path):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-                removed += 1
     if not keep:
         with contextlib.suppress(OSError):
             files.runs_dir.rmdir()  # only when empty: files that are not ours stay
-    return removed
