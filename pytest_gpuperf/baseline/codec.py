@@ -596,12 +596,9 @@ def segment_entry(
         "runs": len(lines),
         "run_ids": sorted({line["run_id"] for line in lines}),
     }
-    for line in lines:  # the first run's commit that says one
-        meta = line.get("meta") or {}
-        commit = next((meta[k] for k in ("git_sha", "ci_sha") if _STR[0](meta.get(k))), None)
-        if commit is not None:
-            return {**entry, "commit": commit}
-    return entry
+    metas = [line.get("meta") or {} for line in lines]  # the first run's commit that says one
+    commit = next((m[k] for m in metas for k in ("git_sha", "ci_sha") if _STR[0](m.get(k))), None)
+    return entry if commit is None else {**entry, "commit": commit}
 
 
 def index_bytes(index: dict[str, Any]) -> bytes:
