@@ -247,9 +247,8 @@ class Result:
         return self
 
     def to_dict(self, words: Words | None = None) -> dict[str, Any]:
-        """JSON builtins (the results JSON, xdist's channel): the run's fields, the session's,
-        the verdict (its reasons as ``words`` writes them) with the diagnosis under its
-        ``"diagnosis"`` key, the run's figures."""
+        """JSON builtins (results JSON, xdist's channel): the run's fields, the session's, the
+        verdict (reasons as ``words`` writes them; the diagnosis in it), the run's figures."""
         run, d, c = self.run, self.run.to_dict(), None
         if self.comparison is not None or self.diagnosis is not None:
             c = self.comparison.to_dict(words) if self.comparison is not None else {}

@@ -620,8 +620,7 @@ def trim(runs: list[list[str]], fid: str, keep: int) -> int:
 
 
 def drop_unused(index: dict[str, Any]) -> tuple[int, int]:
-    """Drop benchmarks without runs and what no run refers to; how many benchmarks and
-    fingerprints went."""
+    """Drop benchmarks without runs and what no run refers to; (benchmarks, fingerprints) gone."""
     benches = index["benchmarks"]
     empty = [k for k, b in benches.items() if not b["runs"]]
     for k in empty:

@@ -407,8 +407,7 @@ def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> No
 
 @contextlib.contextmanager
 def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) -> Iterator[None]:
-    """Hold the baseline's lock (removing what a writer killed mid-write left); failures
-    become errors that say what to do."""
+    """Hold the baseline's lock, removing what a killed writer left; errors say what to do."""
     name = files.stem
 
     def told(holder: str) -> Any:
