@@ -52,8 +52,8 @@ class Files:
 
 
 class SegmentGone(Exception):
-    def __init__(self, path: Path, stamp: str):
-        self.path = path
+    def __init__(self, sid: str, stamp: str):
+        self.sid = sid
         self.stamp = stamp
 
 
@@ -130,24 +130,22 @@ def segment_remedy(files: Files, stamp: str) -> str:
     )
 
 
-def _broken(files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str) -> CorruptBaseline:
+def _broken(
+    files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str, **note: str
+) -> CorruptBaseline:
     remedy = e.remedy if isinstance(e, codec.FutureSchema) else None
     return CorruptBaseline(
         str(files.segment(sid)),
         str(e),
         remedy or segment_remedy(files, stamp),
         where=f" (a segment of {files.index.name})",
+        **note,
     )
 
 
 def _missing(files: Files, gone: SegmentGone) -> CorruptBaseline:
-    return CorruptBaseline(
-        str(gone.path),
-        f"the file is missing, and {files.index.name} lists runs in it",
-        segment_remedy(files, gone.stamp),
-        where=f" (a segment of {files.index.name})",
-        note="Nothing was changed.",
-    )
+    problem = f"the file is missing, and {files.index.name} lists runs in it"
+    return _broken(files, gone.sid, gone.stamp, problem, note="Nothing was changed.")
 
 
 #: The index, each run's line by (key, digest), and what is wrong with a benchmark's runs.
@@ -222,7 +220,7 @@ def _segment_bytes(files: Files, sid: str, entry: Mapping[str, Any]) -> bytes:
     try:
         return read_regular(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(files.segment(sid), entry["timestamp"]) from None
+        raise SegmentGone(sid, entry["timestamp"]) from None
 
 
 def check_segments(files: Files, index: Mapping[str, Any]) -> None:
@@ -238,11 +236,10 @@ def check_segments(files: Files, index: Mapping[str, Any]) -> None:
 def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
     """That segment ``sid`` is there (else :class:`SegmentGone`) and whole at its two ends,
     or valid where it is not laid out as a save writes it."""
-    path = files.segment(sid)
     try:
-        ends = _ends(path)
+        ends = _ends(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(path, entry["timestamp"]) from None
+        raise SegmentGone(sid, entry["timestamp"]) from None
     if not _ends_as_written(ends[1], sid):
         try:
             codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set(), False)
