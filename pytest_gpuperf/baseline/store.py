@@ -156,9 +156,7 @@ class BaselineStore:
         return f"BaselineStore({str(self.root)!r})"
 
     def names(self) -> list[str]:
-        """Names of the baselines in the directory, sorted."""
-        if not self.root.is_dir():
-            return []
+        """Names of the baselines in the directory (none if it is missing), sorted."""
         return sorted(
             p.stem
             for p in self.root.glob("*.json")
@@ -167,8 +165,6 @@ class BaselineStore:
 
     def strays(self) -> list[tuple[Path, str]]:
         """JSON files in the folder that look like baselines but cannot be one, with why."""
-        if not self.root.is_dir():
-            return []
         out = []
         for p in sorted(self.root.glob("*.json")):
             if p.name.startswith(".") or not p.is_file() or is_name(p.stem):
