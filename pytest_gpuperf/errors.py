@@ -54,8 +54,6 @@ class UnknownBaseline(BaselineError, LookupError):
     def __init__(self, name: str, directory: str, existing: list[str]):
         import difflib
 
-        self.name = name
-        self.directory = directory
         self.existing = list(existing)
         if self.existing:
             close = difflib.get_close_matches(name, self.existing, n=1)
@@ -87,14 +85,11 @@ class CorruptBaseline(BaselineError):
         note: str = "The file was left untouched.",
     ):
         self.path = path
-        self.problem = problem
-        self.remedy = remedy or (
+        remedy = remedy or (
             "Restore it from version control (git checkout -- FILE), or delete it and "
             "save the baseline again."
         ).replace("FILE", path)
-        super().__init__(
-            f"baseline file {path}{where} cannot be used: {problem}. {note} {self.remedy}"
-        )
+        super().__init__(f"baseline file {path}{where} cannot be used: {problem}. {note} {remedy}")
 
 
 class BaselineLocked(BaselineError):

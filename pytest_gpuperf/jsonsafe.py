@@ -18,8 +18,6 @@ def json_safe(obj: Any) -> Any:
     survives xdist's channel and ``json.dumps``."""
     if obj is None or type(obj) in (bool, int, str):
         return obj
-    if isinstance(obj, bool):
-        return bool(obj)
     if isinstance(obj, float):
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, int):

@@ -247,22 +247,16 @@ class Result:
         return self
 
     def to_dict(self, words: Words | None = None) -> dict[str, Any]:
-        """JSON builtins (the results JSON, xdist's channel): the run's fields, the session's,
-        the verdict (its reasons as ``words`` writes them) with the diagnosis under its
-        ``"diagnosis"`` key, the run's figures."""
-        run, d = self.run, self.run.to_dict()
-        comparison = self._comparison_dict(words)
-        d.update(comparison=comparison, artifacts=self.artifacts, notes=self.notes)
+        """JSON builtins (results JSON, xdist's channel): the run's fields, the session's, the
+        verdict (reasons as ``words`` writes them; the diagnosis in it), the run's figures."""
+        run, d, c = self.run, self.run.to_dict(), None
+        if self.comparison is not None or self.diagnosis is not None:
+            c = self.comparison.to_dict(words) if self.comparison is not None else {}
+            c["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis is not None else None
+        d.update(comparison=c, artifacts=self.artifacts, notes=self.notes)
         d.update(gate=self.gate, location=self.location, summary=run.summary.to_dict())
         d.update(tflops=run.tflops, gbps=run.gbps, of_peak=run.of_peak)
         return json_safe(d)
-
-    def _comparison_dict(self, words: Words | None) -> dict[str, Any] | None:
-        if self.comparison is None and self.diagnosis is None:
-            return None
-        out = self.comparison.to_dict(words) if self.comparison is not None else {}
-        out["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis is not None else None
-        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Result:

@@ -16,16 +16,12 @@ class OptionValueError(ValueError):
     """A value that an option's parser refused; the message says what is expected."""
 
 
-def _is_str(v: Any) -> bool:
-    return isinstance(v, str)
-
-
 def parse_bool(v: Any) -> bool:
     if isinstance(v, bool):
         return v
-    if _is_str(v) and v.strip().lower() in {"1", "true", "yes", "on"}:
+    if isinstance(v, str) and v.strip().lower() in {"1", "true", "yes", "on"}:
         return True
-    if _is_str(v) and v.strip().lower() in {"0", "false", "no", "off"}:
+    if isinstance(v, str) and v.strip().lower() in {"0", "false", "no", "off"}:
         return False
     raise OptionValueError(f"expected true or false, got {v!r}")
 
@@ -35,7 +31,7 @@ def _number(v: Any) -> float:
         raise OptionValueError(f"expected a number, got {v!r}")
     if isinstance(v, (int, float)):
         x = float(v)
-    elif _is_str(v):
+    elif isinstance(v, str):
         try:
             x = float(v)
         except ValueError:
@@ -47,32 +43,23 @@ def _number(v: Any) -> float:
     return x
 
 
-def positive_float(v: Any) -> float:
-    x = _number(v)
-    if x <= 0:
-        raise OptionValueError(f"expected a number > 0, got {v!r}")
-    return x
+def _bounded(ok: Callable[[float], bool], expected: str) -> Callable[[Any], float]:
+    """A parser of numbers for which ``ok`` holds; ``expected`` says which."""
+
+    def parse(v: Any) -> float:
+        x = _number(v)
+        if not ok(x):
+            raise OptionValueError(f"expected {expected}, got {v!r}")
+        return x
+
+    return parse
 
 
-def non_negative_float(v: Any) -> float:
-    x = _number(v)
-    if x < 0:
-        raise OptionValueError(f"expected a number >= 0, got {v!r}")
-    return x
-
-
-def fraction(v: Any) -> float:
-    x = _number(v)
-    if not 0 <= x < 1:
-        raise OptionValueError(f"expected a fraction in [0, 1) such as 0.03 for 3 %, got {v!r}")
-    return x
-
-
-def probability(v: Any) -> float:
-    x = _number(v)
-    if not 0 < x < 0.5:
-        raise OptionValueError(f"expected a probability in (0, 0.5) such as 0.01, got {v!r}")
-    return x
+positive_float = _bounded(lambda x: x > 0, "a number > 0")
+non_negative_float = _bounded(lambda x: x >= 0, "a number >= 0")
+fraction = _bounded(lambda x: 0 <= x < 1, "a fraction in [0, 1) such as 0.03 for 3 %")
+probability = _bounded(lambda x: 0 < x < 0.5, "a probability in (0, 0.5) such as 0.01")
+telemetry_interval = _bounded(lambda x: 1 <= x <= 1000, "a sampling interval from 1 to 1000 ms")
 
 
 def int_at_least(lo: int) -> Callable[[Any], int]:
@@ -82,13 +69,12 @@ def int_at_least(lo: int) -> Callable[[Any], int]:
             raise OptionValueError(f"expected a whole number >= {lo}, got {v!r}")
         return int(x)
 
-    parse.__name__ = f"int_at_least_{lo}"
     return parse
 
 
 def choice(*choices: str) -> Callable[[Any], str]:
     def parse(v: Any) -> str:
-        if _is_str(v) and v.strip().lower() in choices:
+        if isinstance(v, str) and v.strip().lower() in choices:
             return v.strip().lower()
         raise OptionValueError(f"expected one of {', '.join(choices)}; got {v!r}")
 
@@ -97,7 +83,7 @@ def choice(*choices: str) -> Callable[[Any], str]:
 
 def cuda_graph_mode(v: Any) -> bool | str:
     """``False``, ``True`` or ``"both"`` (also ``"off"``/``"on"`` from the command line)."""
-    if _is_str(v) and v.strip().lower() == "both":
+    if isinstance(v, str) and v.strip().lower() == "both":
         return "both"
     try:
         return parse_bool(v)
@@ -112,15 +98,8 @@ def number_or_callable(v: Any) -> Any:
     return non_negative_float(v)
 
 
-def telemetry_interval(v: Any) -> float:
-    x = _number(v)
-    if not 1 <= x <= 1000:
-        raise OptionValueError(f"expected a sampling interval from 1 to 1000 ms, got {v!r}")
-    return x
-
-
 def text(v: Any) -> str:
-    if not _is_str(v) or not v.strip():
+    if not isinstance(v, str) or not v.strip():
         raise OptionValueError(f"expected a non-empty string, got {v!r}")
     return v.strip()
 
@@ -143,7 +122,7 @@ def name_list(v: Any) -> tuple[str, ...]:
         return ()
     items = list(v) if isinstance(v, (list, tuple)) else None
     if items is None:
-        if not _is_str(v):
+        if not isinstance(v, str):
             raise OptionValueError(f"expected names separated by commas, got {v!r}")
         items = [x for x in v.replace(",", " ").split() if x]
     out = []
@@ -158,7 +137,7 @@ def name_list(v: Any) -> tuple[str, ...]:
 def _words(v: Any, what: str) -> list[str]:
     if isinstance(v, (list, tuple)):
         return [str(x).strip() for x in v if str(x).strip()]
-    if not _is_str(v):
+    if not isinstance(v, str):
         raise OptionValueError(f"expected {what} separated by commas, got {v!r}")
     return [x for x in v.replace(",", " ").split() if x]
 
@@ -229,7 +208,7 @@ def collective_name(v: Any) -> str | None:
 
     if v is None:
         return None
-    if not _is_str(v):
+    if not isinstance(v, str):
         raise OptionValueError(f"expected the name of a collective, got {type(v).__name__} {v!r}")
     try:
         return check(v)

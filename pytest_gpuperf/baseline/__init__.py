@@ -12,15 +12,6 @@ import re
 
 from pytest_gpuperf.errors import InvalidBaselineName
 
-__all__ = [
-    "DEFAULT_DIR",
-    "DEFAULT_KEEP_RUNS",
-    "NAME_PATTERN",
-    "NAME_RULE",
-    "check_name",
-    "is_name",
-]
-
 #: Where baselines live unless ``--gpuperf-baseline-dir`` (or the CLI's ``--dir``) says otherwise.
 DEFAULT_DIR = ".gpuperf/baselines"
 #: Runs kept per benchmark and fingerprint: the verdict's power is planned for 20; more

@@ -43,8 +43,7 @@ TIMES = (1e-12, 86400.0)
 
 
 class SchemaProblem(ValueError):
-    """What is wrong with a file, and where (``runs[3].rounds``); ``remedy`` where the
-    usual one (restore the file, or save again) is wrong."""
+    """What is wrong with a file, and where; ``remedy`` where restoring it is no fix."""
 
     def __init__(self, problem: str, remedy: str | None = None):
         super().__init__(problem)
@@ -170,13 +169,15 @@ _SCALARS: dict[Any, Check] = {
     float: (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
     str: (lambda v: isinstance(v, str) and v != "", "a non-empty string"),
 }
+_STR = _SCALARS[str]
+_OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
 
 
 def _check_of(name: str, hint: Any) -> Check:
     """How a line's ``name`` is checked, from its annotation on :class:`Run`."""
     if typing.get_origin(hint) in (typing.Union, type(int | None)):
         (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
-    one = _SCALARS.get(hint, (lambda v: isinstance(v, dict), "an object"))
+    one = _SCALARS.get(hint, _OBJECT)
     if name in _TIMES:
         one = (_is_time, f"a time in seconds (0, or {TIMES[0]:g} to {TIMES[1]:g})")
     if typing.get_origin(hint) is not tuple:
@@ -213,7 +214,7 @@ def run_line(run: Run) -> dict[str, Any]:
 
 def check_line(line: Any, where: str) -> None:
     """Raise :class:`SchemaProblem` unless ``line`` is a stored run (:data:`LINE`)."""
-    _check(line, (lambda v: isinstance(v, dict), "an object"), where)
+    _check(line, _OBJECT, where)
     _fields(line, _REQUIRED, set(LINE), where)
     for name, value in line.items():
         _check(value, LINE[name], f"{where}.{name}")
@@ -253,7 +254,7 @@ def load_json(data: bytes) -> Any:
         ) from None
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
-        if e.pos >= len(text.rstrip()) or _ends_early(text):
+        if e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string"):
             raise SchemaProblem(
                 f"truncated: the JSON ends before it is complete (the parser stopped at "
                 f"{where}: {e.msg})"
@@ -265,32 +266,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """json's hook: a key given twice (a block pasted twice) would silently lose one."""
     out = dict(pairs)
     if len(out) != len(pairs):
-        seen: set[str] = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise SchemaProblem(f"the key {k!r} appears twice in one object")
-            seen.add(k)
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise SchemaProblem(f"the key {twice!r} appears twice in one object")
     return out
-
-
-def _ends_early(text: str) -> bool:
-    """True if ``text`` stops inside a string or with brackets left open (a cut-off file)."""
-    depth, in_string, escaped = 0, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-    return in_string or depth > 0
 
 
 def check_version(doc: Any, schema: str, what: str) -> None:
@@ -329,9 +307,7 @@ def read_index(data: bytes) -> dict[str, Any]:
     return canonical_ids(index)
 
 
-_STR: Check = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 _TIMESTAMP = _MORE["timestamp"]
-_OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
 _ANY: Check = (lambda v: True, "anything")  # checked elsewhere
 _INDEX = {"schema": _ANY, "schema_version": _ANY, "name": _STR, "plugin_version": _STR}
 _INDEX |= {"created": _TIMESTAMP, "updated": _TIMESTAMP}
@@ -339,7 +315,7 @@ _INDEX |= {k: _OBJECT for k in ("fingerprints", "policies", "segments", "benchma
 _SEGMENT_ENTRY: dict[str, Check] = {
     "sha256": (lambda v: isinstance(v, str) and bool(SHA256.fullmatch(v)), "64 hex digits"),
     "timestamp": _TIMESTAMP,
-    "runs": (lambda v: _is_int(v) and v >= 0, "a whole number >= 0"),
+    "runs": _SCALARS[int],
     "run_ids": (lambda v: isinstance(v, list) and all(map(_STR[0], v)), "a list of strings"),
     "commit": _STR,
 }
@@ -358,8 +334,7 @@ _SEGMENT |= {"timestamp": _TIMESTAMP, "runs": _OBJECT}
 def _record(
     obj: Any, spec: Mapping[str, Check], where: str, optional: Set[str] = frozenset()
 ) -> None:
-    """That ``obj`` is an object of the fields of ``spec`` (``optional`` ones may be left
-    out), each passing its check; ``where`` "" is the top level."""
+    """That ``obj`` is an object of the fields of ``spec``, each passing its check."""
     _check(obj, _OBJECT, where or "top level")
     _fields(obj, set(spec) - optional, set(optional), where or "top level")
     for name, check in spec.items():
@@ -375,8 +350,7 @@ def validate_index(doc: dict[str, Any]) -> None:
     for sid, entry in segments.items():
         _check(sid, _SEG_ID, f"segments[{sid!r}]")
         _record(entry, _SEGMENT_ENTRY, f"segments[{sid!r}]", {"commit"})
-    tables = [(segments, "segments"), (doc["fingerprints"], "fingerprints")]
-    tables.append((doc["policies"], "policies"))
+    tables = [(doc[t], t) for t in ("segments", "fingerprints", "policies")]
     for key, bench in doc["benchmarks"].items():
         where = f"benchmarks[{key!r}]"
         _record(bench, _BENCHMARK, where)
@@ -622,12 +596,9 @@ def segment_entry(
         "runs": len(lines),
         "run_ids": sorted({line["run_id"] for line in lines}),
     }
-    for line in lines:  # the first run's commit that says one
-        meta = line.get("meta") or {}
-        commit = next((meta[k] for k in ("git_sha", "ci_sha") if _STR[0](meta.get(k))), None)
-        if commit is not None:
-            return {**entry, "commit": commit}
-    return entry
+    metas = [line.get("meta") or {} for line in lines]  # the first run's commit that says one
+    commit = next((m[k] for m in metas for k in ("git_sha", "ci_sha") if _STR[0](m.get(k))), None)
+    return entry if commit is None else {**entry, "commit": commit}
 
 
 def index_bytes(index: dict[str, Any]) -> bytes:
@@ -649,8 +620,7 @@ def trim(runs: list[list[str]], fid: str, keep: int) -> int:
 
 
 def drop_unused(index: dict[str, Any]) -> tuple[int, int]:
-    """Drop benchmarks without runs and what no run refers to; how many benchmarks and
-    fingerprints went."""
+    """Drop benchmarks without runs and what no run refers to; (benchmarks, fingerprints) gone."""
     benches = index["benchmarks"]
     empty = [k for k, b in benches.items() if not b["runs"]]
     for k in empty:

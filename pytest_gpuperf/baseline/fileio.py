@@ -87,27 +87,23 @@ def temporary_prefix(target: Path, pid: int | None = None) -> str:
     return f".{target.name}.{os.getpid() if pid is None else pid}-{_HOST}."
 
 
-def remove_temporaries(target: Path, *, all_of_them: bool = False) -> int:
+def remove_temporaries(target: Path, *, all_of_them: bool = False) -> None:
     """Remove the temporary files of ``target`` that writers killed mid-write left: those
     of gone processes of this host, or ``all_of_them`` (the caller holds a lock)."""
     pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
-    removed = 0
     try:
         names = os.listdir(target.parent)
     except OSError:
-        return 0
+        return
     for name in names:
         m = pattern.fullmatch(name)
-        if m is None:
-            continue
-        if not all_of_them and (
-            m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1)))
+        if m is None or (
+            not all_of_them
+            and (m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1))))
         ):
             continue
         with contextlib.suppress(OSError):
             os.unlink(target.parent / name)
-            removed += 1
-    return removed
 
 
 def pid_alive(pid: int) -> bool:
@@ -196,14 +192,9 @@ def nearest_existing(path: Path) -> Path:
 def output_target(
     path: str | os.PathLike[str], *, what: str, baseline_dirs: Sequence[Path] = ()
 ) -> OutputTarget:
-    """Where writing output ``path`` (option ``what``) goes; nothing is written or opened.
-
-    ``-`` and ``/dev/stdout`` are standard output; a FIFO or a character device is a
-    stream; a regular file, or a new one, is replaced atomically. :class:`OutputError` when
-    it must not or cannot be written: a baseline (by its content, or in ``baseline_dirs``),
-    a folder, a socket, under a file or an unwritable folder, a symbolic link of another
-    user (one of yours is followed). Call it before the work whose output it is.
-    """
+    """Where writing output ``path`` (option ``what``) goes, or :class:`OutputError` saying
+    why it must not or cannot be written; nothing is written or opened. Call it before the
+    work whose output it is."""
     fd = STANDARD_STREAMS.get(os.fspath(path))
     if fd is not None:
         return OutputTarget(Path(os.fspath(path)), "fd", fd)
@@ -306,13 +297,13 @@ def _write_stream(path: Path, data: bytes, what: str) -> None:
             fd = os.open(path, flags)
             break
         except OSError as e:
-            if e.errno != errno.ENXIO or time.monotonic() > deadline:
-                if e.errno == errno.ENXIO:
-                    raise OutputError(
-                        f"{what}: cannot write {path}: it is a FIFO and no process read it "
-                        f"within {FIFO_WAIT_S:g} s; start its reader first"
-                    ) from None
+            if e.errno != errno.ENXIO:
                 raise
+            if time.monotonic() > deadline:
+                raise OutputError(
+                    f"{what}: cannot write {path}: it is a FIFO and no process read it "
+                    f"within {FIFO_WAIT_S:g} s; start its reader first"
+                ) from None
             time.sleep(0.05)
     try:
         mode = os.fstat(fd).st_mode

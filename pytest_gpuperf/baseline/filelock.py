@@ -36,8 +36,6 @@ class LockTimeout(TimeoutError):
     """The lock stayed held by another process for longer than the timeout."""
 
     def __init__(self, path: Path, timeout: float, holder: str = "another process"):
-        self.path = path
-        self.timeout = timeout
         self.holder = holder
         super().__init__(
             f"{path} stayed locked by {holder} for {timeout:g} s; another "
@@ -103,8 +101,7 @@ def holder(fd: int) -> str:
 
 @contextlib.contextmanager
 def _holding(fd: int, writable: bool, owner: str | None) -> Iterator[None]:
-    """The block run with the lock on ``fd`` taken: the holder named (best effort), then
-    let go."""
+    """Run the block holding the lock on ``fd``: the holder named (best effort), then let go."""
     if writable:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
@@ -127,7 +124,6 @@ def locked(
     path: Path,
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
-    poll: float = 0.05,
     on_wait: OnWait | None = None,
     owner: str | None = None,
     shared: bool = False,
@@ -138,7 +134,7 @@ def locked(
     that is a link or not a regular file, or such a folder."""
     fd, writable = _open(path, shared)
     try:
-        _wait_for(lambda: _try_flock(fd), path, timeout, poll, on_wait)
+        _wait_for(lambda: _try_flock(fd), path, timeout, on_wait)
         with _holding(fd, writable, owner):
             yield
     finally:
@@ -277,7 +273,6 @@ def _wait_for(
     attempt: Callable[[], str | None],
     path: Path,
     timeout: float,
-    poll: float,
     on_wait: OnWait | None,
 ) -> None:
     """Call ``attempt`` (None: taken; else who holds it) until it takes, or the timeout."""
@@ -296,7 +291,7 @@ def _wait_for(
             if time.monotonic() >= deadline:
                 raise LockTimeout(path, timeout, who)
             # a little random: two processes that each saw the other's lock try apart
-            time.sleep(poll * (0.5 + int.from_bytes(os.urandom(1), "little") / 255))
+            time.sleep(0.05 * (0.5 + int.from_bytes(os.urandom(1), "little") / 255))
 
 
 # --- a folder every user shares: one lock file per user --------------------------------
@@ -372,23 +367,21 @@ def shared_locked(
     name: str,
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
-    poll: float = 0.05,
     on_wait: OnWait | None = None,
     owner: str | None = None,
 ) -> Iterator[None]:
     """Hold lock ``name`` in ``folder``, shared by every user, for the ``with`` block (see
     above); otherwise as :func:`locked`. ``OSError`` where no file can be made there."""
     if fcntl is None:  # pragma: no cover - Windows: the one shared file
-        with locked(folder / f"{name}.lock", timeout=timeout, poll=poll, on_wait=on_wait,
-                    owner=owner, shared=True):  # fmt: skip
+        with locked(folder / f"{name}.lock", timeout=timeout, on_wait=on_wait, owner=owner,
+                    shared=True):  # fmt: skip
             yield
         return
     dir_fd = open_folder(folder, shared=True)
     fd, own, one_off = -1, "", False
     try:
         fd, own, one_off = _own_lock_file(dir_fd, folder, name)
-        _wait_for(lambda: _try_take(dir_fd, fd, folder, name, own), folder / own, timeout,
-                  poll, on_wait)  # fmt: skip
+        _wait_for(lambda: _try_take(dir_fd, fd, folder, name, own), folder / own, timeout, on_wait)
         with _holding(fd, True, owner):
             yield
     finally:

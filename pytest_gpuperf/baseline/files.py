@@ -52,8 +52,8 @@ class Files:
 
 
 class SegmentGone(Exception):
-    def __init__(self, path: Path, stamp: str):
-        self.path = path
+    def __init__(self, sid: str, stamp: str):
+        self.sid = sid
         self.stamp = stamp
 
 
@@ -130,24 +130,22 @@ def segment_remedy(files: Files, stamp: str) -> str:
     )
 
 
-def _broken(files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str) -> CorruptBaseline:
+def _broken(
+    files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str, **note: str
+) -> CorruptBaseline:
     remedy = e.remedy if isinstance(e, codec.FutureSchema) else None
     return CorruptBaseline(
         str(files.segment(sid)),
         str(e),
         remedy or segment_remedy(files, stamp),
         where=f" (a segment of {files.index.name})",
+        **note,
     )
 
 
 def _missing(files: Files, gone: SegmentGone) -> CorruptBaseline:
-    return CorruptBaseline(
-        str(gone.path),
-        f"the file is missing, and {files.index.name} lists runs in it",
-        segment_remedy(files, gone.stamp),
-        where=f" (a segment of {files.index.name})",
-        note="Nothing was changed.",
-    )
+    problem = f"the file is missing, and {files.index.name} lists runs in it"
+    return _broken(files, gone.sid, gone.stamp, problem, note="Nothing was changed.")
 
 
 #: The index, each run's line by (key, digest), and what is wrong with a benchmark's runs.
@@ -222,7 +220,7 @@ def _segment_bytes(files: Files, sid: str, entry: Mapping[str, Any]) -> bytes:
     try:
         return read_regular(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(files.segment(sid), entry["timestamp"]) from None
+        raise SegmentGone(sid, entry["timestamp"]) from None
 
 
 def check_segments(files: Files, index: Mapping[str, Any]) -> None:
@@ -238,11 +236,10 @@ def check_segments(files: Files, index: Mapping[str, Any]) -> None:
 def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
     """That segment ``sid`` is there (else :class:`SegmentGone`) and whole at its two ends,
     or valid where it is not laid out as a save writes it."""
-    path = files.segment(sid)
     try:
-        ends = _ends(path)
+        ends = _ends(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(path, entry["timestamp"]) from None
+        raise SegmentGone(sid, entry["timestamp"]) from None
     if not _ends_as_written(ends[1], sid):
         try:
             codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set(), False)
@@ -374,11 +371,15 @@ def write_index(files: Files, index: dict[str, Any]) -> None:
     """Replace ``NAME.json`` by ``index`` (a prune's commit)."""
     try:
         data = codec.index_bytes(index)
-    except codec.RefusedWrite as e:  # a bug: never write what we would refuse to read
-        raise BaselineError(
-            f"refusing to write an invalid baseline to {files.index}: {e}"
-        ) from None
+    except codec.RefusedWrite as e:
+        raise refused(files, e) from None
     atomic_write_bytes(files.index, data)
+
+
+def refused(files: Files, e: codec.RefusedWrite) -> BaselineError:
+    """A bug: what a save or prune made is invalid, and never written."""
+    what = f"segment {e.segment} of" if e.segment else "baseline to"
+    return BaselineError(f"refusing to write an invalid {what} {files.index}: {e}")
 
 
 def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> None:
@@ -403,8 +404,7 @@ def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> No
 
 @contextlib.contextmanager
 def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) -> Iterator[None]:
-    """Hold the baseline's lock (removing what a writer killed mid-write left); failures
-    become errors that say what to do."""
+    """Hold the baseline's lock, removing what a killed writer left; errors say what to do."""
     name = files.stem
 
     def told(holder: str) -> Any:
@@ -441,30 +441,25 @@ def segment_files(files: Files) -> Iterator[Path]:
             yield Path(e.path)
 
 
-def remove_temporaries(files: Files) -> int:
+def remove_temporaries(files: Files) -> None:
     """Remove the temporary files writers killed mid-write left (only under the lock)."""
-    removed = remove_temporaries_of(files.index, all_of_them=True)
+    remove_temporaries_of(files.index, all_of_them=True)
     try:
         names = os.listdir(files.runs_dir)
     except OSError:
-        return removed
+        return
     for name in names:
         if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
             with contextlib.suppress(OSError):
                 os.unlink(files.runs_dir / name)
-                removed += 1
-    return removed
 
 
-def collect_garbage(files: Files, keep: set[str]) -> int:
+def collect_garbage(files: Files, keep: set[str]) -> None:
     """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``."""
-    removed = 0
     for path in segment_files(files):
         if path.stem not in keep and is_own_segment(files, path):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-                removed += 1
     if not keep:
         with contextlib.suppress(OSError):
             files.runs_dir.rmdir()  # only when empty: files that are not ours stay
-    return removed

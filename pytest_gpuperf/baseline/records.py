@@ -213,8 +213,7 @@ class Baseline:
     def runs(
         self, key: str, fingerprint_id: str, policy: Mapping[str, Any] | None = None
     ) -> list[Run]:
-        """Runs comparable to a current run: same benchmark, fingerprint and policy
-        (``policy`` None: any). Oldest first."""
+        """The runs of ``key``, of one fingerprint and ``policy`` (None: any), oldest first."""
         entry = self.benchmarks.get(key)
         if entry is None:
             return []

@@ -27,17 +27,11 @@ from pytest_gpuperf.errors import BaselineError, UnknownBaseline
 from pytest_gpuperf.model import EMPTY, Run
 
 
-def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
-
-
-def _stamp(t: _dt.datetime) -> str:
+def _stamp(t: _dt.datetime | None) -> str:
+    t = t or _dt.datetime.now(_dt.timezone.utc)
     if t.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware (e.g. datetime.now(timezone.utc))")
     return t.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-# --- the store -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -48,7 +42,6 @@ class SaveSummary:
     added: int
     dropped: int
     benchmarks: int
-    fingerprints: tuple[str, ...]
     keep_runs: int
     #: runs not saved, with why: (benchmark key, reason)
     skipped: tuple[tuple[str, str], ...] = ()
@@ -163,9 +156,7 @@ class BaselineStore:
         return f"BaselineStore({str(self.root)!r})"
 
     def names(self) -> list[str]:
-        """Names of the baselines in the directory, sorted."""
-        if not self.root.is_dir():
-            return []
+        """Names of the baselines in the directory (none if it is missing), sorted."""
         return sorted(
             p.stem
             for p in self.root.glob("*.json")
@@ -174,8 +165,6 @@ class BaselineStore:
 
     def strays(self) -> list[tuple[Path, str]]:
         """JSON files in the folder that look like baselines but cannot be one, with why."""
-        if not self.root.is_dir():
-            return []
         out = []
         for p in sorted(self.root.glob("*.json")):
             if p.name.startswith(".") or not p.is_file() or is_name(p.stem):
@@ -223,8 +212,7 @@ class BaselineStore:
         return disk.parse_index(where, data)
 
     def check(self, name: str) -> None:
-        """That baseline ``name`` can be saved into (its index reads, its segments are
-        whole): the check a session makes before measuring."""
+        """That ``name`` can be saved into (index read, segments whole), before measuring."""
         where = self.files(name)
         disk.check_writable(where)
         if where.index.exists() or where.index.is_symlink():
@@ -273,7 +261,7 @@ class BaselineStore:
         A file that cannot be read is left as it is."""
         if keep_runs < 1:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
-        stamp = _stamp(now or _now())
+        stamp = _stamp(now)
         new: list[tuple[Run, dict[str, Any], dict[str, Any]]] = []
         skipped: list[tuple[str, str]] = []
         changes = {"timestamp": stamp, "meta": meta or EMPTY, "plugin_version": __version__}
@@ -283,28 +271,24 @@ class BaselineStore:
                 skipped.append((run.id.key, got))
             else:
                 new.append(got)
-        fids = tuple(sorted({codec.fingerprint_id(fp) for _, fp, _ in new}))
         where = disk.Files(self.root, check_name(name))
         if not new:
-            return SaveSummary(name, where.index, False, 0, 0, 0, (), keep_runs, tuple(skipped))
+            return SaveSummary(name, where.index, False, 0, 0, 0, keep_runs, tuple(skipped))
         disk.check_writable(where)
         with disk.locked(where, "save into", self.lock_timeout, self.on_wait):
             disk.check_writable(where)
             created = not os.path.lexists(where.index)
-            data = None if created else disk.read_regular(where.index)
-            try:  # read and merged in one go: the files are written after
-                index = codec.empty_index(name, stamp) if data is None else codec.read_index(data)
-                previous = dict(index["segments"])
+            if created:
+                index = codec.empty_index(name, stamp)
+            else:
+                index = disk.parse_index(where, disk.read_regular(where.index))
+            previous = dict(index["segments"])
+            try:  # merged in memory: the files are written after
                 add = codec.add_runs(
                     index, new, skipped, name=name, stamp=stamp, keep_runs=keep_runs
                 )
-            except codec.RefusedWrite as e:  # a bug: never write what we would refuse to read
-                what = f"segment {e.segment} of" if e.segment else "baseline to"
-                raise BaselineError(
-                    f"refusing to write an invalid {what} {where.index}: {e}"
-                ) from None
-            except codec.SchemaProblem as e:
-                raise disk.corrupt_index(where, e) from None
+            except codec.RefusedWrite as e:
+                raise disk.refused(where, e) from None
             disk.commit(where, add, previous)
         return SaveSummary(
             name=name,
@@ -313,7 +297,6 @@ class BaselineStore:
             added=add.added,
             dropped=add.dropped,
             benchmarks=add.benchmarks,
-            fingerprints=fids,
             keep_runs=keep_runs,
             skipped=tuple(skipped),
         )
@@ -358,7 +341,7 @@ class BaselineStore:
             removed = sum(e.removed for e in report)
             n_bench, n_fp = codec.drop_unused(index)
             if not dry_run and removed:
-                index.update(updated=_stamp(now or _now()))
+                index.update(updated=_stamp(now))
                 disk.write_index(where, index)
                 disk.collect_garbage(where, previous | set(index["segments"]))
         return PruneSummary(name, where.index, removed, n_bench, n_fp, report, dry_run)
@@ -371,8 +354,7 @@ def _prune_runs(
     key_set: set[str] | None,
     before: _dt.datetime | None,
 ) -> tuple[EnvironmentPrune, ...]:
-    """Remove from ``index`` the runs :meth:`BaselineStore.prune` selects; what went, per
-    environment."""
+    """Remove the runs :meth:`BaselineStore.prune` selects; what went, per environment."""
     segs = index["segments"]
     stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
     total: Counter[str] = Counter()
