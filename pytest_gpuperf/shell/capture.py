@@ -635,18 +635,23 @@ with profile(activities=[ProfilerActivity.CPU]):
 
 
 class SparePool:
-    """The next capture child's Python, started (and its profiler started) ahead: a child
-    without a tool's prefix takes it and starts the one for the capture after."""
+    """The next capture child's Python, started (and its profiler started) ahead: the first
+    at the session's first suspect (:meth:`start`), then by each child without a tool's
+    prefix, which takes it (the next one's CUDA prelude waits for the lock the capture holds)."""
 
     def __init__(self, device: str = "cpu") -> None:
         self._next: SparePython | None = None
         self.used = 0
         self.prelude = CUDA_PRELUDE if device == "cuda" else CPU_PRELUDE
 
+    def start(self) -> None:
+        if self._next is None:
+            env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+            self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
+
     def take(self) -> SparePython | None:
         spare, self._next = self._next, None
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-        self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
+        self.start()
         if spare is not None and spare.usable:
             self.used += 1
             return spare

@@ -185,12 +185,12 @@ class CapturePlugin:
         after the verdicts (its results say so)."""
         failed = bool(judgement.failures)
         if not should_capture(self.settings.mode, failed):
+            self.spares.settle()  # a cleared suspect's spare: its start ends before a measurement
             return
         nodeid, device, report = item.nodeid, self.session.ensure_device(), None
         verdict_at = time.time()
         tools = self._tool_names(device)
-        first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
-        if first_left < self.ledger.expected(FIRST_TOOLS[:1]):
+        if not self._first_fits():
             for r in results:
                 r.artifacts = [*r.artifacts, *_deferred(tools, verdict_at, self.waiting_note())]
         else:
@@ -199,7 +199,7 @@ class CapturePlugin:
             report = self._pass(
                 1, nodeid, results, comparisons, device, defer=defer, verdict_at=verdict_at
             )
-            self.spares.settle()  # the next spare's imports would slow the next measurement
+        self.spares.settle()  # the next spare's imports would slow the next measurement
         slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
         if report is not None and failed and slower:
             judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
@@ -208,6 +208,17 @@ class CapturePlugin:
             judgement.failures = [*judgement.failures, report.details()]
         elif failed:
             judgement.failures.append(f"gpuperf: {self.waiting_note()}")
+
+    def _first_fits(self) -> bool:
+        """Whether the budget has room for one more first diagnosis at a verdict."""
+        first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
+        return first_left >= self.ledger.expected(FIRST_TOOLS[:1])
+
+    def expect(self, nodeid: str) -> None:
+        """The gate's first suspect: where a capture could follow and take a spare Python
+        (not a torchrun group's), the first spare starts now, warming during the confirmation."""
+        if self._first_fits() and self.runner_for(nodeid, self.session.ensure_device()) is None:
+            self.spares.start()
 
     # --- after the last verdict --------------------------------------------------
 
