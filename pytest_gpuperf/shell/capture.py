@@ -375,8 +375,7 @@ def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Compari
 
 
 def _device_lock(device: str, budget_s: float) -> AbstractContextManager[object]:
-    """The device's lock, its key read only when it is taken: a pass that runs no tool now
-    touches no device, and a key that cannot be read skips the tools, as a busy GPU does."""
+    """The device's lock, its key read when taken (one that cannot be read skips the tools)."""
     return device_lock(device_key(device), timeout_s=budget_s)
 
 
@@ -641,7 +640,6 @@ class SparePool:
 
     def __init__(self, device: str = "cpu") -> None:
         self._next: SparePython | None = None
-        self.used = 0
         self.prelude = CUDA_PRELUDE if device == "cuda" else CPU_PRELUDE
 
     def start(self) -> None:
@@ -652,10 +650,7 @@ class SparePool:
     def take(self) -> SparePython | None:
         spare, self._next = self._next, None
         self.start()
-        if spare is not None and spare.usable:
-            self.used += 1
-            return spare
-        return None
+        return spare if spare is not None and spare.usable else None
 
     def settle(self, timeout_s: float = 20.0) -> float:
         """Wait for the next spare's start, so none runs beside a measurement (one not ready

@@ -68,10 +68,8 @@ class GatePlugin:
         Inconclusive verdicts pass; their detail is printed once, in the terminal
         summary's inconclusive block (reporting/terminal.py), not as warnings.
         """
-        session = self.session
-        return self.gate.judge(
-            item, results, device=session.ensure_device(), progress=session.progress()
-        )
+        s = self.session
+        return self.gate.judge(item, results, device=s.ensure_device(), progress=s.progress())
 
     def baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
         """The baseline runs of each result's benchmark (by key), for a kernel diff."""
