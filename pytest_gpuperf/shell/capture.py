@@ -638,6 +638,9 @@ class SparePool:
     at the session's first suspect (:meth:`start`), then by each child without a tool's
     prefix, which takes it (the next one's CUDA prelude waits for the lock the capture holds)."""
 
+    #: A spare started at a suspect imports beside its confirmation: only with cores to spare.
+    EARLY_CORES = 4
+
     def __init__(self, device: str = "cpu") -> None:
         self._next: SparePython | None = None
         self.prelude = CUDA_PRELUDE if device == "cuda" else CPU_PRELUDE
@@ -646,6 +649,11 @@ class SparePool:
         if self._next is None:
             env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
             self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
+
+    def start_early(self) -> None:
+        cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        if (len(cores) if cores else os.cpu_count() or 1) >= self.EARLY_CORES:
+            self.start()
 
     def take(self) -> SparePython | None:
         spare, self._next = self._next, None

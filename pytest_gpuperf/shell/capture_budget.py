@@ -212,7 +212,7 @@ class CapturePlugin:
     def expect(self, nodeid: str) -> None:
         """A suspect at the gate: the capture's spare Python starts, warming meanwhile."""
         if self._first_fits() and self.runner_for(nodeid, self.session.ensure_device()) is None:
-            self.spares.start()
+            self.spares.start_early()
 
     # --- after the last verdict --------------------------------------------------
 

@@ -192,6 +192,7 @@ def _logged_take(self):
 
 
 _capture.SparePool.take = _logged_take
+_capture.SparePool.EARLY_CORES = int(os.environ.get("EARLY_CORES", "1"))
 """
 
 
@@ -212,3 +213,8 @@ def test_a_first_capture_takes_the_spare_started_at_its_suspect_and_none_without
     result.assert_outcomes(failed=1, passed=2)
     assert "confirmed" in result.stdout.str()
     assert takes.read_text().split() == ["spare"]
+    takes.unlink()
+    # the same where the machine has no cores to spare: no spare beside the confirmation
+    result = run_with_env(pytester, {"SLOW_SMALL": "1.8", "EARLY_CORES": "4096"}, *args)
+    result.assert_outcomes(failed=1, passed=2)
+    assert takes.read_text().split() == ["none"]
