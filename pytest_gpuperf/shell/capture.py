@@ -375,8 +375,7 @@ def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Compari
 
 
 def _device_lock(device: str, budget_s: float) -> AbstractContextManager[object]:
-    """The device's lock, its key read only when it is taken: a pass that runs no tool now
-    touches no device, and a key that cannot be read skips the tools, as a busy GPU does."""
+    """The device's lock, its key read when taken (one that cannot be read skips the tools)."""
     return device_lock(device_key(device), timeout_s=budget_s)
 
 
@@ -635,22 +634,31 @@ with profile(activities=[ProfilerActivity.CPU]):
 
 
 class SparePool:
-    """The next capture child's Python, started (and its profiler started) ahead: a child
-    without a tool's prefix takes it and starts the one for the capture after."""
+    """The next capture child's Python, started (and its profiler started) ahead: the first
+    at the session's first suspect (:meth:`start`), then by each child without a tool's
+    prefix, which takes it (the next one's CUDA prelude waits for the lock the capture holds)."""
+
+    #: A spare started at a suspect imports beside its confirmation: only with cores to spare.
+    EARLY_CORES = 4
 
     def __init__(self, device: str = "cpu") -> None:
         self._next: SparePython | None = None
-        self.used = 0
         self.prelude = CUDA_PRELUDE if device == "cuda" else CPU_PRELUDE
+
+    def start(self) -> None:
+        if self._next is None:
+            env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+            self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
+
+    def start_early(self) -> None:
+        cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        if (len(cores) if cores else os.cpu_count() or 1) >= self.EARLY_CORES:
+            self.start()
 
     def take(self) -> SparePython | None:
         spare, self._next = self._next, None
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-        self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
-        if spare is not None and spare.usable:
-            self.used += 1
-            return spare
-        return None
+        self.start()
+        return spare if spare is not None and spare.usable else None
 
     def settle(self, timeout_s: float = 20.0) -> float:
         """Wait for the next spare's start, so none runs beside a measurement (one not ready

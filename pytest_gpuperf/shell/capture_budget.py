@@ -2,11 +2,10 @@
 
 A red run must cost seconds per regression, not minutes: a session's captures share one
 budget (``--gpuperf-capture-session-budget``) in two passes. At the verdict, in the process
-that judged the test, the first diagnosis (:data:`FIRST_TOOLS`, one child), within
-:data:`FIRST_SHARE` of the budget. After the last verdict, where the reports are written
-(no measurement can run beside it then), what is missing, the largest slowdowns first, each
-pass only while the budget left covers what such a pass took. What no pass reached is
-listed with the command that captures it later. The processes share one :class:`Ledger`.
+that judged the test, the first diagnosis (:data:`FIRST_TOOLS`, one child) within
+:data:`FIRST_SHARE` of the budget; after the last verdict (no measurement runs beside it),
+what is missing, the largest slowdowns first, while the budget covers such a pass. What none
+reached is listed with the command that captures it later. Processes share one :class:`Ledger`.
 """
 
 from __future__ import annotations
@@ -73,11 +72,8 @@ NO_FIRST = (
 
 
 class Ledger:
-    """The seconds the session's captures spent, by every process of the session.
-
-    One JSON line per pass, appended by one ``write`` under the GPU's lock, so processes do
-    not interleave them; without the file (None, not writable) it is this process's.
-    """
+    """The seconds the session's captures spent, by all its processes: one JSON line per
+    pass, one ``write`` under the GPU's lock; without the file, this process's."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -181,16 +177,15 @@ class CapturePlugin:
 
     def at_verdict(self, item: pytest.Item, results: list[Result], judgement: Judgement) -> None:
         """The first diagnosis, now, joined to the test's failure; or, once the first
-        diagnoses' share of the budget is spent, a note that the test waits for the pass
-        after the verdicts (its results say so)."""
+        diagnoses' share of the budget is spent, a note that it waits for a later pass."""
         failed = bool(judgement.failures)
         if not should_capture(self.settings.mode, failed):
+            self.spares.settle()  # a cleared suspect's spare: its start ends before a measurement
             return
         nodeid, device, report = item.nodeid, self.session.ensure_device(), None
         verdict_at = time.time()
         tools = self._tool_names(device)
-        first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
-        if first_left < self.ledger.expected(FIRST_TOOLS[:1]):
+        if not self._first_fits():
             for r in results:
                 r.artifacts = [*r.artifacts, *_deferred(tools, verdict_at, self.waiting_note())]
         else:
@@ -199,7 +194,7 @@ class CapturePlugin:
             report = self._pass(
                 1, nodeid, results, comparisons, device, defer=defer, verdict_at=verdict_at
             )
-            self.spares.settle()  # the next spare's imports would slow the next measurement
+        self.spares.settle()  # the next spare's imports would slow the next measurement
         slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
         if report is not None and failed and slower:
             judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
@@ -209,12 +204,21 @@ class CapturePlugin:
         elif failed:
             judgement.failures.append(f"gpuperf: {self.waiting_note()}")
 
+    def _first_fits(self) -> bool:
+        """Whether the budget has room for one more first diagnosis at a verdict."""
+        first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
+        return first_left >= self.ledger.expected(FIRST_TOOLS[:1])
+
+    def expect(self, nodeid: str) -> None:
+        """A suspect at the gate: the capture's spare Python starts, warming meanwhile."""
+        if self._first_fits() and self.runner_for(nodeid, self.session.ensure_device()) is None:
+            self.spares.start_early()
+
     # --- after the last verdict --------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Before the reports (registered after the core session): the captures the verdicts
-        left, none after a Ctrl-C."""
+        """Before the reports (tryfirst): the captures the verdicts left, none after a Ctrl-C."""
         results = self.session.results
         try:
             if not self.session.lead or not results:
@@ -285,10 +289,8 @@ class CapturePlugin:
         return report
 
     def _tool_names(self, device: str) -> list[str]:
-        skip = skipped(self.settings)
-        return [
-            collector_name(c) for c in collectors_for(self.run.config) if could_run(c, device, skip)
-        ]
+        cols, skip = collectors_for(self.run.config), skipped(self.settings)
+        return [collector_name(c) for c in cols if could_run(c, device, skip)]
 
     def waiting_note(self) -> str:
         if self.budget_s <= 0:
@@ -384,9 +386,7 @@ def _tests(results: Iterable[Result]) -> dict[str, _Test]:
         entries = [a for a in r.artifacts if isinstance(a, Mapping) and a.get("collector")]
         if not entries:
             continue
-        t = out.get(r.id.nodeid)
-        if t is None:
-            t = out[r.id.nodeid] = _Test(r.id.nodeid, [], 0.0, "")
+        t = out.setdefault(r.id.nodeid, _Test(r.id.nodeid, [], 0.0, ""))
         t.results.append(r)
         c = r.comparison
         if c is not None and c.ratio is not None and c.ratio > t.slowdown:

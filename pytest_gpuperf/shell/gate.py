@@ -1,9 +1,8 @@
 """The gate: compare a test's results with the baseline, confirm suspects, fail regressions.
 
-Runs in the process that ran the test (xdist workers included), right after the test
-function returns, so that a regression fails *its own* test item. The rule is
-:mod:`pytest_gpuperf.verdict`'s; this module adds fresh-process re-measurements
-(:mod:`pytest_gpuperf.shell.rerun`) while a verdict is not final.
+Runs in the process that ran the test (xdist workers too), right after the test returns,
+so that a regression fails *its own* test item. The rule is :mod:`pytest_gpuperf.verdict`'s;
+this module adds fresh-process re-measurements (:mod:`.rerun`) while a verdict is not final.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import pytest
 
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.model import Result, printable
+from pytest_gpuperf.outcome import REGRESSION
 from pytest_gpuperf.reporting.explain import explain, failure_words, summary_line
 from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.rerun import matching, run_child
@@ -45,8 +45,7 @@ class Judgement:
 
 @dataclass
 class _Runs:
-    """One test's runs so far, per benchmark (this process's result first, then those of
-    fresh processes), and the verdict on them."""
+    """One test's runs so far per benchmark (this process's first), and the verdict on them."""
 
     current: dict[str, list[Result]]
     verdicts: dict[str, Verdict] = field(default_factory=dict)
@@ -81,17 +80,15 @@ class ConfirmBudget:
         return self.allowed_s() - self.spent_s
 
     def ahead(self) -> int:
-        """How many later benchmarks a child also measures: as many as this session
-        measures in the time a process takes to start. Looking ahead then costs at most
-        one process start, the one it saves when a later benchmark is a suspect too."""
+        """How many later benchmarks a child also measures: as many as fit in a process
+        start, the one it saves when a later benchmark is a suspect too."""
         per = max(0.0, self._plain_s() - self.start_s) / max(self.done, 1)
         return int(self.start_s / per) if per > 0 else 0
 
     def tests_that_fit(self, wanted: int) -> int:
         """How many benchmarks the next child may run (0: none; the first one decides)."""
         per = self.per_test_s or self._plain_s() / max(self.done, 1)
-        left = self.left_s()
-        if left < per:
+        if (left := self.left_s()) < per:
             return 0
         return max(1, min(wanted, int(left / max(per, 1e-3))))
 
@@ -130,6 +127,8 @@ class Gate:
         self.child_runner: Callable[..., ChildRun] | None = None
         #: the fresh processes that failed (each also fails its test): the terminal lists them
         self.child_errors: list[str] = []
+        #: told the test whose first comparison is a regression to confirm (the capture's)
+        self.on_suspect: Callable[[str], None] | None = None
         #: whether the runs of the collected tests are still to be read (:meth:`read_runs`)
         self.runs_to_read = False
 
@@ -193,6 +192,9 @@ class Gate:
         runs = _Runs(current={r.id.key: [r] for r in results})
         last = self.policy.max_runs <= 1
         runs.verdicts = {r.id.key: self.rule.verdict(r, [r], last=last) for r in results}
+        suspect = [c for v in runs.verdicts.values() if not (c := v.comparison).final]
+        if self.on_suspect is not None and any(c.kind == REGRESSION for c in suspect):
+            self.on_suspect(item.nodeid)
 
         # one progress line for every fresh process of this test, not one each
         with (progress or silent()).shared(f"re-measuring {item.nodeid} in fresh processes"):
@@ -305,10 +307,8 @@ CHILD_RAN = (0, 1)
 def child_failure(
     child: ChildRun, missing: Sequence[str], wanted: int, what: str = "confirmation"
 ) -> str:
-    """The error of a fresh process that did not do its job, or "" when it did: an exit status
-    other than 0 or 1 (a usage error, an internal error, a crash, a timeout), or ``missing``
-    benchmarks (of the ``wanted`` it had to measure) not in its results. Its text names the
-    status, the end of the child's output, the command to see it again, and the way out."""
+    """Why a fresh process did not do its job (an exit status other than 0 or 1, or
+    ``missing`` benchmarks of the ``wanted``), or "" when it did."""
     if child.returncode in CHILD_RAN and not missing:
         return ""
     why = f"exit {child.returncode}"

@@ -68,10 +68,8 @@ class GatePlugin:
         Inconclusive verdicts pass; their detail is printed once, in the terminal
         summary's inconclusive block (reporting/terminal.py), not as warnings.
         """
-        session = self.session
-        return self.gate.judge(
-            item, results, device=session.ensure_device(), progress=session.progress()
-        )
+        s = self.session
+        return self.gate.judge(item, results, device=s.ensure_device(), progress=s.progress())
 
     def baselines_of(self, results: Sequence[Result]) -> dict[str, Any]:
         """The baseline runs of each result's benchmark (by key), for a kernel diff."""
@@ -111,6 +109,8 @@ class VerdictStep:
         self.ranks = ranks
         if gate is not None and ranks is not None:
             gate.gate.look_ahead = False
+        if gate is not None and capture is not None:
+            gate.gate.on_suspect = capture.expect
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:

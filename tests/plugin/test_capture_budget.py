@@ -172,3 +172,49 @@ def test_under_xdist_workers_diagnose_and_the_controller_runs_the_later_passes(
     passes = doc["session"]["capture"]["passes"]
     assert sorted(p["phase"] for p in passes) == [1, 1, 2, 2]  # one ledger for all processes
     assert all(t["first_diagnosis_s"] for t in doc["session"]["capture"]["tests"])
+
+
+#: Records each SparePool.take() ("spare" or "none") of the session's process.
+TAKES = """
+
+import os
+
+import pytest_gpuperf.shell.capture as _capture
+
+_take = _capture.SparePool.take
+
+
+def _logged_take(self):
+    spare = _take(self)
+    with open(os.path.join(os.path.dirname(__file__), "takes.txt"), "a") as f:
+        f.write("none\\n" if spare is None else "spare\\n")
+    return spare
+
+
+_capture.SparePool.take = _logged_take
+_capture.SparePool.EARLY_CORES = int(os.environ.get("EARLY_CORES", "1"))
+"""
+
+
+def test_a_first_capture_takes_the_spare_started_at_its_suspect_and_none_without_one(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(VIRTUAL_TIME_CONFTEST + TAKES)
+    pytester.makepyfile(test_b=BENCH)
+    run_with_env(pytester, {}, "-p", "no:cacheprovider", *FAST, "--gpuperf-save=main")
+    takes = pytester.path / "takes.txt"
+    # 40x: a regression on one run (no suspect, no confirmation): its capture starts cold
+    args = ["-p", "no:cacheprovider", *FAST, "--gpuperf-baseline=main"]
+    run_with_env(pytester, {"SLOW_BIG": "40"}, *args).assert_outcomes(failed=1, passed=2)
+    assert takes.read_text().split() == ["none"]
+    takes.unlink()
+    # 1.8x: a suspect first, confirmed in a fresh process while the spare starts
+    result = run_with_env(pytester, {"SLOW_SMALL": "1.8"}, *args)
+    result.assert_outcomes(failed=1, passed=2)
+    assert "confirmed" in result.stdout.str()
+    assert takes.read_text().split() == ["spare"]
+    takes.unlink()
+    # the same where the machine has no cores to spare: no spare beside the confirmation
+    result = run_with_env(pytester, {"SLOW_SMALL": "1.8", "EARLY_CORES": "4096"}, *args)
+    result.assert_outcomes(failed=1, passed=2)
+    assert takes.read_text().split() == ["none"]

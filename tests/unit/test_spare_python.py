@@ -75,14 +75,19 @@ def test_a_spare_is_killed_at_its_timeout_and_closed_when_unused(tmp_path: Path)
             time.sleep(0.1)
 
 
-def test_the_pool_hands_out_the_spare_started_at_the_capture_before() -> None:
+def test_the_pool_hands_out_the_spare_started_at_the_first_suspect_or_the_capture_before() -> None:
     pool = SparePool()
-    assert pool.take() is None  # the session's first capture: none yet, one starts
+    assert pool.take() is None  # a first capture with no suspect before it: none, one starts
     second = pool.take()
-    assert second is not None and second.usable and pool.used == 1
+    assert second is not None and second.usable
     second.close()
     pool.close()
     assert pool._next is None
+    pool.start()  # the session's first suspect
+    first = pool.take()
+    assert first is not None and first.usable
+    first.close()
+    pool.close()
 
 
 def test_a_spare_runs_its_prelude_before_it_waits_and_survives_a_failing_one(
