@@ -340,30 +340,8 @@ def _at_least_two(text: str) -> int:
 EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "pytest-benchmark"}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--dir",
-        default=DEFAULT_DIR,
-        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
-    )
-    parser = argparse.ArgumentParser(
-        prog="pytest-gpuperf",
-        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
-        "export; and a demo of the main job.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
-    p.set_defaults(func=cmd_list)
-
-    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
-    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
-    p.set_defaults(func=cmd_show)
-
+def _add_compare(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The ``compare`` command: B judged against A."""
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -408,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_compare)
 
+
+def _add_prune(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The ``prune`` command."""
     p = sub.add_parser(
         "prune",
         parents=[common],
@@ -440,6 +421,34 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_TIMEOUT_S:g}, as --gpuperf-lock-timeout)",
     )
     p.set_defaults(func=cmd_prune)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--dir",
+        default=DEFAULT_DIR,
+        help=f"directory of the baselines, as --gpuperf-baseline-dir (default: {DEFAULT_DIR})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="pytest-gpuperf",
+        description="Baselines and results of pytest-gpuperf: list, show, compare, prune, "
+        "export; and a demo of the main job.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", parents=[common], help="baselines and their runs")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", parents=[common], help="the benchmarks of one baseline")
+    p.add_argument("name", metavar="NAME", help="baseline name, or path of a baseline or run file")
+    p.set_defaults(func=cmd_show)
+
+    _add_compare(sub, common)
+    _add_prune(sub, common)
 
     p = sub.add_parser(
         "export",

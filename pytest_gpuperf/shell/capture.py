@@ -276,30 +276,41 @@ def capture(
         if evidence:
             (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
         timing = _pass_timing(timing, plan, done, t0)
-        wall = sum(float(p["wall_s"]) for p in timing["passes"])
-        report = CaptureReport(
-            nodeid, directory, _merged(earlier, done), diagnoses, wall, timing=timing,
-        )  # fmt: skip
-        d = report.to_dict()
-        with contextlib.suppress(OSError):  # the report stands without its manifest
-            report.manifest = write_manifest(
-                directory,
-                nodeid=nodeid,
-                run_id=run_id,
-                device=device,
-                benchmarks=ctx.keys,
-                collectors=d["collectors"],
-                diagnosis=d["diagnoses"],
-                wall_s=wall,
-                timing=timing,
-            )
-        return report
+        return _report(ctx, _merged(earlier, done), diagnoses, timing, run_id)
     except Exception as e:  # never turn a verdict into an error
         why = f"the capture failed: {type(e).__name__}: {e}"
         failed = CollectorResult("capture", FAILED, reason=why)
         return CaptureReport(
             nodeid, Path(artifacts_dir or "."), [failed], {}, time.monotonic() - t0
         )
+
+
+def _report(
+    ctx: CaptureContext,
+    collected: list[CollectorResult],
+    diagnoses: dict[str, Diagnosis],
+    timing: dict[str, Any],
+    run_id: str,
+) -> CaptureReport:
+    """The capture's report, its manifest written beside its files where it can be."""
+    wall = sum(float(p["wall_s"]) for p in timing["passes"])
+    report = CaptureReport(
+        ctx.nodeid, ctx.directory, collected, dict(diagnoses), wall, timing=timing
+    )
+    d = report.to_dict()
+    with contextlib.suppress(OSError):  # the report stands without its manifest
+        report.manifest = write_manifest(
+            ctx.directory,
+            nodeid=ctx.nodeid,
+            run_id=run_id,
+            device=ctx.device,
+            benchmarks=ctx.keys,
+            collectors=d["collectors"],
+            diagnosis=d["diagnoses"],
+            wall_s=wall,
+            timing=timing,
+        )
+    return report
 
 
 def artifacts_root(
