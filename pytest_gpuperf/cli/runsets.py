@@ -95,9 +95,8 @@ def read_file(path: Path) -> RunSet:
     )
 
 
-def _newest(entry: br.BenchmarkEntry) -> tuple[Run, list[Run]]:
+def _newest(runs: list[Run]) -> tuple[Run, list[Run]]:
     """The newest run, and every run of its environment and settings (oldest first)."""
-    runs = entry.runs
     last = runs[-1]
     same = [r for r in runs if (r.fingerprint_id, r.policy) == (last.fingerprint_id, last.policy)]
     return last, same
@@ -109,15 +108,15 @@ def latest(side: RunSet) -> tuple[list[Result], dict[str, BenchHistory]]:
     results: list[Result] = []
     hist: dict[str, BenchHistory] = {}
     for key, entry in b.benchmarks.items():
-        if not entry.runs:
+        if not (runs := entry.runs):  # decoded once
             continue
-        last, same = _newest(entry)
+        last, same = _newest(runs)
         own = side.results.get(key)
         results.append(replace(own) if own else Result(last))
         hist[key] = BenchHistory(
             baseline=b.name,
             comparable=same,
-            runs=list(entry.runs),
+            runs=runs,
             fingerprint_id=last.fingerprint_id,
             reason=f"{len(same)} run(s) in this environment",
         )
@@ -168,9 +167,10 @@ def compare(
     failures: dict[str, tuple[str, ...]] = {}
     gated = 0
     for key, entry in cand.benchmarks.items():
-        if not entry.runs:
+        if not (runs := entry.runs):  # decoded once
             continue
-        res, verdict = _judged(judge, candidate, key, entry)
+        last, same = _newest(runs)
+        res, verdict = _judged(judge, candidate, key, last, same)
         results.append(res)
         outcomes[key] = verdict.outcome
         if verdict.failures:
@@ -183,15 +183,15 @@ def compare(
             baseline=ref.name,
             comparable=match.runs if match.status == br.MATCH else (),
             runs=list(ref_entry.runs) if ref_entry else [],
-            fingerprint_id=_newest(entry)[0].fingerprint_id,
+            fingerprint_id=last.fingerprint_id,
             reason=match.reason,
         )
     return Outcome(results, hist, gated, outcomes, failures)
 
 
-def _judged(judge: Judge, candidate: RunSet, key: str, entry: br.BenchmarkEntry) -> Any:
-    """One benchmark of the candidate as a result with its final verdict, and the verdict."""
-    last, same = _newest(entry)
+def _judged(judge: Judge, candidate: RunSet, key: str, last: Run, same: list[Run]) -> Any:
+    """One benchmark of the candidate (its newest run, and those of its environment and
+    settings) as a result with its final verdict, and the verdict."""
     fp = candidate.baseline.fingerprints.get(last.fingerprint_id or "", {})
     own = candidate.results.get(key)
     # Judged under the newest run's settings (a run file's own result keeps its outputs).
