@@ -254,7 +254,7 @@ def load_json(data: bytes) -> Any:
         ) from None
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
-        if e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string"):
+        if e.pos >= len(text.rstrip()) or _ends_early(text):
             raise SchemaProblem(
                 f"truncated: the JSON ends before it is complete (the parser stopped at "
                 f"{where}: {e.msg})"
@@ -269,6 +269,27 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
         raise SchemaProblem(f"the key {twice!r} appears twice in one object")
     return out
+
+
+def _ends_early(text: str) -> bool:
+    """True if ``text`` stops inside a string or with brackets left open: a file cut off in a
+    word or a number, or its tail filled with NUL bytes (as a crash leaves it)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return in_string or depth > 0
 
 
 def check_version(doc: Any, schema: str, what: str) -> None:

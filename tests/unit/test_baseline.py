@@ -320,6 +320,14 @@ def _one_file(doc: dict[str, Any]) -> None:
 CORRUPTIONS: dict[str, tuple[Callable[[str], str], str]] = {
     "empty": (lambda t: "", "the file is empty"),
     "truncated": (lambda t: t[: len(t) // 2], r"truncated: the JSON ends before it is complete"),
+    "truncated-then-nul-filled": (
+        lambda t: t[: len(t) // 2] + "\x00" * 64,
+        r"truncated: the JSON ends before it is complete",
+    ),
+    "truncated-in-a-word": (
+        lambda t: t[: t.index("{", 1)] + '{"x": tr',
+        r"truncated: the JSON ends before it is complete",
+    ),
     "truncated-at-a-line": (
         lambda t: "\n".join(t.splitlines()[:20]) + "\n",
         r"truncated: .*the parser stopped at line 21, column 1",
