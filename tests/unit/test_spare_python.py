@@ -112,6 +112,21 @@ def test_a_spare_runs_its_prelude_before_it_waits_and_survives_a_failing_one(
     assert run.returncode == 0 and "1 passed" in run.output
 
 
+def test_what_a_spare_printed_before_it_was_ready_stays_in_the_output_and_the_log(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_e.py").write_text("def test_e():\n    pass\n")
+    spare = SparePython(_env(), modules=(), prelude="print('a warning from the imports')\n")
+    assert spare.wait_ready(60)  # its early output read while waiting, as the pool does
+    run = spare.run("pytest", ["test_e.py", "-q", "-p", "no:cacheprovider"], env=_env(),
+                    cwd=tmp_path, timeout_s=60, log_path=tmp_path / "child.log")  # fmt: skip
+    assert run.returncode == 0 and "1 passed" in run.output
+    log = (tmp_path / "child.log").read_text()
+    for text in (run.output, log):
+        assert "a warning from the imports" in text
+        assert SparePython._READY.decode() not in text
+
+
 def test_a_spare_whose_prelude_imported_the_plugin_runs_pytest_under_filterwarnings_error(
     tmp_path: Path,
 ) -> None:

@@ -165,8 +165,12 @@ def _finish(
     timeout_s: float,
     log_path: Path | None,
     stdin_text: str | None = None,
+    *,
+    head: str = "",
+    drop: str = "",
 ) -> ProcessRun:
-    """Wait for ``proc`` (its whole group killed at the timeout or on an interrupt)."""
+    """Wait for ``proc`` (its whole group killed at the timeout or on an interrupt); its
+    output after ``head`` (what the parent read of it already), ``drop`` taken out once."""
     timed_out = False
     try:
         out, _ = proc.communicate(input=stdin_text, timeout=max(timeout_s, 0.001))
@@ -186,7 +190,7 @@ def _finish(
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
     wall = time.perf_counter() - start
-    text = out or ""
+    text = (head + (out or "")).replace(drop, "", 1) if drop else head + (out or "")
     if timed_out:
         text += f"\n[killed after {wall:.0f} s: time budget {timeout_s:.0f} s]\n"
     if log_path is not None:
@@ -320,7 +324,12 @@ class SparePython:
         cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
         ask = {"module": module, "args": cmd[3:], "env": dict(env), "cwd": str(cwd or os.getcwd())}
         proc, self.proc = self.proc, None
-        return _finish(proc, cmd, time.perf_counter(), timeout_s, log_path, json.dumps(ask) + "\n")
+        # what it printed before its run (its imports' warnings, read while waiting for it to
+        # be ready) goes first in the output and the log, without the ready line
+        ready = self._READY.decode() + "\n"
+        start, stdin = time.perf_counter(), json.dumps(ask) + "\n"
+        seen = self._seen.decode(errors="replace")
+        return _finish(proc, cmd, start, timeout_s, log_path, stdin, drop=ready, head=seen)
 
     def close(self) -> None:
         if self.proc is not None:
