@@ -367,14 +367,15 @@ def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list
     if spec.verbose:
         return _titled("flags:", _items([(r, n) for r in results for n in r.notes], results, spec))
     by_note: dict[str, list[str]] = {}
+    mixed = _mixed(results)
     for r in results:
         for note in r.notes:
-            by_note.setdefault(note, []).append(_who(r, _mixed(results)))
+            by_note.setdefault(note, []).append(_who(r, mixed))
     lines = []
     for note, who in by_note.items():
         names = ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
         lines += _wrap(f"{names}: {note}", spec)
-    return ["flags:", *lines] if lines else []
+    return _titled("flags:", lines)
 
 
 def _numerics_found(r: Result) -> NumericsComparison | None:

@@ -190,7 +190,8 @@ def _with_name(c: Comparison, result: Result) -> Comparison:
 def diagnosis(result: Result) -> list[str]:
     """What the captured artifacts found (where the time went), as lines: the capture's
     diagnosis (its paragraph and details), then each artifact's ``summary`` or ``diagnosis``."""
-    lines = [] if result.diagnosis is None else _lines(result.diagnosis.to_dict())
+    d = result.diagnosis
+    lines = [] if d is None else _lines(d.paragraph) + _lines(d.details)
     for source in result.artifacts:
         if isinstance(source, Mapping) and not ("paragraph" in source or "details" in source):
             lines += _lines(source.get("summary")) + _lines(source.get("diagnosis"))
