@@ -13,32 +13,55 @@ replay is appended there. `aa` prints (false-failure rate, inconclusive rate) of
 A/A of tests/unit/test_verdict.py (the CPU model; the noisy +-30 % one, bound 1 %) with 3
 baseline runs, and 5 with ADAPT.
 """
-import os, sys, math, random
-sys.path[:0] = ["bench", ".", "tests/unit"]
-import importlib; D = importlib.import_module("pytest_gpuperf.verdict.decide")
-src = open(D.__file__).read()
-if os.environ.get("SLOW2"):
-    n = int(os.environ.get("SLOW2N", "4"))
-    old = "    slower = min(cur) - level  # every current run is at least this much slower\n"
-    assert old in src
-    src = src.replace(old, f"    slower = (sorted(cur)[1] if r >= {n} else min(cur)) - level\n")
-    exec(compile(src, D.__file__, "exec"), D.__dict__)
-if os.environ.get("E1"):
-    old = "    if kind == NO_CHANGE and d + half >= cutoff:  # not ruled out: too small to tell\n"
-    assert old in src
-    src = src.replace(old, "    if kind == NO_CHANGE and not last and r < klass.runs and d + half >= cut_full:\n        kind, final = REGRESSION, False\n" + old)
-    exec(compile(src, D.__file__, "exec"), D.__dict__)
-if "Q" in os.environ:
-    D.LEVEL_Q = float(os.environ["Q"])
-import cpu_pools as P
-from pytest_gpuperf.verdict.policy import CLASSES, DecisionPolicy
 
+import importlib
+import math
+import os
+import random
+import sys
+from pathlib import Path
+
+sys.path[:0] = ["bench", ".", "tests/unit"]
+
+import cpu_pools as P  # noqa: E402
+
+from pytest_gpuperf.outcome import INCONCLUSIVE, REGRESSION  # noqa: E402
+from pytest_gpuperf.verdict.policy import CLASSES, DecisionPolicy  # noqa: E402
+
+D = importlib.import_module("pytest_gpuperf.verdict.decide")
+SLOWER = "    slower = min(cur) - level  # every current run is at least this much slower\n"
+RULED_OUT = "    if kind == NO_CHANGE and d + half >= cutoff:  # not ruled out: too small to tell\n"
+E1_LINES = (
+    "    if kind == NO_CHANGE and not last and r < klass.runs and d + half >= cut_full:\n"
+    "        kind, final = REGRESSION, False\n"
+)
 ADAPT = os.environ.get("ADAPT")
 MAXR = int(os.environ.get("MAXR", "5"))
 ALPHA = float(os.environ.get("ALPHA", "0.0002"))
 KMAX = int(os.environ.get("KMAX", "5"))
 
+
+def patch() -> None:
+    """The knobs' changes to decide.py, executed in its module (the package is untouched)."""
+    src = Path(D.__file__).read_text()
+    if os.environ.get("SLOW2"):
+        n = int(os.environ.get("SLOW2N", "4"))
+        assert SLOWER in src
+        src = src.replace(
+            SLOWER, f"    slower = (sorted(cur)[1] if r >= {n} else min(cur)) - level\n"
+        )
+    if os.environ.get("E1"):
+        assert RULED_OUT in src
+        src = src.replace(RULED_OUT, E1_LINES + RULED_OUT)
+    if os.environ.get("SLOW2") or os.environ.get("E1"):
+        exec(compile(src, D.__file__, "exec"), D.__dict__)
+    if "Q" in os.environ:
+        D.LEVEL_Q = float(os.environ["Q"])
+
+
 def gp_sessions(good, current, rng, sessions, k, policy):
+    """cpu_pools.gp_sessions with the knobs (the baseline drawn as a permutation, so that an
+    adaptive baseline extends the same draw)."""
     policy = DecisionPolicy(max_runs=MAXR, alpha=ALPHA)
     out = []
     for _ in range(sessions):
@@ -61,29 +84,41 @@ def gp_sessions(good, current, rng, sessions, k, policy):
             c = P.decide_stats(bstats, cur, policy=policy, mode=r["mode"], last=last, look=i + 1)
             if c.final:
                 break
-        c.__dict__  # noqa
         out.append(c)
     return out
 
-P.gp_sessions = gp_sessions
 
-if sys.argv[1] == "replay":
+def replay() -> None:
     for pool in ("idle", "shared", "busy", "suite"):
         lines = P.replay(P.read_pools([f"tests/data/cpu-pools/pool-{pool}.jsonl.gz"]), 60, 3, 0)
-        out = open(os.devnull, "w") if not os.environ.get("OUT") else open(os.environ["OUT"], "a")
-        out.write("\n".join(lines) + "\n")
-        tot = [l for l in lines if "total" in l]
-        mm = [l for l in lines if "mm_threads" in l and "1.5x" in l]
-        print(pool, " | ".join(t.strip().replace("total ", "") for t in tot if "3x pb" not in t), "| mm:", mm[0].split("|")[-1].strip() if mm else "")
-elif sys.argv[1] == "aa":
+        if os.environ.get("OUT"):
+            with open(os.environ["OUT"], "a") as f:
+                f.write("\n".join(lines) + "\n")
+        totals = [x.strip().replace("total ", "") for x in lines if "total" in x]
+        mm = [x for x in lines if "mm_threads" in x and "1.5x" in x]
+        print(pool, " | ".join(t for t in totals if "3x pb" not in t), "| mm:",
+              mm[0].split("|")[-1].strip() if mm else "")  # fmt: skip
+
+
+def aa() -> None:
     import test_verdict as tv
-    from pytest_gpuperf.outcome import INCONCLUSIVE, REGRESSION
-    ks = [3] + ([5] if ADAPT else [])
-    for k in ks:
+
+    for k in [3] + ([5] if ADAPT else []):
         rng = random.Random(11)
         pol = DecisionPolicy(max_runs=MAXR, alpha=ALPHA)
-        def aa(draw, mode, n):
-            cs = [tv.session([draw() for _ in range(k)], draw, mode=mode, policy=pol) for _ in range(n)]
-            return round(sum(c.kind == REGRESSION for c in cs) / n, 4), round(sum(c.kind == INCONCLUSIVE for c in cs) / n, 4)
-        print("k", k, "cpu", aa(tv.Process(tv.T, 0.06, 1 / 7, rng, (1.5, 2.0)), tv.MODE_CPU, 2000),
-              "noisy", aa(lambda: tv.run(tv.T * rng.uniform(0.7, 1.3)), tv.MODE_CPU, 4000))
+
+        def rates(draw, n, k=k, pol=pol):
+            cs = [tv.session([draw() for _ in range(k)], draw, mode=tv.MODE_CPU, policy=pol)
+                  for _ in range(n)]  # fmt: skip
+            fails = sum(c.kind == REGRESSION for c in cs) / n
+            return round(fails, 4), round(sum(c.kind == INCONCLUSIVE for c in cs) / n, 4)
+
+        cpu = rates(tv.Process(tv.T, 0.06, 1 / 7, rng, (1.5, 2.0)), 2000)
+        noisy = rates(lambda rng=rng: tv.run(tv.T * rng.uniform(0.7, 1.3)), 4000)
+        print("k", k, "cpu", cpu, "noisy", noisy)
+
+
+if __name__ == "__main__":
+    patch()
+    P.gp_sessions = gp_sessions
+    replay() if sys.argv[1] == "replay" else aa()

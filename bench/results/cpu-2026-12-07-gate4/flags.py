@@ -1,28 +1,48 @@
-import sys, math, statistics
-sys.path.insert(0,'bench'); sys.path.insert(0,'.')
-from cpu_pools import read_pools
-from pytest_gpuperf.verdict.decide import run_level
-from collections import defaultdict, Counter
+"""Do the pools' flags mark the slow processes? Per pool: runs 1.25x or more above their
+benchmark's fast level (the median of its faster half) against the rest, by stability flag,
+waited share and load1; then the processes with a slow run, each benchmark's ratio.
+
+    python bench/results/cpu-2026-12-07-gate4/flags.py tests/data/cpu-pools/pool-*.jsonl.gz
+"""
+
+import statistics
+import sys
+from collections import Counter, defaultdict
+
+sys.path[:0] = ["bench", "."]
+
+from cpu_pools import read_pools  # noqa: E402
+
+from pytest_gpuperf.verdict.decide import run_level  # noqa: E402
+
 for pool in sys.argv[1:]:
-    rows = [r for r in read_pools([pool]) if r['tool']=='gp' and r['suite']=='cpu' and 'mm_thr' not in r['bench']]
+    rows = [r for r in read_pools([pool])
+            if r["tool"] == "gp" and r["suite"] == "cpu" and "mm_thr" not in r["bench"]]  # fmt: skip
     by = defaultdict(list)
-    for r in rows: by[(r['bench'], r['variant'])].append(r)
-    tab = Counter(); wl = defaultdict(list); procslow = defaultdict(list)
-    for (b,v), rs in by.items():
-        lv = sorted(run_level(r['rounds']) for r in rs)
-        fast = statistics.median(lv[:max(2,len(lv)//2)])
+    for r in rows:
+        by[(r["bench"], r["variant"])].append(r)
+    tab: Counter = Counter()
+    seen = defaultdict(list)
+    per_proc = defaultdict(list)
+    for rs in by.values():
+        lv = sorted(run_level(r["rounds"]) for r in rs)
+        fast = statistics.median(lv[: max(2, len(lv) // 2)])
         for r in rs:
-            x = run_level(r['rounds'])/fast
+            x = run_level(r["rounds"]) / fast
             slow = x > 1.25
-            c = r.get('contention') or {}
-            tab[(slow, r.get('stability'))] += 1
-            wl[slow].append((c.get('waited') or 0, r['load1']))
-            procslow[r['proc']].append(x)
+            tab[(slow, r.get("stability"))] += 1
+            seen[slow].append(((r.get("contention") or {}).get("waited") or 0, r["load1"]))
+            per_proc[r["proc"]].append(x)
     print(pool)
-    for k in sorted(tab): print('  ', k, tab[k])
-    for s in (False, True):
-        w = [a for a,b in wl[s]]; l=[b for a,b in wl[s]]
-        print('  slow' if s else '  fast', len(w), 'waited med %.2f q90 %.2f' % (statistics.median(w), sorted(w)[int(.9*len(w))]), 'load1 med %.1f' % statistics.median(l))
-    # process-wide: processes with >=2 slow benchmarks
-    ps = {p: xs for p, xs in procslow.items()}
-    print('  procs: ', ' '.join(f"{p}:" + ",".join(f"{x:.2f}" for x in xs) for p, xs in sorted(ps.items()) if max(xs) > 1.25)[:1500])
+    for key in sorted(tab):
+        print("  ", key, tab[key])
+    for slow in (False, True):
+        waited = [w for w, _ in seen[slow]]
+        load = [x for _, x in seen[slow]]
+        q90 = sorted(waited)[int(0.9 * len(waited))]
+        print("  slow" if slow else "  fast", len(waited),
+              f"waited med {statistics.median(waited):.2f} q90 {q90:.2f}",
+              f"load1 med {statistics.median(load):.1f}")  # fmt: skip
+    procs = " ".join(f"{p}:" + ",".join(f"{x:.2f}" for x in xs)
+                     for p, xs in sorted(per_proc.items()) if max(xs) > 1.25)  # fmt: skip
+    print("  procs: ", procs[:1500])
