@@ -114,14 +114,6 @@ class StoredFingerprint:
     commit: str | None = None
 
 
-def _same_code_spread(runs: Sequence[StoredFingerprint]) -> float:
-    """The largest spread among baseline runs of one commit (runs of unknown commit: one group)."""
-    groups: dict[str | None, list[Fingerprint]] = {}
-    for r in runs:
-        groups.setdefault(r.commit, []).append(r.fingerprint)
-    return max(spread(fps) for fps in groups.values())
-
-
 def compare(
     baseline: Sequence[StoredFingerprint],
     current: Sequence[Fingerprint],
@@ -147,7 +139,10 @@ def compare(
     if not base or not cur:
         return NumericsComparison(NO_BASELINE, **common)
     d = difference(base[-1].fingerprint, cur[0])
-    b_spread = _same_code_spread(base)
+    groups: dict[str | None, list[Fingerprint]] = {}  # runs of one commit (or unknown)
+    for b in base:
+        groups.setdefault(b.commit, []).append(b.fingerprint)
+    b_spread = max(spread(fps) for fps in groups.values())
     c_spread = spread(cur)
     common.update(
         max_rel=d.rel,
