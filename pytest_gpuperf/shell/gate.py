@@ -76,9 +76,6 @@ class ConfirmBudget:
         total = self._plain_s() * max(self.expected, self.done) / max(self.done, 1)
         return max(self.min_s, self.factor * total)
 
-    def left_s(self) -> float:
-        return self.allowed_s() - self.spent_s
-
     def ahead(self) -> int:
         """How many later benchmarks a child also measures: as many as fit in a process
         start, the one it saves when a later benchmark is a suspect too."""
@@ -88,7 +85,7 @@ class ConfirmBudget:
     def tests_that_fit(self, wanted: int) -> int:
         """How many benchmarks the next child may run (0: none; the first one decides)."""
         per = self.per_test_s or self._plain_s() / max(self.done, 1)
-        if (left := self.left_s()) < per:
+        if (left := self.allowed_s() - self.spent_s) < per:
             return 0
         return max(1, min(wanted, int(left / max(per, 1e-3))))
 

@@ -111,7 +111,7 @@ class Judge:
         threshold = result.gate.get("threshold")
         if threshold is None or float(threshold) == self.policy.threshold:
             return self.policy
-        return self.policy.with_threshold(float(threshold))
+        return replace(self.policy, threshold=float(threshold))
 
     def decide(
         self,
