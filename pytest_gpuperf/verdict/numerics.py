@@ -42,9 +42,6 @@ class Difference:
     #: changes that are not a number: structure, dtype, shape, NaN/Inf counts
     changes: tuple[str, ...] = ()
 
-    def beyond(self, tolerance: float) -> bool:
-        return bool(self.changes) or self.rel > tolerance
-
 
 def _rel(a: float, b: float, scale: float) -> float:
     if math.isnan(a) and math.isnan(b):
@@ -155,7 +152,8 @@ def compare(
     )
     if b_spread > tolerance or c_spread > tolerance:
         return NumericsComparison(NUMERICS_UNSEEDED, **common)
-    return NumericsComparison(NUMERICS_CHANGED if d.beyond(tolerance) else NUMERICS_SAME, **common)
+    changed = bool(d.changes) or d.rel > tolerance
+    return NumericsComparison(NUMERICS_CHANGED if changed else NUMERICS_SAME, **common)
 
 
 # --- text --------------------------------------------------------------------------------
