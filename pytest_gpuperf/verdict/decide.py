@@ -137,17 +137,8 @@ class RunStat:
 
     @classmethod
     def from_run(cls, run: Run) -> RunStat:
-        return cls.of(
-            run.median,
-            run.rounds,
-            run.stability,
-            e2e_rounds=run.e2e_rounds,
-            host_hidden=run.host_hidden,
-            telemetry=run.telemetry,
-            host_s=run.host_s,
-            contention=run.contention,
-            tracer=run.tracer,
-        )
+        kept = ("e2e_rounds", "host_hidden", "telemetry", "host_s", "contention", "tracer")
+        return cls.of(run.median, run.rounds, run.stability, **{k: getattr(run, k) for k in kept})
 
     def pays_host(self, figure: str) -> bool:
         """Whether ``figure`` is host time (end to end, device with host waits, a CPU clock)."""
