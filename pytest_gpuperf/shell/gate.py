@@ -76,9 +76,6 @@ class ConfirmBudget:
         total = self._plain_s() * max(self.expected, self.done) / max(self.done, 1)
         return max(self.min_s, self.factor * total)
 
-    def left_s(self) -> float:
-        return self.allowed_s() - self.spent_s
-
     def ahead(self) -> int:
         """How many later benchmarks a child also measures: as many as fit in a process
         start, the one it saves when a later benchmark is a suspect too."""
@@ -88,7 +85,7 @@ class ConfirmBudget:
     def tests_that_fit(self, wanted: int) -> int:
         """How many benchmarks the next child may run (0: none; the first one decides)."""
         per = self.per_test_s or self._plain_s() / max(self.done, 1)
-        if (left := self.left_s()) < per:
+        if (left := self.allowed_s() - self.spent_s) < per:
             return 0
         return max(1, min(wanted, int(left / max(per, 1e-3))))
 
@@ -168,13 +165,6 @@ class Gate:
             return self.order[self.order.index(nodeid) + 1 :]
         return []
 
-    def _child_targets(self, nodeid: str) -> list[str]:
-        """This test, and as many later benchmarks as :meth:`ConfirmBudget.ahead` and the
-        budget allow (kept as their next run: a later suspect needs no process for it)."""
-        later = self._later(nodeid)[: self.budget.ahead()]
-        n = self.budget.tests_that_fit(1 + len(later))
-        return [nodeid, *later][: max(n, 0)]
-
     # --- per test -------------------------------------------------------------
 
     def judge(
@@ -200,7 +190,10 @@ class Gate:
         with (progress or silent()).shared(f"re-measuring {item.nodeid} in fresh processes"):
             note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)
         for r in results:
-            self._conclude(r, runs, note, out)
+            v = runs.verdicts[r.id.key]
+            if not v.comparison.final:  # no more runs: a suspect is settled on what there is
+                v = self.rule.verdict(r, runs.current[r.id.key], last=True, note=note)
+            self._record(r, v, out)
         self.rule.forget([r.id.key for r in results])
         return out
 
@@ -220,9 +213,15 @@ class Gate:
             pending = [r for r in results if not runs.verdicts[r.id.key].comparison.final]
             if not pending:
                 return ""
-            if self._take_ahead(pending, runs):
+            ahead = [r for r in pending if self.ahead.get(r.id.key)]
+            for r in ahead:  # the runs an earlier child measured ahead
+                self._add_run(r, self.ahead[r.id.key].pop(0), runs)
+            if ahead:
                 continue
-            targets = self._child_targets(nodeid)
+            # this test, and as many later benchmarks as the budget allows (kept as their
+            # next run: a later suspect needs no process for it)
+            later = self._later(nodeid)[: self.budget.ahead()]
+            targets = [nodeid, *later][: max(self.budget.tests_that_fit(1 + len(later)), 0)]
             if not targets:
                 return (
                     f"confirmation budget spent ({self.budget.spent_s:.0f} s of re-runs in this "
@@ -250,15 +249,6 @@ class Gate:
                     continue
                 self._add_run(r, again, runs)
 
-    def _take_ahead(self, pending: list[Result], runs: _Runs) -> bool:
-        """Add the runs an earlier child measured ahead; returns whether there was any."""
-        took = False
-        for r in pending:
-            if self.ahead.get(r.id.key):
-                self._add_run(r, self.ahead[r.id.key].pop(0), runs)
-                took = True
-        return took
-
     def _add_run(self, r: Result, again: Result, runs: _Runs) -> None:
         """One more run of ``r``'s benchmark, from a fresh process: decide again."""
         mine = runs.current[r.id.key]
@@ -277,13 +267,6 @@ class Gate:
         self.rerun_count += 1
         self.budget.spend(child.wall_s, len(targets))
         return child
-
-    def _conclude(self, r: Result, runs: _Runs, note: str, out: Judgement) -> None:
-        """Settle ``r``'s verdict (a suspect on the runs there are) and record the outcome."""
-        v = runs.verdicts[r.id.key]
-        if not v.comparison.final:  # no more runs: a suspect is settled on what there is
-            v = self.rule.verdict(r, runs.current[r.id.key], last=True, note=note)
-        self._record(r, v, out)
 
     def _record(self, r: Result, v: Verdict, out: Judgement, against: str = "") -> None:
         """Keep ``r``'s settled verdict ``v`` and record the outcome (``against``: what the
@@ -314,16 +297,13 @@ def child_failure(
     why = f"exit {child.returncode}"
     if child.returncode in CHILD_RAN:
         why += f", {len(missing)} of {wanted} benchmark(s) not measured"
+    # the child's command without the temporary JSON file it wrote (gone by now)
+    command = [a for a in child.command if not a.startswith("--gpuperf-json=")]
     tail = "\n".join("    " + ln for ln in child.log_tail.strip().splitlines()[-8:])
     return (
         f"the fresh {what} process failed ({why}); the verdict stands unconfirmed\n"
         f"  its output ends:\n{tail}\n"
-        f"  run it alone to see all of it: {shlex.join(_without_json(child.command))}\n"
+        f"  run it alone to see all of it: {shlex.join(command)}\n"
         "  fix what it reports (an option it cannot take, a test that fails in a fresh process), "
         "or pass --gpuperf-reruns=0 to judge without fresh processes"
     )
-
-
-def _without_json(cmd: Sequence[str]) -> list[str]:
-    """A child's command without the temporary JSON file it wrote (gone by now)."""
-    return [a for a in cmd if not a.startswith("--gpuperf-json=")]

@@ -63,11 +63,8 @@ class GatePlugin:
             raise pytest.UsageError(str(e)) from None
 
     def judge(self, item: pytest.Item, results: list[Result]) -> Judgement:
-        """The verdicts of the test's results, suspects re-measured in fresh processes.
-
-        Inconclusive verdicts pass; their detail is printed once, in the terminal
-        summary's inconclusive block (reporting/terminal.py), not as warnings.
-        """
+        """The verdicts of the test's results, suspects re-measured in fresh processes (an
+        inconclusive one passes: the terminal summary's inconclusive block says why)."""
         s = self.session
         return self.gate.judge(item, results, device=s.ensure_device(), progress=s.progress())
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_gpuperf.measure import backend
 from pytest_gpuperf.measure.contention import ONE_THREAD, WAITED
+from pytest_gpuperf.measure.noise import NoiseClass
 from pytest_gpuperf.measure.summary import MAD_TO_SD, mad, median, quantile
 from pytest_gpuperf.model import Run
 from pytest_gpuperf.outcome import (
@@ -41,7 +42,7 @@ from pytest_gpuperf.outcome import (
     Terms,
     said,
 )
-from pytest_gpuperf.verdict.policy import CLASSES, DEFAULT_POLICY, DecisionPolicy, NoiseClass
+from pytest_gpuperf.verdict.policy import CLASSES, DEFAULT_POLICY, FAIL_ON, DecisionPolicy
 from pytest_gpuperf.verdict.robust import moderate, z_of
 
 #: Outcomes of :func:`outcome`.
@@ -136,17 +137,8 @@ class RunStat:
 
     @classmethod
     def from_run(cls, run: Run) -> RunStat:
-        return cls.of(
-            run.median,
-            run.rounds,
-            run.stability,
-            e2e_rounds=run.e2e_rounds,
-            host_hidden=run.host_hidden,
-            telemetry=run.telemetry,
-            host_s=run.host_s,
-            contention=run.contention,
-            tracer=run.tracer,
-        )
+        kept = ("e2e_rounds", "host_hidden", "telemetry", "host_s", "contention", "tracer")
+        return cls.of(run.median, run.rounds, run.stability, **{k: getattr(run, k) for k in kept})
 
     def pays_host(self, figure: str) -> bool:
         """Whether ``figure`` is host time (end to end, device with host waits, a CPU clock)."""
@@ -223,8 +215,6 @@ def median_var(n: int) -> float:
     """The variance of the median of ``n`` standard normal draws: ``1/n`` up to 2 (a median
     of two is their mean), ``pi / (2 n)`` beyond (its large-n value, 4-17 % above the exact
     one for 3 to 10: conservative)."""
-    if n < 1:
-        raise ValueError(f"need at least one run, got {n}")
     return 1.0 / n if n <= 2 else math.pi / (2 * n)
 
 
@@ -462,7 +452,8 @@ def _figures(
     account); what the reader should know goes to ``notes``."""
     floor = max([x.within_se for x in (*base, *cur) if x.within_se is not None] or [0.0])
     allowance = _unlike_allowance(base)
-    tracers = tracer_change(base, cur)
+    then, now = {x.tracer for x in base}, {x.tracer for x in cur}  # tracers of each side
+    tracers = {"then": sorted(filter(None, then)), "now": sorted(filter(None, now))}
     verdicts = []
     for figure, klass in classes.items():
         b, c = _levels(base, figure), _levels(cur, figure)
@@ -485,7 +476,7 @@ def _figures(
         if any(bad_b) or any(bad_c):
             notes.append(Reason(LEFT_OUT, {"figure": figure, "baseline": bad_b, "current": bad_c}))
         v = decide_figure(figure, good_b, good_c, last=last, **kw)
-        if tracers and any(x.pays_host(figure) for x in (*base, *cur)):
+        if then != now and any(x.pays_host(figure) for x in (*base, *cur)):
             why = Reason(NOT_COMPARABLE, {"figure": figure, **tracers})
             v = replace(v, kind=INCONCLUSIVE, final=True, why=NOT_COMPARABLE, reasons=(why,))
         verdicts.append(v)
@@ -513,15 +504,6 @@ def _unmeasurable(
     numbers = {"side": side, "codes": list(codes), "threads": threads, "group": group}
     line = Reason(UNMEASURABLE, numbers)
     return replace(v, kind=INCONCLUSIVE, final=final, why=UNMEASURABLE, reasons=(line,))
-
-
-def tracer_change(base: Sequence[RunStat], current: Sequence[RunStat]) -> dict[str, Any]:
-    """The tracers of each side (``then``, ``now``) where they differ, else {}."""
-    b = {x.tracer for x in base}
-    c = {x.tracer for x in current}
-    if b == c:
-        return {}
-    return {"then": sorted(t for t in b if t), "now": sorted(t for t in c if t)}
 
 
 def _unlike_allowance(base: Sequence[RunStat]) -> float:
@@ -555,8 +537,6 @@ def _hidden_notes(
 
 def outcome(comparison: Comparison, fail_on: str = "regression") -> str:
     """What the test item does: ``"fail"``, ``"warn"``, ``"pass"`` or ``"pending"`` (look again)."""
-    from pytest_gpuperf.verdict.policy import FAIL_ON
-
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if not comparison.final:

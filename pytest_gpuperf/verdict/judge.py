@@ -111,7 +111,7 @@ class Judge:
         threshold = result.gate.get("threshold")
         if threshold is None or float(threshold) == self.policy.threshold:
             return self.policy
-        return self.policy.with_threshold(float(threshold))
+        return replace(self.policy, threshold=float(threshold))
 
     def decide(
         self,
@@ -198,17 +198,9 @@ class Judge:
         runs = match.runs
         fixed = [
             compare_secondary(
-                [r.peak_memory_bytes for r in runs],
-                result.run.peak_memory_bytes,
-                tolerances[PEAK_MEMORY],
-                metric=PEAK_MEMORY,
-            ),
-            compare_secondary(
-                [r.first_call_s for r in runs],
-                result.run.first_call_s,
-                tolerances[FIRST_CALL],
-                metric=FIRST_CALL,
-            ),
+                [getattr(r, attr) for r in runs], getattr(result.run, attr), tolerances[m], metric=m
+            )
+            for m, attr in ((PEAK_MEMORY, "peak_memory_bytes"), (FIRST_CALL, "first_call_s"))
         ]
         return [*fixed, *_behaviour(result, runs, tolerances)]
 
@@ -261,12 +253,9 @@ def _commit(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: the metrics each ``--gpuperf-gate-secondary`` option fails a test on ("all": every one)
+GATED = {"memory": (PEAK_MEMORY,), "first-call": (FIRST_CALL,), "allocations": MEMORY_BEHAVIOUR}
+
+
 def _gated(option: str, metric: str) -> bool:
-    """Whether ``--gpuperf-gate-secondary=option`` fails a test on ``metric``."""
-    if option == "all":
-        return True
-    return (
-        (option == "memory" and metric == PEAK_MEMORY)
-        or (option == "first-call" and metric == FIRST_CALL)
-        or (option == "allocations" and metric in MEMORY_BEHAVIOUR)
-    )
+    return option == "all" or metric in GATED.get(option, ())

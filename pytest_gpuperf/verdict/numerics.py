@@ -42,9 +42,6 @@ class Difference:
     #: changes that are not a number: structure, dtype, shape, NaN/Inf counts
     changes: tuple[str, ...] = ()
 
-    def beyond(self, tolerance: float) -> bool:
-        return bool(self.changes) or self.rel > tolerance
-
 
 def _rel(a: float, b: float, scale: float) -> float:
     if math.isnan(a) and math.isnan(b):
@@ -114,14 +111,6 @@ class StoredFingerprint:
     commit: str | None = None
 
 
-def _same_code_spread(runs: Sequence[StoredFingerprint]) -> float:
-    """The largest spread among baseline runs of one commit (runs of unknown commit: one group)."""
-    groups: dict[str | None, list[Fingerprint]] = {}
-    for r in runs:
-        groups.setdefault(r.commit, []).append(r.fingerprint)
-    return max(spread(fps) for fps in groups.values())
-
-
 def compare(
     baseline: Sequence[StoredFingerprint],
     current: Sequence[Fingerprint],
@@ -147,7 +136,10 @@ def compare(
     if not base or not cur:
         return NumericsComparison(NO_BASELINE, **common)
     d = difference(base[-1].fingerprint, cur[0])
-    b_spread = _same_code_spread(base)
+    groups: dict[str | None, list[Fingerprint]] = {}  # runs of one commit (or unknown)
+    for b in base:
+        groups.setdefault(b.commit, []).append(b.fingerprint)
+    b_spread = max(spread(fps) for fps in groups.values())
     c_spread = spread(cur)
     common.update(
         max_rel=d.rel,
@@ -160,7 +152,8 @@ def compare(
     )
     if b_spread > tolerance or c_spread > tolerance:
         return NumericsComparison(NUMERICS_UNSEEDED, **common)
-    return NumericsComparison(NUMERICS_CHANGED if d.beyond(tolerance) else NUMERICS_SAME, **common)
+    changed = bool(d.changes) or d.rel > tolerance
+    return NumericsComparison(NUMERICS_CHANGED if changed else NUMERICS_SAME, **common)
 
 
 # --- text --------------------------------------------------------------------------------

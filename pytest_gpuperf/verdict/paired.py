@@ -7,7 +7,6 @@ what pairing adds: the ABBA order, the benchmarks of each side, the runs as they
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +52,6 @@ class PairedRuns:
 
     base: dict[str, list[Result]] = field(default_factory=dict)
     current: dict[str, list[Result]] = field(default_factory=dict)
-    pairs: int = 0
 
     def add(self, side: str, results: Iterable[Result]) -> set[str]:
         """Record one process's results; returns the keys it measured."""
@@ -73,10 +71,8 @@ def paired_baseline(
     runs: Mapping[str, Sequence[Result]],
     *,
     fingerprint_extra: Mapping[str, Any] | None = None,
-    now: _dt.datetime | None = None,
 ) -> Baseline:
     """The base tree's runs as a baseline held in memory (never written), named ``name``:
     matched with the current runs as stored runs are (:meth:`Baseline.from_runs`)."""
     every = (r.run for results in runs.values() for r in results)
-    stamp = None if now is None else now.isoformat(timespec="seconds")
-    return Baseline.from_runs(name, every, fingerprint_extra=fingerprint_extra, stamp=stamp)
+    return Baseline.from_runs(name, every, fingerprint_extra=fingerprint_extra)

@@ -8,7 +8,7 @@ A figure is judged against the noise of its own kind, never its neighbours': its
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.measure.noise import NoiseClass as NoiseClass
@@ -133,9 +133,6 @@ class DecisionPolicy:
     def z(self) -> float:
         """How many standard errors a slowdown must lie beyond no change."""
         return z_of(self.alpha)
-
-    def with_threshold(self, threshold: float) -> DecisionPolicy:
-        return replace(self, threshold=threshold)
 
 
 DEFAULT_POLICY = DecisionPolicy()

@@ -25,15 +25,10 @@ def moderate(prior: float, weight: float, own: float, df: int) -> float:
         return prior
     if prior <= 0:
         return own
-    w = weight * min(1.0, 2.0 * f_sf(own**2 / prior**2, df, weight))
+    # p by the regularized incomplete beta function (1 when own is 0)
+    p = betainc(weight / 2.0, df / 2.0, weight / (weight + df * (own**2 / prior**2)))
+    w = weight * min(1.0, 2.0 * p)
     return math.sqrt((w * prior**2 + df * own**2) / (w + df))
-
-
-def f_sf(x: float, d1: float, d2: float) -> float:
-    """P(F(d1, d2) >= x), by the regularized incomplete beta function."""
-    if x <= 0:
-        return 1.0
-    return betainc(d2 / 2.0, d1 / 2.0, d2 / (d2 + d1 * x))
 
 
 def betainc(a: float, b: float, x: float) -> float:

@@ -42,12 +42,11 @@ def compare_secondary(
     tolerance: float,
     *,
     metric: str = PEAK_MEMORY,
-    slack: float | None = None,
 ) -> SecondaryComparison:
     """Compare one secondary metric with its baseline values (None entries are ignored)."""
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
-    sl = SLACK.get(metric, 0.0) if slack is None else slack
+    sl = SLACK.get(metric, 0.0)
     vals = [float(v) for v in baseline_values if v is not None and math.isfinite(v)]
     if current_value is None or not vals:
         return SecondaryComparison(
