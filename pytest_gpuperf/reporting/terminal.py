@@ -26,15 +26,14 @@ from pytest_gpuperf.outcome import (
     NumericsComparison,
 )
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
-from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
-    DEFAULT_COLUMNS,
-    DROP_ORDER,
+    COLUMNS,
+    OWN_COLUMNS,
+    added_columns,
     flag_text,
-    full_columns,
     params_text,
+    summary_stat,
 )
-from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
 from pytest_gpuperf.reporting.verdicts import order_of
 from pytest_gpuperf.units import fmt_pct, fmt_time
 
@@ -42,6 +41,12 @@ from pytest_gpuperf.units import fmt_pct, fmt_time
 WIDTH = 120
 #: A benchmark name is never shortened below this.
 MIN_NAME = 28
+#: ``-v``'s columns: all but mean, min and max (the added ones go before ``flag``).
+FULL_COLUMNS = tuple(k for k in COLUMNS if k in OWN_COLUMNS - {"mean", "min", "max"})
+#: The default verbosity's columns (``mode`` too when a session mixes timing modes).
+DEFAULT_COLUMNS = ("name", "median", "ci", "spread", "first_call", "throughput", "flag", "verdict")
+#: Dropped in this order while a default table is wider than the terminal's width.
+DROP_ORDER = ("first_call", "spread", "throughput", "mode")
 
 
 _LABELLED = re.compile(r"^(\s*)(\S[^:]*?(?::|\s{2,})\s*)?")
@@ -74,15 +79,6 @@ def fold(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-def _ratio(r: Result) -> float:
-    ratio = r.comparison.ratio if r.comparison is not None else None
-    return float(ratio) if ratio is not None else -math.inf
-
-
-def _throughput(r: Result) -> float:
-    return r.run.tflops or (r.run.gbps or 0.0) / 1e3 or 0.0
-
-
 def _num(x: float | None) -> float:
     return x if x is not None and math.isfinite(x) else math.inf
 
@@ -92,58 +88,46 @@ def _rank(r: Result) -> int:
     return order_of(_kind(r))
 
 
-#: ``--gpuperf-sort`` keys: (key function, what it means).
-SORT_KEYS: dict[str, tuple[Callable[[Result], Any], str]] = {
-    "verdict": (
-        _rank,
-        "regressions first, then inconclusive, improvements, ...; collection order within",
-    ),
-    "collection": (lambda r: 0, "the order the tests ran in"),
-    "name": (lambda r: r.id.display, "benchmark name"),
-    "median": (lambda r: _num(r.run.summary.median if r.run.rounds else None), "fastest first"),
-    "mean": (lambda r: _num(r.run.summary.mean if r.run.rounds else None), "fastest first"),
-    "min": (lambda r: _num(r.run.summary.min if r.run.rounds else None), "fastest first"),
-    "max": (lambda r: _num(r.run.summary.max if r.run.rounds else None), "fastest first"),
-    "change": (lambda r: -_ratio(r), "largest slowdown against the baseline first"),
-    "first_call": (lambda r: -(r.run.first_call_s or 0.0), "slowest first call first"),
-    "memory": (lambda r: -(r.run.peak_memory_bytes or 0), "most memory first"),
-    "throughput": (lambda r: -_throughput(r), "highest first"),
+def _change(r: Result) -> float:
+    """Minus the change against the baseline: the largest slowdown first."""
+    ratio = r.comparison.ratio if r.comparison is not None else None
+    return -float(ratio) if ratio is not None else math.inf
+
+
+#: ``--gpuperf-sort`` keys: by verdict (regressions first, collection order within), by
+#: name, statistics fastest first, the others largest first.
+SORT_KEYS: dict[str, Callable[[Result], Any]] = {
+    "verdict": _rank,
+    "collection": lambda r: 0,
+    "name": lambda r: r.id.display,
+    **{k: lambda r, k=k: _num(summary_stat(k)(r)) for k in ("median", "mean", "min", "max")},
+    "change": _change,
+    "first_call": lambda r: -(r.run.first_call_s or 0.0),
+    "memory": lambda r: -(r.run.peak_memory_bytes or 0),
+    "throughput": lambda r: -(r.run.tflops or (r.run.gbps or 0.0) / 1e3 or 0.0),
 }
 
 
-def _base_test(nodeid: str) -> str:
-    return nodeid.split("[", 1)[0]
+def _base_test(r: Result) -> str:
+    return r.id.nodeid.split("[", 1)[0]
+
+
+_GROUPS: dict[str, Callable[[Result], str]] = {
+    "func": lambda r: _base_test(r).rsplit("::", 1)[-1],
+    "fullfunc": _base_test,
+    "file": lambda r: r.id.nodeid.split("::", 1)[0],
+    "mode": lambda r: r.id.mode,
+    "name": lambda r: r.id.name or "-",
+    "param": params_text,
+}
+#: ``--gpuperf-group-by`` keys, as in pytest-benchmark (``param:NAME``: one parameter).
+GROUP_KEYS = (*_GROUPS, "param:NAME")
 
 
 def _group_value(r: Result, key: str) -> str:
-    if key == "func":
-        return _base_test(r.id.nodeid).rsplit("::", 1)[-1]
-    if key == "fullfunc":
-        return _base_test(r.id.nodeid)
-    if key == "file":
-        return r.id.nodeid.split("::", 1)[0]
-    if key == "mode":
-        return r.id.mode
-    if key == "name":
-        return r.id.name or "-"
-    if key == "param":
-        return params_text(r)
     if key.startswith("param:"):
-        want = key.split(":", 1)[1]
-        return next((v for k, v in r.id.params if k == want), "-")
-    raise ValueError(f"unknown group key {key!r}")
-
-
-#: ``--gpuperf-group-by`` keys (``param:NAME`` too), as in pytest-benchmark.
-GROUP_KEYS: dict[str, str] = {
-    "func": "the test function",
-    "fullfunc": "the test function with its file",
-    "file": "the test file",
-    "mode": "the timing mode (cpu, cuda-events, cuda-graph)",
-    "name": "the measurement name (gpu_bench(..., name=...))",
-    "param": "all parameters of the test",
-    "param:NAME": "one parameter, e.g. param:dtype",
-}
+        return next((v for k, v in r.id.params if k == key.removeprefix("param:")), "-")
+    return _GROUPS[key](r)
 
 
 @dataclass(frozen=True)
@@ -180,7 +164,8 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> tuple[list[str],
     if spec.columns is not None:
         cols = ["name", *(c for c in spec.columns if c != "name")]
     elif spec.verbose:
-        cols = full_columns()
+        cols = list(FULL_COLUMNS)
+        cols[-2:-2] = [c.key for c in added_columns()]  # before flag and verdict
     else:
         cols = list(DEFAULT_COLUMNS)
         if _mixed(results):
@@ -221,7 +206,7 @@ def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[s
 
 def sort_results(results: Sequence[Result], key: str) -> list[Result]:
     """``results`` in the order of ``--gpuperf-sort`` (stable: ties keep collection order)."""
-    return sorted(results, key=SORT_KEYS[key][0])
+    return sorted(results, key=SORT_KEYS[key])
 
 
 def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[str, list[Result]]]:
