@@ -67,9 +67,9 @@ def annotation(
     workspace: str | PurePath | None = None,
 ) -> str | None:
     """The ``::error`` / ``::warning`` line for ``result``, or None if its verdict needs none."""
-    r = v.row(result)
+    r, c = v.row(result), result.comparison
     level = LEVELS.get(r.kind)
-    if level is None or not r.final:
+    if level is None or c is None or not c.final:
         return None
     props: list[str] = []
     loc = result.location

@@ -17,6 +17,7 @@ from typing import Any
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.outcome import BELOW_RESOLUTION
 from pytest_gpuperf.reporting import explain
+from pytest_gpuperf.reporting.columns import params_text
 from pytest_gpuperf.units import fmt_change, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
@@ -41,17 +42,8 @@ __all__ = [
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
 NOT_COMPARED = "not-compared"
 
-#: Report order: what needs a person's attention first.
-ORDER: tuple[str, ...] = (
-    REGRESSION,
-    INCONCLUSIVE,
-    IMPROVEMENT,
-    DIFFERENT_ENVIRONMENT,
-    NO_CHANGE,
-    NO_BASELINE,
-    NOT_COMPARED,
-)
-#: Plural forms for headlines ("2 regressions, 1 no change").
+#: The kinds in report order (what needs a person's attention first), with their plurals
+#: for headlines ("2 regressions, 1 no change").
 PLURALS: dict[str, str] = {
     REGRESSION: "regressions",
     INCONCLUSIVE: "inconclusive",
@@ -61,6 +53,7 @@ PLURALS: dict[str, str] = {
     NO_BASELINE: "without baseline",
     NOT_COMPARED: "not compared",
 }
+ORDER: tuple[str, ...] = tuple(PLURALS)
 
 
 @dataclass(frozen=True)
@@ -69,10 +62,8 @@ class Row:
 
     result: Result
     kind: str
-    #: False while the verdict waits for a confirmation run (a suspect, not yet a verdict)
-    final: bool
     #: the kind as the reports name it: ``regression``, ``inconclusive / below resolution``,
-    #: ``regression (suspect)``
+    #: ``regression (suspect)`` (waiting for a confirmation run)
     label: str
     ratio: float | None
     change: str
@@ -89,7 +80,7 @@ class Row:
 
     @property
     def params(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.result.id.params) or "-"
+        return params_text(self.result)
 
 
 def kind_of(result: Result) -> str:
@@ -117,15 +108,14 @@ def row(result: Result) -> Row:
     current = None if c is None else _num(c.current_s)
     if current is None and result.run.rounds:
         current = result.run.median
-    kind, final = kind_of(result), c is None or c.final
+    kind = kind_of(result)
     label = kind.replace("-", " ")
     if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
         label += " / below resolution"
     return Row(
         result=result,
         kind=kind,
-        final=final,
-        label=label if final else f"{label} (suspect)",
+        label=label if c is None or c.final else f"{label} (suspect)",
         ratio=ratio,
         change="-" if c is None or ratio is None else explain.change_text(c, result.id.mode),
         interval=interval,
@@ -152,21 +142,15 @@ def rows(results: Iterable[Result]) -> list[Row]:
     return sorted((row(r) for r in results), key=_rank)
 
 
-def counts(rs: Sequence[Row]) -> dict[str, int]:
-    """How many rows of each kind, in report order (kinds with none left out)."""
-    n = Counter(r.kind for r in rs)
-    return {kind: n[kind] for kind in sorted(n, key=order_of)}
-
-
 def headline(rs: Sequence[Row]) -> str:
     """``"2 regressions, 1 inconclusive, 9 no change"`` (or ``"no benchmarks"``)."""
     if not rs:
         return "no benchmarks"
-    parts = []
-    for kind, n in counts(rs).items():
-        word = kind.replace("-", " ") if n == 1 else PLURALS.get(kind, kind)
-        parts.append(f"{n} {word}")
-    return ", ".join(parts)
+    n = Counter(r.kind for r in rs)
+    return ", ".join(
+        f"{n[kind]} {kind.replace('-', ' ') if n[kind] == 1 else PLURALS.get(kind, kind)}"
+        for kind in sorted(n, key=order_of)
+    )
 
 
 def summary_line(result: Result) -> str:
