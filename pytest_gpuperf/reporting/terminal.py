@@ -1,10 +1,6 @@
-"""The terminal summary: the table of every benchmark, the verdicts, then the flags.
-
-Each thing is printed in one place, once: the table (fitted to :data:`WIDTH`
-columns unless ``-v``), ``verdicts:``, ``inconclusive``, ``numerics:``,
-``memory:`` (``activity:`` under ``-v``) and ``flags:``. A failure's detail is
-in its test's failure text, never repeated here. Pure Python: tabulate is
-imported when a table is drawn.
+"""The terminal summary: the table of every benchmark, then each block once (``verdicts:``,
+``inconclusive``, ``numerics:``, ``memory:``, ``activity:`` under ``-v``, ``flags:``). A
+failure's detail is in its test's failure text, never repeated here.
 """
 
 from __future__ import annotations
@@ -53,11 +49,8 @@ _LABELLED = re.compile(r"^(\s*)(\S[^:]*?(?::|\s{2,})\s*)?")
 
 
 def fold(text: str, width: int = WIDTH) -> str:
-    """Every line of ``text`` in ``width`` columns: a longer one is wrapped at spaces, its
-    continuation lines indented under its value (``  change     +6.1 % ...`` continues
-    under ``+6.1``; ``kernels: ...`` under what follows the colon, up to 16 columns) or,
-    for a line without a label, 4 columns in. A word longer than the room (a path) is
-    kept whole, and so is a line holding a command to copy (``python -m pytest ...``)."""
+    """Every line of ``text`` in ``width`` columns, continued under its value after a label
+    of up to 16 columns (else 4 in); a long word and a command to copy are kept whole."""
     out = []
     for line in text.splitlines():
         if len(line) <= width or " -m pytest " in line:
@@ -178,12 +171,8 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> tuple[list[str],
 
 
 def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[str], int | None]:
-    """The columns and the name width that make a default table fit ``width``.
-
-    Names get what the other columns leave, down to :data:`MIN_NAME`; below
-    that, columns are dropped in :data:`DROP_ORDER`, and names get the room
-    they free. Empty columns (no flags) are left out first.
-    """
+    """The columns and the name width that fit ``width``: empty columns go, names shrink
+    down to :data:`MIN_NAME`, then columns are dropped in :data:`DROP_ORDER`."""
     rows = {c: [COLUMNS[c].cell(r) for r in results] for c in cols}
     cols = [c for c in cols if c in ("name", "verdict") or any(rows[c])]
     longest = max((len(x) for x in rows["name"]), default=0)
@@ -248,25 +237,6 @@ def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str
     return textwrap.wrap("; ".join(parts), spec.width) if parts else []
 
 
-def launch_overhead(
-    results: Sequence[Result], modes: backend.Modes | None = None
-) -> list[tuple[Result, Result, float]]:
-    """Pairs of results of one measurement, timed with and without launch overhead (CUDA
-    events and CUDA-graph replay: a mode's ``launch_free``, in ``modes``), with the
-    launch-overhead share."""
-    by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
-    for r in results:
-        by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
-    out = []
-    for of_mode in by_key.values():
-        for mode, ev in of_mode.items():
-            twin = backend.get(mode, modes).launch_free
-            gr = of_mode.get(twin) if twin else None
-            if gr and ev.run.median > 0:
-                out.append((ev, gr, max(0.0, (ev.run.median - gr.run.median) / ev.run.median)))
-    return out
-
-
 #: Verdict kinds listed one line each under ``verdicts:``, in this order (inconclusive ones
 #: that passed have their own block instead).
 NOTABLE = ("regression", "inconclusive", "different-environment", "improvement")
@@ -278,8 +248,7 @@ def _kind(r: Result) -> str:
 
 
 def _listed(r: Result, spec: TableSpec) -> bool:
-    """Whether the verdict gets a line of its own under ``verdicts:`` (an inconclusive one
-    only when it fails the test: ``--gpuperf-fail-on=inconclusive``)."""
+    """Whether the verdict gets a line under ``verdicts:`` (inconclusive: when it fails)."""
     kind = _kind(r)
     return kind in NOTABLE and (kind != "inconclusive" or spec.fail_on == "inconclusive")
 
@@ -311,11 +280,29 @@ def _titled(title: str, lines: list[str]) -> list[str]:
     return [title, *lines] if lines else []
 
 
+def overhead_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    """Each measurement timed with and without launch overhead (a mode and its
+    ``launch_free`` twin: CUDA events and graph replay), with the overhead's share."""
+    by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
+    for r in results:
+        by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
+    lines = []
+    for of_mode in by_key.values():
+        for mode, ev in of_mode.items():
+            twin = backend.get(mode, spec.modes).launch_free
+            gr = of_mode.get(twin) if twin else None
+            if gr and ev.run.median > 0:
+                share = max(0.0, (ev.run.median - gr.run.median) / ev.run.median)
+                lines.append(
+                    f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
+                    f"(events {fmt_time(ev.run.median)}, graph {fmt_time(gr.run.median)})"
+                )
+    return _titled("launch overhead (CUDA events vs graph replay):", lines)
+
+
 def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
-    """``verdicts:`` (one line per regression, improvement, other environment, and failed
-    inconclusive verdict, whose detail is in its failure text; then how many others), and
-    ``inconclusive``: each inconclusive verdict that passed, once, with its detail (only its
-    first line under ``-q``)."""
+    """``verdicts:`` (a line per notable verdict, then how many others), and ``inconclusive``:
+    each inconclusive verdict that passed, with its detail (its first line under ``-q``)."""
     from pytest_gpuperf.reporting.verdicts import explanation, summary_line
 
     spec = spec or TableSpec()
@@ -379,10 +366,8 @@ def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
 
 
 def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
-    """``memory:``, each benchmark whose memory figures (peak, allocations per call, cudaMalloc
-    calls, retries, transfers) changed against the baseline; under ``-v`` also ``activity:``,
-    each CUDA benchmark's GPU activity (NVML GPM), allocator figures and peak fractions, with
-    a reason GPM gave nothing said once."""
+    """``memory:``, each benchmark whose memory figures changed against the baseline; under
+    ``-v`` also ``activity:`` (GPM, allocator, peak fractions; why GPM gave nothing, once)."""
     spec = spec or TableSpec()
     lines: list[str] = []
     if spec.verbose:
@@ -410,9 +395,8 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
 
 
 def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
-    """Under ``-q``, after the table: each verdict that needs a look on its line (wrapped),
-    then one line that counts the rest of the verdicts, and one that counts the flags,
-    numerics and memory notes and says how to see them."""
+    """Under ``-q``: each verdict that needs a look, then a line counting the other verdicts,
+    one counting the flags and notes, and why timings were not comparable."""
     from pytest_gpuperf.reporting.verdicts import summary_line
 
     lines = []
@@ -443,8 +427,6 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     if counts:
         counted = ", ".join(f"{n} {k}" for k, n in counts.items())
         lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
-    # why timings were not comparable (a tracer or profiler on one side only), since the
-    # folded verdicts no longer show it
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if hit:
         tracers = sorted({printable(r.run.tracer) for r in hit if r.run.tracer})
@@ -464,22 +446,13 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
 
 
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
-    """The whole summary section: table, legend, launch overhead, verdicts, flags (under
-    ``-q``: the table and :func:`quiet_lines`)."""
+    """The whole summary section (under ``-q``: the table and :func:`quiet_lines`)."""
     spec = spec or TableSpec()
     if spec.quiet and not spec.verbose:
         return "\n".join([render_table(results, spec), *quiet_lines(results, spec)])
     lines = [render_table(results, spec), *legend(results, spec)]
-    overhead = launch_overhead(results, spec.modes)
-    if overhead:
-        lines.append("")
-        lines.append("launch overhead (CUDA events vs graph replay):")
-        for ev, gr, share in overhead:
-            lines.append(
-                f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
-                f"(events {fmt_time(ev.run.median)}, graph {fmt_time(gr.run.median)})"
-            )
     blocks = (
+        overhead_lines(results, spec),
         verdict_lines(results, spec),
         numerics_lines(results, spec),
         activity_lines(results, spec),
