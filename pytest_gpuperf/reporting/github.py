@@ -108,25 +108,18 @@ def annotate(
 
 
 def step_summary(
-    results: Sequence[Result],
-    *,
-    title: str = "gpuperf",
-    baseline: str | None = None,
-    footer: Sequence[str] = (),
-    limit: int = STEP_SUMMARY_LIMIT,
+    results: Sequence[Result], *, baseline: str | None = None, limit: int = STEP_SUMMARY_LIMIT
 ) -> str:
     """The Markdown report for ``$GITHUB_STEP_SUMMARY`` within ``limit`` bytes: too long, without
     the sections (saying so); still too long, with the table cut."""
-    text = markdown.render(results, title=title, baseline=baseline, footer=footer)
+    text = markdown.render(results, baseline=baseline)
     if len(text.encode()) <= limit:
         return text
     note = (
         "The details did not fit GitHub's step summary limit; see the Markdown or HTML "
         "report in the job's artifacts (--gpuperf-markdown, --gpuperf-html)."
     )
-    text = markdown.render(
-        results, title=title, baseline=baseline, footer=[note, *footer], with_details=False
-    )
+    text = markdown.render(results, baseline=baseline, footer=[note], with_details=False)
     data = text.encode()
     if len(data) <= limit:
         return text

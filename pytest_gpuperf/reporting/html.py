@@ -391,15 +391,14 @@ def render(
     results: Sequence[Result],
     *,
     histories: Mapping[str, BenchHistory] | None = None,
-    title: str = "gpuperf report",
+    title: str | None = None,
     baseline: str | None = None,
     artifact_href: ArtifactHref = default_href,
     generated: _dt.datetime | None = None,
 ) -> str:
     """The whole page. ``histories`` (by benchmark key) feed the baseline plots;
     ``artifact_href`` turns an artifact into a link relative to where the page is written."""
-    rows = v.rows(results)
-    hist = histories or {}
+    rows, hist, title = v.rows(results), histories or {}, title or "gpuperf report"
     when = (generated or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
     sub = [v.headline(rows)]
     if baseline:

@@ -103,14 +103,14 @@ def details(r: v.Row) -> str:
 def render(
     results: Sequence[Result],
     *,
-    title: str = "gpuperf",
+    title: str | None = None,
     baseline: str | None = None,
     footer: Sequence[str] = (),
     with_details: bool = True,
 ) -> str:
     """The whole report: a headline, the table, then a section per benchmark that needs one."""
     rs = v.rows(results)
-    lines = [f"## {escape(title)}: {escape(v.headline(rs))}", ""]
+    lines = [f"## {escape(title or 'gpuperf')}: {escape(v.headline(rs))}", ""]
     if baseline:
         lines += [f"Compared with baseline `{_code(baseline)}`.", ""]
     if not rs:

@@ -1,10 +1,9 @@
 """The outputs a session writes, declared once: (option, what, render or writer) per output.
 
-The session writes :data:`OUTPUTS` when it finishes (:func:`.ci.write_ci_outputs`); the
-CLI's ``export`` and ``compare`` render the files through the same entries, and a
-confirmation child never gets these options (``shell/rerun.py``). A new format is one
-renderer, one entry here and its option in ``shell/options.py``. A file that cannot be
-written is reported, never raised: the verdicts stand without the report.
+The session writes :data:`OUTPUTS` when it finishes (:func:`.ci.write_ci_outputs`), the CLI's
+``export`` and ``compare`` render through the same entries. A new format is one renderer, one
+entry here and its option in ``shell/options.py``. A file that cannot be written is reported,
+never raised: the verdicts stand without the report.
 """
 
 from __future__ import annotations
@@ -58,12 +57,12 @@ def _json(ctx: ReportContext, target: Path) -> str:
 def _markdown(ctx: ReportContext, target: Path) -> str:
     from pytest_gpuperf.reporting import markdown
 
-    return markdown.render(ctx.results, baseline=ctx.label, title=ctx.title or "gpuperf")
+    return markdown.render(ctx.results, baseline=ctx.label, title=ctx.title)
 
 
 def artifact_href(html_path: Path, rootdir: Path) -> Any:
-    """Each artifact's link (its path: relative to the rootdir, or absolute) relative to the
-    HTML file's folder, so the report and its artifacts still open downloaded together."""
+    """Each artifact's link relative to the HTML file's folder, so the report and its
+    artifacts still open downloaded together."""
     base = html_path.resolve().parent
 
     def href(path: str) -> str | None:
@@ -87,7 +86,7 @@ def _html(ctx: ReportContext, target: Path) -> str:
         histories=hist,
         baseline=ctx.label,
         artifact_href=artifact_href(target, ctx.rootdir),
-        title=ctx.title or "gpuperf report",
+        title=ctx.title,
     )
 
 
@@ -164,8 +163,7 @@ def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Wr
 
 
 def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
-    """Under GitHub Actions (per ``--gpuperf-github``): append to ``$GITHUB_STEP_SUMMARY``,
-    and the annotations of the regressed tests."""
+    """Under GitHub Actions: the step summary, and the annotations of the regressed tests."""
     from pytest_gpuperf.reporting import github
 
     environ = where.environ
