@@ -28,14 +28,9 @@ def write_ci_outputs(
     baseline_dirs: Sequence[Path] = (),
     added: Mapping[Output, Any] | None = None,
 ) -> Written:
-    """Write each output whose option is set (and the ``added`` ones plugins declared, with
-    their values, last); return what was written, the errors and the GitHub annotations.
-
-    ``baseline`` feeds the HTML plots; relative report paths are taken from ``cwd`` (as
-    ``--junitxml``), test and artifact paths from ``rootdir``; ``only``: just these outputs
-    (a confirmation child writes its JSON alone); nothing is written into ``baseline_dirs``
-    or onto a baseline file (``baseline.fileio.write_output``).
-    """
+    """Write each output whose option is set (then the ``added`` ones plugins declared);
+    report paths are relative to ``cwd``, test and artifact paths to ``rootdir``; ``only``:
+    just these outputs (a confirmation child's JSON); nothing goes into ``baseline_dirs``."""
     ctx = ReportContext(
         results,
         baseline=baseline,

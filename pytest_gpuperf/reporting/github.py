@@ -1,9 +1,8 @@
 """GitHub Actions: workflow-command annotations on the regressed tests, and the step summary.
 
-``::error file=tests/test_ops.py,line=12,title=...::message`` on stdout marks the test's
-line in the pull request (``::warning``: inconclusive). GitHub shows at most 10 of each
-per step, so regressions come first, largest slowdown first. The step summary is
-:mod:`.markdown`'s report, kept under GitHub's size limit.
+``::error file=...,line=12,title=...::message`` on stdout marks the test's line in the pull
+request (``::warning``: inconclusive). GitHub shows at most 10 of each per step, so
+regressions come first, largest slowdown first.
 """
 
 from __future__ import annotations

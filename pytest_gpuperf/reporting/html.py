@@ -396,8 +396,7 @@ def render(
     artifact_href: ArtifactHref = default_href,
     generated: _dt.datetime | None = None,
 ) -> str:
-    """The whole page. ``histories`` (by benchmark key) feed the baseline plots;
-    ``artifact_href`` turns an artifact into a link relative to where the page is written."""
+    """The whole page; ``histories`` (by benchmark key) feed the baseline plots."""
     rows, hist, title = v.rows(results), histories or {}, title or "gpuperf report"
     when = (generated or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
     sub = [v.headline(rows)]

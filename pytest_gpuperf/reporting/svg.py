@@ -149,8 +149,8 @@ def strip_box(
     reference: float | None = None,
     reference_label: str = "baseline",
 ) -> str:
-    """One row per group: whiskers (within 1.5 IQR), box (quartiles), median line, and points;
-    ``reference``: a dashed line (the baseline's level when its runs are not at hand)."""
+    """One row per group: whiskers (1.5 IQR), box, median and points; ``reference``: a dashed
+    line (the baseline's level when its runs are not at hand)."""
     shown = [g for g in groups if g.values]
     left, right, top, bottom = 92, 16, 8, 30
     height = top + bottom + row_height * max(len(shown), 1)

@@ -1,8 +1,7 @@
 """Shape sweeps: a marker's ``shapes=`` as one series per other parameter, for a plot.
 
-A sweep: the results of one test function, name and mode whose ``shape`` takes two or more
-values; each combination of the other parameters is a series over the shapes, of what every
-result has (TFLOP/s, else GB/s, else the time per call), with the baseline's beside it.
+A sweep: the results of one test function, name and mode over two or more shapes; a series
+holds what every result has (TFLOP/s, else GB/s, else the time per call), and the baseline's.
 """
 
 from __future__ import annotations

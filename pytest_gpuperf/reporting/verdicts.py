@@ -1,8 +1,7 @@
 """What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
 
-The Markdown summary, the GitHub annotations, the JUnit properties, the HTML report and the
-CLI tables all read ``Result.comparison`` through :func:`rows`, so they order benchmarks alike
-(regressions first) and write the same numbers. Pure Python: no torch, no pytest.
+The Markdown, GitHub, JUnit, HTML and CLI outputs read ``Result.comparison`` through
+:func:`rows`, so they order benchmarks alike (regressions first) and write the same numbers.
 """
 
 from __future__ import annotations
@@ -131,14 +130,11 @@ def order_of(kind: str) -> int:
 
 
 def _rank(r: Row) -> tuple[int, float]:
-    # Largest slowdown first among regressions and inconclusive; others keep their order.
     return (order_of(r.kind), -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0)
 
 
 def rows(results: Iterable[Result]) -> list[Row]:
-    """Every result as a :class:`Row`, regressions first (largest slowdown first), then
-    inconclusive, improvements, different environment, no change, no baseline, not compared;
-    the collection order otherwise."""
+    """Every result as a :class:`Row`, in :data:`ORDER` (largest slowdown first)."""
     return sorted((row(r) for r in results), key=_rank)
 
 
@@ -205,12 +201,8 @@ class Artifact:
 
 
 def artifacts(result: Result) -> list[Artifact]:
-    """The result's artifacts, one per file.
-
-    An entry is ``{"path", "name"?, "kind"?}`` or a capture's
-    ``{"collector", "status", "reason", "files": [...]}``; a capture that
-    failed or was skipped appears once, with its reason as ``note``.
-    """
+    """The result's artifacts, one per file (``{"path", "name"?, "kind"?}`` or a capture's
+    ``{"collector", "status", "reason", "files"}``; a failed capture once, with its note)."""
     out: list[Artifact] = []
     for a in result.artifacts:
         if not isinstance(a, Mapping):
