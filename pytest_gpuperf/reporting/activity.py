@@ -11,15 +11,18 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.explain import secondary_words
 from pytest_gpuperf.telemetry import activity as act
 from pytest_gpuperf.units import fmt_bytes
-from pytest_gpuperf.verdict.secondary import (
-    HIGHER,
-    LOWER,
-    MEMORY_BEHAVIOUR,
-    PEAK_MEMORY,
-)
+from pytest_gpuperf.verdict.secondary import HIGHER, LOWER, MEMORY_BEHAVIOUR, PEAK_MEMORY
 
-#: Secondary figures shown when they are this large (percent, MiB/s).
-_SHOW_PCT = 10.0
+#: The GPM figures a line shows, each from this value up: the main four always, the
+#: secondary ones from 10 %, transfers from a rate that counts as moving data.
+_SHOWN: dict[str, float | None] = {
+    **dict.fromkeys(("sm_util_pct", "sm_occupancy_pct", "tensor_pct", "dram_bw_util_pct"), None),
+    **dict.fromkeys(("tensor_hmma_pct", "fp32_util_pct", "fp64_util_pct"), 10.0),
+    **dict.fromkeys(
+        ("pcie_tx_mib_s", "pcie_rx_mib_s", "nvlink_tx_mib_s", "nvlink_rx_mib_s"),
+        act.MOVE_RATE_MIB_S,
+    ),
+}
 
 
 def activity_line(a: Mapping[str, Any] | None) -> str:
@@ -29,18 +32,11 @@ def activity_line(a: Mapping[str, Any] | None) -> str:
         return ""
     if not a.get("available"):
         return f"unavailable: {a.get('reason', '?')}"
-    keys = ("sm_util_pct", "sm_occupancy_pct", "tensor_pct", "dram_bw_util_pct")
     shown = [
-        f"{act.LABELS[k]} {act.fmt(k, act.num(a, k))}" for k in keys if act.num(a, k) is not None
+        f"{act.LABELS[k]} {act.fmt(k, v)}"
+        for k, least in _SHOWN.items()
+        if (v := act.num(a, k)) is not None and (least is None or v >= least)
     ]
-    for k in ("tensor_hmma_pct", "fp32_util_pct", "fp64_util_pct"):
-        v = act.num(a, k)
-        if v is not None and v >= _SHOW_PCT:
-            shown.append(f"{act.LABELS[k]} {act.fmt(k, v)}")
-    for k in ("pcie_tx_mib_s", "pcie_rx_mib_s", "nvlink_tx_mib_s", "nvlink_rx_mib_s"):
-        v = act.num(a, k)
-        if v is not None and v >= act.MOVE_RATE_MIB_S:
-            shown.append(f"{act.LABELS[k]} {act.fmt(k, v)}")
     b = act.bound(a)
     text = ", ".join(shown)
     return f"{text}: {b.label}" if b is not None and b.label != "no clear limit" else text

@@ -172,12 +172,7 @@ def diagnosis(result: Result) -> list[str]:
     diagnosis (its paragraph and details), then each artifact's ``summary`` or ``diagnosis``."""
     d = result.diagnosis
     lines = [] if d is None else _lines(d.paragraph) + _lines(d.details)
-    for source in result.artifacts:
-        if isinstance(source, Mapping) and not ("paragraph" in source or "details" in source):
-            lines += _lines(source.get("summary")) + _lines(source.get("diagnosis"))
-        else:
-            lines += _lines(source)
-    return lines
+    return lines + [ln for source in result.artifacts for ln in _lines(source)]
 
 
 def _lines(x: Any) -> list[str]:
@@ -185,8 +180,10 @@ def _lines(x: Any) -> list[str]:
         return [ln.strip() for ln in x.splitlines() if ln.strip()]
     if isinstance(x, (list, tuple)):
         return [str(ln).strip() for ln in x if isinstance(ln, str) and ln.strip()]
-    if isinstance(x, Mapping) and ("paragraph" in x or "details" in x):
-        return _lines(x.get("paragraph")) + _lines(x.get("details"))
+    if isinstance(x, Mapping):  # a diagnosis, or an artifact's summary and diagnosis
+        told = "paragraph" in x or "details" in x
+        keys = ("paragraph", "details") if told else ("summary", "diagnosis")
+        return [ln for k in keys for ln in _lines(x.get(k))]
     return []
 
 
