@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.outputs import OUTPUTS, Output, ReportContext, Where, Written
+from pytest_gpuperf.reporting.outputs import OUTPUTS, Output, ReportContext, Written
 from pytest_gpuperf.reporting.settings import ReportSettings
 
 
@@ -38,13 +38,15 @@ def write_ci_outputs(
         fingerprint_extra=fingerprint_extra,
         session=session or {},
         sort=settings.sort,
+        cwd=cwd or Path.cwd(),
+        baseline_dirs=baseline_dirs,
+        environ=os.environ if env is None else env,
     )
     values: dict[str, Any] = dict(settings.output_values())
     values.update((o.option, value) for o, value in (added or {}).items())
-    where = Where(cwd or Path.cwd(), baseline_dirs, os.environ if env is None else env)
     out = Written()
     for o in (*OUTPUTS, *(added or {})):
         value = values.get(o.option)
         if value and (only is None or o.option in only) and (ctx.results or o.when_empty):
-            o.write(value, ctx, where, out)
+            o.write(value, ctx, out)
     return out

@@ -40,6 +40,11 @@ class ReportContext:
     title: str | None = None
     #: --gpuperf-sort, for the formats whose rows have an order of their own (CSV)
     sort: str = "collection"
+    #: where relative output paths start; nothing is written into ``baseline_dirs``
+    cwd: Path = field(default_factory=Path.cwd)
+    baseline_dirs: Sequence[Path] = ()
+    #: the process environment (the GitHub Actions variables)
+    environ: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str | None:
@@ -106,18 +111,8 @@ class Written:
     annotations: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Where:
-    """Where outputs go: relative paths from ``cwd``; never into ``baseline_dirs``."""
-
-    cwd: Path
-    baseline_dirs: Sequence[Path] = ()
-    #: the process environment (the GitHub Actions variables)
-    environ: Mapping[str, str] = field(default_factory=dict)
-
-
-#: write(option value, context, where, what was written so far)
-Writer = Callable[[Any, ReportContext, Where, Written], None]
+#: write(option value, context, what was written so far)
+Writer = Callable[[Any, ReportContext, Written], None]
 
 
 @dataclass(frozen=True)
@@ -140,19 +135,19 @@ class Output:
             raise TypeError(f"--gpuperf-{self.option} writes no report file")
         return self.render(ctx, target)
 
-    def write(self, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
+    def write(self, value: Any, ctx: ReportContext, out: Written) -> None:
         if self.writer is not None:
-            self.writer(value, ctx, where, out)
+            self.writer(value, ctx, out)
         else:
-            _write_file(self, value, ctx, where, out)
+            _write_file(self, value, ctx, out)
 
 
-def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
-    target = Path(value) if str(value) in STANDARD_STREAMS else where.cwd / str(value)
+def _write_file(o: Output, value: Any, ctx: ReportContext, out: Written) -> None:
+    target = Path(value) if str(value) in STANDARD_STREAMS else ctx.cwd / str(value)
     try:
         write_output(
             target, o.text(ctx, target), what=f"--gpuperf-{o.option}",
-            baseline_dirs=where.baseline_dirs,
+            baseline_dirs=ctx.baseline_dirs,
         )  # fmt: skip
     except (OutputError, OSError) as e:  # OSError's strerror is its message without the path
         why = getattr(e, "strerror", None) or e
@@ -162,11 +157,11 @@ def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Wr
         out.messages.append(f"{o.what} written to {target}")
 
 
-def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
+def _github(value: Any, ctx: ReportContext, out: Written) -> None:
     """Under GitHub Actions: the step summary, and the annotations of the regressed tests."""
     from pytest_gpuperf.reporting import github
 
-    environ = where.environ
+    environ = ctx.environ
     if not github.enabled(str(value), environ):
         return
     summary_file = environ.get("GITHUB_STEP_SUMMARY")
@@ -175,8 +170,8 @@ def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
         text = github.step_summary(ctx.results, baseline=name)
         try:
             write_output(
-                where.cwd / summary_file, text + "\n", what="$GITHUB_STEP_SUMMARY",
-                baseline_dirs=where.baseline_dirs, append=True,
+                ctx.cwd / summary_file, text + "\n", what="$GITHUB_STEP_SUMMARY",
+                baseline_dirs=ctx.baseline_dirs, append=True,
             )  # fmt: skip
             out.messages.append("step summary added to $GITHUB_STEP_SUMMARY")
         except OutputError as e:
