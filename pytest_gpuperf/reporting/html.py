@@ -26,15 +26,7 @@ from pytest_gpuperf.reporting.sweeps import sweeps
 from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_time
 
 #: Badge colours by verdict kind.
-COLORS: dict[str, str] = {
-    v.REGRESSION: "#c62828",
-    v.INCONCLUSIVE: "#b7791f",
-    v.IMPROVEMENT: "#2e7d32",
-    v.DIFFERENT_ENVIRONMENT: "#6b6b6b",
-    v.NO_CHANGE: "#2e7d32",
-    v.NO_BASELINE: "#6b6b6b",
-    v.NOT_COMPARED: "#6b6b6b",
-}
+COLORS: dict[str, str] = {kind: look.color for kind, look in v.KINDS.items()}
 
 CSS = """
 :root { color-scheme: light; }

@@ -12,15 +12,7 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
 
 #: Marks in the table's first column.
-ICONS: dict[str, str] = {
-    v.REGRESSION: "🔴",
-    v.INCONCLUSIVE: "🟡",
-    v.IMPROVEMENT: "🟢",
-    v.DIFFERENT_ENVIRONMENT: "⚪",
-    v.NO_CHANGE: "✅",
-    v.NO_BASELINE: "⚪",
-    v.NOT_COMPARED: "⚪",
-}
+ICONS: dict[str, str] = {kind: look.icon for kind, look in v.KINDS.items()}
 #: Kinds whose explanation is shown open; the others are folded.
 OPEN_KINDS = (v.REGRESSION,)
 #: Kinds that get a details section at all.

@@ -11,7 +11,7 @@ import posixpath
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.outcome import BELOW_RESOLUTION
@@ -41,18 +41,26 @@ __all__ = [
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
 NOT_COMPARED = "not-compared"
 
-#: The kinds in report order (what needs a person's attention first), with their plurals
-#: for headlines ("2 regressions, 1 no change").
-PLURALS: dict[str, str] = {
-    REGRESSION: "regressions",
-    INCONCLUSIVE: "inconclusive",
-    IMPROVEMENT: "improvements",
-    DIFFERENT_ENVIRONMENT: "in a different environment",
-    NO_CHANGE: "no change",
-    NO_BASELINE: "without baseline",
-    NOT_COMPARED: "not compared",
+
+class Kind(NamedTuple):
+    """How the reports show a verdict's kind."""
+
+    plural: str  # in headlines: "2 regressions, 1 no change"
+    color: str  # the HTML badge's
+    icon: str  # the Markdown table's first column
+
+
+#: Every kind, in report order: what needs a person's attention first.
+KINDS: dict[str, Kind] = {
+    REGRESSION: Kind("regressions", "#c62828", "🔴"),
+    INCONCLUSIVE: Kind("inconclusive", "#b7791f", "🟡"),
+    IMPROVEMENT: Kind("improvements", "#2e7d32", "🟢"),
+    DIFFERENT_ENVIRONMENT: Kind("in a different environment", "#6b6b6b", "⚪"),
+    NO_CHANGE: Kind("no change", "#2e7d32", "✅"),
+    NO_BASELINE: Kind("without baseline", "#6b6b6b", "⚪"),
+    NOT_COMPARED: Kind("not compared", "#6b6b6b", "⚪"),
 }
-ORDER: tuple[str, ...] = tuple(PLURALS)
+ORDER: tuple[str, ...] = tuple(KINDS)
 
 
 @dataclass(frozen=True)
@@ -143,9 +151,10 @@ def headline(rs: Sequence[Row]) -> str:
     if not rs:
         return "no benchmarks"
     n = Counter(r.kind for r in rs)
+    plural = {kind: look.plural for kind, look in KINDS.items()}
     return ", ".join(
-        f"{n[kind]} {kind.replace('-', ' ') if n[kind] == 1 else PLURALS.get(kind, kind)}"
-        for kind in sorted(n, key=order_of)
+        f"{n[k]} {k.replace('-', ' ') if n[k] == 1 else plural.get(k, k)}"
+        for k in sorted(n, key=order_of)
     )
 
 
