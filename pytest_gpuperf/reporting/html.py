@@ -373,7 +373,7 @@ def _sweeps(results: Sequence[Result]) -> str:
             y_label=unit,
             y_format="time" if sw.unit == "s" else "number",
         )
-        better = "higher is better" if sw.higher_is_better else "lower is better"
+        better = "lower is better" if sw.unit == "s" else "higher is better"
         caption = f"{sw.title}: {unit} at each shape of the marker's shapes= ({better}); "
         figs.append(_figure(chart, caption + "dashed: the baseline at the same shape."))
     return '<h2>By shape</h2><div class="plots">' + "".join(figs) + "</div>"

@@ -34,24 +34,18 @@ class Sweep:
     #: ``TFLOP/s``, ``GB/s`` or ``s`` (time per call)
     unit: str
 
-    @property
-    def higher_is_better(self) -> bool:
-        return self.unit != "s"
+
+#: The throughputs a sweep shows when every result has the work they need: (field, scale).
+_RATES = {"TFLOP/s": ("flops", 1e12), "GB/s": ("bytes", 1e9)}
 
 
 def _metric(r: Result, unit: str, seconds: float | None) -> float | None:
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         return None
-    if unit == "TFLOP/s":
-        return (r.run.flops or 0.0) / seconds / 1e12
-    if unit == "GB/s":
-        return (r.run.bytes or 0.0) / seconds / 1e9
+    if unit in _RATES:
+        work, scale = _RATES[unit]
+        return (getattr(r.run, work) or 0.0) / seconds / scale
     return seconds
-
-
-def _baseline_s(r: Result) -> float | None:
-    b = r.comparison.baseline_s if r.comparison is not None else None
-    return float(b) if b is not None else None
 
 
 def sweeps(results: Sequence[Result]) -> list[Sweep]:
@@ -68,12 +62,8 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
         shapes = tuple(dict.fromkeys(dict(r.id.params)[SHAPE] for r in members))
         if len(shapes) < 2:
             continue
-        if all(r.run.flops for r in members):
-            unit = "TFLOP/s"
-        elif all(r.run.bytes for r in members):
-            unit = "GB/s"
-        else:
-            unit = "s"
+        rates = (u for u, (work, _) in _RATES.items() if all(getattr(r.run, work) for r in members))
+        unit = next(rates, "s")
         by_series: dict[str, dict[str, Result]] = {}
         for r in members:
             rest = ", ".join(f"{k}={v}" for k, v in r.id.params if k != SHAPE)
@@ -84,7 +74,10 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
                 _metric(at[s], unit, at[s].run.median) if s in at else None for s in shapes
             )
             base_values = tuple(
-                _metric(at[s], unit, _baseline_s(at[s])) if s in at else None for s in shapes
+                _metric(at[s], unit, c.baseline_s if (c := at[s].comparison) else None)
+                if s in at
+                else None
+                for s in shapes
             )
             series.append(Series(label or "all", values, base_values))
         func = base.rsplit("::", 1)[-1]

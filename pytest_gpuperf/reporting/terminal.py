@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -399,32 +400,19 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     one counting the flags and notes, and why timings were not comparable."""
     from pytest_gpuperf.reporting.verdicts import summary_line
 
-    lines = []
-    rest: dict[str, int] = {}
-    for r in sorted(results, key=_rank):
-        kind = _kind(r)
-        if _listed(r, spec):
-            lines.append(fold(f"  {summary_line(r)}", spec.width))
-        elif kind:
-            label = "inconclusive (passed)" if kind == "inconclusive" else kind.replace("-", " ")
-            rest[label] = rest.get(label, 0) + 1
+    ranked = sorted(results, key=_rank)
+    lines = [fold(f"  {summary_line(r)}", spec.width) for r in ranked if _listed(r, spec)]
+    rest = Counter(
+        "inconclusive (passed)" if k == "inconclusive" else k.replace("-", " ")
+        for r in ranked
+        if (k := _kind(r)) and not _listed(r, spec)
+    )
     if rest:
         counted = ", ".join(f"{n} {k}" for k, n in rest.items())
         lines.append(f"  {counted}" if lines else f"verdicts: {counted} (-v shows why)")
     if lines and not lines[0].startswith("verdicts:"):
         lines.insert(0, "verdicts:")
-    counts: dict[str, int] = {}
-    for r in results:
-        flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
-        n = _numerics_found(r)
-        if n is not None:
-            changed = n.kind == NUMERICS_CHANGED
-            flags.append("output changed" if changed else "numerics not compared (unseeded)")
-        if memory_changes(r):
-            flags.append("memory changed")
-        for f in flags:
-            counts[f] = counts.get(f, 0) + 1
-    if counts:
+    if counts := Counter(f for r in results for f in _quiet_flags(r)):
         counted = ", ".join(f"{n} {k}" for k, n in counts.items())
         lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
@@ -443,6 +431,15 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
         )
         lines.append(fold(text, spec.width))
     return lines
+
+
+def _quiet_flags(r: Result) -> list[str]:
+    """What ``-q`` counts of a result: its flags (or another note), changed output, memory."""
+    flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
+    if (n := _numerics_found(r)) is not None:
+        changed = n.kind == NUMERICS_CHANGED
+        flags.append("output changed" if changed else "numerics not compared (unseeded)")
+    return flags + (["memory changed"] if memory_changes(r) else [])
 
 
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
