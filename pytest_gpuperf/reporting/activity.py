@@ -25,13 +25,14 @@ _SHOWN: dict[str, float | None] = {
 }
 
 
+def _unavailable(x: Mapping[str, Any] | None) -> str:
+    return f"unavailable: {x.get('reason', '?')}" if x else ""
+
+
 def activity_line(a: Mapping[str, Any] | None) -> str:
-    """``SM util 95 %, SM occupancy 77 %, tensor activity 6.3 %, DRAM bandwidth 77 %:
-    memory-bound``, or ``unavailable: <why>``."""
-    if not a:
-        return ""
-    if not a.get("available"):
-        return f"unavailable: {a.get('reason', '?')}"
+    """``SM util 95 %, SM occupancy 77 %, DRAM bandwidth 77 %: memory-bound``."""
+    if not a or not a.get("available"):
+        return _unavailable(a)
     shown = [
         f"{act.LABELS[k]} {act.fmt(k, v)}"
         for k, least in _SHOWN.items()
@@ -43,12 +44,9 @@ def activity_line(a: Mapping[str, Any] | None) -> str:
 
 
 def memory_line(m: Mapping[str, Any] | None) -> str:
-    """``1 allocation(s) per call (64.0 MiB), 0 cudaMalloc per call; reserved +0 B during the
-    measurement; no retries``, or ``unavailable: <why>``."""
-    if not m:
-        return ""
-    if not m.get("available"):
-        return f"unavailable: {m.get('reason', '?')}"
+    """``1 allocation(s) per call (64.0 MiB), 0 cudaMalloc per call; ...; no retries``."""
+    if not m or not m.get("available"):
+        return _unavailable(m)
     parts = []
     allocs = act.num(m, "allocations_per_call")
     if allocs is not None:
@@ -85,8 +83,7 @@ def lines(r: Result) -> list[str]:
 
 
 def memory_changes(r: Result) -> list[str]:
-    """The memory figures (peak memory, allocations, cudaMalloc calls, retries, transfers)
-    that changed against the baseline, as the verdict compared them."""
+    """The memory figures that changed against the baseline, as the verdict compared them."""
     c = r.comparison
     if c is None:
         return []

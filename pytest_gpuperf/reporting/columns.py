@@ -21,8 +21,7 @@ MIN_CI_ROUNDS = 6
 
 
 def fmt_result_rate(result: Any) -> str:
-    """A result's throughput: a collective's algbw and busbw (nccl-tests' definitions,
-    :mod:`pytest_gpuperf.measure.collectives`), else its FLOP/s and bytes/s."""
+    """A result's throughput: a collective's algbw and busbw, else its FLOP/s and bytes/s."""
     from pytest_gpuperf.measure.collectives import rate_text
 
     run = result.run
@@ -80,8 +79,7 @@ def flag_text(r: Result) -> str:
 
 
 def verdict_cell(r: Result) -> str:
-    """``2.96x REGRESSION (threshold 61.3 %)``: the change the gate used and the verdict
-    with its resolution."""
+    """``2.96x REGRESSION (threshold 61.3 %)``: the change, the verdict, its resolution."""
     from pytest_gpuperf.reporting.explain import figure_name, label_of
     from pytest_gpuperf.units import fmt_change
 

@@ -56,8 +56,7 @@ COLUMNS: tuple[str, ...] = tuple(FIELDS)
 
 
 def _value(x: Any) -> Any:
-    """A number as Python writes it back exactly, a text as it is; ``""`` for unknown (None,
-    not finite, a flag)."""
+    """A number as Python reads it back exactly, a text as it is; ``""`` for unknown."""
     if isinstance(x, bool) or (isinstance(x, float) and not math.isfinite(x)):
         return ""
     if isinstance(x, (int, float)):

@@ -56,8 +56,7 @@ def _title(kind: str) -> str:
 
 
 def _pct(x: float | None) -> str:
-    """A size (threshold, resolution, noise), unsigned: one decimal, two below 1 %; a ratio
-    from 2x on."""
+    """A size (threshold, resolution, noise): one decimal, two below 1 %; from 2x a ratio."""
     if x is not None and (not math.isfinite(x) or x + 1 >= RATIO_FROM):
         return fmt_change(x + 1)
     if x is not None and abs(x) < 0.01:
@@ -173,8 +172,7 @@ def _tracers(n: Mapping[str, Any]) -> str:
 def figure_name(
     figure: str | None, mode: str | None = None, modes: backend.Modes | None = None
 ) -> str:
-    """The figure a verdict compared: ``device time``, ``end-to-end time``, or a mode's one
-    time (its ``figure_name`` in ``modes``: ``graph replay``)."""
+    """``device time``, ``end-to-end time``, or a mode's own name (``graph replay``)."""
     if figure in (None, "time") and mode:
         named = backend.get(mode, modes)
         if named.figure_name:
@@ -213,8 +211,7 @@ def _cut(c: Comparison) -> tuple[float | None, float | None]:
 
 
 def resolution_of(c: Comparison) -> str:
-    """What the verdict could tell, beside its label: the threshold in force, or the
-    resolution of an inconclusive verdict."""
+    """Beside the label: the threshold in force, or an inconclusive verdict's resolution."""
     cutoff, resolution = _cut(c)
     if c.kind in (NO_CHANGE, REGRESSION):
         return f"threshold {_pct(cutoff)}"

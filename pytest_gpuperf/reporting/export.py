@@ -118,8 +118,7 @@ def pytest_benchmark(
     commit_info: Mapping[str, Any] | None = None,
     modes: backend.Modes | None = None,
 ) -> str:
-    """The ``--benchmark-json`` document of ``results`` (results without rounds are left out;
-    ``modes``: the run's timing modes, default the built-in ones)."""
+    """The ``--benchmark-json`` document of ``results`` (those without rounds left out)."""
     measured = [r for r in results if r.run.rounds]
     env = next((r.run.environment for r in measured if r.run.environment), None)
     when = created or _dt.datetime.now(_dt.timezone.utc)

@@ -109,8 +109,7 @@ def annotate(
 def step_summary(
     results: Sequence[Result], *, baseline: str | None = None, limit: int = STEP_SUMMARY_LIMIT
 ) -> str:
-    """The Markdown report for ``$GITHUB_STEP_SUMMARY`` within ``limit`` bytes: too long, without
-    the sections (saying so); still too long, with the table cut."""
+    """The Markdown report within ``limit`` bytes: else without the sections, else cut."""
     text = markdown.render(results, baseline=baseline)
     if len(text.encode()) <= limit:
         return text

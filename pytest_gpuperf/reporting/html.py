@@ -352,8 +352,7 @@ def _environment(results: Sequence[Result]) -> str:
 
 
 def _sweeps(results: Sequence[Result]) -> str:
-    """One throughput-by-shape plot per ``shapes=`` sweep (a series per other parameter,
-    dashed: the baseline), as triton's ``perf_report`` draws one per benchmark."""
+    """One throughput-by-shape plot per ``shapes=`` sweep, as triton's ``perf_report``."""
     found = sweeps(results)
     if not found:
         return ""

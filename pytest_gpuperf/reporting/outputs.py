@@ -66,8 +66,7 @@ def _markdown(ctx: ReportContext, target: Path) -> str:
 
 
 def artifact_href(html_path: Path, rootdir: Path) -> Any:
-    """Each artifact's link relative to the HTML file's folder, so the report and its
-    artifacts still open downloaded together."""
+    """Artifact links relative to the HTML file: they still open downloaded together."""
     base = html_path.resolve().parent
 
     def href(path: str) -> str | None:

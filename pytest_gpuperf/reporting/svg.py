@@ -53,8 +53,7 @@ _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
 def time_tick_labels(ticks: Sequence[float]) -> list[str]:
-    """Tick values in seconds as labels in the unit of the largest: ``2 ms``, ``2.5 ms``,
-    with the fewest decimals that keep every tick exact."""
+    """``2 ms``, ``2.5 ms``: in the unit of the largest, with the fewest exact decimals."""
     if not ticks:
         return []
     top = max(abs(t) for t in ticks)
@@ -225,8 +224,7 @@ def _axis_labels(n: int, most: int = 4) -> list[int]:
 
 
 def _when(iso: str | None, precision: int) -> str:
-    """``2025-11-29`` (0), ``11-29 19:38`` (1) or ``11-29 19:38:05`` (2): as precise as
-    runs close in time need to be told apart."""
+    """``2025-11-29`` (0), ``11-29 19:38`` (1) or ``11-29 19:38:05`` (2)."""
     if not iso:
         return ""
     if precision == 0 or len(iso) < 16:
@@ -257,8 +255,7 @@ def _time_axis(points: Sequence[Point], n: int) -> list[tuple[int, list[str]]]:
 
 
 def history(points: Sequence[Point], *, title: str, width: int = 360, height: int = 190) -> str:
-    """Stored runs in order (oldest left) joined by a line, the current run as a larger dot;
-    the x axis names the date and commit of a few runs, every dot's tooltip its own."""
+    """Stored runs in order joined by a line, the current run a larger dot, dated below."""
     left, right, top, bottom = 64, 16, 10, 44
     body: list[str] = []
     if not points:
@@ -324,8 +321,7 @@ def line_chart(
     width: int = 480,
     height: int = 240,
 ) -> str:
-    """Lines over categories (shapes), y from 0, with a legend; ``y_format``: ``"number"``
-    (``y_label`` names the unit) or ``"time"`` (seconds)."""
+    """Lines over categories (shapes), y from 0, with a legend; ``y_format``: number or time."""
     left, right, top = 60, 16, 10
     bottom = 40 + 14 * len(lines)  # the legend's rows
     values = [v for ln in lines for v in ln.values if v is not None and math.isfinite(v)]
@@ -370,8 +366,7 @@ def _polyline(
     sy: Callable[[float], float],
     shown: Callable[[float], str],
 ) -> list[str]:
-    """One line of a line chart: its stretches between missing values, and a dot with a
-    tooltip at each value (hollow on a dashed line)."""
+    """A line's stretches between missing values, and a dot with a tooltip at each value."""
     out = []
     dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
     points = [

@@ -282,8 +282,7 @@ def _titled(title: str, lines: list[str]) -> list[str]:
 
 
 def overhead_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
-    """Each measurement timed with and without launch overhead (a mode and its
-    ``launch_free`` twin: CUDA events and graph replay), with the overhead's share."""
+    """Each measurement timed in a mode and its ``launch_free`` twin: the overhead's share."""
     by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
     for r in results:
         by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
@@ -303,7 +302,7 @@ def overhead_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
 
 def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
     """``verdicts:`` (a line per notable verdict, then how many others), and ``inconclusive``:
-    each inconclusive verdict that passed, with its detail (its first line under ``-q``)."""
+    each inconclusive verdict that passed, with its detail."""
     from pytest_gpuperf.reporting.verdicts import explanation, summary_line
 
     spec = spec or TableSpec()
@@ -327,15 +326,13 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
         )
         lines += ["", "inconclusive (passed: not enough evidence for a verdict):"]
         for r in passed:
-            text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
-            for i, ln in enumerate(text):
+            for i, ln in enumerate(explanation(r).splitlines()):
                 lines.append(fold(f"  {prefix(r)}{ln}" if i == 0 else f"  {ln}", spec.width))
     return lines
 
 
 def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
-    """``flags:``: each distinct note once, after the benchmarks it applies to (every note of
-    every benchmark under ``-v``)."""
+    """``flags:``: each distinct note once, after its benchmarks (all of them under ``-v``)."""
     spec = spec or TableSpec()
     if spec.verbose:
         return _titled("flags:", _items([(r, n) for r in results for n in r.notes], results, spec))

@@ -177,8 +177,7 @@ def _with_name(c: Comparison, result: Result) -> Comparison:
 
 
 def diagnosis(result: Result) -> list[str]:
-    """What the captured artifacts found (where the time went), as lines: the capture's
-    diagnosis (its paragraph and details), then each artifact's ``summary`` or ``diagnosis``."""
+    """Where the time went, as lines: the capture's diagnosis, then each artifact's."""
     d = result.diagnosis
     lines = [] if d is None else _lines(d.paragraph) + _lines(d.details)
     return lines + [ln for source in result.artifacts for ln in _lines(source)]
