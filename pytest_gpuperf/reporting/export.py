@@ -105,10 +105,8 @@ def machine_info(environment: Mapping[str, Any] | None) -> dict[str, Any]:
         "system": env.get("system", "Linux"),
         "cpu": {"brand_raw": env.get("cpu_model")},
     }
-    for key in ("gpu_name", "driver", "cuda_runtime", "torch", "triton"):
-        if env.get(key) is not None:
-            info[key] = env[key]
-    return info
+    gpu = ("gpu_name", "driver", "cuda_runtime", "torch", "triton")
+    return {**info, **{k: env[k] for k in gpu if env.get(k) is not None}}
 
 
 def pytest_benchmark(

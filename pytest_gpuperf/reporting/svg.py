@@ -74,14 +74,12 @@ def _short(x: float, ticks: Sequence[float], scale: float) -> str:
     return f"{x:.6g}"
 
 
-def _anchored(x: float, label: str, lo: float, hi: float, font_size: float = 10) -> str:
-    """The ``x`` and ``text-anchor`` that keep a centred label inside [lo, hi]."""
-    half = 0.6 * font_size * len(label) / 2  # a sans-serif glyph is about 0.6 em wide
-    if x + half > hi:
-        return f'x="{hi:.1f}" text-anchor="end"'
-    if x - half < lo:
-        return f'x="{lo:.1f}" text-anchor="start"'
-    return f'x="{x:.1f}" text-anchor="middle"'
+def _x_label(x: float, y: float, label: str, width: int) -> str:
+    """``label`` centred on ``x`` at ``y``, moved to stay 2 px inside the chart."""
+    half = 3 * len(label)  # a sans-serif glyph at 10 px is about 6 px wide
+    anchor = "end" if x + half > width - 2 else "start" if x - half < 2 else "middle"
+    x = {"end": width - 2, "start": 2}.get(anchor, x)
+    return _text(f'x="{x:.1f}" text-anchor="{anchor}" y="{y}"', label)
 
 
 def _domain(values: Sequence[float], pad: float = 0.08) -> tuple[float, float]:
@@ -169,7 +167,7 @@ def strip_box(
         x = sx(t)
         body.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{axis_y}" stroke="{GRID}"/>'
-            + _text(f'{_anchored(x, label, 2, width - 2)} y="{axis_y + 16}"', label)
+            + _x_label(x, axis_y + 16, label, width)
         )
     body.append(_x_axis(left, width - right, axis_y))
     if ref is not None:
@@ -278,11 +276,9 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
         x = sx(i)
         body.append(f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" '
                     f'stroke="{INK}"/>')  # fmt: skip
-        for k, text in enumerate(lines):
-            if text:
-                body.append(
-                    _text(f'{_anchored(x, text, 2, width - 2)} y="{axis_y + 15 + 11 * k}"', text)
-                )
+        body += [
+            _x_label(x, axis_y + 15 + 11 * k, text, width) for k, text in enumerate(lines) if text
+        ]
     line = [(sx(i), sy(p.value)) for i, p in enumerate(points) if p.color == BASELINE]
     if len(line) > 1:
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
@@ -351,7 +347,7 @@ def line_chart(
     )
     for i, label in enumerate(x_labels):
         x = sx(i)
-        body.append(_text(f'{_anchored(x, label, 2, width - 2)} y="{axis_y + 15}"', label))
+        body.append(_x_label(x, axis_y + 15, label, width))
     shown = fmt_time if y_format == "time" else (lambda v: f"{v:.4g} {y_label}")
     for ln in lines:
         body += _polyline(ln, x_labels, sx, sy, shown)
