@@ -46,11 +46,6 @@ def histories(
             continue
         fp = fingerprint(r.run.environment, fingerprint_extra)
         match = baseline.match(key, fp, r.run.policy or None)
-        out[key] = BenchHistory(
-            baseline=baseline.name,
-            comparable=match.runs if match.status == MATCH else (),
-            runs=runs,
-            fingerprint_id=fingerprint_id(fp),
-            reason=match.reason,
-        )
+        comparable = match.runs if match.status == MATCH else ()
+        out[key] = BenchHistory(baseline.name, comparable, runs, fingerprint_id(fp), match.reason)
     return out

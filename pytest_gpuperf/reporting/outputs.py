@@ -165,8 +165,7 @@ def _github(value: Any, ctx: ReportContext, out: Written) -> None:
         return
     summary_file = environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
-        name = ctx.baseline.name if ctx.baseline is not None else None
-        text = github.step_summary(ctx.results, baseline=name)
+        text = github.step_summary(ctx.results, baseline=ctx.label)
         try:
             write_output(
                 ctx.cwd / summary_file, text + "\n", what="$GITHUB_STEP_SUMMARY",
