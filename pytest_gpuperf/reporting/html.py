@@ -197,7 +197,12 @@ def _figure(body: str, caption: str) -> str:
 
 
 def _list(items: Sequence[str]) -> str:
-    return "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>"
+    return "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>" if items else ""
+
+
+def _h3(title: str, body: str) -> str:
+    """A titled part of a benchmark's section; nothing without a body."""
+    return f"<h3>{title}</h3>{body}" if body else ""
 
 
 _METRICS = (
@@ -264,7 +269,7 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
     others = t.get("other_processes")
     if isinstance(others, (list, tuple)) and others:
         facts.append(f"other processes on the GPU: {len(others)}")
-    return table + (_list(facts) if facts else "")
+    return table + _list(facts)
 
 
 def _measurement(res: Result) -> str:
@@ -285,11 +290,8 @@ def _measurement(res: Result) -> str:
 
 
 def _artifacts(res: Result, href: ArtifactHref) -> str:
-    arts = v.artifacts(res)
-    if not arts:
-        return ""
     items = []
-    for a in arts:
+    for a in v.artifacts(res):
         link = href(a.path) if a.path else None
         name = escape(a.name)
         text = f'<a href="{escape(link, quote=True)}">{name}</a>' if link else name
@@ -300,7 +302,7 @@ def _artifacts(res: Result, href: ArtifactHref) -> str:
         if a.note:
             text += f" <span class='muted'>— {escape(a.note)}</span>"
         items.append(f"<li>{text}</li>")
-    return "<h3>Artifacts</h3><ul>" + "".join(items) + "</ul>"
+    return "<ul>" + "".join(items) + "</ul>" if items else ""
 
 
 def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) -> str:
@@ -315,27 +317,20 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
     ]
     if res.comparison is not None:
         parts.append(f"<p><strong>{escape(v.summary_line(res))}</strong></p>")
-    diag = v.diagnosis(res)
-    if diag:
-        parts.append(f"<h3>Where the time went</h3>{_list(diag)}")
-    parts.append(_plots(r, hist))
+    parts += [_h3("Where the time went", _list(v.diagnosis(res))), _plots(r, hist)]
     if hist is not None and not hist.comparable and hist.reason:
         why = f"Baseline {hist.baseline}: {hist.reason}"
         parts.append(f'<p class="muted">{escape(why)}</p>')
     text = v.explanation(res)
-    if text:
-        parts.append(f"<h3>Verdict</h3><pre>{escape(text)}</pre>")
-    parts.append(f"<h3>Measurement</h3>{_measurement(res)}")
-    tele = _telemetry(res.run.telemetry)
-    if tele:
-        parts.append(f"<h3>Telemetry</h3>{tele}")
-    activity = list(activity_lines(res)) + memory_changes(res)  # GPM, allocator, peaks, memory
-    if activity:
-        parts.append(f"<h3>Activity and memory behaviour</h3>{_list(activity)}")
-    parts.append(_artifacts(res, href))
-    if res.notes:
-        parts.append(f"<h3>Notes</h3>{_list(res.notes)}")
-    parts.append("</section>")
+    parts += [
+        _h3("Verdict", f"<pre>{escape(text)}</pre>" if text else ""),
+        _h3("Measurement", _measurement(res)),
+        _h3("Telemetry", _telemetry(res.run.telemetry)),
+        _h3("Activity and memory behaviour", _list([*activity_lines(res), *memory_changes(res)])),
+        _h3("Artifacts", _artifacts(res, href)),
+        _h3("Notes", _list(res.notes)),
+        "</section>",
+    ]
     return "".join(parts)
 
 
