@@ -60,8 +60,7 @@ def memory_line(m: Mapping[str, Any] | None) -> str:
     if growth is not None:
         sign = "+" if growth >= 0 else "-"
         parts.append(f"reserved {sign}{fmt_bytes(abs(growth))} during the measurement")
-    retries = act.num(m, "alloc_retries")
-    if retries:
+    if retries := act.num(m, "alloc_retries"):
         parts.append(f"{retries:g} allocator retr{'y' if retries == 1 else 'ies'} (cache flushed)")
     elif retries == 0:
         parts.append("no retries")
@@ -71,13 +70,11 @@ def memory_line(m: Mapping[str, Any] | None) -> str:
 def lines(r: Result) -> list[str]:
     """What a report says of one result's activity, memory behaviour and peak fractions."""
     out = []
-    a = (r.run.telemetry or {}).get("activity")
-    if a:
+    if a := (r.run.telemetry or {}).get("activity"):
         out.append(f"activity (GPM): {activity_line(a)}")
     if r.run.memory:
         out.append(f"allocator: {memory_line(r.run.memory)}")
-    p = peaks.describe(r.run.of_peak)
-    if p:
+    if p := peaks.describe(r.run.of_peak):
         out.append(f"throughput: {p}")
     return out
 

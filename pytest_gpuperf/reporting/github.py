@@ -87,8 +87,7 @@ def annotation(
 def message(result: Result) -> str:
     """The annotation's text: the verdict's explanation, diagnosis and artifact names."""
     parts = [v.explanation(result) or v.summary_line(result)]
-    diag = v.diagnosis(result)
-    if diag:
+    if diag := v.diagnosis(result):
         parts.append("where the time went:\n" + "\n".join(f"  {d}" for d in diag))
     if names := ", ".join(a.name for a in v.artifacts(result) if a.path):
         parts.append(f"artifacts: {names}")

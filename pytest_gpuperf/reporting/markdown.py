@@ -74,14 +74,11 @@ def details(r: v.Row) -> str:
     heading = f"{r.name} ({res.id.mode}): {r.label}"
     icon = ICONS.get(r.kind, "")
     body: list[str] = []
-    diag = v.diagnosis(res)
-    if diag:
+    if diag := v.diagnosis(res):
         body += ["**Where the time went**", "", *(f"- {escape(x)}" for x in diag), ""]
-    explanation = v.explanation(res)
-    if explanation:
+    if explanation := v.explanation(res):
         body += [code_block(explanation), ""]
-    arts = _artifacts(res)
-    if arts:
+    if arts := _artifacts(res):
         body += ["**Artifacts** (uploaded with the job's artifacts)", "", *arts, ""]
     if res.notes:
         body += [*(f"- {escape(n)}" for n in res.notes), ""]

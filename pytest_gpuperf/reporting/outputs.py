@@ -163,8 +163,7 @@ def _github(value: Any, ctx: ReportContext, out: Written) -> None:
     environ = ctx.environ
     if not github.enabled(str(value), environ):
         return
-    summary_file = environ.get("GITHUB_STEP_SUMMARY")
-    if summary_file:
+    if summary_file := environ.get("GITHUB_STEP_SUMMARY"):
         text = github.step_summary(ctx.results, baseline=ctx.label)
         try:
             write_output(

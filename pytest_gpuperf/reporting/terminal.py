@@ -314,8 +314,7 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     passed = [r for r in judged if _kind(r) == "inconclusive" and not _listed(r, spec)]
     lines = ["verdicts:"]
     lines += [fold(f"  {prefix(r)}{summary_line(r)}", spec.width) for r in listed]
-    others = [r for r in judged if _kind(r) not in NOTABLE]
-    if others:
+    if others := [r for r in judged if _kind(r) not in NOTABLE]:
         kinds = sorted({_kind(r).replace("-", " ") for r in others})
         n = len(others)
         lines.append(f"  {n} benchmark{'' if n == 1 else 's'}: {' or '.join(kinds)}")
