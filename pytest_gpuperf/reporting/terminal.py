@@ -190,8 +190,7 @@ def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[s
         room = width - others
         if room >= min(longest, MIN_NAME):
             return cs, (None if room >= longest else max(room, len(COLUMNS["name"].header) + 2))
-    cs = candidates[-1]
-    return cs, MIN_NAME
+    return candidates[-1], MIN_NAME
 
 
 def sort_results(results: Sequence[Result], key: str) -> list[Result]:
@@ -228,9 +227,8 @@ def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> st
     return "\n\n".join(blocks)
 
 
-def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+def legend(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """What the shown columns mean, wrapped to the table's width."""
-    spec = spec or TableSpec()
     cols, _ = _columns_for(results, spec)
     parts = [COLUMNS[c].legend for c in cols if COLUMNS[c].legend]
     if "flag" in cols and not any(r.notes for r in results):
@@ -300,12 +298,11 @@ def overhead_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     return _titled("launch overhead (CUDA events vs graph replay):", lines)
 
 
-def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+def verdict_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """``verdicts:`` (a line per notable verdict, then how many others), and ``inconclusive``:
     each inconclusive verdict that passed, with its detail."""
     from pytest_gpuperf.reporting.verdicts import explanation, summary_line
 
-    spec = spec or TableSpec()
     judged = [r for r in results if r.comparison is not None]
     if not judged:
         return []
@@ -330,9 +327,8 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
     return lines
 
 
-def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+def flag_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """``flags:``: each distinct note once, after its benchmarks (all of them under ``-v``)."""
-    spec = spec or TableSpec()
     if spec.verbose:
         return _titled("flags:", _items([(r, n) for r in results for n in r.notes], results, spec))
     by_note: dict[str, list[str]] = {}
@@ -353,19 +349,18 @@ def _numerics_found(r: Result) -> NumericsComparison | None:
     return n if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED) else None
 
 
-def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+def numerics_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
     from pytest_gpuperf.reporting.explain import numerics_words
 
     found = [(r, n) for r in results if (n := _numerics_found(r)) is not None]
     said = [(r, numerics_words(n).removeprefix("numerics: ")) for r, n in found]
-    return _titled("numerics:", _items(said, results, spec or TableSpec()))
+    return _titled("numerics:", _items(said, results, spec))
 
 
-def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+def activity_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """``memory:``, each benchmark whose memory figures changed against the baseline; under
     ``-v`` also ``activity:`` (GPM, allocator, peak fractions; why GPM gave nothing, once)."""
-    spec = spec or TableSpec()
     lines: list[str] = []
     if spec.verbose:
         reasons: dict[str, None] = {}
