@@ -194,11 +194,6 @@ def _ci(f: FigureVerdict, level: float) -> str:
     return f"({100 * level:.0f} % CI {fmt_change(f.ratio_low)} to {fmt_change(f.ratio_high)})"
 
 
-def _change(f: FigureVerdict, level: float = 0.90) -> str:
-    """``+6.1 % (90 % CI +4.8 % to +7.5 %)``."""
-    return f"{fmt_change(f.ratio)} {_ci(f, level)}"
-
-
 def _shown(c: Comparison, mode: str | None) -> str:
     """`` 77.7x end-to-end time (90 % CI ...)``, or ``""`` when no change is shown."""
     f = c.shown
@@ -284,7 +279,7 @@ def explain(c: Comparison, mode: str | None = None) -> str:
     lines.append(f"  figure     {figure_name(f.figure, mode)} (noise class {f.klass})")
     lines.append(f"  current    {fmt_time(f.current_s)}  {_side(f.current_runs)}")
     lines.append(f"  baseline   {fmt_time(f.baseline_s)}  {_side(f.baseline_runs)}")
-    lines.append(f"  change     {_change(f, c.terms.ci_level)}")
+    lines.append(f"  change     {fmt_change(f.ratio)} {_ci(f, c.terms.ci_level)}")
     lines.append(f"  threshold  {_threshold(f, c.terms)}")
     lines.append(f"  confirm    {_confirm(f)}")
     lines.append(f"  noise      {_noise(f)}")
@@ -374,8 +369,8 @@ def _figure_line(f: FigureVerdict) -> str:
     if not f.final:
         title += " (suspect)"
     return (
-        f"{figure_name(f.figure)}: {title} {_change(f)}; threshold {_pct(f.cutoff)}, would have "
-        f"caught >= {_pct(f.resolution)} (class {f.klass})"
+        f"{figure_name(f.figure)}: {title} {fmt_change(f.ratio)} {_ci(f, 0.90)}; threshold "
+        f"{_pct(f.cutoff)}, would have caught >= {_pct(f.resolution)} (class {f.klass})"
     )
 
 

@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.outcome import INCONCLUSIVE, REGRESSION
 from pytest_gpuperf.reporting import markdown
 from pytest_gpuperf.reporting import verdicts as v
 
 #: ``$GITHUB_STEP_SUMMARY`` takes at most 1 MiB per step; stay clear of it.
 STEP_SUMMARY_LIMIT = 1_000_000
 #: Annotation levels of each verdict kind (the others are not annotated).
-LEVELS = {v.REGRESSION: "error", v.INCONCLUSIVE: "warning"}
+LEVELS = {REGRESSION: "error", INCONCLUSIVE: "warning"}
 
 
 def enabled(mode: str, env: Mapping[str, str]) -> bool:

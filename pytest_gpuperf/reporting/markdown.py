@@ -9,14 +9,15 @@ import re
 from collections.abc import Sequence
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.outcome import DIFFERENT_ENVIRONMENT, IMPROVEMENT, INCONCLUSIVE, REGRESSION
 from pytest_gpuperf.reporting import verdicts as v
 
 #: Marks in the table's first column.
 ICONS: dict[str, str] = {kind: look.icon for kind, look in v.KINDS.items()}
 #: Kinds whose explanation is shown open; the others are folded.
-OPEN_KINDS = (v.REGRESSION,)
+OPEN_KINDS = (REGRESSION,)
 #: Kinds that get a details section at all.
-DETAIL_KINDS = (v.REGRESSION, v.INCONCLUSIVE, v.IMPROVEMENT, v.DIFFERENT_ENVIRONMENT)
+DETAIL_KINDS = (REGRESSION, INCONCLUSIVE, IMPROVEMENT, DIFFERENT_ENVIRONMENT)
 
 _INLINE = re.compile(r"([\\`*_{}\[\]|~!])")
 _LEADING = re.compile(r"^([#+=-])")
@@ -42,7 +43,7 @@ def table(rows: Sequence[v.Row]) -> str:
     head += ["current", "runs (base / current)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        verdict = f"**{escape(r.label)}**" if r.kind == v.REGRESSION else escape(r.label)
+        verdict = f"**{escape(r.label)}**" if r.kind == REGRESSION else escape(r.label)
         cells = [ICONS.get(r.kind, ""), *map(escape, (r.name, r.params, r.result.id.mode))]
         cells += [verdict, *map(escape, (r.change, r.interval, r.baseline, r.current, r.runs))]
         lines.append("| " + " | ".join(cells) + " |")

@@ -73,8 +73,10 @@ def fold(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-def _num(x: float | None) -> float:
-    return x if x is not None and math.isfinite(x) else math.inf
+def _fastest(stat: str) -> Callable[[Result], float]:
+    """A statistic of the rounds as a sort key: fastest first, none last."""
+    of = summary_stat(stat)
+    return lambda r: x if (x := of(r)) is not None and math.isfinite(x) else math.inf
 
 
 def _rank(r: Result) -> int:
@@ -94,7 +96,7 @@ SORT_KEYS: dict[str, Callable[[Result], Any]] = {
     "verdict": _rank,
     "collection": lambda r: 0,
     "name": lambda r: r.id.display,
-    **{k: lambda r, k=k: _num(summary_stat(k)(r)) for k in ("median", "mean", "min", "max")},
+    **{k: _fastest(k) for k in ("median", "mean", "min", "max")},
     "change": _change,
     "first_call": lambda r: -(r.run.first_call_s or 0.0),
     "memory": lambda r: -(r.run.peak_memory_bytes or 0),

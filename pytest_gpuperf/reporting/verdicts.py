@@ -28,16 +28,6 @@ from pytest_gpuperf.verdict import (
     Comparison,
 )
 
-#: the verdict's kinds, which the renderers read from here
-__all__ = [
-    "DIFFERENT_ENVIRONMENT",
-    "IMPROVEMENT",
-    "INCONCLUSIVE",
-    "NO_BASELINE",
-    "NO_CHANGE",
-    "REGRESSION",
-]
-
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
 NOT_COMPARED = "not-compared"
 
