@@ -31,7 +31,7 @@ from pytest_gpuperf.reporting.columns import (
     params_text,
     summary_stat,
 )
-from pytest_gpuperf.reporting.verdicts import order_of
+from pytest_gpuperf.reporting.verdicts import NOT_COMPARED, kind_of, order_of
 from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
@@ -81,7 +81,7 @@ def _fastest(stat: str) -> Callable[[Result], float]:
 
 def _rank(r: Result) -> int:
     """The verdict's place in the report order (regressions first, no verdict last)."""
-    return order_of(_kind(r))
+    return order_of(kind_of(r))
 
 
 def _change(r: Result) -> float:
@@ -243,14 +243,9 @@ def legend(results: Sequence[Result], spec: TableSpec) -> list[str]:
 NOTABLE = ("regression", "inconclusive", "different-environment", "improvement")
 
 
-def _kind(r: Result) -> str:
-    """The verdict's kind; ``""`` without a verdict."""
-    return r.comparison.kind if r.comparison is not None else ""
-
-
 def _listed(r: Result, spec: TableSpec) -> bool:
     """Whether the verdict gets a line under ``verdicts:`` (inconclusive: when it fails)."""
-    kind = _kind(r)
+    kind = kind_of(r)
     return kind in NOTABLE and (kind != "inconclusive" or spec.fail_on == "inconclusive")
 
 
@@ -309,12 +304,14 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     if not judged:
         return []
     prefix = (lambda r: f"[{r.id.mode}] ") if _mixed(results) else (lambda r: "")
-    listed = sorted((r for r in judged if _listed(r, spec)), key=lambda r: NOTABLE.index(_kind(r)))
-    passed = [r for r in judged if _kind(r) == "inconclusive" and not _listed(r, spec)]
+    listed = sorted(
+        (r for r in judged if _listed(r, spec)), key=lambda r: NOTABLE.index(kind_of(r))
+    )
+    passed = [r for r in judged if kind_of(r) == "inconclusive" and not _listed(r, spec)]
     lines = ["verdicts:"]
     lines += [fold(f"  {prefix(r)}{summary_line(r)}", spec.width) for r in listed]
-    if others := [r for r in judged if _kind(r) not in NOTABLE]:
-        kinds = sorted({_kind(r).replace("-", " ") for r in others})
+    if others := [r for r in judged if kind_of(r) not in NOTABLE]:
+        kinds = sorted({kind_of(r).replace("-", " ") for r in others})
         n = len(others)
         lines.append(f"  {n} benchmark{'' if n == 1 else 's'}: {' or '.join(kinds)}")
     if passed:
@@ -398,7 +395,7 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     rest = Counter(
         "inconclusive (passed)" if k == "inconclusive" else k.replace("-", " ")
         for r in ranked
-        if (k := _kind(r)) and not _listed(r, spec)
+        if (k := kind_of(r)) != NOT_COMPARED and not _listed(r, spec)
     )
     if rest:
         counted = ", ".join(f"{n} {k}" for k, n in rest.items())
