@@ -353,15 +353,9 @@ def _sweeps(results: Sequence[Result]) -> str:
         return ""
     figs = []
     for sw in found:
-        lines = []
-        for i, series in enumerate(sw.series):
-            color = svg.SERIES[i % len(svg.SERIES)]
-            lines.append(svg.Line(series.label, series.values, color))
-            if any(b is not None for b in series.baseline):
-                lines.append(svg.Line(f"{series.label} (baseline)", series.baseline, color, True))
         unit = "time per call" if sw.unit == "s" else sw.unit
         chart = svg.line_chart(
-            lines,
+            sw.lines,
             sw.shapes,
             title=f"{unit} by shape: {sw.title}",
             y_label=unit,

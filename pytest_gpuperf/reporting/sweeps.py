@@ -1,7 +1,8 @@
-"""Shape sweeps: a marker's ``shapes=`` as one series per other parameter, for a plot.
+"""Shape sweeps: a marker's ``shapes=`` as the lines of a plot, one per other parameter.
 
-A sweep: the results of one test function, name and mode over two or more shapes; a series
-holds what every result has (TFLOP/s, else GB/s, else the time per call), and the baseline's.
+A sweep: the results of one test function, name and mode over two or more shapes; a line
+holds what every result has (TFLOP/s, else GB/s, else the time per call); a dashed one of
+the same colour, the baseline's.
 """
 
 from __future__ import annotations
@@ -11,18 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.svg import SERIES, Line
 
 #: The parameter that ``@pytest.mark.gpuperf(shapes=...)`` fills.
 SHAPE = "shape"
-
-
-@dataclass(frozen=True)
-class Series:
-    label: str
-    #: one value per x label; None where this series has no result at that shape
-    values: tuple[float | None, ...]
-    #: the baseline's value at each shape (None where there is none)
-    baseline: tuple[float | None, ...]
 
 
 @dataclass(frozen=True)
@@ -30,7 +23,7 @@ class Sweep:
     title: str
     #: the shapes, as the test ids show them (``4096x4096x4096``), in the marker's order
     shapes: tuple[str, ...]
-    series: tuple[Series, ...]
+    lines: tuple[Line, ...]
     #: ``TFLOP/s``, ``GB/s`` or ``s`` (time per call)
     unit: str
 
@@ -68,8 +61,8 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
         for r in members:
             rest = ", ".join(f"{k}={v}" for k, v in r.id.params if k != SHAPE)
             by_series.setdefault(rest, {})[dict(r.id.params)[SHAPE]] = r
-        series = []
-        for label, at in by_series.items():
+        lines = []
+        for i, (label, at) in enumerate(by_series.items()):
             values = tuple(
                 _metric(at[s], unit, at[s].run.median) if s in at else None for s in shapes
             )
@@ -79,8 +72,11 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
                 else None
                 for s in shapes
             )
-            series.append(Series(label or "all", values, base_values))
+            color = SERIES[i % len(SERIES)]
+            lines.append(Line(label or "all", values, color))
+            if any(b is not None for b in base_values):
+                lines.append(Line(f"{label or 'all'} (baseline)", base_values, color, True))
         func = base.rsplit("::", 1)[-1]
         title = func + (f"::{name}" if name else "") + f" [{mode}]"
-        out.append(Sweep(title, shapes, tuple(series), unit))
+        out.append(Sweep(title, shapes, tuple(lines), unit))
     return out
