@@ -42,11 +42,10 @@ def write_ci_outputs(
         baseline_dirs=baseline_dirs,
         environ=os.environ if env is None else env,
     )
-    values: dict[str, Any] = dict(settings.output_values())
-    values.update((o.option, value) for o, value in (added or {}).items())
+    values = settings.output_values()
+    chosen = [*((o, values[o.option]) for o in OUTPUTS), *(added or {}).items()]
     out = Written()
-    for o in (*OUTPUTS, *(added or {})):
-        value = values.get(o.option)
+    for o, value in chosen:
         if value and (only is None or o.option in only) and (ctx.results or o.when_empty):
             o.write(value, ctx, out)
     return out

@@ -145,7 +145,8 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
         points = []
         for run in hist.runs:
             same = run.fingerprint_id == hist.fingerprint_id
-            commit = _commit(run.meta)
+            sha = run.meta.get("git_sha") or run.meta.get("ci_sha")  # HEAD, or the CI's
+            commit = str(sha) if sha else None
             points.append(
                 svg.Point(
                     run.median,
@@ -177,12 +178,6 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
             )
         )
     return f'<div class="plots">{"".join(figs)}</div>'
-
-
-def _commit(meta: Mapping[str, Any]) -> str | None:
-    """The commit a stored run measured (``git rev-parse HEAD``, or the CI's sha)."""
-    sha = meta.get("git_sha") or meta.get("ci_sha")
-    return str(sha) if sha else None
 
 
 def _run_date(run_id: str | None) -> str | None:
