@@ -69,8 +69,7 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def cell(x: Any) -> Any:
-    """``x``, with a text that a spreadsheet would run as a formula (``=HYPERLINK(...)``,
-    ``+1+1``, ``@SUM(A1)``) made plain text by a leading ``'``; numbers (``-2.5``) stay."""
+    """``x``, a text a spreadsheet would run as a formula (``=HYPERLINK(...)``) made plain."""
     if not isinstance(x, str) or not x.startswith(_FORMULA_STARTS):
         return x
     try:

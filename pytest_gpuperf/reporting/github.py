@@ -44,8 +44,7 @@ def escape_property(text: str) -> str:
 def workspace_path(
     path: str, rootdir: str | PurePath | None, workspace: str | PurePath | None
 ) -> str | None:
-    """``path`` (relative to pytest's rootdir) relative to ``$GITHUB_WORKSPACE``, with ``/``
-    (without a workspace: as it is); None outside the workspace, where GitHub cannot place it."""
+    """``path`` relative to ``$GITHUB_WORKSPACE``; None outside it (GitHub cannot place it)."""
     p = PurePath(path)
     if rootdir is not None and not p.is_absolute():
         p = PurePath(rootdir) / p

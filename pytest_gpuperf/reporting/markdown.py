@@ -24,8 +24,7 @@ _LEADING = re.compile(r"^([#+=-])")
 
 
 def escape(text: object) -> str:
-    """Text that GitHub Markdown shows as it is, also in a table cell: ``& < >`` as entities,
-    Markdown punctuation, ``|`` and a leading ``# + = -`` backslashed, on one line."""
+    """Text that GitHub Markdown shows as it is, on one line, also in a table cell."""
     s = " ".join(str(text).split())  # a newline would end the table row
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _LEADING.sub(r"\\\1", _INLINE.sub(r"\\\1", s))
