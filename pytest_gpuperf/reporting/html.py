@@ -142,42 +142,45 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
         )
     )
     if hist is not None and (hist.runs or current_runs):
-        points = []
-        for run in hist.runs:
-            same = run.fingerprint_id == hist.fingerprint_id
-            sha = run.meta.get("git_sha") or run.meta.get("ci_sha")  # HEAD, or the CI's
-            commit = str(sha) if sha else None
-            points.append(
-                svg.Point(
-                    run.median,
-                    f"{run.timestamp} run {run.run_id}"
-                    + (f" commit {commit}" if commit else "")
-                    + f": {fmt_time(run.median)}"
-                    + ("" if same else " (other environment)"),
-                    svg.BASELINE if same else svg.OTHER,
-                    when=run.timestamp or None,
-                    commit=commit[:7] if commit else None,
-                )
-            )
-        if res.run.rounds:
-            points.append(
-                svg.Point(
-                    res.run.median,
-                    f"this run: {fmt_time(res.run.median)}",
-                    svg.CURRENT,
-                    True,
-                    when=_run_date(res.run.run_id),
-                    commit="this run",
-                )
-            )
-        figs.append(
-            _figure(
-                svg.history(points, title=f"history of {res.id.display}"),
-                f"History: the median of each run stored in baseline {hist.baseline!r}, by date "
-                "and commit (grey: another environment), then this run.",
+        figs.append(_history(res, hist))
+    return f'<div class="plots">{"".join(figs)}</div>'
+
+
+def _history(res: Result, hist: BenchHistory) -> str:
+    """The median of each stored run by date and commit, then this run's."""
+    points = []
+    for run in hist.runs:
+        same = run.fingerprint_id == hist.fingerprint_id
+        sha = run.meta.get("git_sha") or run.meta.get("ci_sha")  # HEAD, or the CI's
+        commit = str(sha) if sha else None
+        points.append(
+            svg.Point(
+                run.median,
+                f"{run.timestamp} run {run.run_id}"
+                + (f" commit {commit}" if commit else "")
+                + f": {fmt_time(run.median)}"
+                + ("" if same else " (other environment)"),
+                svg.BASELINE if same else svg.OTHER,
+                when=run.timestamp or None,
+                commit=commit[:7] if commit else None,
             )
         )
-    return f'<div class="plots">{"".join(figs)}</div>'
+    if res.run.rounds:
+        points.append(
+            svg.Point(
+                res.run.median,
+                f"this run: {fmt_time(res.run.median)}",
+                svg.CURRENT,
+                True,
+                when=_run_date(res.run.run_id),
+                commit="this run",
+            )
+        )
+    return _figure(
+        svg.history(points, title=f"history of {res.id.display}"),
+        f"History: the median of each run stored in baseline {hist.baseline!r}, by date "
+        "and commit (grey: another environment), then this run.",
+    )
 
 
 def _run_date(run_id: str | None) -> str | None:

@@ -32,7 +32,12 @@ class Sweep:
 _RATES = {"TFLOP/s": ("flops", 1e12), "GB/s": ("bytes", 1e9)}
 
 
-def _metric(r: Result, unit: str, seconds: float | None) -> float | None:
+def _metric(r: Result | None, unit: str, baseline: bool = False) -> float | None:
+    """What a line shows at a shape (``r``'s, or its baseline's): a rate, else the time."""
+    if r is None:
+        return None
+    c = r.comparison
+    seconds = (c.baseline_s if c is not None else None) if baseline else r.run.median
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         return None
     if unit in _RATES:
@@ -63,15 +68,8 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
             by_series.setdefault(rest, {})[dict(r.id.params)[SHAPE]] = r
         lines = []
         for i, (label, at) in enumerate(by_series.items()):
-            values = tuple(
-                _metric(at[s], unit, at[s].run.median) if s in at else None for s in shapes
-            )
-            base_values = tuple(
-                _metric(at[s], unit, c.baseline_s if (c := at[s].comparison) else None)
-                if s in at
-                else None
-                for s in shapes
-            )
+            values = tuple(_metric(at.get(s), unit) for s in shapes)
+            base_values = tuple(_metric(at.get(s), unit, baseline=True) for s in shapes)
             color = SERIES[i % len(SERIES)]
             lines.append(Line(label or "all", values, color))
             if any(b is not None for b in base_values):
