@@ -151,7 +151,7 @@ def _did_you_mean(word: str, choices: Any) -> str:
 
 def table_columns(v: Any) -> tuple[str, ...] | None:
     """``--gpuperf-columns``: the terminal table's columns, e.g. ``median,ci,verdict``."""
-    from pytest_gpuperf.reporting.terminal import COLUMNS  # only when the option is given
+    from pytest_gpuperf.reporting.columns import COLUMNS  # only when the option is given
 
     if v is None:
         return None

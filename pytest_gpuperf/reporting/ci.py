@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.reporting.outputs import OUTPUTS, Output, ReportContext, Where, Written
+from pytest_gpuperf.reporting.outputs import OUTPUTS, Output, ReportContext, Written
 from pytest_gpuperf.reporting.settings import ReportSettings
 
 
@@ -28,14 +28,9 @@ def write_ci_outputs(
     baseline_dirs: Sequence[Path] = (),
     added: Mapping[Output, Any] | None = None,
 ) -> Written:
-    """Write each output whose option is set (and the ``added`` ones plugins declared, with
-    their values, last); return what was written, the errors and the GitHub annotations.
-
-    ``baseline`` feeds the HTML plots; relative report paths are taken from ``cwd`` (as
-    ``--junitxml``), test and artifact paths from ``rootdir``; ``only``: just these outputs
-    (a confirmation child writes its JSON alone); nothing is written into ``baseline_dirs``
-    or onto a baseline file (``baseline.fileio.write_output``).
-    """
+    """Write each output whose option is set (then the ``added`` ones plugins declared);
+    report paths are relative to ``cwd``, test and artifact paths to ``rootdir``; ``only``:
+    just these outputs (a confirmation child's JSON); nothing goes into ``baseline_dirs``."""
     ctx = ReportContext(
         results,
         baseline=baseline,
@@ -43,13 +38,14 @@ def write_ci_outputs(
         fingerprint_extra=fingerprint_extra,
         session=session or {},
         sort=settings.sort,
+        cwd=cwd or Path.cwd(),
+        baseline_dirs=baseline_dirs,
+        environ=os.environ if env is None else env,
     )
-    values: dict[str, Any] = dict(settings.output_values())
-    values.update((o.option, value) for o, value in (added or {}).items())
-    where = Where(cwd or Path.cwd(), baseline_dirs, os.environ if env is None else env)
+    values = settings.output_values()
+    chosen = [*((o, values[o.option]) for o in OUTPUTS), *(added or {}).items()]
     out = Written()
-    for o in (*OUTPUTS, *(added or {})):
-        value = values.get(o.option)
+    for o, value in chosen:
         if value and (only is None or o.option in only) and (ctx.results or o.when_empty):
-            o.write(value, ctx, where, out)
+            o.write(value, ctx, out)
     return out

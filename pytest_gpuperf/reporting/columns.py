@@ -1,10 +1,9 @@
-"""The columns of the outputs, declared once: a column is a key, a header, how to read its
-value from a :class:`~pytest_gpuperf.model.Result` and how to write that value as text.
+"""The outputs' columns, declared once: a key, a header, how to read the value from a
+:class:`~pytest_gpuperf.model.Result` and how to write it as text.
 
-The terminal table draws every column of :data:`COLUMNS` (``--gpuperf-columns`` picks them
-by key). The HTML summary table, the CSV and the JSON report show :data:`OWN_COLUMNS` their
-own way and add every other declared column from here (:func:`added_columns`), so a new
-column is one entry in :data:`COLUMNS`. Pure Python: no torch, no pytest.
+The terminal table draws :data:`COLUMNS`; the HTML summary, the CSV and the JSON show
+:data:`OWN_COLUMNS` their own way and add every other declared column (:func:`added_columns`),
+so a new column is one entry in :data:`COLUMNS`.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ MIN_CI_ROUNDS = 6
 
 
 def fmt_result_rate(result: Any) -> str:
-    """A result's throughput: a collective's algbw and busbw (nccl-tests' definitions,
-    :mod:`pytest_gpuperf.measure.collectives`), else its FLOP/s and bytes/s."""
+    """A result's throughput: a collective's algbw and busbw, else its FLOP/s and bytes/s."""
     from pytest_gpuperf.measure.collectives import rate_text
 
     run = result.run
@@ -81,9 +79,7 @@ def flag_text(r: Result) -> str:
 
 
 def verdict_cell(r: Result) -> str:
-    """``2.96x REGRESSION (threshold 61.3 %)``, ``+1.2 % no change (threshold 8.0 %)``,
-    ``+58.6 % INCONCLUSIVE / below resolution (would catch >= 2.04x)``: the change the gate
-    used (units.fmt_change) and the verdict with its resolution, in one cell."""
+    """``2.96x REGRESSION (threshold 61.3 %)``: the change, the verdict, its resolution."""
     from pytest_gpuperf.reporting.explain import figure_name, label_of
     from pytest_gpuperf.units import fmt_change
 
@@ -155,45 +151,8 @@ OWN_COLUMNS: frozenset[str] = frozenset(
     {"name", "params", "mode", "median", "mean", "min", "max", "spread", "ci", "rounds"}
     | {"first_call", "memory", "throughput", "flag", "verdict"}
 )
-#: The terminal's columns in the order ``-v`` shows them (the added ones go before ``flag``).
-FULL_COLUMNS: tuple[str, ...] = (
-    "name",
-    "params",
-    "mode",
-    "median",
-    "spread",
-    "ci",
-    "rounds",
-    "first_call",
-    "memory",
-    "throughput",
-    "flag",
-    "verdict",
-)
-#: The default verbosity's columns (``mode`` too when a session mixes timing modes).
-DEFAULT_COLUMNS: tuple[str, ...] = (
-    "name",
-    "median",
-    "ci",
-    "spread",
-    "first_call",
-    "throughput",
-    "flag",
-    "verdict",
-)
-#: Dropped in this order while a default table is wider than the terminal's width.
-DROP_ORDER: tuple[str, ...] = ("first_call", "spread", "throughput", "mode")
 
 
 def added_columns() -> list[Column]:
-    """The declared columns beyond :data:`OWN_COLUMNS`, in their order: each output adds
-    them (read when an output is drawn, so a column declared since counts)."""
+    """The declared columns beyond :data:`OWN_COLUMNS`, read when an output is drawn."""
     return [c for k, c in COLUMNS.items() if k not in OWN_COLUMNS]
-
-
-def full_columns() -> list[str]:
-    """``-v``'s columns: :data:`FULL_COLUMNS` with the added ones before ``flag``."""
-    cols = list(FULL_COLUMNS)
-    at = cols.index("flag")
-    cols[at:at] = [c.key for c in added_columns() if c.key not in cols]
-    return cols

@@ -56,8 +56,7 @@ COLUMNS: tuple[str, ...] = tuple(FIELDS)
 
 
 def _value(x: Any) -> Any:
-    """A number as Python writes it back exactly, a text as it is; ``""`` for unknown (None,
-    not finite, a flag)."""
+    """A number as Python reads it back exactly, a text as it is; ``""`` for unknown."""
     if isinstance(x, bool) or (isinstance(x, float) and not math.isfinite(x)):
         return ""
     if isinstance(x, (int, float)):
@@ -70,8 +69,7 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def cell(x: Any) -> Any:
-    """``x``, with a text that a spreadsheet would run as a formula (``=HYPERLINK(...)``,
-    ``+1+1``, ``@SUM(A1)``) made plain text by a leading ``'``; numbers (``-2.5``) stay."""
+    """``x``, a text a spreadsheet would run as a formula (``=HYPERLINK(...)``) made plain."""
     if not isinstance(x, str) or not x.startswith(_FORMULA_STARTS):
         return x
     try:

@@ -56,8 +56,7 @@ def _title(kind: str) -> str:
 
 
 def _pct(x: float | None) -> str:
-    """A size (a threshold, a resolution, a noise level), unsigned: percent with one decimal,
-    two below 1 % (noise levels of 0.25 % matter); from 2x on a ratio, as a change reads."""
+    """A size (threshold, resolution, noise): one decimal, two below 1 %; from 2x a ratio."""
     if x is not None and (not math.isfinite(x) or x + 1 >= RATIO_FROM):
         return fmt_change(x + 1)
     if x is not None and abs(x) < 0.01:
@@ -66,8 +65,7 @@ def _pct(x: float | None) -> str:
 
 
 def _size(x: float | None) -> str:
-    """A size in the rule's reasons: percent with one decimal, from 2x on a ratio (a number
-    a report read back as null is not finite)."""
+    """A size in the rule's reasons: percent, a ratio from 2x on (null read back: inf)."""
     if x is None or not math.isfinite(x):
         return "inf %"
     return fmt_change(x + 1) if x + 1 >= RATIO_FROM else fmt_pct(x)
@@ -158,8 +156,7 @@ def _unmeasurable(n: Mapping[str, Any]) -> str:
 
 
 def _tracers(n: Mapping[str, Any]) -> str:
-    """What differs in tracers between the two sides (their names escaped: any conftest can
-    name a trace function, and a file any tracer)."""
+    """What differs in tracers between the two sides (names escaped: a conftest names them)."""
     now = sorted(printable(t) for t in n["now"])
     then = sorted(printable(t) for t in n["then"])
     if now and not then:
@@ -175,9 +172,7 @@ def _tracers(n: Mapping[str, Any]) -> str:
 def figure_name(
     figure: str | None, mode: str | None = None, modes: backend.Modes | None = None
 ) -> str:
-    """The name of the figure a verdict compared: ``device time``, ``end-to-end time``, or
-    the one time of a mode that times one (its ``figure_name`` in ``modes``, default the
-    built-in ones: ``graph replay``)."""
+    """``device time``, ``end-to-end time``, or a mode's own name (``graph replay``)."""
     if figure in (None, "time") and mode:
         named = backend.get(mode, modes)
         if named.figure_name:
@@ -186,8 +181,7 @@ def figure_name(
 
 
 def change_text(c: Comparison, mode: str | None = None) -> str:
-    """The change the gate used, with its figure: ``2.96x device time``, ``+4.1 % time``
-    (``-`` without one). Every output writes a verdict's change with this."""
+    """``2.96x device time``: the change the gate used, as every output writes it."""
     f = c.shown
     return "-" if f is None else f"{fmt_change(f.ratio)} {figure_name(f.figure, mode)}"
 
@@ -198,11 +192,6 @@ def _runs(n: int) -> str:
 
 def _ci(f: FigureVerdict, level: float) -> str:
     return f"({100 * level:.0f} % CI {fmt_change(f.ratio_low)} to {fmt_change(f.ratio_high)})"
-
-
-def _change(f: FigureVerdict, level: float = 0.90) -> str:
-    """``+6.1 % (90 % CI +4.8 % to +7.5 %)``."""
-    return f"{fmt_change(f.ratio)} {_ci(f, level)}"
 
 
 def _shown(c: Comparison, mode: str | None) -> str:
@@ -217,8 +206,7 @@ def _cut(c: Comparison) -> tuple[float | None, float | None]:
 
 
 def resolution_of(c: Comparison) -> str:
-    """What the verdict could tell, for the same line as its label: a regression's and a
-    no change's threshold in force, an inconclusive verdict's resolution."""
+    """Beside the label: the threshold in force, or an inconclusive verdict's resolution."""
     cutoff, resolution = _cut(c)
     if c.kind in (NO_CHANGE, REGRESSION):
         return f"threshold {_pct(cutoff)}"
@@ -234,9 +222,7 @@ def resolution_of(c: Comparison) -> str:
 
 
 def label_of(c: Comparison) -> str:
-    """The verdict's label with its resolution: ``no change (threshold 8.0 %)``,
-    ``INCONCLUSIVE / below resolution (would catch >= 2.04x)``, ``REGRESSION (threshold
-    61.3 %)``; the others by their title."""
+    """``INCONCLUSIVE / below resolution (would catch >= 2.04x)``: label and resolution."""
     title = _title(c.kind)
     if c.kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
         title += " / below resolution"
@@ -293,7 +279,7 @@ def explain(c: Comparison, mode: str | None = None) -> str:
     lines.append(f"  figure     {figure_name(f.figure, mode)} (noise class {f.klass})")
     lines.append(f"  current    {fmt_time(f.current_s)}  {_side(f.current_runs)}")
     lines.append(f"  baseline   {fmt_time(f.baseline_s)}  {_side(f.baseline_runs)}")
-    lines.append(f"  change     {_change(f, c.terms.ci_level)}")
+    lines.append(f"  change     {fmt_change(f.ratio)} {_ci(f, c.terms.ci_level)}")
     lines.append(f"  threshold  {_threshold(f, c.terms)}")
     lines.append(f"  confirm    {_confirm(f)}")
     lines.append(f"  noise      {_noise(f)}")
@@ -383,8 +369,8 @@ def _figure_line(f: FigureVerdict) -> str:
     if not f.final:
         title += " (suspect)"
     return (
-        f"{figure_name(f.figure)}: {title} {_change(f)}; threshold {_pct(f.cutoff)}, would have "
-        f"caught >= {_pct(f.resolution)} (class {f.klass})"
+        f"{figure_name(f.figure)}: {title} {fmt_change(f.ratio)} {_ci(f, 0.90)}; threshold "
+        f"{_pct(f.cutoff)}, would have caught >= {_pct(f.resolution)} (class {f.klass})"
     )
 
 
@@ -397,20 +383,25 @@ def _notes(c: Comparison) -> list[str]:
 
 # --- beside time: the secondary metrics and the numerics -----------------------------
 
-_METRICS = {
-    PEAK_MEMORY: "peak memory",
-    FIRST_CALL: "first call",
-    ALLOCATIONS: "allocations per call",
-    DEVICE_ALLOCS: "cudaMalloc calls per call",
-    ALLOC_RETRIES: "allocator retries",
-    TRANSFERS: "host-device transfers per call",
+
+def _count(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+#: Each secondary metric's name and how its values are written.
+_METRICS: dict[str, tuple[str, Callable[[float | None], str]]] = {
+    PEAK_MEMORY: ("peak memory", fmt_bytes),
+    FIRST_CALL: ("first call", fmt_time),
+    ALLOCATIONS: ("allocations per call", _count),
+    DEVICE_ALLOCS: ("cudaMalloc calls per call", _count),
+    ALLOC_RETRIES: ("allocator retries", _count),
+    TRANSFERS: ("host-device transfers per call", fmt_bytes),
 }
 
 
 def secondary_words(s: SecondaryComparison) -> str:
     """``peak memory 1.2 GiB vs 1.0 GiB baseline (+18.6 %; band up to 1.1 GiB): higher``."""
-    label = _METRICS.get(s.metric, s.metric.replace("_", " "))
-    show = _FORMATS.get(s.metric, _count)
+    label, show = _METRICS.get(s.metric, (s.metric.replace("_", " "), _count))
     if s.kind == NO_BASELINE:
         return f"{label} {show(s.current)}: no baseline value"
     change = fmt_pct(None if s.ratio is None else s.ratio - 1, sign=True)
@@ -421,18 +412,6 @@ def secondary_words(s: SecondaryComparison) -> str:
         f"{label} {show(s.current)} vs {show(s.baseline)} baseline ({change}; within "
         f"{show(lower)} to {show(s.upper)} is the same): {s.kind}"
     )
-
-
-def _count(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
-#: How a metric's values are written (a count by default).
-_FORMATS: dict[str, Callable[[float | None], str]] = {
-    PEAK_MEMORY: fmt_bytes,
-    TRANSFERS: fmt_bytes,
-    FIRST_CALL: fmt_time,
-}
 
 
 def _fmt_rel(x: float | None) -> str:
@@ -486,8 +465,7 @@ def numerics_words(n: NumericsComparison) -> str:
 
 
 def failure_words(who: str, x: SecondaryComparison | NumericsComparison) -> str:
-    """What fails a test beyond its time (``who``: the benchmark and its mode): a gated
-    secondary metric that grew, or changed numerics (the output, never the time)."""
+    """What fails a test beyond its time: a gated secondary metric, or changed numerics."""
     if isinstance(x, SecondaryComparison):
         return f"{who}: {secondary_words(x)}"
     text = numerics_words(x).removeprefix("numerics: ")

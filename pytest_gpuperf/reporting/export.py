@@ -105,10 +105,8 @@ def machine_info(environment: Mapping[str, Any] | None) -> dict[str, Any]:
         "system": env.get("system", "Linux"),
         "cpu": {"brand_raw": env.get("cpu_model")},
     }
-    for key in ("gpu_name", "driver", "cuda_runtime", "torch", "triton"):
-        if env.get(key) is not None:
-            info[key] = env[key]
-    return info
+    gpu = ("gpu_name", "driver", "cuda_runtime", "torch", "triton")
+    return {**info, **{k: env[k] for k in gpu if env.get(k) is not None}}
 
 
 def pytest_benchmark(
@@ -118,8 +116,7 @@ def pytest_benchmark(
     commit_info: Mapping[str, Any] | None = None,
     modes: backend.Modes | None = None,
 ) -> str:
-    """The ``--benchmark-json`` document of ``results`` (results without rounds are left out;
-    ``modes``: the run's timing modes, default the built-in ones)."""
+    """The ``--benchmark-json`` document of ``results`` (those without rounds left out)."""
     measured = [r for r in results if r.run.rounds]
     env = next((r.run.environment for r in measured if r.run.environment), None)
     when = created or _dt.datetime.now(_dt.timezone.utc)

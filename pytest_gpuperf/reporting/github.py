@@ -1,9 +1,8 @@
 """GitHub Actions: workflow-command annotations on the regressed tests, and the step summary.
 
-``::error file=tests/test_ops.py,line=12,title=...::message`` on stdout marks the test's
-line in the pull request (``::warning``: inconclusive). GitHub shows at most 10 of each
-per step, so regressions come first, largest slowdown first. The step summary is
-:mod:`.markdown`'s report, kept under GitHub's size limit.
+``::error file=...,line=12,title=...::message`` on stdout marks the test's line in the pull
+request (``::warning``: inconclusive). GitHub shows at most 10 of each per step, so
+regressions come first, largest slowdown first.
 """
 
 from __future__ import annotations
@@ -13,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.outcome import INCONCLUSIVE, REGRESSION
 from pytest_gpuperf.reporting import markdown
 from pytest_gpuperf.reporting import verdicts as v
 
 #: ``$GITHUB_STEP_SUMMARY`` takes at most 1 MiB per step; stay clear of it.
 STEP_SUMMARY_LIMIT = 1_000_000
 #: Annotation levels of each verdict kind (the others are not annotated).
-LEVELS = {v.REGRESSION: "error", v.INCONCLUSIVE: "warning"}
+LEVELS = {REGRESSION: "error", INCONCLUSIVE: "warning"}
 
 
 def enabled(mode: str, env: Mapping[str, str]) -> bool:
@@ -44,8 +44,7 @@ def escape_property(text: str) -> str:
 def workspace_path(
     path: str, rootdir: str | PurePath | None, workspace: str | PurePath | None
 ) -> str | None:
-    """``path`` (relative to pytest's rootdir) relative to ``$GITHUB_WORKSPACE``, with ``/``
-    (without a workspace: as it is); None outside the workspace, where GitHub cannot place it."""
+    """``path`` relative to ``$GITHUB_WORKSPACE``; None outside it (GitHub cannot place it)."""
     p = PurePath(path)
     if rootdir is not None and not p.is_absolute():
         p = PurePath(rootdir) / p
@@ -67,9 +66,9 @@ def annotation(
     workspace: str | PurePath | None = None,
 ) -> str | None:
     """The ``::error`` / ``::warning`` line for ``result``, or None if its verdict needs none."""
-    r = v.row(result)
+    r, c = v.row(result), result.comparison
     level = LEVELS.get(r.kind)
-    if level is None or not r.final:
+    if level is None or c is None or not c.final:
         return None
     props: list[str] = []
     loc = result.location
@@ -88,8 +87,7 @@ def annotation(
 def message(result: Result) -> str:
     """The annotation's text: the verdict's explanation, diagnosis and artifact names."""
     parts = [v.explanation(result) or v.summary_line(result)]
-    diag = v.diagnosis(result)
-    if diag:
+    if diag := v.diagnosis(result):
         parts.append("where the time went:\n" + "\n".join(f"  {d}" for d in diag))
     if names := ", ".join(a.name for a in v.artifacts(result) if a.path):
         parts.append(f"artifacts: {names}")
@@ -108,25 +106,17 @@ def annotate(
 
 
 def step_summary(
-    results: Sequence[Result],
-    *,
-    title: str = "gpuperf",
-    baseline: str | None = None,
-    footer: Sequence[str] = (),
-    limit: int = STEP_SUMMARY_LIMIT,
+    results: Sequence[Result], *, baseline: str | None = None, limit: int = STEP_SUMMARY_LIMIT
 ) -> str:
-    """The Markdown report for ``$GITHUB_STEP_SUMMARY`` within ``limit`` bytes: too long, without
-    the sections (saying so); still too long, with the table cut."""
-    text = markdown.render(results, title=title, baseline=baseline, footer=footer)
+    """The Markdown report within ``limit`` bytes: else without the sections, else cut."""
+    text = markdown.render(results, baseline=baseline)
     if len(text.encode()) <= limit:
         return text
     note = (
         "The details did not fit GitHub's step summary limit; see the Markdown or HTML "
         "report in the job's artifacts (--gpuperf-markdown, --gpuperf-html)."
     )
-    text = markdown.render(
-        results, title=title, baseline=baseline, footer=[note, *footer], with_details=False
-    )
+    text = markdown.render(results, baseline=baseline, footer=[note], with_details=False)
     data = text.encode()
     if len(data) <= limit:
         return text

@@ -15,8 +15,7 @@ from pytest_gpuperf.model import Result, Run
 
 @dataclass(frozen=True)
 class BenchHistory:
-    """One benchmark in a baseline: the runs the verdict compares with, every stored run
-    (oldest first), the current result's fingerprint and what the baseline holds in words."""
+    """One benchmark in a baseline: comparable runs, every stored run (oldest first)."""
 
     baseline: str
     comparable: Sequence[Run] = ()
@@ -30,8 +29,7 @@ def histories(
     baseline: Baseline | None,
     fingerprint_extra: Mapping[str, Any] | None = None,
 ) -> dict[str, BenchHistory]:
-    """The history of each result's benchmark in ``baseline``, by key (``fingerprint_extra``:
-    what the session's fingerprint hook gave)."""
+    """The history of each result's benchmark in ``baseline``, by key."""
     if baseline is None:
         return {}
     out: dict[str, BenchHistory] = {}
@@ -48,11 +46,6 @@ def histories(
             continue
         fp = fingerprint(r.run.environment, fingerprint_extra)
         match = baseline.match(key, fp, r.run.policy or None)
-        out[key] = BenchHistory(
-            baseline=baseline.name,
-            comparable=match.runs if match.status == MATCH else (),
-            runs=runs,
-            fingerprint_id=fingerprint_id(fp),
-            reason=match.reason,
-        )
+        comparable = match.runs if match.status == MATCH else ()
+        out[key] = BenchHistory(baseline.name, comparable, runs, fingerprint_id(fp), match.reason)
     return out

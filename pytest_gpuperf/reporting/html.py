@@ -26,15 +26,7 @@ from pytest_gpuperf.reporting.sweeps import sweeps
 from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_time
 
 #: Badge colours by verdict kind.
-COLORS: dict[str, str] = {
-    v.REGRESSION: "#c62828",
-    v.INCONCLUSIVE: "#b7791f",
-    v.IMPROVEMENT: "#2e7d32",
-    v.DIFFERENT_ENVIRONMENT: "#6b6b6b",
-    v.NO_CHANGE: "#2e7d32",
-    v.NO_BASELINE: "#6b6b6b",
-    v.NOT_COMPARED: "#6b6b6b",
-}
+COLORS: dict[str, str] = {kind: look.color for kind, look in v.KINDS.items()}
 
 CSS = """
 :root { color-scheme: light; }
@@ -150,47 +142,45 @@ def _plots(r: v.Row, hist: BenchHistory | None) -> str:
         )
     )
     if hist is not None and (hist.runs or current_runs):
-        points = []
-        for run in hist.runs:
-            same = run.fingerprint_id == hist.fingerprint_id
-            commit = _commit(run.meta)
-            points.append(
-                svg.Point(
-                    run.median,
-                    f"{run.timestamp} run {run.run_id}"
-                    + (f" commit {commit}" if commit else "")
-                    + f": {fmt_time(run.median)}"
-                    + ("" if same else " (other environment)"),
-                    svg.BASELINE if same else svg.OTHER,
-                    when=run.timestamp or None,
-                    commit=commit[:7] if commit else None,
-                )
-            )
-        if res.run.rounds:
-            points.append(
-                svg.Point(
-                    res.run.median,
-                    f"this run: {fmt_time(res.run.median)}",
-                    svg.CURRENT,
-                    True,
-                    when=_run_date(res.run.run_id),
-                    commit="this run",
-                )
-            )
-        figs.append(
-            _figure(
-                svg.history(points, title=f"history of {res.id.display}"),
-                f"History: the median of each run stored in baseline {hist.baseline!r}, by date "
-                "and commit (grey: another environment), then this run.",
-            )
-        )
+        figs.append(_history(res, hist))
     return f'<div class="plots">{"".join(figs)}</div>'
 
 
-def _commit(meta: Mapping[str, Any]) -> str | None:
-    """The commit a stored run measured (``git rev-parse HEAD``, or the CI's sha)."""
-    sha = meta.get("git_sha") or meta.get("ci_sha")
-    return str(sha) if sha else None
+def _history(res: Result, hist: BenchHistory) -> str:
+    """The median of each stored run by date and commit, then this run's."""
+    points = []
+    for run in hist.runs:
+        same = run.fingerprint_id == hist.fingerprint_id
+        sha = run.meta.get("git_sha") or run.meta.get("ci_sha")  # HEAD, or the CI's
+        commit = str(sha) if sha else None
+        points.append(
+            svg.Point(
+                run.median,
+                f"{run.timestamp} run {run.run_id}"
+                + (f" commit {commit}" if commit else "")
+                + f": {fmt_time(run.median)}"
+                + ("" if same else " (other environment)"),
+                svg.BASELINE if same else svg.OTHER,
+                when=run.timestamp or None,
+                commit=commit[:7] if commit else None,
+            )
+        )
+    if res.run.rounds:
+        points.append(
+            svg.Point(
+                res.run.median,
+                f"this run: {fmt_time(res.run.median)}",
+                svg.CURRENT,
+                True,
+                when=_run_date(res.run.run_id),
+                commit="this run",
+            )
+        )
+    return _figure(
+        svg.history(points, title=f"history of {res.id.display}"),
+        f"History: the median of each run stored in baseline {hist.baseline!r}, by date "
+        "and commit (grey: another environment), then this run.",
+    )
 
 
 def _run_date(run_id: str | None) -> str | None:
@@ -205,7 +195,12 @@ def _figure(body: str, caption: str) -> str:
 
 
 def _list(items: Sequence[str]) -> str:
-    return "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>"
+    return "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in items) + "</ul>" if items else ""
+
+
+def _h3(title: str, body: str) -> str:
+    """A titled part of a benchmark's section; nothing without a body."""
+    return f"<h3>{title}</h3>{body}" if body else ""
 
 
 _METRICS = (
@@ -272,7 +267,7 @@ def _telemetry(t: Mapping[str, Any] | None) -> str:
     others = t.get("other_processes")
     if isinstance(others, (list, tuple)) and others:
         facts.append(f"other processes on the GPU: {len(others)}")
-    return table + (_list(facts) if facts else "")
+    return table + _list(facts)
 
 
 def _measurement(res: Result) -> str:
@@ -293,11 +288,8 @@ def _measurement(res: Result) -> str:
 
 
 def _artifacts(res: Result, href: ArtifactHref) -> str:
-    arts = v.artifacts(res)
-    if not arts:
-        return ""
     items = []
-    for a in arts:
+    for a in v.artifacts(res):
         link = href(a.path) if a.path else None
         name = escape(a.name)
         text = f'<a href="{escape(link, quote=True)}">{name}</a>' if link else name
@@ -308,7 +300,7 @@ def _artifacts(res: Result, href: ArtifactHref) -> str:
         if a.note:
             text += f" <span class='muted'>— {escape(a.note)}</span>"
         items.append(f"<li>{text}</li>")
-    return "<h3>Artifacts</h3><ul>" + "".join(items) + "</ul>"
+    return "<ul>" + "".join(items) + "</ul>" if items else ""
 
 
 def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) -> str:
@@ -323,27 +315,20 @@ def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) ->
     ]
     if res.comparison is not None:
         parts.append(f"<p><strong>{escape(v.summary_line(res))}</strong></p>")
-    diag = v.diagnosis(res)
-    if diag:
-        parts.append(f"<h3>Where the time went</h3>{_list(diag)}")
-    parts.append(_plots(r, hist))
+    parts += [_h3("Where the time went", _list(v.diagnosis(res))), _plots(r, hist)]
     if hist is not None and not hist.comparable and hist.reason:
         why = f"Baseline {hist.baseline}: {hist.reason}"
         parts.append(f'<p class="muted">{escape(why)}</p>')
     text = v.explanation(res)
-    if text:
-        parts.append(f"<h3>Verdict</h3><pre>{escape(text)}</pre>")
-    parts.append(f"<h3>Measurement</h3>{_measurement(res)}")
-    tele = _telemetry(res.run.telemetry)
-    if tele:
-        parts.append(f"<h3>Telemetry</h3>{tele}")
-    activity = list(activity_lines(res)) + memory_changes(res)  # GPM, allocator, peaks, memory
-    if activity:
-        parts.append(f"<h3>Activity and memory behaviour</h3>{_list(activity)}")
-    parts.append(_artifacts(res, href))
-    if res.notes:
-        parts.append(f"<h3>Notes</h3>{_list(res.notes)}")
-    parts.append("</section>")
+    parts += [
+        _h3("Verdict", f"<pre>{escape(text)}</pre>" if text else ""),
+        _h3("Measurement", _measurement(res)),
+        _h3("Telemetry", _telemetry(res.run.telemetry)),
+        _h3("Activity and memory behaviour", _list([*activity_lines(res), *memory_changes(res)])),
+        _h3("Artifacts", _artifacts(res, href)),
+        _h3("Notes", _list(res.notes)),
+        "</section>",
+    ]
     return "".join(parts)
 
 
@@ -360,28 +345,21 @@ def _environment(results: Sequence[Result]) -> str:
 
 
 def _sweeps(results: Sequence[Result]) -> str:
-    """One throughput-by-shape plot per ``shapes=`` sweep (a series per other parameter,
-    dashed: the baseline), as triton's ``perf_report`` draws one per benchmark."""
+    """One throughput-by-shape plot per ``shapes=`` sweep, as triton's ``perf_report``."""
     found = sweeps(results)
     if not found:
         return ""
     figs = []
     for sw in found:
-        lines = []
-        for i, series in enumerate(sw.series):
-            color = svg.SERIES[i % len(svg.SERIES)]
-            lines.append(svg.Line(series.label, series.values, color))
-            if any(b is not None for b in series.baseline):
-                lines.append(svg.Line(f"{series.label} (baseline)", series.baseline, color, True))
         unit = "time per call" if sw.unit == "s" else sw.unit
         chart = svg.line_chart(
-            lines,
+            sw.lines,
             sw.shapes,
             title=f"{unit} by shape: {sw.title}",
             y_label=unit,
             y_format="time" if sw.unit == "s" else "number",
         )
-        better = "higher is better" if sw.higher_is_better else "lower is better"
+        better = "lower is better" if sw.unit == "s" else "higher is better"
         caption = f"{sw.title}: {unit} at each shape of the marker's shapes= ({better}); "
         figs.append(_figure(chart, caption + "dashed: the baseline at the same shape."))
     return '<h2>By shape</h2><div class="plots">' + "".join(figs) + "</div>"
@@ -391,15 +369,13 @@ def render(
     results: Sequence[Result],
     *,
     histories: Mapping[str, BenchHistory] | None = None,
-    title: str = "gpuperf report",
+    title: str | None = None,
     baseline: str | None = None,
     artifact_href: ArtifactHref = default_href,
     generated: _dt.datetime | None = None,
 ) -> str:
-    """The whole page. ``histories`` (by benchmark key) feed the baseline plots;
-    ``artifact_href`` turns an artifact into a link relative to where the page is written."""
-    rows = v.rows(results)
-    hist = histories or {}
+    """The whole page; ``histories`` (by benchmark key) feed the baseline plots."""
+    rows, hist, title = v.rows(results), histories or {}, title or "gpuperf report"
     when = (generated or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
     sub = [v.headline(rows)]
     if baseline:

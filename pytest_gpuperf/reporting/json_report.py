@@ -37,8 +37,7 @@ def build(
             environments[eid] = env
         d["environment_id"] = eid
         if r.comparison is not None and isinstance(d.get("comparison"), dict):
-            # the change the gate used, as every other output writes it (a reader's convenience;
-            # loading ignores it)
+            # the change the gate used, as every output writes it (loading ignores it)
             d["comparison"]["change"] = change_text(r.comparison, r.id.mode)
         if added:  # the declared columns beyond the result's own fields (a reader's convenience)
             d["columns"] = {c.key: c.raw(r) for c in added}

@@ -9,30 +9,22 @@ import re
 from collections.abc import Sequence
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.outcome import DIFFERENT_ENVIRONMENT, IMPROVEMENT, INCONCLUSIVE, REGRESSION
 from pytest_gpuperf.reporting import verdicts as v
 
 #: Marks in the table's first column.
-ICONS: dict[str, str] = {
-    v.REGRESSION: "🔴",
-    v.INCONCLUSIVE: "🟡",
-    v.IMPROVEMENT: "🟢",
-    v.DIFFERENT_ENVIRONMENT: "⚪",
-    v.NO_CHANGE: "✅",
-    v.NO_BASELINE: "⚪",
-    v.NOT_COMPARED: "⚪",
-}
+ICONS: dict[str, str] = {kind: look.icon for kind, look in v.KINDS.items()}
 #: Kinds whose explanation is shown open; the others are folded.
-OPEN_KINDS = (v.REGRESSION,)
+OPEN_KINDS = (REGRESSION,)
 #: Kinds that get a details section at all.
-DETAIL_KINDS = (v.REGRESSION, v.INCONCLUSIVE, v.IMPROVEMENT, v.DIFFERENT_ENVIRONMENT)
+DETAIL_KINDS = (REGRESSION, INCONCLUSIVE, IMPROVEMENT, DIFFERENT_ENVIRONMENT)
 
 _INLINE = re.compile(r"([\\`*_{}\[\]|~!])")
 _LEADING = re.compile(r"^([#+=-])")
 
 
 def escape(text: object) -> str:
-    """Text that GitHub Markdown shows as it is, also in a table cell: ``& < >`` as entities,
-    Markdown punctuation, ``|`` and a leading ``# + = -`` backslashed, on one line."""
+    """Text that GitHub Markdown shows as it is, on one line, also in a table cell."""
     s = " ".join(str(text).split())  # a newline would end the table row
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _LEADING.sub(r"\\\1", _INLINE.sub(r"\\\1", s))
@@ -50,7 +42,7 @@ def table(rows: Sequence[v.Row]) -> str:
     head += ["current", "runs (base / current)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        verdict = f"**{escape(r.label)}**" if r.kind == v.REGRESSION else escape(r.label)
+        verdict = f"**{escape(r.label)}**" if r.kind == REGRESSION else escape(r.label)
         cells = [ICONS.get(r.kind, ""), *map(escape, (r.name, r.params, r.result.id.mode))]
         cells += [verdict, *map(escape, (r.change, r.interval, r.baseline, r.current, r.runs))]
         lines.append("| " + " | ".join(cells) + " |")
@@ -82,14 +74,11 @@ def details(r: v.Row) -> str:
     heading = f"{r.name} ({res.id.mode}): {r.label}"
     icon = ICONS.get(r.kind, "")
     body: list[str] = []
-    diag = v.diagnosis(res)
-    if diag:
+    if diag := v.diagnosis(res):
         body += ["**Where the time went**", "", *(f"- {escape(x)}" for x in diag), ""]
-    explanation = v.explanation(res)
-    if explanation:
+    if explanation := v.explanation(res):
         body += [code_block(explanation), ""]
-    arts = _artifacts(res)
-    if arts:
+    if arts := _artifacts(res):
         body += ["**Artifacts** (uploaded with the job's artifacts)", "", *arts, ""]
     if res.notes:
         body += [*(f"- {escape(n)}" for n in res.notes), ""]
@@ -103,14 +92,14 @@ def details(r: v.Row) -> str:
 def render(
     results: Sequence[Result],
     *,
-    title: str = "gpuperf",
+    title: str | None = None,
     baseline: str | None = None,
     footer: Sequence[str] = (),
     with_details: bool = True,
 ) -> str:
     """The whole report: a headline, the table, then a section per benchmark that needs one."""
     rs = v.rows(results)
-    lines = [f"## {escape(title)}: {escape(v.headline(rs))}", ""]
+    lines = [f"## {escape(title or 'gpuperf')}: {escape(v.headline(rs))}", ""]
     if baseline:
         lines += [f"Compared with baseline `{_code(baseline)}`.", ""]
     if not rs:

@@ -1,10 +1,9 @@
 """The outputs a session writes, declared once: (option, what, render or writer) per output.
 
-The session writes :data:`OUTPUTS` when it finishes (:func:`.ci.write_ci_outputs`); the
-CLI's ``export`` and ``compare`` render the files through the same entries, and a
-confirmation child never gets these options (``shell/rerun.py``). A new format is one
-renderer, one entry here and its option in ``shell/options.py``. A file that cannot be
-written is reported, never raised: the verdicts stand without the report.
+The session writes :data:`OUTPUTS` when it finishes (:func:`.ci.write_ci_outputs`), the CLI's
+``export`` and ``compare`` render through the same entries. A new format is one renderer, one
+entry here and its option in ``shell/options.py``. A file that cannot be written is reported,
+never raised: the verdicts stand without the report.
 """
 
 from __future__ import annotations
@@ -41,6 +40,11 @@ class ReportContext:
     title: str | None = None
     #: --gpuperf-sort, for the formats whose rows have an order of their own (CSV)
     sort: str = "collection"
+    #: where relative output paths start; nothing is written into ``baseline_dirs``
+    cwd: Path = field(default_factory=Path.cwd)
+    baseline_dirs: Sequence[Path] = ()
+    #: the process environment (the GitHub Actions variables)
+    environ: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str | None:
@@ -58,12 +62,11 @@ def _json(ctx: ReportContext, target: Path) -> str:
 def _markdown(ctx: ReportContext, target: Path) -> str:
     from pytest_gpuperf.reporting import markdown
 
-    return markdown.render(ctx.results, baseline=ctx.label, title=ctx.title or "gpuperf")
+    return markdown.render(ctx.results, baseline=ctx.label, title=ctx.title)
 
 
 def artifact_href(html_path: Path, rootdir: Path) -> Any:
-    """Each artifact's link (its path: relative to the rootdir, or absolute) relative to the
-    HTML file's folder, so the report and its artifacts still open downloaded together."""
+    """Artifact links relative to the HTML file: they still open downloaded together."""
     base = html_path.resolve().parent
 
     def href(path: str) -> str | None:
@@ -87,7 +90,7 @@ def _html(ctx: ReportContext, target: Path) -> str:
         histories=hist,
         baseline=ctx.label,
         artifact_href=artifact_href(target, ctx.rootdir),
-        title=ctx.title or "gpuperf report",
+        title=ctx.title,
     )
 
 
@@ -107,18 +110,8 @@ class Written:
     annotations: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Where:
-    """Where outputs go: relative paths from ``cwd``; never into ``baseline_dirs``."""
-
-    cwd: Path
-    baseline_dirs: Sequence[Path] = ()
-    #: the process environment (the GitHub Actions variables)
-    environ: Mapping[str, str] = field(default_factory=dict)
-
-
-#: write(option value, context, where, what was written so far)
-Writer = Callable[[Any, ReportContext, Where, Written], None]
+#: write(option value, context, what was written so far)
+Writer = Callable[[Any, ReportContext, Written], None]
 
 
 @dataclass(frozen=True)
@@ -141,19 +134,19 @@ class Output:
             raise TypeError(f"--gpuperf-{self.option} writes no report file")
         return self.render(ctx, target)
 
-    def write(self, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
+    def write(self, value: Any, ctx: ReportContext, out: Written) -> None:
         if self.writer is not None:
-            self.writer(value, ctx, where, out)
+            self.writer(value, ctx, out)
         else:
-            _write_file(self, value, ctx, where, out)
+            _write_file(self, value, ctx, out)
 
 
-def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
-    target = Path(value) if str(value) in STANDARD_STREAMS else where.cwd / str(value)
+def _write_file(o: Output, value: Any, ctx: ReportContext, out: Written) -> None:
+    target = Path(value) if str(value) in STANDARD_STREAMS else ctx.cwd / str(value)
     try:
         write_output(
             target, o.text(ctx, target), what=f"--gpuperf-{o.option}",
-            baseline_dirs=where.baseline_dirs,
+            baseline_dirs=ctx.baseline_dirs,
         )  # fmt: skip
     except (OutputError, OSError) as e:  # OSError's strerror is its message without the path
         why = getattr(e, "strerror", None) or e
@@ -163,22 +156,19 @@ def _write_file(o: Output, value: Any, ctx: ReportContext, where: Where, out: Wr
         out.messages.append(f"{o.what} written to {target}")
 
 
-def _github(value: Any, ctx: ReportContext, where: Where, out: Written) -> None:
-    """Under GitHub Actions (per ``--gpuperf-github``): append to ``$GITHUB_STEP_SUMMARY``,
-    and the annotations of the regressed tests."""
+def _github(value: Any, ctx: ReportContext, out: Written) -> None:
+    """Under GitHub Actions: the step summary, and the annotations of the regressed tests."""
     from pytest_gpuperf.reporting import github
 
-    environ = where.environ
+    environ = ctx.environ
     if not github.enabled(str(value), environ):
         return
-    summary_file = environ.get("GITHUB_STEP_SUMMARY")
-    if summary_file:
-        name = ctx.baseline.name if ctx.baseline is not None else None
-        text = github.step_summary(ctx.results, baseline=name)
+    if summary_file := environ.get("GITHUB_STEP_SUMMARY"):
+        text = github.step_summary(ctx.results, baseline=ctx.label)
         try:
             write_output(
-                where.cwd / summary_file, text + "\n", what="$GITHUB_STEP_SUMMARY",
-                baseline_dirs=where.baseline_dirs, append=True,
+                ctx.cwd / summary_file, text + "\n", what="$GITHUB_STEP_SUMMARY",
+                baseline_dirs=ctx.baseline_dirs, append=True,
             )  # fmt: skip
             out.messages.append("step summary added to $GITHUB_STEP_SUMMARY")
         except OutputError as e:

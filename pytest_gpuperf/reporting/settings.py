@@ -26,8 +26,7 @@ class ReportSettings:
     progress: str = option("progress", "auto")
 
     def output_values(self) -> dict[str, str | None]:
-        """``{output option: value}`` of every output (``reporting.outputs.OUTPUTS``): the
-        report files' paths and the GitHub mode."""
+        """``{output option: value}``: the report files' paths and the GitHub mode."""
         from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
 
         return {name: getattr(self, name) for name in sorted(OUTPUT_OPTIONS)}

@@ -53,8 +53,7 @@ _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
 def time_tick_labels(ticks: Sequence[float]) -> list[str]:
-    """Tick values in seconds as labels in the unit of the largest: ``2 ms``, ``2.5 ms``,
-    with the fewest decimals that keep every tick exact."""
+    """``2 ms``, ``2.5 ms``: in the unit of the largest, with the fewest exact decimals."""
     if not ticks:
         return []
     top = max(abs(t) for t in ticks)
@@ -75,14 +74,12 @@ def _short(x: float, ticks: Sequence[float], scale: float) -> str:
     return f"{x:.6g}"
 
 
-def _anchored(x: float, label: str, lo: float, hi: float, font_size: float = 10) -> str:
-    """The ``x`` and ``text-anchor`` that keep a centred label inside [lo, hi]."""
-    half = 0.6 * font_size * len(label) / 2  # a sans-serif glyph is about 0.6 em wide
-    if x + half > hi:
-        return f'x="{hi:.1f}" text-anchor="end"'
-    if x - half < lo:
-        return f'x="{lo:.1f}" text-anchor="start"'
-    return f'x="{x:.1f}" text-anchor="middle"'
+def _x_label(x: float, y: float, label: str, width: int) -> str:
+    """``label`` centred on ``x`` at ``y``, moved to stay 2 px inside the chart."""
+    half = 3 * len(label)  # a sans-serif glyph at 10 px is about 6 px wide
+    anchor = "end" if x + half > width - 2 else "start" if x - half < 2 else "middle"
+    x = {"end": width - 2, "start": 2}.get(anchor, x)
+    return _text(f'x="{x:.1f}" text-anchor="{anchor}" y="{y}"', label)
 
 
 def _domain(values: Sequence[float], pad: float = 0.08) -> tuple[float, float]:
@@ -149,8 +146,8 @@ def strip_box(
     reference: float | None = None,
     reference_label: str = "baseline",
 ) -> str:
-    """One row per group: whiskers (within 1.5 IQR), box (quartiles), median line, and points;
-    ``reference``: a dashed line (the baseline's level when its runs are not at hand)."""
+    """One row per group: whiskers (1.5 IQR), box, median and points; ``reference``: a dashed
+    line (the baseline's level when its runs are not at hand)."""
     shown = [g for g in groups if g.values]
     left, right, top, bottom = 92, 16, 8, 30
     height = top + bottom + row_height * max(len(shown), 1)
@@ -170,7 +167,7 @@ def strip_box(
         x = sx(t)
         body.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{axis_y}" stroke="{GRID}"/>'
-            + _text(f'{_anchored(x, label, 2, width - 2)} y="{axis_y + 16}"', label)
+            + _x_label(x, axis_y + 16, label, width)
         )
     body.append(_x_axis(left, width - right, axis_y))
     if ref is not None:
@@ -225,8 +222,7 @@ def _axis_labels(n: int, most: int = 4) -> list[int]:
 
 
 def _when(iso: str | None, precision: int) -> str:
-    """``2025-11-29`` (0), ``11-29 19:38`` (1) or ``11-29 19:38:05`` (2): as precise as
-    runs close in time need to be told apart."""
+    """``2025-11-29`` (0), ``11-29 19:38`` (1) or ``11-29 19:38:05`` (2)."""
     if not iso:
         return ""
     if precision == 0 or len(iso) < 16:
@@ -257,8 +253,7 @@ def _time_axis(points: Sequence[Point], n: int) -> list[tuple[int, list[str]]]:
 
 
 def history(points: Sequence[Point], *, title: str, width: int = 360, height: int = 190) -> str:
-    """Stored runs in order (oldest left) joined by a line, the current run as a larger dot;
-    the x axis names the date and commit of a few runs, every dot's tooltip its own."""
+    """Stored runs in order joined by a line, the current run a larger dot, dated below."""
     left, right, top, bottom = 64, 16, 10, 44
     body: list[str] = []
     if not points:
@@ -281,11 +276,9 @@ def history(points: Sequence[Point], *, title: str, width: int = 360, height: in
         x = sx(i)
         body.append(f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" '
                     f'stroke="{INK}"/>')  # fmt: skip
-        for k, text in enumerate(lines):
-            if text:
-                body.append(
-                    _text(f'{_anchored(x, text, 2, width - 2)} y="{axis_y + 15 + 11 * k}"', text)
-                )
+        body += [
+            _x_label(x, axis_y + 15 + 11 * k, text, width) for k, text in enumerate(lines) if text
+        ]
     line = [(sx(i), sy(p.value)) for i, p in enumerate(points) if p.color == BASELINE]
     if len(line) > 1:
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
@@ -324,8 +317,7 @@ def line_chart(
     width: int = 480,
     height: int = 240,
 ) -> str:
-    """Lines over categories (shapes), y from 0, with a legend; ``y_format``: ``"number"``
-    (``y_label`` names the unit) or ``"time"`` (seconds)."""
+    """Lines over categories (shapes), y from 0, with a legend; ``y_format``: number or time."""
     left, right, top = 60, 16, 10
     bottom = 40 + 14 * len(lines)  # the legend's rows
     values = [v for ln in lines for v in ln.values if v is not None and math.isfinite(v)]
@@ -355,7 +347,7 @@ def line_chart(
     )
     for i, label in enumerate(x_labels):
         x = sx(i)
-        body.append(_text(f'{_anchored(x, label, 2, width - 2)} y="{axis_y + 15}"', label))
+        body.append(_x_label(x, axis_y + 15, label, width))
     shown = fmt_time if y_format == "time" else (lambda v: f"{v:.4g} {y_label}")
     for ln in lines:
         body += _polyline(ln, x_labels, sx, sy, shown)
@@ -370,8 +362,7 @@ def _polyline(
     sy: Callable[[float], float],
     shown: Callable[[float], str],
 ) -> list[str]:
-    """One line of a line chart: its stretches between missing values, and a dot with a
-    tooltip at each value (hollow on a dashed line)."""
+    """A line's stretches between missing values, and a dot with a tooltip at each value."""
     out = []
     dash = ' stroke-dasharray="5,3"' if ln.dashed else ""
     points = [

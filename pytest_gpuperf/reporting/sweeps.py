@@ -1,8 +1,8 @@
-"""Shape sweeps: a marker's ``shapes=`` as one series per other parameter, for a plot.
+"""Shape sweeps: a marker's ``shapes=`` as the lines of a plot, one per other parameter.
 
-A sweep: the results of one test function, name and mode whose ``shape`` takes two or more
-values; each combination of the other parameters is a series over the shapes, of what every
-result has (TFLOP/s, else GB/s, else the time per call), with the baseline's beside it.
+A sweep: the results of one test function, name and mode over two or more shapes; a line
+holds what every result has (TFLOP/s, else GB/s, else the time per call); a dashed one of
+the same colour, the baseline's.
 """
 
 from __future__ import annotations
@@ -12,18 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_gpuperf.model import Result
+from pytest_gpuperf.reporting.svg import SERIES, Line
 
 #: The parameter that ``@pytest.mark.gpuperf(shapes=...)`` fills.
 SHAPE = "shape"
-
-
-@dataclass(frozen=True)
-class Series:
-    label: str
-    #: one value per x label; None where this series has no result at that shape
-    values: tuple[float | None, ...]
-    #: the baseline's value at each shape (None where there is none)
-    baseline: tuple[float | None, ...]
 
 
 @dataclass(frozen=True)
@@ -31,28 +23,27 @@ class Sweep:
     title: str
     #: the shapes, as the test ids show them (``4096x4096x4096``), in the marker's order
     shapes: tuple[str, ...]
-    series: tuple[Series, ...]
+    lines: tuple[Line, ...]
     #: ``TFLOP/s``, ``GB/s`` or ``s`` (time per call)
     unit: str
 
-    @property
-    def higher_is_better(self) -> bool:
-        return self.unit != "s"
+
+#: The throughputs a sweep shows when every result has the work they need: (field, scale).
+_RATES = {"TFLOP/s": ("flops", 1e12), "GB/s": ("bytes", 1e9)}
 
 
-def _metric(r: Result, unit: str, seconds: float | None) -> float | None:
+def _metric(r: Result | None, unit: str, baseline: bool = False) -> float | None:
+    """What a line shows at a shape (``r``'s, or its baseline's): a rate, else the time."""
+    if r is None:
+        return None
+    c = r.comparison
+    seconds = (c.baseline_s if c is not None else None) if baseline else r.run.median
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         return None
-    if unit == "TFLOP/s":
-        return (r.run.flops or 0.0) / seconds / 1e12
-    if unit == "GB/s":
-        return (r.run.bytes or 0.0) / seconds / 1e9
+    if unit in _RATES:
+        work, scale = _RATES[unit]
+        return (getattr(r.run, work) or 0.0) / seconds / scale
     return seconds
-
-
-def _baseline_s(r: Result) -> float | None:
-    b = r.comparison.baseline_s if r.comparison is not None else None
-    return float(b) if b is not None else None
 
 
 def sweeps(results: Sequence[Result]) -> list[Sweep]:
@@ -69,26 +60,21 @@ def sweeps(results: Sequence[Result]) -> list[Sweep]:
         shapes = tuple(dict.fromkeys(dict(r.id.params)[SHAPE] for r in members))
         if len(shapes) < 2:
             continue
-        if all(r.run.flops for r in members):
-            unit = "TFLOP/s"
-        elif all(r.run.bytes for r in members):
-            unit = "GB/s"
-        else:
-            unit = "s"
+        rates = (u for u, (work, _) in _RATES.items() if all(getattr(r.run, work) for r in members))
+        unit = next(rates, "s")
         by_series: dict[str, dict[str, Result]] = {}
         for r in members:
             rest = ", ".join(f"{k}={v}" for k, v in r.id.params if k != SHAPE)
             by_series.setdefault(rest, {})[dict(r.id.params)[SHAPE]] = r
-        series = []
-        for label, at in by_series.items():
-            values = tuple(
-                _metric(at[s], unit, at[s].run.median) if s in at else None for s in shapes
-            )
-            base_values = tuple(
-                _metric(at[s], unit, _baseline_s(at[s])) if s in at else None for s in shapes
-            )
-            series.append(Series(label or "all", values, base_values))
+        lines = []
+        for i, (label, at) in enumerate(by_series.items()):
+            values = tuple(_metric(at.get(s), unit) for s in shapes)
+            base_values = tuple(_metric(at.get(s), unit, baseline=True) for s in shapes)
+            color = SERIES[i % len(SERIES)]
+            lines.append(Line(label or "all", values, color))
+            if any(b is not None for b in base_values):
+                lines.append(Line(f"{label or 'all'} (baseline)", base_values, color, True))
         func = base.rsplit("::", 1)[-1]
         title = func + (f"::{name}" if name else "") + f" [{mode}]"
-        out.append(Sweep(title, shapes, tuple(series), unit))
+        out.append(Sweep(title, shapes, tuple(lines), unit))
     return out

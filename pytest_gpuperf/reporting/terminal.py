@@ -1,10 +1,6 @@
-"""The terminal summary: the table of every benchmark, the verdicts, then the flags.
-
-Each thing is printed in one place, once: the table (fitted to :data:`WIDTH`
-columns unless ``-v``), ``verdicts:``, ``inconclusive``, ``numerics:``,
-``memory:`` (``activity:`` under ``-v``) and ``flags:``. A failure's detail is
-in its test's failure text, never repeated here. Pure Python: tabulate is
-imported when a table is drawn.
+"""The terminal summary: the table of every benchmark, then each block once (``verdicts:``,
+``inconclusive``, ``numerics:``, ``memory:``, ``activity:`` under ``-v``, ``flags:``). A
+failure's detail is in its test's failure text, never repeated here.
 """
 
 from __future__ import annotations
@@ -12,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,33 +23,35 @@ from pytest_gpuperf.outcome import (
     NumericsComparison,
 )
 from pytest_gpuperf.reporting.activity import activity_line, memory_changes, memory_line
-from pytest_gpuperf.reporting.columns import COLUMNS as COLUMNS  # the declaration, read here
 from pytest_gpuperf.reporting.columns import (
-    DEFAULT_COLUMNS,
-    DROP_ORDER,
+    COLUMNS,
+    OWN_COLUMNS,
+    added_columns,
     flag_text,
-    full_columns,
     params_text,
+    summary_stat,
 )
-from pytest_gpuperf.reporting.columns import FULL_COLUMNS as FULL_COLUMNS
-from pytest_gpuperf.reporting.verdicts import order_of
+from pytest_gpuperf.reporting.verdicts import NOT_COMPARED, kind_of, order_of
 from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
 WIDTH = 120
 #: A benchmark name is never shortened below this.
 MIN_NAME = 28
+#: ``-v``'s columns: all but mean, min and max (the added ones go before ``flag``).
+FULL_COLUMNS = tuple(k for k in COLUMNS if k in OWN_COLUMNS - {"mean", "min", "max"})
+#: The default verbosity's columns (``mode`` too when a session mixes timing modes).
+DEFAULT_COLUMNS = ("name", "median", "ci", "spread", "first_call", "throughput", "flag", "verdict")
+#: Dropped in this order while a default table is wider than the terminal's width.
+DROP_ORDER = ("first_call", "spread", "throughput", "mode")
 
 
 _LABELLED = re.compile(r"^(\s*)(\S[^:]*?(?::|\s{2,})\s*)?")
 
 
 def fold(text: str, width: int = WIDTH) -> str:
-    """Every line of ``text`` in ``width`` columns: a longer one is wrapped at spaces, its
-    continuation lines indented under its value (``  change     +6.1 % ...`` continues
-    under ``+6.1``; ``kernels: ...`` under what follows the colon, up to 16 columns) or,
-    for a line without a label, 4 columns in. A word longer than the room (a path) is
-    kept whole, and so is a line holding a command to copy (``python -m pytest ...``)."""
+    """Every line of ``text`` in ``width`` columns, continued under its value after a label
+    of up to 16 columns (else 4 in); a long word and a command to copy are kept whole."""
     out = []
     for line in text.splitlines():
         if len(line) <= width or " -m pytest " in line:
@@ -74,76 +73,57 @@ def fold(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-def _ratio(r: Result) -> float:
-    ratio = r.comparison.ratio if r.comparison is not None else None
-    return float(ratio) if ratio is not None else -math.inf
-
-
-def _throughput(r: Result) -> float:
-    return r.run.tflops or (r.run.gbps or 0.0) / 1e3 or 0.0
-
-
-def _num(x: float | None) -> float:
-    return x if x is not None and math.isfinite(x) else math.inf
+def _fastest(stat: str) -> Callable[[Result], float]:
+    """A statistic of the rounds as a sort key: fastest first, none last."""
+    of = summary_stat(stat)
+    return lambda r: x if (x := of(r)) is not None and math.isfinite(x) else math.inf
 
 
 def _rank(r: Result) -> int:
     """The verdict's place in the report order (regressions first, no verdict last)."""
-    return order_of(_kind(r))
+    return order_of(kind_of(r))
 
 
-#: ``--gpuperf-sort`` keys: (key function, what it means).
-SORT_KEYS: dict[str, tuple[Callable[[Result], Any], str]] = {
-    "verdict": (
-        _rank,
-        "regressions first, then inconclusive, improvements, ...; collection order within",
-    ),
-    "collection": (lambda r: 0, "the order the tests ran in"),
-    "name": (lambda r: r.id.display, "benchmark name"),
-    "median": (lambda r: _num(r.run.summary.median if r.run.rounds else None), "fastest first"),
-    "mean": (lambda r: _num(r.run.summary.mean if r.run.rounds else None), "fastest first"),
-    "min": (lambda r: _num(r.run.summary.min if r.run.rounds else None), "fastest first"),
-    "max": (lambda r: _num(r.run.summary.max if r.run.rounds else None), "fastest first"),
-    "change": (lambda r: -_ratio(r), "largest slowdown against the baseline first"),
-    "first_call": (lambda r: -(r.run.first_call_s or 0.0), "slowest first call first"),
-    "memory": (lambda r: -(r.run.peak_memory_bytes or 0), "most memory first"),
-    "throughput": (lambda r: -_throughput(r), "highest first"),
+def _change(r: Result) -> float:
+    """Minus the change against the baseline: the largest slowdown first."""
+    ratio = r.comparison.ratio if r.comparison is not None else None
+    return -float(ratio) if ratio is not None else math.inf
+
+
+#: ``--gpuperf-sort`` keys: by verdict (regressions first, collection order within), by
+#: name, statistics fastest first, the others largest first.
+SORT_KEYS: dict[str, Callable[[Result], Any]] = {
+    "verdict": _rank,
+    "collection": lambda r: 0,
+    "name": lambda r: r.id.display,
+    **{k: _fastest(k) for k in ("median", "mean", "min", "max")},
+    "change": _change,
+    "first_call": lambda r: -(r.run.first_call_s or 0.0),
+    "memory": lambda r: -(r.run.peak_memory_bytes or 0),
+    "throughput": lambda r: -(r.run.tflops or (r.run.gbps or 0.0) / 1e3 or 0.0),
 }
 
 
-def _base_test(nodeid: str) -> str:
-    return nodeid.split("[", 1)[0]
+def _base_test(r: Result) -> str:
+    return r.id.nodeid.split("[", 1)[0]
+
+
+_GROUPS: dict[str, Callable[[Result], str]] = {
+    "func": lambda r: _base_test(r).rsplit("::", 1)[-1],
+    "fullfunc": _base_test,
+    "file": lambda r: r.id.nodeid.split("::", 1)[0],
+    "mode": lambda r: r.id.mode,
+    "name": lambda r: r.id.name or "-",
+    "param": params_text,
+}
+#: ``--gpuperf-group-by`` keys, as in pytest-benchmark (``param:NAME``: one parameter).
+GROUP_KEYS = (*_GROUPS, "param:NAME")
 
 
 def _group_value(r: Result, key: str) -> str:
-    if key == "func":
-        return _base_test(r.id.nodeid).rsplit("::", 1)[-1]
-    if key == "fullfunc":
-        return _base_test(r.id.nodeid)
-    if key == "file":
-        return r.id.nodeid.split("::", 1)[0]
-    if key == "mode":
-        return r.id.mode
-    if key == "name":
-        return r.id.name or "-"
-    if key == "param":
-        return params_text(r)
     if key.startswith("param:"):
-        want = key.split(":", 1)[1]
-        return next((v for k, v in r.id.params if k == want), "-")
-    raise ValueError(f"unknown group key {key!r}")
-
-
-#: ``--gpuperf-group-by`` keys (``param:NAME`` too), as in pytest-benchmark.
-GROUP_KEYS: dict[str, str] = {
-    "func": "the test function",
-    "fullfunc": "the test function with its file",
-    "file": "the test file",
-    "mode": "the timing mode (cpu, cuda-events, cuda-graph)",
-    "name": "the measurement name (gpu_bench(..., name=...))",
-    "param": "all parameters of the test",
-    "param:NAME": "one parameter, e.g. param:dtype",
-}
+        return next((v for k, v in r.id.params if k == key.removeprefix("param:")), "-")
+    return _GROUPS[key](r)
 
 
 @dataclass(frozen=True)
@@ -180,7 +160,8 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> tuple[list[str],
     if spec.columns is not None:
         cols = ["name", *(c for c in spec.columns if c != "name")]
     elif spec.verbose:
-        cols = full_columns()
+        cols = list(FULL_COLUMNS)
+        cols[-2:-2] = [c.key for c in added_columns()]  # before flag and verdict
     else:
         cols = list(DEFAULT_COLUMNS)
         if _mixed(results):
@@ -193,12 +174,8 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> tuple[list[str],
 
 
 def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[str], int | None]:
-    """The columns and the name width that make a default table fit ``width``.
-
-    Names get what the other columns leave, down to :data:`MIN_NAME`; below
-    that, columns are dropped in :data:`DROP_ORDER`, and names get the room
-    they free. Empty columns (no flags) are left out first.
-    """
+    """The columns and the name width that fit ``width``: empty columns go, names shrink
+    down to :data:`MIN_NAME`, then columns are dropped in :data:`DROP_ORDER`."""
     rows = {c: [COLUMNS[c].cell(r) for r in results] for c in cols}
     cols = [c for c in cols if c in ("name", "verdict") or any(rows[c])]
     longest = max((len(x) for x in rows["name"]), default=0)
@@ -215,13 +192,12 @@ def _fit(results: Sequence[Result], cols: list[str], width: int) -> tuple[list[s
         room = width - others
         if room >= min(longest, MIN_NAME):
             return cs, (None if room >= longest else max(room, len(COLUMNS["name"].header) + 2))
-    cs = candidates[-1]
-    return cs, MIN_NAME
+    return candidates[-1], MIN_NAME
 
 
 def sort_results(results: Sequence[Result], key: str) -> list[Result]:
     """``results`` in the order of ``--gpuperf-sort`` (stable: ties keep collection order)."""
-    return sorted(results, key=SORT_KEYS[key][0])
+    return sorted(results, key=SORT_KEYS[key])
 
 
 def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[str, list[Result]]]:
@@ -253,9 +229,8 @@ def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> st
     return "\n\n".join(blocks)
 
 
-def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+def legend(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """What the shown columns mean, wrapped to the table's width."""
-    spec = spec or TableSpec()
     cols, _ = _columns_for(results, spec)
     parts = [COLUMNS[c].legend for c in cols if COLUMNS[c].legend]
     if "flag" in cols and not any(r.notes for r in results):
@@ -263,39 +238,14 @@ def legend(results: Sequence[Result], spec: TableSpec | None = None) -> list[str
     return textwrap.wrap("; ".join(parts), spec.width) if parts else []
 
 
-def launch_overhead(
-    results: Sequence[Result], modes: backend.Modes | None = None
-) -> list[tuple[Result, Result, float]]:
-    """Pairs of results of one measurement, timed with and without launch overhead (CUDA
-    events and CUDA-graph replay: a mode's ``launch_free``, in ``modes``), with the
-    launch-overhead share."""
-    by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
-    for r in results:
-        by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
-    out = []
-    for of_mode in by_key.values():
-        for mode, ev in of_mode.items():
-            twin = backend.get(mode, modes).launch_free
-            gr = of_mode.get(twin) if twin else None
-            if gr and ev.run.median > 0:
-                out.append((ev, gr, max(0.0, (ev.run.median - gr.run.median) / ev.run.median)))
-    return out
-
-
 #: Verdict kinds listed one line each under ``verdicts:``, in this order (inconclusive ones
 #: that passed have their own block instead).
 NOTABLE = ("regression", "inconclusive", "different-environment", "improvement")
 
 
-def _kind(r: Result) -> str:
-    """The verdict's kind; ``""`` without a verdict."""
-    return r.comparison.kind if r.comparison is not None else ""
-
-
 def _listed(r: Result, spec: TableSpec) -> bool:
-    """Whether the verdict gets a line of its own under ``verdicts:`` (an inconclusive one
-    only when it fails the test: ``--gpuperf-fail-on=inconclusive``)."""
-    kind = _kind(r)
+    """Whether the verdict gets a line under ``verdicts:`` (inconclusive: when it fails)."""
+    kind = kind_of(r)
     return kind in NOTABLE and (kind != "inconclusive" or spec.fail_on == "inconclusive")
 
 
@@ -326,25 +276,42 @@ def _titled(title: str, lines: list[str]) -> list[str]:
     return [title, *lines] if lines else []
 
 
-def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
-    """``verdicts:`` (one line per regression, improvement, other environment, and failed
-    inconclusive verdict, whose detail is in its failure text; then how many others), and
-    ``inconclusive``: each inconclusive verdict that passed, once, with its detail (only its
-    first line under ``-q``)."""
+def overhead_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    """Each measurement timed in a mode and its ``launch_free`` twin: the overhead's share."""
+    by_key: dict[tuple[str, str | None], dict[str, Result]] = {}
+    for r in results:
+        by_key.setdefault((r.id.nodeid, r.id.name), {})[r.id.mode] = r
+    lines = []
+    for of_mode in by_key.values():
+        for mode, ev in of_mode.items():
+            twin = backend.get(mode, spec.modes).launch_free
+            gr = of_mode.get(twin) if twin else None
+            if gr and ev.run.median > 0:
+                share = max(0.0, (ev.run.median - gr.run.median) / ev.run.median)
+                lines.append(
+                    f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
+                    f"(events {fmt_time(ev.run.median)}, graph {fmt_time(gr.run.median)})"
+                )
+    return _titled("launch overhead (CUDA events vs graph replay):", lines)
+
+
+def verdict_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    """``verdicts:`` (a line per notable verdict, then how many others), and ``inconclusive``:
+    each inconclusive verdict that passed, with its detail."""
     from pytest_gpuperf.reporting.verdicts import explanation, summary_line
 
-    spec = spec or TableSpec()
     judged = [r for r in results if r.comparison is not None]
     if not judged:
         return []
     prefix = (lambda r: f"[{r.id.mode}] ") if _mixed(results) else (lambda r: "")
-    listed = sorted((r for r in judged if _listed(r, spec)), key=lambda r: NOTABLE.index(_kind(r)))
-    passed = [r for r in judged if _kind(r) == "inconclusive" and not _listed(r, spec)]
+    listed = sorted(
+        (r for r in judged if _listed(r, spec)), key=lambda r: NOTABLE.index(kind_of(r))
+    )
+    passed = [r for r in judged if kind_of(r) == "inconclusive" and not _listed(r, spec)]
     lines = ["verdicts:"]
     lines += [fold(f"  {prefix(r)}{summary_line(r)}", spec.width) for r in listed]
-    others = [r for r in judged if _kind(r) not in NOTABLE]
-    if others:
-        kinds = sorted({_kind(r).replace("-", " ") for r in others})
+    if others := [r for r in judged if kind_of(r) not in NOTABLE]:
+        kinds = sorted({kind_of(r).replace("-", " ") for r in others})
         n = len(others)
         lines.append(f"  {n} benchmark{'' if n == 1 else 's'}: {' or '.join(kinds)}")
     if passed:
@@ -354,16 +321,13 @@ def verdict_lines(results: Sequence[Result], spec: TableSpec | None = None) -> l
         )
         lines += ["", "inconclusive (passed: not enough evidence for a verdict):"]
         for r in passed:
-            text = explanation(r).splitlines() if not spec.quiet else [summary_line(r)]
-            for i, ln in enumerate(text):
+            for i, ln in enumerate(explanation(r).splitlines()):
                 lines.append(fold(f"  {prefix(r)}{ln}" if i == 0 else f"  {ln}", spec.width))
     return lines
 
 
-def flag_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
-    """``flags:``: each distinct note once, after the benchmarks it applies to (every note of
-    every benchmark under ``-v``)."""
-    spec = spec or TableSpec()
+def flag_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    """``flags:``: each distinct note once, after its benchmarks (all of them under ``-v``)."""
     if spec.verbose:
         return _titled("flags:", _items([(r, n) for r in results for n in r.notes], results, spec))
     by_note: dict[str, list[str]] = {}
@@ -384,21 +348,18 @@ def _numerics_found(r: Result) -> NumericsComparison | None:
     return n if n is not None and n.kind in (NUMERICS_CHANGED, NUMERICS_UNSEEDED) else None
 
 
-def numerics_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
+def numerics_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
     from pytest_gpuperf.reporting.explain import numerics_words
 
     found = [(r, n) for r in results if (n := _numerics_found(r)) is not None]
     said = [(r, numerics_words(n).removeprefix("numerics: ")) for r, n in found]
-    return _titled("numerics:", _items(said, results, spec or TableSpec()))
+    return _titled("numerics:", _items(said, results, spec))
 
 
-def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> list[str]:
-    """``memory:``, each benchmark whose memory figures (peak, allocations per call, cudaMalloc
-    calls, retries, transfers) changed against the baseline; under ``-v`` also ``activity:``,
-    each CUDA benchmark's GPU activity (NVML GPM), allocator figures and peak fractions, with
-    a reason GPM gave nothing said once."""
-    spec = spec or TableSpec()
+def activity_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
+    """``memory:``, each benchmark whose memory figures changed against the baseline; under
+    ``-v`` also ``activity:`` (GPM, allocator, peak fractions; why GPM gave nothing, once)."""
     lines: list[str] = []
     if spec.verbose:
         reasons: dict[str, None] = {}
@@ -425,41 +386,25 @@ def activity_lines(results: Sequence[Result], spec: TableSpec | None = None) -> 
 
 
 def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
-    """Under ``-q``, after the table: each verdict that needs a look on its line (wrapped),
-    then one line that counts the rest of the verdicts, and one that counts the flags,
-    numerics and memory notes and says how to see them."""
+    """Under ``-q``: each verdict that needs a look, then a line counting the other verdicts,
+    one counting the flags and notes, and why timings were not comparable."""
     from pytest_gpuperf.reporting.verdicts import summary_line
 
-    lines = []
-    rest: dict[str, int] = {}
-    for r in sorted(results, key=_rank):
-        kind = _kind(r)
-        if _listed(r, spec):
-            lines.append(fold(f"  {summary_line(r)}", spec.width))
-        elif kind:
-            label = "inconclusive (passed)" if kind == "inconclusive" else kind.replace("-", " ")
-            rest[label] = rest.get(label, 0) + 1
+    ranked = sorted(results, key=_rank)
+    lines = [fold(f"  {summary_line(r)}", spec.width) for r in ranked if _listed(r, spec)]
+    rest = Counter(
+        "inconclusive (passed)" if k == "inconclusive" else k.replace("-", " ")
+        for r in ranked
+        if (k := kind_of(r)) != NOT_COMPARED and not _listed(r, spec)
+    )
     if rest:
         counted = ", ".join(f"{n} {k}" for k, n in rest.items())
         lines.append(f"  {counted}" if lines else f"verdicts: {counted} (-v shows why)")
     if lines and not lines[0].startswith("verdicts:"):
         lines.insert(0, "verdicts:")
-    counts: dict[str, int] = {}
-    for r in results:
-        flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
-        n = _numerics_found(r)
-        if n is not None:
-            changed = n.kind == NUMERICS_CHANGED
-            flags.append("output changed" if changed else "numerics not compared (unseeded)")
-        if memory_changes(r):
-            flags.append("memory changed")
-        for f in flags:
-            counts[f] = counts.get(f, 0) + 1
-    if counts:
+    if counts := Counter(f for r in results for f in _quiet_flags(r)):
         counted = ", ".join(f"{n} {k}" for k, n in counts.items())
         lines.append(fold(f"flags: {counted}; run without -q to see them and what to do"))
-    # why timings were not comparable (a tracer or profiler on one side only), since the
-    # folded verdicts no longer show it
     hit = [r for r in results if r.comparison is not None and r.comparison.why == NOT_COMPARABLE]
     if hit:
         tracers = sorted({printable(r.run.tracer) for r in hit if r.run.tracer})
@@ -478,23 +423,23 @@ def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     return lines
 
 
+def _quiet_flags(r: Result) -> list[str]:
+    """What ``-q`` counts of a result: its flags (or another note), changed output, memory."""
+    flags = [f for f in flag_text(r).split(", ") if f] or (["other note"] if r.notes else [])
+    if (n := _numerics_found(r)) is not None:
+        changed = n.kind == NUMERICS_CHANGED
+        flags.append("output changed" if changed else "numerics not compared (unseeded)")
+    return flags + (["memory changed"] if memory_changes(r) else [])
+
+
 def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
-    """The whole summary section: table, legend, launch overhead, verdicts, flags (under
-    ``-q``: the table and :func:`quiet_lines`)."""
+    """The whole summary section (under ``-q``: the table and :func:`quiet_lines`)."""
     spec = spec or TableSpec()
     if spec.quiet and not spec.verbose:
         return "\n".join([render_table(results, spec), *quiet_lines(results, spec)])
     lines = [render_table(results, spec), *legend(results, spec)]
-    overhead = launch_overhead(results, spec.modes)
-    if overhead:
-        lines.append("")
-        lines.append("launch overhead (CUDA events vs graph replay):")
-        for ev, gr, share in overhead:
-            lines.append(
-                f"  {ev.id.display}: {fmt_pct(share)} of the eager time "
-                f"(events {fmt_time(ev.run.median)}, graph {fmt_time(gr.run.median)})"
-            )
     blocks = (
+        overhead_lines(results, spec),
         verdict_lines(results, spec),
         numerics_lines(results, spec),
         activity_lines(results, spec),

@@ -1,8 +1,7 @@
 """What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
 
-The Markdown summary, the GitHub annotations, the JUnit properties, the HTML report and the
-CLI tables all read ``Result.comparison`` through :func:`rows`, so they order benchmarks alike
-(regressions first) and write the same numbers. Pure Python: no torch, no pytest.
+The Markdown, GitHub, JUnit, HTML and CLI outputs read ``Result.comparison`` through
+:func:`rows`, so they order benchmarks alike (regressions first) and write the same numbers.
 """
 
 from __future__ import annotations
@@ -12,11 +11,12 @@ import posixpath
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.outcome import BELOW_RESOLUTION
 from pytest_gpuperf.reporting import explain
+from pytest_gpuperf.reporting.columns import params_text
 from pytest_gpuperf.units import fmt_change, fmt_time
 from pytest_gpuperf.verdict import (
     DIFFERENT_ENVIRONMENT,
@@ -28,39 +28,29 @@ from pytest_gpuperf.verdict import (
     Comparison,
 )
 
-#: the verdict's kinds, which the renderers read from here
-__all__ = [
-    "DIFFERENT_ENVIRONMENT",
-    "IMPROVEMENT",
-    "INCONCLUSIVE",
-    "NO_BASELINE",
-    "NO_CHANGE",
-    "REGRESSION",
-]
-
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
 NOT_COMPARED = "not-compared"
 
-#: Report order: what needs a person's attention first.
-ORDER: tuple[str, ...] = (
-    REGRESSION,
-    INCONCLUSIVE,
-    IMPROVEMENT,
-    DIFFERENT_ENVIRONMENT,
-    NO_CHANGE,
-    NO_BASELINE,
-    NOT_COMPARED,
-)
-#: Plural forms for headlines ("2 regressions, 1 no change").
-PLURALS: dict[str, str] = {
-    REGRESSION: "regressions",
-    INCONCLUSIVE: "inconclusive",
-    IMPROVEMENT: "improvements",
-    DIFFERENT_ENVIRONMENT: "in a different environment",
-    NO_CHANGE: "no change",
-    NO_BASELINE: "without baseline",
-    NOT_COMPARED: "not compared",
+
+class Kind(NamedTuple):
+    """How the reports show a verdict's kind."""
+
+    plural: str  # in headlines: "2 regressions, 1 no change"
+    color: str  # the HTML badge's
+    icon: str  # the Markdown table's first column
+
+
+#: Every kind, in report order: what needs a person's attention first.
+KINDS: dict[str, Kind] = {
+    REGRESSION: Kind("regressions", "#c62828", "🔴"),
+    INCONCLUSIVE: Kind("inconclusive", "#b7791f", "🟡"),
+    IMPROVEMENT: Kind("improvements", "#2e7d32", "🟢"),
+    DIFFERENT_ENVIRONMENT: Kind("in a different environment", "#6b6b6b", "⚪"),
+    NO_CHANGE: Kind("no change", "#2e7d32", "✅"),
+    NO_BASELINE: Kind("without baseline", "#6b6b6b", "⚪"),
+    NOT_COMPARED: Kind("not compared", "#6b6b6b", "⚪"),
 }
+ORDER: tuple[str, ...] = tuple(KINDS)
 
 
 @dataclass(frozen=True)
@@ -69,10 +59,8 @@ class Row:
 
     result: Result
     kind: str
-    #: False while the verdict waits for a confirmation run (a suspect, not yet a verdict)
-    final: bool
     #: the kind as the reports name it: ``regression``, ``inconclusive / below resolution``,
-    #: ``regression (suspect)``
+    #: ``regression (suspect)`` (waiting for a confirmation run)
     label: str
     ratio: float | None
     change: str
@@ -89,7 +77,7 @@ class Row:
 
     @property
     def params(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.result.id.params) or "-"
+        return params_text(self.result)
 
 
 def kind_of(result: Result) -> str:
@@ -117,15 +105,14 @@ def row(result: Result) -> Row:
     current = None if c is None else _num(c.current_s)
     if current is None and result.run.rounds:
         current = result.run.median
-    kind, final = kind_of(result), c is None or c.final
+    kind = kind_of(result)
     label = kind.replace("-", " ")
     if c is not None and kind == INCONCLUSIVE and c.why == BELOW_RESOLUTION:
         label += " / below resolution"
     return Row(
         result=result,
         kind=kind,
-        final=final,
-        label=label if final else f"{label} (suspect)",
+        label=label if c is None or c.final else f"{label} (suspect)",
         ratio=ratio,
         change="-" if c is None or ratio is None else explain.change_text(c, result.id.mode),
         interval=interval,
@@ -141,32 +128,24 @@ def order_of(kind: str) -> int:
 
 
 def _rank(r: Row) -> tuple[int, float]:
-    # Largest slowdown first among regressions and inconclusive; others keep their order.
     return (order_of(r.kind), -(r.ratio or 0.0) if r.kind in (REGRESSION, INCONCLUSIVE) else 0.0)
 
 
 def rows(results: Iterable[Result]) -> list[Row]:
-    """Every result as a :class:`Row`, regressions first (largest slowdown first), then
-    inconclusive, improvements, different environment, no change, no baseline, not compared;
-    the collection order otherwise."""
+    """Every result as a :class:`Row`, in :data:`ORDER` (largest slowdown first)."""
     return sorted((row(r) for r in results), key=_rank)
-
-
-def counts(rs: Sequence[Row]) -> dict[str, int]:
-    """How many rows of each kind, in report order (kinds with none left out)."""
-    n = Counter(r.kind for r in rs)
-    return {kind: n[kind] for kind in sorted(n, key=order_of)}
 
 
 def headline(rs: Sequence[Row]) -> str:
     """``"2 regressions, 1 inconclusive, 9 no change"`` (or ``"no benchmarks"``)."""
     if not rs:
         return "no benchmarks"
-    parts = []
-    for kind, n in counts(rs).items():
-        word = kind.replace("-", " ") if n == 1 else PLURALS.get(kind, kind)
-        parts.append(f"{n} {word}")
-    return ", ".join(parts)
+    n = Counter(r.kind for r in rs)
+    plural = {kind: look.plural for kind, look in KINDS.items()}
+    return ", ".join(
+        f"{n[k]} {k.replace('-', ' ') if n[k] == 1 else plural.get(k, k)}"
+        for k in sorted(n, key=order_of)
+    )
 
 
 def summary_line(result: Result) -> str:
@@ -188,16 +167,10 @@ def _with_name(c: Comparison, result: Result) -> Comparison:
 
 
 def diagnosis(result: Result) -> list[str]:
-    """What the captured artifacts found (where the time went), as lines: the capture's
-    diagnosis (its paragraph and details), then each artifact's ``summary`` or ``diagnosis``."""
+    """Where the time went, as lines: the capture's diagnosis, then each artifact's."""
     d = result.diagnosis
     lines = [] if d is None else _lines(d.paragraph) + _lines(d.details)
-    for source in result.artifacts:
-        if isinstance(source, Mapping) and not ("paragraph" in source or "details" in source):
-            lines += _lines(source.get("summary")) + _lines(source.get("diagnosis"))
-        else:
-            lines += _lines(source)
-    return lines
+    return lines + [ln for source in result.artifacts for ln in _lines(source)]
 
 
 def _lines(x: Any) -> list[str]:
@@ -205,8 +178,10 @@ def _lines(x: Any) -> list[str]:
         return [ln.strip() for ln in x.splitlines() if ln.strip()]
     if isinstance(x, (list, tuple)):
         return [str(ln).strip() for ln in x if isinstance(ln, str) and ln.strip()]
-    if isinstance(x, Mapping) and ("paragraph" in x or "details" in x):
-        return _lines(x.get("paragraph")) + _lines(x.get("details"))
+    if isinstance(x, Mapping):  # a diagnosis, or an artifact's summary and diagnosis
+        told = "paragraph" in x or "details" in x
+        keys = ("paragraph", "details") if told else ("summary", "diagnosis")
+        return [ln for k in keys for ln in _lines(x.get(k))]
     return []
 
 
@@ -221,12 +196,8 @@ class Artifact:
 
 
 def artifacts(result: Result) -> list[Artifact]:
-    """The result's artifacts, one per file.
-
-    An entry is ``{"path", "name"?, "kind"?}`` or a capture's
-    ``{"collector", "status", "reason", "files": [...]}``; a capture that
-    failed or was skipped appears once, with its reason as ``note``.
-    """
+    """The result's artifacts, one per file (``{"path", "name"?, "kind"?}`` or a capture's
+    ``{"collector", "status", "reason", "files"}``; a failed capture once, with its note)."""
     out: list[Artifact] = []
     for a in result.artifacts:
         if not isinstance(a, Mapping):
