@@ -622,22 +622,10 @@ def _child_runner(
     return run
 
 
-#: A spare Python's CUPTI start (seconds: bench/gpu/profiler_warm.py), under the device lock.
-CUDA_PRELUDE = """
-import torch
-if torch.cuda.is_available():
-    from torch.profiler import ProfilerActivity, profile
-    from pytest_gpuperf.shell.locks import device_key, device_lock
-    _who = "a spare Python starting the profiler"
-    with device_lock(device_key("cuda"), timeout_s=60.0, owner=_who):
-        _x = torch.ones(1, device="cuda")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-            _x.add_(1.0)
-            torch.cuda.synchronize()
-        del _x
-"""
-#: ... and on the CPU, torch.profiler's first session (seconds: its one-time start).
-CPU_PRELUDE = """
+#: torch.profiler's one-time start (Kineto's, with CUPTI where there is CUDA), which a
+#: CPU-only session makes: a first profile on an H100 took 4.0-4.2 s without it, 0.0-0.2 s
+#: after it (bench/results/h100-2026-12-07 call 3 against h100-2026-12-07-b).
+PRELUDE = """
 from torch.profiler import ProfilerActivity, profile
 with profile(activities=[ProfilerActivity.CPU]):
     pass
@@ -645,16 +633,16 @@ with profile(activities=[ProfilerActivity.CPU]):
 
 
 class SparePool:
-    """The next capture child's Python, started (and its profiler started) ahead: the first
-    at the session's first suspect (:meth:`start`), then by each child without a tool's
-    prefix, which takes it (the next one's CUDA prelude waits for the lock the capture holds)."""
+    """The next capture child's Python, started ahead (:class:`SparePython`): the first at
+    the session's start (:meth:`start_early`), then by each child without a tool's prefix,
+    which takes it. The session waits for each start (:meth:`settle`) before it measures."""
 
-    #: A spare started at a suspect imports beside its confirmation: only with cores to spare.
+    #: The first spare's start overlaps the session's collection: only with cores to spare.
     EARLY_CORES = 4
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self) -> None:
         self._next: SparePython | None = None
-        self.prelude = CUDA_PRELUDE if device == "cuda" else CPU_PRELUDE
+        self.prelude = PRELUDE
 
     def start(self) -> None:
         if self._next is None:
