@@ -75,7 +75,7 @@ def test_a_spare_is_killed_at_its_timeout_and_closed_when_unused(tmp_path: Path)
             time.sleep(0.1)
 
 
-def test_the_pool_hands_out_the_spare_started_at_the_session_s_start_or_the_capture_before() -> None:
+def test_the_pool_hands_out_the_spare_started_at_the_start_or_by_the_capture_before() -> None:
     pool = SparePool()
     assert pool.take() is None  # a first capture with none started before it: one starts
     second = pool.take()
