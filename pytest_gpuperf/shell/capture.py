@@ -644,15 +644,18 @@ class SparePool:
         self._next: SparePython | None = None
         self.prelude = PRELUDE
 
-    def start(self) -> None:
+    def start(self, prelude: str | None = None) -> None:
         if self._next is None:
             env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-            self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
+            prelude = self.prelude if prelude is None else prelude
+            self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=prelude)
 
     def start_early(self) -> None:
+        """The session's first spare: its imports, not the profiler's start (seconds more
+        that the session's first measurement would wait for; its capture pays them)."""
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
         if (len(cores) if cores else os.cpu_count() or 1) >= self.EARLY_CORES:
-            self.start()
+            self.start(prelude="")
 
     def take(self) -> SparePython | None:
         spare, self._next = self._next, None

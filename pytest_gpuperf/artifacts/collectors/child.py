@@ -267,9 +267,6 @@ class ChildCapture:
             out["since_spawn_s"] = round(now - self.spawned_at, 3)
         return out
 
-    def _nsys_window(self, call: Callable[[], Any], calls: int) -> dict[str, Any]:
-        return self._nvtx_window(call, calls, nsys=True)
-
     def _nvtx_window(self, call: Callable[[], Any], calls: int, nsys: bool) -> dict[str, Any]:
         """``calls`` calls in the NVTX range the tool records (nsys: each in its own too)."""
         import torch

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -54,7 +55,7 @@ class ProcessRun:
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+    with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         proc.kill()
@@ -184,13 +185,11 @@ def _finish(
     except BaseException:
         _kill_group(proc)
         raise
-    finally:
-        # Whatever the group left behind (a profiler's helper daemons) goes too.
+    finally:  # whatever the group left behind (a profiler's helper daemons) goes too
         if proc.poll() is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc)
     wall = time.perf_counter() - start
-    text = (head + (out or "")).replace(drop, "", 1) if drop else head + (out or "")
+    text = (head + (out or "")).replace(drop, "", 1)  # drop "": nothing taken out
     if timed_out:
         text += f"\n[killed after {wall:.0f} s: time budget {timeout_s:.0f} s]\n"
     if log_path is not None:
@@ -274,8 +273,7 @@ class SparePython:
     ) -> None:
         if modules is None:
             modules = ("torch", "pytest", *[m for m in COMPILER if m in sys.modules])
-        ready = self._READY.decode()
-        code = _SPARE.format(modules=tuple(modules), prelude=prelude, ready=ready)
+        code = _SPARE.format(modules=tuple(modules), prelude=prelude, ready=self._READY.decode())
         self.proc: subprocess.Popen[str] | None = None
         self.ready = False
         self._seen = b""  # its output until it is ready
@@ -287,8 +285,6 @@ class SparePython:
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether the spare is ready, waiting at most ``timeout_s``."""
-        import select
-
         end = time.monotonic() + timeout_s
         try:
             while not self.ready and self.proc is not None and self.proc.stdout is not None:

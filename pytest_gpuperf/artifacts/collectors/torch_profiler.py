@@ -7,7 +7,6 @@ benchmark: ``<key>.trace.json``, the kernel table ``<key>.kernels.txt``, ``<key>
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import time
@@ -83,7 +82,7 @@ class TorchProfilerCollector:
     name = "torch_profiler"
 
     def available(self) -> str | None:
-        return None if importlib.util.find_spec("torch") else "torch is not installed"
+        return None  # torch is the package's dependency
 
     def collect(self, ctx: CaptureContext) -> CollectorResult:
         folder = ctx.folder(self.name)
