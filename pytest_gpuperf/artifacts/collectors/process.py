@@ -203,20 +203,15 @@ def _finish(
 #: A spare Python: the imports a child would pay for, then the one ``-m module args`` asked.
 _SPARE = """
 import json, os, runpy, sys
-try:
+from contextlib import suppress
+with suppress(Exception):
     from pytest_gpuperf.artifacts.collectors.process import watch_parent
     watch_parent()
-except Exception:
-    pass
 for name in {modules!r}:
-    try:
+    with suppress(Exception):
         __import__(name)
-    except Exception:
-        pass
-try:
+with suppress(BaseException):
     exec({prelude!r})
-except BaseException:
-    pass
 print({ready!r}, flush=True)  # the parent waits for it before it measures again
 line = sys.stdin.readline()
 if not line:
@@ -229,11 +224,9 @@ logs = sys.modules.get("torch._logging._internal")
 if logs is not None:
     # TORCH_TRACE and TORCH_LOGS are read when torch is imported: read them again (the trace
     # handler is made once, so it goes first)
-    try:
+    with suppress(Exception):
         logs.LOG_TRACE_HANDLER = None
         logs._init_logs()
-    except Exception:
-        pass
 # The plugin's modules go: pytest warns when an installed plugin it rewrites is imported
 # already, an error under `filterwarnings = error`
 for _name in [m for m in sys.modules if m == "pytest_gpuperf" or m.startswith("pytest_gpuperf.")]:

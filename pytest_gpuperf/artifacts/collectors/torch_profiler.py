@@ -69,15 +69,6 @@ def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
     return "\n".join(lines) + "\n"
 
 
-def hotspot_kernels(inventories: Sequence[Mapping[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The ``n`` GPU kernels with the most time per call over the given inventories."""
-    best: dict[str, dict[str, Any]] = {}
-    for k in (k for i in inventories for k in i.get("kernels", []) if k.get("kind") == "kernel"):
-        if float(k["us_per_call"]) > float(best.get(k["name"], {}).get("us_per_call", -1.0)):
-            best[k["name"]] = dict(k)
-    return sorted(best.values(), key=lambda k: -float(k["us_per_call"]))[:n]
-
-
 class TorchProfilerCollector:
     name = "torch_profiler"
 
@@ -122,11 +113,16 @@ class TorchProfilerCollector:
 
 
 def note_profiles(ctx: CaptureContext) -> None:
-    """For the later collectors: the hotspot kernels (ncu), whether compiled code ran."""
+    """For the later collectors: the ``ctx.ncu_kernels`` GPU kernels with the most time per
+    call over the profiles (ncu), whether compiled code ran."""
     profiles = ctx.state.get("profiles") or {}
-    ctx.state["hotspots"] = hotspot_kernels(
-        [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
-    )
+    best: dict[str, dict[str, Any]] = {}
+    for p in profiles.values():
+        for k in (k for k in p["inventory"].get("kernels", []) if k.get("kind") == "kernel"):
+            if float(k["us_per_call"]) > float(best.get(k["name"], {}).get("us_per_call", -1.0)):
+                best[k["name"]] = dict(k)
+    hot = sorted(best.values(), key=lambda k: -float(k["us_per_call"]))
+    ctx.state["hotspots"] = hot[: max(ctx.ncu_kernels, 0)]
     ctx.state["compiled"] = any(
         p["analysis"].compiled or ((p.get("dynamo") or {}).get("stats") or {}).get("unique_graphs")
         for p in profiles.values()
