@@ -639,10 +639,8 @@ class SparePool:
 
     #: The first spare's start overlaps the session's collection: only with cores to spare.
     EARLY_CORES = 4
-
-    def __init__(self) -> None:
-        self._next: SparePython | None = None
-        self.prelude = PRELUDE
+    prelude = PRELUDE
+    _next: SparePython | None = None
 
     def start(self, prelude: str | None = None) -> None:
         if self._next is None:
@@ -665,13 +663,9 @@ class SparePool:
     def settle(self, timeout_s: float = 20.0) -> float:
         """Wait for the next spare's start, so none runs beside a measurement (one not ready
         within ``timeout_s`` is ended); the seconds waited."""
-        spare = self._next
-        if spare is None:
-            return 0.0
         t = time.monotonic()
-        if not spare.wait_ready(timeout_s):
-            spare.close()
-            self._next = None
+        if self._next is not None and not self._next.wait_ready(timeout_s):
+            self.close()
         return time.monotonic() - t
 
     def close(self) -> None:

@@ -279,7 +279,7 @@ class SparePython:
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether the spare is ready, waiting at most ``timeout_s``."""
         end = time.monotonic() + timeout_s
-        try:
+        with contextlib.suppress(OSError, ValueError):
             while not self.ready and self.proc is not None and self.proc.stdout is not None:
                 fd = self.proc.stdout.fileno()
                 if not select.select([fd], [], [], max(end - time.monotonic(), 0.0))[0]:
@@ -289,8 +289,6 @@ class SparePython:
                 self.ready = self._READY in self._seen
                 if not chunk:  # it ended
                     break
-        except (OSError, ValueError):
-            pass
         return self.ready
 
     @property

@@ -50,11 +50,10 @@ def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
     kernels = list(inventory.get("kernels", []))
     other = float(inventory.get("other_us_per_call") or 0.0)
     total = sum(float(k["us_per_call"]) for k in kernels) + other
-    head = (
+    lines = [
         f"{'#':>3} {'µs/call':>10} {'share':>6} {'launches':>8} {'µs/launch':>10} "
         f"{'grid':>14} {'block':>12}  name"
-    )
-    lines = [head]
+    ]
     for i, k in enumerate(kernels[:limit], 1):
         us = float(k["us_per_call"])
         grid = "x".join(str(x) for x in k.get("grid", [])) or "-"
