@@ -30,14 +30,16 @@
 # spares started during the capture before, with the profiler started too. Cases run in
 # bench/zoo/cases.py's order, e.g.
 #   DIAG_CASES=tf32_off,graph_break_in_loop,optimizer_foreach_off,layernorm_handwritten,\
-#     checkpoint_recompute,h2d_pinned_lost ACCEPTANCE_S=360 bash bench/gpu/acceptance.sh diag=300
+#     checkpoint_recompute,h2d_pinned_lost ACCEPTANCE_S=400 bash bench/gpu/acceptance.sh diag=330
 #
 # What the session's spare costs a session without a regression (issue 38): after the
 # diagnosis, DIAG_CLEAN_S seconds (default 90, 0: none) of clean sessions (the good variants
-# of the first two cases against the same baseline), in rounds of three: the spare at the
-# session's start left out ("none"), as shipped ("imports"), and with the profiler's start
-# ("prelude"); each session's wall and verdicts. bench/gpu/profiler_warm.py first: whether
-# the prelude (a CPU-only session) takes torch.profiler's one-time start ahead here.
+# of the first two cases, or of DIAG_CLEAN_CASES, against the same baseline), in rounds of
+# three: the spare at the session's start left out ("none"), as shipped ("imports"), and
+# with the profiler's start ("prelude"); each session's wall and verdicts, then each
+# benchmark's median per mode (does an idle spare move them?). bench/gpu/profiler_warm.py
+# first: whether the prelude (a CPU-only session) takes torch.profiler's one-time start
+# ahead here. The part wants about 330 s (diag=330).
 set -u
 T0=$(date +%s)
 out=$WORK/capcost
@@ -83,7 +85,7 @@ if _MODE == "none":
 elif _MODE == "prelude":
     SparePool.start_early = lambda self: self.start()
 PY
-K=$(echo "$CASES" | cut -d, -f1-2 | sed 's/,/ or /')
+K=$(echo "${DIAG_CLEAN_CASES:-$CASES}" | cut -d, -f1-2 | sed 's/,/ or /')
 round=0
 while [ "$CLEAN_S" -gt 0 ] && [ $(( T0 + BUDGET_S - 15 - $(date +%s) )) -gt 40 ]; do
   round=$(( round + 1 ))
@@ -93,12 +95,26 @@ while [ "$CLEAN_S" -gt 0 ] && [ $(( T0 + BUDGET_S - 15 - $(date +%s) )) -gt 40 ]
     ( cd bench/zoo && GPUPERF_ZOO= SPARE_MODE=$mode PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}" \
       timeout 40 python3 -m pytest test_zoo.py -p no:cacheprovider -q -k "$K" -p spare_mode \
       --gpuperf-baseline-dir="$out/baselines" --gpuperf-artifacts-dir="$WORK/clean-artifacts" \
-      --gpuperf-baseline=capcost > "$WORK/clean-$mode-$round.log" 2>&1 )
+      --gpuperf-baseline=capcost --gpuperf-json="$WORK/clean-$mode-$round.json" \
+      > "$WORK/clean-$mode-$round.log" 2>&1 )
     crc=$?
     ms=$(( ($(date +%s%N) - s0) / 1000000 ))
     say "diag clean session $round, session spare $mode: exit $crc, wall $((ms / 1000)).$(( ms % 1000 / 100 )) s, $(grep -E '(passed|failed)' "$WORK/clean-$mode-$round.log" | tail -1 | tr -d '=')"
   done
 done
+# whether an idle spare beside the measurements moves them: each benchmark's median per mode
+python3 - "$WORK" >> "$summary" 2>&1 <<'PY'
+import glob, json, statistics, sys
+by = {}
+for path in sorted(glob.glob(f"{sys.argv[1]}/clean-*-*.json")):
+    mode = path.rsplit("/", 1)[1].split("-")[1]
+    for r in json.load(open(path)).get("results") or []:
+        name = r["id"]["nodeid"].rsplit("[", 1)[-1].rstrip("]")
+        by.setdefault(name, {}).setdefault(mode, []).append(r["summary"]["median"] * 1e6)
+for name, modes in by.items():
+    cells = [f"{m} {statistics.median(v):.1f} us (n={len(v)})" for m, v in sorted(modes.items())]
+    print(f"diag clean medians, {name}: " + ", ".join(cells))
+PY
 find "$out/artifacts" -name '*.trace.json' -delete 2>/dev/null
 say "diag: part wall $(( $(date +%s) - T0 )) s of $BUDGET_S s (capture_cost exit $rc)"
 exit $rc
