@@ -242,15 +242,16 @@ def session_figures(doc: Mapping[str, Any], wall_s: float | None) -> list[str]:
             f"first diagnosis after the verdict: median {statistics.median(firsts):.1f} s, "
             f"max {max(firsts):.1f} s, over {len(firsts)} regressed test(s)"
         )
-    # The session's first capture child starts cold unless a suspect came first (a spare started
-    # at it, on 4+ cores); the others run in a spare Python started ahead
+    # The session's first capture runs in the spare started at the session's start (on 4+
+    # cores; imports only, its profile pays the profiler's start), else cold; the others run
+    # in a spare Python started during the capture before
     profiled = [e for e in cap.get("passes") or () if "torch_profiler" in (e.get("tools") or {})]
     warm = {e["nodeid"] for e in profiled[1:]} - {profiled[0]["nodeid"]} if profiled else set()
     spare = [t["first_diagnosis_s"] for t in cap.get("tests") or ()
              if t.get("first_diagnosis_s") and t["nodeid"] in warm]  # fmt: skip
     if profiled and firsts:
         lines.append(
-            f"  the first capture (cold, or a spare started at its suspect): {profiled[0]['nodeid'].rsplit('::', 1)[-1]}"
+            f"  the first capture (the session's spare, or cold under 4 cores): {profiled[0]['nodeid'].rsplit('::', 1)[-1]}"
             + (f"; the others, in a spare Python: median {statistics.median(spare):.1f} s, max "
                f"{max(spare):.1f} s" if spare else "")
         )  # fmt: skip

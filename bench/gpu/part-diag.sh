@@ -25,10 +25,21 @@
 # (to the test's gpu_bench: a compiled test's torch.compile imports), its test (first call and
 # brief re-measurement), its profile and its exit; and a line on the session's first capture,
 # whose child starts cold, against the others, which run in a spare Python (torch, pytest and
-# torch.compile's modules imported ahead). A compiled case shows the spare's effect only
-# after another case: cases run in bench/zoo/cases.py's order, e.g.
+# torch.compile's modules imported ahead). The first capture runs in the spare started at
+# the session's start (imports only: its profile pays the profiler's start); the others in
+# spares started during the capture before, with the profiler started too. Cases run in
+# bench/zoo/cases.py's order, e.g.
 #   DIAG_CASES=tf32_off,graph_break_in_loop,optimizer_foreach_off,layernorm_handwritten,\
-#     checkpoint_recompute,h2d_pinned_lost ACCEPTANCE_S=300 bash bench/gpu/acceptance.sh diag
+#     checkpoint_recompute,h2d_pinned_lost ACCEPTANCE_S=400 bash bench/gpu/acceptance.sh diag=330
+#
+# What the session's spare costs a session without a regression (issue 38): after the
+# diagnosis, DIAG_CLEAN_S seconds (default 90, 0: none) of clean sessions (the good variants
+# of the first two cases, or of DIAG_CLEAN_CASES, against the same baseline), in rounds of
+# three: the spare at the session's start left out ("none"), as shipped ("imports"), and
+# with the profiler's start ("prelude"); each session's wall and verdicts, then each
+# benchmark's median per mode (does an idle spare move them?). bench/gpu/profiler_warm.py
+# first: whether the prelude (a CPU-only session) takes torch.profiler's one-time start
+# ahead here. The part wants about 330 s (diag=330).
 set -u
 T0=$(date +%s)
 out=$WORK/capcost
@@ -40,7 +51,10 @@ if ! python3 -c 'import torch, pytest_gpuperf.plugin; assert torch.cuda.is_avail
   say "diag: STOPPED at the sanity step (no CUDA, or the plugin does not import): $(tail -2 "$WORK/sanity.log" | tr '\n' ' ')"
   exit 1
 fi
-deadline=$(( T0 + BUDGET_S - 20 ))
+CLEAN_S=${DIAG_CLEAN_S:-90}
+timeout 60 python3 bench/gpu/profiler_warm.py > "$WORK/profiler-warm.txt" 2>&1
+grep -E "^profiler_warm|prelude \(|first CUDA" "$WORK/profiler-warm.txt" >> "$summary"
+deadline=$(( T0 + BUDGET_S - 20 - CLEAN_S ))
 timeout --kill-after=5 $(( BUDGET_S - 15 )) \
   python3 bench/capture_cost.py --out "$out" --saves 1 --always --cases "$CASES" \
     --deadline "$deadline" --verdicts-s 70 --margin-s 10 --no-leftover-check \
@@ -59,6 +73,48 @@ python3 bench/diag_replay.py --export "$out" --out "$WORK/evidence-records.json"
 python3 bench/diag_replay.py "$WORK/evidence-records.json" > "$WORK/replay.txt" 2>&1
 say "diag: first causes as the zoo expects them: $(grep -c '^ok' "$WORK/replay.txt") ok, $(grep -c '^BAD' "$WORK/replay.txt") BAD"
 cat "$WORK/replay.txt" >> "$summary"
+# A -p plugin that sets how the session's spare starts (SPARE_MODE), for the clean sessions
+cat > "$WORK/spare_mode.py" <<'PY'
+import os
+
+from pytest_gpuperf.shell.capture import SparePool
+
+_MODE = os.environ.get("SPARE_MODE", "imports")
+if _MODE == "none":
+    SparePool.start_early = lambda self: None
+elif _MODE == "prelude":
+    SparePool.start_early = lambda self: self.start()
+PY
+K=$(echo "${DIAG_CLEAN_CASES:-$CASES}" | cut -d, -f1-2 | sed 's/,/ or /')
+round=0
+while [ "$CLEAN_S" -gt 0 ] && [ $(( T0 + BUDGET_S - 15 - $(date +%s) )) -gt 40 ]; do
+  round=$(( round + 1 ))
+  for mode in none imports prelude; do
+    [ $(( T0 + BUDGET_S - 15 - $(date +%s) )) -gt 40 ] || break
+    s0=$(date +%s%N)
+    ( cd bench/zoo && GPUPERF_ZOO= SPARE_MODE=$mode PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}" \
+      timeout 40 python3 -m pytest test_zoo.py -p no:cacheprovider -q -k "$K" -p spare_mode \
+      --gpuperf-baseline-dir="$out/baselines" --gpuperf-artifacts-dir="$WORK/clean-artifacts" \
+      --gpuperf-baseline=capcost --gpuperf-json="$WORK/clean-$mode-$round.json" \
+      > "$WORK/clean-$mode-$round.log" 2>&1 )
+    crc=$?
+    ms=$(( ($(date +%s%N) - s0) / 1000000 ))
+    say "diag clean session $round, session spare $mode: exit $crc, wall $((ms / 1000)).$(( ms % 1000 / 100 )) s, $(grep -E '(passed|failed)' "$WORK/clean-$mode-$round.log" | tail -1 | tr -d '=')"
+  done
+done
+# whether an idle spare beside the measurements moves them: each benchmark's median per mode
+python3 - "$WORK" >> "$summary" 2>&1 <<'PY'
+import glob, json, statistics, sys
+by = {}
+for path in sorted(glob.glob(f"{sys.argv[1]}/clean-*-*.json")):
+    mode = path.rsplit("/", 1)[1].split("-")[1]
+    for r in json.load(open(path)).get("results") or []:
+        name = r["id"]["nodeid"].rsplit("[", 1)[-1].rstrip("]")
+        by.setdefault(name, {}).setdefault(mode, []).append(r["summary"]["median"] * 1e6)
+for name, modes in by.items():
+    cells = [f"{m} {statistics.median(v):.1f} us (n={len(v)})" for m, v in sorted(modes.items())]
+    print(f"diag clean medians, {name}: " + ", ".join(cells))
+PY
 find "$out/artifacts" -name '*.trace.json' -delete 2>/dev/null
 say "diag: part wall $(( $(date +%s) - T0 )) s of $BUDGET_S s (capture_cost exit $rc)"
 exit $rc

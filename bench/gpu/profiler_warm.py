@@ -1,48 +1,52 @@
-"""What torch.profiler's first session costs on this GPU, against the sessions after it.
+"""What torch.profiler's one-time start costs on this GPU, and whether the spare's prelude
+takes it ahead (a CPU-only session: ``PRELUDE`` in pytest_gpuperf/shell/capture.py).
 
-The first diagnosis of a regression profiles a few calls in a fresh process; if most of its
-profiled window is the profiler's one-time start (CUPTI, Kineto), a spare Python that started
-it ahead saves that time. Prints the wall seconds of three sessions of 10 small calls, each in
-one process, and of the CUDA context's start.
+Two fresh processes profile 10 small CUDA calls after the CUDA context, the second after
+the prelude; each prints its seconds. The first diagnosis profiles in such a process, so
+a first CUDA session that stays slow after the prelude means the prelude does not warm it.
 
     python3 bench/gpu/profiler_warm.py
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 
-def main() -> None:
+def one(prelude: bool) -> None:
     t = time.perf_counter()
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    print(f"import torch: {time.perf_counter() - t:.2f} s")
+    from pytest_gpuperf.shell.capture import PRELUDE
+
+    print(f"  import torch: {time.perf_counter() - t:.2f} s")
+    if prelude:
+        t = time.perf_counter()
+        exec(PRELUDE, {})
+        print(f"  the prelude (a CPU-only session): {time.perf_counter() - t:.2f} s")
     t = time.perf_counter()
     x = torch.ones(1024, 1024, device="cuda")
+    x.mul_(1.0001)  # a warm call outside the profiler, as the capture child makes them
     torch.cuda.synchronize()
-    print(f"CUDA context: {time.perf_counter() - t:.2f} s")
-    y = torch.randn(8, 512, 512, device="cuda")
-
-    def new_work() -> None:  # kernels the first session never ran
-        torch.softmax(torch.bmm(y, y), dim=-1)
-
-    for i, (what, work) in enumerate(
-        [("mul, first session", lambda: x.mul_(1.0001)), ("bmm+softmax, second", new_work),
-         ("bmm+softmax, third", new_work)]
-    ):  # fmt: skip
-        work()  # warm calls outside the profiler, as the capture child makes them
+    print(f"  CUDA context and a first call: {time.perf_counter() - t:.2f} s")
+    t = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        for _ in range(10):
+            x.mul_(1.0001)
         torch.cuda.synchronize()
-        t = time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(10):
-                work()
-            torch.cuda.synchronize()
-        inside = time.perf_counter() - t
-        t2 = time.perf_counter()
-        prof.export_chrome_trace(f"/tmp/profiler_warm_{i}.json")
-        print(f"session {i + 1} ({what}): {inside:.2f} s (export {time.perf_counter() - t2:.2f} s)")
+    print(f"  first CUDA session: {time.perf_counter() - t:.2f} s")
+
+
+def main() -> None:
+    if len(sys.argv) > 1:
+        one(sys.argv[1] == "prelude")
+        return
+    for how in ("cold", "prelude"):
+        print(f"profiler_warm, {how}:", flush=True)
+        subprocess.run([sys.executable, __file__, how], check=False, timeout=120)
 
 
 if __name__ == "__main__":

@@ -622,22 +622,10 @@ def _child_runner(
     return run
 
 
-#: A spare Python's CUPTI start (seconds: bench/gpu/profiler_warm.py), under the device lock.
-CUDA_PRELUDE = """
-import torch
-if torch.cuda.is_available():
-    from torch.profiler import ProfilerActivity, profile
-    from pytest_gpuperf.shell.locks import device_key, device_lock
-    _who = "a spare Python starting the profiler"
-    with device_lock(device_key("cuda"), timeout_s=60.0, owner=_who):
-        _x = torch.ones(1, device="cuda")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-            _x.add_(1.0)
-            torch.cuda.synchronize()
-        del _x
-"""
-#: ... and on the CPU, torch.profiler's first session (seconds: its one-time start).
-CPU_PRELUDE = """
+#: torch.profiler's one-time start (Kineto's, with CUPTI where there is CUDA), which a
+#: CPU-only session makes: a first profile on an H100 took 4.0-4.2 s without it, 0.0-0.2 s
+#: after it (bench/results/h100-2026-12-07 call 3 against h100-2026-12-07-b).
+PRELUDE = """
 from torch.profiler import ProfilerActivity, profile
 with profile(activities=[ProfilerActivity.CPU]):
     pass
@@ -645,26 +633,27 @@ with profile(activities=[ProfilerActivity.CPU]):
 
 
 class SparePool:
-    """The next capture child's Python, started (and its profiler started) ahead: the first
-    at the session's first suspect (:meth:`start`), then by each child without a tool's
-    prefix, which takes it (the next one's CUDA prelude waits for the lock the capture holds)."""
+    """The next capture child's Python, started ahead (:class:`SparePython`): the first at
+    the session's start (:meth:`start_early`), then by each child without a tool's prefix,
+    which takes it. The session waits for each start (:meth:`settle`) before it measures."""
 
-    #: A spare started at a suspect imports beside its confirmation: only with cores to spare.
+    #: The first spare's start overlaps the session's collection: only with cores to spare.
     EARLY_CORES = 4
+    prelude = PRELUDE
+    _next: SparePython | None = None
 
-    def __init__(self, device: str = "cpu") -> None:
-        self._next: SparePython | None = None
-        self.prelude = CUDA_PRELUDE if device == "cuda" else CPU_PRELUDE
-
-    def start(self) -> None:
+    def start(self, prelude: str | None = None) -> None:
         if self._next is None:
             env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-            self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=self.prelude)
+            prelude = self.prelude if prelude is None else prelude
+            self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=prelude)
 
     def start_early(self) -> None:
+        """The session's first spare: its imports, not the profiler's start (seconds more
+        that the session's first measurement would wait for; its capture pays them)."""
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
         if (len(cores) if cores else os.cpu_count() or 1) >= self.EARLY_CORES:
-            self.start()
+            self.start(prelude="")
 
     def take(self) -> SparePython | None:
         spare, self._next = self._next, None
@@ -674,13 +663,9 @@ class SparePool:
     def settle(self, timeout_s: float = 20.0) -> float:
         """Wait for the next spare's start, so none runs beside a measurement (one not ready
         within ``timeout_s`` is ended); the seconds waited."""
-        spare = self._next
-        if spare is None:
-            return 0.0
         t = time.monotonic()
-        if not spare.wait_ready(timeout_s):
-            spare.close()
-            self._next = None
+        if self._next is not None and not self._next.wait_ready(timeout_s):
+            self.close()
         return time.monotonic() - t
 
     def close(self) -> None:

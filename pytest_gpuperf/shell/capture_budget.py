@@ -41,6 +41,7 @@ from pytest_gpuperf.shell.capture import (
     skipped,
 )
 from pytest_gpuperf.shell.rerun import capture_command
+from pytest_gpuperf.shell.session import is_benchmark
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRunner, Collector
@@ -164,11 +165,30 @@ class CapturePlugin:
         self.baselines_of = baselines_of or (lambda rs: {})
         run_dir = Layout(artifacts_root(self.run, self.settings), self.run_id).run_dir
         self.ledger = Ledger(run_dir / LEDGER)
-        self.spares = SparePool(self.run.settings.session.device)
+        self.spares = SparePool()
         self.budget_s = self.settings.session_budget_s
         #: lines of the pass after the verdicts, for the terminal summary
         self.later_lines: list[str] = []
         self.leftovers: list[_Test] = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The spare Python of the session's first capture starts beside the collection,
+        where this process runs tests and starts their captures' children (not on a torchrun
+        rank, whose captures run on every rank, nor on xdist's controller)."""
+        config = self.session.config
+        controller = getattr(config.option, "dist", "no") != "no" and not self.run.is_worker
+        here = self.runner_for("", self.run.settings.session.device) is None
+        if here and not (controller or self.session.child) and self._first_fits():
+            self.spares.start_early()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not any(is_benchmark(i) for i in session.items):
+            self.spares.close()  # nothing to diagnose
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self.spares.settle()  # a spare's start never runs beside a measurement
 
     def left_s(self) -> float:
         return self.budget_s - self.ledger.spent()
@@ -180,7 +200,6 @@ class CapturePlugin:
         diagnoses' share of the budget is spent, a note that it waits for a later pass."""
         failed = bool(judgement.failures)
         if not should_capture(self.settings.mode, failed):
-            self.spares.settle()  # a cleared suspect's spare: its start ends before a measurement
             return
         nodeid, device, report = item.nodeid, self.session.ensure_device(), None
         verdict_at = time.time()
@@ -194,7 +213,6 @@ class CapturePlugin:
             report = self._pass(
                 1, nodeid, results, comparisons, device, defer=defer, verdict_at=verdict_at
             )
-        self.spares.settle()  # the next spare's imports would slow the next measurement
         slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
         if report is not None and failed and slower:
             judgement.failures = [report.diagnosis, *judgement.failures, report.details()]
@@ -208,11 +226,6 @@ class CapturePlugin:
         """Whether the budget has room for one more first diagnosis at a verdict."""
         first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
         return first_left >= self.ledger.expected(FIRST_TOOLS[:1])
-
-    def expect(self, nodeid: str) -> None:
-        """A suspect at the gate: the capture's spare Python starts, warming meanwhile."""
-        if self._first_fits() and self.runner_for(nodeid, self.session.ensure_device()) is None:
-            self.spares.start_early()
 
     # --- after the last verdict --------------------------------------------------
 

@@ -17,7 +17,6 @@ import pytest
 
 from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.model import Result, printable
-from pytest_gpuperf.outcome import REGRESSION
 from pytest_gpuperf.reporting.explain import explain, failure_words, summary_line
 from pytest_gpuperf.shell.progress import silent
 from pytest_gpuperf.shell.rerun import matching, run_child
@@ -124,8 +123,6 @@ class Gate:
         self.child_runner: Callable[..., ChildRun] | None = None
         #: the fresh processes that failed (each also fails its test): the terminal lists them
         self.child_errors: list[str] = []
-        #: told the test whose first comparison is a regression to confirm (the capture's)
-        self.on_suspect: Callable[[str], None] | None = None
         #: whether the runs of the collected tests are still to be read (:meth:`read_runs`)
         self.runs_to_read = False
 
@@ -182,10 +179,6 @@ class Gate:
         runs = _Runs(current={r.id.key: [r] for r in results})
         last = self.policy.max_runs <= 1
         runs.verdicts = {r.id.key: self.rule.verdict(r, [r], last=last) for r in results}
-        suspect = [c for v in runs.verdicts.values() if not (c := v.comparison).final]
-        if self.on_suspect is not None and any(c.kind == REGRESSION for c in suspect):
-            self.on_suspect(item.nodeid)
-
         # one progress line for every fresh process of this test, not one each
         with (progress or silent()).shared(f"re-measuring {item.nodeid} in fresh processes"):
             note = self._confirm(item.nodeid, results, runs, out, device=device, progress=progress)

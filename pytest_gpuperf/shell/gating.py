@@ -106,8 +106,6 @@ class VerdictStep:
         self.ranks = ranks
         if gate is not None and ranks is not None:
             gate.gate.look_ahead = False
-        if gate is not None and capture is not None:
-            gate.gate.on_suspect = capture.expect
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:

@@ -174,7 +174,8 @@ def test_under_xdist_workers_diagnose_and_the_controller_runs_the_later_passes(
     assert all(t["first_diagnosis_s"] for t in doc["session"]["capture"]["tests"])
 
 
-#: Records each SparePool.take() ("spare" or "none") of the session's process.
+#: Records each SparePool.take() ("spare" or "none") of the session's process, and the state
+#: of its next spare when each test's body starts ("starting": beside a measurement).
 TAKES = """
 
 import os
@@ -193,28 +194,40 @@ def _logged_take(self):
 
 _capture.SparePool.take = _logged_take
 _capture.SparePool.EARLY_CORES = int(os.environ.get("EARLY_CORES", "1"))
+
+
+def pytest_runtest_call(item):
+    plugin = item.config.pluginmanager.get_plugin("gpuperf-capture")
+    if plugin is None:  # a save
+        return
+    spare = plugin.spares._next
+    state = "none" if spare is None else "ready" if spare.ready else "starting"
+    with open(os.path.join(os.path.dirname(__file__), "states.txt"), "a") as f:
+        f.write(state + "\\n")
 """
 
 
-def test_a_first_capture_takes_the_spare_started_at_its_suspect_and_none_without_one(
+def test_a_first_capture_takes_the_spare_started_at_the_session_s_start_none_on_few_cores(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makeconftest(VIRTUAL_TIME_CONFTEST + TAKES)
     pytester.makepyfile(test_b=BENCH)
     run_with_env(pytester, {}, "-p", "no:cacheprovider", *FAST, "--gpuperf-save=main")
-    takes = pytester.path / "takes.txt"
-    # 40x: a regression on one run (no suspect, no confirmation): its capture starts cold
+    takes, states = pytester.path / "takes.txt", pytester.path / "states.txt"
+    # 40x: a regression on one run (no suspect, no confirmation) takes the session's spare
     args = ["-p", "no:cacheprovider", *FAST, "--gpuperf-baseline=main"]
     run_with_env(pytester, {"SLOW_BIG": "40"}, *args).assert_outcomes(failed=1, passed=2)
-    assert takes.read_text().split() == ["none"]
+    assert takes.read_text().split() == ["spare"]
+    # each test measured with the next spare started and idle, never still starting
+    assert states.read_text().split() == ["ready"] * 3
     takes.unlink()
-    # 1.8x: a suspect first, confirmed in a fresh process while the spare starts
+    # 1.8x: a suspect confirmed in a fresh process, then captured in the spare
     result = run_with_env(pytester, {"SLOW_SMALL": "1.8"}, *args)
     result.assert_outcomes(failed=1, passed=2)
     assert "confirmed" in result.stdout.str()
     assert takes.read_text().split() == ["spare"]
     takes.unlink()
-    # the same where the machine has no cores to spare: no spare beside the confirmation
+    # where the machine has no cores to spare: none beside the collection, the capture cold
     result = run_with_env(pytester, {"SLOW_SMALL": "1.8", "EARLY_CORES": "4096"}, *args)
     result.assert_outcomes(failed=1, passed=2)
     assert takes.read_text().split() == ["none"]

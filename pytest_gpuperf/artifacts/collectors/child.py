@@ -165,9 +165,7 @@ def profile_calls(
     from pytest_gpuperf.artifacts.analysis.timeline import CALL_PREFIX
 
     prepare = _warm_up(call, warm_calls, device)
-    activities = [ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
     t0 = time.perf_counter()
     with profile(activities=activities, record_shapes=record_shapes, with_stack=False) as prof:
         for i in range(calls):
@@ -206,8 +204,7 @@ class ChildCapture:
     def __init__(self, spec: Mapping[str, Any], device: str):
         self.tool = str(spec["tool"])
         self.dir = Path(spec["dir"])
-        keys = spec.get("keys")
-        self.keys = set(keys) if keys else None
+        self.keys = set(spec["keys"]) if spec.get("keys") else None
         self.calls = int(spec.get("calls") or CaptureSettings.calls)
         self.warm_calls = int(spec.get("warm_calls") or WARM_CALLS)
         self.window_s = float(spec.get("window_s") or MAX_WINDOW_S)  # the longest window
@@ -266,9 +263,6 @@ class ChildCapture:
             out["startup_s"] = round(self.created - self.spawned_at, 3)
             out["since_spawn_s"] = round(now - self.spawned_at, 3)
         return out
-
-    def _nsys_window(self, call: Callable[[], Any], calls: int) -> dict[str, Any]:
-        return self._nvtx_window(call, calls, nsys=True)
 
     def _nvtx_window(self, call: Callable[[], Any], calls: int, nsys: bool) -> dict[str, Any]:
         """``calls`` calls in the NVTX range the tool records (nsys: each in its own too)."""

@@ -120,7 +120,7 @@ class GroupCapture(ChildCapture):
             if self.tool == "torch_profiler":
                 entry.update(self._profile(key, call, per_call_s))
             elif self.tool == "nsys":
-                entry.update(self._nsys_window(call, window_calls(self.calls, per_call_s)))
+                entry.update(self._nvtx_window(call, window_calls(self.calls, per_call_s), True))
             else:
                 entry["error"] = f"{self.tool} is not run on the ranks of a distributed test"
         except Exception as e:

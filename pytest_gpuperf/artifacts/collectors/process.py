@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -54,7 +55,7 @@ class ProcessRun:
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+    with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         proc.kill()
@@ -184,13 +185,11 @@ def _finish(
     except BaseException:
         _kill_group(proc)
         raise
-    finally:
-        # Whatever the group left behind (a profiler's helper daemons) goes too.
+    finally:  # whatever the group left behind (a profiler's helper daemons) goes too
         if proc.poll() is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc)
     wall = time.perf_counter() - start
-    text = (head + (out or "")).replace(drop, "", 1) if drop else head + (out or "")
+    text = (head + (out or "")).replace(drop, "", 1)  # drop "": nothing taken out
     if timed_out:
         text += f"\n[killed after {wall:.0f} s: time budget {timeout_s:.0f} s]\n"
     if log_path is not None:
@@ -204,20 +203,15 @@ def _finish(
 #: A spare Python: the imports a child would pay for, then the one ``-m module args`` asked.
 _SPARE = """
 import json, os, runpy, sys
-try:
+from contextlib import suppress
+with suppress(Exception):
     from pytest_gpuperf.artifacts.collectors.process import watch_parent
     watch_parent()
-except Exception:
-    pass
 for name in {modules!r}:
-    try:
+    with suppress(Exception):
         __import__(name)
-    except Exception:
-        pass
-try:
+with suppress(BaseException):
     exec({prelude!r})
-except BaseException:
-    pass
 print({ready!r}, flush=True)  # the parent waits for it before it measures again
 line = sys.stdin.readline()
 if not line:
@@ -230,11 +224,9 @@ logs = sys.modules.get("torch._logging._internal")
 if logs is not None:
     # TORCH_TRACE and TORCH_LOGS are read when torch is imported: read them again (the trace
     # handler is made once, so it goes first)
-    try:
+    with suppress(Exception):
         logs.LOG_TRACE_HANDLER = None
         logs._init_logs()
-    except Exception:
-        pass
 # The plugin's modules go: pytest warns when an installed plugin it rewrites is imported
 # already, an error under `filterwarnings = error`
 for _name in [m for m in sys.modules if m == "pytest_gpuperf" or m.startswith("pytest_gpuperf.")]:
@@ -274,8 +266,7 @@ class SparePython:
     ) -> None:
         if modules is None:
             modules = ("torch", "pytest", *[m for m in COMPILER if m in sys.modules])
-        ready = self._READY.decode()
-        code = _SPARE.format(modules=tuple(modules), prelude=prelude, ready=ready)
+        code = _SPARE.format(modules=tuple(modules), prelude=prelude, ready=self._READY.decode())
         self.proc: subprocess.Popen[str] | None = None
         self.ready = False
         self._seen = b""  # its output until it is ready
@@ -287,10 +278,8 @@ class SparePython:
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether the spare is ready, waiting at most ``timeout_s``."""
-        import select
-
         end = time.monotonic() + timeout_s
-        try:
+        with contextlib.suppress(OSError, ValueError):
             while not self.ready and self.proc is not None and self.proc.stdout is not None:
                 fd = self.proc.stdout.fileno()
                 if not select.select([fd], [], [], max(end - time.monotonic(), 0.0))[0]:
@@ -300,8 +289,6 @@ class SparePython:
                 self.ready = self._READY in self._seen
                 if not chunk:  # it ended
                     break
-        except (OSError, ValueError):
-            pass
         return self.ready
 
     @property

@@ -7,7 +7,6 @@ benchmark: ``<key>.trace.json``, the kernel table ``<key>.kernels.txt``, ``<key>
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import time
@@ -51,11 +50,10 @@ def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
     kernels = list(inventory.get("kernels", []))
     other = float(inventory.get("other_us_per_call") or 0.0)
     total = sum(float(k["us_per_call"]) for k in kernels) + other
-    head = (
+    lines = [
         f"{'#':>3} {'µs/call':>10} {'share':>6} {'launches':>8} {'µs/launch':>10} "
         f"{'grid':>14} {'block':>12}  name"
-    )
-    lines = [head]
+    ]
     for i, k in enumerate(kernels[:limit], 1):
         us = float(k["us_per_call"])
         grid = "x".join(str(x) for x in k.get("grid", [])) or "-"
@@ -70,20 +68,11 @@ def kernel_table(inventory: Mapping[str, Any], limit: int = 25) -> str:
     return "\n".join(lines) + "\n"
 
 
-def hotspot_kernels(inventories: Sequence[Mapping[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The ``n`` GPU kernels with the most time per call over the given inventories."""
-    best: dict[str, dict[str, Any]] = {}
-    for k in (k for i in inventories for k in i.get("kernels", []) if k.get("kind") == "kernel"):
-        if float(k["us_per_call"]) > float(best.get(k["name"], {}).get("us_per_call", -1.0)):
-            best[k["name"]] = dict(k)
-    return sorted(best.values(), key=lambda k: -float(k["us_per_call"]))[:n]
-
-
 class TorchProfilerCollector:
     name = "torch_profiler"
 
     def available(self) -> str | None:
-        return None if importlib.util.find_spec("torch") else "torch is not installed"
+        return None  # torch is the package's dependency
 
     def collect(self, ctx: CaptureContext) -> CollectorResult:
         folder = ctx.folder(self.name)
@@ -123,11 +112,16 @@ class TorchProfilerCollector:
 
 
 def note_profiles(ctx: CaptureContext) -> None:
-    """For the later collectors: the hotspot kernels (ncu), whether compiled code ran."""
+    """For the later collectors: the ``ctx.ncu_kernels`` GPU kernels with the most time per
+    call over the profiles (ncu), whether compiled code ran."""
     profiles = ctx.state.get("profiles") or {}
-    ctx.state["hotspots"] = hotspot_kernels(
-        [p["inventory"] for p in profiles.values()], max(ctx.ncu_kernels, 0)
-    )
+    best: dict[str, dict[str, Any]] = {}
+    for p in profiles.values():
+        for k in (k for k in p["inventory"].get("kernels", []) if k.get("kind") == "kernel"):
+            if float(k["us_per_call"]) > float(best.get(k["name"], {}).get("us_per_call", -1.0)):
+                best[k["name"]] = dict(k)
+    hot = sorted(best.values(), key=lambda k: -float(k["us_per_call"]))
+    ctx.state["hotspots"] = hot[: max(ctx.ncu_kernels, 0)]
     ctx.state["compiled"] = any(
         p["analysis"].compiled or ((p.get("dynamo") or {}).get("stats") or {}).get("unique_graphs")
         for p in profiles.values()
