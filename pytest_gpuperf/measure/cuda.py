@@ -26,25 +26,44 @@ def _sync() -> None:
     torch.cuda.synchronize()
 
 
-def event_pairs(events: tuple[list[Any], list[Any]], n: int) -> tuple[list[Any], list[Any]]:
-    """``events``' (starts, ends) lists of timing CUDA events, grown to ``n`` pairs or more."""
+def timed_calls(
+    events: tuple[list[Any], list[Any]],
+    call: Callable[[], Any],
+    prepare: Callable[[], None],
+    calls: int,
+    pairs: bool,
+    flush: Any = None,
+) -> tuple[list[float], float, float]:
+    """Enqueue ``calls`` calls, each after ``prepare()`` (and ``flush.zero_()``), in an event
+    pair each (``pairs``) or one pair around them all; then wait for the last. Returns each
+    pair's milliseconds, the host seconds to enqueue, and until the last ended. ``events``
+    holds the (starts, ends) timing events, grown here (before the host timing) as needed."""
     starts, ends = events
+    n = calls if pairs else 1
     if len(starts) < n:
         import torch
 
         for _ in range(n - len(starts)):
             starts.append(torch.cuda.Event(enable_timing=True))
             ends.append(torch.cuda.Event(enable_timing=True))
-    return starts, ends
-
-
-def l2_flush_bytes() -> int:
-    """Bytes written to evict the L2: twice its size, at least 64 MiB."""
-    import torch
-
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024)  # unknown: 64 MiB
-    return max(2 * l2, 64 * 1024 * 1024)
+    t = time.perf_counter()
+    if pairs:
+        for i in range(calls):
+            prepare()
+            if flush is not None:
+                flush.zero_()
+            starts[i].record()
+            call()
+            ends[i].record()
+    else:
+        starts[0].record()
+        for _ in range(calls):
+            call()
+        ends[0].record()
+    enqueue = time.perf_counter() - t
+    ends[n - 1].synchronize()
+    wall = time.perf_counter() - t
+    return [starts[i].elapsed_time(ends[i]) for i in range(n)], enqueue, wall
 
 
 class _CudaTimerBase(Timer):
@@ -121,8 +140,10 @@ class CudaEventsTimer(_CudaTimerBase):
 
     def prepare(self) -> None:
         torch = self._torch
-        if self.l2_flush and self._flush_buf is None:
-            n = l2_flush_bytes()
+        if self.l2_flush and self._flush_buf is None:  # twice the L2, at least 64 MiB
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024)  # unknown: 64 MiB
+            n = max(2 * l2, 64 * 1024 * 1024)
             self._flush_buf = torch.empty(n // 4, dtype=torch.int32, device="cuda")
             self._reserved = n
         new = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
@@ -188,7 +209,9 @@ class CudaEventsTimer(_CudaTimerBase):
         return Round(per_call, wall, calls, e2e)
 
     def _e2e_round(self, calls: int) -> tuple[float, float]:
-        ms, enqueue, wall = self._enqueue(calls, self._has_setup)
+        ms, enqueue, wall = timed_calls(
+            self._events, self._call, self._inv.prepare, calls, self._has_setup
+        )
         self.hiding.observe_enqueue(calls, enqueue)  # setup included: the spin must cover it
         self.host_per_call.append(enqueue / calls)
         return sum(ms) / calls / 1000.0, wall
@@ -202,38 +225,13 @@ class CudaEventsTimer(_CudaTimerBase):
             self._torch.cuda._sleep(cycles)
             spin_b.record()
         pairs = self.l2_flush or self._has_setup
-        ms, enqueue, _ = self._enqueue(calls, pairs, self._flush_buf if self.l2_flush else None)
+        flush = self._flush_buf if self.l2_flush else None
+        ms, enqueue, _ = timed_calls(
+            self._events, self._call, self._inv.prepare, calls, pairs, flush
+        )
         spin_s = spin_a.elapsed_time(spin_b) / 1000.0 if cycles else 0.0
         hidden = self.hiding.observe(calls, cycles, spin_s, enqueue)
         return (statistics.median(ms) if pairs else ms[0] / calls) / 1000.0, hidden
-
-    def _enqueue(
-        self, calls: int, pairs: bool, flush: Any = None
-    ) -> tuple[list[float], float, float]:
-        """Enqueue ``calls`` calls, each after its setup (and ``flush.zero_()``), in an event
-        pair each (``pairs``) or one pair around them all; then wait for the last. Returns
-        each pair's milliseconds, the host seconds to enqueue, and until the last ended."""
-        call, prepare = self._call, self._inv.prepare
-        starts, ends = event_pairs(self._events, calls if pairs else 1)
-        t = time.perf_counter()
-        if pairs:
-            for i in range(calls):
-                prepare()
-                if flush is not None:
-                    flush.zero_()
-                starts[i].record()
-                call()
-                ends[i].record()
-        else:
-            starts[0].record()
-            for _ in range(calls):
-                call()
-            ends[0].record()
-        enqueue = time.perf_counter() - t
-        n = calls if pairs else 1
-        ends[n - 1].synchronize()
-        wall = time.perf_counter() - t
-        return [starts[i].elapsed_time(ends[i]) for i in range(n)], enqueue, wall
 
     def close(self) -> None:
         super().close()
@@ -385,18 +383,12 @@ class CudaGraphTimer(_CudaTimerBase):
         self.calls_per_graph = n
 
     def time_round(self, calls: int) -> tuple[float, float, int]:
-        graph = self._graph
         replays = max(1, round(calls / self.calls_per_graph))
-        starts, ends = event_pairs(self._events, 1)
-        t = time.perf_counter()
-        starts[0].record()
-        for _ in range(replays):
-            graph.replay()
-        ends[0].record()
-        ends[0].synchronize()
+        ms, _, wall = timed_calls(
+            self._events, self._graph.replay, self._inv.prepare, replays, False
+        )
         done = replays * self.calls_per_graph
-        per_call = starts[0].elapsed_time(ends[0]) / 1000.0 / done
-        return per_call, time.perf_counter() - t, done
+        return ms[0] / 1000.0 / done, wall, done
 
     def plain_calls(self, calls: int) -> int:
         """Graph replays covering about ``calls`` calls, then a synchronize; the calls made."""
