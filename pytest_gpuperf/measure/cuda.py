@@ -72,10 +72,8 @@ class _CudaTimerBase(Timer):
 
         self._torch = torch
         fn, args, kwargs = call.fn, call.args, call.kwargs
-        self._fn = fn
         #: with setup=: fresh arguments before each call (prepare() outside the timed region)
         self._inv = call
-        self._has_setup = call.has_setup
         self._call = call if call.has_setup else (lambda: fn(*args, **kwargs))
         self._events: tuple[list[Any], list[Any]] = ([], [])
         self._reserved = 0  # bytes we allocated ourselves, left out of peak memory
@@ -124,13 +122,12 @@ class CudaEventsTimer(_CudaTimerBase):
     #: tries of one device round whose host was not hidden
     TRIES = 3
 
-    def __init__(self, call: Invocation, *, l2_flush: bool = True, hide_host: bool = True):
+    def __init__(self, call: Invocation, *, l2_flush: bool = True):
         from pytest_gpuperf.measure.host_hiding import HostHiding
 
         super().__init__(call)
         self.l2_flush = l2_flush
-        self.hide_host = hide_host
-        self.hiding = HostHiding(hideable=hide_host)
+        self.hiding = HostHiding()
         #: per device round (calibration and warm-up included): was its host hidden?
         self.hidden: list[bool] = []
         #: per end-to-end round: host seconds to enqueue one call (the loop before its sync)
@@ -146,17 +143,15 @@ class CudaEventsTimer(_CudaTimerBase):
             n = max(2 * l2, 64 * 1024 * 1024)
             self._flush_buf = torch.empty(n // 4, dtype=torch.int32, device="cuda")
             self._reserved = n
-        new = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
-        self._spin_pair = (new(), new())
-        if self.hide_host:
-            a, b = self._spin_pair
-            cycles = 200_000
-            a.record()
-            torch.cuda._sleep(cycles)
-            b.record()
-            b.synchronize()
-            self.hiding.observe_rate(cycles, a.elapsed_time(b) / 1000.0)
-            self._probe_hiding()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self._spin_pair = (a, b)
+        cycles = 200_000
+        a.record()
+        torch.cuda._sleep(cycles)
+        b.record()
+        b.synchronize()
+        self.hiding.observe_rate(cycles, a.elapsed_time(b) / 1000.0)
+        self._probe_hiding()
 
     def _probe_hiding(self) -> None:
         """Ask once whether the function waits for the GPU (:meth:`HostHiding.probe`)."""
@@ -191,13 +186,17 @@ class CudaEventsTimer(_CudaTimerBase):
     def host_hidden(self, last: int) -> bool | None:
         """Whether the device figure of the ``last`` rounds is device time alone: False when
         the function waits for the GPU, or under 80 % of them had their host hidden."""
-        if not self.hide_host:
-            return None
         flags = self.hidden[-last:] if last > 0 else []
         return bool(self.hiding.hideable and flags and sum(flags) >= 0.8 * len(flags))
 
     def time_round(self, calls: int) -> Round:
-        e2e, wall = self._e2e_round(calls)
+        # End to end: the calls as a user's loop pays them (setup= included in the enqueue
+        # time, which the spin must cover); then the device round, with flush and spin.
+        ms, enqueue, wall = timed_calls(
+            self._events, self._call, self._inv.prepare, calls, self._inv.has_setup
+        )
+        self.hiding.observe_enqueue(calls, enqueue)
+        self.host_per_call.append(enqueue / calls)
         cap = self.DEVICE_CALLS_FLUSH if self.l2_flush else self.DEVICE_CALLS
         hidden = False
         per_call = math.nan
@@ -206,25 +205,17 @@ class CudaEventsTimer(_CudaTimerBase):
             if hidden or not self.hiding.hideable:
                 break
         self.hidden.append(hidden)
-        return Round(per_call, wall, calls, e2e)
-
-    def _e2e_round(self, calls: int) -> tuple[float, float]:
-        ms, enqueue, wall = timed_calls(
-            self._events, self._call, self._inv.prepare, calls, self._has_setup
-        )
-        self.hiding.observe_enqueue(calls, enqueue)  # setup included: the spin must cover it
-        self.host_per_call.append(enqueue / calls)
-        return sum(ms) / calls / 1000.0, wall
+        return Round(per_call, wall, calls, sum(ms) / calls / 1000.0)
 
     def _device_round(self, calls: int) -> tuple[float, bool]:
         assert self._spin_pair is not None, "prepare() first"
-        cycles = self.hiding.spin_cycles(calls) if self.hide_host else 0
+        cycles = self.hiding.spin_cycles(calls)
         spin_a, spin_b = self._spin_pair
         if cycles:
             spin_a.record()
             self._torch.cuda._sleep(cycles)
             spin_b.record()
-        pairs = self.l2_flush or self._has_setup
+        pairs = self.l2_flush or self._inv.has_setup
         flush = self._flush_buf if self.l2_flush else None
         ms, enqueue, _ = timed_calls(
             self._events, self._call, self._inv.prepare, calls, pairs, flush
@@ -292,7 +283,8 @@ def graph_hazards(call: Callable[[], Any]) -> list[str]:
     return found[:5]
 
 
-def _fn_name(fn: Callable[..., Any]) -> str:
+def _fn_name(call: Invocation) -> str:
+    fn = call.fn
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
@@ -339,7 +331,7 @@ class CudaGraphTimer(_CudaTimerBase):
         hazards = graph_hazards(self._call)
         if hazards:
             raise GraphCaptureError(
-                f"cuda_graph=True: {_fn_name(self._fn)} cannot be measured by CUDA-graph replay "
+                f"cuda_graph=True: {_fn_name(self._inv)} cannot be measured by CUDA-graph replay "
                 "without being measured wrong:\n  - "
                 + "\n  - ".join(hazards)
                 + "\n"
@@ -375,7 +367,7 @@ class CudaGraphTimer(_CudaTimerBase):
                 with contextlib.suppress(RuntimeError):
                     _sync()
                 raise GraphCaptureError(
-                    f"cuda_graph=True: {_fn_name(self._fn)} could not be captured in a CUDA "
+                    f"cuda_graph=True: {_fn_name(self._inv)} could not be captured in a CUDA "
                     f"graph: {_root_cause(e)}\n{GRAPH_RULES} Remove it from the timed function, "
                     "or measure it with cuda_graph=False."
                 ) from None

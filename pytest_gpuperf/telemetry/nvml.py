@@ -1,8 +1,7 @@
 """NVML access: open the library, find the GPU torch uses, read samples in a background thread.
 
-pynvml (nvidia-ml-py) is imported inside functions. NVML calls release the
-GIL while the driver answers (ctypes), so the measuring thread loses only the
-Python between them: a few microseconds per call (docs/performance.md).
+pynvml is imported inside functions. NVML calls release the GIL while the driver answers,
+so the measuring thread loses only the Python between them (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -69,20 +68,13 @@ def close_nvml(nvml: ModuleType) -> None:
 
 
 def text(value: Any) -> str:
-    """NVML strings are bytes in old pynvml releases and str in new ones."""
+    """An NVML string: bytes in old pynvml releases, str in new ones."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-# --- which GPU ------------------------------------------------------------------------
 
 
 def normalize_uuid(uuid: str) -> str:
     """``GPU-8e1c...`` (NVML) and ``8e1c...`` (torch) compare equal."""
-    s = str(uuid).strip().lower()
-    for prefix in ("gpu-", "mig-"):
-        if s.startswith(prefix):
-            s = s[len(prefix) :]
-    return s
+    return str(uuid).strip().lower().removeprefix("gpu-").removeprefix("mig-")
 
 
 def visible_nvml_index(visible: str | None, cuda_index: int, uuids: Sequence[str]) -> int | None:
@@ -134,10 +126,8 @@ def maybe(fn: Callable[[], Any]) -> Any:
 
 def uuid_of(nvml: ModuleType, handle: Any) -> str:
     """The NVML UUID of a device (``GPU-...``), ``""`` when it cannot be read."""
-    try:
-        return text(nvml.nvmlDeviceGetUUID(handle))
-    except Exception:
-        return ""
+    uuid = maybe(lambda: nvml.nvmlDeviceGetUUID(handle))
+    return "" if uuid is None else text(uuid)
 
 
 def select_device(
@@ -231,9 +221,6 @@ def sample_reader(
     return read
 
 
-# --- processes ------------------------------------------------------------------------
-
-
 def processes(nvml: ModuleType, h: Any) -> dict[int, int | None]:
     """pid -> GPU memory used (bytes, ``None`` when unknown) of every process on the GPU."""
     out: dict[int, int | None] = {}
@@ -295,14 +282,8 @@ def split_siblings(
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """(processes that are not siblings, pids of the siblings): pytest-xdist workers of the
     same controller, which the per-GPU lock keeps from measuring while this process does."""
-    keep: list[dict[str, Any]] = []
-    siblings: list[dict[str, Any]] = []
-    for p in others:
-        (siblings if is_sibling(int(p["pid"])) else keep).append(p)
-    return keep, [int(p["pid"]) for p in siblings]
-
-
-# --- the sampler ----------------------------------------------------------------------
+    siblings = [int(p["pid"]) for p in others if is_sibling(int(p["pid"]))]
+    return [p for p in others if int(p["pid"]) not in siblings], siblings
 
 
 class Sampler:
