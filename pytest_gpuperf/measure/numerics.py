@@ -41,10 +41,9 @@ def fingerprint_output(out: Any) -> list[dict[str, Any]] | None:
 def _key(k: Any) -> str:
     """A dict key as a path shows it: its ``repr``, or its type when that fails."""
     try:
-        text = repr(k)
+        return repr(k)  # a __repr__ returning no str raises TypeError
     except Exception:
         return f"<{type(k).__name__} key>"
-    return text if isinstance(text, str) else f"<{type(k).__name__} key>"
 
 
 def _tensors(out: Any, tensor: type) -> list[tuple[str, Any]]:
