@@ -26,6 +26,16 @@ def _sync() -> None:
     torch.cuda.synchronize()
 
 
+def _synced(call: Callable[[], Any], n: int = 1) -> tuple[float, Any]:
+    """Seconds per call of ``n`` calls between two synchronizes, and the last one's output."""
+    _sync()
+    t = time.perf_counter()
+    for _ in range(n):
+        out = call()
+    _sync()
+    return (time.perf_counter() - t) / n, out
+
+
 def timed_calls(
     events: tuple[list[Any], list[Any]],
     call: Callable[[], Any],
@@ -80,11 +90,7 @@ class _CudaTimerBase(Timer):
 
     def first_call(self) -> tuple[float, Any]:
         self._inv.prepare()
-        _sync()
-        t = time.perf_counter()
-        out = self._call()
-        _sync()
-        return time.perf_counter() - t, out
+        return _synced(self._call)
 
     def reset_peak_memory(self) -> None:
         self._torch.cuda.reset_peak_memory_stats()
@@ -159,11 +165,7 @@ class CudaEventsTimer(_CudaTimerBase):
         call = self._call
         prepare = self._inv.prepare  # setup=, outside the host time asked about
         prepare()
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        call()
-        torch.cuda.synchronize()
-        one = time.perf_counter() - t  # the call's host time, at most
+        one, _ = _synced(call)  # the call's host time, at most
         assert self.hiding.rate is not None
         host = math.inf
         for _ in range(2):  # the faster of two, so that one slow moment of the host is not it
@@ -339,12 +341,7 @@ class CudaGraphTimer(_CudaTimerBase):
                 + " Remove these from the timed function, or measure it with cuda_graph=False."
             )
         # Eager cost per call sizes the graph so that one replay is about one round.
-        _sync()
-        t = time.perf_counter()
-        for _ in range(3):
-            self._call()
-        _sync()
-        eager = (time.perf_counter() - t) / 3
+        eager, _ = _synced(self._call, 3)
         n = max(1, min(self.graph_calls, int(self.round_ms / 1000.0 / max(eager, 1e-7))))
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

@@ -290,20 +290,20 @@ class Sampler:
     """Reads samples every ``interval_s`` in a daemon thread, and one in :meth:`start` and
     :meth:`stop` (a short measurement is covered too); an error ends it, kept in :attr:`error`."""
 
+    #: the processes on the GPU are read about this often (s); samples kept at most
+    PROCESSES_EVERY_S, MAX_SAMPLES = 0.25, 200_000
+
     def __init__(
         self,
         read: Callable[[], Sample],
         *,
         interval_s: float,
         read_processes: Callable[[], Mapping[int, int | None]] | None = None,
-        processes_every_s: float = 0.25,
-        max_samples: int = 200_000,
     ):
         self._read = read
         self._read_processes = read_processes
         self.interval_s = interval_s
-        self._procs_every = max(1, round(processes_every_s / interval_s))
-        self.max_samples = max_samples
+        self._procs_every = max(1, round(self.PROCESSES_EVERY_S / interval_s))
         self.samples: list[Sample] = []
         self.processes: dict[int, int | None] = {}
         self.error: str | None = None
@@ -324,7 +324,7 @@ class Sampler:
             self.error = explain(e)
             return False
         self._ticks += 1
-        return len(self.samples) < self.max_samples
+        return len(self.samples) < self.MAX_SAMPLES
 
     def _loop(self) -> None:
         interval = self.interval_s
