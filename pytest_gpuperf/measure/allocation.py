@@ -53,8 +53,7 @@ def figures(
     window_end: Mapping[str, int],
     calls: int,
 ) -> dict[str, Any]:
-    """``Result.memory`` from snapshots around the measurement and around a window of
-    ``calls`` plain calls after it."""
+    """``Result.memory`` from snapshots around the measurement and its window of plain calls."""
     out: dict[str, Any] = {"available": True, "source": "torch.cuda.memory_stats"}
     last = window_end or measure_end
 

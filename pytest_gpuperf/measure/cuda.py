@@ -45,9 +45,8 @@ def timed_calls(
     flush: Any = None,
 ) -> tuple[list[float], float, float]:
     """Enqueue ``calls`` calls, each after ``prepare()`` (and ``flush.zero_()``), in an event
-    pair each (``pairs``) or one pair around them all; then wait for the last. Returns each
-    pair's milliseconds, the host seconds to enqueue, and until the last ended. ``events``
-    holds the (starts, ends) timing events, grown here (before the host timing) as needed."""
+    pair each (``pairs``) or one around them all (``events``: the pairs, grown as needed); wait
+    for the last. Each pair's ms, the host seconds to enqueue, and until the last ended."""
     starts, ends = events
     n = calls if pairs else 1
     if len(starts) < n:

@@ -29,9 +29,8 @@ def _ranks(xs: Sequence[float]) -> list[float]:
 
 
 def spearman_trend(xs: Sequence[float]) -> float:
-    """Spearman's rho between the values and their position (0 where undefined). Not
-    ``scipy.stats.spearmanr``: importing it costs 0.6-1 s in the measuring process (a test
-    checks that both agree)."""
+    """Spearman's rho between the values and their position (0 where undefined); not scipy's:
+    importing it costs 0.6-1 s in the measuring process (a test checks that both agree)."""
     n = len(xs)
     if n < 3:
         return 0.0
@@ -206,8 +205,7 @@ def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
 def classify(
     kept: int, wanted: int, changes: int, *, warmup_settled: bool, drift: bool = False
 ) -> str:
-    """Stability class from what :func:`steady_tail` and :func:`drifting` found (``kept``
-    rounds remain of the ``wanted``)."""
+    """Stability class from :func:`steady_tail` and :func:`drifting` (``kept`` of ``wanted``)."""
     if changes >= 2:
         return SHIFT
     if drift or kept < max(MIN_KEPT, wanted // 2):

@@ -47,8 +47,7 @@ def _monitoring_tools() -> list[str]:
 
 
 def active_tracer() -> str | None:
-    """Each tracer or profiler active in this thread (``"sys.settrace (coverage.py)"``), or
-    None."""
+    """Each tracer or profiler active in this thread (``"sys.settrace (coverage.py)"``), or None."""
     found = []
     trace = sys.gettrace()
     if trace is not None:

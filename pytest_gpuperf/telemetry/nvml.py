@@ -198,9 +198,8 @@ _SLOW = ("mem_clock_mhz", "power_w", "temperature_c", "utilization")
 def sample_reader(
     dev: Device, clock: Callable[[], float], *, slow_every: int = 1
 ) -> Callable[[], Sample]:
-    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises); the
-    :data:`_SLOW` metrics only every ``slow_every``-th time (NVML averages them over 100 ms to
-    1 s, and each call is one more wait for the GIL)."""
+    """A reader of one :class:`Sample` of ``dev`` (raises what NVML raises); :data:`_SLOW` only
+    every ``slow_every``-th time (NVML averages them over 0.1-1 s; each call waits for the GIL)."""
     r = dev.readers
     fast = [(k, r[k]) for k in ("sm_clock_mhz", "clock_events") if k in r]
     slow = fast + [(k, r[k]) for k in _SLOW if k in r]
