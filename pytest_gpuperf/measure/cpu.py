@@ -58,7 +58,7 @@ class CpuTimer(Timer):
         proc, thread = time.process_time_ns(), time.thread_time_ns()
         t = time.perf_counter_ns()
         if self._inv.has_setup:
-            calls_ns(self._inv, calls)
+            calls_ns(self._inv, calls, time.perf_counter_ns)
         else:
             call = self._call
             for _ in range(calls):
@@ -100,10 +100,7 @@ class _Probe:
 
 
 def calls_ns(
-    call: Invocation,
-    calls: int,
-    clock: Callable[[], int] = time.perf_counter_ns,
-    plain: Callable[[], Any] | None = None,
+    call: Invocation, calls: int, clock: Callable[[], int], plain: Callable[[], Any] | None = None
 ) -> int:
     """Nanoseconds of ``calls`` calls on ``clock``: back to back (of ``plain``, the same call
     without the Invocation's own work, if given), or with ``setup=`` each timed alone after it."""

@@ -170,7 +170,7 @@ class GroupTimer(Timer):
             ms, _, _ = timed_calls(self._events, call, call.prepare, calls, call.has_setup)
             per_call = sum(ms) / 1000.0 / calls
         else:
-            per_call = calls_ns(call, calls) / 1e9 / calls
+            per_call = calls_ns(call, calls, time.perf_counter_ns) / 1e9 / calls
         wall = time.perf_counter() - t
         got = self._group.gather_floats([per_call, wall])
         ranks = tuple(v[0] for v in got)
