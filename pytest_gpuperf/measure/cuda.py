@@ -247,11 +247,8 @@ def graph_hazards(call: Callable[[], Any]) -> list[str]:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
-    found: list[str] = []
-
-    def note(msg: str) -> None:
-        if msg not in found:
-            found.append(msg)
+    found: dict[str, None] = {}  # each hazard once, in the order first seen
+    note = found.setdefault
 
     class _Spy(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -281,7 +278,7 @@ def graph_hazards(call: Callable[[], Any]) -> list[str]:
 
     with _Spy():
         call()
-    return found[:5]
+    return list(found)[:5]
 
 
 def _fn_name(call: Invocation) -> str:
