@@ -49,19 +49,18 @@ def unavailable(reason: str) -> dict[str, Any]:
 def figures(
     measure_start: Mapping[str, int],
     measure_end: Mapping[str, int],
-    window_start: Mapping[str, int] | None = None,
-    window_end: Mapping[str, int] | None = None,
-    calls: int = 0,
+    window_start: Mapping[str, int],
+    window_end: Mapping[str, int],
+    calls: int,
 ) -> dict[str, Any]:
-    """``Result.memory`` from snapshots around the measurement and around a window of
-    ``calls`` plain calls after it."""
+    """``Result.memory`` from snapshots around the measurement and its window of plain calls."""
     out: dict[str, Any] = {"available": True, "source": "torch.cuda.memory_stats"}
     last = window_end or measure_end
 
     def delta(a: Mapping[str, int], b: Mapping[str, int], name: str) -> int | None:
         return b[name] - a[name] if name in a and name in b else None
 
-    if window_start is not None and window_end is not None and calls > 0:
+    if calls > 0:
         out["calls"] = calls
         for name in PER_CALL:
             d = delta(window_start, window_end, name)

@@ -30,8 +30,7 @@ CONTENDED = "contended:"
 
 
 def thread_schedstat() -> tuple[int, int] | None:
-    """(ns on a CPU, ns waiting for one) of the calling thread, or None where the kernel
-    does not say."""
+    """(ns on a CPU, ns waiting for one) of this thread, or None where the kernel does not say."""
     return _schedstat("/proc/thread-self/schedstat")
 
 

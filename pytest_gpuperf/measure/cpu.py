@@ -29,19 +29,16 @@ class CpuTimer(Timer):
     mode = "cpu"
 
     def __init__(self, call: Invocation):
-        self._setup = call if call.has_setup else None
+        self._inv = call
         fn, args, kwargs = call.fn, call.args, call.kwargs
         # Without setup, a plain closure: no extra work per timed call.
-        self._call: Callable[[], Any] = (
-            self._setup if self._setup is not None else (lambda: fn(*args, **kwargs))
-        )
+        self._call: Callable[[], Any] = call if call.has_setup else (lambda: fn(*args, **kwargs))
         #: THREAD or WALL, once the first rounds have shown which (None until then)
         self.clock: str | None = None
         self._probe = _Probe()
 
     def first_call(self) -> tuple[float, Any]:
-        if self._setup is not None:
-            self._setup.prepare()
+        self._inv.prepare()
         t = time.perf_counter_ns()
         out = self._call()
         return (time.perf_counter_ns() - t) / 1e9, out
@@ -51,14 +48,7 @@ class CpuTimer(Timer):
             return self._probe_round(calls)
         tick = time.thread_time_ns if self.clock == THREAD else time.perf_counter_ns
         t = time.perf_counter_ns()
-        if self._setup is not None:
-            ns = calls_alone_ns(self._setup, calls, tick)
-        else:
-            call = self._call
-            a = tick()
-            for _ in range(calls):
-                call()
-            ns = tick() - a
+        ns = calls_ns(self._inv, calls, tick, self._call)
         return ns / 1e9 / calls, (time.perf_counter_ns() - t) / 1e9, calls
 
     def _probe_round(self, calls: int) -> tuple[float, float, int]:
@@ -67,8 +57,8 @@ class CpuTimer(Timer):
         sched = thread_schedstat()
         proc, thread = time.process_time_ns(), time.thread_time_ns()
         t = time.perf_counter_ns()
-        if self._setup is not None:
-            calls_alone_ns(self._setup, calls, time.perf_counter_ns)
+        if self._inv.has_setup:
+            calls_ns(self._inv, calls, time.perf_counter_ns)
         else:
             call = self._call
             for _ in range(calls):
@@ -109,10 +99,17 @@ class _Probe:
         return THREAD if self.best >= 1 - BLOCKED else WALL
 
 
-def calls_alone_ns(
-    call: Invocation, calls: int, clock: Callable[[], int] = time.perf_counter_ns
+def calls_ns(
+    call: Invocation, calls: int, clock: Callable[[], int], plain: Callable[[], Any] | None = None
 ) -> int:
-    """Nanoseconds of ``calls`` calls on ``clock``, each timed alone after its setup."""
+    """Nanoseconds of ``calls`` calls on ``clock``: back to back (of ``plain``, the same call
+    without the Invocation's own work, if given), or with ``setup=`` each timed alone after it."""
+    if not call.has_setup:
+        fn = plain or call
+        a = clock()
+        for _ in range(calls):
+            fn()
+        return clock() - a
     timed = 0
     for _ in range(calls):
         call.prepare()

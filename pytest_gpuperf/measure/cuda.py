@@ -26,25 +26,53 @@ def _sync() -> None:
     torch.cuda.synchronize()
 
 
-def event_pairs(events: tuple[list[Any], list[Any]], n: int) -> tuple[list[Any], list[Any]]:
-    """``events``' (starts, ends) lists of timing CUDA events, grown to ``n`` pairs or more."""
+def _synced(call: Callable[[], Any], n: int = 1) -> tuple[float, Any]:
+    """Seconds per call of ``n`` calls between two synchronizes, and the last one's output."""
+    _sync()
+    t = time.perf_counter()
+    for _ in range(n):
+        out = call()
+    _sync()
+    return (time.perf_counter() - t) / n, out
+
+
+def timed_calls(
+    events: tuple[list[Any], list[Any]],
+    call: Callable[[], Any],
+    prepare: Callable[[], None],
+    calls: int,
+    pairs: bool,
+    flush: Any = None,
+) -> tuple[list[float], float, float]:
+    """Enqueue ``calls`` calls, each after ``prepare()`` (and ``flush.zero_()``), in an event
+    pair each (``pairs``) or one around them all (``events``: the pairs, grown as needed); wait
+    for the last. Each pair's ms, the host seconds to enqueue, and until the last ended."""
     starts, ends = events
+    n = calls if pairs else 1
     if len(starts) < n:
         import torch
 
         for _ in range(n - len(starts)):
             starts.append(torch.cuda.Event(enable_timing=True))
             ends.append(torch.cuda.Event(enable_timing=True))
-    return starts, ends
-
-
-def l2_flush_bytes() -> int:
-    """Bytes written to evict the L2: twice its size, at least 64 MiB."""
-    import torch
-
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024)  # unknown: 64 MiB
-    return max(2 * l2, 64 * 1024 * 1024)
+    t = time.perf_counter()
+    if pairs:
+        for i in range(calls):
+            prepare()
+            if flush is not None:
+                flush.zero_()
+            starts[i].record()
+            call()
+            ends[i].record()
+    else:
+        starts[0].record()
+        for _ in range(calls):
+            call()
+        ends[0].record()
+    enqueue = time.perf_counter() - t
+    ends[n - 1].synchronize()
+    wall = time.perf_counter() - t
+    return [starts[i].elapsed_time(ends[i]) for i in range(n)], enqueue, wall
 
 
 class _CudaTimerBase(Timer):
@@ -53,21 +81,15 @@ class _CudaTimerBase(Timer):
 
         self._torch = torch
         fn, args, kwargs = call.fn, call.args, call.kwargs
-        self._fn = fn
         #: with setup=: fresh arguments before each call (prepare() outside the timed region)
         self._inv = call
-        self._has_setup = call.has_setup
         self._call = call if call.has_setup else (lambda: fn(*args, **kwargs))
         self._events: tuple[list[Any], list[Any]] = ([], [])
         self._reserved = 0  # bytes we allocated ourselves, left out of peak memory
 
     def first_call(self) -> tuple[float, Any]:
         self._inv.prepare()
-        _sync()
-        t = time.perf_counter()
-        out = self._call()
-        _sync()
-        return time.perf_counter() - t, out
+        return _synced(self._call)
 
     def reset_peak_memory(self) -> None:
         self._torch.cuda.reset_peak_memory_stats()
@@ -105,13 +127,12 @@ class CudaEventsTimer(_CudaTimerBase):
     #: tries of one device round whose host was not hidden
     TRIES = 3
 
-    def __init__(self, call: Invocation, *, l2_flush: bool = True, hide_host: bool = True):
+    def __init__(self, call: Invocation, *, l2_flush: bool = True):
         from pytest_gpuperf.measure.host_hiding import HostHiding
 
         super().__init__(call)
         self.l2_flush = l2_flush
-        self.hide_host = hide_host
-        self.hiding = HostHiding(hideable=hide_host)
+        self.hiding = HostHiding()
         #: per device round (calibration and warm-up included): was its host hidden?
         self.hidden: list[bool] = []
         #: per end-to-end round: host seconds to enqueue one call (the loop before its sync)
@@ -121,21 +142,21 @@ class CudaEventsTimer(_CudaTimerBase):
 
     def prepare(self) -> None:
         torch = self._torch
-        if self.l2_flush and self._flush_buf is None:
-            n = l2_flush_bytes()
+        if self.l2_flush and self._flush_buf is None:  # twice the L2, at least 64 MiB
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024)  # unknown: 64 MiB
+            n = max(2 * l2, 64 * 1024 * 1024)
             self._flush_buf = torch.empty(n // 4, dtype=torch.int32, device="cuda")
             self._reserved = n
-        new = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
-        self._spin_pair = (new(), new())
-        if self.hide_host:
-            a, b = self._spin_pair
-            cycles = 200_000
-            a.record()
-            torch.cuda._sleep(cycles)
-            b.record()
-            b.synchronize()
-            self.hiding.observe_rate(cycles, a.elapsed_time(b) / 1000.0)
-            self._probe_hiding()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self._spin_pair = (a, b)
+        cycles = 200_000
+        a.record()
+        torch.cuda._sleep(cycles)
+        b.record()
+        b.synchronize()
+        self.hiding.observe_rate(cycles, a.elapsed_time(b) / 1000.0)
+        self._probe_hiding()
 
     def _probe_hiding(self) -> None:
         """Ask once whether the function waits for the GPU (:meth:`HostHiding.probe`)."""
@@ -143,11 +164,7 @@ class CudaEventsTimer(_CudaTimerBase):
         call = self._call
         prepare = self._inv.prepare  # setup=, outside the host time asked about
         prepare()
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        call()
-        torch.cuda.synchronize()
-        one = time.perf_counter() - t  # the call's host time, at most
+        one, _ = _synced(call)  # the call's host time, at most
         assert self.hiding.rate is not None
         host = math.inf
         for _ in range(2):  # the faster of two, so that one slow moment of the host is not it
@@ -170,13 +187,17 @@ class CudaEventsTimer(_CudaTimerBase):
     def host_hidden(self, last: int) -> bool | None:
         """Whether the device figure of the ``last`` rounds is device time alone: False when
         the function waits for the GPU, or under 80 % of them had their host hidden."""
-        if not self.hide_host:
-            return None
         flags = self.hidden[-last:] if last > 0 else []
         return bool(self.hiding.hideable and flags and sum(flags) >= 0.8 * len(flags))
 
     def time_round(self, calls: int) -> Round:
-        e2e, wall = self._e2e_round(calls)
+        # End to end: the calls as a user's loop pays them (setup= included in the enqueue
+        # time, which the spin must cover); then the device round, with flush and spin.
+        ms, enqueue, wall = timed_calls(
+            self._events, self._call, self._inv.prepare, calls, self._inv.has_setup
+        )
+        self.hiding.observe_enqueue(calls, enqueue)
+        self.host_per_call.append(enqueue / calls)
         cap = self.DEVICE_CALLS_FLUSH if self.l2_flush else self.DEVICE_CALLS
         hidden = False
         per_call = math.nan
@@ -185,55 +206,24 @@ class CudaEventsTimer(_CudaTimerBase):
             if hidden or not self.hiding.hideable:
                 break
         self.hidden.append(hidden)
-        return Round(per_call, wall, calls, e2e)
-
-    def _e2e_round(self, calls: int) -> tuple[float, float]:
-        ms, enqueue, wall = self._enqueue(calls, self._has_setup)
-        self.hiding.observe_enqueue(calls, enqueue)  # setup included: the spin must cover it
-        self.host_per_call.append(enqueue / calls)
-        return sum(ms) / calls / 1000.0, wall
+        return Round(per_call, wall, calls, sum(ms) / calls / 1000.0)
 
     def _device_round(self, calls: int) -> tuple[float, bool]:
         assert self._spin_pair is not None, "prepare() first"
-        cycles = self.hiding.spin_cycles(calls) if self.hide_host else 0
+        cycles = self.hiding.spin_cycles(calls)
         spin_a, spin_b = self._spin_pair
         if cycles:
             spin_a.record()
             self._torch.cuda._sleep(cycles)
             spin_b.record()
-        pairs = self.l2_flush or self._has_setup
-        ms, enqueue, _ = self._enqueue(calls, pairs, self._flush_buf if self.l2_flush else None)
+        pairs = self.l2_flush or self._inv.has_setup
+        flush = self._flush_buf if self.l2_flush else None
+        ms, enqueue, _ = timed_calls(
+            self._events, self._call, self._inv.prepare, calls, pairs, flush
+        )
         spin_s = spin_a.elapsed_time(spin_b) / 1000.0 if cycles else 0.0
         hidden = self.hiding.observe(calls, cycles, spin_s, enqueue)
         return (statistics.median(ms) if pairs else ms[0] / calls) / 1000.0, hidden
-
-    def _enqueue(
-        self, calls: int, pairs: bool, flush: Any = None
-    ) -> tuple[list[float], float, float]:
-        """Enqueue ``calls`` calls, each after its setup (and ``flush.zero_()``), in an event
-        pair each (``pairs``) or one pair around them all; then wait for the last. Returns
-        each pair's milliseconds, the host seconds to enqueue, and until the last ended."""
-        call, prepare = self._call, self._inv.prepare
-        starts, ends = event_pairs(self._events, calls if pairs else 1)
-        t = time.perf_counter()
-        if pairs:
-            for i in range(calls):
-                prepare()
-                if flush is not None:
-                    flush.zero_()
-                starts[i].record()
-                call()
-                ends[i].record()
-        else:
-            starts[0].record()
-            for _ in range(calls):
-                call()
-            ends[0].record()
-        enqueue = time.perf_counter() - t
-        n = calls if pairs else 1
-        ends[n - 1].synchronize()
-        wall = time.perf_counter() - t
-        return [starts[i].elapsed_time(ends[i]) for i in range(n)], enqueue, wall
 
     def close(self) -> None:
         super().close()
@@ -257,11 +247,8 @@ def graph_hazards(call: Callable[[], Any]) -> list[str]:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
-    found: list[str] = []
-
-    def note(msg: str) -> None:
-        if msg not in found:
-            found.append(msg)
+    found: dict[str, None] = {}  # each hazard once, in the order first seen
+    note = found.setdefault
 
     class _Spy(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -291,10 +278,11 @@ def graph_hazards(call: Callable[[], Any]) -> list[str]:
 
     with _Spy():
         call()
-    return found[:5]
+    return list(found)[:5]
 
 
-def _fn_name(fn: Callable[..., Any]) -> str:
+def _fn_name(call: Invocation) -> str:
+    fn = call.fn
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
@@ -341,7 +329,7 @@ class CudaGraphTimer(_CudaTimerBase):
         hazards = graph_hazards(self._call)
         if hazards:
             raise GraphCaptureError(
-                f"cuda_graph=True: {_fn_name(self._fn)} cannot be measured by CUDA-graph replay "
+                f"cuda_graph=True: {_fn_name(self._inv)} cannot be measured by CUDA-graph replay "
                 "without being measured wrong:\n  - "
                 + "\n  - ".join(hazards)
                 + "\n"
@@ -349,12 +337,7 @@ class CudaGraphTimer(_CudaTimerBase):
                 + " Remove these from the timed function, or measure it with cuda_graph=False."
             )
         # Eager cost per call sizes the graph so that one replay is about one round.
-        _sync()
-        t = time.perf_counter()
-        for _ in range(3):
-            self._call()
-        _sync()
-        eager = (time.perf_counter() - t) / 3
+        eager, _ = _synced(self._call, 3)
         n = max(1, min(self.graph_calls, int(self.round_ms / 1000.0 / max(eager, 1e-7))))
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -377,7 +360,7 @@ class CudaGraphTimer(_CudaTimerBase):
                 with contextlib.suppress(RuntimeError):
                     _sync()
                 raise GraphCaptureError(
-                    f"cuda_graph=True: {_fn_name(self._fn)} could not be captured in a CUDA "
+                    f"cuda_graph=True: {_fn_name(self._inv)} could not be captured in a CUDA "
                     f"graph: {_root_cause(e)}\n{GRAPH_RULES} Remove it from the timed function, "
                     "or measure it with cuda_graph=False."
                 ) from None
@@ -385,18 +368,12 @@ class CudaGraphTimer(_CudaTimerBase):
         self.calls_per_graph = n
 
     def time_round(self, calls: int) -> tuple[float, float, int]:
-        graph = self._graph
         replays = max(1, round(calls / self.calls_per_graph))
-        starts, ends = event_pairs(self._events, 1)
-        t = time.perf_counter()
-        starts[0].record()
-        for _ in range(replays):
-            graph.replay()
-        ends[0].record()
-        ends[0].synchronize()
+        ms, _, wall = timed_calls(
+            self._events, self._graph.replay, self._inv.prepare, replays, False
+        )
         done = replays * self.calls_per_graph
-        per_call = starts[0].elapsed_time(ends[0]) / 1000.0 / done
-        return per_call, time.perf_counter() - t, done
+        return ms[0] / 1000.0 / done, wall, done
 
     def plain_calls(self, calls: int) -> int:
         """Graph replays covering about ``calls`` calls, then a synchronize; the calls made."""

@@ -21,7 +21,8 @@ from typing import Any
 
 from pytest_gpuperf.measure.backend import Invocation, Timer
 from pytest_gpuperf.measure.collectives import message_bytes
-from pytest_gpuperf.measure.cuda import event_pairs
+from pytest_gpuperf.measure.cpu import calls_ns
+from pytest_gpuperf.measure.cuda import timed_calls
 from pytest_gpuperf.measure.engine import Round
 from pytest_gpuperf.measure.policy import MeasurePolicy
 from pytest_gpuperf.measure.ranks import RankEnv
@@ -164,40 +165,16 @@ class GroupTimer(Timer):
     def time_round(self, calls: int) -> Round:
         self.prepare()
         t = time.perf_counter()
-        per_call = self._cuda_round(calls) if self._device == "cuda" else self._cpu_round(calls)
+        call = self._call
+        if self._device == "cuda":
+            ms, _, _ = timed_calls(self._events, call, call.prepare, calls, call.has_setup)
+            per_call = sum(ms) / 1000.0 / calls
+        else:
+            per_call = calls_ns(call, calls, time.perf_counter_ns) / 1e9 / calls
         wall = time.perf_counter() - t
         got = self._group.gather_floats([per_call, wall])
         ranks = tuple(v[0] for v in got)
         return Round(max(ranks), max(v[1] for v in got), calls, None, ranks)
-
-    def _cpu_round(self, calls: int) -> float:
-        from pytest_gpuperf.measure.cpu import calls_alone_ns
-
-        if self._call.has_setup:
-            return calls_alone_ns(self._call, calls) / 1e9 / calls
-        a = time.perf_counter_ns()
-        for _ in range(calls):
-            self._call()
-        return (time.perf_counter_ns() - a) / 1e9 / calls
-
-    def _cuda_round(self, calls: int) -> float:
-        call = self._call
-        if call.has_setup:
-            starts, ends = event_pairs(self._events, calls)
-            for i in range(calls):
-                call.prepare()
-                starts[i].record()
-                call()
-                ends[i].record()
-            ends[calls - 1].synchronize()
-            return sum(starts[i].elapsed_time(ends[i]) for i in range(calls)) / 1000.0 / calls
-        starts, ends = event_pairs(self._events, 1)
-        starts[0].record()
-        for _ in range(calls):
-            call()
-        ends[0].record()
-        ends[0].synchronize()
-        return float(starts[0].elapsed_time(ends[0])) / 1000.0 / calls
 
     def peak_memory(self) -> int | None:
         if self._device != "cuda":

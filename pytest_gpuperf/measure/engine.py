@@ -191,9 +191,8 @@ def _every(values: list[_T | None]) -> list[_T]:
 
 
 def _deadline(policy: MeasurePolicy, walls: list[float], t0: float) -> float:
-    """A hard stop for the whole loop: the warm-up budget plus 2.5 measurement passes. A
-    round of a timer of two figures lasts longer than round_ms: its passes are sized by its
-    warm-up rounds, up to 4x."""
+    """A hard stop for the whole loop: the warm-up budget plus 2.5 measurement passes (a timer
+    of two figures has longer rounds than round_ms: sized by its warm-up rounds, up to 4x)."""
     round_s = policy.round_ms / 1000.0
     if walls:
         recent = sorted(walls[-policy.settle_window :])

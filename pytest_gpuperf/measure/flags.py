@@ -55,9 +55,8 @@ def contention_remedy(threads: float, group: bool = False) -> str:
 
 
 def contention_note(result: Measured, group: bool = False) -> str | None:
-    """The note of a CPU run whose clock counts waits for a CPU (wall time, or thread time
-    of several threads) when its threads waited beyond :data:`~.contention.WAITED`
-    (``group``: ranks in processes of their own, whose threads want more CPUs than there are)."""
+    """The note of a CPU run whose clock counts waits for a CPU (wall time, or thread time of
+    several threads) when its threads waited beyond :data:`~.contention.WAITED`."""
     c = result.contention or {}
     waited, threads = c.get("waited"), c.get("threads") or 1.0
     many = threads > ONE_THREAD

@@ -69,8 +69,7 @@ class HostHiding:
 
     def observe(self, calls: int, cycles: int, spin_s: float, enqueue_s: float) -> bool:
         """Record a device round; True if its host was hidden (its figure is device time).
-        ``spin_s``: the spin on the GPU; ``enqueue_s``: host time from its launch to the last
-        call's end event."""
+        ``spin_s``: the spin on the GPU; ``enqueue_s``: host time from its launch to the end."""
         self.rounds += 1
         if not self.hideable or cycles <= 0:
             return False

@@ -5,6 +5,7 @@ torch is imported inside functions only.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 
 
@@ -24,14 +25,12 @@ def first_line(e: BaseException) -> str:
 def release_memory() -> None:
     """Collect garbage and return cached CUDA memory to the driver."""
     gc.collect()
-    try:
+    with contextlib.suppress(Exception):
         import torch
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
-    except Exception:
-        pass
 
 
 def allocator_counters() -> dict[str, int] | None:

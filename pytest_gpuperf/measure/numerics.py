@@ -28,8 +28,7 @@ MAX_READ = 4 * CHUNK
 
 
 def fingerprint_output(out: Any) -> list[dict[str, Any]] | None:
-    """The fingerprint of ``out`` (a tensor, or nested tuples/lists/dicts of them); None
-    when it holds no tensor."""
+    """The fingerprint of ``out`` (a tensor, or nested tuples/lists/dicts of them), or None."""
     import torch
 
     found = _tensors(out, torch.Tensor)
@@ -41,16 +40,14 @@ def fingerprint_output(out: Any) -> list[dict[str, Any]] | None:
 def _key(k: Any) -> str:
     """A dict key as a path shows it: its ``repr``, or its type when that fails."""
     try:
-        text = repr(k)
+        return repr(k)  # a __repr__ returning no str raises TypeError
     except Exception:
         return f"<{type(k).__name__} key>"
-    return text if isinstance(text, str) else f"<{type(k).__name__} key>"
 
 
 def _tensors(out: Any, tensor: type) -> list[tuple[str, Any]]:
-    """(path, tensor) of a returned structure, depth first, within :data:`MAX_DEPTH`,
-    :data:`MAX_NODES` and :data:`MAX_WALK_S`; each container entered once, one whose
-    iteration raises left out."""
+    """(path, tensor) of a returned structure, depth first, within the MAX_* limits; each
+    container entered once, one whose iteration raises left out."""
     found: list[tuple[str, Any]] = []
     seen: set[int] = set()
     nodes = 0

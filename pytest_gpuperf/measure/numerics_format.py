@@ -19,8 +19,7 @@ Fingerprint = Sequence[Mapping[str, Any]]
 
 
 def sample_indices(numel: int, k: int = SAMPLES) -> list[int]:
-    """``k`` flat positions spread evenly over ``numel`` elements, first and last included
-    (all of them when there are at most ``k``)."""
+    """``k`` flat positions spread evenly over ``numel``, first and last included (or all)."""
     if numel <= 0:
         return []
     if numel <= k:

@@ -44,23 +44,17 @@ _L4 = _tflops(None, None, 30.3, 60.0, 121.0, 121.0, 242.5, 242.5)
 _SHEET = "NVIDIA {} Tensor Core GPU datasheet{}"
 #: (pattern on the device name, peaks), first match wins: more specific names first.
 PEAKS: tuple[tuple[re.Pattern[str], Peak], ...] = tuple(
-    (re.compile(pattern, re.I), Peak(name, gbps, tflops, source))
-    for pattern, name, gbps, tflops, source in (
-        (r"H200 NVL", "H200 NVL", 4800.0, _HOPPER_NVL, _SHEET.format("H200", ", H200 NVL")),
-        (r"H200", "H200", 4800.0, _HOPPER_SXM, _SHEET.format("H200", ", H200 SXM")),
-        (r"H100 NVL", "H100 NVL", 3900.0, _HOPPER_NVL, _SHEET.format("H100", ", H100 NVL")),
-        (r"H100.*PCIe", "H100 PCIe", 2000.0, _H100_PCIE, _SHEET.format("H100", ", H100 PCIe")),
-        (r"H100", "H100 SXM", 3350.0, _HOPPER_SXM, _SHEET.format("H100", ", H100 SXM")),
-        (
-            r"A100.*80\s*GB.*PCIe|A100.*PCIe.*80\s*GB",
-            "A100 80GB PCIe",
-            1935.0,
-            _A100,
-            _SHEET.format("A100", ""),
-        ),
-        (r"A100.*80\s*GB", "A100 80GB SXM", 2039.0, _A100, _SHEET.format("A100", "")),
-        (r"A100", "A100 40GB", 1555.0, _A100, _SHEET.format("A100", "")),
-        (r"\bL4\b", "L4", 300.0, _L4, _SHEET.format("L4", "")),
+    (re.compile(pattern, re.I), Peak(name, gbps, tflops, _SHEET.format(sheet, variant)))
+    for pattern, name, gbps, tflops, sheet, variant in (
+        (r"H200 NVL", "H200 NVL", 4800.0, _HOPPER_NVL, "H200", ", H200 NVL"),
+        (r"H200", "H200", 4800.0, _HOPPER_SXM, "H200", ", H200 SXM"),
+        (r"H100 NVL", "H100 NVL", 3900.0, _HOPPER_NVL, "H100", ", H100 NVL"),
+        (r"H100.*PCIe", "H100 PCIe", 2000.0, _H100_PCIE, "H100", ", H100 PCIe"),
+        (r"H100", "H100 SXM", 3350.0, _HOPPER_SXM, "H100", ", H100 SXM"),
+        (r"A100(?=.*80\s*GB)(?=.*PCIe)", "A100 80GB PCIe", 1935.0, _A100, "A100", ""),
+        (r"A100.*80\s*GB", "A100 80GB SXM", 2039.0, _A100, "A100", ""),
+        (r"A100", "A100 40GB", 1555.0, _A100, "A100", ""),
+        (r"\bL4\b", "L4", 300.0, _L4, "L4", ""),
     )
 )
 

@@ -29,9 +29,8 @@ def _ranks(xs: Sequence[float]) -> list[float]:
 
 
 def spearman_trend(xs: Sequence[float]) -> float:
-    """Spearman's rho between the values and their position (0 where undefined). Not
-    ``scipy.stats.spearmanr``: importing it costs 0.6-1 s in the measuring process (a test
-    checks that both agree)."""
+    """Spearman's rho between the values and their position (0 where undefined); not scipy's:
+    importing it costs 0.6-1 s in the measuring process (a test checks that both agree)."""
     n = len(xs)
     if n < 3:
         return 0.0
@@ -65,14 +64,14 @@ def settled(values: Sequence[float], window: int = 6, tol: float = 0.01) -> bool
     return abs(spearman_trend(tail)) < 0.8
 
 
-def mser_cut(values: Sequence[float], max_fraction: float = 0.5) -> int:
-    """MSER truncation point: the ``d <= max_fraction * n`` leading rounds to drop that
-    minimise the squared standard error of the mean of what is kept."""
+def mser_cut(values: Sequence[float]) -> int:
+    """MSER truncation point: the ``d <= n / 2`` leading rounds to drop that minimise the
+    squared standard error of the mean of what is kept."""
     z = _logs(values)
     n = len(z)
     if n < 4:
         return 0
-    bound = int(max_fraction * n)
+    bound = int(0.5 * n)
     best_d, best = 0, math.inf
     # Suffix sums make each candidate O(1).
     s1 = [0.0] * (n + 1)
@@ -97,9 +96,7 @@ def robust_sd(z: Sequence[float]) -> float:
     return MAD_TO_SD * median(diffs) / math.sqrt(2.0)
 
 
-def changepoints(
-    values: Sequence[float], penalty: float | None = None, min_size: int = 5
-) -> list[int]:
+def changepoints(values: Sequence[float], min_size: int = 5) -> list[int]:
     """Level changes by PELT with a mean-shift cost; returns segment start indices (>0).
 
     The noise SD comes from successive differences (robust to the shifts themselves), values
@@ -116,7 +113,7 @@ def changepoints(
     # Winsorise at 4 SD around a running median of 5: keeps shifts, trims spikes.
     local = [median(z[max(0, i - 2) : i + 3]) for i in range(n)]
     z = [min(max(v, m - 4 * sd), m + 4 * sd) for v, m in zip(z, local, strict=True)]
-    pen = 3.0 * math.log(n) if penalty is None else penalty
+    pen = 3.0 * math.log(n)
     inv_var = 1.0 / (sd * sd)
     c1 = [0.0] * (n + 1)
     c2 = [0.0] * (n + 1)
@@ -208,8 +205,7 @@ def drifting(values: Sequence[float], tol: float = 0.01) -> bool:
 def classify(
     kept: int, wanted: int, changes: int, *, warmup_settled: bool, drift: bool = False
 ) -> str:
-    """Stability class from what :func:`steady_tail` and :func:`drifting` found (``kept``
-    rounds remain of the ``wanted``)."""
+    """Stability class from :func:`steady_tail` and :func:`drifting` (``kept`` of ``wanted``)."""
     if changes >= 2:
         return SHIFT
     if drift or kept < max(MIN_KEPT, wanted // 2):

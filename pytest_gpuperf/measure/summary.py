@@ -39,12 +39,9 @@ def mad(xs: Sequence[float]) -> float:
 
 
 def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
-    """0-based ranks (lo, hi) of the order statistics that bracket the median.
-
-    The interval [x_(lo), x_(hi)] covers the true median with probability at
-    least ``confidence`` for any continuous distribution (binomial argument).
-    For very small n the full range is returned.
-    """
+    """0-based ranks (lo, hi) of the order statistics whose interval covers the true median
+    with probability ``confidence`` or more for any continuous distribution (binomial
+    argument); for very small n, the full range."""
     if n <= 0:
         return (0, 0)
     alpha = 1.0 - confidence

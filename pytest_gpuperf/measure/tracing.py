@@ -39,25 +39,15 @@ def _monitoring_tools() -> list[str]:
     if mon is None:
         return []
     found = []
-    for tool, use in _MONITORING_IDS.items():
-        try:
-            name = mon.get_tool(tool)
-        except ValueError:
-            continue
-        if not name:
-            continue
-        try:
-            listening = bool(mon.get_events(tool))
-        except ValueError:
-            listening = True
-        if listening or use == "coverage":
+    for tool, use in _MONITORING_IDS.items():  # valid ids (0-5): neither call raises
+        name = mon.get_tool(tool)
+        if name and (mon.get_events(tool) or use == "coverage"):
             found.append(f"sys.monitoring {use} tool {name!r}")
     return found
 
 
 def active_tracer() -> str | None:
-    """Each tracer or profiler active in this thread (``"sys.settrace (coverage.py)"``), or
-    None."""
+    """Each tracer or profiler active in this thread (``"sys.settrace (coverage.py)"``), or None."""
     found = []
     trace = sys.gettrace()
     if trace is not None:

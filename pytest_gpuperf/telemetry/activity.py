@@ -160,8 +160,7 @@ class Move:
 def moved(
     baseline: Sequence[Mapping[str, Any] | None], current: Mapping[str, Any] | None
 ) -> list[Move]:
-    """The activity figures of ``current`` that left the baseline runs' range, largest first
-    (by the thresholds above)."""
+    """The activity figures of ``current`` that left the baseline runs' range, largest first."""
     base = [b for b in baseline if usable(b)]
     if not base or not usable(current):
         return []

@@ -71,9 +71,8 @@ def _why(e: BaseException) -> str:
 
 
 class GpmReader:
-    """GPM over a window of calls on one device: :meth:`start`, the calls, :meth:`stop` -> the
-    activity dict; one window at a time, from the measuring thread. Made by :meth:`open`; one
-    made with a ``reason`` reads nothing and is not :attr:`wanted` (keep the window short)."""
+    """GPM over a window of calls on one device (:meth:`start`, the calls, :meth:`stop`), one at
+    a time; made by :meth:`open`; one with a ``reason`` reads nothing and is not :attr:`wanted`."""
 
     def __init__(self, nvml: Any = None, handle: Any = None, reason: str | None = None):
         self._nvml = nvml
@@ -113,8 +112,7 @@ class GpmReader:
         self._started = self.wanted and self._error is None
 
     def stop(self, **facts: Any) -> dict[str, Any]:
-        """The activity dict: the metrics between the two samples (``unsupported``: those this
-        GPU does not report), ``facts`` (window_s, calls) and the source."""
+        """The activity dict: the metrics between the samples, ``facts``, ``unsupported`` ones."""
         not_started = None if self._started else "GPM window stopped before it started"
         why = self.reason or self._error or not_started
         if why is not None:

@@ -1,8 +1,7 @@
 """NVML access: open the library, find the GPU torch uses, read samples in a background thread.
 
-pynvml (nvidia-ml-py) is imported inside functions. NVML calls release the
-GIL while the driver answers (ctypes), so the measuring thread loses only the
-Python between them: a few microseconds per call (docs/performance.md).
+pynvml is imported inside functions. NVML calls release the GIL while the driver answers,
+so the measuring thread loses only the Python between them (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -69,20 +68,13 @@ def close_nvml(nvml: ModuleType) -> None:
 
 
 def text(value: Any) -> str:
-    """NVML strings are bytes in old pynvml releases and str in new ones."""
+    """An NVML string: bytes in old pynvml releases, str in new ones."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-# --- which GPU ------------------------------------------------------------------------
 
 
 def normalize_uuid(uuid: str) -> str:
     """``GPU-8e1c...`` (NVML) and ``8e1c...`` (torch) compare equal."""
-    s = str(uuid).strip().lower()
-    for prefix in ("gpu-", "mig-"):
-        if s.startswith(prefix):
-            s = s[len(prefix) :]
-    return s
+    return str(uuid).strip().lower().removeprefix("gpu-").removeprefix("mig-")
 
 
 def visible_nvml_index(visible: str | None, cuda_index: int, uuids: Sequence[str]) -> int | None:
@@ -134,10 +126,8 @@ def maybe(fn: Callable[[], Any]) -> Any:
 
 def uuid_of(nvml: ModuleType, handle: Any) -> str:
     """The NVML UUID of a device (``GPU-...``), ``""`` when it cannot be read."""
-    try:
-        return text(nvml.nvmlDeviceGetUUID(handle))
-    except Exception:
-        return ""
+    uuid = maybe(lambda: nvml.nvmlDeviceGetUUID(handle))
+    return "" if uuid is None else text(uuid)
 
 
 def select_device(
@@ -208,9 +198,8 @@ _SLOW = ("mem_clock_mhz", "power_w", "temperature_c", "utilization")
 def sample_reader(
     dev: Device, clock: Callable[[], float], *, slow_every: int = 1
 ) -> Callable[[], Sample]:
-    """A function that reads one :class:`Sample` of ``dev`` (raises what NVML raises); the
-    :data:`_SLOW` metrics only every ``slow_every``-th time (NVML averages them over 100 ms to
-    1 s, and each call is one more wait for the GIL)."""
+    """A reader of one :class:`Sample` of ``dev`` (raises what NVML raises); :data:`_SLOW` only
+    every ``slow_every``-th time (NVML averages them over 0.1-1 s; each call waits for the GIL)."""
     r = dev.readers
     fast = [(k, r[k]) for k in ("sm_clock_mhz", "clock_events") if k in r]
     slow = fast + [(k, r[k]) for k in _SLOW if k in r]
@@ -229,9 +218,6 @@ def sample_reader(
         return Sample((a + b) / 2, **got)
 
     return read
-
-
-# --- processes ------------------------------------------------------------------------
 
 
 def processes(nvml: ModuleType, h: Any) -> dict[int, int | None]:
@@ -295,19 +281,16 @@ def split_siblings(
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """(processes that are not siblings, pids of the siblings): pytest-xdist workers of the
     same controller, which the per-GPU lock keeps from measuring while this process does."""
-    keep: list[dict[str, Any]] = []
-    siblings: list[dict[str, Any]] = []
-    for p in others:
-        (siblings if is_sibling(int(p["pid"])) else keep).append(p)
-    return keep, [int(p["pid"]) for p in siblings]
-
-
-# --- the sampler ----------------------------------------------------------------------
+    siblings = [int(p["pid"]) for p in others if is_sibling(int(p["pid"]))]
+    return [p for p in others if int(p["pid"]) not in siblings], siblings
 
 
 class Sampler:
     """Reads samples every ``interval_s`` in a daemon thread, and one in :meth:`start` and
     :meth:`stop` (a short measurement is covered too); an error ends it, kept in :attr:`error`."""
+
+    #: the processes on the GPU are read about this often (s); samples kept at most
+    PROCESSES_EVERY_S, MAX_SAMPLES = 0.25, 200_000
 
     def __init__(
         self,
@@ -315,14 +298,11 @@ class Sampler:
         *,
         interval_s: float,
         read_processes: Callable[[], Mapping[int, int | None]] | None = None,
-        processes_every_s: float = 0.25,
-        max_samples: int = 200_000,
     ):
         self._read = read
         self._read_processes = read_processes
         self.interval_s = interval_s
-        self._procs_every = max(1, round(processes_every_s / interval_s))
-        self.max_samples = max_samples
+        self._procs_every = max(1, round(self.PROCESSES_EVERY_S / interval_s))
         self.samples: list[Sample] = []
         self.processes: dict[int, int | None] = {}
         self.error: str | None = None
@@ -343,7 +323,7 @@ class Sampler:
             self.error = explain(e)
             return False
         self._ticks += 1
-        return len(self.samples) < self.max_samples
+        return len(self.samples) < self.MAX_SAMPLES
 
     def _loop(self) -> None:
         interval = self.interval_s

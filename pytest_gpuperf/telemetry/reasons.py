@@ -34,7 +34,6 @@ BENIGN_NAMES = frozenset(KNOWN[b] for b in (0x1, 0x2, 0x100))
 MACHINE = 0x8 | 0x20 | 0x40 | 0x80
 MACHINE_NAMES = frozenset(KNOWN[b] for b in (0x8, 0x20, 0x40, 0x80))
 
-_PREFIXES = ("nvmlClocksEventReason", "nvmlClocksThrottleReason")
 _SKIP = {"None", "All", "UserDefinedClocks"}
 _WORDS = {"Hw": "HW", "Sw": "SW", "Gpu": "GPU"}
 
@@ -50,15 +49,12 @@ def reason_names(pynvml: ModuleType | None = None) -> dict[int, str]:
     if pynvml is None:
         return names
     for attr in dir(pynvml):
-        prefix = next((p for p in _PREFIXES if attr.startswith(p)), None)
-        if prefix is None:
-            continue
-        suffix = attr[len(prefix) :]
-        value = getattr(pynvml, attr, None)
-        if suffix in _SKIP or not isinstance(value, int) or isinstance(value, bool):
+        m = re.fullmatch(r"nvmlClocks(?:Event|Throttle)Reason(\w*)", attr)
+        value = getattr(pynvml, attr, None) if m else None
+        if m is None or m[1] in _SKIP or not isinstance(value, int) or isinstance(value, bool):
             continue
         if value > 0 and value & (value - 1) == 0:  # one bit
-            names.setdefault(value, _readable(suffix))
+            names.setdefault(value, _readable(m[1]))
     return names
 
 

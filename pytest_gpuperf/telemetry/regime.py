@@ -64,18 +64,14 @@ def _mhz_range(lo: float, hi: float) -> str:
 
 
 def regime_difference(
-    baseline_summaries: Sequence[Mapping[str, Any] | None],
-    current: Mapping[str, Any] | None,
-    *,
-    clock_tolerance: float = CLOCK_TOLERANCE,
-    share_tolerance: float = SHARE_TOLERANCE,
+    baseline_summaries: Sequence[Mapping[str, Any] | None], current: Mapping[str, Any] | None
 ) -> str | None:
     """Why the current run's clock regime differs materially from the baseline runs', or
     ``None`` (also without telemetry on either side).
 
     Material: a median SM or memory clock outside the baseline runs' range widened by
-    ``clock_tolerance``; a slowdown reason active for a share of the measurement more than
-    ``share_tolerance`` from every baseline run's; other processes where the baseline had none.
+    :data:`CLOCK_TOLERANCE`; a slowdown reason active for a share of the measurement more than
+    :data:`SHARE_TOLERANCE` from every baseline run's; other processes where the baseline had none.
     """
     base = [b for b in baseline_summaries if b is not None and _usable(b)]
     if not base or current is None or not _usable(current):
@@ -87,7 +83,7 @@ def regime_difference(
         if cur is None or not vals:
             continue
         lo, hi = min(vals), max(vals)
-        if cur < lo * (1 - clock_tolerance) or cur > hi * (1 + clock_tolerance):
+        if cur < lo * (1 - CLOCK_TOLERANCE) or cur > hi * (1 + CLOCK_TOLERANCE):
             off, side = (1 - cur / lo, "below") if cur < lo else (cur / hi - 1, "above")
             found.append(
                 f"median {label} {cur:.0f} MHz, {100 * off:.0f} % {side} the "
@@ -100,7 +96,7 @@ def regime_difference(
     for name in sorted(names - BENIGN_NAMES):
         c = float(cur_shares.get(name, 0.0))
         bs = [float((b.get("clock_events") or {}).get(name, 0.0)) for b in base]
-        if c - max(bs) > share_tolerance or min(bs) - c > share_tolerance:
+        if c - max(bs) > SHARE_TOLERANCE or min(bs) - c > SHARE_TOLERANCE:
             bound, edge = ("at most", max(bs)) if c > max(bs) else ("at least", min(bs))
             found.append(
                 f"{name} active {100 * c:.0f} % of the measurement, {bound} "

@@ -137,7 +137,7 @@ class RoundMarks(NamedTuple):
     throttled: list[int]
     #: overlapped a thermal or hardware slowdown (the machine, not the workload)
     machine: list[int]
-    #: ran below ``low_fraction`` of the maximum SM clock
+    #: ran below :data:`LOW_CLOCK_FRACTION` of the maximum SM clock
     low_clock: list[int]
 
 
@@ -146,12 +146,11 @@ def mark_rounds(
     spans: Sequence[tuple[float, float]],
     *,
     sm_clock_max_mhz: float | None,
-    low_fraction: float = LOW_CLOCK_FRACTION,
 ) -> RoundMarks:
     """Mark (never drop) the rounds that ran throttled, throttled by the machine, or at a low
     SM clock, each judged by the samples covering it."""
     marks = RoundMarks([], [], [])
-    limit = low_fraction * sm_clock_max_mhz if sm_clock_max_mhz else None
+    limit = LOW_CLOCK_FRACTION * sm_clock_max_mhz if sm_clock_max_mhz else None
     for i, (a, b) in enumerate(spans):
         cover = covering(samples, a, b)
         masks = [int(s.clock_events) for s in cover if s.clock_events]
