@@ -54,10 +54,6 @@ class FutureSchema(SchemaProblem):
     """A file of a schema version newer than this pytest-gpuperf reads."""
 
 
-class PreRelease(SchemaProblem):
-    """A file of a pre-release format, saved again, not migrated."""
-
-
 # --- values ----------------------------------------------------------------------------------
 
 
@@ -214,10 +210,8 @@ def run_line(run: Run) -> dict[str, Any]:
 
 def check_line(line: Any, where: str) -> None:
     """Raise :class:`SchemaProblem` unless ``line`` is a stored run (:data:`LINE`)."""
-    _check(line, _OBJECT, where)
-    _fields(line, _REQUIRED, set(LINE), where)
+    _record(line, LINE, where, set(LINE) - _REQUIRED)
     for name, value in line.items():
-        _check(value, LINE[name], f"{where}.{name}")
         if name in _MORE:
             _check(value, _MORE[name], f"{where}.{name}")
         elif isinstance(value, (dict, list)):
@@ -307,7 +301,7 @@ def check_version(doc: Any, schema: str, what: str) -> None:
     if version == SCHEMA_VERSION and not one_file:
         return
     if version in PRE_RELEASE:
-        raise PreRelease(
+        raise SchemaProblem(
             f"it is in a pre-release format (schema_version {version}"
             f"{', one file' if one_file else ''}), which this pytest-gpuperf does not read",
             "Save the baseline again: move this file (and its NAME.runs folder) away, then "
@@ -332,7 +326,8 @@ _TIMESTAMP = _MORE["timestamp"]
 _ANY: Check = (lambda v: True, "anything")  # checked elsewhere
 _INDEX = {"schema": _ANY, "schema_version": _ANY, "name": _STR, "plugin_version": _STR}
 _INDEX |= {"created": _TIMESTAMP, "updated": _TIMESTAMP}
-_INDEX |= {k: _OBJECT for k in ("fingerprints", "policies", "segments", "benchmarks")}
+TABLES = ("fingerprints", "policies", "segments", "benchmarks")
+_INDEX |= {k: _OBJECT for k in TABLES}
 _SEGMENT_ENTRY: dict[str, Check] = {
     "sha256": (lambda v: isinstance(v, str) and bool(SHA256.fullmatch(v)), "64 hex digits"),
     "timestamp": _TIMESTAMP,
@@ -532,22 +527,18 @@ class RefusedWrite(SchemaProblem):
 
 @dataclass
 class Addition:
-    """What :func:`add_runs` made of a save (``segment_id`` None: every run was there)."""
+    """What :func:`add_runs` made of a save: its segment's id and bytes (None: every run
+    was there), how many runs it added and dropped, of how many benchmarks."""
 
-    segment_id: str | None
-    segment: bytes
-    index: bytes
+    segment: tuple[str, bytes] | None
     added: int
     dropped: int
     benchmarks: int
-    segments: frozenset[str]
 
 
-def empty_index(name: str, stamp: str) -> dict[str, Any]:
-    """An index with no benchmarks."""
-    head = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "name": name}
-    tables: dict[str, Any] = {k: {} for k in ("fingerprints", "policies", "segments", "benchmarks")}
-    return {**head, "plugin_version": __version__, "created": stamp, "updated": stamp, **tables}
+def empty_index(stamp: str) -> dict[str, Any]:
+    """An index with no benchmarks (:func:`add_runs` names it, :func:`index_bytes` stamps it)."""
+    return {"created": stamp, **{k: {} for k in TABLES}}
 
 
 def add_runs(
@@ -561,8 +552,8 @@ def add_runs(
 ) -> Addition:
     """Add ``runs`` (the run, its fingerprint, its line) to ``index`` in place, as one new
     segment; trim each benchmark to ``keep_runs`` per fingerprint and drop what no run
-    uses. Both files' bytes are validated (:class:`RefusedWrite`). A run saved already (a
-    retried job) goes to ``skipped``."""
+    uses. The segment is validated (:class:`RefusedWrite`). A run saved already (a retried
+    job) goes to ``skipped``."""
     benches = index["benchmarks"]
     segment: dict[str, dict[str, dict[str, Any]]] = {}
     touched: list[tuple[str, str, str, str]] = []
@@ -584,27 +575,23 @@ def add_runs(
         index["policies"][pid] = thawed(run.policy)
         segment.setdefault(key, {})[dig] = line
         touched.append((key, dig, fid, pid))
-    sid, data = None, b""
-    if touched:
-        sid = segment_id(stamp, segment)
-        doc = {"schema": SEGMENT_SCHEMA, "schema_version": SCHEMA_VERSION, "baseline": name}
-        doc.update(segment=sid, timestamp=stamp, runs=segment)
-        try:
-            validate_segment(doc, sid)
-        except SchemaProblem as e:
-            raise RefusedWrite(str(e), sid) from None
-        data = dumps(doc, compact_depth=3).encode("utf-8")
-        index["segments"][sid] = segment_entry(data, stamp, segment)
-        for key, dig, fid, pid in touched:
-            benches[key]["runs"].append([sid, dig, fid, pid])
-    dropped = 0
-    for key, fid in {(t[0], t[2]) for t in touched}:
-        dropped += trim(benches[key]["runs"], fid, keep_runs)
+    if not touched:
+        return Addition(None, 0, 0, 0)
+    sid = segment_id(stamp, segment)
+    doc = {"schema": SEGMENT_SCHEMA, "schema_version": SCHEMA_VERSION, "baseline": name}
+    doc.update(segment=sid, timestamp=stamp, runs=segment)
+    try:
+        validate_segment(doc, sid)
+    except SchemaProblem as e:
+        raise RefusedWrite(str(e), sid) from None
+    data = dumps(doc, compact_depth=3).encode("utf-8")
+    index["segments"][sid] = segment_entry(data, stamp, segment)
+    for key, dig, fid, pid in touched:
+        benches[key]["runs"].append([sid, dig, fid, pid])
+    dropped = sum(trim(benches[k]["runs"], f, keep_runs) for k, f in {t[::2] for t in touched})
     drop_unused(index)
     index.update(name=name, updated=stamp)
-    data_index = index_bytes(index)
-    n = len({t[0] for t in touched})
-    return Addition(sid, data, data_index, len(touched), dropped, n, frozenset(index["segments"]))
+    return Addition((sid, data), len(touched), dropped, len({t[0] for t in touched}))
 
 
 def segment_entry(

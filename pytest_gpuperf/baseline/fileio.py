@@ -87,23 +87,25 @@ def temporary_prefix(target: Path, pid: int | None = None) -> str:
     return f".{target.name}.{os.getpid() if pid is None else pid}-{_HOST}."
 
 
-def remove_temporaries(target: Path, *, all_of_them: bool = False) -> None:
-    """Remove the temporary files of ``target`` that writers killed mid-write left: those
-    of gone processes of this host, or ``all_of_them`` (the caller holds a lock)."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
+def remove_temporaries(target: Path, *, all_of_them: bool = False, name: str = "") -> None:
+    """Remove the temporary files of ``target`` (of every file ``name``, a pattern, in its
+    folder) that writers killed mid-write left: those of gone processes of this host, or
+    ``all_of_them`` (the caller holds a lock)."""
+    name = name or re.escape(target.name)
+    pattern = re.compile(rf"\.{name}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
     try:
         names = os.listdir(target.parent)
     except OSError:
         return
-    for name in names:
-        m = pattern.fullmatch(name)
+    for found in names:
+        m = pattern.fullmatch(found)
         if m is None or (
             not all_of_them
             and (m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1))))
         ):
             continue
         with contextlib.suppress(OSError):
-            os.unlink(target.parent / name)
+            os.unlink(target.parent / found)
 
 
 def pid_alive(pid: int) -> bool:

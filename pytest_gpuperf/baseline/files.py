@@ -15,7 +15,7 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,39 +108,25 @@ def parse_index(files: Files, data: bytes) -> dict[str, Any]:
     try:
         return codec.read_index(data)
     except codec.SchemaProblem as e:
-        raise corrupt_index(files, e) from None
-
-
-def corrupt_index(files: Files, e: codec.SchemaProblem) -> CorruptBaseline:
-    remedy = e.remedy.replace("NAME", files.stem) if e.remedy else None
-    return CorruptBaseline(str(files.index), str(e), remedy)
-
-
-def segment_remedy(files: Files, stamp: str) -> str:
-    """How to repair a baseline whose segment saved at ``stamp`` is broken."""
-    try:
-        after = (_dt.datetime.fromisoformat(stamp) + _dt.timedelta(seconds=1)).isoformat()
-    except ValueError:
-        after = "<the time just after that save>"
-    return (
-        f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you keep "
-        "them (they belong together), or remove the runs of that save and keep those saved "
-        f"after it: pytest-gpuperf prune {files.stem} --dir {files.root} --before {after} "
-        "(it also removes any runs saved earlier; see which with --dry-run first)."
-    )
+        remedy = e.remedy.replace("NAME", files.stem) if e.remedy else None
+        raise CorruptBaseline(str(files.index), str(e), remedy) from None
 
 
 def _broken(
     files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str, **note: str
 ) -> CorruptBaseline:
+    """Segment ``sid``, saved at ``stamp``, cannot be used: how to repair the baseline."""
     remedy = e.remedy if isinstance(e, codec.FutureSchema) else None
-    return CorruptBaseline(
-        str(files.segment(sid)),
-        str(e),
-        remedy or segment_remedy(files, stamp),
-        where=f" (a segment of {files.index.name})",
-        **note,
-    )
+    if remedy is None:
+        after = (_dt.datetime.fromisoformat(stamp) + _dt.timedelta(seconds=1)).isoformat()
+        remedy = (
+            f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you "
+            "keep them (they belong together), or remove the runs of that save and keep those "
+            f"saved after it: pytest-gpuperf prune {files.stem} --dir {files.root} --before "
+            f"{after} (it also removes any runs saved earlier; see which with --dry-run first)."
+        )
+    where = f" (a segment of {files.index.name})"
+    return CorruptBaseline(str(files.segment(sid)), str(e), remedy, where=where, **note)
 
 
 def _missing(files: Files, gone: SegmentGone) -> CorruptBaseline:
@@ -367,45 +353,36 @@ def _check_owned(files: Files, folder: Path) -> None:
         )
 
 
-def write_index(files: Files, index: dict[str, Any]) -> None:
-    """Replace ``NAME.json`` by ``index`` (a prune's commit)."""
+def commit(
+    files: Files,
+    index: dict[str, Any],
+    previous: Collection[str],
+    segment: tuple[str, bytes] | None = None,
+) -> None:
+    """The end of a save (``segment``: its id and bytes, written first) or a prune, under
+    the lock: the index replaced (the commit), then the segments no index names (of
+    ``previous`` and now) deleted. If the index cannot be written, the baseline is left as
+    it was."""
+    data = codec.index_bytes(index)
+    if segment is not None:
+        atomic_write_bytes(files.segment(segment[0]), segment[1])
     try:
-        data = codec.index_bytes(index)
-    except codec.RefusedWrite as e:
-        raise refused(files, e) from None
-    atomic_write_bytes(files.index, data)
-
-
-def refused(files: Files, e: codec.RefusedWrite) -> BaselineError:
-    """A bug: what a save or prune made is invalid, and never written."""
-    what = f"segment {e.segment} of" if e.segment else "baseline to"
-    return BaselineError(f"refusing to write an invalid {what} {files.index}: {e}")
-
-
-def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> None:
-    """The end of a save, under the lock: the segments the index had (``previous``) still
-    whole, the new segment written, the index replaced (the commit), the segments no index
-    names deleted. If the index cannot be written, the baseline is left as it was."""
-    check_segments(files, {"segments": previous})
-    if not add.added:
-        return
-    if add.segment_id is not None:
-        atomic_write_bytes(files.segment(add.segment_id), add.segment)
-    try:
-        atomic_write_bytes(files.index, add.index)
+        atomic_write_bytes(files.index, data)
     except BaseException:  # the segment goes again: the baseline is as it was
-        if add.segment_id is not None:
+        if segment is not None:
             with contextlib.suppress(OSError):
-                files.segment(add.segment_id).unlink()
+                files.segment(segment[0]).unlink()
                 files.runs_dir.rmdir()  # only when empty
         raise
-    collect_garbage(files, set(previous) | add.segments)
+    collect_garbage(files, set(previous) | set(index["segments"]))
 
 
 @contextlib.contextmanager
 def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) -> Iterator[None]:
-    """Hold the baseline's lock, removing what a killed writer left; errors say what to do."""
+    """Hold the baseline's lock, once :func:`check_writable` (before and under it),
+    removing what a killed writer left; errors say what to do."""
     name = files.stem
+    check_writable(files)
 
     def told(holder: str) -> Any:
         if on_wait is not None:
@@ -414,12 +391,16 @@ def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) ->
 
     try:
         with lock(files.lock, timeout=timeout, on_wait=told, owner=f"{action} baseline {name}"):
+            check_writable(files)
             remove_temporaries(files)
             yield
     except LockTimeout as e:
         raise BaselineLocked(
             f"{e} (--gpuperf-lock-timeout, or the command's --lock-timeout, sets how long to wait)"
         ) from None
+    except codec.RefusedWrite as e:  # a bug: what a save or prune made is never written
+        what = f"segment {e.segment} of" if e.segment else "baseline to"
+        raise BaselineError(f"refusing to write an invalid {what} {files.index}: {e}") from None
     except UnsafePath as e:
         raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
     except OSError as e:  # disk full, read-only, no locks on this file system, ...
@@ -444,14 +425,7 @@ def segment_files(files: Files) -> Iterator[Path]:
 def remove_temporaries(files: Files) -> None:
     """Remove the temporary files writers killed mid-write left (only under the lock)."""
     remove_temporaries_of(files.index, all_of_them=True)
-    try:
-        names = os.listdir(files.runs_dir)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
-            with contextlib.suppress(OSError):
-                os.unlink(files.runs_dir / name)
+    remove_temporaries_of(files.segment("*"), all_of_them=True, name=r"[^/]+\.json")
 
 
 def collect_garbage(files: Files, keep: set[str]) -> None:

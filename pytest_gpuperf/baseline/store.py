@@ -274,22 +274,17 @@ class BaselineStore:
         where = disk.Files(self.root, check_name(name))
         if not new:
             return SaveSummary(name, where.index, False, 0, 0, 0, keep_runs, tuple(skipped))
-        disk.check_writable(where)
         with disk.locked(where, "save into", self.lock_timeout, self.on_wait):
-            disk.check_writable(where)
             created = not os.path.lexists(where.index)
             if created:
-                index = codec.empty_index(name, stamp)
+                index = codec.empty_index(stamp)
             else:
                 index = disk.parse_index(where, disk.read_regular(where.index))
-            previous = dict(index["segments"])
-            try:  # merged in memory: the files are written after
-                add = codec.add_runs(
-                    index, new, skipped, name=name, stamp=stamp, keep_runs=keep_runs
-                )
-            except codec.RefusedWrite as e:
-                raise disk.refused(where, e) from None
-            disk.commit(where, add, previous)
+            previous = dict(index["segments"])  # merged in memory: the files are written after
+            add = codec.add_runs(index, new, skipped, name=name, stamp=stamp, keep_runs=keep_runs)
+            disk.check_segments(where, {"segments": previous})  # still whole
+            if add.segment is not None:
+                disk.commit(where, index, previous, add.segment)
         return SaveSummary(
             name=name,
             path=where.index,
@@ -324,12 +319,8 @@ class BaselineStore:
             raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
         where = self._existing(name)
         key_set = set(keys) if keys is not None else None
-        if not dry_run:
-            disk.check_writable(where)
         held = disk.locked(where, "prune", self.lock_timeout, self.on_wait)
         with contextlib.nullcontext() if dry_run else held:
-            if not dry_run:
-                disk.check_writable(where)
             index = self._read_index(name, where)
             previous = set(index["segments"])
             if fingerprint_id is not None and fingerprint_id not in index["fingerprints"]:
@@ -342,8 +333,7 @@ class BaselineStore:
             n_bench, n_fp = codec.drop_unused(index)
             if not dry_run and removed:
                 index.update(updated=_stamp(now))
-                disk.write_index(where, index)
-                disk.collect_garbage(where, previous | set(index["segments"]))
+                disk.commit(where, index, previous)
         return PruneSummary(name, where.index, removed, n_bench, n_fp, report, dry_run)
 
 
