@@ -346,29 +346,24 @@ def _prune_runs(
 ) -> tuple[EnvironmentPrune, ...]:
     """Remove the runs :meth:`BaselineStore.prune` selects; what went, per environment."""
     segs = index["segments"]
-    stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
-    total: Counter[str] = Counter()
+
+    def selected(key: str, ref: list[str]) -> bool:
+        saved = _dt.datetime.fromisoformat(segs[ref[0]]["timestamp"])
+        return (
+            (fingerprint_id is None or ref[2] == fingerprint_id)
+            and (key_set is None or key in key_set)
+            and (before is None or saved < before)
+        )
+
+    total = Counter(r[2] for b in index["benchmarks"].values() for r in b["runs"])
     gone: dict[str, list[tuple[str, str]]] = {fid: [] for fid in index["fingerprints"]}
     for key, bench in index["benchmarks"].items():
         runs = bench["runs"]
-        newest: set[int] = set()
-        if keep_runs is not None:
-            for fid in {r[2] for r in runs}:
-                mine = [i for i, r in enumerate(runs) if r[2] == fid]
-                newest.update(mine[-keep_runs:])
-        keep = []
-        for i, ref in enumerate(runs):
-            total[ref[2]] += 1
-            selected = (
-                (fingerprint_id is None or ref[2] == fingerprint_id)
-                and (key_set is None or key in key_set)
-                and (before is None or stamps[ref[0]] < before)
-            )
-            if i in newest or not selected:
-                keep.append(ref)
-            else:
-                gone[ref[2]].append((key, segs[ref[0]]["timestamp"]))
-        runs[:] = keep
+        newest = _newest(runs, keep_runs)
+        drop = {i for i, r in enumerate(runs) if i not in newest and selected(key, r)}
+        for i in sorted(drop):
+            gone[runs[i][2]].append((key, segs[runs[i][0]]["timestamp"]))
+        runs[:] = [r for i, r in enumerate(runs) if i not in drop]
     return tuple(
         EnvironmentPrune(
             fid,
@@ -381,6 +376,14 @@ def _prune_runs(
         )
         for fid, g in gone.items()
     )
+
+
+def _newest(runs: list[list[str]], keep: int | None) -> set[int]:
+    """Where the newest ``keep`` runs of each fingerprint are in ``runs`` (None: none)."""
+    by_fp: dict[str, list[int]] = {}
+    for i, ref in enumerate(runs):
+        by_fp.setdefault(ref[2], []).append(i)
+    return {i for mine in by_fp.values() for i in mine[-keep:]} if keep is not None else set()
 
 
 def _environment_label(fp: Mapping[str, Any]) -> str:
