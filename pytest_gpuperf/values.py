@@ -142,11 +142,13 @@ def _words(v: Any, what: str) -> list[str]:
     return [x for x in v.replace(",", " ").split() if x]
 
 
-def _did_you_mean(word: str, choices: Any) -> str:
+def _unknown(what: str, word: Any, key: str, known: Any, listing: str = "keys") -> OptionValueError:
+    """``word`` (``key`` once normalised) is none of ``known``: the closest, then all."""
     import difflib
 
-    close = difflib.get_close_matches(word, sorted(choices), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return OptionValueError(f"unknown {what} {word!r}{hint}; {listing}: " + ", ".join(known))
 
 
 def table_columns(v: Any) -> tuple[str, ...] | None:
@@ -159,10 +161,7 @@ def table_columns(v: Any) -> tuple[str, ...] | None:
     for word in _words(v, "column names"):
         key = word.lower().replace("-", "_")
         if key not in COLUMNS:
-            raise OptionValueError(
-                f"unknown column {word!r}{_did_you_mean(key, COLUMNS)}; columns: "
-                + ", ".join(COLUMNS)
-            )
+            raise _unknown("column", word, key, COLUMNS, "columns")
         out.append(key)
     if not out:
         raise OptionValueError("expected at least one column, e.g. median,ci,verdict")
@@ -175,9 +174,7 @@ def sort_key(v: Any) -> str:
 
     key = text(v).lower().replace("-", "_")
     if key not in SORT_KEYS:
-        raise OptionValueError(
-            f"unknown sort key {v!r}{_did_you_mean(key, SORT_KEYS)}; keys: " + ", ".join(SORT_KEYS)
-        )
+        raise _unknown("sort key", v, key, SORT_KEYS)
     return key
 
 
@@ -195,10 +192,7 @@ def group_keys(v: Any) -> tuple[str, ...]:
         elif key in GROUP_KEYS and key != "param:name":
             out.append(key)
         else:
-            raise OptionValueError(
-                f"unknown group key {word!r}{_did_you_mean(key, GROUP_KEYS)}; keys: "
-                + ", ".join(GROUP_KEYS)
-            )
+            raise _unknown("group key", word, key, GROUP_KEYS)
     return tuple(dict.fromkeys(out))
 
 
