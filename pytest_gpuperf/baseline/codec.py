@@ -102,18 +102,6 @@ def _check(value: Any, check: Check, where: str) -> None:
         raise SchemaProblem(f"{where}: expected {check[1]}, got {_describe(value)}")
 
 
-def _fields(obj: Mapping[str, Any], required: set[str], optional: set[str], where: str) -> None:
-    missing = sorted(required - set(obj))
-    if missing:
-        raise SchemaProblem(f"{where}: missing field {', '.join(map(repr, missing))}")
-    unknown = sorted(set(obj) - required - optional)
-    if unknown:
-        raise SchemaProblem(
-            f"{where}: unknown field {', '.join(map(repr, unknown))} (each field a version "
-            "allows is fixed; a new field comes with a new schema version)"
-        )
-
-
 def check_nesting(
     value: Any, where: str = "the JSON", limit: int = MAX_NESTING, *, finite: bool = True
 ) -> None:
@@ -351,8 +339,15 @@ def _record(
     obj: Any, spec: Mapping[str, Check], where: str, optional: Set[str] = frozenset()
 ) -> None:
     """That ``obj`` is an object of the fields of ``spec``, each passing its check."""
-    _check(obj, _OBJECT, where or "top level")
-    _fields(obj, set(spec) - optional, set(optional), where or "top level")
+    at = where or "top level"
+    _check(obj, _OBJECT, at)
+    if missing := sorted(set(spec) - set(optional) - set(obj)):
+        raise SchemaProblem(f"{at}: missing field {', '.join(map(repr, missing))}")
+    if unknown := sorted(set(obj) - set(spec)):
+        raise SchemaProblem(
+            f"{at}: unknown field {', '.join(map(repr, unknown))} (each field a version "
+            "allows is fixed; a new field comes with a new schema version)"
+        )
     for name, check in spec.items():
         if name in obj:
             _check(obj[name], check, f"{where}.{name}" if where else name)

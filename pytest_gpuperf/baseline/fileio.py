@@ -401,18 +401,13 @@ def _content_reason(target: Path) -> str:
                 data += f.read()
         except OSError:
             return ""
-    return " (its content says so)" if is_baseline_text(data, whole=len(data) == st.st_size) else ""
-
-
-def is_baseline_text(data: bytes, *, whole: bool = True) -> bool:
-    """Whether ``data`` (a file's bytes; ``whole``: all of them) is a pytest-gpuperf baseline:
-    by its parsed ``schema``, else by the mark."""
-    if whole:
-        try:
+    doc = None
+    if len(data) == st.st_size:  # read whole: its parsed schema says (else the mark)
+        with contextlib.suppress(ValueError, RecursionError):
             doc = json.loads(data)
-        except (ValueError, RecursionError):
-            doc = None
-        if isinstance(doc, dict):
-            schema = doc.get("schema")
-            return isinstance(schema, str) and schema.startswith(_BASELINE_SCHEMA)
-    return _BASELINE_MARK.search(data) is not None
+    if isinstance(doc, dict):
+        schema = doc.get("schema")
+        found = isinstance(schema, str) and schema.startswith(_BASELINE_SCHEMA)
+    else:
+        found = _BASELINE_MARK.search(data) is not None
+    return " (its content says so)" if found else ""
