@@ -10,25 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-#: Hard keys of GPU runs, in the order differences are listed.
-GPU_KEYS: tuple[str, ...] = (
-    "device",
-    "gpu_name",
-    "compute_capability",
-    "sm_count",
-    "gpu_memory_bytes",
-    "driver",
-    "cuda_runtime",
-    "torch",
-    "triton",
-)
-#: Hard keys of CPU runs, in the order differences are listed.
-CPU_KEYS: tuple[str, ...] = ("device", "cpu_model", "machine", "torch_threads", "python", "torch")
-#: Every built-in key; ``extra`` may not reuse one.
-BUILTIN_KEYS: frozenset[str] = frozenset(GPU_KEYS) | frozenset(CPU_KEYS)
-
-#: How a key is named in :func:`differences`.
-LABELS: dict[str, str] = {
+#: Hard keys of GPU runs, in the order differences are listed, with their names there.
+GPU_KEYS: dict[str, str] = {
     "device": "device",
     "gpu_name": "GPU",
     "compute_capability": "compute capability",
@@ -38,13 +21,20 @@ LABELS: dict[str, str] = {
     "cuda_runtime": "CUDA",
     "torch": "torch",
     "triton": "triton",
+}
+#: Hard keys of CPU runs, likewise.
+CPU_KEYS: dict[str, str] = {
+    "device": "device",
     "cpu_model": "CPU",
     "machine": "architecture",
     "torch_threads": "torch threads",
     "python": "Python",
+    "torch": "torch",
 }
-
-_ORDER = {k: i for i, k in enumerate(dict.fromkeys(GPU_KEYS + CPU_KEYS))}
+#: How a key is named in :func:`differences`; every built-in key (``extra`` may not reuse one).
+LABELS = GPU_KEYS | CPU_KEYS
+BUILTIN_KEYS: frozenset[str] = frozenset(LABELS)
+_ORDER = {k: i for i, k in enumerate(LABELS)}
 
 Scalar = str | int | float | bool | None
 

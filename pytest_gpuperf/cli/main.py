@@ -147,18 +147,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             logs = [math.log(r.median) for r in runs if r.median > 0]
             sd = statistics.stdev(logs) if len(logs) >= 2 else None
             params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
-            rows.append(
-                [
-                    entry.ident.display,
-                    params,
-                    entry.mode,
-                    fid,
-                    len(runs),
-                    fmt_time(runs[-1].median),
-                    fmt_pct(sd, digits=2),
-                    runs[-1].timestamp,
-                ]
-            )
+            row = [entry.ident.display, params, entry.mode, fid, len(runs)]
+            last = runs[-1]
+            rows.append([*row, fmt_time(last.median), fmt_pct(sd, digits=2), last.timestamp])
     headers = ["benchmark", "params", "mode", "environment", "runs", "newest median"]
     headers += ["run-to-run SD", "newest run"]
     print(tabulate(rows, headers=headers, disable_numparse=True), file=out)
