@@ -21,7 +21,6 @@ NO_CHANGE = "no-change"
 INCONCLUSIVE = "inconclusive"
 NO_BASELINE = "no-baseline"
 DIFFERENT_ENVIRONMENT = "different-environment"
-KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE, NO_BASELINE, DIFFERENT_ENVIRONMENT)
 #: Which kind of inconclusive (``why``): a slowdown the interval cannot rule out though none
 #: beyond the threshold in force was seen (too small to tell, never "no change"); a suspect no
 #: run could confirm; no good evidence on a side (runs without a steady level, or that waited

@@ -419,15 +419,29 @@ _RUN_AT = len(_RUN_LINE) + 12 + len(b'": ')
 _BENCH_LINE = b'    "'
 
 
+#: How far from its end a segment's tail is looked for (:func:`ends_as_written`).
+TAIL = 4096
+
+
+def ends_as_written(end: bytes, sid: str) -> bool:
+    """Whether a segment's bytes (or their last :data:`TAIL`) end as a save ends ``sid``."""
+    tail = (
+        f'  "schema": {json.dumps(SEGMENT_SCHEMA)},\n'
+        f'  "schema_version": {SCHEMA_VERSION},\n'
+        f'  "segment": {json.dumps(sid)},\n'
+    ).encode()
+    return tail in end[-TAIL:] and end.endswith(b"}\n")
+
+
 def segment_lines(
-    data: bytes, sid: str, sha256: str | None, keys: set[str], laid_out: bool
+    data: bytes, sid: str, sha256: str | None, keys: set[str]
 ) -> tuple[dict[tuple[str, str], bytes], dict[str, SchemaProblem]]:
     """The checked runs of benchmarks ``keys`` in segment ``sid`` as JSON text by (key,
     digest), and what is wrong with a benchmark's runs, by key. Where ``data`` are the
-    bytes the index records (``sha256``), ``laid_out`` as a save writes them, the other
+    bytes the index records (``sha256``), laid out as a save writes them, the other
     benchmarks' runs are not parsed; else the segment is read and checked whole."""
     found = None
-    if laid_out and sha256 == hashlib.sha256(data).hexdigest():
+    if ends_as_written(data, sid) and sha256 == hashlib.sha256(data).hexdigest():
         found = _scan(data, keys)
     if found is None:  # edited by hand, or not laid out as a save writes it
         doc = load_json(data)

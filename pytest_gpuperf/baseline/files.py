@@ -174,19 +174,18 @@ def _lines(
     for key, bench in benches.items():
         for ref in bench["runs"]:
             wanted.setdefault(ref[0], set()).add(key)
-    read: dict[str, tuple[bytes, bool]] = {}
+    read: dict[str, bytes] = {}
     for sid, entry in index["segments"].items():
         if sid in wanted:
-            data = _segment_bytes(files, sid, entry)
-            read[sid] = data, _ends_as_written(data, sid)
+            read[sid] = _segment_bytes(files, sid, entry)
         else:
             _check_segment(files, sid, entry)
     out: dict[tuple[str, str], bytes] = {}
     problems: dict[str, CorruptBaseline] = {}
-    for sid, (data, laid_out) in read.items():
+    for sid, data in read.items():
         entry = index["segments"][sid]
         try:
-            lines, bad = codec.segment_lines(data, sid, entry["sha256"], wanted[sid], laid_out)
+            lines, bad = codec.segment_lines(data, sid, entry["sha256"], wanted[sid])
         except codec.SchemaProblem as e:
             raise _broken(files, sid, entry["timestamp"], e) from None
         out.update(lines)
@@ -226,32 +225,19 @@ def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
         ends = _ends(files.segment(sid))
     except FileNotFoundError:
         raise SegmentGone(sid, entry["timestamp"]) from None
-    if not _ends_as_written(ends[1], sid):
+    if not codec.ends_as_written(ends[1], sid):
         try:
-            codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set(), False)
+            codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set())
         except codec.SchemaProblem as e:
             raise _broken(files, sid, entry["timestamp"], e) from None
 
 
-_SNIFF = 4096
-
-
 def _ends(path: Path) -> tuple[bytes, bytes]:
-    """The first and the last :data:`_SNIFF` bytes of regular file ``path``."""
+    """The first and the last :data:`.codec.TAIL` bytes of regular file ``path``."""
     with os.fdopen(_open(path), "rb") as f:
-        start = f.read(_SNIFF)
-        f.seek(max(0, os.fstat(f.fileno()).st_size - _SNIFF))
-        return start, f.read(_SNIFF)
-
-
-def _ends_as_written(end: bytes, sid: str) -> bool:
-    """Whether a segment's bytes end as a save ends segment ``sid``."""
-    tail = (
-        f'  "schema": {json.dumps(codec.SEGMENT_SCHEMA)},\n'
-        f'  "schema_version": {codec.SCHEMA_VERSION},\n'
-        f'  "segment": {json.dumps(sid)},\n'
-    ).encode()
-    return tail in end[-_SNIFF:] and end.endswith(b"}\n")
+        start = f.read(codec.TAIL)
+        f.seek(max(0, os.fstat(f.fileno()).st_size - codec.TAIL))
+        return start, f.read(codec.TAIL)
 
 
 def looks_like_segment(path: Path) -> bool:
@@ -271,7 +257,7 @@ def is_own_segment(files: Files, path: Path) -> bool:
     except (OSError, BaselineError):
         return False
     head = ('{\n  "baseline": ' + json.dumps(files.stem) + ",\n").encode()
-    return start.startswith(head) and _ends_as_written(end, path.stem)
+    return start.startswith(head) and codec.ends_as_written(end, path.stem)
 
 
 # --- writing (under the baseline's lock) ---------------------------------------------------
@@ -299,14 +285,6 @@ def check_writable(files: Files) -> None:
             f"or a read-only file system); point {DIR_OPTION} at a folder you can write"
         )
     _check_owned(files, existing)
-    for path, kind in ((files.index, "file"), (files.runs_dir, "folder")):
-        if path.is_symlink():
-            raise BaselineError(
-                f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
-                f"{os.readlink(path)}); a save would replace the link, not update what it "
-                f"points to. Point {DIR_OPTION} at the folder that holds the real files, or "
-                f"replace the link by its {kind}."
-            )
     problem = lock_file_problem(files.lock)
     if problem:
         target = f" (to {os.readlink(files.lock)})" if files.lock.is_symlink() else ""
@@ -315,14 +293,23 @@ def check_writable(files: Files) -> None:
             f"{target}, which pytest-gpuperf never makes and will not open; remove it (a save "
             "makes a new one)"
         )
-    kinds = [(files.index, "a file", Path.is_file), (files.runs_dir, "a folder", Path.is_dir)]
-    for path, kind, check in kinds:
+    for path, kind, check in (
+        (files.index, "file", Path.is_file),
+        (files.runs_dir, "folder", Path.is_dir),
+    ):
+        if path.is_symlink():
+            raise BaselineError(
+                f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
+                f"{os.readlink(path)}); a save would replace the link, not update what it "
+                f"points to. Point {DIR_OPTION} at the folder that holds the real files, or "
+                f"replace the link by its {kind}."
+            )
         if os.path.lexists(path) and not check(path):
             mode = os.lstat(path).st_mode
             what = "a file" if stat.S_ISREG(mode) else kind_of(mode)
             raise BaselineError(
-                f"cannot save into baseline {files.stem!r}: {path} is {what}, not {kind} (the "
-                "baseline is kept there); move it away"
+                f"cannot save into baseline {files.stem!r}: {path} is {what}, not a {kind} "
+                "(the baseline is kept there); move it away"
             )
 
 
