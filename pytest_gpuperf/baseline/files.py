@@ -397,18 +397,6 @@ def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) ->
         ) from e
 
 
-def segment_files(files: Files) -> Iterator[Path]:
-    """The segment files in ``NAME.runs/`` (other files there are not ours: left alone)."""
-    try:
-        entries = list(os.scandir(files.runs_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for e in entries:
-        stem, ext = os.path.splitext(e.name)
-        if ext == ".json" and codec.SEGMENT_ID.fullmatch(stem) and e.is_file(follow_symlinks=False):
-            yield Path(e.path)
-
-
 def remove_temporaries(files: Files) -> None:
     """Remove the temporary files writers killed mid-write left (only under the lock)."""
     remove_temporaries_of(files.index, all_of_them=True)
@@ -416,11 +404,16 @@ def remove_temporaries(files: Files) -> None:
 
 
 def collect_garbage(files: Files, keep: set[str]) -> None:
-    """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``."""
-    for path in segment_files(files):
-        if path.stem not in keep and is_own_segment(files, path):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+    """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``; the
+    other files in ``NAME.runs/`` are not ours: left alone."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for e in list(os.scandir(files.runs_dir)):
+            sid, ext = os.path.splitext(e.name)
+            if ext != ".json" or sid in keep or not codec.SEGMENT_ID.fullmatch(sid):
+                continue
+            if e.is_file(follow_symlinks=False) and is_own_segment(files, Path(e.path)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.path)
     if not keep:
         with contextlib.suppress(OSError):
             files.runs_dir.rmdir()  # only when empty: files that are not ours stay
