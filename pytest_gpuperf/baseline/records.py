@@ -234,11 +234,8 @@ class Baseline:
             diffs = {i: differences(self.fingerprints[i], dict(fp)) for i in fids}
             other = min(diffs, key=lambda i: len(diffs[i]))
             return Match(OTHER_ENVIRONMENT, [], other, diffs[other])
-        same_env = self.runs(key, fid)
-        if policy is None:
-            return Match(MATCH, same_env, fid)
-        want = frozen(policy)
-        same = [r for r in same_env if r.policy == want]
+        same_env, want = self.runs(key, fid), frozen(policy or {})
+        same = [r for r in same_env if policy is None or r.policy == want]
         if same:
             return Match(MATCH, same, fid)
         return Match(OTHER_POLICY, [], fid, differences(same_env[-1].policy, want))

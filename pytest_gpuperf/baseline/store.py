@@ -222,28 +222,17 @@ class BaselineStore:
         """What ``name`` holds, from its index alone."""
         where = self.files(name)
         index = self._read_index(name, where)
-        counts: dict[tuple[str, str], int] = {}
-        for bench in index["benchmarks"].values():
-            for sid, _, fid, _ in bench["runs"]:
-                counts[sid, fid] = counts.get((sid, fid), 0) + 1
-        segs = index["segments"]
+        runs = [(sid, fid) for b in index["benchmarks"].values() for sid, _, fid, _ in b["runs"]]
         sessions = sorted(
             (
                 Session(s["timestamp"], tuple(s["run_ids"]), fid, n, s.get("commit"))
-                for (sid, fid), n in counts.items()
-                for s in [segs[sid]]
+                for (sid, fid), n in Counter(runs).items()
+                for s in [index["segments"][sid]]
             ),
             key=lambda s: (s.timestamp, s.run_ids, s.fingerprint_id),
         )
-        return Overview(
-            name=name,
-            path=where.index,
-            benchmarks=len(index["benchmarks"]),
-            runs=sum(counts.values()),
-            environments=len(index["fingerprints"]),
-            updated=index["updated"],
-            sessions=tuple(sessions),
-        )
+        head = (len(index["benchmarks"]), len(runs), len(index["fingerprints"]), index["updated"])
+        return Overview(name, where.index, *head, tuple(sessions))
 
     def save(
         self,
@@ -285,16 +274,8 @@ class BaselineStore:
             disk.check_segments(where, {"segments": previous})  # still whole
             if add.segment is not None:
                 disk.commit(where, index, previous, add.segment)
-        return SaveSummary(
-            name=name,
-            path=where.index,
-            created=created and bool(add.added),
-            added=add.added,
-            dropped=add.dropped,
-            benchmarks=add.benchmarks,
-            keep_runs=keep_runs,
-            skipped=tuple(skipped),
-        )
+        made, counts = created and bool(add.added), (add.added, add.dropped, add.benchmarks)
+        return SaveSummary(name, where.index, made, *counts, keep_runs, tuple(skipped))
 
     def prune(
         self,

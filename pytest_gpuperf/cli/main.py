@@ -7,19 +7,24 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import math
 import os
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.baseline import DEFAULT_DIR
+from pytest_gpuperf.baseline import DEFAULT_DIR, is_name
+from pytest_gpuperf.baseline.codec import SCHEMA_VERSION
 from pytest_gpuperf.baseline.fileio import output_target, write_output
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
+from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
 from pytest_gpuperf.model import printable
+from pytest_gpuperf.units import fmt_pct, fmt_time
 from pytest_gpuperf.values import (
     OptionValueError,
     fraction,
@@ -66,7 +71,6 @@ class UsageProblem(GpuPerfError):
 
 def load_source(arg: str, directory: str) -> Any:
     """A :class:`~pytest_gpuperf.cli.runsets.RunSet` from a baseline name or a file path."""
-    from pytest_gpuperf.baseline.store import BaselineStore
     from pytest_gpuperf.cli.runsets import from_baseline, read_file
 
     name = arg
@@ -79,8 +83,6 @@ def load_source(arg: str, directory: str) -> Any:
 
 def _names_a_baseline_file(arg: str, directory: str) -> bool:
     """``NAME.json`` given alone, no such file here, and the baseline NAME in ``directory``."""
-    from pytest_gpuperf.baseline import is_name
-
     if not arg.endswith(".json") or os.sep in arg or "/" in arg or os.path.lexists(arg):
         return False
     return is_name(arg[: -len(".json")]) and (Path(directory) / arg).is_file()
@@ -91,8 +93,6 @@ def _names_a_baseline_file(arg: str, directory: str) -> bool:
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     """Every baseline and its saved sessions, from the indexes alone (runs are not read)."""
-    from pytest_gpuperf.baseline.store import BaselineStore
-
     store = BaselineStore(args.dir)
     names = store.names()
     for path, why in store.strays():
@@ -124,13 +124,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    import math
-    import statistics
-
     from tabulate import tabulate
-
-    from pytest_gpuperf.baseline.codec import SCHEMA_VERSION
-    from pytest_gpuperf.units import fmt_pct, fmt_time
 
     side = load_source(args.name, args.dir)
     b = side.baseline
@@ -224,8 +218,6 @@ def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_gpuperf.baseline.store import BaselineStore
-
     if args.keep_runs is None and args.fingerprint is None and args.before is None:
         raise UsageProblem(
             "prune needs what to remove: --keep-runs N, --fingerprint ID and/or --before DATE"

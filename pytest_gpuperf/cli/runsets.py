@@ -113,13 +113,8 @@ def latest(side: RunSet) -> tuple[list[Result], dict[str, BenchHistory]]:
         last, same = _newest(runs)
         own = side.results.get(key)
         results.append(replace(own) if own else Result(last))
-        hist[key] = BenchHistory(
-            baseline=b.name,
-            comparable=same,
-            runs=runs,
-            fingerprint_id=last.fingerprint_id,
-            reason=f"{len(same)} run(s) in this environment",
-        )
+        said = f"{len(same)} run(s) in this environment"
+        hist[key] = BenchHistory(b.name, same, runs, last.fingerprint_id, said)
     return results, hist
 
 
@@ -172,15 +167,12 @@ def compare(
         if verdict.failures:
             who = f"{res.id.display} [{res.id.mode}]"
             out.failures[key] = tuple(failure_words(who, x) for x in verdict.failures)
-        match = judge.match(res)
         out.m += verdict.comparison.gated
-        ref_entry = ref.benchmarks.get(key)
+        match, ref_entry = judge.match(res), ref.benchmarks.get(key)
+        comparable = match.runs if match.status == br.MATCH else ()
+        ref_runs = list(ref_entry.runs) if ref_entry else []
         out.histories[key] = BenchHistory(
-            baseline=ref.name,
-            comparable=match.runs if match.status == br.MATCH else (),
-            runs=list(ref_entry.runs) if ref_entry else [],
-            fingerprint_id=last.fingerprint_id,
-            reason=match.reason,
+            ref.name, comparable, ref_runs, last.fingerprint_id, match.reason
         )
     return out
 
