@@ -208,8 +208,7 @@ class FigureVerdict:
     def to_dict(self, words: Words | None = None) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["reasons"] = _reasons(self.reasons, words)
-        out: dict[str, Any] = json_safe(d)
-        return out
+        return json_safe(d)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FigureVerdict:
@@ -337,8 +336,7 @@ class Comparison:
         d["figures"] = [f.to_dict(words) for f in self.figures]
         d["secondary"] = [asdict(x) for x in self.secondary]
         d["numerics"] = None if self.numerics is None else self.numerics.to_dict()
-        out: dict[str, Any] = json_safe({k: d[k] for k in JSON_KEYS})
-        return out
+        return json_safe({k: d[k] for k in JSON_KEYS})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Comparison:

@@ -371,13 +371,8 @@ def _store_place(real: Path) -> str:
         return f" (a segment's place of the baseline {parent.with_suffix('.json')})"
     if real.suffix not in (".json", ".lock"):
         return ""
-    try:
-        entries = list(os.scandir(parent))
-    except OSError:
-        return ""
-    for entry in entries:
-        index = parent / (entry.name[: -len(".runs")] + ".json")
-        if entry.name.endswith(".runs") and entry.is_dir(follow_symlinks=False) and index.is_file():
+    for runs in parent.glob("*.runs"):  # nothing where the folder cannot be read
+        if runs.is_dir() and not runs.is_symlink() and runs.with_suffix(".json").is_file():
             return f" or a baseline's place (the baseline folder {parent})"
     return ""
 
