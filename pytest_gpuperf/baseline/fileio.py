@@ -38,7 +38,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_temporaries(target)
-    fd, tmp = _new_temporary(target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:  # made as open() makes a file: 0666 less the umask (mkstemp's 0600 is not)
+        tmp = str(target.parent / f"{temporary_prefix(target)}{secrets.token_hex(4)}.tmp")
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(tmp, flags, 0o666)
+            break
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -53,16 +58,6 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def _new_temporary(target: Path) -> tuple[int, str]:
-    """A new temporary file beside ``target``, made as ``open()`` makes a file (0666 less
-    the umask: ``mkstemp``'s 0600 would ignore it), and its path."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    while True:
-        tmp = str(target.parent / f"{temporary_prefix(target)}{secrets.token_hex(4)}.tmp")
-        with contextlib.suppress(FileExistsError):
-            return os.open(tmp, flags, 0o666), tmp
 
 
 def _refuse_to_replace(target: Path) -> None:

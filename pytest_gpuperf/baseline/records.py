@@ -128,7 +128,7 @@ class Match:
         return f"different {what}: {'; '.join(self.differences)}"
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(eq=False)
 class Baseline:
     """A baseline: fingerprints and policies by id, benchmarks by key (read-only)."""
 
@@ -137,9 +137,9 @@ class Baseline:
     plugin_version: str
     created: str
     updated: str
-    fingerprints: dict[str, Any]
-    policies: dict[str, Any]
-    benchmarks: Mapping[str, BenchmarkEntry]
+    fingerprints: dict[str, Any] = field(repr=False)
+    policies: dict[str, Any] = field(repr=False)
+    benchmarks: Mapping[str, BenchmarkEntry] = field(repr=False)
 
     @classmethod
     def read(
@@ -203,12 +203,6 @@ class Baseline:
     def stored_runs(self) -> int:
         """How many runs the benchmarks have, counted without making them runs."""
         return sum(len(e.source) for e in self.benchmarks.values())
-
-    def __repr__(self) -> str:
-        return (
-            f"<Baseline {self.name!r}: {len(self.benchmarks)} benchmarks, "
-            f"{len(self.fingerprints)} fingerprints>"
-        )
 
     def runs(
         self, key: str, fingerprint_id: str, policy: Mapping[str, Any] | None = None
