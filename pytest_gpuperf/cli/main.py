@@ -184,16 +184,14 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     outcome = compare(reference, candidate, settings.decision_policy(), settings, modes=modes)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
-    spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on, modes=modes)
+    sort, label = args.sort or "verdict", reference.label
+    spec = TableSpec(sort=sort, fail_on=args.fail_on, modes=modes)
     print(render([r.result for r in rows], spec), file=out)  # the plugin's summary
     for failures in outcome.failures.values():  # beyond the time: secondary metrics, numerics
         for failure in failures:
             print(failure, file=out)
     ctx = ReportContext(
-        outcome.results,
-        baseline_label=reference.label,
-        histories=outcome.histories,
-        sort=args.sort or "verdict",
+        outcome.results, baseline_label=label, histories=outcome.histories, sort=sort
     )
     for option in ("markdown", "html", "csv"):
         if path := getattr(args, option):
@@ -257,25 +255,21 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting import export
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
-    if args.output not in (None, "-"):
+    to_file = args.output not in (None, "-")
+    if to_file:
         output_target(args.output, what="-o", baseline_dirs=[Path(args.dir)])
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
-    suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
-    args.format = args.format or EXPORT_SUFFIXES.get(suffix, "markdown")
+    target = Path(args.output) if to_file else Path.cwd() / "-"
+    args.format = args.format or EXPORT_SUFFIXES.get(target.suffix.lower(), "markdown")
     if args.format == "pytest-benchmark":
         when = _dt.datetime.fromisoformat(side.baseline.updated)
         text = export.pytest_benchmark(results, created=when, modes=_registry().modes)
     else:
-        ctx = ReportContext(
-            results,
-            histories=histories,
-            title=f"gpuperf: {side.label}",
-            sort=args.sort or "collection",
-        )
-        target = Path(args.output) if args.output not in (None, "-") else Path.cwd() / "-"
+        title, sort = f"gpuperf: {side.label}", args.sort or "collection"
+        ctx = ReportContext(results, histories=histories, title=title, sort=sort)
         text = OUTPUTS_BY_OPTION[args.format].text(ctx, target)
-    if args.output in (None, "-"):
+    if not to_file:
         out.write(text)
     else:
         _write("-o", args.output, text, args)
