@@ -120,13 +120,8 @@ def name_list(v: Any) -> tuple[str, ...]:
     """Names separated by commas or spaces (``"nsys,ncu"``); empty for none."""
     if v is None:
         return ()
-    items = list(v) if isinstance(v, (list, tuple)) else None
-    if items is None:
-        if not isinstance(v, str):
-            raise OptionValueError(f"expected names separated by commas, got {v!r}")
-        items = [x for x in v.replace(",", " ").split() if x]
     out = []
-    for x in items:
+    for x in v if isinstance(v, (list, tuple)) else _words(v, "names"):
         name = str(x).strip().lower()
         if not name.replace("_", "").replace("-", "").isalnum():
             raise OptionValueError(f"expected names such as nsys,ncu; {x!r} is not a name")
