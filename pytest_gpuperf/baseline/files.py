@@ -372,9 +372,7 @@ def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) ->
     check_writable(files)
 
     def told(holder: str) -> Any:
-        if on_wait is not None:
-            return on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
-        return None
+        return on_wait and on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
 
     try:
         with lock(files.lock, timeout=timeout, on_wait=told, owner=f"{action} baseline {name}"):
