@@ -83,9 +83,9 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         va, vb = a.get(key, _ABSENT), b.get(key, _ABSENT)
         if va == vb and type(va) is type(vb):
             continue
-        fa, fb = _show(key, va), _show(key, vb)
+        fa, fb = _show(va, key), _show(vb, key)
         if fa == fb:  # rounding made them look alike: show them exactly
-            fa, fb = _show_exact(va), _show_exact(vb)
+            fa, fb = _show(va), _show(vb)
         out.append(f"{LABELS.get(key, key)} {fa} -> {fb}")
     return out
 
@@ -93,17 +93,14 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 _ABSENT: Any = object()
 
 
-def _show(key: str, value: Any) -> str:
-    if key == "gpu_memory_bytes" and isinstance(value, int) and not isinstance(value, bool):
-        return f"{value / 2**30:.1f} GiB"
-    return _show_exact(value)
-
-
-def _show_exact(value: Any) -> str:
+def _show(value: Any, key: str = "") -> str:
+    """``value`` in a difference; GPU memory (``key``) rounded to GiB."""
     if value is _ABSENT:
         return "(not recorded)"
     if value is None:
         return "(unknown)"
     if isinstance(value, bool):
         return str(value).lower()
+    if key == "gpu_memory_bytes" and isinstance(value, int):
+        return f"{value / 2**30:.1f} GiB"
     return str(value)
