@@ -164,16 +164,14 @@ def _reasons(reasons: Sequence[Reason], words: Words | None) -> list[Any]:
 class FigureVerdict:
     """The verdict on one figure of a benchmark, with every number that explains it.
 
-    Times are seconds per call, fractions plain (0.03 = 3 %), noise on the
-    log scale. ``baseline_s`` / ``current_s`` are the fastest run of each
-    side; ``ratio`` is the ratio of the two fast modes (those fastest runs,
-    corrected for how many runs each side has), with its ``ci_level``
-    interval. ``slower`` is the slowdown the rule tested, from the runs'
-    conservative bounds; it had to exceed ``cutoff`` (the ``threshold``, or
-    ``z`` standard errors ``se`` when the noise is wider: ``cutoff_reason``),
-    and either exceed ``decisive`` (two runs) or ``one_run``, or be seen in
-    ``runs_needed`` runs. ``resolution`` is the slowdown caught with 95 %
-    probability once ``runs_needed`` runs are in.
+    Times are seconds per call, fractions plain (0.03 = 3 %), noise on the log scale.
+    ``baseline_s`` / ``current_s`` are the fastest run of each side; ``ratio`` is the ratio of
+    the two fast modes (those fastest runs, corrected for how many runs each side has), with
+    its ``ci_level`` interval. ``slower`` is the slowdown the rule tested, from the runs'
+    conservative bounds; it had to exceed ``cutoff`` (the ``threshold``, or ``z`` standard
+    errors ``se`` when the noise is wider: ``cutoff_reason``), and either exceed ``decisive``
+    (two runs) or ``one_run``, or be seen in ``runs_needed`` runs. ``resolution`` is the
+    slowdown caught with 95 % probability once ``runs_needed`` runs are in.
     """
 
     figure: str

@@ -1,8 +1,7 @@
 """Numbers for people: times, bytes, rates and percentages with units.
 
-At the bottom of the core (it imports nothing of the package): the verdict, the
-analysis and every report write a number the same way. A result's throughput, which
-reads a collective's bandwidths, is :func:`pytest_gpuperf.reporting.columns.fmt_result_rate`.
+It imports nothing of the package: the verdict, the analysis and every report write a
+number the same way (a result's throughput: ``reporting.columns.fmt_result_rate``).
 """
 
 from __future__ import annotations

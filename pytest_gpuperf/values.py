@@ -1,9 +1,5 @@
-"""The parsers of option values: one per kind of value, each raising
-:class:`OptionValueError` with what it expects.
-
-Pure Python, in the core: the pytest options (:mod:`pytest_gpuperf.shell.options`)
-and the command line (:mod:`pytest_gpuperf.cli.main`) parse with the same functions.
-"""
+"""The parsers of option values, one per kind, each raising :class:`OptionValueError` with
+what it expects: the pytest options and the command line parse with the same functions."""
 
 from __future__ import annotations
 

@@ -2,9 +2,8 @@
 
 :class:`Baseline` is the read-only view of one baseline: read from its files, or made of
 runs held in memory (an A/B session's base runs, a results file given to ``compare``).
-Stored runs are kept as the text of their checked lines and made
-:class:`~pytest_gpuperf.model.Run` s when asked for, so that a session of thousands of
-benchmarks holds text, not objects.
+Stored runs are kept as the text of their checked lines, made runs when asked for: a
+session of thousands of benchmarks holds text, not objects.
 """
 
 from __future__ import annotations
