@@ -51,10 +51,8 @@ class Files:
         return self.runs_dir / f"{sid}.json"
 
 
-class SegmentGone(Exception):
-    def __init__(self, sid: str, stamp: str):
-        self.sid = sid
-        self.stamp = stamp
+class SegmentGone(CorruptBaseline):
+    """A segment the index lists is missing: a reader reads again (a save replaced it)."""
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -113,7 +111,12 @@ def parse_index(files: Files, data: bytes) -> dict[str, Any]:
 
 
 def _broken(
-    files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str, **note: str
+    files: Files,
+    sid: str,
+    stamp: str,
+    e: codec.SchemaProblem | str,
+    kind: type[CorruptBaseline] = CorruptBaseline,
+    **note: str,
 ) -> CorruptBaseline:
     """Segment ``sid``, saved at ``stamp``, cannot be used: how to repair the baseline."""
     remedy = e.remedy if isinstance(e, codec.FutureSchema) else None
@@ -126,12 +129,14 @@ def _broken(
             f"{after} (it also removes any runs saved earlier; see which with --dry-run first)."
         )
     where = f" (a segment of {files.index.name})"
-    return CorruptBaseline(str(files.segment(sid)), str(e), remedy, where=where, **note)
+    return kind(str(files.segment(sid)), str(e), remedy, where=where, **note)
 
 
-def _missing(files: Files, gone: SegmentGone) -> CorruptBaseline:
+def _missing(files: Files, sid: str, entry: Mapping[str, Any]) -> CorruptBaseline:
     problem = f"the file is missing, and {files.index.name} lists runs in it"
-    return _broken(files, gone.sid, gone.stamp, problem, note="Nothing was changed.")
+    return _broken(
+        files, sid, entry["timestamp"], problem, SegmentGone, note="Nothing was changed."
+    )
 
 
 #: The index, each run's line by (key, digest), and what is wrong with a benchmark's runs.
@@ -152,9 +157,9 @@ def read(files: Files, nodeids: set[str] | None) -> Read:
             if problems and nodeids is None:
                 raise next(iter(problems.values()))
             return index, lines, problems
-        except SegmentGone as gone:
+        except SegmentGone:
             if data == previous:  # the same index twice: the segment is really missing
-                raise _missing(files, gone) from None
+                raise
             previous = data
     raise BaselineError(
         f"baseline {files.index} changed {READ_ATTEMPTS} times while it was read; try again "
@@ -205,17 +210,14 @@ def _segment_bytes(files: Files, sid: str, entry: Mapping[str, Any]) -> bytes:
     try:
         return read_regular(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(sid, entry["timestamp"]) from None
+        raise _missing(files, sid, entry) from None
 
 
 def check_segments(files: Files, index: Mapping[str, Any]) -> None:
     """That every segment ``index`` lists is there and whole at its two ends: a save into a
     baseline with a broken segment would succeed and leave it unreadable."""
     for sid, entry in index["segments"].items():
-        try:
-            _check_segment(files, sid, entry)
-        except SegmentGone as gone:
-            raise _missing(files, gone) from None
+        _check_segment(files, sid, entry)
 
 
 def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
@@ -224,7 +226,7 @@ def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
     try:
         ends = _ends(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(sid, entry["timestamp"]) from None
+        raise _missing(files, sid, entry) from None
     if not codec.ends_as_written(ends[1], sid):
         try:
             codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set())
