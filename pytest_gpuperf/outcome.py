@@ -76,9 +76,8 @@ class NumericsComparison:
     """The current output's fingerprint against the baseline's (JSON-safe via ``to_dict``).
 
     ``kind``: :data:`NUMERICS_SAME`, :data:`NUMERICS_CHANGED` (beyond ``tolerance``, or a change
-    of dtype, shape, structure or NaN/Inf count), :data:`NUMERICS_UNSEEDED` (runs of the
-    same code differ among themselves: nothing is concluded) or
-    :data:`NO_BASELINE` (no baseline run has a fingerprint).
+    of dtype, shape, structure or NaN/Inf count), :data:`NUMERICS_UNSEEDED` (runs of the same
+    code differ among themselves: nothing is concluded) or :data:`NO_BASELINE`.
     """
 
     kind: str

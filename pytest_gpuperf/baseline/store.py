@@ -204,11 +204,11 @@ class BaselineStore:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
         return Baseline.read(name, where.index, index, lines, problems, wanted)
 
-    def _read_index(self, name: str, where: disk.Files) -> dict[str, Any]:
+    def _read_index(self, where: disk.Files) -> dict[str, Any]:
         try:
             data = disk.read_regular(where.index)
         except FileNotFoundError:
-            raise UnknownBaseline(name, str(self.root), self.names()) from None
+            raise UnknownBaseline(where.stem, str(self.root), self.names()) from None
         return disk.parse_index(where, data)
 
     def check(self, name: str) -> None:
@@ -216,12 +216,12 @@ class BaselineStore:
         where = self.files(name)
         disk.check_writable(where)
         if where.index.exists() or where.index.is_symlink():
-            disk.check_segments(where, self._read_index(name, where))
+            disk.check_segments(where, self._read_index(where))
 
     def overview(self, name: str) -> Overview:
         """What ``name`` holds, from its index alone."""
         where = self.files(name)
-        index = self._read_index(name, where)
+        index = self._read_index(where)
         runs = [(sid, fid) for b in index["benchmarks"].values() for sid, _, fid, _ in b["runs"]]
         sessions = sorted(
             (
@@ -302,7 +302,7 @@ class BaselineStore:
         key_set = set(keys) if keys is not None else None
         held = disk.locked(where, "prune", self.lock_timeout, self.on_wait)
         with contextlib.nullcontext() if dry_run else held:
-            index = self._read_index(name, where)
+            index = self._read_index(where)
             previous = set(index["segments"])
             if fingerprint_id is not None and fingerprint_id not in index["fingerprints"]:
                 have = ", ".join(sorted(index["fingerprints"])) or "none"
