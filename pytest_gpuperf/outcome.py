@@ -77,7 +77,8 @@ class NumericsComparison:
 
     ``kind``: :data:`NUMERICS_SAME`, :data:`NUMERICS_CHANGED` (beyond ``tolerance``, or a change
     of dtype, shape, structure or NaN/Inf count), :data:`NUMERICS_UNSEEDED` (runs of the same
-    code differ among themselves: nothing is concluded) or :data:`NO_BASELINE`.
+    code differ among themselves: nothing is concluded) or :data:`NO_BASELINE` (no baseline
+    run has a fingerprint).
     """
 
     kind: str
