@@ -1,9 +1,5 @@
-"""JSON-safe builtins: what a result, a verdict and an export become before they travel.
-
-Pure Python, imports nothing of the package: :mod:`pytest_gpuperf.model` (results) and
-:mod:`pytest_gpuperf.outcome` (verdicts) both write through :func:`json_safe`,
-and neither imports the other for it.
-"""
+"""JSON-safe builtins: what a result, a verdict and an export become before they travel
+(pure Python, importing nothing of the package)."""
 
 from __future__ import annotations
 

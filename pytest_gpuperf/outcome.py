@@ -21,7 +21,6 @@ NO_CHANGE = "no-change"
 INCONCLUSIVE = "inconclusive"
 NO_BASELINE = "no-baseline"
 DIFFERENT_ENVIRONMENT = "different-environment"
-KINDS = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE, NO_BASELINE, DIFFERENT_ENVIRONMENT)
 #: Which kind of inconclusive (``why``): a slowdown the interval cannot rule out though none
 #: beyond the threshold in force was seen (too small to tell, never "no change"); a suspect no
 #: run could confirm; no good evidence on a side (runs without a steady level, or that waited
@@ -77,9 +76,9 @@ class NumericsComparison:
     """The current output's fingerprint against the baseline's (JSON-safe via ``to_dict``).
 
     ``kind``: :data:`NUMERICS_SAME`, :data:`NUMERICS_CHANGED` (beyond ``tolerance``, or a change
-    of dtype, shape, structure or NaN/Inf count), :data:`NUMERICS_UNSEEDED` (runs of the
-    same code differ among themselves: nothing is concluded) or
-    :data:`NO_BASELINE` (no baseline run has a fingerprint).
+    of dtype, shape, structure or NaN/Inf count), :data:`NUMERICS_UNSEEDED` (runs of the same
+    code differ among themselves: nothing is concluded) or :data:`NO_BASELINE` (no baseline
+    run has a fingerprint).
     """
 
     kind: str
@@ -165,16 +164,14 @@ def _reasons(reasons: Sequence[Reason], words: Words | None) -> list[Any]:
 class FigureVerdict:
     """The verdict on one figure of a benchmark, with every number that explains it.
 
-    Times are seconds per call, fractions plain (0.03 = 3 %), noise on the
-    log scale. ``baseline_s`` / ``current_s`` are the fastest run of each
-    side; ``ratio`` is the ratio of the two fast modes (those fastest runs,
-    corrected for how many runs each side has), with its ``ci_level``
-    interval. ``slower`` is the slowdown the rule tested, from the runs'
-    conservative bounds; it had to exceed ``cutoff`` (the ``threshold``, or
-    ``z`` standard errors ``se`` when the noise is wider: ``cutoff_reason``),
-    and either exceed ``decisive`` (two runs) or ``one_run``, or be seen in
-    ``runs_needed`` runs. ``resolution`` is the slowdown caught with 95 %
-    probability once ``runs_needed`` runs are in.
+    Times are seconds per call, fractions plain (0.03 = 3 %), noise on the log scale.
+    ``baseline_s`` / ``current_s`` are the fastest run of each side; ``ratio`` is the ratio of
+    the two fast modes (those fastest runs, corrected for how many runs each side has), with
+    its ``ci_level`` interval. ``slower`` is the slowdown the rule tested, from the runs'
+    conservative bounds; it had to exceed ``cutoff`` (the ``threshold``, or ``z`` standard
+    errors ``se`` when the noise is wider: ``cutoff_reason``), and either exceed ``decisive``
+    (two runs) or ``one_run``, or be seen in ``runs_needed`` runs. ``resolution`` is the
+    slowdown caught with 95 % probability once ``runs_needed`` runs are in.
     """
 
     figure: str
@@ -209,8 +206,7 @@ class FigureVerdict:
     def to_dict(self, words: Words | None = None) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["reasons"] = _reasons(self.reasons, words)
-        out: dict[str, Any] = json_safe(d)
-        return out
+        return json_safe(d)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FigureVerdict:
@@ -338,8 +334,7 @@ class Comparison:
         d["figures"] = [f.to_dict(words) for f in self.figures]
         d["secondary"] = [asdict(x) for x in self.secondary]
         d["numerics"] = None if self.numerics is None else self.numerics.to_dict()
-        out: dict[str, Any] = json_safe({k: d[k] for k in JSON_KEYS})
-        return out
+        return json_safe({k: d[k] for k in JSON_KEYS})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Comparison:

@@ -5,6 +5,7 @@ mode alike. Imports pluggy, never pytest."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -76,14 +77,12 @@ class Registry:
     outputs: tuple[Output, ...] = OUTPUTS
 
     def __post_init__(self) -> None:
-        seen: set[str] = set()
-        for o in self.outputs:
-            if o.option in seen:
-                raise ValueError(
-                    f"two output formats are named {o.option!r} (--gpuperf-{o.option}); "
-                    "pick another name for the plugin's"
-                )
-            seen.add(o.option)
+        twice = [k for k, n in Counter(o.option for o in self.outputs).items() if n > 1]
+        if twice:
+            raise ValueError(
+                f"two output formats are named {twice[0]!r} (--gpuperf-{twice[0]}); "
+                "pick another name for the plugin's"
+            )
 
     @classmethod
     def builtin(cls) -> Registry:

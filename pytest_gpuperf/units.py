@@ -1,8 +1,7 @@
 """Numbers for people: times, bytes, rates and percentages with units.
 
-At the bottom of the core (it imports nothing of the package): the verdict, the
-analysis and every report write a number the same way. A result's throughput, which
-reads a collective's bandwidths, is :func:`pytest_gpuperf.reporting.columns.fmt_result_rate`.
+It imports nothing of the package: the verdict, the analysis and every report write a
+number the same way (a result's throughput: ``reporting.columns.fmt_result_rate``).
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ def fmt_time(seconds: float | None) -> str:
     """``1.234e-05`` -> ``12.34 µs``: four significant figures, unit chosen to fit."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if abs(seconds) >= scale or unit == "ns":
-            return f"{_sig(seconds / scale)} {unit}"
-    return f"{seconds} s"
+    units = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
+    unit, scale = next((u for u in units if abs(seconds) >= u[1]), ("ns", 1e-9))
+    return f"{_sig(seconds / scale)} {unit}"
 
 
 def _sig(x: float, digits: int = 4) -> str:

@@ -1,9 +1,5 @@
-"""The parsers of option values: one per kind of value, each raising
-:class:`OptionValueError` with what it expects.
-
-Pure Python, in the core: the pytest options (:mod:`pytest_gpuperf.shell.options`)
-and the command line (:mod:`pytest_gpuperf.cli.main`) parse with the same functions.
-"""
+"""The parsers of option values, one per kind, each raising :class:`OptionValueError` with
+what it expects: the pytest options and the command line parse with the same functions."""
 
 from __future__ import annotations
 
@@ -120,13 +116,8 @@ def name_list(v: Any) -> tuple[str, ...]:
     """Names separated by commas or spaces (``"nsys,ncu"``); empty for none."""
     if v is None:
         return ()
-    items = list(v) if isinstance(v, (list, tuple)) else None
-    if items is None:
-        if not isinstance(v, str):
-            raise OptionValueError(f"expected names separated by commas, got {v!r}")
-        items = [x for x in v.replace(",", " ").split() if x]
     out = []
-    for x in items:
+    for x in v if isinstance(v, (list, tuple)) else _words(v, "names"):
         name = str(x).strip().lower()
         if not name.replace("_", "").replace("-", "").isalnum():
             raise OptionValueError(f"expected names such as nsys,ncu; {x!r} is not a name")
@@ -142,11 +133,13 @@ def _words(v: Any, what: str) -> list[str]:
     return [x for x in v.replace(",", " ").split() if x]
 
 
-def _did_you_mean(word: str, choices: Any) -> str:
+def _unknown(what: str, word: Any, key: str, known: Any, listing: str = "keys") -> OptionValueError:
+    """``word`` (``key`` once normalised) is none of ``known``: the closest, then all."""
     import difflib
 
-    close = difflib.get_close_matches(word, sorted(choices), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return OptionValueError(f"unknown {what} {word!r}{hint}; {listing}: " + ", ".join(known))
 
 
 def table_columns(v: Any) -> tuple[str, ...] | None:
@@ -159,10 +152,7 @@ def table_columns(v: Any) -> tuple[str, ...] | None:
     for word in _words(v, "column names"):
         key = word.lower().replace("-", "_")
         if key not in COLUMNS:
-            raise OptionValueError(
-                f"unknown column {word!r}{_did_you_mean(key, COLUMNS)}; columns: "
-                + ", ".join(COLUMNS)
-            )
+            raise _unknown("column", word, key, COLUMNS, "columns")
         out.append(key)
     if not out:
         raise OptionValueError("expected at least one column, e.g. median,ci,verdict")
@@ -175,9 +165,7 @@ def sort_key(v: Any) -> str:
 
     key = text(v).lower().replace("-", "_")
     if key not in SORT_KEYS:
-        raise OptionValueError(
-            f"unknown sort key {v!r}{_did_you_mean(key, SORT_KEYS)}; keys: " + ", ".join(SORT_KEYS)
-        )
+        raise _unknown("sort key", v, key, SORT_KEYS)
     return key
 
 
@@ -195,10 +183,7 @@ def group_keys(v: Any) -> tuple[str, ...]:
         elif key in GROUP_KEYS and key != "param:name":
             out.append(key)
         else:
-            raise OptionValueError(
-                f"unknown group key {word!r}{_did_you_mean(key, GROUP_KEYS)}; keys: "
-                + ", ".join(GROUP_KEYS)
-            )
+            raise _unknown("group key", word, key, GROUP_KEYS)
     return tuple(dict.fromkeys(out))
 
 

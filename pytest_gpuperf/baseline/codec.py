@@ -54,10 +54,6 @@ class FutureSchema(SchemaProblem):
     """A file of a schema version newer than this pytest-gpuperf reads."""
 
 
-class PreRelease(SchemaProblem):
-    """A file of a pre-release format, saved again, not migrated."""
-
-
 # --- values ----------------------------------------------------------------------------------
 
 
@@ -104,18 +100,6 @@ Check = tuple[Callable[[Any], bool], str]
 def _check(value: Any, check: Check, where: str) -> None:
     if not check[0](value):
         raise SchemaProblem(f"{where}: expected {check[1]}, got {_describe(value)}")
-
-
-def _fields(obj: Mapping[str, Any], required: set[str], optional: set[str], where: str) -> None:
-    missing = sorted(required - set(obj))
-    if missing:
-        raise SchemaProblem(f"{where}: missing field {', '.join(map(repr, missing))}")
-    unknown = sorted(set(obj) - required - optional)
-    if unknown:
-        raise SchemaProblem(
-            f"{where}: unknown field {', '.join(map(repr, unknown))} (each field a version "
-            "allows is fixed; a new field comes with a new schema version)"
-        )
 
 
 def check_nesting(
@@ -214,10 +198,8 @@ def run_line(run: Run) -> dict[str, Any]:
 
 def check_line(line: Any, where: str) -> None:
     """Raise :class:`SchemaProblem` unless ``line`` is a stored run (:data:`LINE`)."""
-    _check(line, _OBJECT, where)
-    _fields(line, _REQUIRED, set(LINE), where)
+    _record(line, LINE, where, set(LINE) - _REQUIRED)
     for name, value in line.items():
-        _check(value, LINE[name], f"{where}.{name}")
         if name in _MORE:
             _check(value, _MORE[name], f"{where}.{name}")
         elif isinstance(value, (dict, list)):
@@ -307,7 +289,7 @@ def check_version(doc: Any, schema: str, what: str) -> None:
     if version == SCHEMA_VERSION and not one_file:
         return
     if version in PRE_RELEASE:
-        raise PreRelease(
+        raise SchemaProblem(
             f"it is in a pre-release format (schema_version {version}"
             f"{', one file' if one_file else ''}), which this pytest-gpuperf does not read",
             "Save the baseline again: move this file (and its NAME.runs folder) away, then "
@@ -332,7 +314,8 @@ _TIMESTAMP = _MORE["timestamp"]
 _ANY: Check = (lambda v: True, "anything")  # checked elsewhere
 _INDEX = {"schema": _ANY, "schema_version": _ANY, "name": _STR, "plugin_version": _STR}
 _INDEX |= {"created": _TIMESTAMP, "updated": _TIMESTAMP}
-_INDEX |= {k: _OBJECT for k in ("fingerprints", "policies", "segments", "benchmarks")}
+TABLES = ("fingerprints", "policies", "segments", "benchmarks")
+_INDEX |= {k: _OBJECT for k in TABLES}
 _SEGMENT_ENTRY: dict[str, Check] = {
     "sha256": (lambda v: isinstance(v, str) and bool(SHA256.fullmatch(v)), "64 hex digits"),
     "timestamp": _TIMESTAMP,
@@ -356,8 +339,15 @@ def _record(
     obj: Any, spec: Mapping[str, Check], where: str, optional: Set[str] = frozenset()
 ) -> None:
     """That ``obj`` is an object of the fields of ``spec``, each passing its check."""
-    _check(obj, _OBJECT, where or "top level")
-    _fields(obj, set(spec) - optional, set(optional), where or "top level")
+    at = where or "top level"
+    _check(obj, _OBJECT, at)
+    if missing := sorted(set(spec) - set(optional) - set(obj)):
+        raise SchemaProblem(f"{at}: missing field {', '.join(map(repr, missing))}")
+    if unknown := sorted(set(obj) - set(spec)):
+        raise SchemaProblem(
+            f"{at}: unknown field {', '.join(map(repr, unknown))} (each field a version "
+            "allows is fixed; a new field comes with a new schema version)"
+        )
     for name, check in spec.items():
         if name in obj:
             _check(obj[name], check, f"{where}.{name}" if where else name)
@@ -429,15 +419,29 @@ _RUN_AT = len(_RUN_LINE) + 12 + len(b'": ')
 _BENCH_LINE = b'    "'
 
 
+#: How far from its end a segment's tail is looked for (:func:`ends_as_written`).
+TAIL = 4096
+
+
+def ends_as_written(end: bytes, sid: str) -> bool:
+    """Whether a segment's bytes (or their last :data:`TAIL`) end as a save ends ``sid``."""
+    tail = (
+        f'  "schema": {json.dumps(SEGMENT_SCHEMA)},\n'
+        f'  "schema_version": {SCHEMA_VERSION},\n'
+        f'  "segment": {json.dumps(sid)},\n'
+    ).encode()
+    return tail in end[-TAIL:] and end.endswith(b"}\n")
+
+
 def segment_lines(
-    data: bytes, sid: str, sha256: str | None, keys: set[str], laid_out: bool
+    data: bytes, sid: str, sha256: str | None, keys: set[str]
 ) -> tuple[dict[tuple[str, str], bytes], dict[str, SchemaProblem]]:
     """The checked runs of benchmarks ``keys`` in segment ``sid`` as JSON text by (key,
     digest), and what is wrong with a benchmark's runs, by key. Where ``data`` are the
-    bytes the index records (``sha256``), ``laid_out`` as a save writes them, the other
+    bytes the index records (``sha256``), laid out as a save writes them, the other
     benchmarks' runs are not parsed; else the segment is read and checked whole."""
     found = None
-    if laid_out and sha256 == hashlib.sha256(data).hexdigest():
+    if ends_as_written(data, sid) and sha256 == hashlib.sha256(data).hexdigest():
         found = _scan(data, keys)
     if found is None:  # edited by hand, or not laid out as a save writes it
         doc = load_json(data)
@@ -532,22 +536,18 @@ class RefusedWrite(SchemaProblem):
 
 @dataclass
 class Addition:
-    """What :func:`add_runs` made of a save (``segment_id`` None: every run was there)."""
+    """What :func:`add_runs` made of a save: its segment's id and bytes (None: every run
+    was there), how many runs it added and dropped, of how many benchmarks."""
 
-    segment_id: str | None
-    segment: bytes
-    index: bytes
+    segment: tuple[str, bytes] | None
     added: int
     dropped: int
     benchmarks: int
-    segments: frozenset[str]
 
 
-def empty_index(name: str, stamp: str) -> dict[str, Any]:
-    """An index with no benchmarks."""
-    head = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "name": name}
-    tables: dict[str, Any] = {k: {} for k in ("fingerprints", "policies", "segments", "benchmarks")}
-    return {**head, "plugin_version": __version__, "created": stamp, "updated": stamp, **tables}
+def empty_index(stamp: str) -> dict[str, Any]:
+    """An index with no benchmarks (:func:`add_runs` names it, :func:`index_bytes` stamps it)."""
+    return {"created": stamp, **{k: {} for k in TABLES}}
 
 
 def add_runs(
@@ -561,8 +561,8 @@ def add_runs(
 ) -> Addition:
     """Add ``runs`` (the run, its fingerprint, its line) to ``index`` in place, as one new
     segment; trim each benchmark to ``keep_runs`` per fingerprint and drop what no run
-    uses. Both files' bytes are validated (:class:`RefusedWrite`). A run saved already (a
-    retried job) goes to ``skipped``."""
+    uses. The segment is validated (:class:`RefusedWrite`). A run saved already (a retried
+    job) goes to ``skipped``."""
     benches = index["benchmarks"]
     segment: dict[str, dict[str, dict[str, Any]]] = {}
     touched: list[tuple[str, str, str, str]] = []
@@ -584,27 +584,23 @@ def add_runs(
         index["policies"][pid] = thawed(run.policy)
         segment.setdefault(key, {})[dig] = line
         touched.append((key, dig, fid, pid))
-    sid, data = None, b""
-    if touched:
-        sid = segment_id(stamp, segment)
-        doc = {"schema": SEGMENT_SCHEMA, "schema_version": SCHEMA_VERSION, "baseline": name}
-        doc.update(segment=sid, timestamp=stamp, runs=segment)
-        try:
-            validate_segment(doc, sid)
-        except SchemaProblem as e:
-            raise RefusedWrite(str(e), sid) from None
-        data = dumps(doc, compact_depth=3).encode("utf-8")
-        index["segments"][sid] = segment_entry(data, stamp, segment)
-        for key, dig, fid, pid in touched:
-            benches[key]["runs"].append([sid, dig, fid, pid])
-    dropped = 0
-    for key, fid in {(t[0], t[2]) for t in touched}:
-        dropped += trim(benches[key]["runs"], fid, keep_runs)
+    if not touched:
+        return Addition(None, 0, 0, 0)
+    sid = segment_id(stamp, segment)
+    doc = {"schema": SEGMENT_SCHEMA, "schema_version": SCHEMA_VERSION, "baseline": name}
+    doc.update(segment=sid, timestamp=stamp, runs=segment)
+    try:
+        validate_segment(doc, sid)
+    except SchemaProblem as e:
+        raise RefusedWrite(str(e), sid) from None
+    data = dumps(doc, compact_depth=3).encode("utf-8")
+    index["segments"][sid] = segment_entry(data, stamp, segment)
+    for key, dig, fid, pid in touched:
+        benches[key]["runs"].append([sid, dig, fid, pid])
+    dropped = sum(trim(benches[k]["runs"], f, keep_runs) for k, f in {t[::2] for t in touched})
     drop_unused(index)
     index.update(name=name, updated=stamp)
-    data_index = index_bytes(index)
-    n = len({t[0] for t in touched})
-    return Addition(sid, data, data_index, len(touched), dropped, n, frozenset(index["segments"]))
+    return Addition((sid, data), len(touched), dropped, len({t[0] for t in touched}))
 
 
 def segment_entry(

@@ -38,7 +38,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_temporaries(target)
-    fd, tmp = _new_temporary(target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:  # made as open() makes a file: 0666 less the umask (mkstemp's 0600 is not)
+        tmp = str(target.parent / f"{temporary_prefix(target)}{secrets.token_hex(4)}.tmp")
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(tmp, flags, 0o666)
+            break
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -53,16 +58,6 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def _new_temporary(target: Path) -> tuple[int, str]:
-    """A new temporary file beside ``target``, made as ``open()`` makes a file (0666 less
-    the umask: ``mkstemp``'s 0600 would ignore it), and its path."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    while True:
-        tmp = str(target.parent / f"{temporary_prefix(target)}{secrets.token_hex(4)}.tmp")
-        with contextlib.suppress(FileExistsError):
-            return os.open(tmp, flags, 0o666), tmp
 
 
 def _refuse_to_replace(target: Path) -> None:
@@ -87,23 +82,25 @@ def temporary_prefix(target: Path, pid: int | None = None) -> str:
     return f".{target.name}.{os.getpid() if pid is None else pid}-{_HOST}."
 
 
-def remove_temporaries(target: Path, *, all_of_them: bool = False) -> None:
-    """Remove the temporary files of ``target`` that writers killed mid-write left: those
-    of gone processes of this host, or ``all_of_them`` (the caller holds a lock)."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
+def remove_temporaries(target: Path, *, all_of_them: bool = False, name: str = "") -> None:
+    """Remove the temporary files of ``target`` (of every file ``name``, a pattern, in its
+    folder) that writers killed mid-write left: those of gone processes of this host, or
+    ``all_of_them`` (the caller holds a lock)."""
+    name = name or re.escape(target.name)
+    pattern = re.compile(rf"\.{name}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
     try:
         names = os.listdir(target.parent)
     except OSError:
         return
-    for name in names:
-        m = pattern.fullmatch(name)
+    for found in names:
+        m = pattern.fullmatch(found)
         if m is None or (
             not all_of_them
             and (m.group(2) != _HOST or m.group(1) is None or pid_alive(int(m.group(1))))
         ):
             continue
         with contextlib.suppress(OSError):
-            os.unlink(target.parent / name)
+            os.unlink(target.parent / found)
 
 
 def pid_alive(pid: int) -> bool:
@@ -369,13 +366,8 @@ def _store_place(real: Path) -> str:
         return f" (a segment's place of the baseline {parent.with_suffix('.json')})"
     if real.suffix not in (".json", ".lock"):
         return ""
-    try:
-        entries = list(os.scandir(parent))
-    except OSError:
-        return ""
-    for entry in entries:
-        index = parent / (entry.name[: -len(".runs")] + ".json")
-        if entry.name.endswith(".runs") and entry.is_dir(follow_symlinks=False) and index.is_file():
+    for runs in parent.glob("*.runs"):  # nothing where the folder cannot be read
+        if runs.is_dir() and not runs.is_symlink() and runs.with_suffix(".json").is_file():
             return f" or a baseline's place (the baseline folder {parent})"
     return ""
 
@@ -399,18 +391,13 @@ def _content_reason(target: Path) -> str:
                 data += f.read()
         except OSError:
             return ""
-    return " (its content says so)" if is_baseline_text(data, whole=len(data) == st.st_size) else ""
-
-
-def is_baseline_text(data: bytes, *, whole: bool = True) -> bool:
-    """Whether ``data`` (a file's bytes; ``whole``: all of them) is a pytest-gpuperf baseline:
-    by its parsed ``schema``, else by the mark."""
-    if whole:
-        try:
+    doc = None
+    if len(data) == st.st_size:  # read whole: its parsed schema says (else the mark)
+        with contextlib.suppress(ValueError, RecursionError):
             doc = json.loads(data)
-        except (ValueError, RecursionError):
-            doc = None
-        if isinstance(doc, dict):
-            schema = doc.get("schema")
-            return isinstance(schema, str) and schema.startswith(_BASELINE_SCHEMA)
-    return _BASELINE_MARK.search(data) is not None
+    if isinstance(doc, dict):
+        schema = doc.get("schema")
+        found = isinstance(schema, str) and schema.startswith(_BASELINE_SCHEMA)
+    else:
+        found = _BASELINE_MARK.search(data) is not None
+    return " (its content says so)" if found else ""

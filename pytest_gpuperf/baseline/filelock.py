@@ -126,13 +126,12 @@ def locked(
     timeout: float = DEFAULT_TIMEOUT_S,
     on_wait: OnWait | None = None,
     owner: str | None = None,
-    shared: bool = False,
 ) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` block, or
-    raise :class:`LockTimeout` after ``timeout`` seconds. ``shared``: a folder every user
-    shares (:func:`open_folder`). :class:`~pytest_gpuperf.errors.UnsafePath` for a lock file
-    that is a link or not a regular file, or such a folder."""
-    fd, writable = _open(path, shared)
+    raise :class:`LockTimeout` after ``timeout`` seconds.
+    :class:`~pytest_gpuperf.errors.UnsafePath` for a lock file that is a link or not a
+    regular file."""
+    fd, writable = _open(path)
     try:
         _wait_for(lambda: _try_flock(fd), path, timeout, on_wait)
         with _holding(fd, writable, owner):
@@ -141,15 +140,15 @@ def locked(
         os.close(fd)
 
 
-def _open(path: Path, shared: bool) -> tuple[int, bool]:
+def _open(path: Path) -> tuple[int, bool]:
     """A descriptor of lock file ``path`` that is safe to lock, and whether it may be written
     (a file another user made, writable only to them, is locked read-only and not named)."""
     if not _DIR_FD:  # pragma: no cover - Windows: check, then open (best effort)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_symlink():
             raise _unsafe(path, "is a symbolic link")
-        return _checked(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), path, True, shared)
-    dir_fd = open_folder(path.parent, shared=shared)
+        return _checked(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), path, True)
+    dir_fd = open_folder(path.parent, shared=False)
     flags = _NOFOLLOW | _NONBLOCK | _CLOEXEC
     writable = True
     try:
@@ -164,7 +163,7 @@ def _open(path: Path, shared: bool) -> tuple[int, bool]:
         raise
     finally:
         os.close(dir_fd)
-    return _checked(fd, path, writable, shared)
+    return _checked(fd, path, writable)
 
 
 def _problem(st: os.stat_result) -> str | None:
@@ -186,7 +185,7 @@ def lock_file_problem(path: Path) -> str | None:
         return None
 
 
-def _checked(fd: int, path: Path, writable: bool, shared: bool) -> tuple[int, bool]:
+def _checked(fd: int, path: Path, writable: bool) -> tuple[int, bool]:
     try:
         st = os.fstat(fd)
         problem = _problem(st)
@@ -194,9 +193,6 @@ def _checked(fd: int, path: Path, writable: bool, shared: bool) -> tuple[int, bo
             raise _unsafe(path, problem)
         if st.st_size > MAX_LOCK_FILE:
             writable = False  # not a lock file we made: lock on it, never write it
-        if shared and writable and st.st_uid == _uid():
-            with contextlib.suppress(OSError):
-                os.fchmod(fd, 0o666)  # so that another user can name itself in it
     except BaseException:
         os.close(fd)
         raise
@@ -373,8 +369,7 @@ def shared_locked(
     """Hold lock ``name`` in ``folder``, shared by every user, for the ``with`` block (see
     above); otherwise as :func:`locked`. ``OSError`` where no file can be made there."""
     if fcntl is None:  # pragma: no cover - Windows: the one shared file
-        with locked(folder / f"{name}.lock", timeout=timeout, on_wait=on_wait, owner=owner,
-                    shared=True):  # fmt: skip
+        with locked(folder / f"{name}.lock", timeout=timeout, on_wait=on_wait, owner=owner):
             yield
         return
     dir_fd = open_folder(folder, shared=True)

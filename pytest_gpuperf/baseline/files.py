@@ -15,7 +15,7 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,10 +51,8 @@ class Files:
         return self.runs_dir / f"{sid}.json"
 
 
-class SegmentGone(Exception):
-    def __init__(self, sid: str, stamp: str):
-        self.sid = sid
-        self.stamp = stamp
+class SegmentGone(CorruptBaseline):
+    """A segment the index lists is missing: a reader reads again (a save replaced it)."""
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -108,44 +106,37 @@ def parse_index(files: Files, data: bytes) -> dict[str, Any]:
     try:
         return codec.read_index(data)
     except codec.SchemaProblem as e:
-        raise corrupt_index(files, e) from None
-
-
-def corrupt_index(files: Files, e: codec.SchemaProblem) -> CorruptBaseline:
-    remedy = e.remedy.replace("NAME", files.stem) if e.remedy else None
-    return CorruptBaseline(str(files.index), str(e), remedy)
-
-
-def segment_remedy(files: Files, stamp: str) -> str:
-    """How to repair a baseline whose segment saved at ``stamp`` is broken."""
-    try:
-        after = (_dt.datetime.fromisoformat(stamp) + _dt.timedelta(seconds=1)).isoformat()
-    except ValueError:
-        after = "<the time just after that save>"
-    return (
-        f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you keep "
-        "them (they belong together), or remove the runs of that save and keep those saved "
-        f"after it: pytest-gpuperf prune {files.stem} --dir {files.root} --before {after} "
-        "(it also removes any runs saved earlier; see which with --dry-run first)."
-    )
+        remedy = e.remedy.replace("NAME", files.stem) if e.remedy else None
+        raise CorruptBaseline(str(files.index), str(e), remedy) from None
 
 
 def _broken(
-    files: Files, sid: str, stamp: str, e: codec.SchemaProblem | str, **note: str
+    files: Files,
+    sid: str,
+    stamp: str,
+    e: codec.SchemaProblem | str,
+    kind: type[CorruptBaseline] = CorruptBaseline,
+    **note: str,
 ) -> CorruptBaseline:
+    """Segment ``sid``, saved at ``stamp``, cannot be used: how to repair the baseline."""
     remedy = e.remedy if isinstance(e, codec.FutureSchema) else None
-    return CorruptBaseline(
-        str(files.segment(sid)),
-        str(e),
-        remedy or segment_remedy(files, stamp),
-        where=f" (a segment of {files.index.name})",
-        **note,
-    )
+    if remedy is None:
+        after = (_dt.datetime.fromisoformat(stamp) + _dt.timedelta(seconds=1)).isoformat()
+        remedy = (
+            f"Restore {files.runs_dir.name}/ together with {files.index.name} from where you "
+            "keep them (they belong together), or remove the runs of that save and keep those "
+            f"saved after it: pytest-gpuperf prune {files.stem} --dir {files.root} --before "
+            f"{after} (it also removes any runs saved earlier; see which with --dry-run first)."
+        )
+    where = f" (a segment of {files.index.name})"
+    return kind(str(files.segment(sid)), str(e), remedy, where=where, **note)
 
 
-def _missing(files: Files, gone: SegmentGone) -> CorruptBaseline:
+def _missing(files: Files, sid: str, entry: Mapping[str, Any]) -> CorruptBaseline:
     problem = f"the file is missing, and {files.index.name} lists runs in it"
-    return _broken(files, gone.sid, gone.stamp, problem, note="Nothing was changed.")
+    return _broken(
+        files, sid, entry["timestamp"], problem, SegmentGone, note="Nothing was changed."
+    )
 
 
 #: The index, each run's line by (key, digest), and what is wrong with a benchmark's runs.
@@ -166,9 +157,9 @@ def read(files: Files, nodeids: set[str] | None) -> Read:
             if problems and nodeids is None:
                 raise next(iter(problems.values()))
             return index, lines, problems
-        except SegmentGone as gone:
+        except SegmentGone:
             if data == previous:  # the same index twice: the segment is really missing
-                raise _missing(files, gone) from None
+                raise
             previous = data
     raise BaselineError(
         f"baseline {files.index} changed {READ_ATTEMPTS} times while it was read; try again "
@@ -188,19 +179,18 @@ def _lines(
     for key, bench in benches.items():
         for ref in bench["runs"]:
             wanted.setdefault(ref[0], set()).add(key)
-    read: dict[str, tuple[bytes, bool]] = {}
+    read: dict[str, bytes] = {}
     for sid, entry in index["segments"].items():
         if sid in wanted:
-            data = _segment_bytes(files, sid, entry)
-            read[sid] = data, _ends_as_written(data, sid)
+            read[sid] = _segment_bytes(files, sid, entry)
         else:
             _check_segment(files, sid, entry)
     out: dict[tuple[str, str], bytes] = {}
     problems: dict[str, CorruptBaseline] = {}
-    for sid, (data, laid_out) in read.items():
+    for sid, data in read.items():
         entry = index["segments"][sid]
         try:
-            lines, bad = codec.segment_lines(data, sid, entry["sha256"], wanted[sid], laid_out)
+            lines, bad = codec.segment_lines(data, sid, entry["sha256"], wanted[sid])
         except codec.SchemaProblem as e:
             raise _broken(files, sid, entry["timestamp"], e) from None
         out.update(lines)
@@ -220,17 +210,14 @@ def _segment_bytes(files: Files, sid: str, entry: Mapping[str, Any]) -> bytes:
     try:
         return read_regular(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(sid, entry["timestamp"]) from None
+        raise _missing(files, sid, entry) from None
 
 
 def check_segments(files: Files, index: Mapping[str, Any]) -> None:
     """That every segment ``index`` lists is there and whole at its two ends: a save into a
     baseline with a broken segment would succeed and leave it unreadable."""
     for sid, entry in index["segments"].items():
-        try:
-            _check_segment(files, sid, entry)
-        except SegmentGone as gone:
-            raise _missing(files, gone) from None
+        _check_segment(files, sid, entry)
 
 
 def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
@@ -239,33 +226,20 @@ def _check_segment(files: Files, sid: str, entry: Mapping[str, Any]) -> None:
     try:
         ends = _ends(files.segment(sid))
     except FileNotFoundError:
-        raise SegmentGone(sid, entry["timestamp"]) from None
-    if not _ends_as_written(ends[1], sid):
+        raise _missing(files, sid, entry) from None
+    if not codec.ends_as_written(ends[1], sid):
         try:
-            codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set(), False)
+            codec.segment_lines(_segment_bytes(files, sid, entry), sid, None, set())
         except codec.SchemaProblem as e:
             raise _broken(files, sid, entry["timestamp"], e) from None
 
 
-_SNIFF = 4096
-
-
 def _ends(path: Path) -> tuple[bytes, bytes]:
-    """The first and the last :data:`_SNIFF` bytes of regular file ``path``."""
+    """The first and the last :data:`.codec.TAIL` bytes of regular file ``path``."""
     with os.fdopen(_open(path), "rb") as f:
-        start = f.read(_SNIFF)
-        f.seek(max(0, os.fstat(f.fileno()).st_size - _SNIFF))
-        return start, f.read(_SNIFF)
-
-
-def _ends_as_written(end: bytes, sid: str) -> bool:
-    """Whether a segment's bytes end as a save ends segment ``sid``."""
-    tail = (
-        f'  "schema": {json.dumps(codec.SEGMENT_SCHEMA)},\n'
-        f'  "schema_version": {codec.SCHEMA_VERSION},\n'
-        f'  "segment": {json.dumps(sid)},\n'
-    ).encode()
-    return tail in end[-_SNIFF:] and end.endswith(b"}\n")
+        start = f.read(codec.TAIL)
+        f.seek(max(0, os.fstat(f.fileno()).st_size - codec.TAIL))
+        return start, f.read(codec.TAIL)
 
 
 def looks_like_segment(path: Path) -> bool:
@@ -285,7 +259,7 @@ def is_own_segment(files: Files, path: Path) -> bool:
     except (OSError, BaselineError):
         return False
     head = ('{\n  "baseline": ' + json.dumps(files.stem) + ",\n").encode()
-    return start.startswith(head) and _ends_as_written(end, path.stem)
+    return start.startswith(head) and codec.ends_as_written(end, path.stem)
 
 
 # --- writing (under the baseline's lock) ---------------------------------------------------
@@ -313,14 +287,6 @@ def check_writable(files: Files) -> None:
             f"or a read-only file system); point {DIR_OPTION} at a folder you can write"
         )
     _check_owned(files, existing)
-    for path, kind in ((files.index, "file"), (files.runs_dir, "folder")):
-        if path.is_symlink():
-            raise BaselineError(
-                f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
-                f"{os.readlink(path)}); a save would replace the link, not update what it "
-                f"points to. Point {DIR_OPTION} at the folder that holds the real files, or "
-                f"replace the link by its {kind}."
-            )
     problem = lock_file_problem(files.lock)
     if problem:
         target = f" (to {os.readlink(files.lock)})" if files.lock.is_symlink() else ""
@@ -329,14 +295,23 @@ def check_writable(files: Files) -> None:
             f"{target}, which pytest-gpuperf never makes and will not open; remove it (a save "
             "makes a new one)"
         )
-    kinds = [(files.index, "a file", Path.is_file), (files.runs_dir, "a folder", Path.is_dir)]
-    for path, kind, check in kinds:
+    for path, kind, check in (
+        (files.index, "file", Path.is_file),
+        (files.runs_dir, "folder", Path.is_dir),
+    ):
+        if path.is_symlink():
+            raise BaselineError(
+                f"cannot save into baseline {files.stem!r}: {path} is a symbolic link (to "
+                f"{os.readlink(path)}); a save would replace the link, not update what it "
+                f"points to. Point {DIR_OPTION} at the folder that holds the real files, or "
+                f"replace the link by its {kind}."
+            )
         if os.path.lexists(path) and not check(path):
             mode = os.lstat(path).st_mode
             what = "a file" if stat.S_ISREG(mode) else kind_of(mode)
             raise BaselineError(
-                f"cannot save into baseline {files.stem!r}: {path} is {what}, not {kind} (the "
-                "baseline is kept there); move it away"
+                f"cannot save into baseline {files.stem!r}: {path} is {what}, not a {kind} "
+                "(the baseline is kept there); move it away"
             )
 
 
@@ -367,59 +342,52 @@ def _check_owned(files: Files, folder: Path) -> None:
         )
 
 
-def write_index(files: Files, index: dict[str, Any]) -> None:
-    """Replace ``NAME.json`` by ``index`` (a prune's commit)."""
+def commit(
+    files: Files,
+    index: dict[str, Any],
+    previous: Collection[str],
+    segment: tuple[str, bytes] | None = None,
+) -> None:
+    """The end of a save (``segment``: its id and bytes, written first) or a prune, under
+    the lock: the index replaced (the commit), then the segments no index names (of
+    ``previous`` and now) deleted. If the index cannot be written, the baseline is left as
+    it was."""
+    data = codec.index_bytes(index)
+    if segment is not None:
+        atomic_write_bytes(files.segment(segment[0]), segment[1])
     try:
-        data = codec.index_bytes(index)
-    except codec.RefusedWrite as e:
-        raise refused(files, e) from None
-    atomic_write_bytes(files.index, data)
-
-
-def refused(files: Files, e: codec.RefusedWrite) -> BaselineError:
-    """A bug: what a save or prune made is invalid, and never written."""
-    what = f"segment {e.segment} of" if e.segment else "baseline to"
-    return BaselineError(f"refusing to write an invalid {what} {files.index}: {e}")
-
-
-def commit(files: Files, add: codec.Addition, previous: Mapping[str, Any]) -> None:
-    """The end of a save, under the lock: the segments the index had (``previous``) still
-    whole, the new segment written, the index replaced (the commit), the segments no index
-    names deleted. If the index cannot be written, the baseline is left as it was."""
-    check_segments(files, {"segments": previous})
-    if not add.added:
-        return
-    if add.segment_id is not None:
-        atomic_write_bytes(files.segment(add.segment_id), add.segment)
-    try:
-        atomic_write_bytes(files.index, add.index)
+        atomic_write_bytes(files.index, data)
     except BaseException:  # the segment goes again: the baseline is as it was
-        if add.segment_id is not None:
+        if segment is not None:
             with contextlib.suppress(OSError):
-                files.segment(add.segment_id).unlink()
+                files.segment(segment[0]).unlink()
                 files.runs_dir.rmdir()  # only when empty
         raise
-    collect_garbage(files, set(previous) | add.segments)
+    collect_garbage(files, set(previous) | set(index["segments"]))
 
 
 @contextlib.contextmanager
 def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) -> Iterator[None]:
-    """Hold the baseline's lock, removing what a killed writer left; errors say what to do."""
+    """Hold the baseline's lock, once :func:`check_writable` (before and under it),
+    removing what a killed writer left; errors say what to do."""
     name = files.stem
+    check_writable(files)
 
     def told(holder: str) -> Any:
-        if on_wait is not None:
-            return on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
-        return None
+        return on_wait and on_wait(f"waiting for baseline {name!r}: it is locked by {holder}")
 
     try:
         with lock(files.lock, timeout=timeout, on_wait=told, owner=f"{action} baseline {name}"):
+            check_writable(files)
             remove_temporaries(files)
             yield
     except LockTimeout as e:
         raise BaselineLocked(
             f"{e} (--gpuperf-lock-timeout, or the command's --lock-timeout, sets how long to wait)"
         ) from None
+    except codec.RefusedWrite as e:  # a bug: what a save or prune made is never written
+        what = f"segment {e.segment} of" if e.segment else "baseline to"
+        raise BaselineError(f"refusing to write an invalid {what} {files.index}: {e}") from None
     except UnsafePath as e:
         raise BaselineError(f"cannot {action} baseline file {files.index}: {e}") from None
     except OSError as e:  # disk full, read-only, no locks on this file system, ...
@@ -429,37 +397,23 @@ def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) ->
         ) from e
 
 
-def segment_files(files: Files) -> Iterator[Path]:
-    """The segment files in ``NAME.runs/`` (other files there are not ours: left alone)."""
-    try:
-        entries = list(os.scandir(files.runs_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for e in entries:
-        stem, ext = os.path.splitext(e.name)
-        if ext == ".json" and codec.SEGMENT_ID.fullmatch(stem) and e.is_file(follow_symlinks=False):
-            yield Path(e.path)
-
-
 def remove_temporaries(files: Files) -> None:
     """Remove the temporary files writers killed mid-write left (only under the lock)."""
     remove_temporaries_of(files.index, all_of_them=True)
-    try:
-        names = os.listdir(files.runs_dir)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(".") and name.endswith(".tmp") and ".json." in name:
-            with contextlib.suppress(OSError):
-                os.unlink(files.runs_dir / name)
+    remove_temporaries_of(files.segment("*"), all_of_them=True, name=r"[^/]+\.json")
 
 
 def collect_garbage(files: Files, keep: set[str]) -> None:
-    """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``."""
-    for path in segment_files(files):
-        if path.stem not in keep and is_own_segment(files, path):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+    """Delete the segments this store wrote (:func:`is_own_segment`) not in ``keep``; the
+    other files in ``NAME.runs/`` are not ours: left alone."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for e in list(os.scandir(files.runs_dir)):
+            sid, ext = os.path.splitext(e.name)
+            if ext != ".json" or sid in keep or not codec.SEGMENT_ID.fullmatch(sid):
+                continue
+            if e.is_file(follow_symlinks=False) and is_own_segment(files, Path(e.path)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.path)
     if not keep:
         with contextlib.suppress(OSError):
             files.runs_dir.rmdir()  # only when empty: files that are not ours stay

@@ -10,25 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-#: Hard keys of GPU runs, in the order differences are listed.
-GPU_KEYS: tuple[str, ...] = (
-    "device",
-    "gpu_name",
-    "compute_capability",
-    "sm_count",
-    "gpu_memory_bytes",
-    "driver",
-    "cuda_runtime",
-    "torch",
-    "triton",
-)
-#: Hard keys of CPU runs, in the order differences are listed.
-CPU_KEYS: tuple[str, ...] = ("device", "cpu_model", "machine", "torch_threads", "python", "torch")
-#: Every built-in key; ``extra`` may not reuse one.
-BUILTIN_KEYS: frozenset[str] = frozenset(GPU_KEYS) | frozenset(CPU_KEYS)
-
-#: How a key is named in :func:`differences`.
-LABELS: dict[str, str] = {
+#: Hard keys of GPU runs, in the order differences are listed, with their names there.
+GPU_KEYS: dict[str, str] = {
     "device": "device",
     "gpu_name": "GPU",
     "compute_capability": "compute capability",
@@ -38,13 +21,20 @@ LABELS: dict[str, str] = {
     "cuda_runtime": "CUDA",
     "torch": "torch",
     "triton": "triton",
+}
+#: Hard keys of CPU runs, likewise.
+CPU_KEYS: dict[str, str] = {
+    "device": "device",
     "cpu_model": "CPU",
     "machine": "architecture",
     "torch_threads": "torch threads",
     "python": "Python",
+    "torch": "torch",
 }
-
-_ORDER = {k: i for i, k in enumerate(dict.fromkeys(GPU_KEYS + CPU_KEYS))}
+#: How a key is named in :func:`differences`; every built-in key (``extra`` may not reuse one).
+LABELS = GPU_KEYS | CPU_KEYS
+BUILTIN_KEYS: frozenset[str] = frozenset(LABELS)
+_ORDER = {k: i for i, k in enumerate(LABELS)}
 
 Scalar = str | int | float | bool | None
 
@@ -93,9 +83,9 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         va, vb = a.get(key, _ABSENT), b.get(key, _ABSENT)
         if va == vb and type(va) is type(vb):
             continue
-        fa, fb = _show(key, va), _show(key, vb)
+        fa, fb = _show(va, key), _show(vb, key)
         if fa == fb:  # rounding made them look alike: show them exactly
-            fa, fb = _show_exact(va), _show_exact(vb)
+            fa, fb = _show(va), _show(vb)
         out.append(f"{LABELS.get(key, key)} {fa} -> {fb}")
     return out
 
@@ -103,17 +93,14 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 _ABSENT: Any = object()
 
 
-def _show(key: str, value: Any) -> str:
-    if key == "gpu_memory_bytes" and isinstance(value, int) and not isinstance(value, bool):
-        return f"{value / 2**30:.1f} GiB"
-    return _show_exact(value)
-
-
-def _show_exact(value: Any) -> str:
+def _show(value: Any, key: str = "") -> str:
+    """``value`` in a difference; GPU memory (``key``) rounded to GiB."""
     if value is _ABSENT:
         return "(not recorded)"
     if value is None:
         return "(unknown)"
     if isinstance(value, bool):
         return str(value).lower()
+    if key == "gpu_memory_bytes" and isinstance(value, int):
+        return f"{value / 2**30:.1f} GiB"
     return str(value)

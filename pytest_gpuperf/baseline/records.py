@@ -2,9 +2,8 @@
 
 :class:`Baseline` is the read-only view of one baseline: read from its files, or made of
 runs held in memory (an A/B session's base runs, a results file given to ``compare``).
-Stored runs are kept as the text of their checked lines and made
-:class:`~pytest_gpuperf.model.Run` s when asked for, so that a session of thousands of
-benchmarks holds text, not objects.
+Stored runs are kept as the text of their checked lines, made runs when asked for: a
+session of thousands of benchmarks holds text, not objects.
 """
 
 from __future__ import annotations
@@ -128,7 +127,7 @@ class Match:
         return f"different {what}: {'; '.join(self.differences)}"
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(eq=False)
 class Baseline:
     """A baseline: fingerprints and policies by id, benchmarks by key (read-only)."""
 
@@ -137,9 +136,9 @@ class Baseline:
     plugin_version: str
     created: str
     updated: str
-    fingerprints: dict[str, Any]
-    policies: dict[str, Any]
-    benchmarks: Mapping[str, BenchmarkEntry]
+    fingerprints: dict[str, Any] = field(repr=False)
+    policies: dict[str, Any] = field(repr=False)
+    benchmarks: Mapping[str, BenchmarkEntry] = field(repr=False)
 
     @classmethod
     def read(
@@ -204,12 +203,6 @@ class Baseline:
         """How many runs the benchmarks have, counted without making them runs."""
         return sum(len(e.source) for e in self.benchmarks.values())
 
-    def __repr__(self) -> str:
-        return (
-            f"<Baseline {self.name!r}: {len(self.benchmarks)} benchmarks, "
-            f"{len(self.fingerprints)} fingerprints>"
-        )
-
     def runs(
         self, key: str, fingerprint_id: str, policy: Mapping[str, Any] | None = None
     ) -> list[Run]:
@@ -234,11 +227,8 @@ class Baseline:
             diffs = {i: differences(self.fingerprints[i], dict(fp)) for i in fids}
             other = min(diffs, key=lambda i: len(diffs[i]))
             return Match(OTHER_ENVIRONMENT, [], other, diffs[other])
-        same_env = self.runs(key, fid)
-        if policy is None:
-            return Match(MATCH, same_env, fid)
-        want = frozen(policy)
-        same = [r for r in same_env if r.policy == want]
+        same_env, want = self.runs(key, fid), frozen(policy or {})
+        same = [r for r in same_env if policy is None or r.policy == want]
         if same:
             return Match(MATCH, same, fid)
         return Match(OTHER_POLICY, [], fid, differences(same_env[-1].policy, want))

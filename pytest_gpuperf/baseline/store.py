@@ -204,11 +204,11 @@ class BaselineStore:
             raise UnknownBaseline(name, str(self.root), self.names()) from None
         return Baseline.read(name, where.index, index, lines, problems, wanted)
 
-    def _read_index(self, name: str, where: disk.Files) -> dict[str, Any]:
+    def _read_index(self, where: disk.Files) -> dict[str, Any]:
         try:
             data = disk.read_regular(where.index)
         except FileNotFoundError:
-            raise UnknownBaseline(name, str(self.root), self.names()) from None
+            raise UnknownBaseline(where.stem, str(self.root), self.names()) from None
         return disk.parse_index(where, data)
 
     def check(self, name: str) -> None:
@@ -216,34 +216,23 @@ class BaselineStore:
         where = self.files(name)
         disk.check_writable(where)
         if where.index.exists() or where.index.is_symlink():
-            disk.check_segments(where, self._read_index(name, where))
+            disk.check_segments(where, self._read_index(where))
 
     def overview(self, name: str) -> Overview:
         """What ``name`` holds, from its index alone."""
         where = self.files(name)
-        index = self._read_index(name, where)
-        counts: dict[tuple[str, str], int] = {}
-        for bench in index["benchmarks"].values():
-            for sid, _, fid, _ in bench["runs"]:
-                counts[sid, fid] = counts.get((sid, fid), 0) + 1
-        segs = index["segments"]
+        index = self._read_index(where)
+        runs = [(sid, fid) for b in index["benchmarks"].values() for sid, _, fid, _ in b["runs"]]
         sessions = sorted(
             (
                 Session(s["timestamp"], tuple(s["run_ids"]), fid, n, s.get("commit"))
-                for (sid, fid), n in counts.items()
-                for s in [segs[sid]]
+                for (sid, fid), n in Counter(runs).items()
+                for s in [index["segments"][sid]]
             ),
             key=lambda s: (s.timestamp, s.run_ids, s.fingerprint_id),
         )
-        return Overview(
-            name=name,
-            path=where.index,
-            benchmarks=len(index["benchmarks"]),
-            runs=sum(counts.values()),
-            environments=len(index["fingerprints"]),
-            updated=index["updated"],
-            sessions=tuple(sessions),
-        )
+        head = (len(index["benchmarks"]), len(runs), len(index["fingerprints"]), index["updated"])
+        return Overview(name, where.index, *head, tuple(sessions))
 
     def save(
         self,
@@ -274,32 +263,19 @@ class BaselineStore:
         where = disk.Files(self.root, check_name(name))
         if not new:
             return SaveSummary(name, where.index, False, 0, 0, 0, keep_runs, tuple(skipped))
-        disk.check_writable(where)
         with disk.locked(where, "save into", self.lock_timeout, self.on_wait):
-            disk.check_writable(where)
             created = not os.path.lexists(where.index)
             if created:
-                index = codec.empty_index(name, stamp)
+                index = codec.empty_index(stamp)
             else:
                 index = disk.parse_index(where, disk.read_regular(where.index))
-            previous = dict(index["segments"])
-            try:  # merged in memory: the files are written after
-                add = codec.add_runs(
-                    index, new, skipped, name=name, stamp=stamp, keep_runs=keep_runs
-                )
-            except codec.RefusedWrite as e:
-                raise disk.refused(where, e) from None
-            disk.commit(where, add, previous)
-        return SaveSummary(
-            name=name,
-            path=where.index,
-            created=created and bool(add.added),
-            added=add.added,
-            dropped=add.dropped,
-            benchmarks=add.benchmarks,
-            keep_runs=keep_runs,
-            skipped=tuple(skipped),
-        )
+            previous = dict(index["segments"])  # merged in memory: the files are written after
+            add = codec.add_runs(index, new, skipped, name=name, stamp=stamp, keep_runs=keep_runs)
+            disk.check_segments(where, {"segments": previous})  # still whole
+            if add.segment is not None:
+                disk.commit(where, index, previous, add.segment)
+        made, counts = created and bool(add.added), (add.added, add.dropped, add.benchmarks)
+        return SaveSummary(name, where.index, made, *counts, keep_runs, tuple(skipped))
 
     def prune(
         self,
@@ -324,13 +300,9 @@ class BaselineStore:
             raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
         where = self._existing(name)
         key_set = set(keys) if keys is not None else None
-        if not dry_run:
-            disk.check_writable(where)
         held = disk.locked(where, "prune", self.lock_timeout, self.on_wait)
         with contextlib.nullcontext() if dry_run else held:
-            if not dry_run:
-                disk.check_writable(where)
-            index = self._read_index(name, where)
+            index = self._read_index(where)
             previous = set(index["segments"])
             if fingerprint_id is not None and fingerprint_id not in index["fingerprints"]:
                 have = ", ".join(sorted(index["fingerprints"])) or "none"
@@ -342,8 +314,7 @@ class BaselineStore:
             n_bench, n_fp = codec.drop_unused(index)
             if not dry_run and removed:
                 index.update(updated=_stamp(now))
-                disk.write_index(where, index)
-                disk.collect_garbage(where, previous | set(index["segments"]))
+                disk.commit(where, index, previous)
         return PruneSummary(name, where.index, removed, n_bench, n_fp, report, dry_run)
 
 
@@ -356,29 +327,24 @@ def _prune_runs(
 ) -> tuple[EnvironmentPrune, ...]:
     """Remove the runs :meth:`BaselineStore.prune` selects; what went, per environment."""
     segs = index["segments"]
-    stamps = {sid: _dt.datetime.fromisoformat(e["timestamp"]) for sid, e in segs.items()}
-    total: Counter[str] = Counter()
+
+    def selected(key: str, ref: list[str]) -> bool:
+        saved = _dt.datetime.fromisoformat(segs[ref[0]]["timestamp"])
+        return (
+            (fingerprint_id is None or ref[2] == fingerprint_id)
+            and (key_set is None or key in key_set)
+            and (before is None or saved < before)
+        )
+
+    total = Counter(r[2] for b in index["benchmarks"].values() for r in b["runs"])
     gone: dict[str, list[tuple[str, str]]] = {fid: [] for fid in index["fingerprints"]}
     for key, bench in index["benchmarks"].items():
         runs = bench["runs"]
-        newest: set[int] = set()
-        if keep_runs is not None:
-            for fid in {r[2] for r in runs}:
-                mine = [i for i, r in enumerate(runs) if r[2] == fid]
-                newest.update(mine[-keep_runs:])
-        keep = []
-        for i, ref in enumerate(runs):
-            total[ref[2]] += 1
-            selected = (
-                (fingerprint_id is None or ref[2] == fingerprint_id)
-                and (key_set is None or key in key_set)
-                and (before is None or stamps[ref[0]] < before)
-            )
-            if i in newest or not selected:
-                keep.append(ref)
-            else:
-                gone[ref[2]].append((key, segs[ref[0]]["timestamp"]))
-        runs[:] = keep
+        newest = _newest(runs, keep_runs)
+        drop = {i for i, r in enumerate(runs) if i not in newest and selected(key, r)}
+        for i in sorted(drop):
+            gone[runs[i][2]].append((key, segs[runs[i][0]]["timestamp"]))
+        runs[:] = [r for i, r in enumerate(runs) if i not in drop]
     return tuple(
         EnvironmentPrune(
             fid,
@@ -391,6 +357,14 @@ def _prune_runs(
         )
         for fid, g in gone.items()
     )
+
+
+def _newest(runs: list[list[str]], keep: int | None) -> set[int]:
+    """Where the newest ``keep`` runs of each fingerprint are in ``runs`` (None: none)."""
+    by_fp: dict[str, list[int]] = {}
+    for i, ref in enumerate(runs):
+        by_fp.setdefault(ref[2], []).append(i)
+    return {i for mine in by_fp.values() for i in mine[-keep:]} if keep is not None else set()
 
 
 def _environment_label(fp: Mapping[str, Any]) -> str:

@@ -7,19 +7,24 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import math
 import os
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from pytest_gpuperf import __version__
-from pytest_gpuperf.baseline import DEFAULT_DIR
+from pytest_gpuperf.baseline import DEFAULT_DIR, is_name
+from pytest_gpuperf.baseline.codec import SCHEMA_VERSION
 from pytest_gpuperf.baseline.fileio import output_target, write_output
 from pytest_gpuperf.baseline.filelock import DEFAULT_TIMEOUT_S
+from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
 from pytest_gpuperf.model import printable
+from pytest_gpuperf.units import fmt_pct, fmt_time
 from pytest_gpuperf.values import (
     OptionValueError,
     fraction,
@@ -66,7 +71,6 @@ class UsageProblem(GpuPerfError):
 
 def load_source(arg: str, directory: str) -> Any:
     """A :class:`~pytest_gpuperf.cli.runsets.RunSet` from a baseline name or a file path."""
-    from pytest_gpuperf.baseline.store import BaselineStore
     from pytest_gpuperf.cli.runsets import from_baseline, read_file
 
     name = arg
@@ -79,8 +83,6 @@ def load_source(arg: str, directory: str) -> Any:
 
 def _names_a_baseline_file(arg: str, directory: str) -> bool:
     """``NAME.json`` given alone, no such file here, and the baseline NAME in ``directory``."""
-    from pytest_gpuperf.baseline import is_name
-
     if not arg.endswith(".json") or os.sep in arg or "/" in arg or os.path.lexists(arg):
         return False
     return is_name(arg[: -len(".json")]) and (Path(directory) / arg).is_file()
@@ -91,8 +93,6 @@ def _names_a_baseline_file(arg: str, directory: str) -> bool:
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     """Every baseline and its saved sessions, from the indexes alone (runs are not read)."""
-    from pytest_gpuperf.baseline.store import BaselineStore
-
     store = BaselineStore(args.dir)
     names = store.names()
     for path, why in store.strays():
@@ -124,13 +124,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    import math
-    import statistics
-
     from tabulate import tabulate
-
-    from pytest_gpuperf.baseline.codec import SCHEMA_VERSION
-    from pytest_gpuperf.units import fmt_pct, fmt_time
 
     side = load_source(args.name, args.dir)
     b = side.baseline
@@ -147,18 +141,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             logs = [math.log(r.median) for r in runs if r.median > 0]
             sd = statistics.stdev(logs) if len(logs) >= 2 else None
             params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
-            rows.append(
-                [
-                    entry.ident.display,
-                    params,
-                    entry.mode,
-                    fid,
-                    len(runs),
-                    fmt_time(runs[-1].median),
-                    fmt_pct(sd, digits=2),
-                    runs[-1].timestamp,
-                ]
-            )
+            row = [entry.ident.display, params, entry.mode, fid, len(runs)]
+            last = runs[-1]
+            rows.append([*row, fmt_time(last.median), fmt_pct(sd, digits=2), last.timestamp])
     headers = ["benchmark", "params", "mode", "environment", "runs", "newest median"]
     headers += ["run-to-run SD", "newest run"]
     print(tabulate(rows, headers=headers, disable_numparse=True), file=out)
@@ -199,16 +184,14 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     outcome = compare(reference, candidate, settings.decision_policy(), settings, modes=modes)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
-    spec = TableSpec(sort=args.sort or "verdict", fail_on=args.fail_on, modes=modes)
+    sort, label = args.sort or "verdict", reference.label
+    spec = TableSpec(sort=sort, fail_on=args.fail_on, modes=modes)
     print(render([r.result for r in rows], spec), file=out)  # the plugin's summary
     for failures in outcome.failures.values():  # beyond the time: secondary metrics, numerics
         for failure in failures:
             print(failure, file=out)
     ctx = ReportContext(
-        outcome.results,
-        baseline_label=reference.label,
-        histories=outcome.histories,
-        sort=args.sort or "verdict",
+        outcome.results, baseline_label=label, histories=outcome.histories, sort=sort
     )
     for option in ("markdown", "html", "csv"):
         if path := getattr(args, option):
@@ -233,8 +216,6 @@ def _write(option: str, path: str, text: str, args: argparse.Namespace) -> None:
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_gpuperf.baseline.store import BaselineStore
-
     if args.keep_runs is None and args.fingerprint is None and args.before is None:
         raise UsageProblem(
             "prune needs what to remove: --keep-runs N, --fingerprint ID and/or --before DATE"
@@ -274,25 +255,21 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.reporting import export
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
-    if args.output not in (None, "-"):
+    to_file = args.output not in (None, "-")
+    if to_file:
         output_target(args.output, what="-o", baseline_dirs=[Path(args.dir)])
     side = load_source(args.source, args.dir)
     results, histories = latest(side)
-    suffix = Path(args.output).suffix.lower() if args.output not in (None, "-") else ""
-    args.format = args.format or EXPORT_SUFFIXES.get(suffix, "markdown")
+    target = Path(args.output) if to_file else Path.cwd() / "-"
+    args.format = args.format or EXPORT_SUFFIXES.get(target.suffix.lower(), "markdown")
     if args.format == "pytest-benchmark":
         when = _dt.datetime.fromisoformat(side.baseline.updated)
         text = export.pytest_benchmark(results, created=when, modes=_registry().modes)
     else:
-        ctx = ReportContext(
-            results,
-            histories=histories,
-            title=f"gpuperf: {side.label}",
-            sort=args.sort or "collection",
-        )
-        target = Path(args.output) if args.output not in (None, "-") else Path.cwd() / "-"
+        title, sort = f"gpuperf: {side.label}", args.sort or "collection"
+        ctx = ReportContext(results, histories=histories, title=title, sort=sort)
         text = OUTPUTS_BY_OPTION[args.format].text(ctx, target)
-    if args.output in (None, "-"):
+    if not to_file:
         out.write(text)
     else:
         _write("-o", args.output, text, args)

@@ -113,25 +113,20 @@ def latest(side: RunSet) -> tuple[list[Result], dict[str, BenchHistory]]:
         last, same = _newest(runs)
         own = side.results.get(key)
         results.append(replace(own) if own else Result(last))
-        hist[key] = BenchHistory(
-            baseline=b.name,
-            comparable=same,
-            runs=runs,
-            fingerprint_id=last.fingerprint_id,
-            reason=f"{len(same)} run(s) in this environment",
-        )
+        said = f"{len(same)} run(s) in this environment"
+        hist[key] = BenchHistory(b.name, same, runs, last.fingerprint_id, said)
     return results, hist
 
 
-@dataclass(frozen=True)
+@dataclass
 class Outcome:
     """What :func:`compare` found: the candidate's results with ``comparison`` set, the
     reference's runs for the plots, ``m`` benchmarks gated, and by key what each verdict
     does (``verdict.decide.outcome``) and what fails it beyond its time."""
 
-    results: list[Result]
-    histories: dict[str, BenchHistory]
-    m: int
+    results: list[Result] = field(default_factory=list)
+    histories: dict[str, BenchHistory] = field(default_factory=dict)
+    m: int = 0
     outcomes: dict[str, str] = field(default_factory=dict)
     failures: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -161,32 +156,25 @@ def compare(
 
     ref, cand = reference.baseline, candidate.baseline
     judge = Judge(ref, policy or DEFAULT_POLICY, settings=settings, modes=modes)
-    results: list[Result] = []
-    hist: dict[str, BenchHistory] = {}
-    outcomes: dict[str, str] = {}
-    failures: dict[str, tuple[str, ...]] = {}
-    gated = 0
+    out = Outcome()
     for key, entry in cand.benchmarks.items():
         if not (runs := entry.runs):  # decoded once
             continue
         last, same = _newest(runs)
         res, verdict = _judged(judge, candidate, key, last, same)
-        results.append(res)
-        outcomes[key] = verdict.outcome
+        out.results.append(res)
+        out.outcomes[key] = verdict.outcome
         if verdict.failures:
             who = f"{res.id.display} [{res.id.mode}]"
-            failures[key] = tuple(failure_words(who, x) for x in verdict.failures)
-        match = judge.match(res)
-        gated += verdict.comparison.gated
-        ref_entry = ref.benchmarks.get(key)
-        hist[key] = BenchHistory(
-            baseline=ref.name,
-            comparable=match.runs if match.status == br.MATCH else (),
-            runs=list(ref_entry.runs) if ref_entry else [],
-            fingerprint_id=last.fingerprint_id,
-            reason=match.reason,
+            out.failures[key] = tuple(failure_words(who, x) for x in verdict.failures)
+        out.m += verdict.comparison.gated
+        match, ref_entry = judge.match(res), ref.benchmarks.get(key)
+        comparable = match.runs if match.status == br.MATCH else ()
+        ref_runs = list(ref_entry.runs) if ref_entry else []
+        out.histories[key] = BenchHistory(
+            ref.name, comparable, ref_runs, last.fingerprint_id, match.reason
         )
-    return Outcome(results, hist, gated, outcomes, failures)
+    return out
 
 
 def _judged(judge: Judge, candidate: RunSet, key: str, last: Run, same: list[Run]) -> Any:
