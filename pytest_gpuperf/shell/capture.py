@@ -193,20 +193,10 @@ def _get(obj: Any, name: str) -> Any:
 
 def baseline_inventory(runs: Any) -> dict[str, Any] | None:
     """The combined inventory of baseline runs (``Run``s, their ``extra``s, inventories)."""
-    if runs is None:
-        return None
-    if isinstance(runs, Mapping):
-        runs = [runs]
     invs = []
-    for r in runs:
-        extra = _get(r, "extra") if not isinstance(r, Mapping) or "schema" not in r else None
-        if extra is not None:
-            inv = _get(extra, "kernels")
-        elif isinstance(r, Mapping) and "kernels" in r and isinstance(r["kernels"], Mapping):
-            inv = r["kernels"]
-        else:
-            inv = r
-        if isinstance(inv, Mapping) and inv.get("schema"):
+    for r in [runs] if isinstance(runs, Mapping) else runs or ():
+        inv = r if isinstance(r, Mapping) and "schema" in r else _get(_get(r, "extra"), "kernels")
+        if isinstance(inv, Mapping):
             invs.append(inv)
     return combine(invs)
 
@@ -373,9 +363,11 @@ def _comparisons_of(
     results: Sequence[Result], comparisons: Mapping[str, Comparison] | None
 ) -> dict[str, Comparison]:
     out = dict(comparisons or {})
-    for r in results:
-        if r.id.key not in out and r.comparison is not None:
-            out[r.id.key] = r.comparison
+    out.update(
+        (r.id.key, r.comparison)
+        for r in results
+        if r.comparison is not None and r.id.key not in out
+    )
     return out
 
 
@@ -440,14 +432,12 @@ def collector_name(col: Collector) -> str:
 
 def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:
     """Whether ``col`` would capture anything on ``device``: not skipped, its tool there."""
-    if str(getattr(col, "name", "")).lower() in skip:
-        return False
     try:
-        if col.available():
-            return False
+        why = col.available()
     except Exception:
         return False
-    return not (isinstance(col, CudaToolCollector) and device != "cuda")
+    cuda_only = isinstance(col, CudaToolCollector) and device != "cuda"
+    return not (why or cuda_only or str(getattr(col, "name", "")).lower() in skip)
 
 
 def _diagnose_all(
@@ -538,7 +528,7 @@ def _evidence(
         change=change_text(comparison, mode) if comparison is not None else "",
         verdict=comparison.kind if comparison is not None else "",
         analysis=prof.get("analysis"),
-        baseline_inventory=ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs),
+        baseline_inventory=ctx.baseline_inventories.get(key),
         ncu=list((ctx.state.get("ncu") or {}).values()),
         compile=ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo")),
         nsys=list(ctx.state.get("nsys_findings") or []),

@@ -43,10 +43,10 @@ def profile_group(
     from every rank's trace; this rank's kernel inventory)."""
     group.barrier()
     profile_calls(call, device=device, calls=calls, trace_path=trace_path, record_shapes=True)
-    doc = load_trace(trace_path)
-    mine = rank_comms(doc, group.rank).to_dict()
+    trace = parse_trace(load_trace(trace_path))
+    mine = rank_comms(trace, group.rank).to_dict()
     everyone = [RankComms.from_dict(d) for d in group.all_gather(mine)]
-    return combine(everyone), inventory_from_trace(parse_trace(doc))
+    return combine(everyone), inventory_from_trace(trace)
 
 
 class GroupHook:
