@@ -262,7 +262,7 @@ def capture(
         todo = list(collectors if collectors is not None else collectors_for(config))
         done = _run_collectors(ctx, todo, settings, lock, progress, plan)
         ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
-        diagnoses, evidence = _diagnose_all(ctx, config, comparisons, baselines, ab=ab)
+        diagnoses, evidence = _diagnose_all(ctx, baselines or {}, ab)
         if evidence:
             (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
         timing = _pass_timing(timing, plan, done, t0)
@@ -393,11 +393,11 @@ def _run_collectors(
     """Run each collector under the device lock, in order; one of ``plan.defer`` that could
     run waits for a later pass instead."""
     ctx.skip = frozenset(skipped(settings))
-    done: dict[int, CollectorResult] = {}
-    for i, col in enumerate(todo):
-        if collector_name(col) in plan.defer and could_run(col, ctx.device, ctx.skip):
-            reason = plan.defer_reason or "later"
-            done[i] = CollectorResult(collector_name(col), DEFERRED, reason=reason)
+    done = {
+        i: CollectorResult(collector_name(col), DEFERRED, reason=plan.defer_reason or "later")
+        for i, col in enumerate(todo)
+        if collector_name(col) in plan.defer and could_run(col, ctx.device, ctx.skip)
+    }
     now = [(i, col) for i, col in enumerate(todo) if i not in done]
     label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}{plan.label}"
     task_cm = progress.task(label) if progress is not None and now else contextlib.nullcontext()
@@ -441,12 +441,7 @@ def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:
 
 
 def _diagnose_all(
-    ctx: CaptureContext,
-    config: pytest.Config | None,
-    comparisons: Mapping[str, Comparison],
-    baselines: Mapping[str, Any] | None,
-    *,
-    ab: bool = False,
+    ctx: CaptureContext, baselines: Mapping[str, Any], ab: bool
 ) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
     """The diagnosis of each captured benchmark, and the evidence it read as JSON."""
     diagnoses: dict[str, Diagnosis] = {}
@@ -454,10 +449,9 @@ def _diagnose_all(
     by_key = {r.id.key: r for r in ctx.results}
     for key in ctx.keys:
         try:
-            base = (baselines or {}).get(key)
-            ev = _evidence(ctx, key, by_key.get(key), comparisons.get(key), base, ab)
+            ev = _evidence(ctx, key, by_key.get(key), baselines.get(key), ab)
             evidence[key] = ev.to_record()
-            diagnoses[key] = diagnose(ev, _hook_lines(config, by_key.get(key), ev))
+            diagnoses[key] = diagnose(ev, _hook_lines(ctx.config, by_key.get(key), ev))
         except Exception as e:  # the diagnosis must never turn a verdict into an error
             diagnoses[key] = Diagnosis(
                 key, f"{key}: the diagnosis failed ({type(e).__name__}: {e}).", [],
@@ -507,13 +501,9 @@ def _run_collector(
 
 
 def _evidence(
-    ctx: CaptureContext,
-    key: str,
-    result: Result | None,
-    comparison: Comparison | None,
-    baseline_runs: Any,
-    ab: bool,
+    ctx: CaptureContext, key: str, result: Result | None, baseline_runs: Any, ab: bool
 ) -> Evidence:
+    comparison = ctx.comparisons.get(key)
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
     mode = result.id.mode if result is not None else None

@@ -7,6 +7,7 @@ re-run here. The log is read (:func:`parse_log`) and given to tlparse when on PA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -87,10 +88,8 @@ def recompile_reasons(payload: str) -> list[str]:
     """The reasons of one ``recompile_reasons`` artifact: raw text (one) or a JSON list."""
     text = payload.strip()
     if text.startswith("["):
-        try:
+        with contextlib.suppress(ValueError):
             return [str(x) for x in json.loads(text)]
-        except ValueError:
-            pass
     return [text] if text else []
 
 
@@ -350,9 +349,8 @@ class TorchTraceCollector:
         folder = ctx.folder(self.name)
         end = time.monotonic() + ctx.budget()
         # the compile logs: the profiler's child's, else those of a child run here
-        given = ctx.state.get("torch_trace_log")
-        log_dir = Path(given) if given else folder / "log"
-        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+        log_dir = Path(ctx.state.get("torch_trace_log") or folder / "log")
+        logs = sorted(log_dir.glob("*.log"))
         files, wall = list(logs), 0.0
         if not logs:
             if ctx.run_child is None:
@@ -367,7 +365,7 @@ class TorchTraceCollector:
                 log_path=folder / "child.log",
                 extra_args=CHILD_ARGS,
             )
-            logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+            logs = sorted(log_dir.glob("*.log"))
             files, wall = [folder / "child.log", *logs], run.wall_s
             if not logs:
                 why = f"no TORCH_TRACE log written (exit status {run.returncode})"
