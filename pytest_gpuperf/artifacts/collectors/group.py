@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,8 +109,6 @@ class GroupCapture(ChildCapture):
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
     ) -> Mapping[str, Any] | None:
-        import traceback
-
         key = bench_id.key
         if not self.claim(key):
             return None

@@ -374,9 +374,7 @@ class TorchTraceCollector:
         for log in logs:
             rep.merge(parse_log(log.read_text(errors="replace")))
         files += self._triton_sources(ctx, rep, folder)
-        summary: dict[str, Any] = rep.to_dict()
-        summary["why"] = why_trace
-        summary["lines"] = rep.lines()
+        summary = {**rep.to_dict(), "why": why_trace, "lines": rep.lines()}
         ctx.state["compile"] = rep.to_dict()
         wall += self._tlparse(logs[-1], folder, end, files, summary)
         return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
