@@ -551,8 +551,7 @@ def _baseline_group(runs: Any) -> dict[str, Any] | None:
     """The newest baseline ``extra["group"]`` with profiled collectives, else the newest."""
     groups = []
     for r in runs if isinstance(runs, (list, tuple)) else []:
-        extra = _get(r, "extra")
-        g = _get(extra, "group") if extra is not None else None
+        g = _get(_get(r, "extra"), "group")
         if isinstance(g, Mapping):
             groups.append(dict(g))
     profiled = [g for g in groups if g.get("comms")]
@@ -560,10 +559,8 @@ def _baseline_group(runs: Any) -> dict[str, Any] | None:
 
 
 def _compile_from_counters(counters: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if not counters:
-        return None
-    breaks = counters.get("graph_break") or {}
-    stats = counters.get("stats") or {}
+    breaks = (counters or {}).get("graph_break") or {}
+    stats = (counters or {}).get("stats") or {}
     if not breaks and not stats.get("unique_graphs"):
         return None
     return {

@@ -1,11 +1,10 @@
 """``--gpuperf-capture``'s plugin: a first diagnosis at each verdict, the rest after the last.
 
-A red run must cost seconds per regression, not minutes: a session's captures share one
-budget (``--gpuperf-capture-session-budget``) in two passes. At the verdict, in the process
-that judged the test, the first diagnosis (:data:`FIRST_TOOLS`, one child) within
-:data:`FIRST_SHARE` of the budget; after the last verdict (no measurement runs beside it),
-what is missing, the largest slowdowns first, while the budget covers such a pass. What none
-reached is listed with the command that captures it later. Processes share one :class:`Ledger`.
+A session's captures share one budget (``--gpuperf-capture-session-budget``), so that a red run
+costs seconds per regression: at the verdict, in the process that judged the test, the first
+diagnosis (:data:`FIRST_TOOLS`, one child) within :data:`FIRST_SHARE` of it; after the last
+verdict (no measurement runs beside it), the rest, the largest slowdowns first. What none reached
+is listed with the command that captures it. Processes share one :class:`Ledger`.
 """
 
 from __future__ import annotations
@@ -199,8 +198,6 @@ class CapturePlugin:
         share = FIRST_SHARE * self.budget_s - self.ledger.spent(1, seen) if first else left
         return left if min(left, share) >= self.ledger.expected(tools, seen) else None
 
-    # --- at a verdict -----------------------------------------------------------
-
     def at_verdict(self, item: pytest.Item, results: list[Result], judgement: Judgement) -> None:
         """The first diagnosis, now, joined to the test's failure; or, once the first
         diagnoses' share of the budget is spent, a note that it waits for a later pass."""
@@ -228,8 +225,6 @@ class CapturePlugin:
             judgement.failures = [*judgement.failures, report.details()]
         elif failed:
             judgement.failures.append(f"gpuperf: {self.waiting_note()}")
-
-    # --- after the last verdict --------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -318,8 +313,6 @@ class CapturePlugin:
                 "that captures this test"
             )
         return NO_FIRST
-
-    # --- what is left over ---------------------------------------------------------
 
     def note_leftovers(self, results: Sequence[Result]) -> None:
         tests = sorted(_tests(results).values(), key=lambda t: -t.slowdown)
