@@ -176,7 +176,7 @@ def iter_events(text: str) -> Iterator[Event]:
     """The events of a TORCH_TRACE log, with their payloads."""
     current: Event | None = None
     payload: list[str] = []
-    for line in text.splitlines():
+    for line in [*text.splitlines(), ""]:  # the blank line ends the last event
         if line.startswith("\t"):
             if current is not None:
                 payload.append(line[1:])
@@ -196,9 +196,6 @@ def iter_events(text: str) -> Iterator[Event]:
         if kind == "artifact" and isinstance(meta.get("artifact"), dict):
             kind = "artifact:" + str(meta["artifact"].get("name"))
         current = Event(kind, meta, "")
-    if current is not None:
-        current.payload = "\n".join(payload)
-        yield current
 
 
 @dataclass
@@ -264,11 +261,9 @@ class CompileReport:
 
 
 def _graph_break(payload: str) -> dict[str, Any]:
-    lines = [ln.rstrip() for ln in payload.splitlines()]
-    where = ""
-    reason = ""
-    for ln in lines:
-        s = ln.strip()
+    lines = [ln.strip() for ln in payload.splitlines()]
+    where = reason = ""
+    for s in lines:
         if s.startswith("Graph break in user code at "):
             where = s[len("Graph break in user code at ") :]
         elif not reason and s and not s.startswith(("Graph Break Reason:", "Graph break")):
@@ -276,7 +271,7 @@ def _graph_break(payload: str) -> dict[str, Any]:
         if where and reason:
             break
     if not reason:
-        reason = next((ln.strip() for ln in lines if ln.strip()), "unknown")
+        reason = next((s for s in lines if s), "unknown")
         reason = reason.replace("Graph Break Reason: ", "")
     if not where:
         frames = re.findall(r'File "([^"]+)", line (\d+)', payload)
