@@ -14,7 +14,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -213,15 +213,6 @@ class CompileReport:
     #: frames dynamo gave up on (skipped to eager, or the recompile limit hit)
     frame_failures: list[dict[str, Any]] = field(default_factory=list)
 
-    def merge(self, part: CompileReport) -> None:
-        """Add another log's findings (one log per process)."""
-        for f in fields(self):
-            mine, theirs = getattr(self, f.name), getattr(part, f.name)
-            if isinstance(mine, dict):  # a Counter adds; Triton sources are replaced
-                mine.update(theirs)
-            else:
-                setattr(self, f.name, mine + theirs)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "graphs": self.compiles,
@@ -288,9 +279,10 @@ def _graph_break(payload: str) -> dict[str, Any]:
     return out
 
 
-def parse_log(text: str) -> CompileReport:
-    """Graph breaks, recompiles, failures, fallbacks and Triton sources of one TORCH_TRACE log."""
-    rep = CompileReport()
+def parse_log(text: str, rep: CompileReport | None = None) -> CompileReport:
+    """Graph breaks, recompiles, failures, fallbacks and Triton sources of one TORCH_TRACE log,
+    added to ``rep`` (the logs of a test's other processes) if given."""
+    rep = rep or CompileReport()
     seen_breaks: set[tuple[str, str]] = set()
     for ev in iter_events(text):
         if ev.kind == "artifact:dynamo_graph_break_reason":
@@ -367,7 +359,7 @@ class TorchTraceCollector:
                 return CollectorResult.child_failed(self.name, run, why, files)
         rep = CompileReport()
         for log in logs:
-            rep.merge(parse_log(log.read_text(errors="replace")))
+            parse_log(log.read_text(errors="replace"), rep)
         files += self._triton_sources(ctx, rep, folder)
         summary = {**rep.to_dict(), "why": why_trace, "lines": rep.lines()}
         ctx.state["compile"] = rep.to_dict()
