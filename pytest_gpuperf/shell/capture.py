@@ -123,9 +123,7 @@ class CaptureReport:
         out = []
         for d in self.diagnoses.values():
             if d.details:
-                out.append(f"{d.key}:")
-                out.extend(f"  {line}" for line in d.details)
-                out.append("")
+                out += [f"{d.key}:", *(f"  {line}" for line in d.details), ""]
         out.append(f"evidence ({self.wall_s:.0f} s) in {self.directory}:")
         for c in self.collectors:
             out.append(f"  {c.line()}")
@@ -168,9 +166,7 @@ class CaptureReport:
                 if not isinstance(a, Mapping) or a.get("collector") not in names
             ]
             r.artifacts = [*kept, *entries]
-            d = self.diagnoses.get(r.id.key)
-            if d is not None:
-                r.diagnosis = d
+            r.diagnosis = self.diagnoses.get(r.id.key, r.diagnosis)
 
     def to_dict(self) -> dict[str, Any]:
         return {
