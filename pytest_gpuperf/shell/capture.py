@@ -258,7 +258,7 @@ def capture(
         todo = list(collectors if collectors is not None else collectors_for(config))
         done = _run_collectors(ctx, todo, settings, lock, progress, plan)
         ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
-        diagnoses, evidence = _diagnose_all(ctx, baselines or {}, ab)
+        diagnoses, evidence = _diagnose_all(ctx, baselines, ab)
         if evidence:
             (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
         timing = _pass_timing(timing, plan, done, t0)
@@ -437,7 +437,7 @@ def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:
 
 
 def _diagnose_all(
-    ctx: CaptureContext, baselines: Mapping[str, Any], ab: bool
+    ctx: CaptureContext, baselines: Mapping[str, Any] | None, ab: bool
 ) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
     """The diagnosis of each captured benchmark, and the evidence it read as JSON."""
     diagnoses: dict[str, Diagnosis] = {}
@@ -445,7 +445,7 @@ def _diagnose_all(
     by_key = {r.id.key: r for r in ctx.results}
     for key in ctx.keys:
         try:
-            ev = _evidence(ctx, key, by_key.get(key), baselines.get(key), ab)
+            ev = _evidence(ctx, key, by_key.get(key), (baselines or {}).get(key), ab)
             evidence[key] = ev.to_record()
             diagnoses[key] = diagnose(ev, _hook_lines(ctx.config, by_key.get(key), ev))
         except Exception as e:  # the diagnosis must never turn a verdict into an error
