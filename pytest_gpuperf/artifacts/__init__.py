@@ -9,27 +9,7 @@ the pure :mod:`.analysis.diagnose` loads no collector.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pytest_gpuperf.artifacts.analysis.diagnose import CAUSES, Diagnosis, Evidence
-    from pytest_gpuperf.artifacts.analysis.inventory import (
-        KernelDiff,
-        combine,
-        diff_inventories,
-        inventory_from_trace,
-    )
-    from pytest_gpuperf.artifacts.analysis.layout import Layout, safe_name, write_manifest
-    from pytest_gpuperf.artifacts.collectors.base import (
-        FAILED,
-        OK,
-        SKIPPED,
-        TIMEOUT,
-        CaptureContext,
-        Collector,
-        CollectorResult,
-    )
-    from pytest_gpuperf.artifacts.collectors.child import measure_hooks
+from typing import Any
 
 #: each name of the face -> the module that defines it
 _HOMES = {
@@ -44,34 +24,13 @@ _HOMES = {
     ),
     "measure_hooks": "collectors.child",
 }
+__all__ = sorted(_HOMES)
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value
     return value
-
-
-__all__ = [
-    "CAUSES",
-    "FAILED",
-    "OK",
-    "SKIPPED",
-    "TIMEOUT",
-    "CaptureContext",
-    "Collector",
-    "CollectorResult",
-    "Diagnosis",
-    "Evidence",
-    "KernelDiff",
-    "Layout",
-    "combine",
-    "diff_inventories",
-    "inventory_from_trace",
-    "measure_hooks",
-    "safe_name",
-    "write_manifest",
-]

@@ -123,9 +123,7 @@ class CaptureReport:
         out = []
         for d in self.diagnoses.values():
             if d.details:
-                out.append(f"{d.key}:")
-                out.extend(f"  {line}" for line in d.details)
-                out.append("")
+                out += [f"{d.key}:", *(f"  {line}" for line in d.details), ""]
         out.append(f"evidence ({self.wall_s:.0f} s) in {self.directory}:")
         for c in self.collectors:
             out.append(f"  {c.line()}")
@@ -168,9 +166,7 @@ class CaptureReport:
                 if not isinstance(a, Mapping) or a.get("collector") not in names
             ]
             r.artifacts = [*kept, *entries]
-            d = self.diagnoses.get(r.id.key)
-            if d is not None:
-                r.diagnosis = d
+            r.diagnosis = self.diagnoses.get(r.id.key, r.diagnosis)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -193,20 +189,10 @@ def _get(obj: Any, name: str) -> Any:
 
 def baseline_inventory(runs: Any) -> dict[str, Any] | None:
     """The combined inventory of baseline runs (``Run``s, their ``extra``s, inventories)."""
-    if runs is None:
-        return None
-    if isinstance(runs, Mapping):
-        runs = [runs]
     invs = []
-    for r in runs:
-        extra = _get(r, "extra") if not isinstance(r, Mapping) or "schema" not in r else None
-        if extra is not None:
-            inv = _get(extra, "kernels")
-        elif isinstance(r, Mapping) and "kernels" in r and isinstance(r["kernels"], Mapping):
-            inv = r["kernels"]
-        else:
-            inv = r
-        if isinstance(inv, Mapping) and inv.get("schema"):
+    for r in [runs] if isinstance(runs, Mapping) else runs or ():
+        inv = r if isinstance(r, Mapping) and "schema" in r else _get(_get(r, "extra"), "kernels")
+        if isinstance(inv, Mapping):
             invs.append(inv)
     return combine(invs)
 
@@ -272,7 +258,7 @@ def capture(
         todo = list(collectors if collectors is not None else collectors_for(config))
         done = _run_collectors(ctx, todo, settings, lock, progress, plan)
         ab = bool(run is not None and (run.settings.session.ab or run.settings.session.bisect))
-        diagnoses, evidence = _diagnose_all(ctx, config, comparisons, baselines, ab=ab)
+        diagnoses, evidence = _diagnose_all(ctx, baselines, ab)
         if evidence:
             (directory / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
         timing = _pass_timing(timing, plan, done, t0)
@@ -373,9 +359,11 @@ def _comparisons_of(
     results: Sequence[Result], comparisons: Mapping[str, Comparison] | None
 ) -> dict[str, Comparison]:
     out = dict(comparisons or {})
-    for r in results:
-        if r.id.key not in out and r.comparison is not None:
-            out[r.id.key] = r.comparison
+    out.update(
+        (r.id.key, r.comparison)
+        for r in results
+        if r.comparison is not None and r.id.key not in out
+    )
     return out
 
 
@@ -401,11 +389,11 @@ def _run_collectors(
     """Run each collector under the device lock, in order; one of ``plan.defer`` that could
     run waits for a later pass instead."""
     ctx.skip = frozenset(skipped(settings))
-    done: dict[int, CollectorResult] = {}
-    for i, col in enumerate(todo):
-        if collector_name(col) in plan.defer and could_run(col, ctx.device, ctx.skip):
-            reason = plan.defer_reason or "later"
-            done[i] = CollectorResult(collector_name(col), DEFERRED, reason=reason)
+    done = {
+        i: CollectorResult(collector_name(col), DEFERRED, reason=plan.defer_reason or "later")
+        for i, col in enumerate(todo)
+        if collector_name(col) in plan.defer and could_run(col, ctx.device, ctx.skip)
+    }
     now = [(i, col) for i, col in enumerate(todo) if i not in done]
     label = f"capturing evidence for {ctx.nodeid.rsplit('::', 1)[-1]}{plan.label}"
     task_cm = progress.task(label) if progress is not None and now else contextlib.nullcontext()
@@ -440,23 +428,16 @@ def collector_name(col: Collector) -> str:
 
 def could_run(col: Collector, device: str, skip: Collection[str] = ()) -> bool:
     """Whether ``col`` would capture anything on ``device``: not skipped, its tool there."""
-    if str(getattr(col, "name", "")).lower() in skip:
-        return False
     try:
-        if col.available():
-            return False
+        why = col.available()
     except Exception:
         return False
-    return not (isinstance(col, CudaToolCollector) and device != "cuda")
+    cuda_only = isinstance(col, CudaToolCollector) and device != "cuda"
+    return not (why or cuda_only or str(getattr(col, "name", "")).lower() in skip)
 
 
 def _diagnose_all(
-    ctx: CaptureContext,
-    config: pytest.Config | None,
-    comparisons: Mapping[str, Comparison],
-    baselines: Mapping[str, Any] | None,
-    *,
-    ab: bool = False,
+    ctx: CaptureContext, baselines: Mapping[str, Any] | None, ab: bool
 ) -> tuple[dict[str, Diagnosis], dict[str, Any]]:
     """The diagnosis of each captured benchmark, and the evidence it read as JSON."""
     diagnoses: dict[str, Diagnosis] = {}
@@ -464,10 +445,9 @@ def _diagnose_all(
     by_key = {r.id.key: r for r in ctx.results}
     for key in ctx.keys:
         try:
-            base = (baselines or {}).get(key)
-            ev = _evidence(ctx, key, by_key.get(key), comparisons.get(key), base, ab)
+            ev = _evidence(ctx, key, by_key.get(key), (baselines or {}).get(key), ab)
             evidence[key] = ev.to_record()
-            diagnoses[key] = diagnose(ev, _hook_lines(config, by_key.get(key), ev))
+            diagnoses[key] = diagnose(ev, _hook_lines(ctx.config, by_key.get(key), ev))
         except Exception as e:  # the diagnosis must never turn a verdict into an error
             diagnoses[key] = Diagnosis(
                 key, f"{key}: the diagnosis failed ({type(e).__name__}: {e}).", [],
@@ -517,13 +497,9 @@ def _run_collector(
 
 
 def _evidence(
-    ctx: CaptureContext,
-    key: str,
-    result: Result | None,
-    comparison: Comparison | None,
-    baseline_runs: Any,
-    ab: bool,
+    ctx: CaptureContext, key: str, result: Result | None, baseline_runs: Any, ab: bool
 ) -> Evidence:
+    comparison = ctx.comparisons.get(key)
     prof = (ctx.state.get("profiles") or {}).get(key) or {}
     runs = [baseline_runs] if isinstance(baseline_runs, Mapping) else list(baseline_runs or [])
     mode = result.id.mode if result is not None else None
@@ -538,7 +514,7 @@ def _evidence(
         change=change_text(comparison, mode) if comparison is not None else "",
         verdict=comparison.kind if comparison is not None else "",
         analysis=prof.get("analysis"),
-        baseline_inventory=ctx.baseline_inventories.get(key) or baseline_inventory(baseline_runs),
+        baseline_inventory=ctx.baseline_inventories.get(key),
         ncu=list((ctx.state.get("ncu") or {}).values()),
         compile=ctx.state.get("compile") or _compile_from_counters(prof.get("dynamo")),
         nsys=list(ctx.state.get("nsys_findings") or []),
@@ -571,8 +547,7 @@ def _baseline_group(runs: Any) -> dict[str, Any] | None:
     """The newest baseline ``extra["group"]`` with profiled collectives, else the newest."""
     groups = []
     for r in runs if isinstance(runs, (list, tuple)) else []:
-        extra = _get(r, "extra")
-        g = _get(extra, "group") if extra is not None else None
+        g = _get(_get(r, "extra"), "group")
         if isinstance(g, Mapping):
             groups.append(dict(g))
     profiled = [g for g in groups if g.get("comms")]
@@ -580,10 +555,8 @@ def _baseline_group(runs: Any) -> dict[str, Any] | None:
 
 
 def _compile_from_counters(counters: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if not counters:
-        return None
-    breaks = counters.get("graph_break") or {}
-    stats = counters.get("stats") or {}
+    breaks = (counters or {}).get("graph_break") or {}
+    stats = (counters or {}).get("stats") or {}
     if not breaks and not stats.get("unique_graphs"):
         return None
     return {

@@ -1,11 +1,10 @@
 """``--gpuperf-capture``'s plugin: a first diagnosis at each verdict, the rest after the last.
 
-A red run must cost seconds per regression, not minutes: a session's captures share one
-budget (``--gpuperf-capture-session-budget``) in two passes. At the verdict, in the process
-that judged the test, the first diagnosis (:data:`FIRST_TOOLS`, one child) within
-:data:`FIRST_SHARE` of the budget; after the last verdict (no measurement runs beside it),
-what is missing, the largest slowdowns first, while the budget covers such a pass. What none
-reached is listed with the command that captures it later. Processes share one :class:`Ledger`.
+A session's captures share one budget (``--gpuperf-capture-session-budget``), so that a red run
+costs seconds per regression: at the verdict, in the process that judged the test, the first
+diagnosis (:data:`FIRST_TOOLS`, one child) within :data:`FIRST_SHARE` of it; after the last
+verdict (no measurement runs beside it), the rest, the largest slowdowns first. What none reached
+is listed with the command that captures it. Processes share one :class:`Ledger`.
 """
 
 from __future__ import annotations
@@ -105,17 +104,17 @@ class Ledger:
                 out.append(json.loads(line))
         return out
 
-    def spent(self, phase: int | None = None) -> float:
+    def spent(self, phase: int | None = None, entries: list[dict[str, Any]] | None = None) -> float:
         return sum(
             float(e.get("wall_s") or 0.0)
-            for e in self.entries()
+            for e in (self.entries() if entries is None else entries)
             if phase is None or e.get("phase") == phase
         )
 
-    def expected(self, tools: Iterable[str]) -> float:
+    def expected(self, tools: Iterable[str], entries: list[dict[str, Any]] | None = None) -> float:
         """What a pass of ``tools`` takes: each tool's mean so far, else :data:`EXPECTED_S`."""
         seen: dict[str, list[float]] = {}
-        for e in self.entries():
+        for e in self.entries() if entries is None else entries:
             for name, s in (e.get("tools") or {}).items():
                 seen.setdefault(name, []).append(float(s))
         return sum(
@@ -179,7 +178,8 @@ class CapturePlugin:
         config = self.session.config
         controller = getattr(config.option, "dist", "no") != "no" and not self.run.is_worker
         here = self.runner_for("", self.run.settings.session.device) is None
-        if here and not (controller or self.session.child) and self._first_fits():
+        fits = self._room(FIRST_TOOLS[:1], first=True) is not None
+        if here and not (controller or self.session.child) and fits:
             self.spares.start_early()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -190,10 +190,13 @@ class CapturePlugin:
     def pytest_runtest_call(self, item: pytest.Item) -> None:
         self.spares.settle()  # a spare's start never runs beside a measurement
 
-    def left_s(self) -> float:
-        return self.budget_s - self.ledger.spent()
-
-    # --- at a verdict -----------------------------------------------------------
+    def _room(self, tools: Sequence[str], *, first: bool = False) -> float | None:
+        """The seconds left when a pass of ``tools`` fits in them (and, ``first``, in the first
+        diagnoses' share), else None; the ledger is read once."""
+        seen = self.ledger.entries()
+        left = self.budget_s - self.ledger.spent(entries=seen)
+        share = FIRST_SHARE * self.budget_s - self.ledger.spent(1, seen) if first else left
+        return left if min(left, share) >= self.ledger.expected(tools, seen) else None
 
     def at_verdict(self, item: pytest.Item, results: list[Result], judgement: Judgement) -> None:
         """The first diagnosis, now, joined to the test's failure; or, once the first
@@ -204,14 +207,15 @@ class CapturePlugin:
         nodeid, device, report = item.nodeid, self.session.ensure_device(), None
         verdict_at = time.time()
         tools = self._tool_names(device)
-        if not self._first_fits():
+        left_s = self._room(FIRST_TOOLS[:1], first=True)
+        if left_s is None:
             for r in results:
                 r.artifacts = [*r.artifacts, *_deferred(tools, verdict_at, self.waiting_note())]
         else:
             defer = frozenset(n for n in tools if n not in FIRST_TOOLS)
             comparisons = judgement.comparisons
             report = self._pass(
-                1, nodeid, results, comparisons, device, defer=defer, verdict_at=verdict_at
+                1, nodeid, results, comparisons, device, left_s, defer=defer, verdict_at=verdict_at
             )
         slower = any(c.kind == REGRESSION for c in judgement.comparisons.values())
         if report is not None and failed and slower:
@@ -221,13 +225,6 @@ class CapturePlugin:
             judgement.failures = [*judgement.failures, report.details()]
         elif failed:
             judgement.failures.append(f"gpuperf: {self.waiting_note()}")
-
-    def _first_fits(self) -> bool:
-        """Whether the budget has room for one more first diagnosis at a verdict."""
-        first_left = min(self.left_s(), FIRST_SHARE * self.budget_s - self.ledger.spent(1))
-        return first_left >= self.ledger.expected(FIRST_TOOLS[:1])
-
-    # --- after the last verdict --------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -256,7 +253,8 @@ class CapturePlugin:
 
     def _later_pass(self, t: _Test, tools: list[str]) -> None:
         cols = [c for c in collectors_for(self.run.config) if collector_name(c) in tools]
-        if not cols or self.left_s() < self.ledger.expected(tools):
+        left_s = self._room(tools)
+        if not cols or left_s is None:
             return
         before = {line for r in t.results if r.diagnosis for line in r.diagnosis.details}
         device = t.results[0].run.device if t.results else "cuda"
@@ -266,6 +264,7 @@ class CapturePlugin:
             t.results,
             None,
             device,
+            left_s,
             cols,
             defer=frozenset(n for n in t.waiting() if n not in tools),
             resume="torch_profiler" not in tools,
@@ -282,12 +281,13 @@ class CapturePlugin:
         results: list[Result],
         comparisons: Mapping[str, Comparison] | None,
         device: str,
+        left_s: float,
         collectors: list[Collector] | None = None,
         **plan: Any,
     ) -> CaptureReport | None:
-        """One pass of a capture, until the session's budget ends: its seconds go to the
-        ledger, its entries and diagnoses onto the results."""
-        deadline = time.monotonic() + max(self.left_s(), 0.0)
+        """One pass of a capture, within the ``left_s`` seconds of the session's budget: its
+        seconds go to the ledger, its entries and diagnoses onto the results."""
+        deadline = time.monotonic() + max(left_s, 0.0)
         report = capture(
             self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
             baselines=self.baselines_of(results), collectors=collectors,
@@ -313,8 +313,6 @@ class CapturePlugin:
                 "that captures this test"
             )
         return NO_FIRST
-
-    # --- what is left over ---------------------------------------------------------
 
     def note_leftovers(self, results: Sequence[Result]) -> None:
         tests = sorted(_tests(results).values(), key=lambda t: -t.slowdown)

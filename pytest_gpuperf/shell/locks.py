@@ -9,6 +9,7 @@ writable by all (never the temp folder, which ``TMPDIR`` moves per user; docs/ci
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -180,6 +181,7 @@ def devices_locked(
         yield
 
 
+@functools.cache  # the capture's lock and the session's: one look-up
 def device_key(device: str, index: int | None = None) -> str:
     """The lock name of a device (GPU UUID where known; ``index`` None: the current one)."""
     if device != "cuda":

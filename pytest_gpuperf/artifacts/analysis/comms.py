@@ -122,8 +122,10 @@ def _union_len(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -
     return sum(e - s for s, e in union((s, e) for s, e in clipped if e > s))
 
 
-def rank_comms(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int) -> RankComms:
-    t = parse_trace(doc)
+def rank_comms(
+    doc: Trace | Mapping[str, Any] | Sequence[Mapping[str, Any]], rank: int
+) -> RankComms:
+    t = doc if isinstance(doc, Trace) else parse_trace(doc)
     calls = t.calls
     kernels = [a for a in t.activities if a.kind == "kernel"]
     colls, compute = _gpu_parts(t, kernels) if kernels else _cpu_parts(t)

@@ -7,6 +7,7 @@ fp32 matmul precision, the SDPA backend of matmuls, convolutions and SDPA), thro
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import warnings
 from collections.abc import Callable
@@ -139,8 +140,8 @@ def probe(call: Callable[[], Any]) -> dict[str, Any]:
         def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             kwargs = kwargs or {}
             name = getattr(func, "__name__", "")
-            if name in wanted:
-                try:
+            with contextlib.suppress(Exception):  # the probe never changes what the call does
+                if name in wanted:
                     entry = _record(name, tuple(args), kwargs)
                     key = repr(sorted(entry.items()))
                     sigs = seen.setdefault(name, {})
@@ -148,8 +149,6 @@ def probe(call: Callable[[], Any]) -> dict[str, Any]:
                         sigs[key]["calls"] += 1
                     elif len(sigs) < MAX_SIGNATURES:
                         sigs[key] = {**entry, "calls": 1}
-                except Exception:
-                    pass  # the probe never changes what the call does
             return func(*args, **kwargs)
 
     prepare = getattr(call, "prepare", None)

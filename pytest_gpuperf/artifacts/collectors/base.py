@@ -29,25 +29,17 @@ DEFERRED = "deferred"
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    """The capture options of a session (``--gpuperf-capture`` and the capture budgets)."""
+    """The capture options of a session (each field's meaning: its option's help)."""
 
-    #: "never", "on-failure" (a regression) or "always"
     mode: str = option("capture", "on-failure")
     #: captured profiles go to <artifacts_dir>/<run id>/<test>/<tool>/
     artifacts_dir: str = option("artifacts_dir", ".gpuperf/artifacts")
-    #: seconds one capture tool may run
     timeout_s: float = option("capture_timeout", 60.0)
-    #: seconds the whole capture of one test may take
     budget_s: float = option("capture_budget", 120.0)
-    #: seconds all the captures of a session may take together
     session_budget_s: float = option("capture_session_budget", 180.0)
-    #: capture tools left out (None: none)
     skip: tuple[str, ...] | None = option("capture_skip", None)
-    #: steady-state calls profiled per benchmark
     calls: int = option("capture_calls", 10)
-    #: hotspot kernels Nsight Compute profiles (0: ncu off)
     ncu_kernels: int = option("ncu_kernels", 3)
-    #: the kernel inventory after measuring: "auto" (when saving), "always", "never"
     inventory: str = option("inventory", "auto")
 
 
@@ -78,6 +70,7 @@ class CollectorResult:
         return cls(name, TIMEOUT if run.returncode == -9 else FAILED, files, {}, why, run.wall_s)
 
     def to_dict(self, relative_to: Path | None = None) -> dict[str, Any]:
+        """The manifest's entry (:meth:`from_dict` reads it back)."""
         return {
             "name": self.name,
             "status": self.status,
@@ -89,14 +82,12 @@ class CollectorResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], directory: Path) -> CollectorResult:
-        """The result that :meth:`to_dict` wrote (relative to ``directory``)."""
         files = [directory / str(f) for f in d.get("files") or ()]
         summary = dict(d.get("summary") or {})
         status, wall_s = str(d.get("status") or OK), float(d.get("wall_s") or 0.0)
         return cls(str(d.get("name")), status, files, summary, d.get("reason"), wall_s)
 
     def line(self) -> str:
-        """One line for the failure message."""
         if self.status == OK:
             return f"{self.name}: ok ({self.wall_s:.1f} s)"
         return f"{self.name}: {self.status}: {self.reason}"
@@ -132,13 +123,9 @@ ChildRunner = Callable[..., ChildRun]
 
 @dataclass
 class CaptureContext:
-    """Everything a collector needs about the regressed test, and what earlier collectors found.
-
-    A collector writes into ``directory / <its name>``. ``keys``: the regressed benchmarks'
-    keys. ``state`` carries findings between collectors (the profiler pass's analysis and
-    hotspot kernels, for ncu and TORCH_TRACE). ``baseline_inventories``: per key, the kernel
-    inventory of its baseline runs. ``deadline``: the ``time.monotonic()`` by which the
-    whole capture ends (:meth:`budget` gives a collector its share).
+    """Everything a collector needs about the regressed test (``keys``: the benchmarks to
+    capture), and what earlier collectors found (``state``: the profiler pass's analysis and
+    hotspot kernels, for ncu and TORCH_TRACE). A collector writes into ``directory / <name>``.
     """
 
     nodeid: str
@@ -146,17 +133,17 @@ class CaptureContext:
     device: str
     keys: Sequence[str]
     results: Sequence[Result] = ()
-    #: the verdict of each benchmark of the test, by key
     comparisons: Mapping[str, Comparison] = field(default_factory=dict)
-    #: the session's ``pytest.Config`` (``None`` outside a session), for a collector of a
-    #: conftest; the built-in collectors get what they need in the fields below
+    #: the session's ``pytest.Config`` (``None`` outside a session), for a conftest's collector
     config: Any = None
     timeout_s: float = 60.0
+    #: the ``time.monotonic()`` by which the whole capture ends (:meth:`budget`)
     deadline: float = float("inf")
     calls: int = 10
     ncu_kernels: int = 3
     run_child: ChildRunner | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    #: per key, the kernel inventory of its baseline runs
     baseline_inventories: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: tools left out (--gpuperf-capture-skip), for a collector whose child serves another
     skip: frozenset[str] = frozenset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,10 +44,10 @@ def profile_group(
     from every rank's trace; this rank's kernel inventory)."""
     group.barrier()
     profile_calls(call, device=device, calls=calls, trace_path=trace_path, record_shapes=True)
-    doc = load_trace(trace_path)
-    mine = rank_comms(doc, group.rank).to_dict()
+    trace = parse_trace(load_trace(trace_path))
+    mine = rank_comms(trace, group.rank).to_dict()
     everyone = [RankComms.from_dict(d) for d in group.all_gather(mine)]
-    return combine(everyone), inventory_from_trace(parse_trace(doc))
+    return combine(everyone), inventory_from_trace(trace)
 
 
 class GroupHook:
@@ -108,8 +109,6 @@ class GroupCapture(ChildCapture):
     def __call__(
         self, bench_id: BenchId, call: Callable[[], Any], per_call_s: float
     ) -> Mapping[str, Any] | None:
-        import traceback
-
         key = bench_id.key
         if not self.claim(key):
             return None

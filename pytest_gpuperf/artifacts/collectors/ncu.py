@@ -13,6 +13,7 @@ import math
 import re
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pytest_gpuperf.artifacts.analysis.diagnose import ncu_line
@@ -107,25 +108,19 @@ def parse_rules(text: str) -> dict[str, list[str]]:
     for r in csv.DictReader(io.StringIO(text)):
         desc = (r.get("Rule Description") or "").strip()
         kind = (r.get("Rule Type") or "").strip()
-        if not desc or kind not in ("OPT", "WRN"):
+        if not desc or kind not in ("OPT", "WRN") or "could not be found" in desc:
             continue
-        if "could not be found" in desc:
-            continue
-        rank = 0 if kind == "OPT" else 1
         items = out.setdefault(r.get("ID", ""), [])
         if desc not in [d for _, d in items]:
-            items.append((rank, desc))
+            items.append((0 if kind == "OPT" else 1, desc))
     return {k: [d for _, d in sorted(v, key=lambda t: t[0])] for k, v in out.items()}
 
 
 def bottleneck(k: Mapping[str, Any]) -> str:
     """compute-bound / memory-bound / under-filled grid / latency-bound, from SOL and occupancy."""
-    sm = k.get("sm_pct")
-    mem = k.get("mem_pct")
-    if sm is None and mem is None:
+    if k.get("sm_pct") is None and k.get("mem_pct") is None:
         return "unknown"
-    sm = sm or 0.0
-    mem = mem or 0.0
+    sm, mem = k.get("sm_pct") or 0.0, k.get("mem_pct") or 0.0
     if max(sm, mem) >= BOUND_PCT:
         return "compute-bound" if sm >= mem else "memory-bound"
     waves = k.get("waves")
@@ -188,11 +183,12 @@ class NcuCollector(CudaToolCollector):
         folder = ctx.folder(self.name)
         end = time.monotonic() + ctx.budget()
         bases = {base_function(h["name"]) for h in hotspots}
-        launches = 0.0
-        for p in (ctx.state.get("profiles") or {}).values():
-            for k in p["inventory"].get("kernels", []):
-                if k.get("kind") == "kernel" and base_function(k["name"]) in bases:
-                    launches += float(k["launches"])
+        launches = sum(
+            float(k["launches"])
+            for p in (ctx.state.get("profiles") or {}).values()
+            for k in p["inventory"].get("kernels", [])
+            if k.get("kind") == "kernel" and base_function(k["name"]) in bases
+        )
         count = max(len(hotspots), min(math.ceil(launches), 3 * len(hotspots)))
         names = [h["name"] for h in hotspots]
         env = capture_env(self.name, folder, ctx.keys, measure=MINIMAL, spawned_at=time.time())
@@ -246,7 +242,6 @@ class NcuCollector(CudaToolCollector):
 def _import_pages(report: str, timeout_s: float) -> tuple[ProcessRun, ProcessRun]:
     """``ncu --import`` of the raw and the details pages, side by side (each reads the whole
     report: two processes take the time of one)."""
-    from concurrent.futures import ThreadPoolExecutor
 
     def page(name: str) -> ProcessRun:
         return run_process(["ncu", "-i", report, "--csv", "--page", name], timeout_s=timeout_s)

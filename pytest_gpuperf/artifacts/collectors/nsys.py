@@ -147,25 +147,19 @@ def summarize_analyze(rules: Mapping[str, Sequence[Mapping[str, str]]]) -> list[
             mb = sum(_num(r.get("Bytes (MB)")) for r in rows)
             line += f" ({mb:.3g} MB)"
         elif rule == "gpu_time_util":
-            low = [_num(r.get("In-Use (%)")) for r in rows]
-            if low:
-                line += f" (lowest {min(low):.0f} % in use)"
+            low = min(_num(r.get("In-Use (%)")) for r in rows)  # rows: one at least
+            line += f" (lowest {low:.0f} % in use)"
         lines.append(line)
     return lines
 
 
 def stats_lines(s: Mapping[str, Any], calls: int | None) -> list[str]:
     per = f" per {calls} calls" if calls else ""
-    out = []
-    if s.get("kernels"):
-        top = s["kernels"][:3]
-        out.append(
-            "top kernels: "
-            + "; ".join(
-                f"{short_name(k['name'], 48)} {k['share_pct']:.0f} % ({k['instances']}x)"
-                for k in top
-            )
-        )
+    top = [
+        f"{short_name(k['name'], 48)} {k['share_pct']:.0f} % ({k['instances']}x)"
+        for k in s.get("kernels", [])[:3]
+    ]
+    out = ["top kernels: " + "; ".join(top)] if top else []
     for m in s.get("memory", []):
         out.append(f"{m['operation']}: {m['count']}x{per}, {m['total_ns'] / 1e3:.1f} µs")
     if s.get("syncs"):

@@ -7,13 +7,14 @@ re-run here. The log is read (:func:`parse_log`) and given to tlparse when on PA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +88,8 @@ def recompile_reasons(payload: str) -> list[str]:
     """The reasons of one ``recompile_reasons`` artifact: raw text (one) or a JSON list."""
     text = payload.strip()
     if text.startswith("["):
-        try:
+        with contextlib.suppress(ValueError):
             return [str(x) for x in json.loads(text)]
-        except ValueError:
-            pass
     return [text] if text else []
 
 
@@ -177,7 +176,7 @@ def iter_events(text: str) -> Iterator[Event]:
     """The events of a TORCH_TRACE log, with their payloads."""
     current: Event | None = None
     payload: list[str] = []
-    for line in text.splitlines():
+    for line in [*text.splitlines(), ""]:  # the blank line ends the last event
         if line.startswith("\t"):
             if current is not None:
                 payload.append(line[1:])
@@ -197,9 +196,6 @@ def iter_events(text: str) -> Iterator[Event]:
         if kind == "artifact" and isinstance(meta.get("artifact"), dict):
             kind = "artifact:" + str(meta["artifact"].get("name"))
         current = Event(kind, meta, "")
-    if current is not None:
-        current.payload = "\n".join(payload)
-        yield current
 
 
 @dataclass
@@ -216,15 +212,6 @@ class CompileReport:
     recompile_details: list[dict[str, str]] = field(default_factory=list)
     #: frames dynamo gave up on (skipped to eager, or the recompile limit hit)
     frame_failures: list[dict[str, Any]] = field(default_factory=list)
-
-    def merge(self, part: CompileReport) -> None:
-        """Add another log's findings (one log per process)."""
-        for f in fields(self):
-            mine, theirs = getattr(self, f.name), getattr(part, f.name)
-            if isinstance(mine, dict):  # a Counter adds; Triton sources are replaced
-                mine.update(theirs)
-            else:
-                setattr(self, f.name, mine + theirs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -265,11 +252,9 @@ class CompileReport:
 
 
 def _graph_break(payload: str) -> dict[str, Any]:
-    lines = [ln.rstrip() for ln in payload.splitlines()]
-    where = ""
-    reason = ""
-    for ln in lines:
-        s = ln.strip()
+    lines = [ln.strip() for ln in payload.splitlines()]
+    where = reason = ""
+    for s in lines:
         if s.startswith("Graph break in user code at "):
             where = s[len("Graph break in user code at ") :]
         elif not reason and s and not s.startswith(("Graph Break Reason:", "Graph break")):
@@ -277,7 +262,7 @@ def _graph_break(payload: str) -> dict[str, Any]:
         if where and reason:
             break
     if not reason:
-        reason = next((ln.strip() for ln in lines if ln.strip()), "unknown")
+        reason = next((s for s in lines if s), "unknown")
         reason = reason.replace("Graph Break Reason: ", "")
     if not where:
         frames = re.findall(r'File "([^"]+)", line (\d+)', payload)
@@ -294,9 +279,10 @@ def _graph_break(payload: str) -> dict[str, Any]:
     return out
 
 
-def parse_log(text: str) -> CompileReport:
-    """Graph breaks, recompiles, failures, fallbacks and Triton sources of one TORCH_TRACE log."""
-    rep = CompileReport()
+def parse_log(text: str, rep: CompileReport | None = None) -> CompileReport:
+    """Graph breaks, recompiles, failures, fallbacks and Triton sources of one TORCH_TRACE log,
+    added to ``rep`` (the logs of a test's other processes) if given."""
+    rep = rep or CompileReport()
     seen_breaks: set[tuple[str, str]] = set()
     for ev in iter_events(text):
         if ev.kind == "artifact:dynamo_graph_break_reason":
@@ -350,9 +336,8 @@ class TorchTraceCollector:
         folder = ctx.folder(self.name)
         end = time.monotonic() + ctx.budget()
         # the compile logs: the profiler's child's, else those of a child run here
-        given = ctx.state.get("torch_trace_log")
-        log_dir = Path(given) if given else folder / "log"
-        logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+        log_dir = Path(ctx.state.get("torch_trace_log") or folder / "log")
+        logs = sorted(log_dir.glob("*.log"))
         files, wall = list(logs), 0.0
         if not logs:
             if ctx.run_child is None:
@@ -367,18 +352,16 @@ class TorchTraceCollector:
                 log_path=folder / "child.log",
                 extra_args=CHILD_ARGS,
             )
-            logs = sorted(log_dir.glob("*.log")) if log_dir.exists() else []
+            logs = sorted(log_dir.glob("*.log"))
             files, wall = [folder / "child.log", *logs], run.wall_s
             if not logs:
                 why = f"no TORCH_TRACE log written (exit status {run.returncode})"
                 return CollectorResult.child_failed(self.name, run, why, files)
         rep = CompileReport()
         for log in logs:
-            rep.merge(parse_log(log.read_text(errors="replace")))
+            parse_log(log.read_text(errors="replace"), rep)
         files += self._triton_sources(ctx, rep, folder)
-        summary: dict[str, Any] = rep.to_dict()
-        summary["why"] = why_trace
-        summary["lines"] = rep.lines()
+        summary = {**rep.to_dict(), "why": why_trace, "lines": rep.lines()}
         ctx.state["compile"] = rep.to_dict()
         wall += self._tlparse(logs[-1], folder, end, files, summary)
         return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
