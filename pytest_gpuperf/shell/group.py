@@ -1,11 +1,9 @@
 """Tests marked ``world_size=N``, in a process that is no rank: their ranks are started here.
 
-Such a test is a :class:`GroupItem` that spawns N pytest ranks (:mod:`.ranks`) to run its
-body; consecutive tests of one world size share one start. The ranks join through a store
-this process hosts (no two groups race for a port), which holds every device's lock while
-they run, and report to the group's folder (``GPUPERF_GROUP_DIR``). A rank that fails stops
-the others; one past ``--gpuperf-dist-timeout`` has its stack written, then all are killed
-(docs/distributed.md).
+Such a test is a :class:`GroupItem` that spawns N pytest ranks (:mod:`.ranks`); consecutive
+tests of one world size share one start. The ranks join through a store this process hosts
+(no two groups race for a port), which holds every device's lock while they run; they report
+to the group's folder (``GPUPERF_GROUP_DIR``). docs/distributed.md.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
 from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args, run_child
+from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args, rooted, run_child
 from pytest_gpuperf.shell.xdist import machine_gpus, nvml_uuids
 
 if TYPE_CHECKING:
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.shell.settings import RunContext, Settings
 
 RESULTS_FILE = "results.jsonl"
-#: set on the ranks when the launching session keeps their collectives' profile (a save)
+#: set on the ranks when the session keeps their collectives' profile (a save)
 PROFILE_ENV = "GPUPERF_GROUP_PROFILE"
 #: how often the launcher looks at its ranks, seconds
 POLL_S = 0.25
@@ -183,9 +181,8 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
 def where_it_was(log_text: str) -> str | None:
-    """The innermost frame of the stack a rank wrote to its log (faulthandler), and the
-    test's own innermost under library code: ``in all_reduce (c10d.py:2950), from t.py:12 in
-    test_step``."""
+    """The innermost frame of a rank's faulthandler stack, and the test's own under library
+    code: ``in all_reduce (c10d.py:2950), from t.py:12 in test_step``."""
     block = log_text.rsplit("Current thread", 1)
     if len(block) < 2:
         block = log_text.rsplit("Thread 0x", 1)
@@ -213,8 +210,7 @@ def log_text(folder: Path | str, rank: int) -> str:
 
 
 def _rank_main(index: int, args: list[str], cwd: str, folder: str) -> None:
-    """One spawned rank (its environment is the launcher's while it spawned): its rank's
-    variables, its output to its log, pytest."""
+    """One spawned rank: its rank's variables, its output to its log, pytest."""
     import faulthandler
 
     if hasattr(os, "setpgrp"):
@@ -234,8 +230,7 @@ def _rank_main(index: int, args: list[str], cwd: str, folder: str) -> None:
 
 @dataclass
 class LaunchSpec:
-    """One start of a group's ranks: what it needs, then its processes, watched until they
-    end, fail or overstay."""
+    """One start of a group's ranks, watched until they end, fail or overstay."""
 
     nodeids: list[str]
     world_size: int
@@ -248,8 +243,7 @@ class LaunchSpec:
     started: float = 0.0
 
     def run(self) -> tuple[dict[str, Outcome], str | None]:
-        """Start the ranks, wait for them: each finished test's outcome, and what went wrong
-        (None: nothing), the error of the test the ranks were in."""
+        """Each finished test's outcome, and what went wrong (None: nothing)."""
         store = tcp_store(self.world_size)
         self.env["MASTER_PORT"] = str(store.port)
         self.start()
@@ -271,9 +265,8 @@ class LaunchSpec:
         return out, problem
 
     def start(self) -> None:
-        """Spawn the ranks with this process's environment, plus ``env`` and without
-        :data:`DROPPED_ENV`, meanwhile (torch reads OMP_NUM_THREADS once, at import), and no
-        main module to re-run (a user's runner script calling pytest.main() may not guard it)."""
+        """Spawn the ranks with this environment, plus ``env``, less :data:`DROPPED_ENV`, and no
+        main module to re-run (a user's script calling pytest.main() may not guard it)."""
         import torch.multiprocessing as mp
 
         saved, main = dict(os.environ), sys.modules.get("__main__")
@@ -314,8 +307,7 @@ class LaunchSpec:
                 return self.hang_text(stuck)
 
     def overstayed(self) -> RankStatus | None:
-        """A rank that spent longer than the timeout in or between tests (its start: up to
-        :data:`STARTUP_S`)."""
+        """A rank longer than the timeout in or between tests (its start: :data:`STARTUP_S`)."""
         now = time.time()
         for s in self.statuses():
             limit = self.timeout_s
@@ -332,7 +324,7 @@ class LaunchSpec:
         return None
 
     def kill(self, *, dump: bool) -> None:
-        """Every rank's stack to its log (``dump``), then every rank and what it started."""
+        """Every rank's stack to its log (``dump``), then kill every rank and its children."""
         processes = list(self.context.processes)
         alive = [p for p in processes if p.is_alive()]
         if dump and alive and hasattr(signal, "SIGUSR1"):
@@ -392,7 +384,7 @@ class LaunchSpec:
 
 
 def tcp_store(world_size: int) -> Any:
-    """A rendezvous store on a free port of this host, for ``world_size`` ranks to join."""
+    """A rendezvous store on a free port of this host."""
     from torch.distributed import TCPStore
 
     return TCPStore(
@@ -435,8 +427,8 @@ class GroupItem(pytest.Item):
 
 
 class GroupLauncher:
-    """The plugin, where this process is no rank, that starts the ranks of ``world_size=``
-    tests and hands each test its outcome (in a rank: :class:`.ranks.RankSession`)."""
+    """The plugin, in a process that is no rank, that starts the ranks of ``world_size=`` tests
+    and hands each test its outcome."""
 
     def __init__(self, session: GpuPerfSession):
         self.session = session
@@ -473,7 +465,7 @@ class GroupLauncher:
         return out or [item.nodeid]
 
     def run_item(self, item: GroupItem) -> None:
-        """Run a world_size= test on its ranks (or take its outcome from an earlier start)."""
+        """Run a world_size= test on its ranks, or take its outcome from an earlier start."""
         session = self.session
         got = self.outcomes.pop(item.nodeid, None)
         if got is None:
@@ -493,8 +485,8 @@ class GroupLauncher:
     def confirmation_runner(
         self, run: RunContext, nodeid: str | Sequence[str], *, device: str, **kw: Any
     ) -> ChildRun:
-        """A confirmation's fresh processes: a new start of the ranks of the leading targets
-        of one world size, or a child pytest."""
+        """A confirmation's fresh processes: the ranks of the leading targets of one world
+        size, or a child pytest."""
         targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
         worlds = {i.nodeid: i.world_size for i in self.order}
         world = worlds.get(targets[0])
@@ -509,8 +501,7 @@ class GroupLauncher:
                         [f"{world} ranks of {', '.join(nodeids)}"])  # fmt: skip
 
     def capture_runner(self, nodeid: str, device: str) -> None:
-        """A capture's fresh process: a child pytest (shell/capture.py's own)."""
-        return None
+        """A capture's fresh process: shell/capture.py's own child pytest."""
 
     def start(
         self, nodeids: list[str], world: int, device: str, progress: Any = None
@@ -554,12 +545,8 @@ class GroupLauncher:
         self, nodeids: list[str], world: int, device: str, gpus: list[str], folder: Path
     ) -> LaunchSpec:
         run = self.run
-        targets = []
-        for n in nodeids:
-            path, _, rest = n.partition("::")
-            targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
         args = [
-            *targets, "-q", CHILD_FLAG, f"--gpuperf-device={device}",
+            *rooted(run.rootpath, nodeids), "-q", CHILD_FLAG, f"--gpuperf-device={device}",
             # a spawned rank has imported this package before its pytest starts: pytest warns
             # that it cannot rewrite the plugin's asserts (an error under filterwarnings=error)
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
@@ -601,9 +588,8 @@ def profiles(settings: Settings) -> bool:
 
 
 def lock_keys(device: str, gpus: Sequence[str]) -> list[str]:
-    """The device locks a group takes: the CPU's, or each GPU's by UUID, as
-    :func:`.locks.device_key` names them (an index through NVML's list; without it, as
-    device_key names a GPU without a UUID)."""
+    """The device locks a group takes, named as :func:`.locks.device_key` does (an index
+    through NVML's list of UUIDs)."""
     if device != "cuda":
         return ["cpu"]
     uuids = nvml_uuids() if any(g.isdigit() for g in gpus) else []

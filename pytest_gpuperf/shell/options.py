@@ -519,7 +519,7 @@ def register(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         if not opt.cli:
             continue
-        help_text = f"{opt.help} (default: {_show_default(opt.default)})"
+        help_text = f"{opt.help} (default: {option_text(opt.default) or 'none'})"
         cli_help = help_text.replace("%", "%%")  # argparse expands %-formats in help
         if opt.flag:
             kw: dict[str, Any] = {"action": "store_true"}
@@ -534,9 +534,13 @@ def register(parser: pytest.Parser) -> None:
     group.addoption("--gpuperf-child", action="store_true", dest="gpuperf_child", help=SUPPRESS)
 
 
-def _show_default(v: Any) -> str:
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return str(v).lower()
-    return str(v)
+def option_text(value: Any) -> str | None:
+    """A parsed option value back as its text (``("a", "b")`` -> ``a,b``, ``True`` ->
+    ``true``); None for a callable or None."""
+    if value is None or callable(value):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return ",".join(str(x) for x in value)
+    return str(value)
