@@ -417,8 +417,7 @@ class GroupItem(pytest.Item):
         self._runner(self)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        path, line, name = self._info
-        return path, line, str(name)
+        return self._info
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, GroupError):
