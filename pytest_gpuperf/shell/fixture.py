@@ -10,6 +10,7 @@ import math
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -379,15 +380,13 @@ class GpuBench:
         """``Result.extra["group"]``: the group, and each rank's times of the kept rounds."""
         group = self._ctx.group
         by_rank = [list(r) for r in zip(*raw.rank_rounds, strict=True)]
-        slowest = [0] * len(by_rank)
-        for r in raw.rank_rounds:
-            slowest[max(range(len(r)), key=lambda i: r[i])] += 1
+        slowest = Counter(r.index(max(r)) for r in raw.rank_rounds)  # the first, at a tie
         return {
             "world_size": group.world_size,
             "backend": group.backend,
             "collective": plan.collective,
             "rank_medians": [median(x) for x in by_rank],
-            "slowest_counts": slowest,
+            "slowest_counts": [slowest[rank] for rank in range(len(by_rank))],
             "rank_rounds": by_rank,
             **(extra.get("group") or {}),
         }

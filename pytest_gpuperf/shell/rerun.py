@@ -243,18 +243,8 @@ def run_pytest_child(
     """
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
-        cmd = [
-            *prefix,
-            sys.executable,
-            "-m",
-            "pytest",
-            *targets,
-            "-q",
-            CHILD_FLAG,
-            f"--gpuperf-device={device}",
-            f"--gpuperf-json={out}",
-            *args,
-        ]
+        cmd = [*prefix, sys.executable, "-m", "pytest", *targets, "-q", CHILD_FLAG]
+        cmd += [f"--gpuperf-device={device}", f"--gpuperf-json={out}", *args]
         child_env = dict(os.environ)
         for name in drop_env:
             child_env.pop(name, None)
