@@ -16,11 +16,11 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
+from pytest_gpuperf.artifacts.collectors.process import parent_env
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.measure.distributed import nccl_environment
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS
@@ -209,23 +210,17 @@ def log_text(folder: Path | str, rank: int) -> str:
         return ""
 
 
-def _rank_main(index: int, args: list[str], cwd: str, folder: str) -> None:
-    """One spawned rank: its rank's variables, its output to its log, pytest."""
-    import faulthandler
-
-    if hasattr(os, "setpgrp"):
-        os.setpgrp()  # its own process group: a kill takes whatever it started too
-    os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index), "ROLE_RANK": str(index)})
-    log = open(log_path(folder, index), "w", buffering=1)  # noqa: SIM115
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    sys.stdout = sys.stderr = log
-    if hasattr(signal, "SIGUSR1"):  # the launcher asks for the stack of a rank it stops
-        faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
-    os.chdir(cwd)
-    code = pytest.main(args)
-    log.flush()
-    os._exit(int(code))  # no atexit: a process group torn down at exit must not hang here
+#: One rank: its stack to its log when the launcher asks (SIGUSR1; through a copy of the log's
+#: descriptor, which pytest's capture does not take), pytest, and no atexit (a process group
+#: torn down at exit must not hang it).
+RANK_MAIN = """import faulthandler, os, signal, sys, pytest
+stacks = os.fdopen(os.dup(2), "w")
+if hasattr(signal, "SIGUSR1"):
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+code = pytest.main(sys.argv[1:])
+sys.stdout.flush()
+os._exit(int(code))
+"""
 
 
 @dataclass
@@ -239,7 +234,7 @@ class LaunchSpec:
     cwd: str
     folder: Path
     timeout_s: float
-    context: Any = None
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     started: float = 0.0
 
     def run(self) -> tuple[dict[str, Outcome], str | None]:
@@ -265,25 +260,18 @@ class LaunchSpec:
         return out, problem
 
     def start(self) -> None:
-        """Spawn the ranks with this environment, plus ``env``, less :data:`DROPPED_ENV`, and no
-        main module to re-run (a user's script calling pytest.main() may not guard it)."""
-        import torch.multiprocessing as mp
-
-        saved, main = dict(os.environ), sys.modules.get("__main__")
-        try:
-            for name in DROPPED_ENV:
-                os.environ.pop(name, None)
-            os.environ.update(self.env)
-            sys.modules["__main__"] = types.ModuleType("__main__")
-            self.context = mp.start_processes(
-                _rank_main, args=(self.args, self.cwd, str(self.folder)),
-                nprocs=self.world_size, join=False, start_method="spawn",
-            )  # fmt: skip
-        finally:
-            if main is not None:
-                sys.modules["__main__"] = main
-            os.environ.clear()
-            os.environ.update(saved)
+        """Start the ranks, each in its own process group, with this environment, plus ``env``
+        and its rank's variables, less :data:`DROPPED_ENV`; each one's output to its log."""
+        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+        env.update(self.env, PYTHONUNBUFFERED="1", **parent_env())
+        for r in range(self.world_size):
+            mine = dict(env, RANK=str(r), LOCAL_RANK=str(r), ROLE_RANK=str(r))
+            with log_path(self.folder, r).open("w") as log:
+                self.processes.append(subprocess.Popen(
+                    [sys.executable, "-c", RANK_MAIN, *self.args], cwd=self.cwd, env=mine,
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                ))  # fmt: skip
         self.started = time.time()
 
     def statuses(self) -> list[RankStatus]:
@@ -292,19 +280,23 @@ class LaunchSpec:
     def watch(self) -> str | None:
         """Wait for the ranks; None when every rank ended well, else what went wrong."""
         while True:
-            try:
-                if self.context.join(timeout=POLL_S, grace_period=2.0):
-                    return None
-            except Exception as e:  # a rank exited with an error; torch stopped the others
+            codes = [p.poll() for p in self.processes]
+            if all(code == 0 for code in codes):
+                return None
+            failed = next((r for r, code in enumerate(codes) if code not in (None, 0)), None)
+            if failed is not None:  # the others may end by themselves, then are stopped
+                end = time.monotonic() + 2.0
+                while any(p.poll() is None for p in self.processes) and time.monotonic() < end:
+                    time.sleep(0.05)
                 self.kill(dump=False)
-                index = getattr(e, "error_index", None)
-                if isinstance(index, int) and RankStatus.read(self.folder, index).finished:
+                if RankStatus.read(self.folder, failed).finished:
                     return None  # its session ended (a failed test stops it): the rest start anew
-                return self.crash_text(e)
+                return self.crash_text(failed, int(codes[failed] or 0))
             stuck = self.overstayed()
             if stuck is not None:
                 self.kill(dump=True)
                 return self.hang_text(stuck)
+            time.sleep(POLL_S)
 
     def overstayed(self) -> RankStatus | None:
         """A rank longer than the timeout in or between tests (its start: :data:`STARTUP_S`)."""
@@ -325,44 +317,37 @@ class LaunchSpec:
 
     def kill(self, *, dump: bool) -> None:
         """Every rank's stack to its log (``dump``), then kill every rank and its children."""
-        processes = list(self.context.processes)
-        alive = [p for p in processes if p.is_alive()]
+        alive = [p for p in self.processes if p.poll() is None]
         if dump and alive and hasattr(signal, "SIGUSR1"):
             for p in alive:
                 with contextlib.suppress(OSError):
                     os.kill(p.pid, signal.SIGUSR1)
             time.sleep(1.0)
-        for p in processes:
+        for p in self.processes:
             with contextlib.suppress(OSError, AttributeError):
                 os.killpg(p.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(OSError):
                 p.kill()
-        for p in processes:
-            with contextlib.suppress(Exception):
-                p.join(5)
+        for p in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(5)
 
-    def crash_text(self, error: Exception) -> str:
-        index = getattr(error, "error_index", None)
-        code = getattr(error, "exit_code", None)
-        sig = getattr(error, "signal_name", None)
-        how = "raised an exception" if code is None else f"exited with status {code}"
-        how = f"was killed by {sig}" if sig else how
-        status = RankStatus.read(self.folder, index) if isinstance(index, int) else None
-        where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
+    def crash_text(self, index: int, code: int) -> str:
+        how = f"exited with status {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                how = f"was killed by {signal.Signals(-code).name}"
+        status = RankStatus.read(self.folder, index)
+        where = f" in {status.test.rsplit('::', 1)[-1]}" if status.test else ""
         lines = [
             f"rank {index} of {self.world_size} {how}{where}; the other ranks were stopped, "
             "and nothing of the test was saved."
         ]
-        raised = str(getattr(error, "msg", "") or "")
-        if "Traceback" in raised:
-            tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
-            lines.append(f"rank {index} raised:\n" + textwrap.indent("\n".join(tb[-8:]), "  "))
-        elif isinstance(index, int):
-            text = log_text(self.folder, index).splitlines()
-            tail = [ln for ln in text if ln.strip() and not ln.startswith(("  File", "Thread"))]
-            if tail:
-                tail_text = textwrap.indent("\n".join(tail[-6:]), "  ")
-                lines.append(f"rank {index}'s last lines:\n{tail_text}")
+        text = log_text(self.folder, index).splitlines()
+        tail = [ln for ln in text if ln.strip() and not ln.startswith(("  File", "Thread"))]
+        if tail:
+            tail_text = textwrap.indent("\n".join(tail[-6:]), "  ")
+            lines.append(f"rank {index}'s last lines:\n{tail_text}")
         lines.append(f"every rank's output: {self.folder}/rank-<r>.log")
         return "\n".join(lines)
 
@@ -546,9 +531,6 @@ class GroupLauncher:
         run = self.run
         args = [
             *rooted(run.rootpath, nodeids), "-q", CHILD_FLAG, f"--gpuperf-device={device}",
-            # a spawned rank has imported this package before its pytest starts: pytest warns
-            # that it cannot rewrite the plugin's asserts (an error under filterwarnings=error)
-            "-W", "ignore::pytest.PytestAssertRewriteWarning",
             *forwarded_args(run),
         ]  # fmt: skip
         if run.settings.session.disable:
