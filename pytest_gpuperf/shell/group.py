@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
-from pytest_gpuperf.artifacts.collectors.process import parent_env
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.measure.distributed import nccl_environment
 from pytest_gpuperf.measure.ranks import GROUP_DIR_ENV, RANK_VARS
@@ -37,7 +36,7 @@ from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
 from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args, rooted, run_child
+from pytest_gpuperf.shell.rerun import CHILD_FLAG, child_environ, forwarded_args, rooted, run_child
 from pytest_gpuperf.shell.xdist import machine_gpus, nvml_uuids
 
 if TYPE_CHECKING:
@@ -260,10 +259,9 @@ class LaunchSpec:
         return out, problem
 
     def start(self) -> None:
-        """Start the ranks, each in its own process group, with this environment, plus ``env``
-        and its rank's variables, less :data:`DROPPED_ENV`; each one's output to its log."""
-        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
-        env.update(self.env, PYTHONUNBUFFERED="1", **parent_env())
+        """Start the ranks, each in its own process group, with a child's environment (less
+        :data:`DROPPED_ENV`) and its rank's variables; each one's output to its log."""
+        env = child_environ({**self.env, "PYTHONUNBUFFERED": "1"}, DROPPED_ENV)
         for r in range(self.world_size):
             mine = dict(env, RANK=str(r), LOCAL_RANK=str(r), ROLE_RANK=str(r))
             with log_path(self.folder, r).open("w") as log:
@@ -545,7 +543,6 @@ class GroupLauncher:
             "MASTER_ADDR": "127.0.0.1",
             "TORCHELASTIC_USE_AGENT_STORE": "True",
             "GPUPERF_NO_LOCK": "1",  # this process holds the group's locks
-            CHILD_ENV: "1",
         }
         if world > 1 and "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers

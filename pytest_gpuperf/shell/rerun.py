@@ -235,23 +235,16 @@ def run_pytest_child(
     """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
     --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
 
-    Its environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1``, our pid to
-    watch (it ends itself once we are gone) and ``env``. Its process group is killed whole
-    at the timeout (a profiled grandchild must not outlive us). ``spare``: a Python started
-    ahead (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`) runs a child
-    without a ``prefix``.
+    Its environment: :func:`child_environ`. Its process group is killed whole at the timeout
+    (a profiled grandchild must not outlive us). ``spare``: a Python started ahead
+    (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`) runs one without
+    a ``prefix``.
     """
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
         cmd = [*prefix, sys.executable, "-m", "pytest", *targets, "-q", CHILD_FLAG]
         cmd += [f"--gpuperf-device={device}", f"--gpuperf-json={out}", *args]
-        child_env = dict(os.environ)
-        for name in drop_env:
-            child_env.pop(name, None)
-        child_env[CHILD_ENV] = "1"
-        child_env.update(parent_env())  # the child ends itself once we are gone
-        if env:
-            child_env.update(env)
+        child_env = child_environ(env, drop_env)
         if spare is not None and not prefix and spare.usable:
             run = spare.run(
                 "pytest", cmd[3:], env=child_env, cwd=cwd, timeout_s=timeout_s, log_path=log_path
@@ -269,6 +262,13 @@ def run_pytest_child(
                 results = []
         tail = "\n".join(text.strip().splitlines()[-15:])
         return ChildRun(results, code, wall, tail, cmd)
+
+
+def child_environ(env: Mapping[str, str] | None, drop: Sequence[str]) -> dict[str, str]:
+    """A child's environment: ours without ``drop``, with :data:`CHILD_ENV`, our pid to watch
+    (it ends itself once we are gone) and ``env``."""
+    ours = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**ours, CHILD_ENV: "1", **parent_env(), **(env or {})}
 
 
 def is_child(config: pytest.Config) -> bool:
