@@ -25,7 +25,7 @@ from pytest_gpuperf.shell.ranks import RankSession, this_rank
 from pytest_gpuperf.shell.rerun import leaked_child_marker, remove_stale_folders
 from pytest_gpuperf.shell.session import SESSION_KEY, GpuPerfSession, is_benchmark
 from pytest_gpuperf.shell.settings import RunContext
-from pytest_gpuperf.shell.xdist import XdistHooks, pin_this_worker
+from pytest_gpuperf.shell.xdist import pin_this_worker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,14 +98,11 @@ def register_features(config: pytest.Config, run: RunContext) -> None:
 def _distributed(
     session: GpuPerfSession, rank: RankEnv | None
 ) -> tuple[RankSession | GroupLauncher, RankSession | None]:
-    """A rank's plugin, or the plugin that starts ranks; xdist's hooks on its controller."""
+    """A rank's plugin, or the plugin that starts ranks."""
     register = session.config.pluginmanager.register
     dist = RankSession(session, rank) if rank is not None else GroupLauncher(session)
     register(dist, "gpuperf-distributed")
-    ranks = dist if isinstance(dist, RankSession) else None
-    if session.config.pluginmanager.hasplugin("xdist") and not session.run.is_worker:
-        register(XdistHooks(session.run_id), "gpuperf-xdist")
-    return dist, ranks
+    return dist, dist if isinstance(dist, RankSession) else None
 
 
 def _verdicts(session: GpuPerfSession, dist: RankSession | GroupLauncher) -> Any:

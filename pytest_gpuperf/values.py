@@ -74,6 +74,7 @@ def choice(*choices: str) -> Callable[[Any], str]:
             return v.strip().lower()
         raise OptionValueError(f"expected one of {', '.join(choices)}; got {v!r}")
 
+    parse.choices = choices  # type: ignore[attr-defined]  # the help's metavar
     return parse
 
 

@@ -31,7 +31,13 @@ from pytest_gpuperf.shell.ab_tree import (
 )
 from pytest_gpuperf.shell.gate import CHILD_RAN, Gate, Judgement, child_failure
 from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.rerun import forwarded_args, run_child, run_pytest_child, temp_prefix
+from pytest_gpuperf.shell.rerun import (
+    forwarded_args,
+    rooted,
+    run_child,
+    run_pytest_child,
+    temp_prefix,
+)
 from pytest_gpuperf.shell.settings import fingerprint_extra
 from pytest_gpuperf.verdict.decide import with_note
 from pytest_gpuperf.verdict.judge import Judge
@@ -266,12 +272,8 @@ def run_in_tree(
 ) -> ChildRun:
     """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini and code."""
     args, root = _base_args(run, tree)
-    targets = []
-    for n in nodeids:
-        path, _, rest = n.partition("::")
-        targets.append(str(root / path) + (f"::{rest}" if rest else ""))
     return run_pytest_child(
-        targets,
+        rooted(root, nodeids),
         device=device,
         args=[*args, *extra_args],
         env={**tree.env("base"), **(env or {})},

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target
+from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target, pid_alive
 from pytest_gpuperf.errors import OutputError
 from pytest_gpuperf.model import printable
-from pytest_gpuperf.shell.rerun import is_child
+from pytest_gpuperf.shell.rerun import is_child, temp_prefix
 
 #: In a base process: where its BaseTreeCheck writes what it found.
 CHECK_ENV = "GPUPERF_AB_CHECK"
@@ -49,39 +50,13 @@ def git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         ) from None
 
 
-#: In a worktree's temporary directory: locked by the session that uses it, while it lives.
-OWNER_LOCK = "owner.lock"
-
-
-def _owner_lock(tmp: Path, flags: int) -> int | None:
-    """A descriptor of ``tmp``'s :data:`OWNER_LOCK`, locked; None where a session holds it."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: stale trees are not found
-        return None
-    fd = os.open(tmp / OWNER_LOCK, flags | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _abandoned(tmp: Path) -> bool:
-    """Whether the session that made the worktree in ``tmp`` is gone (its lock is free)."""
-    try:
-        fd = _owner_lock(tmp, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False  # not made by this version, or not ours: left alone
-    if fd is not None:
-        os.close(fd)
-    return fd is not None
+#: A worktree's temporary directory, named after the process that made it (temp_prefix).
+_TREE_DIR = re.compile(r"gpuperf-ab-([1-9][0-9]{0,9})-.+")
 
 
 def remove_stale(where: Path) -> list[str]:
     """Remove, and say so, the A/B worktrees of this repository that killed sessions left
-    (registered with git, their temporary directory's owner lock free); returns their paths."""
+    (registered with git, the process that made them gone); returns their paths."""
     listed = git(["worktree", "list", "--porcelain"], where)
     if listed.returncode != 0:
         return []
@@ -90,11 +65,11 @@ def remove_stale(where: Path) -> list[str]:
         if not line.startswith("worktree "):
             continue
         path = Path(line[len("worktree ") :])
-        tmp = path.parent
-        if path.name != "base" or not tmp.name.startswith("gpuperf-ab-") or not _abandoned(tmp):
+        maker = _TREE_DIR.fullmatch(path.parent.name)
+        if path.name != "base" or maker is None or pid_alive(int(maker.group(1))):
             continue
         git(["worktree", "remove", "--force", str(path)], where)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(path.parent, ignore_errors=True)
         removed.append(str(path))
     if removed:
         git(["worktree", "prune"], where)
@@ -140,8 +115,6 @@ class BaseTree:
     removed: bool = False
     #: the option that asked for the tree, for its errors
     flag: str = "--gpuperf-ab"
-    #: the descriptor that holds :data:`OWNER_LOCK` (in the session that made the tree)
-    owner_fd: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -169,29 +142,21 @@ class BaseTree:
 
     @classmethod
     def create(cls, ref: str, where: Path, flag: str = "--gpuperf-ab") -> BaseTree:
-        """Check REF out, detached, into a new temporary directory (its :data:`OWNER_LOCK` held)."""
+        """Check REF out, detached, into a new temporary directory."""
         sha, top = cls.resolve(ref, where, flag)
-        tmp = Path(tempfile.mkdtemp(prefix="gpuperf-ab-")).resolve()
-        owner = _owner_lock(tmp, os.O_RDWR | os.O_CREAT)
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix("gpuperf-ab"))).resolve()
         path = tmp / "base"
         added = git(["worktree", "add", "--detach", "--force", str(path), sha], top)
         if added.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            if owner is not None:
-                os.close(owner)
             raise ABError(f"{flag}={ref}: git worktree add failed: {added.stderr.strip()[-500:]}")
-        tree = cls(ref, sha, top, path, tmp, flag=flag)
-        tree.owner_fd = owner
-        return tree
+        return cls(ref, sha, top, path, tmp, flag=flag)
 
     def remove(self) -> None:
         """Remove the worktree and its temporary directory (idempotent; never raises)."""
         if self.removed:
             return
         self.removed = True
-        if self.owner_fd is not None:
-            os.close(self.owner_fd)
-            self.owner_fd = None
         git(["worktree", "remove", "--force", str(self.path)], self.toplevel)
         shutil.rmtree(self.tmp, ignore_errors=True)
         git(["worktree", "prune"], self.toplevel)

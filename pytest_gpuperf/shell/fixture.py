@@ -10,6 +10,7 @@ import math
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -58,22 +59,19 @@ PhaseRange = Callable[[BenchId, str], AbstractContextManager[object]]
 AfterMeasure = Callable[[BenchId, Callable[[], Any], float], "Mapping[str, Any] | None"]
 
 
-#: Seconds of plain calls the activity is read over: NVML's GPM counters refresh every
-#: 100 ms, so two samples need at least that much between them.
+#: Seconds of plain calls the activity is read over (NVML's GPM counters refresh every 100 ms),
+#: after LEAD_S of them (a sample can be one refresh old: an H200 read 40 % SM util for 98 %),
+#: at most WINDOW_MAX_CALLS calls (a function of nanoseconds would take millions).
 WINDOW_S = 0.12
-#: Seconds of the same plain calls before the window opens: a sample's counters can be one
-#: refresh (100 ms) old: without them, an H200 read 40 % SM util for 98 % over busy time.
 LEAD_S = 0.1
-#: ... and at most this many calls (a function of nanoseconds would take millions).
 WINDOW_MAX_CALLS = 200_000
 
 
 def plain_window(
     plain: Callable[[int], int], per_call_s: float, target_s: float, most: int
 ) -> tuple[int, float]:
-    """Call ``plain(n)`` in batches until ``target_s`` have passed or ``most`` calls are
-    made: (calls made, seconds). Each batch is sized from the rate seen, at most 8 times the
-    last, so a wrong ``per_call_s`` costs a few batches, not a long overshoot."""
+    """Call ``plain(n)`` in batches until ``target_s`` or ``most`` calls: (calls, seconds). A
+    batch is sized from the rate seen, at most 8 times the last (a wrong estimate costs little)."""
     t0 = time.perf_counter()
     done = 0
     batch = max(1, min(16, most, int(target_s / max(per_call_s, 1e-7) / 8)))
@@ -97,8 +95,7 @@ class BenchContext:
     """What the plugin tells the fixture about the running test."""
 
     nodeid: str
-    #: the resolution table: a benchmark's marker and call resolve over it
-    config: GpuPerfConfig
+    config: GpuPerfConfig  # a benchmark's marker and call resolve over it
     device: str  # "cuda" or "cpu"
     record: Callable[[Result], None]
     marker: Mapping[str, Any] = field(default_factory=dict)
@@ -111,14 +108,13 @@ class BenchContext:
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     #: run after each measurement; None: this process's (child.measure_hooks), found once
     after_measure: list[AfterMeasure] | None = None
-    #: progress(label, ticker=...) -> a context yielding a task with tick() (Progress.task)
+    #: Progress.task: progress(label, ticker=...) -> a context yielding a task
     progress: Callable[..., AbstractContextManager[Any]] = field(
         default_factory=lambda: silent().task
     )
     #: the session's typed settings (None: built from ``config``)
     settings: Settings | None = None
-    #: activity() -> a GPM window, read over plain calls after each CUDA measurement; None:
-    #: no activity and no allocator figures
+    #: activity() -> a GPM window, read after each CUDA measurement (None: no allocator figures)
     activity: Callable[[], Any] | None = None
     #: this rank's process group (measure.distributed.Group) in a world_size= test
     group: Any = None
@@ -149,8 +145,7 @@ class _Plan(NamedTuple):
 
 
 def _evaluate(value: Any, params: Mapping[str, Any], what: str, test: str) -> float | None:
-    """A number, or a callable of the test's parameters (``flops=lambda shape: ...``), called
-    with those it takes by name (all of them for ``**kwargs``)."""
+    """A number, or a callable of the test's parameters it names (``flops=lambda shape: ...``)."""
     if value is None or not callable(value):
         return value
     try:
@@ -249,7 +244,6 @@ class GpuBench:
     def _check_call(
         self, fn: Any, name: str | None, setup: Any, options: Mapping[str, Any]
     ) -> None:
-        """A callable, known options, a name not measured yet in this test, a callable setup."""
         __tracebackhide__ = True
         ctx = self._ctx
         if not callable(fn):
@@ -356,7 +350,6 @@ class GpuBench:
         self, bid: BenchId, mode: backend.Mode, record: dict[str, Any], plan: _Plan,
         raw: engine.RawMeasurement, **measured: Any,
     ) -> Run:  # fmt: skip
-        """One mode's :class:`Run`: the loop's ``raw``, what was measured around it, the plan."""
         env = plan.env or {}
         if self._ctx.group is not None:
             group = self._group_record(raw, measured["extra"], plan)
@@ -387,15 +380,13 @@ class GpuBench:
         """``Result.extra["group"]``: the group, and each rank's times of the kept rounds."""
         group = self._ctx.group
         by_rank = [list(r) for r in zip(*raw.rank_rounds, strict=True)]
-        slowest = [0] * len(by_rank)
-        for r in raw.rank_rounds:
-            slowest[max(range(len(r)), key=lambda i: r[i])] += 1
+        slowest = Counter(r.index(max(r)) for r in raw.rank_rounds)  # the first, at a tie
         return {
             "world_size": group.world_size,
             "backend": group.backend,
             "collective": plan.collective,
             "rank_medians": [median(x) for x in by_rank],
-            "slowest_counts": slowest,
+            "slowest_counts": [slowest[rank] for rank in range(len(by_rank))],
             "rank_rounds": by_rank,
             **(extra.get("group") or {}),
         }
@@ -411,8 +402,8 @@ class GpuBench:
         mode: backend.Mode,
         record: dict[str, Any],
     ) -> Run:
-        """Measure one mode under the device lock: the first call (once), the loop inside the
-        telemetry probes, the window of plain calls for GPM and the allocator, the hooks."""
+        """One mode under the device lock: the first call (once), the loop inside the probes,
+        the window of plain calls (GPM, the allocator), the hooks."""
         __tracebackhide__ = True
         ctx = self._ctx
         policy = plan.policy
@@ -476,8 +467,7 @@ class GpuBench:
         before: Mapping[str, int] | None,
         after: Mapping[str, int] | None,
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """(activity, memory) over plain calls after the measurement: GPM needs about 0.12 s
-        of them; without GPM a few calls give the allocator's figures."""
+        """(activity, memory) over plain calls after the measurement (without GPM: a few)."""
         ctx = self._ctx
         if ctx.device != "cuda":
             return None, allocation.unavailable(allocation.CPU_REASON)
@@ -498,11 +488,7 @@ class GpuBench:
         return activity, allocation.figures(before, after, w0, w1, calls)
 
     def _after_measure(
-        self,
-        bid: BenchId,
-        who: str,
-        call: backend.Invocation,
-        rounds: list[float],
+        self, bid: BenchId, who: str, call: backend.Invocation, rounds: list[float]
     ) -> dict[str, Any]:
         """Run the after-measure hooks (kernel inventory, capture child); never raise."""
         if self._after is None:

@@ -1,11 +1,9 @@
 """Tests marked ``world_size=N``, in a process that is no rank: their ranks are started here.
 
-Such a test is a :class:`GroupItem` that spawns N pytest ranks (:mod:`.ranks`) to run its
-body; consecutive tests of one world size share one start. The ranks join through a store
-this process hosts (no two groups race for a port), which holds every device's lock while
-they run, and report to the group's folder (``GPUPERF_GROUP_DIR``). A rank that fails stops
-the others; one past ``--gpuperf-dist-timeout`` has its stack written, then all are killed
-(docs/distributed.md).
+Such a test is a :class:`GroupItem` that spawns N pytest ranks (:mod:`.ranks`); consecutive
+tests of one world size share one start. The ranks join through a store this process hosts
+(no two groups race for a port), which holds every device's lock while they run; they report
+to the group's folder (``GPUPERF_GROUP_DIR``). docs/distributed.md.
 """
 
 from __future__ import annotations
@@ -18,11 +16,11 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +36,7 @@ from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
 from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.rerun import CHILD_ENV, CHILD_FLAG, forwarded_args, run_child
+from pytest_gpuperf.shell.rerun import CHILD_FLAG, child_environ, forwarded_args, rooted, run_child
 from pytest_gpuperf.shell.xdist import machine_gpus, nvml_uuids
 
 if TYPE_CHECKING:
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.shell.settings import RunContext, Settings
 
 RESULTS_FILE = "results.jsonl"
-#: set on the ranks when the launching session keeps their collectives' profile (a save)
+#: set on the ranks when the session keeps their collectives' profile (a save)
 PROFILE_ENV = "GPUPERF_GROUP_PROFILE"
 #: how often the launcher looks at its ranks, seconds
 POLL_S = 0.25
@@ -183,9 +181,8 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
 def where_it_was(log_text: str) -> str | None:
-    """The innermost frame of the stack a rank wrote to its log (faulthandler), and the
-    test's own innermost under library code: ``in all_reduce (c10d.py:2950), from t.py:12 in
-    test_step``."""
+    """The innermost frame of a rank's faulthandler stack, and the test's own under library
+    code: ``in all_reduce (c10d.py:2950), from t.py:12 in test_step``."""
     block = log_text.rsplit("Current thread", 1)
     if len(block) < 2:
         block = log_text.rsplit("Thread 0x", 1)
@@ -212,30 +209,22 @@ def log_text(folder: Path | str, rank: int) -> str:
         return ""
 
 
-def _rank_main(index: int, args: list[str], cwd: str, folder: str) -> None:
-    """One spawned rank (its environment is the launcher's while it spawned): its rank's
-    variables, its output to its log, pytest."""
-    import faulthandler
-
-    if hasattr(os, "setpgrp"):
-        os.setpgrp()  # its own process group: a kill takes whatever it started too
-    os.environ.update({"RANK": str(index), "LOCAL_RANK": str(index), "ROLE_RANK": str(index)})
-    log = open(log_path(folder, index), "w", buffering=1)  # noqa: SIM115
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    sys.stdout = sys.stderr = log
-    if hasattr(signal, "SIGUSR1"):  # the launcher asks for the stack of a rank it stops
-        faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
-    os.chdir(cwd)
-    code = pytest.main(args)
-    log.flush()
-    os._exit(int(code))  # no atexit: a process group torn down at exit must not hang here
+#: One rank: its stack to its log when the launcher asks (SIGUSR1; through a copy of the log's
+#: descriptor, which pytest's capture does not take), pytest, and no atexit (a process group
+#: torn down at exit must not hang it).
+RANK_MAIN = """import faulthandler, os, signal, sys, pytest
+stacks = os.fdopen(os.dup(2), "w")
+if hasattr(signal, "SIGUSR1"):
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+code = pytest.main(sys.argv[1:])
+sys.stdout.flush()
+os._exit(int(code))
+"""
 
 
 @dataclass
 class LaunchSpec:
-    """One start of a group's ranks: what it needs, then its processes, watched until they
-    end, fail or overstay."""
+    """One start of a group's ranks, watched until they end, fail or overstay."""
 
     nodeids: list[str]
     world_size: int
@@ -244,12 +233,11 @@ class LaunchSpec:
     cwd: str
     folder: Path
     timeout_s: float
-    context: Any = None
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     started: float = 0.0
 
     def run(self) -> tuple[dict[str, Outcome], str | None]:
-        """Start the ranks, wait for them: each finished test's outcome, and what went wrong
-        (None: nothing), the error of the test the ranks were in."""
+        """Each finished test's outcome, and what went wrong (None: nothing)."""
         store = tcp_store(self.world_size)
         self.env["MASTER_PORT"] = str(store.port)
         self.start()
@@ -271,26 +259,17 @@ class LaunchSpec:
         return out, problem
 
     def start(self) -> None:
-        """Spawn the ranks with this process's environment, plus ``env`` and without
-        :data:`DROPPED_ENV`, meanwhile (torch reads OMP_NUM_THREADS once, at import), and no
-        main module to re-run (a user's runner script calling pytest.main() may not guard it)."""
-        import torch.multiprocessing as mp
-
-        saved, main = dict(os.environ), sys.modules.get("__main__")
-        try:
-            for name in DROPPED_ENV:
-                os.environ.pop(name, None)
-            os.environ.update(self.env)
-            sys.modules["__main__"] = types.ModuleType("__main__")
-            self.context = mp.start_processes(
-                _rank_main, args=(self.args, self.cwd, str(self.folder)),
-                nprocs=self.world_size, join=False, start_method="spawn",
-            )  # fmt: skip
-        finally:
-            if main is not None:
-                sys.modules["__main__"] = main
-            os.environ.clear()
-            os.environ.update(saved)
+        """Start the ranks, each in its own process group, with a child's environment (less
+        :data:`DROPPED_ENV`) and its rank's variables; each one's output to its log."""
+        env = child_environ({**self.env, "PYTHONUNBUFFERED": "1"}, DROPPED_ENV)
+        for r in range(self.world_size):
+            mine = dict(env, RANK=str(r), LOCAL_RANK=str(r), ROLE_RANK=str(r))
+            with log_path(self.folder, r).open("w") as log:
+                self.processes.append(subprocess.Popen(
+                    [sys.executable, "-c", RANK_MAIN, *self.args], cwd=self.cwd, env=mine,
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                ))  # fmt: skip
         self.started = time.time()
 
     def statuses(self) -> list[RankStatus]:
@@ -299,23 +278,26 @@ class LaunchSpec:
     def watch(self) -> str | None:
         """Wait for the ranks; None when every rank ended well, else what went wrong."""
         while True:
-            try:
-                if self.context.join(timeout=POLL_S, grace_period=2.0):
-                    return None
-            except Exception as e:  # a rank exited with an error; torch stopped the others
+            codes = [p.poll() for p in self.processes]
+            if all(code == 0 for code in codes):
+                return None
+            failed = next((r for r, code in enumerate(codes) if code not in (None, 0)), None)
+            if failed is not None:  # the others may end by themselves, then are stopped
+                end = time.monotonic() + 2.0
+                while any(p.poll() is None for p in self.processes) and time.monotonic() < end:
+                    time.sleep(0.05)
                 self.kill(dump=False)
-                index = getattr(e, "error_index", None)
-                if isinstance(index, int) and RankStatus.read(self.folder, index).finished:
+                if RankStatus.read(self.folder, failed).finished:
                     return None  # its session ended (a failed test stops it): the rest start anew
-                return self.crash_text(e)
+                return self.crash_text(failed, int(codes[failed] or 0))
             stuck = self.overstayed()
             if stuck is not None:
                 self.kill(dump=True)
                 return self.hang_text(stuck)
+            time.sleep(POLL_S)
 
     def overstayed(self) -> RankStatus | None:
-        """A rank that spent longer than the timeout in or between tests (its start: up to
-        :data:`STARTUP_S`)."""
+        """A rank longer than the timeout in or between tests (its start: :data:`STARTUP_S`)."""
         now = time.time()
         for s in self.statuses():
             limit = self.timeout_s
@@ -332,45 +314,38 @@ class LaunchSpec:
         return None
 
     def kill(self, *, dump: bool) -> None:
-        """Every rank's stack to its log (``dump``), then every rank and what it started."""
-        processes = list(self.context.processes)
-        alive = [p for p in processes if p.is_alive()]
+        """Every rank's stack to its log (``dump``), then kill every rank and its children."""
+        alive = [p for p in self.processes if p.poll() is None]
         if dump and alive and hasattr(signal, "SIGUSR1"):
             for p in alive:
                 with contextlib.suppress(OSError):
                     os.kill(p.pid, signal.SIGUSR1)
             time.sleep(1.0)
-        for p in processes:
+        for p in self.processes:
             with contextlib.suppress(OSError, AttributeError):
                 os.killpg(p.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(OSError):
                 p.kill()
-        for p in processes:
-            with contextlib.suppress(Exception):
-                p.join(5)
+        for p in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(5)
 
-    def crash_text(self, error: Exception) -> str:
-        index = getattr(error, "error_index", None)
-        code = getattr(error, "exit_code", None)
-        sig = getattr(error, "signal_name", None)
-        how = "raised an exception" if code is None else f"exited with status {code}"
-        how = f"was killed by {sig}" if sig else how
-        status = RankStatus.read(self.folder, index) if isinstance(index, int) else None
-        where = f" in {status.test.rsplit('::', 1)[-1]}" if status and status.test else ""
+    def crash_text(self, index: int, code: int) -> str:
+        how = f"exited with status {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                how = f"was killed by {signal.Signals(-code).name}"
+        status = RankStatus.read(self.folder, index)
+        where = f" in {status.test.rsplit('::', 1)[-1]}" if status.test else ""
         lines = [
             f"rank {index} of {self.world_size} {how}{where}; the other ranks were stopped, "
             "and nothing of the test was saved."
         ]
-        raised = str(getattr(error, "msg", "") or "")
-        if "Traceback" in raised:
-            tb = [ln for ln in raised.strip().splitlines() if ln.strip()]
-            lines.append(f"rank {index} raised:\n" + textwrap.indent("\n".join(tb[-8:]), "  "))
-        elif isinstance(index, int):
-            text = log_text(self.folder, index).splitlines()
-            tail = [ln for ln in text if ln.strip() and not ln.startswith(("  File", "Thread"))]
-            if tail:
-                tail_text = textwrap.indent("\n".join(tail[-6:]), "  ")
-                lines.append(f"rank {index}'s last lines:\n{tail_text}")
+        text = log_text(self.folder, index).splitlines()
+        tail = [ln for ln in text if ln.strip() and not ln.startswith(("  File", "Thread"))]
+        if tail:
+            tail_text = textwrap.indent("\n".join(tail[-6:]), "  ")
+            lines.append(f"rank {index}'s last lines:\n{tail_text}")
         lines.append(f"every rank's output: {self.folder}/rank-<r>.log")
         return "\n".join(lines)
 
@@ -392,7 +367,7 @@ class LaunchSpec:
 
 
 def tcp_store(world_size: int) -> Any:
-    """A rendezvous store on a free port of this host, for ``world_size`` ranks to join."""
+    """A rendezvous store on a free port of this host."""
     from torch.distributed import TCPStore
 
     return TCPStore(
@@ -425,8 +400,7 @@ class GroupItem(pytest.Item):
         self._runner(self)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        path, line, name = self._info
-        return path, line, str(name)
+        return self._info
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, GroupError):
@@ -435,8 +409,8 @@ class GroupItem(pytest.Item):
 
 
 class GroupLauncher:
-    """The plugin, where this process is no rank, that starts the ranks of ``world_size=``
-    tests and hands each test its outcome (in a rank: :class:`.ranks.RankSession`)."""
+    """The plugin, in a process that is no rank, that starts the ranks of ``world_size=`` tests
+    and hands each test its outcome."""
 
     def __init__(self, session: GpuPerfSession):
         self.session = session
@@ -473,7 +447,7 @@ class GroupLauncher:
         return out or [item.nodeid]
 
     def run_item(self, item: GroupItem) -> None:
-        """Run a world_size= test on its ranks (or take its outcome from an earlier start)."""
+        """Run a world_size= test on its ranks, or take its outcome from an earlier start."""
         session = self.session
         got = self.outcomes.pop(item.nodeid, None)
         if got is None:
@@ -493,8 +467,8 @@ class GroupLauncher:
     def confirmation_runner(
         self, run: RunContext, nodeid: str | Sequence[str], *, device: str, **kw: Any
     ) -> ChildRun:
-        """A confirmation's fresh processes: a new start of the ranks of the leading targets
-        of one world size, or a child pytest."""
+        """A confirmation's fresh processes: the ranks of the leading targets of one world
+        size, or a child pytest."""
         targets = [nodeid] if isinstance(nodeid, str) else list(nodeid)
         worlds = {i.nodeid: i.world_size for i in self.order}
         world = worlds.get(targets[0])
@@ -509,8 +483,7 @@ class GroupLauncher:
                         [f"{world} ranks of {', '.join(nodeids)}"])  # fmt: skip
 
     def capture_runner(self, nodeid: str, device: str) -> None:
-        """A capture's fresh process: a child pytest (shell/capture.py's own)."""
-        return None
+        """A capture's fresh process: shell/capture.py's own child pytest."""
 
     def start(
         self, nodeids: list[str], world: int, device: str, progress: Any = None
@@ -554,15 +527,8 @@ class GroupLauncher:
         self, nodeids: list[str], world: int, device: str, gpus: list[str], folder: Path
     ) -> LaunchSpec:
         run = self.run
-        targets = []
-        for n in nodeids:
-            path, _, rest = n.partition("::")
-            targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
         args = [
-            *targets, "-q", CHILD_FLAG, f"--gpuperf-device={device}",
-            # a spawned rank has imported this package before its pytest starts: pytest warns
-            # that it cannot rewrite the plugin's asserts (an error under filterwarnings=error)
-            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            *rooted(run.rootpath, nodeids), "-q", CHILD_FLAG, f"--gpuperf-device={device}",
             *forwarded_args(run),
         ]  # fmt: skip
         if run.settings.session.disable:
@@ -577,7 +543,6 @@ class GroupLauncher:
             "MASTER_ADDR": "127.0.0.1",
             "TORCHELASTIC_USE_AGENT_STORE": "True",
             "GPUPERF_NO_LOCK": "1",  # this process holds the group's locks
-            CHILD_ENV: "1",
         }
         if world > 1 and "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
@@ -601,9 +566,8 @@ def profiles(settings: Settings) -> bool:
 
 
 def lock_keys(device: str, gpus: Sequence[str]) -> list[str]:
-    """The device locks a group takes: the CPU's, or each GPU's by UUID, as
-    :func:`.locks.device_key` names them (an index through NVML's list; without it, as
-    device_key names a GPU without a UUID)."""
+    """The device locks a group takes, named as :func:`.locks.device_key` does (an index
+    through NVML's list of UUIDs)."""
     if device != "cuda":
         return ["cpu"]
     uuids = nvml_uuids() if any(g.isdigit() for g in gpus) else []

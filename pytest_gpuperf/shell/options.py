@@ -142,7 +142,6 @@ OPTIONS: tuple[Option, ...] = (
         "device",
         choice("auto", "cuda", "cpu"),
         "where benchmarks run: cuda, cpu, or auto (cuda when available)",
-        metavar="auto|cuda|cpu",
     ),
     Option(
         "json",
@@ -290,7 +289,6 @@ OPTIONS: tuple[Option, ...] = (
         "fail_on",
         choice("regression", "inconclusive"),
         "fail on confirmed regressions only, or also on benchmarks too noisy to decide",
-        metavar="regression|inconclusive",
     ),
     Option(
         "reruns",
@@ -310,7 +308,6 @@ OPTIONS: tuple[Option, ...] = (
         "also fail when peak memory, first-call (compile) time, or the allocations per call "
         "(caching-allocator requests, cudaMalloc calls, retries; host-device transfers where "
         "both sides have a kernel inventory) grow beyond their tolerance",
-        metavar="none|memory|first-call|allocations|all",
     ),
     Option(
         "memory_tolerance",
@@ -330,7 +327,6 @@ OPTIONS: tuple[Option, ...] = (
         "fingerprint each benchmark's returned tensors and compare them with the baseline's: "
         "off, report (a change is reported, never fails) or gate (a change beyond "
         "numerics_tolerance fails the test)",
-        metavar="off|report|gate",
     ),
     Option(
         "numerics_tolerance",
@@ -393,7 +389,6 @@ OPTIONS: tuple[Option, ...] = (
         choice("auto", "on", "off"),
         "GitHub Actions step summary and ::error annotations on regressed tests; auto: when "
         "GITHUB_ACTIONS=true",
-        metavar="auto|on|off",
     ),
     Option(
         "sort",
@@ -422,7 +417,6 @@ OPTIONS: tuple[Option, ...] = (
         choice("auto", "on", "off"),
         "a progress line for any step over 2 s (first call or compile, measuring, kernel "
         "inventory, confirmation runs, artifact capture); auto: on unless -q",
-        metavar="auto|on|off",
     ),
     # --- capture ---
     Option(
@@ -430,7 +424,6 @@ OPTIONS: tuple[Option, ...] = (
         choice("never", "on-failure", "always"),
         "capture profiles of a benchmark (torch.profiler, nsys, ncu, TORCH_TRACE) and diagnose "
         "it: never, on-failure (a regression) or always",
-        metavar="never|on-failure|always",
     ),
     Option(
         "artifacts_dir",
@@ -474,7 +467,6 @@ OPTIONS: tuple[Option, ...] = (
         choice("auto", "always", "never"),
         "profile a few calls after measuring and keep the kernel inventory with the result: "
         "auto (when saving a baseline), always, never",
-        metavar="auto|always|never",
     ),
     Option(
         "capture_session_budget",
@@ -519,13 +511,14 @@ def register(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         if not opt.cli:
             continue
-        help_text = f"{opt.help} (default: {_show_default(opt.default)})"
+        help_text = f"{opt.help} (default: {option_text(opt.default) or 'none'})"
         cli_help = help_text.replace("%", "%%")  # argparse expands %-formats in help
         if opt.flag:
             kw: dict[str, Any] = {"action": "store_true"}
         else:
-            bool_metavar = "true|false" if opt.parse is parse_bool else None
-            kw = {"action": "store", "metavar": opt.metavar or bool_metavar}
+            choices = ("true", "false") if opt.parse is parse_bool else ()
+            choices = getattr(opt.parse, "choices", choices)  # values.choice's
+            kw = {"action": "store", "metavar": opt.metavar or "|".join(choices) or None}
         group.addoption(
             opt.flag_name, default=None, dest="gpuperf_" + opt.name, help=cli_help, **kw
         )
@@ -534,9 +527,13 @@ def register(parser: pytest.Parser) -> None:
     group.addoption("--gpuperf-child", action="store_true", dest="gpuperf_child", help=SUPPRESS)
 
 
-def _show_default(v: Any) -> str:
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return str(v).lower()
-    return str(v)
+def option_text(value: Any) -> str | None:
+    """A parsed option value back as its text (``("a", "b")`` -> ``a,b``, ``True`` ->
+    ``true``); None for a callable or None."""
+    if value is None or callable(value):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return ",".join(str(x) for x in value)
+    return str(value)

@@ -1,9 +1,9 @@
 """A pytest process that is one rank of a process group: torchrun's worker, or the plugin's.
 
-The plugin's ranks (:mod:`.group`) run the bodies of ``world_size=`` tests and report to the
-group's folder; the launching process judges. Under torchrun a test whose ``world_size=`` is
-the group's runs on every rank, other benchmarks on rank 0, which alone judges, saves and
-reports, and sends each verdict to every rank, so that all end alike (docs/distributed.md).
+The plugin's ranks (:mod:`.group`) report to the group's folder; their launcher judges. Under
+torchrun a test whose ``world_size=`` is the group's runs on every rank, other benchmarks on
+rank 0, which alone judges, saves and reports, and sends each verdict to every rank, so that
+all end alike (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _short(report: pytest.TestReport) -> str:
 
 @contextlib.contextmanager
 def peer_env(port: int, env: Mapping[str, str] | None) -> Iterator[dict[str, str]]:
-    """A fresh rank's variables: this rank's place, rank 0's new store, a folder to report to."""
+    """A fresh rank's variables: its place, rank 0's new store, a folder to report to."""
     out = dict(env or {})
     out.update({k: os.environ[k] for k in RANK_VARS if k in os.environ and k != GROUP_DIR_ENV})
     out.update(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", GPUPERF_NO_LOCK="1")
@@ -100,6 +100,7 @@ class RankSession:
     def __init__(self, session: GpuPerfSession, env: RankEnv):
         self.session = session
         self.env = env
+        self.lead = env.is_lead
         self.run = session.run
         self.group: Group | None = None
         self.device: str | None = None
@@ -110,10 +111,6 @@ class RankSession:
         #: the test whose verdict is being made (rank 0's child runs follow its kind)
         self.current: pytest.Item | None = None
         self._write()
-
-    @property
-    def lead(self) -> bool:
-        return self.env.is_lead
 
     def in_step(self, item: pytest.Item) -> bool:
         """Whether ``item`` runs on every rank of this group."""
@@ -194,8 +191,8 @@ class RankSession:
 
     @contextlib.contextmanager
     def lock(self, owner: str) -> Iterator[None]:
-        """Around each measurement: each node's first rank takes its devices' locks, then
-        all ranks meet (the plugin's ranks: GPUPERF_NO_LOCK, the launcher holds them)."""
+        """Around each measurement: each node's first rank takes its devices' locks (the
+        plugin's ranks: their launcher holds them), then all ranks meet."""
         group = self.group
         assert group is not None, "a distributed test's group is joined before it runs"
         keys = []
@@ -215,7 +212,7 @@ class RankSession:
 
     def _write(self) -> None:
         """Where this rank is and how its tests went: to the group's folder (the plugin's
-        ranks), or to the group's store (torchrun's, for the others' failure texts)."""
+        ranks), or to the group's store (torchrun's)."""
         if self.folder is not None:
             with contextlib.suppress(OSError):
                 write_json_atomic(status_path(self.folder, self.env.rank), self._doc)

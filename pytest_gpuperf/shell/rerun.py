@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
 from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
@@ -26,7 +26,7 @@ from pytest_gpuperf.baseline.fileio import pid_alive
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting.json_report import load_results
 from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
-from pytest_gpuperf.shell.options import OPTIONS_BY_NAME
+from pytest_gpuperf.shell.options import OPTIONS_BY_NAME, option_text
 
 if TYPE_CHECKING:
     import pytest
@@ -72,38 +72,24 @@ def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
     return removed
 
 
-#: gpuperf options a child never inherits: every output of the session's end, and these.
-_NOT_FORWARDED = OUTPUT_OPTIONS | frozenset(
-    {
-        "save",
-        "baseline",
-        "ab",
-        "only",
-        "skip",
-        "disable",
-        "device",
-        "capture",
-        # capture settings: a child never captures (only the parent's collectors do)
-        "artifacts_dir",
-        "capture_timeout",
-        "capture_budget",
-        "capture_session_budget",
-        "capture_skip",
-        "capture_calls",
-        "ncu_kernels",
-        "inventory",
-    }
-)
-
-
-#: What the command that captures a test later leaves out of the session's options.
+#: What the command that captures a test later leaves out of the session's options (a
+#: search of the history, shell/bisect.py, is its session's own, in no command it starts).
 _NOT_IN_CAPTURE_COMMAND = OUTPUT_OPTIONS | frozenset(
     {"save", "baseline", "ab", "only", "skip", "disable", "capture", "capture_session_budget"}
+    | {"bisect", "bisect_bad", "bisect_budget"}
 )
-#: A search of the history (shell/bisect.py) is its session's own, in no command it starts.
-_BISECT = frozenset({"bisect", "bisect_bad", "bisect_budget"})
-_NOT_FORWARDED |= _BISECT
-_NOT_IN_CAPTURE_COMMAND |= _BISECT
+#: gpuperf options a child never inherits: those, the device and the capture settings (a
+#: child never captures: only the parent's collectors do).
+_NOT_FORWARDED = _NOT_IN_CAPTURE_COMMAND | {
+    "device",
+    "artifacts_dir",
+    "capture_timeout",
+    "capture_budget",
+    "capture_skip",
+    "capture_calls",
+    "ncu_kernels",
+    "inventory",
+}
 
 
 def forwarded_args(run: RunContext) -> list[str]:
@@ -167,18 +153,6 @@ def _cli_settings(run: RunContext, leave_out: frozenset[str]) -> list[str]:
     return args
 
 
-def option_text(value: Any) -> str | None:
-    """A parsed option value back as its text (``("a", "b")`` -> ``a,b``, ``True`` ->
-    ``true``); None for a callable or None."""
-    if value is None or callable(value):
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list, set, frozenset)):
-        return ",".join(str(x) for x in value)
-    return str(value)
-
-
 def capture_command(run: RunContext, nodeid: str) -> str:
     """The command that captures ``nodeid``'s evidence later, from where this session ran:
     the test alone against this session's reference, ``--gpuperf-capture=always``."""
@@ -225,12 +199,8 @@ def run_child(
     optionally under ``prefix`` (e.g. ``nsys profile``); :func:`run_pytest_child`'s
     arguments. ``drop_env``: our variables the child must not inherit."""
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
-    targets = []
-    for n in nodeids:
-        path, _, rest = n.partition("::")
-        targets.append(str(run.rootpath / path) + (f"::{rest}" if rest else ""))
     return run_pytest_child(
-        targets,
+        rooted(run.rootpath, nodeids),
         device=device,
         args=[*forwarded_args(run), *extra_args],
         env=env,
@@ -241,6 +211,12 @@ def run_child(
         spare=spare,
         drop_env=("PYTEST_ADDOPTS", *drop_env),
     )
+
+
+def rooted(root: Path, nodeids: Sequence[str]) -> list[str]:
+    """``nodeids`` with their files under ``root``: a child runs from another folder or tree."""
+    parts = (n.partition("::") for n in nodeids)
+    return [str(root / path) + sep + rest for path, sep, rest in parts]
 
 
 def run_pytest_child(
@@ -259,33 +235,16 @@ def run_pytest_child(
     """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
     --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
 
-    Its environment is ours without ``drop_env``, with ``GPUPERF_CHILD=1``, our pid to
-    watch (it ends itself once we are gone) and ``env``. Its process group is killed whole
-    at the timeout (a profiled grandchild must not outlive us). ``spare``: a Python started
-    ahead (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`) runs a child
-    without a ``prefix``.
+    Its environment: :func:`child_environ`. Its process group is killed whole at the timeout
+    (a profiled grandchild must not outlive us). ``spare``: a Python started ahead
+    (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`) runs one without
+    a ``prefix``.
     """
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
-        cmd = [
-            *prefix,
-            sys.executable,
-            "-m",
-            "pytest",
-            *targets,
-            "-q",
-            CHILD_FLAG,
-            f"--gpuperf-device={device}",
-            f"--gpuperf-json={out}",
-            *args,
-        ]
-        child_env = dict(os.environ)
-        for name in drop_env:
-            child_env.pop(name, None)
-        child_env[CHILD_ENV] = "1"
-        child_env.update(parent_env())  # the child ends itself once we are gone
-        if env:
-            child_env.update(env)
+        cmd = [*prefix, sys.executable, "-m", "pytest", *targets, "-q", CHILD_FLAG]
+        cmd += [f"--gpuperf-device={device}", f"--gpuperf-json={out}", *args]
+        child_env = child_environ(env, drop_env)
         if spare is not None and not prefix and spare.usable:
             run = spare.run(
                 "pytest", cmd[3:], env=child_env, cwd=cwd, timeout_s=timeout_s, log_path=log_path
@@ -303,6 +262,13 @@ def run_pytest_child(
                 results = []
         tail = "\n".join(text.strip().splitlines()[-15:])
         return ChildRun(results, code, wall, tail, cmd)
+
+
+def child_environ(env: Mapping[str, str] | None, drop: Sequence[str]) -> dict[str, str]:
+    """A child's environment: ours without ``drop``, with :data:`CHILD_ENV`, our pid to watch
+    (it ends itself once we are gone) and ``env``."""
+    ours = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**ours, CHILD_ENV: "1", **parent_env(), **(env or {})}
 
 
 def is_child(config: pytest.Config) -> bool:

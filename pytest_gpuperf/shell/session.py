@@ -77,6 +77,11 @@ class GpuPerfSession:
         if problem and not self.settings.session.disable and not run.is_worker:
             raise pytest.UsageError(problem)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist's controller: its workers' results carry this session's run id."""
+        node.workerinput["gpuperf_run_id"] = self.run_id
+
     def ensure_device(self) -> str:
         if self.device is None:
             try:

@@ -38,15 +38,10 @@ class Settings:
 
     @classmethod
     def from_config(cls, cfg: GpuPerfConfig) -> Settings:
+        """Each part (a settings class) from the resolved values."""
         values = {name: s.value for name, s in cfg.settings.items()}
-        return cls(
-            session=settings_from(SessionSettings, values),
-            measure=settings_from(MeasurePolicy, values),
-            verdict=settings_from(VerdictSettings, values),
-            capture=settings_from(CaptureSettings, values),
-            report=settings_from(ReportSettings, values),
-            telemetry=settings_from(TelemetrySettings, values),
-        )
+        parts = vars(cls()).items()  # each field's default: an instance of its class
+        return cls(**{name: settings_from(type(part), values) for name, part in parts})
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
-
-import pytest
 
 WORKER_ENV = "PYTEST_XDIST_WORKER"
 PINNED_ENV = "GPUPERF_PINNED_GPU"
@@ -75,14 +72,3 @@ def machine_gpus() -> list[str]:
     if saved is not None:
         return [g for g in saved.split(",") if g]
     return visible_gpus()
-
-
-class XdistHooks:
-    """Registered on the controller only when pytest-xdist is active."""
-
-    def __init__(self, run_id: str):
-        self.run_id = run_id
-
-    @pytest.hookimpl
-    def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["gpuperf_run_id"] = self.run_id
