@@ -176,7 +176,7 @@ def _eager(comp: Mapping[str, Any], r: _Regions) -> list[Finding]:
         n = len(comp.get("recompiles") or [])
         text = _limit_sentence(limit, recompiles, n, r.text if fell else "")
         strong = fell or r.base is None  # the compiled code fell, or nothing says it did not
-        return [Finding(RECOMPILE, text, EVERYTHING if strong else frozenset(), idle=strong)]
+        return [Finding(RECOMPILE, text, EVERYTHING if strong else (), idle=strong)]
     if not fell:
         return []
     skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
@@ -297,7 +297,7 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
         "keep it end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
-    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
+    return [Finding(LAYOUT, text, members)]
 
 
 def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:
@@ -351,7 +351,7 @@ def triton_configs(ev: Evidence, led: Ledger) -> list[Finding]:
             "another autotune key or size hint): pin the config that ran before, or restore the "
             "configs"
         )
-        out.append(Finding(TRITON_CONFIG, text, frozenset((c.name,))))
+        out.append(Finding(TRITON_CONFIG, text, [c]))
     return out
 
 
