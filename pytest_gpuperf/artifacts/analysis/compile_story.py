@@ -358,15 +358,13 @@ def triton_configs(ev: Evidence, led: Ledger) -> list[Finding]:
 def details(comp: Mapping[str, Any] | None) -> list[str]:
     """The compile log's lines under the diagnosis: frames dynamo gave up on, and the counts."""
     comp = comp or {}
-    out = []
-    for f in comp.get("frame_failures") or []:
-        if isinstance(f, Mapping) and (f.get("eager") or f.get("limit")):
-            out.append(
-                f"compile: dynamo gave up on {f.get('function')} ({f.get('type')}): "
-                f"{f.get('reason')}"
-                + (f" at {f.get('where')}" if f.get("where") else "")
-                + (f"; hint: {f.get('hint')}" if f.get("hint") else "")
-            )
+    out = [
+        f"compile: dynamo gave up on {f.get('function')} ({f.get('type')}): {f.get('reason')}"
+        + (f" at {f.get('where')}" if f.get("where") else "")
+        + (f"; hint: {f.get('hint')}" if f.get("hint") else "")
+        for f in comp.get("frame_failures") or []
+        if isinstance(f, Mapping) and (f.get("eager") or f.get("limit"))
+    ]
     if comp.get("graphs") is not None:
         breaks = int(comp.get("graph_break_count") or len(comp.get("graph_breaks") or []))
         fallbacks = comp.get("fallbacks") or []
