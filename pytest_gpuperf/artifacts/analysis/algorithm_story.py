@@ -299,13 +299,11 @@ def precision(ev: Evidence, led: Ledger) -> list[Finding]:
     else:
         old, new = _PRECISION_TEXT.get(was, was), _PRECISION_TEXT.get(now, now)
         if was_name != now_name:
-            old, new, where = was_name, now_name, f", {where}" if where else ""
-        else:
-            where = ""
+            old, new = was_name, now_name
+        where = f", {where}" if where and was_name != now_name else ""
         text = f"the GEMMs now run in {new} instead of {old} ({why}){where}"
-        if _names(gemms, "appeared"):
-            text += f": {_names(gemms, 'appeared')}"
-            text += f" replaced {_names(gemms, 'vanished')}" if _names(gemms, "vanished") else ""
+        came, went = _names(gemms, "appeared"), _names(gemms, "vanished")
+        text += (f": {came}" + (f" replaced {went}" if went else "")) if came else ""
     text += f" ({timing(members)})"
     return [Finding(GEMM_PRECISION, text, members)]
 
