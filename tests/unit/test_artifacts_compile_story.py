@@ -214,6 +214,37 @@ def test_lost_channels_last_is_one_layout_cause_with_the_fix() -> None:
     assert not {dg.KERNEL_VARIANT, dg.MORE_KERNELS, dg.EXTRA_COPY} & set(d.causes), d.paragraph
 
 
+#: a cuDNN kernel that reads NHWC (``nhwckrsc``: activations NHWC, filters KRSC) and writes NCHW
+CONV_NHWC_IN_NCHW_OUT = CONV_NHWC.replace("_nhwckrsc_nhwc_", "_nhwckrsc_nchw_")
+CONV_NCHW_IN_NHWC_OUT = CONV_NCHW.replace("_nchwkcrs_nchw_", "_nchwkcrs_nhwc_")
+
+
+@pytest.mark.parametrize(
+    ("name", "layout"),
+    [(CONV_NHWC, "NHWC"), (CONV_NCHW, "NCHW"), (CONV_NHWC_IN_NCHW_OUT, "NCHW"),
+     (CONV_NCHW_IN_NHWC_OUT, "NHWC"), (NCHW_TO_NHWC, "NHWC"), (NHWC_TO_NCHW, "NCHW"),
+     (BN_CL, "NHWC"), (BN, None)],
+)  # fmt: skip
+def test_a_kernel_layout_is_the_one_it_writes(name: str, layout: str | None) -> None:
+    # the last layout token of a name wins: a conversion's target, a convolution's output
+    assert cs.conv_layout(name) == layout
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "direction"),
+    [(CONV_NHWC, CONV_NHWC_IN_NCHW_OUT, "(NHWC -> NCHW)"),
+     (CONV_NCHW, CONV_NCHW_IN_NHWC_OUT, "(NCHW -> NHWC)")],
+)  # fmt: skip
+def test_a_conv_that_now_writes_the_other_layout_is_told_in_that_direction(
+    old: str, new: str, direction: str
+) -> None:
+    base = _inv([(old, 120.0, 2.0)])
+    cur = _inv([(new, 150.0, 2.0), (NCHW_TO_NHWC, 20.0, 2.0), (NHWC_TO_NCHW, 18.0, 2.0)])
+    d = dg.diagnose(_ev(base, cur, 120.0, 190.0))
+    assert d.cause == dg.LAYOUT, d.paragraph
+    assert f"changed variant {direction}: " in dg.lead(d.paragraph), d.paragraph
+
+
 def test_conversions_without_a_conv_change_are_not_a_layout_story() -> None:
     base = _inv([(CONV_NHWC, 120.0, 2.0)])
     cur = _inv([(CONV_NHWC, 120.0, 2.0), (NCHW_TO_NHWC, 40.0, 2.0)])

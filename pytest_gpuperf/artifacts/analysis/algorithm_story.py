@@ -236,7 +236,7 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     old = _names(kernels, "vanished")
     named = (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
     text = f"{head}: {named} ({timing(members)})"
-    return [Finding(SDPA_BACKEND, text, frozenset(k.name for k in members))]
+    return [Finding(SDPA_BACKEND, text, members)]
 
 
 def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
@@ -299,15 +299,13 @@ def precision(ev: Evidence, led: Ledger) -> list[Finding]:
     else:
         old, new = _PRECISION_TEXT.get(was, was), _PRECISION_TEXT.get(now, now)
         if was_name != now_name:
-            old, new, where = was_name, now_name, f", {where}" if where else ""
-        else:
-            where = ""
+            old, new = was_name, now_name
+        where = f", {where}" if where and was_name != now_name else ""
         text = f"the GEMMs now run in {new} instead of {old} ({why}){where}"
-        if _names(gemms, "appeared"):
-            text += f": {_names(gemms, 'appeared')}"
-            text += f" replaced {_names(gemms, 'vanished')}" if _names(gemms, "vanished") else ""
+        came, went = _names(gemms, "appeared"), _names(gemms, "vanished")
+        text += (f": {came}" + (f" replaced {went}" if went else "")) if came else ""
     text += f" ({timing(members)})"
-    return [Finding(GEMM_PRECISION, text, frozenset(c.name for c in members))]
+    return [Finding(GEMM_PRECISION, text, members)]
 
 
 def _precision_members(free: Sequence[KernelChange]) -> list[KernelChange]:
@@ -356,7 +354,7 @@ def conv(ev: Evidence, led: Ledger) -> list[Finding]:
         f"({_conv_why(old, new, ev)}): {short_name(new.name, 60)} replaced "
         f"{short_name(old.name, 60)} ({timing(convs)})"
     )
-    return [Finding(CONV_ALGORITHM, text, frozenset(c.name for c in convs))]
+    return [Finding(CONV_ALGORITHM, text, convs)]
 
 
 def _conv_why(a: KernelChange, b: KernelChange, ev: Evidence) -> str:
@@ -402,7 +400,7 @@ def heuristic(ev: Evidence, led: Ledger) -> list[Finding]:
         + f"; {why}: {short_name(new.name, 60)} replaced {short_name(old.name, 60)} "
         f"({timing(members)})"
     )
-    return [Finding(GEMM_HEURISTIC, text, frozenset(c.name for c in members))]
+    return [Finding(GEMM_HEURISTIC, text, members)]
 
 
 def _heuristic_changes(a: str, b: str, reduce: Sequence[KernelChange]) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,8 +116,8 @@ class Finding:
 
     cause: str
     sentence: str
-    #: names of the kernel changes it explains (:data:`EVERYTHING`: all still free)
-    kernels: frozenset[str] = frozenset()
+    #: the kernel changes it explains, or their names (:data:`EVERYTHING`: all still free)
+    kernels: Collection[str | KernelChange] = frozenset()
     #: whether it explains the growth of the device's waiting (idle) time
     idle: bool = False
     #: µs per call it explains that no profile term holds (a collective's wait, cudaMalloc);
@@ -130,6 +130,9 @@ class Finding:
     share: float | None = None
     #: the changes it got, largest first (for the sentences that name them)
     got: list[KernelChange] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.kernels = frozenset(getattr(k, "name", k) for k in self.kernels)
 
 
 class Ledger:

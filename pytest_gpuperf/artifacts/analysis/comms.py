@@ -7,6 +7,7 @@ collective's time beyond its fastest rank's is *wait* for the last rank (the str
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import Counter
@@ -61,20 +62,11 @@ class RankComms:
     call_us: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "device": self.device,
-            "call_us": [round(x, 3) for x in self.call_us],
-            "calls": [
-                [
-                    {"op": c.op, "start": round(c.start, 3), "dur": round(c.dur, 3),
-                     "nbytes": c.nbytes, "compute_before": round(c.compute_before, 3),
-                     "overlap": round(c.overlap, 3), "algo": c.algo}
-                    for c in call
-                ]
-                for call in self.calls
-            ],
-        }  # fmt: skip
+        """Plain data, gathered from every rank (times rounded to the ns)."""
+        d = dataclasses.asdict(self)
+        for c in (c for call in d["calls"] for c in call):
+            c.update({k: round(c[k], 3) for k in ("start", "dur", "compute_before", "overlap")})
+        return {**d, "call_us": [round(x, 3) for x in self.call_us]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RankComms:

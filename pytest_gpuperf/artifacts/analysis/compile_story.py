@@ -176,7 +176,7 @@ def _eager(comp: Mapping[str, Any], r: _Regions) -> list[Finding]:
         n = len(comp.get("recompiles") or [])
         text = _limit_sentence(limit, recompiles, n, r.text if fell else "")
         strong = fell or r.base is None  # the compiled code fell, or nothing says it did not
-        return [Finding(RECOMPILE, text, EVERYTHING if strong else frozenset(), idle=strong)]
+        return [Finding(RECOMPILE, text, EVERYTHING if strong else (), idle=strong)]
     if not fell:
         return []
     skipped = [f for f in failures if f.get("eager") and not f.get("limit")]
@@ -297,7 +297,7 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
         "keep it end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
-    return [Finding(LAYOUT, text, frozenset(c.name for c in members))]
+    return [Finding(LAYOUT, text, members)]
 
 
 def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:
@@ -351,22 +351,20 @@ def triton_configs(ev: Evidence, led: Ledger) -> list[Finding]:
             "another autotune key or size hint): pin the config that ran before, or restore the "
             "configs"
         )
-        out.append(Finding(TRITON_CONFIG, text, frozenset((c.name,))))
+        out.append(Finding(TRITON_CONFIG, text, [c]))
     return out
 
 
 def details(comp: Mapping[str, Any] | None) -> list[str]:
     """The compile log's lines under the diagnosis: frames dynamo gave up on, and the counts."""
     comp = comp or {}
-    out = []
-    for f in comp.get("frame_failures") or []:
-        if isinstance(f, Mapping) and (f.get("eager") or f.get("limit")):
-            out.append(
-                f"compile: dynamo gave up on {f.get('function')} ({f.get('type')}): "
-                f"{f.get('reason')}"
-                + (f" at {f.get('where')}" if f.get("where") else "")
-                + (f"; hint: {f.get('hint')}" if f.get("hint") else "")
-            )
+    out = [
+        f"compile: dynamo gave up on {f.get('function')} ({f.get('type')}): {f.get('reason')}"
+        + (f" at {f.get('where')}" if f.get("where") else "")
+        + (f"; hint: {f.get('hint')}" if f.get("hint") else "")
+        for f in comp.get("frame_failures") or []
+        if isinstance(f, Mapping) and (f.get("eager") or f.get("limit"))
+    ]
     if comp.get("graphs") is not None:
         breaks = int(comp.get("graph_break_count") or len(comp.get("graph_breaks") or []))
         fallbacks = comp.get("fallbacks") or []

@@ -36,18 +36,11 @@ CAUSES = (*comms.CAUSES, *cs.CAUSES, *als.CAUSES, ALLOCATION_CHURN, *ws.CAUSES)
 LEAD = "; likely cause"
 
 
-Story = Callable[[Evidence, Ledger], Sequence[Finding]]
-
-
 def _group(ev: Evidence, led: Ledger) -> list[Finding]:
     """A distributed benchmark: what changed in its transport and its collectives."""
     cur, base = ev.group or {}, ev.baseline_group or {}
-    if not cur:
-        return []
-    out = []
     moved = nccl_log.transport_change(base.get("nccl"), cur.get("nccl"))
-    if moved:
-        out.append(Finding(TRANSPORT_FALLBACK, moved))
+    out = [Finding(TRANSPORT_FALLBACK, moved)] if moved else []
     out += comms.findings(base.get("comms"), cur.get("comms"), led.slowdown_us)
     if out:  # the ranks' waiting (GPU idle; on the CPU, time outside the ops) is its doing
         out[0].idle = True
@@ -55,7 +48,7 @@ def _group(ev: Evidence, led: Ledger) -> list[Finding]:
 
 
 #: The stories, in the order they claim the slowdown's terms: causes before their symptoms.
-STORIES: tuple[Story, ...] = (
+STORIES: tuple[Callable[[Evidence, Ledger], Sequence[Finding]], ...] = (
     _group,
     cs.compiler,
     cs.layout,

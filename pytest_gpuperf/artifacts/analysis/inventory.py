@@ -49,10 +49,8 @@ _GEMM = re.compile(
 )
 
 
-def _sig(x: float, digits: int = 4) -> float:
-    if x == 0 or not math.isfinite(x):
-        return x
-    return round(x, -math.floor(math.log10(abs(x))) + digits - 1)
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
 
 
 def _strip_params(name: str) -> str:
@@ -111,9 +109,7 @@ def is_gemm(name: str) -> bool:
     return bool(_GEMM.search(name))
 
 
-def inventory_from_trace(
-    trace: Trace, *, max_kernels: int = MAX_KERNELS, analysis: ProfileAnalysis | None = None
-) -> dict[str, Any]:
+def inventory_from_trace(trace: Trace, analysis: ProfileAnalysis | None = None) -> dict[str, Any]:
     """The inventory of the profiled calls in ``trace`` (``analysis``: its ``analyze``)."""
     a = analysis if analysis is not None else analyze(trace)
     calls = max(a.calls, 1)
@@ -131,7 +127,7 @@ def inventory_from_trace(
             items[(name, "op")] = {"name": name, "kind": "op", "n": count, "us": us, "args": {}}
     ranked = sorted(items.values(), key=lambda it: -it["us"])
     kernels = []
-    for it in ranked[:max_kernels]:
+    for it in ranked[:MAX_KERNELS]:
         entry: dict[str, Any] = {
             "name": it["name"],
             "kind": it["kind"],
@@ -148,7 +144,7 @@ def inventory_from_trace(
         if it["kind"] == "memcpy" and isinstance(args.get("bytes"), (int, float)):
             entry["bytes_per_launch"] = int(args["bytes"])
         kernels.append(entry)
-    other = sum(it["us"] for it in ranked[max_kernels:]) / calls
+    other = sum(it["us"] for it in ranked[MAX_KERNELS:]) / calls
     h2d, h2d_bytes = a.copies_per_call("HtoD")
     d2h, d2h_bytes = a.copies_per_call("DtoH")
     return {

@@ -23,9 +23,7 @@ MANIFEST_VERSION = 1
 MAX_NAME = 96
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
-_RESERVED = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10))}) | frozenset(
-    f"lpt{i}" for i in range(10)
-)
+_RESERVED = {"con", "prn", "aux", "nul"} | {f"{d}{i}" for d in ("com", "lpt") for i in range(10)}
 
 
 def safe_name(text: str, max_len: int = MAX_NAME) -> str:

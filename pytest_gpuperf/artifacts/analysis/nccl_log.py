@@ -44,13 +44,6 @@ class NcclLog:
     lines: int = 0
 
     @property
-    def kinds(self) -> Counter[str]:
-        out: Counter[str] = Counter()
-        for t, n in self.transports.items():
-            out[t.split("/", 1)[0].upper()] += n
-        return out
-
-    @property
     def nranks(self) -> int | None:
         return max((c[2] for c in self.comms), default=None)
 

@@ -27,13 +27,8 @@ MORE_DEVICE_ALLOCS = 0.5
 _BUFFER_KERNELS = re.compile(r"CatArray|cat_|fill|zero|Memset", re.I)
 
 
-def _fig(m: Mapping[str, Any] | None, key: str) -> float | None:
-    v = (m or {}).get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def _base(baseline: Sequence[Mapping[str, Any] | None], key: str) -> float | None:
-    vals = [v for b in baseline if b and b.get("available") and (v := _fig(b, key)) is not None]
+    vals = [v for b in baseline if b and b.get("available") and (v := act.num(b, key)) is not None]
     return statistics.median(vals) if vals else None
 
 
@@ -41,7 +36,7 @@ def _grew(
     base: Sequence[Mapping[str, Any] | None], cur: Mapping[str, Any], key: str, by: float
 ) -> tuple[float, float] | None:
     """(baseline, now) of a figure that grew by ``by`` or more over the baseline's runs."""
-    now, was = _fig(cur, key), _base(base, key)
+    now, was = act.num(cur, key), _base(base, key)
     return (was, now) if now is not None and was is not None and now >= was + by else None
 
 
@@ -91,7 +86,7 @@ def _buffers(led: Ledger, allocs: tuple[float, float], size: tuple[float, float]
         "written in full again (a torch.cat into a new tensor, torch.zeros): allocate it once "
         "and write into it in place (out=, index_copy_, a preallocated cache)"
     )
-    return Finding(ALLOCATION_CHURN, text, frozenset(c.name for c in fills))
+    return Finding(ALLOCATION_CHURN, text, fills)
 
 
 def activity_sentences(ev: Evidence) -> list[str]:
@@ -135,7 +130,7 @@ def _cells(
     """``label baseline -> now`` of each figure the current side has."""
     cells = []
     for key, label, show in figures:
-        now, was = _fig(cur, key), _base(base, key)
+        now, was = act.num(cur, key), _base(base, key)
         if now is not None:
             cells.append(f"{label} {'' if was is None else show(was) + ' -> '}{show(now)}")
     return ", ".join(cells)

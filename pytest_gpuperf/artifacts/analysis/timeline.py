@@ -273,7 +273,7 @@ def copy_direction(name: str) -> str:
     return m.group(1) if m else "other"
 
 
-def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
+def analyze(trace: Trace) -> ProfileAnalysis:
     """Summarise the profiled calls of ``trace`` (see the module docstring)."""
     calls, notes = trace.calls, []
     if not calls:  # the whole trace as one call
@@ -298,7 +298,7 @@ def analyze(trace: Trace, *, top_gaps: int = 3) -> ProfileAnalysis:
         window = (calls[-1][1] - calls[0][0]) if calls else 0.0
         syncs = _syncs(trace, [a for a in trace.apis if a.call is not None])
         return ProfileAnalysis(device="cpu", window_us=window, syncs=syncs, **common)
-    return ProfileAnalysis(device="cuda", **common, **_gpu(trace, calls, acts, by_corr, top_gaps))
+    return ProfileAnalysis(device="cuda", **common, **_gpu(trace, calls, acts, by_corr))
 
 
 def _gpu(
@@ -306,7 +306,6 @@ def _gpu(
     calls: Sequence[tuple[float, float]],
     acts: Sequence[Activity],
     by_corr: Mapping[int, ApiCall],
-    top_gaps: int,
 ) -> dict[str, Any]:
     """The GPU's figures of the profiled calls: busy time, the gaps and what the host did."""
     w0 = calls[0][0]
@@ -329,7 +328,7 @@ def _gpu(
         "busy_fraction": busy_us / window if window > 0 else None,
         "kernels": len(kernels),
         "median_kernel_us": statistics.median(kdur) if kdur else None,
-        "gaps": _gaps(trace, acts, by_corr, sync_apis, raw_gaps, w0, top_gaps),
+        "gaps": _gaps(trace, acts, by_corr, sync_apis, raw_gaps, w0),
         "idle_us": idle_us,
         "syncs": _syncs(trace, sync_apis),
         "copies": _copy_stats(acts),
@@ -364,13 +363,12 @@ def _gaps(
     sync_apis: Sequence[ApiCall],
     raw_gaps: Sequence[tuple[float, float, float]],
     w0: float,
-    top_gaps: int,
 ) -> list[Gap]:
-    """The ``top_gaps`` longest gaps, the kernels around each and what the host did."""
+    """The three longest gaps, the kernels around each and what the host did."""
     by_start = {a.ts: a for a in acts}
     ends = sorted(acts, key=lambda a: a.end)
     gaps: list[Gap] = []
-    for dur, g0, g1 in sorted(raw_gaps, reverse=True)[:top_gaps]:
+    for dur, g0, g1 in sorted(raw_gaps, reverse=True)[:3]:
         nxt = by_start.get(g1)
         prev = max((a for a in ends if a.end <= g0 + 1e-6), key=lambda a: a.end, default=None)
         sync = next((s for s in sync_apis if s.ts < g1 and s.ts + s.dur > g0 - 1.0), None)

@@ -92,7 +92,7 @@ def host_sync(ev: Evidence, led: Ledger) -> list[Finding]:
         "the host waits (.item(), .cpu(), printing or branching on a GPU value, "
         "torch.cuda.synchronize()): keep the value on the GPU, or read it once after the loop"
     )
-    return [Finding(HOST_SYNC, sentence, frozenset(c.name for c in d2h), idle=True)]
+    return [Finding(HOST_SYNC, sentence, d2h, idle=True)]
 
 
 def _memory(name: str) -> str:
@@ -127,7 +127,7 @@ def _copy_finding(ev: Evidence, direction: str, group: Sequence[KernelChange]) -
             f"{noun} inside the benchmarked function{src}{new}: {_amount(ev, group)}{sync}; {fix}"
         )
     idle = synced or "pageable" in now
-    return Finding(cause, text, frozenset(c.name for c in group), idle=idle)
+    return Finding(cause, text, group, idle=idle)
 
 
 def _amount(ev: Evidence, group: Sequence[KernelChange]) -> str:
@@ -149,8 +149,7 @@ def _per_launch(c: KernelChange, current: bool) -> float:
 
 def _more_launches(led: Ledger) -> list[KernelChange]:
     """Elementwise kernels launched more often per call, at more time."""
-    free = led.free()
-    return [c for c in free if at.is_elementwise(c.name) and c.cur_launches > c.base_launches
+    return [c for c in led.free() if at.is_elementwise(c.name) and c.cur_launches > c.base_launches
             and c.delta_us > 0]  # fmt: skip
 
 
@@ -171,9 +170,7 @@ def multi_tensor(ev: Evidence, led: Ledger) -> list[Finding]:
         "one (an optimizer with foreach=False, clip_grad_norm_(foreach=False), a hand-written "
         "loop); pass foreach=True or fused=True, or use the torch._foreach_* ops"
     )
-    return [
-        Finding(PER_TENSOR, text, frozenset(c.name for c in gone + more), idle=not _syncs_grew(ev))
-    ]
+    return [Finding(PER_TENSOR, text, gone + more, idle=not _syncs_grew(ev))]
 
 
 def split_launches(ev: Evidence, led: Ledger) -> list[Finding]:
@@ -201,8 +198,8 @@ def split_launches(ev: Evidence, led: Ledger) -> list[Finding]:
         + ": the work is split into a loop of small launches, each paying its launch cost; "
         "batch it (one op over a stacked tensor, torch._foreach_* for a list of tensors)"
     )
-    claimed = {k.name for k in body} | {x[0].name for x in split}
-    return [Finding(PER_TENSOR, text, frozenset(claimed), idle=not _syncs_grew(ev))]
+    claimed = [*body, *(x[0] for x in split)]
+    return [Finding(PER_TENSOR, text, claimed, idle=not _syncs_grew(ev))]
 
 
 def recompute(ev: Evidence, led: Ledger) -> list[Finding]:
@@ -226,7 +223,7 @@ def recompute(ev: Evidence, led: Ledger) -> list[Finding]:
         "runs each checkpointed forward again in backward: checkpoint fewer layers, or none "
         "where the memory allows (or a loop now runs more iterations)"
     )
-    return [Finding(RECOMPUTE, text, frozenset(c.name for c in again))]
+    return [Finding(RECOMPUTE, text, again)]
 
 
 def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
@@ -254,9 +251,7 @@ def unfused(ev: Evidence, led: Ledger) -> list[Finding]:
             f"call do its work ({at.names(parts)}; {at.timing(claimed)} together), each reading "
             f"and writing the whole tensor; use {fix}, or torch.compile to fuse them"
         )
-        return [
-            Finding(UNFUSED, text, frozenset(c.name for c in claimed), idle=not _syncs_grew(ev))
-        ]
+        return [Finding(UNFUSED, text, claimed, idle=not _syncs_grew(ev))]
     return []
 
 
@@ -275,11 +270,7 @@ def extra_copies(ev: Evidence, led: Ledger) -> list[Finding]:
          "on, or make it contiguous once, outside the call"),
     )  # fmt: skip
     return [
-        Finding(
-            EXTRA_COPY,
-            f"{head}: {at.names(cs)} ({at.timing(cs)}){why}",
-            frozenset(c.name for c in cs),
-        )
+        Finding(EXTRA_COPY, f"{head}: {at.names(cs)} ({at.timing(cs)}){why}", cs)
         for cs, head, why in kinds
         if cs
     ]
@@ -304,10 +295,10 @@ def kernels(ev: Evidence, led: Ledger) -> list[Finding]:
                 f"a different kernel variant runs: {short_name(new)} replaced {short_name(old)} "
                 f"({at.timing(pair)}); {why}"
             )
-            out.append(Finding(KERNEL_VARIANT, text, frozenset((old, new))))
+            out.append(Finding(KERNEL_VARIANT, text, (old, new)))
     for c in led.free("slower", "appeared", "count"):
         if c.delta_us > 0 and c.name not in used:
-            out.append(Finding(*_change(c), frozenset((c.name,))))
+            out.append(Finding(*_change(c), [c]))
     return out
 
 
