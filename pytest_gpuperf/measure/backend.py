@@ -264,25 +264,6 @@ def get(name: str | None, modes: Modes | None = None) -> Mode:
     return (BUILTIN if modes is None else modes).get(name)
 
 
-def modes_for(
-    device: str, policy: MeasurePolicy, *, group: bool = False, modes: Modes | None = None
-) -> list[Mode]:
-    """The modes of ``modes`` (default: the built-in ones) a benchmark is measured in."""
-    return (BUILTIN if modes is None else modes).for_benchmark(device, policy, group=group)
-
-
-def make_timer(
-    mode: str, call: Invocation, policy: MeasurePolicy, modes: Modes | None = None
-) -> Timer:
-    """A timer of mode ``mode`` for ``call`` (``fn(*args, **kwargs)``)."""
-    return get(mode, modes).make_timer(call, policy)
-
-
-def policy_record(policy: MeasurePolicy, mode: str, modes: Modes | None = None) -> dict[str, Any]:
-    """The parts of the policy that make two results of ``mode`` comparable."""
-    return get(mode, modes).policy_record(policy)
-
-
 #: The built-in modes, in the order they run (the package's own timing-modes hook).
 BUILTIN_MODES: tuple[Mode, ...] = (
     Mode(
