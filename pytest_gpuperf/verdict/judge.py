@@ -191,18 +191,20 @@ class Judge:
         self, result: Result, tolerances: Mapping[str, float]
     ) -> list[SecondaryComparison]:
         """Peak memory, first-call time and memory behaviour against the comparable runs
-        (none without a match; a memory-behaviour figure only where this run has it)."""
+        (none without a match; a memory-behaviour figure only where this run has it: the
+        allocator's figures per call and the inventory's host-device bytes per call)."""
         match = self.match(result)
         if match.status != br.MATCH:
             return []
-        runs = match.runs
-        fixed = [
-            compare_secondary(
-                [getattr(r, attr) for r in runs], getattr(result.run, attr), tolerances[m], metric=m
-            )
-            for m, attr in ((PEAK_MEMORY, "peak_memory_bytes"), (FIRST_CALL, "first_call_s"))
-        ]
-        return [*fixed, *_behaviour(result, runs, tolerances)]
+        out = []
+        for metric in (PEAK_MEMORY, FIRST_CALL, *MEMORY_BEHAVIOUR):
+            cur = _value(result.run, metric)
+            base = [_value(r, metric) for r in match.runs]
+            fixed = metric in (PEAK_MEMORY, FIRST_CALL)
+            if fixed or (cur is not None and any(b is not None for b in base)):
+                tol = tolerances[metric if fixed else PEAK_MEMORY]
+                out.append(compare_secondary(base, cur, tol, metric=metric))
+        return out
 
     def numerics(
         self,
@@ -221,27 +223,13 @@ class Judge:
         return compare_numerics(stored, [c for c in current if c], tolerance, gated=gated)
 
 
-def _behaviour(
-    result: Result, runs: Sequence[Run], tolerances: Mapping[str, float]
-) -> list[SecondaryComparison]:
-    """The allocator's figures per call (``Result.memory``) and the inventory's host-device
-    bytes per call, against the runs that have them, where this run has them."""
-    out = []
-    tol = tolerances[PEAK_MEMORY]
-    for metric in MEMORY_BEHAVIOUR:
-        if metric == TRANSFERS:
-            cur = transfer_bytes(result.run.extra.get("kernels"))
-            base = [transfer_bytes(r.extra.get("kernels")) for r in runs]
-        else:
-            cur = _figure(result.run.memory, metric)
-            base = [_figure(r.memory, metric) for r in runs]
-        if cur is not None and any(b is not None for b in base):
-            out.append(compare_secondary(base, cur, tol, metric=metric))
-    return out
-
-
-def _figure(memory: Mapping[str, Any] | None, key: str) -> float | None:
-    v = (memory or {}).get(key)
+def _value(run: Run, metric: str) -> float | None:
+    """A run's figure of a secondary metric (None: not recorded)."""
+    if metric in (PEAK_MEMORY, FIRST_CALL):
+        return run.peak_memory_bytes if metric == PEAK_MEMORY else run.first_call_s
+    if metric == TRANSFERS:
+        return transfer_bytes(run.extra.get("kernels"))
+    v = (run.memory or {}).get(metric)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
