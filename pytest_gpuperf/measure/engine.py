@@ -97,10 +97,6 @@ class RawMeasurement:
     rank_rounds: list[tuple[float, ...]] = field(default_factory=list)
 
 
-def _no_tick() -> None:
-    pass
-
-
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     was = gc.isenabled()
@@ -112,7 +108,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def calibrate(timer: Timer, policy: MeasurePolicy, tick: Tick = _no_tick) -> int:
+def calibrate(timer: Timer, policy: MeasurePolicy, tick: Tick = lambda: None) -> int:
     """Calls per round so that one round lasts about ``round_ms`` of wall time, from the
     fastest per-call wall time of at least three rounds (one slow call does not count)."""
     target = policy.round_ms / 1000.0
@@ -138,7 +134,7 @@ def run(
     *,
     clock: Callable[[], float] = time.perf_counter,
     phase: PhaseHook = contextlib.nullcontext,
-    tick: Tick = _no_tick,
+    tick: Tick = lambda: None,
 ) -> RawMeasurement:
     """Measure the steady state of what ``timer`` times (after its first call): size the rounds,
     warm up until they settle, measure a pass of rounds (two if the first holds no steady level),
