@@ -177,14 +177,18 @@ class Judge:
             s for s in found if s.kind == HIGHER and s.metric in GATED.get(mine.gate_secondary, ())
         ]
         c = replace(c, secondary=tuple(found))
-        if mine.numerics != OFF:
-            numerics = self.numerics(
-                result, outputs, mine.numerics_tolerance, gated=mine.numerics == GATE_NUMERICS
-            )
-            if numerics is not None:
-                c = replace(c, numerics=numerics)
-                if numerics.fails:  # what failed is the output, never the time
-                    failures.append(numerics)
+        match = self.match(result)
+        if mine.numerics != OFF and match.status == br.MATCH and result.run.numerics:
+            # this run's fingerprints (first) against the comparable runs'
+            base = [
+                StoredFingerprint(x.numerics, _commit(x.meta)) for x in match.runs if x.numerics
+            ]
+            gated = mine.numerics == GATE_NUMERICS
+            cur = [o for o in outputs if o]
+            numerics = compare_numerics(base, cur, mine.numerics_tolerance, gated=gated)
+            c = replace(c, numerics=numerics)
+            if numerics.fails:  # what failed is the output, never the time
+                failures.append(numerics)
         return Verdict(c, outcome(c, self.policy.fail_on), tuple(failures))
 
     def secondary(
@@ -205,22 +209,6 @@ class Judge:
                 tol = tolerances[metric if fixed else PEAK_MEMORY]
                 out.append(compare_secondary(base, cur, tol, metric=metric))
         return out
-
-    def numerics(
-        self,
-        result: Result,
-        current: Sequence[Sequence[Mapping[str, Any]] | None],
-        tolerance: float,
-        *,
-        gated: bool = False,
-    ) -> NumericsComparison | None:
-        """The output's fingerprints (this run's first) against the comparable runs' (None
-        without a match or a fingerprint)."""
-        match = self.match(result)
-        if match.status != br.MATCH or not result.run.numerics:
-            return None
-        stored = [StoredFingerprint(r.numerics, _commit(r.meta)) for r in match.runs if r.numerics]
-        return compare_numerics(stored, [c for c in current if c], tolerance, gated=gated)
 
 
 def _value(run: Run, metric: str) -> float | None:
