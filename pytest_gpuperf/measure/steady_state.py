@@ -34,8 +34,7 @@ def spearman_trend(xs: Sequence[float]) -> float:
     n = len(xs)
     if n < 3:
         return 0.0
-    rx = _ranks(list(range(n)))
-    ry = _ranks(xs)
+    rx, ry = range(n), _ranks(xs)  # positions have no ties
     mx, my = sum(rx) / n, sum(ry) / n
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=False))
     sxx = sum((a - mx) ** 2 for a in rx)
