@@ -67,12 +67,10 @@ def difference(baseline: Fingerprint, current: Fingerprint) -> Difference:
         if c is None:
             continue
         if b["dtype"] != c["dtype"]:
-            was, now = (e["dtype"].removeprefix("torch.") for e in (b, c))
-            changes.append(f"{path} dtype {was} -> {now}")
+            changes.append(f"{path} dtype {_short(b['dtype'])} -> {_short(c['dtype'])}")
         same_shape = list(b["shape"]) == list(c["shape"])
         if not same_shape:
-            was, now = ("(" + ", ".join(map(str, e["shape"])) + ")" for e in (b, c))
-            changes.append(f"{path} shape {was} -> {now}")
+            changes.append(f"{path} shape {_shape(b['shape'])} -> {_shape(c['shape'])}")
         if "skipped" in b or "skipped" in c:
             continue
         for name, label in (("nan", "NaN"), ("inf", "Inf")):
@@ -152,3 +150,11 @@ def compare(
         return NumericsComparison(NUMERICS_UNSEEDED, **common)
     changed = bool(d.changes) or d.rel > tolerance
     return NumericsComparison(NUMERICS_CHANGED if changed else NUMERICS_SAME, **common)
+
+
+def _short(dtype: str) -> str:
+    return dtype.removeprefix("torch.")
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
