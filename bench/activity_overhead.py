@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from telemetry_overhead import measure_pair, pct
 
 from pytest_gpuperf.measure import engine
-from pytest_gpuperf.measure.backend import Invocation, make_timer
+from pytest_gpuperf.measure.backend import Invocation, get
 from pytest_gpuperf.measure.memory import allocator_counters
 from pytest_gpuperf.measure.names import MODE_CPU, MODE_EVENTS, MODE_GRAPH
 from pytest_gpuperf.measure.policy import MeasurePolicy
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     rows = []
     for name, (mode, fn, fargs, pol) in work.items():
-        timer = make_timer(MODE_CPU if smoke else mode, Invocation(fn, fargs), pol)
+        timer = get(MODE_CPU if smoke else mode).make_timer(Invocation(fn, fargs), pol)
         timer.first_call()
         timer.prepare()
         if smoke:

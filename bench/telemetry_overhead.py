@@ -210,7 +210,7 @@ def gpu_sections(
     """The GPU measurements; ``smoke``: the same flow on the CPU with tiny work (no figures)."""
     import torch
 
-    from pytest_gpuperf.measure.backend import Invocation, make_timer
+    from pytest_gpuperf.measure.backend import Invocation, get
     from pytest_gpuperf.measure.policy import MeasurePolicy
 
     dev = "cpu" if smoke else "cuda"
@@ -233,7 +233,7 @@ def gpu_sections(
     }
     timers = {}
     for name, (mode, fn, args, pol) in work.items():
-        t = make_timer(MODE_CPU if smoke else mode, Invocation(fn, args), pol)
+        t = get(MODE_CPU if smoke else mode).make_timer(Invocation(fn, args), pol)
         t.first_call()
         t.prepare()
         timers[name] = (pol, t)

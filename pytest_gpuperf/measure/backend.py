@@ -12,10 +12,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.measure.engine import Round
+from pytest_gpuperf.measure.engine import Timer as Timer
 from pytest_gpuperf.measure.names import (
     MODE_CPU,
     MODE_CPU_DIST,
@@ -27,42 +27,6 @@ from pytest_gpuperf.measure.policy import MeasurePolicy
 
 if TYPE_CHECKING:
     from pytest_gpuperf.measure.noise import NoiseClass
-
-
-class Timer(Protocol):
-    """One timing backend for one function, called in the order of its methods below
-    (:meth:`close` always, last); a subclass inherits the defaults: no such figures."""
-
-    def first_call(self) -> tuple[float, Any]:
-        """Call the function once, untimed by the loop: (seconds it took, its output)."""
-        ...
-
-    def prepare(self) -> None:
-        """Get ready to time rounds (capture a graph, allocate the L2 flush buffer)."""
-        return None
-
-    def reset_peak_memory(self) -> None:
-        return None
-
-    def time_round(self, calls: int) -> tuple[float, float, int] | Round:
-        """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
-        ...
-
-    def host_hidden(self, last: int) -> bool | None:
-        """Whether the host ran ahead of the device in the ``last`` rounds."""
-        return None
-
-    def host_time(self, last: int) -> float | None:
-        """The host's own time per call in the ``last`` rounds."""
-        return None
-
-    def peak_memory(self) -> int | None:
-        """Peak device memory in bytes since :meth:`reset_peak_memory`."""
-        return None
-
-    def close(self) -> None:
-        """Release what the timer holds (graphs, buffers)."""
-        return None
 
 
 class SetupError(GpuPerfError, TypeError):
@@ -262,25 +226,6 @@ def _unknown(name: str, known: Sequence[str]) -> Mode:
 def get(name: str | None, modes: Modes | None = None) -> Mode:
     """The mode of this name in ``modes`` (default: the built-in ones)."""
     return (BUILTIN if modes is None else modes).get(name)
-
-
-def modes_for(
-    device: str, policy: MeasurePolicy, *, group: bool = False, modes: Modes | None = None
-) -> list[Mode]:
-    """The modes of ``modes`` (default: the built-in ones) a benchmark is measured in."""
-    return (BUILTIN if modes is None else modes).for_benchmark(device, policy, group=group)
-
-
-def make_timer(
-    mode: str, call: Invocation, policy: MeasurePolicy, modes: Modes | None = None
-) -> Timer:
-    """A timer of mode ``mode`` for ``call`` (``fn(*args, **kwargs)``)."""
-    return get(mode, modes).make_timer(call, policy)
-
-
-def policy_record(policy: MeasurePolicy, mode: str, modes: Modes | None = None) -> dict[str, Any]:
-    """The parts of the policy that make two results of ``mode`` comparable."""
-    return get(mode, modes).policy_record(policy)
 
 
 #: The built-in modes, in the order they run (the package's own timing-modes hook).

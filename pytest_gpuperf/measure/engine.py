@@ -1,7 +1,8 @@
 """The measurement loop: calibrate, warm up until settled, measure, trim, classify.
 
-"How to time" is a :class:`RoundTimer`; "when to stop" a :class:`MeasurePolicy`. Pure
-Python, unit-tested with a synthetic timer; :func:`run` is the whole loop.
+"How to time" is a :class:`Timer` (the loop calls its ``time_round``),
+"when to stop" a :class:`MeasurePolicy`. Pure Python, unit-tested with a synthetic timer;
+:func:`run` is the whole loop.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pytest_gpuperf.measure.names import UNSTABLE_CLASSES
 from pytest_gpuperf.measure.policy import MeasurePolicy
@@ -32,12 +33,40 @@ class Round(NamedTuple):
     ranks: tuple[float, ...] | None = None
 
 
-class RoundTimer(Protocol):
-    """One timing backend, prepared for one function."""
+class Timer(Protocol):
+    """One timing backend for one function, called in the order of its methods below
+    (:meth:`close` always, last); a subclass inherits the defaults: no such figures."""
+
+    def first_call(self) -> tuple[float, Any]:
+        """Call the function once, untimed by the loop: (seconds it took, its output)."""
+        ...
+
+    def prepare(self) -> None:
+        """Get ready to time rounds (capture a graph, allocate the L2 flush buffer)."""
+        return None
+
+    def reset_peak_memory(self) -> None:
+        return None
 
     def time_round(self, calls: int) -> tuple[float, float, int] | Round:
         """Run about ``calls`` calls; return (seconds per call, wall seconds, calls made)."""
         ...
+
+    def host_hidden(self, last: int) -> bool | None:
+        """Whether the host ran ahead of the device in the ``last`` rounds."""
+        return None
+
+    def host_time(self, last: int) -> float | None:
+        """The host's own time per call in the ``last`` rounds."""
+        return None
+
+    def peak_memory(self) -> int | None:
+        """Peak device memory in bytes since :meth:`reset_peak_memory`."""
+        return None
+
+    def close(self) -> None:
+        """Release what the timer holds (graphs, buffers)."""
+        return None
 
 
 _T = TypeVar("_T")
@@ -68,10 +97,6 @@ class RawMeasurement:
     rank_rounds: list[tuple[float, ...]] = field(default_factory=list)
 
 
-def _no_tick() -> None:
-    pass
-
-
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     was = gc.isenabled()
@@ -83,7 +108,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def calibrate(timer: RoundTimer, policy: MeasurePolicy, tick: Tick = _no_tick) -> int:
+def calibrate(timer: Timer, policy: MeasurePolicy, tick: Tick = lambda: None) -> int:
     """Calls per round so that one round lasts about ``round_ms`` of wall time, from the
     fastest per-call wall time of at least three rounds (one slow call does not count)."""
     target = policy.round_ms / 1000.0
@@ -104,12 +129,12 @@ def calibrate(timer: RoundTimer, policy: MeasurePolicy, tick: Tick = _no_tick) -
 
 
 def run(
-    timer: RoundTimer,
+    timer: Timer,
     policy: MeasurePolicy,
     *,
     clock: Callable[[], float] = time.perf_counter,
     phase: PhaseHook = contextlib.nullcontext,
-    tick: Tick = _no_tick,
+    tick: Tick = lambda: None,
 ) -> RawMeasurement:
     """Measure the steady state of what ``timer`` times (after its first call): size the rounds,
     warm up until they settle, measure a pass of rounds (two if the first holds no steady level),

@@ -40,9 +40,6 @@ def decode(v: Any) -> float:
     return float(v) if isinstance(v, (int, float, str)) else math.nan
 
 
-# --- validation (the baseline's run field, the results file) ---------------------------
-
-
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -59,8 +56,8 @@ def problem(fp: Any) -> str | None:
         at = f"[{i}]"
         if not isinstance(e, dict):
             return f"{at}: expected an object"
-        unknown = set(e) - {"path", "shape", "dtype", "numel", "nan", "inf", "stats", "samples"}
-        unknown -= {"skipped"}
+        fields = ("path", "shape", "dtype", "numel", "nan", "inf", "stats", "samples", "skipped")
+        unknown = set(e) - set(fields)
         if unknown:
             return f"{at}: unknown field {', '.join(sorted(map(repr, unknown)))}"
         for name in ("path", "dtype"):

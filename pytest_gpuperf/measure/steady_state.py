@@ -34,8 +34,7 @@ def spearman_trend(xs: Sequence[float]) -> float:
     n = len(xs)
     if n < 3:
         return 0.0
-    rx = _ranks(list(range(n)))
-    ry = _ranks(xs)
+    rx, ry = range(n), _ranks(xs)  # positions have no ties
     mx, my = sum(rx) / n, sum(ry) / n
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=False))
     sxx = sum((a - mx) ** 2 for a in rx)
@@ -88,14 +87,6 @@ def mser_cut(values: Sequence[float]) -> int:
     return best_d
 
 
-def robust_sd(z: Sequence[float]) -> float:
-    """Noise SD of a series from its successive differences (immune to level shifts)."""
-    if len(z) < 3:
-        return 0.0
-    diffs = [abs(b - a) for a, b in itertools.pairwise(z)]
-    return MAD_TO_SD * median(diffs) / math.sqrt(2.0)
-
-
 def changepoints(values: Sequence[float], min_size: int = 5) -> list[int]:
     """Level changes by PELT with a mean-shift cost; returns segment start indices (>0).
 
@@ -107,7 +98,8 @@ def changepoints(values: Sequence[float], min_size: int = 5) -> list[int]:
     n = len(z)
     if n < 2 * min_size:
         return []
-    sd = max(robust_sd(z), 5e-4)
+    diffs = [abs(b - a) for a, b in itertools.pairwise(z)]  # immune to the shifts themselves
+    sd = max(MAD_TO_SD * median(diffs) / math.sqrt(2.0), 5e-4)
     mid = median(z)
     z = [min(max(v, mid - 40 * sd), mid + 40 * sd) for v in z]  # clamp gross outliers
     # Winsorise at 4 SD around a running median of 5: keeps shifts, trims spikes.
@@ -152,12 +144,6 @@ def changepoints(values: Sequence[float], min_size: int = 5) -> list[int]:
 MIN_KEPT = 5
 
 
-def _within_level(head: Sequence[float], tail: Sequence[float], tol: float) -> bool:
-    """Whether every round of ``head`` lies within ``tol`` of the median of ``tail``."""
-    level = median(_logs(tail))
-    return all(abs(z - level) <= math.log1p(tol) for z in _logs(head))
-
-
 def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
     """Where the final steady level starts, and how many material level changes came before.
 
@@ -166,10 +152,12 @@ def steady_tail(values: Sequence[float], tol: float = 0.01) -> tuple[int, int]:
     scatter. A one-off step is trimmed as leftover transient; two or more mean the level moves.
     """
     cut = mser_cut(values)
-    if 0 < len(values) - cut < MIN_KEPT and _within_level(values[:cut], values[cut:], tol):
+    if 0 < len(values) - cut < MIN_KEPT:
         # MSER trims scatter too: in a short series, a cut that leaves too few rounds, of a
         # head within tol of the level, is no transient
-        cut = 0
+        level = median(_logs(values[cut:]))
+        if all(abs(z - level) <= math.log1p(tol) for z in _logs(values[:cut])):
+            cut = 0
     tail = list(values[cut:])
     cps = changepoints(tail)
     if not cps:

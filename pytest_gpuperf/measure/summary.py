@@ -74,13 +74,9 @@ class Summary:
     ci_high: float
 
     @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
-
-    @property
     def rel_iqr(self) -> float:
         """IQR over median: the spread of the rounds."""
-        return self.iqr / self.median if self.median > 0 else math.nan
+        return (self.q3 - self.q1) / self.median if self.median > 0 else math.nan
 
     @property
     def rel_ci(self) -> float:

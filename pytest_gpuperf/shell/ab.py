@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.interrupt import how
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.shell.ab_tree import (
@@ -41,7 +42,7 @@ from pytest_gpuperf.shell.rerun import (
 from pytest_gpuperf.shell.settings import fingerprint_extra
 from pytest_gpuperf.verdict.decide import with_note
 from pytest_gpuperf.verdict.judge import Judge
-from pytest_gpuperf.verdict.paired import BASE, PairedRuns, pair_order, paired_baseline, sides
+from pytest_gpuperf.verdict.paired import BASE, PairedRuns, pair_order, sides
 
 if TYPE_CHECKING:
     from pytest_gpuperf.artifacts.collectors.base import ChildRun
@@ -58,7 +59,7 @@ class ABGate(Gate):
     def __init__(self, run: RunContext, tree: BaseTree, base_ids: Sequence[str]):
         self.tree = tree
         self.extra = fingerprint_extra(run.config) or None
-        super().__init__(run, paired_baseline(tree.label, {}, fingerprint_extra=None))
+        super().__init__(run, Baseline.from_runs(tree.label, []))
         self.base_ids = list(base_ids)
         self.paired = PairedRuns()
         self.measured: set[str] = set()  # node ids whose pairs are done
@@ -195,9 +196,8 @@ class ABGate(Gate):
                 self._check(child, side, pending)
             for n in pending:
                 self.pairs_of[n] = i + 1
-            self.baseline = paired_baseline(
-                self.tree.label, self.paired.base, fingerprint_extra=self.extra
-            )
+            base = (r.run for results in self.paired.base.values() for r in results)
+            self.baseline = Baseline.from_runs(self.tree.label, base, fingerprint_extra=self.extra)
             self.rule = Judge(
                 self.baseline, self.policy, self.extra, self.verdict, modes=self.rule.modes
             )
@@ -237,7 +237,7 @@ class ABGate(Gate):
         if not new and item.nodeid not in self.measured:
             self.pairs(self._targets(item.nodeid), device, progress)
         for r in results:
-            runs = self.paired.runs("current", r.id.key)
+            runs = self.paired.current.get(r.id.key, [])
             judged = [x.run for x in runs or [r]]
             c: Comparison = self.rule.decide(r, judged, last=True)
             if new:

@@ -318,8 +318,8 @@ class GpuBench:
             flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
             nbytes=nbytes,
             env=collect_environment(ctx.device),
-            modes=backend.modes_for(
-                ctx.device, mine.measure, group=ctx.group is not None, modes=ctx.modes
+            modes=(ctx.modes or backend.BUILTIN).for_benchmark(
+                ctx.device, mine.measure, group=ctx.group is not None
             ),
             collective=collective,
         )

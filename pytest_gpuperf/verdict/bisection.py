@@ -28,9 +28,7 @@ def outcome(kind: str | None) -> str:
     """What a verdict's kind tells the search (None: the benchmark was not measured)."""
     if kind is None:
         return SKIPPED
-    if kind == REGRESSION:
-        return SLOWER
-    return NOT_SLOWER if kind in (NO_CHANGE, IMPROVEMENT) else UNDECIDED
+    return {REGRESSION: SLOWER, NO_CHANGE: NOT_SLOWER, IMPROVEMENT: NOT_SLOWER}.get(kind, UNDECIDED)
 
 
 @dataclass

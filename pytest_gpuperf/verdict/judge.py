@@ -174,74 +174,50 @@ class Judge:
         tolerances = {PEAK_MEMORY: mine.memory_tolerance, FIRST_CALL: mine.first_call_tolerance}
         found = self.secondary(result, tolerances)
         failures: list[SecondaryComparison | NumericsComparison] = [
-            s for s in found if s.kind == HIGHER and _gated(mine.gate_secondary, s.metric)
+            s for s in found if s.kind == HIGHER and s.metric in GATED.get(mine.gate_secondary, ())
         ]
         c = replace(c, secondary=tuple(found))
-        if mine.numerics != OFF:
-            numerics = self.numerics(
-                result, outputs, mine.numerics_tolerance, gated=mine.numerics == GATE_NUMERICS
-            )
-            if numerics is not None:
-                c = replace(c, numerics=numerics)
-                if numerics.fails:  # what failed is the output, never the time
-                    failures.append(numerics)
+        match = self.match(result)
+        if mine.numerics != OFF and match.status == br.MATCH and result.run.numerics:
+            # this run's fingerprints (first) against the comparable runs'
+            base = [
+                StoredFingerprint(x.numerics, _commit(x.meta)) for x in match.runs if x.numerics
+            ]
+            gated = mine.numerics == GATE_NUMERICS
+            cur = [o for o in outputs if o]
+            numerics = compare_numerics(base, cur, mine.numerics_tolerance, gated=gated)
+            c = replace(c, numerics=numerics)
+            if numerics.fails:  # what failed is the output, never the time
+                failures.append(numerics)
         return Verdict(c, outcome(c, self.policy.fail_on), tuple(failures))
 
     def secondary(
         self, result: Result, tolerances: Mapping[str, float]
     ) -> list[SecondaryComparison]:
         """Peak memory, first-call time and memory behaviour against the comparable runs
-        (none without a match; a memory-behaviour figure only where this run has it)."""
+        (none without a match; a memory-behaviour figure only where this run has it: the
+        allocator's figures per call and the inventory's host-device bytes per call)."""
         match = self.match(result)
         if match.status != br.MATCH:
             return []
-        runs = match.runs
-        fixed = [
-            compare_secondary(
-                [getattr(r, attr) for r in runs], getattr(result.run, attr), tolerances[m], metric=m
-            )
-            for m, attr in ((PEAK_MEMORY, "peak_memory_bytes"), (FIRST_CALL, "first_call_s"))
-        ]
-        return [*fixed, *_behaviour(result, runs, tolerances)]
-
-    def numerics(
-        self,
-        result: Result,
-        current: Sequence[Sequence[Mapping[str, Any]] | None],
-        tolerance: float,
-        *,
-        gated: bool = False,
-    ) -> NumericsComparison | None:
-        """The output's fingerprints (this run's first) against the comparable runs' (None
-        without a match or a fingerprint)."""
-        match = self.match(result)
-        if match.status != br.MATCH or not result.run.numerics:
-            return None
-        stored = [StoredFingerprint(r.numerics, _commit(r.meta)) for r in match.runs if r.numerics]
-        return compare_numerics(stored, [c for c in current if c], tolerance, gated=gated)
+        out = []
+        for metric in (PEAK_MEMORY, FIRST_CALL, *MEMORY_BEHAVIOUR):
+            cur = _value(result.run, metric)
+            base = [_value(r, metric) for r in match.runs]
+            fixed = metric in (PEAK_MEMORY, FIRST_CALL)
+            if fixed or (cur is not None and any(b is not None for b in base)):
+                tol = tolerances[metric if fixed else PEAK_MEMORY]
+                out.append(compare_secondary(base, cur, tol, metric=metric))
+        return out
 
 
-def _behaviour(
-    result: Result, runs: Sequence[Run], tolerances: Mapping[str, float]
-) -> list[SecondaryComparison]:
-    """The allocator's figures per call (``Result.memory``) and the inventory's host-device
-    bytes per call, against the runs that have them, where this run has them."""
-    out = []
-    tol = tolerances[PEAK_MEMORY]
-    for metric in MEMORY_BEHAVIOUR:
-        if metric == TRANSFERS:
-            cur = transfer_bytes(result.run.extra.get("kernels"))
-            base = [transfer_bytes(r.extra.get("kernels")) for r in runs]
-        else:
-            cur = _figure(result.run.memory, metric)
-            base = [_figure(r.memory, metric) for r in runs]
-        if cur is not None and any(b is not None for b in base):
-            out.append(compare_secondary(base, cur, tol, metric=metric))
-    return out
-
-
-def _figure(memory: Mapping[str, Any] | None, key: str) -> float | None:
-    v = (memory or {}).get(key)
+def _value(run: Run, metric: str) -> float | None:
+    """A run's figure of a secondary metric (None: not recorded)."""
+    if metric in (PEAK_MEMORY, FIRST_CALL):
+        return run.peak_memory_bytes if metric == PEAK_MEMORY else run.first_call_s
+    if metric == TRANSFERS:
+        return transfer_bytes(run.extra.get("kernels"))
+    v = (run.memory or {}).get(metric)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -253,9 +229,6 @@ def _commit(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-#: the metrics each ``--gpuperf-gate-secondary`` option fails a test on ("all": every one)
+#: the metrics each ``--gpuperf-gate-secondary`` option fails a test on
 GATED = {"memory": (PEAK_MEMORY,), "first-call": (FIRST_CALL,), "allocations": MEMORY_BEHAVIOUR}
-
-
-def _gated(option: str, metric: str) -> bool:
-    return option == "all" or metric in GATED.get(option, ())
+GATED["all"] = (PEAK_MEMORY, FIRST_CALL, *MEMORY_BEHAVIOUR)

@@ -1,12 +1,10 @@
 """Numerics beside time: comparing the output fingerprints of two sides.
 
-:mod:`pytest_gpuperf.measure.numerics` computes a fingerprint (per output tensor: path,
-shape, dtype, statistics of its finite values, NaN/Inf counts, ``SAMPLES`` values at
-fixed positions) and :mod:`pytest_gpuperf.measure.numerics_format` validates it. A
+A fingerprint (:mod:`pytest_gpuperf.measure.numerics`; its format ``numerics_format``) holds
+per output tensor its path, shape, dtype, statistics, NaN/Inf counts and sampled values. A
 relative difference is taken against the larger of the two values and the tensor's mean
 absolute value, so values near zero do not blow it up. When runs of the same code differ
-among themselves the inputs were not seeded: the comparison means nothing and says so
-(``unseeded``). Pure Python.
+among themselves the inputs were not seeded: the comparison says so (``unseeded``).
 """
 
 from __future__ import annotations
@@ -27,8 +25,6 @@ from pytest_gpuperf.outcome import (
 
 #: Options of ``numerics=`` read here: no fingerprint / fail on a change (``report``: neither).
 OFF, GATE = "off", "gate"
-
-# --- comparison -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -154,9 +150,6 @@ def compare(
         return NumericsComparison(NUMERICS_UNSEEDED, **common)
     changed = bool(d.changes) or d.rel > tolerance
     return NumericsComparison(NUMERICS_CHANGED if changed else NUMERICS_SAME, **common)
-
-
-# --- text --------------------------------------------------------------------------------
 
 
 def _short(dtype: str) -> str:

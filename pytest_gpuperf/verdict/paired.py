@@ -1,17 +1,15 @@
 """A/B against a git revision: the order of paired runs, who is on which side, the base's runs.
 
 The judgement is :class:`~pytest_gpuperf.verdict.judge.Judge`'s, unchanged: the base tree's
-fresh-process runs become an in-memory baseline (:func:`paired_baseline`). This module holds
-what pairing adds: the ABBA order, the benchmarks of each side, the runs as they come in.
+fresh-process runs become an in-memory baseline (:meth:`Baseline.from_runs`, never written).
+This module holds what pairing adds: the ABBA order, the benchmarks of each side, the runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from pytest_gpuperf.baseline.records import Baseline
 from pytest_gpuperf.model import Result
 
 BASE, CURRENT = "base", "current"
@@ -53,26 +51,8 @@ class PairedRuns:
     base: dict[str, list[Result]] = field(default_factory=dict)
     current: dict[str, list[Result]] = field(default_factory=dict)
 
-    def add(self, side: str, results: Iterable[Result]) -> set[str]:
-        """Record one process's results; returns the keys it measured."""
+    def add(self, side: str, results: Iterable[Result]) -> None:
+        """Record one process's results."""
         into = self.base if side == BASE else self.current
-        keys = set()
         for r in results:
             into.setdefault(r.id.key, []).append(r)
-            keys.add(r.id.key)
-        return keys
-
-    def runs(self, side: str, key: str) -> list[Result]:
-        return list((self.base if side == BASE else self.current).get(key, []))
-
-
-def paired_baseline(
-    name: str,
-    runs: Mapping[str, Sequence[Result]],
-    *,
-    fingerprint_extra: Mapping[str, Any] | None = None,
-) -> Baseline:
-    """The base tree's runs as a baseline held in memory (never written), named ``name``:
-    matched with the current runs as stored runs are (:meth:`Baseline.from_runs`)."""
-    every = (r.run for results in runs.values() for r in results)
-    return Baseline.from_runs(name, every, fingerprint_extra=fingerprint_extra)

@@ -21,7 +21,9 @@ from tests.unit.test_rings import ADAPTER, ring_of
 
 
 def _names(device: str, cuda_graph: bool | str) -> list[str]:
-    return [m.name for m in backend.modes_for(device, MeasurePolicy(cuda_graph=cuda_graph))]
+    return [
+        m.name for m in backend.BUILTIN.for_benchmark(device, MeasurePolicy(cuda_graph=cuda_graph))
+    ]
 
 
 def test_every_mode_of_the_results_is_registered_in_the_order_it_is_measured() -> None:
@@ -43,13 +45,13 @@ def test_the_cuda_graph_setting_selects_the_cuda_modes(
 def test_the_policy_record_holds_what_makes_runs_of_a_mode_comparable() -> None:
     policy = MeasurePolicy(round_ms=2.0, rounds=7, warmup_ms=50.0, l2_flush=False)
     common = {"round_ms": 2.0, "rounds": 7, "warmup_ms": 50.0}
-    assert backend.policy_record(policy, MODE_EVENTS) == {
+    assert backend.get(MODE_EVENTS).policy_record(policy) == {
         **common,
         "l2_flush": False,
         "figures": "device+e2e",
     }
-    assert backend.policy_record(policy, MODE_GRAPH) == common
-    assert backend.policy_record(policy, MODE_CPU) == common
+    assert backend.get(MODE_GRAPH).policy_record(policy) == common
+    assert backend.get(MODE_CPU).policy_record(policy) == common
 
 
 def test_the_verdict_takes_each_modes_noise_class() -> None:
@@ -78,7 +80,7 @@ def test_an_unknown_mode_selects_nothing_and_says_which_exist() -> None:
     # results of a mode this process does not know are judged as two figures, as before
     assert unknown.noise_class is None and unknown.hides_host
     with pytest.raises(ValueError, match=r"no timing mode named 'tpu-events'.*cuda-events"):
-        backend.make_timer("tpu-events", backend.Invocation(print), MeasurePolicy())
+        unknown.make_timer(backend.Invocation(print), MeasurePolicy())
 
 
 def test_a_name_is_registered_once_unless_replaced() -> None:
@@ -125,7 +127,9 @@ def test_built_in_factories_live_in_adapter_modules_the_core_never_imports() -> 
 
 def test_the_cpu_mode_makes_a_timer_that_times() -> None:
     calls: list[int] = []
-    timer = backend.make_timer(MODE_CPU, backend.Invocation(calls.append, (1,)), MeasurePolicy())
+    timer = backend.get(MODE_CPU).make_timer(
+        backend.Invocation(calls.append, (1,)), MeasurePolicy()
+    )
     try:
         first, out = timer.first_call()
         timer.prepare()
