@@ -24,11 +24,7 @@ LEVELS = {REGRESSION: "error", INCONCLUSIVE: "warning"}
 
 def enabled(mode: str, env: Mapping[str, str]) -> bool:
     """Whether to write GitHub outputs: ``on``, ``off``, or ``auto`` (``GITHUB_ACTIONS=true``)."""
-    if mode == "on":
-        return True
-    if mode == "off":
-        return False
-    return env.get("GITHUB_ACTIONS", "").lower() == "true"
+    return mode == "on" or (mode != "off" and env.get("GITHUB_ACTIONS", "").lower() == "true")
 
 
 def escape_data(text: str) -> str:

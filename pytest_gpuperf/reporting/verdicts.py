@@ -69,15 +69,9 @@ class Row:
     current: str
     #: baseline runs / current runs that the verdict used ("20 / 3"), "-" without a verdict
     runs: str
-
-    @property
-    def name(self) -> str:
-        """The benchmark as a user reads it: the test id's last part plus measurement name."""
-        return self.result.id.display
-
-    @property
-    def params(self) -> str:
-        return params_text(self.result)
+    #: the benchmark as a user reads it: the test id's last part plus measurement name
+    name: str
+    params: str
 
 
 def kind_of(result: Result) -> str:
@@ -119,6 +113,8 @@ def row(result: Result) -> Row:
         baseline=fmt_time(None if c is None else _num(c.baseline_s)),
         current=fmt_time(current),
         runs="-" if c is None else f"{0 if c.lead is None else c.lead.k} / {c.r}",
+        name=result.id.display,
+        params=params_text(result),
     )
 
 
