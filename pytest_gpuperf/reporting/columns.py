@@ -1,10 +1,6 @@
-"""The outputs' columns, declared once: a key, a header, how to read the value from a
-:class:`~pytest_gpuperf.model.Result` and how to write it as text.
-
-The terminal table draws :data:`COLUMNS`; the HTML summary, the CSV and the JSON show
-:data:`OWN_COLUMNS` their own way and add every other declared column (:func:`added_columns`),
-so a new column is one entry in :data:`COLUMNS`.
-"""
+"""The outputs' columns, declared once (:data:`COLUMNS`): the terminal table draws them; the
+HTML summary, the CSV and the JSON show :data:`OWN_COLUMNS` their own way and add every other
+declared column (:func:`added_columns`), so a new column is one entry in :data:`COLUMNS`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Every result as a CSV row, for spreadsheets and pandas (``--gpuperf-csv``, ``export``).
-
-Times in seconds, memory in bytes, the change a ratio; an empty cell is unknown. Each test
-parameter gets a column (``param:shape``), so a sweep pivots directly.
-"""
+"""Every result as a CSV row (``--gpuperf-csv``, ``export``): times in seconds, memory in
+bytes, the change a ratio, an empty cell unknown; each test parameter a column
+(``param:shape``), so a sweep pivots directly."""
 
 from __future__ import annotations
 

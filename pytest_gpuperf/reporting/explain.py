@@ -1,8 +1,4 @@
-"""The text of a verdict: what a user reads in a failed test and in the summary.
-
-:func:`explain` gives the multi-line explanation (the failure message of a regression),
-:func:`summary_line` one line that says the same in short.
-"""
+"""The text of a verdict: what a user reads in a failed test and in the summary."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The HTML report: one self-contained file (inline CSS and SVG plots, no script, no network).
-
-Per benchmark, regressions first: the verdict and its explanation, what the artifacts found,
-the per-run medians, rounds and history of both sides, telemetry, and relative links to the
-artifacts. Everything from a test or a file is escaped.
-"""
+"""The HTML report: one self-contained file (inline CSS and SVG plots, no script, no network);
+everything from a test or a file is escaped."""
 
 from __future__ import annotations
 

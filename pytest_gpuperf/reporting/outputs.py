@@ -1,10 +1,7 @@
-"""The outputs a session writes, declared once: (option, what, render or writer) per output.
-
-The session writes :data:`OUTPUTS` when it finishes (:func:`.ci.write_ci_outputs`), the CLI's
-``export`` and ``compare`` render through the same entries. A new format is one renderer, one
-entry here and its option in ``shell/options.py``. A file that cannot be written is reported,
-never raised: the verdicts stand without the report.
-"""
+"""The outputs a session writes (:func:`.ci.write_ci_outputs`) and the CLI's ``export`` and
+``compare`` render, declared once in :data:`OUTPUTS`: a new format is one renderer, one entry
+here and its option in ``shell/options.py``. A file that cannot be written is reported, never
+raised: the verdicts stand without the report."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Small inline SVG plots for the HTML report, drawn by hand (no JS, no libraries, no network):
-a box plot with every point (:func:`strip_box`), stored runs in order (:func:`history`),
-series over shapes (:func:`line_chart`). Every text is escaped.
-"""
+"""Small inline SVG plots for the HTML report (:func:`strip_box`, :func:`history`,
+:func:`line_chart`), drawn by hand: no JS, no libraries, no network; every text is escaped."""
 
 from __future__ import annotations
 

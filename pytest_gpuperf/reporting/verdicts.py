@@ -1,8 +1,5 @@
-"""What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
-
-The Markdown, GitHub, JUnit, HTML and CLI outputs read ``Result.comparison`` through
-:func:`rows`, so they order benchmarks alike (regressions first) and write the same numbers.
-"""
+"""What every CI renderer says about a result's verdict (:func:`rows`): its kind, its rank,
+its numbers as text, so every output orders benchmarks alike and writes the same numbers."""
 
 from __future__ import annotations
 
