@@ -13,6 +13,7 @@ from typing import Any
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
 from pytest_gpuperf.reporting.columns import added_columns, summary_stat
+from pytest_gpuperf.reporting.terminal import sort_results
 
 
 def _shown(r: Result) -> Any:
@@ -86,8 +87,6 @@ def row(r: Result) -> dict[str, Any]:
 
 def render(results: Sequence[Result], *, sort: str = "collection") -> str:
     """The CSV text (a header row, then one row per result; ``sort`` as ``--gpuperf-sort``)."""
-    from pytest_gpuperf.reporting.terminal import sort_results
-
     rows = [row(r) for r in sort_results(results, sort)]
     params = list(dict.fromkeys(k for r in results for k, _ in r.id.params))
     fields = list(COLUMNS)

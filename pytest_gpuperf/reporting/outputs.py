@@ -134,23 +134,19 @@ class Output:
     def write(self, value: Any, ctx: ReportContext, out: Written) -> None:
         if self.writer is not None:
             self.writer(value, ctx, out)
-        else:
-            _write_file(self, value, ctx, out)
-
-
-def _write_file(o: Output, value: Any, ctx: ReportContext, out: Written) -> None:
-    target = Path(value) if str(value) in STANDARD_STREAMS else ctx.cwd / str(value)
-    try:
-        write_output(
-            target, o.text(ctx, target), what=f"--gpuperf-{o.option}",
-            baseline_dirs=ctx.baseline_dirs,
-        )  # fmt: skip
-    except (OutputError, OSError) as e:  # OSError's strerror is its message without the path
-        why = getattr(e, "strerror", None) or e
-        out.errors.append(f"cannot write the {o.what} to {target}: {why}")
-        return
-    if ctx.results:
-        out.messages.append(f"{o.what} written to {target}")
+            return
+        target = Path(value) if str(value) in STANDARD_STREAMS else ctx.cwd / str(value)
+        try:
+            write_output(
+                target, self.text(ctx, target), what=f"--gpuperf-{self.option}",
+                baseline_dirs=ctx.baseline_dirs,
+            )  # fmt: skip
+        except (OutputError, OSError) as e:  # OSError's strerror: its message without the path
+            why = getattr(e, "strerror", None) or e
+            out.errors.append(f"cannot write the {self.what} to {target}: {why}")
+            return
+        if ctx.results:
+            out.messages.append(f"{self.what} written to {target}")
 
 
 def _github(value: Any, ctx: ReportContext, out: Written) -> None:
