@@ -127,8 +127,7 @@ class Output:
 
     def text(self, ctx: ReportContext, target: Path) -> str:
         """The report file's text (for ``target``: the HTML's links are relative to it)."""
-        if self.render is None:
-            raise TypeError(f"--gpuperf-{self.option} writes no report file")
+        assert self.render is not None, "only a report file has a text"
         return self.render(ctx, target)
 
     def write(self, value: Any, ctx: ReportContext, out: Written) -> None:

@@ -11,11 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.outcome import BELOW_RESOLUTION
-from pytest_gpuperf.reporting import explain
-from pytest_gpuperf.reporting.columns import params_text
-from pytest_gpuperf.units import fmt_change, fmt_time
-from pytest_gpuperf.verdict import (
+from pytest_gpuperf.outcome import (
+    BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
     INCONCLUSIVE,
@@ -24,6 +21,9 @@ from pytest_gpuperf.verdict import (
     REGRESSION,
     Comparison,
 )
+from pytest_gpuperf.reporting import explain
+from pytest_gpuperf.reporting.columns import params_text
+from pytest_gpuperf.units import fmt_change, fmt_time
 
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
 NOT_COMPARED = "not-compared"
