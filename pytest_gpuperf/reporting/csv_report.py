@@ -51,7 +51,6 @@ FIELDS: dict[str, Callable[[Result], Any]] = {
     "baseline_s": lambda r: None if r.comparison is None else r.comparison.baseline_s,
     "run_id": lambda r: r.run.run_id,
 }
-COLUMNS: tuple[str, ...] = tuple(FIELDS)
 
 
 def _value(x: Any) -> Any:
@@ -89,7 +88,7 @@ def render(results: Sequence[Result], *, sort: str = "collection") -> str:
     """The CSV text (a header row, then one row per result; ``sort`` as ``--gpuperf-sort``)."""
     rows = [row(r) for r in sort_results(results, sort)]
     params = list(dict.fromkeys(k for r in results for k, _ in r.id.params))
-    fields = list(COLUMNS)
+    fields = list(FIELDS)
     at = fields.index("params") + 1
     fields[at:at] = [f"param:{k}" for k in params]
     fields += [c.key for c in added_columns() if c.key not in fields]

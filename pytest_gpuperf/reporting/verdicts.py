@@ -47,7 +47,6 @@ KINDS: dict[str, Kind] = {
     NO_BASELINE: Kind("without baseline", "#6b6b6b", "⚪"),
     NOT_COMPARED: Kind("not compared", "#6b6b6b", "⚪"),
 }
-ORDER: tuple[str, ...] = tuple(KINDS)
 
 
 @dataclass(frozen=True)
@@ -116,8 +115,8 @@ def row(result: Result) -> Row:
 
 
 def order_of(kind: str) -> int:
-    """The kind's place in :data:`ORDER`; a kind this version does not know comes last."""
-    return ORDER.index(kind) if kind in ORDER else len(ORDER)
+    """The kind's place in :data:`KINDS`; a kind this version does not know comes last."""
+    return list(KINDS).index(kind) if kind in KINDS else len(KINDS)
 
 
 def _rank(r: Row) -> tuple[int, float]:
@@ -125,7 +124,7 @@ def _rank(r: Row) -> tuple[int, float]:
 
 
 def rows(results: Iterable[Result]) -> list[Row]:
-    """Every result as a :class:`Row`, in :data:`ORDER` (largest slowdown first)."""
+    """Every result as a :class:`Row`, in :data:`KINDS`'s order (largest slowdown first)."""
     return sorted((row(r) for r in results), key=_rank)
 
 
