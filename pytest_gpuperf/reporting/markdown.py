@@ -14,8 +14,6 @@ from pytest_gpuperf.reporting import verdicts as v
 
 #: Marks in the table's first column.
 ICONS: dict[str, str] = {kind: look.icon for kind, look in v.KINDS.items()}
-#: Kinds that get a details section at all.
-DETAIL_KINDS = (REGRESSION, INCONCLUSIVE, IMPROVEMENT, DIFFERENT_ENVIRONMENT)
 
 _INLINE = re.compile(r"([\\`*_{}\[\]|~!])")
 _LEADING = re.compile(r"^([#+=-])")
@@ -106,7 +104,7 @@ def render(
         lines += [table(rs), ""]
         if with_details:
             for r in rs:
-                if r.kind in DETAIL_KINDS:
+                if r.kind in (REGRESSION, INCONCLUSIVE, IMPROVEMENT, DIFFERENT_ENVIRONMENT):
                     lines += [details(r), ""]
     for f in footer:
         lines += [escape(f), ""]
