@@ -1,10 +1,6 @@
-"""The outputs' columns, declared once: a key, a header, how to read the value from a
-:class:`~pytest_gpuperf.model.Result` and how to write it as text.
-
-The terminal table draws :data:`COLUMNS`; the HTML summary, the CSV and the JSON show
-:data:`OWN_COLUMNS` their own way and add every other declared column (:func:`added_columns`),
-so a new column is one entry in :data:`COLUMNS`.
-"""
+"""The outputs' columns, declared once (:data:`COLUMNS`): the terminal table draws them; the
+HTML summary, the CSV and the JSON show :data:`OWN_COLUMNS` their own way and add every other
+declared column (:func:`added_columns`), so a new column is one entry in :data:`COLUMNS`."""
 
 from __future__ import annotations
 
@@ -14,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_rate, fmt_time
+from pytest_gpuperf.reporting.explain import figure_name, label_of
+from pytest_gpuperf.units import fmt_bytes, fmt_change, fmt_pct, fmt_rate, fmt_time
 
 #: Fewer kept rounds than this have no distribution-free 95 % interval of their median.
 MIN_CI_ROUNDS = 6
@@ -80,9 +77,6 @@ def flag_text(r: Result) -> str:
 
 def verdict_cell(r: Result) -> str:
     """``2.96x REGRESSION (threshold 61.3 %)``: the change, the verdict, its resolution."""
-    from pytest_gpuperf.reporting.explain import figure_name, label_of
-    from pytest_gpuperf.units import fmt_change
-
     c = r.comparison
     if c is None:
         return "-"

@@ -1,8 +1,6 @@
-"""Every result as a CSV row, for spreadsheets and pandas (``--gpuperf-csv``, ``export``).
-
-Times in seconds, memory in bytes, the change a ratio; an empty cell is unknown. Each test
-parameter gets a column (``param:shape``), so a sweep pivots directly.
-"""
+"""Every result as a CSV row (``--gpuperf-csv``, ``export``): times in seconds, memory in
+bytes, the change a ratio, an empty cell unknown; each test parameter a column
+(``param:shape``), so a sweep pivots directly."""
 
 from __future__ import annotations
 
@@ -15,6 +13,7 @@ from typing import Any
 from pytest_gpuperf.model import Result
 from pytest_gpuperf.reporting import verdicts as v
 from pytest_gpuperf.reporting.columns import added_columns, summary_stat
+from pytest_gpuperf.reporting.terminal import sort_results
 
 
 def _shown(r: Result) -> Any:
@@ -52,7 +51,6 @@ FIELDS: dict[str, Callable[[Result], Any]] = {
     "baseline_s": lambda r: None if r.comparison is None else r.comparison.baseline_s,
     "run_id": lambda r: r.run.run_id,
 }
-COLUMNS: tuple[str, ...] = tuple(FIELDS)
 
 
 def _value(x: Any) -> Any:
@@ -88,11 +86,9 @@ def row(r: Result) -> dict[str, Any]:
 
 def render(results: Sequence[Result], *, sort: str = "collection") -> str:
     """The CSV text (a header row, then one row per result; ``sort`` as ``--gpuperf-sort``)."""
-    from pytest_gpuperf.reporting.terminal import sort_results
-
     rows = [row(r) for r in sort_results(results, sort)]
     params = list(dict.fromkeys(k for r in results for k, _ in r.id.params))
-    fields = list(COLUMNS)
+    fields = list(FIELDS)
     at = fields.index("params") + 1
     fields[at:at] = [f"param:{k}" for k in params]
     fields += [c.key for c in added_columns() if c.key not in fields]

@@ -1,8 +1,4 @@
-"""The text of a verdict: what a user reads in a failed test and in the summary.
-
-:func:`explain` gives the multi-line explanation (the failure message of a regression),
-:func:`summary_line` one line that says the same in short.
-"""
+"""The text of a verdict: what a user reads in a failed test and in the summary."""
 
 from __future__ import annotations
 
@@ -39,15 +35,8 @@ from pytest_gpuperf.outcome import (
     Terms,
 )
 from pytest_gpuperf.units import RATIO_FROM, fmt_bytes, fmt_change, fmt_pct, fmt_time
+from pytest_gpuperf.verdict import secondary
 from pytest_gpuperf.verdict.robust import z_of
-from pytest_gpuperf.verdict.secondary import (
-    ALLOC_RETRIES,
-    ALLOCATIONS,
-    DEVICE_ALLOCS,
-    FIRST_CALL,
-    PEAK_MEMORY,
-    TRANSFERS,
-)
 
 
 def _title(kind: str) -> str:
@@ -169,12 +158,10 @@ def _tracers(n: Mapping[str, Any]) -> str:
     )
 
 
-def figure_name(
-    figure: str | None, mode: str | None = None, modes: backend.Modes | None = None
-) -> str:
+def figure_name(figure: str | None, mode: str | None = None) -> str:
     """``device time``, ``end-to-end time``, or a mode's own name (``graph replay``)."""
     if figure in (None, "time") and mode:
-        named = backend.get(mode, modes)
+        named = backend.get(mode)
         if named.figure_name:
             return named.figure_name
     return FIGURE_NAMES.get(figure or "time", f"{figure} time")
@@ -390,12 +377,12 @@ def _count(x: float | None) -> str:
 
 #: Each secondary metric's name and how its values are written.
 _METRICS: dict[str, tuple[str, Callable[[float | None], str]]] = {
-    PEAK_MEMORY: ("peak memory", fmt_bytes),
-    FIRST_CALL: ("first call", fmt_time),
-    ALLOCATIONS: ("allocations per call", _count),
-    DEVICE_ALLOCS: ("cudaMalloc calls per call", _count),
-    ALLOC_RETRIES: ("allocator retries", _count),
-    TRANSFERS: ("host-device transfers per call", fmt_bytes),
+    secondary.PEAK_MEMORY: ("peak memory", fmt_bytes),
+    secondary.FIRST_CALL: ("first call", fmt_time),
+    secondary.ALLOCATIONS: ("allocations per call", _count),
+    secondary.DEVICE_ALLOCS: ("cudaMalloc calls per call", _count),
+    secondary.ALLOC_RETRIES: ("allocator retries", _count),
+    secondary.TRANSFERS: ("host-device transfers per call", fmt_bytes),
 }
 
 

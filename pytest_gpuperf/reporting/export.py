@@ -28,8 +28,7 @@ def _stats(rounds: Sequence[float], iterations: int) -> dict[str, Any]:
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
     q1, q3 = quantile(xs, 0.25), quantile(xs, 0.75)
     iqr = q3 - q1
-    lo_fence, hi_fence = q1 - 1.5 * iqr, q3 + 1.5 * iqr
-    inside = [x for x in xs if lo_fence <= x <= hi_fence] or xs
+    inside = [x for x in xs if q1 - 1.5 * iqr <= x <= q3 + 1.5 * iqr] or xs
     iqr_out = n - len(inside)
     sd_out = sum(1 for x in xs if abs(x - mean) > sd) if sd > 0 else 0
     return {

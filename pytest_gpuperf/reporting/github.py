@@ -1,9 +1,6 @@
-"""GitHub Actions: workflow-command annotations on the regressed tests, and the step summary.
-
-``::error file=...,line=12,title=...::message`` on stdout marks the test's line in the pull
-request (``::warning``: inconclusive). GitHub shows at most 10 of each per step, so
-regressions come first, largest slowdown first.
-"""
+"""GitHub Actions: the step summary, and ``::error file=...,line=12,title=...::message``
+annotations on the regressed tests' lines (``::warning``: inconclusive); GitHub shows at most
+10 of each per step, so regressions come first, largest slowdown first."""
 
 from __future__ import annotations
 
@@ -24,11 +21,7 @@ LEVELS = {REGRESSION: "error", INCONCLUSIVE: "warning"}
 
 def enabled(mode: str, env: Mapping[str, str]) -> bool:
     """Whether to write GitHub outputs: ``on``, ``off``, or ``auto`` (``GITHUB_ACTIONS=true``)."""
-    if mode == "on":
-        return True
-    if mode == "off":
-        return False
-    return env.get("GITHUB_ACTIONS", "").lower() == "true"
+    return mode == "on" or (mode != "off" and env.get("GITHUB_ACTIONS", "").lower() == "true")
 
 
 def escape_data(text: str) -> str:

@@ -1,14 +1,9 @@
-"""The HTML report: one self-contained file (inline CSS and SVG plots, no script, no network).
-
-Per benchmark, regressions first: the verdict and its explanation, what the artifacts found,
-the per-run medians, rounds and history of both sides, telemetry, and relative links to the
-artifacts. Everything from a test or a file is escaped.
-"""
+"""The HTML report: one self-contained file (inline CSS and SVG plots, no script, no network);
+everything from a test or a file is escaped."""
 
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
@@ -222,9 +217,7 @@ _SCALARS = (
 
 
 def _fmt_num(x: Any, unit: str) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "-"
-    return f"{x:.4g} {unit}".rstrip()
+    return "-" if (n := v._num(x)) is None else f"{n:.4g} {unit}".rstrip()
 
 
 def _telemetry(t: Mapping[str, Any] | None) -> str:

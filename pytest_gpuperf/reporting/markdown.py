@@ -14,10 +14,6 @@ from pytest_gpuperf.reporting import verdicts as v
 
 #: Marks in the table's first column.
 ICONS: dict[str, str] = {kind: look.icon for kind, look in v.KINDS.items()}
-#: Kinds whose explanation is shown open; the others are folded.
-OPEN_KINDS = (REGRESSION,)
-#: Kinds that get a details section at all.
-DETAIL_KINDS = (REGRESSION, INCONCLUSIVE, IMPROVEMENT, DIFFERENT_ENVIRONMENT)
 
 _INLINE = re.compile(r"([\\`*_{}\[\]|~!])")
 _LEADING = re.compile(r"^([#+=-])")
@@ -82,7 +78,7 @@ def details(r: v.Row) -> str:
         body += ["**Artifacts** (uploaded with the job's artifacts)", "", *arts, ""]
     if res.notes:
         body += [*(f"- {escape(n)}" for n in res.notes), ""]
-    if r.kind in OPEN_KINDS:
+    if r.kind == REGRESSION:  # shown open; the others folded
         return "\n".join([f"#### {icon} {escape(heading)}", "", *body]).rstrip()
     # Inside an HTML block Markdown escapes are not processed: escape for HTML only.
     summary = f"{icon} {html.escape(' '.join(heading.split()))}"
@@ -108,7 +104,7 @@ def render(
         lines += [table(rs), ""]
         if with_details:
             for r in rs:
-                if r.kind in DETAIL_KINDS:
+                if r.kind in (REGRESSION, INCONCLUSIVE, IMPROVEMENT, DIFFERENT_ENVIRONMENT):
                     lines += [details(r), ""]
     for f in footer:
         lines += [escape(f), ""]

@@ -1,10 +1,7 @@
-"""The outputs a session writes, declared once: (option, what, render or writer) per output.
-
-The session writes :data:`OUTPUTS` when it finishes (:func:`.ci.write_ci_outputs`), the CLI's
-``export`` and ``compare`` render through the same entries. A new format is one renderer, one
-entry here and its option in ``shell/options.py``. A file that cannot be written is reported,
-never raised: the verdicts stand without the report.
-"""
+"""The outputs a session writes (:func:`.ci.write_ci_outputs`) and the CLI's ``export`` and
+``compare`` render, declared once in :data:`OUTPUTS`: a new format is one renderer, one entry
+here and its option in ``shell/options.py``. A file that cannot be written is reported, never
+raised: the verdicts stand without the report."""
 
 from __future__ import annotations
 
@@ -130,30 +127,25 @@ class Output:
 
     def text(self, ctx: ReportContext, target: Path) -> str:
         """The report file's text (for ``target``: the HTML's links are relative to it)."""
-        if self.render is None:
-            raise TypeError(f"--gpuperf-{self.option} writes no report file")
+        assert self.render is not None, "only a report file has a text"
         return self.render(ctx, target)
 
     def write(self, value: Any, ctx: ReportContext, out: Written) -> None:
         if self.writer is not None:
             self.writer(value, ctx, out)
-        else:
-            _write_file(self, value, ctx, out)
-
-
-def _write_file(o: Output, value: Any, ctx: ReportContext, out: Written) -> None:
-    target = Path(value) if str(value) in STANDARD_STREAMS else ctx.cwd / str(value)
-    try:
-        write_output(
-            target, o.text(ctx, target), what=f"--gpuperf-{o.option}",
-            baseline_dirs=ctx.baseline_dirs,
-        )  # fmt: skip
-    except (OutputError, OSError) as e:  # OSError's strerror is its message without the path
-        why = getattr(e, "strerror", None) or e
-        out.errors.append(f"cannot write the {o.what} to {target}: {why}")
-        return
-    if ctx.results:
-        out.messages.append(f"{o.what} written to {target}")
+            return
+        target = Path(value) if str(value) in STANDARD_STREAMS else ctx.cwd / str(value)
+        try:
+            write_output(
+                target, self.text(ctx, target), what=f"--gpuperf-{self.option}",
+                baseline_dirs=ctx.baseline_dirs,
+            )  # fmt: skip
+        except (OutputError, OSError) as e:  # OSError's strerror: its message without the path
+            why = getattr(e, "strerror", None) or e
+            out.errors.append(f"cannot write the {self.what} to {target}: {why}")
+            return
+        if ctx.results:
+            out.messages.append(f"{self.what} written to {target}")
 
 
 def _github(value: Any, ctx: ReportContext, out: Written) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
 from pytest_gpuperf.settings_fields import option
 
 
@@ -27,6 +28,4 @@ class ReportSettings:
 
     def output_values(self) -> dict[str, str | None]:
         """``{output option: value}``: the report files' paths and the GitHub mode."""
-        from pytest_gpuperf.reporting.outputs import OUTPUT_OPTIONS
-
         return {name: getattr(self, name) for name in sorted(OUTPUT_OPTIONS)}

@@ -1,7 +1,5 @@
-"""Small inline SVG plots for the HTML report, drawn by hand (no JS, no libraries, no network):
-a box plot with every point (:func:`strip_box`), stored runs in order (:func:`history`),
-series over shapes (:func:`line_chart`). Every text is escaped.
-"""
+"""Small inline SVG plots for the HTML report (:func:`strip_box`, :func:`history`,
+:func:`line_chart`), drawn by hand: no JS, no libraries, no network; every text is escaped."""
 
 from __future__ import annotations
 
@@ -91,11 +89,6 @@ def _domain(values: Sequence[float], pad: float = 0.08) -> tuple[float, float]:
     return lo - pad * span, hi + pad * span
 
 
-def _jitter(i: int) -> float:
-    """Deterministic jitter in [-1, 1] (golden-ratio sequence): plots do not change run to run."""
-    return ((i * 0.6180339887) % 1.0) * 2 - 1
-
-
 def _empty(width: int, height: int, label: str, message: str) -> str:
     """A chart with nothing to draw: ``message`` in its middle."""
     at = f'x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle"'
@@ -142,14 +135,12 @@ def strip_box(
     *,
     title: str,
     width: int = 360,
-    row_height: int = 46,
     reference: float | None = None,
-    reference_label: str = "baseline",
 ) -> str:
     """One row per group: whiskers (1.5 IQR), box, median and points; ``reference``: a dashed
     line (the baseline's level when its runs are not at hand)."""
     shown = [g for g in groups if g.values]
-    left, right, top, bottom = 92, 16, 8, 30
+    left, right, top, bottom, row_height = 92, 16, 8, 30, 46
     height = top + bottom + row_height * max(len(shown), 1)
     body: list[str] = []
     if not shown:
@@ -174,7 +165,7 @@ def strip_box(
         body.append(
             f'<line x1="{sx(ref):.1f}" y1="{top}" x2="{sx(ref):.1f}" y2="{axis_y}" '
             f'stroke="{BASELINE}" stroke-width="2" stroke-dasharray="5,3">'
-            f"<title>{escape(reference_label)}: {escape(fmt_time(ref))}</title></line>"
+            f"<title>baseline: {escape(fmt_time(ref))}</title></line>"
         )
     for i, g in enumerate(shown):
         cy = top + row_height * i + row_height / 2
@@ -194,8 +185,9 @@ def strip_box(
             f'y2="{cy + bh / 2:.1f}" stroke="{g.color}" stroke-width="3"/>'
         )
         for j, x in enumerate(g.values):
+            jitter = ((j * 0.6180339887) % 1.0) * 2 - 1  # golden-ratio: the same every run
             body.append(
-                f'<circle cx="{sx(x):.1f}" cy="{cy + _jitter(j) * bh * 0.4:.1f}" r="2.6" '
+                f'<circle cx="{sx(x):.1f}" cy="{cy + jitter * bh * 0.4:.1f}" r="2.6" '
                 f'fill="{g.color}" fill-opacity="0.75"><title>{escape(fmt_time(x))}</title>'
                 "</circle>"
             )

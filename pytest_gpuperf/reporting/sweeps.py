@@ -1,9 +1,6 @@
-"""Shape sweeps: a marker's ``shapes=`` as the lines of a plot, one per other parameter.
-
-A sweep: the results of one test function, name and mode over two or more shapes; a line
-holds what every result has (TFLOP/s, else GB/s, else the time per call); a dashed one of
-the same colour, the baseline's.
-"""
+"""Shape sweeps: the results of one test function, name and mode over a marker's ``shapes=``
+(two or more), as a plot's lines, one per other parameter, of what every result has (TFLOP/s,
+else GB/s, else the time per call); a dashed one of the same colour, the baseline's."""
 
 from __future__ import annotations
 

@@ -31,7 +31,14 @@ from pytest_gpuperf.reporting.columns import (
     params_text,
     summary_stat,
 )
-from pytest_gpuperf.reporting.verdicts import NOT_COMPARED, kind_of, order_of
+from pytest_gpuperf.reporting.explain import numerics_words
+from pytest_gpuperf.reporting.verdicts import (
+    NOT_COMPARED,
+    explanation,
+    kind_of,
+    order_of,
+    summary_line,
+)
 from pytest_gpuperf.units import fmt_pct, fmt_time
 
 #: The widest table at the default verbosity (a common wide terminal; CI logs wrap beyond).
@@ -79,11 +86,6 @@ def _fastest(stat: str) -> Callable[[Result], float]:
     return lambda r: x if (x := of(r)) is not None and math.isfinite(x) else math.inf
 
 
-def _rank(r: Result) -> int:
-    """The verdict's place in the report order (regressions first, no verdict last)."""
-    return order_of(kind_of(r))
-
-
 def _change(r: Result) -> float:
     """Minus the change against the baseline: the largest slowdown first."""
     ratio = r.comparison.ratio if r.comparison is not None else None
@@ -93,7 +95,7 @@ def _change(r: Result) -> float:
 #: ``--gpuperf-sort`` keys: by verdict (regressions first, collection order within), by
 #: name, statistics fastest first, the others largest first.
 SORT_KEYS: dict[str, Callable[[Result], Any]] = {
-    "verdict": _rank,
+    "verdict": lambda r: order_of(kind_of(r)),
     "collection": lambda r: 0,
     "name": lambda r: r.id.display,
     **{k: _fastest(k) for k in ("median", "mean", "min", "max")},
@@ -298,8 +300,6 @@ def overhead_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
 def verdict_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """``verdicts:`` (a line per notable verdict, then how many others), and ``inconclusive``:
     each inconclusive verdict that passed, with its detail."""
-    from pytest_gpuperf.reporting.verdicts import explanation, summary_line
-
     judged = [r for r in results if r.comparison is not None]
     if not judged:
         return []
@@ -350,8 +350,6 @@ def _numerics_found(r: Result) -> NumericsComparison | None:
 
 def numerics_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """``numerics:``: each benchmark whose output changed, or whose runs disagree (unseeded)."""
-    from pytest_gpuperf.reporting.explain import numerics_words
-
     found = [(r, n) for r in results if (n := _numerics_found(r)) is not None]
     said = [(r, numerics_words(n).removeprefix("numerics: ")) for r, n in found]
     return _titled("numerics:", _items(said, results, spec))
@@ -388,9 +386,7 @@ def activity_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
 def quiet_lines(results: Sequence[Result], spec: TableSpec) -> list[str]:
     """Under ``-q``: each verdict that needs a look, then a line counting the other verdicts,
     one counting the flags and notes, and why timings were not comparable."""
-    from pytest_gpuperf.reporting.verdicts import summary_line
-
-    ranked = sorted(results, key=_rank)
+    ranked = sorted(results, key=SORT_KEYS["verdict"])
     lines = [fold(f"  {summary_line(r)}", spec.width) for r in ranked if _listed(r, spec)]
     rest = Counter(
         "inconclusive (passed)" if k == "inconclusive" else k.replace("-", " ")

@@ -1,8 +1,5 @@
-"""What every CI renderer says about a result's verdict: its kind, its rank, its numbers as text.
-
-The Markdown, GitHub, JUnit, HTML and CLI outputs read ``Result.comparison`` through
-:func:`rows`, so they order benchmarks alike (regressions first) and write the same numbers.
-"""
+"""What every CI renderer says about a result's verdict (:func:`rows`): its kind, its rank,
+its numbers as text, so every output orders benchmarks alike and writes the same numbers."""
 
 from __future__ import annotations
 
@@ -14,11 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from pytest_gpuperf.model import Result
-from pytest_gpuperf.outcome import BELOW_RESOLUTION
-from pytest_gpuperf.reporting import explain
-from pytest_gpuperf.reporting.columns import params_text
-from pytest_gpuperf.units import fmt_change, fmt_time
-from pytest_gpuperf.verdict import (
+from pytest_gpuperf.outcome import (
+    BELOW_RESOLUTION,
     DIFFERENT_ENVIRONMENT,
     IMPROVEMENT,
     INCONCLUSIVE,
@@ -27,6 +21,9 @@ from pytest_gpuperf.verdict import (
     REGRESSION,
     Comparison,
 )
+from pytest_gpuperf.reporting import explain
+from pytest_gpuperf.reporting.columns import params_text
+from pytest_gpuperf.units import fmt_change, fmt_time
 
 #: A result that was not compared with any baseline (no ``--gpuperf-baseline``).
 NOT_COMPARED = "not-compared"
@@ -50,7 +47,6 @@ KINDS: dict[str, Kind] = {
     NO_BASELINE: Kind("without baseline", "#6b6b6b", "⚪"),
     NOT_COMPARED: Kind("not compared", "#6b6b6b", "⚪"),
 }
-ORDER: tuple[str, ...] = tuple(KINDS)
 
 
 @dataclass(frozen=True)
@@ -69,15 +65,9 @@ class Row:
     current: str
     #: baseline runs / current runs that the verdict used ("20 / 3"), "-" without a verdict
     runs: str
-
-    @property
-    def name(self) -> str:
-        """The benchmark as a user reads it: the test id's last part plus measurement name."""
-        return self.result.id.display
-
-    @property
-    def params(self) -> str:
-        return params_text(self.result)
+    #: the benchmark as a user reads it: the test id's last part plus measurement name
+    name: str
+    params: str
 
 
 def kind_of(result: Result) -> str:
@@ -119,12 +109,14 @@ def row(result: Result) -> Row:
         baseline=fmt_time(None if c is None else _num(c.baseline_s)),
         current=fmt_time(current),
         runs="-" if c is None else f"{0 if c.lead is None else c.lead.k} / {c.r}",
+        name=result.id.display,
+        params=params_text(result),
     )
 
 
 def order_of(kind: str) -> int:
-    """The kind's place in :data:`ORDER`; a kind this version does not know comes last."""
-    return ORDER.index(kind) if kind in ORDER else len(ORDER)
+    """The kind's place in :data:`KINDS`; a kind this version does not know comes last."""
+    return list(KINDS).index(kind) if kind in KINDS else len(KINDS)
 
 
 def _rank(r: Row) -> tuple[int, float]:
@@ -132,7 +124,7 @@ def _rank(r: Row) -> tuple[int, float]:
 
 
 def rows(results: Iterable[Result]) -> list[Row]:
-    """Every result as a :class:`Row`, in :data:`ORDER` (largest slowdown first)."""
+    """Every result as a :class:`Row`, in :data:`KINDS`'s order (largest slowdown first)."""
     return sorted((row(r) for r in results), key=_rank)
 
 
