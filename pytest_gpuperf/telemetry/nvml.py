@@ -50,16 +50,15 @@ def open_nvml() -> ModuleType:
     """pynvml, initialised (pair with :func:`close_nvml`); :class:`NvmlUnavailable` otherwise."""
     try:
         import pynvml
+
+        pynvml.nvmlInit()
     except ImportError as e:
         raise NvmlUnavailable(
             f"pynvml cannot be imported ({e}); install nvidia-ml-py: pip install nvidia-ml-py"
         ) from None
-    nvml: ModuleType = pynvml
-    try:
-        nvml.nvmlInit()
     except Exception as e:
         raise NvmlUnavailable(f"NVML could not start: {explain(e)}") from None
-    return nvml
+    return pynvml
 
 
 def close_nvml(nvml: ModuleType) -> None:

@@ -100,8 +100,6 @@ class NvmlTelemetry:
                 self._names = reason_names(self._nvml)
             except _nvml.NvmlUnavailable as e:
                 self._reason = str(e)
-            except Exception as e:
-                self._reason = f"NVML could not start: {_nvml.explain(e)}"
         return self._reason
 
     def close(self) -> None:
