@@ -73,8 +73,5 @@ def torch_profiler_active() -> str | None:
     torch = sys.modules.get("torch")  # a profiler that is on has torch imported already
     if torch is None:
         return None
-    try:
-        on = bool(torch.autograd.profiler._is_profiler_enabled)
-    except AttributeError:
-        return None
+    on = getattr(torch.autograd.profiler, "_is_profiler_enabled", False)
     return "torch.profiler" if on else None

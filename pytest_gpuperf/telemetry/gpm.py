@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_gpuperf.telemetry.activity import METRICS, unavailable
-from pytest_gpuperf.telemetry.nvml import explain
+from pytest_gpuperf.telemetry.nvml import explain, maybe
 
 _NEEDED = (
     "nvmlGpmQueryDeviceSupport",
@@ -34,16 +34,11 @@ def support(nvml: ModuleType, handle: Any) -> str | None:
             f"this nvidia-ml-py has no GPM interface ({missing[0]} is missing): "
             "pip install -U nvidia-ml-py"
         )
-    mig = getattr(nvml, "nvmlDeviceGetMigMode", None)
-    if mig is not None:
-        try:
-            if int(mig(handle)[0]) == 1:
-                return (
-                    "MIG is enabled on this GPU: its GPM counters are per MIG instance, which "
-                    "pytest-gpuperf does not read"
-                )
-        except Exception:
-            pass  # no MIG on this GPU or driver
+    if maybe(lambda: int(nvml.nvmlDeviceGetMigMode(handle)[0])) == 1:  # None: no MIG here
+        return (
+            "MIG is enabled on this GPU: its GPM counters are per MIG instance, which "
+            "pytest-gpuperf does not read"
+        )
     try:
         ok = nvml.nvmlGpmQueryDeviceSupport(handle)
     except Exception as e:
