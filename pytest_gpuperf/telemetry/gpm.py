@@ -108,12 +108,9 @@ class GpmReader:
 
     def stop(self, **facts: Any) -> dict[str, Any]:
         """The activity dict: the metrics between the samples, ``facts``, ``unsupported`` ones."""
-        not_started = None if self._started else "GPM window stopped before it started"
-        why = self.reason or self._error or not_started
-        if why is not None:
-            return unavailable(why)
-        self._started = False
-        why = self._take(1)
+        started, self._started = self._started, False
+        not_started = None if started else "GPM window stopped before it started"
+        why = self.reason or self._error or not_started or self._take(1)  # the second sample
         if why is not None:
             return unavailable(why)
         nvml = self._nvml
