@@ -7,7 +7,6 @@ so the measuring thread loses only the Python between them (docs/performance.md)
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -223,8 +222,7 @@ def processes(nvml: ModuleType, h: Any) -> dict[int, int | None]:
     """pid -> GPU memory used (bytes, ``None`` when unknown) of every process on the GPU."""
     out: dict[int, int | None] = {}
     for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-        fn = getattr(nvml, name, None)
-        for p in (maybe(functools.partial(fn, h)) if fn is not None else None) or []:
+        for p in maybe(lambda: getattr(nvml, name)(h)) or []:  # noqa: B023 (called at once)
             pid = int(p.pid)
             mem = getattr(p, "usedGpuMemory", None)
             mem = int(mem) if isinstance(mem, int) and mem >= 0 else None

@@ -66,13 +66,8 @@ def _mhz_range(lo: float, hi: float) -> str:
 def regime_difference(
     baseline_summaries: Sequence[Mapping[str, Any] | None], current: Mapping[str, Any] | None
 ) -> str | None:
-    """Why the current run's clock regime differs materially from the baseline runs', or
-    ``None`` (also without telemetry on either side).
-
-    Material: a median SM or memory clock outside the baseline runs' range widened by
-    :data:`CLOCK_TOLERANCE`; a slowdown reason active for a share of the measurement more than
-    :data:`SHARE_TOLERANCE` from every baseline run's; other processes where the baseline had none.
-    """
+    """Why the current run's clock regime differs from the baseline runs' (a median clock, a
+    slowdown reason's share beyond the tolerances above, other processes), or ``None``."""
     base = [b for b in baseline_summaries if b is not None and _usable(b)]
     if not base or current is None or not _usable(current):
         return None
