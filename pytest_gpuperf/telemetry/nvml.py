@@ -306,7 +306,6 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ticks = 0
-        self._stopped = False
 
     def _tick(self) -> bool:
         try:
@@ -341,9 +340,8 @@ class Sampler:
 
     def stop(self) -> None:
         """Stop the thread and read a last sample; safe to call twice."""
-        if self._stopped:
+        if self._stop.is_set():
             return
-        self._stopped = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
