@@ -35,6 +35,10 @@ class Group:
     """This process's rank in the benchmark's process group, with its control plane."""
 
     def __init__(self, env: RankEnv, backend: str, device: str, control: Any, owned: bool):
+        import torch
+        import torch.distributed as dist
+
+        self._torch, self._dist = torch, dist
         self.env = env
         self.rank = env.rank
         self.world_size = env.world_size
@@ -45,40 +49,29 @@ class Group:
         self.owned = owned
 
     def barrier(self) -> None:
-        import torch.distributed as dist
-
-        dist.barrier(group=self._control)
+        self._dist.barrier(group=self._control)
 
     def gather_floats(self, values: Sequence[float]) -> list[list[float]]:
-        import torch
-        import torch.distributed as dist
-
+        torch = self._torch
         mine = torch.tensor([float(v) for v in values], dtype=torch.float64)
         out = [torch.empty_like(mine) for _ in range(self.world_size)]
-        dist.all_gather(out, mine, group=self._control)
+        self._dist.all_gather(out, mine, group=self._control)
         return [[float(x) for x in t.tolist()] for t in out]
 
     def clock(self) -> float:
         """Rank 0's ``perf_counter``, on every rank (a broadcast on the control group)."""
-        import torch
-        import torch.distributed as dist
-
-        t = torch.tensor([time.perf_counter()], dtype=torch.float64)
-        dist.broadcast(t, src=0, group=self._control)
+        t = self._torch.tensor([time.perf_counter()], dtype=self._torch.float64)
+        self._dist.broadcast(t, src=0, group=self._control)
         return float(t.item())
 
     def broadcast(self, obj: Any) -> Any:
-        import torch.distributed as dist
-
         box = [obj]
-        dist.broadcast_object_list(box, src=0, group=self._control)
+        self._dist.broadcast_object_list(box, src=0, group=self._control)
         return box[0]
 
     def all_gather(self, obj: Any) -> list[Any]:
-        import torch.distributed as dist
-
         out: list[Any] = [None] * self.world_size
-        dist.all_gather_object(out, obj, group=self._control)
+        self._dist.all_gather_object(out, obj, group=self._control)
         return out
 
     def agree_max(self, value: int) -> int:
@@ -88,10 +81,8 @@ class Group:
     def close(self) -> None:
         """Leave the group (when the plugin made it); never raises."""
         with contextlib.suppress(Exception):  # a peer that already died
-            import torch.distributed as dist
-
-            if self.owned and dist.is_initialized():
-                dist.destroy_process_group()
+            if self.owned and self._dist.is_initialized():
+                self._dist.destroy_process_group()
 
 
 def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
