@@ -38,7 +38,7 @@ class Group:
         import torch
         import torch.distributed as dist
 
-        self._torch, self._dist = torch, dist
+        self.torch, self._dist = torch, dist
         self.env = env
         self.rank = env.rank
         self.world_size = env.world_size
@@ -52,7 +52,7 @@ class Group:
         self._dist.barrier(group=self._control)
 
     def gather_floats(self, values: Sequence[float]) -> list[list[float]]:
-        torch = self._torch
+        torch = self.torch
         mine = torch.tensor([float(v) for v in values], dtype=torch.float64)
         out = [torch.empty_like(mine) for _ in range(self.world_size)]
         self._dist.all_gather(out, mine, group=self._control)
@@ -60,7 +60,7 @@ class Group:
 
     def clock(self) -> float:
         """Rank 0's ``perf_counter``, on every rank (a broadcast on the control group)."""
-        t = self._torch.tensor([time.perf_counter()], dtype=self._torch.float64)
+        t = self.torch.tensor([time.perf_counter()], dtype=self.torch.float64)
         self._dist.broadcast(t, src=0, group=self._control)
         return float(t.item())
 
@@ -114,13 +114,6 @@ def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
     return Group(env, backend, device, control, owned)
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
 class GroupTimer(Timer):
     """Rounds timed on every rank in step; a round is the slowest rank's (module docstring).
     With ``setup=``, a rank's round is the mean of its calls' own times."""
@@ -131,6 +124,7 @@ class GroupTimer(Timer):
         self._group = group
         self._device = group.device
         self._events: tuple[list[Any], list[Any]] = ([], [])
+        self._cuda = group.torch.cuda if self._device == "cuda" else None
         #: a CPU group's clock (measure/contention.py): wall time, a peer's waits included
         self.clock = "wall" if self._device == "cpu" else None
 
@@ -139,19 +133,21 @@ class GroupTimer(Timer):
         self.prepare()
         t = time.perf_counter()
         out = self._call()
-        _sync(self._device)
+        self._sync()
         mine = time.perf_counter() - t
         return max(v[0] for v in self._group.gather_floats([mine])), out
 
+    def _sync(self) -> None:
+        if self._cuda is not None:
+            self._cuda.synchronize()
+
     def prepare(self) -> None:
-        _sync(self._device)
+        self._sync()
         self._group.barrier()
 
     def reset_peak_memory(self) -> None:
-        if self._device == "cuda":
-            import torch
-
-            torch.cuda.reset_peak_memory_stats()
+        if self._cuda is not None:
+            self._cuda.reset_peak_memory_stats()
 
     def time_round(self, calls: int) -> Round:
         self.prepare()
@@ -168,11 +164,7 @@ class GroupTimer(Timer):
         return Round(max(ranks), max(v[1] for v in got), calls, None, ranks)
 
     def peak_memory(self) -> int | None:
-        if self._device != "cuda":
-            return None
-        import torch
-
-        return int(torch.cuda.max_memory_allocated())
+        return None if self._cuda is None else int(self._cuda.max_memory_allocated())
 
     def close(self) -> None:
         self._events = ([], [])
