@@ -62,12 +62,7 @@ def covering(samples: Sequence[Sample], start: float, end: float) -> list[Sample
     hi = bisect.bisect_right(times, end)
     if hi > lo:
         return list(samples[lo:hi])
-    out = []
-    if lo > 0:
-        out.append(samples[lo - 1])
-    if hi < len(samples):
-        out.append(samples[hi])
-    return out
+    return list(samples[max(lo - 1, 0) : hi + 1])  # none inside: lo == hi (start <= end)
 
 
 def weights(times: Sequence[float], start: float, end: float) -> list[float]:
