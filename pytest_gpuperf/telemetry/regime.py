@@ -85,9 +85,7 @@ def regime_difference(
                 f"baseline's {_mhz_range(lo, hi)} MHz"
             )
     cur_shares: Mapping[str, float] = current.get("clock_events") or {}
-    names = set(cur_shares)
-    for b in base:
-        names |= set(b.get("clock_events") or {})
+    names = set(cur_shares).union(*(b.get("clock_events") or {} for b in base))
     for name in sorted(names - BENIGN_NAMES):
         c = float(cur_shares.get(name, 0.0))
         bs = [float((b.get("clock_events") or {}).get(name, 0.0)) for b in base]
@@ -101,9 +99,7 @@ def regime_difference(
     if others and not any(b.get("other_processes") for b in base):
         pids = ", ".join(str(p.get("pid")) for p in others[:5])
         found.append(f"other processes on the GPU (pid {pids}), none during the baseline")
-    if not found:
-        return None
-    return "clock regime differs from the baseline's: " + "; ".join(found)
+    return "clock regime differs from the baseline's: " + "; ".join(found) if found else None
 
 
 def cycles_per_call(time_s: float, telemetry: Mapping[str, Any] | None) -> float | None:
