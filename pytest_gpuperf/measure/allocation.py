@@ -76,7 +76,3 @@ def figures(
     if d is not None:
         out["reserved_growth_bytes"] = d
     return out
-
-
-def usable(m: Mapping[str, Any] | None) -> bool:
-    return bool(m) and bool(m.get("available"))  # type: ignore[union-attr]

@@ -40,13 +40,9 @@ def process_wait_ns() -> int | None:
         tasks = os.listdir("/proc/self/task")
     except OSError:
         return None
-    total, seen = 0, False
-    for tid in tasks:
-        got = _schedstat(f"/proc/self/task/{tid}/schedstat")
-        if got is not None:  # a thread that ended meanwhile is gone: its waits with it
-            total += got[1]
-            seen = True
-    return total if seen else None
+    # a thread that ended meanwhile is gone: its waits with it
+    waits = [got[1] for t in tasks if (got := _schedstat(f"/proc/self/task/{t}/schedstat"))]
+    return sum(waits) if waits else None
 
 
 def _schedstat(path: str) -> tuple[int, int] | None:

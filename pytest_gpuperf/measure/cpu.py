@@ -57,12 +57,7 @@ class CpuTimer(Timer):
         sched = thread_schedstat()
         proc, thread = time.process_time_ns(), time.thread_time_ns()
         t = time.perf_counter_ns()
-        if self._inv.has_setup:
-            calls_ns(self._inv, calls, time.perf_counter_ns)
-        else:
-            call = self._call
-            for _ in range(calls):
-                call()
+        calls_ns(self._inv, calls, time.perf_counter_ns, self._call)
         wall = time.perf_counter_ns() - t
         p.add(wall, time.thread_time_ns() - thread, time.process_time_ns() - proc, sched)
         if p.rounds >= PROBE_ROUNDS and p.wall >= PROBE_S * 1e9:

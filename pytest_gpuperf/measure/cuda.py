@@ -293,12 +293,8 @@ def _root_cause(e: BaseException) -> str:
     while cur is not None and cur not in seen:
         seen.append(cur)
         cur = cur.__cause__ or cur.__context__
-    lines = []
-    for err in reversed(seen):
-        first = first_line(err)
-        if first not in lines:
-            lines.append(first)
-    return "; then ".join(lines[:2])
+    lines = dict.fromkeys(first_line(err) for err in reversed(seen))  # each once, in order
+    return "; then ".join(list(lines)[:2])
 
 
 GRAPH_RULES = (

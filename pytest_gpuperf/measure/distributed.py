@@ -35,6 +35,10 @@ class Group:
     """This process's rank in the benchmark's process group, with its control plane."""
 
     def __init__(self, env: RankEnv, backend: str, device: str, control: Any, owned: bool):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self._dist = torch, dist
         self.env = env
         self.rank = env.rank
         self.world_size = env.world_size
@@ -45,40 +49,29 @@ class Group:
         self.owned = owned
 
     def barrier(self) -> None:
-        import torch.distributed as dist
-
-        dist.barrier(group=self._control)
+        self._dist.barrier(group=self._control)
 
     def gather_floats(self, values: Sequence[float]) -> list[list[float]]:
-        import torch
-        import torch.distributed as dist
-
+        torch = self.torch
         mine = torch.tensor([float(v) for v in values], dtype=torch.float64)
         out = [torch.empty_like(mine) for _ in range(self.world_size)]
-        dist.all_gather(out, mine, group=self._control)
+        self._dist.all_gather(out, mine, group=self._control)
         return [[float(x) for x in t.tolist()] for t in out]
 
     def clock(self) -> float:
         """Rank 0's ``perf_counter``, on every rank (a broadcast on the control group)."""
-        import torch
-        import torch.distributed as dist
-
-        t = torch.tensor([time.perf_counter()], dtype=torch.float64)
-        dist.broadcast(t, src=0, group=self._control)
+        t = self.torch.tensor([time.perf_counter()], dtype=self.torch.float64)
+        self._dist.broadcast(t, src=0, group=self._control)
         return float(t.item())
 
     def broadcast(self, obj: Any) -> Any:
-        import torch.distributed as dist
-
         box = [obj]
-        dist.broadcast_object_list(box, src=0, group=self._control)
+        self._dist.broadcast_object_list(box, src=0, group=self._control)
         return box[0]
 
     def all_gather(self, obj: Any) -> list[Any]:
-        import torch.distributed as dist
-
         out: list[Any] = [None] * self.world_size
-        dist.all_gather_object(out, obj, group=self._control)
+        self._dist.all_gather_object(out, obj, group=self._control)
         return out
 
     def agree_max(self, value: int) -> int:
@@ -88,10 +81,8 @@ class Group:
     def close(self) -> None:
         """Leave the group (when the plugin made it); never raises."""
         with contextlib.suppress(Exception):  # a peer that already died
-            import torch.distributed as dist
-
-            if self.owned and dist.is_initialized():
-                dist.destroy_process_group()
+            if self.owned and self._dist.is_initialized():
+                self._dist.destroy_process_group()
 
 
 def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
@@ -123,13 +114,6 @@ def join_group(env: RankEnv, device: str, *, timeout_s: float) -> Group:
     return Group(env, backend, device, control, owned)
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
 class GroupTimer(Timer):
     """Rounds timed on every rank in step; a round is the slowest rank's (module docstring).
     With ``setup=``, a rank's round is the mean of its calls' own times."""
@@ -140,6 +124,7 @@ class GroupTimer(Timer):
         self._group = group
         self._device = group.device
         self._events: tuple[list[Any], list[Any]] = ([], [])
+        self._cuda = group.torch.cuda if self._device == "cuda" else None
         #: a CPU group's clock (measure/contention.py): wall time, a peer's waits included
         self.clock = "wall" if self._device == "cpu" else None
 
@@ -148,19 +133,21 @@ class GroupTimer(Timer):
         self.prepare()
         t = time.perf_counter()
         out = self._call()
-        _sync(self._device)
+        self._sync()
         mine = time.perf_counter() - t
         return max(v[0] for v in self._group.gather_floats([mine])), out
 
+    def _sync(self) -> None:
+        if self._cuda is not None:
+            self._cuda.synchronize()
+
     def prepare(self) -> None:
-        _sync(self._device)
+        self._sync()
         self._group.barrier()
 
     def reset_peak_memory(self) -> None:
-        if self._device == "cuda":
-            import torch
-
-            torch.cuda.reset_peak_memory_stats()
+        if self._cuda is not None:
+            self._cuda.reset_peak_memory_stats()
 
     def time_round(self, calls: int) -> Round:
         self.prepare()
@@ -177,11 +164,7 @@ class GroupTimer(Timer):
         return Round(max(ranks), max(v[1] for v in got), calls, None, ranks)
 
     def peak_memory(self) -> int | None:
-        if self._device != "cuda":
-            return None
-        import torch
-
-        return int(torch.cuda.max_memory_allocated())
+        return None if self._cuda is None else int(self._cuda.max_memory_allocated())
 
     def close(self) -> None:
         self._events = ([], [])

@@ -36,8 +36,7 @@ class HostHiding:
     def observe_rate(self, cycles: int, seconds: float) -> None:
         """A spin of ``cycles`` took ``seconds`` on the GPU."""
         if cycles > 0 and seconds > 0:
-            r = cycles / seconds
-            self.rate = r if self.rate is None else max(self.rate, r)
+            self.rate = max(self.rate or 0.0, cycles / seconds)
 
     def observe_enqueue(self, calls: int, seconds: float) -> None:
         """The host enqueued ``calls`` calls without a spin in ``seconds`` (an end-to-end round)."""

@@ -48,15 +48,9 @@ def _monitoring_tools() -> list[str]:
 
 def active_tracer() -> str | None:
     """Each tracer or profiler active in this thread (``"sys.settrace (coverage.py)"``), or None."""
-    found = []
-    trace = sys.gettrace()
-    if trace is not None:
-        found.append(f"sys.settrace ({_owner(trace)})")
-    profile = sys.getprofile()
-    if profile is not None:
-        found.append(f"sys.setprofile ({_owner(profile)})")
-    found += _monitoring_tools()
-    return "; ".join(found) or None
+    hooks = (("sys.settrace", sys.gettrace()), ("sys.setprofile", sys.getprofile()))
+    found = [f"{name} ({_owner(hook)})" for name, hook in hooks if hook is not None]
+    return "; ".join(found + _monitoring_tools()) or None
 
 
 def tracer_note(tracer: str) -> str:
@@ -73,8 +67,5 @@ def torch_profiler_active() -> str | None:
     torch = sys.modules.get("torch")  # a profiler that is on has torch imported already
     if torch is None:
         return None
-    try:
-        on = bool(torch.autograd.profiler._is_profiler_enabled)
-    except AttributeError:
-        return None
+    on = getattr(torch.autograd.profiler, "_is_profiler_enabled", False)
     return "torch.profiler" if on else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 #: (key in the activity dict, pynvml constant, label, unit: "%" or "MiB/s").
 METRICS: tuple[tuple[str, str, str, str], ...] = (
@@ -66,16 +66,13 @@ def num(a: Mapping[str, Any] | None, key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def usable(a: Mapping[str, Any] | None) -> bool:
-    return bool(a) and bool(a.get("available")) and any(num(a, k) is not None for k in KEYS)  # type: ignore[union-attr]
+def usable(a: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
+    return bool(a and a.get("available") and any(num(a, k) is not None for k in KEYS))
 
 
 def summary(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What a baseline keeps of one run's activity (``None`` without figures)."""
-    if not usable(a):
-        return None
-    assert a is not None
-    return {k: a[k] for k in SUMMARY_KEYS if k in a}
+    return {k: a[k] for k in SUMMARY_KEYS if k in a} if usable(a) else None
 
 
 def fmt(key: str, value: float | None) -> str:

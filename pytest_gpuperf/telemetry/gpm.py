@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_gpuperf.telemetry.activity import METRICS, unavailable
-from pytest_gpuperf.telemetry.nvml import explain
+from pytest_gpuperf.telemetry.nvml import explain, maybe
 
 _NEEDED = (
     "nvmlGpmQueryDeviceSupport",
@@ -34,16 +34,11 @@ def support(nvml: ModuleType, handle: Any) -> str | None:
             f"this nvidia-ml-py has no GPM interface ({missing[0]} is missing): "
             "pip install -U nvidia-ml-py"
         )
-    mig = getattr(nvml, "nvmlDeviceGetMigMode", None)
-    if mig is not None:
-        try:
-            if int(mig(handle)[0]) == 1:
-                return (
-                    "MIG is enabled on this GPU: its GPM counters are per MIG instance, which "
-                    "pytest-gpuperf does not read"
-                )
-        except Exception:
-            pass  # no MIG on this GPU or driver
+    if maybe(lambda: int(nvml.nvmlDeviceGetMigMode(handle)[0])) == 1:  # None: no MIG here
+        return (
+            "MIG is enabled on this GPU: its GPM counters are per MIG instance, which "
+            "pytest-gpuperf does not read"
+        )
     try:
         ok = nvml.nvmlGpmQueryDeviceSupport(handle)
     except Exception as e:
@@ -113,12 +108,9 @@ class GpmReader:
 
     def stop(self, **facts: Any) -> dict[str, Any]:
         """The activity dict: the metrics between the samples, ``facts``, ``unsupported`` ones."""
-        not_started = None if self._started else "GPM window stopped before it started"
-        why = self.reason or self._error or not_started
-        if why is not None:
-            return unavailable(why)
-        self._started = False
-        why = self._take(1)
+        started, self._started = self._started, False
+        not_started = None if started else "GPM window stopped before it started"
+        why = self.reason or self._error or not_started or self._take(1)  # the second sample
         if why is not None:
             return unavailable(why)
         nvml = self._nvml

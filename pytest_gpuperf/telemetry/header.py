@@ -46,36 +46,34 @@ def _gpu_state(nvml: Any, i: int, own_pid: int) -> dict[str, Any]:
         return v if v is None or scale is None else v / scale
 
     sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
+    now = {k: _nvml.maybe(fn) for k, fn in _nvml.readers(nvml, h)[0].items()}
     persistence = get("nvmlDeviceGetPersistenceMode")
     mig = get("nvmlDeviceGetMigMode")
     ecc = get("nvmlDeviceGetEccMode")
-    reasons = get("nvmlDeviceGetCurrentClocksEventReasons")
-    if reasons is None:
-        reasons = get("nvmlDeviceGetCurrentClocksThrottleReasons")
     name, uuid = get("nvmlDeviceGetName"), get("nvmlDeviceGetUUID")
     procs, _ = _nvml.foreign_processes(_nvml.processes(nvml, h), own_pid, own_context=False)
     return {
         "index": i,
         "name": _nvml.text(name) if name is not None else None,
         "uuid": _nvml.text(uuid) if uuid is not None else None,
-        "sm_clock_mhz": get("nvmlDeviceGetClockInfo", sm),
+        "sm_clock_mhz": now.get("sm_clock_mhz"),
         "sm_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", sm),
-        "mem_clock_mhz": get("nvmlDeviceGetClockInfo", mem),
+        "mem_clock_mhz": now.get("mem_clock_mhz"),
         "mem_clock_max_mhz": get("nvmlDeviceGetMaxClockInfo", mem),
-        "power_w": get("nvmlDeviceGetPowerUsage", scale=1000.0),
+        "power_w": now.get("power_w"),
         "power_limit_w": get("nvmlDeviceGetEnforcedPowerLimit", scale=1000.0),
         "power_default_limit_w": get("nvmlDeviceGetPowerManagementDefaultLimit", scale=1000.0),
-        "temperature_c": get("nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU),
+        "temperature_c": now.get("temperature_c"),
         "slowdown_temperature_c": get(
             "nvmlDeviceGetTemperatureThreshold",
             getattr(nvml, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
         ),
-        "gpu_util_pct": getattr(get("nvmlDeviceGetUtilizationRates"), "gpu", None),
+        "gpu_util_pct": getattr(now.get("utilization"), "gpu", None),
         "persistence": None if persistence is None else bool(persistence),
         "mig": None if mig is None else bool(mig[0]),
         "ecc": None if ecc is None else bool(ecc[0]),
         "ecc_pending": None if ecc is None else bool(ecc[1]),
-        "clock_events": reasons,
+        "clock_events": now.get("clock_events"),
         "other_processes": procs,
         "gpm_unavailable": _gpm.support(nvml, h),
     }
@@ -93,8 +91,6 @@ def collect_gpu_state(
         nvml = _nvml.open_nvml()
     except _nvml.NvmlUnavailable as e:
         return {**state, "available": False, "reason": str(e)}
-    except Exception as e:
-        return {**state, "available": False, "reason": f"NVML could not start: {_nvml.explain(e)}"}
     try:
         driver = _nvml.maybe(nvml.nvmlSystemGetDriverVersion)
         cuda = _nvml.maybe(nvml.nvmlSystemGetCudaDriverVersion)
@@ -254,10 +250,10 @@ def render_header(
         every += ", GPM activity"
     lines = [
         f"driver {state.get('driver') or '?'} (CUDA {state.get('cuda_driver') or '?'}), "
-        f"torch {state.get('torch') or '?'}, {len(state.get('gpus', []))} of "
+        f"torch {state.get('torch') or '?'}, {len(gpus)} of "
         f"{state.get('gpu_count', '?')} GPU(s) visible{every}"
     ]
-    lines.extend(gpu_line(g) for g in state.get("gpus", []))
+    lines.extend(gpu_line(g) for g in gpus)
     lines.extend("unreliable: " + c.line() for c in conditions(state))
     for g in gpus if activity else []:
         if g.get("gpm_unavailable"):

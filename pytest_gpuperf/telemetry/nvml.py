@@ -7,7 +7,6 @@ so the measuring thread loses only the Python between them (docs/performance.md)
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,16 +49,15 @@ def open_nvml() -> ModuleType:
     """pynvml, initialised (pair with :func:`close_nvml`); :class:`NvmlUnavailable` otherwise."""
     try:
         import pynvml
+
+        pynvml.nvmlInit()
     except ImportError as e:
         raise NvmlUnavailable(
             f"pynvml cannot be imported ({e}); install nvidia-ml-py: pip install nvidia-ml-py"
         ) from None
-    nvml: ModuleType = pynvml
-    try:
-        nvml.nvmlInit()
     except Exception as e:
         raise NvmlUnavailable(f"NVML could not start: {explain(e)}") from None
-    return nvml
+    return pynvml
 
 
 def close_nvml(nvml: ModuleType) -> None:
@@ -224,8 +222,7 @@ def processes(nvml: ModuleType, h: Any) -> dict[int, int | None]:
     """pid -> GPU memory used (bytes, ``None`` when unknown) of every process on the GPU."""
     out: dict[int, int | None] = {}
     for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-        fn = getattr(nvml, name, None)
-        for p in (maybe(functools.partial(fn, h)) if fn is not None else None) or []:
+        for p in maybe(lambda: getattr(nvml, name)(h)) or []:  # noqa: B023 (called at once)
             pid = int(p.pid)
             mem = getattr(p, "usedGpuMemory", None)
             mem = int(mem) if isinstance(mem, int) and mem >= 0 else None
@@ -309,7 +306,6 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ticks = 0
-        self._stopped = False
 
     def _tick(self) -> bool:
         try:
@@ -344,9 +340,8 @@ class Sampler:
 
     def stop(self) -> None:
         """Stop the thread and read a last sample; safe to call twice."""
-        if self._stopped:
+        if self._stop.is_set():
             return
-        self._stopped = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)

@@ -19,14 +19,7 @@ from pytest_gpuperf.telemetry import gpm as _gpm
 from pytest_gpuperf.telemetry import nvml as _nvml
 from pytest_gpuperf.telemetry.activity import unavailable
 from pytest_gpuperf.telemetry.reasons import KNOWN, reason_names
-from pytest_gpuperf.telemetry.stream import (
-    mark_rounds,
-    raw_table,
-    reason_shares,
-    round_clocks,
-    stats,
-    summarize,
-)
+from pytest_gpuperf.telemetry.stream import mark_rounds, raw_table, round_clocks, summarize
 
 #: How often the slowly changing metrics are read, in seconds.
 SLOW_METRICS_S = 0.05
@@ -100,8 +93,6 @@ class NvmlTelemetry:
                 self._names = reason_names(self._nvml)
             except _nvml.NvmlUnavailable as e:
                 self._reason = str(e)
-            except Exception as e:
-                self._reason = f"NVML could not start: {_nvml.explain(e)}"
         return self._reason
 
     def close(self) -> None:
@@ -205,16 +196,10 @@ class NvmlTelemetry:
         out["sm_clock_max_mhz"] = dev.sm_clock_max_mhz
         out["mem_clock_max_mhz"] = dev.mem_clock_max_mhz
         out["power_limit_w"] = dev.power_limit_w
-        shares, throttled, _ = reason_shares(samples, first, last, self._names)
-        whole: dict[str, Any] = {
-            "duration_s": round(last - first, 6),
-            "clock_events": shares,
-            "throttled_share": throttled,
+        every = summarize(samples, first, last, self._names)  # all samples lie in [first, last]
+        out["whole_run"] = {"duration_s": round(last - first, 6)} | {
+            k: every[k] for k in ("clock_events", "throttled_share", "sm_clock_mhz") if k in every
         }
-        sm_all = stats([s.sm_clock_mhz for s in samples if s.sm_clock_mhz is not None])
-        if sm_all:
-            whole["sm_clock_mhz"] = sm_all
-        out["whole_run"] = whole
         marks = mark_rounds(samples, spans, sm_clock_max_mhz=dev.sm_clock_max_mhz)
         out["rounds_checked"] = len(spans)
         out["throttled_rounds"] = marks.throttled

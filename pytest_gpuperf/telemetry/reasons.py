@@ -61,13 +61,8 @@ def reason_names(pynvml: ModuleType | None = None) -> dict[int, str]:
 def decode(mask: int, names: Mapping[int, str] | None = None) -> list[str]:
     """Readable names of the bits set in ``mask``, lowest first: ``0x4`` -> ``["SW power cap"]``."""
     names = KNOWN if names is None else names
-    out = []
-    bit = 1
-    while bit <= mask:
-        if mask & bit:
-            out.append(names.get(bit, f"unknown reason 0x{bit:x}"))
-        bit <<= 1
-    return out
+    bits = [1 << i for i in range(mask.bit_length()) if mask >> i & 1]
+    return [names.get(b, f"unknown reason 0x{b:x}") for b in bits]
 
 
 def slowdown(mask: int) -> int:

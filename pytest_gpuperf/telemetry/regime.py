@@ -66,13 +66,8 @@ def _mhz_range(lo: float, hi: float) -> str:
 def regime_difference(
     baseline_summaries: Sequence[Mapping[str, Any] | None], current: Mapping[str, Any] | None
 ) -> str | None:
-    """Why the current run's clock regime differs materially from the baseline runs', or
-    ``None`` (also without telemetry on either side).
-
-    Material: a median SM or memory clock outside the baseline runs' range widened by
-    :data:`CLOCK_TOLERANCE`; a slowdown reason active for a share of the measurement more than
-    :data:`SHARE_TOLERANCE` from every baseline run's; other processes where the baseline had none.
-    """
+    """Why the current run's clock regime differs from the baseline runs' (a median clock, a
+    slowdown reason's share beyond the tolerances above, other processes), or ``None``."""
     base = [b for b in baseline_summaries if b is not None and _usable(b)]
     if not base or current is None or not _usable(current):
         return None
@@ -90,9 +85,7 @@ def regime_difference(
                 f"baseline's {_mhz_range(lo, hi)} MHz"
             )
     cur_shares: Mapping[str, float] = current.get("clock_events") or {}
-    names = set(cur_shares)
-    for b in base:
-        names |= set(b.get("clock_events") or {})
+    names = set(cur_shares).union(*(b.get("clock_events") or {} for b in base))
     for name in sorted(names - BENIGN_NAMES):
         c = float(cur_shares.get(name, 0.0))
         bs = [float((b.get("clock_events") or {}).get(name, 0.0)) for b in base]
@@ -106,9 +99,7 @@ def regime_difference(
     if others and not any(b.get("other_processes") for b in base):
         pids = ", ".join(str(p.get("pid")) for p in others[:5])
         found.append(f"other processes on the GPU (pid {pids}), none during the baseline")
-    if not found:
-        return None
-    return "clock regime differs from the baseline's: " + "; ".join(found)
+    return "clock regime differs from the baseline's: " + "; ".join(found) if found else None
 
 
 def cycles_per_call(time_s: float, telemetry: Mapping[str, Any] | None) -> float | None:

@@ -19,16 +19,6 @@ from pytest_gpuperf.telemetry.reasons import (
     slowdown,
 )
 
-#: The numeric metrics of a sample, as named in summaries and in the JSON.
-METRICS = (
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "power_w",
-    "temperature_c",
-    "gpu_util_pct",
-    "mem_util_pct",
-)
-
 #: A round runs at a "low clock" below this fraction of the maximum SM clock
 #: (nvbench's throttle threshold is 75 % of the default clock).
 LOW_CLOCK_FRACTION = 0.75
@@ -46,6 +36,10 @@ class Sample(NamedTuple):
     mem_util_pct: float | None = None
     #: NVML clock-event reason mask (see reasons.py)
     clock_events: int | None = None
+
+
+#: The numeric metrics of a sample, as named in summaries and in the JSON.
+METRICS = Sample._fields[1:-1]
 
 
 def stats(values: Sequence[float]) -> dict[str, float] | None:
@@ -68,12 +62,7 @@ def covering(samples: Sequence[Sample], start: float, end: float) -> list[Sample
     hi = bisect.bisect_right(times, end)
     if hi > lo:
         return list(samples[lo:hi])
-    out = []
-    if lo > 0:
-        out.append(samples[lo - 1])
-    if hi < len(samples):
-        out.append(samples[hi])
-    return out
+    return list(samples[max(lo - 1, 0) : hi + 1])  # none inside: lo == hi (start <= end)
 
 
 def weights(times: Sequence[float], start: float, end: float) -> list[float]:
