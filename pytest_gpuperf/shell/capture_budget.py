@@ -403,20 +403,16 @@ def _tests(results: Iterable[Result]) -> dict[str, _Test]:
         if c is not None and c.ratio is not None and c.ratio > t.slowdown:
             t.slowdown, t.change = float(c.ratio), change_text(c, r.id.mode)
         for a in entries:
-            _read_entry(t, a)
+            if a["collector"] == "manifest":
+                timing = a.get("timing") or {}
+                t.first_diagnosis_s = timing.get("first_diagnosis_s", t.first_diagnosis_s)
+                t.verdict_at = timing.get("verdict_at", t.verdict_at)
+                continue
+            status, reason = str(a.get("status")), str(a.get("reason") or "")
+            t.tools[str(a["collector"])] = (status, reason, float(a.get("wall_s") or 0))
+            if a.get("verdict_at") is not None and t.verdict_at is None:
+                t.verdict_at = float(a["verdict_at"])
     return out
-
-
-def _read_entry(t: _Test, a: Mapping[str, Any]) -> None:
-    name = str(a["collector"])
-    if name == "manifest":
-        timing = a.get("timing") or {}
-        t.first_diagnosis_s = timing.get("first_diagnosis_s", t.first_diagnosis_s)
-        t.verdict_at = timing.get("verdict_at", t.verdict_at)
-        return
-    t.tools[name] = (str(a.get("status")), str(a.get("reason") or ""), float(a.get("wall_s") or 0))
-    if a.get("verdict_at") is not None and t.verdict_at is None:
-        t.verdict_at = float(a["verdict_at"])
 
 
 def _pass_lines(t: _Test, report: CaptureReport, before: set[str], tools: list[str]) -> list[str]:
