@@ -101,10 +101,7 @@ class CollectorResult:
 
 def relative(p: Path, base: Path | None) -> str:
     """``p`` relative to ``base`` where it lies under it, else as it is."""
-    try:
-        return str(p.relative_to(base)) if base is not None else str(p)
-    except ValueError:
-        return str(p)
+    return str(p.relative_to(base)) if base is not None and p.is_relative_to(base) else str(p)
 
 
 @dataclass
