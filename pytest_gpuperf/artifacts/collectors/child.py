@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
+from pytest_gpuperf.artifacts.collectors.algorithms import dynamo_counters
 from pytest_gpuperf.artifacts.collectors.algorithms import probe as probe_algorithms
 from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 from pytest_gpuperf.measure.policy import MeasurePolicy
@@ -177,15 +178,6 @@ def profile_calls(
         "device_name": torch.cuda.get_device_name() if device == "cuda" else None,
         "trace": trace_path.name,
     }
-
-
-def dynamo_counters() -> dict[str, dict[str, int]] | None:
-    """torch._dynamo's counters (graph breaks, unique graphs, ...), if dynamo ran here."""
-    if "torch._dynamo" not in sys.modules:
-        return None
-    from torch._dynamo.utils import counters  # imported with torch._dynamo
-
-    return {str(k): {str(kk): int(vv) for kk, vv in v.items()} for k, v in counters.items() if v}
 
 
 class ChildCapture:
