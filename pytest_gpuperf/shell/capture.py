@@ -179,9 +179,7 @@ class CaptureReport:
 
 
 def _get(obj: Any, name: str) -> Any:
-    """``obj``'s ``name`` (a key, or a run's field) as plain lists and dicts."""
-    if obj is None:
-        return None
+    """``obj``'s ``name`` (a key, or a run's field) as plain lists and dicts; None's is None."""
     return thawed(obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None))
 
 

@@ -206,7 +206,9 @@ class CapturePlugin:
             return
         nodeid, device, report = item.nodeid, self.session.ensure_device(), None
         verdict_at = time.time()
-        tools = self._tool_names(device)
+        skip = skipped(self.settings)
+        cols = collectors_for(self.run.config)
+        tools = [collector_name(c) for c in cols if could_run(c, device, skip)]
         left_s = self._room(FIRST_TOOLS[:1], first=True)
         if left_s is None:
             for r in results:
@@ -300,10 +302,6 @@ class CapturePlugin:
             self.ledger.add(nodeid, phase, wall_s, tools)
             report.apply(results)
         return report
-
-    def _tool_names(self, device: str) -> list[str]:
-        cols, skip = collectors_for(self.run.config), skipped(self.settings)
-        return [collector_name(c) for c in cols if could_run(c, device, skip)]
 
     def waiting_note(self) -> str:
         if self.budget_s <= 0:
