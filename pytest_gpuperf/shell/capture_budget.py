@@ -191,8 +191,7 @@ class CapturePlugin:
         self.spares.settle()  # a spare's start never runs beside a measurement
 
     def _room(self, tools: Sequence[str], *, first: bool = False) -> float | None:
-        """The seconds left when a pass of ``tools`` fits in them (and, ``first``, in the first
-        diagnoses' share), else None; the ledger is read once."""
+        """The seconds left if a pass of ``tools`` fits (``first``: in its share too), else None."""
         seen = self.ledger.entries()
         left = self.budget_s - self.ledger.spent(entries=seen)
         share = FIRST_SHARE * self.budget_s - self.ledger.spent(1, seen) if first else left
@@ -287,8 +286,7 @@ class CapturePlugin:
         collectors: list[Collector] | None = None,
         **plan: Any,
     ) -> CaptureReport | None:
-        """One pass of a capture, within the ``left_s`` seconds of the session's budget: its
-        seconds go to the ledger, its entries and diagnoses onto the results."""
+        """A capture pass in ``left_s`` s: its seconds to the ledger, its report on the results."""
         deadline = time.monotonic() + max(left_s, 0.0)
         report = capture(
             self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,

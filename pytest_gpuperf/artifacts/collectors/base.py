@@ -197,8 +197,7 @@ class Collector(Protocol):
 
 
 class CudaToolCollector:
-    """A collector of the command-line tool ``name`` (nsys, ncu): available when it is on PATH,
-    skipped where the benchmark does not run on a CUDA GPU."""
+    """A collector of the command-line tool ``name`` (nsys, ncu): on PATH, on a CUDA GPU."""
 
     name: str
 

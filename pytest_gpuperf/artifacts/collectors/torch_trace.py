@@ -354,8 +354,7 @@ class TorchTraceCollector:
         return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
 
     def _triton_sources(self, ctx: CaptureContext, rep: CompileReport, folder: Path) -> list[Path]:
-        """The generated Triton source of the hotspot kernels and of each profile's top Triton
-        kernels, one file each."""
+        """The generated source of the hotspots and the top Triton kernels, a file each."""
         names = [base_function(h["name"]) for h in ctx.state.get("hotspots") or []]
         for p in (ctx.state.get("profiles") or {}).values():
             for k in p["inventory"].get("kernels", [])[:8]:
