@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 ON_FAILURE, ALWAYS = "on-failure", "always"
 #: The reason of a tool that the capture budget left no time for (a leftover).
 NO_TIME = "no time left in the capture budget"
-#: Where a capture's profiles are taken, as the diagnosis says it.
-PROFILED_IN = "a fresh process of the current code"
 
 
 @dataclass(frozen=True)
@@ -181,9 +179,7 @@ class CaptureReport:
 
 
 def _get(obj: Any, name: str) -> Any:
-    """``obj``'s ``name`` (a key, or a run's field) as plain lists and dicts."""
-    if obj is None:
-        return None
+    """``obj``'s ``name`` (a key, or a run's field) as plain lists and dicts; None's is None."""
     return thawed(obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None))
 
 
@@ -227,8 +223,14 @@ def capture(
     plan = plan or PassPlan()
     config = run.config if run is not None else None
     try:
-        comparisons = _comparisons_of(results, comparisons)
-        keys = list(keys if keys is not None else _regressed_keys(results, comparisons))
+        comparisons = dict(comparisons or {})
+        for r in results:
+            if r.comparison is not None:
+                comparisons.setdefault(r.id.key, r.comparison)
+        if keys is None:  # the regressions, else all of the test's benchmarks
+            keys = [k for k, c in comparisons.items() if c.kind == "regression"]
+            keys = keys or [r.id.key for r in results]
+        keys = list(keys)
         directory = Layout(artifacts_root(run, settings, artifacts_dir), run_id).prepare(nodeid)
         if run_child is None and run is not None:
             run_child = _child_runner(run, nodeid, device, plan.spares)
@@ -355,24 +357,6 @@ def _pass_timing(
     return out
 
 
-def _comparisons_of(
-    results: Sequence[Result], comparisons: Mapping[str, Comparison] | None
-) -> dict[str, Comparison]:
-    out = dict(comparisons or {})
-    out.update(
-        (r.id.key, r.comparison)
-        for r in results
-        if r.comparison is not None and r.id.key not in out
-    )
-    return out
-
-
-def _regressed_keys(results: Sequence[Result], comparisons: Mapping[str, Comparison]) -> list[str]:
-    """The benchmarks whose verdict is a regression, else all of the test's."""
-    keys = [k for k, c in comparisons.items() if c.kind == "regression"]
-    return keys or [r.id.key for r in results]
-
-
 def _device_lock(device: str, budget_s: float) -> AbstractContextManager[object]:
     """The device's lock, its key read when taken (one that cannot be read skips the tools)."""
     return device_lock(device_key(device), timeout_s=budget_s)
@@ -386,8 +370,7 @@ def _run_collectors(
     progress: Any,
     plan: PassPlan,
 ) -> list[CollectorResult]:
-    """Run each collector under the device lock, in order; one of ``plan.defer`` that could
-    run waits for a later pass instead."""
+    """Run each collector under the device lock, in order, but those ``plan.defer`` names."""
     ctx.skip = frozenset(skipped(settings))
     done = {
         i: CollectorResult(collector_name(col), DEFERRED, reason=plan.defer_reason or "later")
@@ -520,7 +503,7 @@ def _evidence(
         nsys=list(ctx.state.get("nsys_findings") or []),
         child_median_s=prof.get("child_median_s"),
         child_rounds=prof.get("child_rounds"),
-        profiled_in=PROFILED_IN if prof else None,
+        profiled_in="a fresh process of the current code" if prof else None,
         current_inventory=prof.get("inventory"),
         triton_configs=prof.get("triton_configs") or {},
         current_probe=prof.get("probe"),
@@ -606,9 +589,8 @@ with profile(activities=[ProfilerActivity.CPU]):
 
 
 class SparePool:
-    """The next capture child's Python, started ahead (:class:`SparePython`): the first at
-    the session's start (:meth:`start_early`), then by each child without a tool's prefix,
-    which takes it. The session waits for each start (:meth:`settle`) before it measures."""
+    """The next capture child's Python (:class:`SparePython`), started ahead: at the session's
+    start, then by each child without a tool's prefix, which takes it."""
 
     #: The first spare's start overlaps the session's collection: only with cores to spare.
     EARLY_CORES = 4
@@ -622,8 +604,8 @@ class SparePool:
             self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=prelude)
 
     def start_early(self) -> None:
-        """The session's first spare: its imports, not the profiler's start (seconds more
-        that the session's first measurement would wait for; its capture pays them)."""
+        """The session's first spare, imports only: the first measurement waits for no
+        profiler's start."""
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
         if (len(cores) if cores else os.cpu_count() or 1) >= self.EARLY_CORES:
             self.start(prelude="")
@@ -634,8 +616,7 @@ class SparePool:
         return spare if spare is not None and spare.usable else None
 
     def settle(self, timeout_s: float = 20.0) -> float:
-        """Wait for the next spare's start, so none runs beside a measurement (one not ready
-        within ``timeout_s`` is ended); the seconds waited."""
+        """Wait for the next spare's start (ended if not ready in time); the seconds waited."""
         t = time.monotonic()
         if self._next is not None and not self._next.wait_ready(timeout_s):
             self.close()

@@ -191,8 +191,7 @@ class CapturePlugin:
         self.spares.settle()  # a spare's start never runs beside a measurement
 
     def _room(self, tools: Sequence[str], *, first: bool = False) -> float | None:
-        """The seconds left when a pass of ``tools`` fits in them (and, ``first``, in the first
-        diagnoses' share), else None; the ledger is read once."""
+        """The seconds left if a pass of ``tools`` fits (``first``: in its share too), else None."""
         seen = self.ledger.entries()
         left = self.budget_s - self.ledger.spent(entries=seen)
         share = FIRST_SHARE * self.budget_s - self.ledger.spent(1, seen) if first else left
@@ -206,7 +205,9 @@ class CapturePlugin:
             return
         nodeid, device, report = item.nodeid, self.session.ensure_device(), None
         verdict_at = time.time()
-        tools = self._tool_names(device)
+        skip = skipped(self.settings)
+        cols = collectors_for(self.run.config)
+        tools = [collector_name(c) for c in cols if could_run(c, device, skip)]
         left_s = self._room(FIRST_TOOLS[:1], first=True)
         if left_s is None:
             for r in results:
@@ -285,8 +286,7 @@ class CapturePlugin:
         collectors: list[Collector] | None = None,
         **plan: Any,
     ) -> CaptureReport | None:
-        """One pass of a capture, within the ``left_s`` seconds of the session's budget: its
-        seconds go to the ledger, its entries and diagnoses onto the results."""
+        """A capture pass in ``left_s`` s: its seconds to the ledger, its report on the results."""
         deadline = time.monotonic() + max(left_s, 0.0)
         report = capture(
             self.run, nodeid, results, comparisons, device=device, run_id=self.run_id,
@@ -300,10 +300,6 @@ class CapturePlugin:
             self.ledger.add(nodeid, phase, wall_s, tools)
             report.apply(results)
         return report
-
-    def _tool_names(self, device: str) -> list[str]:
-        cols, skip = collectors_for(self.run.config), skipped(self.settings)
-        return [collector_name(c) for c in cols if could_run(c, device, skip)]
 
     def waiting_note(self) -> str:
         if self.budget_s <= 0:
@@ -403,20 +399,16 @@ def _tests(results: Iterable[Result]) -> dict[str, _Test]:
         if c is not None and c.ratio is not None and c.ratio > t.slowdown:
             t.slowdown, t.change = float(c.ratio), change_text(c, r.id.mode)
         for a in entries:
-            _read_entry(t, a)
+            if a["collector"] == "manifest":
+                timing = a.get("timing") or {}
+                t.first_diagnosis_s = timing.get("first_diagnosis_s", t.first_diagnosis_s)
+                t.verdict_at = timing.get("verdict_at", t.verdict_at)
+                continue
+            status, reason = str(a.get("status")), str(a.get("reason") or "")
+            t.tools[str(a["collector"])] = (status, reason, float(a.get("wall_s") or 0))
+            if a.get("verdict_at") is not None and t.verdict_at is None:
+                t.verdict_at = float(a["verdict_at"])
     return out
-
-
-def _read_entry(t: _Test, a: Mapping[str, Any]) -> None:
-    name = str(a["collector"])
-    if name == "manifest":
-        timing = a.get("timing") or {}
-        t.first_diagnosis_s = timing.get("first_diagnosis_s", t.first_diagnosis_s)
-        t.verdict_at = timing.get("verdict_at", t.verdict_at)
-        return
-    t.tools[name] = (str(a.get("status")), str(a.get("reason") or ""), float(a.get("wall_s") or 0))
-    if a.get("verdict_at") is not None and t.verdict_at is None:
-        t.verdict_at = float(a["verdict_at"])
 
 
 def _pass_lines(t: _Test, report: CaptureReport, before: set[str], tools: list[str]) -> list[str]:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 
 from pytest_gpuperf.artifacts.collectors.child import (
-    InventorySettings,
     child_policy,
     measure_hooks,
 )
@@ -492,7 +491,8 @@ class GpuBench:
     ) -> dict[str, Any]:
         """Run the after-measure hooks (kernel inventory, capture child); never raise."""
         if self._after is None:
-            self._after = measure_hooks(inventory_settings(self._settings), self._ctx.device)
+            save = bool(self._settings.session.save)
+            self._after = measure_hooks(self._settings.capture, self._ctx.device, saving=save)
         if not self._after:
             return {}
         per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
@@ -519,12 +519,3 @@ class GpuBench:
                 traceback.clear_frames(tb)
         self._oom = None
         release_memory()
-
-
-def inventory_settings(settings: Settings) -> InventorySettings:
-    """What the after-measure hooks read from the session's settings."""
-    return InventorySettings(
-        inventory=settings.capture.inventory,
-        saving=bool(settings.session.save),
-        calls=settings.capture.calls,
-    )

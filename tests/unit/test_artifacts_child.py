@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,17 @@ from pytest_gpuperf.artifacts.collectors.child import (
 )
 from pytest_gpuperf.model import BenchId, thawed
 from pytest_gpuperf.shell.config import GpuPerfConfig
-from pytest_gpuperf.shell.fixture import BenchContext, GpuBench, inventory_settings
+from pytest_gpuperf.shell.fixture import BenchContext, GpuBench
 from pytest_gpuperf.shell.settings import Settings
 
 
 def _settings(**cli: object) -> Settings:
     return Settings.from_config(GpuPerfConfig.from_values(cli, {}))
+
+
+def _hooks(settings: Settings) -> Sequence[object]:
+    """This process's hooks, as the fixture asks for them."""
+    return measure_hooks(settings.capture, "cpu", saving=bool(settings.session.save))
 
 
 @pytest.fixture(autouse=True)
@@ -33,21 +39,19 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_which_hooks_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert measure_hooks(inventory_settings(_settings()), "cpu") == []
-    assert measure_hooks(inventory_settings(_settings(inventory="never", save="main")), "cpu") == []
-    (hook,) = measure_hooks(inventory_settings(_settings(save="main")), "cpu")
+    assert _hooks(_settings()) == []
+    assert _hooks(_settings(inventory="never", save="main")) == []
+    (hook,) = _hooks(_settings(save="main"))
     assert isinstance(hook, InventoryHook)
-    (hook,) = measure_hooks(inventory_settings(_settings(inventory="always")), "cpu")
+    (hook,) = _hooks(_settings(inventory="always"))
     assert isinstance(hook, InventoryHook)
     monkeypatch.setenv("GPUPERF_CHILD", "1")
-    assert (
-        measure_hooks(inventory_settings(_settings(inventory="always")), "cpu") == []
-    )  # a confirmation child
+    assert _hooks(_settings(inventory="always")) == []  # a confirmation child
     monkeypatch.setenv(CAPTURE_ENV, json.dumps({"tool": "torch_profiler", "dir": str(tmp_path)}))
-    (hook,) = measure_hooks(inventory_settings(_settings()), "cpu")
+    (hook,) = _hooks(_settings())
     assert isinstance(hook, ChildCapture) and hook.tool == "torch_profiler"
     monkeypatch.setenv(CAPTURE_ENV, "{not json")
-    assert measure_hooks(inventory_settings(_settings()), "cpu") == []
+    assert _hooks(_settings()) == []
 
 
 def test_window_calls() -> None:

@@ -107,19 +107,20 @@ def _flags() -> dict[str, Any]:
     return out
 
 
+def dynamo_counters() -> dict[str, dict[str, int]] | None:
+    """torch._dynamo's counters (graph breaks, unique graphs, ...), if dynamo ran here."""
+    if "torch._dynamo" not in sys.modules:
+        return None
+    from torch._dynamo.utils import counters  # imported with torch._dynamo
+
+    return {str(k): {str(kk): int(vv) for kk, vv in v.items()} for k, v in counters.items() if v}
+
+
 def compiled_here() -> bool:
     """Whether torch.compile ran in this process (Dynamo counted a frame or a graph): a
     function mode would then make it trace again, and compile what it had skipped."""
-    if "torch._dynamo" not in sys.modules:
-        return False
-    try:
-        from torch._dynamo.utils import counters
-
-        return any(
-            bool(counters.get(k)) for k in ("frames", "stats", "graph_break", "unique_graphs")
-        )
-    except Exception:
-        return True
+    counted = dynamo_counters() or {}
+    return any(k in counted for k in ("frames", "stats", "graph_break", "unique_graphs"))
 
 
 def probe(call: Callable[[], Any]) -> dict[str, Any]:

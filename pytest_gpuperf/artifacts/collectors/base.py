@@ -63,8 +63,14 @@ class CollectorResult:
         return cls(name, SKIPPED, reason=reason)
 
     @classmethod
-    def child_failed(cls, name: str, run: ChildRun, why: str, files: list[Path]) -> CollectorResult:
-        """A child that left nothing to read: killed at its time budget, else ``why``."""
+    def child_failed(
+        cls, name: str, run: ChildRun, what: str, files: list[Path], tail: bool = True
+    ) -> CollectorResult:
+        """A child that left nothing to read: killed at its time budget, else ``what``, its exit
+        status and (``tail``) its output's last two lines."""
+        why = f"{what} (exit status {run.returncode})"
+        if tail:
+            why += ": " + " | ".join(run.log_tail.splitlines()[-2:])
         if run.returncode == -9:
             why = f"killed after {run.wall_s:.0f} s (its time budget)"
         return cls(name, TIMEOUT if run.returncode == -9 else FAILED, files, {}, why, run.wall_s)
@@ -95,10 +101,7 @@ class CollectorResult:
 
 def relative(p: Path, base: Path | None) -> str:
     """``p`` relative to ``base`` where it lies under it, else as it is."""
-    try:
-        return str(p.relative_to(base)) if base is not None else str(p)
-    except ValueError:
-        return str(p)
+    return str(p.relative_to(base)) if base is not None and p.is_relative_to(base) else str(p)
 
 
 @dataclass
@@ -194,8 +197,7 @@ class Collector(Protocol):
 
 
 class CudaToolCollector:
-    """A collector of the command-line tool ``name`` (nsys, ncu): available when it is on PATH,
-    skipped where the benchmark does not run on a CUDA GPU."""
+    """A collector of the command-line tool ``name`` (nsys, ncu): on PATH, on a CUDA GPU."""
 
     name: str
 

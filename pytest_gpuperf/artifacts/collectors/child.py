@@ -16,11 +16,11 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.artifacts.analysis.layout import safe_name
+from pytest_gpuperf.artifacts.collectors.algorithms import dynamo_counters
 from pytest_gpuperf.artifacts.collectors.algorithms import probe as probe_algorithms
 from pytest_gpuperf.artifacts.collectors.base import CaptureSettings
 from pytest_gpuperf.measure.policy import MeasurePolicy
@@ -53,18 +53,6 @@ _CHILD_POLICY = {BRIEF: (50.0, 5), MINIMAL: (0.0, 2)}
 AfterMeasure = Callable[["BenchId", Callable[[], Any], float], "Mapping[str, Any] | None"]
 
 
-@dataclass(frozen=True)
-class InventorySettings:
-    """The session's settings that :func:`measure_hooks` reads (the shell builds them)."""
-
-    #: ``--gpuperf-inventory``: auto (when saving a baseline), always or never
-    inventory: str = "auto"
-    #: whether this session saves a baseline (``--gpuperf-save``)
-    saving: bool = False
-    #: ``--gpuperf-capture-calls``: calls profiled for the inventory
-    calls: int = CaptureSettings.calls
-
-
 def capture_env(tool: str, folder: Path, keys: Sequence[str], **spec: Any) -> dict[str, str]:
     """The environment of a child whose :class:`ChildCapture` runs ``tool`` on ``keys``."""
     return {CAPTURE_ENV: json.dumps({"tool": tool, "dir": str(folder), "keys": list(keys), **spec})}
@@ -87,15 +75,18 @@ def capture_hooks(make: Callable[[Any], AfterMeasure]) -> list[AfterMeasure] | N
         return []
 
 
-def measure_hooks(settings: InventorySettings | None, device: str) -> list[AfterMeasure]:
-    """The hooks the fixture runs after each measurement in this process."""
+def measure_hooks(
+    settings: CaptureSettings | None, device: str, *, saving: bool = False
+) -> list[AfterMeasure]:
+    """The hooks the fixture runs after each measurement in this process (``saving``: this
+    session saves a baseline, the inventory's ``auto``)."""
     hooks = capture_hooks(lambda spec: ChildCapture(spec, device))
     if hooks is not None:
         return hooks
     if settings is None or os.environ.get("GPUPERF_CHILD") == "1":
         return []
     mode = settings.inventory
-    if mode == "always" or (mode == "auto" and settings.saving):
+    if mode == "always" or (mode == "auto" and saving):
         return [InventoryHook(device, calls=settings.calls)]
     return []
 
@@ -187,15 +178,6 @@ def profile_calls(
         "device_name": torch.cuda.get_device_name() if device == "cuda" else None,
         "trace": trace_path.name,
     }
-
-
-def dynamo_counters() -> dict[str, dict[str, int]] | None:
-    """torch._dynamo's counters (graph breaks, unique graphs, ...), if dynamo ran here."""
-    if "torch._dynamo" not in sys.modules:
-        return None
-    from torch._dynamo.utils import counters  # imported with torch._dynamo
-
-    return {str(k): {str(kk): int(vv) for kk, vv in v.items()} for k, v in counters.items() if v}
 
 
 class ChildCapture:

@@ -27,7 +27,7 @@ from pytest_gpuperf.artifacts.collectors.base import (
 )
 from pytest_gpuperf.artifacts.collectors.child import CHILD_ARGS, MINIMAL, NCU_RANGE, capture_env
 from pytest_gpuperf.artifacts.collectors.nsys import NSIGHT_ENV, number
-from pytest_gpuperf.artifacts.collectors.process import ProcessRun, run_process
+from pytest_gpuperf.artifacts.collectors.process import run_process
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats")
 STALL_METRICS = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
@@ -207,13 +207,12 @@ class NcuCollector(CudaToolCollector):
             "hotspots": [short_name(n) for n in names],
         }
         if not rep.exists():
-            why = f"no kernel was profiled (exit status {run.returncode}): " + " | ".join(
-                run.log_tail.splitlines()[-2:]
-            )
-            return CollectorResult.child_failed(self.name, run, why, files)
+            return CollectorResult.child_failed(self.name, run, "no kernel was profiled", files)
         files.insert(0, rep)
         left = max(end - time.monotonic(), 5.0)
-        raw, details = _import_pages(str(rep), left)
+        pages = [["ncu", "-i", str(rep), "--csv", "--page", p] for p in ("raw", "details")]
+        with ThreadPoolExecutor(max_workers=2) as pool:  # side by side: each reads the whole report
+            raw, details = pool.map(lambda cmd: run_process(cmd, timeout_s=left), pages)
         kernels = parse_raw(raw.output) if raw.ok else []
         rules = parse_rules(details.output) if details.ok else {}
         for path, proc in ((folder / "raw.csv", raw), (folder / "details.csv", details)):
@@ -237,15 +236,3 @@ class NcuCollector(CudaToolCollector):
         imported = max(raw.wall_s, details.wall_s)
         summary["timing"] = {"profile_s": round(run.wall_s, 2), "import_s": round(imported, 2)}
         return CollectorResult(self.name, status, files, summary, reason, run.wall_s + imported)
-
-
-def _import_pages(report: str, timeout_s: float) -> tuple[ProcessRun, ProcessRun]:
-    """``ncu --import`` of the raw and the details pages, side by side (each reads the whole
-    report: two processes take the time of one)."""
-
-    def page(name: str) -> ProcessRun:
-        return run_process(["ncu", "-i", report, "--csv", "--page", name], timeout_s=timeout_s)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        raw, details = pool.map(page, ("raw", "details"))
-    return raw, details

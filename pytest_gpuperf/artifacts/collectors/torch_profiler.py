@@ -202,8 +202,7 @@ def _profile(info: Mapping[str, Any], analysis: ProfileAnalysis) -> dict[str, An
 
 
 def saved_profiles(folder: Path) -> dict[str, dict[str, Any]]:
-    """The profiles of an earlier pass, read back from its ``<key>.analysis.json`` files (the
-    Nsight passes that run after the session's verdicts start from them)."""
+    """The profiles of an earlier pass (a later pass starts from them), from its analysis files."""
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.analysis.json")):
         try:

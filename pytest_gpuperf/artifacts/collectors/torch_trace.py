@@ -43,9 +43,6 @@ _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 TLPARSE_TIMEOUT_S = 20.0
 
 
-# --- what the log says, in dynamo's words -----------------------------------------
-
-
 def source_line(text: str, filename: str | None = None, lineno: int | None = None) -> str:
     """The user's source text after the last ``File "...", line N`` frame (of that file:line)."""
     lines = text.splitlines()
@@ -82,15 +79,6 @@ def recompile_reason(reason: str) -> dict[str, str]:
         if len(parts) > 1:
             out["where"] = parts[-1]
     return out
-
-
-def recompile_reasons(payload: str) -> list[str]:
-    """The reasons of one ``recompile_reasons`` artifact: raw text (one) or a JSON list."""
-    text = payload.strip()
-    if text.startswith("["):
-        with contextlib.suppress(ValueError):
-            return [str(x) for x in json.loads(text)]
-    return [text] if text else []
 
 
 def frame_failure(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -140,18 +128,13 @@ def _limit(reason: str, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
         kind.group(1) if kind else "cache_size_limit" if "cache_size" in low else "recompile_limit"
     )
     m = _LIMIT_VALUE.search(reason)
-    value = int(next(g for g in m.groups() if g)) if m else _config_value(metrics, name)
-    return {"name": name, "value": value}
-
-
-def _config_value(metrics: Mapping[str, Any], name: str) -> int | None:
-    """A limit from the ``dynamo_config`` that compilation metrics carry (a JSON string)."""
-    try:
+    if m:
+        return {"name": name, "value": int(next(g for g in m.groups() if g))}
+    value = None  # else the one of the dynamo_config the metrics carry (a JSON string)
+    with contextlib.suppress(ValueError, AttributeError):
         cfg = json.loads(str(metrics.get("dynamo_config") or "{}"))
-        v = cfg.get(name, cfg.get("recompile_limit", cfg.get("cache_size_limit")))
-        return int(v) if isinstance(v, (int, float)) else None
-    except (ValueError, AttributeError):
-        return None
+        value = cfg.get(name, cfg.get("recompile_limit", cfg.get("cache_size_limit")))
+    return {"name": name, "value": int(value) if isinstance(value, (int, float)) else None}
 
 
 def trace_env(log_dir: Path) -> dict[str, str]:
@@ -295,7 +278,11 @@ def parse_log(text: str, rep: CompileReport | None = None) -> CompileReport:
         elif ev.kind == "artifact:recompile_reasons":
             # one event per recompile; it lists the failed guard of every cache entry,
             # newest first: that first one is the recompile's reason
-            reasons = recompile_reasons(ev.payload)
+            text = ev.payload.strip()  # one reason, or a JSON list of them
+            reasons = [text] if text else []
+            if text.startswith("["):
+                with contextlib.suppress(ValueError):
+                    reasons = [str(x) for x in json.loads(text)]
             if reasons:
                 detail = recompile_reason(reasons[0])
                 detail["compile_id"] = ev.compile_id
@@ -355,8 +342,8 @@ class TorchTraceCollector:
             logs = sorted(log_dir.glob("*.log"))
             files, wall = [folder / "child.log", *logs], run.wall_s
             if not logs:
-                why = f"no TORCH_TRACE log written (exit status {run.returncode})"
-                return CollectorResult.child_failed(self.name, run, why, files)
+                why = "no TORCH_TRACE log written"
+                return CollectorResult.child_failed(self.name, run, why, files, tail=False)
         rep = CompileReport()
         for log in logs:
             parse_log(log.read_text(errors="replace"), rep)
@@ -367,8 +354,7 @@ class TorchTraceCollector:
         return CollectorResult(self.name, OK, [f for f in files if f.exists()], summary, None, wall)
 
     def _triton_sources(self, ctx: CaptureContext, rep: CompileReport, folder: Path) -> list[Path]:
-        """The generated Triton source of the hotspot kernels and of each profile's top Triton
-        kernels, one file each."""
+        """The generated source of the hotspots and the top Triton kernels, a file each."""
         names = [base_function(h["name"]) for h in ctx.state.get("hotspots") or []]
         for p in (ctx.state.get("profiles") or {}).values():
             for k in p["inventory"].get("kernels", [])[:8]:
