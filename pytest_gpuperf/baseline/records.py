@@ -59,26 +59,6 @@ class BenchmarkEntry:
     problem: BaselineError | None = field(default=None, repr=False)
 
     @property
-    def key(self) -> str:
-        return self.ident.key
-
-    @property
-    def nodeid(self) -> str:
-        return self.ident.nodeid
-
-    @property
-    def name(self) -> str | None:
-        return self.ident.name
-
-    @property
-    def mode(self) -> str:
-        return self.ident.mode
-
-    @property
-    def params(self) -> dict[str, str]:
-        return dict(self.ident.params)
-
-    @property
     def runs(self) -> list[Run]:
         return self.runs_of()
 

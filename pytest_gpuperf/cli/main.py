@@ -140,8 +140,8 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             runs = [r for r in every if r.fingerprint_id == fid]
             logs = [math.log(r.median) for r in runs if r.median > 0]
             sd = statistics.stdev(logs) if len(logs) >= 2 else None
-            params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
-            row = [entry.ident.display, params, entry.mode, fid, len(runs)]
+            params = ", ".join(f"{k}={v}" for k, v in entry.ident.params) or "-"
+            row = [entry.ident.display, params, entry.ident.mode, fid, len(runs)]
             last = runs[-1]
             rows.append([*row, fmt_time(last.median), fmt_pct(sd, digits=2), last.timestamp])
     headers = ["benchmark", "params", "mode", "environment", "runs", "newest median"]
