@@ -254,12 +254,11 @@ def looks_like_segment(path: Path) -> bool:
 def is_own_segment(files: Files, path: Path) -> bool:
     """Whether ``path`` is a segment this store wrote for baseline ``files`` (not a user's
     file of a segment-like name in ``NAME.runs/``)."""
-    try:
-        start, end = _ends(path)
-    except (OSError, BaselineError):
-        return False
     head = ('{\n  "baseline": ' + json.dumps(files.stem) + ",\n").encode()
-    return start.startswith(head) and codec.ends_as_written(end, path.stem)
+    with contextlib.suppress(OSError, BaselineError):
+        start, end = _ends(path)
+        return start.startswith(head) and codec.ends_as_written(end, path.stem)
+    return False
 
 
 # --- writing (under the baseline's lock) ---------------------------------------------------

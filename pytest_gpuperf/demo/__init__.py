@@ -56,13 +56,8 @@ def pytest_command(folder: Path, *args: str) -> list[str]:
 def child_env(plant: bool) -> dict[str, str]:
     """The user's environment without their pytest options and plugins (each costs every
     process its import, and a process starts for every run, confirmation and capture)."""
-    env = dict(os.environ)
-    env.pop("PYTEST_ADDOPTS", None)
-    env.pop(PLANT_ENV, None)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    if plant:
-        env[PLANT_ENV] = PLANT
-    return env
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", PLANT_ENV)}
+    return env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"} | ({PLANT_ENV: PLANT} if plant else {})
 
 
 @dataclass
