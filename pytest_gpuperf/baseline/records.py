@@ -203,7 +203,6 @@ class Baseline:
             return Match(NO_BENCHMARK, [])
         fid, fids = codec.fingerprint_id(fp), entry.fingerprint_ids()
         if fid not in fids:
-            # The closest environment explains best what changed; ties go to the newest.
             diffs = {i: differences(self.fingerprints[i], dict(fp)) for i in fids}
             other = min(diffs, key=lambda i: len(diffs[i]))
             return Match(OTHER_ENVIRONMENT, [], other, diffs[other])

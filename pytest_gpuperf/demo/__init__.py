@@ -135,12 +135,12 @@ def check_planted(o: Outcome) -> str | None:
     return None
 
 
+@dataclass
 class Demo:
-    def __init__(self, folder: Path, runs: int, out: TextIO):
-        self.folder = folder
-        self.runs = runs
-        self.out = out
-        self.started = time.monotonic()
+    folder: Path
+    runs: int
+    out: TextIO
+    started: float = field(default_factory=time.monotonic)
 
     def say(self, text: str = "") -> None:
         from pytest_gpuperf.reporting.terminal import fold
