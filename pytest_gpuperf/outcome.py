@@ -271,9 +271,7 @@ class Comparison:
 
     @property
     def why(self) -> str:
-        """For kind inconclusive, which kind: "below-resolution", "unconfirmed",
-        "unmeasurable" (no good evidence on a side) or "not-comparable" (a tracer or
-        profiler on one side only)."""
+        """For kind inconclusive, which kind (:data:`BELOW_RESOLUTION`, ...: see there)."""
         return self.lead.why if self.lead is not None and self.kind == INCONCLUSIVE else ""
 
     @property

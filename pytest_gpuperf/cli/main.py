@@ -272,7 +272,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf import demo
 
-    return demo.main(args.path, args.runs, out)
+    return demo.Demo(demo.demo_folder(args.path), args.runs, out).run()
 
 
 # --- the parser -------------------------------------------------------------------------
@@ -310,7 +310,6 @@ EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "
 
 
 def _add_compare(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The ``compare`` command: B judged against A."""
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -357,7 +356,6 @@ def _add_compare(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_prune(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The ``prune`` command."""
     p = sub.add_parser(
         "prune",
         parents=[common],

@@ -294,7 +294,7 @@ def _refusal(folder: Path) -> str | None:
     return None
 
 
-def _demo_folder(path: str | None) -> Path:
+def demo_folder(path: str | None) -> Path:
     from pytest_gpuperf.errors import GpuPerfError
 
     if not path:
@@ -310,7 +310,3 @@ def _demo_folder(path: str | None) -> Path:
         raise GpuPerfError(
             f"cannot make the demo's folder {folder}: {e.strerror or e}: {fix}"
         ) from e
-
-
-def main(path: str | None, runs: int, out: TextIO) -> int:
-    return Demo(_demo_folder(path), runs, out).run()
