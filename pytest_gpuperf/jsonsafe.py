@@ -18,8 +18,6 @@ def json_safe(obj: Any) -> Any:
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, int):
         return int(obj)
-    if isinstance(obj, str):
-        return str(obj)
     if isinstance(obj, Mapping):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

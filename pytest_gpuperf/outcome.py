@@ -54,9 +54,6 @@ class SecondaryComparison:
     upper: float | None  # above this: "higher"
     lower: float | None  # below this: "lower"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SecondaryComparison:
         return cls(**_known(cls, d))
@@ -239,10 +236,8 @@ JSON_KEYS = (
     *("current_runs", "baseline_runs", "figures", "secondary", "numerics", "why"),
 )
 _OF_LEAD = {"threshold_in_force": "cutoff", "threshold_reason": "cutoff_reason"}
-_LEAD_KEYS = (
-    *("figure", "klass", "k", "r", "baseline_s", "current_s", "ratio", "ratio_low"),
-    *("ratio_high", "slower", "threshold_in_force", "threshold_reason", "decisive", "noise"),
-    *("noise_prior", "noise_own", "se", "z", "resolution", "runs_needed"),
+_LEAD_KEYS = tuple(
+    k for k in JSON_KEYS[5 : JSON_KEYS.index("reasons")] if k not in Terms.__dataclass_fields__
 )
 
 
@@ -276,9 +271,7 @@ class Comparison:
 
     @property
     def why(self) -> str:
-        """For kind inconclusive, which kind: "below-resolution", "unconfirmed",
-        "unmeasurable" (no good evidence on a side) or "not-comparable" (a tracer or
-        profiler on one side only)."""
+        """For kind inconclusive, which kind (:data:`BELOW_RESOLUTION`, ...: see there)."""
         return self.lead.why if self.lead is not None and self.kind == INCONCLUSIVE else ""
 
     @property

@@ -99,9 +99,8 @@ def _distributed(
     session: GpuPerfSession, rank: RankEnv | None
 ) -> tuple[RankSession | GroupLauncher, RankSession | None]:
     """A rank's plugin, or the plugin that starts ranks."""
-    register = session.config.pluginmanager.register
     dist = RankSession(session, rank) if rank is not None else GroupLauncher(session)
-    register(dist, "gpuperf-distributed")
+    session.config.pluginmanager.register(dist, "gpuperf-distributed")
     return dist, dist if isinstance(dist, RankSession) else None
 
 

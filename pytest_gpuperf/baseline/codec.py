@@ -494,9 +494,8 @@ def content_id(obj: Any) -> str:
     return hashlib.sha256(blob.encode("ascii")).hexdigest()[:12]
 
 
-def fingerprint_id(fp: Mapping[str, Any]) -> str:
-    """The id of fingerprint ``fp`` (:func:`content_id`)."""
-    return content_id(dict(fp))
+#: The id of a fingerprint.
+fingerprint_id = content_id
 
 
 def digest(line: Mapping[str, Any]) -> str:

@@ -127,10 +127,8 @@ def locked(
     on_wait: OnWait | None = None,
     owner: str | None = None,
 ) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` block, or
-    raise :class:`LockTimeout` after ``timeout`` seconds.
-    :class:`~pytest_gpuperf.errors.UnsafePath` for a lock file that is a link or not a
-    regular file."""
+    """Hold an exclusive lock on ``path`` (made if needed) for the block: :class:`LockTimeout`
+    after ``timeout`` s; UnsafePath for a lock file that is a link or not a regular file."""
     fd, writable = _open(path)
     try:
         _wait_for(lambda: _try_flock(fd), path, timeout, on_wait)

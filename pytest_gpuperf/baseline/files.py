@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.baseline import codec
+from pytest_gpuperf.baseline import codec, fileio
 from pytest_gpuperf.baseline.fileio import atomic_write_bytes, kind_of, nearest_existing
-from pytest_gpuperf.baseline.fileio import remove_temporaries as remove_temporaries_of
 from pytest_gpuperf.baseline.filelock import LockTimeout, OnWait, lock_file_problem, owner_of
 from pytest_gpuperf.baseline.filelock import locked as lock
 from pytest_gpuperf.errors import BaselineError, BaselineLocked, CorruptBaseline, UnsafePath
@@ -254,12 +253,11 @@ def looks_like_segment(path: Path) -> bool:
 def is_own_segment(files: Files, path: Path) -> bool:
     """Whether ``path`` is a segment this store wrote for baseline ``files`` (not a user's
     file of a segment-like name in ``NAME.runs/``)."""
-    try:
-        start, end = _ends(path)
-    except (OSError, BaselineError):
-        return False
     head = ('{\n  "baseline": ' + json.dumps(files.stem) + ",\n").encode()
-    return start.startswith(head) and codec.ends_as_written(end, path.stem)
+    with contextlib.suppress(OSError, BaselineError):
+        start, end = _ends(path)
+        return start.startswith(head) and codec.ends_as_written(end, path.stem)
+    return False
 
 
 # --- writing (under the baseline's lock) ---------------------------------------------------
@@ -379,7 +377,8 @@ def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) ->
     try:
         with lock(files.lock, timeout=timeout, on_wait=told, owner=f"{action} baseline {name}"):
             check_writable(files)
-            remove_temporaries(files)
+            fileio.remove_temporaries(files.index, all_of_them=True)  # killed writers' files
+            fileio.remove_temporaries(files.segment("*"), all_of_them=True, name=r"[^/]+\.json")
             yield
     except LockTimeout as e:
         raise BaselineLocked(
@@ -395,12 +394,6 @@ def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) ->
             f"cannot {action} baseline file {files.index}: {e.strerror or e}. "
             "The file is as it was before."
         ) from e
-
-
-def remove_temporaries(files: Files) -> None:
-    """Remove the temporary files writers killed mid-write left (only under the lock)."""
-    remove_temporaries_of(files.index, all_of_them=True)
-    remove_temporaries_of(files.segment("*"), all_of_them=True, name=r"[^/]+\.json")
 
 
 def collect_garbage(files: Files, keep: set[str]) -> None:

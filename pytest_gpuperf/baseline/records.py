@@ -59,26 +59,6 @@ class BenchmarkEntry:
     problem: BaselineError | None = field(default=None, repr=False)
 
     @property
-    def key(self) -> str:
-        return self.ident.key
-
-    @property
-    def nodeid(self) -> str:
-        return self.ident.nodeid
-
-    @property
-    def name(self) -> str | None:
-        return self.ident.name
-
-    @property
-    def mode(self) -> str:
-        return self.ident.mode
-
-    @property
-    def params(self) -> dict[str, str]:
-        return dict(self.ident.params)
-
-    @property
     def runs(self) -> list[Run]:
         return self.runs_of()
 
@@ -223,7 +203,6 @@ class Baseline:
             return Match(NO_BENCHMARK, [])
         fid, fids = codec.fingerprint_id(fp), entry.fingerprint_ids()
         if fid not in fids:
-            # The closest environment explains best what changed; ties go to the newest.
             diffs = {i: differences(self.fingerprints[i], dict(fp)) for i in fids}
             other = min(diffs, key=lambda i: len(diffs[i]))
             return Match(OTHER_ENVIRONMENT, [], other, diffs[other])

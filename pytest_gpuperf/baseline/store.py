@@ -185,13 +185,6 @@ class BaselineStore:
     def exists(self, name: str) -> bool:
         return self.path(name).is_file()
 
-    def _existing(self, name: str) -> disk.Files:
-        """The files of ``name``, or :class:`UnknownBaseline` (before any lock file is made)."""
-        found = self.files(name)
-        if not os.path.lexists(found.index):
-            raise UnknownBaseline(name, str(self.root), self.names())
-        return found
-
     def load(self, name: str, *, nodeids: Collection[str] | None = None) -> Baseline:
         """Read baseline ``name``, checked, as it is now: with ``nodeids`` (pytest node ids),
         only the benchmarks of those tests (:func:`.files.read`); a bad run of a test's is
@@ -298,7 +291,9 @@ class BaselineStore:
             raise ValueError(f"keep_runs must be >= 1, got {keep_runs}")
         if before is not None and before.tzinfo is None:
             raise ValueError("before must be timezone-aware (e.g. datetime(..., tzinfo=utc))")
-        where = self._existing(name)
+        where = self.files(name)
+        if not os.path.lexists(where.index):  # before any lock file is made
+            raise UnknownBaseline(name, str(self.root), self.names())
         key_set = set(keys) if keys is not None else None
         held = disk.locked(where, "prune", self.lock_timeout, self.on_wait)
         with contextlib.nullcontext() if dry_run else held:

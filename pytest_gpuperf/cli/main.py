@@ -13,7 +13,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR, is_name
@@ -33,9 +33,6 @@ from pytest_gpuperf.values import (
     probability,
     sort_key,
 )
-
-if TYPE_CHECKING:
-    from pytest_gpuperf.registry import Registry
 
 _T = TypeVar("_T")
 
@@ -71,14 +68,14 @@ class UsageProblem(GpuPerfError):
 
 def load_source(arg: str, directory: str) -> Any:
     """A :class:`~pytest_gpuperf.cli.runsets.RunSet` from a baseline name or a file path."""
-    from pytest_gpuperf.cli.runsets import from_baseline, read_file
+    from pytest_gpuperf.cli.runsets import RunSet, read_file
 
     name = arg
     if arg.endswith(".json") or "/" in arg or "\\" in arg or Path(arg).is_file():
         if not _names_a_baseline_file(arg, directory):
             return read_file(Path(arg))
         name = arg[: -len(".json")]  # show main.json: the baseline main
-    return from_baseline(BaselineStore(directory).load(name))
+    return RunSet(name, BaselineStore(directory).load(name))
 
 
 def _names_a_baseline_file(arg: str, directory: str) -> bool:
@@ -140,8 +137,8 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             runs = [r for r in every if r.fingerprint_id == fid]
             logs = [math.log(r.median) for r in runs if r.median > 0]
             sd = statistics.stdev(logs) if len(logs) >= 2 else None
-            params = ", ".join(f"{k}={v}" for k, v in entry.params.items()) or "-"
-            row = [entry.ident.display, params, entry.mode, fid, len(runs)]
+            params = ", ".join(f"{k}={v}" for k, v in entry.ident.params) or "-"
+            row = [entry.ident.display, params, entry.ident.mode, fid, len(runs)]
             last = runs[-1]
             rows.append([*row, fmt_time(last.median), fmt_pct(sd, digits=2), last.timestamp])
     headers = ["benchmark", "params", "mode", "environment", "runs", "newest median"]
@@ -154,15 +151,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
-def _registry() -> Registry:
-    """What the plugins add (timing modes), as a pytest session gets it."""
-    from pytest_gpuperf.registry import build, plugin_manager
-
-    return build(plugin_manager().hook)
-
-
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import compare
+    from pytest_gpuperf.registry import build, plugin_manager
     from pytest_gpuperf.reporting import verdicts as v
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
     from pytest_gpuperf.reporting.terminal import TableSpec, render
@@ -180,7 +171,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
             output_target(path, what=option, baseline_dirs=[Path(args.dir)])
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
-    modes = _registry().modes
+    modes = build(plugin_manager().hook).modes  # the plugins' timing modes, as pytest's
     outcome = compare(reference, candidate, settings.decision_policy(), settings, modes=modes)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
@@ -196,7 +187,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     for option in ("markdown", "html", "csv"):
         if path := getattr(args, option):
             _write(f"--{option}", path, OUTPUTS_BY_OPTION[option].text(ctx, Path(path)), args)
-    if outcome.failed:  # the gate's own rule (verdict.decide.outcome), not a copy of it
+    if outcome.failing():  # the gate's own rule (verdict.decide.outcome), not a copy of it
         return GATE_FAILED
     if not outcome.m:
         print(
@@ -252,6 +243,7 @@ def _parse_date(text: str) -> _dt.datetime:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import latest
+    from pytest_gpuperf.registry import build, plugin_manager
     from pytest_gpuperf.reporting import export
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
@@ -263,8 +255,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     target = Path(args.output) if to_file else Path.cwd() / "-"
     args.format = args.format or EXPORT_SUFFIXES.get(target.suffix.lower(), "markdown")
     if args.format == "pytest-benchmark":
-        when = _dt.datetime.fromisoformat(side.baseline.updated)
-        text = export.pytest_benchmark(results, created=when, modes=_registry().modes)
+        when, hook = _dt.datetime.fromisoformat(side.baseline.updated), plugin_manager().hook
+        text = export.pytest_benchmark(results, created=when, modes=build(hook).modes)
     else:
         title, sort = f"gpuperf: {side.label}", args.sort or "collection"
         ctx = ReportContext(results, histories=histories, title=title, sort=sort)
@@ -280,7 +272,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf import demo
 
-    return demo.main(args.path, args.runs, out)
+    return demo.Demo(demo.demo_folder(args.path), args.runs, out).run()
 
 
 # --- the parser -------------------------------------------------------------------------
@@ -318,7 +310,6 @@ EXPORT_SUFFIXES = {".md": "markdown", ".html": "html", ".csv": "csv", ".json": "
 
 
 def _add_compare(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The ``compare`` command: B judged against A."""
     p = sub.add_parser(
         "compare",
         parents=[common],
@@ -365,7 +356,6 @@ def _add_compare(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_prune(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The ``prune`` command."""
     p = sub.add_parser(
         "prune",
         parents=[common],

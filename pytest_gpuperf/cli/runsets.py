@@ -41,10 +41,6 @@ class RunSet:
     results: dict[str, Result] = field(default_factory=dict)
 
 
-def from_baseline(baseline: Baseline) -> RunSet:
-    return RunSet(baseline.name, baseline)
-
-
 def read_file(path: Path) -> RunSet:
     """A baseline file or a ``--gpuperf-json`` run file, told apart by its ``schema``."""
     try:
@@ -72,7 +68,7 @@ def read_file(path: Path) -> RunSet:
         ) from None
     kind = doc.get("schema") if isinstance(doc, dict) else None
     if kind == codec.SCHEMA:
-        return from_baseline(load_file(path))
+        return RunSet(path.stem, load_file(path))
     if kind == json_report.SCHEMA:
         try:
             results = json_report.load_results(doc)
@@ -135,10 +131,6 @@ class Outcome:
         from pytest_gpuperf.verdict.decide import FAIL
 
         return [k for k, o in self.outcomes.items() if o == FAIL or self.failures.get(k)]
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.failing())
 
 
 def compare(

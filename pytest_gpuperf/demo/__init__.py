@@ -56,13 +56,8 @@ def pytest_command(folder: Path, *args: str) -> list[str]:
 def child_env(plant: bool) -> dict[str, str]:
     """The user's environment without their pytest options and plugins (each costs every
     process its import, and a process starts for every run, confirmation and capture)."""
-    env = dict(os.environ)
-    env.pop("PYTEST_ADDOPTS", None)
-    env.pop(PLANT_ENV, None)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    if plant:
-        env[PLANT_ENV] = PLANT
-    return env
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", PLANT_ENV)}
+    return env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"} | ({PLANT_ENV: PLANT} if plant else {})
 
 
 @dataclass
@@ -140,12 +135,12 @@ def check_planted(o: Outcome) -> str | None:
     return None
 
 
+@dataclass
 class Demo:
-    def __init__(self, folder: Path, runs: int, out: TextIO):
-        self.folder = folder
-        self.runs = runs
-        self.out = out
-        self.started = time.monotonic()
+    folder: Path
+    runs: int
+    out: TextIO
+    started: float = field(default_factory=time.monotonic)
 
     def say(self, text: str = "") -> None:
         from pytest_gpuperf.reporting.terminal import fold
@@ -299,7 +294,7 @@ def _refusal(folder: Path) -> str | None:
     return None
 
 
-def _demo_folder(path: str | None) -> Path:
+def demo_folder(path: str | None) -> Path:
     from pytest_gpuperf.errors import GpuPerfError
 
     if not path:
@@ -315,7 +310,3 @@ def _demo_folder(path: str | None) -> Path:
         raise GpuPerfError(
             f"cannot make the demo's folder {folder}: {e.strerror or e}: {fix}"
         ) from e
-
-
-def main(path: str | None, runs: int, out: TextIO) -> int:
-    return Demo(_demo_folder(path), runs, out).run()

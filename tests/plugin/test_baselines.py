@@ -365,7 +365,7 @@ def test_results_of_tests_that_did_not_pass_are_not_saved(
     from pytest_gpuperf.baseline.store import BaselineStore
 
     saved = BaselineStore(pytester.path / ".gpuperf" / "baselines").load("main").benchmarks
-    assert [e.nodeid for e in saved.values()] == ["test_mixed.py::test_ok"]
+    assert [e.ident.nodeid for e in saved.values()] == ["test_mixed.py::test_ok"]
 
 
 def test_an_interrupted_session_saves_nothing_and_says_so(pytester: pytest.Pytester) -> None:

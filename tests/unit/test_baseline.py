@@ -125,9 +125,9 @@ def test_save_then_load_gives_back_the_run(store: BaselineStore) -> None:
     b = store.load("main")
     assert b.name == "main" and b.created == b.updated == "2025-11-29T19:38:00+00:00"
     assert list(b.fingerprints) == [fp_id(GPU_ENV)]
-    entry = b.benchmarks[KEY]
-    assert (entry.nodeid, entry.name, entry.mode) == (r.id.nodeid, None, "cuda-events")
-    assert entry.params == {"shape": "4096", "dtype": "bf16"}
+    ident = b.benchmarks[KEY].ident
+    assert (ident.nodeid, ident.name, ident.mode) == (r.id.nodeid, None, "cuda-events")
+    assert dict(ident.params) == {"shape": "4096", "dtype": "bf16"}
     [run] = b.runs(KEY, fp_id(GPU_ENV), POLICY)
     # the run as saved: the same fields, times to 4 significant figures, with what the save
     # and the index add (when, the commit, the plugin's version, the fingerprint)
@@ -1284,7 +1284,7 @@ def test_the_golden_file_loads(tmp_path: Path) -> None:
     assert [r.meta.get("git_sha") for r in runs] == ["0" * 40, "1" * 40, "2" * 40]
     assert runs[0].median == pytest.approx(5.9312345e-4, rel=1e-3)
     graph = b.benchmarks["tests/test_ops.py::test_softmax::fwd@cuda-graph"]
-    assert graph.name == "fwd" and len(graph.runs) == 3
+    assert graph.ident.name == "fwd" and len(graph.runs) == 3
     assert graph.runs[0].telemetry == {"sm_clock_mhz": {"median": 1980, "min": 1965}}
     assert graph.runs[0].flops is None and graph.runs[0].peak_memory_bytes is None
     assert graph.runs[0].policy == {"round_ms": 5.0, "rounds": 10, "warmup_ms": 500.0}

@@ -596,7 +596,7 @@ def test_compare_judges_the_newest_stored_run_with_its_fingerprint_and_policy(
         store.save("main", runs_of(seed=s), now=T0 + dt.timedelta(hours=s))
     store.save("pr", runs_of(seed=20, numerics=fp), now=T0 + dt.timedelta(days=1))
     main, cand = store.load("main"), store.load("pr")
-    got = runsets.compare(runsets.from_baseline(main), runsets.from_baseline(cand))
+    got = runsets.compare(runsets.RunSet(main.name, main), runsets.RunSet(cand.name, cand))
     assert len(got.results) == len(TESTS)
     for r in got.results:
         entry = cand.benchmarks[r.id.key]

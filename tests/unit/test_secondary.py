@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from pytest_gpuperf.outcome import SecondaryComparison
@@ -58,4 +60,4 @@ def test_text_and_round_trip() -> None:
     assert "first call 3.000 s" in secondary_words(
         compare_secondary([2.0], 3.0, 0.5, metric=FIRST_CALL)
     )
-    assert SecondaryComparison.from_dict(r.to_dict()) == r
+    assert SecondaryComparison.from_dict(asdict(r)) == r
