@@ -89,6 +89,10 @@ def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
     return max(median(rounds), max(e2e_rounds, default=0.0)) if rounds else None
 
 
+#: what a Run keeps of the engine's RawMeasurement as it is
+_FROM_RAW = ("rounds", "calls_per_round", "warmup", "trimmed", "stability", "warmup_s")
+
+
 @dataclass
 class BenchContext:
     """What the plugin tells the fixture about the running test."""
@@ -345,34 +349,6 @@ class GpuBench:
             ctx.record(result)
         return first.output
 
-    def _made_run(
-        self, bid: BenchId, mode: backend.Mode, record: dict[str, Any], plan: _Plan,
-        raw: engine.RawMeasurement, **measured: Any,
-    ) -> Run:  # fmt: skip
-        env = plan.env or {}
-        if self._ctx.group is not None:
-            group = self._group_record(raw, measured["extra"], plan)
-            measured["extra"] = {**measured["extra"], "group": group}
-        return Run(
-            id=bid,
-            device=self._ctx.device,
-            rounds=tuple(raw.rounds),
-            calls_per_round=raw.calls_per_round,
-            warmup=tuple(raw.warmup),
-            trimmed=raw.trimmed,
-            stability=raw.stability,
-            warmup_s=raw.warmup_s,
-            e2e_rounds=tuple(raw.e2e_rounds),
-            l2_flush=bool(plan.policy.l2_flush and mode.flushes_l2),
-            flops=plan.flops,
-            bytes=plan.nbytes,
-            device_name=env.get("gpu_name") or env.get("cpu_model"),
-            environment=plan.env,
-            policy=record,
-            run_id=self._ctx.run_id,
-            **measured,
-        )
-
     def _group_record(
         self, raw: engine.RawMeasurement, extra: Mapping[str, Any], plan: _Plan
     ) -> dict[str, Any]:
@@ -452,11 +428,18 @@ class GpuBench:
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
-        return self._made_run(
-            bid, mode, record, plan, raw, first_call_s=first.seconds, telemetry=telemetry,
-            host_hidden=hidden, host_s=host, wall_s=wall, peak_memory_bytes=peak, extra=extra,
-            memory=memory, contention=window.record(getattr(timer, "clock", None)),
-            tracer=tracer, numerics=first.numerics,
+        if ctx.group is not None:
+            extra = {**extra, "group": self._group_record(raw, extra, plan)}
+        env = plan.env or {}
+        return Run(
+            bid, ctx.device, device_name=env.get("gpu_name") or env.get("cpu_model"),
+            l2_flush=bool(policy.l2_flush and mode.flushes_l2), flops=plan.flops,
+            bytes=plan.nbytes, environment=plan.env, policy=record, run_id=ctx.run_id,
+            first_call_s=first.seconds, telemetry=telemetry, host_hidden=hidden, host_s=host,
+            wall_s=wall, peak_memory_bytes=peak, extra=extra, memory=memory,
+            contention=window.record(getattr(timer, "clock", None)), tracer=tracer,
+            numerics=first.numerics, e2e_rounds=raw.e2e_rounds,
+            **{k: getattr(raw, k) for k in _FROM_RAW},
         )  # fmt: skip
 
     def _window(
