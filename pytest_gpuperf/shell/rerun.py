@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_gpuperf.artifacts.collectors.process import SparePython
+    from pytest_gpuperf.shell.ab_tree import BaseTree
     from pytest_gpuperf.shell.settings import RunContext
 
 CHILD_FLAG = "--gpuperf-child"
@@ -190,27 +191,46 @@ def run_child(
     env: Mapping[str, str] | None = None,
     prefix: Sequence[str] = (),
     timeout_s: float = 600.0,
-    cwd: Path | None = None,
     log_path: Path | None = None,
     spare: SparePython | None = None,
     drop_env: Sequence[str] = (),
+    tree: BaseTree | None = None,
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process with the parent's settings,
-    optionally under ``prefix`` (e.g. ``nsys profile``); :func:`run_pytest_child`'s
+    here or in the checked-out ``tree`` (its rootdir, ini, code); :func:`run_pytest_child`'s
     arguments. ``drop_env``: our variables the child must not inherit."""
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
+    args, root, cwd = forwarded_args(run), run.rootpath, run.invocation_dir
+    if tree is not None:
+        root, cwd = tree.base_of(root), tree.base_of(cwd)
+        args, env = _in_tree(args, root, tree), {**tree.env("base"), **(env or {})}
     return run_pytest_child(
-        rooted(run.rootpath, nodeids),
+        rooted(root, nodeids),
         device=device,
-        args=[*forwarded_args(run), *extra_args],
+        args=[*args, *extra_args],
         env=env,
         prefix=prefix,
         timeout_s=timeout_s,
-        cwd=cwd or run.invocation_dir,
+        cwd=cwd,
         log_path=log_path,
         spare=spare,
         drop_env=("PYTEST_ADDOPTS", *drop_env),
     )
+
+
+def _in_tree(forwarded: list[str], root: Path, tree: BaseTree) -> list[str]:
+    """A ``tree`` process's arguments: its rootdir ``root``, its ini file."""
+    args, out = iter(forwarded), []
+    for a in args:
+        if a == "--rootdir":
+            next(args)  # the current tree's
+            out += [a, str(root)]
+        elif a == "-c":
+            ini = tree.base_of(Path(next(args)))
+            out += [a, str(ini)] if ini.exists() else []
+        else:
+            out.append(a)
+    return out
 
 
 def rooted(root: Path, nodeids: Sequence[str]) -> list[str]:
@@ -232,14 +252,9 @@ def run_pytest_child(
     log_path: Path | None = None,
     spare: SparePython | None = None,
 ) -> ChildRun:
-    """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
-    --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
-
-    Its environment: :func:`child_environ`. Its process group is killed whole at the timeout
-    (a profiled grandchild must not outlive us). ``spare``: a Python started ahead
-    (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`) runs one without
-    a ``prefix``.
-    """
+    """The one place a child pytest is started, its results read back; its process group is
+    killed whole at the timeout (a profiled grandchild must not outlive us). ``spare``: a
+    Python started ahead runs one without a ``prefix``."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
         cmd = [*prefix, sys.executable, "-m", "pytest", *targets, "-q", CHILD_FLAG]
