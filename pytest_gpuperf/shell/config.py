@@ -40,6 +40,9 @@ class GpuPerfConfig:
     def _value(self, name: str) -> Any:
         return self.settings[name].value
 
+    def source(self, name: str) -> str:
+        return self.settings[name].source
+
     @classmethod
     def from_values(cls, cli: Mapping[str, Any], ini: Mapping[str, Any]) -> GpuPerfConfig:
         """Resolve from raw command-line and ini values (``None`` or ``""`` = not given)."""
@@ -67,8 +70,9 @@ class GpuPerfConfig:
     def where(self, name: str) -> str:
         """``--gpuperf-save (from the command line)``: an option and where its value came from."""
         opt = OPTIONS_BY_NAME[name]
+        source = self.source(name)
         origin = {"cli": "from the command line", "ini": f"{opt.ini_name} in the ini file"}
-        return f"{opt.flag_name} ({origin.get(self.settings[name].source, 'by default')})"
+        return f"{opt.flag_name} ({origin.get(source, 'by default')})"
 
     def check_combinations(self) -> None:
         """Options that contradict each other, or make another one do nothing, are errors."""

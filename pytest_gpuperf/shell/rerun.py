@@ -159,7 +159,10 @@ def capture_command(run: RunContext, nodeid: str) -> str:
     the test alone against this session's reference, ``--gpuperf-capture=always``."""
     path, sep, rest = nodeid.partition("::")
     target = os.path.relpath(run.rootpath / path, run.invocation_dir) + sep + rest
-    args = [_interpreter(), "-m", "pytest", target]
+    exe = Path(sys.executable)  # its name where PATH finds it, else its full path
+    found = shutil.which(exe.name)
+    python = exe.name if found and Path(found).resolve() == exe.resolve() else str(exe)
+    args = [python, "-m", "pytest", target]
     given = {a.split("=", 1)[0] for a in run.invocation_args}
     if run.inipath is not None and given & {"-c", "--config-file"}:
         args += ["-c", os.path.relpath(run.inipath, run.invocation_dir)]
@@ -173,13 +176,6 @@ def capture_command(run: RunContext, nodeid: str) -> str:
         args.append(f"--gpuperf-baseline={session.baseline}")
     args.append("--gpuperf-capture=always")
     return shlex.join(args)
-
-
-def _interpreter() -> str:
-    """This session's Python: its name where PATH finds it, else its full path."""
-    exe = Path(sys.executable)
-    found = shutil.which(exe.name)
-    return exe.name if found and Path(found).resolve() == exe.resolve() else str(exe)
 
 
 def run_child(
