@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
 from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_gpuperf.artifacts.collectors.process import SparePython
-    from pytest_gpuperf.shell.ab_tree import BaseTree
     from pytest_gpuperf.shell.settings import RunContext
 
 CHILD_FLAG = "--gpuperf-child"
@@ -178,6 +177,13 @@ def capture_command(run: RunContext, nodeid: str) -> str:
     return shlex.join(args)
 
 
+class Tree(Protocol):
+    """A checked-out tree (:class:`.ab_tree.BaseTree`, which imports this module)."""
+
+    def base_of(self, path: Path) -> Path: ...
+    def env(self, side: str) -> dict[str, str]: ...
+
+
 def run_child(
     run: RunContext,
     nodeid: str | Sequence[str],
@@ -190,11 +196,10 @@ def run_child(
     log_path: Path | None = None,
     spare: SparePython | None = None,
     drop_env: Sequence[str] = (),
-    tree: BaseTree | None = None,
+    tree: Tree | None = None,
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process with the parent's settings,
-    here or in the checked-out ``tree`` (its rootdir, ini, code); :func:`run_pytest_child`'s
-    arguments. ``drop_env``: our variables the child must not inherit."""
+    here or in ``tree``'s rootdir, ini and code; ``drop_env``: ours the child must not inherit."""
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
     args, root, cwd = forwarded_args(run), run.rootpath, run.invocation_dir
     if tree is not None:
@@ -214,7 +219,7 @@ def run_child(
     )
 
 
-def _in_tree(forwarded: list[str], root: Path, tree: BaseTree) -> list[str]:
+def _in_tree(forwarded: list[str], root: Path, tree: Tree) -> list[str]:
     """A ``tree`` process's arguments: its rootdir ``root``, its ini file."""
     args, out = iter(forwarded), []
     for a in args:
