@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,13 +32,7 @@ from pytest_gpuperf.shell.ab_tree import (
 )
 from pytest_gpuperf.shell.gate import CHILD_RAN, Gate, Judgement, child_failure
 from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.rerun import (
-    forwarded_args,
-    rooted,
-    run_child,
-    run_pytest_child,
-    temp_prefix,
-)
+from pytest_gpuperf.shell.rerun import run_child, temp_prefix
 from pytest_gpuperf.shell.settings import fingerprint_extra
 from pytest_gpuperf.verdict.decide import with_note
 from pytest_gpuperf.verdict.judge import Judge
@@ -157,10 +151,8 @@ class ABGate(Gate):
 
     def _run(self, side: str, nodeids: Sequence[str], device: str) -> ChildRun:
         tree = self.tree if side == "base" else self.current_tree
-        if tree is None:
-            child = run_child(self.run, list(nodeids), device=device, env=self.tree.env(side))
-        else:
-            child = run_in_tree(self.run, tree, nodeids, device=device)
+        env = self.tree.env(side) if tree is None else None
+        child = run_child(self.run, list(nodeids), device=device, env=env, tree=tree)
         self.processes += 1
         self.process_s += child.wall_s
         return child
@@ -219,11 +211,6 @@ class ABGate(Gate):
             if runs[0].id.nodeid not in self.failed_side
         }
 
-    def _targets(self, nodeid: str) -> list[str]:
-        """This test and every later one in both trees (where the order is known)."""
-        have = set(self.base_ids)
-        return [n for n in [nodeid, *self._later(nodeid)] if n in have and n not in self.measured]
-
     def judge(
         self,
         item: pytest.Item,
@@ -233,9 +220,11 @@ class ABGate(Gate):
         progress: Progress | None = None,
     ) -> Judgement:
         out = Judgement()
-        new = item.nodeid not in set(self.base_ids)
-        if not new and item.nodeid not in self.measured:
-            self.pairs(self._targets(item.nodeid), device, progress)
+        have = set(self.base_ids)
+        new = item.nodeid not in have
+        if not new and item.nodeid not in self.measured:  # with every later one in both trees
+            later = [item.nodeid, *self._later(item.nodeid)]
+            self.pairs([n for n in later if n in have and n not in self.measured], device, progress)
         for r in results:
             runs = self.paired.current.get(r.id.key, [])
             judged = [x.run for x in runs or [r]]
@@ -259,51 +248,11 @@ class ABGate(Gate):
         return out
 
 
-def run_in_tree(
-    run: RunContext,
-    tree: BaseTree,
-    nodeids: Sequence[str],
-    *,
-    device: str,
-    env: Mapping[str, str] | None = None,
-    extra_args: Sequence[str] = (),
-    timeout_s: float = 600.0,
-    **kw: Any,
-) -> ChildRun:
-    """``nodeids`` in one fresh process of the checked-out ``tree``: its rootdir, ini and code."""
-    args, root = _base_args(run, tree)
-    return run_pytest_child(
-        rooted(root, nodeids),
-        device=device,
-        args=[*args, *extra_args],
-        env={**tree.env("base"), **(env or {})},
-        timeout_s=timeout_s,
-        cwd=tree.base_of(run.invocation_dir),
-        **kw,
-    )
-
-
-def _base_args(run: RunContext, tree: BaseTree) -> tuple[list[str], Path]:
-    """A base process's arguments (the base tree's rootdir and ini file), and its rootdir."""
-    root = tree.base_of(run.rootpath)
-    args, out = iter(forwarded_args(run)), []
-    for a in args:
-        if a == "--rootdir":
-            next(args)  # the current tree's
-            out += [a, str(root)]
-        elif a == "-c":
-            ini = tree.base_of(Path(next(args)))
-            out += [a, str(ini)] if ini.exists() else []
-        else:
-            out.append(a)
-    return out, root
-
-
 def collect_base(run: RunContext, tree: BaseTree) -> list[str]:
     """The base tree's benchmarks among the session's selection, from one collecting process;
     ABError when it cannot be collected or imports the current tree's code."""
     config = run.config
-    targets = []  # absolute: run_in_tree leaves them as they are
+    targets = []  # absolute: run_child leaves them as they are
     for a in config.args:
         path, sep, rest = a.partition("::")
         base = tree.base_of(run.invocation_dir / path)
@@ -317,9 +266,9 @@ def collect_base(run: RunContext, tree: BaseTree) -> list[str]:
             args += [flag, str(value)]
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-ab-check")) as tmp:
         out = Path(tmp) / "check.json"
-        child = run_in_tree(
-            run, tree, targets, device=run.settings.session.device, env={CHECK_ENV: str(out)},
-            extra_args=args,
+        child = run_child(
+            run, targets, device=run.settings.session.device, env={CHECK_ENV: str(out)},
+            extra_args=args, tree=tree,
         )  # fmt: skip
         found = read_check(out)
     if found.get("errors"):

@@ -25,10 +25,11 @@ from pytest_gpuperf.outcome import REGRESSION
 from pytest_gpuperf.reporting import github
 from pytest_gpuperf.reporting.bisect import github_line, step_line, summary_lines
 from pytest_gpuperf.reporting.explain import words
-from pytest_gpuperf.shell.ab import ABGate, collect_base, run_in_tree
+from pytest_gpuperf.shell.ab import ABGate, collect_base
 from pytest_gpuperf.shell.ab_tree import ABError, BaseTree, git, remove_stale
 from pytest_gpuperf.shell.capture import capture, should_capture
 from pytest_gpuperf.shell.progress import Progress
+from pytest_gpuperf.shell.rerun import run_child
 from pytest_gpuperf.shell.session import is_benchmark
 from pytest_gpuperf.verdict import bisection as b
 
@@ -317,7 +318,7 @@ class BisectSession:
         """The capture of ``results``' test at ``commit`` (``<run id>-bisect-<sha><tag>``)."""
         device, nodeid = self.session.ensure_device(), results[0].id.nodeid
         tree = self._tree(commit)
-        runner = partial(run_in_tree, self.run, tree, [nodeid], device=device) if tree else None
+        runner = partial(run_child, self.run, [nodeid], device=device, tree=tree) if tree else None
         try:
             return capture(
                 self.run, nodeid, results, device=device, run_child=runner,

@@ -89,6 +89,10 @@ def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
     return max(median(rounds), max(e2e_rounds, default=0.0)) if rounds else None
 
 
+#: what a Run keeps of the engine's RawMeasurement as it is
+_FROM_RAW = ("rounds", "calls_per_round", "warmup", "trimmed", "stability", "warmup_s")
+
+
 @dataclass
 class BenchContext:
     """What the plugin tells the fixture about the running test."""
@@ -128,7 +132,7 @@ class _FirstCall:
 
     seconds: float | None = None
     output: Any = None
-    numerics: list[dict[str, Any]] | None = None
+    numerics: Any = None  # fingerprint_output's list, or None
 
 
 class _Plan(NamedTuple):
@@ -136,9 +140,8 @@ class _Plan(NamedTuple):
 
     policy: MeasurePolicy
     verdict: VerdictSettings
-    flops: float | None
-    nbytes: float | None
-    env: dict[str, Any] | None
+    #: the Run's fields alike in every mode
+    run: dict[str, Any]
     modes: list[backend.Mode]
     collective: str | None = None
 
@@ -311,12 +314,18 @@ class GpuBench:
             if nbytes is None:
                 nbytes = argument_bytes(call)
         adjust = child_policy()  # a capture child re-measures briefly before it profiles
+        env = collect_environment(ctx.device)
         return _Plan(
             policy=adjust(mine.measure) if adjust is not None else mine.measure,
             verdict=mine.verdict,
-            flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
-            nbytes=nbytes,
-            env=collect_environment(ctx.device),
+            run=dict(
+                device=ctx.device,
+                flops=_evaluate(mine.work.flops, ctx.params, "flops", test),
+                bytes=nbytes,
+                environment=env,
+                run_id=ctx.run_id,
+                device_name=env.get("gpu_name") or env.get("cpu_model"),
+            ),
             modes=(ctx.modes or backend.BUILTIN).for_benchmark(
                 ctx.device, mine.measure, group=ctx.group is not None
             ),
@@ -334,9 +343,11 @@ class GpuBench:
             record = mode.policy_record(policy)
             if ctx.group is not None:  # another world size or backend is not comparable
                 record.update(world_size=ctx.group.world_size, backend=ctx.group.backend)
+            l2_flush = bool(policy.l2_flush and mode.flushes_l2)
+            fixed = dict(plan.run, policy=record, l2_flush=l2_flush)
             timer = mode.make_timer(call, policy)
             who = bid.display if len(plan.modes) == 1 else f"{bid.display} [{mode.name}]"
-            run = self._measure_mode(timer, bid, who, plan, first, call, mode, record)
+            run = self._measure_mode(timer, bid, who, plan, first, call, fixed)
             result = Result(run, gate=plan.verdict.gate_record())
             result.notes.extend(flag_notes(run, policy, setup=call.has_setup, mode=mode))
             if run.tracer:
@@ -345,42 +356,16 @@ class GpuBench:
             ctx.record(result)
         return first.output
 
-    def _made_run(
-        self, bid: BenchId, mode: backend.Mode, record: dict[str, Any], plan: _Plan,
-        raw: engine.RawMeasurement, **measured: Any,
-    ) -> Run:  # fmt: skip
-        env = plan.env or {}
-        if self._ctx.group is not None:
-            group = self._group_record(raw, measured["extra"], plan)
-            measured["extra"] = {**measured["extra"], "group": group}
-        return Run(
-            id=bid,
-            device=self._ctx.device,
-            rounds=tuple(raw.rounds),
-            calls_per_round=raw.calls_per_round,
-            warmup=tuple(raw.warmup),
-            trimmed=raw.trimmed,
-            stability=raw.stability,
-            warmup_s=raw.warmup_s,
-            e2e_rounds=tuple(raw.e2e_rounds),
-            l2_flush=bool(plan.policy.l2_flush and mode.flushes_l2),
-            flops=plan.flops,
-            bytes=plan.nbytes,
-            device_name=env.get("gpu_name") or env.get("cpu_model"),
-            environment=plan.env,
-            policy=record,
-            run_id=self._ctx.run_id,
-            **measured,
-        )
-
-    def _group_record(
-        self, raw: engine.RawMeasurement, extra: Mapping[str, Any], plan: _Plan
+    def _with_group(
+        self, raw: engine.RawMeasurement, extra: dict[str, Any], plan: _Plan
     ) -> dict[str, Any]:
-        """``Result.extra["group"]``: the group, and each rank's times of the kept rounds."""
+        """``extra`` and, in a group, ``["group"]``: the group, each rank's kept rounds."""
         group = self._ctx.group
+        if group is None:
+            return extra
         by_rank = [list(r) for r in zip(*raw.rank_rounds, strict=True)]
         slowest = Counter(r.index(max(r)) for r in raw.rank_rounds)  # the first, at a tie
-        return {
+        record = {
             "world_size": group.world_size,
             "backend": group.backend,
             "collective": plan.collective,
@@ -389,6 +374,7 @@ class GpuBench:
             "rank_rounds": by_rank,
             **(extra.get("group") or {}),
         }
+        return {**extra, "group": record}
 
     def _measure_mode(
         self,
@@ -398,8 +384,7 @@ class GpuBench:
         plan: _Plan,
         first: _FirstCall,
         call: backend.Invocation,
-        mode: backend.Mode,
-        record: dict[str, Any],
+        fixed: dict[str, Any],
     ) -> Run:
         """One mode under the device lock: the first call (once), the loop inside the probes,
         the window of plain calls (GPM, the allocator), the hooks."""
@@ -452,11 +437,13 @@ class GpuBench:
             wall = time.perf_counter() - t_start
             peak = timer.peak_memory()
             extra = self._after_measure(bid, who, call, raw.rounds)
-        return self._made_run(
-            bid, mode, record, plan, raw, first_call_s=first.seconds, telemetry=telemetry,
-            host_hidden=hidden, host_s=host, wall_s=wall, peak_memory_bytes=peak, extra=extra,
-            memory=memory, contention=window.record(getattr(timer, "clock", None)),
-            tracer=tracer, numerics=first.numerics,
+        return Run(
+            bid, **fixed, extra=self._with_group(raw, extra, plan), first_call_s=first.seconds,
+            telemetry=telemetry, host_hidden=hidden, host_s=host, wall_s=wall,
+            peak_memory_bytes=peak, memory=memory,
+            contention=window.record(getattr(timer, "clock", None)), tracer=tracer,
+            numerics=first.numerics, e2e_rounds=tuple(raw.e2e_rounds),
+            **{k: getattr(raw, k) for k in _FROM_RAW},
         )  # fmt: skip
 
     def _window(

@@ -81,10 +81,6 @@ def _cannot_use(where: str, problem: str) -> str:
     )
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:120] or "device"
-
-
 @contextlib.contextmanager
 def device_lock(
     device_key: str,
@@ -105,9 +101,8 @@ def device_lock(
             return on_wait(f"waiting for {device_key}: it is being measured by {holder}")
         return None
 
-    held = filelock.shared_locked(
-        lock_dir(), PREFIX + _safe(device_key), timeout=timeout_s, on_wait=told, owner=owner
-    )
+    name = PREFIX + (re.sub(r"[^A-Za-z0-9._-]+", "_", device_key)[:120] or "device")
+    held = filelock.shared_locked(lock_dir(), name, timeout=timeout_s, on_wait=told, owner=owner)
     try:
         held.__enter__()
     except filelock.LockTimeout as e:

@@ -133,18 +133,13 @@ def parametrize(metafunc: pytest.Metafunc, kwargs: Mapping[str, Any], test: str)
                 f"{arg!r}, but {test} has no {arg!r} argument; add it to the test's signature "
                 f"(def {metafunc.function.__name__}(gpu_bench, {arg}, ...))"
             )
-        if _already_parametrized(metafunc, arg):
-            raise MarkerError(
-                f"{test}: {arg!r} is parametrized twice, by @pytest.mark.parametrize and by "
-                f"@pytest.mark.gpuperf({key}=...); keep one of them"
-            )
+        for m in metafunc.definition.iter_markers("parametrize"):
+            names = m.args[0] if m.args else m.kwargs.get("argnames", "")
+            names = [n.strip() for n in names.split(",")] if isinstance(names, str) else names
+            if arg in names:
+                raise MarkerError(
+                    f"{test}: {arg!r} is parametrized twice, by @pytest.mark.parametrize and "
+                    f"by @pytest.mark.gpuperf({key}=...); keep one of them"
+                )
         values = list(kwargs[key])
         metafunc.parametrize(arg, values, ids=[format_param(v) for v in values])
-
-
-def _already_parametrized(metafunc: pytest.Metafunc, arg: str) -> bool:
-    for m in metafunc.definition.iter_markers("parametrize"):
-        names = m.args[0] if m.args else m.kwargs.get("argnames", "")
-        if arg in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
-            return True
-    return False

@@ -45,7 +45,11 @@ class OutputsPlugin:
         #: the features' lines in the terminal summary, in this order
         self.parts: list[Any] = [p for p in (gate, capture, session, save) if p is not None]
         self.baseline_dirs = [session.run.baseline_dir]
-        self.added = self._added_outputs()
+        #: the outputs plugins added (registry.py) whose option is given, with its value
+        registry = session.run.registry.added_outputs
+        getoption = self.config.getoption
+        added = {o: getoption(f"gpuperf_{o.option.replace('-', '_')}", None) for o in registry}
+        self.added: dict[Output, Any] = {o: v for o, v in added.items() if v}
         self.ci: Written | None = None
         if not session.child:  # fail fast on a file that cannot or must not be written
             try:
@@ -60,13 +64,6 @@ class OutputsPlugin:
         files = [(o.option, str(values[o.option])) for o in FILE_OUTPUTS if values[o.option]]
         files += [(o.option, str(v)) for o, v in self.added.items() if o.render]
         return [(f"--gpuperf-{option}", path) for option, path in files]
-
-    def _added_outputs(self) -> dict[Output, Any]:
-        """The outputs plugins added (registry.py) whose option is given, with its value."""
-        getoption = self.config.getoption
-        added = self.session.run.registry.added_outputs
-        options = {o: getoption("gpuperf_" + o.option.replace("-", "_"), None) for o in added}
-        return {o: v for o, v in options.items() if v}
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -110,7 +107,17 @@ class OutputsPlugin:
         tr, results = terminalreporter, self.session.results
         if results:
             tr.section("gpuperf")
-            tr.write_line(render(results, self._table_spec()))
+            report, verbosity = self.settings.report, self.config.get_verbosity()
+            spec = TableSpec(
+                columns=report.columns,
+                sort=report.sort,
+                group_by=tuple(report.group_by or ()),
+                verbose=verbosity > 0,
+                quiet=verbosity < 0,
+                fail_on=self.settings.verdict.fail_on,
+                modes=self.session.run.registry.modes,
+            )
+            tr.write_line(render(results, spec))
         for part in self.parts:
             part.summarize(tr, results)
         if self.ci is not None:
@@ -120,16 +127,3 @@ class OutputsPlugin:
                 tr.write_line(line, red=True)
             for line in self.ci.annotations:  # GitHub reads these at the start of a line
                 tr.write_line(line)
-
-    def _table_spec(self) -> TableSpec:
-        verbosity = self.config.get_verbosity()
-        report = self.settings.report
-        return TableSpec(
-            columns=report.columns,
-            sort=report.sort,
-            group_by=tuple(report.group_by or ()),
-            verbose=verbosity > 0,
-            quiet=verbosity < 0,
-            fail_on=self.settings.verdict.fail_on,
-            modes=self.session.run.registry.modes,
-        )

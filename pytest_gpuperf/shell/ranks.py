@@ -261,8 +261,11 @@ class RankSession:
         if self.folder is None:
             if report.failed and self.group is not None and self.in_step(item):
                 self._name_the_others(item, call, report)
-        elif call.when == "call" and self.lead:
-            self._keep_results(item)
+        elif call.when == "call" and self.lead:  # rank 0's results, a line each, as they come
+            results = item.stash.get(RESULTS_KEY, None) or []
+            line = json.dumps({"nodeid": item.nodeid, "results": [r.to_dict() for r in results]})
+            with (self.folder / RESULTS_FILE).open("a", encoding="utf-8") as f:
+                f.write(line + "\n")
         self._write()
         return report
 
@@ -285,14 +288,6 @@ class RankSession:
             "exception, a branch on the rank, a slow rank) hangs them all.\n"
             f"({type(error).__name__}: {first_line(error)})"
         )
-
-    def _keep_results(self, item: pytest.Item) -> None:
-        """Rank 0: this test's results, one line of ``results.jsonl``, as soon as it ran."""
-        results = item.stash.get(RESULTS_KEY, None) or []
-        assert self.folder is not None
-        line = json.dumps({"nodeid": item.nodeid, "results": [r.to_dict() for r in results]})
-        with (self.folder / RESULTS_FILE).open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         self._doc["outcomes"].setdefault(nodeid, {"outcome": "passed"})["done"] = True

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_gpuperf.artifacts.collectors.base import ChildRun
 from pytest_gpuperf.artifacts.collectors.process import parent_env, run_process
@@ -158,7 +158,10 @@ def capture_command(run: RunContext, nodeid: str) -> str:
     the test alone against this session's reference, ``--gpuperf-capture=always``."""
     path, sep, rest = nodeid.partition("::")
     target = os.path.relpath(run.rootpath / path, run.invocation_dir) + sep + rest
-    args = [_interpreter(), "-m", "pytest", target]
+    exe = Path(sys.executable)  # its name where PATH finds it, else its full path
+    found = shutil.which(exe.name)
+    python = exe.name if found and Path(found).resolve() == exe.resolve() else str(exe)
+    args = [python, "-m", "pytest", target]
     given = {a.split("=", 1)[0] for a in run.invocation_args}
     if run.inipath is not None and given & {"-c", "--config-file"}:
         args += ["-c", os.path.relpath(run.inipath, run.invocation_dir)]
@@ -174,11 +177,11 @@ def capture_command(run: RunContext, nodeid: str) -> str:
     return shlex.join(args)
 
 
-def _interpreter() -> str:
-    """This session's Python: its name where PATH finds it, else its full path."""
-    exe = Path(sys.executable)
-    found = shutil.which(exe.name)
-    return exe.name if found and Path(found).resolve() == exe.resolve() else str(exe)
+class Tree(Protocol):
+    """A checked-out tree (:class:`.ab_tree.BaseTree`, which imports this module)."""
+
+    def base_of(self, path: Path) -> Path: ...
+    def env(self, side: str) -> dict[str, str]: ...
 
 
 def run_child(
@@ -190,27 +193,45 @@ def run_child(
     env: Mapping[str, str] | None = None,
     prefix: Sequence[str] = (),
     timeout_s: float = 600.0,
-    cwd: Path | None = None,
     log_path: Path | None = None,
     spare: SparePython | None = None,
     drop_env: Sequence[str] = (),
+    tree: Tree | None = None,
 ) -> ChildRun:
     """Run ``nodeid`` (or several, in order) in one new process with the parent's settings,
-    optionally under ``prefix`` (e.g. ``nsys profile``); :func:`run_pytest_child`'s
-    arguments. ``drop_env``: our variables the child must not inherit."""
+    here or in ``tree``'s rootdir, ini and code; ``drop_env``: ours the child must not inherit."""
     nodeids = [nodeid] if isinstance(nodeid, str) else list(nodeid)
+    args, root, cwd = forwarded_args(run), run.rootpath, run.invocation_dir
+    if tree is not None:
+        root, cwd = tree.base_of(root), tree.base_of(cwd)
+        args, env = _in_tree(args, root, tree), {**tree.env("base"), **(env or {})}
     return run_pytest_child(
-        rooted(run.rootpath, nodeids),
+        rooted(root, nodeids),
         device=device,
-        args=[*forwarded_args(run), *extra_args],
+        args=[*args, *extra_args],
         env=env,
         prefix=prefix,
         timeout_s=timeout_s,
-        cwd=cwd or run.invocation_dir,
+        cwd=cwd,
         log_path=log_path,
         spare=spare,
         drop_env=("PYTEST_ADDOPTS", *drop_env),
     )
+
+
+def _in_tree(forwarded: list[str], root: Path, tree: Tree) -> list[str]:
+    """A ``tree`` process's arguments: its rootdir ``root``, its ini file."""
+    args, out = iter(forwarded), []
+    for a in args:
+        if a == "--rootdir":
+            next(args)  # the current tree's
+            out += [a, str(root)]
+        elif a == "-c":
+            ini = tree.base_of(Path(next(args)))
+            out += [a, str(ini)] if ini.exists() else []
+        else:
+            out.append(a)
+    return out
 
 
 def rooted(root: Path, nodeids: Sequence[str]) -> list[str]:
@@ -232,14 +253,9 @@ def run_pytest_child(
     log_path: Path | None = None,
     spare: SparePython | None = None,
 ) -> ChildRun:
-    """The one place a child pytest is started: ``[prefix] python -m pytest TARGETS -q
-    --gpuperf-child --gpuperf-device=DEVICE --gpuperf-json=TMP ARGS``, its results read back.
-
-    Its environment: :func:`child_environ`. Its process group is killed whole at the timeout
-    (a profiled grandchild must not outlive us). ``spare``: a Python started ahead
-    (:class:`~pytest_gpuperf.artifacts.collectors.process.SparePython`) runs one without
-    a ``prefix``.
-    """
+    """The one place a child pytest is started, its results read back; its process group is
+    killed whole at the timeout (a profiled grandchild must not outlive us). ``spare``: a
+    Python started ahead runs one without a ``prefix``."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
         cmd = [*prefix, sys.executable, "-m", "pytest", *targets, "-q", CHILD_FLAG]

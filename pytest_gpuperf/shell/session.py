@@ -110,6 +110,8 @@ class GpuPerfSession:
         item = request.node
         params = dict(getattr(getattr(item, "callspec", None), "params", {}))
         device = self.ensure_device()
+        if self._nvtx is None:
+            self._nvtx = NvtxRanges(enabled=self.settings.telemetry.nvtx and device == "cuda")
         fields: dict[str, Any] = {
             "lock": functools.partial(self.device_lock().hold, item.nodeid),
             "progress": self.progress().task,
@@ -126,7 +128,7 @@ class GpuPerfSession:
             params=params,
             disabled=self.settings.session.disable,
             probes=[self._nvml(device).probe],
-            phase_range=self._phase_range(device),
+            phase_range=self._nvtx,
             activity=self._activity(device),
             modes=self.run.registry.modes,
             run_id=self.run_id,
@@ -172,11 +174,6 @@ class GpuPerfSession:
         if device != "cuda" or not self.settings.telemetry.activity or capture_child:
             return None
         return self._nvml(device).activity_window
-
-    def _phase_range(self, device: str) -> NvtxRanges:
-        if self._nvtx is None:
-            self._nvtx = NvtxRanges(enabled=self.settings.telemetry.nvtx and device == "cuda")
-        return self._nvtx
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
