@@ -9,7 +9,27 @@ the pure :mod:`.analysis.diagnose` loads no collector.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what a type checker sees of the face (names re-exported by __all__)
+    from pytest_gpuperf.artifacts.analysis.diagnose import CAUSES, Diagnosis, Evidence  # noqa: F401
+    from pytest_gpuperf.artifacts.analysis.inventory import (  # noqa: F401
+        KernelDiff,
+        combine,
+        diff_inventories,
+        inventory_from_trace,
+    )
+    from pytest_gpuperf.artifacts.analysis.layout import Layout, safe_name, write_manifest  # noqa: F401
+    from pytest_gpuperf.artifacts.collectors.base import (  # noqa: F401
+        FAILED,
+        OK,
+        SKIPPED,
+        TIMEOUT,
+        CaptureContext,
+        Collector,
+        CollectorResult,
+    )
+    from pytest_gpuperf.artifacts.collectors.child import measure_hooks  # noqa: F401
 
 #: each name of the face -> the module that defines it
 _HOMES = {
@@ -27,7 +47,7 @@ _HOMES = {
 __all__ = sorted(_HOMES)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

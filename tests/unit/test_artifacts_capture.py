@@ -395,3 +395,16 @@ def test_work_left_running_by_a_collector_ends_before_the_diagnosis(tmp_path: Pa
     )  # fmt: skip
     assert rep is not None and order == ["next", "summary"]
     assert rep.collectors[0].summary["read"] is True
+
+
+def test_the_face_types_what_it_loads() -> None:
+    # the names a type checker sees (TYPE_CHECKING imports) are the names loaded on first use
+    import ast
+
+    import pytest_gpuperf.artifacts as face
+
+    tree = ast.parse(Path(face.__file__).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If))
+    typed = {a.name for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert typed == set(face._HOMES) == set(face.__all__)
+    assert all(getattr(face, name) is not None for name in face.__all__)
