@@ -46,7 +46,7 @@ def _gpu_state(nvml: Any, i: int, own_pid: int) -> dict[str, Any]:
         return v if v is None or scale is None else v / scale
 
     sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
-    now = {k: _nvml.maybe(fn) for k, fn in _nvml.readers(nvml, h)[0].items()}
+    now = _nvml.readers(nvml, h)[2]  # each metric read once, by the try
     persistence = get("nvmlDeviceGetPersistenceMode")
     mig = get("nvmlDeviceGetMigMode")
     ecc = get("nvmlDeviceGetEccMode")

@@ -163,14 +163,17 @@ def select_device(
         mem_clock_max_mhz=float(mem_max) if mem_max else None,
         power_limit_w=limit_mw / 1000.0 if limit_mw else None,
     )
-    dev.readers, dev.unsupported = readers(nvml, h)
+    dev.readers, dev.unsupported, _ = readers(nvml, h)
     if "sm_clock_mhz" not in dev.readers:
         raise NvmlUnavailable(f"GPU {chosen} ({dev.name}) does not report its SM clock via NVML")
     return dev
 
 
-def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], list[str]]:
-    """One reader per metric this GPU reports (each tried once), and the metrics it does not."""
+def readers(
+    nvml: ModuleType, h: Any
+) -> tuple[dict[str, Callable[[], Any]], list[str], dict[str, Any]]:
+    """One reader per metric this GPU reports (each tried once), the metrics it does not, and
+    the values the tries read."""
     clock = nvml.nvmlDeviceGetClockInfo
     sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
     candidates: list[tuple[str, Callable[[], Any]]] = [
@@ -184,10 +187,11 @@ def readers(nvml: ModuleType, h: Any) -> tuple[dict[str, Callable[[], Any]], lis
         ("clock_events", lambda: int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))),
     ]
     out: dict[str, Callable[[], Any]] = {}
+    now: dict[str, Any] = {}
     for name, fn in candidates:
-        if name not in out and maybe(fn) is not None:
-            out[name] = fn
-    return out, [name for name in dict.fromkeys(n for n, _ in candidates) if name not in out]
+        if name not in out and (v := maybe(fn)) is not None:
+            out[name], now[name] = fn, v
+    return out, [name for name in dict.fromkeys(n for n, _ in candidates) if name not in out], now
 
 
 _SLOW = ("mem_clock_mhz", "power_w", "temperature_c", "utilization")
