@@ -278,11 +278,11 @@ def parse_log(text: str, rep: CompileReport | None = None) -> CompileReport:
         elif ev.kind == "artifact:recompile_reasons":
             # one event per recompile; it lists the failed guard of every cache entry,
             # newest first: that first one is the recompile's reason
-            text = ev.payload.strip()  # one reason, or a JSON list of them
-            reasons = [text] if text else []
-            if text.startswith("["):
+            payload = ev.payload.strip()  # one reason, or a JSON list of them
+            reasons = [payload] if payload else []
+            if payload.startswith("["):
                 with contextlib.suppress(ValueError):
-                    reasons = [str(x) for x in json.loads(text)]
+                    reasons = [str(x) for x in json.loads(payload)]
             if reasons:
                 detail = recompile_reason(reasons[0])
                 detail["compile_id"] = ev.compile_id
