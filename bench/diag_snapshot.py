@@ -36,9 +36,7 @@ CURRENT = ("current_inventory", "current_probe", "analysis", "current_memory", "
 
 
 def told(ev: dg.Evidence) -> dict[str, Any]:
-    d = dg.diagnose(ev)
-    return {"first": d.paragraph.split(". ", 1)[0], "cause": d.cause, "causes": list(d.causes),
-            "paragraph": d.paragraph, "details": list(d.details)}  # fmt: skip
+    return dg.diagnose(ev).to_dict()
 
 
 def snapshot() -> dict[str, Any]:
@@ -57,10 +55,9 @@ def snapshot() -> dict[str, Any]:
                 out[f"{name}#{i}x{j}"] = told(dg.Evidence.from_record(mix))
     invs = {}
     for t in sorted((ROOT / "tests/data/artifacts").glob("kineto_*.json")):
-        a, inv = (
-            analyze(parse_trace(load_trace(t))),
-            inventory_from_trace(parse_trace(load_trace(t))),
-        )
+        trace = parse_trace(load_trace(t))
+        a = analyze(trace)
+        inv = inventory_from_trace(trace, analysis=a)
         invs[t.name] = (a, inv)
         out[f"{t.name}:analysis"], out[f"{t.name}:inventory"] = a.to_dict(), inv
     out["kineto:combined"] = combine([inv for _, inv in invs.values()])

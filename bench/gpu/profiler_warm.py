@@ -20,10 +20,10 @@ def one(prelude: bool) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from pytest_gpuperf.shell.capture import PRELUDE
-
     print(f"  import torch: {time.perf_counter() - t:.2f} s")
     if prelude:
+        from pytest_gpuperf.shell.capture import PRELUDE
+
         t = time.perf_counter()
         exec(PRELUDE, {})
         print(f"  the prelude (a CPU-only session): {time.perf_counter() - t:.2f} s")
