@@ -40,7 +40,7 @@ from pytest_gpuperf.artifacts.collectors.process import SparePython
 from pytest_gpuperf.model import thawed
 from pytest_gpuperf.reporting.explain import change_text
 from pytest_gpuperf.shell.locks import device_key, device_lock
-from pytest_gpuperf.shell.rerun import CHILD_ENV, is_child, run_child
+from pytest_gpuperf.shell.rerun import child_environ, is_child, run_child
 
 if TYPE_CHECKING:
     import pytest
@@ -599,15 +599,16 @@ class SparePool:
 
     def start(self, prelude: str | None = None) -> None:
         if self._next is None:
-            env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
             prelude = self.prelude if prelude is None else prelude
-            self._next = SparePython({**env, CHILD_ENV: "1"}, prelude=prelude)
+            self._next = SparePython(child_environ(None, ("PYTEST_ADDOPTS",)), prelude=prelude)
 
     def start_early(self) -> None:
         """The session's first spare, imports only: the first measurement waits for no
         profiler's start."""
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-        if (len(cores) if cores else os.cpu_count() or 1) >= self.EARLY_CORES:
+        # each xdist worker starts its own: the cores to spare are shared by them all
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+        if (len(cores) if cores else os.cpu_count() or 1) >= self.EARLY_CORES * workers:
             self.start(prelude="")
 
     def take(self) -> SparePython | None:
