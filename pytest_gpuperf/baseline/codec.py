@@ -248,8 +248,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """json's hook: a key given twice (a block pasted twice) would silently lose one."""
     out = dict(pairs)
     if len(out) != len(pairs):
-        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
-        raise SchemaProblem(f"the key {twice!r} appears twice in one object")
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise SchemaProblem(f"the key {k!r} appears twice in one object")
+            seen.add(k)
     return out
 
 

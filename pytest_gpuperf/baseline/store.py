@@ -322,13 +322,13 @@ def _prune_runs(
 ) -> tuple[EnvironmentPrune, ...]:
     """Remove the runs :meth:`BaselineStore.prune` selects; what went, per environment."""
     segs = index["segments"]
+    stamps = {s: _dt.datetime.fromisoformat(e["timestamp"]) for s, e in segs.items()}
 
     def selected(key: str, ref: list[str]) -> bool:
-        saved = _dt.datetime.fromisoformat(segs[ref[0]]["timestamp"])
         return (
             (fingerprint_id is None or ref[2] == fingerprint_id)
             and (key_set is None or key in key_set)
-            and (before is None or saved < before)
+            and (before is None or stamps[ref[0]] < before)
         )
 
     total = Counter(r[2] for b in index["benchmarks"].values() for r in b["runs"])
