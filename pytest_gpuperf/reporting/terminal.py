@@ -163,7 +163,8 @@ def _columns_for(results: Sequence[Result], spec: TableSpec) -> tuple[list[str],
         cols = ["name", *(c for c in spec.columns if c != "name")]
     elif spec.verbose:
         cols = list(FULL_COLUMNS)
-        cols[-2:-2] = [c.key for c in added_columns()]  # before flag and verdict
+        at = cols.index("flag")
+        cols[at:at] = [c.key for c in added_columns()]  # before flag and verdict
     else:
         cols = list(DEFAULT_COLUMNS)
         if _mixed(results):
