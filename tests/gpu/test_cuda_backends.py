@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -134,6 +136,25 @@ def test_a_function_that_waits_for_the_gpu_is_measured_and_flagged() -> None:
           f"e2e {statistics.median(raw.e2e_rounds) * 1e6:.2f} us, {wall:.2f} s")  # fmt: skip
     assert hidden is False
     assert wall < 5.0
+
+
+def test_a_fresh_process_finds_that_a_pageable_copy_waits_for_the_gpu() -> None:
+    """In a fresh process (a confirmation or capture child) the spin's first launch loads its
+    kernel: the rate is still right, and a pageable copy is found to wait for the GPU."""
+    code = (
+        "import torch\n"
+        "from pytest_gpuperf.measure.backend import Invocation\n"
+        "from pytest_gpuperf.measure.cuda import CudaEventsTimer\n"
+        "src = torch.rand(2 * 2**20)\n"
+        "timer = CudaEventsTimer(Invocation(lambda: src.to('cuda')), l2_flush=True)\n"
+        "timer.first_call()\n"
+        "timer.prepare()\n"
+        "print(timer.hiding.hideable)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["False"], out.stdout + out.stderr
 
 
 def test_a_long_call_with_many_kernels_is_hidden_despite_the_launch_queue() -> None:
