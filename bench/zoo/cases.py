@@ -1057,7 +1057,7 @@ CASES = (
 BY_NAME = {c.name: c for c in CASES}
 
 
-# --- unfused ops, recomputation, per-tensor kernels, a copy that lost its pinned memory --------
+# --- issue 38: unfused ops, recomputation, per-tensor kernels, copies, syncs, the allocator ----
 
 
 def _layernorm_handwritten(device: str, bad: bool) -> Fn:
@@ -1166,6 +1166,117 @@ def _h2d_pinned_lost(device: str, bad: bool) -> Fn:
     return run
 
 
+def _rmsnorm_handwritten(device: str, bad: bool) -> Fn:
+    # meta-llama/llama llama/model.py RMSNorm: _norm(x) = x * torch.rsqrt(x.pow(2).mean(-1,
+    # keepdim=True) + eps), forward = _norm(x.float()).type_as(x) * weight: a cast, pow, mean,
+    # add, rsqrt, mul, a cast back and the weight's mul, one kernel each. torch.nn.RMSNorm /
+    # F.rms_norm (torch >= 2.4; on CUDA aten::_fused_rms_norm, one kernel) does it in one pass.
+    # A LLaMA-7B width on 2 x 2048 tokens in bf16. On the CPU F.rms_norm is those same ops.
+    import torch
+    import torch.nn.functional as F
+
+    rows, width = (2 * 2048, 4096) if _on_gpu(device) else (256, 256)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    x = torch.randn(rows, width, device=device, dtype=dtype)
+    weight = torch.ones(width, device=device, dtype=dtype)
+
+    def handwritten() -> Any:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return h.type_as(x) * weight
+
+    return handwritten if bad else (lambda: F.rms_norm(x, (width,), weight, 1e-6))
+
+
+def _zero_grad_set_to_none_off(device: str, bad: bool) -> Fn:
+    # pytorch/tutorials recipes_source/recipes/tuning_guide.py, "Use parameter.grad = None
+    # instead of model.zero_grad() or optimizer.zero_grad()", and the torch.optim docs of
+    # Optimizer.zero_grad(set_to_none=True), the default since PyTorch 2.0. The training step of
+    # pytorch/examples imagenet/main.py (zero_grad, forward, backward, SGD with momentum 0.9 and
+    # weight decay) on a residual MLP of 12 blocks (LayerNorm, Linear, GELU: 48 parameters). The
+    # bad variant calls zero_grad(set_to_none=False), as loops written for older releases do: a
+    # fill kernel per parameter (SGD's default foreach=None zeroes them one by one), and the
+    # backward then adds into each gradient instead of handing its result over. On the CPU
+    # those fills and adds cost next to nothing beside the step (within 10 %): no cpu_cause.
+    import torch
+
+    width, depth, tokens = (512, 12, 256) if _on_gpu(device) else (64, 6, 16)
+    layers = _blocks(device, width, depth)
+    opt = torch.optim.SGD(layers.parameters(), lr=1e-3, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(tokens, width, device=device)
+
+    def run() -> None:
+        opt.zero_grad(set_to_none=not bad)
+        h = x
+        for layer in layers:
+            h = h + layer(h)
+        h.pow(2).mean().backward()
+        opt.step()
+
+    return run
+
+
+def _masked_mean_sync(device: str, bad: bool) -> Fn:
+    # pytorch/tutorials beginner_source/chatbot_tutorial.py maskNLLLoss (copied into many
+    # seq2seq training loops): -log(gather(softmax output, target)) over a padded batch,
+    # averaged over the real tokens with crossEntropy.masked_select(mask).mean(). Like
+    # loss[mask], masked_select must count the kept elements before it can allocate its output:
+    # a nonzero whose count is copied to the host and waited for on every call.
+    # facebookresearch/mae models_mae.py forward_loss takes the same masked mean on the GPU,
+    # (loss * mask).sum() / mask.sum(). 64 sequences of up to 32 tokens, a vocabulary of 8192.
+    import torch
+
+    batch, steps, vocab = (64, 32, 8192) if _on_gpu(device) else (8, 8, 256)
+    logits = torch.randn(steps * batch, vocab, device=device)
+    target = torch.randint(vocab, (steps * batch,), device=device)
+    lengths = torch.randint(steps // 4, steps + 1, (batch,), device=device)
+    mask = (torch.arange(steps, device=device)[:, None] < lengths[None, :]).view(-1)
+
+    def run() -> Any:
+        probs = torch.softmax(logits, dim=1)
+        nll = -torch.log(torch.gather(probs, 1, target.view(-1, 1)).squeeze(1))
+        if bad:
+            return nll.masked_select(mask).mean()
+        return (nll * mask).sum() / mask.sum()
+
+    return run
+
+
+def _empty_cache_per_step(device: str, bad: bool) -> Fn:
+    # huggingface/diffusers src/diffusers/training_utils.py EMAModel.step() called
+    # torch.cuda.empty_cache() on every training step until PR #2563 took it out;
+    # open-mmlab/mmengine hooks/empty_cache_hook.py EmptyCacheHook(after_iter=True) does the
+    # same. The caching allocator keeps freed blocks to reuse them (pytorch docs notes/cuda.rst,
+    # "Memory management"); empty_cache() hands them back, so every step's activations and
+    # gradients come from cudaMalloc again and each cudaFree waits for the GPU. A bf16 training
+    # step of a 4-block MLP (1024 -> 4096 -> 1024) on 2048 tokens with fused AdamW.
+    import torch
+
+    tokens, width, depth = (2048, 1024, 4) if _on_gpu(device) else (16, 32, 2)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    mlp = torch.nn.Sequential(
+        *(
+            torch.nn.Sequential(
+                torch.nn.Linear(width, 4 * width),
+                torch.nn.GELU(),
+                torch.nn.Linear(4 * width, width),
+            )
+            for _ in range(depth)
+        )
+    ).to(device, dtype)
+    opt = torch.optim.AdamW(mlp.parameters(), lr=1e-4, fused=_on_gpu(device))
+    x = torch.randn(tokens, width, device=device, dtype=dtype)
+
+    def run() -> None:
+        opt.zero_grad()
+        mlp(x).float().pow(2).mean().backward()
+        opt.step()
+        if bad:
+            torch.cuda.empty_cache()
+
+    return run
+
+
 CASES = (
     *CASES,
     Case("layernorm_handwritten", "LayerNorm written as mean/sub/pow/div/mul/add ops",
@@ -1183,6 +1294,18 @@ CASES = (
     Case("h2d_pinned_lost", "64 MB batch copied from pageable instead of pinned memory",
          "pytorch/tutorials intermediate_source/pinmem_nonblock.py", _h2d_pinned_lost,
          gpu_only=True, cause="h2d-copy"),
+    Case("rmsnorm_handwritten", "LLaMA RMSNorm as cast/pow/mean/rsqrt/mul ops, not F.rms_norm",
+         "meta-llama/llama llama/model.py RMSNorm; torch.nn.functional.rms_norm",
+         _rmsnorm_handwritten, cause="unfused-ops"),
+    Case("zero_grad_set_to_none_off", "optimizer.zero_grad(set_to_none=False) in a training step",
+         "pytorch/tutorials recipes_source/recipes/tuning_guide.py; pytorch/examples imagenet/main.py",
+         _zero_grad_set_to_none_off, cause="per-tensor-kernels"),
+    Case("masked_mean_sync", "masked NLL by masked_select(mask).mean(): a nonzero sync per call",
+         "pytorch/tutorials beginner_source/chatbot_tutorial.py maskNLLLoss; facebookresearch/mae "
+         "models_mae.py forward_loss", _masked_mean_sync, cause="host-sync"),
+    Case("empty_cache_per_step", "torch.cuda.empty_cache() after every training step",
+         "huggingface/diffusers training_utils.py EMAModel.step (PR #2563); open-mmlab/mmengine "
+         "EmptyCacheHook", _empty_cache_per_step, gpu_only=True, cause="allocation-churn"),
 )  # fmt: skip
 BY_NAME = {c.name: c for c in CASES}
 
