@@ -151,10 +151,8 @@ class CudaEventsTimer(_CudaTimerBase):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         self._spin_pair = (a, b)
         cycles = 200_000
-        # twice: a process's first launch of the spin loads its kernel between the events
-        # (lazy module loading), which made the rate ~10x too slow in a fresh process, the
-        # probe's spin too short to see a function that waits for the GPU, and each round of
-        # such a function spin up to 3 x 0.25 s in vain (a capture child's 5 rounds: 5-6 s)
+        # twice: a process's first launch loads the spin's kernel between the events, a rate
+        # far too slow in a fresh process (the probe then missed functions that wait for it)
         for _ in range(2):
             a.record()
             torch.cuda._sleep(cycles)
