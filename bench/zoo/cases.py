@@ -1057,7 +1057,7 @@ CASES = (
 BY_NAME = {c.name: c for c in CASES}
 
 
-# --- issue 38: unfused ops, recomputation, per-tensor kernels, copies, syncs, the allocator ----
+# --- more: unfused ops, recomputation, per-tensor kernels, copies, syncs, the allocator ----
 
 
 def _layernorm_handwritten(device: str, bad: bool) -> Fn:
@@ -1222,7 +1222,7 @@ def _masked_mean_sync(device: str, bad: bool) -> Fn:
     # averaged over the real tokens with crossEntropy.masked_select(mask).mean(). Like
     # loss[mask], masked_select must count the kept elements before it can allocate its output:
     # a nonzero whose count is copied to the host and waited for on every call.
-    # facebookresearch/mae models_mae.py forward_loss takes the same masked mean on the GPU,
+    # MAE (facebookresearch) models_mae.py forward_loss takes the same masked mean on the GPU,
     # (loss * mask).sum() / mask.sum(). 64 sequences of up to 32 tokens, a vocabulary of 8192.
     import torch
 
@@ -1301,7 +1301,7 @@ CASES = (
          "pytorch/tutorials recipes_source/recipes/tuning_guide.py; pytorch/examples imagenet/main.py",
          _zero_grad_set_to_none_off, cause="per-tensor-kernels"),
     Case("masked_mean_sync", "masked NLL by masked_select(mask).mean(): a nonzero sync per call",
-         "pytorch/tutorials beginner_source/chatbot_tutorial.py maskNLLLoss; facebookresearch/mae "
+         "pytorch/tutorials beginner_source/chatbot_tutorial.py maskNLLLoss; MAE (facebookresearch), "
          "models_mae.py forward_loss", _masked_mean_sync, cause="host-sync"),
     Case("empty_cache_per_step", "torch.cuda.empty_cache() after every training step",
          "huggingface/diffusers training_utils.py EMAModel.step (PR #2563); open-mmlab/mmengine "
