@@ -25,8 +25,9 @@ def moderate(prior: float, weight: float, own: float, df: int) -> float:
         return prior
     if prior <= 0:
         return own
-    # p by the regularized incomplete beta function (1 when own is 0)
-    p = betainc(weight / 2.0, df / 2.0, weight / (weight + df * (own**2 / prior**2)))
+    # p by the regularized incomplete beta function; 1 when own is 0 (whatever the weight)
+    x = own**2 / prior**2
+    p = 1.0 if x <= 0 else betainc(weight / 2.0, df / 2.0, weight / (weight + df * x))
     w = weight * min(1.0, 2.0 * p)
     return math.sqrt((w * prior**2 + df * own**2) / (w + df))
 
