@@ -237,7 +237,9 @@ JSON_KEYS = (
 )
 _OF_LEAD = {"threshold_in_force": "cutoff", "threshold_reason": "cutoff_reason"}
 _LEAD_KEYS = tuple(
-    k for k in JSON_KEYS[5 : JSON_KEYS.index("reasons")] if k not in Terms.__dataclass_fields__
+    k
+    for k in JSON_KEYS[JSON_KEYS.index("figure") : JSON_KEYS.index("reasons")]
+    if k not in Terms.__dataclass_fields__
 )
 
 
