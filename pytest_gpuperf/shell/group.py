@@ -240,8 +240,8 @@ class LaunchSpec:
         """Each finished test's outcome, and what went wrong (None: nothing)."""
         store = tcp_store(self.world_size)
         self.env["MASTER_PORT"] = str(store.port)
-        self.start()
-        try:
+        try:  # a rank that fails to start ends those started before it
+            self.start()
             problem = self.watch()
         except BaseException:
             self.kill(dump=False)
