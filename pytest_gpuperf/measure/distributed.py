@@ -122,11 +122,10 @@ class GroupTimer(Timer):
         self.mode = mode
         self._call = call
         self._group = group
-        self._device = group.device
         self._events: tuple[list[Any], list[Any]] = ([], [])
-        self._cuda = group.torch.cuda if self._device == "cuda" else None
+        self._cuda = group.torch.cuda if group.device == "cuda" else None
         #: a CPU group's clock (measure/contention.py): wall time, a peer's waits included
-        self.clock = "wall" if self._device == "cpu" else None
+        self.clock = "wall" if group.device == "cpu" else None
 
     def first_call(self) -> tuple[float, Any]:
         self._call.prepare()
@@ -153,7 +152,7 @@ class GroupTimer(Timer):
         self.prepare()
         t = time.perf_counter()
         call = self._call
-        if self._device == "cuda":
+        if self._cuda is not None:
             ms, _, _ = timed_calls(self._events, call, call.prepare, calls, call.has_setup)
             per_call = sum(ms) / 1000.0 / calls
         else:
