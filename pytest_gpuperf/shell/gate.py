@@ -214,7 +214,7 @@ class Gate:
             # this test, and as many later benchmarks as the budget allows (kept as their
             # next run: a later suspect needs no process for it)
             later = self._later(nodeid)[: self.budget.ahead()]
-            targets = [nodeid, *later][: max(self.budget.tests_that_fit(1 + len(later)), 0)]
+            targets = [nodeid, *later][: self.budget.tests_that_fit(1 + len(later))]
             if not targets:
                 return (
                     f"confirmation budget spent ({self.budget.spent_s:.0f} s of re-runs in this "
