@@ -90,7 +90,9 @@ def _per_call(rounds: list[float], e2e_rounds: list[float]) -> float | None:
 
 
 #: what a Run keeps of the engine's RawMeasurement as it is
-_FROM_RAW = ("rounds", "calls_per_round", "warmup", "trimmed", "stability", "warmup_s")
+_FROM_RAW = (
+    "rounds", "e2e_rounds", "calls_per_round", "warmup", "trimmed", "stability", "warmup_s",
+)  # fmt: skip
 
 
 @dataclass
@@ -442,8 +444,7 @@ class GpuBench:
             telemetry=telemetry, host_hidden=hidden, host_s=host, wall_s=wall,
             peak_memory_bytes=peak, memory=memory,
             contention=window.record(getattr(timer, "clock", None)), tracer=tracer,
-            numerics=first.numerics, e2e_rounds=tuple(raw.e2e_rounds),
-            **{k: getattr(raw, k) for k in _FROM_RAW},
+            numerics=first.numerics, **{k: getattr(raw, k) for k in _FROM_RAW},
         )  # fmt: skip
 
     def _window(
