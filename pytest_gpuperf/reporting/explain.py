@@ -273,7 +273,7 @@ def explain(c: Comparison, mode: str | None = None) -> str:
     lines.append(f"  resolution {_resolution(f)}")
     for other in c.figures:
         if other.figure != f.figure:
-            lines.append(f"  also       {_figure_line(other)}")
+            lines.append(f"  also       {_figure_line(other, c.terms.ci_level)}")
     if not c.final:
         lines.append("  next       re-measure in a fresh process (a suspect, not yet a verdict)")
     return "\n".join(lines + _notes(c))
@@ -351,12 +351,12 @@ def _resolution(f: FigureVerdict) -> str:
     )
 
 
-def _figure_line(f: FigureVerdict) -> str:
+def _figure_line(f: FigureVerdict, level: float) -> str:
     title = _title(f.kind)
     if not f.final:
         title += " (suspect)"
     return (
-        f"{figure_name(f.figure)}: {title} {fmt_change(f.ratio)} {_ci(f, 0.90)}; threshold "
+        f"{figure_name(f.figure)}: {title} {fmt_change(f.ratio)} {_ci(f, level)}; threshold "
         f"{_pct(f.cutoff)}, would have caught >= {_pct(f.resolution)} (class {f.klass})"
     )
 
