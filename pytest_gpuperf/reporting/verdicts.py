@@ -133,9 +133,8 @@ def headline(rs: Sequence[Row]) -> str:
     if not rs:
         return "no benchmarks"
     n = Counter(r.kind for r in rs)
-    plural = {kind: look.plural for kind, look in KINDS.items()}
     return ", ".join(
-        f"{n[k]} {k.replace('-', ' ') if n[k] == 1 else plural.get(k, k)}"
+        f"{n[k]} {k.replace('-', ' ') if n[k] == 1 else KINDS[k].plural if k in KINDS else k}"
         for k in sorted(n, key=order_of)
     )
 
