@@ -182,6 +182,13 @@ class Run:
         return summarize(self.e2e_rounds).median if self.e2e_rounds else None
 
     @property
+    def commit(self) -> str | None:
+        """The commit the run measured (git HEAD, else the CI's sha), if recorded."""
+        return next(
+            (s for k in ("git_sha", "ci_sha") if isinstance(s := self.meta.get(k), str) and s), None
+        )
+
+    @property
     def unstable(self) -> bool:
         return self.stability in UNSTABLE_CLASSES
 

@@ -146,8 +146,7 @@ def _history(res: Result, hist: BenchHistory) -> str:
     points = []
     for run in hist.runs:
         same = run.fingerprint_id == hist.fingerprint_id
-        sha = run.meta.get("git_sha") or run.meta.get("ci_sha")  # HEAD, or the CI's
-        commit = str(sha) if sha else None
+        commit = run.commit
         points.append(
             svg.Point(
                 run.median,

@@ -180,9 +180,7 @@ class Judge:
         match = self.match(result)
         if mine.numerics != OFF and match.status == br.MATCH and result.run.numerics:
             # this run's fingerprints (first) against the comparable runs'
-            base = [
-                StoredFingerprint(x.numerics, _commit(x.meta)) for x in match.runs if x.numerics
-            ]
+            base = [StoredFingerprint(x.numerics, x.commit) for x in match.runs if x.numerics]
             gated = mine.numerics == GATE_NUMERICS
             cur = [o for o in outputs if o]
             numerics = compare_numerics(base, cur, mine.numerics_tolerance, gated=gated)
@@ -219,14 +217,6 @@ def _value(run: Run, metric: str) -> float | None:
         return transfer_bytes(run.extra.get("kernels"))
     v = (run.memory or {}).get(metric)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _commit(meta: Mapping[str, Any]) -> str | None:
-    """The commit a run measured (runs of one commit ran the same code), if recorded."""
-    for key in ("git_sha", "ci_sha"):
-        if isinstance(meta.get(key), str) and meta[key]:
-            return str(meta[key])
-    return None
 
 
 #: the metrics each ``--gpuperf-gate-secondary`` option fails a test on
