@@ -13,7 +13,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from pytest_gpuperf import __version__
 from pytest_gpuperf.baseline import DEFAULT_DIR, is_name
@@ -33,6 +33,9 @@ from pytest_gpuperf.values import (
     probability,
     sort_key,
 )
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.measure.backend import Modes
 
 _T = TypeVar("_T")
 
@@ -151,9 +154,15 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
+def _modes() -> Modes:
+    """The plugins' timing modes, as a pytest session gets them."""
+    from pytest_gpuperf.registry import build, plugin_manager
+
+    return build(plugin_manager().hook).modes
+
+
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import compare
-    from pytest_gpuperf.registry import build, plugin_manager
     from pytest_gpuperf.reporting import verdicts as v
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
     from pytest_gpuperf.reporting.terminal import TableSpec, render
@@ -171,7 +180,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
             output_target(path, what=option, baseline_dirs=[Path(args.dir)])
     reference = load_source(args.a, args.dir)
     candidate = load_source(args.b, args.dir)
-    modes = build(plugin_manager().hook).modes  # the plugins' timing modes, as pytest's
+    modes = _modes()
     outcome = compare(reference, candidate, settings.decision_policy(), settings, modes=modes)
     rows = v.rows(outcome.results)
     print(f"{candidate.label} compared with {reference.label}: {v.headline(rows)}", file=out)
@@ -243,7 +252,6 @@ def _parse_date(text: str) -> _dt.datetime:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_gpuperf.cli.runsets import latest
-    from pytest_gpuperf.registry import build, plugin_manager
     from pytest_gpuperf.reporting import export
     from pytest_gpuperf.reporting.outputs import OUTPUTS_BY_OPTION, ReportContext
 
@@ -255,8 +263,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     target = Path(args.output) if to_file else Path.cwd() / "-"
     args.format = args.format or EXPORT_SUFFIXES.get(target.suffix.lower(), "markdown")
     if args.format == "pytest-benchmark":
-        when, hook = _dt.datetime.fromisoformat(side.baseline.updated), plugin_manager().hook
-        text = export.pytest_benchmark(results, created=when, modes=build(hook).modes)
+        when = _dt.datetime.fromisoformat(side.baseline.updated)
+        text = export.pytest_benchmark(results, created=when, modes=_modes())
     else:
         title, sort = f"gpuperf: {side.label}", args.sort or "collection"
         ctx = ReportContext(results, histories=histories, title=title, sort=sort)
