@@ -36,7 +36,7 @@ from pytest_gpuperf.model import Result, short_test_id
 from pytest_gpuperf.shell.locks import devices_locked
 from pytest_gpuperf.shell.markers import world_size
 from pytest_gpuperf.shell.progress import silent
-from pytest_gpuperf.shell.rerun import CHILD_FLAG, child_environ, forwarded_args, rooted, run_child
+from pytest_gpuperf.shell.rerun import child_environ, child_flags, forwarded_args, rooted, run_child
 from pytest_gpuperf.shell.xdist import machine_gpus, nvml_uuids
 
 if TYPE_CHECKING:
@@ -527,10 +527,7 @@ class GroupLauncher:
         self, nodeids: list[str], world: int, device: str, gpus: list[str], folder: Path
     ) -> LaunchSpec:
         run = self.run
-        args = [
-            *rooted(run.rootpath, nodeids), "-q", CHILD_FLAG, f"--gpuperf-device={device}",
-            *forwarded_args(run),
-        ]  # fmt: skip
+        args = [*rooted(run.rootpath, nodeids), *child_flags(device), *forwarded_args(run)]
         if run.settings.session.disable:
             args.append("--gpuperf-disable")
         env = {

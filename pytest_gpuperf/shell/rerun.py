@@ -253,13 +253,14 @@ def run_pytest_child(
     log_path: Path | None = None,
     spare: SparePython | None = None,
 ) -> ChildRun:
-    """The one place a child pytest is started, its results read back; its process group is
-    killed whole at the timeout (a profiled grandchild must not outlive us). ``spare``: a
-    Python started ahead runs one without a ``prefix``."""
+    """A child pytest started, its results read back (a group's ranks start in group.py, with
+    :func:`child_flags` too); its process group is killed whole at the timeout (a profiled
+    grandchild must not outlive us). ``spare``: a Python started ahead runs one without a
+    ``prefix``."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("gpuperf-child")) as tmp:
         out = Path(tmp) / "results.json"
-        cmd = [*prefix, sys.executable, "-m", "pytest", *targets, "-q", CHILD_FLAG]
-        cmd += [f"--gpuperf-device={device}", f"--gpuperf-json={out}", *args]
+        cmd = [*prefix, sys.executable, "-m", "pytest", *targets, *child_flags(device)]
+        cmd += [f"--gpuperf-json={out}", *args]
         child_env = child_environ(env, drop_env)
         if spare is not None and not prefix and spare.usable:
             run = spare.run(
@@ -285,6 +286,11 @@ def child_environ(env: Mapping[str, str] | None, drop: Sequence[str]) -> dict[st
     (it ends itself once we are gone) and ``env``."""
     ours = {k: v for k, v in os.environ.items() if k not in drop}
     return {**ours, CHILD_ENV: "1", **parent_env(), **(env or {})}
+
+
+def child_flags(device: str) -> list[str]:
+    """What every child pytest's command line has: quiet, :data:`CHILD_FLAG`, its device."""
+    return ["-q", CHILD_FLAG, f"--gpuperf-device={device}"]
 
 
 def is_child(config: pytest.Config) -> bool:
