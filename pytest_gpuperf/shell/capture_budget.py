@@ -188,7 +188,8 @@ class CapturePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
-        self.spares.settle()  # a spare's start never runs beside a measurement
+        if is_benchmark(item):  # a spare's start never runs beside a measurement
+            self.spares.settle()
 
     def _room(self, tools: Sequence[str], *, first: bool = False) -> float | None:
         """The seconds left if a pass of ``tools`` fits (``first``: in its share too), else None."""
