@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import site
 import subprocess
@@ -22,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target, pid_alive
+from pytest_gpuperf.baseline.fileio import atomic_write_text, output_target
 from pytest_gpuperf.errors import OutputError
 from pytest_gpuperf.model import printable
-from pytest_gpuperf.shell.rerun import is_child, temp_prefix
+from pytest_gpuperf.shell.rerun import is_child, left_by_dead, temp_prefix
 
 #: In a base process: where its BaseTreeCheck writes what it found.
 CHECK_ENV = "GPUPERF_AB_CHECK"
@@ -50,10 +49,6 @@ def git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         ) from None
 
 
-#: A worktree's temporary directory, named after the process that made it (temp_prefix).
-_TREE_DIR = re.compile(r"gpuperf-ab-([1-9][0-9]{0,9})-.+")
-
-
 def remove_stale(where: Path) -> list[str]:
     """Remove, and say so, the A/B worktrees of this repository that killed sessions left
     (registered with git, the process that made them gone); returns their paths."""
@@ -65,8 +60,7 @@ def remove_stale(where: Path) -> list[str]:
         if not line.startswith("worktree "):
             continue
         path = Path(line[len("worktree ") :])
-        maker = _TREE_DIR.fullmatch(path.parent.name)
-        if path.name != "base" or maker is None or pid_alive(int(maker.group(1))):
+        if path.name != "base" or not left_by_dead(path.parent.name, ("ab",)):
             continue
         git(["worktree", "remove", "--force", str(path)], where)
         shutil.rmtree(path.parent, ignore_errors=True)

@@ -37,16 +37,22 @@ if TYPE_CHECKING:
 CHILD_FLAG = "--gpuperf-child"
 CHILD_ENV = "GPUPERF_CHILD"
 
-#: The temp folders of a session's processes, named ``KIND-PID-XXXXXXXX`` after the process
-#: that made them (:func:`temp_prefix`) so that a later session can tell a dead one's.
-_STALE_NAME = re.compile(
-    r"gpuperf-(?:child|ab-check|peer|inventory|group-profile)-([1-9][0-9]{0,9})-[a-z0-9_]+"
-)
+#: The kinds of temp folders a session's processes leave when killed (:func:`remove_stale_folders`)
+_STALE_KINDS = ("child", "ab-check", "peer", "inventory", "group-profile")
 
 
 def temp_prefix(kind: str) -> str:
-    """The prefix of a temp folder of this session's: ``KIND-PID-``."""
+    """The prefix of a temp folder of this session's: ``KIND-PID-`` (then mkdtemp's letters),
+    so that a later session can tell a dead process's (:func:`left_by_dead`)."""
     return f"{kind}-{os.getpid()}-"
+
+
+def left_by_dead(name: str, kinds: Sequence[str]) -> bool:
+    """Whether folder ``name`` is a :func:`temp_prefix` one of ``kinds`` (``gpuperf-`` each)
+    whose process is gone."""
+    alts = "|".join(re.escape(k) for k in kinds)
+    m = re.fullmatch(rf"gpuperf-(?:{alts})-([1-9][0-9]{{0,9}})-[a-z0-9_]+", name)
+    return m is not None and not pid_alive(int(m.group(1)))
 
 
 def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
@@ -57,8 +63,7 @@ def remove_stale_folders(tmp: Path | None = None) -> list[Path]:
         folder = Path(tmp or tempfile.gettempdir())
         uid = os.geteuid()
         for path in folder.glob("gpuperf-*-*-*"):
-            m = _STALE_NAME.fullmatch(path.name)
-            if m is None or pid_alive(int(m.group(1))):
+            if not left_by_dead(path.name, _STALE_KINDS):
                 continue
             try:
                 st = os.lstat(path)
