@@ -602,3 +602,13 @@ def test_a_single_saved_run_gives_verdicts_against_the_class_prior() -> None:
         assert (same.kind, same.final, same.lead.noise_own) == (NO_CHANGE, True, None)
         assert same.lead.cutoff >= 0.03
         assert session([run(T)], lambda: run(T * 3), mode=mode).kind == REGRESSION
+
+
+def test_moderated_noise_keeps_the_prior_when_runs_agree_whatever_its_weight() -> None:
+    """Runs with no spread do not contradict the class's prior: it keeps its weight, also
+    when the policy gives it none (prior_weight 0 divided 0 by 0 once)."""
+    from pytest_gpuperf.verdict.robust import moderate
+
+    assert moderate(0.01, 0.0, 0.0, 3) == 0.0
+    assert moderate(0.01, 4.0, 0.0, 3) == pytest.approx(math.sqrt(4 * 0.01**2 / 7))
+    assert moderate(0.01, 4.0, 0.05, 3) > 0.03  # far noisier runs: judged by their own SD
