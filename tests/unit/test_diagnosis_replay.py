@@ -174,6 +174,36 @@ def test_per_tensor_optimizer_kernels_name_foreach_and_fused() -> None:
     assert "foreach=True or fused=True" in first and "preallocated" not in d.paragraph
 
 
+def test_a_hand_written_rms_norm_names_rms_norm_not_layer_norm() -> None:
+    # on CUDA, F.rms_norm runs the LayerNorm kernel with its template flag rms_norm on
+    base = _inv([(NVJET, 300.0, 2.0), (LAYER_NORM.replace("float, false>", "float, true>"), 30.0, 1.0)],
+                340.0, 0.95)  # fmt: skip
+    ops = [(_ew("CastFunctor"), 40.0, 2.0), (_ew("pow_tensor_scalar_kernel"), 30.0, 1.0),
+           (REDUCE, 30.0, 1.0), (_ew("AUnaryFunctor_add"), 10.0, 1.0),
+           (_ew("rsqrt_kernel_cuda"), 10.0, 1.0), (_ew("CUDAFunctor_mul"), 60.0, 2.0)]  # fmt: skip
+    cur = _inv([(NVJET, 300.0, 2.0), *ops], 490.0, 0.93)
+    d = _diagnose(base, cur, 340.0, 490.0, (3.0, 9.0))
+    first, _ = _first_and_allocations(d)
+    assert d.cause == dg.UNFUSED, d.paragraph
+    assert "one kernel each: RMSNorm (vectorized_layer_norm_kernel" in first
+    assert "F.rms_norm (nn.RMSNorm)" in first and "F.layer_norm" not in d.paragraph
+
+
+def test_gradients_zeroed_one_by_one_name_set_to_none() -> None:
+    # zero_grad(set_to_none=False) with SGD's foreach step: a fill per parameter, and backward
+    # adds into each gradient instead of handing its result over
+    sgd = FUSED_ADAM.replace("FusedAdamMathFunctor", "PointwiseOpScalarFunctor")
+    add = _ew("CUDAFunctor_add")
+    base = _inv([(NVJET, 900.0, 36.0), (sgd, 60.0, 3.0), (add, 40.0, 24.0)], 1100.0, 0.9)
+    cur = _inv([(NVJET, 900.0, 36.0), (sgd, 60.0, 3.0), (add, 120.0, 72.0),
+                (_ew("FillFunctor"), 100.0, 48.0)], 1320.0, 0.85)  # fmt: skip
+    d = _diagnose(base, cur, 1100.0, 1320.0, (60.0, 12.0))
+    first, _ = _first_and_allocations(d)
+    assert d.cause == dg.PER_TENSOR, d.paragraph
+    assert "tensors are zeroed one kernel each: 48 more fill launches per call" in first
+    assert "set_to_none=True" in first and "preallocated" not in d.paragraph
+
+
 def test_a_copy_from_pageable_memory_is_told_as_such_not_as_a_kernel_variant() -> None:
     # the issue's words: "a different kernel variant runs: Memcpy HtoD replaced Memcpy HtoD
     # (702.6 -> 3587.0 µs per call, 104 % of the slowdown)"

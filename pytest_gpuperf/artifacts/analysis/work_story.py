@@ -56,9 +56,13 @@ _PAGEABLE = (
     "DataLoader(pin_memory=True)) and copy with non_blocking=True"
 )
 #: (pattern on a vanished kernel's name, the fused op it ran, how to keep it fused)
+#: a tensor's fill with one value (zero_(), fill_(), torch.zeros): torch's kernel, and the CPU op
+_FILL = re.compile(r"FillFunctor|^aten::(?:fill|zero)_$")
+#: (torch's CUDA RMSNorm runs the LayerNorm kernels with their last template flag, rms_norm, on)
 _FUSED = (
+    (re.compile(r"rms_?norm|(layer_?norm|RowwiseMoments)\w*<[^<>]*\btrue>", re.I), "RMSNorm",
+     "F.rms_norm (nn.RMSNorm)"),
     (re.compile(r"layer_?norm", re.I), "LayerNorm", "F.layer_norm (nn.LayerNorm)"),
-    (re.compile(r"rms_?norm", re.I), "RMSNorm", "F.rms_norm (nn.RMSNorm)"),
     (re.compile(r"softmax", re.I), "softmax", "torch.softmax"),
     (re.compile(r"gelu", re.I), "GELU", "F.gelu (approximate='tanh' for the tanh form)"),
     (re.compile(r"silu|swish", re.I), "SiLU", "F.silu"),
@@ -155,12 +159,25 @@ def _more_launches(led: Ledger) -> list[KernelChange]:
 
 def multi_tensor(ev: Evidence, led: Ledger) -> list[Finding]:
     """Per-tensor kernels in place of multi-tensor (foreach, fused) ones: an optimizer or a
-    gradient clipping with foreach=False, a hand-written loop over the tensors."""
+    gradient clipping with foreach=False, a hand-written loop over the tensors; or gradients
+    zeroed one fill each (zero_grad(set_to_none=False))."""
     gone = [
         c for c in led.free() if at.is_multi_tensor(c.name) and c.cur_launches < c.base_launches
     ]
     more = _more_launches(led)
     n0, n1 = sum(c.base_launches for c in more), sum(c.cur_launches for c in more)
+    fills = [c for c in led.free() if _FILL.search(c.name) and c.delta_us > 0]
+    zeroed = sum(c.cur_launches - c.base_launches for c in fills)
+    if not gone and zeroed >= 4:
+        claimed = fills + [c for c in more if c not in fills]
+        text = (
+            f"tensors are zeroed one kernel each: {zeroed:g} more fill launches per call "
+            f"({at.names(fills, 2)}; {n0:g} -> {n1:g} small kernel launches in all, "
+            f"{at.timing(claimed)}): optimizer.zero_grad(set_to_none=False) or a loop "
+            "of .zero_() fills every gradient, and backward then adds into it; use zero_grad() "
+            "(set_to_none=True, the default), or torch._foreach_zero_ for a list of tensors"
+        )
+        return [Finding(PER_TENSOR, text, claimed, idle=not _syncs_grew(ev))]
     if not gone or (n1 - n0 < 4 and led.idle_free <= 0):
         return []
     launches = f", {n0:g} -> {n1:g} small kernel launches per call ({at.names(more)})"
