@@ -204,6 +204,24 @@ def test_gradients_zeroed_one_by_one_name_set_to_none() -> None:
     assert "set_to_none=True" in first and "preallocated" not in d.paragraph
 
 
+def test_a_sync_of_an_op_sized_by_the_data_says_to_keep_the_shape_fixed() -> None:
+    # the H200's decode_item_sync, its syncs moved into a nonzero (loss[mask], masked_select)
+    (rec,) = [
+        r
+        for r in json.loads((DATA / "h200-2026-12-04.json").read_text())["records"]
+        if r["case"] == "decode_item_sync"
+    ]
+    d = dg.diagnose(dg.Evidence.from_record(rec))
+    assert d.cause == dg.HOST_SYNC and ".item()" in d.paragraph and "mask" not in d.paragraph
+    for sync in rec["analysis"]["syncs"]:
+        sync["ops"] = ["aten::nonzero"]
+    d = dg.diagnose(dg.Evidence.from_record(rec))
+    first, _ = _first_and_allocations(d)
+    assert d.cause == dg.HOST_SYNC, d.paragraph
+    assert "from aten::nonzero; an op whose output's size depends on the data" in first
+    assert "torch.where" in first and ".item()" not in first
+
+
 def test_a_copy_from_pageable_memory_is_told_as_such_not_as_a_kernel_variant() -> None:
     # the issue's words: "a different kernel variant runs: Memcpy HtoD replaced Memcpy HtoD
     # (702.6 -> 3587.0 µs per call, 104 % of the slowdown)"

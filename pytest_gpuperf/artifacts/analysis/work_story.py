@@ -39,6 +39,11 @@ CAUSES = (H2D_COPY, D2H_COPY, HOST_SYNC, PER_TENSOR, RECOMPUTE, UNFUSED, EXTRA_C
           KERNEL_VARIANT, KERNEL_SLOWER, MORE_KERNELS, LAUNCH_BOUND, GPU_IDLE,
           HOST_TIME)  # fmt: skip
 
+#: Operators whose output's size depends on the data: they wait for the GPU to count it.
+_SIZED_BY_DATA = frozenset(
+    f"aten::{op}" for op in ("nonzero", "masked_select", "_unique2", "unique_dim", "argwhere",
+                             "unique_consecutive", "repeat_interleave", "nonzero_numpy")
+)  # fmt: skip
 #: Operators whose host sync belongs to a copy, not to user code.
 _COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone")
 #: per copy direction: the cause, its words, and what to do
@@ -90,11 +95,18 @@ def host_sync(ev: Evidence, led: Ledger) -> list[Finding]:
     calls = ", ".join(f"{s.name} x{s.count / a.calls:g}" for s in a.syncs)
     new = " (none in the baseline)" if base and not base.get("syncs_per_call") else ""
     where = " from " + ", ".join(ops[:3]) if ops else ""
+    why = (
+        "an op whose output's size depends on the data (x[mask], masked_select, nonzero, "
+        "unique) copies that size to the host and waits for it: keep the shape fixed (multiply "
+        "by the mask or torch.where, then sum() and divide by mask.sum())"
+        if _SIZED_BY_DATA.intersection(ops)
+        else "the GPU drains and idles while the host waits (.item(), .cpu(), printing or "
+        "branching on a GPU value, torch.cuda.synchronize()): keep the value on the GPU, or "
+        "read it once after the loop"
+    )
     sentence = (
         f"the benchmarked function synchronises with the host {a.syncs_per_call:g} time(s) per "
-        f"call{new}: {calls}{where}; the GPU drains and idles while "
-        "the host waits (.item(), .cpu(), printing or branching on a GPU value, "
-        "torch.cuda.synchronize()): keep the value on the GPU, or read it once after the loop"
+        f"call{new}: {calls}{where}; {why}"
     )
     return [Finding(HOST_SYNC, sentence, d2h, idle=True)]
 
