@@ -116,7 +116,7 @@ _GROUPS: dict[str, Callable[[Result], str]] = {
     "file": lambda r: r.id.nodeid.split("::", 1)[0],
     "mode": lambda r: r.id.mode,
     "name": lambda r: r.id.name or "-",
-    "param": params_text,
+    "param": lambda r: params_text(r.id),
 }
 #: ``--gpuperf-group-by`` keys, as in pytest-benchmark (``param:NAME``: one parameter).
 GROUP_KEYS = (*_GROUPS, "param:NAME")

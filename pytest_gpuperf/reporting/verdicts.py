@@ -110,7 +110,7 @@ def row(result: Result) -> Row:
         current=fmt_time(current),
         runs="-" if c is None else f"{0 if c.lead is None else c.lead.k} / {c.r}",
         name=result.id.display,
-        params=params_text(result),
+        params=params_text(result.id),
     )
 
 
