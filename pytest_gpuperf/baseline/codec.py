@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import re
+import statistics
 import typing
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import MISSING, dataclass, fields
@@ -204,7 +205,7 @@ def check_line(line: Any, where: str) -> None:
             _check(value, _MORE[name], f"{where}.{name}")
         elif isinstance(value, (dict, list)):
             check_nesting(value, f"{where}.{name}")
-    if not _is_time(median := sorted(line["rounds"])[len(line["rounds"]) // 2]) or median <= 0:
+    if not _is_time(median := statistics.median_high(line["rounds"])) or median <= 0:
         raise SchemaProblem(f"{where}.rounds: their median is not a time > 0")
 
 

@@ -37,7 +37,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     are kept; a new one follows the umask."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_temporaries(target)
+    remove_temporaries(target.parent, re.escape(target.name))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:  # made as open() makes a file: 0666 less the umask (mkstemp's 0600 is not)
         tmp = str(target.parent / f"{temporary_prefix(target)}{secrets.token_hex(4)}.tmp")
@@ -82,14 +82,13 @@ def temporary_prefix(target: Path, pid: int | None = None) -> str:
     return f".{target.name}.{os.getpid() if pid is None else pid}-{_HOST}."
 
 
-def remove_temporaries(target: Path, *, all_of_them: bool = False, name: str = "") -> None:
-    """Remove the temporary files of ``target`` (of every file ``name``, a pattern, in its
-    folder) that writers killed mid-write left: those of gone processes of this host, or
-    ``all_of_them`` (the caller holds a lock)."""
-    name = name or re.escape(target.name)
+def remove_temporaries(folder: Path, name: str, *, all_of_them: bool = False) -> None:
+    """Remove the temporary files in ``folder`` of the files named ``name`` (a pattern) that
+    writers killed mid-write left: those of gone processes of this host, or ``all_of_them``
+    (the caller holds a lock)."""
     pattern = re.compile(rf"\.{name}\.(?:(\d+)-([0-9a-f]{{8}})\.)?[^/]*\.tmp")
     try:
-        names = os.listdir(target.parent)
+        names = os.listdir(folder)
     except OSError:
         return
     for found in names:
@@ -100,7 +99,7 @@ def remove_temporaries(target: Path, *, all_of_them: bool = False, name: str = "
         ):
             continue
         with contextlib.suppress(OSError):
-            os.unlink(target.parent / found)
+            os.unlink(folder / found)
 
 
 def pid_alive(pid: int) -> bool:

@@ -14,6 +14,7 @@ import datetime as _dt
 import errno
 import json
 import os
+import re
 import stat
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -377,8 +378,8 @@ def locked(files: Files, action: str, timeout: float, on_wait: OnWait | None) ->
     try:
         with lock(files.lock, timeout=timeout, on_wait=told, owner=f"{action} baseline {name}"):
             check_writable(files)
-            fileio.remove_temporaries(files.index, all_of_them=True)  # killed writers' files
-            fileio.remove_temporaries(files.segment("*"), all_of_them=True, name=r"[^/]+\.json")
+            fileio.remove_temporaries(files.root, re.escape(files.index.name), all_of_them=True)
+            fileio.remove_temporaries(files.runs_dir, r"[^/]+\.json", all_of_them=True)
             yield
     except LockTimeout as e:
         raise BaselineLocked(

@@ -24,6 +24,7 @@ from pytest_gpuperf.baseline.store import BaselineStore
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.interrupt import how, sigterm_as_ctrl_c
 from pytest_gpuperf.model import printable
+from pytest_gpuperf.reporting.columns import params_text
 from pytest_gpuperf.units import fmt_pct, fmt_time
 from pytest_gpuperf.values import (
     OptionValueError,
@@ -140,8 +141,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             runs = [r for r in every if r.fingerprint_id == fid]
             logs = [math.log(r.median) for r in runs if r.median > 0]
             sd = statistics.stdev(logs) if len(logs) >= 2 else None
-            params = ", ".join(f"{k}={v}" for k, v in entry.ident.params) or "-"
-            row = [entry.ident.display, params, entry.ident.mode, fid, len(runs)]
+            row = [entry.ident.display, params_text(entry.ident), entry.ident.mode, fid, len(runs)]
             last = runs[-1]
             rows.append([*row, fmt_time(last.median), fmt_pct(sd, digits=2), last.timestamp])
     headers = ["benchmark", "params", "mode", "environment", "runs", "newest median"]

@@ -55,7 +55,6 @@ def figures(
 ) -> dict[str, Any]:
     """``Result.memory`` from snapshots around the measurement and its window of plain calls."""
     out: dict[str, Any] = {"available": True, "source": "torch.cuda.memory_stats"}
-    last = window_end or measure_end
 
     def delta(a: Mapping[str, int], b: Mapping[str, int], name: str) -> int | None:
         return b[name] - a[name] if name in a and name in b else None
@@ -67,11 +66,11 @@ def figures(
             if d is not None:
                 out[f"{name}_per_call"] = round(d / calls, 4)
     for name in ("alloc_retries", "device_allocs", "ooms"):
-        d = delta(measure_start, last, name)
+        d = delta(measure_start, window_end, name)
         if d is not None:
             out[name] = d
-    if "reserved_bytes" in last:
-        out["reserved_bytes"] = last["reserved_bytes"]
+    if "reserved_bytes" in window_end:
+        out["reserved_bytes"] = window_end["reserved_bytes"]
     d = delta(measure_start, measure_end, "reserved_bytes")
     if d is not None:
         out["reserved_growth_bytes"] = d

@@ -184,8 +184,8 @@ class CudaEventsTimer(_CudaTimerBase):
 
     def host_time(self, last: int) -> float | None:
         """The host's time to issue one call, median of the ``last`` end-to-end rounds."""
-        xs = sorted(self.host_per_call[-last:]) if last > 0 else []
-        return xs[len(xs) // 2] if xs else None
+        xs = self.host_per_call[-last:] if last > 0 else []
+        return statistics.median_high(xs) if xs else None
 
     def host_hidden(self, last: int) -> bool | None:
         """Whether the device figure of the ``last`` rounds is device time alone: False when

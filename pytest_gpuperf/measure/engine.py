@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -220,6 +221,6 @@ def _deadline(policy: MeasurePolicy, walls: list[float], t0: float) -> float:
     of two figures has longer rounds than round_ms: sized by its warm-up rounds, up to 4x)."""
     round_s = policy.round_ms / 1000.0
     if walls:
-        recent = sorted(walls[-policy.settle_window :])
-        round_s = min(4 * round_s, max(round_s, recent[len(recent) // 2]))
+        recent = statistics.median_high(walls[-policy.settle_window :])
+        round_s = min(4 * round_s, max(round_s, recent))
     return t0 + policy.warmup_ms / 1000.0 + 2.5 * policy.rounds * round_s

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.model import Result
+from pytest_gpuperf.model import BenchId, Result
 from pytest_gpuperf.reporting.explain import figure_name, label_of
 from pytest_gpuperf.units import fmt_bytes, fmt_change, fmt_pct, fmt_rate, fmt_time
 
@@ -58,8 +58,8 @@ def summary_stat(name: str) -> Callable[[Result], Any]:
     return lambda r: getattr(r.run.summary, name) if r.run.rounds else None
 
 
-def params_text(r: Result) -> str:
-    return ", ".join(f"{k}={v}" for k, v in r.id.params) or "-"
+def params_text(ident: BenchId) -> str:
+    return ", ".join(f"{k}={v}" for k, v in ident.params) or "-"
 
 
 def flag_text(r: Result) -> str:
@@ -92,7 +92,7 @@ COLUMNS: dict[str, Column] = {
     c.key: c
     for c in (
         Column("name", "benchmark", lambda r: r.id.display),
-        Column("params", "params", params_text),
+        Column("params", "params", lambda r: params_text(r.id)),
         Column("mode", "mode", lambda r: r.id.mode),
         Column(
             "median",

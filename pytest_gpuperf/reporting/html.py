@@ -20,9 +20,6 @@ from pytest_gpuperf.reporting.history import BenchHistory
 from pytest_gpuperf.reporting.sweeps import sweeps
 from pytest_gpuperf.units import fmt_bytes, fmt_pct, fmt_time
 
-#: Badge colours by verdict kind.
-COLORS: dict[str, str] = {kind: look.color for kind, look in v.KINDS.items()}
-
 CSS = """
 :root { color-scheme: light; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
@@ -74,8 +71,7 @@ def default_href(path: str) -> str | None:
 
 
 def _badge(kind: str, label: str) -> str:
-    color = COLORS.get(kind, "#6b6b6b")
-    return f'<span class="badge" style="background:{color}">{escape(label)}</span>'
+    return f'<span class="badge" style="background:{v.look(kind).color}">{escape(label)}</span>'
 
 
 _HEAD = ("verdict", "benchmark", "params", "mode", "change", "interval", "baseline", "current")
@@ -297,11 +293,10 @@ def _artifacts(res: Result, href: ArtifactHref) -> str:
 
 def _section(i: int, r: v.Row, hist: BenchHistory | None, href: ArtifactHref) -> str:
     res = r.result
-    color = COLORS.get(r.kind, "#6b6b6b")
     params = "" if r.params == "-" else f" · {r.params}"
     parts = [
         f'<section class="bench kind-{escape(r.kind)}" id="bench-{i}" '
-        f'style="border-left-color:{color}">',
+        f'style="border-left-color:{v.look(r.kind).color}">',
         f"<h2>{_badge(r.kind, r.label)} {escape(r.name)}</h2>",
         f'<p class="muted">{escape(res.id.nodeid)} · {escape(res.id.mode)}{escape(params)}</p>',
     ]

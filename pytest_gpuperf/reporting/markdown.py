@@ -12,9 +12,6 @@ from pytest_gpuperf.model import Result
 from pytest_gpuperf.outcome import DIFFERENT_ENVIRONMENT, IMPROVEMENT, INCONCLUSIVE, REGRESSION
 from pytest_gpuperf.reporting import verdicts as v
 
-#: Marks in the table's first column.
-ICONS: dict[str, str] = {kind: look.icon for kind, look in v.KINDS.items()}
-
 _INLINE = re.compile(r"([\\`*_{}\[\]|~!])")
 _LEADING = re.compile(r"^([#+=-])")
 
@@ -39,7 +36,7 @@ def table(rows: Sequence[v.Row]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         verdict = f"**{escape(r.label)}**" if r.kind == REGRESSION else escape(r.label)
-        cells = [ICONS.get(r.kind, ""), *map(escape, (r.name, r.params, r.result.id.mode))]
+        cells = [v.look(r.kind).icon, *map(escape, (r.name, r.params, r.result.id.mode))]
         cells += [verdict, *map(escape, (r.change, r.interval, r.baseline, r.current, r.runs))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -68,7 +65,7 @@ def details(r: v.Row) -> str:
     """One benchmark's section: summary line, diagnosis, explanation, artifacts."""
     res = r.result
     heading = f"{r.name} ({res.id.mode}): {r.label}"
-    icon = ICONS.get(r.kind, "")
+    icon = v.look(r.kind).icon
     body: list[str] = []
     if diag := v.diagnosis(res):
         body += ["**Where the time went**", "", *(f"- {escape(x)}" for x in diag), ""]

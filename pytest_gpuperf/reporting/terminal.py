@@ -116,7 +116,7 @@ _GROUPS: dict[str, Callable[[Result], str]] = {
     "file": lambda r: r.id.nodeid.split("::", 1)[0],
     "mode": lambda r: r.id.mode,
     "name": lambda r: r.id.name or "-",
-    "param": params_text,
+    "param": lambda r: params_text(r.id),
 }
 #: ``--gpuperf-group-by`` keys, as in pytest-benchmark (``param:NAME``: one parameter).
 GROUP_KEYS = (*_GROUPS, "param:NAME")
@@ -214,8 +214,11 @@ def group_results(results: Sequence[Result], keys: Sequence[str]) -> list[tuple[
     return list(groups.items())
 
 
-def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> str:
-    """The table (one per group), sorted, with the columns of ``spec``."""
+def render_table(
+    results: Sequence[Result], spec: TableSpec | None = None, legend: bool = False
+) -> str:
+    """The table (one per group), sorted, with the columns of ``spec``; with ``legend``,
+    what the shown columns mean, wrapped to the table's width."""
     from tabulate import tabulate
 
     spec = spec or TableSpec()
@@ -229,16 +232,10 @@ def render_table(results: Sequence[Result], spec: TableSpec | None = None) -> st
         headers = [COLUMNS[c].header for c in cols]
         table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
         blocks.append(f"{title}\n{table}" if title else table)
-    return "\n\n".join(blocks)
-
-
-def legend(results: Sequence[Result], spec: TableSpec) -> list[str]:
-    """What the shown columns mean, wrapped to the table's width."""
-    cols, _ = _columns_for(results, spec)
-    parts = [COLUMNS[c].legend for c in cols if COLUMNS[c].legend]
+    parts = [COLUMNS[c].legend for c in cols if legend and COLUMNS[c].legend]
     if "flag" in cols and not any(r.notes for r in results):
         parts = [p for p in parts if not p.startswith("flag:")]
-    return textwrap.wrap("; ".join(parts), spec.width) if parts else []
+    return "\n".join(["\n\n".join(blocks), *textwrap.wrap("; ".join(parts), spec.width)])
 
 
 #: Verdict kinds listed one line each under ``verdicts:``, in this order (inconclusive ones
@@ -434,7 +431,7 @@ def render(results: Sequence[Result], spec: TableSpec | None = None) -> str:
     spec = spec or TableSpec()
     if spec.quiet and not spec.verbose:
         return "\n".join([render_table(results, spec), *quiet_lines(results, spec)])
-    lines = [render_table(results, spec), *legend(results, spec)]
+    lines = [render_table(results, spec, legend=True)]
     blocks = (
         overhead_lines(results, spec),
         verdict_lines(results, spec),

@@ -49,6 +49,11 @@ KINDS: dict[str, Kind] = {
 }
 
 
+def look(kind: str) -> Kind:
+    """How the reports show ``kind``; one this version does not know is grey, with no icon."""
+    return KINDS.get(kind) or Kind(kind, "#6b6b6b", "")
+
+
 @dataclass(frozen=True)
 class Row:
     """One result as the reports show it; strings are ready to print (``-`` when unknown)."""
@@ -110,7 +115,7 @@ def row(result: Result) -> Row:
         current=fmt_time(current),
         runs="-" if c is None else f"{0 if c.lead is None else c.lead.k} / {c.r}",
         name=result.id.display,
-        params=params_text(result),
+        params=params_text(result.id),
     )
 
 
@@ -134,7 +139,7 @@ def headline(rs: Sequence[Row]) -> str:
         return "no benchmarks"
     n = Counter(r.kind for r in rs)
     return ", ".join(
-        f"{n[k]} {k.replace('-', ' ') if n[k] == 1 else KINDS[k].plural if k in KINDS else k}"
+        f"{n[k]} {k.replace('-', ' ') if n[k] == 1 else look(k).plural}"
         for k in sorted(n, key=order_of)
     )
 

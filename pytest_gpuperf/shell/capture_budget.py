@@ -175,11 +175,9 @@ class CapturePlugin:
         """The spare Python of the session's first capture starts beside the collection,
         where this process runs tests and starts their captures' children (not on a torchrun
         rank, whose captures run on every rank, nor on xdist's controller)."""
-        config = self.session.config
-        controller = getattr(config.option, "dist", "no") != "no" and not self.run.is_worker
         here = self.runner_for("", self.run.settings.session.device) is None
         fits = self._room(FIRST_TOOLS[:1], first=True) is not None
-        if here and not (controller or self.session.child) and fits:
+        if here and not (self.run.is_controller or self.session.child) and fits:
             self.spares.start_early()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import inspect
 import math
+import statistics
 import sys
 import time
 import traceback
@@ -483,7 +484,7 @@ class GpuBench:
             self._after = measure_hooks(self._settings.capture, self._ctx.device, saving=save)
         if not self._after:
             return {}
-        per_call = sorted(rounds)[len(rounds) // 2] if rounds else float("nan")
+        per_call = statistics.median_high(rounds) if rounds else float("nan")
         out: dict[str, Any] = {}
         with self._ctx.progress(f"{who}: profiling a few calls (kernel inventory)"):
             for hook in self._after:

@@ -44,8 +44,8 @@ class GatePlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         benchmarks = [i.nodeid for i in session.items if is_benchmark(i)]
+        self.gate.set_collected(benchmarks)  # what starting a process costs: no baseline read
         self._read_runs(benchmarks)
-        self.gate.set_collected(benchmarks)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:

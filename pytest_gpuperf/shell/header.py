@@ -26,7 +26,7 @@ class HeaderPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         """The settings, for the xdist controller only (the others: after collection)."""
-        if not config.getoption("numprocesses", None) or self.session.run.is_worker:
+        if not self.session.run.is_controller:
             return []
         session, measure = self.settings.session, self.settings.measure
         if session.disable:

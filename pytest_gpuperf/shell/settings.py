@@ -99,6 +99,11 @@ class RunContext:
         return hasattr(self.config, "workerinput")
 
     @property
+    def is_controller(self) -> bool:  # xdist's, which runs no test (a worker's dist is "no")
+        o = self.config.option  # xdist's own rule: -n N, or --dist with --tx
+        return getattr(o, "dist", "no") != "no" and bool(getattr(o, "tx", None))
+
+    @property
     def baseline_dir(self) -> Path:
         """``--gpuperf-baseline-dir``, relative to the rootdir (stable whatever the cwd)."""
         path = Path(self.settings.session.baseline_dir).expanduser()

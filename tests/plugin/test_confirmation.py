@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from pytest_gpuperf.shell.gate import ConfirmBudget
+from pytest_gpuperf.shell import gate as gate_module
+from pytest_gpuperf.shell.gate import ConfirmBudget, Gate
+from pytest_gpuperf.shell.gating import GatePlugin
 from tests.conftest import VIRTUAL_TIME_CONFTEST
 from tests.plugin.test_baselines import FAST, QUIET, run, run_with_env
 
@@ -102,3 +105,19 @@ def test_a_child_looks_ahead_as_many_benchmarks_as_the_session_measures_in_a_sta
     # benchmarks in plain_s - start_s since
     budget = ConfirmBudget(started=time.perf_counter() - plain_s, start_s=start_s, done=done)
     assert budget.ahead() == ahead
+
+
+def test_a_process_start_leaves_out_the_parent_s_baseline_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # start_s is what a fresh process costs until its tests are collected; a confirmation
+    # child reads no baseline, so a slow read of the collected tests' runs is no part of it
+    clock = SimpleNamespace(now=2.0)  # collection ends 2 s after the gate opened
+    monkeypatch.setattr(gate_module, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    gate = object.__new__(Gate)
+    gate.budget = ConfirmBudget(started=0.0)
+    gate.read_runs = lambda nodeids: setattr(clock, "now", clock.now + 30.0)  # type: ignore[method-assign]
+    plugin = object.__new__(GatePlugin)
+    plugin.gate = gate
+    plugin.pytest_collection_finish(SimpleNamespace(items=[]))  # type: ignore[arg-type]
+    assert gate.budget.start_s == 2.0

@@ -50,3 +50,14 @@ def test_results_reach_the_controller_and_measurements_are_serialised(
     spans.sort()
     for (_, end, _), (start, _, _) in itertools.pairwise(spans):
         assert start >= end  # one measurement at a time on the device
+
+
+@pytest.mark.parametrize("distribute", [["-n", "1"], ["--tx", "popen", "--dist", "load"]])
+def test_the_controller_writes_the_settings_however_xdist_was_asked_to_distribute(
+    pytester: pytest.Pytester, distribute: list[str]
+) -> None:
+    # xdist's controller runs no test: it says how they are measured in pytest's header
+    pytester.makepyfile("def test_b(gpu_bench):\n    gpu_bench(lambda: None)\n")
+    result = pytester.runpytest_subprocess(*distribute, "-p", "no:cacheprovider", *FAST)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gpuperf: device=*, * rounds of * ms after a warm-up *"])

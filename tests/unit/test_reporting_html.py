@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf.reporting import html, svg
+from pytest_gpuperf.reporting import verdicts as v
 from pytest_gpuperf.reporting.history import histories
 from tests.unit.reporting_data import HOSTILE, result, rounds, save_history, session
 
@@ -282,7 +283,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     )
     assert non_white > 0.03 * width * height
     # The content drawn: regression badges, and both plot series.
-    assert colour_count(rows, hex_rgb(html.COLORS["regression"])) > 500
+    assert colour_count(rows, hex_rgb(v.KINDS["regression"].color)) > 500
     assert colour_count(rows, hex_rgb(svg.CURRENT)) > 200
     assert colour_count(rows, hex_rgb(svg.BASELINE)) > 200
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from pytest_gpuperf.artifacts.analysis.diagnose import Diagnosis
-from pytest_gpuperf.reporting import markdown
+from pytest_gpuperf.outcome import DIFFERENT_ENVIRONMENT, GATED_KINDS, NO_BASELINE
+from pytest_gpuperf.reporting import html, markdown
 from pytest_gpuperf.reporting import verdicts as v
 from tests.unit.reporting_data import HOSTILE, result, session
 
@@ -97,6 +98,19 @@ def test_results_without_verdict_and_empty_session() -> None:
     text = markdown.render([result(kind=None)])
     assert "not compared" in table_rows(text)[0]
     assert "No benchmark ran." in markdown.render([])
+
+
+def test_every_kind_has_its_look_and_one_this_version_does_not_know_is_plain() -> None:
+    assert set(v.KINDS) == {*GATED_KINDS, NO_BASELINE, DIFFERENT_ENVIRONMENT, v.NOT_COMPARED}
+    rs = [
+        result("testnew", kind="faster-than-light"),
+        result("testnew", kind="faster-than-light"),
+    ]
+    md = markdown.render(rs)
+    assert table_rows(md)[0].startswith("|  | testnew |")  # no icon
+    assert "2 faster-than-light" in md  # the kind's own name, never a KeyError
+    page = html.render(rs)  # grey badges (the table's, the sections'), grey section edges
+    assert page.count("background:#6b6b6b") == 4 and page.count("left-color:#6b6b6b") == 2
 
 
 def test_capture_entries_and_the_verdict_s_diagnosis() -> None:
