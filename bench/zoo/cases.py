@@ -1277,6 +1277,30 @@ def _empty_cache_per_step(device: str, bad: bool) -> Fn:
     return run
 
 
+def _attention_handwritten(device: str, bad: bool) -> Fn:
+    # karpathy/nanoGPT model.py CausalSelfAttention.forward: with self.flash (torch >= 2.0) it
+    # calls F.scaled_dot_product_attention(q, k, v, is_causal=True); without it, the "manual
+    # implementation of attention": (q @ k.transpose(-2, -1)) * (1 / sqrt(hs)), masked_fill
+    # with the registered tril buffer, softmax, @ v: the (B, nh, T, T) scores are written and
+    # read by each step. GPT-2 small's attention (12 heads of 64, T = 1024) on 8 sequences, bf16.
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    b, nh, t, hs = (8, 12, 1024, 64) if _on_gpu(device) else (2, 4, 128, 32)
+    dtype = torch.bfloat16 if _on_gpu(device) else torch.float32
+    q, k, v = (torch.randn(b, nh, t, hs, device=device, dtype=dtype) for _ in range(3))
+    tril = torch.tril(torch.ones(t, t, device=device)).view(1, 1, t, t)
+
+    def manual() -> Any:
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(tril[:, :, :t, :t] == 0, float("-inf"))
+        return F.softmax(att, dim=-1) @ v
+
+    return manual if bad else (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
 CASES = (
     *CASES,
     Case("layernorm_handwritten", "LayerNorm written as mean/sub/pow/div/mul/add ops",
@@ -1306,6 +1330,9 @@ CASES = (
     Case("empty_cache_per_step", "torch.cuda.empty_cache() after every training step",
          "huggingface/diffusers training_utils.py EMAModel.step (PR #2563); open-mmlab/mmengine "
          "EmptyCacheHook", _empty_cache_per_step, gpu_only=True, cause="allocation-churn"),
+    Case("attention_handwritten", "causal attention written out (q @ k^T, masked_fill, softmax, @ v)",
+         "karpathy/nanoGPT model.py CausalSelfAttention (the path without flash)",
+         _attention_handwritten, cause="sdpa-backend"),
 )  # fmt: skip
 BY_NAME = {c.name: c for c in CASES}
 

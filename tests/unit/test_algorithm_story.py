@@ -250,6 +250,30 @@ def test_float32_attention_names_the_dtype() -> None:
     ), likely
 
 
+def test_attention_written_out_by_hand_names_the_fused_call() -> None:
+    # nanoGPT's CausalSelfAttention without flash: q @ k^T, masked_fill, softmax, @ v; the
+    # probe watched the call and saw batched matmuls, no scaled_dot_product_attention
+    base = inv([(FLASH, 180.0, 1.0)], sdpa_probe("flash", mask=False, causal=True))
+    by_hand = {"ops": {"matmul": [{"dtypes": ["bfloat16"] * 2, "shapes": [[8, 16, 2048, 64],
+               [8, 16, 64, 2048]], "autocast": None, "fp32_precision": "highest", "calls": 2}]},
+               "flags": {}}  # fmt: skip
+    cur = inv([(NVJET_4096, 400.0, 2.0), (SOFTMAX, 300.0, 1.0)], by_hand)
+    d, likely = diagnose(base, cur, 200.0, 1000.0)
+    assert d.cause == dg.SDPA_BACKEND, d.paragraph
+    assert likely.startswith(
+        "the attention now runs the math backend instead of flash (no scaled_dot_product_attention"
+        " call runs now: the attention is written out"
+    ), likely
+    assert "F.scaled_dot_product_attention(q, k, v, is_causal=True)" in likely
+    assert (
+        "sdpa_kernel" not in likely and "): flash_fwd_kernel<Flash_kernel_traits> gone (" in likely
+    )
+    # with no probe of the current side, what decides the backend is not known: hedged
+    cur = inv([(NVJET_4096, 400.0, 2.0), (SOFTMAX, 300.0, 1.0)])
+    _, likely = diagnose(base, cur, 200.0, 1000.0)
+    assert "written out" not in likely and "sdpa_kernel" in likely
+
+
 # --- cuBLAS at equal precision, convolutions ----------------------------------------------------
 
 

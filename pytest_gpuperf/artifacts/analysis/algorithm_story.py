@@ -174,6 +174,13 @@ def _sdpa_head(was: str | None, now: str | None, ev: Evidence) -> str | None:
     b, c = _sdpa_facts(base_probe) or {}, _sdpa_facts(cur_probe) or {}
     if was and now and was != now:
         why = _sdpa_why(was, b, c, (cur_probe or {}).get("flags"))
+        if cur_probe is not None and not c:  # the probe watched the call and saw no SDPA
+            causal = ", is_causal=True" if b.get("is_causal") else ""
+            why = (
+                "no scaled_dot_product_attention call runs now: the attention is written out "
+                "(q @ k.transpose(-2, -1), a mask, softmax, @ v), each step a kernel over the "
+                f"whole score matrix; call F.scaled_dot_product_attention(q, k, v{causal})"
+            )
         return f"the attention now runs the {now} backend instead of {was} ({why})"
     if not (c.get("mask") and b and not b.get("mask")):
         return None
@@ -234,8 +241,8 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     kernels = [k for k in members if sdpa_backend(k.name)]
     new = _names(kernels, "appeared") or _names(kernels, "slower")
     old = _names(kernels, "vanished")
-    named = (new + (f" replaced {old}" if old else "")) if new or old else "kernels changed"
-    text = f"{head}: {named} ({timing(members)})"
+    named = f"{new} replaced {old}" if new and old else new or (old and f"{old} gone")
+    text = f"{head}: {named or 'kernels changed'} ({timing(members)})"
     return [Finding(SDPA_BACKEND, text, members)]
 
 
