@@ -102,6 +102,11 @@ def _diagnose(
     return dg.diagnose(ev)
 
 
+def _record(file: str, case: str) -> dict[str, Any]:
+    (rec,) = [r for r in json.loads((DATA / file).read_text())["records"] if r["case"] == case]
+    return dict(rec)
+
+
 def _first_and_allocations(d: dg.Diagnosis) -> tuple[str, str]:
     first, _, rest = d.paragraph.partition(". ")
     return first, rest
@@ -141,11 +146,7 @@ def test_checkpointing_recomputes_the_forwards_gemms_and_says_so() -> None:
 def test_waiting_that_grows_with_recomputed_work_is_its_consequence_not_the_cause() -> None:
     # the H100's checkpoint_recompute: the GPU idles far more (busy 84 % -> 30 %) while the
     # checkpointed forward runs again; that waiting is the host issuing the recomputed work
-    (rec,) = [
-        r
-        for r in json.loads((DATA / "h100-2026-12-07-call3.json").read_text())["records"]
-        if r["case"] == "checkpoint_recompute"
-    ]
+    rec = _record("h100-2026-12-07-call3.json", "checkpoint_recompute")
     d = dg.diagnose(dg.Evidence.from_record(rec))
     first, rest = _first_and_allocations(d)
     assert d.causes == [dg.RECOMPUTE], d.paragraph
@@ -206,11 +207,7 @@ def test_gradients_zeroed_one_by_one_name_set_to_none() -> None:
 
 def test_a_sync_of_an_op_sized_by_the_data_says_to_keep_the_shape_fixed() -> None:
     # the H200's decode_item_sync, its syncs moved into a nonzero (loss[mask], masked_select)
-    (rec,) = [
-        r
-        for r in json.loads((DATA / "h200-2026-12-04.json").read_text())["records"]
-        if r["case"] == "decode_item_sync"
-    ]
+    rec = _record("h200-2026-12-04.json", "decode_item_sync")
     d = dg.diagnose(dg.Evidence.from_record(rec))
     assert d.cause == dg.HOST_SYNC and ".item()" in d.paragraph and "mask" not in d.paragraph
     for sync in rec["analysis"]["syncs"]:
