@@ -23,7 +23,6 @@ from pytest_gpuperf.artifacts.analysis.attribution import (
 from pytest_gpuperf.artifacts.analysis.inventory import (
     KernelChange,
     base_function,
-    is_gemm,
     short_name,
 )
 from pytest_gpuperf.artifacts.analysis.timeline import COMPILED_MARKS
@@ -271,33 +270,76 @@ def _strip_layout(name: str) -> str:
 
 
 def layout(ev: Evidence, led: Ledger) -> list[Finding]:
-    """Conversions appeared while convolutions/GEMMs changed variant: one layout cause."""
+    """Conversions appeared while the convolutions changed variant, or while the probe saw
+    their inputs leave the baseline's memory format: one layout cause."""
     free = led.free()
     conv = [c for c in free if is_conversion(c.name, c.kind) and c.cur_launches > c.base_launches]
     swapped = [
         c
         for c in led.free("appeared", "vanished")
-        if not is_conversion(c.name, c.kind) and (is_conv(c.name) or is_gemm(c.name))
+        if not is_conversion(c.name, c.kind) and is_conv(c.name)
     ]
     new = next((c for c in swapped if c.status == "appeared"), None)
     old = next((c for c in swapped if c.status == "vanished"), None)
-    if not conv or new is None or old is None:
+    was, now = (_conv_inputs(p) for p in _probes(ev))
+    moved = sorted(now - was) if was and now else []
+    if not conv or (not moved and (new is None or old is None)):
         return []
     along = _along(free, conv + swapped)
+    along += _devectorized(free, conv + swapped + along)
     members = conv + swapped + along
-    was, now = conv_layout(old.name), conv_layout(new.name)
-    direction = f" ({was} -> {now})" if was and now and was != now else ""
+    if new is not None and old is not None:
+        a, b = conv_layout(old.name), conv_layout(new.name)
+        direction = f" ({a} -> {b})" if a and b and a != b else ""
+        what = (
+            f"the convolutions changed variant{direction}: {short_name(new.name, 60)} replaced "
+            f"{short_name(old.name, 60)}"
+        )
+    else:
+        what = f"convolution inputs are {', '.join(moved)} now, where all were {', '.join(was)}"
     appeared = [short_name(c.name, 40) for c in along if c.status == "appeared"][:2]
     text = (
         f"the memory layout changed: layout conversions appeared ({names(conv)}; "
-        f"{sum(c.delta_us for c in conv):.1f} µs per call) and the convolutions/GEMMs changed "
-        f"variant{direction}: {short_name(new.name, 60)} replaced {short_name(old.name, 60)}"
+        f"{sum(c.delta_us for c in conv):.1f} µs per call) and {what}"
         + (f"; with them {', '.join(appeared)}" if appeared else "")
         + f" ({timing(members)} together); channels_last is lost on the way: "
         "keep it end to end (model.to(memory_format=torch.channels_last) and the input "
         "x.to(memory_format=torch.channels_last))"
     )
     return [Finding(LAYOUT, text, members)]
+
+
+def _probes(ev: Evidence) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The baseline's and the current API probe ({} when skipped or not taken)."""
+    probes = ((ev.baseline_inventory or {}).get("probe"), ev.current_probe)
+    base, cur = (p if isinstance(p, Mapping) and not p.get("skipped") else {} for p in probes)
+    return base, cur
+
+
+def _conv_inputs(probe: Mapping[str, Any]) -> set[str]:
+    """The memory formats of the convolutions' inputs the probe saw."""
+    ops = probe.get("ops") or {}
+    calls = [e for n, v in ops.items() if n.startswith("conv") for e in v or []]
+    return {str(e["layout"]) for e in calls if isinstance(e, Mapping) and e.get("layout")}
+
+
+def _devectorized(
+    free: Sequence[KernelChange], taken: Sequence[KernelChange]
+) -> list[KernelChange]:
+    """Elementwise kernels that run another variant of the same functor: mixed memory formats
+    take ATen's strided path instead of its vectorized one."""
+    gone = {_functor(c.name): c for c in free if c.status == "vanished" and c not in taken}
+    out: list[KernelChange] = []
+    for c in free:
+        twin = gone.get(_functor(c.name)) if c.status == "appeared" and c not in taken else None
+        out += [c, twin] if twin is not None and _functor(c.name) else []
+    return out
+
+
+def _functor(name: str) -> str:
+    """``CUDAFunctor_add`` of ``vectorized_elementwise_kernel<CUDAFunctor_add>``."""
+    m = re.search(r"elementwise_kernel<(\w+)>$", short_name(name))
+    return m.group(1) if m else ""
 
 
 def _along(free: Sequence[KernelChange], taken: Sequence[KernelChange]) -> list[KernelChange]:
