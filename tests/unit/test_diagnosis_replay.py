@@ -242,6 +242,17 @@ def test_a_faster_gemm_variant_beside_a_new_copy_leaves_the_copy_as_the_cause() 
     assert "memory layout" not in d.paragraph and "new kernel nvjet" not in d.paragraph
 
 
+def test_hand_written_attention_claims_the_steps_over_the_score_matrix() -> None:
+    # the H100's attention_handwritten: the scale, the mask's fill and its copy are the math
+    # attention's own steps, not a buffer to preallocate
+    rec = _record("h100-2026-12-07-e-diag.json", "attention_handwritten")
+    d = dg.diagnose(dg.Evidence.from_record(rec))
+    first, _ = _first_and_allocations(d)
+    assert d.causes == [dg.SDPA_BACKEND], d.paragraph
+    assert re.search(r"likely cause, 9\d % of the slowdown: the attention now runs the math", first)
+    assert "preallocated" not in d.paragraph
+
+
 def test_a_copy_from_pageable_memory_is_told_as_such_not_as_a_kernel_variant() -> None:
     # the issue's words: "a different kernel variant runs: Memcpy HtoD replaced Memcpy HtoD
     # (702.6 -> 3587.0 µs per call, 104 % of the slowdown)"

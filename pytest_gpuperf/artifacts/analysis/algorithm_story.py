@@ -235,8 +235,14 @@ def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     head = _sdpa_head(was, now, ev)
     if head is None:
         return []
-    # the math backend's attention: the GEMMs and the softmax that appeared
-    math = [k for k in led.free("appeared") if _SOFTMAX.search(k.name) or is_gemm(k.name)]
+    # the math backend's attention: the GEMMs, the softmax and the steps over the score
+    # matrix (its scale, mask and dropout, an out-of-place masked_fill's copy) that appeared
+    math = [
+        k
+        for k in led.free("appeared")
+        if _SOFTMAX.search(k.name) or is_gemm(k.name) or is_elementwise(k.name)
+        or k.name.startswith("Memcpy DtoD")
+    ]  # fmt: skip
     members = [k for k in led.free() if sdpa_backend(k.name) or (now == "math" and k in math)]
     kernels = [k for k in members if sdpa_backend(k.name)]
     new = _names(kernels, "appeared") or _names(kernels, "slower")
