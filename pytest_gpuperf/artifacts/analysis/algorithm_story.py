@@ -22,7 +22,12 @@ from pytest_gpuperf.artifacts.analysis.attribution import (
     is_elementwise,
     timing,
 )
-from pytest_gpuperf.artifacts.analysis.compile_story import conv_layout, is_conv, is_conversion
+from pytest_gpuperf.artifacts.analysis.compile_story import (
+    conv_layout,
+    is_conv,
+    is_conversion,
+    probes,
+)
 from pytest_gpuperf.artifacts.analysis.inventory import KernelChange, short_name
 
 SDPA_BACKEND = "sdpa-backend"
@@ -170,7 +175,7 @@ def _backend(side: _Side, probe: Mapping[str, Any] | None, other: _Side) -> str 
 
 def _sdpa_head(was: str | None, now: str | None, ev: Evidence) -> str | None:
     """What changed in the attention: its backend, or a mask where is_causal=True was."""
-    base_probe, cur_probe = _probes(ev)
+    base_probe, cur_probe = probes(ev)
     b, c = _sdpa_facts(base_probe) or {}, _sdpa_facts(cur_probe) or {}
     if was and now and was != now:
         why = _sdpa_why(was, b, c, (cur_probe or {}).get("flags"))
@@ -220,16 +225,9 @@ def _sdpa_why(
     )
 
 
-def _probes(ev: Evidence) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
-    """The baseline's and the current probe, each None when it was skipped or not taken."""
-    probes = ((ev.baseline_inventory or {}).get("probe"), ev.current_probe)
-    base, cur = (p if isinstance(p, Mapping) and not p.get("skipped") else None for p in probes)
-    return base, cur
-
-
 def sdpa(ev: Evidence, led: Ledger) -> list[Finding]:
     """The attention's backend changed, or kept its backend but gained an explicit mask."""
-    base_probe, cur_probe = _probes(ev)
+    base_probe, cur_probe = probes(ev)
     base, cur = _sides(led)
     was, now = _backend(base, base_probe, cur), _backend(cur, cur_probe, base)
     head = _sdpa_head(was, now, ev)
@@ -268,7 +266,7 @@ def _precision(side: _Side, probe: Mapping[str, Any] | None) -> str | None:
 def _precision_why(was: str, now: str, ev: Evidence) -> tuple[str, str]:
     """(the setting that usually causes the move, where fp32 GEMMs now run or "")."""
     if (was in _LOW or was == "bf16/fp16") and now in ("tf32", "fp32"):
-        b_auto, c_auto = (_autocast(p) for p in _probes(ev))
+        b_auto, c_auto = (_autocast(p) for p in probes(ev))
         if c_auto is False and b_auto is not False:
             why = "autocast is off"
         elif c_auto is False:
@@ -294,7 +292,7 @@ def _precision_why(was: str, now: str, ev: Evidence) -> tuple[str, str]:
 
 def precision(ev: Evidence, led: Ledger) -> list[Finding]:
     """The GEMMs run in another precision: the precision first, the setting, then kernels."""
-    base_probe, cur_probe = _probes(ev)
+    base_probe, cur_probe = probes(ev)
     base, cur = _sides(led)
     was, now = _precision(base, base_probe), _precision(cur, cur_probe)
     if was is None or now is None or was == now or (was == "bf16/fp16" and now in _LOW):
@@ -379,7 +377,7 @@ def _conv_why(a: KernelChange, b: KernelChange, ev: Evidence) -> str:
         )
     elif gemm_precision(a.name) != gemm_precision(b.name):
         why = "the inputs' dtype changed (autocast or a .to(dtype))"
-    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in _probes(ev)]
+    bench = [((p or {}).get("flags") or {}).get("cudnn_benchmark") for p in probes(ev)]
     if bench == [True, False]:
         why += "; torch.backends.cudnn.benchmark is off now (it was on): cuDNN no longer times them"
     return why
@@ -387,7 +385,7 @@ def _conv_why(a: KernelChange, b: KernelChange, ev: Evidence) -> str:
 
 def heuristic(ev: Evidence, led: Ledger) -> list[Finding]:
     """cuBLAS picked other GEMM kernels at the same precision: tile, split-K, stream-K."""
-    base_probe, cur_probe = _probes(ev)
+    base_probe, cur_probe = probes(ev)
     free = led.free()
     gemms = [c for c in free if c.kind == "kernel" and is_gemm(c.name)]
     swap = _swap(gemms)

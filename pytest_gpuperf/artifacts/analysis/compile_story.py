@@ -281,7 +281,7 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
     ]
     new = next((c for c in swapped if c.status == "appeared"), None)
     old = next((c for c in swapped if c.status == "vanished"), None)
-    was, now = (_conv_inputs(p) for p in _probes(ev))
+    was, now = (_conv_inputs(p) for p in probes(ev))
     moved = sorted(now - was) if was and now else []
     if not conv or (not moved and (new is None or old is None)):
         return []
@@ -309,16 +309,16 @@ def layout(ev: Evidence, led: Ledger) -> list[Finding]:
     return [Finding(LAYOUT, text, members)]
 
 
-def _probes(ev: Evidence) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """The baseline's and the current API probe ({} when skipped or not taken)."""
-    probes = ((ev.baseline_inventory or {}).get("probe"), ev.current_probe)
-    base, cur = (p if isinstance(p, Mapping) and not p.get("skipped") else {} for p in probes)
+def probes(ev: Evidence) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """The baseline's and the current API probe, each None when it was skipped or not taken."""
+    found = ((ev.baseline_inventory or {}).get("probe"), ev.current_probe)
+    base, cur = (p if isinstance(p, Mapping) and not p.get("skipped") else None for p in found)
     return base, cur
 
 
-def _conv_inputs(probe: Mapping[str, Any]) -> set[str]:
+def _conv_inputs(probe: Mapping[str, Any] | None) -> set[str]:
     """The memory formats of the convolutions' inputs the probe saw."""
-    ops = probe.get("ops") or {}
+    ops = (probe or {}).get("ops") or {}
     calls = [e for n, v in ops.items() if n.startswith("conv") for e in v or []]
     return {str(e["layout"]) for e in calls if isinstance(e, Mapping) and e.get("layout")}
 
