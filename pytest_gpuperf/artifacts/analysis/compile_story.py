@@ -331,8 +331,9 @@ def _devectorized(
     gone = {_functor(c.name): c for c in free if c.status == "vanished" and c not in taken}
     out: list[KernelChange] = []
     for c in free:
-        twin = gone.get(_functor(c.name)) if c.status == "appeared" and c not in taken else None
-        out += [c, twin] if twin is not None and _functor(c.name) else []
+        mine = c.status == "appeared" and c not in taken
+        twin = gone.pop(_functor(c.name) or "-", None) if mine else None
+        out += [c, twin] if twin is not None else []
     return out
 
 
