@@ -142,10 +142,6 @@ class Ledger:
         self.kd = kd
         self.slowdown_us = slowdown_us if slowdown_us and slowdown_us > 0 else None
         self.changes = {c.name: c for c in (kd.notable if kd is not None else [])}
-        if idle_us is not None and self.slowdown_us and kd is not None:
-            # waiting explains at most what the kernels leave of the measured slowdown (a
-            # device-time figure hides the host's launch gaps the profile shows)
-            idle_us = min(idle_us, max(self.slowdown_us - kd.gpu_delta_us, 0.0))
         self.idle_us = idle_us
         self.taken: set[str] = set()
         self.idle_taken = False

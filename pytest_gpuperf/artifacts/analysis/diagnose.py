@@ -76,7 +76,13 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     b, c = ws.waiting_us(ev.baseline_inventory), ws.waiting_us(ev.current_inventory, ev.analysis)
     if ev.kernel_diff is not None and ev.kernel_diff.slowdown_us is None:
         slow_us = None  # the profiles disagree with the measurement: shares of what they show
-    led = Ledger(ev.kernel_diff, c - b if b is not None and c is not None else None, slow_us)
+    idle = c - b if b is not None and c is not None else None
+    kd, cuda = ev.kernel_diff, ev.analysis is not None and ev.analysis.device == "cuda"
+    if idle is not None and slow_us and slow_us > 0 and kd is not None and cuda and not ev.group:
+        # one GPU's waiting explains at most what its kernels leave of the measured slowdown
+        # (a device-time figure hides the host's launch gaps the profile shows)
+        idle = min(idle, max(slow_us - kd.gpu_delta_us, 0.0))
+    led = Ledger(kd, idle, slow_us)
     claimed = [led.claim(f) for story in STORIES for f in story(ev, led)] if ev.slower else []
     ranked = rank([f for f in claimed if f is not None], led)
     of = "the slowdown" if led.slowdown_us or ev.kernel_diff is None else "what the profiles show"
