@@ -73,16 +73,9 @@ STORIES: tuple[Callable[[Evidence, Ledger], Sequence[Finding]], ...] = (
 def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
     """The paragraph that opens the failure message, with the details under it."""
     slow_us = ev.slowdown_s * 1e6 if ev.slowdown_s is not None else None
-    b, c = ws.waiting_us(ev.baseline_inventory), ws.waiting_us(ev.current_inventory, ev.analysis)
     if ev.kernel_diff is not None and ev.kernel_diff.slowdown_us is None:
         slow_us = None  # the profiles disagree with the measurement: shares of what they show
-    idle = c - b if b is not None and c is not None else None
-    kd, cuda = ev.kernel_diff, ev.analysis is not None and ev.analysis.device == "cuda"
-    if idle is not None and slow_us and slow_us > 0 and kd is not None and cuda and not ev.group:
-        # one GPU's waiting explains at most what its kernels leave of the measured slowdown
-        # (a device-time figure hides the host's launch gaps the profile shows)
-        idle = min(idle, max(slow_us - kd.gpu_delta_us, 0.0))
-    led = Ledger(kd, idle, slow_us)
+    led = Ledger(ev.kernel_diff, _waiting(ev, slow_us), slow_us)
     claimed = [led.claim(f) for story in STORIES for f in story(ev, led)] if ev.slower else []
     ranked = rank([f for f in claimed if f is not None], led)
     of = "the slowdown" if led.slowdown_us or ev.kernel_diff is None else "what the profiles show"
@@ -100,6 +93,19 @@ def diagnose(ev: Evidence, extra_lines: Sequence[str] = ()) -> Diagnosis:
         paragraph, details = cpu_words(paragraph), [cpu_words(d) for d in details]
     causes = [f.cause for f in ranked if leads(f) or told(f)]
     return Diagnosis(ev.key, paragraph, causes, details)
+
+
+def _waiting(ev: Evidence, slow_us: float | None) -> float | None:
+    """The growth of the device's waiting per call. On one GPU, at most what its kernels leave
+    of the measured slowdown: a device-time figure hides the host's launch gaps the profile
+    shows (on the CPU an op's time holds its waits, and a rank's waiting is its collectives')."""
+    b, c = ws.waiting_us(ev.baseline_inventory), ws.waiting_us(ev.current_inventory, ev.analysis)
+    if b is None or c is None:
+        return None
+    kd, cuda = ev.kernel_diff, ev.analysis is not None and ev.analysis.device == "cuda"
+    if slow_us and slow_us > 0 and kd is not None and cuda and not ev.group:
+        return min(c - b, max(slow_us - kd.gpu_delta_us, 0.0))
+    return c - b
 
 
 def lead(paragraph: str) -> str:
