@@ -44,6 +44,9 @@ def _group(ev: Evidence, led: Ledger) -> list[Finding]:
     out += comms.findings(base.get("comms"), cur.get("comms"), led.slowdown_us)
     if out:  # the ranks' waiting (GPU idle; on the CPU, time outside the ops) is its doing
         out[0].idle = True
+    for f in out:  # more or other collectives: their own time too (gloo waits inside its ops)
+        if f.cause in (MORE_COLLECTIVES, comms.MESSAGE_SIZE) and not f.kernels:
+            f.kernels = [c.name for c in led.free() if comms.is_collective(c.name)]
     return out
 
 
