@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -306,16 +305,6 @@ def findings(
     late = [f for f in out if f.extra_us is None]
     out = [f for f in out if f not in late] + _buckets(base, current) + _algorithm(base, current)
     return out + late
-
-
-#: A collective's own time in a profile: NCCL's kernels, the CPU ops of gloo and c10d.
-_COLLECTIVE = re.compile(
-    r"nccl\w*kernel|all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all", re.I
-)
-
-
-def is_collective(name: str) -> bool:
-    return bool(_COLLECTIVE.search(name))
 
 
 def _algorithm(base: Mapping[str, Any], cur: Mapping[str, Any]) -> list[Finding]:

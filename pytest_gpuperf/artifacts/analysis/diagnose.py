@@ -19,6 +19,7 @@ from pytest_gpuperf.artifacts.analysis import work_story as ws
 from pytest_gpuperf.artifacts.analysis.attribution import Evidence as Evidence
 from pytest_gpuperf.artifacts.analysis.attribution import Finding, Ledger, leads, rank, told
 from pytest_gpuperf.artifacts.analysis.inventory import short_name
+from pytest_gpuperf.measure.collectives import normalize
 from pytest_gpuperf.outcome import Diagnosis as Diagnosis
 from pytest_gpuperf.units import fmt_change, fmt_time
 
@@ -46,7 +47,7 @@ def _group(ev: Evidence, led: Ledger) -> list[Finding]:
         out[0].idle = True
     for f in out:  # more or other collectives: their own time too (gloo waits inside its ops)
         if f.cause in (MORE_COLLECTIVES, comms.MESSAGE_SIZE) and not f.kernels:
-            f.kernels = [c.name for c in led.free() if comms.is_collective(c.name)]
+            f.kernels = [c.name for c in led.free() if normalize(c.name) is not None]
     return out
 
 
