@@ -60,10 +60,10 @@ _PAGEABLE = (
     "bandwidth and without overlap; pin the source (tensor.pin_memory(), "
     "DataLoader(pin_memory=True)) and copy with non_blocking=True"
 )
-#: (pattern on a vanished kernel's name, the fused op it ran, how to keep it fused)
 #: a tensor's fill with one value (zero_(), fill_(), torch.zeros): torch's kernel, and the CPU op
 _FILL = re.compile(r"FillFunctor|^aten::(?:fill|zero)_$")
-#: (torch's CUDA RMSNorm runs the LayerNorm kernels with their last template flag, rms_norm, on)
+#: (pattern on a vanished kernel's name, the fused op it ran, how to keep it fused); torch's
+#: CUDA RMSNorm runs the LayerNorm kernels with their last template flag (rms_norm) on
 _FUSED = (
     (re.compile(r"rms_?norm|(layer_?norm|RowwiseMoments)\w*<[^<>]*\btrue>", re.I), "RMSNorm",
      "F.rms_norm (nn.RMSNorm)"),
