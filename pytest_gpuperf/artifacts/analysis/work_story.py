@@ -309,10 +309,7 @@ def kernels(ev: Evidence, led: Ledger) -> list[Finding]:
     """The changes no story explained, each on its own."""
     out = []
     used: set[str] = set()
-    gemms = [[c.name for c in led.free(s) if is_gemm(c.name)] for s in ("vanished", "appeared")]
-    pairs = [*(ev.kernel_diff.variants if ev.kernel_diff is not None else [])]
-    pairs += zip(*gemms, strict=False)  # a GEMM gone and one new: cuBLAS's other variant
-    for old, new in pairs:
+    for old, new in ev.kernel_diff.variants if ev.kernel_diff is not None else []:
         pair = [c for c in led.free() if c.name in (old, new)]
         used |= {old, new} if len(pair) == 2 else set()  # a faster variant is no cause
         if len(pair) == 2 and sum(c.delta_us for c in pair) > 0:
